@@ -1,0 +1,1 @@
+# sim/: the simulator (filled in by the simulator work).
