@@ -73,28 +73,12 @@ int uly_attn_visible(const uly_attn_desc *a, int64_t i, int64_t j)
     return 1;
 }
 
-/* Visible keys of query i: [lo, hi). */
-static void visible_range(const uly_attn_desc *a, int64_t i, int64_t *lo, int64_t *hi)
-{
-    int64_t l = 0, h = a->seq;
-    if (a->causal)
-        h = i + 1;
-    if (a->window > 0) {
-        if (i - a->window + 1 > l)
-            l = i - a->window + 1;
-        if (!a->causal && i + a->window < h)
-            h = i + a->window;
-    }
-    *lo = l;
-    *hi = h;
-}
-
 double uly_attn_pairs(const uly_attn_desc *a)
 {
     double s = 0;
     for (int64_t i = 0; i < a->seq; i++) {
         int64_t lo, hi;
-        visible_range(a, i, &lo, &hi);
+        uly_visible_range(a, i, &lo, &hi);
         s += (double)(hi - lo);
     }
     return s;

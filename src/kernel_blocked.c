@@ -1,0 +1,213 @@
+/*
+ * kernel_blocked.c -- blocked ("flash-style") attention on OpenBLAS GEMMs
+ * with OpenMP, forward and backward, fp32 and fp64.  The algorithm is in
+ * kernel_blocked_impl.h (instantiated twice below); this file validates the
+ * arguments, works out the block geometry and dispatches on the dtype.
+ *
+ * Extra memory: one workspace per thread of 2*bq*bk + max(bq, 4 bk)*d + 3 bq
+ * elements, independent of N.  Nothing N x N is ever materialised.
+ */
+#include <cblas.h>
+#include <math.h>
+#include <limits.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "config.h"
+#include "internal.h"
+#include "vexp.h"
+
+#define ULY_DEFAULT_BQ 128
+#define ULY_DEFAULT_BK 256
+
+struct blk_geom {
+    int64_t bq, bk;        /* block sizes */
+    int64_t nqb, nkb;      /* number of query / key blocks */
+    int64_t hb, hq;        /* first global query head, query heads held */
+    int64_t kvb, hk;       /* first global KV head, KV heads held */
+    int64_t g;             /* query heads per KV head (global) */
+    double scale;
+    int threads;
+    int expanded;
+    size_t ws_bytes;       /* all threads */
+};
+
+static int blk_thread_id(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+#define REAL float
+#define GEMM cblas_sgemm
+#define VEXP uly_vexpf
+#define SFX(name) name##_f32
+#include "kernel_blocked_impl.h"
+#undef REAL
+#undef GEMM
+#undef VEXP
+#undef SFX
+
+#define REAL double
+#define GEMM cblas_dgemm
+#define VEXP uly_vexp
+#define SFX(name) name##_f64
+#include "kernel_blocked_impl.h"
+#undef REAL
+#undef GEMM
+#undef VEXP
+#undef SFX
+
+static int geom_init(const uly_attn_desc *a, const uly_kernel_opts *opts, struct blk_geom *G)
+{
+    int rc = uly_attn_desc_check(a);
+    if (rc)
+        return rc;
+    uly_kernel_opts def;
+    memset(&def, 0, sizeof def);
+    if (!opts)
+        opts = &def;
+    memset(G, 0, sizeof *G);
+    G->bq = opts->block_q ? opts->block_q : ULY_DEFAULT_BQ;
+    G->bk = opts->block_k ? opts->block_k : ULY_DEFAULT_BK;
+    if (G->bq < 1 || G->bk < 1 || G->bq > 65536 || G->bk > 65536)
+        return uly_set_error(ULY_EINVAL, "block sizes must be in 1..65536 (got %lld x %lld)",
+                             (long long)G->bq, (long long)G->bk);
+    if (G->bq > a->seq)
+        G->bq = a->seq;
+    if (G->bk > a->seq)
+        G->bk = a->seq;
+    G->g = a->heads / a->kv_heads;
+    G->hb = opts->head_begin;
+    G->hq = opts->head_count ? opts->head_count : a->heads;
+    if (G->hb < 0 || G->hq < 0 || G->hb + G->hq > a->heads)
+        return uly_set_error(ULY_EINVAL, "head range [%lld, %lld) is outside 0..%lld",
+                             (long long)G->hb, (long long)(G->hb + G->hq), (long long)a->heads);
+    uly_kv_range(a, G->hb, G->hq, &G->kvb, &G->hk);
+    if (G->hq * a->head_dim > INT_MAX)
+        return uly_set_error(ULY_EOVERFLOW, "heads x head_dim = %lld exceeds the BLAS int range",
+                             (long long)(G->hq * a->head_dim));
+    G->nqb = (a->seq + G->bq - 1) / G->bq;
+    G->nkb = (a->seq + G->bk - 1) / G->bk;
+    G->scale = uly_attn_scale(a);
+    G->expanded = opts->kv_expanded ? 1 : 0;
+    if (opts->threads < 0)
+        return uly_set_error(ULY_EINVAL, "threads must be >= 0 (got %d)", opts->threads);
+#ifdef _OPENMP
+    G->threads = opts->threads > 0 ? opts->threads : omp_get_max_threads();
+#else
+    G->threads = 1;
+#endif
+    size_t per;
+    if (uly_mul_size(a->dtype == ULY_F32 ? ws_elems_f32(G->bq, G->bk, a->head_dim)
+                                         : ws_elems_f64(G->bq, G->bk, a->head_dim),
+                     uly_dtype_size(a->dtype), &per) ||
+        uly_mul_size(per, (size_t)G->threads, &G->ws_bytes))
+        return uly_set_error(ULY_EOVERFLOW, "workspace size overflows");
+    return ULY_OK;
+}
+
+/* Our own OpenMP threads call BLAS; keep OpenBLAS single-threaded meanwhile. */
+struct blas_threads { int saved; };
+
+static void blas_enter(struct blas_threads *t)
+{
+#ifdef HAVE_OPENBLAS_SET_NUM_THREADS
+    t->saved = openblas_get_num_threads();
+    if (t->saved != 1)
+        openblas_set_num_threads(1);
+#else
+    t->saved = 1;
+#endif
+}
+
+static void blas_leave(const struct blas_threads *t)
+{
+#ifdef HAVE_OPENBLAS_SET_NUM_THREADS
+    if (t->saved != 1)
+        openblas_set_num_threads(t->saved);
+#else
+    (void)t;
+#endif
+}
+
+int uly_attn_fwd(const uly_attn_desc *a, const uly_kernel_opts *opts,
+                 const void *q, const void *k, const void *v, void *o, void *lse)
+{
+    struct blk_geom G;
+    int rc = geom_init(a, opts, &G);
+    if (rc)
+        return rc;
+    if (!q || !k || !v || !o || !lse)
+        return uly_set_error(ULY_EINVAL, "blocked forward: NULL tensor");
+    struct blas_threads bt;
+    blas_enter(&bt);
+    if (a->dtype == ULY_F32)
+        rc = fwd_f32(a, &G, q, k, v, o, lse);
+    else
+        rc = fwd_f64(a, &G, q, k, v, o, lse);
+    blas_leave(&bt);
+    return rc;
+}
+
+int uly_attn_bwd(const uly_attn_desc *a, const uly_kernel_opts *opts,
+                 const void *q, const void *k, const void *v, const void *o,
+                 const void *lse, const void *dout, void *dq, void *dk, void *dv)
+{
+    struct blk_geom G;
+    int rc = geom_init(a, opts, &G);
+    if (rc)
+        return rc;
+    if (!q || !k || !v || !o || !lse || !dout || !dq || !dk || !dv)
+        return uly_set_error(ULY_EINVAL, "blocked backward: NULL tensor");
+    struct blas_threads bt;
+    blas_enter(&bt);
+    if (a->dtype == ULY_F32)
+        rc = bwd_f32(a, &G, q, k, v, o, lse, dout, dq, dk, dv);
+    else
+        rc = bwd_f64(a, &G, q, k, v, o, lse, dout, dq, dk, dv);
+    blas_leave(&bt);
+    return rc;
+}
+
+#define FOLD_BODY(T)                                                                    \
+    do {                                                                                \
+        const T *e = expanded;                                                          \
+        T *f = folded;                                                                  \
+        for (int64_t t = 0; t < tokens * a->batch; t++)                                 \
+            for (int64_t hl = 0; hl < head_count; hl++) {                               \
+                int64_t kvl = (head_begin + hl) / g - kvb;                              \
+                const T *src = e + (t * head_count + hl) * d;                           \
+                T *dst = f + (t * kvc + kvl) * d;                                       \
+                if (hl == 0 || (head_begin + hl) / g != (head_begin + hl - 1) / g)      \
+                    memcpy(dst, src, (size_t)d * sizeof(T));                            \
+                else                                                                    \
+                    for (int64_t c = 0; c < d; c++)                                     \
+                        dst[c] += src[c];                                               \
+            }                                                                           \
+    } while (0)
+
+int uly_kv_fold(const uly_attn_desc *a, int64_t head_begin, int64_t head_count,
+                int64_t tokens, const void *expanded, void *folded)
+{
+    int rc = uly_attn_desc_check(a);
+    if (rc)
+        return rc;
+    if (head_begin < 0 || head_count < 1 || head_begin + head_count > a->heads || tokens < 0)
+        return uly_set_error(ULY_EINVAL, "kv fold: head range [%lld, %lld) or %lld tokens invalid",
+                             (long long)head_begin, (long long)(head_begin + head_count),
+                             (long long)tokens);
+    const int64_t g = a->heads / a->kv_heads, d = a->head_dim;
+    int64_t kvb, kvc;
+    uly_kv_range(a, head_begin, head_count, &kvb, &kvc);
+    if (a->dtype == ULY_F32)
+        FOLD_BODY(float);
+    else
+        FOLD_BODY(double);
+    return ULY_OK;
+}

@@ -1,0 +1,361 @@
+/*
+ * kernel_blocked_impl.h -- the blocked attention kernel, written once for a
+ * generic element type and instantiated by kernel_blocked.c for float and
+ * double.  Included with these macros defined:
+ *   REAL   element type        GEMM   cblas_sgemm / cblas_dgemm
+ *   VEXP   in-place array exp  SFX(name) name with a type suffix
+ *
+ * Forward (per work item = batch b, local head h, query block): online
+ * softmax over the visible key blocks, two GEMMs per block:
+ *   S   = scale * Q_blk K_blk^T                  (mq x nk)
+ *   m'  = max(m, rowmax S);  P = exp(S - m');  c = exp(m - m')
+ *   l   = c l + rowsum P;    O_acc = c O_acc + P V_blk
+ * then O = O_acc / l and LSE = m + log l.
+ *
+ * Backward (FlashAttention-2 recomputation) in two deterministic passes, so
+ * that no output element is ever accumulated by two threads:
+ *   pass KV, per (b, KV head, key block): for each of its query heads in
+ *     increasing order, for each visible query block in increasing order:
+ *       P = exp(S - LSE), dP = dO V^T, dS = P (dP - D)   with D = rowsum(dO O)
+ *       dV_h += P^T dO,  dK_h += scale dS^T Q
+ *     then dK = dK_h0 + dK_h1 + ... (left fold; or stored per head when
+ *     kv_expanded), same for dV.
+ *   pass Q, per (b, head, query block): dQ = scale sum_blocks dS K.
+ * Five GEMMs per visible block pair in pass KV + Q: 2 (S, dP) are recomputed.
+ *
+ * Every work item performs the same operations on the same values whatever
+ * the thread count, the schedule, or the set of heads held by the caller:
+ * results are bitwise reproducible.
+ */
+
+/* Per-thread workspace, in elements of REAL. */
+static size_t SFX(ws_elems)(int64_t bq, int64_t bk, int64_t d)
+{
+    /* S (bq x bk), dP (bq x bk), acc (max(bq, 4 bk) x d), m, l, D (bq each) */
+    int64_t acc = bq > 4 * bk ? bq : 4 * bk;
+    return (size_t)(2 * bq * bk + acc * d + 3 * bq);
+}
+
+/* S = scale * Q K^T for one block; masked entries set to -inf. */
+static void SFX(block_scores)(const uly_attn_desc *a, const REAL *qp, int64_t ldq,
+                              const REAL *kp, int64_t ldk, int64_t q0, int64_t mq,
+                              int64_t k0, int64_t nk, REAL scale, REAL *S, int64_t lds)
+{
+    const int64_t d = a->head_dim;
+    GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mq, (int)nk, (int)d, scale, qp, (int)ldq,
+         kp, (int)ldk, 0, S, (int)lds);
+    int64_t lo_first, hi_first, lo_last, hi_last;
+    uly_visible_range(a, q0, &lo_first, &hi_first);
+    uly_visible_range(a, q0 + mq - 1, &lo_last, &hi_last);
+    if (lo_last <= k0 && hi_first >= k0 + nk)
+        return; /* every pair visible */
+    for (int64_t i = 0; i < mq; i++) {
+        int64_t lo, hi;
+        uly_visible_range(a, q0 + i, &lo, &hi);
+        REAL *row = S + i * lds;
+        for (int64_t j = 0; j < nk; j++)
+            if (k0 + j < lo || k0 + j >= hi)
+                row[j] = -INFINITY;
+    }
+}
+
+/* Key blocks [*kb0, *kb1) that intersect the visible keys of rows [q0, q0+mq). */
+static void SFX(key_blocks)(const uly_attn_desc *a, int64_t q0, int64_t mq, int64_t bk,
+                            int64_t *kb0, int64_t *kb1)
+{
+    int64_t lo, hi, lo2, hi2;
+    uly_visible_range(a, q0, &lo, &hi);
+    uly_visible_range(a, q0 + mq - 1, &lo2, &hi2);
+    *kb0 = lo / bk;
+    *kb1 = (hi2 - 1) / bk + 1;
+}
+
+/* Query blocks [*qb0, *qb1) whose rows see some key of [k0, k0+nk). */
+static void SFX(query_blocks)(const uly_attn_desc *a, int64_t k0, int64_t nk, int64_t bq,
+                              int64_t *qb0, int64_t *qb1)
+{
+    int64_t lo, hi, lo2, hi2;
+    uly_seen_by_range(a, k0, &lo, &hi);
+    uly_seen_by_range(a, k0 + nk - 1, &lo2, &hi2);
+    *qb0 = lo / bq;
+    *qb1 = (hi2 - 1) / bq + 1;
+}
+
+/* Row max of n values with eight independent lanes (fixed order). */
+static REAL SFX(row_max)(const REAL *x, int64_t n)
+{
+    REAL lane[8];
+    for (int l = 0; l < 8; l++)
+        lane[l] = -INFINITY;
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++)
+            lane[l] = x[j + l] > lane[l] ? x[j + l] : lane[l];
+    for (; j < n; j++)
+        lane[0] = x[j] > lane[0] ? x[j] : lane[0];
+    REAL m = lane[0];
+    for (int l = 1; l < 8; l++)
+        m = lane[l] > m ? lane[l] : m;
+    return m;
+}
+
+/* Row sum of n values with eight independent lanes (fixed order). */
+static REAL SFX(row_sum)(const REAL *x, int64_t n)
+{
+    REAL lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++)
+            lane[l] += x[j + l];
+    for (; j < n; j++)
+        lane[0] += x[j];
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
+static void SFX(fwd_item)(const uly_attn_desc *a, const struct blk_geom *G, int64_t item,
+                          const REAL *q, const REAL *k, const REAL *v, REAL *o, REAL *lse,
+                          REAL *ws)
+{
+    const int64_t N = a->seq, d = a->head_dim, bq = G->bq, bk = G->bk;
+    const int64_t qb = item % G->nqb, hl = (item / G->nqb) % G->hq, b = item / G->nqb / G->hq;
+    const int64_t q0 = qb * bq, mq = N - q0 < bq ? N - q0 : bq;
+    const int64_t kvl = (G->hb + hl) / G->g - G->kvb;
+    const int64_t ldq = G->hq * d, ldk = G->hk * d;
+    const REAL *qp = q + ((b * N + q0) * G->hq + hl) * d;
+    const REAL *kp = k + (b * N * G->hk + kvl) * d;
+    const REAL *vp = v + (b * N * G->hk + kvl) * d;
+    REAL *S = ws;                       // (bq, bk)
+    REAL *acc = ws + 2 * bq * bk;       // (mq, d)
+    REAL *m = acc + (bq > 4 * bk ? bq : 4 * bk) * d; // (bq)
+    REAL *l = m + bq;                   // (bq)
+    for (int64_t i = 0; i < mq; i++) {
+        m[i] = -INFINITY;
+        l[i] = 0;
+    }
+    memset(acc, 0, (size_t)(mq * d) * sizeof *acc);
+    int64_t kb0, kb1;
+    SFX(key_blocks)(a, q0, mq, bk, &kb0, &kb1);
+    for (int64_t kb = kb0; kb < kb1; kb++) {
+        const int64_t k0 = kb * bk, nk = N - k0 < bk ? N - k0 : bk;
+        SFX(block_scores)(a, qp, ldq, kp + k0 * ldk, ldk, q0, mq, k0, nk, (REAL)G->scale, S, bk);
+        for (int64_t i = 0; i < mq; i++) {
+            REAL *row = S + i * bk;
+            REAL mx = SFX(row_max)(row, nk);
+            REAL mnew = mx > m[i] ? mx : m[i];
+            if (mnew == -INFINITY) { /* nothing visible yet in this row */
+                for (int64_t j = 0; j < nk; j++)
+                    row[j] = 0;
+                continue;
+            }
+            for (int64_t j = 0; j < nk; j++)
+                row[j] -= mnew;
+            VEXP(row, nk);
+            REAL corr = m[i] - mnew; /* -inf on the first visible block */
+            VEXP(&corr, 1);
+            l[i] = l[i] * corr + SFX(row_sum)(row, nk);
+            m[i] = mnew;
+            if (corr != 1) {
+                REAL *ai = acc + i * d;
+                for (int64_t c = 0; c < d; c++)
+                    ai[c] *= corr;
+            }
+        }
+        GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mq, (int)d, (int)nk, 1, S, (int)bk,
+             vp + k0 * ldk, (int)ldk, 1, acc, (int)d);
+    }
+    for (int64_t i = 0; i < mq; i++) {
+        REAL inv = 1 / l[i];
+        REAL *oi = o + ((b * N + q0 + i) * G->hq + hl) * d;
+        const REAL *ai = acc + i * d;
+        for (int64_t c = 0; c < d; c++)
+            oi[c] = ai[c] * inv;
+        lse[(b * G->hq + hl) * N + q0 + i] = m[i] + log(l[i]);
+    }
+}
+
+/* D_i = sum_c dO_ic O_ic for the rows of one query block (accumulated in double). */
+static void SFX(rows_D)(int64_t mq, int64_t d, const REAL *dop, const REAL *op, int64_t ld, REAL *D)
+{
+    for (int64_t i = 0; i < mq; i++) {
+        double s = 0;
+        for (int64_t c = 0; c < d; c++)
+            s += (double)dop[i * ld + c] * (double)op[i * ld + c];
+        D[i] = (REAL)s;
+    }
+}
+
+/* dS for one block pair: S holds the scores on entry, P on exit; dP holds dS on exit. */
+static void SFX(block_dS)(const uly_attn_desc *a, const struct blk_geom *G, const REAL *qp,
+                          const REAL *dop, int64_t ldq, const REAL *kp, const REAL *vp, int64_t ldk,
+                          int64_t q0, int64_t mq, int64_t k0, int64_t nk, const REAL *lse_rows,
+                          const REAL *D, REAL *S, REAL *dP)
+{
+    const int64_t d = a->head_dim, bk = G->bk;
+    SFX(block_scores)(a, qp, ldq, kp, ldk, q0, mq, k0, nk, (REAL)G->scale, S, bk);
+    for (int64_t i = 0; i < mq; i++) {
+        REAL *row = S + i * bk;
+        const REAL L = lse_rows[i];
+        for (int64_t j = 0; j < nk; j++)
+            row[j] -= L;
+        VEXP(row, nk);
+    }
+    GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mq, (int)nk, (int)d, 1, dop, (int)ldq, vp,
+         (int)ldk, 0, dP, (int)bk);
+    for (int64_t i = 0; i < mq; i++) {
+        REAL *pr = S + i * bk, *dr = dP + i * bk;
+        const REAL Di = D[i];
+        for (int64_t j = 0; j < nk; j++)
+            dr[j] = pr[j] * (dr[j] - Di);
+    }
+}
+
+static void SFX(bwd_kv_item)(const uly_attn_desc *a, const struct blk_geom *G, int64_t item,
+                             const REAL *q, const REAL *k, const REAL *v, const REAL *o,
+                             const REAL *lse, const REAL *dout, REAL *dk, REAL *dv, REAL *ws)
+{
+    const int64_t N = a->seq, d = a->head_dim, bq = G->bq, bk = G->bk;
+    const int64_t kb = item % G->nkb, kvl = (item / G->nkb) % G->hk, b = item / G->nkb / G->hk;
+    const int64_t k0 = kb * bk, nk = N - k0 < bk ? N - k0 : bk;
+    const int64_t ldq = G->hq * d, ldk = G->hk * d;
+    const int64_t kvg = G->kvb + kvl;
+    int64_t h_first = kvg * G->g, h_end = (kvg + 1) * G->g;
+    if (h_first < G->hb)
+        h_first = G->hb;
+    if (h_end > G->hb + G->hq)
+        h_end = G->hb + G->hq;
+    const REAL *kp = k + ((b * N + k0) * G->hk + kvl) * d;
+    const REAL *vp = v + ((b * N + k0) * G->hk + kvl) * d;
+    REAL *S = ws, *dP = ws + bq * bk;
+    REAL *dKh = ws + 2 * bq * bk, *dVh = dKh + bk * d; // (nk, d) each: this head
+    REAL *dKs = dVh + bk * d, *dVs = dKs + bk * d;     // (nk, d) each: folded
+    REAL *D = dKh + (bq > 4 * bk ? bq : 4 * bk) * d + 2 * bq;
+    int64_t qb0, qb1;
+    SFX(query_blocks)(a, k0, nk, bq, &qb0, &qb1);
+    for (int64_t hg = h_first; hg < h_end; hg++) {
+        const int64_t hl = hg - G->hb;
+        memset(dKh, 0, (size_t)(2 * bk * d) * sizeof *dKh);
+        for (int64_t qbi = qb0; qbi < qb1; qbi++) {
+            const int64_t q0 = qbi * bq, mq = N - q0 < bq ? N - q0 : bq;
+            const REAL *qp = q + ((b * N + q0) * G->hq + hl) * d;
+            const REAL *dop = dout + ((b * N + q0) * G->hq + hl) * d;
+            const REAL *op = o + ((b * N + q0) * G->hq + hl) * d;
+            SFX(rows_D)(mq, d, dop, op, ldq, D);
+            SFX(block_dS)(a, G, qp, dop, ldq, kp, vp, ldk, q0, mq, k0, nk,
+                          lse + (b * G->hq + hl) * N + q0, D, S, dP);
+            GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)d, (int)mq, 1, S, (int)bk,
+                 dop, (int)ldq, 1, dVh, (int)d);
+            GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)d, (int)mq, (REAL)G->scale,
+                 dP, (int)bk, qp, (int)ldq, 1, dKh, (int)d);
+        }
+        if (G->expanded) {
+            for (int64_t j = 0; j < nk; j++) {
+                memcpy(dk + ((b * N + k0 + j) * G->hq + hl) * d, dKh + j * d, (size_t)d * sizeof(REAL));
+                memcpy(dv + ((b * N + k0 + j) * G->hq + hl) * d, dVh + j * d, (size_t)d * sizeof(REAL));
+            }
+        } else if (hg == h_first) {
+            memcpy(dKs, dKh, (size_t)(2 * bk * d) * sizeof(REAL)); /* dKs, dVs follow dKh, dVh */
+        } else {
+            for (int64_t x = 0; x < 2 * bk * d; x++)
+                dKs[x] += dKh[x];
+        }
+    }
+    if (!G->expanded) {
+        for (int64_t j = 0; j < nk; j++) {
+            REAL *dkj = dk + ((b * N + k0 + j) * G->hk + kvl) * d;
+            REAL *dvj = dv + ((b * N + k0 + j) * G->hk + kvl) * d;
+            if (h_first < h_end) {
+                memcpy(dkj, dKs + j * d, (size_t)d * sizeof(REAL));
+                memcpy(dvj, dVs + j * d, (size_t)d * sizeof(REAL));
+            } else {
+                memset(dkj, 0, (size_t)d * sizeof(REAL));
+                memset(dvj, 0, (size_t)d * sizeof(REAL));
+            }
+        }
+    }
+}
+
+static void SFX(bwd_q_item)(const uly_attn_desc *a, const struct blk_geom *G, int64_t item,
+                            const REAL *q, const REAL *k, const REAL *v, const REAL *o,
+                            const REAL *lse, const REAL *dout, REAL *dq, REAL *ws)
+{
+    const int64_t N = a->seq, d = a->head_dim, bq = G->bq, bk = G->bk;
+    const int64_t qb = item % G->nqb, hl = (item / G->nqb) % G->hq, b = item / G->nqb / G->hq;
+    const int64_t q0 = qb * bq, mq = N - q0 < bq ? N - q0 : bq;
+    const int64_t kvl = (G->hb + hl) / G->g - G->kvb;
+    const int64_t ldq = G->hq * d, ldk = G->hk * d;
+    const REAL *qp = q + ((b * N + q0) * G->hq + hl) * d;
+    const REAL *dop = dout + ((b * N + q0) * G->hq + hl) * d;
+    const REAL *op = o + ((b * N + q0) * G->hq + hl) * d;
+    const REAL *kp = k + (b * N * G->hk + kvl) * d;
+    const REAL *vp = v + (b * N * G->hk + kvl) * d;
+    REAL *S = ws, *dP = ws + bq * bk, *acc = ws + 2 * bq * bk;
+    REAL *D = acc + (bq > 4 * bk ? bq : 4 * bk) * d + 2 * bq;
+    SFX(rows_D)(mq, d, dop, op, ldq, D);
+    memset(acc, 0, (size_t)(mq * d) * sizeof *acc);
+    int64_t kb0, kb1;
+    SFX(key_blocks)(a, q0, mq, bk, &kb0, &kb1);
+    for (int64_t kbi = kb0; kbi < kb1; kbi++) {
+        const int64_t k0 = kbi * bk, nk = N - k0 < bk ? N - k0 : bk;
+        SFX(block_dS)(a, G, qp, dop, ldq, kp + k0 * ldk, vp + k0 * ldk, ldk, q0, mq, k0, nk,
+                      lse + (b * G->hq + hl) * N + q0, D, S, dP);
+        GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mq, (int)d, (int)nk, (REAL)G->scale,
+             dP, (int)bk, kp + k0 * ldk, (int)ldk, 1, acc, (int)d);
+    }
+    for (int64_t i = 0; i < mq; i++)
+        memcpy(dq + ((b * N + q0 + i) * G->hq + hl) * d, acc + i * d, (size_t)d * sizeof(REAL));
+}
+
+static int SFX(fwd)(const uly_attn_desc *a, const struct blk_geom *G, const REAL *q,
+                    const REAL *k, const REAL *v, REAL *o, REAL *lse)
+{
+    REAL *ws = uly_malloc(G->ws_bytes);
+    if (!ws)
+        return uly_set_error(ULY_ENOMEM, "blocked attention: cannot allocate %zu bytes of workspace",
+                             G->ws_bytes);
+    const int64_t items = a->batch * G->hq * G->nqb;
+    const size_t per = SFX(ws_elems)(G->bq, G->bk, a->head_dim);
+#ifdef _OPENMP
+#pragma omp parallel num_threads(G->threads)
+#endif
+    {
+        REAL *my = ws + per * (size_t)blk_thread_id();
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+        for (int64_t it = 0; it < items; it++)
+            SFX(fwd_item)(a, G, it, q, k, v, o, lse, my);
+    }
+    uly_free(ws);
+    return ULY_OK;
+}
+
+static int SFX(bwd)(const uly_attn_desc *a, const struct blk_geom *G, const REAL *q,
+                    const REAL *k, const REAL *v, const REAL *o, const REAL *lse,
+                    const REAL *dout, REAL *dq, REAL *dk, REAL *dv)
+{
+    REAL *ws = uly_malloc(G->ws_bytes);
+    if (!ws)
+        return uly_set_error(ULY_ENOMEM, "blocked attention: cannot allocate %zu bytes of workspace",
+                             G->ws_bytes);
+    const int64_t kv_items = a->batch * G->hk * G->nkb;
+    const int64_t q_items = a->batch * G->hq * G->nqb;
+    const size_t per = SFX(ws_elems)(G->bq, G->bk, a->head_dim);
+#ifdef _OPENMP
+#pragma omp parallel num_threads(G->threads)
+#endif
+    {
+        REAL *my = ws + per * (size_t)blk_thread_id();
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+        for (int64_t it = 0; it < kv_items; it++)
+            SFX(bwd_kv_item)(a, G, it, q, k, v, o, lse, dout, dk, dv, my);
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+        for (int64_t it = 0; it < q_items; it++)
+            SFX(bwd_q_item)(a, G, it, q, k, v, o, lse, dout, dq, my);
+    }
+    uly_free(ws);
+    return ULY_OK;
+}
