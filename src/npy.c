@@ -1,0 +1,696 @@
+/*
+ * npy.c -- reader and writer of NumPy .npy files for float32 / float64
+ * arrays in C order.
+ *
+ * What this is for: moving test tensors (Q, K, V, reference outputs)
+ * between numpy and the library.  What it is not: a general .npy library.
+ * Only little-endian '<f4' and '<f8', C order, at most ULY_NPY_MAXDIM
+ * dimensions; everything else is rejected with a message that says why.
+ *
+ * Layout of a .npy file (numpy.lib.format):
+ *   bytes 0..5   "\x93NUMPY"
+ *   bytes 6, 7   major, minor version (1.0, 2.0 or 3.0)
+ *   then         header length: uint16 LE (1.0) or uint32 LE (2.0, 3.0)
+ *   then         header: a Python dict literal such as
+ *                  {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
+ *                padded with spaces and ended by '\n'
+ *   then         the data, count * elemsize bytes, nothing after it.
+ *
+ * The parser never reads outside [buf, buf + len), allocates only after the
+ * file size has been checked against the shape (so a header cannot ask for
+ * more memory than the file holds), does not recurse and runs in time linear
+ * in len.  It is the target of fuzz/fuzz_npy.c.
+ *
+ * Independent of config.h: only the C standard library and internal.h.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define NPY_MAGIC "\x93NUMPY"
+#define NPY_MAGIC_LEN 6
+#define NPY_ALIGN 64
+/* numpy leaves room for shape[0] to grow to this many digits (np.save since
+ * numpy 1.24); the writer does the same so its files match np.save's. */
+#define NPY_GROWTH_DIGITS 21
+
+/* ------------------------------------------------------------ small helpers */
+
+static size_t elem_size(uly_dtype t)
+{
+    return t == ULY_F32 ? 4 : t == ULY_F64 ? 8 : 0;
+}
+
+static const char *dtype_descr(uly_dtype t)
+{
+    return t == ULY_F32 ? "<f4" : "<f8";
+}
+
+static int host_is_little_endian(void)
+{
+    const uint16_t one = 1;
+    unsigned char b;
+    memcpy(&b, &one, 1);
+    return b == 1;
+}
+
+/* Reverse the bytes of each of the count elements of es bytes at p. */
+static void swap_bytes(unsigned char *p, size_t count, size_t es)
+{
+    for (size_t i = 0; i < count; i++, p += es)
+        for (size_t a = 0, b = es - 1; a < b; a++, b--) {
+            unsigned char t = p[a];
+            p[a] = p[b];
+            p[b] = t;
+        }
+}
+
+/* Copy n bytes of untrusted text into dst (capacity cap >= 4) so that it is
+ * safe to print: non-printable bytes become '?', long text ends in "...". */
+static void printable(char *dst, size_t cap, const unsigned char *s, size_t n)
+{
+    size_t keep = n < cap - 1 ? n : cap - 4;
+    for (size_t i = 0; i < keep; i++)
+        dst[i] = (s[i] >= 0x20 && s[i] < 0x7f) ? (char)s[i] : '?';
+    if (keep < n) {
+        memcpy(dst + keep, "...", 3);
+        keep += 3;
+    }
+    dst[keep] = '\0';
+}
+
+/* "(2, 3)", "(3,)" or "()" as numpy's repr writes a shape tuple. */
+static void shape_text(char *dst, size_t cap, int ndim, const int64_t *shape)
+{
+    size_t n = 0;
+    n += (size_t)snprintf(dst, cap, "(");
+    for (int i = 0; i < ndim && n < cap; i++)
+        n += (size_t)snprintf(dst + n, cap - n, "%s%" PRId64, i ? ", " : "", shape[i]);
+    if (n < cap)
+        snprintf(dst + n, cap - n, ndim == 1 ? ",)" : ")");
+}
+
+/* Record an error for uly_last_error(), prefixed with "src: " when src (the
+ * file name) is not NULL, and return status. */
+static int npy_fail(const char *src, int status, const char *fmt, ...) ULY_PRINTF(3, 4);
+
+static int npy_fail(const char *src, int status, const char *fmt, ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (src)
+        return uly_set_error(status, "%s: %s", src, msg);
+    return uly_set_error(status, "%s", msg);
+}
+
+/* Number of elements of a shape and its size in bytes.  Like numpy, a zero
+ * dimension gives count 0 but the other dimensions must still multiply
+ * without overflow.  Returns 0, or 1 on overflow. */
+static int shape_size(int ndim, const int64_t *shape, size_t es, size_t *count, size_t *nbytes)
+{
+    size_t p = 1, bytes;
+    int zero = 0;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] == 0) {
+            zero = 1;
+            continue;
+        }
+        if ((uint64_t)shape[i] > SIZE_MAX || uly_mul_size(p, (size_t)shape[i], &p))
+            return 1;
+    }
+    if (uly_mul_size(p, es, &bytes))
+        return 1;
+    *count = zero ? 0 : p;
+    *nbytes = zero ? 0 : bytes;
+    return 0;
+}
+
+/* ----------------------------------------------------------- header parser */
+
+/* The header text [p, end); base is the file offset of the header's first
+ * byte so that messages can name the byte where parsing stopped. */
+typedef struct cursor {
+    const unsigned char *p, *begin, *end;
+    size_t base;
+    const char *src;
+} cursor;
+
+enum { KEY_DESCR, KEY_FORTRAN, KEY_SHAPE, NKEYS };
+static const char *const key_name[NKEYS] = { "descr", "fortran_order", "shape" };
+
+static size_t cur_pos(const cursor *c)
+{
+    return c->base + (size_t)(c->p - c->begin);
+}
+
+static int cur_fail(const cursor *c, const char *what)
+{
+    return npy_fail(c->src, ULY_EFORMAT, "malformed .npy header at byte %zu: %s", cur_pos(c), what);
+}
+
+/* Python whitespace inside a bracketed expression. */
+static int is_space(unsigned char ch)
+{
+    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\f' || ch == '\v';
+}
+
+static int is_digit(unsigned char ch)
+{
+    return ch >= '0' && ch <= '9';
+}
+
+static int is_ident(unsigned char ch)
+{
+    return is_digit(ch) || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '_' || ch >= 0x80;
+}
+
+static void skip_space(cursor *c)
+{
+    while (c->p < c->end && is_space(*c->p))
+        c->p++;
+}
+
+static int at(const cursor *c, unsigned char ch)
+{
+    return c->p < c->end && *c->p == ch;
+}
+
+/* A quoted string without escapes: '...' or "...".  *s, *n: its contents. */
+static int parse_string(cursor *c, const unsigned char **s, size_t *n, const char *what)
+{
+    char msg[128];
+    if (!at(c, '\'') && !at(c, '"')) {
+        snprintf(msg, sizeof msg, "expected %s (a quoted string)", what);
+        return cur_fail(c, msg);
+    }
+    unsigned char q = *c->p++;
+    const unsigned char *start = c->p;
+    while (c->p < c->end && *c->p != q) {
+        if (*c->p == '\\')
+            return cur_fail(c, "escape sequences in strings are not supported");
+        if (*c->p == '\n' || *c->p == '\r')
+            return cur_fail(c, "unterminated string");
+        c->p++;
+    }
+    if (c->p == c->end)
+        return cur_fail(c, "unterminated string");
+    *s = start;
+    *n = (size_t)(c->p - start);
+    c->p++;
+    return ULY_OK;
+}
+
+static int parse_key(cursor *c, int *key)
+{
+    const unsigned char *s;
+    size_t n;
+    const unsigned char *at_key = c->p;
+    int st = parse_string(c, &s, &n, "a key or '}'");
+    if (st)
+        return st;
+    for (int k = 0; k < NKEYS; k++)
+        if (n == strlen(key_name[k]) && memcmp(s, key_name[k], n) == 0) {
+            *key = k;
+            return ULY_OK;
+        }
+    char name[40];
+    printable(name, sizeof name, s, n);
+    c->p = at_key;
+    return npy_fail(c->src, ULY_EFORMAT,
+                    "malformed .npy header at byte %zu: unexpected key '%s' "
+                    "(expected 'descr', 'fortran_order', 'shape')", cur_pos(c), name);
+}
+
+static int parse_descr(cursor *c, uly_dtype *dtype)
+{
+    const unsigned char *s;
+    size_t n;
+    if (!at(c, '\'') && !at(c, '"'))
+        return cur_fail(c, "'descr' must be a string such as '<f4' (structured dtypes are not supported)");
+    int st = parse_string(c, &s, &n, "the value of 'descr'");
+    if (st)
+        return st;
+    if (n == 3 && memcmp(s, "<f4", 3) == 0) {
+        *dtype = ULY_F32;
+        return ULY_OK;
+    }
+    if (n == 3 && memcmp(s, "<f8", 3) == 0) {
+        *dtype = ULY_F64;
+        return ULY_OK;
+    }
+    char name[40];
+    printable(name, sizeof name, s, n);
+    if (n > 0 && s[0] == '>')
+        return npy_fail(c->src, ULY_EFORMAT, "big-endian dtype '%s' is not supported "
+                        "(only '<f4' and '<f8')", name);
+    return npy_fail(c->src, ULY_EFORMAT, "unsupported dtype '%s' (only '<f4' and '<f8')", name);
+}
+
+static int parse_bool(cursor *c, int *value)
+{
+    const unsigned char *s = c->p;
+    while (c->p < c->end && is_ident(*c->p))
+        c->p++;
+    size_t n = (size_t)(c->p - s);
+    if (n == 4 && memcmp(s, "True", 4) == 0)
+        *value = 1;
+    else if (n == 5 && memcmp(s, "False", 5) == 0)
+        *value = 0;
+    else {
+        c->p = s;
+        return cur_fail(c, "'fortran_order' must be True or False");
+    }
+    return ULY_OK;
+}
+
+/* One dimension: a decimal integer (an 'L' suffix, as Python 2 wrote it, is
+ * accepted).  Negative values and values beyond int64 are rejected. */
+static int parse_dim(cursor *c, int index, int64_t *dim)
+{
+    int neg = 0, big = 0;
+    uint64_t v = 0;
+    const unsigned char *start = c->p;
+    if (at(c, '-')) {
+        neg = 1;
+        c->p++;
+    }
+    if (c->p >= c->end || !is_digit(*c->p))
+        return cur_fail(c, "expected a dimension (a non-negative integer) in 'shape'");
+    if (*c->p == '0' && c->p + 1 < c->end && is_digit(c->p[1]))
+        return cur_fail(c, "leading zeros in a dimension of 'shape'");
+    while (c->p < c->end && is_digit(*c->p)) {
+        unsigned d = (unsigned)(*c->p - '0');
+        if (v > ((uint64_t)INT64_MAX - d) / 10)
+            big = 1;
+        else
+            v = v * 10 + d;
+        c->p++;
+    }
+    if (at(c, 'L'))
+        c->p++;
+    if (neg && (v != 0 || big)) {
+        char text[32];
+        printable(text, sizeof text, start, (size_t)(c->p - start));
+        return npy_fail(c->src, ULY_EFORMAT, "negative dimension %s in 'shape' (dimension %d)",
+                        text, index);
+    }
+    if (big) {
+        char text[32];
+        printable(text, sizeof text, start, (size_t)(c->p - start));
+        return npy_fail(c->src, ULY_EOVERFLOW, "dimension %d of 'shape' (%s) does not fit in int64",
+                        index, text);
+    }
+    *dim = (int64_t)v;
+    return ULY_OK;
+}
+
+/* A tuple of dimensions: "()", "(3,)", "(2, 3)", "(2, 3,)". */
+static int parse_shape(cursor *c, int *ndim, int64_t *shape)
+{
+    int st;
+    *ndim = 0;
+    if (!at(c, '('))
+        return cur_fail(c, "'shape' must be a tuple such as (2, 3)");
+    c->p++;
+    skip_space(c);
+    if (at(c, ')')) {
+        c->p++;
+        return ULY_OK;
+    }
+    for (;;) {
+        int64_t d = 0;
+        if ((st = parse_dim(c, *ndim, &d)))
+            return st;
+        if (*ndim == ULY_NPY_MAXDIM)
+            return npy_fail(c->src, ULY_EFORMAT, "'shape' has more than %d dimensions",
+                            ULY_NPY_MAXDIM);
+        shape[(*ndim)++] = d;
+        skip_space(c);
+        if (at(c, ',')) {
+            c->p++;
+            skip_space(c);
+            if (at(c, ')')) {
+                c->p++;
+                return ULY_OK;
+            }
+            continue;
+        }
+        if (at(c, ')')) {
+            if (*ndim == 1)
+                return cur_fail(c, "'shape' (n) is not a tuple; a 1-D shape is written (n,)");
+            c->p++;
+            return ULY_OK;
+        }
+        return cur_fail(c, "expected ',' or ')' in 'shape'");
+    }
+}
+
+/* Parse the whole dict.  On success fills dtype, ndim and shape. */
+static int parse_header(cursor *c, uly_dtype *dtype, int *ndim, int64_t *shape)
+{
+    int seen[NKEYS] = { 0 };
+    int fortran = 0, st;
+
+    skip_space(c);
+    if (!at(c, '{'))
+        return cur_fail(c, "expected '{' (the header is a Python dict)");
+    c->p++;
+    for (;;) {
+        skip_space(c);
+        if (at(c, '}')) {
+            c->p++;
+            break;
+        }
+        int key = 0;
+        const unsigned char *key_at = c->p;
+        if ((st = parse_key(c, &key)))
+            return st;
+        if (seen[key]) {
+            c->p = key_at;
+            return npy_fail(c->src, ULY_EFORMAT, "malformed .npy header at byte %zu: duplicate key '%s'",
+                            cur_pos(c), key_name[key]);
+        }
+        seen[key] = 1;
+        skip_space(c);
+        if (!at(c, ':'))
+            return cur_fail(c, "expected ':' after a key");
+        c->p++;
+        skip_space(c);
+        switch (key) {
+        case KEY_DESCR:
+            st = parse_descr(c, dtype);
+            break;
+        case KEY_FORTRAN:
+            st = parse_bool(c, &fortran);
+            if (!st && fortran)
+                st = npy_fail(c->src, ULY_EFORMAT,
+                              "fortran_order True is not supported (only C order)");
+            break;
+        default:
+            st = parse_shape(c, ndim, shape);
+            break;
+        }
+        if (st)
+            return st;
+        skip_space(c);
+        if (at(c, ',')) {
+            c->p++;
+            continue;
+        }
+        if (at(c, '}')) {
+            c->p++;
+            break;
+        }
+        return cur_fail(c, "expected ',' or '}' after a value");
+    }
+    skip_space(c);
+    if (c->p != c->end)
+        return cur_fail(c, "unexpected text after the header dict");
+    for (int k = 0; k < NKEYS; k++)
+        if (!seen[k])
+            return npy_fail(c->src, ULY_EFORMAT, "the .npy header has no '%s' key", key_name[k]);
+    return ULY_OK;
+}
+
+/* -------------------------------------------------------------- the parser */
+
+/*
+ * Parse buf[0 .. len) into out.  src names the file in messages (NULL for a
+ * memory image).  owned: NULL, or buf itself allocated with uly_malloc, which
+ * this function then consumes: on success it becomes out->data (the data is
+ * moved to its front), on failure it is freed.
+ */
+static int parse_image(const unsigned char *buf, size_t len, uly_npy *out, const char *src,
+                       unsigned char *owned)
+{
+    uly_npy n;
+    int st;
+    memset(&n, 0, sizeof n);
+
+    /* Preamble: magic, version, header length. */
+    size_t mlen = len < NPY_MAGIC_LEN ? len : NPY_MAGIC_LEN;
+    if (memcmp(buf, NPY_MAGIC, mlen) != 0) {
+        st = npy_fail(src, ULY_EFORMAT, "not a .npy file (the magic string \\x93NUMPY is missing)");
+        goto fail;
+    }
+    if (len < NPY_MAGIC_LEN + 2) {
+        st = npy_fail(src, ULY_EFORMAT, "truncated .npy file: %zu bytes, the preamble alone needs 10", len);
+        goto fail;
+    }
+    unsigned major = buf[6], minor = buf[7];
+    if (minor != 0 || major < 1 || major > 3) {
+        st = npy_fail(src, ULY_EFORMAT, "unsupported .npy format version %u.%u (1.0, 2.0, 3.0 are supported)",
+                      major, minor);
+        goto fail;
+    }
+    size_t pre = major == 1 ? 10 : 12;
+    if (len < pre) {
+        st = npy_fail(src, ULY_EFORMAT, "truncated .npy file: %zu bytes, the version %u.0 preamble needs %zu",
+                      len, major, pre);
+        goto fail;
+    }
+    size_t hlen = (size_t)buf[8] | (size_t)buf[9] << 8;
+    if (major > 1)
+        hlen |= (size_t)buf[10] << 16 | (size_t)buf[11] << 24;
+    if (hlen > len - pre) {
+        st = npy_fail(src, ULY_EFORMAT, "truncated .npy header: it declares %zu bytes, only %zu follow the preamble",
+                      hlen, len - pre);
+        goto fail;
+    }
+    size_t data_off = pre + hlen;
+
+    /* Header. */
+    cursor c = { buf + pre, buf + pre, buf + data_off, pre, src };
+    if ((st = parse_header(&c, &n.dtype, &n.ndim, n.shape)))
+        goto fail;
+
+    size_t es = elem_size(n.dtype), nbytes;
+    char shp[ULY_NPY_MAXDIM * 22 + 4];
+    shape_text(shp, sizeof shp, n.ndim, n.shape);
+    if (shape_size(n.ndim, n.shape, es, &n.count, &nbytes)) {
+        st = npy_fail(src, ULY_EOVERFLOW, "shape %s of '%s' is too large: its size in bytes overflows size_t",
+                      shp, dtype_descr(n.dtype));
+        goto fail;
+    }
+
+    /* Data: exactly nbytes must follow the header. */
+    size_t avail = len - data_off;
+    if (avail < nbytes) {
+        st = npy_fail(src, ULY_EFORMAT, "truncated .npy data: shape %s of '%s' needs %zu bytes, the file has %zu",
+                      shp, dtype_descr(n.dtype), nbytes, avail);
+        goto fail;
+    }
+    if (avail > nbytes) {
+        st = npy_fail(src, ULY_EFORMAT, "%zu extra bytes after the .npy data (shape %s of '%s' needs %zu bytes)",
+                      avail - nbytes, shp, dtype_descr(n.dtype), nbytes);
+        goto fail;
+    }
+
+    if (owned) {
+        memmove(owned, owned + data_off, nbytes);
+        n.data = owned;
+        owned = NULL;
+    } else {
+        n.data = uly_malloc(nbytes);
+        if (!n.data) {
+            st = npy_fail(src, ULY_ENOMEM, "out of memory: cannot allocate %zu bytes for the .npy data", nbytes);
+            goto fail;
+        }
+        if (nbytes)
+            memcpy(n.data, buf + data_off, nbytes);
+    }
+    if (!host_is_little_endian())
+        swap_bytes(n.data, n.count, es);
+    *out = n;
+    return ULY_OK;
+
+fail:
+    uly_free(owned);
+    return st;
+}
+
+/* -------------------------------------------------------------- public API */
+
+int uly_npy_parse(const void *buf, size_t len, uly_npy *out)
+{
+    if (!out)
+        return uly_set_error(ULY_EINVAL, "uly_npy_parse: out is NULL");
+    memset(out, 0, sizeof *out);
+    if (!buf && len > 0)
+        return uly_set_error(ULY_EINVAL, "uly_npy_parse: buf is NULL but len is %zu", len);
+    static const unsigned char empty[1];
+    return parse_image(buf ? buf : empty, len, out, NULL, NULL);
+}
+
+/* The whole content of f into a uly_malloc'ed buffer. */
+static int read_all(FILE *f, const char *path, unsigned char **out, size_t *out_len)
+{
+    /* A first small read: it fails at once on a directory, and a small file
+     * is complete after it. */
+    unsigned char first[4096];
+    size_t len = fread(first, 1, sizeof first, f);
+    if (ferror(f))
+        return npy_fail(path, ULY_EIO, "read error: %s", strerror(errno));
+    int done = feof(f);
+
+    /* Size hint from the position of the end; the loop below also copes
+     * when it is wrong (a growing file) or unavailable (a pipe). */
+    size_t cap = len + 1;
+    if (!done) {
+        cap = (size_t)1 << 16;
+        if (fseek(f, 0, SEEK_END) == 0) {
+            long end = ftell(f);
+            if (end > (long)len && (unsigned long)end < SIZE_MAX)
+                cap = (size_t)end + 1;
+            if (fseek(f, (long)len, SEEK_SET) != 0)
+                return npy_fail(path, ULY_EIO, "cannot seek: %s", strerror(errno));
+        }
+    }
+    unsigned char *buf = uly_malloc(cap);
+    if (!buf)
+        return npy_fail(path, ULY_ENOMEM, "out of memory: cannot allocate %zu bytes to read the file", cap);
+    memcpy(buf, first, len);
+    while (!done) {
+        if (len == cap) {
+            size_t ncap = cap <= SIZE_MAX / 2 ? cap * 2 : SIZE_MAX;
+            unsigned char *nb = ncap > cap ? uly_malloc(ncap) : NULL;
+            if (!nb) {
+                uly_free(buf);
+                return npy_fail(path, ULY_ENOMEM,
+                                "out of memory: cannot allocate %zu bytes to read the file", ncap);
+            }
+            memcpy(nb, buf, len);
+            uly_free(buf);
+            buf = nb;
+            cap = ncap;
+        }
+        len += fread(buf + len, 1, cap - len, f);
+        if (ferror(f)) {
+            int e = errno;
+            uly_free(buf);
+            return npy_fail(path, ULY_EIO, "read error: %s", strerror(e));
+        }
+        done = feof(f);
+    }
+    *out = buf;
+    *out_len = len;
+    return ULY_OK;
+}
+
+int uly_npy_read(const char *path, uly_npy *out)
+{
+    if (!out)
+        return uly_set_error(ULY_EINVAL, "uly_npy_read: out is NULL");
+    memset(out, 0, sizeof *out);
+    if (!path)
+        return uly_set_error(ULY_EINVAL, "uly_npy_read: path is NULL");
+
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return npy_fail(path, ULY_EIO, "cannot open for reading: %s", strerror(errno));
+
+    unsigned char *buf;
+    size_t len;
+    int st = read_all(f, path, &buf, &len);
+    fclose(f);  /* read-only: a close error loses nothing */
+    if (st)
+        return st;
+    return parse_image(buf, len, out, path, buf);
+}
+
+int uly_npy_write(const char *path, uly_dtype dtype, int ndim, const int64_t *shape, const void *data)
+{
+    if (!path)
+        return uly_set_error(ULY_EINVAL, "uly_npy_write: path is NULL");
+    size_t es = elem_size(dtype);
+    if (es == 0)
+        return uly_set_error(ULY_EINVAL, "uly_npy_write: %s: unknown dtype %d", path, (int)dtype);
+    if (ndim < 0 || ndim > ULY_NPY_MAXDIM)
+        return uly_set_error(ULY_EINVAL, "uly_npy_write: %s: ndim %d is outside [0, %d]", path, ndim,
+                             ULY_NPY_MAXDIM);
+    if (ndim > 0 && !shape)
+        return uly_set_error(ULY_EINVAL, "uly_npy_write: %s: shape is NULL", path);
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0)
+            return uly_set_error(ULY_EINVAL, "uly_npy_write: %s: negative dimension %" PRId64 " (dimension %d)",
+                                 path, shape[i], i);
+    size_t count, nbytes;
+    if (shape_size(ndim, shape, es, &count, &nbytes))
+        return uly_set_error(ULY_EOVERFLOW, "uly_npy_write: %s: the array size in bytes overflows size_t", path);
+    if (nbytes > 0 && !data)
+        return uly_set_error(ULY_EINVAL, "uly_npy_write: %s: data is NULL", path);
+
+    /* Preamble and header, laid out as np.save does it:
+     *   "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"
+     * then NPY_GROWTH_DIGITS - digits(shape[0]) spaces, then padding to a
+     * multiple of 64 bytes, the last byte a '\n'. */
+    char shp[ULY_NPY_MAXDIM * 22 + 4];
+    shape_text(shp, sizeof shp, ndim, shape);
+    unsigned char head[512];
+    int n = snprintf((char *)head + 10, sizeof head - 10,
+                     "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", dtype_descr(dtype), shp);
+    size_t h = 10 + (size_t)n;
+    if (ndim > 0) {
+        char d0[24];
+        int nd = snprintf(d0, sizeof d0, "%" PRId64, shape[0]);
+        for (int i = nd; i < NPY_GROWTH_DIGITS; i++)
+            head[h++] = ' ';
+    }
+    size_t pad = NPY_ALIGN - (h + 1) % NPY_ALIGN;
+    memset(head + h, ' ', pad);
+    h += pad;
+    head[h++] = '\n';
+    memcpy(head, NPY_MAGIC, NPY_MAGIC_LEN);
+    head[6] = 1;
+    head[7] = 0;
+    head[8] = (unsigned char)((h - 10) & 0xff);
+    head[9] = (unsigned char)((h - 10) >> 8);
+
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return npy_fail(path, ULY_EIO, "cannot open for writing: %s", strerror(errno));
+    int e = 0;
+    errno = 0;
+    if (fwrite(head, 1, h, f) != h)
+        e = errno ? errno : EIO;
+    if (!e && nbytes > 0) {
+        if (host_is_little_endian()) {
+            if (fwrite(data, 1, nbytes, f) != nbytes)
+                e = errno ? errno : EIO;
+        } else {
+            /* Convert through a small buffer; the caller's data is const. */
+            unsigned char tmp[4096];
+            const unsigned char *src = data;
+            for (size_t off = 0; off < nbytes && !e; off += sizeof tmp) {
+                size_t k = nbytes - off < sizeof tmp ? nbytes - off : sizeof tmp;
+                memcpy(tmp, src + off, k);
+                swap_bytes(tmp, k / es, es);
+                if (fwrite(tmp, 1, k, f) != k)
+                    e = errno ? errno : EIO;
+            }
+        }
+    }
+    if (!e && fflush(f) != 0)
+        e = errno ? errno : EIO;
+    if (fclose(f) != 0 && !e)
+        e = errno ? errno : EIO;
+    if (e)  /* the partial file stays: removing it could remove what path named before */
+        return npy_fail(path, ULY_EIO, "write error: %s", strerror(e));
+    return ULY_OK;
+}
+
+void uly_npy_free(uly_npy *n)
+{
+    if (!n)
+        return;
+    uly_free(n->data);
+    memset(n, 0, sizeof *n);
+}

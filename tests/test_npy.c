@@ -1,0 +1,825 @@
+/*
+ * test_npy.c -- Check suite for the .npy reader and writer (src/npy.c).
+ *
+ * Round trips are checked bitwise (NaN payloads, -0, denormals included);
+ * headers are built by hand in numpy's exact layout; every rejection checks
+ * the status code and a piece of the message.  In-memory images are held in
+ * buffers of exactly their length so that a sanitizer build catches any read
+ * past the end.  Self-contained: no shared test helpers.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <check.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ulysses.h"
+
+/* Fault injection of src/error.c: the k-th allocation from now fails. */
+void uly_test_fail_alloc_at(long k);
+
+/* ------------------------------------------------------------------ helpers */
+
+/* A fresh empty file in /tmp; the caller unlinks it. */
+static void tmp_path(char *path, size_t cap)
+{
+    snprintf(path, cap, "/tmp/test_npy_XXXXXX");
+    int fd = mkstemp(path);
+    ck_assert_msg(fd >= 0, "mkstemp failed");
+    close(fd);
+}
+
+/* Whole file into a malloc'ed buffer. */
+static unsigned char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    size_t cap = 1024, n = 0;
+    unsigned char *b = malloc(cap);
+    ck_assert_ptr_nonnull(b);
+    for (;;) {
+        size_t got = fread(b + n, 1, cap - n, f);
+        n += got;
+        if (n < cap)
+            break;
+        cap *= 2;
+        b = realloc(b, cap);
+        ck_assert_ptr_nonnull(b);
+    }
+    fclose(f);
+    *len = n;
+    return b;
+}
+
+static void spit(const char *path, const void *buf, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(buf, 1, len, f), len);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/*
+ * A .npy image of version major.0: preamble, header text as given (no
+ * padding added), then nbytes bytes of data (copied from data, or a
+ * counting pattern when data is NULL).  Exactly *len bytes are allocated.
+ */
+static unsigned char *make_npy(int major, const char *header, const void *data, size_t nbytes,
+                               size_t *len)
+{
+    size_t hl = strlen(header), pre = major == 1 ? 10 : 12;
+    *len = pre + hl + nbytes;
+    unsigned char *b = malloc(*len ? *len : 1);
+    ck_assert_ptr_nonnull(b);
+    memcpy(b, "\x93NUMPY", 6);
+    b[6] = (unsigned char)major;
+    b[7] = 0;
+    b[8] = (unsigned char)(hl & 0xff);
+    b[9] = (unsigned char)((hl >> 8) & 0xff);
+    if (major != 1) {
+        b[10] = (unsigned char)((hl >> 16) & 0xff);
+        b[11] = (unsigned char)((hl >> 24) & 0xff);
+    }
+    memcpy(b + pre, header, hl);
+    for (size_t i = 0; i < nbytes; i++)
+        b[pre + hl + i] = data ? ((const unsigned char *)data)[i] : (unsigned char)(i * 7 + 1);
+    return b;
+}
+
+/* header padded the way numpy pads it: spaces, then '\n' ending at a
+ * multiple of 64 bytes from the start of the file (preamble pre bytes). */
+static void pad_header(char *out, size_t cap, const char *dict, size_t pre)
+{
+    size_t n = strlen(dict);
+    size_t pad = 64 - (pre + n + 1) % 64;
+    ck_assert_uint_lt(n + pad + 1, cap);
+    memcpy(out, dict, n);
+    memset(out + n, ' ', pad);
+    out[n + pad] = '\n';
+    out[n + pad + 1] = '\0';
+}
+
+static void assert_zeroed(const uly_npy *n)
+{
+    uly_npy z;
+    memset(&z, 0, sizeof z);
+    ck_assert_msg(memcmp(n, &z, sizeof z) == 0, "out is not zeroed after a failure");
+}
+
+/* Parse an image that must fail with status st and a message containing sub. */
+static void expect_reject(const unsigned char *b, size_t len, int st, const char *sub, const char *what)
+{
+    uly_npy n;
+    memset(&n, 0xa5, sizeof n);
+    int got = uly_npy_parse(b, len, &n);
+    ck_assert_msg(got == st, "%s: status %d (%s), expected %d; message: %s", what, got,
+                  uly_strerror(got), st, uly_last_error());
+    ck_assert_msg(strstr(uly_last_error(), sub) != NULL, "%s: message \"%s\" lacks \"%s\"", what,
+                  uly_last_error(), sub);
+    assert_zeroed(&n);
+}
+
+/* Deterministic bit patterns: NaNs with payloads, infinities, -0, denormals. */
+static uint64_t lcg(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+    return *s;
+}
+
+static void fill_bits(void *data, size_t nbytes, uint64_t seed)
+{
+    unsigned char *p = data;
+    for (size_t i = 0; i < nbytes; i++)
+        p[i] = (unsigned char)(lcg(&seed) >> 56);
+}
+
+static void put_specials(void *data, uly_dtype t, size_t count)
+{
+    static const uint32_t s32[] = { 0x7fc00001u, 0xff800000u, 0x80000000u, 0x00000001u, 0x7f7fffffu };
+    static const uint64_t s64[] = { 0x7ff8000000000abcULL, 0xfff0000000000000ULL,
+                                    0x8000000000000000ULL, 0x0000000000000001ULL, 0x7fefffffffffffffULL };
+    for (size_t i = 0; i < count && i < 5; i++) {
+        if (t == ULY_F32)
+            memcpy((unsigned char *)data + 4 * i, &s32[i], 4);
+        else
+            memcpy((unsigned char *)data + 8 * i, &s64[i], 8);
+    }
+}
+
+/* ------------------------------------------------------------- round trips */
+
+static const struct {
+    int ndim;
+    int64_t shape[4];
+} shapes[] = {
+    { 0, { 0 } },          /* scalar */
+    { 1, { 7 } },
+    { 1, { 0 } },          /* empty */
+    { 2, { 2, 3 } },
+    { 2, { 1, 1 } },
+    { 3, { 2, 3, 4 } },
+    { 3, { 3, 0, 2 } },    /* empty in the middle */
+    { 4, { 1, 2, 3, 5 } },
+    { 4, { 2, 2, 2, 2 } },
+};
+
+static void roundtrip(uly_dtype t, int which)
+{
+    size_t es = t == ULY_F32 ? 4 : 8;
+    int ndim = shapes[which].ndim;
+    const int64_t *shape = shapes[which].shape;
+    size_t count = 1;
+    for (int i = 0; i < ndim; i++)
+        count *= (size_t)shape[i];
+    size_t nbytes = count * es;
+    void *data = malloc(nbytes ? nbytes : 1);
+    ck_assert_ptr_nonnull(data);
+    fill_bits(data, nbytes, 1000u + (unsigned)which);
+    put_specials(data, t, count);
+
+    char path[64];
+    tmp_path(path, sizeof path);
+    int st = uly_npy_write(path, t, ndim, ndim ? shape : NULL, data);
+    ck_assert_msg(st == ULY_OK, "write: %s", uly_last_error());
+
+    /* Layout: version 1.0, data at a multiple of 64, header ends in '\n'. */
+    size_t flen;
+    unsigned char *raw = slurp(path, &flen);
+    ck_assert_uint_ge(flen, 10);
+    ck_assert(memcmp(raw, "\x93NUMPY\x01\x00", 8) == 0);
+    size_t hlen = (size_t)raw[8] | (size_t)raw[9] << 8;
+    ck_assert_uint_eq((10 + hlen) % 64, 0);
+    ck_assert_uint_eq(raw[10 + hlen - 1], '\n');
+    ck_assert_uint_eq(flen, 10 + hlen + nbytes);
+    ck_assert(memcmp(raw + 10 + hlen, data, nbytes) == 0);  /* little-endian host */
+    free(raw);
+
+    uly_npy n;
+    st = uly_npy_read(path, &n);
+    ck_assert_msg(st == ULY_OK, "read: %s", uly_last_error());
+    ck_assert_int_eq(n.dtype, t);
+    ck_assert_int_eq(n.ndim, ndim);
+    for (int i = 0; i < ndim; i++)
+        ck_assert_int_eq(n.shape[i], shape[i]);
+    ck_assert_uint_eq(n.count, count);
+    ck_assert_ptr_nonnull(n.data);
+    ck_assert_msg(memcmp(n.data, data, nbytes) == 0, "data differ after the round trip");
+    uly_npy_free(&n);
+    assert_zeroed(&n);
+
+    unlink(path);
+    free(data);
+}
+
+START_TEST(test_roundtrip_f32)
+{
+    roundtrip(ULY_F32, _i);
+}
+END_TEST
+
+START_TEST(test_roundtrip_f64)
+{
+    roundtrip(ULY_F64, _i);
+}
+END_TEST
+
+/* The writer's header is byte for byte what np.save (numpy >= 1.24) writes. */
+START_TEST(test_write_numpy_layout)
+{
+    static const struct {
+        uly_dtype t;
+        int ndim;
+        int64_t shape[3];
+        const char *dict;
+        size_t hlen;
+    } cases[] = {
+        { ULY_F32, 2, { 2, 3 }, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 118 },
+        { ULY_F64, 1, { 10 }, "{'descr': '<f8', 'fortran_order': False, 'shape': (10,), }", 118 },
+        { ULY_F64, 0, { 0 }, "{'descr': '<f8', 'fortran_order': False, 'shape': (), }", 118 },
+        { ULY_F32, 3, { 123456789012, 0, 5 },
+          "{'descr': '<f4', 'fortran_order': False, 'shape': (123456789012, 0, 5), }", 118 },
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char path[64];
+        tmp_path(path, sizeof path);
+        double buf[16] = { 0 };  /* enough for every case */
+        int st = uly_npy_write(path, cases[k].t, cases[k].ndim, cases[k].shape, buf);
+        ck_assert_msg(st == ULY_OK, "%s", uly_last_error());
+        size_t len;
+        unsigned char *raw = slurp(path, &len);
+        size_t hlen = (size_t)raw[8] | (size_t)raw[9] << 8;
+        ck_assert_uint_eq(hlen, cases[k].hlen);
+        /* dict, then 21 - digits(shape[0]) growth spaces (none for a scalar),
+         * then spaces to the 64-byte boundary, then '\n'. */
+        char expect[256];
+        size_t dl = strlen(cases[k].dict);
+        memcpy(expect, cases[k].dict, dl);
+        memset(expect + dl, ' ', hlen - 1 - dl);
+        expect[hlen - 1] = '\n';
+        ck_assert_msg(memcmp(raw + 10, expect, hlen) == 0, "case %zu: header is \"%.*s\"", k, (int)hlen,
+                      (const char *)raw + 10);
+        free(raw);
+        unlink(path);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------ hand-built headers */
+
+static void expect_accept(const unsigned char *b, size_t len, uly_dtype t, int ndim, const int64_t *shape,
+                          const char *what)
+{
+    uly_npy n;
+    int st = uly_npy_parse(b, len, &n);
+    ck_assert_msg(st == ULY_OK, "%s: %s", what, uly_last_error());
+    ck_assert_int_eq(n.dtype, t);
+    ck_assert_msg(n.ndim == ndim, "%s: ndim %d, expected %d", what, n.ndim, ndim);
+    size_t count = 1;
+    for (int i = 0; i < ndim; i++) {
+        ck_assert_int_eq(n.shape[i], shape[i]);
+        count *= (size_t)shape[i];
+    }
+    ck_assert_uint_eq(n.count, count);
+    ck_assert_ptr_nonnull(n.data);
+    uly_npy_free(&n);
+}
+
+START_TEST(test_parse_numpy_header)
+{
+    char hdr[256];
+    size_t len;
+    float v[6] = { 1, 2, 3, 4, 5, -0.0f };
+    for (int major = 1; major <= 3; major++) {
+        pad_header(hdr, sizeof hdr, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }",
+                   major == 1 ? 10 : 12);
+        unsigned char *b = make_npy(major, hdr, v, sizeof v, &len);
+        ck_assert_uint_eq((len - sizeof v) % 64, 0);
+        uly_npy n;
+        int st = uly_npy_parse(b, len, &n);
+        ck_assert_msg(st == ULY_OK, "version %d.0: %s", major, uly_last_error());
+        ck_assert_int_eq(n.dtype, ULY_F32);
+        ck_assert_int_eq(n.ndim, 2);
+        ck_assert_int_eq(n.shape[0], 2);
+        ck_assert_int_eq(n.shape[1], 3);
+        ck_assert_uint_eq(n.count, 6);
+        ck_assert(memcmp(n.data, v, sizeof v) == 0);
+        uly_npy_free(&n);
+        free(b);
+    }
+}
+END_TEST
+
+START_TEST(test_parse_variants)
+{
+    static const struct {
+        const char *hdr;
+        uly_dtype t;
+        int ndim;
+        int64_t shape[ULY_NPY_MAXDIM];
+    } cases[] = {
+        { "{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }\n", ULY_F64, 1, { 3 } },
+        { "{'shape': (3,), 'fortran_order': False, 'descr': '<f8'}", ULY_F64, 1, { 3 } },
+        { "{\"descr\": \"<f4\", \"fortran_order\": False, \"shape\": (2, 1)}", ULY_F32, 2, { 2, 1 } },
+        { "  {  'fortran_order' :False,'shape':( 3 , ),'descr':'<f4' ,}  \n", ULY_F32, 1, { 3 } },
+        { "{'descr':'<f4',\n\t'fortran_order':False,\n\t'shape':(\n2,\n3,\n),\n}\n", ULY_F32, 2, { 2, 3 } },
+        { "{'descr': '<f8', 'fortran_order': False, 'shape': (), }", ULY_F64, 0, { 0 } },
+        { "{'descr': '<f8', 'fortran_order': False, 'shape': ( ), }", ULY_F64, 0, { 0 } },
+        { "{'descr': '<f4', 'fortran_order': False, 'shape': (0,), }", ULY_F32, 1, { 0 } },
+        { "{'descr': '<f4', 'fortran_order': False, 'shape': (5, 0, 1000000000000), }", ULY_F32, 3,
+          { 5, 0, 1000000000000 } },
+        { "{'descr': '<f4', 'fortran_order': False, 'shape': (2L, 3L), }", ULY_F32, 2, { 2, 3 } },
+        { "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 1, 2, 1, 2, 1, 2), }", ULY_F32, 8,
+          { 1, 2, 1, 2, 1, 2, 1, 2 } },
+        { "{'descr': '<f4', 'fortran_order': False, 'shape': (-0, 1), }", ULY_F32, 2, { 0, 1 } },
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        size_t count = 1, len;
+        for (int i = 0; i < cases[k].ndim; i++)
+            count *= (size_t)cases[k].shape[i];
+        size_t es = cases[k].t == ULY_F32 ? 4 : 8;
+        unsigned char *b = make_npy(1 + (int)(k % 3), cases[k].hdr, NULL, count * es, &len);
+        char what[320];
+        snprintf(what, sizeof what, "case %zu <%s>", k, cases[k].hdr);
+        expect_accept(b, len, cases[k].t, cases[k].ndim, cases[k].shape, what);
+        free(b);
+    }
+}
+END_TEST
+
+/* ---------------------------------------------------------------- rejects */
+
+#define H(descr, fo, shape) "{'descr': " descr ", 'fortran_order': " fo ", 'shape': " shape ", }"
+
+static const struct {
+    const char *hdr;
+    size_t nbytes;  /* data bytes appended */
+    int st;
+    const char *sub;
+} bad_headers[] = {
+    /* dtypes */
+    { H("'<i4'", "False", "(2,)"), 8, ULY_EFORMAT, "unsupported dtype '<i4'" },
+    { H("'>f4'", "False", "(2,)"), 8, ULY_EFORMAT, "big-endian dtype '>f4'" },
+    { H("'>f8'", "False", "(2,)"), 16, ULY_EFORMAT, "big-endian dtype '>f8'" },
+    { H("'|f4'", "False", "(2,)"), 8, ULY_EFORMAT, "unsupported dtype '|f4'" },
+    { H("'f4'", "False", "(2,)"), 8, ULY_EFORMAT, "unsupported dtype 'f4'" },
+    { H("'=f8'", "False", "(2,)"), 16, ULY_EFORMAT, "unsupported dtype '=f8'" },
+    { H("'<f2'", "False", "(2,)"), 4, ULY_EFORMAT, "unsupported dtype '<f2'" },
+    { H("'<c8'", "False", "(2,)"), 16, ULY_EFORMAT, "unsupported dtype '<c8'" },
+    { H("'|u1'", "False", "(2,)"), 2, ULY_EFORMAT, "unsupported dtype '|u1'" },
+    { H("'<f4 '", "False", "(2,)"), 8, ULY_EFORMAT, "unsupported dtype '<f4 '" },
+    { H("[('x', '<f4')]", "False", "(2,)"), 8, ULY_EFORMAT, "'descr' must be a string" },
+    { H("'\x01\x7f'", "False", "(2,)"), 8, ULY_EFORMAT, "unsupported dtype '?" "?'" },
+    /* order */
+    { H("'<f4'", "True", "(2, 3)"), 24, ULY_EFORMAT, "fortran_order True is not supported" },
+    { H("'<f4'", "1", "(2,)"), 8, ULY_EFORMAT, "'fortran_order' must be True or False" },
+    { H("'<f4'", "false", "(2,)"), 8, ULY_EFORMAT, "'fortran_order' must be True or False" },
+    { H("'<f4'", "Falsey", "(2,)"), 8, ULY_EFORMAT, "'fortran_order' must be True or False" },
+    /* shapes */
+    { H("'<f4'", "False", "(1, 1, 1, 1, 1, 1, 1, 1, 1)"), 4, ULY_EFORMAT, "more than 8 dimensions" },
+    { H("'<f4'", "False", "(2, -3)"), 0, ULY_EFORMAT, "negative dimension -3" },
+    { H("'<f4'", "False", "(-1,)"), 0, ULY_EFORMAT, "negative dimension -1" },
+    { H("'<f4'", "False", "(99999999999999999999,)"), 0, ULY_EOVERFLOW, "does not fit in int64" },
+    { H("'<f4'", "False", "(9223372036854775808,)"), 0, ULY_EOVERFLOW, "does not fit in int64" },
+    { H("'<f4'", "False", "(4294967296, 4294967296, 2)"), 0, ULY_EOVERFLOW, "overflows size_t" },
+    { H("'<f4'", "False", "(4294967296, 4294967296, 0)"), 0, ULY_EOVERFLOW, "overflows size_t" },
+    { H("'<f4'", "False", "(4611686018427387904,)"), 0, ULY_EOVERFLOW, "overflows size_t" },
+    { H("'<f8'", "False", "(9223372036854775807,)"), 0, ULY_EOVERFLOW, "overflows size_t" },
+    { H("'<f4'", "False", "(3)"), 12, ULY_EFORMAT, "is not a tuple" },
+    { H("'<f4'", "False", "[2, 3]"), 24, ULY_EFORMAT, "'shape' must be a tuple" },
+    { H("'<f4'", "False", "3"), 12, ULY_EFORMAT, "'shape' must be a tuple" },
+    { H("'<f4'", "False", "(2 3)"), 24, ULY_EFORMAT, "expected ',' or ')' in 'shape'" },
+    { H("'<f4'", "False", "(2,, 3)"), 24, ULY_EFORMAT, "expected a dimension" },
+    { H("'<f4'", "False", "(,)"), 0, ULY_EFORMAT, "expected a dimension" },
+    { H("'<f4'", "False", "(1.5,)"), 4, ULY_EFORMAT, "expected ',' or ')' in 'shape'" },
+    { H("'<f4'", "False", "(0x10,)"), 64, ULY_EFORMAT, "expected ',' or ')' in 'shape'" },
+    { H("'<f4'", "False", "(007,)"), 28, ULY_EFORMAT, "leading zeros" },
+    { H("'<f4'", "False", "(+2,)"), 8, ULY_EFORMAT, "expected a dimension" },
+    { H("'<f4'", "False", "((2, 3))"), 24, ULY_EFORMAT, "expected a dimension" },
+    { H("'<f4'", "False", "(2, 3"), 24, ULY_EFORMAT, "expected a dimension" },
+    /* data size */
+    { H("'<f4'", "False", "(2, 3)"), 20, ULY_EFORMAT, "needs 24 bytes, the file has 20" },
+    { H("'<f4'", "False", "(2, 3)"), 0, ULY_EFORMAT, "truncated .npy data" },
+    { H("'<f4'", "False", "(2, 3)"), 28, ULY_EFORMAT, "4 extra bytes after the .npy data" },
+    { H("'<f8'", "False", "()"), 9, ULY_EFORMAT, "1 extra bytes" },
+    { H("'<f8'", "False", "(0,)"), 1, ULY_EFORMAT, "1 extra bytes" },
+    /* dict syntax */
+    { "{'descr': '<f4', 'fortran_order': False}", 0, ULY_EFORMAT, "no 'shape' key" },
+    { "{'shape': (1,), 'fortran_order': False}", 4, ULY_EFORMAT, "no 'descr' key" },
+    { "{'descr': '<f4', 'shape': (1,)}", 4, ULY_EFORMAT, "no 'fortran_order' key" },
+    { "{}", 0, ULY_EFORMAT, "no 'descr' key" },
+    { "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (1,)}", 4, ULY_EFORMAT,
+      "duplicate key 'descr'" },
+    { H("'<f4'", "False", "(1,)") "x", 4, ULY_EFORMAT, "unexpected text after the header dict" },
+    { H("'<f4'", "False", "(1,)") "}", 4, ULY_EFORMAT, "unexpected text after the header dict" },
+    { "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'extra': 0}", 4, ULY_EFORMAT,
+      "unexpected key 'extra'" },
+    { "{'descr': '<f4', 'fortran_order': False, 'shape': (1,)", 4, ULY_EFORMAT, "expected ',' or '}'" },
+    { "{'descr': '<f4' 'fortran_order': False, 'shape': (1,)}", 4, ULY_EFORMAT, "expected ',' or '}'" },
+    { "{'descr' '<f4', 'fortran_order': False, 'shape': (1,)}", 4, ULY_EFORMAT, "expected ':'" },
+    { "{'descr: '<f4', 'fortran_order': False, 'shape': (1,)}", 4, ULY_EFORMAT, "unexpected key" },
+    { "{'descr': '<f4, 'fortran_order': False, 'shape': (1,)}", 4, ULY_EFORMAT, "unsupported dtype '<f4, '" },
+    { "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'x", 4, ULY_EFORMAT, "unterminated string" },
+    { "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'a\nb': 1}", 4, ULY_EFORMAT,
+      "unterminated string" },
+    { "{'de\\x73cr': '<f4', 'fortran_order': False, 'shape': (1,)}", 4, ULY_EFORMAT, "escape sequences" },
+    { "{descr: '<f4', 'fortran_order': False, 'shape': (1,)}", 4, ULY_EFORMAT, "expected a key or '}'" },
+    { "{, 'descr': '<f4', 'fortran_order': False, 'shape': (1,)}", 4, ULY_EFORMAT, "expected a key or '}'" },
+    { "{'descr': '<f4',, 'fortran_order': False, 'shape': (1,)}", 4, ULY_EFORMAT, "expected a key or '}'" },
+    { "['descr', '<f4']", 4, ULY_EFORMAT, "expected '{'" },
+    { "", 0, ULY_EFORMAT, "expected '{'" },
+    { "hello", 0, ULY_EFORMAT, "expected '{'" },
+};
+
+START_TEST(test_reject_header)
+{
+    int k = _i;
+    size_t len;
+    unsigned char *b = make_npy(1, bad_headers[k].hdr, NULL, bad_headers[k].nbytes, &len);
+    char what[400];
+    snprintf(what, sizeof what, "bad header %d <%s>", k, bad_headers[k].hdr);
+    expect_reject(b, len, bad_headers[k].st, bad_headers[k].sub, what);
+    free(b);
+    /* The same header in a version 2.0 file fails the same way. */
+    b = make_npy(2, bad_headers[k].hdr, NULL, bad_headers[k].nbytes, &len);
+    expect_reject(b, len, bad_headers[k].st, bad_headers[k].sub, what);
+    free(b);
+}
+END_TEST
+
+START_TEST(test_reject_preamble)
+{
+    size_t len;
+    const char *hdr = H("'<f4'", "False", "(1,)");
+    unsigned char *b = make_npy(1, hdr, NULL, 4, &len);
+
+    expect_reject(b, 0, ULY_EFORMAT, "truncated .npy file: 0 bytes", "empty");
+    ck_assert_int_eq(uly_npy_parse(NULL, 0, &(uly_npy){ 0 }), ULY_EFORMAT);
+    expect_reject(b, 7, ULY_EFORMAT, "truncated .npy file: 7 bytes", "7 bytes");
+
+    b[1] = 'n';
+    expect_reject(b, len, ULY_EFORMAT, "not a .npy file", "bad magic");
+    expect_reject(b, 3, ULY_EFORMAT, "not a .npy file", "bad magic, short");
+    b[1] = 'N';
+    b[0] = 0x92;
+    expect_reject(b, len, ULY_EFORMAT, "not a .npy file", "bad magic byte 0");
+    b[0] = 0x93;
+
+    static const unsigned char versions[][2] = { { 1, 1 }, { 0, 0 }, { 4, 0 }, { 2, 1 }, { 255, 255 } };
+    for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++) {
+        char sub[64];
+        b[6] = versions[i][0];
+        b[7] = versions[i][1];
+        snprintf(sub, sizeof sub, "unsupported .npy format version %u.%u", versions[i][0], versions[i][1]);
+        expect_reject(b, len, ULY_EFORMAT, sub, "version");
+    }
+    b[6] = 1;
+    b[7] = 0;
+
+    /* Header length beyond the end of the file. */
+    size_t hl = strlen(hdr);
+    b[8] = (unsigned char)((hl + 5) & 0xff);
+    expect_reject(b, 10 + hl, ULY_EFORMAT, "truncated .npy header", "header length");
+    b[8] = 0xff;
+    b[9] = 0xff;
+    expect_reject(b, len, ULY_EFORMAT, "it declares 65535 bytes", "header length 65535");
+    free(b);
+
+    /* Version 2.0 with a 4-byte length of 4 GiB - 1 and a short file. */
+    b = make_npy(2, hdr, NULL, 4, &len);
+    b[8] = b[9] = b[10] = b[11] = 0xff;
+    expect_reject(b, len, ULY_EFORMAT, "it declares 4294967295 bytes", "v2 header length");
+    expect_reject(b, 11, ULY_EFORMAT, "the version 2.0 preamble needs 12", "v2 preamble");
+    free(b);
+
+    /* Messages give the file offset where the header stopped making sense,
+     * and a NUL byte in the header is text like any other. */
+    b = make_npy(1, "hello", NULL, 0, &len);
+    expect_reject(b, len, ULY_EFORMAT, "at byte 10: expected '{'", "v1 offset");
+    free(b);
+    b = make_npy(2, "  hello", NULL, 0, &len);
+    expect_reject(b, len, ULY_EFORMAT, "at byte 14: expected '{'", "v2 offset");
+    free(b);
+    b = make_npy(1, H("'<f4'", "False", "(1,)") "  ", NULL, 4, &len);
+    b[10 + strlen(hdr) + 1] = '\0';
+    expect_reject(b, len, ULY_EFORMAT, "at byte 68: unexpected text after the header dict", "NUL");
+    free(b);
+}
+END_TEST
+
+START_TEST(test_bad_args)
+{
+    uly_npy n;
+    float x = 1.0f;
+    int64_t shape[ULY_NPY_MAXDIM + 1] = { 1, 1, 1, 1, 1, 1, 1, 1, 1 };
+    ck_assert_int_eq(uly_npy_parse(NULL, 4, &n), ULY_EINVAL);
+    assert_zeroed(&n);
+    ck_assert_int_eq(uly_npy_parse(&x, 4, NULL), ULY_EINVAL);
+    ck_assert_int_eq(uly_npy_read(NULL, &n), ULY_EINVAL);
+    ck_assert_int_eq(uly_npy_read("/tmp/x.npy", NULL), ULY_EINVAL);
+    ck_assert_int_eq(uly_npy_write(NULL, ULY_F32, 1, shape, &x), ULY_EINVAL);
+    ck_assert_int_eq(uly_npy_write("/tmp/never.npy", (uly_dtype)7, 1, shape, &x), ULY_EINVAL);
+    ck_assert_int_eq(uly_npy_write("/tmp/never.npy", ULY_F32, ULY_NPY_MAXDIM + 1, shape, &x), ULY_EINVAL);
+    ck_assert_ptr_nonnull(strstr(uly_last_error(), "ndim 9"));
+    ck_assert_int_eq(uly_npy_write("/tmp/never.npy", ULY_F32, -1, shape, &x), ULY_EINVAL);
+    ck_assert_int_eq(uly_npy_write("/tmp/never.npy", ULY_F32, 1, NULL, &x), ULY_EINVAL);
+    ck_assert_int_eq(uly_npy_write("/tmp/never.npy", ULY_F32, 1, shape, NULL), ULY_EINVAL);
+    int64_t neg[2] = { 2, -1 };
+    ck_assert_int_eq(uly_npy_write("/tmp/never.npy", ULY_F32, 2, neg, &x), ULY_EINVAL);
+    ck_assert_ptr_nonnull(strstr(uly_last_error(), "negative dimension -1"));
+    int64_t huge[2] = { INT64_MAX, 4 };
+    ck_assert_int_eq(uly_npy_write("/tmp/never.npy", ULY_F32, 2, huge, &x), ULY_EOVERFLOW);
+    ck_assert_int_eq(access("/tmp/never.npy", F_OK), -1);
+
+    /* Freeing a zeroed struct, twice, or NULL is safe. */
+    memset(&n, 0, sizeof n);
+    uly_npy_free(&n);
+    uly_npy_free(&n);
+    uly_npy_free(NULL);
+}
+END_TEST
+
+/* ------------------------------------------------------------- robustness */
+
+/* Every proper prefix of a valid image is rejected, never read past. */
+START_TEST(test_truncation_every_offset)
+{
+    for (int major = 1; major <= 3; major++) {
+        char hdr[256];
+        pad_header(hdr, sizeof hdr, "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }",
+                   major == 1 ? 10 : 12);
+        size_t len;
+        unsigned char *b = make_npy(major, hdr, NULL, 48, &len);
+        uly_npy n;
+        ck_assert_int_eq(uly_npy_parse(b, len, &n), ULY_OK);
+        uly_npy_free(&n);
+        for (size_t k = 0; k < len; k++) {
+            unsigned char *p = malloc(k ? k : 1);
+            ck_assert_ptr_nonnull(p);
+            memcpy(p, b, k);
+            memset(&n, 0x5a, sizeof n);
+            int st = uly_npy_parse(k ? p : NULL, k, &n);
+            ck_assert_msg(st == ULY_EFORMAT, "prefix of %zu bytes: status %d: %s", k, st, uly_last_error());
+            ck_assert_msg(uly_last_error()[0] != '\0', "prefix of %zu bytes: no message", k);
+            assert_zeroed(&n);
+            free(p);
+        }
+        free(b);
+    }
+}
+END_TEST
+
+/* Each header byte replaced by characters that matter to the grammar: the
+ * parser returns OK with a consistent result or an error, and nothing else. */
+START_TEST(test_header_byte_mutations)
+{
+    static const unsigned char subst[] = { 0, ' ', '\n', '(', ')', ',', '\'', '"', '{', '}', ':',
+                                           '0', '9', '-', 'L', '\\', 0x80, 0xff };
+    char hdr[256];
+    pad_header(hdr, sizeof hdr, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 10);
+    size_t len;
+    unsigned char *b = make_npy(1, hdr, NULL, 24, &len);
+    size_t hend = 10 + strlen(hdr);
+    for (size_t pos = 0; pos < hend; pos++) {
+        for (size_t s = 0; s < sizeof subst; s++) {
+            unsigned char *p = malloc(len);
+            ck_assert_ptr_nonnull(p);
+            memcpy(p, b, len);
+            p[pos] = subst[s];
+            uly_npy n;
+            int st = uly_npy_parse(p, len, &n);
+            if (st == ULY_OK) {
+                size_t count = 1;
+                for (int i = 0; i < n.ndim; i++)
+                    count *= (size_t)n.shape[i];
+                ck_assert_uint_eq(n.count, count);
+                ck_assert_ptr_nonnull(n.data);
+                uly_npy_free(&n);
+            } else {
+                ck_assert_msg(st == ULY_EFORMAT || st == ULY_EOVERFLOW, "status %d", st);
+                assert_zeroed(&n);
+            }
+            free(p);
+        }
+    }
+    free(b);
+}
+END_TEST
+
+/* Every allocation of parse and read, made to fail in turn, gives ULY_ENOMEM
+ * and a zeroed result; with enough allocations the call succeeds. */
+START_TEST(test_alloc_failure)
+{
+    char path[64];
+    tmp_path(path, sizeof path);
+    int64_t shape[2] = { 3, 5 };
+    double data[15];
+    for (int i = 0; i < 15; i++)
+        data[i] = i * 0.25;
+    ck_assert_int_eq(uly_npy_write(path, ULY_F64, 2, shape, data), ULY_OK);
+    size_t len;
+    unsigned char *raw = slurp(path, &len);
+
+    for (int which = 0; which < 2; which++) {
+        int ok = 0;
+        for (long k = 1; k < 10 && !ok; k++) {
+            uly_npy n;
+            uly_test_fail_alloc_at(k);
+            int st = which ? uly_npy_read(path, &n) : uly_npy_parse(raw, len, &n);
+            uly_test_fail_alloc_at(0);
+            if (st == ULY_OK) {
+                ck_assert(memcmp(n.data, data, sizeof data) == 0);
+                uly_npy_free(&n);
+                ok = 1;
+            } else {
+                ck_assert_msg(st == ULY_ENOMEM, "k=%ld: %d %s", k, st, uly_last_error());
+                ck_assert_ptr_nonnull(strstr(uly_last_error(), "out of memory"));
+                assert_zeroed(&n);
+            }
+        }
+        ck_assert_msg(ok, "%s never succeeded", which ? "read" : "parse");
+    }
+    free(raw);
+    unlink(path);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ files */
+
+START_TEST(test_write_unwritable)
+{
+    const char *path = "/nonexistent/dir/x.npy";
+    float x[2] = { 1, 2 };
+    int64_t shape[1] = { 2 };
+    int st = uly_npy_write(path, ULY_F32, 1, shape, x);
+    ck_assert_int_eq(st, ULY_EIO);
+    ck_assert_ptr_nonnull(strstr(uly_last_error(), path));
+    ck_assert_ptr_nonnull(strstr(uly_last_error(), "No such file or directory"));
+}
+END_TEST
+
+/* A device that accepts the open and fails every write (ENOSPC). */
+START_TEST(test_write_full_device)
+{
+    FILE *f = fopen("/dev/full", "wb");
+    if (!f)
+        return;  /* no /dev/full here */
+    fclose(f);
+    double x[1024] = { 0 };
+    int64_t shape[1] = { 1024 };
+    int st = uly_npy_write("/dev/full", ULY_F64, 1, shape, x);
+    ck_assert_int_eq(st, ULY_EIO);
+    ck_assert_ptr_nonnull(strstr(uly_last_error(), "/dev/full"));
+    ck_assert_ptr_nonnull(strstr(uly_last_error(), "No space left on device"));
+}
+END_TEST
+
+START_TEST(test_read_errors)
+{
+    uly_npy n;
+    const char *missing = "/nonexistent/dir/y.npy";
+    ck_assert_int_eq(uly_npy_read(missing, &n), ULY_EIO);
+    ck_assert_ptr_nonnull(strstr(uly_last_error(), missing));
+    ck_assert_ptr_nonnull(strstr(uly_last_error(), "No such file or directory"));
+    assert_zeroed(&n);
+
+    /* A directory opens but does not read. */
+    int st = uly_npy_read("/tmp", &n);
+    ck_assert_int_eq(st, ULY_EIO);
+    ck_assert_ptr_nonnull(strstr(uly_last_error(), "/tmp"));
+    assert_zeroed(&n);
+
+    /* Format errors in a file name the file. */
+    char path[64];
+    tmp_path(path, sizeof path);
+    float x[4] = { 1, 2, 3, 4 };
+    int64_t shape[2] = { 2, 2 };
+    ck_assert_int_eq(uly_npy_write(path, ULY_F32, 2, shape, x), ULY_OK);
+    FILE *f = fopen(path, "ab");
+    ck_assert_ptr_nonnull(f);
+    fputs("junk", f);
+    fclose(f);
+    ck_assert_int_eq(uly_npy_read(path, &n), ULY_EFORMAT);
+    ck_assert_ptr_nonnull(strstr(uly_last_error(), path));
+    ck_assert_ptr_nonnull(strstr(uly_last_error(), "4 extra bytes"));
+    assert_zeroed(&n);
+
+    /* Empty file. */
+    spit(path, "", 0);
+    ck_assert_int_eq(uly_npy_read(path, &n), ULY_EFORMAT);
+    ck_assert_ptr_nonnull(strstr(uly_last_error(), "0 bytes"));
+
+    /* A file of a hand-built version 3.0 image reads like the memory image. */
+    size_t len;
+    char hdr[128];
+    pad_header(hdr, sizeof hdr, "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }", 12);
+    unsigned char *b = make_npy(3, hdr, x, sizeof x, &len);
+    spit(path, b, len);
+    free(b);
+    ck_assert_int_eq(uly_npy_read(path, &n), ULY_OK);
+    ck_assert_int_eq(n.ndim, 1);
+    ck_assert_int_eq(n.shape[0], 4);
+    ck_assert(memcmp(n.data, x, sizeof x) == 0);
+    uly_npy_free(&n);
+    unlink(path);
+}
+END_TEST
+
+/* Larger files, from a regular file (the size is known in advance) and from
+ * a FIFO (it is not: the reader grows its buffer). */
+START_TEST(test_read_large)
+{
+    char path[64], fifo[80];
+    tmp_path(path, sizeof path);
+    int64_t shape[2] = { 257, 129 };
+    size_t count = 257 * 129;
+    double *x = malloc(count * sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    fill_bits(x, count * sizeof *x, 7);
+    ck_assert_int_eq(uly_npy_write(path, ULY_F64, 2, shape, x), ULY_OK);
+    uly_npy n;
+    ck_assert_int_eq(uly_npy_read(path, &n), ULY_OK);
+    ck_assert_uint_eq(n.count, count);
+    ck_assert(memcmp(n.data, x, count * sizeof *x) == 0);
+    uly_npy_free(&n);
+
+    size_t len;
+    unsigned char *raw = slurp(path, &len);
+    snprintf(fifo, sizeof fifo, "%s.fifo", path);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        FILE *w = fopen(fifo, "wb");
+        size_t put = w ? fwrite(raw, 1, len, w) : 0;
+        _exit(w && put == len && fclose(w) == 0 ? 0 : 1);
+    }
+    int st = uly_npy_read(fifo, &n);
+    int wstatus;
+    ck_assert_int_eq(waitpid(pid, &wstatus, 0), pid);
+    unlink(fifo);
+    ck_assert_msg(st == ULY_OK, "%s", uly_last_error());
+    ck_assert(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0);
+    ck_assert_uint_eq(n.count, count);
+    ck_assert(memcmp(n.data, x, count * sizeof *x) == 0);
+    uly_npy_free(&n);
+
+    free(raw);
+    free(x);
+    unlink(path);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ suite */
+
+Suite *make_npy_suite(void);
+
+Suite *make_npy_suite(void)
+{
+    Suite *s = suite_create("npy");
+    int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
+    int nbad = (int)(sizeof bad_headers / sizeof bad_headers[0]);
+
+    TCase *tc = tcase_create("roundtrip");
+    tcase_add_loop_test(tc, test_roundtrip_f32, 0, nshapes);
+    tcase_add_loop_test(tc, test_roundtrip_f64, 0, nshapes);
+    tcase_add_test(tc, test_write_numpy_layout);
+    tcase_add_test(tc, test_read_large);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("parse");
+    tcase_add_test(tc, test_parse_numpy_header);
+    tcase_add_test(tc, test_parse_variants);
+    tcase_add_loop_test(tc, test_reject_header, 0, nbad);
+    tcase_add_test(tc, test_reject_preamble);
+    tcase_add_test(tc, test_bad_args);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("robustness");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_truncation_every_offset);
+    tcase_add_test(tc, test_header_byte_mutations);
+    tcase_add_test(tc, test_alloc_failure);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("files");
+    tcase_add_test(tc, test_write_unwritable);
+    tcase_add_test(tc, test_write_full_device);
+    tcase_add_test(tc, test_read_errors);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(make_npy_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
