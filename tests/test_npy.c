@@ -419,6 +419,9 @@ static const struct {
     { H("'<f4'", "False", "(1,)") "}", 4, ULY_EFORMAT, "unexpected text after the header dict" },
     { "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'extra': 0}", 4, ULY_EFORMAT,
       "unexpected key 'extra'" },
+    { "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), "
+      "'a_key_much_longer_than_the_message_shows_of_it': 0}", 4, ULY_EFORMAT,
+      "unexpected key 'a_key_much_longer_than_the_message_s...'" },
     { "{'descr': '<f4', 'fortran_order': False, 'shape': (1,)", 4, ULY_EFORMAT, "expected ',' or '}'" },
     { "{'descr': '<f4' 'fortran_order': False, 'shape': (1,)}", 4, ULY_EFORMAT, "expected ',' or '}'" },
     { "{'descr' '<f4', 'fortran_order': False, 'shape': (1,)}", 4, ULY_EFORMAT, "expected ':'" },
