@@ -1,1 +1,66 @@
-# sim/: the simulator (filled in by the simulator work).
+# sim/: libusim (the discrete-event cost model) and the ulysses-sim command.
+# Builds without MPI and without BLAS.
+
+USIM_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/sim \
+	-DUSIM_SRC_PRESETS='"$(abs_top_srcdir)/sim/presets"' \
+	-DUSIM_DATA_PRESETS='"$(pkgdatadir)/presets"'
+USIM_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS) -O2
+
+noinst_LTLIBRARIES += sim/libusim.la
+sim_libusim_la_SOURCES = sim/usim.h sim/usim_internal.h sim/error.c sim/engine.c \
+	sim/net.c sim/jsonutil.c sim/jsonutil.h sim/describe.c sim/workload.c
+sim_libusim_la_CPPFLAGS = $(USIM_CPPFLAGS)
+sim_libusim_la_CFLAGS = $(USIM_CFLAGS)
+sim_libusim_la_LIBADD = src/libulyplan.la $(JANSSON_LIBS) -lm
+
+bin_PROGRAMS += ulysses-sim
+ulysses_sim_SOURCES = sim/cli/main.c sim/cli/opts.c sim/cli/opts.h sim/cli/output.c \
+	sim/cli/output.h sim/cli/sweep.c
+ulysses_sim_CPPFLAGS = $(USIM_CPPFLAGS)
+ulysses_sim_CFLAGS = $(USIM_CFLAGS)
+ulysses_sim_LDADD = sim/libusim.la $(JANSSON_LIBS) -lm
+
+# Presets: installed under $(pkgdatadir)/presets/{platforms,models}.
+simplatformsdir = $(pkgdatadir)/presets/platforms
+dist_simplatforms_DATA = sim/presets/platforms/dgx-a100-40g.json \
+	sim/presets/platforms/dgx-a100-80g.json sim/presets/platforms/dgx-h100.json \
+	sim/presets/platforms/dgx-h100-2to1.json sim/presets/platforms/a100-pcie-4.json
+simmodelsdir = $(pkgdatadir)/presets/models
+dist_simmodels_DATA = sim/presets/models/gpt-1.2b.json sim/presets/models/gpt-7b.json \
+	sim/presets/models/gpt-30b.json sim/presets/models/llama-3-8b.json
+
+dist_doc_DATA += doc/simulator.md
+
+# Tests: one Check suite per module, and shell tests of the command line.
+USIM_TEST_CFLAGS = $(USIM_CFLAGS) $(CHECK_CFLAGS)
+USIM_TEST_LIBS = sim/libusim.la $(CHECK_LIBS) $(JANSSON_LIBS) -lm
+
+check_PROGRAMS += sim/tests/test_engine sim/tests/test_net sim/tests/test_describe \
+	sim/tests/test_workload
+TESTS += sim/tests/test_engine sim/tests/test_net sim/tests/test_describe \
+	sim/tests/test_workload sim/tests/cli_basic.sh sim/tests/cli_errors.sh \
+	sim/tests/cli_sweep.sh
+EXTRA_DIST += sim/tests/cli_basic.sh sim/tests/cli_errors.sh sim/tests/cli_sweep.sh \
+	sim/tests/data/bad-syntax.json sim/tests/data/missing-key.json \
+	sim/tests/data/wrong-type.json sim/tests/data/zero-bw.json \
+	sim/tests/data/model-bad-heads.json sim/tests/data/tiny-platform.json
+
+sim_tests_test_engine_SOURCES = sim/tests/test_engine.c
+sim_tests_test_engine_CPPFLAGS = $(USIM_CPPFLAGS)
+sim_tests_test_engine_CFLAGS = $(USIM_TEST_CFLAGS)
+sim_tests_test_engine_LDADD = $(USIM_TEST_LIBS)
+
+sim_tests_test_net_SOURCES = sim/tests/test_net.c
+sim_tests_test_net_CPPFLAGS = $(USIM_CPPFLAGS)
+sim_tests_test_net_CFLAGS = $(USIM_TEST_CFLAGS)
+sim_tests_test_net_LDADD = $(USIM_TEST_LIBS)
+
+sim_tests_test_describe_SOURCES = sim/tests/test_describe.c
+sim_tests_test_describe_CPPFLAGS = $(USIM_CPPFLAGS)
+sim_tests_test_describe_CFLAGS = $(USIM_TEST_CFLAGS)
+sim_tests_test_describe_LDADD = $(USIM_TEST_LIBS)
+
+sim_tests_test_workload_SOURCES = sim/tests/test_workload.c
+sim_tests_test_workload_CPPFLAGS = $(USIM_CPPFLAGS)
+sim_tests_test_workload_CFLAGS = $(USIM_TEST_CFLAGS)
+sim_tests_test_workload_LDADD = $(USIM_TEST_LIBS)

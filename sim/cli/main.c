@@ -1,0 +1,296 @@
+/*
+ * main.c -- the ulysses-sim command: run (default), sweep, presets.
+ *
+ * Exit status: 0 success; 1 a runtime failure (I/O, memory); 2 bad input
+ * (flags, numbers, JSON files, impossible configurations), always with a
+ * one-line message on stderr.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "opts.h"
+#include "output.h"
+
+int cmd_sweep(int argc, char **argv);
+
+static const char usage[] =
+    "usage: ulysses-sim [options]            simulate one configuration, every method side by side\n"
+    "       ulysses-sim sweep [options]      sweep lists/ranges of --seq, --gpus, --method (CSV)\n"
+    "       ulysses-sim presets [NAME]       list the shipped presets, or print one\n"
+    "\n"
+    "Predicts iteration time, communication and memory per GPU of sequence-parallel\n"
+    "training on a GPU cluster with a discrete-event simulation (see doc/simulator.md).\n"
+    "With no options: GPT-7B on 64 A100-40GB at 128K tokens, every method.\n"
+    "\n"
+    "options:\n"
+    "  --platform PRESET|FILE  cluster description (default dgx-a100-40g)\n"
+    "  --model PRESET|FILE     model description (default gpt-7b)\n"
+    "  --gpus N                number of GPUs (default 64)\n"
+    "  --seq N                 tokens per sequence, 128K = 131072 (default: the model's)\n"
+    "  --method LIST           ulysses,megatron-sp,ring,ring-zigzag,usp or all (default all)\n"
+    "  --sp N                  sequence-parallel degree (TP degree for megatron-sp)\n"
+    "  --tp N                  megatron-sp tensor-parallel degree (= --sp)\n"
+    "  --dp N                  data-parallel degree (sp x dp = GPUs)\n"
+    "  --ulysses N             usp: all-to-all degree (ring degree = sp / N)\n"
+    "  --zero S                ZeRO stage 0-3 (default 3)\n"
+    "  --recompute R           none | selective | full (default full)\n"
+    "  --a2a ALGO              direct | pairwise all-to-all (default direct)\n"
+    "  --micro-batch N         sequences per micro-step per data-parallel rank\n"
+    "  --global-batch N        sequences per iteration\n"
+    "  --layers N              override the model's layer count\n"
+    "  --format F              table | csv | json (default table)\n"
+    "  --trace FILE            write a Chrome/Perfetto trace of one iteration\n"
+    "                          (FILE gets a .METHOD suffix when several methods run)\n"
+    "  --max-seq               also find the longest sequence that fits in memory\n"
+    "  -h, --help              this text\n"
+    "\n"
+    "Presets are looked up in $ULYSSES_SIM_PRESETS, then the installed data directory.\n";
+
+static const char sweep_usage[] =
+    "usage: ulysses-sim sweep [options] [--out FILE.csv] [--plot FILE.svg] [--no-progress]\n"
+    "\n"
+    "Runs every combination of --gpus, --seq and --method and writes one CSV row each\n"
+    "(to stdout, or FILE.csv).  Lists: 64,128,256; ranges: 8K:1M (doubling),\n"
+    "1K:8K:+1K (step), 8:512:x4 (factor).  A progress bar is drawn on stderr when it\n"
+    "is a terminal.  --plot draws iteration time against the swept axis with gnuplot.\n"
+    "Other options as for ulysses-sim (see ulysses-sim --help).\n";
+
+static const char presets_usage[] =
+    "usage: ulysses-sim presets [NAME]\n"
+    "Lists the platform and model presets, or prints the JSON of preset NAME.\n";
+
+/* ------------------------------------------------------------ presets */
+
+static int list_kind(const char *kind, const char *name_only)
+{
+    char seen[256][64];
+    int nseen = 0, found = 0;
+    for (const char *const *d = usim_preset_dirs(); *d; d++) {
+        char dir[1100];
+        snprintf(dir, sizeof dir, "%s/%s", *d, kind);
+        DIR *dd = opendir(dir);
+        if (!dd)
+            continue;
+        struct dirent *ent;
+        char names[256][64];
+        int nn = 0;
+        while ((ent = readdir(dd)) != NULL && nn < 256) {
+            size_t l = strlen(ent->d_name);
+            if (l > 5 && l < 64 && strcmp(ent->d_name + l - 5, ".json") == 0) {
+                memcpy(names[nn], ent->d_name, l - 5);
+                names[nn][l - 5] = 0;
+                nn++;
+            }
+        }
+        closedir(dd);
+        qsort(names, (size_t)nn, sizeof names[0], (int (*)(const void *, const void *))strcmp);
+        for (int i = 0; i < nn; i++) {
+            int dup = 0;
+            for (int k = 0; k < nseen; k++)
+                dup |= strcmp(seen[k], names[i]) == 0;
+            if (dup || nseen >= 256)
+                continue;
+            strcpy(seen[nseen++], names[i]);
+            char path[1400];
+            snprintf(path, sizeof path, "%s/%.63s.json", dir, names[i]);
+            if (name_only) {
+                if (strcmp(name_only, names[i]) != 0)
+                    continue;
+                FILE *f = fopen(path, "r");
+                if (!f)
+                    continue;
+                char buf[4096];
+                size_t n;
+                printf("# %s\n", path);
+                while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+                    fwrite(buf, 1, n, stdout);
+                fclose(f);
+                return 1;
+            }
+            found++;
+            if (strcmp(kind, "platforms") == 0) {
+                usim_platform p;
+                if (usim_platform_load(path, &p)) {
+                    printf("  %-16s (invalid: %s)\n", names[i], usim_last_error());
+                    continue;
+                }
+                printf("  %-16s %d GPUs/node, %.0f TFLOP/s bf16, %.0f GiB HBM, NVLink %.0f GB/s/dir, "
+                       "NIC %.0f GB/s/dir%s\n",
+                       names[i], p.gpus_per_node, p.peak_flops[USIM_BF16] / 1e12,
+                       p.hbm_bytes / 1073741824.0, p.nvl_Bps / 1e9, p.nic_Bps / 1e9,
+                       p.max_nodes == 1 ? ", single node" : "");
+            } else {
+                usim_model m;
+                if (usim_model_load(path, &m)) {
+                    printf("  %-16s (invalid: %s)\n", names[i], usim_last_error());
+                    continue;
+                }
+                printf("  %-16s %.2fB params, %lld layers, hidden %lld, %lld heads (%lld KV), "
+                       "ffn %lld, vocab %lld\n",
+                       names[i], usim_model_params(&m) / 1e9, (long long)m.layers,
+                       (long long)m.hidden, (long long)m.heads, (long long)m.kv_heads,
+                       (long long)m.ffn, (long long)m.vocab);
+            }
+        }
+    }
+    return found;
+}
+
+static int cmd_presets(int argc, char **argv)
+{
+    if (argc > 2 && (strcmp(argv[2], "-h") == 0 || strcmp(argv[2], "--help") == 0)) {
+        fputs(presets_usage, stdout);
+        return 0;
+    }
+    if (argc > 3)
+        die_usage("presets: too many arguments (see ulysses-sim presets --help)");
+    if (argc == 3) {
+        if (argv[2][0] == '-')
+            die_usage("presets: unknown option '%s'", argv[2]);
+        if (list_kind("platforms", argv[2]) || list_kind("models", argv[2]))
+            return 0;
+        die_usage("presets: no preset named '%s'", argv[2]);
+    }
+    printf("platforms (--platform):\n");
+    int n = list_kind("platforms", NULL);
+    printf("models (--model):\n");
+    n += list_kind("models", NULL);
+    if (n == 0) {
+        fprintf(stderr, "ulysses-sim: no presets found (searched");
+        for (const char *const *d = usim_preset_dirs(); *d; d++)
+            fprintf(stderr, " %s", *d);
+        fprintf(stderr, "); set ULYSSES_SIM_PRESETS\n");
+        return 1;
+    }
+    printf("search path:");
+    for (const char *const *d = usim_preset_dirs(); *d; d++)
+        printf(" %s", *d);
+    printf("\n");
+    return 0;
+}
+
+/* ------------------------------------------------------------ run */
+
+static int run(int argc, char **argv)
+{
+    opts o;
+    opts_defaults(&o);
+    int help;
+    opts_parse(&o, argc, argv, 1, 0, &help);
+    if (help) {
+        fputs(usage, stdout);
+        return 0;
+    }
+    usim_platform p;
+    usim_model m;
+    load_inputs(&o, &p, &m);
+    int gpus = o.ngpus ? (int)o.gpus[0] : 64;
+    apply_model_overrides(&o, &m, o.nseqs ? o.seqs[0] : 0);
+    usim_sim *sim = usim_sim_new(&p, gpus);
+    if (!sim) {
+        fprintf(stderr, "ulysses-sim: %s\n", usim_last_error());
+        return 1;
+    }
+    row rows[USIM_NMETHOD];
+    memset(rows, 0, sizeof rows);
+    int nok = 0;
+    for (int i = 0; i < o.nmethods; i++) {
+        row *w = &rows[i];
+        w->method = o.methods[i];
+        usim_job j = make_job(&o, o.methods[i], gpus);
+        usim_job chk = j;
+        if (usim_job_resolve(&m, &p, &chk)) {
+            if (o.methods_explicit || o.nmethods == 1 || o.sp || o.tp || o.dp || o.ulysses) {
+                /* an explicit request that cannot run is bad input */
+                if (o.methods_explicit || o.nmethods == 1) {
+                    usim_sim_free(sim);
+                    die_usage("%s", usim_last_error());
+                }
+            }
+            snprintf(w->err, sizeof w->err, "%s", usim_last_error());
+            continue;
+        }
+        FILE *tf = NULL;
+        if (o.trace) {
+            char path[1100];
+            if (o.nmethods > 1) {
+                const char *dot = strrchr(o.trace, '.');
+                size_t stem = dot && dot > strrchr(o.trace, '/') ? (size_t)(dot - o.trace) : strlen(o.trace);
+                snprintf(path, sizeof path, "%.*s.%s%s", (int)stem, o.trace, usim_method_name(w->method),
+                         dot && stem < strlen(o.trace) ? dot : ".json");
+            } else {
+                snprintf(path, sizeof path, "%s", o.trace);
+            }
+            tf = fopen(path, "w");
+            if (!tf) {
+                usim_sim_free(sim);
+                die_usage("--trace: cannot write %s", path);
+            }
+        }
+        int rc = usim_simulate(sim, &m, &j, tf, &w->r);
+        if (tf && fclose(tf) && !rc)
+            rc = USIM_EIO;
+        if (rc) {
+            fprintf(stderr, "ulysses-sim: %s: %s\n", usim_method_name(w->method), usim_last_error());
+            usim_sim_free(sim);
+            return rc == USIM_EINVAL ? EXIT_BADINPUT : 1;
+        }
+        if (o.max_seq) {
+            if (usim_max_seq(&p, &m, &j, &w->max_seq)) {
+                fprintf(stderr, "ulysses-sim: %s\n", usim_last_error());
+                usim_sim_free(sim);
+                return 1;
+            }
+            w->has_max = 1;
+        }
+        w->ok = 1;
+        nok++;
+    }
+    usim_sim_free(sim);
+    if (nok == 0) {
+        for (int i = 0; i < o.nmethods; i++)
+            fprintf(stderr, "ulysses-sim: %s: %s\n", usim_method_name(rows[i].method), rows[i].err);
+        return EXIT_BADINPUT;
+    }
+    switch (o.format) {
+    case FMT_CSV:
+        out_csv_header(stdout);
+        for (int i = 0; i < o.nmethods; i++)
+            out_csv_row(stdout, &p, &m, gpus, &rows[i]);
+        break;
+    case FMT_JSON:
+        out_json(stdout, &p, &m, gpus, rows, o.nmethods);
+        break;
+    default:
+        out_table(stdout, &p, &m, rows, o.nmethods);
+        break;
+    }
+    if (fflush(stdout)) {
+        fprintf(stderr, "ulysses-sim: error writing the output\n");
+        return 1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "presets") == 0)
+        return cmd_presets(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "sweep") == 0) {
+        for (int i = 2; i < argc; i++)
+            if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+                fputs(sweep_usage, stdout);
+                return 0;
+            }
+        return cmd_sweep(argc, argv);
+    }
+    if (argc > 1 && strcmp(argv[1], "--version") == 0) {
+        printf("ulysses-sim %s\n", PACKAGE_VERSION);
+        return 0;
+    }
+    return run(argc, argv);
+}

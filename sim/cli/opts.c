@@ -1,0 +1,293 @@
+/*
+ * opts.c -- option parsing for ulysses-sim (see opts.h).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "opts.h"
+
+void die_usage(const char *fmt, ...)
+{
+    va_list ap;
+    fputs("ulysses-sim: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(EXIT_BADINPUT);
+}
+
+void opts_defaults(opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->platform = "dgx-a100-40g";
+    o->model = "gpt-7b";
+    o->zero = 3;
+    o->recompute = USIM_RC_FULL;
+    o->a2a = USIM_A2A_DIRECT;
+    o->format = FMT_TABLE;
+    for (int i = 0; i < USIM_NMETHOD; i++)
+        o->methods[i] = (usim_method)i;
+    o->nmethods = USIM_NMETHOD;
+}
+
+int parse_count(const char *s, int64_t *out)
+{
+    if (!s || !*s)
+        return -1;
+    errno = 0;
+    char *end;
+    if (*s == '-' || *s == '+')
+        return -1;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s)
+        return -1;
+    unsigned long long mult = 1;
+    if (*end == 'K' || *end == 'k')
+        mult = 1024, end++;
+    else if (*end == 'M' || *end == 'm')
+        mult = 1024ULL * 1024, end++;
+    else if (*end == 'G' || *end == 'g')
+        mult = 1024ULL * 1024 * 1024, end++;
+    if (*end)
+        return -1;
+    if (v > (unsigned long long)INT64_MAX / mult)
+        return -1;
+    *out = (int64_t)(v * mult);
+    return 0;
+}
+
+int parse_list(const char *s, int64_t *out, int max, int *n)
+{
+    *n = 0;
+    char buf[1024];
+    if (strlen(s) >= sizeof buf)
+        return -1;
+    strcpy(buf, s);
+    if (strchr(buf, ':')) {
+        char *a = buf, *b = strchr(a, ':'), *c;
+        *b++ = 0;
+        c = strchr(b, ':');
+        if (c)
+            *c++ = 0;
+        int64_t lo, hi, step = 2;
+        int add = 0;
+        if (parse_count(a, &lo) || parse_count(b, &hi) || lo < 1 || hi < lo)
+            return -1;
+        if (c) {
+            if (*c == 'x' || *c == '*') {
+                if (parse_count(c + 1, &step) || step < 2)
+                    return -1;
+            } else if (*c == '+') {
+                if (parse_count(c + 1, &step) || step < 1)
+                    return -1;
+                add = 1;
+            } else {
+                return -1;
+            }
+        }
+        for (int64_t v = lo; v <= hi;) {
+            if (*n >= max)
+                return -1;
+            out[(*n)++] = v;
+            if (add) {
+                if (v > INT64_MAX - step)
+                    break;
+                v += step;
+            } else {
+                if (v > INT64_MAX / step)
+                    break;
+                v *= step;
+            }
+        }
+        return *n > 0 ? 0 : -1;
+    }
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        if (*n >= max || parse_count(tok, &out[*n]) || out[*n] < 1)
+            return -1;
+        (*n)++;
+    }
+    return *n > 0 ? 0 : -1;
+}
+
+static int parse_int_opt(const char *name, const char *v, int lo, int hi)
+{
+    int64_t x;
+    if (parse_count(v, &x) || x < lo || x > hi)
+        die_usage("%s: expected an integer in [%d, %d], got '%s'", name, lo, hi, v);
+    return (int)x;
+}
+
+static int parse_methods(opts *o, const char *v)
+{
+    if (strcmp(v, "all") == 0) {
+        for (int i = 0; i < USIM_NMETHOD; i++)
+            o->methods[i] = (usim_method)i;
+        o->nmethods = USIM_NMETHOD;
+        return 0;
+    }
+    char buf[256];
+    if (strlen(v) >= sizeof buf)
+        die_usage("--method: list too long");
+    strcpy(buf, v);
+    o->nmethods = 0;
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        usim_method m;
+        if (usim_method_parse(tok, &m))
+            die_usage("--method: %s", usim_last_error());
+        for (int i = 0; i < o->nmethods; i++)
+            if (o->methods[i] == m)
+                die_usage("--method: '%s' listed twice", tok);
+        o->methods[o->nmethods++] = m;
+    }
+    if (o->nmethods == 0)
+        die_usage("--method: empty list");
+    o->methods_explicit = 1;
+    return 0;
+}
+
+int opts_parse(opts *o, int argc, char **argv, int first, int sweep, int *help)
+{
+    *help = 0;
+    for (int i = first; i < argc; i++) {
+        char *arg = argv[i];
+        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+            *help = 1;
+            return 0;
+        }
+        if (strncmp(arg, "--", 2) != 0)
+            die_usage("unexpected argument '%s' (see --help)", arg);
+        char name[64];
+        const char *val = NULL;
+        const char *eq = strchr(arg, '=');
+        if (eq) {
+            size_t l = (size_t)(eq - arg);
+            if (l >= sizeof name)
+                die_usage("unknown option '%s' (see --help)", arg);
+            memcpy(name, arg, l);
+            name[l] = 0;
+            val = eq + 1;
+        } else {
+            snprintf(name, sizeof name, "%s", arg);
+        }
+        /* flags without a value */
+        if (strcmp(name, "--max-seq") == 0 && !val) {
+            o->max_seq = 1;
+            continue;
+        }
+        if (strcmp(name, "--no-progress") == 0 && sweep && !val) {
+            o->no_progress = 1;
+            continue;
+        }
+        static const char *const valued[] = {
+            "--platform", "--model", "--gpus", "--seq", "--method", "--sp", "--tp", "--dp",
+            "--ulysses", "--zero", "--recompute", "--a2a", "--micro-batch", "--global-batch",
+            "--layers", "--format", "--trace", "--out", "--plot", NULL};
+        int known = 0;
+        for (int k = 0; valued[k]; k++)
+            if (strcmp(name, valued[k]) == 0)
+                known = 1;
+        if (!known)
+            die_usage("unknown option '%s' (see --help)", name);
+        if (!val) {
+            if (i + 1 >= argc)
+                die_usage("%s needs a value", name);
+            val = argv[++i];
+        }
+        if (strcmp(name, "--platform") == 0) o->platform = val;
+        else if (strcmp(name, "--model") == 0) o->model = val;
+        else if (strcmp(name, "--gpus") == 0) {
+            if (parse_list(val, o->gpus, sweep ? MAX_LIST : 1, &o->ngpus))
+                die_usage("--gpus: expected %s, got '%s'",
+                          sweep ? "a positive count, a list a,b,c or a range a:b" : "a positive integer", val);
+            for (int k = 0; k < o->ngpus; k++)
+                if (o->gpus[k] > 1048576)
+                    die_usage("--gpus: %lld is more than 1048576", (long long)o->gpus[k]);
+        } else if (strcmp(name, "--seq") == 0) {
+            if (parse_list(val, o->seqs, sweep ? MAX_LIST : 1, &o->nseqs))
+                die_usage("--seq: expected %s, got '%s'",
+                          sweep ? "a positive count (128K allowed), a list or a range a:b" :
+                                  "a positive token count (e.g. 131072 or 128K)", val);
+        }
+        else if (strcmp(name, "--method") == 0) parse_methods(o, val);
+        else if (strcmp(name, "--sp") == 0) o->sp = parse_int_opt(name, val, 1, 1 << 20);
+        else if (strcmp(name, "--tp") == 0) o->tp = parse_int_opt(name, val, 1, 1 << 20);
+        else if (strcmp(name, "--dp") == 0) o->dp = parse_int_opt(name, val, 1, 1 << 20);
+        else if (strcmp(name, "--ulysses") == 0) o->ulysses = parse_int_opt(name, val, 1, 1 << 20);
+        else if (strcmp(name, "--zero") == 0) o->zero = parse_int_opt(name, val, 0, 3);
+        else if (strcmp(name, "--recompute") == 0) {
+            if (strcmp(val, "none") == 0) o->recompute = USIM_RC_NONE;
+            else if (strcmp(val, "selective") == 0) o->recompute = USIM_RC_SELECTIVE;
+            else if (strcmp(val, "full") == 0) o->recompute = USIM_RC_FULL;
+            else die_usage("--recompute: expected none, selective or full, got '%s'", val);
+        } else if (strcmp(name, "--a2a") == 0) {
+            if (strcmp(val, "direct") == 0) o->a2a = USIM_A2A_DIRECT;
+            else if (strcmp(val, "pairwise") == 0) o->a2a = USIM_A2A_PAIRWISE;
+            else die_usage("--a2a: expected direct or pairwise, got '%s'", val);
+        } else if (strcmp(name, "--micro-batch") == 0) {
+            if (parse_count(val, &o->micro_batch) || o->micro_batch < 1 || o->micro_batch > 1 << 20)
+                die_usage("--micro-batch: expected a positive integer, got '%s'", val);
+        } else if (strcmp(name, "--global-batch") == 0) {
+            if (parse_count(val, &o->global_batch) || o->global_batch < 1 || o->global_batch > 1 << 30)
+                die_usage("--global-batch: expected a positive integer, got '%s'", val);
+        } else if (strcmp(name, "--layers") == 0) {
+            if (parse_count(val, &o->layers) || o->layers < 1 || o->layers > 100000)
+                die_usage("--layers: expected a positive integer, got '%s'", val);
+        } else if (strcmp(name, "--format") == 0) {
+            if (strcmp(val, "table") == 0) o->format = FMT_TABLE;
+            else if (strcmp(val, "csv") == 0) o->format = FMT_CSV;
+            else if (strcmp(val, "json") == 0) o->format = FMT_JSON;
+            else die_usage("--format: expected table, csv or json, got '%s'", val);
+        } else if (strcmp(name, "--trace") == 0) o->trace = val;
+        else if (strcmp(name, "--out") == 0 && sweep) o->out = val;
+        else if (strcmp(name, "--plot") == 0 && sweep) o->plot = val;
+        else die_usage("option '%s' is only valid with 'ulysses-sim sweep'", name);
+    }
+    return 0;
+}
+
+int load_inputs(const opts *o, usim_platform *p, usim_model *m)
+{
+    char path[1024];
+    if (usim_preset_path("platforms", o->platform, path, sizeof path) ||
+        usim_platform_load(path, p))
+        die_usage("--platform: %s", usim_last_error());
+    if (usim_preset_path("models", o->model, path, sizeof path) || usim_model_load(path, m))
+        die_usage("--model: %s", usim_last_error());
+    return 0;
+}
+
+int apply_model_overrides(const opts *o, usim_model *m, int64_t seq)
+{
+    if (o->micro_batch)
+        m->micro_batch = o->micro_batch;
+    if (o->global_batch)
+        m->global_batch = o->global_batch;
+    if (m->global_batch < m->micro_batch)
+        m->global_batch = m->micro_batch;
+    if (o->layers)
+        m->layers = o->layers;
+    if (seq)
+        m->seq = seq;
+    return 0;
+}
+
+usim_job make_job(const opts *o, usim_method m, int gpus)
+{
+    usim_job j;
+    memset(&j, 0, sizeof j);
+    j.method = m;
+    j.gpus = gpus;
+    j.sp = o->sp;
+    j.tp = o->tp;
+    j.dp = o->dp;
+    j.ulysses = o->ulysses;
+    j.zero = o->zero;
+    j.recompute = o->recompute;
+    j.a2a = o->a2a;
+    return j;
+}

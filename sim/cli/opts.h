@@ -1,0 +1,58 @@
+/*
+ * opts.h -- command-line parsing for ulysses-sim: options shared by the run
+ * and sweep modes, number and list syntax, and the exit-status convention.
+ */
+#ifndef USIM_CLI_OPTS_H
+#define USIM_CLI_OPTS_H
+
+#include <stdint.h>
+#include "usim.h"
+
+enum { EXIT_BADINPUT = 2 };
+enum { FMT_TABLE = 0, FMT_CSV, FMT_JSON };
+
+#define MAX_LIST 4096
+
+typedef struct opts {
+    const char *platform, *model;
+    int64_t gpus[MAX_LIST];
+    int ngpus;
+    int64_t seqs[MAX_LIST];
+    int nseqs;
+    usim_method methods[USIM_NMETHOD];
+    int nmethods;
+    int methods_explicit;
+    int sp, tp, dp, ulysses, zero;
+    usim_recompute recompute;
+    usim_coll_type a2a;
+    int64_t micro_batch, global_batch, layers;
+    int format;
+    const char *trace;
+    int max_seq;
+    /* sweep */
+    const char *out, *plot;
+    int no_progress;
+} opts;
+
+void opts_defaults(opts *o);
+/* Parse argv[first..argc).  sweep: lists allowed for --gpus/--seq.  Returns 0,
+ * or prints a one-line message and returns EXIT_BADINPUT; *help set for --help. */
+int opts_parse(opts *o, int argc, char **argv, int first, int sweep, int *help);
+/* "131072", "128K", "1M" (K = 1024), with overflow and sign checks. */
+int parse_count(const char *s, int64_t *out);
+/* "a,b,c" or "a:b" (doubling) or "a:b:xF" (factor) or "a:b:+S" (step). */
+int parse_list(const char *s, int64_t *out, int max, int *n);
+
+/* Load platform/model (preset name or file) with one-line errors. */
+int load_inputs(const opts *o, usim_platform *p, usim_model *m);
+/* Apply --micro-batch/--global-batch/--layers and the sequence to a model. */
+int apply_model_overrides(const opts *o, usim_model *m, int64_t seq);
+usim_job make_job(const opts *o, usim_method m, int gpus);
+
+void die_usage(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2), noreturn))
+#endif
+    ;
+
+#endif

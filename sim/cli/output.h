@@ -1,0 +1,25 @@
+/*
+ * output.h -- printing results of ulysses-sim: table, CSV, JSON.  Every
+ * number carries its unit in the header.
+ */
+#ifndef USIM_CLI_OUTPUT_H
+#define USIM_CLI_OUTPUT_H
+
+#include <stdio.h>
+#include "usim.h"
+
+typedef struct row {
+    usim_method method;
+    int ok;
+    char err[300];
+    usim_result r;
+    int has_max;
+    int64_t max_seq;
+} row;
+
+void out_table(FILE *f, const usim_platform *p, const usim_model *m, const row *rows, int n);
+void out_csv_header(FILE *f);
+void out_csv_row(FILE *f, const usim_platform *p, const usim_model *m, int gpus, const row *r);
+void out_json(FILE *f, const usim_platform *p, const usim_model *m, int gpus, const row *rows, int n);
+
+#endif

@@ -1,0 +1,232 @@
+/*
+ * describe.c -- platform and model descriptions: JSON loaders with located
+ * errors, preset lookup, dtype names, parameter counts.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "usim.h"
+#include "usim_internal.h"
+#include "jsonutil.h"
+
+#ifndef USIM_SRC_PRESETS
+#define USIM_SRC_PRESETS ""
+#endif
+#ifndef USIM_DATA_PRESETS
+#define USIM_DATA_PRESETS ""
+#endif
+
+const char *usim_dtype_name(usim_dtype t)
+{
+    static const char *const n[USIM_NDTYPE] = {"bf16", "fp16", "fp32"};
+    return (t >= 0 && t < USIM_NDTYPE) ? n[t] : "?";
+}
+
+int usim_dtype_bytes(usim_dtype t)
+{
+    static const int b[USIM_NDTYPE] = {2, 2, 4};
+    return (t >= 0 && t < USIM_NDTYPE) ? b[t] : 0;
+}
+
+/* ----------------------------------------------------------------- presets */
+
+const char *const *usim_preset_dirs(void)
+{
+    static const char *dirs[4];
+    int n = 0;
+    const char *env = getenv("ULYSSES_SIM_PRESETS");
+    if (env && *env)
+        dirs[n++] = env;
+    if (*USIM_SRC_PRESETS)
+        dirs[n++] = USIM_SRC_PRESETS;
+    if (*USIM_DATA_PRESETS)
+        dirs[n++] = USIM_DATA_PRESETS;
+    dirs[n] = NULL;
+    return dirs;
+}
+
+static int is_file(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+int usim_preset_path(const char *kind, const char *name, char *out, size_t outlen)
+{
+    size_t nl = strlen(name);
+    int pathlike = strchr(name, '/') != NULL || (nl > 5 && strcmp(name + nl - 5, ".json") == 0);
+    if (pathlike) {
+        if ((size_t)snprintf(out, outlen, "%s", name) >= outlen)
+            return usim_set_error(USIM_EINVAL, "path too long: %s", name);
+        if (!is_file(out))
+            return usim_set_error(USIM_ENOTFOUND, "%s: no such file", name);
+        return USIM_OK;
+    }
+    for (const char *const *d = usim_preset_dirs(); *d; d++) {
+        if ((size_t)snprintf(out, outlen, "%s/%s/%s.json", *d, kind, name) >= outlen)
+            continue;
+        if (is_file(out))
+            return USIM_OK;
+    }
+    return usim_set_error(USIM_ENOTFOUND,
+                          "unknown %s preset '%s' (see 'ulysses-sim presets', or give a .json file)",
+                          strcmp(kind, "platforms") == 0 ? "platform" : "model", name);
+}
+
+/* ---------------------------------------------------------------- platform */
+
+int usim_platform_load(const char *path, usim_platform *p)
+{
+    jdoc d;
+    memset(p, 0, sizeof *p);
+    int rc = jdoc_load(&d, path);
+    if (rc) {
+        jdoc_free(&d);
+        return rc;
+    }
+    json_t *root = d.root, *gpu, *intra, *inter;
+    const char *name = NULL;
+    int64_t gpn = 0, maxn = 0;
+    double bf16 = 0, fp16 = 0, fp32 = 0, ge = 0, ae = 0, hbm = 0, hbmbw = 0, resv = 0;
+    double nvbw = 0, nveff = 1, nvlat = 0, nicbw = 0, niceff = 1, niclat = 0, over = 1;
+    if ((rc = jget_str(&d, root, "", "name", 1, &name)) ||
+        (rc = jget_int(&d, root, "", "gpus_per_node", 1, 1, &gpn)) ||
+        (rc = jget_int(&d, root, "", "max_nodes", 0, 0, &maxn)) ||
+        (rc = jget_obj(&d, root, "", "gpu", &gpu)) ||
+        (rc = jget_num(&d, gpu, "gpu", "peak_tflops_bf16", 1, 0, 1, &bf16)) ||
+        (rc = jget_num(&d, gpu, "gpu", "peak_tflops_fp16", 0, 0, 1, &fp16)) ||
+        (rc = jget_num(&d, gpu, "gpu", "peak_tflops_fp32", 0, 0, 1, &fp32)) ||
+        (rc = jget_num(&d, gpu, "gpu", "gemm_efficiency", 1, 0, 1, &ge)) ||
+        (rc = jget_num(&d, gpu, "gpu", "attention_efficiency", 1, 0, 1, &ae)) ||
+        (rc = jget_num(&d, gpu, "gpu", "hbm_GiB", 1, 0, 1, &hbm)) ||
+        (rc = jget_num(&d, gpu, "gpu", "hbm_bw_GBps", 1, 0, 1, &hbmbw)) ||
+        (rc = jget_num(&d, gpu, "gpu", "reserved_GiB", 0, 0, 0, &resv)) ||
+        (rc = jget_obj(&d, root, "", "intra_node", &intra)) ||
+        (rc = jget_num(&d, intra, "intra_node", "bw_GBps_per_dir", 1, 0, 1, &nvbw)) ||
+        (rc = jget_num(&d, intra, "intra_node", "efficiency", 0, 0, 1, &nveff)) ||
+        (rc = jget_num(&d, intra, "intra_node", "latency_us", 1, 0, 0, &nvlat)) ||
+        (rc = jget_obj(&d, root, "", "inter_node", &inter)) ||
+        (rc = jget_num(&d, inter, "inter_node", "nic_bw_Gbps", 1, 0, 1, &nicbw)) ||
+        (rc = jget_num(&d, inter, "inter_node", "efficiency", 0, 0, 1, &niceff)) ||
+        (rc = jget_num(&d, inter, "inter_node", "latency_us", 1, 0, 0, &niclat)) ||
+        (rc = jget_num(&d, inter, "inter_node", "spine_oversubscription", 0, 1, 0, &over)))
+        goto out;
+    if (ge > 1)
+        { rc = jerr(&d, "gpu", "gemm_efficiency", "must be in (0, 1] (got %g)", ge); goto out; }
+    if (ae > 1)
+        { rc = jerr(&d, "gpu", "attention_efficiency", "must be in (0, 1] (got %g)", ae); goto out; }
+    if (nveff > 1)
+        { rc = jerr(&d, "intra_node", "efficiency", "must be in (0, 1] (got %g)", nveff); goto out; }
+    if (niceff > 1)
+        { rc = jerr(&d, "inter_node", "efficiency", "must be in (0, 1] (got %g)", niceff); goto out; }
+    if (gpn > 4096)
+        { rc = jerr(&d, "", "gpus_per_node", "must be <= 4096 (got %lld)", (long long)gpn); goto out; }
+    if (resv * 1.0 >= hbm)
+        { rc = jerr(&d, "gpu", "reserved_GiB", "must be below hbm_GiB (%g)", hbm); goto out; }
+    snprintf(p->name, sizeof p->name, "%s", name);
+    snprintf(p->source, sizeof p->source, "%s", path);
+    p->gpus_per_node = (int)gpn;
+    p->max_nodes = (int)(maxn > 1000000 ? 1000000 : maxn);
+    p->peak_flops[USIM_BF16] = bf16 * 1e12;
+    p->peak_flops[USIM_FP16] = (fp16 > 0 ? fp16 : bf16) * 1e12;
+    p->peak_flops[USIM_FP32] = (fp32 > 0 ? fp32 : bf16 / 16) * 1e12;
+    p->gemm_eff = ge;
+    p->attn_eff = ae;
+    p->hbm_bytes = hbm * 1073741824.0;
+    p->hbm_Bps = hbmbw * 1e9;
+    p->reserved_bytes = resv * 1073741824.0;
+    p->nvl_Bps = nvbw * 1e9 * nveff;
+    p->nvl_lat = usim_ps(nvlat * 1e-6);
+    p->nic_Bps = nicbw * 1e9 / 8 * niceff;
+    p->nic_lat = usim_ps(niclat * 1e-6);
+    p->oversub = over;
+out:
+    jdoc_free(&d);
+    return rc;
+}
+
+/* ------------------------------------------------------------------- model */
+
+int usim_model_load(const char *path, usim_model *m)
+{
+    jdoc d;
+    memset(m, 0, sizeof *m);
+    int rc = jdoc_load(&d, path);
+    if (rc) {
+        jdoc_free(&d);
+        return rc;
+    }
+    json_t *r = d.root;
+    const char *name = NULL, *mlp = "gelu", *dtype = "bf16";
+    int tied = 1, causal = 1;
+    int64_t mb = 1, gb = 0;
+    if ((rc = jget_str(&d, r, "", "name", 1, &name)) ||
+        (rc = jget_int(&d, r, "", "layers", 1, 1, &m->layers)) ||
+        (rc = jget_int(&d, r, "", "hidden", 1, 1, &m->hidden)) ||
+        (rc = jget_int(&d, r, "", "heads", 1, 1, &m->heads)) ||
+        (rc = jget_int(&d, r, "", "kv_heads", 0, 1, &m->kv_heads)) ||
+        (rc = jget_int(&d, r, "", "ffn_hidden", 1, 1, &m->ffn)) ||
+        (rc = jget_int(&d, r, "", "vocab", 1, 1, &m->vocab)) ||
+        (rc = jget_str(&d, r, "", "mlp", 0, &mlp)) ||
+        (rc = jget_bool(&d, r, "", "tied_embeddings", 0, &tied)) ||
+        (rc = jget_bool(&d, r, "", "causal", 0, &causal)) ||
+        (rc = jget_int(&d, r, "", "seq_tokens", 1, 1, &m->seq)) ||
+        (rc = jget_int(&d, r, "", "micro_batch", 0, 1, &mb)) ||
+        (rc = jget_int(&d, r, "", "global_batch", 0, 1, &gb)) ||
+        (rc = jget_str(&d, r, "", "dtype", 0, &dtype)))
+        goto out;
+    if (!json_object_get(r, "kv_heads"))
+        m->kv_heads = m->heads;
+    if (m->hidden % m->heads != 0) {
+        rc = jerr(&d, "", "heads", "hidden (%lld) must be a multiple of heads (%lld)",
+                  (long long)m->hidden, (long long)m->heads);
+        goto out;
+    }
+    if (m->heads % m->kv_heads != 0) {
+        rc = jerr(&d, "", "kv_heads", "heads (%lld) must be a multiple of kv_heads (%lld)",
+                  (long long)m->heads, (long long)m->kv_heads);
+        goto out;
+    }
+    if (strcmp(mlp, "gelu") == 0)
+        m->gated_mlp = 0;
+    else if (strcmp(mlp, "swiglu") == 0)
+        m->gated_mlp = 1;
+    else {
+        rc = jerr(&d, "", "mlp", "must be \"gelu\" or \"swiglu\" (got \"%s\")", mlp);
+        goto out;
+    }
+    int dt;
+    for (dt = 0; dt < USIM_NDTYPE; dt++)
+        if (strcmp(dtype, usim_dtype_name((usim_dtype)dt)) == 0)
+            break;
+    if (dt == USIM_NDTYPE) {
+        rc = jerr(&d, "", "dtype", "must be bf16, fp16 or fp32 (got \"%s\")", dtype);
+        goto out;
+    }
+    m->dtype = (usim_dtype)dt;
+    m->tied_embeddings = tied;
+    m->causal = causal;
+    m->micro_batch = mb;
+    m->global_batch = gb ? gb : mb;
+    if (m->global_batch % mb != 0) {
+        rc = jerr(&d, "", "global_batch", "must be a multiple of micro_batch (%lld)", (long long)mb);
+        goto out;
+    }
+    snprintf(m->name, sizeof m->name, "%s", name);
+    snprintf(m->source, sizeof m->source, "%s", path);
+out:
+    jdoc_free(&d);
+    return rc;
+}
+
+double usim_model_params(const usim_model *m)
+{
+    double h = (double)m->hidden, d = h / m->heads, hkv = d * m->kv_heads, F = (double)m->ffn;
+    double attn = h * (h + 2 * hkv) + h * h;
+    double mlp = (m->gated_mlp ? 3 : 2) * h * F;
+    double norms = 4 * h;
+    double emb = (double)m->vocab * h * (m->tied_embeddings ? 1 : 2);
+    return m->layers * (attn + mlp + norms) + emb + 2 * h;
+}

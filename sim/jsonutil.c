@@ -1,0 +1,228 @@
+/*
+ * jsonutil.c -- JSON files with located errors.  jansson reports line and
+ * column for syntax errors; for semantic errors (missing key, wrong type, bad
+ * value) the key is located in the text: the parent object's key first, then
+ * the key after it.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+
+#include "usim.h"
+#include "usim_internal.h"
+#include "jsonutil.h"
+
+int jdoc_load(jdoc *d, const char *path)
+{
+    memset(d, 0, sizeof *d);
+    d->file = path;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return usim_set_error(errno == ENOENT ? USIM_ENOTFOUND : USIM_EIO, "%s: %s", path,
+                              strerror(errno));
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    for (;;) {
+        if (!buf) {
+            fclose(f);
+            return usim_set_error(USIM_ENOMEM, "%s: out of memory", path);
+        }
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (n + 1 < cap)
+            break;
+        cap *= 2;
+        char *nb = realloc(buf, cap);
+        if (!nb)
+            free(buf);
+        buf = nb;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        return usim_set_error(USIM_EIO, "%s: read error", path);
+    }
+    buf[n] = 0;
+    d->text = buf;
+    d->len = n;
+    json_error_t je;
+    d->root = json_loadb(buf, n, JSON_REJECT_DUPLICATES, &je);
+    if (!d->root)
+        return usim_set_error(USIM_EFORMAT, "%s:%d:%d: JSON syntax error: %s", path, je.line,
+                              je.column, je.text);
+    if (!json_is_object(d->root))
+        return usim_set_error(USIM_EFORMAT, "%s:1:1: the top level must be a JSON object", path);
+    return USIM_OK;
+}
+
+void jdoc_free(jdoc *d)
+{
+    json_decref(d->root);
+    free(d->text);
+    memset(d, 0, sizeof *d);
+}
+
+/* Offset of "key" followed by ':' at or after from; -1 if absent. */
+static long find_key(const char *text, long from, const char *key)
+{
+    size_t kl = strlen(key);
+    const char *p = text + from;
+    while ((p = strchr(p, '"')) != NULL) {
+        if (strncmp(p + 1, key, kl) == 0 && p[1 + kl] == '"') {
+            const char *q = p + 2 + kl;
+            while (*q == ' ' || *q == '\t' || *q == '\r' || *q == '\n')
+                q++;
+            if (*q == ':')
+                return (long)(p - text);
+        }
+        p++;
+    }
+    return -1;
+}
+
+static void locate(const jdoc *d, const char *parent, const char *key, int *line, int *col)
+{
+    long at = 0, off = -1;
+    if (parent && *parent) {
+        at = find_key(d->text, 0, parent);
+        if (at < 0)
+            at = 0;
+        off = at;
+    }
+    if (key) {
+        long k = find_key(d->text, at, key);
+        if (k >= 0)
+            off = k;
+    }
+    *line = 1;
+    *col = 1;
+    if (off < 0)
+        return;
+    for (long i = 0; i < off; i++) {
+        if (d->text[i] == '\n') {
+            (*line)++;
+            *col = 1;
+        } else {
+            (*col)++;
+        }
+    }
+}
+
+int jerr(jdoc *d, const char *parent, const char *key, const char *fmt, ...)
+{
+    char msg[300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    int line, col;
+    locate(d, parent, key, &line, &col);
+    char full[200];
+    if (parent && *parent)
+        snprintf(full, sizeof full, "%s.%s", parent, key ? key : "");
+    else
+        snprintf(full, sizeof full, "%s", key ? key : "");
+    return usim_set_error(USIM_EFORMAT, "%s:%d:%d: key '%s': %s", d->file, line, col, full, msg);
+}
+
+static const char *type_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: case JSON_REAL: return "a number";
+    case JSON_TRUE: case JSON_FALSE: return "a boolean";
+    case JSON_NULL: return "null";
+    }
+    return "?";
+}
+
+static int member(jdoc *d, json_t *obj, const char *parent, const char *key, int required,
+                  json_t **out)
+{
+    *out = json_object_get(obj, key);
+    if (!*out && required) {
+        int line, col;
+        locate(d, parent, NULL, &line, &col);
+        char full[200];
+        if (parent && *parent)
+            snprintf(full, sizeof full, "%s.%s", parent, key);
+        else
+            snprintf(full, sizeof full, "%s", key);
+        return usim_set_error(USIM_EFORMAT, "%s:%d:%d: key '%s': missing (required)", d->file,
+                              line, col, full);
+    }
+    return USIM_OK;
+}
+
+int jget_obj(jdoc *d, json_t *obj, const char *parent, const char *key, json_t **out)
+{
+    int rc = member(d, obj, parent, key, 1, out);
+    if (rc)
+        return rc;
+    if (!json_is_object(*out))
+        return jerr(d, parent, key, "expected an object, got %s", type_name(*out));
+    return USIM_OK;
+}
+
+int jget_num(jdoc *d, json_t *obj, const char *parent, const char *key, int required,
+             double lo, int lo_strict, double *out)
+{
+    json_t *v;
+    int rc = member(d, obj, parent, key, required, &v);
+    if (rc || !v)
+        return rc;
+    if (!json_is_number(v))
+        return jerr(d, parent, key, "expected a number, got %s", type_name(v));
+    double x = json_number_value(v);
+    if (!isfinite(x) || (lo_strict ? !(x > lo) : !(x >= lo)))
+        return jerr(d, parent, key, "must be %s %g (got %g)", lo_strict ? ">" : ">=", lo, x);
+    *out = x;
+    return USIM_OK;
+}
+
+int jget_int(jdoc *d, json_t *obj, const char *parent, const char *key, int required,
+             int64_t lo, int64_t *out)
+{
+    json_t *v;
+    int rc = member(d, obj, parent, key, required, &v);
+    if (rc || !v)
+        return rc;
+    if (!json_is_integer(v))
+        return jerr(d, parent, key, "expected an integer, got %s", json_is_real(v) ? "a fraction" : type_name(v));
+    int64_t x = (int64_t)json_integer_value(v);
+    if (x < lo)
+        return jerr(d, parent, key, "must be >= %lld (got %lld)", (long long)lo, (long long)x);
+    *out = x;
+    return USIM_OK;
+}
+
+int jget_bool(jdoc *d, json_t *obj, const char *parent, const char *key, int required, int *out)
+{
+    json_t *v;
+    int rc = member(d, obj, parent, key, required, &v);
+    if (rc || !v)
+        return rc;
+    if (!json_is_boolean(v))
+        return jerr(d, parent, key, "expected true or false, got %s", type_name(v));
+    *out = json_is_true(v);
+    return USIM_OK;
+}
+
+int jget_str(jdoc *d, json_t *obj, const char *parent, const char *key, int required,
+             const char **out)
+{
+    json_t *v;
+    int rc = member(d, obj, parent, key, required, &v);
+    if (rc || !v)
+        return rc;
+    if (!json_is_string(v))
+        return jerr(d, parent, key, "expected a string, got %s", type_name(v));
+    *out = json_string_value(v);
+    return USIM_OK;
+}

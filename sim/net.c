@@ -1,0 +1,720 @@
+/*
+ * net.c -- the network: a DGX-style topology of links, point-to-point flows
+ * that share links with max-min fairness, and the collectives decomposed into
+ * such flows.
+ *
+ * Topology (G GPUs, g per node):
+ *   NVL_UP[gpu], NVL_DOWN[gpu]      GPU <-> NVSwitch, per direction
+ *   NIC_TX[gpu], NIC_RX[gpu]        one NIC per GPU (rail-optimised), per direction
+ *   SPINE_UP[node], SPINE_DOWN[node]  leaf -> spine, g * NIC / oversubscription
+ * Route inside a node: NVL_UP[src], NVL_DOWN[dst] (latency: NVLink).
+ * Route across nodes:  NIC_TX[src], SPINE_UP, SPINE_DOWN, NIC_RX[dst] (latency: NIC).
+ *
+ * Flow model: a transfer waits for its dependencies, then for the route's
+ * latency, then becomes a flow.  Flows get max-min fair rates (progressive
+ * filling), recomputed for the connected component of flows touched whenever
+ * a flow starts or finishes; all changes at one instant are batched into one
+ * recomputation.  Not here: packetisation, congestion control, adaptive routing.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "usim.h"
+#include "usim_internal.h"
+
+enum { F_WAIT = 0, F_LAT, F_ACTIVE, F_DONE };
+
+typedef struct flow {
+    double rem;         /* bytes left at t_last */
+    double rate;        /* bytes/s */
+    usim_time t_last;
+    uint32_t ver;
+    int nl;
+    int link[4];
+    int pos[4];         /* index of this flow in link[k]'s active list */
+    int state;
+    int deps_left;
+} flow;
+
+typedef struct linkq {
+    int *f;             /* active flows on the link */
+    int n, cap;
+} linkq;
+
+struct usim_net {
+    usim_platform p;
+    int gpus, gpn, nodes, nlinks;
+    double *bw;         /* per link, bytes/s */
+    linkq *lq;
+    usim_engine *eng;
+    int ring_window;
+    /* per run */
+    const usim_xfer *x;
+    int count;
+    flow *fl;
+    int *dep_off, *dep_list;
+    usim_time *finish;
+    int *dirty, ndirty;
+    unsigned char *link_dirty;
+    int reshare_pending;
+    int err;
+    /* scratch for recomputation */
+    int *comp, *lstack, ncomp, nls;
+    uint32_t *fmark, *lmark, epoch;
+    double *cap;
+    int *cnt;
+    unsigned char *frozen;
+    uint64_t last_events;
+};
+
+/* ------------------------------------------------------------ topology */
+
+static int node_of(const usim_net *n, int g) { return g / n->gpn; }
+
+static int route(const usim_net *n, int src, int dst, int *links, usim_time *lat, int *cls)
+{
+    int G = n->gpus;
+    if (node_of(n, src) == node_of(n, dst)) {
+        links[0] = USIM_LINK_NVL_UP * G + src;
+        links[1] = USIM_LINK_NVL_DOWN * G + dst;
+        *lat = n->p.nvl_lat;
+        *cls = USIM_CLASS_NVLINK;
+        return 2;
+    }
+    int base = 4 * G;
+    links[0] = USIM_LINK_NIC_TX * G + src;
+    links[1] = base + node_of(n, src);
+    links[2] = base + n->nodes + node_of(n, dst);
+    links[3] = USIM_LINK_NIC_RX * G + dst;
+    *lat = n->p.nic_lat;
+    *cls = USIM_CLASS_NIC;
+    return 4;
+}
+
+usim_net *usim_net_new(const usim_platform *p, int gpus)
+{
+    if (gpus < 1) {
+        usim_set_error(USIM_EINVAL, "GPU count must be >= 1 (got %d)", gpus);
+        return NULL;
+    }
+    usim_net *n = calloc(1, sizeof *n);
+    if (!n)
+        goto oom;
+    n->p = *p;
+    n->gpus = gpus;
+    n->gpn = p->gpus_per_node < gpus ? p->gpus_per_node : gpus;
+    n->nodes = (gpus + n->gpn - 1) / n->gpn;
+    n->nlinks = 4 * gpus + 2 * n->nodes;
+    n->ring_window = 64;
+    n->bw = malloc((size_t)n->nlinks * sizeof *n->bw);
+    n->lq = calloc((size_t)n->nlinks, sizeof *n->lq);
+    n->link_dirty = calloc((size_t)n->nlinks, 1);
+    n->dirty = malloc((size_t)n->nlinks * sizeof *n->dirty);
+    n->lstack = malloc((size_t)n->nlinks * sizeof *n->lstack);
+    n->lmark = calloc((size_t)n->nlinks, sizeof *n->lmark);
+    n->cap = malloc((size_t)n->nlinks * sizeof *n->cap);
+    n->cnt = malloc((size_t)n->nlinks * sizeof *n->cnt);
+    n->eng = usim_engine_new();
+    if (!n->bw || !n->lq || !n->link_dirty || !n->dirty || !n->lstack || !n->lmark || !n->cap ||
+        !n->cnt || !n->eng)
+        goto oom;
+    for (int g = 0; g < gpus; g++) {
+        n->bw[USIM_LINK_NVL_UP * gpus + g] = p->nvl_Bps;
+        n->bw[USIM_LINK_NVL_DOWN * gpus + g] = p->nvl_Bps;
+        n->bw[USIM_LINK_NIC_TX * gpus + g] = p->nic_Bps;
+        n->bw[USIM_LINK_NIC_RX * gpus + g] = p->nic_Bps;
+    }
+    double spine = (double)n->gpn * p->nic_Bps / (p->oversub >= 1 ? p->oversub : 1);
+    for (int k = 0; k < 2 * n->nodes; k++)
+        n->bw[4 * gpus + k] = spine;
+    return n;
+oom:
+    usim_net_free(n);
+    usim_set_error(USIM_ENOMEM, "out of memory building a network of %d GPUs", gpus);
+    return NULL;
+}
+
+void usim_net_free(usim_net *n)
+{
+    if (!n)
+        return;
+    if (n->lq)
+        for (int l = 0; l < n->nlinks; l++)
+            free(n->lq[l].f);
+    free(n->lq);
+    free(n->bw);
+    free(n->link_dirty);
+    free(n->dirty);
+    free(n->lstack);
+    free(n->lmark);
+    free(n->cap);
+    free(n->cnt);
+    usim_engine_free(n->eng);
+    free(n);
+}
+
+int usim_net_gpus(const usim_net *n) { return n->gpus; }
+uint64_t usim_net_last_events(const usim_net *n) { return n->last_events; }
+void usim_net_set_ring_window(usim_net *n, int steps) { n->ring_window = steps < 4 ? 4 : steps; }
+
+/* ------------------------------------------------------------ flow engine */
+
+/* Picoseconds to move rem bytes at rate, rounded up; values within rounding
+ * noise of an integer are taken as that integer so hand-derived cases are exact. */
+static usim_time ps_for(double rem, double rate)
+{
+    double x = rem * 1e12 / rate;
+    double r = nearbyint(x);
+    if (fabs(x - r) <= 1e-9 * x + 1e-6)
+        return (usim_time)r;
+    return (usim_time)ceil(x);
+}
+
+static int link_add(usim_net *n, int l, int f, int k)
+{
+    linkq *q = &n->lq[l];
+    if (q->n == q->cap) {
+        int cap = q->cap ? 2 * q->cap : 8;
+        int *nf = realloc(q->f, (size_t)cap * sizeof *nf);
+        if (!nf)
+            return USIM_ENOMEM;
+        q->f = nf;
+        q->cap = cap;
+    }
+    n->fl[f].pos[k] = q->n;
+    q->f[q->n++] = f;
+    return USIM_OK;
+}
+
+static void link_remove(usim_net *n, int l, int f, int k)
+{
+    linkq *q = &n->lq[l];
+    int i = n->fl[f].pos[k];
+    int last = q->f[--q->n];
+    q->f[i] = last;
+    if (last != f) {
+        flow *o = &n->fl[last];
+        for (int j = 0; j < o->nl; j++)
+            if (o->link[j] == l) {
+                o->pos[j] = i;
+                break;
+            }
+    }
+}
+
+static void mark_dirty(usim_net *n, const flow *f)
+{
+    for (int k = 0; k < f->nl; k++)
+        if (!n->link_dirty[f->link[k]]) {
+            n->link_dirty[f->link[k]] = 1;
+            n->dirty[n->ndirty++] = f->link[k];
+        }
+}
+
+static void on_reshare(usim_engine *e, void *ctx, int64_t arg);
+static void on_activate(usim_engine *e, void *ctx, int64_t arg);
+
+static void request_reshare(usim_net *n, usim_time now)
+{
+    if (n->reshare_pending)
+        return;
+    n->reshare_pending = 1;
+    if (usim_engine_at(n->eng, now, on_reshare, n, 0))
+        n->err = USIM_ENOMEM;
+}
+
+static void complete(usim_net *n, int f, usim_time now)
+{
+    flow *fl = &n->fl[f];
+    fl->state = F_DONE;
+    n->finish[f] = now;
+    for (int i = n->dep_off[f]; i < n->dep_off[f + 1]; i++) {
+        int d = n->dep_list[i];
+        if (--n->fl[d].deps_left == 0) {
+            usim_time lat = 0;
+            int links[4], cls;
+            if (n->x[d].src != n->x[d].dst)
+                route(n, n->x[d].src, n->x[d].dst, links, &lat, &cls);
+            n->fl[d].state = F_LAT;
+            if (usim_engine_at(n->eng, now + lat, on_activate, n, d))
+                n->err = USIM_ENOMEM;
+        }
+    }
+}
+
+static void on_done(usim_engine *e, void *ctx, int64_t arg)
+{
+    usim_net *n = ctx;
+    int f = (int)(arg & 0xffffffff);
+    uint32_t ver = (uint32_t)((uint64_t)arg >> 32);
+    flow *fl = &n->fl[f];
+    if (fl->state != F_ACTIVE || fl->ver != ver)
+        return;  /* superseded by a later rate change */
+    usim_time now = usim_engine_now(e);
+    for (int k = 0; k < fl->nl; k++)
+        link_remove(n, fl->link[k], f, k);
+    mark_dirty(n, fl);
+    fl->rem = 0;
+    complete(n, f, now);
+    request_reshare(n, now);
+}
+
+static void on_activate(usim_engine *e, void *ctx, int64_t arg)
+{
+    usim_net *n = ctx;
+    int f = (int)arg;
+    flow *fl = &n->fl[f];
+    usim_time now = usim_engine_now(e);
+    if (fl->rem <= 0 || fl->nl == 0) {
+        complete(n, f, now);
+        return;
+    }
+    fl->state = F_ACTIVE;
+    fl->t_last = now;
+    fl->rate = 0;
+    for (int k = 0; k < fl->nl; k++)
+        if (link_add(n, fl->link[k], f, k))
+            n->err = USIM_ENOMEM;
+    mark_dirty(n, fl);
+    request_reshare(n, now);
+}
+
+/* Max-min fair rates for the component of flows reachable from dirty links. */
+static void on_reshare(usim_engine *e, void *ctx, int64_t arg)
+{
+    usim_net *n = ctx;
+    usim_time now = usim_engine_now(e);
+    n->reshare_pending = 0;
+    n->epoch++;
+    n->ncomp = 0;
+    n->nls = 0;
+    int nlinks_comp = 0;
+    /* BFS over the flow/link graph */
+    for (int i = 0; i < n->ndirty; i++) {
+        int l = n->dirty[i];
+        n->link_dirty[l] = 0;
+        if (n->lmark[l] != n->epoch) {
+            n->lmark[l] = n->epoch;
+            n->lstack[n->nls++] = l;
+        }
+    }
+    n->ndirty = 0;
+    for (int li = 0; li < n->nls; li++) {
+        int l = n->lstack[li];
+        nlinks_comp++;
+        for (int j = 0; j < n->lq[l].n; j++) {
+            int f = n->lq[l].f[j];
+            if (n->fmark[f] == n->epoch)
+                continue;
+            n->fmark[f] = n->epoch;
+            n->comp[n->ncomp++] = f;
+            flow *fl = &n->fl[f];
+            for (int k = 0; k < fl->nl; k++)
+                if (n->lmark[fl->link[k]] != n->epoch) {
+                    n->lmark[fl->link[k]] = n->epoch;
+                    n->lstack[n->nls++] = fl->link[k];
+                }
+        }
+    }
+    if (n->ncomp == 0)
+        return;
+    /* bring the component up to date */
+    for (int i = 0; i < n->ncomp; i++) {
+        flow *fl = &n->fl[n->comp[i]];
+        fl->rem -= fl->rate * usim_sec(now - fl->t_last);
+        if (fl->rem < 0)
+            fl->rem = 0;
+        fl->t_last = now;
+        n->frozen[n->comp[i]] = 0;
+    }
+    for (int li = 0; li < n->nls; li++) {
+        int l = n->lstack[li];
+        n->cap[l] = n->bw[l];
+        n->cnt[l] = n->lq[l].n;
+    }
+    /* progressive filling */
+    int left = n->ncomp;
+    while (left > 0) {
+        double share = INFINITY;
+        for (int li = 0; li < n->nls; li++) {
+            int l = n->lstack[li];
+            if (n->cnt[l] > 0) {
+                double s = n->cap[l] / n->cnt[l];
+                if (s < share)
+                    share = s;
+            }
+        }
+        USIM_CHECK(isfinite(share) && share > 0);
+        double lim = share * (1 + 1e-12);
+        for (int i = 0; i < n->ncomp; i++) {
+            int f = n->comp[i];
+            if (n->frozen[f])
+                continue;
+            flow *fl = &n->fl[f];
+            int hit = 0;
+            for (int k = 0; k < fl->nl && !hit; k++) {
+                int l = fl->link[k];
+                hit = n->cnt[l] > 0 && n->cap[l] / n->cnt[l] <= lim;
+            }
+            if (!hit)
+                continue;
+            n->frozen[f] = 1;
+            left--;
+            fl->rate = share;
+            for (int k = 0; k < fl->nl; k++) {
+                n->cap[fl->link[k]] -= share;
+                n->cnt[fl->link[k]]--;
+            }
+        }
+    }
+    for (int i = 0; i < n->ncomp; i++) {
+        int f = n->comp[i];
+        flow *fl = &n->fl[f];
+        fl->ver++;
+        usim_time t = now + ps_for(fl->rem, fl->rate);
+        int64_t a = (int64_t)(((uint64_t)fl->ver << 32) | (uint32_t)f);
+        if (usim_engine_at(e, t, on_done, n, a))
+            n->err = USIM_ENOMEM;
+    }
+}
+
+int usim_net_run(usim_net *n, const usim_xfer *x, int count, usim_time *finish,
+                 usim_time *makespan)
+{
+    int rc = USIM_OK;
+    *makespan = 0;
+    if (count == 0)
+        return USIM_OK;
+    for (int i = 0; i < count; i++) {
+        if (x[i].src < 0 || x[i].src >= n->gpus || x[i].dst < 0 || x[i].dst >= n->gpus)
+            return usim_set_error(USIM_EINVAL, "transfer %d: GPU %d -> %d out of range (0..%d)", i,
+                                  x[i].src, x[i].dst, n->gpus - 1);
+        for (int k = 0; k < 2; k++)
+            if (x[i].dep[k] >= count || x[i].dep[k] == i)
+                return usim_set_error(USIM_EINVAL, "transfer %d: bad dependency %d", i, x[i].dep[k]);
+    }
+    n->x = x;
+    n->count = count;
+    n->fl = calloc((size_t)count, sizeof *n->fl);
+    n->dep_off = calloc((size_t)count + 1, sizeof *n->dep_off);
+    n->dep_list = malloc((size_t)2 * count * sizeof *n->dep_list + 1);
+    n->comp = malloc((size_t)count * sizeof *n->comp);
+    n->fmark = calloc((size_t)count, sizeof *n->fmark);
+    n->frozen = calloc((size_t)count, 1);
+    usim_time *fin = finish ? finish : malloc((size_t)count * sizeof *fin);
+    n->finish = fin;
+    if (!n->fl || !n->dep_off || !n->dep_list || !n->comp || !n->fmark || !n->frozen || !fin) {
+        rc = usim_set_error(USIM_ENOMEM, "out of memory for %d transfers", count);
+        goto out;
+    }
+    /* dependents in CSR form */
+    for (int i = 0; i < count; i++)
+        for (int k = 0; k < 2; k++)
+            if (x[i].dep[k] >= 0)
+                n->dep_off[x[i].dep[k] + 1]++;
+    for (int i = 0; i < count; i++)
+        n->dep_off[i + 1] += n->dep_off[i];
+    {
+        int *fill = calloc((size_t)count, sizeof *fill);
+        if (!fill) {
+            rc = usim_set_error(USIM_ENOMEM, "out of memory for %d transfers", count);
+            goto out;
+        }
+        for (int i = 0; i < count; i++)
+            for (int k = 0; k < 2; k++)
+                if (x[i].dep[k] >= 0) {
+                    int d = x[i].dep[k];
+                    n->dep_list[n->dep_off[d] + fill[d]++] = i;
+                }
+        free(fill);
+    }
+    usim_engine_reset(n->eng);
+    n->ndirty = 0;
+    n->reshare_pending = 0;
+    n->err = 0;
+    for (int i = 0; i < count; i++) {
+        flow *fl = &n->fl[i];
+        fl->rem = (double)x[i].bytes;
+        fl->deps_left = (x[i].dep[0] >= 0) + (x[i].dep[1] >= 0);
+        if (x[i].dep[0] >= 0 && x[i].dep[0] == x[i].dep[1])
+            fl->deps_left = 2;  /* listed twice in CSR too */
+        fin[i] = -1;
+        usim_time lat = 0;
+        int cls;
+        fl->nl = x[i].src == x[i].dst ? 0 : route(n, x[i].src, x[i].dst, fl->link, &lat, &cls);
+        if (fl->deps_left == 0) {
+            fl->state = F_LAT;
+            if ((rc = usim_engine_at(n->eng, lat, on_activate, n, i)))
+                goto out;
+        }
+    }
+    usim_engine_run(n->eng);
+    n->last_events = usim_engine_events(n->eng);
+    if (n->err) {
+        rc = usim_set_error(USIM_ENOMEM, "out of memory during a network simulation");
+        goto out;
+    }
+    for (int i = 0; i < count; i++) {
+        if (fin[i] < 0) {
+            rc = usim_set_error(USIM_EINVAL, "transfer %d never ran (dependency cycle)", i);
+            goto out;
+        }
+        if (fin[i] > *makespan)
+            *makespan = fin[i];
+    }
+    for (int l = 0; l < n->nlinks; l++)
+        USIM_CHECK(n->lq[l].n == 0);
+out:
+    if (!finish)
+        free(fin);
+    free(n->fl);
+    free(n->dep_off);
+    free(n->dep_list);
+    free(n->comp);
+    free(n->fmark);
+    free(n->frozen);
+    n->fl = NULL;
+    n->dep_off = n->dep_list = n->comp = NULL;
+    n->fmark = NULL;
+    n->frozen = NULL;
+    if (rc == USIM_OK)
+        for (int l = 0; l < n->nlinks; l++)
+            n->lq[l].n = 0;
+    else
+        for (int l = 0; l < n->nlinks; l++)
+            n->lq[l].n = 0;
+    return rc;
+}
+
+/* ------------------------------------------------------------ collectives */
+
+const char *usim_coll_name(usim_coll_type t)
+{
+    static const char *const names[USIM_NCOLL] = {
+        "all-to-all", "all-to-all-pairwise", "all-gather", "reduce-scatter",
+        "all-reduce", "ring-shift", "send-recv"};
+    return (t >= 0 && t < USIM_NCOLL) ? names[t] : "?";
+}
+
+/* Steps of a collective on a group of P. */
+static int coll_steps(const usim_coll *c)
+{
+    int P = c->size;
+    switch (c->type) {
+    case USIM_A2A_DIRECT: case USIM_RING_SHIFT: case USIM_SENDRECV: return 1;
+    case USIM_A2A_PAIRWISE: case USIM_ALLGATHER: case USIM_REDUCE_SCATTER: return P - 1;
+    case USIM_ALLREDUCE: return 2 * (P - 1);
+    default: return 0;
+    }
+}
+
+static int is_ring(usim_coll_type t)
+{
+    return t == USIM_ALLGATHER || t == USIM_REDUCE_SCATTER || t == USIM_ALLREDUCE;
+}
+
+/* Transfers of one step of the pattern, for one group.  emit(src_pos, dst_pos,
+ * bytes) in a fixed order: position p = 0..P-1 (for direct all-to-all, all
+ * pairs in row order).  Returns the count emitted. */
+typedef void (*emit_fn)(void *ctx, int g, int step, int sp, int dp, uint64_t bytes);
+
+static void pattern(const usim_coll *c, int g, int step, emit_fn emit, void *ctx)
+{
+    int P = c->size;
+    switch (c->type) {
+    case USIM_A2A_DIRECT:
+        for (int s = 0; s < P; s++)
+            for (int d = 0; d < P; d++)
+                if (s != d)
+                    emit(ctx, g, step, s, d, c->pair_bytes[(size_t)s * P + d]);
+        break;
+    case USIM_A2A_PAIRWISE: {
+        int k = step + 1;
+        for (int p = 0; p < P; p++) {
+            int d = (p + k) % P;
+            emit(ctx, g, step, p, d, c->pair_bytes[(size_t)p * P + d]);
+        }
+        break;
+    }
+    case USIM_ALLGATHER: case USIM_REDUCE_SCATTER: case USIM_ALLREDUCE: {
+        int rs = c->type == USIM_REDUCE_SCATTER || (c->type == USIM_ALLREDUCE && step < P - 1);
+        int k = c->type == USIM_ALLREDUCE && step >= P - 1 ? step - (P - 1) : step;
+        for (int p = 0; p < P; p++) {
+            int chunk = rs ? (((p - k - 1) % P) + P) % P : (((p - k) % P) + P) % P;
+            emit(ctx, g, step, p, (p + 1) % P, c->chunk_bytes[chunk]);
+        }
+        break;
+    }
+    case USIM_RING_SHIFT:
+        for (int p = 0; p < P; p++)
+            emit(ctx, g, step, p, (p + 1) % P, c->bytes);
+        break;
+    case USIM_SENDRECV:
+        emit(ctx, g, step, 0, 1, c->bytes);
+        break;
+    default:
+        break;
+    }
+}
+
+typedef struct build_ctx {
+    const usim_coll *c;
+    usim_net *net;
+    usim_xfer *x;
+    int n;
+    int per_step;          /* transfers per step (all groups) */
+    int per_group_step;
+    /* counting */
+    uint64_t *sent, *recv;
+    uint64_t *sent_cls;    /* gpus x NCLASS */
+} build_ctx;
+
+static void emit_build(void *vctx, int g, int step, int sp, int dp, uint64_t bytes)
+{
+    build_ctx *b = vctx;
+    const usim_coll *c = b->c;
+    int P = c->size;
+    usim_xfer *t = &b->x[b->n];
+    t->src = c->ranks[(size_t)g * P + sp];
+    t->dst = c->ranks[(size_t)g * P + dp];
+    t->bytes = bytes;
+    t->step = step;
+    t->dep[0] = t->dep[1] = -1;
+    if (step > 0 && c->type != USIM_A2A_DIRECT) {
+        /* previous step of this group starts at base; transfer of position q is base + q */
+        int base = (step - 1) * b->per_step + g * b->per_group_step;
+        if (c->type == USIM_A2A_PAIRWISE) {
+            t->dep[0] = base + sp;                       /* my previous send */
+            t->dep[1] = base + (((sp - step) % P) + P) % P;  /* the send I received last step */
+        } else {
+            t->dep[0] = base + sp;                       /* my previous send */
+            t->dep[1] = base + (sp - 1 + P) % P;         /* what I received last step */
+        }
+    }
+    b->n++;
+}
+
+static void emit_count(void *vctx, int g, int step, int sp, int dp, uint64_t bytes)
+{
+    build_ctx *b = vctx;
+    const usim_coll *c = b->c;
+    int P = c->size;
+    int src = c->ranks[(size_t)g * P + sp], dst = c->ranks[(size_t)g * P + dp];
+    b->sent[src] += bytes;
+    b->recv[dst] += bytes;
+    int links[4], cls;
+    usim_time lat;
+    route(b->net, src, dst, links, &lat, &cls);
+    b->sent_cls[(size_t)src * USIM_NCLASS + cls] += bytes;
+}
+
+typedef struct step_ctx { int *count; } step_ctx;
+
+int usim_coll_count(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t *sent,
+                    uint64_t *recv)
+{
+    memset(r, 0, sizeof *r);
+    int P = c->size, G = c->ngroups;
+    if (P < 1 || G < 1 || (size_t)P * G > (size_t)n->gpus)
+        return usim_set_error(USIM_EINVAL, "%s: %d groups of %d do not fit on %d GPUs",
+                              usim_coll_name(c->type), G, P, n->gpus);
+    if (c->type == USIM_SENDRECV && P != 2)
+        return usim_set_error(USIM_EINVAL, "send-recv needs groups of 2 (got %d)", P);
+    if ((c->type == USIM_A2A_DIRECT || c->type == USIM_A2A_PAIRWISE) && !c->pair_bytes)
+        return usim_set_error(USIM_EINVAL, "all-to-all without a byte matrix");
+    if (is_ring(c->type) && !c->chunk_bytes)
+        return usim_set_error(USIM_EINVAL, "ring collective without chunk sizes");
+    for (size_t i = 0; i < (size_t)P * G; i++)
+        if (c->ranks[i] < 0 || c->ranks[i] >= n->gpus)
+            return usim_set_error(USIM_EINVAL, "%s: GPU %d out of range", usim_coll_name(c->type),
+                                  c->ranks[i]);
+    if (P == 1) {
+        if (sent)
+            memset(sent, 0, (size_t)n->gpus * sizeof *sent);
+        if (recv)
+            memset(recv, 0, (size_t)n->gpus * sizeof *recv);
+        return USIM_OK;
+    }
+    int steps = coll_steps(c);
+    /* exact byte counts over the full pattern */
+    build_ctx b = {.c = c, .net = n};
+    b.sent = calloc((size_t)n->gpus, sizeof *b.sent);
+    b.recv = calloc((size_t)n->gpus, sizeof *b.recv);
+    b.sent_cls = calloc((size_t)n->gpus * USIM_NCLASS, sizeof *b.sent_cls);
+    if (!b.sent || !b.recv || !b.sent_cls) {
+        free(b.sent); free(b.recv); free(b.sent_cls);
+        return usim_set_error(USIM_ENOMEM, "out of memory counting a collective");
+    }
+    for (int s = 0; s < steps; s++)
+        for (int g = 0; g < G; g++)
+            pattern(c, g, s, emit_count, &b);
+    for (int i = 0; i < n->gpus; i++) {
+        r->total_sent += b.sent[i];
+        r->total_recv += b.recv[i];
+        for (int k = 0; k < USIM_NCLASS; k++)
+            if (b.sent_cls[(size_t)i * USIM_NCLASS + k] > r->max_sent[k])
+                r->max_sent[k] = b.sent_cls[(size_t)i * USIM_NCLASS + k];
+    }
+    if (sent)
+        memcpy(sent, b.sent, (size_t)n->gpus * sizeof *sent);
+    if (recv)
+        memcpy(recv, b.recv, (size_t)n->gpus * sizeof *recv);
+    free(b.sent); free(b.recv); free(b.sent_cls);
+
+    return USIM_OK;
+}
+
+int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t *sent,
+                  uint64_t *recv)
+{
+    int rc = usim_coll_count(n, c, r, sent, recv);
+    if (rc || c->size == 1)
+        return rc;
+    int P = c->size, G = c->ngroups;
+    int steps = coll_steps(c);
+    build_ctx b = {.c = c, .net = n};
+    /* simulate (ring collectives: a window of steps, then extrapolate) */
+    int sim_steps = steps;
+    if (is_ring(c->type) && steps > n->ring_window)
+        sim_steps = n->ring_window;
+    b.per_group_step = c->type == USIM_A2A_DIRECT ? P * (P - 1) : c->type == USIM_SENDRECV ? 1 : P;
+    b.per_step = b.per_group_step * G;
+    size_t total = (size_t)b.per_step * sim_steps;
+    if (total > (size_t)INT32_MAX)
+        return usim_set_error(USIM_EINVAL, "%s: too many transfers (%zu)", usim_coll_name(c->type), total);
+    b.x = malloc(total * sizeof *b.x);
+    usim_time *fin = malloc(total * sizeof *fin);
+    if (!b.x || !fin) {
+        free(b.x); free(fin);
+        return usim_set_error(USIM_ENOMEM, "out of memory for %zu transfers", total);
+    }
+    for (int s = 0; s < sim_steps; s++)
+        for (int g = 0; g < G; g++)
+            pattern(c, g, s, emit_build, &b);
+    USIM_CHECK((size_t)b.n == total);
+    usim_time mk;
+    rc = usim_net_run(n, b.x, b.n, fin, &mk);
+    if (rc == USIM_OK) {
+        r->duration = mk;
+        if (sim_steps < steps) {
+            /* steady state: average step period over the second half of the window */
+            usim_time *end = calloc((size_t)sim_steps, sizeof *end);
+            if (!end) {
+                rc = usim_set_error(USIM_ENOMEM, "out of memory");
+            } else {
+                for (int i = 0; i < b.n; i++)
+                    if (fin[i] > end[b.x[i].step])
+                        end[b.x[i].step] = fin[i];
+                int w = sim_steps / 2;
+                double period = (double)(end[sim_steps - 1] - end[sim_steps - 1 - w]) / w;
+                r->duration = mk + (usim_time)llround(period * (steps - sim_steps));
+                r->extrapolated = steps - sim_steps;
+                free(end);
+            }
+        }
+    }
+    free(b.x);
+    free(fin);
+    return rc;
+}

@@ -1,0 +1,283 @@
+/*
+ * usim.h -- libusim: a discrete-event cost model of sequence-parallel
+ * training on GPU clusters (the library behind ulysses-sim).
+ *
+ * What is here: status codes; the event engine (integer picoseconds); the
+ * platform and model descriptions and their JSON loaders; the network (links,
+ * max-min fair flows, collectives decomposed into point-to-point transfers);
+ * the workload (per-layer forward/backward graphs of compute and
+ * communication, memory model) and its result record.
+ *
+ * What is not here: argument parsing and printing (sim/cli), MPI, BLAS.
+ *
+ * Conventions: every function returns a usim_status (0 on success) and never
+ * exits; a one-line description of the last failure in the calling thread is
+ * available from usim_last_error().  Simulated time is int64 picoseconds.
+ * Bytes are uint64_t.  Objects returned by *_new are owned by the caller and
+ * released by the matching *_free (which accept NULL).
+ */
+#ifndef USIM_H
+#define USIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ errors */
+
+typedef enum usim_status {
+    USIM_OK = 0,
+    USIM_EINVAL,   /* invalid argument or configuration */
+    USIM_ENOMEM,   /* allocation failed */
+    USIM_EIO,      /* a file could not be opened, read or written */
+    USIM_EFORMAT,  /* a JSON file is malformed, misses a key or has a wrong type */
+    USIM_ENOTFOUND,/* a preset or file does not exist */
+    USIM_NSTATUS
+} usim_status;
+
+const char *usim_strerror(int status);
+const char *usim_last_error(void);
+
+/* ------------------------------------------------------------------ engine */
+
+typedef int64_t usim_time;                  /* picoseconds */
+#define USIM_PS_PER_S 1000000000000LL
+#define USIM_PS_PER_US 1000000LL
+
+/* Invariant check that NDEBUG does not remove: prints and aborts. */
+void usim_invariant_failed(const char *expr, const char *file, int line);
+#define USIM_CHECK(cond) \
+    ((cond) ? (void)0 : usim_invariant_failed(#cond, __FILE__, __LINE__))
+
+typedef struct usim_engine usim_engine;
+typedef void (*usim_handler)(usim_engine *e, void *ctx, int64_t arg);
+
+usim_engine *usim_engine_new(void);
+void usim_engine_free(usim_engine *e);
+/* Schedule handler(ctx, arg) at absolute time t >= now.  Events at equal times
+ * run in the order they were scheduled (a sequence number breaks ties). */
+int usim_engine_at(usim_engine *e, usim_time t, usim_handler h, void *ctx, int64_t arg);
+/* Run until the queue is empty.  The clock never goes backwards (checked). */
+int usim_engine_run(usim_engine *e);
+usim_time usim_engine_now(const usim_engine *e);
+uint64_t usim_engine_events(const usim_engine *e);  /* events executed so far */
+void usim_engine_reset(usim_engine *e);             /* empty queue, clock 0 */
+
+/* ---------------------------------------------------------------- platform */
+
+typedef enum usim_dtype { USIM_BF16 = 0, USIM_FP16, USIM_FP32, USIM_NDTYPE } usim_dtype;
+const char *usim_dtype_name(usim_dtype t);
+int usim_dtype_bytes(usim_dtype t);
+
+typedef struct usim_platform {
+    char name[64];
+    char source[256];           /* file it was read from */
+    int gpus_per_node;
+    int max_nodes;              /* 0: unlimited */
+    double peak_flops[USIM_NDTYPE];  /* FLOP/s, dense */
+    double gemm_eff;            /* achievable fraction of peak in GEMMs */
+    double attn_eff;            /* achievable fraction of peak in attention kernels */
+    double hbm_bytes;           /* HBM capacity, bytes */
+    double hbm_Bps;             /* HBM bandwidth, bytes/s */
+    double reserved_bytes;      /* context, communicator buffers, fragmentation */
+    double nvl_Bps;             /* per GPU per direction, bytes/s (after efficiency) */
+    usim_time nvl_lat;          /* ps */
+    double nic_Bps;             /* per NIC per direction, bytes/s (after efficiency) */
+    usim_time nic_lat;          /* ps */
+    double oversub;             /* spine oversubscription (>= 1) */
+} usim_platform;
+
+/* Load a platform from a JSON file.  Errors name the file, line, column and key. */
+int usim_platform_load(const char *path, usim_platform *p);
+
+/* ------------------------------------------------------------------- model */
+
+typedef struct usim_model {
+    char name[64];
+    char source[256];
+    int64_t layers, hidden, heads, kv_heads, ffn, vocab;
+    int64_t seq, micro_batch, global_batch;
+    usim_dtype dtype;
+    int gated_mlp;        /* 1: SwiGLU (3 matrices), 0: GeLU (2) */
+    int tied_embeddings;
+    int causal;
+} usim_model;
+
+int usim_model_load(const char *path, usim_model *m);
+/* Parameters of the whole model (embeddings included). */
+double usim_model_params(const usim_model *m);
+
+/* Locate a preset: "name" -> <dir>/<name>.json under kind "platforms" or
+ * "models" ("" when path-like names are given: returned unchanged).  Search
+ * order: $ULYSSES_SIM_PRESETS, the source tree, the installed data dir. */
+int usim_preset_path(const char *kind, const char *name, char *out, size_t outlen);
+/* The directories searched, in order (NULL-terminated, static storage). */
+const char *const *usim_preset_dirs(void);
+
+/* ----------------------------------------------------------------- network */
+
+enum { USIM_LINK_NVL_UP, USIM_LINK_NVL_DOWN, USIM_LINK_NIC_TX, USIM_LINK_NIC_RX,
+       USIM_LINK_SPINE_UP, USIM_LINK_SPINE_DOWN, USIM_NLINKKIND };
+enum { USIM_CLASS_NVLINK = 0, USIM_CLASS_NIC = 1, USIM_NCLASS };
+
+typedef struct usim_net usim_net;
+
+usim_net *usim_net_new(const usim_platform *p, int gpus);
+void usim_net_free(usim_net *n);
+int usim_net_gpus(const usim_net *n);
+
+/* One point-to-point transfer; dep[k] >= 0 names a transfer (index in the same
+ * program) that must finish before this one starts. */
+typedef struct usim_xfer {
+    int src, dst;
+    uint64_t bytes;
+    int dep[2];
+    int step;             /* step index (for ring extrapolation and traces), >= 0 */
+} usim_xfer;
+
+/* Run transfers on an idle network.  finish[i] (may be NULL) receives each
+ * transfer's completion time.  *makespan: time of the last completion. */
+int usim_net_run(usim_net *n, const usim_xfer *x, int count, usim_time *finish,
+                 usim_time *makespan);
+/* Events executed by the last run (for tests and benchmarks). */
+uint64_t usim_net_last_events(const usim_net *n);
+
+typedef enum usim_coll_type {
+    USIM_A2A_DIRECT = 0,  /* every pair at once */
+    USIM_A2A_PAIRWISE,    /* P-1 steps, step k: r -> r+k */
+    USIM_ALLGATHER,       /* ring */
+    USIM_REDUCE_SCATTER,  /* ring */
+    USIM_ALLREDUCE,       /* ring: reduce-scatter then all-gather */
+    USIM_RING_SHIFT,      /* every member sends to the next (one ring-attention hop) */
+    USIM_SENDRECV,        /* member 0 sends to member 1 */
+    USIM_NCOLL
+} usim_coll_type;
+const char *usim_coll_name(usim_coll_type t);
+
+/*
+ * A collective run by ngroups disjoint groups at once.  ranks: ngroups x size
+ * GPU ids (row g = group g, position order).  For all-to-alls, pair_bytes is a
+ * size x size matrix [src_pos * size + dst_pos] (diagonal ignored) used by every
+ * group; for rings, chunk_bytes[pos] is the chunk of position pos; for
+ * RING_SHIFT and SENDRECV, bytes is sent by each sender.
+ */
+typedef struct usim_coll {
+    usim_coll_type type;
+    int ngroups, size;
+    const int *ranks;
+    const uint64_t *pair_bytes;
+    const uint64_t *chunk_bytes;
+    uint64_t bytes;
+} usim_coll;
+
+typedef struct usim_coll_result {
+    usim_time duration;                 /* start of the first to end of the last transfer */
+    uint64_t max_sent[USIM_NCLASS];     /* max over GPUs of bytes sent on each link class */
+    uint64_t total_sent, total_recv;    /* over all GPUs (conservation: equal) */
+    int extrapolated;                   /* ring steps beyond the simulated window */
+} usim_coll_result;
+
+/* Simulate a collective.  sent/recv (may be NULL): per-GPU byte counters of
+ * length usim_net_gpus(n), overwritten. */
+int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r,
+                  uint64_t *sent, uint64_t *recv);
+/* Count the bytes of a collective without simulating it (fills everything in
+ * *r but duration). */
+int usim_coll_count(usim_net *n, const usim_coll *c, usim_coll_result *r,
+                    uint64_t *sent, uint64_t *recv);
+/* Longest ring simulated step by step before extrapolating (default 64). */
+void usim_net_set_ring_window(usim_net *n, int steps);
+
+/* ---------------------------------------------------------------- workload */
+
+typedef enum usim_method { USIM_ULYSSES = 0, USIM_MEGATRON_SP, USIM_RING, USIM_RING_ZIGZAG,
+                           USIM_USP, USIM_NMETHOD } usim_method;
+const char *usim_method_name(usim_method m);
+int usim_method_parse(const char *s, usim_method *m);
+
+typedef enum usim_recompute { USIM_RC_NONE = 0, USIM_RC_SELECTIVE, USIM_RC_FULL } usim_recompute;
+const char *usim_recompute_name(usim_recompute r);
+
+typedef struct usim_job {
+    usim_method method;
+    int gpus;
+    int sp;          /* sequence-parallel degree (TP degree for megatron-sp); 0: default */
+    int tp;          /* megatron-sp only; 0: = sp */
+    int dp;          /* 0: gpus / sp */
+    int ulysses;     /* usp: all-to-all degree (0: default); ring degree = sp / ulysses */
+    int zero;        /* 0..3 */
+    usim_recompute recompute;
+    usim_coll_type a2a;  /* USIM_A2A_DIRECT or USIM_A2A_PAIRWISE */
+} usim_job;
+
+/* Fill defaulted degrees (sp, tp, dp, ulysses) and validate against the model
+ * and the GPU count.  Errors are configuration errors (EINVAL). */
+int usim_job_resolve(const usim_model *m, const usim_platform *p, usim_job *j);
+
+/* Communication kinds: sequence/tensor parallel; parameter all-gathers (ZeRO);
+ * gradient reduce-scatter / all-reduce (data parallel, ZeRO). */
+enum { USIM_KIND_SP = 0, USIM_KIND_PARAM, USIM_KIND_GRAD, USIM_NKIND };
+const char *usim_kind_name(int kind);
+
+typedef struct usim_memory {
+    double params, grads, optim, activations, logits, buffers, reserved, total;
+} usim_memory;
+
+typedef struct usim_result {
+    usim_job job;                 /* resolved */
+    int64_t seq;
+    int micro_steps;              /* gradient-accumulation steps per iteration */
+    int64_t global_batch;         /* effective: micro_steps * dp * micro_batch */
+    double iter_s;                /* one iteration */
+    double compute_s;             /* busy time of the compute stream */
+    double exposed_s[USIM_NKIND]; /* communication not hidden behind compute, by kind */
+    double comm_s[USIM_NKIND];    /* total communication time, by kind */
+    double sent_bytes[USIM_NCLASS];     /* per GPU per iteration (max over GPUs) */
+    double sp_bytes_layer_fwd;    /* per GPU, sequence-parallel comm of one layer forward */
+    double tflops;                /* Megatron formula, per GPU */
+    double mfu;                   /* model FLOPs (no recompute) / (time * peak) */
+    usim_memory mem;
+    int fits;
+    uint64_t events;              /* engine events of the workload graph */
+    int collectives_simulated;    /* distinct collectives run on the network */
+} usim_result;
+
+typedef struct usim_sim usim_sim;
+
+/* A simulation context for one platform and GPU count (memoizes collectives). */
+usim_sim *usim_sim_new(const usim_platform *p, int gpus);
+void usim_sim_free(usim_sim *s);
+/* Simulate one training iteration.  trace (may be NULL): a Chrome/Perfetto
+ * trace of the iteration is written there. */
+int usim_simulate(usim_sim *s, const usim_model *m, const usim_job *j, FILE *trace,
+                  usim_result *r);
+/* Memory per GPU only (no timing); *fits set. */
+int usim_memory_estimate(const usim_platform *p, const usim_model *m, const usim_job *j,
+                         usim_memory *mem, int *fits);
+/* Longest sequence (a multiple of the method's granularity) that fits in
+ * memory; 0 if none. */
+int usim_max_seq(const usim_platform *p, const usim_model *m, const usim_job *j,
+                 int64_t *seq);
+
+/* Megatron-LM FLOPs of one iteration: 24 or 32 (full recompute) *
+ * B s L h^2 (1 + s/(6h) + V/(16 L h)) * 3 ... see doc/simulator.md. */
+double usim_megatron_flops(const usim_model *m, int64_t global_batch, int full_recompute);
+
+/* Per-GPU bytes sent by the sequence-parallel collectives of one layer, for
+ * GPU `gpu`: sent[0] forward, sent[1] backward (recompute excluded).
+ * usim_sp_layer_bytes counts the transfers the simulator generates;
+ * usim_analytic_sp_bytes evaluates the closed-form formulas of doc/simulator.md
+ * (Ulysses: uly_plan_volume).  The two must agree. */
+int usim_sp_layer_bytes(usim_sim *s, const usim_model *m, const usim_job *j, int gpu,
+                        double sent[2]);
+int usim_analytic_sp_bytes(const usim_model *m, const usim_job *j, int gpu, double sent[2]);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* USIM_H */

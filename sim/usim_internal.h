@@ -1,0 +1,31 @@
+/*
+ * usim_internal.h -- helpers shared by libusim's translation units (not API).
+ */
+#ifndef USIM_INTERNAL_H
+#define USIM_INTERNAL_H
+
+#include <stdint.h>
+#include "usim.h"
+
+#if defined(__GNUC__)
+#define USIM_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define USIM_PRINTF(a, b)
+#endif
+
+/* Record a message for usim_last_error() and return status. */
+int usim_set_error(int status, const char *fmt, ...) USIM_PRINTF(2, 3);
+
+/* Seconds -> picoseconds, rounded to nearest. */
+static inline usim_time usim_ps(double seconds)
+{
+    double ps = seconds * 1e12;
+    return (usim_time)(ps + 0.5);
+}
+
+static inline double usim_sec(usim_time t)
+{
+    return (double)t * 1e-12;
+}
+
+#endif
