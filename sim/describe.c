@@ -90,6 +90,7 @@ int usim_platform_load(const char *path, usim_platform *p)
     const char *name = NULL;
     int64_t gpn = 0, maxn = 0;
     double bf16 = 0, fp16 = 0, fp32 = 0, ge = 0, ae = 0, hbm = 0, hbmbw = 0, resv = 0;
+    int skip = 1;
     double nvbw = 0, nveff = 1, nvlat = 0, nicbw = 0, niceff = 1, niclat = 0, over = 1;
     if ((rc = jget_str(&d, root, "", "name", 1, &name)) ||
         (rc = jget_int(&d, root, "", "gpus_per_node", 1, 1, &gpn)) ||
@@ -100,6 +101,7 @@ int usim_platform_load(const char *path, usim_platform *p)
         (rc = jget_num(&d, gpu, "gpu", "peak_tflops_fp32", 0, 0, 1, &fp32)) ||
         (rc = jget_num(&d, gpu, "gpu", "gemm_efficiency", 1, 0, 1, &ge)) ||
         (rc = jget_num(&d, gpu, "gpu", "attention_efficiency", 1, 0, 1, &ae)) ||
+        (rc = jget_bool(&d, gpu, "gpu", "attention_skips_masked_blocks", 0, &skip)) ||
         (rc = jget_num(&d, gpu, "gpu", "hbm_GiB", 1, 0, 1, &hbm)) ||
         (rc = jget_num(&d, gpu, "gpu", "hbm_bw_GBps", 1, 0, 1, &hbmbw)) ||
         (rc = jget_num(&d, gpu, "gpu", "reserved_GiB", 0, 0, 0, &resv)) ||
@@ -134,6 +136,7 @@ int usim_platform_load(const char *path, usim_platform *p)
     p->peak_flops[USIM_FP32] = (fp32 > 0 ? fp32 : bf16 / 16) * 1e12;
     p->gemm_eff = ge;
     p->attn_eff = ae;
+    p->attn_causal_skip = skip;
     p->hbm_bytes = hbm * 1073741824.0;
     p->hbm_Bps = hbmbw * 1e9;
     p->reserved_bytes = resv * 1073741824.0;

@@ -81,6 +81,8 @@ typedef struct usim_platform {
     double peak_flops[USIM_NDTYPE];  /* FLOP/s, dense */
     double gemm_eff;            /* achievable fraction of peak in GEMMs */
     double attn_eff;            /* achievable fraction of peak in attention kernels */
+    int attn_causal_skip;       /* 1: attention kernels skip fully masked blocks (causal
+                                   attention costs half); 0: they compute them */
     double hbm_bytes;           /* HBM capacity, bytes */
     double hbm_Bps;             /* HBM bandwidth, bytes/s */
     double reserved_bytes;      /* context, communicator buffers, fragmentation */
@@ -266,6 +268,10 @@ int usim_max_seq(const usim_platform *p, const usim_model *m, const usim_job *j,
 /* Megatron-LM FLOPs of one iteration: 24 or 32 (full recompute) *
  * B s L h^2 (1 + s/(6h) + V/(16 L h)) * 3 ... see doc/simulator.md. */
 double usim_megatron_flops(const usim_model *m, int64_t global_batch, int full_recompute);
+
+/* Model FLOPs of one iteration (forward x 3, no recompute; causal attention
+ * counts the visible pairs only): the numerator of MFU. */
+double usim_model_flops(const usim_model *m, int64_t global_batch);
 
 /* Per-GPU bytes sent by the sequence-parallel collectives of one layer, for
  * GPU `gpu`: sent[0] forward, sent[1] backward (recompute excluded).

@@ -363,7 +363,8 @@ typedef struct flops {
     double head_bytes;
 } flops;
 
-static void make_flops(const usim_model *m, const usim_job *j, const shape *x, flops *f)
+/* causal: whether the kernels exploit the causal mask (skip masked blocks). */
+static void make_flops(const usim_model *m, const usim_job *j, const shape *x, int causal, flops *f)
 {
     memset(f, 0, sizeof *f);
     double b = (double)x->b, h = (double)x->h, hkv = (double)x->hkv, F = (double)x->F;
@@ -378,14 +379,14 @@ static void make_flops(const usim_model *m, const usim_job *j, const shape *x, f
     switch (j->method) {
     case USIM_ULYSSES: case USIM_MEGATRON_SP: {
         double S = (double)x->s;
-        double pairs = m->causal ? pairs_causal_diag(S) : pairs_full(S, S);
+        double pairs = causal ? pairs_causal_diag(S) : pairs_full(S, S);
         f->attn = per_pair * x->hq_l * pairs;
         break;
     }
     case USIM_RING: {
         double n = (double)x->n;
         /* rank P-1 is the most loaded under the causal mask: it needs every block */
-        f->attn_step[0] = per_pair * x->H * (m->causal ? pairs_causal_diag(n) : n * n);
+        f->attn_step[0] = per_pair * x->H * (causal ? pairs_causal_diag(n) : n * n);
         f->attn_step[1] = per_pair * x->H * n * n;
         f->attn = f->attn_step[0] + (x->P - 1) * f->attn_step[1];
         break;
@@ -394,7 +395,7 @@ static void make_flops(const usim_model *m, const usim_job *j, const shape *x, f
         int R = j->method == USIM_USP ? x->r : x->P;
         double n = (double)(j->method == USIM_USP ? x->tq : x->n);
         double hl = (double)x->hq_l;
-        if (m->causal) {
+        if (causal) {
             double c = n / 2;  /* two chunks of n/2 per rank */
             f->attn_step[0] = per_pair * hl * (2 * c * c + c);
             f->attn_step[1] = per_pair * hl * (2 * c * c);
@@ -407,6 +408,16 @@ static void make_flops(const usim_model *m, const usim_job *j, const shape *x, f
     default:
         break;
     }
+}
+
+double usim_model_flops(const usim_model *m, int64_t global_batch)
+{
+    double s = (double)m->seq, h = (double)m->hidden, F = (double)m->ffn;
+    double hkv = h / m->heads * m->kv_heads;
+    double pairs = m->causal ? s * (s + 1) / 2 : s * s;
+    double layer = 2 * s * h * (h + 2 * hkv) + 2 * s * h * h + (m->gated_mlp ? 6 : 4) * s * h * F +
+                   4 * (h / m->heads) * m->heads * pairs;
+    return 3 * global_batch * (m->layers * layer + 2 * s * h * m->vocab);
 }
 
 double usim_megatron_flops(const usim_model *m, int64_t global_batch, int full_recompute)
@@ -730,6 +741,10 @@ typedef struct op {
     int layer;
     const char *name;
     int done;
+    int mult;              /* collective instances this op stands for */
+    int sdep;              /* op that must have started (ring tails), or -1 */
+    usim_time tail_B, tail_H;  /* ring tail: block and hop durations */
+    int tail_R;            /* ring tail: ring size (0: not a tail) */
 } op;
 
 typedef struct graph {
@@ -780,6 +795,8 @@ static int g_add(graph *g, int stream, usim_time dur, int kind, int coll_id, int
     o->dep[1] = d1;
     o->dep[2] = d2;
     o->start = o->end = -1;
+    o->mult = 1;
+    o->sdep = -1;
     g->sq[stream][g->nsq[stream]++] = id;
     return id;
 }
@@ -806,11 +823,27 @@ static void g_try_start(graph *g)
         for (int k = 0; k < 3; k++)
             if (o->dep[k] >= 0 && !g->ops[o->dep[k]].done)
                 ready = 0;
+        if (o->sdep >= 0 && g->ops[o->sdep].start < 0)
+            ready = 0;
         if (!ready)
             continue;
         g->busy[s] = 1;
         g->head[s]++;
         o->start = now;
+        if (o->tail_R > 1) {
+            /* Blocks 1..R-1 of a ring pass: block k needs hop k-1, which ends at
+             * h + k H (h: start of the hop chain); blocks run back to back.  The
+             * recurrence e_k = max(e_{k-1}, h + k H) + B has the closed form below
+             * (the max of a linear function of k is at an end point). */
+            usim_time h = g->ops[o->sdep].start, B = o->tail_B, H = o->tail_H;
+            int64_t R = o->tail_R;
+            usim_time e = now + (R - 1) * B;
+            if (h + H + (R - 1) * B > e)
+                e = h + H + (R - 1) * B;
+            if (h + (R - 1) * H + B > e)
+                e = h + (R - 1) * H + B;
+            o->dur = e - now;
+        }
         if (usim_engine_at(g->eng, now + o->dur, on_op_done, g, id))
             g->err = USIM_ENOMEM;
     }
@@ -860,6 +893,33 @@ static int comm(bld *b, int stream, int kind, int cid, int layer, const char *na
     return g_add(&b->g, stream, b->jc->r[cid].duration, kind, cid, layer, name, d0, d1, -1);
 }
 
+/* A ring-attention pass of R steps: block 0 (the diagonal) and the chain of
+ * R-1 hops start together after `dep`; blocks 1..R-1 form one tail op whose
+ * duration is exact for the chained dependencies (see g_try_start).  Returns
+ * the tail (or block 0 when R == 1); *hops gets the hop chain (-1 if none). */
+static int ring_pass(bld *b, int l, int R, double step0, double step, int hop_cid, int dep,
+                     const char *name, int *hops)
+{
+    int b0 = comp(b, t_attn(b, step0), l, name, dep, -1);
+    *hops = -1;
+    if (R < 2)
+        return b0;
+    usim_time H = b->jc->r[hop_cid].duration;
+    int hc = g_add(&b->g, ST_SP, (R - 1) * H, USIM_KIND_SP, hop_cid, l, "ring hops", dep, -1, -1);
+    if (hc < 0)
+        return -1;
+    b->g.ops[hc].mult = R - 1;
+    int t = comp(b, 0, l, name, b0, -1);
+    if (t < 0)
+        return -1;
+    b->g.ops[t].sdep = hc;
+    b->g.ops[t].tail_R = R;
+    b->g.ops[t].tail_B = t_attn(b, step);
+    b->g.ops[t].tail_H = H;
+    *hops = hc;
+    return t;
+}
+
 /* Forward of one layer (also used for full recompute).  Returns the last op. */
 static int layer_fwd(bld *b, int l, int param_dep, int recompute)
 {
@@ -879,15 +939,9 @@ static int layer_fwd(bld *b, int l, int param_dep, int recompute)
         if (j->method == USIM_ULYSSES) {
             c = comp(b, t_attn(b, f->attn), l, recompute ? "recompute: attention" : "attention", a, -1);
         } else {
-            int hop = -1;
-            for (int k = 0; k < b->x->r; k++) {
-                int blk = comp(b, t_attn(b, f->attn_step[k == 0 ? 0 : 1]), l, "attention block",
-                               k == 0 ? a : hop, -1);
-                (void)blk;
-                if (k < b->x->r - 1)
-                    hop = comm(b, ST_SP, USIM_KIND_SP, C_HOP_F, l, "ring hop kv", k == 0 ? a : hop, -1);
-            }
-            c = b->last_c;
+            int hops;
+            c = ring_pass(b, l, b->x->r, f->attn_step[0], f->attn_step[1], C_HOP_F, a,
+                          "attention blocks", &hops);
         }
         a = comm(b, ST_SP, USIM_KIND_SP, C_A2A0 + ULY_A2A_O, l, "all-to-all o", c, -1);
         c = comp(b, t_gemm(b, f->out + f->mlp) + t_mem(b, f->elem_bytes * 0.7), l,
@@ -913,13 +967,9 @@ static int layer_fwd(bld *b, int l, int param_dep, int recompute)
     case USIM_RING: case USIM_RING_ZIGZAG: {
         c = comp(b, t_gemm(b, f->qkv) + t_mem(b, f->elem_bytes * 0.3), l,
                  recompute ? "recompute: layernorm + QKV" : "layernorm + QKV", param_dep, prev);
-        int qkv = c, hop = -1;
-        for (int k = 0; k < b->x->P; k++) {
-            comp(b, t_attn(b, f->attn_step[k == 0 ? 0 : 1]), l, "attention block",
-                 k == 0 ? qkv : hop, -1);
-            if (k < b->x->P - 1)
-                hop = comm(b, ST_SP, USIM_KIND_SP, C_HOP_F, l, "ring hop kv", k == 0 ? qkv : hop, -1);
-        }
+        int hops;
+        ring_pass(b, l, b->x->P, f->attn_step[0], f->attn_step[1], C_HOP_F, c, "attention blocks",
+                  &hops);
         c = comp(b, t_gemm(b, f->out + f->mlp) + t_mem(b, f->elem_bytes * 0.7), l,
                  recompute ? "recompute: out-proj + MLP" : "out-proj + MLP", -1, -1);
         break;
@@ -947,13 +997,10 @@ static int layer_bwd(bld *b, int l, int param_dep)
         if (j->method == USIM_ULYSSES) {
             c = comp(b, t_attn(b, ATTN_BWD_FACTOR * f->attn), l, "attention backward", a, -1);
         } else {
-            int hop = -1;
-            for (int k = 0; k < b->x->r; k++) {
-                comp(b, t_attn(b, ATTN_BWD_FACTOR * f->attn_step[k == 0 ? 0 : 1]), l,
-                     "attention block backward", k == 0 ? a : hop, -1);
-                if (k < b->x->r - 1)
-                    hop = comm(b, ST_SP, USIM_KIND_SP, C_HOP_B, l, "ring hop kv+dkv", k == 0 ? a : hop, -1);
-            }
+            int hops;
+            ring_pass(b, l, b->x->r, ATTN_BWD_FACTOR * f->attn_step[0],
+                      ATTN_BWD_FACTOR * f->attn_step[1], C_HOP_B, a, "attention blocks backward",
+                      &hops);
             if (b->jc->have[C_HOP_DKV])
                 comm(b, ST_SP, USIM_KIND_SP, C_HOP_DKV, l, "ring hop dkv home", b->last_c, -1);
             c = b->last_c;
@@ -984,13 +1031,9 @@ static int layer_bwd(bld *b, int l, int param_dep)
     case USIM_RING: case USIM_RING_ZIGZAG: {
         c = comp(b, 2 * t_gemm(b, f->out + f->mlp) + t_mem(b, 2 * f->elem_bytes * 0.7 + sel), l,
                  "MLP + out-proj backward", param_dep, -1);
-        int st = c, hop = -1;
-        for (int k = 0; k < b->x->P; k++) {
-            comp(b, t_attn(b, ATTN_BWD_FACTOR * f->attn_step[k == 0 ? 0 : 1]), l,
-                 "attention block backward", k == 0 ? st : hop, -1);
-            if (k < b->x->P - 1)
-                hop = comm(b, ST_SP, USIM_KIND_SP, C_HOP_B, l, "ring hop kv+dkv", k == 0 ? st : hop, -1);
-        }
+        int hops;
+        ring_pass(b, l, b->x->P, ATTN_BWD_FACTOR * f->attn_step[0],
+                  ATTN_BWD_FACTOR * f->attn_step[1], C_HOP_B, c, "attention blocks backward", &hops);
         a = b->jc->have[C_HOP_DKV]
                 ? comm(b, ST_SP, USIM_KIND_SP, C_HOP_DKV, l, "ring hop dkv home", b->last_c, -1)
                 : b->last_c;
@@ -1106,10 +1149,10 @@ static int exposed(const graph *g, usim_time end, double out[USIM_NKIND])
             while (idx[s] < g->nsq[s] && g->ops[g->sq[s][idx[s]]].end <= t0)
                 idx[s]++;
             active[s] = idx[s] < g->nsq[s] && g->ops[g->sq[s][idx[s]]].start <= t0 &&
-                        g->ops[g->sq[s][idx[s]]].end >= t1;
+                        g->ops[g->sq[s][idx[s]]].end >= t1 && g->ops[g->sq[s][idx[s]]].end > t0;
         }
         if (active[ST_COMPUTE])
-            continue;
+            continue;   /* busy, or a ring tail: accounted for by the caller */
         if (active[ST_SP])
             acc[USIM_KIND_SP] += t1 - t0;
         else if (active[ST_PARAM])
@@ -1165,7 +1208,7 @@ int usim_simulate(usim_sim *sim, const usim_model *m, const usim_job *jin, FILE 
     shape x;
     make_shape(m, &j, &x);
     flops f;
-    make_flops(m, &j, &x, &f);
+    make_flops(m, &j, &x, m->causal && p->attn_causal_skip, &f);
     layout lay;
     if ((rc = make_layout(&j, &lay)))
         return rc;
@@ -1206,22 +1249,28 @@ int usim_simulate(usim_sim *sim, const usim_model *m, const usim_job *jin, FILE 
         rc = usim_set_error(USIM_ENOMEM, "out of memory running the operation graph");
         goto out;
     }
-    usim_time end = 0, busy = 0;
+    usim_time end = 0, busy = 0, tail_wait = 0;
     for (int i = 0; i < b.g.n; i++) {
         const op *o = &b.g.ops[i];
         USIM_CHECK(o->done && o->end >= o->start);
         if (o->end > end)
             end = o->end;
-        if (o->stream == ST_COMPUTE)
+        if (o->stream == ST_COMPUTE && o->tail_R > 1) {
+            /* a ring tail: R-1 blocks of compute, the rest waits for hops */
+            usim_time work = (o->tail_R - 1) * o->tail_B;
+            busy += work;
+            tail_wait += o->dur - work;
+        } else if (o->stream == ST_COMPUTE)
             busy += o->dur;
         else {
             r->comm_s[o->kind] += usim_sec(o->dur);
             for (int k = 0; k < USIM_NCLASS; k++)
-                r->sent_bytes[k] += (double)jc.r[o->coll].max_sent[k];
+                r->sent_bytes[k] += (double)jc.r[o->coll].max_sent[k] * o->mult;
         }
     }
     if ((rc = exposed(&b.g, end, r->exposed_s)))
         goto out;
+    r->exposed_s[USIM_KIND_SP] += usim_sec(tail_wait);
     r->job = j;
     r->seq = m->seq;
     r->micro_steps = micro;
@@ -1238,9 +1287,7 @@ int usim_simulate(usim_sim *sim, const usim_model *m, const usim_job *jin, FILE 
     }
     double mf = usim_megatron_flops(m, r->global_batch, j.recompute == USIM_RC_FULL);
     r->tflops = mf / (r->iter_s * j.gpus) / 1e12;
-    /* model FLOPs per GPU per iteration: forward x 3, no recompute */
-    double fwd = m->layers * (f.qkv + f.out + f.mlp + f.attn) + f.head;
-    r->mfu = 3 * fwd * micro / (r->iter_s * p->peak_flops[m->dtype]);
+    r->mfu = usim_model_flops(m, r->global_batch) / j.gpus / (r->iter_s * p->peak_flops[m->dtype]);
     memory(p, m, &j, &x, &r->mem);
     r->fits = r->mem.total <= p->hbm_bytes;
     if (trace) {
