@@ -216,6 +216,9 @@ typedef struct usim_job {
     usim_coll_type a2a;  /* USIM_A2A_DIRECT or USIM_A2A_PAIRWISE */
 } usim_job;
 
+/* Whether gpus fit the platform (whole nodes, max_nodes). */
+int usim_platform_check_gpus(const usim_platform *p, int gpus);
+
 /* Fill defaulted degrees (sp, tp, dp, ulysses) and validate against the model
  * and the GPU count.  Errors are configuration errors (EINVAL). */
 int usim_job_resolve(const usim_model *m, const usim_platform *p, usim_job *j);

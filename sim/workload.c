@@ -72,22 +72,31 @@ static int largest_divisor_le(int n, int64_t cap, int64_t must_divide)
     return 1;
 }
 
+int usim_platform_check_gpus(const usim_platform *p, int gpus)
+{
+    int gpn = p->gpus_per_node;
+    if (gpus < 1)
+        return usim_set_error(USIM_EINVAL, "--gpus must be >= 1 (got %d)", gpus);
+    if (gpus > gpn && gpus % gpn != 0)
+        return usim_set_error(USIM_EINVAL,
+                              "--gpus %d spans nodes but is not a multiple of %d GPUs per node (%s)",
+                              gpus, gpn, p->name);
+    int nodes = (gpus + gpn - 1) / gpn;
+    if (p->max_nodes > 0 && nodes > p->max_nodes)
+        return usim_set_error(USIM_EINVAL, "--gpus %d needs %d nodes; platform %s has at most %d",
+                              gpus, nodes, p->name, p->max_nodes);
+    return USIM_OK;
+}
+
 int usim_job_resolve(const usim_model *m, const usim_platform *p, usim_job *j)
 {
     if (j->method < 0 || j->method >= USIM_NMETHOD)
         return usim_set_error(USIM_EINVAL, "unknown method %d", (int)j->method);
     const char *mn = usim_method_name(j->method);
-    if (j->gpus < 1)
-        return usim_set_error(USIM_EINVAL, "--gpus must be >= 1 (got %d)", j->gpus);
+    int rc = usim_platform_check_gpus(p, j->gpus);
+    if (rc)
+        return rc;
     int gpn = p->gpus_per_node;
-    if (j->gpus > gpn && j->gpus % gpn != 0)
-        return usim_set_error(USIM_EINVAL,
-                              "--gpus %d spans nodes but is not a multiple of %d GPUs per node (%s)",
-                              j->gpus, gpn, p->name);
-    int nodes = (j->gpus + gpn - 1) / gpn;
-    if (p->max_nodes > 0 && nodes > p->max_nodes)
-        return usim_set_error(USIM_EINVAL, "--gpus %d needs %d nodes; platform %s has at most %d",
-                              j->gpus, nodes, p->name, p->max_nodes);
     if (j->zero < 0 || j->zero > 3)
         return usim_set_error(USIM_EINVAL, "--zero must be 0, 1, 2 or 3 (got %d)", j->zero);
     if (j->sp < 0 || j->tp < 0 || j->dp < 0 || j->ulysses < 0)

@@ -189,6 +189,8 @@ static int run(int argc, char **argv)
     usim_model m;
     load_inputs(&o, &p, &m);
     int gpus = o.ngpus ? (int)o.gpus[0] : 64;
+    if (usim_platform_check_gpus(&p, gpus))
+        die_usage("%s", usim_last_error());
     apply_model_overrides(&o, &m, o.nseqs ? o.seqs[0] : 0);
     usim_sim *sim = usim_sim_new(&p, gpus);
     if (!sim) {
@@ -204,12 +206,10 @@ static int run(int argc, char **argv)
         usim_job j = make_job(&o, o.methods[i], gpus);
         usim_job chk = j;
         if (usim_job_resolve(&m, &p, &chk)) {
-            if (o.methods_explicit || o.nmethods == 1 || o.sp || o.tp || o.dp || o.ulysses) {
+            if (o.methods_explicit) {
                 /* an explicit request that cannot run is bad input */
-                if (o.methods_explicit || o.nmethods == 1) {
-                    usim_sim_free(sim);
-                    die_usage("%s", usim_last_error());
-                }
+                usim_sim_free(sim);
+                die_usage("%s", usim_last_error());
             }
             snprintf(w->err, sizeof w->err, "%s", usim_last_error());
             continue;
@@ -251,11 +251,8 @@ static int run(int argc, char **argv)
         nok++;
     }
     usim_sim_free(sim);
-    if (nok == 0) {
-        for (int i = 0; i < o.nmethods; i++)
-            fprintf(stderr, "ulysses-sim: %s: %s\n", usim_method_name(rows[i].method), rows[i].err);
-        return EXIT_BADINPUT;
-    }
+    if (nok == 0)   /* no method can run this configuration: report the first reason */
+        die_usage("%s", rows[0].err);
     switch (o.format) {
     case FMT_CSV:
         out_csv_header(stdout);

@@ -124,16 +124,9 @@ int cmd_sweep(int argc, char **argv)
         o.nseqs = 1;
     }
     /* validate GPU counts against the platform before starting */
-    for (int i = 0; i < o.ngpus; i++) {
-        usim_job j = make_job(&o, USIM_RING, (int)o.gpus[i]);
-        usim_model m = base;
-        j.sp = j.dp = j.tp = j.ulysses = 0;
-        j.sp = 1;
-        j.dp = (int)o.gpus[i];
-        m.seq = 1 << 20;
-        if (usim_job_resolve(&m, &p, &j) && strstr(usim_last_error(), "--gpus"))
+    for (int i = 0; i < o.ngpus; i++)
+        if (usim_platform_check_gpus(&p, (int)o.gpus[i]))
             die_usage("%s", usim_last_error());
-    }
     FILE *out = stdout;
     if (o.out && !(out = fopen(o.out, "w")))
         die_usage("--out: cannot write %s", o.out);

@@ -1,0 +1,76 @@
+#!/bin/sh
+# cli_basic.sh -- ulysses-sim command line: default run, formats, trace,
+# presets, --max-seq, --help.
+set -u
+: "${top_builddir:=../..}" "${top_srcdir:=../..}"
+SIM="$top_builddir/ulysses-sim"
+ULYSSES_SIM_PRESETS="$top_srcdir/sim/presets"; export ULYSSES_SIM_PRESETS
+tmp=$(mktemp -d) || exit 99
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+check() { # description, then a command that must succeed
+    d="$1"; shift
+    if "$@"; then echo "ok: $d"; else echo "FAIL: $d"; fail=1; fi
+}
+
+"$SIM" > "$tmp/default.txt" 2> "$tmp/default.err"
+check "default run exits 0" test $? -eq 0
+check "default run is quiet on stderr" test ! -s "$tmp/default.err"
+for m in ulysses megatron-sp ring ring-zigzag usp; do
+    check "default run shows $m" grep -q " $m" "$tmp/default.txt"
+done
+check "default: GPT-7B on 64 GPUs at 131072 tokens" grep -q "gpt-7b on 64 GPUs of dgx-a100-40g, 131072 tokens" "$tmp/default.txt"
+for row in "iteration time \[s\]" "compute time \[s\]" "exposed comm: sequence parallel \[s\]" \
+           "sent over NVLink \[GB/GPU/iter\]" "sent over NIC \[GB/GPU/iter\]" \
+           "Megatron formula \[TFLOP/s/GPU\]" "MFU .*\[%\]" "memory per GPU \[GiB\]" "fits in 40 GiB"; do
+    check "table row '$row'" grep -q "$row" "$tmp/default.txt"
+done
+
+# determinism: same input, same output, bit for bit
+"$SIM" > "$tmp/again.txt"
+check "default run is deterministic" cmp -s "$tmp/default.txt" "$tmp/again.txt"
+
+# CSV: a header with units and one row per method
+"$SIM" --format csv --method ulysses,ring > "$tmp/out.csv"
+check "csv exits 0" test $? -eq 0
+check "csv header has units" grep -q "^method,.*,iter_s,compute_s,.*,nvlink_sent_GB,nic_sent_GB,tflops_per_gpu,mfu_pct,mem_GiB" "$tmp/out.csv"
+check "csv has 3 lines" test "$(wc -l < "$tmp/out.csv")" -eq 3
+
+# JSON
+"$SIM" --format json --method usp --gpus 128 --seq 256K > "$tmp/out.json"
+check "json exits 0" test $? -eq 0
+check "json has iter_s" grep -q '"iter_s":' "$tmp/out.json"
+check "json has usp" grep -q '"method": "usp"' "$tmp/out.json"
+check "json reports 262144 tokens" grep -q '"seq_tokens": 262144' "$tmp/out.json"
+
+# trace: one method -> the file itself; several -> one file per method
+"$SIM" --method ulysses --trace "$tmp/t.json" > /dev/null
+check "trace written" test -s "$tmp/t.json"
+check "trace is Chrome trace JSON" grep -q '"traceEvents"' "$tmp/t.json"
+check "trace has a compute track" grep -q '"name":"compute"' "$tmp/t.json"
+check "trace has a NIC track" grep -q '"name":"NIC"' "$tmp/t.json"
+"$SIM" --method ring,megatron-sp --trace "$tmp/tr.json" > /dev/null
+check "per-method trace files" test -s "$tmp/tr.ring.json" -a -s "$tmp/tr.megatron-sp.json"
+
+# --max-seq
+"$SIM" --method ulysses --max-seq > "$tmp/max.txt"
+check "--max-seq row" grep -q "longest sequence that fits \[tokens\]" "$tmp/max.txt"
+
+# sizes with suffixes, other presets and options
+check "--seq 1M on h100" "$SIM" --platform dgx-h100 --model llama-3-8b --gpus 256 --seq 1M --method usp,ring-zigzag --zero 1 --recompute selective > /dev/null
+check "pairwise all-to-all" "$SIM" --method ulysses --a2a pairwise --gpus 16 > /dev/null
+check "platform from a file" "$SIM" --platform "$top_srcdir/sim/tests/data/tiny-platform.json" --model gpt-1.2b --gpus 8 --seq 16K > /dev/null
+check "single node preset" "$SIM" --platform a100-pcie-4 --gpus 4 --model gpt-1.2b --seq 32K --method ulysses > /dev/null
+
+# presets and help
+"$SIM" presets > "$tmp/presets.txt"
+check "presets exits 0" test $? -eq 0
+for p in dgx-a100-40g dgx-a100-80g dgx-h100 gpt-1.2b gpt-7b gpt-30b llama-3-8b; do
+    check "presets lists $p" grep -q "  $p " "$tmp/presets.txt"
+done
+"$SIM" presets llama-3-8b > "$tmp/llama.txt"
+check "presets NAME prints the JSON" grep -q '"kv_heads": 8' "$tmp/llama.txt"
+check "--help" "$SIM" --help > /dev/null
+check "sweep --help" "$SIM" sweep --help > /dev/null
+check "presets --help" "$SIM" presets --help > /dev/null
+exit $fail

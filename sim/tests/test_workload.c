@@ -1,0 +1,367 @@
+/*
+ * test_workload.c -- Check suite of the workload: per-GPU bytes equal the
+ * closed-form formulas for every method (uneven heads, uneven sequence and
+ * GQA included), determinism bit for bit, time accounting, configuration
+ * errors, memory and --max-seq, the trace.
+ */
+#include <check.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "usim.h"
+
+static usim_platform a100(void)
+{
+    char path[1024];
+    usim_platform p;
+    ck_assert_int_eq(usim_preset_path("platforms", "dgx-a100-40g", path, sizeof path), USIM_OK);
+    ck_assert_int_eq(usim_platform_load(path, &p), USIM_OK);
+    return p;
+}
+
+static usim_model model(int64_t layers, int64_t hidden, int64_t heads, int64_t kv, int64_t seq)
+{
+    usim_model m;
+    memset(&m, 0, sizeof m);
+    strcpy(m.name, "test");
+    m.layers = layers;
+    m.hidden = hidden;
+    m.heads = heads;
+    m.kv_heads = kv;
+    m.ffn = 4 * hidden;
+    m.vocab = 32000;
+    m.seq = seq;
+    m.micro_batch = 1;
+    m.global_batch = 1;
+    m.dtype = USIM_BF16;
+    m.causal = 1;
+    m.tied_embeddings = 1;
+    return m;
+}
+
+static usim_job job(usim_method me, int gpus, int sp)
+{
+    usim_job j;
+    memset(&j, 0, sizeof j);
+    j.method = me;
+    j.gpus = gpus;
+    j.sp = sp;
+    j.zero = 3;
+    j.recompute = USIM_RC_FULL;
+    return j;
+}
+
+/* Closed forms of ARCHITECTURE/doc, even case, bf16 (e = 2), batch 1. */
+START_TEST(test_bytes_even_closed_form)
+{
+    usim_platform p = a100();
+    int P = 8;
+    double N = 65536, h = 2048, e = 2;
+    usim_model m = model(2, 2048, 16, 16, 65536);
+    usim_sim *s = usim_sim_new(&p, 16);
+    double sent[2], ana[2];
+    /* Ulysses: (2h + 2h_kv) N/P e (P-1)/P per rank per layer forward */
+    usim_job j = job(USIM_ULYSSES, 16, P);
+    ck_assert_int_eq(usim_sp_layer_bytes(s, &m, &j, 3, sent), USIM_OK);
+    ck_assert(sent[0] == (2 * h + 2 * h) * N / P * e * (P - 1) / P);
+    ck_assert(sent[1] == sent[0]);
+    /* Megatron-SP: 4 (t-1)/t N h e */
+    j = job(USIM_MEGATRON_SP, 16, P);
+    ck_assert_int_eq(usim_sp_layer_bytes(s, &m, &j, 5, sent), USIM_OK);
+    ck_assert(sent[0] == 4.0 * (P - 1) / P * N * h * e);
+    /* Ring: 2 (P-1) N/P h_kv e forward; backward K,V,dK,dV per hop + dK,dV home */
+    for (int me = USIM_RING; me <= USIM_RING_ZIGZAG; me++) {
+        j = job((usim_method)me, 16, P);
+        ck_assert_int_eq(usim_sp_layer_bytes(s, &m, &j, 0, sent), USIM_OK);
+        ck_assert(sent[0] == 2.0 * (P - 1) * N / P * h * e);
+        ck_assert(sent[1] == (4.0 * (P - 1) + 2) * N / P * h * e);
+        ck_assert_int_eq(usim_analytic_sp_bytes(&m, &j, 0, ana), USIM_OK);
+        ck_assert(ana[0] == sent[0] && ana[1] == sent[1]);
+    }
+    usim_sim_free(s);
+}
+END_TEST
+
+/* Simulator counters == closed forms / uly_plan_volume, every GPU, awkward shapes. */
+START_TEST(test_bytes_every_method_every_shape)
+{
+    usim_platform p = a100();
+    struct { int64_t hidden, heads, kv, seq; int P, gpus, u; } cases[] = {
+        {1024, 16, 16, 8192, 8, 16, 0},     /* even */
+        {1536, 12, 12, 8192, 8, 16, 0},     /* uneven heads: 12 over 8 */
+        {1024, 16, 16, 8197, 8, 8, 0},      /* uneven sequence */
+        {2048, 16, 2, 12288, 8, 16, 0},     /* GQA, KV heads replicated */
+        {2048, 32, 8, 16384, 16, 32, 4},    /* GQA, usp 4 x 4 */
+        {1920, 15, 5, 10007, 6, 6, 3},      /* everything uneven, one node */
+    };
+    int ran = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        usim_model m = model(2, cases[c].hidden, cases[c].heads, cases[c].kv, cases[c].seq);
+        usim_sim *s = usim_sim_new(&p, cases[c].gpus);
+        for (int me = 0; me < USIM_NMETHOD; me++) {
+            usim_job j = job((usim_method)me, cases[c].gpus, cases[c].P);
+            j.ulysses = me == USIM_USP ? cases[c].u : 0;
+            usim_job chk = j;
+            if (usim_job_resolve(&m, &p, &chk) != USIM_OK)
+continue;   /* megatron-sp needs heads % tp == 0 */
+            ran++;
+            for (int g = 0; g < cases[c].gpus; g++) {
+                double sent[2], ana[2];
+                ck_assert_int_eq(usim_sp_layer_bytes(s, &m, &j, g, sent), USIM_OK);
+                ck_assert_int_eq(usim_analytic_sp_bytes(&m, &j, g, ana), USIM_OK);
+                ck_assert_msg(sent[0] == ana[0] && sent[1] == ana[1],
+                              "case %zu %s gpu %d: simulated %.0f/%.0f analytic %.0f/%.0f", c,
+                              usim_method_name((usim_method)me), g, sent[0], sent[1], ana[0], ana[1]);
+                ck_assert(sent[0] > 0);
+            }
+        }
+        usim_sim_free(s);
+    }
+    ck_assert_int_eq(ran, 28);   /* 6 shapes x 5 methods, minus 2 impossible megatron-sp */
+}
+END_TEST
+
+/* The paper's claim: Ulysses per-GPU volume is constant when N and P grow
+ * together; Megatron-SP's grows with N. */
+START_TEST(test_volume_scaling)
+{
+    usim_model m1 = model(2, 4096, 32, 32, 32768), m2 = model(2, 4096, 32, 32, 65536);
+    double u1[2], u2[2], g1[2], g2[2];
+    usim_job j1 = job(USIM_ULYSSES, 8, 8), j2 = job(USIM_ULYSSES, 16, 16);
+    ck_assert_int_eq(usim_analytic_sp_bytes(&m1, &j1, 0, u1), USIM_OK);
+    ck_assert_int_eq(usim_analytic_sp_bytes(&m2, &j2, 0, u2), USIM_OK);
+    /* 4Nh/P * (P-1)/P: equal up to the (P-1)/P factor */
+    ck_assert(fabs(u2[0] / u1[0] - (15.0 / 16) / (7.0 / 8)) < 1e-12);
+    j1 = job(USIM_MEGATRON_SP, 8, 8);
+    j2 = job(USIM_MEGATRON_SP, 16, 16);
+    ck_assert_int_eq(usim_analytic_sp_bytes(&m1, &j1, 0, g1), USIM_OK);
+    ck_assert_int_eq(usim_analytic_sp_bytes(&m2, &j2, 0, g2), USIM_OK);
+    ck_assert(g2[0] / g1[0] > 2);
+}
+END_TEST
+
+START_TEST(test_determinism_and_accounting)
+{
+    usim_platform p = a100();
+    usim_model m = model(4, 2048, 16, 4, 32768);
+    m.global_batch = 4;
+    for (int me = 0; me < USIM_NMETHOD; me++) {
+        for (int z = 0; z <= 3; z++) {
+            usim_job j = job((usim_method)me, 32, 16);
+            j.zero = z;
+            j.recompute = (usim_recompute)(z % 3);
+            usim_sim *s1 = usim_sim_new(&p, 32), *s2 = usim_sim_new(&p, 32);
+            usim_result a, b, c;
+            ck_assert_msg(usim_simulate(s1, &m, &j, NULL, &a) == USIM_OK, "%s", usim_last_error());
+            ck_assert_int_eq(usim_simulate(s2, &m, &j, NULL, &b), USIM_OK);
+            ck_assert_int_eq(usim_simulate(s1, &m, &j, NULL, &c), USIM_OK);  /* memoized */
+            ck_assert_int_eq(c.collectives_simulated, 0);
+            c.collectives_simulated = a.collectives_simulated;
+            ck_assert(memcmp(&a, &b, sizeof a) == 0);
+            ck_assert(memcmp(&a, &c, sizeof a) == 0);
+            /* iteration = compute + exposed communication (1 ps per op of slack) */
+            double sum = a.compute_s;
+            for (int k = 0; k < USIM_NKIND; k++) {
+                sum += a.exposed_s[k];
+                ck_assert(a.exposed_s[k] <= a.comm_s[k] + 1e-9);
+            }
+            ck_assert_msg(fabs(sum - a.iter_s) <= 1e-9 * a.iter_s + 1e-9,
+                          "%s zero %d: iter %.9f vs compute+exposed %.9f",
+                          usim_method_name((usim_method)me), z, a.iter_s, sum);
+            ck_assert(a.tflops > 0 && a.mfu > 0 && a.mfu < 1);
+            ck_assert_int_eq(a.micro_steps, 2);
+            usim_sim_free(s1);
+            usim_sim_free(s2);
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_config_errors)
+{
+    usim_platform p = a100();
+    usim_model m = model(2, 4096, 32, 8, 65536);
+    usim_job j = job(USIM_ULYSSES, 64, 64);
+    ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_EINVAL);
+    ck_assert_ptr_nonnull(strstr(usim_last_error(), "exceeds the 32 attention heads"));
+    j = job(USIM_ULYSSES, 64, 0);
+    j.dp = 3;
+    ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_EINVAL);
+    ck_assert_ptr_nonnull(strstr(usim_last_error(), "do not multiply"));
+    j = job(USIM_ULYSSES, 64, 16);
+    j.dp = 2;
+    ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_EINVAL);
+    ck_assert_ptr_nonnull(strstr(usim_last_error(), "do not multiply"));
+    j = job(USIM_RING, 64, 8);
+    j.tp = 2;
+    ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_EINVAL);
+    j = job(USIM_MEGATRON_SP, 64, 32);
+    ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_OK);
+    ck_assert_int_eq(j.tp, 32);
+    j = job(USIM_MEGATRON_SP, 64, 64);
+    ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_EINVAL);   /* 32 % 64 */
+    j = job(USIM_MEGATRON_SP, 48, 48);
+    ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_EINVAL);   /* 32 % 48 */
+    j = job(USIM_ULYSSES, 12, 4);
+    ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_EINVAL);   /* 12 GPUs on 8-GPU nodes */
+    ck_assert_ptr_nonnull(strstr(usim_last_error(), "multiple of 8"));
+    j = job(USIM_USP, 64, 64);
+    j.ulysses = 3;
+    ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_EINVAL);
+    j = job(USIM_USP, 64, 64);
+    ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_OK);
+    ck_assert_int_eq(j.ulysses, 8);
+    /* default degrees: largest divisor of the GPU count <= heads */
+    j = job(USIM_ULYSSES, 64, 0);
+    ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_OK);
+    ck_assert_int_eq(j.sp, 32);
+    ck_assert_int_eq(j.dp, 2);
+    /* uneven heads are allowed for ulysses */
+    usim_model u = model(2, 1536, 12, 12, 8192);
+    j = job(USIM_ULYSSES, 8, 8);
+    ck_assert_int_eq(usim_job_resolve(&u, &p, &j), USIM_OK);
+    j = job(USIM_ULYSSES, 16, 16);
+    ck_assert_int_eq(usim_job_resolve(&u, &p, &j), USIM_EINVAL);
+}
+END_TEST
+
+START_TEST(test_memory_and_max_seq)
+{
+    usim_platform p = a100();
+    usim_model m = model(32, 4096, 32, 32, 131072);
+    m.vocab = 50257;
+    usim_job j = job(USIM_ULYSSES, 64, 32);
+    usim_memory a, b;
+    int fa, fb;
+    ck_assert_int_eq(usim_memory_estimate(&p, &m, &j, &a, &fa), USIM_OK);
+    m.seq *= 2;
+    ck_assert_int_eq(usim_memory_estimate(&p, &m, &j, &b, &fb), USIM_OK);
+    ck_assert(b.activations > a.activations && b.total > a.total);
+    ck_assert(fabs(b.params - a.params) < 1);
+    /* ZeRO stages partition what they promise */
+    usim_memory z[4];
+    for (int s = 0; s < 4; s++) {
+        usim_job t = j;
+        t.zero = s;
+        ck_assert_int_eq(usim_memory_estimate(&p, &m, &t, &z[s], &fa), USIM_OK);
+    }
+    ck_assert(z[1].optim < z[0].optim && z[1].grads == z[0].grads);
+    ck_assert(z[2].grads < z[1].grads && z[2].params == z[1].params);
+    ck_assert(z[3].params < z[2].params);
+    /* recompute: none > selective > full */
+    usim_memory r[3];
+    for (int k = 0; k < 3; k++) {
+        usim_job t = j;
+        t.recompute = (usim_recompute)k;
+        ck_assert_int_eq(usim_memory_estimate(&p, &m, &t, &r[k], &fa), USIM_OK);
+    }
+    ck_assert(r[0].activations > r[1].activations && r[1].activations > r[2].activations);
+    /* --max-seq: the answer fits, one granule more does not */
+    int64_t best;
+    ck_assert_int_eq(usim_max_seq(&p, &m, &j, &best), USIM_OK);
+    ck_assert_int_gt(best, 0);
+    ck_assert_int_eq(best % 32, 0);
+    m.seq = best;
+    ck_assert_int_eq(usim_memory_estimate(&p, &m, &j, &a, &fa), USIM_OK);
+    ck_assert(fa);
+    m.seq = best + 32;
+    ck_assert_int_eq(usim_memory_estimate(&p, &m, &j, &a, &fa), USIM_OK);
+    ck_assert(!fa);
+}
+END_TEST
+
+START_TEST(test_trace)
+{
+    usim_platform p = a100();
+    usim_model m = model(2, 2048, 16, 16, 16384);
+    FILE *t = tmpfile();
+    ck_assert_ptr_nonnull(t);
+    for (int me = 0; me < USIM_NMETHOD; me++) {
+        usim_sim *s = usim_sim_new(&p, 16);
+        usim_job j = job((usim_method)me, 16, 16);
+        usim_result r;
+        rewind(t);
+        ck_assert_int_eq(usim_simulate(s, &m, &j, t, &r), USIM_OK);
+        fflush(t);
+        long len = ftell(t);
+        rewind(t);
+        char *buf = malloc((size_t)len + 1);
+        ck_assert_int_eq(fread(buf, 1, (size_t)len, t), (size_t)len);
+        json_error_t je;
+        json_t *root = json_loadb(buf, (size_t)len, 0, &je);
+        ck_assert_msg(root != NULL, "%s: trace is not JSON: %s at %d:%d", usim_method_name(j.method),
+                      je.text, je.line, je.column);
+        json_t *ev = json_object_get(root, "traceEvents");
+        ck_assert(json_is_array(ev));
+        size_t nx = 0, nlink = 0;
+        double last_end = 0;
+        for (size_t i = 0; i < json_array_size(ev); i++) {
+            json_t *e = json_array_get(ev, i);
+            if (strcmp(json_string_value(json_object_get(e, "ph")), "X") != 0)
+                continue;
+            nx++;
+            if (json_integer_value(json_object_get(e, "pid")) == 2)
+                nlink++;
+            double end = json_number_value(json_object_get(e, "ts")) +
+                         json_number_value(json_object_get(e, "dur"));
+            if (end > last_end)
+                last_end = end;
+        }
+        ck_assert_uint_gt(nx, 10);
+        ck_assert_uint_gt(nlink, 0);
+        ck_assert(fabs(last_end * 1e-6 - r.iter_s) < 1e-6 * r.iter_s + 1e-6);
+        json_decref(root);
+        free(buf);
+        usim_sim_free(s);
+    }
+    fclose(t);
+}
+END_TEST
+
+/* Speed: 1024 GPUs, 32 layers, forward + backward, every method. */
+START_TEST(test_speed_1024)
+{
+    usim_platform p = a100();
+    usim_model m = model(32, 4096, 32, 32, 131072);
+    usim_sim *s = usim_sim_new(&p, 1024);
+    for (int me = 0; me < USIM_NMETHOD; me++) {
+        usim_job j = job((usim_method)me, 1024, 32);
+        usim_result r;
+        ck_assert_int_eq(usim_simulate(s, &m, &j, NULL, &r), USIM_OK);
+        ck_assert(r.iter_s > 0);
+    }
+    usim_sim_free(s);
+}
+END_TEST
+
+static Suite *make_workload_suite(void)
+{
+    Suite *s = suite_create("workload");
+    TCase *tc = tcase_create("bytes");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_bytes_even_closed_form);
+    tcase_add_test(tc, test_bytes_every_method_every_shape);
+    tcase_add_test(tc, test_volume_scaling);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("run");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_determinism_and_accounting);
+    tcase_add_test(tc, test_config_errors);
+    tcase_add_test(tc, test_memory_and_max_seq);
+    tcase_add_test(tc, test_trace);
+    tcase_add_test(tc, test_speed_1024);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(make_workload_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
