@@ -35,3 +35,14 @@ tests_test_npy_SOURCES = tests/test_npy.c tests/testutil.h tests/testutil.c
 tests_test_npy_CFLAGS = $(TEST_CFLAGS)
 tests_test_npy_LDADD = $(TEST_LIBS)
 tests_test_npy_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
+
+if HAVE_MPI
+MPI_TEST_LIBS = src/libulysses.la $(CHECK_LIBS) $(BLAS_LIBS) $(MPI_LIBS) -lm
+check_PROGRAMS += tests/test_dist
+tests_test_dist_SOURCES = tests/test_dist.c tests/testutil.h tests/testutil.c
+tests_test_dist_CFLAGS = $(TEST_CFLAGS) $(MPI_CFLAGS)
+tests_test_dist_LDADD = $(MPI_TEST_LIBS)
+tests_test_dist_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
+TESTS += tests/test_dist.sh
+EXTRA_DIST += tests/test_dist.sh
+endif

@@ -4,7 +4,7 @@
  *
  * Tolerances (inputs uniform in [-1, 1), |ref| = O(1)), |x - ref| <= atol + rtol |ref|:
  *   fp32 O, LSE:          atol 3e-6, rtol 3e-5
-  *   fp32 dQ, dK, dV:      atol 2e-5, rtol 2e-4  (sums of up to N*g terms of fp32 products)
+ *   fp32 dQ, dK, dV:      atol 2e-5, rtol 2e-4  (sums of up to N*g terms of fp32 products)
  *   fp64 everything:      atol 1e-11, rtol 1e-9
  * The worst errors seen are printed at the end of the run.
  */

@@ -1,0 +1,94 @@
+/*
+ * ulysses_dist.h -- distributed DeepSpeed-Ulysses attention over MPI.
+ *
+ * P ranks of a communicator each hold a contiguous shard of the sequence:
+ * rank r holds tokens [n_r0, n_r0 + n_r) with n_r = N/P + (r < N % P).
+ *   forward:  Q, K, V  (B, n_r, H|Hkv, d)  --a2a-->  (B, N, H_r|Hkv_r, d)
+ *             local attention over the full sequence for this rank's heads
+ *             O  (B, N, H_r, d)  --a2a-->  (B, n_r, H, d)
+ *   backward: dO in by the same a2a as Q; dQ, dK, dV out by the O a2a.
+ * Rank r computes query heads [h_r0, h_r0 + H_r), H_r = H/P + (r < H % P),
+ * and receives the KV heads those need (replicated when a KV group is cut
+ * between ranks; their gradients then come back per query head and are
+ * summed in head order, which keeps the result bitwise equal to one process).
+ *
+ * All calls are collective over the communicator and return a uly_status;
+ * every rank returns an error when any rank fails (ULY_EPEER on the others,
+ * with the failing rank's message), and ranks called with different
+ * configurations all return ULY_EMISMATCH naming the field.
+ */
+#ifndef ULYSSES_DIST_H
+#define ULYSSES_DIST_H
+
+#include <mpi.h>
+#include "ulysses.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A local attention implementation ("attention-agnostic" plug-in).  The
+ * contract is that of uly_attn_fwd / uly_attn_bwd: opts carries the head
+ * range [head_begin, head_begin + head_count) held in the tensors and
+ * kv_expanded (write dK, dV per query head).  Return 0 or a uly_status. */
+typedef struct uly_local_attn {
+    int (*fwd)(void *user, const uly_attn_desc *a, const uly_kernel_opts *opts,
+               const void *q, const void *k, const void *v, void *o, void *lse);
+    int (*bwd)(void *user, const uly_attn_desc *a, const uly_kernel_opts *opts,
+               const void *q, const void *k, const void *v, const void *o,
+               const void *lse, const void *dout, void *dq, void *dk, void *dv);
+    void *user;
+} uly_local_attn;
+
+typedef struct uly_dist_opts {
+    uly_kernel_opts kernel;      /* block sizes and threads (head range is set by the library) */
+    const uly_local_attn *attn;  /* NULL: the built-in blocked kernel */
+    size_t max_count;            /* largest element count per MPI call and peer; 0: INT_MAX.
+                                    Larger blocks go through large-count datatypes. */
+} uly_dist_opts;
+
+typedef struct uly_dist uly_dist;
+
+/* Create a context (collective).  Checks that all ranks passed the same
+ * description and options; allocates the head-sharded buffers.  The
+ * communicator is duplicated; errors are returned, never fatal. */
+int uly_dist_create(MPI_Comm comm, const uly_attn_desc *a, const uly_dist_opts *opts,
+                    uly_dist **out);
+void uly_dist_free(uly_dist *d);
+
+/* This rank's sequence shard and head range. */
+void uly_dist_shard(const uly_dist *d, int64_t *token_begin, int64_t *token_count);
+void uly_dist_heads(const uly_dist *d, int64_t *head_begin, int64_t *head_count);
+
+/* Forward: q (B, n_r, H, d), k, v (B, n_r, Hkv, d) -> o (B, n_r, H, d).
+ * With P = 1 the context keeps pointers to q, k, v and o for the backward:
+ * they must stay unchanged until uly_dist_bwd returns. */
+int uly_dist_fwd(uly_dist *d, const void *q, const void *k, const void *v, void *o);
+/* Backward of the last forward: dout (B, n_r, H, d) -> dq (B, n_r, H, d),
+ * dk, dv (B, n_r, Hkv, d). */
+int uly_dist_bwd(uly_dist *d, const void *dout, void *dq, void *dk, void *dv);
+/* LSE of the last forward for this rank's heads: (B, H_r, N), or NULL. */
+const void *uly_dist_lse(const uly_dist *d);
+
+/* One all-to-all alone (which = ULY_A2A_*): sequence -> heads for Q, K, V,
+ * dO (in: sequence shard, out: head shard); heads -> sequence for O, dQ, dK,
+ * dV (dK, dV: in is per query head (B, N, H_r, d) when KV is replicated, see
+ * uly_plan_kv_replicated; out is (B, n_r, Hkv, d), summed in head order). */
+int uly_dist_a2a(uly_dist *d, int which, const void *in, void *out);
+
+/* Bytes sent / received to / from other ranks since creation (or reset). */
+void uly_dist_volume(const uly_dist *d, uly_volume *measured);
+void uly_dist_reset_volume(uly_dist *d);
+
+/* Wall time (seconds) of the phases of the last forward and backward. */
+typedef struct uly_dist_times {
+    double fwd_a2a_in, fwd_attn, fwd_a2a_out;
+    double bwd_a2a_in, bwd_attn, bwd_a2a_out;
+} uly_dist_times;
+void uly_dist_times_get(const uly_dist *d, uly_dist_times *t);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ULYSSES_DIST_H */

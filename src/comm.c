@@ -1,0 +1,211 @@
+/*
+ * comm.c -- the only code that calls MPI.  See comm.h.
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "internal.h"
+
+struct uly_comm {
+    MPI_Comm comm;
+    int rank, size;
+    size_t max_count;
+    int *icount[4];        /* scratch: int counts / displacements for MPI_Alltoallv */
+    MPI_Datatype *types[2];
+};
+
+static int mpi_fail(int err, const char *what)
+{
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(err, text, &len) != MPI_SUCCESS)
+        snprintf(text, sizeof text, "error code %d", err);
+    return uly_set_error(ULY_EMPI, "%s failed: %s", what, text);
+}
+
+#define MPI_TRY(call, what)                  \
+    do {                                     \
+        int e_ = (call);                     \
+        if (e_ != MPI_SUCCESS)               \
+            return mpi_fail(e_, what);       \
+    } while (0)
+
+int comm_open(MPI_Comm user, size_t max_count, uly_comm **out)
+{
+    *out = NULL;
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited)
+        return uly_set_error(ULY_EMPI, "MPI is not initialised (call MPI_Init first)");
+    uly_comm *c = uly_calloc(1, sizeof *c);
+    if (!c)
+        return uly_set_error(ULY_ENOMEM, "cannot allocate the communicator context");
+    int e = MPI_Comm_dup(user, &c->comm);
+    if (e != MPI_SUCCESS) {
+        uly_free(c);
+        return mpi_fail(e, "MPI_Comm_dup");
+    }
+    MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(c->comm, &c->rank);
+    MPI_Comm_size(c->comm, &c->size);
+    c->max_count = max_count && max_count < INT_MAX ? max_count : INT_MAX;
+    for (int i = 0; i < 4; i++)
+        c->icount[i] = uly_calloc((size_t)c->size, sizeof(int));
+    for (int i = 0; i < 2; i++)
+        c->types[i] = uly_calloc((size_t)c->size, sizeof(MPI_Datatype));
+    int ok = c->icount[0] && c->icount[1] && c->icount[2] && c->icount[3] && c->types[0] && c->types[1];
+    if (!ok) {
+        comm_close(c);
+        return uly_set_error(ULY_ENOMEM, "cannot allocate per-rank count arrays for %d ranks", c->size);
+    }
+    *out = c;
+    return ULY_OK;
+}
+
+void comm_close(uly_comm *c)
+{
+    if (!c)
+        return;
+    if (c->comm != MPI_COMM_NULL && c->comm != 0)
+        MPI_Comm_free(&c->comm);
+    for (int i = 0; i < 4; i++)
+        uly_free(c->icount[i]);
+    for (int i = 0; i < 2; i++)
+        uly_free(c->types[i]);
+    uly_free(c);
+}
+
+int comm_rank(const uly_comm *c) { return c->rank; }
+int comm_size(const uly_comm *c) { return c->size; }
+double comm_wtime(void) { return MPI_Wtime(); }
+
+int comm_agree(uly_comm *c, int local_status, int n, const int64_t *vals,
+               const char *const *names)
+{
+    /* One allreduce(MAX) over [v..., -v..., failed-rank marker]. */
+    enum { MAXV = 32 };
+    int64_t buf[2 * MAXV + 1], res[2 * MAXV + 1];
+    if (n > MAXV)
+        n = MAXV;
+    for (int i = 0; i < n; i++) {
+        buf[i] = vals[i];
+        buf[n + i] = vals[i] == INT64_MIN ? INT64_MAX : -vals[i];
+    }
+    /* lowest failing rank wins: encode as size - rank (0 = nobody) */
+    buf[2 * n] = local_status ? (int64_t)(c->size - c->rank) : 0;
+    MPI_TRY(MPI_Allreduce(buf, res, 2 * n + 1, MPI_INT64_T, MPI_MAX, c->comm), "MPI_Allreduce (agreement)");
+    if (res[2 * n] != 0) {
+        int failed = c->size - (int)res[2 * n];
+        char msg[512];
+        if (c->rank == failed)
+            snprintf(msg, sizeof msg, "%s", uly_last_error());
+        MPI_TRY(MPI_Bcast(msg, sizeof msg, MPI_CHAR, failed, c->comm), "MPI_Bcast (error message)");
+        msg[sizeof msg - 1] = '\0';
+        if (local_status)
+            return local_status; /* keep this rank's own message */
+        return uly_set_error(ULY_EPEER, "rank %d failed: %s", failed, msg);
+    }
+    for (int i = 0; i < n; i++) {
+        int64_t mx = res[i], mn = -res[n + i];
+        if (mx != mn)
+            return uly_set_error(ULY_EMISMATCH, "ranks disagree on %s (values from %lld to %lld)",
+                                 names[i], (long long)mn, (long long)mx);
+    }
+    return ULY_OK;
+}
+
+/* A datatype covering n elements of `base` located at byte offset off. */
+static int big_block_type(size_t n, MPI_Aint off, MPI_Datatype base, size_t es, size_t chunk,
+                          MPI_Datatype *out)
+{
+    size_t q = n / chunk, rem = n % chunk;
+    MPI_Datatype parts[2], tchunk = MPI_DATATYPE_NULL;
+    int lens[2];
+    MPI_Aint disp[2];
+    int np = 0;
+    if (q > 0) {
+        if (q > INT_MAX)
+            return uly_set_error(ULY_EOVERFLOW, "all-to-all block of %zu elements is too large", n);
+        MPI_TRY(MPI_Type_contiguous((int)chunk, base, &tchunk), "MPI_Type_contiguous");
+        parts[np] = tchunk;
+        lens[np] = (int)q;
+        disp[np] = off;
+        np++;
+    }
+    if (rem > 0) {
+        parts[np] = base;
+        lens[np] = (int)rem;
+        disp[np] = off + (MPI_Aint)(q * chunk * es);
+        np++;
+    }
+    int e = MPI_Type_create_struct(np, lens, disp, parts, out);
+    if (tchunk != MPI_DATATYPE_NULL)
+        MPI_Type_free(&tchunk);
+    if (e != MPI_SUCCESS)
+        return mpi_fail(e, "MPI_Type_create_struct");
+    MPI_TRY(MPI_Type_commit(out), "MPI_Type_commit");
+    return ULY_OK;
+}
+
+static int alltoall_large(uly_comm *c, const void *sbuf, const size_t *scount, const size_t *sdispl,
+                          void *rbuf, const size_t *rcount, const size_t *rdispl, size_t es,
+                          MPI_Datatype base)
+{
+    const int P = c->size;
+    int *sc = c->icount[0], *rc = c->icount[1], *zd = c->icount[2];
+    MPI_Datatype *st = c->types[0], *rt = c->types[1];
+    int rcode = ULY_OK;
+    for (int s = 0; s < P; s++) {
+        st[s] = rt[s] = MPI_DATATYPE_NULL;
+        zd[s] = 0;
+    }
+    for (int s = 0; s < P && !rcode; s++) {
+        sc[s] = scount[s] ? 1 : 0;
+        rc[s] = rcount[s] ? 1 : 0;
+        st[s] = rt[s] = base;
+        if (scount[s])
+            rcode = big_block_type(scount[s], (MPI_Aint)(sdispl[s] * es), base, es, c->max_count, &st[s]);
+        if (!rcode && rcount[s])
+            rcode = big_block_type(rcount[s], (MPI_Aint)(rdispl[s] * es), base, es, c->max_count, &rt[s]);
+    }
+    if (!rcode) {
+        int e = MPI_Alltoallw(sbuf, sc, zd, st, rbuf, rc, zd, rt, c->comm);
+        if (e != MPI_SUCCESS)
+            rcode = mpi_fail(e, "MPI_Alltoallw");
+    }
+    for (int s = 0; s < P; s++) {
+        if (st[s] != base && st[s] != MPI_DATATYPE_NULL)
+            MPI_Type_free(&st[s]);
+        if (rt[s] != base && rt[s] != MPI_DATATYPE_NULL)
+            MPI_Type_free(&rt[s]);
+    }
+    return rcode;
+}
+
+int comm_alltoallv(uly_comm *c, const void *sbuf, const size_t *scount, const size_t *sdispl,
+                   void *rbuf, const size_t *rcount, const size_t *rdispl, size_t elem_size)
+{
+    const int P = c->size;
+    if (P == 1)
+        return ULY_OK;
+    MPI_Datatype base = elem_size == 8 ? MPI_DOUBLE : MPI_FLOAT;
+    int fits = 1;
+    for (int s = 0; s < P; s++)
+        if (scount[s] > c->max_count || rcount[s] > c->max_count || sdispl[s] > INT_MAX ||
+            rdispl[s] > INT_MAX)
+            fits = 0;
+    if (!fits)
+        return alltoall_large(c, sbuf, scount, sdispl, rbuf, rcount, rdispl, elem_size, base);
+    int *sc = c->icount[0], *sd = c->icount[1], *rc = c->icount[2], *rd = c->icount[3];
+    for (int s = 0; s < P; s++) {
+        sc[s] = (int)scount[s];
+        sd[s] = (int)sdispl[s];
+        rc[s] = (int)rcount[s];
+        rd[s] = (int)rdispl[s];
+    }
+    MPI_TRY(MPI_Alltoallv(sbuf, sc, sd, base, rbuf, rc, rd, base, c->comm), "MPI_Alltoallv");
+    return ULY_OK;
+}

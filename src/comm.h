@@ -1,0 +1,46 @@
+/*
+ * comm.h -- the thin MPI layer: a private communicator that returns errors,
+ * agreement checks across ranks, and an all-to-all(v) that takes size_t
+ * counts.  comm.c is the only file that calls MPI.
+ */
+#ifndef ULY_COMM_H
+#define ULY_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <mpi.h>
+
+typedef struct uly_comm uly_comm;
+
+/* Duplicate `user` with MPI_ERRORS_RETURN.  max_count: largest element
+ * count per peer handed to MPI_Alltoall(v) (0: INT_MAX). */
+int comm_open(MPI_Comm user, size_t max_count, uly_comm **out);
+void comm_close(uly_comm *c);
+int comm_rank(const uly_comm *c);
+int comm_size(const uly_comm *c);
+double comm_wtime(void);
+
+/*
+ * Collective agreement.  Every rank passes its local status (0 = ok; the
+ * message is this thread's uly_last_error()) and n values that must be equal
+ * on all ranks, with their names.  Returns on every rank:
+ *   ULY_OK         all ok and all values equal;
+ *   local status   on a rank that failed (its message kept);
+ *   ULY_EPEER      on the other ranks, with the lowest failing rank's message;
+ *   ULY_EMISMATCH  when values differ, naming the first such field and its
+ *                  minimum and maximum over ranks.
+ */
+int comm_agree(uly_comm *c, int local_status, int n, const int64_t *vals,
+               const char *const *names);
+
+/*
+ * All-to-all with size_t counts and displacements in elements of elem_size
+ * bytes (4 or 8).  The self block must have count 0 (callers copy it
+ * locally).  Uses MPI_Alltoallv when every count and displacement fits
+ * the configured count limit, and MPI_Alltoallw with large-count derived
+ * datatypes (any size, byte offsets as MPI_Aint) otherwise.
+ */
+int comm_alltoallv(uly_comm *c, const void *sbuf, const size_t *scount, const size_t *sdispl,
+                   void *rbuf, const size_t *rcount, const size_t *rdispl, size_t elem_size);
+
+#endif

@@ -1,0 +1,469 @@
+/*
+ * dist.c -- DeepSpeed-Ulysses attention: sequence-sharded Q, K, V are
+ * re-sharded by heads with one all-to-all each, every rank runs attention
+ * over the full sequence for its heads, and one all-to-all brings the output
+ * back to sequence shards.  Backward mirrors it.  All MPI calls go through
+ * comm.c; this file does the partition bookkeeping and the block copies.
+ *
+ * Block copies: every pack, unpack and self copy is one instance of
+ * copy_blocks(): B x n rows of w contiguous elements between two strided
+ * layouts.  With B = 1, the side of each all-to-all that is contiguous is
+ * handed to MPI directly (no copy): the receive of sequence -> heads and the
+ * send of heads -> sequence.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "internal.h"
+#include "ulysses_dist.h"
+
+struct uly_dist {
+    uly_comm *c;
+    int P, rank;
+    uly_attn_desc a;
+    uly_dist_opts o;
+    size_t es;                 /* bytes per element */
+    int rep;                   /* KV groups cut between ranks: replicated KV */
+    int64_t *nb, *nc;          /* (P) token begin / count per rank */
+    int64_t *hb, *hc;          /* (P) query head begin / count per rank */
+    int64_t *kb, *kc;          /* (P) KV head begin / count per rank */
+    size_t *sc, *sd, *rc, *rd; /* (P) element counts / displacements scratch */
+    /* head-sharded tensors of this rank (aliases of the caller's for P = 1) */
+    void *qh, *kh, *vh, *oh;   /* (B,N,H_r,d) (B,N,Hkv_r,d) x2 (B,N,H_r,d) */
+    void *lse;                 /* (B,H_r,N) */
+    void *doh, *dqh, *dkh, *dvh; /* (B,N,H_r,d) x2, (B,N,Hkv_r|H_r,d) x2 */
+    void *sstage, *rstage;     /* pack / unpack staging */
+    void *expanded;            /* (B,n_r,H,d): per-query-head KV grads before the fold */
+    void *owned;               /* the single allocation behind the buffers above */
+    int have_fwd;
+    uint64_t calls;
+    uly_volume vol;
+    uly_dist_times times;
+};
+
+/* B x n rows of w elements: dst[b*db + t*dt + x] = src[b*sb + t*st + x] (in elements). */
+static void copy_blocks(char *dst, size_t db, size_t dt, const char *src, size_t sb, size_t st,
+                        int64_t B, int64_t n, size_t w, size_t es)
+{
+    if (w == 0 || n == 0 || (dst == src && db == sb && dt == st))
+        return; /* nothing to move (P = 1 works in place) */
+    for (int64_t b = 0; b < B; b++) {
+        if (dt == w && st == w) {
+            memcpy(dst + b * db * es, src + b * sb * es, (size_t)n * w * es);
+            continue;
+        }
+        for (int64_t t = 0; t < n; t++)
+            memcpy(dst + (b * db + t * dt) * es, src + (b * sb + t * st) * es, w * es);
+    }
+}
+
+static size_t usz(int64_t x) { return (size_t)x; }
+
+/*
+ * Sequence -> heads.  in: (B, n_r, Hin, d); out: (B, N, c_r, d) where rank s
+ * receives heads [hbeg[s], hbeg[s] + hcnt[s]) of every token.
+ */
+static int a2a_seq_to_heads(uly_dist *D, int which, const char *in, int64_t Hin, const int64_t *hbeg,
+                            const int64_t *hcnt, char *out)
+{
+    const int P = D->P, r = D->rank;
+    const int64_t B = D->a.batch, N = D->a.seq, d = D->a.head_dim, n_r = D->nc[r], c_r = hcnt[r];
+    const size_t es = D->es;
+    size_t soff = 0, roff = 0;
+    for (int s = 0; s < P; s++) {
+        size_t scount = s == r ? 0 : usz(B * n_r * hcnt[s] * d);
+        size_t rcount = s == r ? 0 : usz(B * D->nc[s] * c_r * d);
+        D->sc[s] = scount;
+        D->sd[s] = soff;
+        D->rc[s] = rcount;
+        D->rd[s] = B == 1 ? usz(D->nb[s] * c_r * d) : roff; /* B = 1: straight into place */
+        if (scount)
+            copy_blocks((char *)D->sstage + soff * es, usz(n_r * hcnt[s] * d), usz(hcnt[s] * d),
+                        in + usz(hbeg[s] * d) * es, usz(n_r * Hin * d), usz(Hin * d), B, n_r,
+                        usz(hcnt[s] * d), es);
+        soff += scount;
+        roff += rcount;
+        D->vol.sent[which] += scount * es;
+        D->vol.recv[which] += rcount * es;
+    }
+    /* my own tokens of my own heads */
+    if (n_r > 0)
+        copy_blocks(out + usz(D->nb[r] * c_r * d) * es, usz(N * c_r * d), usz(c_r * d),
+                in + usz(hbeg[r] * d) * es, usz(n_r * Hin * d), usz(Hin * d), B, n_r, usz(c_r * d), es);
+    char *rbuf = B == 1 ? out : (char *)D->rstage;
+    int rc = comm_alltoallv(D->c, D->sstage, D->sc, D->sd, rbuf, D->rc, D->rd, es);
+    if (rc || B == 1)
+        return rc;
+    for (int s = 0; s < P; s++)
+        if (s != r)
+            copy_blocks(out + usz(D->nb[s] * c_r * d) * es, usz(N * c_r * d), usz(c_r * d),
+                        (char *)D->rstage + D->rd[s] * es, usz(D->nc[s] * c_r * d), usz(c_r * d), B,
+                        D->nc[s], usz(c_r * d), es);
+    return ULY_OK;
+}
+
+/*
+ * Heads -> sequence.  in: (B, N, c_r, d) holding heads [hbeg[r], +hcnt[r]);
+ * out: (B, n_r, Hout, d), rank s's heads placed at hbeg[s].
+ */
+static int a2a_heads_to_seq(uly_dist *D, int which, const char *in, int64_t Hout, const int64_t *hbeg,
+                            const int64_t *hcnt, char *out)
+{
+    const int P = D->P, r = D->rank;
+    const int64_t B = D->a.batch, N = D->a.seq, d = D->a.head_dim, n_r = D->nc[r], c_r = hcnt[r];
+    const size_t es = D->es;
+    size_t soff = 0, roff = 0;
+    for (int s = 0; s < P; s++) {
+        size_t scount = s == r ? 0 : usz(B * D->nc[s] * c_r * d);
+        size_t rcount = s == r ? 0 : usz(B * n_r * hcnt[s] * d);
+        D->sc[s] = scount;
+        D->sd[s] = B == 1 ? usz(D->nb[s] * c_r * d) : soff; /* B = 1: straight from place */
+        D->rc[s] = rcount;
+        D->rd[s] = roff;
+        if (scount && B > 1)
+            copy_blocks((char *)D->sstage + soff * es, usz(D->nc[s] * c_r * d), usz(c_r * d),
+                        in + usz(D->nb[s] * c_r * d) * es, usz(N * c_r * d), usz(c_r * d), B,
+                        D->nc[s], usz(c_r * d), es);
+        soff += scount;
+        roff += rcount;
+        D->vol.sent[which] += scount * es;
+        D->vol.recv[which] += rcount * es;
+    }
+    if (n_r > 0)
+        copy_blocks(out + usz(hbeg[r] * d) * es, usz(n_r * Hout * d), usz(Hout * d),
+                    in + usz(D->nb[r] * c_r * d) * es, usz(N * c_r * d), usz(c_r * d), B, n_r,
+                    usz(c_r * d), es);
+    const char *sbuf = B == 1 ? in : (const char *)D->sstage;
+    int rc = comm_alltoallv(D->c, sbuf, D->sc, D->sd, D->rstage, D->rc, D->rd, es);
+    if (rc)
+        return rc;
+    for (int s = 0; s < P; s++)
+        if (s != r && n_r > 0)
+            copy_blocks(out + usz(hbeg[s] * d) * es, usz(n_r * Hout * d), usz(Hout * d),
+                        (char *)D->rstage + D->rd[s] * es, usz(n_r * hcnt[s] * d), usz(hcnt[s] * d),
+                        B, n_r, usz(hcnt[s] * d), es);
+    return ULY_OK;
+}
+
+static int call_agree(uly_dist *D, int kind, int local);
+
+/* KV gradients back to sequence shards: per KV head, or per query head then folded. */
+static int a2a_kv_grad(uly_dist *D, int which, const char *in, char *out)
+{
+    if (!D->rep)
+        return a2a_heads_to_seq(D, which, in, D->a.kv_heads, D->kb, D->kc, out);
+    int rc = a2a_heads_to_seq(D, which, in, D->a.heads, D->hb, D->hc, D->expanded);
+    if (rc)
+        return rc;
+    if (D->nc[D->rank] == 0)
+        return ULY_OK;
+    /* tokens of all batches are consecutive rows here: fold B * n_r rows */
+    uly_attn_desc one = D->a;
+    one.batch = 1;
+    return uly_kv_fold(&one, 0, D->a.heads, D->a.batch * D->nc[D->rank], D->expanded, out);
+}
+
+int uly_dist_a2a(uly_dist *D, int which, const void *in, void *out)
+{
+    if (!D)
+        return uly_set_error(ULY_EINVAL, "distributed context is NULL");
+    int local = ULY_OK;
+    if (which < 0 || which >= ULY_A2A_COUNT)
+        local = uly_set_error(ULY_EINVAL, "unknown all-to-all %d", which);
+    else if ((!in || !out) && D->nc[D->rank] > 0)
+        local = uly_set_error(ULY_EINVAL, "all-to-all %s: NULL buffer", uly_a2a_name(which));
+    int rc = call_agree(D, 100 + which, local);
+    if (rc)
+        return rc;
+    switch (which) {
+    case ULY_A2A_Q:
+    case ULY_A2A_DO:
+        return a2a_seq_to_heads(D, which, in, D->a.heads, D->hb, D->hc, out);
+    case ULY_A2A_K:
+    case ULY_A2A_V:
+        return a2a_seq_to_heads(D, which, in, D->a.kv_heads, D->kb, D->kc, out);
+    case ULY_A2A_O:
+    case ULY_A2A_DQ:
+        return a2a_heads_to_seq(D, which, in, D->a.heads, D->hb, D->hc, out);
+    default:
+        return a2a_kv_grad(D, which, in, out);
+    }
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+void uly_dist_free(uly_dist *D)
+{
+    if (!D)
+        return;
+    comm_close(D->c);
+    uly_free(D->nb);
+    uly_free(D->sc);
+    uly_free(D->owned);
+    uly_free(D);
+}
+
+/* Carve the buffers of a context out of one allocation. */
+static int dist_alloc(uly_dist *D)
+{
+    const int P = D->P, r = D->rank;
+    const int64_t B = D->a.batch, N = D->a.seq, H = D->a.heads, d = D->a.head_dim;
+    D->nb = uly_calloc(6 * (size_t)P, sizeof(int64_t));
+    D->sc = uly_calloc(4 * (size_t)P, sizeof(size_t));
+    if (!D->nb || !D->sc)
+        return uly_set_error(ULY_ENOMEM, "cannot allocate partition tables for %d ranks", P);
+    D->nc = D->nb + P; D->hb = D->nc + P; D->hc = D->hb + P; D->kb = D->hc + P; D->kc = D->kb + P;
+    D->sd = D->sc + P; D->rc = D->sd + P; D->rd = D->rc + P;
+    for (int s = 0; s < P; s++) {
+        uly_split(N, P, s, &D->nb[s], &D->nc[s]);
+        uly_split(H, P, s, &D->hb[s], &D->hc[s]);
+        uly_kv_range(&D->a, D->hb[s], D->hc[s], &D->kb[s], &D->kc[s]);
+    }
+    D->rep = uly_plan_kv_replicated(&D->a, P);
+    const int64_t h_r = D->hc[r], kv_r = D->kc[r], n_r = D->nc[r];
+    const int64_t kvg = D->rep ? h_r : kv_r; /* heads of the KV gradients */
+    /* element counts of each buffer; P = 1 aliases the caller's tensors */
+    int64_t sizes[12][5] = {
+        {B, N, h_r, d, P > 1},    /* qh */
+        {B, N, kv_r, d, P > 1},   /* kh */
+        {B, N, kv_r, d, P > 1},   /* vh */
+        {B, N, h_r, d, P > 1},    /* oh */
+        {B, h_r, N, 1, 1},        /* lse */
+        {B, N, h_r, d, P > 1},    /* doh */
+        {B, N, h_r, d, P > 1},    /* dqh */
+        {B, N, kvg, d, P > 1},    /* dkh */
+        {B, N, kvg, d, P > 1},    /* dvh */
+        {B, N, H, d, P > 1},      /* sstage: bounded by both directions' totals */
+        {B, N, H, d, P > 1},      /* rstage */
+        {B, n_r, H, d, D->rep},   /* expanded */
+    };
+    /* staging: seq->heads sends B*n_r*H*d at most and receives B*N*h_r*d;
+     * heads->seq the reverse.  Use the larger of the two for each stage. */
+    int64_t stage = B * n_r * H * d > B * N * h_r * d ? B * n_r * H * d : B * N * h_r * d;
+    sizes[9][0] = sizes[10][0] = 1;
+    sizes[9][1] = sizes[10][1] = 1;
+    sizes[9][2] = sizes[10][2] = 1;
+    sizes[9][3] = sizes[10][3] = stage;
+    size_t off[12], total = 0;
+    for (int i = 0; i < 12; i++) {
+        size_t n = 0;
+        off[i] = total;
+        if (sizes[i][4]) {
+            if (uly_mul_sizes(&n, 4, sizes[i]) || uly_mul_size(n, D->es, &n) || total + n < total)
+                return uly_set_error(ULY_EOVERFLOW, "buffer sizes overflow size_t");
+            n = (n + 63) / 64 * 64;
+        }
+        total += n;
+    }
+    D->owned = uly_malloc(total);
+    if (!D->owned)
+        return uly_set_error(ULY_ENOMEM, "cannot allocate %zu bytes of head-sharded buffers", total);
+    char *base = D->owned;
+    void **slots[12] = {&D->qh, &D->kh, &D->vh, &D->oh, &D->lse, &D->doh, &D->dqh, &D->dkh, &D->dvh,
+                        &D->sstage, &D->rstage, &D->expanded};
+    for (int i = 0; i < 12; i++)
+        *slots[i] = sizes[i][4] ? base + off[i] : NULL;
+    return ULY_OK;
+}
+
+/* The configuration every rank must share, with names for the messages. */
+enum { NCFG = 14 };
+static const char *const cfg_names[NCFG] = {
+    "batch", "sequence length", "heads", "kv-heads", "head dim", "causal", "window",
+    "dtype", "scale", "block_q", "block_k", "max_count", "local attention", "call kind"};
+
+static void cfg_values(const uly_attn_desc *a, const uly_dist_opts *o, int64_t *v)
+{
+    double sc = a->scale;
+    int64_t sbits;
+    memcpy(&sbits, &sc, sizeof sbits);
+    v[0] = a->batch; v[1] = a->seq; v[2] = a->heads; v[3] = a->kv_heads; v[4] = a->head_dim;
+    v[5] = a->causal; v[6] = a->window; v[7] = a->dtype; v[8] = sbits;
+    v[9] = o->kernel.block_q; v[10] = o->kernel.block_k; v[11] = (int64_t)o->max_count;
+    v[12] = o->attn != NULL; v[13] = 0;
+}
+
+int uly_dist_create(MPI_Comm comm, const uly_attn_desc *a, const uly_dist_opts *opts,
+                    uly_dist **out)
+{
+    if (!out)
+        return uly_set_error(ULY_EINVAL, "output pointer is NULL");
+    *out = NULL;
+    uly_dist_opts def;
+    memset(&def, 0, sizeof def);
+    uly_comm *c = NULL;
+    int rc = comm_open(comm, opts ? opts->max_count : 0, &c);
+    if (rc)
+        return rc; /* MPI unusable: nothing collective can follow */
+    int local = ULY_OK;
+    uly_dist *D = uly_calloc(1, sizeof *D);
+    if (!D)
+        local = uly_set_error(ULY_ENOMEM, "cannot allocate the distributed context");
+    else {
+        D->c = c;
+        D->P = comm_size(c);
+        D->rank = comm_rank(c);
+        D->o = opts ? *opts : def;
+        if (a)
+            D->a = *a;
+        if (!a)
+            local = uly_set_error(ULY_EINVAL, "attention description is NULL");
+        else if ((local = uly_attn_desc_check(a)) == ULY_OK) {
+            D->es = uly_dtype_size(a->dtype);
+            if (D->o.attn && (!D->o.attn->fwd || !D->o.attn->bwd))
+                local = uly_set_error(ULY_EINVAL, "local attention plug-in lacks fwd or bwd");
+            else
+                local = dist_alloc(D);
+        }
+    }
+    int64_t v[NCFG];
+    memset(v, 0, sizeof v);
+    if (D)
+        cfg_values(&D->a, &D->o, v);
+    rc = comm_agree(c, local, NCFG, v, cfg_names);
+    if (rc) {
+        if (D)
+            uly_dist_free(D);
+        else
+            comm_close(c);
+        return rc;
+    }
+    *out = D;
+    return ULY_OK;
+}
+
+/* Every call starts with an agreement on (kind, call number, local status). */
+static int call_agree(uly_dist *D, int kind, int local)
+{
+    static const char *const names[2] = {"the operation (forward, backward or a2a kind)",
+                                         "the call sequence"};
+    int64_t v[2] = {kind, (int64_t)D->calls++};
+    return comm_agree(D->c, local, 2, v, names);
+}
+
+static uly_kernel_opts local_opts(const uly_dist *D)
+{
+    uly_kernel_opts k = D->o.kernel;
+    k.head_begin = D->hb[D->rank];
+    k.head_count = D->hc[D->rank];
+    k.kv_expanded = D->rep;
+    return k;
+}
+
+int uly_dist_fwd(uly_dist *D, const void *q, const void *k, const void *v, void *o)
+{
+    if (!D)
+        return uly_set_error(ULY_EINVAL, "distributed context is NULL");
+    int local = ULY_OK;
+    if ((!q || !k || !v || !o) && D->nc[D->rank] > 0)
+        local = uly_set_error(ULY_EINVAL, "forward: NULL tensor on rank %d", D->rank);
+    int rc = call_agree(D, 1, local);
+    if (rc)
+        return rc;
+    const int r = D->rank;
+    if (D->P == 1) { /* no communication: work on the caller's tensors */
+        D->qh = (void *)q; D->kh = (void *)k; D->vh = (void *)v; D->oh = o;
+    }
+    double t0 = comm_wtime();
+    rc = a2a_seq_to_heads(D, ULY_A2A_Q, q, D->a.heads, D->hb, D->hc, D->qh);
+    if (!rc)
+        rc = a2a_seq_to_heads(D, ULY_A2A_K, k, D->a.kv_heads, D->kb, D->kc, D->kh);
+    if (!rc)
+        rc = a2a_seq_to_heads(D, ULY_A2A_V, v, D->a.kv_heads, D->kb, D->kc, D->vh);
+    double t1 = comm_wtime();
+    int lrc = ULY_OK;
+    if (!rc && D->hc[r] > 0) {
+        uly_kernel_opts ko = local_opts(D);
+        lrc = D->o.attn ? D->o.attn->fwd(D->o.attn->user, &D->a, &ko, D->qh, D->kh, D->vh, D->oh, D->lse)
+                        : uly_attn_fwd(&D->a, &ko, D->qh, D->kh, D->vh, D->oh, D->lse);
+    }
+    if (rc)
+        return rc;
+    double t2 = comm_wtime();
+    rc = call_agree(D, 11, lrc); /* a failed local kernel stops every rank here */
+    if (!rc)
+        rc = a2a_heads_to_seq(D, ULY_A2A_O, D->oh, D->a.heads, D->hb, D->hc, o);
+    double t3 = comm_wtime();
+    D->times.fwd_a2a_in = t1 - t0;
+    D->times.fwd_attn = t2 - t1;
+    D->times.fwd_a2a_out = t3 - t2;
+    D->have_fwd = rc == ULY_OK;
+    return rc;
+}
+
+int uly_dist_bwd(uly_dist *D, const void *dout, void *dq, void *dk, void *dv)
+{
+    if (!D)
+        return uly_set_error(ULY_EINVAL, "distributed context is NULL");
+    int local = ULY_OK;
+    if (!D->have_fwd)
+        local = uly_set_error(ULY_EINVAL, "backward called without a successful forward");
+    else if ((!dout || !dq || !dk || !dv) && D->nc[D->rank] > 0)
+        local = uly_set_error(ULY_EINVAL, "backward: NULL tensor on rank %d", D->rank);
+    int rc = call_agree(D, 2, local);
+    if (rc)
+        return rc;
+    const int r = D->rank;
+    if (D->P == 1) {
+        D->doh = (void *)dout; D->dqh = dq; D->dkh = dk; D->dvh = dv;
+    }
+    double t0 = comm_wtime();
+    rc = a2a_seq_to_heads(D, ULY_A2A_DO, dout, D->a.heads, D->hb, D->hc, D->doh);
+    double t1 = comm_wtime();
+    int lrc = ULY_OK;
+    if (!rc && D->hc[r] > 0) {
+        uly_kernel_opts ko = local_opts(D);
+        lrc = D->o.attn ? D->o.attn->bwd(D->o.attn->user, &D->a, &ko, D->qh, D->kh, D->vh, D->oh,
+                                         D->lse, D->doh, D->dqh, D->dkh, D->dvh)
+                        : uly_attn_bwd(&D->a, &ko, D->qh, D->kh, D->vh, D->oh, D->lse, D->doh,
+                                       D->dqh, D->dkh, D->dvh);
+    }
+    if (rc)
+        return rc;
+    double t2 = comm_wtime();
+    rc = call_agree(D, 12, lrc);
+    if (!rc)
+        rc = a2a_heads_to_seq(D, ULY_A2A_DQ, D->dqh, D->a.heads, D->hb, D->hc, dq);
+    if (!rc)
+        rc = a2a_kv_grad(D, ULY_A2A_DK, D->dkh, dk);
+    if (!rc)
+        rc = a2a_kv_grad(D, ULY_A2A_DV, D->dvh, dv);
+    double t3 = comm_wtime();
+    D->times.bwd_a2a_in = t1 - t0;
+    D->times.bwd_attn = t2 - t1;
+    D->times.bwd_a2a_out = t3 - t2;
+    return rc;
+}
+
+const void *uly_dist_lse(const uly_dist *D)
+{
+    return D && D->have_fwd ? D->lse : NULL;
+}
+
+void uly_dist_shard(const uly_dist *D, int64_t *token_begin, int64_t *token_count)
+{
+    *token_begin = D->nb[D->rank];
+    *token_count = D->nc[D->rank];
+}
+
+void uly_dist_heads(const uly_dist *D, int64_t *head_begin, int64_t *head_count)
+{
+    *head_begin = D->hb[D->rank];
+    *head_count = D->hc[D->rank];
+}
+
+void uly_dist_volume(const uly_dist *D, uly_volume *measured)
+{
+    *measured = D->vol;
+}
+
+void uly_dist_reset_volume(uly_dist *D)
+{
+    memset(&D->vol, 0, sizeof D->vol);
+}
+
+void uly_dist_times_get(const uly_dist *D, uly_dist_times *t)
+{
+    *t = D->times;
+}

@@ -1,0 +1,375 @@
+/*
+ * test_dist.c -- distributed Ulysses attention under mpirun (P = 1..4).
+ *
+ *  - each all-to-all alone, with integer-encoded elements (batch, token,
+ *    head, dim) checked bit for bit, including replicated-KV folds;
+ *  - forward + backward on P ranks bitwise equal to the single-process
+ *    kernel (O, LSE, dQ, dK, dV), fp32 and fp64, and fp32 within tolerance
+ *    of the fp64 reference;
+ *  - measured bytes per rank == uly_plan_volume for every shape;
+ *  - the large-count (MPI_Alltoallw) path, a plug-in local attention,
+ *    mismatched configurations and a failing rank: every rank returns the
+ *    same error, none hangs.
+ * Runs with CK_FORK=no (forking after MPI_Init is unsafe); the wrapper
+ * tests/test_dist.sh adds a timeout.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+#include "ulysses_dist.h"
+
+static int P, rank;
+
+typedef struct shape {
+    int64_t B, N, H, Hkv, d;
+    int causal;
+    int64_t window;
+} shape;
+
+static const shape shapes[] = {
+    {1, 16, 4, 4, 8, 0, 0},      /* even */
+    {2, 1001, 7, 7, 16, 1, 0},   /* H = 7, N = 1001, batch 2, causal */
+    {2, 37, 7, 1, 8, 0, 5},      /* MQA, window */
+    {1, 50, 8, 2, 8, 1, 9},      /* GQA, causal + window */
+    {2, 23, 6, 3, 4, 0, 0},      /* GQA, groups of 2 */
+    {1, 3, 5, 5, 4, 1, 0},       /* N < P: empty shards */
+    {1, 10, 2, 1, 4, 0, 0},      /* H < P: ranks without heads */
+    {3, 19, 12, 4, 4, 1, 4},
+};
+#define NSHAPES (int)(sizeof shapes / sizeof shapes[0])
+
+static uly_attn_desc desc_of(const shape *s, uly_dtype t)
+{
+    uly_attn_desc a;
+    memset(&a, 0, sizeof a);
+    a.batch = s->B; a.seq = s->N; a.heads = s->H; a.kv_heads = s->Hkv; a.head_dim = s->d;
+    a.causal = s->causal; a.window = s->window; a.dtype = t;
+    return a;
+}
+
+/* Copy tokens [t0, t0+n) of a (B, N, Hx, d) tensor into (B, n, Hx, d). */
+static void *slice_tokens(const void *full, const uly_attn_desc *a, int64_t Hx, int64_t t0, int64_t n)
+{
+    const size_t es = uly_dtype_size(a->dtype), row = (size_t)(Hx * a->head_dim) * es;
+    char *out = malloc((size_t)(a->batch * n) * row + 1);
+    for (int64_t b = 0; b < a->batch; b++)
+        memcpy(out + (size_t)(b * n) * row, (const char *)full + (size_t)(b * a->seq + t0) * row,
+               (size_t)n * row);
+    return out;
+}
+
+static int same_tokens(const void *full, const void *part, const uly_attn_desc *a, int64_t Hx,
+                       int64_t t0, int64_t n)
+{
+    void *s = slice_tokens(full, a, Hx, t0, n);
+    const size_t es = uly_dtype_size(a->dtype);
+    int same = memcmp(s, part, (size_t)(a->batch * n * Hx * a->head_dim) * es) == 0;
+    free(s);
+    return same;
+}
+
+static double code(const uly_attn_desc *a, int64_t Hx, int64_t b, int64_t t, int64_t h, int64_t c)
+{
+    return (double)(((b * a->seq + t) * Hx + h) * a->head_dim + c + 1);
+}
+
+/* Fill (B, n, Hx, d) with codes of (b, t0 + t, h0 + h, c). */
+static double *encoded(const uly_attn_desc *a, int64_t Hcode, int64_t t0, int64_t n, int64_t h0, int64_t hn)
+{
+    double *x = malloc((size_t)(a->batch * n * hn * a->head_dim) * sizeof(double) + 8);
+    for (int64_t b = 0; b < a->batch; b++)
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t h = 0; h < hn; h++)
+                for (int64_t c = 0; c < a->head_dim; c++)
+                    x[((b * n + t) * hn + h) * a->head_dim + c] = code(a, Hcode, b, t0 + t, h0 + h, c);
+    return x;
+}
+
+START_TEST(a2a_integer_encoded)
+{
+    const shape *s = &shapes[_i];
+    uly_attn_desc a = desc_of(s, ULY_F64);
+    uly_dist *D;
+    ck_assert_int_eq(uly_dist_create(MPI_COMM_WORLD, &a, NULL, &D), ULY_OK);
+    int64_t t0, n, h0, hn, k0, kn;
+    uly_dist_shard(D, &t0, &n);
+    uly_dist_heads(D, &h0, &hn);
+    uly_kv_range(&a, h0, hn, &k0, &kn);
+    const int64_t B = a.batch, N = a.seq, d = a.head_dim, H = a.heads, Hkv = a.kv_heads;
+    const int rep = uly_plan_kv_replicated(&a, P);
+    /* sequence -> heads for Q and K */
+    for (int w = 0; w < 2; w++) {
+        int64_t Hx = w ? Hkv : H, hb = w ? k0 : h0, hc = w ? kn : hn;
+        double *in = encoded(&a, Hx, t0, n, 0, Hx);
+        double *out = malloc((size_t)(B * N * hc * d) * sizeof(double) + 8);
+        ck_assert_int_eq(uly_dist_a2a(D, w ? ULY_A2A_K : ULY_A2A_Q, in, out), ULY_OK);
+        double *want = encoded(&a, Hx, 0, N, hb, hc);
+        ck_assert_msg(memcmp(out, want, (size_t)(B * N * hc * d) * sizeof(double)) == 0,
+                      "rank %d: %s all-to-all misplaced elements", rank, w ? "K" : "Q");
+        free(in); free(out); free(want);
+    }
+    /* heads -> sequence for O */
+    {
+        double *in = encoded(&a, H, 0, N, h0, hn);
+        double *out = malloc((size_t)(B * n * H * d) * sizeof(double) + 8);
+        ck_assert_int_eq(uly_dist_a2a(D, ULY_A2A_O, in, out), ULY_OK);
+        double *want = encoded(&a, H, t0, n, 0, H);
+        ck_assert_msg(memcmp(out, want, (size_t)(B * n * H * d) * sizeof(double)) == 0,
+                      "rank %d: O all-to-all misplaced elements", rank);
+        free(in); free(out); free(want);
+    }
+    /* KV gradients: per query head and folded when replicated, per KV head otherwise */
+    {
+        const int64_t g = H / Hkv;
+        double *in = rep ? encoded(&a, H, 0, N, h0, hn) : encoded(&a, Hkv, 0, N, k0, kn);
+        double *out = malloc((size_t)(B * n * Hkv * d) * sizeof(double) + 8);
+        ck_assert_int_eq(uly_dist_a2a(D, ULY_A2A_DK, in, out), ULY_OK);
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t t = 0; t < n; t++)
+                for (int64_t kh = 0; kh < Hkv; kh++)
+                    for (int64_t c = 0; c < d; c++) {
+                        double want = 0;
+                        if (rep)
+                            for (int64_t h = kh * g; h < (kh + 1) * g; h++)
+                                want += code(&a, H, b, t0 + t, h, c);
+                        else
+                            want = code(&a, Hkv, b, t0 + t, kh, c);
+                        ck_assert_msg(out[((b * n + t) * Hkv + kh) * d + c] == want,
+                                      "rank %d: dK element (%lld,%lld,%lld,%lld) is %g, want %g", rank,
+                                      (long long)b, (long long)t, (long long)kh, (long long)c,
+                                      out[((b * n + t) * Hkv + kh) * d + c], want);
+                    }
+        free(in); free(out);
+    }
+    uly_dist_free(D);
+}
+END_TEST
+
+/* Forward + backward on P ranks vs the single-process kernel (bitwise) and
+ * vs the fp64 reference (fp32, tolerance), and the byte counters. */
+static void check_dist(const shape *s, uly_dtype t, size_t max_count, const uly_local_attn *plug)
+{
+    uly_attn_desc a = desc_of(s, t);
+    tu_problem p;
+    tu_problem_init(&p, &a, (uint64_t)(s->N + 3 * s->H + s->Hkv));
+    const size_t es = uly_dtype_size(t);
+    void *q = malloc(p.nq * es), *k = malloc(p.nkv * es), *v = malloc(p.nkv * es), *dout = malloc(p.nq * es);
+    tu_convert(p.q, q, p.nq, t); tu_convert(p.k, k, p.nkv, t);
+    tu_convert(p.v, v, p.nkv, t); tu_convert(p.dout, dout, p.nq, t);
+    /* single process, full tensors */
+    void *o1 = malloc(p.nq * es), *lse1 = malloc(p.nlse * es), *dq1 = malloc(p.nq * es);
+    void *dk1 = malloc(p.nkv * es), *dv1 = malloc(p.nkv * es);
+    uly_kernel_opts ko;
+    memset(&ko, 0, sizeof ko);
+    ko.block_q = 16;
+    ko.block_k = 32;
+    ck_assert_int_eq(uly_attn_fwd(&a, &ko, q, k, v, o1, lse1), ULY_OK);
+    ck_assert_int_eq(uly_attn_bwd(&a, &ko, q, k, v, o1, lse1, dout, dq1, dk1, dv1), ULY_OK);
+    /* P ranks */
+    uly_dist_opts opts;
+    memset(&opts, 0, sizeof opts);
+    opts.kernel = ko;
+    opts.kernel.threads = 1 + rank % 2; /* thread count must not matter */
+    opts.max_count = max_count;
+    opts.attn = plug;
+    uly_dist *D;
+    ck_assert_int_eq(uly_dist_create(MPI_COMM_WORLD, &a, &opts, &D), ULY_OK);
+    int64_t t0, n, h0, hn;
+    uly_dist_shard(D, &t0, &n);
+    uly_dist_heads(D, &h0, &hn);
+    void *qs = slice_tokens(q, &a, a.heads, t0, n), *ks = slice_tokens(k, &a, a.kv_heads, t0, n);
+    void *vs = slice_tokens(v, &a, a.kv_heads, t0, n), *ds = slice_tokens(dout, &a, a.heads, t0, n);
+    void *o = malloc((size_t)(a.batch * n * a.heads * a.head_dim) * es + 1);
+    void *dq = malloc((size_t)(a.batch * n * a.heads * a.head_dim) * es + 1);
+    void *dk = malloc((size_t)(a.batch * n * a.kv_heads * a.head_dim) * es + 1);
+    void *dv = malloc((size_t)(a.batch * n * a.kv_heads * a.head_dim) * es + 1);
+    ck_assert_int_eq(uly_dist_fwd(D, qs, ks, vs, o), ULY_OK);
+    ck_assert_int_eq(uly_dist_bwd(D, ds, dq, dk, dv), ULY_OK);
+    const char *tn = t == ULY_F32 ? "fp32" : "fp64";
+    ck_assert_msg(same_tokens(o1, o, &a, a.heads, t0, n), "%s rank %d/%d: O not bitwise equal (N=%lld H=%lld Hkv=%lld)",
+                  tn, rank, P, (long long)a.seq, (long long)a.heads, (long long)a.kv_heads);
+    ck_assert_msg(same_tokens(dq1, dq, &a, a.heads, t0, n), "%s rank %d/%d: dQ not bitwise equal", tn, rank, P);
+    ck_assert_msg(same_tokens(dk1, dk, &a, a.kv_heads, t0, n), "%s rank %d/%d: dK not bitwise equal", tn, rank, P);
+    ck_assert_msg(same_tokens(dv1, dv, &a, a.kv_heads, t0, n), "%s rank %d/%d: dV not bitwise equal", tn, rank, P);
+    const char *lse = uly_dist_lse(D);
+    for (int64_t b = 0; b < a.batch && hn > 0; b++)
+        ck_assert_msg(memcmp((const char *)lse1 + (size_t)((b * a.heads + h0) * a.seq) * es,
+                             lse + (size_t)(b * hn * a.seq) * es, (size_t)(hn * a.seq) * es) == 0,
+                      "%s rank %d/%d: LSE not bitwise equal", tn, rank, P);
+    /* measured bytes == expected from the shape */
+    uly_volume got, want;
+    uly_dist_volume(D, &got);
+    ck_assert_int_eq(uly_plan_volume(&a, P, rank, &want), ULY_OK);
+    for (int w = 0; w < ULY_A2A_COUNT; w++) {
+        ck_assert_msg(got.sent[w] == want.sent[w], "rank %d a2a %s: sent %llu bytes, expected %llu", rank,
+                      uly_a2a_name(w), (unsigned long long)got.sent[w], (unsigned long long)want.sent[w]);
+        ck_assert_msg(got.recv[w] == want.recv[w], "rank %d a2a %s: received %llu bytes, expected %llu",
+                      rank, uly_a2a_name(w), (unsigned long long)got.recv[w], (unsigned long long)want.recv[w]);
+    }
+    /* fp32 within tolerance of the fp64 reference (on this rank's tokens) */
+    if (t == ULY_F32 && a.seq <= 64) {
+        for (size_t i = 0; i < p.nq; i++) {
+            p.q[i] = tu_get(q, i, t);
+            p.dout[i] = tu_get(dout, i, t);
+        }
+        for (size_t i = 0; i < p.nkv; i++) {
+            p.k[i] = tu_get(k, i, t);
+            p.v[i] = tu_get(v, i, t);
+        }
+        double *ro = malloc(p.nq * 8), *rdq = malloc(p.nq * 8), *rdk = malloc(p.nkv * 8), *rdv = malloc(p.nkv * 8);
+        uly_attn_desc a64 = a;
+        a64.dtype = ULY_F64;
+        ck_assert_int_eq(uly_ref_fwd(&a64, p.q, p.k, p.v, ro, NULL), ULY_OK);
+        ck_assert_int_eq(uly_ref_bwd(&a64, p.q, p.k, p.v, p.dout, rdq, rdk, rdv), ULY_OK);
+        double *rs = slice_tokens(ro, &a64, a.heads, t0, n);
+        double *rg = slice_tokens(rdq, &a64, a.heads, t0, n);
+        char msg[512];
+        ck_assert_msg(!tu_close(rs, o, t, (size_t)(a.batch * n * a.heads * a.head_dim), 3e-6, 3e-5, msg, sizeof msg),
+                      "O vs reference: %s", msg);
+        ck_assert_msg(!tu_close(rg, dq, t, (size_t)(a.batch * n * a.heads * a.head_dim), 2e-5, 2e-4, msg, sizeof msg),
+                      "dQ vs reference: %s", msg);
+        free(rs); free(rg);
+        free(ro); free(rdq); free(rdk); free(rdv);
+    }
+    uly_dist_free(D);
+    free(qs); free(ks); free(vs); free(ds); free(o); free(dq); free(dk); free(dv);
+    free(q); free(k); free(v); free(dout); free(o1); free(lse1); free(dq1); free(dk1); free(dv1);
+    tu_problem_free(&p);
+}
+
+START_TEST(bitwise_f32) { check_dist(&shapes[_i], ULY_F32, 0, NULL); }
+END_TEST
+
+START_TEST(bitwise_f64) { check_dist(&shapes[_i], ULY_F64, 0, NULL); }
+END_TEST
+
+START_TEST(large_count_path)
+{
+    /* blocks above 7 elements go through MPI_Alltoallw with chunked datatypes */
+    check_dist(&shapes[_i], ULY_F32, 7, NULL);
+}
+END_TEST
+
+static int plug_calls;
+static int plug_fwd(void *user, const uly_attn_desc *a, const uly_kernel_opts *o, const void *q,
+                    const void *k, const void *v, void *out, void *lse)
+{
+    (*(int *)user)++;
+    return uly_attn_fwd(a, o, q, k, v, out, lse);
+}
+static int plug_bwd(void *user, const uly_attn_desc *a, const uly_kernel_opts *o, const void *q,
+                    const void *k, const void *v, const void *out, const void *lse, const void *dout,
+                    void *dq, void *dk, void *dv)
+{
+    (*(int *)user)++;
+    return uly_attn_bwd(a, o, q, k, v, out, lse, dout, dq, dk, dv);
+}
+
+START_TEST(plugin_attention)
+{
+    uly_local_attn plug = {plug_fwd, plug_bwd, &plug_calls};
+    plug_calls = 0;
+    check_dist(&shapes[3], ULY_F32, 0, &plug);
+    int64_t hb, hc;
+    uly_split(shapes[3].H, P, rank, &hb, &hc);
+    ck_assert_int_eq(plug_calls, hc > 0 ? 2 : 0);
+}
+END_TEST
+
+START_TEST(mismatch_all_ranks_error)
+{
+    if (P == 1)
+        return;
+    uly_attn_desc a = desc_of(&shapes[0], ULY_F32);
+    if (rank == P - 1)
+        a.seq += 1;
+    uly_dist *D = NULL;
+    double t0 = MPI_Wtime();
+    int rc = uly_dist_create(MPI_COMM_WORLD, &a, NULL, &D);
+    ck_assert_int_eq(rc, ULY_EMISMATCH);
+    ck_assert_ptr_null(D);
+    ck_assert_ptr_nonnull(strstr(uly_last_error(), "sequence length"));
+    /* dtype mismatch */
+    a = desc_of(&shapes[0], rank == 0 ? ULY_F64 : ULY_F32);
+    ck_assert_int_eq(uly_dist_create(MPI_COMM_WORLD, &a, NULL, &D), ULY_EMISMATCH);
+    ck_assert_ptr_nonnull(strstr(uly_last_error(), "dtype"));
+    /* one rank with an invalid shape: it reports why, the others name it */
+    a = desc_of(&shapes[0], ULY_F32);
+    if (rank == 1)
+        a.kv_heads = 3;
+    rc = uly_dist_create(MPI_COMM_WORLD, &a, NULL, &D);
+    if (rank == 1) {
+        ck_assert_int_eq(rc, ULY_EINVAL);
+    } else {
+        ck_assert_int_eq(rc, ULY_EPEER);
+        ck_assert_ptr_nonnull(strstr(uly_last_error(), "rank 1 failed"));
+        ck_assert_ptr_nonnull(strstr(uly_last_error(), "multiple of kv-heads"));
+    }
+    ck_assert(MPI_Wtime() - t0 < 10);
+}
+END_TEST
+
+START_TEST(failing_rank_stops_all)
+{
+    uly_attn_desc a = desc_of(&shapes[0], ULY_F32);
+    uly_dist *D;
+    ck_assert_int_eq(uly_dist_create(MPI_COMM_WORLD, &a, NULL, &D), ULY_OK);
+    int64_t t0, n;
+    uly_dist_shard(D, &t0, &n);
+    size_t sz = (size_t)(a.batch * n * a.heads * a.head_dim) * sizeof(float) + 4;
+    float *x = calloc(1, sz), *o = malloc(sz);
+    /* rank 0 passes NULL; everyone returns, nobody enters the all-to-all */
+    int rc = uly_dist_fwd(D, rank == 0 ? NULL : x, x, x, o);
+    ck_assert_int_eq(rc, rank == 0 ? ULY_EINVAL : ULY_EPEER);
+    /* backward without a successful forward is refused on every rank */
+    rc = uly_dist_bwd(D, x, o, o, o);
+    ck_assert_int_eq(rc, ULY_EINVAL);
+    ck_assert_ptr_nonnull(strstr(uly_last_error(), "without a successful forward"));
+    /* the context is still usable afterwards */
+    ck_assert_int_eq(uly_dist_fwd(D, x, x, x, o), ULY_OK);
+    free(x); free(o);
+    uly_dist_free(D);
+}
+END_TEST
+
+static Suite *make_dist_suite(void)
+{
+    Suite *s = suite_create("dist");
+    TCase *tc = tcase_create("a2a");
+    tcase_add_loop_test(tc, a2a_integer_encoded, 0, NSHAPES);
+    suite_add_tcase(s, tc);
+    TCase *te = tcase_create("exact");
+    tcase_set_timeout(te, 0);
+    tcase_add_loop_test(te, bitwise_f32, 0, NSHAPES);
+    tcase_add_loop_test(te, bitwise_f64, 0, NSHAPES);
+    tcase_add_loop_test(te, large_count_path, 2, 5);
+    tcase_add_test(te, plugin_attention);
+    suite_add_tcase(s, te);
+    TCase *tf = tcase_create("failures");
+    tcase_add_test(tf, mismatch_all_ranks_error);
+    tcase_add_test(tf, failing_rank_stops_all);
+    suite_add_tcase(s, tf);
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_size(MPI_COMM_WORLD, &P);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    SRunner *sr = srunner_create(make_dist_suite());
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, rank == 0 ? CK_NORMAL : CK_SILENT);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    int any = 0;
+    MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (failed)
+        fprintf(stderr, "rank %d: %d failures\n", rank, failed);
+    MPI_Finalize();
+    return any ? EXIT_FAILURE : EXIT_SUCCESS;
+}
