@@ -79,11 +79,11 @@ int usim_preset_path(const char *kind, const char *name, char *out, size_t outle
 
 int usim_platform_load(const char *path, usim_platform *p)
 {
-    jdoc d;
+    usim_jdoc d;
     memset(p, 0, sizeof *p);
-    int rc = jdoc_load(&d, path);
+    int rc = usim_json_load(&d, path);
     if (rc) {
-        jdoc_free(&d);
+        usim_json_free(&d);
         return rc;
     }
     json_t *root = d.root, *gpu, *intra, *inter;
@@ -92,41 +92,41 @@ int usim_platform_load(const char *path, usim_platform *p)
     double bf16 = 0, fp16 = 0, fp32 = 0, ge = 0, ae = 0, hbm = 0, hbmbw = 0, resv = 0;
     int skip = 1;
     double nvbw = 0, nveff = 1, nvlat = 0, nicbw = 0, niceff = 1, niclat = 0, over = 1;
-    if ((rc = jget_str(&d, root, "", "name", 1, &name)) ||
-        (rc = jget_int(&d, root, "", "gpus_per_node", 1, 1, &gpn)) ||
-        (rc = jget_int(&d, root, "", "max_nodes", 0, 0, &maxn)) ||
-        (rc = jget_obj(&d, root, "", "gpu", &gpu)) ||
-        (rc = jget_num(&d, gpu, "gpu", "peak_tflops_bf16", 1, 0, 1, &bf16)) ||
-        (rc = jget_num(&d, gpu, "gpu", "peak_tflops_fp16", 0, 0, 1, &fp16)) ||
-        (rc = jget_num(&d, gpu, "gpu", "peak_tflops_fp32", 0, 0, 1, &fp32)) ||
-        (rc = jget_num(&d, gpu, "gpu", "gemm_efficiency", 1, 0, 1, &ge)) ||
-        (rc = jget_num(&d, gpu, "gpu", "attention_efficiency", 1, 0, 1, &ae)) ||
-        (rc = jget_bool(&d, gpu, "gpu", "attention_skips_masked_blocks", 0, &skip)) ||
-        (rc = jget_num(&d, gpu, "gpu", "hbm_GiB", 1, 0, 1, &hbm)) ||
-        (rc = jget_num(&d, gpu, "gpu", "hbm_bw_GBps", 1, 0, 1, &hbmbw)) ||
-        (rc = jget_num(&d, gpu, "gpu", "reserved_GiB", 0, 0, 0, &resv)) ||
-        (rc = jget_obj(&d, root, "", "intra_node", &intra)) ||
-        (rc = jget_num(&d, intra, "intra_node", "bw_GBps_per_dir", 1, 0, 1, &nvbw)) ||
-        (rc = jget_num(&d, intra, "intra_node", "efficiency", 0, 0, 1, &nveff)) ||
-        (rc = jget_num(&d, intra, "intra_node", "latency_us", 1, 0, 0, &nvlat)) ||
-        (rc = jget_obj(&d, root, "", "inter_node", &inter)) ||
-        (rc = jget_num(&d, inter, "inter_node", "nic_bw_Gbps", 1, 0, 1, &nicbw)) ||
-        (rc = jget_num(&d, inter, "inter_node", "efficiency", 0, 0, 1, &niceff)) ||
-        (rc = jget_num(&d, inter, "inter_node", "latency_us", 1, 0, 0, &niclat)) ||
-        (rc = jget_num(&d, inter, "inter_node", "spine_oversubscription", 0, 1, 0, &over)))
+    if ((rc = usim_json_str(&d, root, "", "name", 1, &name)) ||
+        (rc = usim_json_int(&d, root, "", "gpus_per_node", 1, 1, &gpn)) ||
+        (rc = usim_json_int(&d, root, "", "max_nodes", 0, 0, &maxn)) ||
+        (rc = usim_json_obj(&d, root, "", "gpu", &gpu)) ||
+        (rc = usim_json_num(&d, gpu, "gpu", "peak_tflops_bf16", 1, 0, 1, &bf16)) ||
+        (rc = usim_json_num(&d, gpu, "gpu", "peak_tflops_fp16", 0, 0, 1, &fp16)) ||
+        (rc = usim_json_num(&d, gpu, "gpu", "peak_tflops_fp32", 0, 0, 1, &fp32)) ||
+        (rc = usim_json_num(&d, gpu, "gpu", "gemm_efficiency", 1, 0, 1, &ge)) ||
+        (rc = usim_json_num(&d, gpu, "gpu", "attention_efficiency", 1, 0, 1, &ae)) ||
+        (rc = usim_json_bool(&d, gpu, "gpu", "attention_skips_masked_blocks", 0, &skip)) ||
+        (rc = usim_json_num(&d, gpu, "gpu", "hbm_GiB", 1, 0, 1, &hbm)) ||
+        (rc = usim_json_num(&d, gpu, "gpu", "hbm_bw_GBps", 1, 0, 1, &hbmbw)) ||
+        (rc = usim_json_num(&d, gpu, "gpu", "reserved_GiB", 0, 0, 0, &resv)) ||
+        (rc = usim_json_obj(&d, root, "", "intra_node", &intra)) ||
+        (rc = usim_json_num(&d, intra, "intra_node", "bw_GBps_per_dir", 1, 0, 1, &nvbw)) ||
+        (rc = usim_json_num(&d, intra, "intra_node", "efficiency", 0, 0, 1, &nveff)) ||
+        (rc = usim_json_num(&d, intra, "intra_node", "latency_us", 1, 0, 0, &nvlat)) ||
+        (rc = usim_json_obj(&d, root, "", "inter_node", &inter)) ||
+        (rc = usim_json_num(&d, inter, "inter_node", "nic_bw_Gbps", 1, 0, 1, &nicbw)) ||
+        (rc = usim_json_num(&d, inter, "inter_node", "efficiency", 0, 0, 1, &niceff)) ||
+        (rc = usim_json_num(&d, inter, "inter_node", "latency_us", 1, 0, 0, &niclat)) ||
+        (rc = usim_json_num(&d, inter, "inter_node", "spine_oversubscription", 0, 1, 0, &over)))
         goto out;
     if (ge > 1)
-        { rc = jerr(&d, "gpu", "gemm_efficiency", "must be in (0, 1] (got %g)", ge); goto out; }
+        { rc = usim_json_err(&d, "gpu", "gemm_efficiency", "must be in (0, 1] (got %g)", ge); goto out; }
     if (ae > 1)
-        { rc = jerr(&d, "gpu", "attention_efficiency", "must be in (0, 1] (got %g)", ae); goto out; }
+        { rc = usim_json_err(&d, "gpu", "attention_efficiency", "must be in (0, 1] (got %g)", ae); goto out; }
     if (nveff > 1)
-        { rc = jerr(&d, "intra_node", "efficiency", "must be in (0, 1] (got %g)", nveff); goto out; }
+        { rc = usim_json_err(&d, "intra_node", "efficiency", "must be in (0, 1] (got %g)", nveff); goto out; }
     if (niceff > 1)
-        { rc = jerr(&d, "inter_node", "efficiency", "must be in (0, 1] (got %g)", niceff); goto out; }
+        { rc = usim_json_err(&d, "inter_node", "efficiency", "must be in (0, 1] (got %g)", niceff); goto out; }
     if (gpn > 4096)
-        { rc = jerr(&d, "", "gpus_per_node", "must be <= 4096 (got %lld)", (long long)gpn); goto out; }
+        { rc = usim_json_err(&d, "", "gpus_per_node", "must be <= 4096 (got %lld)", (long long)gpn); goto out; }
     if (resv * 1.0 >= hbm)
-        { rc = jerr(&d, "gpu", "reserved_GiB", "must be below hbm_GiB (%g)", hbm); goto out; }
+        { rc = usim_json_err(&d, "gpu", "reserved_GiB", "must be below hbm_GiB (%g)", hbm); goto out; }
     snprintf(p->name, sizeof p->name, "%s", name);
     snprintf(p->source, sizeof p->source, "%s", path);
     p->gpus_per_node = (int)gpn;
@@ -146,7 +146,7 @@ int usim_platform_load(const char *path, usim_platform *p)
     p->nic_lat = usim_ps(niclat * 1e-6);
     p->oversub = over;
 out:
-    jdoc_free(&d);
+    usim_json_free(&d);
     return rc;
 }
 
@@ -154,41 +154,41 @@ out:
 
 int usim_model_load(const char *path, usim_model *m)
 {
-    jdoc d;
+    usim_jdoc d;
     memset(m, 0, sizeof *m);
-    int rc = jdoc_load(&d, path);
+    int rc = usim_json_load(&d, path);
     if (rc) {
-        jdoc_free(&d);
+        usim_json_free(&d);
         return rc;
     }
     json_t *r = d.root;
     const char *name = NULL, *mlp = "gelu", *dtype = "bf16";
     int tied = 1, causal = 1;
     int64_t mb = 1, gb = 0;
-    if ((rc = jget_str(&d, r, "", "name", 1, &name)) ||
-        (rc = jget_int(&d, r, "", "layers", 1, 1, &m->layers)) ||
-        (rc = jget_int(&d, r, "", "hidden", 1, 1, &m->hidden)) ||
-        (rc = jget_int(&d, r, "", "heads", 1, 1, &m->heads)) ||
-        (rc = jget_int(&d, r, "", "kv_heads", 0, 1, &m->kv_heads)) ||
-        (rc = jget_int(&d, r, "", "ffn_hidden", 1, 1, &m->ffn)) ||
-        (rc = jget_int(&d, r, "", "vocab", 1, 1, &m->vocab)) ||
-        (rc = jget_str(&d, r, "", "mlp", 0, &mlp)) ||
-        (rc = jget_bool(&d, r, "", "tied_embeddings", 0, &tied)) ||
-        (rc = jget_bool(&d, r, "", "causal", 0, &causal)) ||
-        (rc = jget_int(&d, r, "", "seq_tokens", 1, 1, &m->seq)) ||
-        (rc = jget_int(&d, r, "", "micro_batch", 0, 1, &mb)) ||
-        (rc = jget_int(&d, r, "", "global_batch", 0, 1, &gb)) ||
-        (rc = jget_str(&d, r, "", "dtype", 0, &dtype)))
+    if ((rc = usim_json_str(&d, r, "", "name", 1, &name)) ||
+        (rc = usim_json_int(&d, r, "", "layers", 1, 1, &m->layers)) ||
+        (rc = usim_json_int(&d, r, "", "hidden", 1, 1, &m->hidden)) ||
+        (rc = usim_json_int(&d, r, "", "heads", 1, 1, &m->heads)) ||
+        (rc = usim_json_int(&d, r, "", "kv_heads", 0, 1, &m->kv_heads)) ||
+        (rc = usim_json_int(&d, r, "", "ffn_hidden", 1, 1, &m->ffn)) ||
+        (rc = usim_json_int(&d, r, "", "vocab", 1, 1, &m->vocab)) ||
+        (rc = usim_json_str(&d, r, "", "mlp", 0, &mlp)) ||
+        (rc = usim_json_bool(&d, r, "", "tied_embeddings", 0, &tied)) ||
+        (rc = usim_json_bool(&d, r, "", "causal", 0, &causal)) ||
+        (rc = usim_json_int(&d, r, "", "seq_tokens", 1, 1, &m->seq)) ||
+        (rc = usim_json_int(&d, r, "", "micro_batch", 0, 1, &mb)) ||
+        (rc = usim_json_int(&d, r, "", "global_batch", 0, 1, &gb)) ||
+        (rc = usim_json_str(&d, r, "", "dtype", 0, &dtype)))
         goto out;
     if (!json_object_get(r, "kv_heads"))
         m->kv_heads = m->heads;
     if (m->hidden % m->heads != 0) {
-        rc = jerr(&d, "", "heads", "hidden (%lld) must be a multiple of heads (%lld)",
+        rc = usim_json_err(&d, "", "heads", "hidden (%lld) must be a multiple of heads (%lld)",
                   (long long)m->hidden, (long long)m->heads);
         goto out;
     }
     if (m->heads % m->kv_heads != 0) {
-        rc = jerr(&d, "", "kv_heads", "heads (%lld) must be a multiple of kv_heads (%lld)",
+        rc = usim_json_err(&d, "", "kv_heads", "heads (%lld) must be a multiple of kv_heads (%lld)",
                   (long long)m->heads, (long long)m->kv_heads);
         goto out;
     }
@@ -197,7 +197,7 @@ int usim_model_load(const char *path, usim_model *m)
     else if (strcmp(mlp, "swiglu") == 0)
         m->gated_mlp = 1;
     else {
-        rc = jerr(&d, "", "mlp", "must be \"gelu\" or \"swiglu\" (got \"%s\")", mlp);
+        rc = usim_json_err(&d, "", "mlp", "must be \"gelu\" or \"swiglu\" (got \"%s\")", mlp);
         goto out;
     }
     int dt;
@@ -205,7 +205,7 @@ int usim_model_load(const char *path, usim_model *m)
         if (strcmp(dtype, usim_dtype_name((usim_dtype)dt)) == 0)
             break;
     if (dt == USIM_NDTYPE) {
-        rc = jerr(&d, "", "dtype", "must be bf16, fp16 or fp32 (got \"%s\")", dtype);
+        rc = usim_json_err(&d, "", "dtype", "must be bf16, fp16 or fp32 (got \"%s\")", dtype);
         goto out;
     }
     m->dtype = (usim_dtype)dt;
@@ -214,13 +214,13 @@ int usim_model_load(const char *path, usim_model *m)
     m->micro_batch = mb;
     m->global_batch = gb ? gb : mb;
     if (m->global_batch % mb != 0) {
-        rc = jerr(&d, "", "global_batch", "must be a multiple of micro_batch (%lld)", (long long)mb);
+        rc = usim_json_err(&d, "", "global_batch", "must be a multiple of micro_batch (%lld)", (long long)mb);
         goto out;
     }
     snprintf(m->name, sizeof m->name, "%s", name);
     snprintf(m->source, sizeof m->source, "%s", path);
 out:
-    jdoc_free(&d);
+    usim_json_free(&d);
     return rc;
 }
 

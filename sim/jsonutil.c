@@ -15,7 +15,7 @@
 #include "usim_internal.h"
 #include "jsonutil.h"
 
-int jdoc_load(jdoc *d, const char *path)
+int usim_json_load(usim_jdoc *d, const char *path)
 {
     memset(d, 0, sizeof *d);
     d->file = path;
@@ -59,7 +59,7 @@ int jdoc_load(jdoc *d, const char *path)
     return USIM_OK;
 }
 
-void jdoc_free(jdoc *d)
+void usim_json_free(usim_jdoc *d)
 {
     json_decref(d->root);
     free(d->text);
@@ -84,7 +84,7 @@ static long find_key(const char *text, long from, const char *key)
     return -1;
 }
 
-static void locate(const jdoc *d, const char *parent, const char *key, int *line, int *col)
+static void locate(const usim_jdoc *d, const char *parent, const char *key, int *line, int *col)
 {
     long at = 0, off = -1;
     if (parent && *parent) {
@@ -112,7 +112,7 @@ static void locate(const jdoc *d, const char *parent, const char *key, int *line
     }
 }
 
-int jerr(jdoc *d, const char *parent, const char *key, const char *fmt, ...)
+int usim_json_err(usim_jdoc *d, const char *parent, const char *key, const char *fmt, ...)
 {
     char msg[300];
     va_list ap;
@@ -142,7 +142,7 @@ static const char *type_name(const json_t *v)
     return "?";
 }
 
-static int member(jdoc *d, json_t *obj, const char *parent, const char *key, int required,
+static int member(usim_jdoc *d, json_t *obj, const char *parent, const char *key, int required,
                   json_t **out)
 {
     *out = json_object_get(obj, key);
@@ -160,17 +160,17 @@ static int member(jdoc *d, json_t *obj, const char *parent, const char *key, int
     return USIM_OK;
 }
 
-int jget_obj(jdoc *d, json_t *obj, const char *parent, const char *key, json_t **out)
+int usim_json_obj(usim_jdoc *d, json_t *obj, const char *parent, const char *key, json_t **out)
 {
     int rc = member(d, obj, parent, key, 1, out);
     if (rc)
         return rc;
     if (!json_is_object(*out))
-        return jerr(d, parent, key, "expected an object, got %s", type_name(*out));
+        return usim_json_err(d, parent, key, "expected an object, got %s", type_name(*out));
     return USIM_OK;
 }
 
-int jget_num(jdoc *d, json_t *obj, const char *parent, const char *key, int required,
+int usim_json_num(usim_jdoc *d, json_t *obj, const char *parent, const char *key, int required,
              double lo, int lo_strict, double *out)
 {
     json_t *v;
@@ -178,15 +178,15 @@ int jget_num(jdoc *d, json_t *obj, const char *parent, const char *key, int requ
     if (rc || !v)
         return rc;
     if (!json_is_number(v))
-        return jerr(d, parent, key, "expected a number, got %s", type_name(v));
+        return usim_json_err(d, parent, key, "expected a number, got %s", type_name(v));
     double x = json_number_value(v);
     if (!isfinite(x) || (lo_strict ? !(x > lo) : !(x >= lo)))
-        return jerr(d, parent, key, "must be %s %g (got %g)", lo_strict ? ">" : ">=", lo, x);
+        return usim_json_err(d, parent, key, "must be %s %g (got %g)", lo_strict ? ">" : ">=", lo, x);
     *out = x;
     return USIM_OK;
 }
 
-int jget_int(jdoc *d, json_t *obj, const char *parent, const char *key, int required,
+int usim_json_int(usim_jdoc *d, json_t *obj, const char *parent, const char *key, int required,
              int64_t lo, int64_t *out)
 {
     json_t *v;
@@ -194,27 +194,27 @@ int jget_int(jdoc *d, json_t *obj, const char *parent, const char *key, int requ
     if (rc || !v)
         return rc;
     if (!json_is_integer(v))
-        return jerr(d, parent, key, "expected an integer, got %s", json_is_real(v) ? "a fraction" : type_name(v));
+        return usim_json_err(d, parent, key, "expected an integer, got %s", json_is_real(v) ? "a fraction" : type_name(v));
     int64_t x = (int64_t)json_integer_value(v);
     if (x < lo)
-        return jerr(d, parent, key, "must be >= %lld (got %lld)", (long long)lo, (long long)x);
+        return usim_json_err(d, parent, key, "must be >= %lld (got %lld)", (long long)lo, (long long)x);
     *out = x;
     return USIM_OK;
 }
 
-int jget_bool(jdoc *d, json_t *obj, const char *parent, const char *key, int required, int *out)
+int usim_json_bool(usim_jdoc *d, json_t *obj, const char *parent, const char *key, int required, int *out)
 {
     json_t *v;
     int rc = member(d, obj, parent, key, required, &v);
     if (rc || !v)
         return rc;
     if (!json_is_boolean(v))
-        return jerr(d, parent, key, "expected true or false, got %s", type_name(v));
+        return usim_json_err(d, parent, key, "expected true or false, got %s", type_name(v));
     *out = json_is_true(v);
     return USIM_OK;
 }
 
-int jget_str(jdoc *d, json_t *obj, const char *parent, const char *key, int required,
+int usim_json_str(usim_jdoc *d, json_t *obj, const char *parent, const char *key, int required,
              const char **out)
 {
     json_t *v;
@@ -222,7 +222,7 @@ int jget_str(jdoc *d, json_t *obj, const char *parent, const char *key, int requ
     if (rc || !v)
         return rc;
     if (!json_is_string(v))
-        return jerr(d, parent, key, "expected a string, got %s", type_name(v));
+        return usim_json_err(d, parent, key, "expected a string, got %s", type_name(v));
     *out = json_string_value(v);
     return USIM_OK;
 }

@@ -7,28 +7,28 @@
 
 #include <jansson.h>
 
-typedef struct jdoc {
+typedef struct usim_jdoc {
     const char *file;
     char *text;
     size_t len;
     json_t *root;
-} jdoc;
+} usim_jdoc;
 
-int jdoc_load(jdoc *d, const char *path);
-void jdoc_free(jdoc *d);
+int usim_json_load(usim_jdoc *d, const char *path);
+void usim_json_free(usim_jdoc *d);
 
 /* Member `key` of object `obj` (named `parent`, "" for the top level).
  * Numbers: must be > lo (lo_strict) or >= lo; integers must be integral. */
-int jget_obj(jdoc *d, json_t *obj, const char *parent, const char *key, json_t **out);
-int jget_num(jdoc *d, json_t *obj, const char *parent, const char *key, int required,
+int usim_json_obj(usim_jdoc *d, json_t *obj, const char *parent, const char *key, json_t **out);
+int usim_json_num(usim_jdoc *d, json_t *obj, const char *parent, const char *key, int required,
              double lo, int lo_strict, double *out);
-int jget_int(jdoc *d, json_t *obj, const char *parent, const char *key, int required,
+int usim_json_int(usim_jdoc *d, json_t *obj, const char *parent, const char *key, int required,
              int64_t lo, int64_t *out);
-int jget_bool(jdoc *d, json_t *obj, const char *parent, const char *key, int required, int *out);
-int jget_str(jdoc *d, json_t *obj, const char *parent, const char *key, int required,
+int usim_json_bool(usim_jdoc *d, json_t *obj, const char *parent, const char *key, int required, int *out);
+int usim_json_str(usim_jdoc *d, json_t *obj, const char *parent, const char *key, int required,
              const char **out);
 /* Error at the position of key (or of parent when key is NULL). */
-int jerr(jdoc *d, const char *parent, const char *key, const char *fmt, ...)
+int usim_json_err(usim_jdoc *d, const char *parent, const char *key, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 4, 5)))
 #endif

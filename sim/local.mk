@@ -39,8 +39,8 @@ check_PROGRAMS += sim/tests/test_engine sim/tests/test_net sim/tests/test_descri
 	sim/tests/test_workload
 TESTS += sim/tests/test_engine sim/tests/test_net sim/tests/test_describe \
 	sim/tests/test_workload sim/tests/cli_basic.sh sim/tests/cli_errors.sh \
-	sim/tests/cli_sweep.sh
-EXTRA_DIST += sim/tests/cli_basic.sh sim/tests/cli_errors.sh sim/tests/cli_sweep.sh \
+	sim/tests/cli_sweep.sh sim/tests/symbols.sh
+EXTRA_DIST += sim/tests/cli_basic.sh sim/tests/cli_errors.sh sim/tests/cli_sweep.sh sim/tests/symbols.sh \
 	sim/tests/data/bad-syntax.json sim/tests/data/missing-key.json \
 	sim/tests/data/wrong-type.json sim/tests/data/zero-bw.json \
 	sim/tests/data/model-bad-heads.json sim/tests/data/tiny-platform.json

@@ -118,8 +118,8 @@ static int list_kind(const char *kind, const char *name_only)
                     printf("  %-16s (invalid: %s)\n", names[i], usim_last_error());
                     continue;
                 }
-                printf("  %-16s %d GPUs/node, %.0f TFLOP/s bf16, %.0f GiB HBM, NVLink %.0f GB/s/dir, "
-                       "NIC %.0f GB/s/dir%s\n",
+                printf("  %-16s %d GPUs/node, %.0f TFLOP/s bf16, %.0f GiB HBM, intra-node %.0f GB/s/dir, "
+                       "NIC %.0f GB/s/dir (effective)%s\n",
                        names[i], p.gpus_per_node, p.peak_flops[USIM_BF16] / 1e12,
                        p.hbm_bytes / 1073741824.0, p.nvl_Bps / 1e9, p.nic_Bps / 1e9,
                        p.max_nodes == 1 ? ", single node" : "");

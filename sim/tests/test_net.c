@@ -90,7 +90,7 @@ START_TEST(test_max_min_fairness)
     usim_platform p = plat(8, 1);
     usim_net *n = usim_net_new(&p, 8);
     usim_xfer x[3] = {xf(0, 1, 500000), xf(0, 2, 500000), xf(3, 2, 500000)};
-    usim_time fin[3], mk;
+    usim_time fin[4], mk;
     ck_assert_int_eq(usim_net_run(n, x, 3, fin, &mk), USIM_OK);
     for (int i = 0; i < 3; i++)
         ck_assert_int_eq(fin[i], 1 * US + 1000000000LL);
@@ -98,6 +98,7 @@ START_TEST(test_max_min_fairness)
     usim_xfer y[4] = {xf(0, 1, 500000), xf(0, 2, 500000), xf(3, 2, 500000), xf(3, 4, 500000)};
     ck_assert_int_eq(usim_net_run(n, y, 4, fin, &mk), USIM_OK);
     ck_assert_int_eq(mk, 1 * US + 1000000000LL);
+    ck_assert_int_eq(fin[3], 1 * US + 1000000000LL);
     usim_net_free(n);
 }
 END_TEST

@@ -1,0 +1,16 @@
+#!/bin/sh
+# symbols.sh -- libusim defines only usim_-prefixed global symbols (the plan
+# layer it links, uly_*, is checked by its own tests).
+set -u
+: "${top_builddir:=../..}"
+lib="$top_builddir/sim/.libs/libusim.a"
+command -v nm > /dev/null 2>&1 || { echo "nm not found: skipped"; exit 77; }
+[ -f "$lib" ] || { echo "$lib not found: skipped"; exit 77; }
+bad=$(nm -g --defined-only "$lib" 2>/dev/null | awk 'NF == 3 {print $3}' | grep -v '^usim_' | grep -v '^uly_')
+if [ -n "$bad" ]; then
+    echo "FAIL: symbols without the usim_ prefix:"
+    echo "$bad"
+    exit 1
+fi
+echo "ok: every global symbol of libusim is usim_-prefixed"
+exit 0
