@@ -478,12 +478,8 @@ out:
     n->dep_off = n->dep_list = n->comp = NULL;
     n->fmark = NULL;
     n->frozen = NULL;
-    if (rc == USIM_OK)
-        for (int l = 0; l < n->nlinks; l++)
-            n->lq[l].n = 0;
-    else
-        for (int l = 0; l < n->nlinks; l++)
-            n->lq[l].n = 0;
+    for (int l = 0; l < n->nlinks; l++)   /* empty after success; cleared after a failure */
+        n->lq[l].n = 0;
     return rc;
 }
 

@@ -311,7 +311,7 @@ static void make_shape(const usim_model *m, const usim_job *j, shape *x)
     x->P = j->sp;
     x->u = j->ulysses;
     x->r = j->sp / j->ulysses;
-    int64_t beg, cnt;
+    int64_t beg;
     uly_split(x->s, x->P, 0, &beg, &x->n);
     double h = (double)x->h;
     double lp = h * (h + 2.0 * x->hkv) + h * h + (m->gated_mlp ? 3.0 : 2.0) * h * x->F + 4 * h;
@@ -355,7 +355,6 @@ static void make_shape(const usim_model *m, const usim_job *j, shape *x)
     default:
         break;
     }
-    (void)cnt;
 }
 
 /* ------------------------------------------------------------ FLOPs */
@@ -934,8 +933,6 @@ static int layer_fwd(bld *b, int l, int param_dep, int recompute)
 {
     const flops *f = b->f;
     const usim_job *j = b->j;
-    const char *tag = recompute ? "recompute " : "";
-    (void)tag;
     int prev = b->last_c;
     int c;
     switch (j->method) {
@@ -1177,7 +1174,17 @@ static int exposed(const graph *g, usim_time end, double out[USIM_NKIND])
 
 static void trace_write(FILE *t, const graph *g, const jobcoll *jc, const char *title)
 {
-    fprintf(t, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"title\":\"%s\"},\"traceEvents\":[\n", title);
+    /* the title holds user-supplied names: escape it; every other string is a literal */
+    fputs("{\"displayTimeUnit\":\"ms\",\"otherData\":{\"title\":\"", t);
+    for (const char *c = title; *c; c++) {
+        if (*c == '"' || *c == '\\')
+            fprintf(t, "\\%c", *c);
+        else if ((unsigned char)*c < 0x20)
+            fprintf(t, "\\u%04x", (unsigned)(unsigned char)*c);
+        else
+            fputc(*c, t);
+    }
+    fputs("\"},\"traceEvents\":[\n", t);
     fprintf(t, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"GPU 0\"}},\n");
     fprintf(t, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":2,\"args\":{\"name\":\"links of GPU 0\"}}");
     for (int s = 0; s < NSTREAM; s++)

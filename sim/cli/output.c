@@ -87,6 +87,17 @@ void out_csv_header(FILE *f)
           "mem_GiB,fits,max_seq_tokens,error\n", f);
 }
 
+static void csv_str(FILE *f, const char *s);
+
+/* A name field: quoted only when it needs to be. */
+static void csv_name(FILE *f, const char *s)
+{
+    if (strpbrk(s, ",\"\n\r"))
+        csv_str(f, s);
+    else
+        fputs(s, f);
+}
+
 static void csv_str(FILE *f, const char *s)
 {
     fputc('"', f);
@@ -101,7 +112,11 @@ static void csv_str(FILE *f, const char *s)
 void out_csv_row(FILE *f, const usim_platform *p, const usim_model *m, int gpus, const row *w)
 {
     const usim_result *r = &w->r;
-    fprintf(f, "%s,%s,%s,%d,", usim_method_name(w->method), p->name, m->name, gpus);
+    fprintf(f, "%s,", usim_method_name(w->method));
+    csv_name(f, p->name);
+    fputc(',', f);
+    csv_name(f, m->name);
+    fprintf(f, ",%d,", gpus);
     if (!w->ok) {
         fprintf(f, ",,,,,,,%lld,,,,,,,,,,,,,,,,", (long long)m->seq);
         csv_str(f, w->err);
