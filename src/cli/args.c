@@ -1,0 +1,149 @@
+/* args.c -- see args.h. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+
+int args_int(const char *s, int64_t *out)
+{
+    if (!s || !*s)
+        return 1;
+    errno = 0;
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s)
+        return 1;
+    int64_t mul = 1;
+    if (*end) {
+        switch (*end) {
+        case 'k': case 'K': mul = 1024; break;
+        case 'm': case 'M': mul = 1024 * 1024; break;
+        case 'g': case 'G': mul = 1024 * 1024 * 1024; break;
+        default: return 1;
+        }
+        if (end[1])
+            return 1;
+    }
+    if (v > INT64_MAX / mul || v < INT64_MIN / mul)
+        return 1;
+    *out = (int64_t)v * mul;
+    return 0;
+}
+
+static const arg_opt *find(const arg_opt *opts, const char *name, size_t len)
+{
+    for (const arg_opt *o = opts; o->name; o++)
+        if (strlen(o->name) == len && strncmp(o->name, name, len) == 0)
+            return o;
+    return NULL;
+}
+
+int args_parse(const char *cmd, int argc, char **argv, const arg_opt *opts, char *err, size_t errlen)
+{
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
+            return ARGS_HELP;
+        if (strncmp(a, "--", 2) != 0) {
+            snprintf(err, errlen, "%s: unexpected argument '%s' (options start with --)", cmd, a);
+            return ARGS_ERROR;
+        }
+        const char *name = a + 2, *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const arg_opt *o = find(opts, name, len);
+        if (!o) {
+            snprintf(err, errlen, "%s: unknown option '--%.*s' (see %s --help)", cmd, (int)len, name, cmd);
+            return ARGS_ERROR;
+        }
+        if (o->seen)
+            *o->seen = 1;
+        if (o->kind == ARG_FLAG) {
+            if (eq) {
+                snprintf(err, errlen, "%s: option --%s takes no value", cmd, o->name);
+                return ARGS_ERROR;
+            }
+            *(int *)o->dst = 1;
+            continue;
+        }
+        const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+        if (!val) {
+            snprintf(err, errlen, "%s: option --%s needs a value (%s)", cmd, o->name, o->metavar ? o->metavar : "value");
+            return ARGS_ERROR;
+        }
+        switch (o->kind) {
+        case ARG_INT: {
+            int64_t v;
+            if (args_int(val, &v)) {
+                snprintf(err, errlen, "%s: --%s expects an integer, got '%s'", cmd, o->name, val);
+                return ARGS_ERROR;
+            }
+            if (v < o->min || v > o->max) {
+                snprintf(err, errlen, "%s: --%s must be in %lld..%lld, got %lld", cmd, o->name,
+                         (long long)o->min, (long long)o->max, (long long)v);
+                return ARGS_ERROR;
+            }
+            *(int64_t *)o->dst = v;
+            break;
+        }
+        case ARG_REAL: {
+            char *end;
+            errno = 0;
+            double v = strtod(val, &end);
+            if (errno || end == val || *end || !isfinite(v)) {
+                snprintf(err, errlen, "%s: --%s expects a finite number, got '%s'", cmd, o->name, val);
+                return ARGS_ERROR;
+            }
+            if (o->min < o->max && (v < (double)o->min || v > (double)o->max)) {
+                snprintf(err, errlen, "%s: --%s must be in %lld..%lld, got %s", cmd, o->name,
+                         (long long)o->min, (long long)o->max, val);
+                return ARGS_ERROR;
+            }
+            *(double *)o->dst = v;
+            break;
+        }
+        case ARG_STR:
+            if (!*val) {
+                snprintf(err, errlen, "%s: --%s needs a non-empty value", cmd, o->name);
+                return ARGS_ERROR;
+            }
+            *(const char **)o->dst = val;
+            break;
+        case ARG_CHOICE: {
+            int k = 0;
+            for (; o->choices[k]; k++)
+                if (strcmp(o->choices[k], val) == 0)
+                    break;
+            if (!o->choices[k]) {
+                char list[256] = "";
+                for (int j = 0; o->choices[j]; j++) {
+                    strncat(list, j ? ", " : "", sizeof list - strlen(list) - 1);
+                    strncat(list, o->choices[j], sizeof list - strlen(list) - 1);
+                }
+                snprintf(err, errlen, "%s: --%s must be one of %s, got '%s'", cmd, o->name, list, val);
+                return ARGS_ERROR;
+            }
+            *(int *)o->dst = k;
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    return ARGS_OK;
+}
+
+void args_usage(FILE *f, const char *cmd, const char *synopsis, const arg_opt *opts)
+{
+    fprintf(f, "usage: %s %s\n\noptions:\n", cmd, synopsis);
+    for (const arg_opt *o = opts; o->name; o++) {
+        char left[64];
+        if (o->kind == ARG_FLAG)
+            snprintf(left, sizeof left, "--%s", o->name);
+        else
+            snprintf(left, sizeof left, "--%s %s", o->name, o->metavar ? o->metavar : "X");
+        fprintf(f, "  %-26s %s\n", left, o->help);
+    }
+    fprintf(f, "  %-26s %s\n", "--help", "print this help and exit");
+}
