@@ -256,6 +256,9 @@ typedef struct usim_sim usim_sim;
 /* A simulation context for one platform and GPU count (memoizes collectives). */
 usim_sim *usim_sim_new(const usim_platform *p, int gpus);
 void usim_sim_free(usim_sim *s);
+/* Whether communications of different streams that overlap in time share the
+ * link classes of the GPU (default 1; 0: each runs at its isolated speed). */
+void usim_sim_set_contention(usim_sim *s, int on);
 /* Simulate one training iteration.  trace (may be NULL): a Chrome/Perfetto
  * trace of the iteration is written there. */
 int usim_simulate(usim_sim *s, const usim_model *m, const usim_job *j, FILE *trace,

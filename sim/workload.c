@@ -188,8 +188,14 @@ struct usim_sim {
     cache_entry *cache;
     int ncache, capcache;
     int simulated;
+    int contention;
     uint64_t *scratch_sent, *scratch_recv;
 };
+
+void usim_sim_set_contention(usim_sim *s, int on)
+{
+    s->contention = on != 0;
+}
 
 usim_sim *usim_sim_new(const usim_platform *p, int gpus)
 {
@@ -200,6 +206,7 @@ usim_sim *usim_sim_new(const usim_platform *p, int gpus)
     }
     s->p = *p;
     s->gpus = gpus;
+    s->contention = 1;
     s->net = usim_net_new(p, gpus);
     s->scratch_sent = calloc((size_t)gpus, sizeof *s->scratch_sent);
     s->scratch_recv = calloc((size_t)gpus, sizeof *s->scratch_recv);
@@ -753,6 +760,12 @@ typedef struct op {
     int sdep;              /* op that must have started (ring tails), or -1 */
     usim_time tail_B, tail_H;  /* ring tail: block and hop durations */
     int tail_R;            /* ring tail: ring size (0: not a tail) */
+    usim_time tail_e1;     /* ring tail: end bound from compute and the first hop */
+    int tail;              /* hop chain: its ring tail op, or -1 */
+    /* communication under contention: rem is isolated-time work left (ps) */
+    double rem, rate, u[USIM_NCLASS];
+    usim_time t_last;
+    uint32_t ver;
 } op;
 
 typedef struct graph {
@@ -762,6 +775,8 @@ typedef struct graph {
     int nsq[NSTREAM], capsq[NSTREAM], head[NSTREAM];
     int busy[NSTREAM];
     int err;
+    int contention;        /* share link classes between overlapping communications */
+    int active[NSTREAM], nactive;
     usim_engine *eng;
 } graph;
 
@@ -805,6 +820,7 @@ static int g_add(graph *g, int stream, usim_time dur, int kind, int coll_id, int
     o->start = o->end = -1;
     o->mult = 1;
     o->sdep = -1;
+    o->tail = -1;
     g->sq[stream][g->nsq[stream]++] = id;
     return id;
 }
@@ -819,9 +835,53 @@ static void g_free(graph *g)
 
 static void on_op_done(usim_engine *e, void *ctx, int64_t arg);
 
+static void g_at(graph *g, usim_time t, int id)
+{
+    int64_t a = (int64_t)(((uint64_t)g->ops[id].ver << 32) | (uint32_t)id);
+    if (usim_engine_at(g->eng, t, on_op_done, g, a))
+        g->err = USIM_ENOMEM;
+}
+
+/* Contention between communications that overlap in time (at most one per
+ * communication stream): on each link class of the representative GPU, the
+ * running operations' isolated utilizations u add up; an operation using a
+ * class loaded above 1 is slowed by that load (processor sharing).  Rates are
+ * recomputed whenever a communication starts or ends. */
+static void g_reshare(graph *g, usim_time now)
+{
+    double load[USIM_NCLASS] = {0};
+    for (int i = 0; i < g->nactive; i++) {
+        op *o = &g->ops[g->active[i]];
+        o->rem -= o->rate * (double)(now - o->t_last);
+        if (o->rem < 0)
+            o->rem = 0;
+        o->t_last = now;
+        for (int c = 0; c < USIM_NCLASS; c++)
+            load[c] += o->u[c];
+    }
+    for (int i = 0; i < g->nactive; i++) {
+        int id = g->active[i];
+        op *o = &g->ops[id];
+        double s = 1;
+        if (g->contention)
+            for (int c = 0; c < USIM_NCLASS; c++)
+                if (o->u[c] > 0 && load[c] > s)
+                    s = load[c];
+        double rate = 1 / s;
+        if (rate == o->rate && o->ver > 0)
+            continue;   /* unchanged: keep the scheduled completion */
+        o->rate = rate;
+        o->ver++;
+        double left = o->rem / rate;
+        usim_time dt = (usim_time)ceil(left - 1e-6);
+        g_at(g, now + (dt > 0 ? dt : 0), id);
+    }
+}
+
 static void g_try_start(graph *g)
 {
     usim_time now = usim_engine_now(g->eng);
+    int started_comm = 0;
     for (int s = 0; s < NSTREAM; s++) {
         if (g->busy[s] || g->head[s] >= g->nsq[s])
             continue;
@@ -838,32 +898,71 @@ static void g_try_start(graph *g)
         g->busy[s] = 1;
         g->head[s]++;
         o->start = now;
+        if (o->stream != ST_COMPUTE) {
+            o->rem = (double)o->dur;
+            o->rate = 0;
+            o->t_last = now;
+            g->active[g->nactive++] = id;
+            started_comm = 1;
+            continue;
+        }
         if (o->tail_R > 1) {
             /* Blocks 1..R-1 of a ring pass: block k needs hop k-1, which ends at
              * h + k H (h: start of the hop chain); blocks run back to back.  The
-             * recurrence e_k = max(e_{k-1}, h + k H) + B has the closed form below
-             * (the max of a linear function of k is at an end point). */
+             * recurrence e_k = max(e_{k-1}, h + k H) + B has the closed form
+             * max(now + (R-1) B, h + H + (R-1) B, end of the hop chain + B)
+             * (the max of a linear function of k is at an end point); the last
+             * term is known when the chain ends (it may be slowed by contention). */
             usim_time h = g->ops[o->sdep].start, B = o->tail_B, H = o->tail_H;
             int64_t R = o->tail_R;
             usim_time e = now + (R - 1) * B;
             if (h + H + (R - 1) * B > e)
                 e = h + H + (R - 1) * B;
-            if (h + (R - 1) * H + B > e)
-                e = h + (R - 1) * H + B;
-            o->dur = e - now;
+            o->tail_e1 = e;
+            const op *chain = &g->ops[o->sdep];
+            if (chain->done) {
+                if (chain->end + B > e)
+                    e = chain->end + B;
+                g_at(g, e, id);
+            }
+            continue;   /* else scheduled when the chain ends */
         }
-        if (usim_engine_at(g->eng, now + o->dur, on_op_done, g, id))
-            g->err = USIM_ENOMEM;
+        g_at(g, now + o->dur, id);
     }
+    if (started_comm)
+        g_reshare(g, now);
 }
 
 static void on_op_done(usim_engine *e, void *ctx, int64_t arg)
 {
     graph *g = ctx;
-    op *o = &g->ops[arg];
-    o->end = usim_engine_now(e);
+    int id = (int)(arg & 0xffffffff);
+    uint32_t ver = (uint32_t)((uint64_t)arg >> 32);
+    op *o = &g->ops[id];
+    if (o->ver != ver || o->done)
+        return;   /* superseded by a rate change */
+    usim_time now = usim_engine_now(e);
+    o->end = now;
     o->done = 1;
     g->busy[o->stream] = 0;
+    if (o->stream != ST_COMPUTE) {
+        for (int i = 0; i < g->nactive; i++)
+            if (g->active[i] == id) {
+                g->active[i] = g->active[--g->nactive];
+                break;
+            }
+        o->dur = o->end - o->start;
+        g_reshare(g, now);
+        if (o->tail >= 0) {
+            op *t = &g->ops[o->tail];
+            if (t->start >= 0 && !t->done) {
+                usim_time end = now + t->tail_B > t->tail_e1 ? now + t->tail_B : t->tail_e1;
+                g_at(g, end, o->tail);
+            }
+        }
+    } else if (o->tail_R > 1) {
+        o->dur = o->end - o->start;
+    }
     g_try_start(g);
 }
 
@@ -896,9 +995,25 @@ static int comp(bld *b, usim_time dur, int layer, const char *name, int d0, int 
     return id;
 }
 
+/* Isolated utilization of each link class of the busiest GPU during a
+ * collective: bytes / (duration x bandwidth), at most 1. */
+static void set_util(bld *b, int id, int cid)
+{
+    if (id < 0)
+        return;
+    const usim_coll_result *r = &b->jc->r[cid];
+    double bw[USIM_NCLASS] = {b->p->nvl_Bps, b->p->nic_Bps};
+    for (int c = 0; c < USIM_NCLASS; c++) {
+        double u = r->duration > 0 ? (double)r->max_sent[c] / (usim_sec(r->duration) * bw[c]) : 0;
+        b->g.ops[id].u[c] = u > 1 ? 1 : u;
+    }
+}
+
 static int comm(bld *b, int stream, int kind, int cid, int layer, const char *name, int d0, int d1)
 {
-    return g_add(&b->g, stream, b->jc->r[cid].duration, kind, cid, layer, name, d0, d1, -1);
+    int id = g_add(&b->g, stream, b->jc->r[cid].duration, kind, cid, layer, name, d0, d1, -1);
+    set_util(b, id, cid);
+    return id;
 }
 
 /* A ring-attention pass of R steps: block 0 (the diagonal) and the chain of
@@ -917,10 +1032,12 @@ static int ring_pass(bld *b, int l, int R, double step0, double step, int hop_ci
     if (hc < 0)
         return -1;
     b->g.ops[hc].mult = R - 1;
+    set_util(b, hc, hop_cid);
     int t = comp(b, 0, l, name, b0, -1);
     if (t < 0)
         return -1;
     b->g.ops[t].sdep = hc;
+    b->g.ops[hc].tail = t;
     b->g.ops[t].tail_R = R;
     b->g.ops[t].tail_B = t_attn(b, step);
     b->g.ops[t].tail_H = H;
@@ -1251,6 +1368,7 @@ int usim_simulate(usim_sim *sim, const usim_model *m, const usim_job *jin, FILE 
     b.layer_last_c = malloc((size_t)m->layers * sizeof(int));
     b.bwd_last_c = malloc((size_t)m->layers * sizeof(int));
     b.g.eng = usim_engine_new();
+    b.g.contention = sim->contention;
     if (!b.layer_last_c || !b.bwd_last_c || !b.g.eng) {
         rc = usim_set_error(USIM_ENOMEM, "out of memory");
         goto out;

@@ -321,6 +321,29 @@ START_TEST(test_trace)
 }
 END_TEST
 
+/* Overlapping communications share link classes: never faster than isolated. */
+START_TEST(test_contention_monotone)
+{
+    usim_platform p = a100();
+    usim_model m = model(4, 4096, 32, 32, 65536);
+    m.global_batch = 2;
+    for (int me = 0; me < USIM_NMETHOD; me++) {
+        usim_job j = job((usim_method)me, 64, 32);
+        usim_sim *s = usim_sim_new(&p, 64);
+        usim_result on, off;
+        ck_assert_int_eq(usim_simulate(s, &m, &j, NULL, &on), USIM_OK);
+        usim_sim_set_contention(s, 0);
+        ck_assert_int_eq(usim_simulate(s, &m, &j, NULL, &off), USIM_OK);
+        ck_assert_msg(on.iter_s >= off.iter_s - 1e-12, "%s: %.9f < %.9f",
+                      usim_method_name(j.method), on.iter_s, off.iter_s);
+        ck_assert(on.compute_s == off.compute_s);
+        for (int k = 0; k < USIM_NCLASS; k++)
+            ck_assert(on.sent_bytes[k] == off.sent_bytes[k]);
+        usim_sim_free(s);
+    }
+}
+END_TEST
+
 /* Speed: 1024 GPUs, 32 layers, forward + backward, every method. */
 START_TEST(test_speed_1024)
 {
@@ -352,6 +375,7 @@ static Suite *make_workload_suite(void)
     tcase_add_test(tc, test_config_errors);
     tcase_add_test(tc, test_memory_and_max_seq);
     tcase_add_test(tc, test_trace);
+    tcase_add_test(tc, test_contention_monotone);
     tcase_add_test(tc, test_speed_1024);
     suite_add_tcase(s, tc);
     return s;
