@@ -33,7 +33,7 @@ static int before(const event *a, const event *b)
 
 usim_engine *usim_engine_new(void)
 {
-    usim_engine *e = calloc(1, sizeof *e);
+    usim_engine *e = usim_calloc(1, sizeof *e);
     if (!e)
         usim_set_error(USIM_ENOMEM, "out of memory allocating the event engine");
     return e;
@@ -62,7 +62,7 @@ int usim_engine_at(usim_engine *e, usim_time t, usim_handler h, void *ctx, int64
                               (long long)t, (long long)e->now);
     if (e->n == e->cap) {
         size_t cap = e->cap ? 2 * e->cap : 1024;
-        event *nh = realloc(e->heap, cap * sizeof *nh);
+        event *nh = usim_realloc(e->heap, cap * sizeof *nh);
         if (!nh)
             return usim_set_error(USIM_ENOMEM, "out of memory growing the event queue");
         e->heap = nh;

@@ -98,7 +98,7 @@ usim_net *usim_net_new(const usim_platform *p, int gpus)
         usim_set_error(USIM_EINVAL, "GPU count must be >= 1 (got %d)", gpus);
         return NULL;
     }
-    usim_net *n = calloc(1, sizeof *n);
+    usim_net *n = usim_calloc(1, sizeof *n);
     if (!n)
         goto oom;
     n->p = *p;
@@ -107,14 +107,14 @@ usim_net *usim_net_new(const usim_platform *p, int gpus)
     n->nodes = (gpus + n->gpn - 1) / n->gpn;
     n->nlinks = 4 * gpus + 2 * n->nodes;
     n->ring_window = 64;
-    n->bw = malloc((size_t)n->nlinks * sizeof *n->bw);
-    n->lq = calloc((size_t)n->nlinks, sizeof *n->lq);
-    n->link_dirty = calloc((size_t)n->nlinks, 1);
-    n->dirty = malloc((size_t)n->nlinks * sizeof *n->dirty);
-    n->lstack = malloc((size_t)n->nlinks * sizeof *n->lstack);
-    n->lmark = calloc((size_t)n->nlinks, sizeof *n->lmark);
-    n->cap = malloc((size_t)n->nlinks * sizeof *n->cap);
-    n->cnt = malloc((size_t)n->nlinks * sizeof *n->cnt);
+    n->bw = usim_malloc((size_t)n->nlinks * sizeof *n->bw);
+    n->lq = usim_calloc((size_t)n->nlinks, sizeof *n->lq);
+    n->link_dirty = usim_calloc((size_t)n->nlinks, 1);
+    n->dirty = usim_malloc((size_t)n->nlinks * sizeof *n->dirty);
+    n->lstack = usim_malloc((size_t)n->nlinks * sizeof *n->lstack);
+    n->lmark = usim_calloc((size_t)n->nlinks, sizeof *n->lmark);
+    n->cap = usim_malloc((size_t)n->nlinks * sizeof *n->cap);
+    n->cnt = usim_malloc((size_t)n->nlinks * sizeof *n->cnt);
     n->eng = usim_engine_new();
     if (!n->bw || !n->lq || !n->link_dirty || !n->dirty || !n->lstack || !n->lmark || !n->cap ||
         !n->cnt || !n->eng)
@@ -176,7 +176,7 @@ static int link_add(usim_net *n, int l, int f, int k)
     linkq *q = &n->lq[l];
     if (q->n == q->cap) {
         int cap = q->cap ? 2 * q->cap : 8;
-        int *nf = realloc(q->f, (size_t)cap * sizeof *nf);
+        int *nf = usim_realloc(q->f, (size_t)cap * sizeof *nf);
         if (!nf)
             return USIM_ENOMEM;
         q->f = nf;
@@ -246,6 +246,8 @@ static void complete(usim_net *n, int f, usim_time now)
 static void on_done(usim_engine *e, void *ctx, int64_t arg)
 {
     usim_net *n = ctx;
+    if (n->err)
+        return;   /* a failed run drains its queue */
     int f = (int)(arg & 0xffffffff);
     uint32_t ver = (uint32_t)((uint64_t)arg >> 32);
     flow *fl = &n->fl[f];
@@ -263,6 +265,8 @@ static void on_done(usim_engine *e, void *ctx, int64_t arg)
 static void on_activate(usim_engine *e, void *ctx, int64_t arg)
 {
     usim_net *n = ctx;
+    if (n->err)
+        return;
     int f = (int)arg;
     flow *fl = &n->fl[f];
     usim_time now = usim_engine_now(e);
@@ -274,8 +278,10 @@ static void on_activate(usim_engine *e, void *ctx, int64_t arg)
     fl->t_last = now;
     fl->rate = 0;
     for (int k = 0; k < fl->nl; k++)
-        if (link_add(n, fl->link[k], f, k))
+        if (link_add(n, fl->link[k], f, k)) {
             n->err = USIM_ENOMEM;
+            return;
+        }
     mark_dirty(n, fl);
     request_reshare(n, now);
 }
@@ -286,6 +292,8 @@ static void on_reshare(usim_engine *e, void *ctx, int64_t arg)
     usim_net *n = ctx;
     usim_time now = usim_engine_now(e);
     n->reshare_pending = 0;
+    if (n->err)
+        return;
     n->epoch++;
     n->ncomp = 0;
     n->nls = 0;
@@ -396,13 +404,13 @@ int usim_net_run(usim_net *n, const usim_xfer *x, int count, usim_time *finish,
     }
     n->x = x;
     n->count = count;
-    n->fl = calloc((size_t)count, sizeof *n->fl);
-    n->dep_off = calloc((size_t)count + 1, sizeof *n->dep_off);
-    n->dep_list = malloc((size_t)2 * count * sizeof *n->dep_list + 1);
-    n->comp = malloc((size_t)count * sizeof *n->comp);
-    n->fmark = calloc((size_t)count, sizeof *n->fmark);
-    n->frozen = calloc((size_t)count, 1);
-    usim_time *fin = finish ? finish : malloc((size_t)count * sizeof *fin);
+    n->fl = usim_calloc((size_t)count, sizeof *n->fl);
+    n->dep_off = usim_calloc((size_t)count + 1, sizeof *n->dep_off);
+    n->dep_list = usim_malloc((size_t)2 * count * sizeof *n->dep_list + 1);
+    n->comp = usim_malloc((size_t)count * sizeof *n->comp);
+    n->fmark = usim_calloc((size_t)count, sizeof *n->fmark);
+    n->frozen = usim_calloc((size_t)count, 1);
+    usim_time *fin = finish ? finish : usim_malloc((size_t)count * sizeof *fin);
     n->finish = fin;
     if (!n->fl || !n->dep_off || !n->dep_list || !n->comp || !n->fmark || !n->frozen || !fin) {
         rc = usim_set_error(USIM_ENOMEM, "out of memory for %d transfers", count);
@@ -416,7 +424,7 @@ int usim_net_run(usim_net *n, const usim_xfer *x, int count, usim_time *finish,
     for (int i = 0; i < count; i++)
         n->dep_off[i + 1] += n->dep_off[i];
     {
-        int *fill = calloc((size_t)count, sizeof *fill);
+        int *fill = usim_calloc((size_t)count, sizeof *fill);
         if (!fill) {
             rc = usim_set_error(USIM_ENOMEM, "out of memory for %d transfers", count);
             goto out;
@@ -480,6 +488,9 @@ out:
     n->frozen = NULL;
     for (int l = 0; l < n->nlinks; l++)   /* empty after success; cleared after a failure */
         n->lq[l].n = 0;
+    for (int i = 0; i < n->ndirty; i++)
+        n->link_dirty[n->dirty[i]] = 0;
+    n->ndirty = 0;
     return rc;
 }
 
@@ -635,9 +646,9 @@ int usim_coll_count(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64
     int steps = coll_steps(c);
     /* exact byte counts over the full pattern */
     build_ctx b = {.c = c, .net = n};
-    b.sent = calloc((size_t)n->gpus, sizeof *b.sent);
-    b.recv = calloc((size_t)n->gpus, sizeof *b.recv);
-    b.sent_cls = calloc((size_t)n->gpus * USIM_NCLASS, sizeof *b.sent_cls);
+    b.sent = usim_calloc((size_t)n->gpus, sizeof *b.sent);
+    b.recv = usim_calloc((size_t)n->gpus, sizeof *b.recv);
+    b.sent_cls = usim_calloc((size_t)n->gpus * USIM_NCLASS, sizeof *b.sent_cls);
     if (!b.sent || !b.recv || !b.sent_cls) {
         free(b.sent); free(b.recv); free(b.sent_cls);
         return usim_set_error(USIM_ENOMEM, "out of memory counting a collective");
@@ -679,8 +690,8 @@ int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t
     size_t total = (size_t)b.per_step * sim_steps;
     if (total > (size_t)INT32_MAX)
         return usim_set_error(USIM_EINVAL, "%s: too many transfers (%zu)", usim_coll_name(c->type), total);
-    b.x = malloc(total * sizeof *b.x);
-    usim_time *fin = malloc(total * sizeof *fin);
+    b.x = usim_malloc(total * sizeof *b.x);
+    usim_time *fin = usim_malloc(total * sizeof *fin);
     if (!b.x || !fin) {
         free(b.x); free(fin);
         return usim_set_error(USIM_ENOMEM, "out of memory for %zu transfers", total);
@@ -695,7 +706,7 @@ int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t
         r->duration = mk;
         if (sim_steps < steps) {
             /* steady state: average step period over the second half of the window */
-            usim_time *end = calloc((size_t)sim_steps, sizeof *end);
+            usim_time *end = usim_calloc((size_t)sim_steps, sizeof *end);
             if (!end) {
                 rc = usim_set_error(USIM_ENOMEM, "out of memory");
             } else {

@@ -4,6 +4,7 @@
 #ifndef USIM_INTERNAL_H
 #define USIM_INTERNAL_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "usim.h"
 
@@ -15,6 +16,14 @@
 
 /* Record a message for usim_last_error() and return status. */
 int usim_set_error(int status, const char *fmt, ...) USIM_PRINTF(2, 3);
+
+/* Allocation used by the simulation code; tests can make the Nth call fail. */
+void *usim_malloc(size_t n);
+void *usim_calloc(size_t n, size_t size);
+void *usim_realloc(void *p, size_t n);
+/* Make allocation number n (1-based, counted from this call) fail; 0: never.
+ * Returns the number of allocations made since the previous call. */
+long usim_test_fail_alloc_at(long n);
 
 /* Seconds -> picoseconds, rounded to nearest. */
 static inline usim_time usim_ps(double seconds)

@@ -199,7 +199,7 @@ void usim_sim_set_contention(usim_sim *s, int on)
 
 usim_sim *usim_sim_new(const usim_platform *p, int gpus)
 {
-    usim_sim *s = calloc(1, sizeof *s);
+    usim_sim *s = usim_calloc(1, sizeof *s);
     if (!s) {
         usim_set_error(USIM_ENOMEM, "out of memory");
         return NULL;
@@ -208,8 +208,8 @@ usim_sim *usim_sim_new(const usim_platform *p, int gpus)
     s->gpus = gpus;
     s->contention = 1;
     s->net = usim_net_new(p, gpus);
-    s->scratch_sent = calloc((size_t)gpus, sizeof *s->scratch_sent);
-    s->scratch_recv = calloc((size_t)gpus, sizeof *s->scratch_recv);
+    s->scratch_sent = usim_calloc((size_t)gpus, sizeof *s->scratch_sent);
+    s->scratch_recv = usim_calloc((size_t)gpus, sizeof *s->scratch_recv);
     if (!s->net || !s->scratch_sent || !s->scratch_recv) {
         usim_sim_free(s);
         usim_set_error(USIM_ENOMEM, "out of memory");
@@ -263,7 +263,7 @@ static int coll(usim_sim *s, const usim_coll *c, usim_coll_result *r)
     s->simulated++;
     if (s->ncache == s->capcache) {
         int cap = s->capcache ? 2 * s->capcache : 16;
-        cache_entry *nc = realloc(s->cache, (size_t)cap * sizeof *nc);
+        cache_entry *nc = usim_realloc(s->cache, (size_t)cap * sizeof *nc);
         if (!nc)
             return usim_set_error(USIM_ENOMEM, "out of memory");
         s->cache = nc;
@@ -586,9 +586,9 @@ static int make_layout(const usim_job *j, layout *l)
     int a2a = j->method == USIM_USP ? j->ulysses : P;
     l->sp_size = a2a;
     l->sp_ng = G / a2a;
-    l->sp_ranks = malloc((size_t)G * sizeof *l->sp_ranks);
-    l->z_ranks = malloc((size_t)G * sizeof *l->z_ranks);
-    l->ring_ranks = malloc((size_t)G * sizeof *l->ring_ranks);
+    l->sp_ranks = usim_malloc((size_t)G * sizeof *l->sp_ranks);
+    l->z_ranks = usim_malloc((size_t)G * sizeof *l->z_ranks);
+    l->ring_ranks = usim_malloc((size_t)G * sizeof *l->ring_ranks);
     if (!l->sp_ranks || !l->z_ranks || !l->ring_ranks) {
         layout_free(l);
         return usim_set_error(USIM_ENOMEM, "out of memory");
@@ -667,8 +667,8 @@ static int job_colls(usim_sim *sim, const usim_model *m, const usim_job *j, cons
     int P = l->sp_size, Pmax = P > l->z_size ? P : l->z_size;
     if (l->ring_size > Pmax)
         Pmax = l->ring_size;
-    uint64_t *pb = malloc((size_t)P * P * sizeof *pb);
-    uint64_t *ch = malloc((size_t)Pmax * sizeof *ch);
+    uint64_t *pb = usim_malloc((size_t)P * P * sizeof *pb);
+    uint64_t *ch = usim_malloc((size_t)Pmax * sizeof *ch);
     if (!pb || !ch) {
         free(pb);
         free(ch);
@@ -787,7 +787,7 @@ static int g_add(graph *g, int stream, usim_time dur, int kind, int coll_id, int
         return -1;
     if (g->n == g->cap) {
         int cap = g->cap ? 2 * g->cap : 1024;
-        op *no = realloc(g->ops, (size_t)cap * sizeof *no);
+        op *no = usim_realloc(g->ops, (size_t)cap * sizeof *no);
         if (!no) {
             g->err = USIM_ENOMEM;
             return -1;
@@ -797,7 +797,7 @@ static int g_add(graph *g, int stream, usim_time dur, int kind, int coll_id, int
     }
     if (g->nsq[stream] == g->capsq[stream]) {
         int cap = g->capsq[stream] ? 2 * g->capsq[stream] : 1024;
-        int *ns = realloc(g->sq[stream], (size_t)cap * sizeof *ns);
+        int *ns = usim_realloc(g->sq[stream], (size_t)cap * sizeof *ns);
         if (!ns) {
             g->err = USIM_ENOMEM;
             return -1;
@@ -936,6 +936,8 @@ static void g_try_start(graph *g)
 static void on_op_done(usim_engine *e, void *ctx, int64_t arg)
 {
     graph *g = ctx;
+    if (g->err)
+        return;   /* a failed run drains its queue */
     int id = (int)(arg & 0xffffffff);
     uint32_t ver = (uint32_t)((uint64_t)arg >> 32);
     op *o = &g->ops[id];
@@ -1247,7 +1249,7 @@ static int cmp_time(const void *a, const void *b)
 static int exposed(const graph *g, usim_time end, double out[USIM_NKIND])
 {
     int n = g->n;
-    usim_time *pts = malloc((size_t)(2 * n + 2) * sizeof *pts);
+    usim_time *pts = usim_malloc((size_t)(2 * n + 2) * sizeof *pts);
     if (!pts)
         return usim_set_error(USIM_ENOMEM, "out of memory");
     int np = 0;
@@ -1365,8 +1367,8 @@ int usim_simulate(usim_sim *sim, const usim_model *m, const usim_job *jin, FILE 
     b.jc = &jc;
     b.rate_gemm = p->peak_flops[m->dtype] * p->gemm_eff;
     b.rate_attn = p->peak_flops[m->dtype] * p->attn_eff;
-    b.layer_last_c = malloc((size_t)m->layers * sizeof(int));
-    b.bwd_last_c = malloc((size_t)m->layers * sizeof(int));
+    b.layer_last_c = usim_malloc((size_t)m->layers * sizeof(int));
+    b.bwd_last_c = usim_malloc((size_t)m->layers * sizeof(int));
     b.g.eng = usim_engine_new();
     b.g.contention = sim->contention;
     if (!b.layer_last_c || !b.bwd_last_c || !b.g.eng) {
@@ -1457,8 +1459,8 @@ int usim_sp_layer_bytes(usim_sim *sim, const usim_model *m, const usim_job *jin,
     if ((rc = make_layout(&j, &l)))
         return rc;
     int P = l.sp_size;
-    uint64_t *pb = malloc((size_t)P * P * sizeof *pb);
-    uint64_t *ch = malloc((size_t)P * sizeof *ch);
+    uint64_t *pb = usim_malloc((size_t)P * P * sizeof *pb);
+    uint64_t *ch = usim_malloc((size_t)P * sizeof *ch);
     uint64_t *cnt = sim->scratch_sent;
     if (!pb || !ch) {
         rc = usim_set_error(USIM_ENOMEM, "out of memory");

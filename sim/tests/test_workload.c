@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "usim.h"
+#include "usim_internal.h"
 
 static usim_platform a100(void)
 {
@@ -344,6 +345,41 @@ START_TEST(test_contention_monotone)
 }
 END_TEST
 
+/* Fail the Nth allocation for every N: each failure is reported as
+ * USIM_ENOMEM (never ignored, never a crash; the sanitizer build also checks
+ * that nothing leaks). */
+START_TEST(test_alloc_failures)
+{
+    usim_platform p = a100();
+    usim_model m = model(2, 1024, 8, 2, 8192);
+    m.global_batch = 2;
+    for (int me = 0; me < USIM_NMETHOD; me++) {
+        usim_job j = job((usim_method)me, 16, 8);
+        j.zero = me % 4;
+        long n;
+        for (n = 1; n < 100000; n++) {
+            usim_test_fail_alloc_at(n);
+            usim_sim *s = usim_sim_new(&p, 16);
+            int rc = USIM_ENOMEM;
+            usim_result r;
+            if (s) {
+                rc = usim_simulate(s, &m, &j, NULL, &r);
+                usim_sim_free(s);
+            }
+            long used = usim_test_fail_alloc_at(0);
+            if (rc == USIM_OK) {
+                ck_assert_msg(used < n, "%s: allocation %ld failed but the run succeeded",
+                              usim_method_name(j.method), n);
+                break;
+            }
+            ck_assert_msg(rc == USIM_ENOMEM, "%s: allocation %ld failed: status %d (%s)",
+                          usim_method_name(j.method), n, rc, usim_last_error());
+        }
+        ck_assert_int_gt(n, 10);
+    }
+}
+END_TEST
+
 /* Speed: 1024 GPUs, 32 layers, forward + backward, every method. */
 START_TEST(test_speed_1024)
 {
@@ -376,6 +412,7 @@ static Suite *make_workload_suite(void)
     tcase_add_test(tc, test_memory_and_max_seq);
     tcase_add_test(tc, test_trace);
     tcase_add_test(tc, test_contention_monotone);
+    tcase_add_test(tc, test_alloc_failures);
     tcase_add_test(tc, test_speed_1024);
     suite_add_tcase(s, tc);
     return s;
