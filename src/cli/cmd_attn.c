@@ -48,7 +48,7 @@ void fill_shard(void *x, uly_dtype t, uint64_t seed, int which, int64_t B, int64
 
 struct attn_cfg {
     int64_t batch, seq, heads, kv_heads, head_dim, window, seed, threads, repeat;
-    int64_t block_q, block_k, max_count;
+    int64_t block_q, block_k, max_count, warmup;
     int causal, backward, check, json, allow_nonfinite, dtype;
     const char *fq, *fk, *fv, *fout, *fdout, *fdq, *fdk, *fdv;
     int seen_batch, seen_seq, seen_heads, seen_kv, seen_dim, seen_dtype;
@@ -59,7 +59,7 @@ static const char *const dtype_names[] = {"f32", "f64", NULL};
 static const char synopsis[] =
     "attn [--batch B] [--seq N] [--heads H] [--kv-heads Hkv] [--head-dim d]\n"
     "            [--causal] [--window W] [--backward] [--check] [--seed S] [--threads T]\n"
-    "            [--repeat R] [--dtype f32|f64] [--q F.npy --k F.npy --v F.npy] [--out F.npy]\n"
+    "            [--repeat R] [--warmup W] [--dtype f32|f64] [--q F.npy --k F.npy --v F.npy] [--out F.npy]\n"
     "            [--dout F.npy --dq F.npy --dk F.npy --dv F.npy] [--json]\n"
     "Run under 'mpirun -np P' for P ranks; each rank holds a contiguous sequence shard.";
 
@@ -330,7 +330,7 @@ static int cmd_attn_mpi(int argc, char **argv, int rank, int P)
 {
     struct attn_cfg c;
     memset(&c, 0, sizeof c);
-    c.batch = 1; c.seq = 1024; c.heads = 8; c.head_dim = 64; c.seed = 1; c.repeat = 3;
+    c.batch = 1; c.seq = 1024; c.heads = 8; c.head_dim = 64; c.seed = 1; c.repeat = 3; c.warmup = 1;
     const arg_opt opts[] = {
         {"batch", ARG_INT, &c.batch, 1, 1 << 20, "B", "batch size (default 1)", NULL, &c.seen_batch},
         {"seq", ARG_INT, &c.seq, 1, INT64_MAX / 2, "N", "sequence length, K/M suffixes allowed (default 1024)", NULL, &c.seen_seq},
@@ -344,6 +344,7 @@ static int cmd_attn_mpi(int argc, char **argv, int rank, int P)
         {"seed", ARG_INT, &c.seed, 0, INT64_MAX, "S", "seed of the random inputs (default 1)", NULL, NULL},
         {"threads", ARG_INT, &c.threads, 1, 1024, "T", "OpenMP threads per rank (default: OMP_NUM_THREADS)", NULL, NULL},
         {"repeat", ARG_INT, &c.repeat, 1, 100000, "R", "timed repetitions (default 3)", NULL, NULL},
+        {"warmup", ARG_INT, &c.warmup, 0, 1000, "W", "untimed repetitions first (default 1)", NULL, NULL},
         {"dtype", ARG_CHOICE, &c.dtype, 0, 0, "T", "element type f32 or f64 (default f32, or that of --q)", dtype_names, &c.seen_dtype},
         {"block-q", ARG_INT, &c.block_q, 1, 65536, "n", "query rows per kernel block", NULL, NULL},
         {"block-k", ARG_INT, &c.block_k, 1, 65536, "n", "key rows per kernel block", NULL, NULL},
@@ -441,7 +442,7 @@ static int cmd_attn_mpi(int argc, char **argv, int rank, int P)
     }
     /* warm-up, then timed repetitions */
     uly_volume vol;
-    for (int64_t it = -1; it < c.repeat && !lrc; it++) {
+    for (int64_t it = -c.warmup; it < c.repeat && !lrc; it++) {
         if (it == 0)
             uly_dist_reset_volume(R.D);
         MPI_Barrier(MPI_COMM_WORLD);

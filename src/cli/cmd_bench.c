@@ -1,3 +1,386 @@
-/* placeholder, replaced below */
+/*
+ * cmd_bench.c -- `ulysses bench kernel|memory|a2a`: the performance figures,
+ * each as a ratio measured in the same run (medians of repeated runs, with
+ * min and max), so that a shared, noisy machine still gives meaningful
+ * numbers.  --json prints one JSON object per run.
+ *
+ *   kernel  blocked attention forward and forward+backward GFLOP/s next to
+ *           the sgemm GFLOP/s of the same machine, interleaved repetitions
+ *   memory  peak resident size of a `ulysses attn` child next to the bytes
+ *           of its tensors plus workspace
+ *   a2a     Ulysses all-to-alls (with their packing) next to a raw
+ *           MPI_Alltoall of the same byte count, back to back (run under mpirun)
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include <mpi.h>
+
+#include "args.h"
 #include "cli.h"
-int cmd_bench(int argc, char **argv) { (void)argc; (void)argv; return 2; }
+#include "config.h"
+#include "timing.h"
+#include "ulysses_dist.h"
+
+static void set_blas_threads(int t)
+{
+#ifdef HAVE_OPENBLAS_SET_NUM_THREADS
+    openblas_set_num_threads(t);
+#else
+    (void)t;
+#endif
+}
+
+static int parse_or_help(const char *cmd, const char *syn, int argc, char **argv, const arg_opt *opts)
+{
+    char msg[512];
+    int rc = args_parse(cmd, argc - 1, argv + 1, opts, msg, sizeof msg);
+    if (rc == ARGS_HELP) {
+        args_usage(stdout, cmd, syn, opts);
+        return 0;
+    }
+    if (rc == ARGS_ERROR) {
+        fprintf(stderr, "%s\n", msg);
+        return EXIT_BADINPUT;
+    }
+    return -1;
+}
+
+/* ------------------------------------------------------------------ kernel */
+
+static int bench_kernel(int argc, char **argv)
+{
+    int64_t seq = 8192, d = 128, heads = 1, batch = 1, threads = 1, repeat = 5, gemm = 2048, bq = 0, bk = 0;
+    int causal = 0, json = 0, no_bwd = 0;
+    const arg_opt opts[] = {
+        {"seq", ARG_INT, &seq, 1, 1 << 24, "N", "sequence length (default 8192)", NULL, NULL},
+        {"head-dim", ARG_INT, &d, 1, 4096, "d", "head dimension (default 128)", NULL, NULL},
+        {"heads", ARG_INT, &heads, 1, 4096, "H", "heads (default 1)", NULL, NULL},
+        {"batch", ARG_INT, &batch, 1, 4096, "B", "batch (default 1)", NULL, NULL},
+        {"threads", ARG_INT, &threads, 1, 1024, "T", "threads for attention and sgemm (default 1)", NULL, NULL},
+        {"repeat", ARG_INT, &repeat, 1, 1000, "R", "repetitions, medians reported (default 5)", NULL, NULL},
+        {"gemm-size", ARG_INT, &gemm, 64, 16384, "n", "sgemm reference size n x n x n (default 2048)", NULL, NULL},
+        {"block-q", ARG_INT, &bq, 1, 65536, "n", "query block rows", NULL, NULL},
+        {"block-k", ARG_INT, &bk, 1, 65536, "n", "key block rows", NULL, NULL},
+        {"causal", ARG_FLAG, &causal, 0, 0, NULL, "causal mask (FLOPs count the visible half)", NULL, NULL},
+        {"forward-only", ARG_FLAG, &no_bwd, 0, 0, NULL, "skip forward+backward", NULL, NULL},
+        {"json", ARG_FLAG, &json, 0, 0, NULL, "one JSON object per run", NULL, NULL},
+        {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
+    };
+    int rc = parse_or_help("ulysses bench kernel", "bench kernel [options]", argc, argv, opts);
+    if (rc >= 0)
+        return rc;
+    uly_attn_desc a;
+    memset(&a, 0, sizeof a);
+    a.batch = batch; a.seq = seq; a.heads = heads; a.kv_heads = heads; a.head_dim = d; a.causal = causal;
+    a.dtype = ULY_F32;
+    if ((rc = uly_attn_desc_check(&a))) {
+        fprintf(stderr, "ulysses bench kernel: %s\n", uly_last_error());
+        return exit_status_of(rc);
+    }
+    const size_t nq = (size_t)(batch * seq * heads * d), nl = (size_t)(batch * heads * seq);
+    const size_t ng = (size_t)(gemm * gemm);
+    float *q = malloc(nq * 4), *k = malloc(nq * 4), *v = malloc(nq * 4), *o = malloc(nq * 4), *lse = malloc(nl * 4);
+    float *dout = malloc(nq * 4), *dq = malloc(nq * 4), *dk = malloc(nq * 4), *dv = malloc(nq * 4);
+    float *ga = malloc(ng * 4), *gb = malloc(ng * 4), *gc = malloc(ng * 4);
+    if (!q || !k || !v || !o || !lse || !dout || !dq || !dk || !dv || !ga || !gb || !gc) {
+        fprintf(stderr, "ulysses bench kernel: out of memory\n");
+        return 1;
+    }
+    fill_shard(q, ULY_F32, 1, 0, batch, seq, 0, seq, heads, d);
+    fill_shard(k, ULY_F32, 1, 1, batch, seq, 0, seq, heads, d);
+    fill_shard(v, ULY_F32, 1, 2, batch, seq, 0, seq, heads, d);
+    fill_shard(dout, ULY_F32, 1, 3, batch, seq, 0, seq, heads, d);
+    fill_shard(ga, ULY_F32, 2, 0, 1, gemm, 0, gemm, 1, gemm);
+    fill_shard(gb, ULY_F32, 2, 1, 1, gemm, 0, gemm, 1, gemm);
+    uly_kernel_opts ko;
+    memset(&ko, 0, sizeof ko);
+    ko.threads = (int)threads;
+    ko.block_q = bq;
+    ko.block_k = bk;
+    const double ffl = 4.0 * uly_attn_pairs(&a) * (double)d * (double)(batch * heads);
+    const double bfl = 2.5 * ffl, gfl = 2.0 * (double)gemm * (double)gemm * (double)gemm;
+    double *tg = calloc((size_t)repeat, 8), *tf = calloc((size_t)repeat, 8), *tb = calloc((size_t)repeat, 8);
+    /* warm-up of each, then interleaved repetitions */
+    for (int64_t it = -1; it < repeat; it++) {
+        set_blas_threads((int)threads);
+        double t0 = now_seconds();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)gemm, (int)gemm, (int)gemm, 1, ga, (int)gemm,
+                    gb, (int)gemm, 0, gc, (int)gemm);
+        double t1 = now_seconds();
+        rc = uly_attn_fwd(&a, &ko, q, k, v, o, lse);
+        double t2 = now_seconds();
+        if (!rc && !no_bwd)
+            rc = uly_attn_bwd(&a, &ko, q, k, v, o, lse, dout, dq, dk, dv);
+        double t3 = now_seconds();
+        if (rc) {
+            fprintf(stderr, "ulysses bench kernel: %s\n", uly_last_error());
+            return 1;
+        }
+        if (it >= 0) {
+            tg[it] = gfl / (t1 - t0) * 1e-9;
+            tf[it] = ffl / (t2 - t1) * 1e-9;
+            tb[it] = (ffl + bfl) / (t3 - t1) * 1e-9;
+        }
+    }
+    stats sg = stats_of(tg, (size_t)repeat), sf = stats_of(tf, (size_t)repeat), sb = stats_of(tb, (size_t)repeat);
+    if (json) {
+        printf("{\"bench\": \"kernel\", \"batch\": %lld, \"seq\": %lld, \"heads\": %lld, \"head_dim\": %lld, \"causal\": %s, "
+               "\"threads\": %lld, \"repeat\": %lld, \"sgemm_gflops\": {\"median\": %.3f, \"min\": %.3f, \"max\": %.3f}, "
+               "\"fwd_gflops\": {\"median\": %.3f, \"min\": %.3f, \"max\": %.3f}",
+               (long long)batch, (long long)seq, (long long)heads, (long long)d, causal ? "true" : "false",
+               (long long)threads, (long long)repeat, sg.median, sg.min, sg.max, sf.median, sf.min, sf.max);
+        if (!no_bwd)
+            printf(", \"fwdbwd_gflops\": {\"median\": %.3f, \"min\": %.3f, \"max\": %.3f}", sb.median, sb.min, sb.max);
+        printf(", \"fwd_over_sgemm\": %.4f", sf.median / sg.median);
+        if (!no_bwd)
+            printf(", \"fwdbwd_over_sgemm\": %.4f", sb.median / sg.median);
+        printf("}\n");
+    } else {
+        printf("bench kernel: B=%lld N=%lld H=%lld d=%lld %s, %lld thread%s, %lld repetitions (interleaved)\n",
+               (long long)batch, (long long)seq, (long long)heads, (long long)d, causal ? "causal" : "no mask",
+               (long long)threads, threads > 1 ? "s" : "", (long long)repeat);
+        printf("%-26s %12s %12s %12s %10s\n", "GFLOP/s", "median", "min", "max", "/ sgemm");
+        printf("%-26s %12.2f %12.2f %12.2f %10s\n", "sgemm (reference)", sg.median, sg.min, sg.max, "1.000");
+        printf("%-26s %12.2f %12.2f %12.2f %10.3f\n", "attention forward", sf.median, sf.min, sf.max, sf.median / sg.median);
+        if (!no_bwd)
+            printf("%-26s %12.2f %12.2f %12.2f %10.3f\n", "attention fwd+bwd", sb.median, sb.min, sb.max,
+                   sb.median / sg.median);
+        printf("(sgemm %lld^3; attention FLOPs 4*pairs*d forward, 2.5x that backward)\n", (long long)gemm);
+    }
+    free(q); free(k); free(v); free(o); free(lse); free(dout); free(dq); free(dk); free(dv);
+    free(ga); free(gb); free(gc); free(tg); free(tf); free(tb);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ memory */
+
+static int bench_memory(int argc, char **argv)
+{
+    int64_t seq = 65536, heads = 8, d = 64, threads = 2;
+    int json = 0, full = 0;
+    const arg_opt opts[] = {
+        {"seq", ARG_INT, &seq, 1, INT64_MAX / 2, "N", "sequence length (default 65536)", NULL, NULL},
+        {"heads", ARG_INT, &heads, 1, 4096, "H", "heads (default 8)", NULL, NULL},
+        {"head-dim", ARG_INT, &d, 1, 4096, "d", "head dimension (default 64)", NULL, NULL},
+        {"threads", ARG_INT, &threads, 1, 1024, "T", "threads of the child run (default 2)", NULL, NULL},
+        {"no-mask", ARG_FLAG, &full, 0, 0, NULL, "run without the causal mask (twice the time, same memory)", NULL, NULL},
+        {"json", ARG_FLAG, &json, 0, 0, NULL, "one JSON object", NULL, NULL},
+        {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
+    };
+    int rc = parse_or_help("ulysses bench memory", "bench memory [options]", argc, argv, opts);
+    if (rc >= 0)
+        return rc;
+    char exe[4096];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len <= 0) {
+        fprintf(stderr, "ulysses bench memory: cannot find my own executable\n");
+        return 1;
+    }
+    exe[len] = '\0';
+    char sseq[32], sh[32], sd[32], st[32];
+    snprintf(sseq, sizeof sseq, "%lld", (long long)seq);
+    snprintf(sh, sizeof sh, "%lld", (long long)heads);
+    snprintf(sd, sizeof sd, "%lld", (long long)d);
+    snprintf(st, sizeof st, "%lld", (long long)threads);
+    char *cargv[] = {exe, "attn", "--seq", sseq, "--heads", sh, "--head-dim", sd, "--threads", st,
+                     "--backward", "--repeat", "1", "--warmup", "0", full ? NULL : "--causal", NULL};
+    fflush(stdout);
+    double t0 = now_seconds();
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("ulysses bench memory: fork");
+        return 1;
+    }
+    if (pid == 0) {
+        if (!freopen("/dev/null", "w", stdout))
+            _exit(127);
+        execv(exe, cargv);
+        _exit(127);
+    }
+    int wst = 0;
+    struct rusage ru;
+    if (waitpid(pid, &wst, 0) < 0 || !WIFEXITED(wst) || WEXITSTATUS(wst) != 0 ||
+        getrusage(RUSAGE_CHILDREN, &ru) != 0) {
+        fprintf(stderr, "ulysses bench memory: the child run failed\n");
+        return 1;
+    }
+    double secs = now_seconds() - t0;
+    /* the bound: q, k, v, dout, o, dq, dk, dv (B,N,H,d) + lse (B,H,N), fp32,
+     * plus the kernel workspace per thread (independent of N) */
+    const double tensor = (double)seq * (double)heads * (double)d * 4.0;
+    const double tensors = 8 * tensor + (double)seq * (double)heads * 4.0;
+    const double bq = 128, bk = 256, acc = bq > 4 * bk ? bq : 4 * bk;
+    const double ws = (double)threads * (2 * bq * bk + acc * (double)d + 3 * bq) * 4.0;
+    const double bound = tensors + ws, rss = (double)ru.ru_maxrss * 1024.0;
+    if (json)
+        printf("{\"bench\": \"memory\", \"seq\": %lld, \"heads\": %lld, \"head_dim\": %lld, \"threads\": %lld, "
+               "\"tensor_bytes\": %.0f, \"workspace_bytes\": %.0f, \"max_rss_bytes\": %.0f, \"rss_over_bound\": %.4f, "
+               "\"seconds\": %.1f}\n",
+               (long long)seq, (long long)heads, (long long)d, (long long)threads, tensors, ws, rss, rss / bound, secs);
+    else {
+        printf("bench memory: ulysses attn --seq %lld --heads %lld --head-dim %lld --backward%s, 1 rank, %lld threads\n",
+               (long long)seq, (long long)heads, (long long)d, full ? "" : " --causal", (long long)threads);
+        printf("  tensors q,k,v,dO,O,dQ,dK,dV + LSE  %10.1f MiB\n", tensors / 1048576);
+        printf("  kernel workspace (all threads)     %10.1f MiB\n", ws / 1048576);
+        printf("  bound (sum)                        %10.1f MiB\n", bound / 1048576);
+        printf("  maximum resident size              %10.1f MiB   (getrusage of the child, as /usr/bin/time -v)\n",
+               rss / 1048576);
+        printf("  ratio max RSS / bound              %10.3f       (target <= 1.25)\n", rss / bound);
+        printf("  run time                           %10.1f s\n", secs);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ a2a */
+
+static int bench_a2a_mpi(int argc, char **argv, int rank, int P)
+{
+    int64_t minb = 1 << 20, maxb = 256 << 20, repeat = 5;
+    int json = 0;
+    const arg_opt opts[] = {
+        {"min", ARG_INT, &minb, 1024, INT64_MAX / 4, "BYTES", "smallest bytes per rank (default 1M)", NULL, NULL},
+        {"max", ARG_INT, &maxb, 1024, INT64_MAX / 4, "BYTES", "largest bytes per rank (default 256M)", NULL, NULL},
+        {"repeat", ARG_INT, &repeat, 1, 1000, "R", "repetitions per size (default 5)", NULL, NULL},
+        {"json", ARG_FLAG, &json, 0, 0, NULL, "one JSON object per size", NULL, NULL},
+        {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
+    };
+    char msg[512];
+    int rc = args_parse("ulysses bench a2a", argc - 1, argv + 1, opts, msg, sizeof msg);
+    if (rc == ARGS_HELP) {
+        if (rank == 0)
+            args_usage(stdout, "ulysses", "bench a2a [options]   (under mpirun -np P)", opts);
+        return 0;
+    }
+    if (rc == ARGS_ERROR) {
+        if (rank == 0)
+            fprintf(stderr, "%s\n", msg);
+        return EXIT_BADINPUT;
+    }
+    if (P < 2) {
+        if (rank == 0)
+            fprintf(stderr, "ulysses bench a2a: run under mpirun with at least 2 ranks\n");
+        return EXIT_BADINPUT;
+    }
+    if (!json && rank == 0)
+        printf("bench a2a: %d ranks; Ulysses all-to-all (with packing) vs raw MPI_Alltoall of the same bytes, "
+               "%lld repetitions, medians\n%12s %12s %12s %12s %8s %12s %8s\n",
+               P, (long long)repeat, "bytes/rank", "raw ms", "min", "max", "", "", "");
+    if (!json && rank == 0)
+        printf("%12s %12s %12s %8s %12s %8s\n", "bytes/rank", "raw ms", "seq->heads", "ratio", "heads->seq", "ratio");
+    const int64_t H = 2 * P, d = 128;
+    for (int64_t bytes = minb; bytes <= maxb; bytes *= 4) {
+        int64_t n_r = bytes / (H * d * 4);
+        if (n_r < 1)
+            n_r = 1;
+        const int64_t N = n_r * P;
+        const size_t elems = (size_t)(n_r * H * d);
+        uly_attn_desc a;
+        memset(&a, 0, sizeof a);
+        a.batch = 1; a.seq = N; a.heads = H; a.kv_heads = H; a.head_dim = d; a.dtype = ULY_F32;
+        float *in = malloc(elems * 4), *out = malloc(elems * 4), *mid = malloc(elems * 4);
+        if (!in || !out || !mid) {
+            fprintf(stderr, "ulysses bench a2a: rank %d out of memory at %lld bytes\n", rank, (long long)bytes);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        for (size_t i = 0; i < elems; i++)
+            in[i] = (float)i;
+        uly_dist *D;
+        if ((rc = uly_dist_create(MPI_COMM_WORLD, &a, NULL, &D))) {
+            fprintf(stderr, "ulysses bench a2a: %s\n", uly_last_error());
+            return 1;
+        }
+        double *tr = calloc((size_t)repeat, 8), *ti = calloc((size_t)repeat, 8), *to = calloc((size_t)repeat, 8);
+        const int per = (int)(elems / (size_t)P);
+        for (int64_t it = -1; it < repeat; it++) {
+            double t[4];
+            MPI_Barrier(MPI_COMM_WORLD);
+            t[0] = MPI_Wtime();
+            MPI_Alltoall(in, per, MPI_FLOAT, out, per, MPI_FLOAT, MPI_COMM_WORLD);
+            t[1] = MPI_Wtime();
+            MPI_Barrier(MPI_COMM_WORLD);
+            double t1b = MPI_Wtime();
+            rc = uly_dist_a2a(D, ULY_A2A_Q, in, mid);
+            t[2] = MPI_Wtime();
+            MPI_Barrier(MPI_COMM_WORLD);
+            double t2b = MPI_Wtime();
+            if (!rc)
+                rc = uly_dist_a2a(D, ULY_A2A_O, mid, out);
+            t[3] = MPI_Wtime();
+            if (rc) {
+                fprintf(stderr, "ulysses bench a2a: %s\n", uly_last_error());
+                return 1;
+            }
+            double loc[3] = {t[1] - t[0], t[2] - t1b, t[3] - t2b}, mx[3];
+            MPI_Allreduce(loc, mx, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD); /* slowest rank */
+            if (it >= 0) {
+                tr[it] = mx[0];
+                ti[it] = mx[1];
+                to[it] = mx[2];
+            }
+        }
+        if (memcmp(in, out, elems * 4) != 0 && rank == 0)
+            fprintf(stderr, "ulysses bench a2a: round trip did not restore the input\n");
+        stats sr = stats_of(tr, (size_t)repeat), si = stats_of(ti, (size_t)repeat), so = stats_of(to, (size_t)repeat);
+        if (rank == 0) {
+            if (json)
+                printf("{\"bench\": \"a2a\", \"ranks\": %d, \"bytes_per_rank\": %zu, \"raw_ms\": {\"median\": %.4f, \"min\": %.4f, \"max\": %.4f}, "
+                       "\"seq_to_heads_ms\": {\"median\": %.4f, \"min\": %.4f, \"max\": %.4f}, "
+                       "\"heads_to_seq_ms\": {\"median\": %.4f, \"min\": %.4f, \"max\": %.4f}, "
+                       "\"seq_to_heads_over_raw\": %.4f, \"heads_to_seq_over_raw\": %.4f}\n",
+                       P, elems * 4, 1e3 * sr.median, 1e3 * sr.min, 1e3 * sr.max, 1e3 * si.median, 1e3 * si.min,
+                       1e3 * si.max, 1e3 * so.median, 1e3 * so.min, 1e3 * so.max, si.median / sr.median,
+                       so.median / sr.median);
+            else
+                printf("%12zu %12.3f %12.3f %8.3f %12.3f %8.3f\n", elems * 4, 1e3 * sr.median, 1e3 * si.median,
+                       si.median / sr.median, 1e3 * so.median, so.median / sr.median);
+            fflush(stdout);
+        }
+        free(tr); free(ti); free(to);
+        uly_dist_free(D);
+        free(in); free(out); free(mid);
+    }
+    return 0;
+}
+
+static int bench_a2a(int argc, char **argv)
+{
+    MPI_Init(NULL, NULL);
+    int rank, P;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &P);
+    int rc = bench_a2a_mpi(argc, argv, rank, P);
+    MPI_Finalize();
+    return rc;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        FILE *f = argc < 2 ? stderr : stdout;
+        fprintf(f, "usage: ulysses bench <kernel|memory|a2a> [options]\n"
+                   "  kernel   attention forward and fwd+bwd GFLOP/s next to sgemm GFLOP/s (same run)\n"
+                   "  memory   peak resident size of an attention run next to its tensor bytes\n"
+                   "  a2a      Ulysses all-to-all next to raw MPI_Alltoall (run under mpirun)\n"
+                   "Each takes --json and --help.\n");
+        return argc < 2 ? EXIT_BADINPUT : 0;
+    }
+    if (strcmp(argv[1], "kernel") == 0)
+        return bench_kernel(argc - 1, argv + 1);
+    if (strcmp(argv[1], "memory") == 0)
+        return bench_memory(argc - 1, argv + 1);
+    if (strcmp(argv[1], "a2a") == 0)
+        return bench_a2a(argc - 1, argv + 1);
+    fprintf(stderr, "ulysses bench: unknown benchmark '%s' (kernel, memory or a2a)\n", argv[1]);
+    return EXIT_BADINPUT;
+}
