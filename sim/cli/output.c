@@ -73,6 +73,13 @@ void out_table(FILE *f, const usim_platform *p, const usim_model *m, const row *
     if (any_max)
         ROW("longest sequence that fits [tokens]", snprintf(buf, sizeof buf, "%lld", (long long)rows[i].max_seq));
 #undef ROW
+    int zig = 0;
+    for (int i = 0; i < n; i++)
+        zig |= rows[i].ok && rows[i].method == USIM_RING_ZIGZAG;
+    if (zig && m->causal && !p->attn_causal_skip)
+        fprintf(f, "\nnote: %s's attention kernels compute masked blocks "
+                   "(attention_skips_masked_blocks = false), so zigzag balancing saves no work",
+                p->name);
     for (int i = 0; i < n; i++)
         if (!rows[i].ok)
             fprintf(f, "\n%s: not run: %s", usim_method_name(rows[i].method), rows[i].err);
