@@ -131,7 +131,8 @@ int cmd_sweep(int argc, char **argv)
     if (o.out && !(out = fopen(o.out, "w")))
         die_usage("--out: cannot write %s", o.out);
     int total = o.ngpus * o.nseqs * o.nmethods, done = 0;
-    int bar = !o.no_progress && isatty(2);
+    /* a bar on the terminal, unless the CSV rows are going to that terminal too */
+    int bar = !o.no_progress && isatty(2) && (o.out || !isatty(1));
     point *pts = calloc((size_t)total, sizeof *pts);
     if (!pts) {
         fprintf(stderr, "ulysses-sim: out of memory\n");
