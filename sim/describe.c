@@ -2,6 +2,7 @@
  * describe.c -- platform and model descriptions: JSON loaders with located
  * errors, preset lookup, dtype names, parameter counts.
  */
+#define _POSIX_C_SOURCE 200809L   /* stat */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
