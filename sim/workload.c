@@ -476,7 +476,7 @@ static void memory(const usim_platform *p, const usim_model *m, const usim_job *
     double buf = 0;
     switch (j->method) {
     case USIM_ULYSSES: buf = 2 * b * (double)x->n * (h + 2 * (double)x->hkv) * e; break;
-    case USIM_MEGATRON_SP: buf = b * (double)x->s * (h > F ? h : F) * e / 1; break;
+    case USIM_MEGATRON_SP: buf = b * (double)x->s * h * e; break;   /* the all-gathered input */
     case USIM_RING: case USIM_RING_ZIGZAG: buf = 4 * kv; break;
     case USIM_USP: buf = 2 * b * (double)x->n * (h + 2 * (double)x->hkv) * e + 4 * kv; break;
     default: break;
