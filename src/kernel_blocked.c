@@ -45,22 +45,30 @@ static int blk_thread_id(void)
 
 #define REAL float
 #define GEMM cblas_sgemm
-#define VEXP uly_vexpf
+#define ROW_MAX uly_row_max_f32
+#define EXP_SHIFT_SUM uly_exp_shift_sum_f32
+#define DS_ROW uly_ds_row_f32
 #define SFX(name) name##_f32
 #include "kernel_blocked_impl.h"
 #undef REAL
 #undef GEMM
-#undef VEXP
+#undef ROW_MAX
+#undef EXP_SHIFT_SUM
+#undef DS_ROW
 #undef SFX
 
 #define REAL double
 #define GEMM cblas_dgemm
-#define VEXP uly_vexp
+#define ROW_MAX uly_row_max_f64
+#define EXP_SHIFT_SUM uly_exp_shift_sum_f64
+#define DS_ROW uly_ds_row_f64
 #define SFX(name) name##_f64
 #include "kernel_blocked_impl.h"
 #undef REAL
 #undef GEMM
-#undef VEXP
+#undef ROW_MAX
+#undef EXP_SHIFT_SUM
+#undef DS_ROW
 #undef SFX
 
 static int geom_init(const uly_attn_desc *a, const uly_kernel_opts *opts, struct blk_geom *G)

@@ -3,7 +3,8 @@
  * generic element type and instantiated by kernel_blocked.c for float and
  * double.  Included with these macros defined:
  *   REAL   element type        GEMM   cblas_sgemm / cblas_dgemm
- *   VEXP   in-place array exp  SFX(name) name with a type suffix
+ *   ROW_MAX, EXP_SHIFT_SUM, DS_ROW   row operations of vexp.h
+ *   SFX(name) name with a type suffix
  *
  * Forward (per work item = batch b, local head h, query block): online
  * softmax over the visible key blocks, two GEMMs per block:
@@ -81,37 +82,6 @@ static void SFX(query_blocks)(const uly_attn_desc *a, int64_t k0, int64_t nk, in
     *qb1 = (hi2 - 1) / bq + 1;
 }
 
-/* Row max of n values with eight independent lanes (fixed order). */
-static REAL SFX(row_max)(const REAL *x, int64_t n)
-{
-    REAL lane[8];
-    for (int l = 0; l < 8; l++)
-        lane[l] = -INFINITY;
-    int64_t j = 0;
-    for (; j + 8 <= n; j += 8)
-        for (int l = 0; l < 8; l++)
-            lane[l] = x[j + l] > lane[l] ? x[j + l] : lane[l];
-    for (; j < n; j++)
-        lane[0] = x[j] > lane[0] ? x[j] : lane[0];
-    REAL m = lane[0];
-    for (int l = 1; l < 8; l++)
-        m = lane[l] > m ? lane[l] : m;
-    return m;
-}
-
-/* Row sum of n values with eight independent lanes (fixed order). */
-static REAL SFX(row_sum)(const REAL *x, int64_t n)
-{
-    REAL lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int64_t j = 0;
-    for (; j + 8 <= n; j += 8)
-        for (int l = 0; l < 8; l++)
-            lane[l] += x[j + l];
-    for (; j < n; j++)
-        lane[0] += x[j];
-    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
-}
-
 static void SFX(fwd_item)(const uly_attn_desc *a, const struct blk_geom *G, int64_t item,
                           const REAL *q, const REAL *k, const REAL *v, REAL *o, REAL *lse,
                           REAL *ws)
@@ -140,19 +110,16 @@ static void SFX(fwd_item)(const uly_attn_desc *a, const struct blk_geom *G, int6
         SFX(block_scores)(a, qp, ldq, kp + k0 * ldk, ldk, q0, mq, k0, nk, (REAL)G->scale, S, bk);
         for (int64_t i = 0; i < mq; i++) {
             REAL *row = S + i * bk;
-            REAL mx = SFX(row_max)(row, nk);
+            REAL mx = ROW_MAX(row, nk);
             REAL mnew = mx > m[i] ? mx : m[i];
             if (mnew == -INFINITY) { /* nothing visible yet in this row */
                 for (int64_t j = 0; j < nk; j++)
                     row[j] = 0;
                 continue;
             }
-            for (int64_t j = 0; j < nk; j++)
-                row[j] -= mnew;
-            VEXP(row, nk);
-            REAL corr = m[i] - mnew; /* -inf on the first visible block */
-            VEXP(&corr, 1);
-            l[i] = l[i] * corr + SFX(row_sum)(row, nk);
+            REAL rs = EXP_SHIFT_SUM(row, nk, mnew);
+            REAL corr = m[i] == -INFINITY ? 0 : (REAL)exp((double)m[i] - (double)mnew);
+            l[i] = l[i] * corr + rs;
             m[i] = mnew;
             if (corr != 1) {
                 REAL *ai = acc + i * d;
@@ -192,21 +159,12 @@ static void SFX(block_dS)(const uly_attn_desc *a, const struct blk_geom *G, cons
 {
     const int64_t d = a->head_dim, bk = G->bk;
     SFX(block_scores)(a, qp, ldq, kp, ldk, q0, mq, k0, nk, (REAL)G->scale, S, bk);
-    for (int64_t i = 0; i < mq; i++) {
-        REAL *row = S + i * bk;
-        const REAL L = lse_rows[i];
-        for (int64_t j = 0; j < nk; j++)
-            row[j] -= L;
-        VEXP(row, nk);
-    }
+    for (int64_t i = 0; i < mq; i++)
+        EXP_SHIFT_SUM(S + i * bk, nk, lse_rows[i]);
     GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mq, (int)nk, (int)d, 1, dop, (int)ldq, vp,
          (int)ldk, 0, dP, (int)bk);
-    for (int64_t i = 0; i < mq; i++) {
-        REAL *pr = S + i * bk, *dr = dP + i * bk;
-        const REAL Di = D[i];
-        for (int64_t j = 0; j < nk; j++)
-            dr[j] = pr[j] * (dr[j] - Di);
-    }
+    for (int64_t i = 0; i < mq; i++)
+        DS_ROW(S + i * bk, dP + i * bk, nk, D[i]);
 }
 
 static void SFX(bwd_kv_item)(const uly_attn_desc *a, const struct blk_geom *G, int64_t item,

@@ -9,7 +9,7 @@ src_libulyplan_la_CFLAGS = $(AM_CFLAGS)
 noinst_LTLIBRARIES += src/libulykern.la
 src_libulykern_la_SOURCES = src/kernel_ref.c src/kernel_blocked.c \
 	src/kernel_blocked_impl.h src/vexp.h src/npy.c
-src_libulykern_la_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) $(BLAS_CFLAGS) -O3
+src_libulykern_la_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) $(BLAS_CFLAGS) -O3 -Wno-psabi
 src_libulykern_la_LIBADD = src/libulyplan.la $(BLAS_LIBS)
 
 include_HEADERS += include/ulysses.h
