@@ -45,4 +45,12 @@ tests_test_dist_LDADD = $(MPI_TEST_LIBS)
 tests_test_dist_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
 TESTS += tests/test_dist.sh
 EXTRA_DIST += tests/test_dist.sh
+
+check_PROGRAMS += tests/npytool
+tests_npytool_SOURCES = tests/npytool.c tests/testutil.h tests/testutil.c
+tests_npytool_CFLAGS = $(TEST_CFLAGS)
+tests_npytool_LDADD = $(TEST_LIBS)
+tests_npytool_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
+TESTS += tests/cli_attn.sh tests/symbols.sh
+EXTRA_DIST += tests/cli_attn.sh tests/symbols.sh
 endif

@@ -1,0 +1,117 @@
+#!/bin/sh
+# The `ulysses` command line: help, the catalogue of bad inputs (each must
+# exit 2 with a message naming the problem), and .npy interchange (outputs on
+# 1 and 3 ranks are bitwise identical).
+set -u
+: "${top_builddir:=.}"
+: "${MPIRUN:=mpirun}"
+U="$top_builddir/ulysses"
+T="$top_builddir/tests/npytool"
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+fails=0
+cases=0
+
+# expect STATUS SUBSTRING -- command...
+expect() {
+    want=$1; pat=$2; shift 3
+    cases=$((cases + 1))
+    "$@" >"$W/out" 2>"$W/err"
+    got=$?
+    if [ "$got" -ne "$want" ]; then
+        echo "FAIL: exit $got (want $want): $*"; sed 's/^/  | /' "$W/err" | head -5
+        fails=$((fails + 1)); return
+    fi
+    if [ -n "$pat" ] && ! grep -q -- "$pat" "$W/out" "$W/err"; then
+        echo "FAIL: output lacks '$pat': $*"; sed 's/^/  | /' "$W/err" "$W/out" | head -5
+        fails=$((fails + 1)); return
+    fi
+    # one line from us (mpirun adds its own banner; bare 'ulysses' prints usage)
+    if [ "$want" -eq 2 ] && [ "$1" != "$MPIRUN" ] && [ "$pat" != "usage" ] && [ "$(wc -l < "$W/err")" -ne 1 ]; then
+        echo "FAIL: want a one-line message: $*"; sed 's/^/  | /' "$W/err" | head -5
+        fails=$((fails + 1)); return
+    fi
+    echo "ok: $*"
+}
+
+# help
+expect 0 "usage" -- "$U" --help
+expect 0 "usage" -- "$U" attn --help
+expect 0 "usage" -- "$U" bench --help
+expect 0 "usage" -- "$U" bench kernel --help
+expect 0 "usage" -- "$U" bench memory --help
+expect 0 "usage" -- "$U" bench a2a --help
+expect 0 "ulysses" -- "$U" version
+
+# bad command lines
+expect 2 "usage" -- "$U"
+expect 2 "unknown command" -- "$U" frobnicate
+expect 2 "unknown option '--frobnicate'" -- "$U" attn --frobnicate
+expect 2 "expects an integer, got 'abc'" -- "$U" attn --seq abc
+expect 2 "expects an integer, got '12x'" -- "$U" attn --seq 12x
+expect 2 "expects an integer" -- "$U" attn --seq 99999999999999999999999
+expect 2 "must be in" -- "$U" attn --seq 0
+expect 2 "must be in" -- "$U" attn --seq -5
+expect 2 "must be in" -- "$U" attn --heads 0
+expect 2 "must be in" -- "$U" attn --head-dim 0
+expect 2 "must be in" -- "$U" attn --batch 0
+expect 2 "must be in" -- "$U" attn --window 0
+expect 2 "must be in" -- "$U" attn --threads 0
+expect 2 "must be in" -- "$U" attn --repeat 0
+expect 2 "multiple of kv-heads" -- "$U" attn --heads 6 --kv-heads 4
+expect 2 "multiple of kv-heads" -- "$U" attn --heads 4 --kv-heads 8
+expect 2 "needs a value" -- "$U" attn --seq
+expect 2 "takes no value" -- "$U" attn --causal=1
+expect 2 "must be one of f32, f64" -- "$U" attn --dtype f16
+expect 2 "unexpected argument" -- "$U" attn 128
+expect 2 "overflows" -- "$U" attn --batch 1048576 --seq 1G --heads 1048576 --head-dim 65536
+expect 2 "need --backward" -- "$U" attn --dq "$W/x.npy"
+expect 2 "unknown benchmark" -- "$U" bench frobnicate
+expect 2 "must be in" -- "$U" bench kernel --repeat 0
+expect 2 "unknown option" -- "$U" bench memory --frobnicate
+expect 2 "at least 2 ranks" -- "$U" bench a2a
+
+# .npy inputs
+"$T" write "$W/q.npy" f32 1 2 33 4 8 && "$T" write "$W/k.npy" f32 2 2 33 2 8 &&
+"$T" write "$W/v.npy" f32 3 2 33 2 8 && "$T" write "$W/do.npy" f32 4 2 33 4 8 &&
+"$T" write "$W/k3.npy" f32 2 33 2 8 && "$T" write "$W/kbad.npy" f32 2 2 33 3 8 &&
+"$T" write "$W/q2d.npy" f32 5 33 32 && "$T" write "$W/q64.npy" f64 1 2 33 4 8 && "$T" nan "$W/nan.npy" ||
+    { echo "FAIL: npytool"; exit 1; }
+head -c 100 "$W/q.npy" > "$W/trunc_header.npy"
+head -c 1000 "$W/q.npy" > "$W/trunc_data.npy"
+printf '\223NUMPY\001\000v\000{'"'"'descr'"'"': '"'"'<i4'"'"', '"'"'fortran_order'"'"': False, '"'"'shape'"'"': (1, 2, 1, 2), }%52s\n' "" > "$W/int.npy"
+head -c 16 /dev/zero >> "$W/int.npy"
+printf 'not a numpy file at all' > "$W/garbage.npy"
+Q="--q $W/q.npy --k $W/k.npy --v $W/v.npy"
+expect 2 "must be given together" -- "$U" attn --q "$W/q.npy"
+expect 2 "No such file" -- "$U" attn --q "$W/missing.npy" --k "$W/k.npy" --v "$W/v.npy"
+expect 2 "--q" -- "$U" attn --q "$W/trunc_header.npy" --k "$W/k.npy" --v "$W/v.npy"
+expect 2 "--q" -- "$U" attn --q "$W/trunc_data.npy" --k "$W/k.npy" --v "$W/v.npy"
+expect 2 "dtype" -- "$U" attn --q "$W/int.npy" --k "$W/k.npy" --v "$W/v.npy"
+expect 2 "--q" -- "$U" attn --q "$W/garbage.npy" --k "$W/k.npy" --v "$W/v.npy"
+expect 2 "expected shape (B, N, H, d) or (N, H, d)" -- "$U" attn --q "$W/q2d.npy" --k "$W/k.npy" --v "$W/v.npy"
+expect 2 "has shape (1, 33, 2, 8), expected (2, 33, 2, 8)" -- "$U" attn --q "$W/q.npy" --k "$W/k3.npy" --v "$W/v.npy"
+expect 2 "multiple of kv-heads" -- "$U" attn --q "$W/q.npy" --k "$W/kbad.npy" --v "$W/kbad.npy"
+expect 2 "--seq 40 disagrees with the input files (33)" -- "$U" attn $Q --seq 40
+expect 2 "is NaN" -- "$U" attn --q "$W/nan.npy" --k "$W/nan.npy" --v "$W/nan.npy"
+expect 0 "" -- "$U" attn --q "$W/nan.npy" --k "$W/nan.npy" --v "$W/nan.npy" --allow-nonfinite
+expect 2 "/nonexistent/dir/o.npy" -- "$U" attn $Q --out /nonexistent/dir/o.npy
+expect 2 "--dout needs" -- "$U" attn --dout "$W/do.npy"
+expect 2 "has shape" -- "$U" attn $Q --dout "$W/k.npy"
+
+# interchange: 1 rank and 3 ranks write bitwise identical outputs
+expect 0 "bitwise == one process" -- "$U" attn $Q --causal --check --out "$W/o1.npy" --dout "$W/do.npy" --dq "$W/dq1.npy" --dk "$W/dk1.npy" --dv "$W/dv1.npy"
+expect 0 "measured == expected on every rank: yes" -- "$MPIRUN" --oversubscribe -np 3 "$U" attn $Q --causal --out "$W/o3.npy" --dout "$W/do.npy" --dq "$W/dq3.npy" --dk "$W/dk3.npy" --dv "$W/dv3.npy"
+for x in o dq dk dv; do
+    expect 0 "" -- "$T" cmp "$W/${x}1.npy" "$W/${x}3.npy"
+done
+expect 0 "\"dtype\": \"f64\"" -- "$U" attn --q "$W/q64.npy" --k "$W/k.npy" --v "$W/v.npy" --json --repeat 1
+
+# ranks called with different configurations: every rank stops, exit 2
+expect 2 "ranks disagree on sequence length" -- "$MPIRUN" --oversubscribe -np 1 "$U" attn --seq 100 : -np 1 "$U" attn --seq 101
+expect 2 "ranks disagree on causal" -- "$MPIRUN" --oversubscribe -np 1 "$U" attn --seq 100 --causal : -np 2 "$U" attn --seq 100
+expect 2 "ranks disagree on dtype" -- "$MPIRUN" --oversubscribe -np 1 "$U" attn --dtype f64 : -np 1 "$U" attn
+
+echo "$cases cases, $fails failed"
+[ "$fails" -eq 0 ]

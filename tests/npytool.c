@@ -1,0 +1,62 @@
+/*
+ * npytool.c -- test helper: write random .npy tensors and compare two .npy
+ * files bit for bit.
+ *   npytool write PATH f32|f64 SEED DIM...     uniform [-1, 1) values
+ *   npytool nan PATH                           a (1, 4, 1, 2) float32 tensor holding a NaN
+ *   npytool cmp A B                            exit 0 if shape, dtype and bits agree
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+int main(int argc, char **argv)
+{
+    if (argc >= 5 && strcmp(argv[1], "write") == 0) {
+        uly_dtype t = strcmp(argv[3], "f64") == 0 ? ULY_F64 : ULY_F32;
+        uint64_t seed = strtoull(argv[4], NULL, 10);
+        int nd = argc - 5;
+        int64_t shape[ULY_NPY_MAXDIM];
+        size_t n = 1;
+        for (int i = 0; i < nd; i++) {
+            shape[i] = strtoll(argv[5 + i], NULL, 10);
+            n *= (size_t)shape[i];
+        }
+        double *x = malloc(n * sizeof *x + 8);
+        void *y = malloc(n * 8 + 8);
+        tu_fill(x, n, seed, -1, 1);
+        tu_convert(x, y, n, t);
+        int rc = uly_npy_write(argv[2], t, nd, shape, y);
+        if (rc)
+            fprintf(stderr, "npytool: %s\n", uly_last_error());
+        free(x);
+        free(y);
+        return rc ? 1 : 0;
+    }
+    if (argc == 3 && strcmp(argv[1], "nan") == 0) {
+        float x[8] = {0.5f, 0.25f, 0, 0, 0, 0, 0, 0};
+        x[5] = strtof("nan", NULL);
+        int64_t shape[4] = {1, 4, 1, 2};
+        return uly_npy_write(argv[2], ULY_F32, 4, shape, x) ? 1 : 0;
+    }
+    if (argc == 4 && strcmp(argv[1], "cmp") == 0) {
+        uly_npy a, b;
+        memset(&a, 0, sizeof a);
+        memset(&b, 0, sizeof b);
+        if (uly_npy_read(argv[2], &a) || uly_npy_read(argv[3], &b)) {
+            fprintf(stderr, "npytool: %s\n", uly_last_error());
+            return 1;
+        }
+        int same = a.dtype == b.dtype && a.ndim == b.ndim &&
+                   memcmp(a.shape, b.shape, (size_t)a.ndim * sizeof a.shape[0]) == 0 &&
+                   memcmp(a.data, b.data, a.count * uly_dtype_size(a.dtype)) == 0;
+        if (!same)
+            fprintf(stderr, "npytool: %s and %s differ\n", argv[2], argv[3]);
+        uly_npy_free(&a);
+        uly_npy_free(&b);
+        return same ? 0 : 1;
+    }
+    fprintf(stderr, "usage: npytool write PATH f32|f64 SEED DIM... | nan PATH | cmp A B\n");
+    return 2;
+}
