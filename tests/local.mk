@@ -7,8 +7,11 @@ AM_TESTS_ENVIRONMENT = \
 	MPIRUN='$(MPIRUN)'; \
 	OMPI_ALLOW_RUN_AS_ROOT=1; OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; \
 	OMPI_MCA_rmaps_base_oversubscribe=1; OPENBLAS_NUM_THREADS=1; \
+	OMPI_MCA_mca_base_component_disable_dlclose=1; \
+	LSAN_OPTIONS="suppressions=$(abs_top_srcdir)/tests/lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0"; \
 	export top_builddir top_srcdir MPIRUN OMPI_ALLOW_RUN_AS_ROOT \
-	OMPI_ALLOW_RUN_AS_ROOT_CONFIRM OMPI_MCA_rmaps_base_oversubscribe OPENBLAS_NUM_THREADS;
+	OMPI_ALLOW_RUN_AS_ROOT_CONFIRM OMPI_MCA_rmaps_base_oversubscribe OPENBLAS_NUM_THREADS \
+	OMPI_MCA_mca_base_component_disable_dlclose LSAN_OPTIONS;
 
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(OPENMP_CFLAGS) $(BLAS_CFLAGS)
 TEST_LIBS = src/libulykern.la $(CHECK_LIBS) $(BLAS_LIBS) -lm
@@ -52,5 +55,22 @@ tests_npytool_CFLAGS = $(TEST_CFLAGS)
 tests_npytool_LDADD = $(TEST_LIBS)
 tests_npytool_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
 TESTS += tests/cli_attn.sh tests/symbols.sh
-EXTRA_DIST += tests/cli_attn.sh tests/symbols.sh
+EXTRA_DIST += tests/cli_attn.sh tests/symbols.sh tests/lsan.supp
 endif
+
+# Serial suites under valgrind memcheck (not part of `make check`: slow).
+# Check forks each test; valgrind follows the forks, so every test is checked.
+VALGRIND_TESTS = tests/test_plan tests/test_ref tests/test_blocked tests/test_npy \
+	sim/tests/test_engine sim/tests/test_net sim/tests/test_describe sim/tests/test_workload
+EXTRA_DIST += tests/valgrind.supp
+check-valgrind: $(check_PROGRAMS)
+	@status=0; for t in $(VALGRIND_TESTS); do \
+	  echo "== valgrind $$t"; \
+	  OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1 $(LIBTOOL) --mode=execute valgrind -q \
+	    --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect \
+	    --suppressions=$(abs_top_srcdir)/tests/valgrind.supp ./$$t > $$t.valgrind.log 2>&1; \
+	  rc=$$?; tail -n 3 $$t.valgrind.log; \
+	  if [ $$rc -ne 0 ]; then echo "FAIL: $$t (exit $$rc, see $$t.valgrind.log)"; status=1; fi; \
+	done; exit $$status
+.PHONY: check-valgrind
+CLEANFILES += tests/*.valgrind.log sim/tests/*.valgrind.log
