@@ -1,0 +1,1 @@
+# fuzz/: corpus replay of the fuzz harnesses in make check (filled in below).
