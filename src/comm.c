@@ -33,35 +33,45 @@ static int mpi_fail(int err, const char *what)
             return mpi_fail(e_, what);       \
     } while (0)
 
-int comm_open(MPI_Comm user, size_t max_count, uly_comm **out)
+int comm_info(MPI_Comm user, int *rank, int *size)
+{
+    int inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (!inited || finalized)
+        return uly_set_error(ULY_EMPI, "MPI is not initialised (call MPI_Init first)");
+    MPI_TRY(MPI_Comm_rank(user, rank), "MPI_Comm_rank");
+    MPI_TRY(MPI_Comm_size(user, size), "MPI_Comm_size");
+    return ULY_OK;
+}
+
+int comm_alloc(int rank, int size, size_t max_count, uly_comm **out)
 {
     *out = NULL;
-    int inited = 0;
-    MPI_Initialized(&inited);
-    if (!inited)
-        return uly_set_error(ULY_EMPI, "MPI is not initialised (call MPI_Init first)");
     uly_comm *c = uly_calloc(1, sizeof *c);
     if (!c)
         return uly_set_error(ULY_ENOMEM, "cannot allocate the communicator context");
-    int e = MPI_Comm_dup(user, &c->comm);
-    if (e != MPI_SUCCESS) {
-        uly_free(c);
-        return mpi_fail(e, "MPI_Comm_dup");
-    }
-    MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(c->comm, &c->rank);
-    MPI_Comm_size(c->comm, &c->size);
+    c->comm = MPI_COMM_NULL;
+    c->rank = rank;
+    c->size = size;
     c->max_count = max_count && max_count < INT_MAX ? max_count : INT_MAX;
-    for (int i = 0; i < 4; i++)
-        c->icount[i] = uly_calloc((size_t)c->size, sizeof(int));
-    for (int i = 0; i < 2; i++)
-        c->types[i] = uly_calloc((size_t)c->size, sizeof(MPI_Datatype));
-    int ok = c->icount[0] && c->icount[1] && c->icount[2] && c->icount[3] && c->types[0] && c->types[1];
+    int ok = 1;
+    for (int i = 0; i < 4 && ok; i++)
+        ok = (c->icount[i] = uly_calloc((size_t)size, sizeof(int))) != NULL;
+    for (int i = 0; i < 2 && ok; i++)
+        ok = (c->types[i] = uly_calloc((size_t)size, sizeof(MPI_Datatype))) != NULL;
     if (!ok) {
         comm_close(c);
-        return uly_set_error(ULY_ENOMEM, "cannot allocate per-rank count arrays for %d ranks", c->size);
+        return uly_set_error(ULY_ENOMEM, "cannot allocate per-rank count arrays for %d ranks", size);
     }
     *out = c;
+    return ULY_OK;
+}
+
+int comm_attach(uly_comm *c, MPI_Comm user)
+{
+    MPI_TRY(MPI_Comm_dup(user, &c->comm), "MPI_Comm_dup");
+    MPI_TRY(MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     return ULY_OK;
 }
 
@@ -69,7 +79,7 @@ void comm_close(uly_comm *c)
 {
     if (!c)
         return;
-    if (c->comm != MPI_COMM_NULL && c->comm != 0)
+    if (c->comm != MPI_COMM_NULL)
         MPI_Comm_free(&c->comm);
     for (int i = 0; i < 4; i++)
         uly_free(c->icount[i]);
@@ -82,8 +92,8 @@ int comm_rank(const uly_comm *c) { return c->rank; }
 int comm_size(const uly_comm *c) { return c->size; }
 double comm_wtime(void) { return MPI_Wtime(); }
 
-int comm_agree(uly_comm *c, int local_status, int n, const int64_t *vals,
-               const char *const *names)
+static int agree(MPI_Comm comm, int rank, int size, int local_status, int n, const int64_t *vals,
+                 const char *const *names)
 {
     /* One allreduce(MAX) over [v..., -v..., failed-rank marker]. */
     enum { MAXV = 32 };
@@ -95,14 +105,14 @@ int comm_agree(uly_comm *c, int local_status, int n, const int64_t *vals,
         buf[n + i] = vals[i] == INT64_MIN ? INT64_MAX : -vals[i];
     }
     /* lowest failing rank wins: encode as size - rank (0 = nobody) */
-    buf[2 * n] = local_status ? (int64_t)(c->size - c->rank) : 0;
-    MPI_TRY(MPI_Allreduce(buf, res, 2 * n + 1, MPI_INT64_T, MPI_MAX, c->comm), "MPI_Allreduce (agreement)");
+    buf[2 * n] = local_status ? (int64_t)(size - rank) : 0;
+    MPI_TRY(MPI_Allreduce(buf, res, 2 * n + 1, MPI_INT64_T, MPI_MAX, comm), "MPI_Allreduce (agreement)");
     if (res[2 * n] != 0) {
-        int failed = c->size - (int)res[2 * n];
-        char msg[512];
-        if (c->rank == failed)
+        int failed = size - (int)res[2 * n];
+        char msg[512] = "";
+        if (rank == failed)
             snprintf(msg, sizeof msg, "%s", uly_last_error());
-        MPI_TRY(MPI_Bcast(msg, sizeof msg, MPI_CHAR, failed, c->comm), "MPI_Bcast (error message)");
+        MPI_TRY(MPI_Bcast(msg, sizeof msg, MPI_CHAR, failed, comm), "MPI_Bcast (error message)");
         msg[sizeof msg - 1] = '\0';
         if (local_status)
             return local_status; /* keep this rank's own message */
@@ -115,6 +125,22 @@ int comm_agree(uly_comm *c, int local_status, int n, const int64_t *vals,
                                  names[i], (long long)mn, (long long)mx);
     }
     return ULY_OK;
+}
+
+int comm_agree(uly_comm *c, int local_status, int n, const int64_t *vals,
+               const char *const *names)
+{
+    return agree(c->comm, c->rank, c->size, local_status, n, vals, names);
+}
+
+int comm_agree_on(MPI_Comm comm, int local_status, int n, const int64_t *vals,
+                  const char *const *names)
+{
+    int rank, size;
+    int rc = comm_info(comm, &rank, &size);
+    if (rc)
+        return rc;
+    return agree(comm, rank, size, local_status, n, vals, names);
 }
 
 /* A datatype covering n elements of `base` located at byte offset off. */

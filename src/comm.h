@@ -12,9 +12,14 @@
 
 typedef struct uly_comm uly_comm;
 
-/* Duplicate `user` with MPI_ERRORS_RETURN.  max_count: largest element
- * count per peer handed to MPI_Alltoall(v) (0: INT_MAX). */
-int comm_open(MPI_Comm user, size_t max_count, uly_comm **out);
+/* Rank and size of a communicator (ULY_EMPI if MPI is not initialised). */
+int comm_info(MPI_Comm user, int *rank, int *size);
+/* Allocate a context for `size` ranks (local, not collective).  max_count:
+ * largest element count per peer handed to MPI_Alltoallv (0: INT_MAX). */
+int comm_alloc(int rank, int size, size_t max_count, uly_comm **out);
+/* Attach a private duplicate of `user` with MPI_ERRORS_RETURN (collective;
+ * call only after all ranks agreed that comm_alloc succeeded). */
+int comm_attach(uly_comm *c, MPI_Comm user);
 void comm_close(uly_comm *c);
 int comm_rank(const uly_comm *c);
 int comm_size(const uly_comm *c);
@@ -32,6 +37,9 @@ double comm_wtime(void);
  */
 int comm_agree(uly_comm *c, int local_status, int n, const int64_t *vals,
                const char *const *names);
+/* The same on a communicator of the caller's (before comm_attach). */
+int comm_agree_on(MPI_Comm comm, int local_status, int n, const int64_t *vals,
+                  const char *const *names);
 
 /*
  * All-to-all with size_t counts and displacements in elements of elem_size

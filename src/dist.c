@@ -290,20 +290,20 @@ int uly_dist_create(MPI_Comm comm, const uly_attn_desc *a, const uly_dist_opts *
     if (!out)
         return uly_set_error(ULY_EINVAL, "output pointer is NULL");
     *out = NULL;
-    uly_dist_opts def;
-    memset(&def, 0, sizeof def);
-    uly_comm *c = NULL;
-    int rc = comm_open(comm, opts ? opts->max_count : 0, &c);
+    int rank, size;
+    int rc = comm_info(comm, &rank, &size);
     if (rc)
         return rc; /* MPI unusable: nothing collective can follow */
+    uly_dist_opts def;
+    memset(&def, 0, sizeof def);
+    /* everything local first: validation and every allocation */
     int local = ULY_OK;
     uly_dist *D = uly_calloc(1, sizeof *D);
     if (!D)
         local = uly_set_error(ULY_ENOMEM, "cannot allocate the distributed context");
     else {
-        D->c = c;
-        D->P = comm_size(c);
-        D->rank = comm_rank(c);
+        D->P = size;
+        D->rank = rank;
         D->o = opts ? *opts : def;
         if (a)
             D->a = *a;
@@ -313,20 +313,20 @@ int uly_dist_create(MPI_Comm comm, const uly_attn_desc *a, const uly_dist_opts *
             D->es = uly_dtype_size(a->dtype);
             if (D->o.attn && (!D->o.attn->fwd || !D->o.attn->bwd))
                 local = uly_set_error(ULY_EINVAL, "local attention plug-in lacks fwd or bwd");
-            else
+            else if ((local = comm_alloc(rank, size, D->o.max_count, &D->c)) == ULY_OK)
                 local = dist_alloc(D);
         }
     }
+    /* then one agreement on the caller's communicator: configuration and success */
     int64_t v[NCFG];
     memset(v, 0, sizeof v);
     if (D)
         cfg_values(&D->a, &D->o, v);
-    rc = comm_agree(c, local, NCFG, v, cfg_names);
+    rc = comm_agree_on(comm, local, NCFG, v, cfg_names);
+    if (!rc)
+        rc = comm_attach(D->c, comm); /* collective on every rank, or on none */
     if (rc) {
-        if (D)
-            uly_dist_free(D);
-        else
-            comm_close(c);
+        uly_dist_free(D);
         return rc;
     }
     *out = D;

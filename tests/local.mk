@@ -16,8 +16,13 @@ AM_TESTS_ENVIRONMENT = \
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(OPENMP_CFLAGS) $(BLAS_CFLAGS)
 TEST_LIBS = src/libulykern.la $(CHECK_LIBS) $(BLAS_LIBS) -lm
 
-check_PROGRAMS += tests/test_plan tests/test_ref tests/test_blocked tests/test_npy
-TESTS += tests/test_plan tests/test_ref tests/test_blocked tests/test_npy
+check_PROGRAMS += tests/test_plan tests/test_ref tests/test_blocked tests/test_npy tests/test_alloc
+TESTS += tests/test_plan tests/test_ref tests/test_blocked tests/test_npy tests/test_alloc
+
+tests_test_alloc_SOURCES = tests/test_alloc.c tests/testutil.h tests/testutil.c
+tests_test_alloc_CFLAGS = $(TEST_CFLAGS)
+tests_test_alloc_LDADD = $(TEST_LIBS)
+tests_test_alloc_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
 
 tests_test_plan_SOURCES = tests/test_plan.c tests/testutil.h tests/testutil.c
 tests_test_plan_CFLAGS = $(TEST_CFLAGS)
@@ -60,7 +65,7 @@ endif
 
 # Serial suites under valgrind memcheck (not part of `make check`: slow).
 # Check forks each test; valgrind follows the forks, so every test is checked.
-VALGRIND_TESTS = tests/test_plan tests/test_ref tests/test_blocked tests/test_npy \
+VALGRIND_TESTS = tests/test_plan tests/test_ref tests/test_blocked tests/test_npy tests/test_alloc \
 	sim/tests/test_engine sim/tests/test_net sim/tests/test_describe sim/tests/test_workload
 EXTRA_DIST += tests/valgrind.supp
 check-valgrind: $(check_PROGRAMS)

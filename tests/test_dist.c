@@ -336,6 +336,56 @@ START_TEST(failing_rank_stops_all)
 }
 END_TEST
 
+/* Fault injection hooks of src/error.c (exported for tests, not in the API). */
+void uly_test_fail_alloc_at(long k);
+long uly_test_alloc_count(void);
+
+/* The last rank fails its k-th allocation in create, for every k: it returns
+ * ULY_ENOMEM, every other rank ULY_EPEER naming it; nobody hangs or leaks. */
+START_TEST(alloc_failure_stops_all)
+{
+    const shape *s = &shapes[3];
+    uly_attn_desc a = desc_of(s, ULY_F32);
+    const int victim = P - 1;
+    uly_dist *D = NULL;
+    uly_test_fail_alloc_at(0);
+    ck_assert_int_eq(uly_dist_create(MPI_COMM_WORLD, &a, NULL, &D), ULY_OK);
+    long n = uly_test_alloc_count();
+    uly_dist_free(D);
+    MPI_Bcast(&n, 1, MPI_LONG, victim, MPI_COMM_WORLD);
+    for (long k = 1; k <= n; k++) {
+        if (rank == victim)
+            uly_test_fail_alloc_at(k);
+        int rc = uly_dist_create(MPI_COMM_WORLD, &a, NULL, &D);
+        uly_test_fail_alloc_at(0);
+        ck_assert_ptr_null(D);
+        if (rank == victim)
+            ck_assert_msg(rc == ULY_ENOMEM, "allocation %ld: rank %d got %d", k, rank, rc);
+        else {
+            ck_assert_msg(rc == ULY_EPEER, "allocation %ld: rank %d got %d", k, rank, rc);
+            ck_assert_ptr_nonnull(strstr(uly_last_error(), "cannot allocate"));
+        }
+    }
+    /* the kernel's workspace failing inside a forward stops every rank too */
+    ck_assert_int_eq(uly_dist_create(MPI_COMM_WORLD, &a, NULL, &D), ULY_OK);
+    int64_t t0, nt;
+    uly_dist_shard(D, &t0, &nt);
+    size_t sz = (size_t)(a.batch * nt * a.heads * a.head_dim) * sizeof(float) + 4;
+    float *x = calloc(1, sz), *o = malloc(sz);
+    if (rank == victim)
+        uly_test_fail_alloc_at(1);
+    int rc = uly_dist_fwd(D, x, x, x, o);
+    uly_test_fail_alloc_at(0);
+    int64_t h0, hn;
+    uly_split(a.heads, P, victim, &h0, &hn);
+    if (hn > 0) /* the victim runs a kernel, so its allocation fails */
+        ck_assert_int_eq(rc, rank == victim ? ULY_ENOMEM : ULY_EPEER);
+    ck_assert_int_eq(uly_dist_fwd(D, x, x, x, o), ULY_OK);
+    free(x); free(o);
+    uly_dist_free(D);
+}
+END_TEST
+
 static Suite *make_dist_suite(void)
 {
     Suite *s = suite_create("dist");
@@ -352,6 +402,7 @@ static Suite *make_dist_suite(void)
     TCase *tf = tcase_create("failures");
     tcase_add_test(tf, mismatch_all_ranks_error);
     tcase_add_test(tf, failing_rank_stops_all);
+    tcase_add_test(tf, alloc_failure_stops_all);
     suite_add_tcase(s, tf);
     return s;
 }

@@ -1,0 +1,174 @@
+/* test_alloc.c -- allocation failure along the library's main paths: make
+ * the k-th allocation fail for every k and check that each call returns
+ * ULY_ENOMEM with a message, touches nothing it should not, and leaks
+ * nothing (leaks are caught by the sanitizer build and `make check-valgrind`). */
+#define _POSIX_C_SOURCE 200809L
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <stdio.h>
+
+#include "testutil.h"
+
+/* Fault injection hooks of src/error.c (exported for tests, not in the API). */
+void uly_test_fail_alloc_at(long k);
+long uly_test_alloc_count(void);
+
+typedef int (*call_fn)(void *ctx);
+
+/* Run fn once to count its allocations, then fail each one in turn. */
+static void every_allocation_fails(const char *what, call_fn fn, void *ctx)
+{
+    uly_test_fail_alloc_at(0);
+    ck_assert_int_eq(fn(ctx), ULY_OK);
+    long n = uly_test_alloc_count();
+    ck_assert_msg(n > 0, "%s: allocates nothing?", what);
+    for (long k = 1; k <= n; k++) {
+        uly_test_fail_alloc_at(k);
+        int rc = fn(ctx);
+        uly_test_fail_alloc_at(0);
+        ck_assert_msg(rc == ULY_ENOMEM, "%s: allocation %ld of %ld failed but the call returned %d (%s)", what, k,
+                      n, rc, uly_strerror(rc));
+        ck_assert_msg(strlen(uly_last_error()) > 0, "%s: no message for allocation %ld", what, k);
+    }
+    ck_assert_int_eq(fn(ctx), ULY_OK); /* and it still works afterwards */
+}
+
+typedef struct ctx {
+    uly_attn_desc a;
+    tu_problem p;
+    void *q, *k, *v, *dout, *o, *lse, *dq, *dk, *dv;
+    double *ro, *rl, *rdq, *rdk, *rdv;
+    unsigned char *npy;
+    size_t npy_len;
+} ctx;
+
+static void ctx_init(ctx *c, uly_dtype t)
+{
+    memset(c, 0, sizeof *c);
+    c->a.batch = 2; c->a.seq = 19; c->a.heads = 4; c->a.kv_heads = 2; c->a.head_dim = 8;
+    c->a.causal = 1; c->a.dtype = t;
+    tu_problem_init(&c->p, &c->a, 3);
+    size_t es = uly_dtype_size(t);
+    c->q = malloc(c->p.nq * es); c->k = malloc(c->p.nkv * es); c->v = malloc(c->p.nkv * es);
+    c->dout = malloc(c->p.nq * es); c->o = malloc(c->p.nq * es); c->lse = malloc(c->p.nlse * es);
+    c->dq = malloc(c->p.nq * es); c->dk = malloc(c->p.nkv * es); c->dv = malloc(c->p.nkv * es);
+    tu_convert(c->p.q, c->q, c->p.nq, t); tu_convert(c->p.k, c->k, c->p.nkv, t);
+    tu_convert(c->p.v, c->v, c->p.nkv, t); tu_convert(c->p.dout, c->dout, c->p.nq, t);
+    c->ro = malloc(c->p.nq * 8); c->rl = malloc(c->p.nlse * 8); c->rdq = malloc(c->p.nq * 8);
+    c->rdk = malloc(c->p.nkv * 8); c->rdv = malloc(c->p.nkv * 8);
+}
+
+static void ctx_free(ctx *c)
+{
+    free(c->q); free(c->k); free(c->v); free(c->dout); free(c->o); free(c->lse);
+    free(c->dq); free(c->dk); free(c->dv);
+    free(c->ro); free(c->rl); free(c->rdq); free(c->rdk); free(c->rdv);
+    free(c->npy);
+    tu_problem_free(&c->p);
+}
+
+static int call_fwd(void *x)
+{
+    ctx *c = x;
+    uly_kernel_opts o;
+    memset(&o, 0, sizeof o);
+    o.threads = 2;
+    return uly_attn_fwd(&c->a, &o, c->q, c->k, c->v, c->o, c->lse);
+}
+
+static int call_bwd(void *x)
+{
+    ctx *c = x;
+    return uly_attn_bwd(&c->a, NULL, c->q, c->k, c->v, c->o, c->lse, c->dout, c->dq, c->dk, c->dv);
+}
+
+static int call_ref_fwd(void *x)
+{
+    ctx *c = x;
+    uly_attn_desc a = c->a;
+    a.dtype = ULY_F64;
+    return uly_ref_fwd(&a, c->p.q, c->p.k, c->p.v, c->ro, c->rl);
+}
+
+static int call_ref_bwd(void *x)
+{
+    ctx *c = x;
+    uly_attn_desc a = c->a;
+    a.dtype = ULY_F64;
+    return uly_ref_bwd(&a, c->p.q, c->p.k, c->p.v, c->p.dout, c->rdq, c->rdk, c->rdv);
+}
+
+static int call_npy_parse(void *x)
+{
+    ctx *c = x;
+    uly_npy n;
+    int rc = uly_npy_parse(c->npy, c->npy_len, &n);
+    if (rc == ULY_OK)
+        uly_npy_free(&n);
+    return rc;
+}
+
+START_TEST(kernels_f32)
+{
+    ctx c;
+    ctx_init(&c, ULY_F32);
+    every_allocation_fails("blocked forward f32", call_fwd, &c);
+    every_allocation_fails("blocked backward f32", call_bwd, &c);
+    ctx_free(&c);
+}
+END_TEST
+
+START_TEST(kernels_f64_and_reference)
+{
+    ctx c;
+    ctx_init(&c, ULY_F64);
+    every_allocation_fails("blocked forward f64", call_fwd, &c);
+    every_allocation_fails("blocked backward f64", call_bwd, &c);
+    every_allocation_fails("reference forward", call_ref_fwd, &c);
+    every_allocation_fails("reference backward", call_ref_bwd, &c);
+    ctx_free(&c);
+}
+END_TEST
+
+START_TEST(npy_read_and_parse)
+{
+    ctx c;
+    ctx_init(&c, ULY_F32);
+    char path[] = "/tmp/uly_alloc_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    int64_t shape[4] = {2, 19, 4, 8};
+    ck_assert_int_eq(uly_npy_write(path, ULY_F32, 4, shape, c.q), ULY_OK);
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    c.npy = malloc(1 << 16);
+    c.npy_len = fread(c.npy, 1, 1 << 16, f);
+    fclose(f);
+    remove(path);
+    every_allocation_fails("npy parse", call_npy_parse, &c);
+    ctx_free(&c);
+}
+END_TEST
+
+static Suite *make_alloc_suite(void)
+{
+    Suite *s = suite_create("alloc");
+    TCase *tc = tcase_create("every_k");
+    tcase_add_test(tc, kernels_f32);
+    tcase_add_test(tc, kernels_f64_and_reference);
+    tcase_add_test(tc, npy_read_and_parse);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(make_alloc_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
