@@ -40,11 +40,17 @@ typedef struct uly_local_attn {
     void *user;
 } uly_local_attn;
 
+/* How the all-to-alls move strided blocks. */
+enum { ULY_A2A_AUTO = 0,     /* the default (currently PACK) */
+       ULY_A2A_PACK = 1,     /* our strided copy + MPI_Alltoallv; B = 1 moves one side in place */
+       ULY_A2A_DATATYPE = 2  /* MPI derived datatypes + MPI_Alltoallw: no pack step of ours */ };
+
 typedef struct uly_dist_opts {
     uly_kernel_opts kernel;      /* block sizes and threads (head range is set by the library) */
     const uly_local_attn *attn;  /* NULL: the built-in blocked kernel */
     size_t max_count;            /* largest element count per MPI call and peer; 0: INT_MAX.
                                     Larger blocks go through large-count datatypes. */
+    int a2a_mode;                /* ULY_A2A_AUTO, ULY_A2A_PACK or ULY_A2A_DATATYPE */
 } uly_dist_opts;
 
 typedef struct uly_dist uly_dist;

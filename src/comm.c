@@ -235,3 +235,63 @@ int comm_alltoallv(uly_comm *c, const void *sbuf, const size_t *scount, const si
     MPI_TRY(MPI_Alltoallv(sbuf, sc, sd, base, rbuf, rc, rd, base, c->comm), "MPI_Alltoallv");
     return ULY_OK;
 }
+
+/* Datatype of one strided block (see comm_block), positioned at its offset. */
+static int block_type(const comm_block *b, MPI_Datatype base, size_t es, MPI_Datatype *out)
+{
+    if (b->rows > INT_MAX || b->len > INT_MAX || b->stride > INT_MAX || b->batches > INT_MAX)
+        return uly_set_error(ULY_EOVERFLOW, "all-to-all block too large for a derived datatype");
+    MPI_Datatype rows, batches;
+    MPI_TRY(MPI_Type_vector((int)b->rows, (int)b->len, (int)b->stride, base, &rows), "MPI_Type_vector");
+    int e = MPI_Type_create_hvector((int)b->batches, 1, (MPI_Aint)(b->bstride * es), rows, &batches);
+    MPI_Type_free(&rows);
+    if (e != MPI_SUCCESS)
+        return mpi_fail(e, "MPI_Type_create_hvector");
+    int one = 1;
+    MPI_Aint disp = (MPI_Aint)(b->off * es);
+    e = MPI_Type_create_struct(1, &one, &disp, &batches, out);
+    MPI_Type_free(&batches);
+    if (e != MPI_SUCCESS)
+        return mpi_fail(e, "MPI_Type_create_struct");
+    MPI_TRY(MPI_Type_commit(out), "MPI_Type_commit");
+    return ULY_OK;
+}
+
+int comm_alltoallw_blocks(uly_comm *c, const void *sbuf, const comm_block *sb, void *rbuf,
+                          const comm_block *rb, size_t elem_size)
+{
+    const int P = c->size;
+    if (P == 1)
+        return ULY_OK;
+    MPI_Datatype base = elem_size == 8 ? MPI_DOUBLE : MPI_FLOAT;
+    int *sc = c->icount[0], *rc = c->icount[1], *zd = c->icount[2];
+    MPI_Datatype *st = c->types[0], *rt = c->types[1];
+    int code = ULY_OK;
+    for (int s = 0; s < P; s++) {
+        st[s] = rt[s] = base;
+        zd[s] = 0;
+        sc[s] = rc[s] = 0;
+    }
+    for (int s = 0; s < P && !code; s++) {
+        if (sb[s].rows && sb[s].len && sb[s].batches) {
+            code = block_type(&sb[s], base, elem_size, &st[s]);
+            sc[s] = 1;
+        }
+        if (!code && rb[s].rows && rb[s].len && rb[s].batches) {
+            code = block_type(&rb[s], base, elem_size, &rt[s]);
+            rc[s] = 1;
+        }
+    }
+    if (!code) {
+        int e = MPI_Alltoallw(sbuf, sc, zd, st, rbuf, rc, zd, rt, c->comm);
+        if (e != MPI_SUCCESS)
+            code = mpi_fail(e, "MPI_Alltoallw");
+    }
+    for (int s = 0; s < P; s++) {
+        if (st[s] != base)
+            MPI_Type_free(&st[s]);
+        if (rt[s] != base)
+            MPI_Type_free(&rt[s]);
+    }
+    return code;
+}

@@ -51,4 +51,15 @@ int comm_agree_on(MPI_Comm comm, int local_status, int n, const int64_t *vals,
 int comm_alltoallv(uly_comm *c, const void *sbuf, const size_t *scount, const size_t *sdispl,
                    void *rbuf, const size_t *rcount, const size_t *rdispl, size_t elem_size);
 
+/* A strided block of one peer: `batches` x `rows` rows of `len` elements;
+ * rows `stride` apart, batches `bstride` apart, starting at element `off`. */
+typedef struct comm_block {
+    size_t off, batches, bstride, rows, len, stride;
+} comm_block;
+
+/* All-to-all where MPI reads and writes the strided blocks in place through
+ * derived datatypes (no pack step of ours).  Self blocks must be empty. */
+int comm_alltoallw_blocks(uly_comm *c, const void *sbuf, const comm_block *sb, void *rbuf,
+                          const comm_block *rb, size_t elem_size);
+
 #endif

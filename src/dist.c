@@ -29,6 +29,8 @@ struct uly_dist {
     int64_t *hb, *hc;          /* (P) query head begin / count per rank */
     int64_t *kb, *kc;          /* (P) KV head begin / count per rank */
     size_t *sc, *sd, *rc, *rd; /* (P) element counts / displacements scratch */
+    comm_block *sbk, *rbk;     /* (P) strided blocks scratch (datatype mode) */
+    int dtype_mode;            /* move blocks with derived datatypes */
     /* head-sharded tensors of this rank (aliases of the caller's for P = 1) */
     void *qh, *kh, *vh, *oh;   /* (B,N,H_r,d) (B,N,Hkv_r,d) x2 (B,N,H_r,d) */
     void *lse;                 /* (B,H_r,N) */
@@ -70,6 +72,19 @@ static int a2a_seq_to_heads(uly_dist *D, int which, const char *in, int64_t Hin,
     const int P = D->P, r = D->rank;
     const int64_t B = D->a.batch, N = D->a.seq, d = D->a.head_dim, n_r = D->nc[r], c_r = hcnt[r];
     const size_t es = D->es;
+    if (D->dtype_mode) {
+        for (int s = 0; s < P; s++) {
+            int64_t ns = s == r ? 0 : D->nc[s], nr = s == r ? 0 : n_r;
+            D->sbk[s] = (comm_block){usz(hbeg[s] * d), usz(B), usz(n_r * Hin * d), usz(nr), usz(hcnt[s] * d), usz(Hin * d)};
+            D->rbk[s] = (comm_block){usz(D->nb[s] * c_r * d), usz(B), usz(N * c_r * d), usz(ns), usz(c_r * d), usz(c_r * d)};
+            D->vol.sent[which] += usz(B * nr * hcnt[s] * d) * es;
+            D->vol.recv[which] += usz(B * ns * c_r * d) * es;
+        }
+        if (n_r > 0)
+            copy_blocks(out + usz(D->nb[r] * c_r * d) * es, usz(N * c_r * d), usz(c_r * d),
+                        in + usz(hbeg[r] * d) * es, usz(n_r * Hin * d), usz(Hin * d), B, n_r, usz(c_r * d), es);
+        return comm_alltoallw_blocks(D->c, in, D->sbk, out, D->rbk, es);
+    }
     size_t soff = 0, roff = 0;
     for (int s = 0; s < P; s++) {
         size_t scount = s == r ? 0 : usz(B * n_r * hcnt[s] * d);
@@ -113,6 +128,20 @@ static int a2a_heads_to_seq(uly_dist *D, int which, const char *in, int64_t Hout
     const int P = D->P, r = D->rank;
     const int64_t B = D->a.batch, N = D->a.seq, d = D->a.head_dim, n_r = D->nc[r], c_r = hcnt[r];
     const size_t es = D->es;
+    if (D->dtype_mode) {
+        for (int s = 0; s < P; s++) {
+            int64_t ns = s == r ? 0 : D->nc[s], nr = s == r ? 0 : n_r;
+            D->sbk[s] = (comm_block){usz(D->nb[s] * c_r * d), usz(B), usz(N * c_r * d), usz(ns), usz(c_r * d), usz(c_r * d)};
+            D->rbk[s] = (comm_block){usz(hbeg[s] * d), usz(B), usz(n_r * Hout * d), usz(nr), usz(hcnt[s] * d), usz(Hout * d)};
+            D->vol.sent[which] += usz(B * ns * c_r * d) * es;
+            D->vol.recv[which] += usz(B * nr * hcnt[s] * d) * es;
+        }
+        if (n_r > 0)
+            copy_blocks(out + usz(hbeg[r] * d) * es, usz(n_r * Hout * d), usz(Hout * d),
+                        in + usz(D->nb[r] * c_r * d) * es, usz(N * c_r * d), usz(c_r * d), B, n_r,
+                        usz(c_r * d), es);
+        return comm_alltoallw_blocks(D->c, in, D->sbk, out, D->rbk, es);
+    }
     size_t soff = 0, roff = 0;
     for (int s = 0; s < P; s++) {
         size_t scount = s == r ? 0 : usz(B * D->nc[s] * c_r * d);
@@ -200,6 +229,7 @@ void uly_dist_free(uly_dist *D)
     comm_close(D->c);
     uly_free(D->nb);
     uly_free(D->sc);
+    uly_free(D->sbk);
     uly_free(D->owned);
     uly_free(D);
 }
@@ -211,10 +241,13 @@ static int dist_alloc(uly_dist *D)
     const int64_t B = D->a.batch, N = D->a.seq, H = D->a.heads, d = D->a.head_dim;
     D->nb = uly_calloc(6 * (size_t)P, sizeof(int64_t));
     D->sc = uly_calloc(4 * (size_t)P, sizeof(size_t));
-    if (!D->nb || !D->sc)
+    D->sbk = uly_calloc(2 * (size_t)P, sizeof(comm_block));
+    if (!D->nb || !D->sc || !D->sbk)
         return uly_set_error(ULY_ENOMEM, "cannot allocate partition tables for %d ranks", P);
     D->nc = D->nb + P; D->hb = D->nc + P; D->hc = D->hb + P; D->kb = D->hc + P; D->kc = D->kb + P;
     D->sd = D->sc + P; D->rc = D->sd + P; D->rd = D->rc + P;
+    D->rbk = D->sbk + P;
+    D->dtype_mode = D->o.a2a_mode == ULY_A2A_DATATYPE;
     for (int s = 0; s < P; s++) {
         uly_split(N, P, s, &D->nb[s], &D->nc[s]);
         uly_split(H, P, s, &D->hb[s], &D->hc[s]);
@@ -271,7 +304,7 @@ static int dist_alloc(uly_dist *D)
 enum { NCFG = 14 };
 static const char *const cfg_names[NCFG] = {
     "batch", "sequence length", "heads", "kv-heads", "head dim", "causal", "window",
-    "dtype", "scale", "block_q", "block_k", "max_count", "local attention", "call kind"};
+    "dtype", "scale", "block_q", "block_k", "max_count", "local attention", "all-to-all mode"};
 
 static void cfg_values(const uly_attn_desc *a, const uly_dist_opts *o, int64_t *v)
 {
@@ -281,7 +314,7 @@ static void cfg_values(const uly_attn_desc *a, const uly_dist_opts *o, int64_t *
     v[0] = a->batch; v[1] = a->seq; v[2] = a->heads; v[3] = a->kv_heads; v[4] = a->head_dim;
     v[5] = a->causal; v[6] = a->window; v[7] = a->dtype; v[8] = sbits;
     v[9] = o->kernel.block_q; v[10] = o->kernel.block_k; v[11] = (int64_t)o->max_count;
-    v[12] = o->attn != NULL; v[13] = 0;
+    v[12] = o->attn != NULL; v[13] = o->a2a_mode;
 }
 
 int uly_dist_create(MPI_Comm comm, const uly_attn_desc *a, const uly_dist_opts *opts,
@@ -313,6 +346,8 @@ int uly_dist_create(MPI_Comm comm, const uly_attn_desc *a, const uly_dist_opts *
             D->es = uly_dtype_size(a->dtype);
             if (D->o.attn && (!D->o.attn->fwd || !D->o.attn->bwd))
                 local = uly_set_error(ULY_EINVAL, "local attention plug-in lacks fwd or bwd");
+            else if (D->o.a2a_mode < ULY_A2A_AUTO || D->o.a2a_mode > ULY_A2A_DATATYPE)
+                local = uly_set_error(ULY_EINVAL, "unknown all-to-all mode %d", D->o.a2a_mode);
             else if ((local = comm_alloc(rank, size, D->o.max_count, &D->c)) == ULY_OK)
                 local = dist_alloc(D);
         }

@@ -151,7 +151,7 @@ END_TEST
 
 /* Forward + backward on P ranks vs the single-process kernel (bitwise) and
  * vs the fp64 reference (fp32, tolerance), and the byte counters. */
-static void check_dist(const shape *s, uly_dtype t, size_t max_count, const uly_local_attn *plug)
+static void check_dist(const shape *s, uly_dtype t, size_t max_count, const uly_local_attn *plug, int mode)
 {
     uly_attn_desc a = desc_of(s, t);
     tu_problem p;
@@ -176,6 +176,7 @@ static void check_dist(const shape *s, uly_dtype t, size_t max_count, const uly_
     opts.kernel.threads = 1 + rank % 2; /* thread count must not matter */
     opts.max_count = max_count;
     opts.attn = plug;
+    opts.a2a_mode = mode;
     uly_dist *D;
     ck_assert_int_eq(uly_dist_create(MPI_COMM_WORLD, &a, &opts, &D), ULY_OK);
     int64_t t0, n, h0, hn;
@@ -241,16 +242,23 @@ static void check_dist(const shape *s, uly_dtype t, size_t max_count, const uly_
     tu_problem_free(&p);
 }
 
-START_TEST(bitwise_f32) { check_dist(&shapes[_i], ULY_F32, 0, NULL); }
+START_TEST(bitwise_f32) { check_dist(&shapes[_i], ULY_F32, 0, NULL, ULY_A2A_AUTO); }
 END_TEST
 
-START_TEST(bitwise_f64) { check_dist(&shapes[_i], ULY_F64, 0, NULL); }
+START_TEST(bitwise_f64) { check_dist(&shapes[_i], ULY_F64, 0, NULL, ULY_A2A_AUTO); }
+END_TEST
+
+START_TEST(datatype_mode)
+{
+    /* derived datatypes instead of our packing: same bits, same bytes */
+    check_dist(&shapes[_i], ULY_F64, 0, NULL, ULY_A2A_DATATYPE);
+}
 END_TEST
 
 START_TEST(large_count_path)
 {
     /* blocks above 7 elements go through MPI_Alltoallw with chunked datatypes */
-    check_dist(&shapes[_i], ULY_F32, 7, NULL);
+    check_dist(&shapes[_i], ULY_F32, 7, NULL, ULY_A2A_PACK);
 }
 END_TEST
 
@@ -273,7 +281,7 @@ START_TEST(plugin_attention)
 {
     uly_local_attn plug = {plug_fwd, plug_bwd, &plug_calls};
     plug_calls = 0;
-    check_dist(&shapes[3], ULY_F32, 0, &plug);
+    check_dist(&shapes[3], ULY_F32, 0, &plug, ULY_A2A_AUTO);
     int64_t hb, hc;
     uly_split(shapes[3].H, P, rank, &hb, &hc);
     ck_assert_int_eq(plug_calls, hc > 0 ? 2 : 0);
@@ -397,6 +405,7 @@ static Suite *make_dist_suite(void)
     tcase_add_loop_test(te, bitwise_f32, 0, NSHAPES);
     tcase_add_loop_test(te, bitwise_f64, 0, NSHAPES);
     tcase_add_loop_test(te, large_count_path, 2, 5);
+    tcase_add_loop_test(te, datatype_mode, 0, NSHAPES);
     tcase_add_test(te, plugin_attention);
     suite_add_tcase(s, te);
     TCase *tf = tcase_create("failures");

@@ -274,10 +274,12 @@ static int bench_a2a_mpi(int argc, char **argv, int rank, int P)
     }
     if (!json && rank == 0)
         printf("bench a2a: %d ranks; Ulysses all-to-all (with packing) vs raw MPI_Alltoall of the same bytes, "
-               "%lld repetitions, medians\n%12s %12s %12s %12s %8s %12s %8s\n",
-               P, (long long)repeat, "bytes/rank", "raw ms", "min", "max", "", "", "");
+               "%lld repetitions, medians of the slowest rank\n",
+               P, (long long)repeat);
     if (!json && rank == 0)
-        printf("%12s %12s %12s %8s %12s %8s\n", "bytes/rank", "raw ms", "seq->heads", "ratio", "heads->seq", "ratio");
+        printf("%12s %10s | %10s %7s %10s %7s | %10s %7s %10s %7s\n%23s | %-37s | %-37s\n", "bytes/rank", "raw ms",
+               "seq->heads", "ratio", "heads->seq", "ratio", "seq->heads", "ratio", "heads->seq", "ratio", "",
+               "pack + MPI_Alltoallv (default)", "derived datatypes + MPI_Alltoallw");
     const int64_t H = 2 * P, d = 128;
     for (int64_t bytes = minb; bytes <= maxb; bytes *= 4) {
         int64_t n_r = bytes / (H * d * 4);
@@ -295,59 +297,74 @@ static int bench_a2a_mpi(int argc, char **argv, int rank, int P)
         }
         for (size_t i = 0; i < elems; i++)
             in[i] = (float)i;
-        uly_dist *D;
-        if ((rc = uly_dist_create(MPI_COMM_WORLD, &a, NULL, &D))) {
-            fprintf(stderr, "ulysses bench a2a: %s\n", uly_last_error());
-            return 1;
+        uly_dist *D[2] = {NULL, NULL};
+        for (int m = 0; m < 2; m++) {
+            uly_dist_opts dopt;
+            memset(&dopt, 0, sizeof dopt);
+            dopt.a2a_mode = m ? ULY_A2A_DATATYPE : ULY_A2A_PACK;
+            if ((rc = uly_dist_create(MPI_COMM_WORLD, &a, &dopt, &D[m]))) {
+                fprintf(stderr, "ulysses bench a2a: %s\n", uly_last_error());
+                return 1;
+            }
         }
-        double *tr = calloc((size_t)repeat, 8), *ti = calloc((size_t)repeat, 8), *to = calloc((size_t)repeat, 8);
+        /* columns: raw, pack in, pack out, datatype in, datatype out */
+        double *tm = calloc((size_t)repeat * 5, 8);
         const int per = (int)(elems / (size_t)P);
         for (int64_t it = -1; it < repeat; it++) {
-            double t[4];
+            double loc[5], mx[5];
             MPI_Barrier(MPI_COMM_WORLD);
-            t[0] = MPI_Wtime();
+            double t0 = MPI_Wtime();
             MPI_Alltoall(in, per, MPI_FLOAT, out, per, MPI_FLOAT, MPI_COMM_WORLD);
-            t[1] = MPI_Wtime();
-            MPI_Barrier(MPI_COMM_WORLD);
-            double t1b = MPI_Wtime();
-            rc = uly_dist_a2a(D, ULY_A2A_Q, in, mid);
-            t[2] = MPI_Wtime();
-            MPI_Barrier(MPI_COMM_WORLD);
-            double t2b = MPI_Wtime();
-            if (!rc)
-                rc = uly_dist_a2a(D, ULY_A2A_O, mid, out);
-            t[3] = MPI_Wtime();
+            loc[0] = MPI_Wtime() - t0;
+            for (int m = 0; m < 2 && !rc; m++) {
+                memset(out, 0, elems * 4);
+                MPI_Barrier(MPI_COMM_WORLD);
+                t0 = MPI_Wtime();
+                rc = uly_dist_a2a(D[m], ULY_A2A_Q, in, mid);
+                loc[1 + 2 * m] = MPI_Wtime() - t0;
+                MPI_Barrier(MPI_COMM_WORLD);
+                t0 = MPI_Wtime();
+                if (!rc)
+                    rc = uly_dist_a2a(D[m], ULY_A2A_O, mid, out);
+                loc[2 + 2 * m] = MPI_Wtime() - t0;
+                if (!rc && memcmp(in, out, elems * 4) != 0) {
+                    fprintf(stderr, "ulysses bench a2a: rank %d: round trip did not restore the input\n", rank);
+                    rc = ULY_EINVAL;
+                }
+            }
             if (rc) {
                 fprintf(stderr, "ulysses bench a2a: %s\n", uly_last_error());
                 return 1;
             }
-            double loc[3] = {t[1] - t[0], t[2] - t1b, t[3] - t2b}, mx[3];
-            MPI_Allreduce(loc, mx, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD); /* slowest rank */
-            if (it >= 0) {
-                tr[it] = mx[0];
-                ti[it] = mx[1];
-                to[it] = mx[2];
-            }
+            MPI_Allreduce(loc, mx, 5, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD); /* slowest rank */
+            for (int c = 0; c < 5 && it >= 0; c++)
+                tm[(size_t)c * (size_t)repeat + (size_t)it] = mx[c];
         }
-        if (memcmp(in, out, elems * 4) != 0 && rank == 0)
-            fprintf(stderr, "ulysses bench a2a: round trip did not restore the input\n");
-        stats sr = stats_of(tr, (size_t)repeat), si = stats_of(ti, (size_t)repeat), so = stats_of(to, (size_t)repeat);
+        stats st[5];
+        for (int c = 0; c < 5; c++)
+            st[c] = stats_of(tm + (size_t)c * (size_t)repeat, (size_t)repeat);
         if (rank == 0) {
-            if (json)
-                printf("{\"bench\": \"a2a\", \"ranks\": %d, \"bytes_per_rank\": %zu, \"raw_ms\": {\"median\": %.4f, \"min\": %.4f, \"max\": %.4f}, "
-                       "\"seq_to_heads_ms\": {\"median\": %.4f, \"min\": %.4f, \"max\": %.4f}, "
-                       "\"heads_to_seq_ms\": {\"median\": %.4f, \"min\": %.4f, \"max\": %.4f}, "
-                       "\"seq_to_heads_over_raw\": %.4f, \"heads_to_seq_over_raw\": %.4f}\n",
-                       P, elems * 4, 1e3 * sr.median, 1e3 * sr.min, 1e3 * sr.max, 1e3 * si.median, 1e3 * si.min,
-                       1e3 * si.max, 1e3 * so.median, 1e3 * so.min, 1e3 * so.max, si.median / sr.median,
-                       so.median / sr.median);
-            else
-                printf("%12zu %12.3f %12.3f %8.3f %12.3f %8.3f\n", elems * 4, 1e3 * sr.median, 1e3 * si.median,
-                       si.median / sr.median, 1e3 * so.median, so.median / sr.median);
+            static const char *const key[5] = {"raw", "pack_seq_to_heads", "pack_heads_to_seq",
+                                               "datatype_seq_to_heads", "datatype_heads_to_seq"};
+            if (json) {
+                printf("{\"bench\": \"a2a\", \"ranks\": %d, \"bytes_per_rank\": %zu", P, elems * 4);
+                for (int c = 0; c < 5; c++)
+                    printf(", \"%s_ms\": {\"median\": %.4f, \"min\": %.4f, \"max\": %.4f}", key[c],
+                           1e3 * st[c].median, 1e3 * st[c].min, 1e3 * st[c].max);
+                for (int c = 1; c < 5; c++)
+                    printf(", \"%s_over_raw\": %.4f", key[c], st[c].median / st[0].median);
+                printf("}\n");
+            } else {
+                printf("%12zu %10.3f |", elems * 4, 1e3 * st[0].median);
+                for (int c = 1; c < 5; c++)
+                    printf(" %10.3f %7.3f%s", 1e3 * st[c].median, st[c].median / st[0].median, c == 2 ? " |" : "");
+                printf("\n");
+            }
             fflush(stdout);
         }
-        free(tr); free(ti); free(to);
-        uly_dist_free(D);
+        free(tm);
+        uly_dist_free(D[0]);
+        uly_dist_free(D[1]);
         free(in); free(out); free(mid);
     }
     return 0;
