@@ -1,31 +1,56 @@
 #!/bin/sh
-# Build the .npy fuzzer from the sources (no configure needed).
+# Build the fuzz harnesses from the sources (no configure needed).
 #
-#   fuzz/build.sh            -> fuzz/fuzz_npy       libFuzzer + ASan + UBSan (clang)
-#   fuzz/build.sh replay     -> fuzz/fuzz_npy_replay standalone replayer (ASan + UBSan)
+#   fuzz/build.sh [fuzzer] [HARNESS...]   -> fuzz/fuzz_<h>         libFuzzer + ASan + UBSan (clang)
+#   fuzz/build.sh replay [HARNESS...]     -> fuzz/fuzz_<h>_replay  standalone replayer (ASan + UBSan)
 #
-# CC overrides the compiler (default clang).  Run from anywhere.
+# HARNESS is npy (src/npy.c), sim_json (the simulator's platform/model JSON
+# loaders) or args (the command-line parsers); default: all three.
+# CC overrides the compiler (default clang); the sim_json and args harnesses
+# need jansson (pkg-config jansson, else -ljansson).  Run from anywhere.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 CC=${CC:-clang}
-src="$top/src/npy.c $top/src/error.c $here/fuzz_npy.c"
-flags="-std=c11 -g -O1 -Wall -Wextra -I$top/include -I$top/src -fno-omit-frame-pointer"
+flags="-std=c11 -g -O1 -Wall -Wextra -Wno-unused-parameter -I$top/include -I$top/src -fno-omit-frame-pointer"
 san="address,undefined"
+jansson_cflags=$(pkg-config --cflags jansson 2>/dev/null || true)
+jansson_libs=$(pkg-config --libs jansson 2>/dev/null || echo -ljansson)
 
-case "${1:-fuzzer}" in
-fuzzer)
-    # shellcheck disable=SC2086
-    $CC $flags -fsanitize=fuzzer,$san -fno-sanitize-recover=all $src -o "$here/fuzz_npy"
-    echo "built $here/fuzz_npy"
-    ;;
-replay)
-    # shellcheck disable=SC2086
-    $CC $flags -DULY_FUZZ_STANDALONE -fsanitize=$san -fno-sanitize-recover=all $src -o "$here/fuzz_npy_replay"
-    echo "built $here/fuzz_npy_replay"
-    ;;
-*)
-    echo "usage: $0 [fuzzer|replay]" >&2
-    exit 2
-    ;;
+# libusim and the plan layer it uses (for sim_json and args).
+usim="$top/sim/error.c $top/sim/engine.c $top/sim/net.c $top/sim/jsonutil.c \
+$top/sim/describe.c $top/sim/workload.c $top/src/plan.c $top/src/error.c"
+
+mode=fuzzer
+case "${1:-}" in
+fuzzer|replay) mode=$1; shift ;;
+-*|help) echo "usage: $0 [fuzzer|replay] [npy|sim_json|args]..." >&2; exit 2 ;;
 esac
+[ $# -gt 0 ] || set -- npy sim_json args
+
+for h in "$@"; do
+    case $h in
+    npy)
+        src="$top/src/npy.c $top/src/error.c $here/fuzz_npy.c"
+        extra= libs= ;;
+    sim_json)
+        src="$top/sim/error.c $top/sim/jsonutil.c $top/sim/describe.c $here/fuzz_sim_json.c"
+        extra="-I$top/sim $jansson_cflags" libs="$jansson_libs -lm" ;;
+    args)
+        src="$top/src/cli/args.c $top/sim/cli/opts.c $usim $here/fuzz_args.c"
+        extra="-I$top/sim -I$top/sim/cli -I$top/src/cli $jansson_cflags" libs="$jansson_libs -lm" ;;
+    *)
+        echo "$0: unknown harness '$h' (npy, sim_json or args)" >&2
+        exit 2 ;;
+    esac
+    if [ "$mode" = fuzzer ]; then
+        out="$here/fuzz_$h"
+        # shellcheck disable=SC2086
+        $CC $flags $extra -fsanitize=fuzzer,$san -fno-sanitize-recover=all $src $libs -o "$out"
+    else
+        out="$here/fuzz_${h}_replay"
+        # shellcheck disable=SC2086
+        $CC $flags $extra -DULY_FUZZ_STANDALONE -fsanitize=$san -fno-sanitize-recover=all $src $libs -o "$out"
+    fi
+    echo "built $out"
+done

@@ -1,1 +1,34 @@
-# fuzz/: corpus replay of the fuzz harnesses in make check (filled in below).
+# fuzz/: corpus replay of the fuzz harnesses in make check.
+#
+# Each harness (fuzz/fuzz_*.c) built with -DULY_FUZZ_STANDALONE is a replayer:
+# it runs the files named on its command line through the harness's checks and
+# aborts on a violated one.  fuzz/replay.sh replays every seed corpus in
+# fuzz/corpus/.  The libFuzzer builds are made by fuzz/build.sh (clang), not here.
+# The corpora travel with the tarball through the top-level dist-hook.
+
+FUZZ_CPPFLAGS = $(AM_CPPFLAGS) -DULY_FUZZ_STANDALONE
+
+check_PROGRAMS += fuzz/replay_npy fuzz/replay_sim_json fuzz/replay_args
+TESTS += fuzz/replay.sh
+EXTRA_DIST += fuzz/replay.sh
+
+# .npy parser (src/npy.c)
+fuzz_replay_npy_SOURCES = fuzz/fuzz_npy.c
+fuzz_replay_npy_CPPFLAGS = $(FUZZ_CPPFLAGS)
+fuzz_replay_npy_LDADD = src/libulykern.la -lm
+
+# Simulator platform/model JSON loaders (sim/describe.c)
+fuzz_replay_sim_json_SOURCES = fuzz/fuzz_sim_json.c
+fuzz_replay_sim_json_CPPFLAGS = $(FUZZ_CPPFLAGS) -I$(top_srcdir)/sim
+fuzz_replay_sim_json_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
+fuzz_replay_sim_json_LDADD = sim/libusim.la $(JANSSON_LIBS) -lm
+
+# Command-line parsers: args_parse (src/cli/args.c, compiled in: it is part of
+# the ulysses program, not of a library) and ulysses-sim's count and list
+# syntax (sim/cli/opts.c).
+fuzz_replay_args_SOURCES = fuzz/fuzz_args.c src/cli/args.c src/cli/args.h \
+	sim/cli/opts.c sim/cli/opts.h
+fuzz_replay_args_CPPFLAGS = $(FUZZ_CPPFLAGS) -I$(top_srcdir)/sim -I$(top_srcdir)/sim/cli \
+	-I$(top_srcdir)/src/cli
+fuzz_replay_args_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
+fuzz_replay_args_LDADD = sim/libusim.la $(JANSSON_LIBS) -lm

@@ -1,0 +1,241 @@
+/*
+ * fuzz_args.c -- libFuzzer harness for the command-line parsers.
+ *
+ * The input is split on NUL bytes into an argument vector (each argument in
+ * its own exact-size allocation, so that a sanitizer sees reads past its
+ * end).  The vector goes through
+ *
+ *   - args_parse (src/cli/args.c) with an option table like that of
+ *     `ulysses attn`: bounded integers (K/M/G suffixes), flags, strings, a
+ *     choice and two reals.  Every call must return ARGS_OK, ARGS_HELP or
+ *     ARGS_ERROR; OK leaves every value in its declared range; ERROR leaves a
+ *     message naming the command.
+ *   - the number and list syntax of ulysses-sim (parse_count, parse_list in
+ *     sim/cli/opts.c), once per argument: a success gives positive counts
+ *     within the list capacity, ranges ascending.
+ *
+ * Not covered: opts_parse itself.  It reports a bad option by printing a
+ * message and calling exit() (die_usage), so it cannot be called in-process
+ * on arbitrary input; its number and list parsing is what is fuzzed here.
+ * Built by fuzz/build.sh.
+ *
+ * With -DULY_FUZZ_STANDALONE the file also builds without libFuzzer: main
+ * replays the files named on the command line through the same entry point
+ * and prints args_parse's verdict for each.
+ */
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "opts.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define MAX_ARGS 64
+#define ERRLEN 256
+#define CMD "ulysses attn"
+
+/* Destinations, reset before every input to values no option can set. */
+static int64_t v_batch, v_seq, v_heads, v_kv, v_dim, v_window, v_seed, v_count, v_warmup, v_neg;
+static int f_causal, f_backward, f_check, f_json;
+static int c_dtype;
+static double r_scale, r_any;
+static const char *s_q, *s_out;
+static int seen_batch, seen_seq, seen_dtype;
+
+static const char *const dtype_names[] = {"f32", "f64", NULL};
+
+static const arg_opt table[] = {
+    {"batch", ARG_INT, &v_batch, 1, 1 << 20, "B", "batch size", NULL, &seen_batch},
+    {"seq", ARG_INT, &v_seq, 1, INT64_MAX / 2, "N", "sequence length", NULL, &seen_seq},
+    {"heads", ARG_INT, &v_heads, 1, 1 << 20, "H", "query heads", NULL, NULL},
+    {"kv-heads", ARG_INT, &v_kv, 1, 1 << 20, "Hkv", "key/value heads", NULL, NULL},
+    {"head-dim", ARG_INT, &v_dim, 1, 1 << 16, "d", "head dimension", NULL, NULL},
+    {"window", ARG_INT, &v_window, 1, INT64_MAX / 2, "W", "sliding window", NULL, NULL},
+    {"seed", ARG_INT, &v_seed, 0, INT64_MAX, "S", "seed", NULL, NULL},
+    {"max-count", ARG_INT, &v_count, 1, INT64_MAX, "n", "largest count", NULL, NULL},
+    {"warmup", ARG_INT, &v_warmup, 0, 1000, "W", "untimed repetitions", NULL, NULL},
+    {"offset", ARG_INT, &v_neg, INT64_MIN, INT64_MAX, "X", "any integer", NULL, NULL},
+    {"causal", ARG_FLAG, &f_causal, 0, 0, NULL, "causal mask", NULL, NULL},
+    {"backward", ARG_FLAG, &f_backward, 0, 0, NULL, "backward pass", NULL, NULL},
+    {"check", ARG_FLAG, &f_check, 0, 0, NULL, "check", NULL, NULL},
+    {"json", ARG_FLAG, &f_json, 0, 0, NULL, "JSON output", NULL, NULL},
+    {"dtype", ARG_CHOICE, &c_dtype, 0, 0, "T", "f32 or f64", dtype_names, &seen_dtype},
+    {"scale", ARG_REAL, &r_scale, 0, 10, "s", "a number in [0, 10]", NULL, NULL},
+    {"alpha", ARG_REAL, &r_any, 0, 0, "a", "any finite number", NULL, NULL},
+    {"q", ARG_STR, &s_q, 0, 0, "F.npy", "queries", NULL, NULL},
+    {"out", ARG_STR, &s_out, 0, 0, "F.npy", "output", NULL, NULL},
+    {NULL, ARG_FLAG, NULL, 0, 0, NULL, NULL, NULL, NULL},
+};
+
+/* One integer destination left at its sentinel or set within [min, max]. */
+static void check_int(const arg_opt *o)
+{
+    int64_t v = *(const int64_t *)o->dst;
+    if (v != INT64_MIN + 7 && (v < o->min || v > o->max))
+        abort();
+}
+
+/* A string option must point at (the value part of) one of the arguments. */
+static void check_str(const char *s, char **argv, int argc)
+{
+    if (!s)
+        return;
+    if (!*s)
+        abort();
+    for (int i = 0; i < argc; i++) {
+        size_t len = strlen(argv[i]);
+        if (s >= argv[i] && s <= argv[i] + len)
+            return;
+    }
+    abort();
+}
+
+static void reset(void)
+{
+    for (const arg_opt *o = table; o->name; o++)
+        if (o->kind == ARG_INT)
+            *(int64_t *)o->dst = INT64_MIN + 7;
+    f_causal = f_backward = f_check = f_json = 0;
+    c_dtype = -1;
+    r_scale = r_any = -1e300;
+    s_q = s_out = NULL;
+    seen_batch = seen_seq = seen_dtype = 0;
+}
+
+static int last_rc;
+static char last_err[ERRLEN];
+
+static void fuzz_args_parse(char **argv, int argc)
+{
+    char *err = malloc(ERRLEN);   /* exact size: a sanitizer sees overruns */
+    if (!err)
+        abort();
+    err[0] = 0;
+    reset();
+    int rc = args_parse(CMD, argc, argv, table, err, ERRLEN);
+    last_rc = rc;
+    memcpy(last_err, err, ERRLEN);
+    if (rc == ARGS_OK) {
+        for (const arg_opt *o = table; o->name; o++)
+            if (o->kind == ARG_INT)
+                check_int(o);
+        if ((f_causal | f_backward | f_check | f_json) & ~1)
+            abort();
+        if (c_dtype != -1 && (c_dtype < 0 || c_dtype > 1))
+            abort();
+        if (seen_dtype != (c_dtype != -1))
+            abort();
+        if (r_scale != -1e300 && !(r_scale >= 0 && r_scale <= 10))
+            abort();
+        if (r_any != -1e300 && !isfinite(r_any))
+            abort();
+        check_str(s_q, argv, argc);
+        check_str(s_out, argv, argc);
+    } else if (rc == ARGS_ERROR) {
+        if (!memchr(err, 0, ERRLEN) || strncmp(err, CMD ": ", strlen(CMD) + 2) != 0)
+            abort();
+    } else if (rc != ARGS_HELP) {
+        abort();
+    }
+    free(err);
+}
+
+/* ulysses-sim's count and list syntax on one argument. */
+static void fuzz_sim_numbers(const char *s)
+{
+    int64_t v = -1;
+    if (parse_count(s, &v) == 0 && v < 0)
+        abort();
+    /* Lists: single value (run mode) and up to MAX_LIST values (sweep). */
+    static int64_t list[MAX_LIST];
+    int caps[2] = {1, MAX_LIST};
+    for (int k = 0; k < 2; k++) {
+        int n = -1;
+        if (parse_list(s, list, caps[k], &n) == 0) {
+            if (n < 1 || n > caps[k])
+                abort();
+            for (int i = 0; i < n; i++)
+                if (list[i] < 1)
+                    abort();
+            if (strchr(s, ':'))
+                for (int i = 1; i < n; i++)
+                    if (list[i] <= list[i - 1])
+                        abort();
+        }
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char *argv[MAX_ARGS + 1];
+    int argc = 0;
+    size_t start = 0;
+    /* An empty input is an empty command line; otherwise k NULs give k+1 arguments. */
+    for (size_t i = 0; size > 0 && i <= size && argc < MAX_ARGS; i++) {
+        if (i == size || data[i] == 0) {
+            size_t len = i - start;
+            char *a = malloc(len + 1);
+            if (!a)
+                abort();
+            memcpy(a, data + start, len);
+            a[len] = 0;
+            argv[argc++] = a;
+            start = i + 1;
+        }
+    }
+    argv[argc] = NULL;
+    fuzz_args_parse(argv, argc);
+    for (int i = 0; i < argc; i++)
+        fuzz_sim_numbers(argv[i]);
+    for (int i = 0; i < argc; i++)
+        free(argv[i]);
+    return 0;
+}
+
+#ifdef ULY_FUZZ_STANDALONE
+int main(int argc, char **argv)
+{
+    int bad = 0;
+    for (int i = 1; i < argc; i++) {
+        FILE *f = fopen(argv[i], "rb");
+        if (!f) {
+            perror(argv[i]);
+            bad = 1;
+            continue;
+        }
+        size_t cap = 1 << 16, len = 0;
+        unsigned char *buf = malloc(cap);
+        for (;;) {
+            if (!buf) {
+                fprintf(stderr, "%s: out of memory\n", argv[i]);
+                return 1;
+            }
+            len += fread(buf + len, 1, cap - len, f);
+            if (len < cap)
+                break;
+            unsigned char *nb = realloc(buf, cap *= 2);
+            if (!nb)
+                free(buf);
+            buf = nb;
+        }
+        fclose(f);
+        unsigned char *exact = malloc(len ? len : 1);
+        if (!exact) {
+            fprintf(stderr, "%s: out of memory\n", argv[i]);
+            return 1;
+        }
+        memcpy(exact, buf, len);
+        free(buf);
+        LLVMFuzzerTestOneInput(exact, len);
+        printf("%s: %s\n", argv[i],
+               last_rc == ARGS_OK ? "ok" : last_rc == ARGS_HELP ? "help" : last_err);
+        free(exact);
+    }
+    return bad;
+}
+#endif

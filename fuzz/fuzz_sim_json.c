@@ -1,0 +1,190 @@
+/*
+ * fuzz_sim_json.c -- libFuzzer harness for the simulator's description
+ * loaders (usim_platform_load, usim_model_load in sim/describe.c).
+ *
+ * The first input byte selects the loader (even: platform, odd: model); the
+ * rest is the JSON text.  The loaders take a path, so the text goes through
+ * one temporary file per process (created on first use, rewritten for every
+ * input, removed at exit).  Every input must get a status without crashing,
+ * leaking or undefined arithmetic; a failure must leave a message that names
+ * the file; a success must give a description the simulator can use
+ * (positive, finite rates and sizes, consistent head counts).
+ * Built by fuzz/build.sh.
+ *
+ * Not covered here: the simulation itself (a loaded description is not run).
+ *
+ * With -DULY_FUZZ_STANDALONE the file also builds without libFuzzer: main
+ * replays the files named on the command line through the same entry point
+ * and prints each loader's verdict (for reproducing a crash, and for the
+ * corpus replay in make check).
+ */
+#define _POSIX_C_SOURCE 200809L   /* mkstemp, pwrite, ftruncate */
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "usim.h"
+#include "usim_internal.h"   /* usim_set_error: clear the message before each input */
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static char tmp_path[256];
+static int tmp_fd = -1;
+static int last_status;
+
+static void tmp_remove(void)
+{
+    if (tmp_fd >= 0) {
+        close(tmp_fd);
+        unlink(tmp_path);
+        tmp_fd = -1;
+    }
+}
+
+/* Replace the temporary file's contents with text[0..len). */
+static void tmp_write(const uint8_t *text, size_t len)
+{
+    if (tmp_fd < 0) {
+        const char *dir = getenv("TMPDIR");
+        if (!dir || !*dir)
+            dir = "/tmp";
+        snprintf(tmp_path, sizeof tmp_path, "%s/fuzz_sim_json.XXXXXX", dir);
+        tmp_fd = mkstemp(tmp_path);
+        if (tmp_fd < 0) {
+            perror(tmp_path);
+            abort();
+        }
+        atexit(tmp_remove);
+    }
+    if (ftruncate(tmp_fd, 0) != 0) {
+        perror(tmp_path);
+        abort();
+    }
+    size_t done = 0;
+    while (done < len) {
+        ssize_t w = pwrite(tmp_fd, text + done, len - done, (off_t)done);
+        if (w <= 0) {
+            perror(tmp_path);
+            abort();
+        }
+        done += (size_t)w;
+    }
+}
+
+static int pos_finite(double x)
+{
+    return isfinite(x) && x > 0;
+}
+
+static void check_platform(const usim_platform *p)
+{
+    if (!memchr(p->name, 0, sizeof p->name) || strcmp(p->source, tmp_path) != 0 ||
+        p->gpus_per_node < 1 || p->gpus_per_node > 4096 || p->max_nodes < 0)
+        abort();
+    for (int t = 0; t < USIM_NDTYPE; t++)
+        if (!pos_finite(p->peak_flops[t]))
+            abort();
+    if (!(p->gemm_eff > 0 && p->gemm_eff <= 1) || !(p->attn_eff > 0 && p->attn_eff <= 1) ||
+        (p->attn_causal_skip != 0 && p->attn_causal_skip != 1))
+        abort();
+    if (!pos_finite(p->hbm_bytes) || !pos_finite(p->hbm_Bps) || !isfinite(p->reserved_bytes) ||
+        p->reserved_bytes < 0 || p->reserved_bytes >= p->hbm_bytes)
+        abort();
+    if (!pos_finite(p->nvl_Bps) || !pos_finite(p->nic_Bps) || p->nvl_lat < 0 || p->nic_lat < 0 ||
+        !isfinite(p->oversub) || p->oversub < 1)
+        abort();
+}
+
+static void check_model(const usim_model *m)
+{
+    if (!memchr(m->name, 0, sizeof m->name) || strcmp(m->source, tmp_path) != 0)
+        abort();
+    if (m->layers < 1 || m->hidden < 1 || m->heads < 1 || m->kv_heads < 1 || m->ffn < 1 ||
+        m->vocab < 1 || m->seq < 1 || m->micro_batch < 1 || m->global_batch < 1)
+        abort();
+    if (m->hidden % m->heads != 0 || m->heads % m->kv_heads != 0 ||
+        m->global_batch % m->micro_batch != 0)
+        abort();
+    if (m->dtype < 0 || m->dtype >= USIM_NDTYPE || (m->gated_mlp != 0 && m->gated_mlp != 1) ||
+        (m->tied_embeddings != 0 && m->tied_embeddings != 1) || (m->causal != 0 && m->causal != 1))
+        abort();
+    if (!pos_finite(usim_model_params(m)))
+        abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    int model = data[0] & 1;
+    tmp_write(data + 1, size - 1);
+    usim_set_error(USIM_OK, "%s", "");
+    if (model) {
+        usim_model m;
+        last_status = usim_model_load(tmp_path, &m);
+        if (last_status == USIM_OK)
+            check_model(&m);
+    } else {
+        usim_platform p;
+        last_status = usim_platform_load(tmp_path, &p);
+        if (last_status == USIM_OK)
+            check_platform(&p);
+    }
+    if (last_status < 0 || last_status >= USIM_NSTATUS)
+        abort();
+    /* A failure says why, and where: every message names the file. */
+    if (last_status != USIM_OK && !strstr(usim_last_error(), tmp_path))
+        abort();
+    return 0;
+}
+
+#ifdef ULY_FUZZ_STANDALONE
+int main(int argc, char **argv)
+{
+    int bad = 0;
+    for (int i = 1; i < argc; i++) {
+        FILE *f = fopen(argv[i], "rb");
+        if (!f) {
+            perror(argv[i]);
+            bad = 1;
+            continue;
+        }
+        size_t cap = 1 << 16, len = 0;
+        unsigned char *buf = malloc(cap);
+        for (;;) {
+            if (!buf) {
+                fprintf(stderr, "%s: out of memory\n", argv[i]);
+                return 1;
+            }
+            len += fread(buf + len, 1, cap - len, f);
+            if (len < cap)
+                break;
+            unsigned char *nb = realloc(buf, cap *= 2);
+            if (!nb)
+                free(buf);
+            buf = nb;
+        }
+        fclose(f);
+        /* An exact-size copy, so that a sanitizer sees reads past the end. */
+        unsigned char *exact = malloc(len ? len : 1);
+        if (!exact) {
+            fprintf(stderr, "%s: out of memory\n", argv[i]);
+            return 1;
+        }
+        memcpy(exact, buf, len);
+        free(buf);
+        LLVMFuzzerTestOneInput(exact, len);
+        if (len == 0)
+            printf("%s: empty (no selector byte)\n", argv[i]);
+        else
+            printf("%s: %s: %s\n", argv[i], (exact[0] & 1) ? "model" : "platform",
+                   last_status ? usim_last_error() : "ok");
+        free(exact);
+    }
+    return bad;
+}
+#endif
