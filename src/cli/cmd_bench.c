@@ -61,6 +61,7 @@ static int parse_or_help(const char *cmd, const char *syn, int argc, char **argv
 static int bench_kernel(int argc, char **argv)
 {
     int64_t seq = 8192, d = 128, heads = 1, batch = 1, threads = 1, repeat = 5, gemm = 2048, bq = 0, bk = 0;
+    int64_t threads2 = 0;
     int causal = 0, json = 0, no_bwd = 0;
     const arg_opt opts[] = {
         {"seq", ARG_INT, &seq, 1, 1 << 24, "N", "sequence length (default 8192)", NULL, NULL},
@@ -69,6 +70,7 @@ static int bench_kernel(int argc, char **argv)
         {"batch", ARG_INT, &batch, 1, 4096, "B", "batch (default 1)", NULL, NULL},
         {"threads", ARG_INT, &threads, 1, 1024, "T", "threads for attention and sgemm (default 1)", NULL, NULL},
         {"repeat", ARG_INT, &repeat, 1, 1000, "R", "repetitions, medians reported (default 5)", NULL, NULL},
+        {"scale-threads", ARG_INT, &threads2, 1, 1024, "T2", "also time attention with T2 threads and print the speedup over T", NULL, NULL},
         {"gemm-size", ARG_INT, &gemm, 64, 16384, "n", "sgemm reference size n x n x n (default 2048)", NULL, NULL},
         {"block-q", ARG_INT, &bq, 1, 65536, "n", "query block rows", NULL, NULL},
         {"block-k", ARG_INT, &bk, 1, 65536, "n", "key block rows", NULL, NULL},
@@ -111,6 +113,9 @@ static int bench_kernel(int argc, char **argv)
     const double ffl = 4.0 * uly_attn_pairs(&a) * (double)d * (double)(batch * heads);
     const double bfl = 2.5 * ffl, gfl = 2.0 * (double)gemm * (double)gemm * (double)gemm;
     double *tg = calloc((size_t)repeat, 8), *tf = calloc((size_t)repeat, 8), *tb = calloc((size_t)repeat, 8);
+    double *tf2 = calloc((size_t)repeat, 8), *tb2 = calloc((size_t)repeat, 8);
+    uly_kernel_opts ko2 = ko;
+    ko2.threads = (int)threads2;
     /* warm-up of each, then interleaved repetitions */
     for (int64_t it = -1; it < repeat; it++) {
         set_blas_threads((int)threads);
@@ -132,7 +137,24 @@ static int bench_kernel(int argc, char **argv)
             tf[it] = ffl / (t2 - t1) * 1e-9;
             tb[it] = (ffl + bfl) / (t3 - t1) * 1e-9;
         }
+        if (threads2 > 0) {
+            t1 = now_seconds();
+            rc = uly_attn_fwd(&a, &ko2, q, k, v, o, lse);
+            t2 = now_seconds();
+            if (!rc && !no_bwd)
+                rc = uly_attn_bwd(&a, &ko2, q, k, v, o, lse, dout, dq, dk, dv);
+            t3 = now_seconds();
+            if (rc) {
+                fprintf(stderr, "ulysses bench kernel: %s\n", uly_last_error());
+                return 1;
+            }
+            if (it >= 0) {
+                tf2[it] = ffl / (t2 - t1) * 1e-9;
+                tb2[it] = (ffl + bfl) / (t3 - t1) * 1e-9;
+            }
+        }
     }
+    stats sf2 = stats_of(tf2, (size_t)repeat), sb2 = stats_of(tb2, (size_t)repeat);
     stats sg = stats_of(tg, (size_t)repeat), sf = stats_of(tf, (size_t)repeat), sb = stats_of(tb, (size_t)repeat);
     if (json) {
         printf("{\"bench\": \"kernel\", \"batch\": %lld, \"seq\": %lld, \"heads\": %lld, \"head_dim\": %lld, \"causal\": %s, "
@@ -145,6 +167,12 @@ static int bench_kernel(int argc, char **argv)
         printf(", \"fwd_over_sgemm\": %.4f", sf.median / sg.median);
         if (!no_bwd)
             printf(", \"fwdbwd_over_sgemm\": %.4f", sb.median / sg.median);
+        if (threads2 > 0) {
+            printf(", \"threads2\": %lld, \"fwd_gflops_threads2\": %.3f, \"fwd_speedup\": %.4f", (long long)threads2,
+                   sf2.median, sf2.median / sf.median);
+            if (!no_bwd)
+                printf(", \"fwdbwd_gflops_threads2\": %.3f, \"fwdbwd_speedup\": %.4f", sb2.median, sb2.median / sb.median);
+        }
         printf("}\n");
     } else {
         printf("bench kernel: B=%lld N=%lld H=%lld d=%lld %s, %lld thread%s, %lld repetitions (interleaved)\n",
@@ -156,10 +184,18 @@ static int bench_kernel(int argc, char **argv)
         if (!no_bwd)
             printf("%-26s %12.2f %12.2f %12.2f %10.3f\n", "attention fwd+bwd", sb.median, sb.min, sb.max,
                    sb.median / sg.median);
-        printf("(sgemm %lld^3; attention FLOPs 4*pairs*d forward, 2.5x that backward)\n", (long long)gemm);
+        if (threads2 > 0) {
+            printf("%-26s %12.2f %12.2f %12.2f %10s   speedup %.3f over %lld thread%s\n", "forward, T2 threads",
+                   sf2.median, sf2.min, sf2.max, "", sf2.median / sf.median, (long long)threads, threads > 1 ? "s" : "");
+            if (!no_bwd)
+                printf("%-26s %12.2f %12.2f %12.2f %10s   speedup %.3f\n", "fwd+bwd, T2 threads", sb2.median, sb2.min,
+                       sb2.max, "", sb2.median / sb.median);
+        }
+        printf("(sgemm %lld^3 with %lld thread%s; attention FLOPs 4*pairs*d forward, 2.5x that backward)\n",
+               (long long)gemm, (long long)threads, threads > 1 ? "s" : "");
     }
     free(q); free(k); free(v); free(o); free(lse); free(dout); free(dq); free(dk); free(dv);
-    free(ga); free(gb); free(gc); free(tg); free(tf); free(tb);
+    free(ga); free(gb); free(gc); free(tg); free(tf); free(tb); free(tf2); free(tb2);
     return 0;
 }
 
