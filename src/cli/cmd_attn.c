@@ -32,7 +32,9 @@ void fill_shard(void *x, uly_dtype t, uint64_t seed, int which, int64_t B, int64
                 int64_t n, int64_t Hx, int64_t d)
 {
     const int64_t row = Hx * d;
+#ifdef _OPENMP
 #pragma omp parallel for schedule(static)
+#endif
     for (int64_t bt = 0; bt < B * n; bt++) {
         int64_t b = bt / n, tt = bt % n;
         uint64_t g0 = (uint64_t)((b * N + t0 + tt) * row);
