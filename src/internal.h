@@ -13,38 +13,6 @@
 #define ULY_PRINTF(a, b) __attribute__((format(printf, a, b)))
 #else
 #define ULY_PRINTF(a, b)
-/* Keys visible to query i: [*lo, *hi) (an interval under every mask). */
-static inline void uly_visible_range(const uly_attn_desc *a, int64_t i, int64_t *lo, int64_t *hi)
-{
-    int64_t l = 0, h = a->seq;
-    if (a->causal)
-        h = i + 1;
-    if (a->window > 0) {
-        if (i - a->window + 1 > l)
-            l = i - a->window + 1;
-        if (!a->causal && i + a->window < h)
-            h = i + a->window;
-    }
-    *lo = l;
-    *hi = h;
-}
-
-/* Queries that see key j: [*lo, *hi). */
-static inline void uly_seen_by_range(const uly_attn_desc *a, int64_t j, int64_t *lo, int64_t *hi)
-{
-    int64_t l = 0, h = a->seq;
-    if (a->causal)
-        l = j;
-    if (a->window > 0) {
-        if (j + a->window < h)
-            h = j + a->window;
-        if (!a->causal && j - a->window + 1 > l)
-            l = j - a->window + 1;
-    }
-    *lo = l;
-    *hi = h;
-}
-
 #endif
 
 /* Record a detailed message for uly_last_error() and return status. */
