@@ -5,11 +5,11 @@
  * back to sequence shards.  Backward mirrors it.  All MPI calls go through
  * comm.c; this file does the partition bookkeeping and the block copies.
  *
- * Block copies: every pack, unpack and self copy is one instance of
- * copy_blocks(): B x n rows of w contiguous elements between two strided
- * layouts.  With B = 1, the side of each all-to-all that is contiguous is
- * handed to MPI directly (no copy): the receive of sequence -> heads and the
- * send of heads -> sequence.
+ * Block copies: every all-to-all is described, per peer, by two strided
+ * blocks (comm_block): one on the sequence side, one on the head side.  Every
+ * pack, unpack and self copy is one copy_block() between two such blocks.
+ * With B = 1 the head side is contiguous and is handed to MPI directly (no
+ * copy): the receive of sequence -> heads and the send of heads -> sequence.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -44,135 +44,129 @@ struct uly_dist {
     uly_dist_times times;
 };
 
-/* B x n rows of w elements: dst[b*db + t*dt + x] = src[b*sb + t*st + x] (in elements). */
-static void copy_blocks(char *dst, size_t db, size_t dt, const char *src, size_t sb, size_t st,
-                        int64_t B, int64_t n, size_t w, size_t es)
+static size_t usz(int64_t x) { return (size_t)x; }
+
+/* Elements of a block. */
+static size_t block_elems(const comm_block *b)
 {
-    if (w == 0 || n == 0 || (dst == src && db == sb && dt == st))
+    return b->batches * b->rows * b->len;
+}
+
+/* Whether a block is one contiguous run of memory. */
+static int block_contiguous(const comm_block *b)
+{
+    return (b->rows <= 1 || b->stride == b->len) && (b->batches <= 1 || b->bstride == b->rows * b->len);
+}
+
+/* Copy block sb of src into block db of dst (same batches x rows x len). */
+static void copy_block(char *dst, const comm_block *db, const char *src, const comm_block *sb, size_t es)
+{
+    if (block_elems(sb) == 0 || (dst == src && db->off == sb->off && db->stride == sb->stride &&
+                                 db->bstride == sb->bstride))
         return; /* nothing to move (P = 1 works in place) */
-    for (int64_t b = 0; b < B; b++) {
-        if (dt == w && st == w) {
-            memcpy(dst + b * db * es, src + b * sb * es, (size_t)n * w * es);
+    for (size_t b = 0; b < sb->batches; b++) {
+        char *d0 = dst + (db->off + b * db->bstride) * es;
+        const char *s0 = src + (sb->off + b * sb->bstride) * es;
+        if (db->stride == sb->len && sb->stride == sb->len) {
+            memcpy(d0, s0, sb->rows * sb->len * es);
             continue;
         }
-        for (int64_t t = 0; t < n; t++)
-            memcpy(dst + (b * db + t * dt) * es, src + (b * sb + t * st) * es, w * es);
+        for (size_t t = 0; t < sb->rows; t++)
+            memcpy(d0 + t * db->stride * es, s0 + t * sb->stride * es, sb->len * es);
     }
 }
 
-static size_t usz(int64_t x) { return (size_t)x; }
+/*
+ * The two sides of every all-to-all, for peer s.  The sequence side is
+ * (B, n_r, Hx, d) and its block for s holds my tokens of s's heads
+ * [hbeg[s], +hcnt[s]); the head side is (B, N, c_r, d) and its block for s
+ * holds s's tokens of my heads.  Sequence -> heads sends sequence-side blocks
+ * and receives head-side ones; heads -> sequence the other way round.
+ */
+static comm_block seq_block(const uly_dist *D, int s, int64_t Hx, const int64_t *hbeg, const int64_t *hcnt)
+{
+    const int64_t B = D->a.batch, d = D->a.head_dim, n_r = D->nc[D->rank];
+    return (comm_block){usz(hbeg[s] * d), usz(B), usz(n_r * Hx * d), usz(n_r), usz(hcnt[s] * d), usz(Hx * d)};
+}
+
+static comm_block head_block(const uly_dist *D, int s, int64_t c_r)
+{
+    const int64_t B = D->a.batch, N = D->a.seq, d = D->a.head_dim;
+    return (comm_block){usz(D->nb[s] * c_r * d), usz(B), usz(N * c_r * d), usz(D->nc[s]), usz(c_r * d),
+                        usz(c_r * d)};
+}
 
 /*
- * Sequence -> heads.  in: (B, n_r, Hin, d); out: (B, N, c_r, d) where rank s
- * receives heads [hbeg[s], hbeg[s] + hcnt[s]) of every token.
+ * One all-to-all.  to_heads: in is the sequence side (B, n_r, Hx, d), out the
+ * head side (B, N, hcnt[r], d); otherwise the reverse.  The own block is
+ * copied directly.  Datatype mode hands the strided blocks to MPI; pack mode
+ * passes a side in place when all its blocks are contiguous (B = 1: the
+ * head side), and otherwise goes through the staging buffers.
  */
+static int a2a_move(uly_dist *D, int which, int to_heads, const char *in, int64_t Hx, const int64_t *hbeg,
+                    const int64_t *hcnt, char *out)
+{
+    const int P = D->P, r = D->rank;
+    const size_t es = D->es;
+    comm_block *send = D->sbk, *recv = D->rbk;
+    int send_inplace = 1, recv_inplace = 1;
+    for (int s = 0; s < P; s++) {
+        comm_block sq = seq_block(D, s, Hx, hbeg, hcnt), hd = head_block(D, s, hcnt[r]);
+        send[s] = to_heads ? sq : hd;
+        recv[s] = to_heads ? hd : sq;
+        if (s == r)
+            continue;
+        send_inplace &= block_contiguous(&send[s]);
+        recv_inplace &= block_contiguous(&recv[s]);
+        D->vol.sent[which] += block_elems(&send[s]) * es;
+        D->vol.recv[which] += block_elems(&recv[s]) * es;
+    }
+    if (D->nc[r] > 0)
+        copy_block(out, &recv[r], in, &send[r], es);
+    comm_block self_s = send[r], self_r = recv[r];
+    send[r].rows = recv[r].rows = 0; /* the own block does not go through MPI */
+    int rc;
+    if (D->dtype_mode) {
+        rc = comm_alltoallw_blocks(D->c, in, send, out, recv, es);
+    } else {
+        size_t soff = 0, roff = 0;
+        for (int s = 0; s < P; s++) {
+            D->sc[s] = block_elems(&send[s]);
+            D->rc[s] = block_elems(&recv[s]);
+            D->sd[s] = send_inplace ? send[s].off : soff;
+            D->rd[s] = recv_inplace ? recv[s].off : roff;
+            if (!send_inplace && D->sc[s]) {
+                comm_block packed = {soff, send[s].batches, send[s].rows * send[s].len, send[s].rows,
+                                     send[s].len, send[s].len};
+                copy_block(D->sstage, &packed, in, &send[s], es);
+            }
+            soff += D->sc[s];
+            roff += D->rc[s];
+        }
+        rc = comm_alltoallv(D->c, send_inplace ? in : D->sstage, D->sc, D->sd,
+                            recv_inplace ? out : D->rstage, D->rc, D->rd, es);
+        for (int s = 0; s < P && !rc && !recv_inplace; s++) {
+            comm_block packed = {D->rd[s], recv[s].batches, recv[s].rows * recv[s].len, recv[s].rows,
+                                 recv[s].len, recv[s].len};
+            if (D->rc[s])
+                copy_block(out, &recv[s], D->rstage, &packed, es);
+        }
+    }
+    send[r] = self_s;
+    recv[r] = self_r;
+    return rc;
+}
+
 static int a2a_seq_to_heads(uly_dist *D, int which, const char *in, int64_t Hin, const int64_t *hbeg,
                             const int64_t *hcnt, char *out)
 {
-    const int P = D->P, r = D->rank;
-    const int64_t B = D->a.batch, N = D->a.seq, d = D->a.head_dim, n_r = D->nc[r], c_r = hcnt[r];
-    const size_t es = D->es;
-    if (D->dtype_mode) {
-        for (int s = 0; s < P; s++) {
-            int64_t ns = s == r ? 0 : D->nc[s], nr = s == r ? 0 : n_r;
-            D->sbk[s] = (comm_block){usz(hbeg[s] * d), usz(B), usz(n_r * Hin * d), usz(nr), usz(hcnt[s] * d), usz(Hin * d)};
-            D->rbk[s] = (comm_block){usz(D->nb[s] * c_r * d), usz(B), usz(N * c_r * d), usz(ns), usz(c_r * d), usz(c_r * d)};
-            D->vol.sent[which] += usz(B * nr * hcnt[s] * d) * es;
-            D->vol.recv[which] += usz(B * ns * c_r * d) * es;
-        }
-        if (n_r > 0)
-            copy_blocks(out + usz(D->nb[r] * c_r * d) * es, usz(N * c_r * d), usz(c_r * d),
-                        in + usz(hbeg[r] * d) * es, usz(n_r * Hin * d), usz(Hin * d), B, n_r, usz(c_r * d), es);
-        return comm_alltoallw_blocks(D->c, in, D->sbk, out, D->rbk, es);
-    }
-    size_t soff = 0, roff = 0;
-    for (int s = 0; s < P; s++) {
-        size_t scount = s == r ? 0 : usz(B * n_r * hcnt[s] * d);
-        size_t rcount = s == r ? 0 : usz(B * D->nc[s] * c_r * d);
-        D->sc[s] = scount;
-        D->sd[s] = soff;
-        D->rc[s] = rcount;
-        D->rd[s] = B == 1 ? usz(D->nb[s] * c_r * d) : roff; /* B = 1: straight into place */
-        if (scount)
-            copy_blocks((char *)D->sstage + soff * es, usz(n_r * hcnt[s] * d), usz(hcnt[s] * d),
-                        in + usz(hbeg[s] * d) * es, usz(n_r * Hin * d), usz(Hin * d), B, n_r,
-                        usz(hcnt[s] * d), es);
-        soff += scount;
-        roff += rcount;
-        D->vol.sent[which] += scount * es;
-        D->vol.recv[which] += rcount * es;
-    }
-    /* my own tokens of my own heads */
-    if (n_r > 0)
-        copy_blocks(out + usz(D->nb[r] * c_r * d) * es, usz(N * c_r * d), usz(c_r * d),
-                in + usz(hbeg[r] * d) * es, usz(n_r * Hin * d), usz(Hin * d), B, n_r, usz(c_r * d), es);
-    char *rbuf = B == 1 ? out : (char *)D->rstage;
-    int rc = comm_alltoallv(D->c, D->sstage, D->sc, D->sd, rbuf, D->rc, D->rd, es);
-    if (rc || B == 1)
-        return rc;
-    for (int s = 0; s < P; s++)
-        if (s != r)
-            copy_blocks(out + usz(D->nb[s] * c_r * d) * es, usz(N * c_r * d), usz(c_r * d),
-                        (char *)D->rstage + D->rd[s] * es, usz(D->nc[s] * c_r * d), usz(c_r * d), B,
-                        D->nc[s], usz(c_r * d), es);
-    return ULY_OK;
+    return a2a_move(D, which, 1, in, Hin, hbeg, hcnt, out);
 }
 
-/*
- * Heads -> sequence.  in: (B, N, c_r, d) holding heads [hbeg[r], +hcnt[r]);
- * out: (B, n_r, Hout, d), rank s's heads placed at hbeg[s].
- */
 static int a2a_heads_to_seq(uly_dist *D, int which, const char *in, int64_t Hout, const int64_t *hbeg,
                             const int64_t *hcnt, char *out)
 {
-    const int P = D->P, r = D->rank;
-    const int64_t B = D->a.batch, N = D->a.seq, d = D->a.head_dim, n_r = D->nc[r], c_r = hcnt[r];
-    const size_t es = D->es;
-    if (D->dtype_mode) {
-        for (int s = 0; s < P; s++) {
-            int64_t ns = s == r ? 0 : D->nc[s], nr = s == r ? 0 : n_r;
-            D->sbk[s] = (comm_block){usz(D->nb[s] * c_r * d), usz(B), usz(N * c_r * d), usz(ns), usz(c_r * d), usz(c_r * d)};
-            D->rbk[s] = (comm_block){usz(hbeg[s] * d), usz(B), usz(n_r * Hout * d), usz(nr), usz(hcnt[s] * d), usz(Hout * d)};
-            D->vol.sent[which] += usz(B * ns * c_r * d) * es;
-            D->vol.recv[which] += usz(B * nr * hcnt[s] * d) * es;
-        }
-        if (n_r > 0)
-            copy_blocks(out + usz(hbeg[r] * d) * es, usz(n_r * Hout * d), usz(Hout * d),
-                        in + usz(D->nb[r] * c_r * d) * es, usz(N * c_r * d), usz(c_r * d), B, n_r,
-                        usz(c_r * d), es);
-        return comm_alltoallw_blocks(D->c, in, D->sbk, out, D->rbk, es);
-    }
-    size_t soff = 0, roff = 0;
-    for (int s = 0; s < P; s++) {
-        size_t scount = s == r ? 0 : usz(B * D->nc[s] * c_r * d);
-        size_t rcount = s == r ? 0 : usz(B * n_r * hcnt[s] * d);
-        D->sc[s] = scount;
-        D->sd[s] = B == 1 ? usz(D->nb[s] * c_r * d) : soff; /* B = 1: straight from place */
-        D->rc[s] = rcount;
-        D->rd[s] = roff;
-        if (scount && B > 1)
-            copy_blocks((char *)D->sstage + soff * es, usz(D->nc[s] * c_r * d), usz(c_r * d),
-                        in + usz(D->nb[s] * c_r * d) * es, usz(N * c_r * d), usz(c_r * d), B,
-                        D->nc[s], usz(c_r * d), es);
-        soff += scount;
-        roff += rcount;
-        D->vol.sent[which] += scount * es;
-        D->vol.recv[which] += rcount * es;
-    }
-    if (n_r > 0)
-        copy_blocks(out + usz(hbeg[r] * d) * es, usz(n_r * Hout * d), usz(Hout * d),
-                    in + usz(D->nb[r] * c_r * d) * es, usz(N * c_r * d), usz(c_r * d), B, n_r,
-                    usz(c_r * d), es);
-    const char *sbuf = B == 1 ? in : (const char *)D->sstage;
-    int rc = comm_alltoallv(D->c, sbuf, D->sc, D->sd, D->rstage, D->rc, D->rd, es);
-    if (rc)
-        return rc;
-    for (int s = 0; s < P; s++)
-        if (s != r && n_r > 0)
-            copy_blocks(out + usz(hbeg[s] * d) * es, usz(n_r * Hout * d), usz(Hout * d),
-                        (char *)D->rstage + D->rd[s] * es, usz(n_r * hcnt[s] * d), usz(hcnt[s] * d),
-                        B, n_r, usz(hcnt[s] * d), es);
-    return ULY_OK;
+    return a2a_move(D, which, 0, in, Hout, hbeg, hcnt, out);
 }
 
 static int call_agree(uly_dist *D, int kind, int local);
