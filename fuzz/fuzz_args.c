@@ -35,6 +35,15 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* A violated promise: say which one, then abort. */
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);   \
+            abort();                                                                 \
+        }                                                                            \
+    } while (0)
+
 #define MAX_ARGS 64
 #define ERRLEN 256
 #define CMD "ulysses attn"
@@ -76,8 +85,7 @@ static const arg_opt table[] = {
 static void check_int(const arg_opt *o)
 {
     int64_t v = *(const int64_t *)o->dst;
-    if (v != INT64_MIN + 7 && (v < o->min || v > o->max))
-        abort();
+    CHECK(v == INT64_MIN + 7 || (v >= o->min && v <= o->max));
 }
 
 /* A string option must point at (the value part of) one of the arguments. */
@@ -85,14 +93,13 @@ static void check_str(const char *s, char **argv, int argc)
 {
     if (!s)
         return;
-    if (!*s)
-        abort();
+    CHECK(*s != 0);
     for (int i = 0; i < argc; i++) {
         size_t len = strlen(argv[i]);
         if (s >= argv[i] && s <= argv[i] + len)
             return;
     }
-    abort();
+    CHECK(!"string value points into an argument");
 }
 
 static void reset(void)
@@ -124,23 +131,18 @@ static void fuzz_args_parse(char **argv, int argc)
         for (const arg_opt *o = table; o->name; o++)
             if (o->kind == ARG_INT)
                 check_int(o);
-        if ((f_causal | f_backward | f_check | f_json) & ~1)
-            abort();
-        if (c_dtype != -1 && (c_dtype < 0 || c_dtype > 1))
-            abort();
-        if (seen_dtype != (c_dtype != -1))
-            abort();
-        if (r_scale != -1e300 && !(r_scale >= 0 && r_scale <= 10))
-            abort();
-        if (r_any != -1e300 && !isfinite(r_any))
-            abort();
+        CHECK(((f_causal | f_backward | f_check | f_json) & ~1) == 0);
+        CHECK(c_dtype == -1 || c_dtype == 0 || c_dtype == 1);
+        CHECK(seen_dtype == (c_dtype != -1));
+        CHECK(r_scale == -1e300 || (r_scale >= 0 && r_scale <= 10));
+        CHECK(r_any == -1e300 || isfinite(r_any));
         check_str(s_q, argv, argc);
         check_str(s_out, argv, argc);
     } else if (rc == ARGS_ERROR) {
-        if (!memchr(err, 0, ERRLEN) || strncmp(err, CMD ": ", strlen(CMD) + 2) != 0)
-            abort();
-    } else if (rc != ARGS_HELP) {
-        abort();
+        CHECK(memchr(err, 0, ERRLEN) != NULL);
+        CHECK(strncmp(err, CMD ": ", strlen(CMD) + 2) == 0);
+    } else {
+        CHECK(rc == ARGS_HELP);
     }
     free(err);
 }
@@ -149,23 +151,20 @@ static void fuzz_args_parse(char **argv, int argc)
 static void fuzz_sim_numbers(const char *s)
 {
     int64_t v = -1;
-    if (parse_count(s, &v) == 0 && v < 0)
-        abort();
+    if (parse_count(s, &v) == 0)
+        CHECK(v >= 0);
     /* Lists: single value (run mode) and up to MAX_LIST values (sweep). */
     static int64_t list[MAX_LIST];
     int caps[2] = {1, MAX_LIST};
     for (int k = 0; k < 2; k++) {
         int n = -1;
         if (parse_list(s, list, caps[k], &n) == 0) {
-            if (n < 1 || n > caps[k])
-                abort();
+            CHECK(n >= 1 && n <= caps[k]);
             for (int i = 0; i < n; i++)
-                if (list[i] < 1)
-                    abort();
+                CHECK(list[i] >= 1);
             if (strchr(s, ':'))
                 for (int i = 1; i < n; i++)
-                    if (list[i] <= list[i - 1])
-                        abort();
+                    CHECK(list[i] > list[i - 1]);
         }
     }
 }

@@ -32,6 +32,16 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* A violated promise: say which one (the loader's message helps too), then abort. */
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__,   \
+                    __LINE__, #cond, usim_last_error());                              \
+            abort();                                                                 \
+        }                                                                            \
+    } while (0)
+
 static char tmp_path[256];
 static int tmp_fd = -1;
 static int last_status;
@@ -82,38 +92,40 @@ static int pos_finite(double x)
 
 static void check_platform(const usim_platform *p)
 {
-    if (!memchr(p->name, 0, sizeof p->name) || strcmp(p->source, tmp_path) != 0 ||
-        p->gpus_per_node < 1 || p->gpus_per_node > 4096 || p->max_nodes < 0)
-        abort();
+    CHECK(memchr(p->name, 0, sizeof p->name));
+    CHECK(strcmp(p->source, tmp_path) == 0);
+    CHECK(p->gpus_per_node >= 1 && p->gpus_per_node <= 4096);
+    CHECK(p->max_nodes >= 0);
     for (int t = 0; t < USIM_NDTYPE; t++)
-        if (!pos_finite(p->peak_flops[t]))
-            abort();
-    if (!(p->gemm_eff > 0 && p->gemm_eff <= 1) || !(p->attn_eff > 0 && p->attn_eff <= 1) ||
-        (p->attn_causal_skip != 0 && p->attn_causal_skip != 1))
-        abort();
-    if (!pos_finite(p->hbm_bytes) || !pos_finite(p->hbm_Bps) || !isfinite(p->reserved_bytes) ||
-        p->reserved_bytes < 0 || p->reserved_bytes >= p->hbm_bytes)
-        abort();
-    if (!pos_finite(p->nvl_Bps) || !pos_finite(p->nic_Bps) || p->nvl_lat < 0 || p->nic_lat < 0 ||
-        !isfinite(p->oversub) || p->oversub < 1)
-        abort();
+        CHECK(pos_finite(p->peak_flops[t]));
+    CHECK(p->gemm_eff > 0 && p->gemm_eff <= 1);
+    CHECK(p->attn_eff > 0 && p->attn_eff <= 1);
+    CHECK(p->attn_causal_skip == 0 || p->attn_causal_skip == 1);
+    CHECK(pos_finite(p->hbm_bytes));
+    CHECK(pos_finite(p->hbm_Bps));
+    CHECK(isfinite(p->reserved_bytes) && p->reserved_bytes >= 0);
+    CHECK(p->reserved_bytes < p->hbm_bytes);
+    CHECK(pos_finite(p->nvl_Bps));
+    CHECK(pos_finite(p->nic_Bps));
+    CHECK(p->nvl_lat >= 0 && p->nic_lat >= 0);
+    CHECK(isfinite(p->oversub) && p->oversub >= 1);
 }
 
 static void check_model(const usim_model *m)
 {
-    if (!memchr(m->name, 0, sizeof m->name) || strcmp(m->source, tmp_path) != 0)
-        abort();
-    if (m->layers < 1 || m->hidden < 1 || m->heads < 1 || m->kv_heads < 1 || m->ffn < 1 ||
-        m->vocab < 1 || m->seq < 1 || m->micro_batch < 1 || m->global_batch < 1)
-        abort();
-    if (m->hidden % m->heads != 0 || m->heads % m->kv_heads != 0 ||
-        m->global_batch % m->micro_batch != 0)
-        abort();
-    if (m->dtype < 0 || m->dtype >= USIM_NDTYPE || (m->gated_mlp != 0 && m->gated_mlp != 1) ||
-        (m->tied_embeddings != 0 && m->tied_embeddings != 1) || (m->causal != 0 && m->causal != 1))
-        abort();
-    if (!pos_finite(usim_model_params(m)))
-        abort();
+    CHECK(memchr(m->name, 0, sizeof m->name));
+    CHECK(strcmp(m->source, tmp_path) == 0);
+    CHECK(m->layers >= 1 && m->hidden >= 1 && m->heads >= 1 && m->kv_heads >= 1);
+    CHECK(m->ffn >= 1 && m->vocab >= 1 && m->seq >= 1);
+    CHECK(m->micro_batch >= 1 && m->global_batch >= 1);
+    CHECK(m->hidden % m->heads == 0);
+    CHECK(m->heads % m->kv_heads == 0);
+    CHECK(m->global_batch % m->micro_batch == 0);
+    CHECK(m->dtype >= 0 && m->dtype < USIM_NDTYPE);
+    CHECK(m->gated_mlp == 0 || m->gated_mlp == 1);
+    CHECK(m->tied_embeddings == 0 || m->tied_embeddings == 1);
+    CHECK(m->causal == 0 || m->causal == 1);
+    CHECK(pos_finite(usim_model_params(m)));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -134,11 +146,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (last_status == USIM_OK)
             check_platform(&p);
     }
-    if (last_status < 0 || last_status >= USIM_NSTATUS)
-        abort();
+    CHECK(last_status >= 0 && last_status < USIM_NSTATUS);
     /* A failure says why, and where: every message names the file. */
-    if (last_status != USIM_OK && !strstr(usim_last_error(), tmp_path))
-        abort();
+    if (last_status != USIM_OK)
+        CHECK(strstr(usim_last_error(), tmp_path) != NULL);
     return 0;
 }
 
