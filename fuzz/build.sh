@@ -32,7 +32,7 @@ for h in "$@"; do
     case $h in
     npy)
         src="$top/src/npy.c $top/src/error.c $here/fuzz_npy.c"
-        extra= libs= ;;
+        extra='' libs='' ;;
     sim_json)
         src="$top/sim/error.c $top/sim/jsonutil.c $top/sim/describe.c $here/fuzz_sim_json.c"
         extra="-I$top/sim $jansson_cflags" libs="$jansson_libs -lm" ;;
