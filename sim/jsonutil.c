@@ -182,6 +182,13 @@ int usim_json_num(usim_jdoc *d, json_t *obj, const char *parent, const char *key
     double x = json_number_value(v);
     if (!isfinite(x) || (lo_strict ? !(x > lo) : !(x >= lo)))
         return usim_json_err(d, parent, key, "must be %s %g (got %g)", lo_strict ? ">" : ">=", lo, x);
+    /* Every quantity in these files is written in units (TFLOP/s, GiB, GB/s,
+     * microseconds, ratios) where 1e9 is far beyond any machine; bounding it
+     * keeps every conversion to bytes, FLOP/s and picoseconds finite and
+     * within int64 (1e9 us = 1e15 ps). */
+    if (x > USIM_JSON_NUM_MAX)
+        return usim_json_err(d, parent, key, "must be <= %g in the units of the key (got %g)",
+                             USIM_JSON_NUM_MAX, x);
     *out = x;
     return USIM_OK;
 }

@@ -20,6 +20,9 @@ void usim_json_free(usim_jdoc *d);
 /* Member `key` of object `obj` (named `parent`, "" for the top level).
  * Numbers: must be > lo (lo_strict) or >= lo; integers must be integral. */
 int usim_json_obj(usim_jdoc *d, json_t *obj, const char *parent, const char *key, json_t **out);
+/* Largest value usim_json_num accepts (see jsonutil.c). */
+#define USIM_JSON_NUM_MAX 1e9
+
 int usim_json_num(usim_jdoc *d, json_t *obj, const char *parent, const char *key, int required,
              double lo, int lo_strict, double *out);
 int usim_json_int(usim_jdoc *d, json_t *obj, const char *parent, const char *key, int required,

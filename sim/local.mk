@@ -43,6 +43,7 @@ TESTS += sim/tests/test_engine sim/tests/test_net sim/tests/test_describe \
 EXTRA_DIST += sim/tests/cli_basic.sh sim/tests/cli_errors.sh sim/tests/cli_sweep.sh sim/tests/symbols.sh \
 	sim/tests/data/bad-syntax.json sim/tests/data/missing-key.json \
 	sim/tests/data/wrong-type.json sim/tests/data/zero-bw.json \
+	sim/tests/data/huge-latency.json sim/tests/data/huge-flops.json \
 	sim/tests/data/model-bad-heads.json sim/tests/data/tiny-platform.json
 
 sim_tests_test_engine_SOURCES = sim/tests/test_engine.c

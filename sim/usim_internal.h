@@ -25,11 +25,16 @@ void *usim_realloc(void *p, size_t n);
  * Returns the number of allocations made since the previous call. */
 long usim_test_fail_alloc_at(long n);
 
-/* Seconds -> picoseconds, rounded to nearest. */
+/* Seconds -> picoseconds, rounded to nearest; saturates at INT64_MAX (about
+ * 107 days) instead of overflowing the conversion. */
 static inline usim_time usim_ps(double seconds)
 {
-    double ps = seconds * 1e12;
-    return (usim_time)(ps + 0.5);
+    double ps = seconds * 1e12 + 0.5;
+    if (!(ps < 9.2e18))
+        return INT64_MAX;
+    if (ps < -9.2e18)
+        return INT64_MIN;
+    return (usim_time)ps;
 }
 
 static inline double usim_sec(usim_time t)

@@ -51,6 +51,8 @@ expect "bad-syntax.json:4:.*syntax error" --platform "$DATA/bad-syntax.json"
 expect "missing-key.json:15:.*key 'inter_node.nic_bw_Gbps': missing" --platform "$DATA/missing-key.json"
 expect "wrong-type.json:8:5: key 'gpu.hbm_GiB': expected a number, got a string" --platform "$DATA/wrong-type.json"
 expect "zero-bw.json:16:5: key 'inter_node.nic_bw_Gbps': must be > 0" --platform "$DATA/zero-bw.json"
+expect "huge-latency.json:1:.*key 'inter_node.latency_us': must be <= 1e+09" --platform "$DATA/huge-latency.json"
+expect "huge-flops.json:1:.*key 'gpu.peak_tflops_bf16': must be <= 1e+09" --platform "$DATA/huge-flops.json"
 expect "model-bad-heads.json:5:3: key 'heads': hidden (1000) must be a multiple of heads (24)" --model "$DATA/model-bad-heads.json"
 expect "--model: .*key 'layers': missing" --model "$DATA/tiny-platform.json"
 expect "needs 2 nodes; platform a100-pcie-4 has at most 1" --platform a100-pcie-4 --gpus 8
