@@ -41,7 +41,7 @@ typedef struct uly_local_attn {
 } uly_local_attn;
 
 /* How the all-to-alls move strided blocks. */
-enum { ULY_A2A_AUTO = 0,     /* the default (currently PACK) */
+enum { ULY_A2A_AUTO = 0,     /* DATATYPE up to 16 MiB per rank and all-to-all, PACK above */
        ULY_A2A_PACK = 1,     /* our strided copy + MPI_Alltoallv; B = 1 moves one side in place */
        ULY_A2A_DATATYPE = 2  /* MPI derived datatypes + MPI_Alltoallw: no pack step of ours */ };
 

@@ -30,7 +30,7 @@ struct uly_dist {
     int64_t *kb, *kc;          /* (P) KV head begin / count per rank */
     size_t *sc, *sd, *rc, *rd; /* (P) element counts / displacements scratch */
     comm_block *sbk, *rbk;     /* (P) strided blocks scratch (datatype mode) */
-    int dtype_mode;            /* move blocks with derived datatypes */
+    int a2a_mode;              /* ULY_A2A_PACK, ULY_A2A_DATATYPE or ULY_A2A_AUTO */
     /* head-sharded tensors of this rank (aliases of the caller's for P = 1) */
     void *qh, *kh, *vh, *oh;   /* (B,N,H_r,d) (B,N,Hkv_r,d) x2 (B,N,H_r,d) */
     void *lse;                 /* (B,H_r,N) */
@@ -103,6 +103,20 @@ static comm_block head_block(const uly_dist *D, int s, int64_t c_r)
  * passes a side in place when all its blocks are contiguous (B = 1: the
  * head side), and otherwise goes through the staging buffers.
  */
+/* Automatic choice: derived datatypes up to this many bytes per rank and
+ * all-to-all, pack above (measured in doc/performance.md).  The choice
+ * depends on the global shape only, so every rank makes the same one. */
+#define ULY_A2A_AUTO_DTYPE_MAX ((uint64_t)16 << 20)
+
+static int use_datatypes(const uly_dist *D, int64_t Hx)
+{
+    if (D->a2a_mode != ULY_A2A_AUTO)
+        return D->a2a_mode == ULY_A2A_DATATYPE;
+    uint64_t per_rank = (uint64_t)D->a.batch * (uint64_t)D->a.seq * (uint64_t)Hx *
+                        (uint64_t)D->a.head_dim * D->es / (uint64_t)D->P;
+    return per_rank <= ULY_A2A_AUTO_DTYPE_MAX;
+}
+
 static int a2a_move(uly_dist *D, int which, int to_heads, const char *in, int64_t Hx, const int64_t *hbeg,
                     const int64_t *hcnt, char *out)
 {
@@ -126,7 +140,7 @@ static int a2a_move(uly_dist *D, int which, int to_heads, const char *in, int64_
     comm_block self_s = send[r], self_r = recv[r];
     send[r].rows = recv[r].rows = 0; /* the own block does not go through MPI */
     int rc;
-    if (D->dtype_mode) {
+    if (use_datatypes(D, Hx)) {
         rc = comm_alltoallw_blocks(D->c, in, send, out, recv, es);
     } else {
         size_t soff = 0, roff = 0;
@@ -241,7 +255,7 @@ static int dist_alloc(uly_dist *D)
     D->nc = D->nb + P; D->hb = D->nc + P; D->hc = D->hb + P; D->kb = D->hc + P; D->kc = D->kb + P;
     D->sd = D->sc + P; D->rc = D->sd + P; D->rd = D->rc + P;
     D->rbk = D->sbk + P;
-    D->dtype_mode = D->o.a2a_mode == ULY_A2A_DATATYPE;
+    D->a2a_mode = D->o.a2a_mode;
     for (int s = 0; s < P; s++) {
         uly_split(N, P, s, &D->nb[s], &D->nc[s]);
         uly_split(H, P, s, &D->hb[s], &D->hc[s]);

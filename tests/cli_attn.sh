@@ -106,9 +106,9 @@ expect 0 "measured == expected on every rank: yes" -- "$MPIRUN" --oversubscribe 
 for x in o dq dk dv; do
     expect 0 "" -- "$T" cmp "$W/${x}1.npy" "$W/${x}3.npy"
 done
-expect 0 "measured == expected on every rank: yes" -- "$MPIRUN" --oversubscribe -np 3 "$U" attn $Q --causal --a2a datatype --out "$W/o3d.npy"
+expect 0 "measured == expected on every rank: yes" -- "$MPIRUN" --oversubscribe -np 3 "$U" attn $Q --causal --a2a pack --out "$W/o3d.npy"
 expect 0 "" -- "$T" cmp "$W/o1.npy" "$W/o3d.npy"
-expect 2 "must be one of pack, datatype" -- "$U" attn --a2a fast
+expect 2 "must be one of auto, pack, datatype" -- "$U" attn --a2a fast
 expect 0 "\"dtype\": \"f64\"" -- "$U" attn --q "$W/q64.npy" --k "$W/k.npy" --v "$W/v.npy" --json --repeat 1
 
 # ranks called with different configurations: every rank stops, exit 2

@@ -57,7 +57,7 @@ struct attn_cfg {
 };
 
 static const char *const dtype_names[] = {"f32", "f64", NULL};
-static const char *const a2a_names[] = {"pack", "datatype", NULL};
+static const char *const a2a_names[] = {"auto", "pack", "datatype", NULL};
 
 static const char synopsis[] =
     "attn [--batch B] [--seq N] [--heads H] [--kv-heads Hkv] [--head-dim d]\n"
@@ -351,7 +351,7 @@ static int cmd_attn_mpi(int argc, char **argv, int rank, int P)
         {"dtype", ARG_CHOICE, &c.dtype, 0, 0, "T", "element type f32 or f64 (default f32, or that of --q)", dtype_names, &c.seen_dtype},
         {"block-q", ARG_INT, &c.block_q, 1, 65536, "n", "query rows per kernel block", NULL, NULL},
         {"block-k", ARG_INT, &c.block_k, 1, 65536, "n", "key rows per kernel block", NULL, NULL},
-        {"a2a", ARG_CHOICE, &c.a2a, 0, 0, "MODE", "all-to-all data movement: pack (default) or datatype", a2a_names, NULL},
+        {"a2a", ARG_CHOICE, &c.a2a, 0, 0, "MODE", "all-to-all data movement: auto (default: datatype up to 16 MiB per rank, pack above), pack, datatype", a2a_names, NULL},
         {"max-count", ARG_INT, &c.max_count, 1, INT64_MAX, "n", "largest element count per MPI call and peer", NULL, NULL},
         {"q", ARG_STR, &c.fq, 0, 0, "F.npy", "queries, float32/float64 (B, N, H, d) or (N, H, d)", NULL, NULL},
         {"k", ARG_STR, &c.fk, 0, 0, "F.npy", "keys (B, N, Hkv, d)", NULL, NULL},
@@ -436,7 +436,7 @@ static int cmd_attn_mpi(int argc, char **argv, int rank, int P)
     dopt.kernel.block_k = c.block_k;
     dopt.kernel.threads = (int)c.threads;
     dopt.max_count = (size_t)c.max_count;
-    dopt.a2a_mode = c.a2a ? ULY_A2A_DATATYPE : ULY_A2A_PACK;
+    dopt.a2a_mode = c.a2a == 0 ? ULY_A2A_AUTO : c.a2a == 1 ? ULY_A2A_PACK : ULY_A2A_DATATYPE;
     lrc = uly_dist_create(MPI_COMM_WORLD, &a, &dopt, &R.D);
     if (lrc) {
         /* every rank got an error; the failing one prints */
