@@ -50,47 +50,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifdef ULY_FUZZ_STANDALONE
-int main(int argc, char **argv)
+static void fuzz_report(const char *name, const unsigned char *data, size_t len)
 {
-    int bad = 0;
-    for (int i = 1; i < argc; i++) {
-        FILE *f = fopen(argv[i], "rb");
-        if (!f) {
-            perror(argv[i]);
-            bad = 1;
-            continue;
-        }
-        size_t cap = 1 << 16, len = 0;
-        unsigned char *buf = malloc(cap);
-        for (;;) {
-            if (!buf) {
-                fprintf(stderr, "%s: out of memory\n", argv[i]);
-                return 1;
-            }
-            len += fread(buf + len, 1, cap - len, f);
-            if (len < cap)
-                break;
-            unsigned char *nb = realloc(buf, cap *= 2);
-            if (!nb)
-                free(buf);
-            buf = nb;
-        }
-        fclose(f);
-        /* An exact-size copy, so that a sanitizer sees reads past the end. */
-        unsigned char *exact = malloc(len ? len : 1);
-        if (!exact) {
-            fprintf(stderr, "%s: out of memory\n", argv[i]);
-            return 1;
-        }
-        memcpy(exact, buf, len);
-        free(buf);
-        LLVMFuzzerTestOneInput(exact, len);
-        uly_npy n;
-        int st = uly_npy_parse(exact, len, &n);
-        printf("%s: %s\n", argv[i], st ? uly_last_error() : "ok");
-        uly_npy_free(&n);
-        free(exact);
-    }
-    return bad;
+    uly_npy n;
+    int st = uly_npy_parse(data, len, &n);
+    printf("%s: %s\n", name, st ? uly_last_error() : "ok");
+    uly_npy_free(&n);
 }
 #endif
+#include "standalone.h"

@@ -13,12 +13,12 @@ TESTS += fuzz/replay.sh
 EXTRA_DIST += fuzz/replay.sh
 
 # .npy parser (src/npy.c)
-fuzz_replay_npy_SOURCES = fuzz/fuzz_npy.c
+fuzz_replay_npy_SOURCES = fuzz/fuzz_npy.c fuzz/standalone.h
 fuzz_replay_npy_CPPFLAGS = $(FUZZ_CPPFLAGS)
 fuzz_replay_npy_LDADD = src/libulykern.la -lm
 
 # Simulator platform/model JSON loaders (sim/describe.c)
-fuzz_replay_sim_json_SOURCES = fuzz/fuzz_sim_json.c
+fuzz_replay_sim_json_SOURCES = fuzz/fuzz_sim_json.c fuzz/standalone.h
 fuzz_replay_sim_json_CPPFLAGS = $(FUZZ_CPPFLAGS) -I$(top_srcdir)/sim
 fuzz_replay_sim_json_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
 fuzz_replay_sim_json_LDADD = sim/libusim.la $(JANSSON_LIBS) -lm
@@ -26,7 +26,7 @@ fuzz_replay_sim_json_LDADD = sim/libusim.la $(JANSSON_LIBS) -lm
 # Command-line parsers: args_parse (src/cli/args.c, compiled in: it is part of
 # the ulysses program, not of a library) and ulysses-sim's count and list
 # syntax (sim/cli/opts.c).
-fuzz_replay_args_SOURCES = fuzz/fuzz_args.c src/cli/args.c src/cli/args.h \
+fuzz_replay_args_SOURCES = fuzz/fuzz_args.c fuzz/standalone.h src/cli/args.c src/cli/args.h \
 	sim/cli/opts.c sim/cli/opts.h
 fuzz_replay_args_CPPFLAGS = $(FUZZ_CPPFLAGS) -I$(top_srcdir)/sim -I$(top_srcdir)/sim/cli \
 	-I$(top_srcdir)/src/cli
