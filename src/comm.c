@@ -33,7 +33,7 @@ static int mpi_fail(int err, const char *what)
             return mpi_fail(e_, what);       \
     } while (0)
 
-int comm_info(MPI_Comm user, int *rank, int *size)
+int uly_comm_info(MPI_Comm user, int *rank, int *size)
 {
     int inited = 0, finalized = 0;
     MPI_Initialized(&inited);
@@ -45,7 +45,7 @@ int comm_info(MPI_Comm user, int *rank, int *size)
     return ULY_OK;
 }
 
-int comm_alloc(int rank, int size, size_t max_count, uly_comm **out)
+int uly_comm_alloc(int rank, int size, size_t max_count, uly_comm **out)
 {
     *out = NULL;
     uly_comm *c = uly_calloc(1, sizeof *c);
@@ -61,21 +61,21 @@ int comm_alloc(int rank, int size, size_t max_count, uly_comm **out)
     for (int i = 0; i < 2 && ok; i++)
         ok = (c->types[i] = uly_calloc((size_t)size, sizeof(MPI_Datatype))) != NULL;
     if (!ok) {
-        comm_close(c);
+        uly_comm_close(c);
         return uly_set_error(ULY_ENOMEM, "cannot allocate per-rank count arrays for %d ranks", size);
     }
     *out = c;
     return ULY_OK;
 }
 
-int comm_attach(uly_comm *c, MPI_Comm user)
+int uly_comm_attach(uly_comm *c, MPI_Comm user)
 {
     MPI_TRY(MPI_Comm_dup(user, &c->comm), "MPI_Comm_dup");
     MPI_TRY(MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     return ULY_OK;
 }
 
-void comm_close(uly_comm *c)
+void uly_comm_close(uly_comm *c)
 {
     if (!c)
         return;
@@ -88,9 +88,9 @@ void comm_close(uly_comm *c)
     uly_free(c);
 }
 
-int comm_rank(const uly_comm *c) { return c->rank; }
-int comm_size(const uly_comm *c) { return c->size; }
-double comm_wtime(void) { return MPI_Wtime(); }
+int uly_comm_rank(const uly_comm *c) { return c->rank; }
+int uly_comm_size(const uly_comm *c) { return c->size; }
+double uly_comm_wtime(void) { return MPI_Wtime(); }
 
 static int agree(MPI_Comm comm, int rank, int size, int local_status, int n, const int64_t *vals,
                  const char *const *names)
@@ -127,17 +127,17 @@ static int agree(MPI_Comm comm, int rank, int size, int local_status, int n, con
     return ULY_OK;
 }
 
-int comm_agree(uly_comm *c, int local_status, int n, const int64_t *vals,
+int uly_comm_agree(uly_comm *c, int local_status, int n, const int64_t *vals,
                const char *const *names)
 {
     return agree(c->comm, c->rank, c->size, local_status, n, vals, names);
 }
 
-int comm_agree_on(MPI_Comm comm, int local_status, int n, const int64_t *vals,
+int uly_comm_agree_on(MPI_Comm comm, int local_status, int n, const int64_t *vals,
                   const char *const *names)
 {
     int rank, size;
-    int rc = comm_info(comm, &rank, &size);
+    int rc = uly_comm_info(comm, &rank, &size);
     if (rc)
         return rc;
     return agree(comm, rank, size, local_status, n, vals, names);
@@ -211,7 +211,7 @@ static int alltoall_large(uly_comm *c, const void *sbuf, const size_t *scount, c
     return rcode;
 }
 
-int comm_alltoallv(uly_comm *c, const void *sbuf, const size_t *scount, const size_t *sdispl,
+int uly_comm_alltoallv(uly_comm *c, const void *sbuf, const size_t *scount, const size_t *sdispl,
                    void *rbuf, const size_t *rcount, const size_t *rdispl, size_t elem_size)
 {
     const int P = c->size;
@@ -257,7 +257,7 @@ static int block_type(const comm_block *b, MPI_Datatype base, size_t es, MPI_Dat
     return ULY_OK;
 }
 
-int comm_alltoallw_blocks(uly_comm *c, const void *sbuf, const comm_block *sb, void *rbuf,
+int uly_comm_alltoallw_blocks(uly_comm *c, const void *sbuf, const comm_block *sb, void *rbuf,
                           const comm_block *rb, size_t elem_size)
 {
     const int P = c->size;

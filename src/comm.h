@@ -10,20 +10,22 @@
 #include <stdint.h>
 #include <mpi.h>
 
+#include "internal.h"
+
 typedef struct uly_comm uly_comm;
 
 /* Rank and size of a communicator (ULY_EMPI if MPI is not initialised). */
-int comm_info(MPI_Comm user, int *rank, int *size);
+ULY_INTERNAL int uly_comm_info(MPI_Comm user, int *rank, int *size);
 /* Allocate a context for `size` ranks (local, not collective).  max_count:
  * largest element count per peer handed to MPI_Alltoallv (0: INT_MAX). */
-int comm_alloc(int rank, int size, size_t max_count, uly_comm **out);
+ULY_INTERNAL int uly_comm_alloc(int rank, int size, size_t max_count, uly_comm **out);
 /* Attach a private duplicate of `user` with MPI_ERRORS_RETURN (collective;
  * call only after all ranks agreed that comm_alloc succeeded). */
-int comm_attach(uly_comm *c, MPI_Comm user);
-void comm_close(uly_comm *c);
-int comm_rank(const uly_comm *c);
-int comm_size(const uly_comm *c);
-double comm_wtime(void);
+ULY_INTERNAL int uly_comm_attach(uly_comm *c, MPI_Comm user);
+ULY_INTERNAL void uly_comm_close(uly_comm *c);
+ULY_INTERNAL int uly_comm_rank(const uly_comm *c);
+ULY_INTERNAL int uly_comm_size(const uly_comm *c);
+ULY_INTERNAL double uly_comm_wtime(void);
 
 /*
  * Collective agreement.  Every rank passes its local status (0 = ok; the
@@ -35,10 +37,10 @@ double comm_wtime(void);
  *   ULY_EMISMATCH  when values differ, naming the first such field and its
  *                  minimum and maximum over ranks.
  */
-int comm_agree(uly_comm *c, int local_status, int n, const int64_t *vals,
+ULY_INTERNAL int uly_comm_agree(uly_comm *c, int local_status, int n, const int64_t *vals,
                const char *const *names);
 /* The same on a communicator of the caller's (before comm_attach). */
-int comm_agree_on(MPI_Comm comm, int local_status, int n, const int64_t *vals,
+ULY_INTERNAL int uly_comm_agree_on(MPI_Comm comm, int local_status, int n, const int64_t *vals,
                   const char *const *names);
 
 /*
@@ -48,7 +50,7 @@ int comm_agree_on(MPI_Comm comm, int local_status, int n, const int64_t *vals,
  * the configured count limit, and MPI_Alltoallw with large-count derived
  * datatypes (any size, byte offsets as MPI_Aint) otherwise.
  */
-int comm_alltoallv(uly_comm *c, const void *sbuf, const size_t *scount, const size_t *sdispl,
+ULY_INTERNAL int uly_comm_alltoallv(uly_comm *c, const void *sbuf, const size_t *scount, const size_t *sdispl,
                    void *rbuf, const size_t *rcount, const size_t *rdispl, size_t elem_size);
 
 /* A strided block of one peer: `batches` x `rows` rows of `len` elements;
@@ -59,7 +61,7 @@ typedef struct comm_block {
 
 /* All-to-all where MPI reads and writes the strided blocks in place through
  * derived datatypes (no pack step of ours).  Self blocks must be empty. */
-int comm_alltoallw_blocks(uly_comm *c, const void *sbuf, const comm_block *sb, void *rbuf,
+ULY_INTERNAL int uly_comm_alltoallw_blocks(uly_comm *c, const void *sbuf, const comm_block *sb, void *rbuf,
                           const comm_block *rb, size_t elem_size);
 
 #endif

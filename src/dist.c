@@ -141,7 +141,7 @@ static int a2a_move(uly_dist *D, int which, int to_heads, const char *in, int64_
     send[r].rows = recv[r].rows = 0; /* the own block does not go through MPI */
     int rc;
     if (use_datatypes(D, Hx)) {
-        rc = comm_alltoallw_blocks(D->c, in, send, out, recv, es);
+        rc = uly_comm_alltoallw_blocks(D->c, in, send, out, recv, es);
     } else {
         size_t soff = 0, roff = 0;
         for (int s = 0; s < P; s++) {
@@ -157,7 +157,7 @@ static int a2a_move(uly_dist *D, int which, int to_heads, const char *in, int64_
             soff += D->sc[s];
             roff += D->rc[s];
         }
-        rc = comm_alltoallv(D->c, send_inplace ? in : D->sstage, D->sc, D->sd,
+        rc = uly_comm_alltoallv(D->c, send_inplace ? in : D->sstage, D->sc, D->sd,
                             recv_inplace ? out : D->rstage, D->rc, D->rd, es);
         for (int s = 0; s < P && !rc && !recv_inplace; s++) {
             comm_block packed = {D->rd[s], recv[s].batches, recv[s].rows * recv[s].len, recv[s].rows,
@@ -234,7 +234,7 @@ void uly_dist_free(uly_dist *D)
 {
     if (!D)
         return;
-    comm_close(D->c);
+    uly_comm_close(D->c);
     uly_free(D->nb);
     uly_free(D->sc);
     uly_free(D->sbk);
@@ -332,7 +332,7 @@ int uly_dist_create(MPI_Comm comm, const uly_attn_desc *a, const uly_dist_opts *
         return uly_set_error(ULY_EINVAL, "output pointer is NULL");
     *out = NULL;
     int rank, size;
-    int rc = comm_info(comm, &rank, &size);
+    int rc = uly_comm_info(comm, &rank, &size);
     if (rc)
         return rc; /* MPI unusable: nothing collective can follow */
     uly_dist_opts def;
@@ -356,7 +356,7 @@ int uly_dist_create(MPI_Comm comm, const uly_attn_desc *a, const uly_dist_opts *
                 local = uly_set_error(ULY_EINVAL, "local attention plug-in lacks fwd or bwd");
             else if (D->o.a2a_mode < ULY_A2A_AUTO || D->o.a2a_mode > ULY_A2A_DATATYPE)
                 local = uly_set_error(ULY_EINVAL, "unknown all-to-all mode %d", D->o.a2a_mode);
-            else if ((local = comm_alloc(rank, size, D->o.max_count, &D->c)) == ULY_OK)
+            else if ((local = uly_comm_alloc(rank, size, D->o.max_count, &D->c)) == ULY_OK)
                 local = dist_alloc(D);
         }
     }
@@ -365,9 +365,9 @@ int uly_dist_create(MPI_Comm comm, const uly_attn_desc *a, const uly_dist_opts *
     memset(v, 0, sizeof v);
     if (D)
         cfg_values(&D->a, &D->o, v);
-    rc = comm_agree_on(comm, local, NCFG, v, cfg_names);
+    rc = uly_comm_agree_on(comm, local, NCFG, v, cfg_names);
     if (!rc)
-        rc = comm_attach(D->c, comm); /* collective on every rank, or on none */
+        rc = uly_comm_attach(D->c, comm); /* collective on every rank, or on none */
     if (rc) {
         uly_dist_free(D);
         return rc;
@@ -382,7 +382,7 @@ static int call_agree(uly_dist *D, int kind, int local)
     static const char *const names[2] = {"the operation (forward, backward or a2a kind)",
                                          "the call sequence"};
     int64_t v[2] = {kind, (int64_t)D->calls++};
-    return comm_agree(D->c, local, 2, v, names);
+    return uly_comm_agree(D->c, local, 2, v, names);
 }
 
 static uly_kernel_opts local_opts(const uly_dist *D)
@@ -408,13 +408,13 @@ int uly_dist_fwd(uly_dist *D, const void *q, const void *k, const void *v, void 
     if (D->P == 1) { /* no communication: work on the caller's tensors */
         D->qh = (void *)q; D->kh = (void *)k; D->vh = (void *)v; D->oh = o;
     }
-    double t0 = comm_wtime();
+    double t0 = uly_comm_wtime();
     rc = a2a_seq_to_heads(D, ULY_A2A_Q, q, D->a.heads, D->hb, D->hc, D->qh);
     if (!rc)
         rc = a2a_seq_to_heads(D, ULY_A2A_K, k, D->a.kv_heads, D->kb, D->kc, D->kh);
     if (!rc)
         rc = a2a_seq_to_heads(D, ULY_A2A_V, v, D->a.kv_heads, D->kb, D->kc, D->vh);
-    double t1 = comm_wtime();
+    double t1 = uly_comm_wtime();
     int lrc = ULY_OK;
     if (!rc && D->hc[r] > 0) {
         uly_kernel_opts ko = local_opts(D);
@@ -423,11 +423,11 @@ int uly_dist_fwd(uly_dist *D, const void *q, const void *k, const void *v, void 
     }
     if (rc)
         return rc;
-    double t2 = comm_wtime();
+    double t2 = uly_comm_wtime();
     rc = call_agree(D, 11, lrc); /* a failed local kernel stops every rank here */
     if (!rc)
         rc = a2a_heads_to_seq(D, ULY_A2A_O, D->oh, D->a.heads, D->hb, D->hc, o);
-    double t3 = comm_wtime();
+    double t3 = uly_comm_wtime();
     D->times.fwd_a2a_in = t1 - t0;
     D->times.fwd_attn = t2 - t1;
     D->times.fwd_a2a_out = t3 - t2;
@@ -451,9 +451,9 @@ int uly_dist_bwd(uly_dist *D, const void *dout, void *dq, void *dk, void *dv)
     if (D->P == 1) {
         D->doh = (void *)dout; D->dqh = dq; D->dkh = dk; D->dvh = dv;
     }
-    double t0 = comm_wtime();
+    double t0 = uly_comm_wtime();
     rc = a2a_seq_to_heads(D, ULY_A2A_DO, dout, D->a.heads, D->hb, D->hc, D->doh);
-    double t1 = comm_wtime();
+    double t1 = uly_comm_wtime();
     int lrc = ULY_OK;
     if (!rc && D->hc[r] > 0) {
         uly_kernel_opts ko = local_opts(D);
@@ -464,7 +464,7 @@ int uly_dist_bwd(uly_dist *D, const void *dout, void *dq, void *dk, void *dv)
     }
     if (rc)
         return rc;
-    double t2 = comm_wtime();
+    double t2 = uly_comm_wtime();
     rc = call_agree(D, 12, lrc);
     if (!rc)
         rc = a2a_heads_to_seq(D, ULY_A2A_DQ, D->dqh, D->a.heads, D->hb, D->hc, dq);
@@ -472,7 +472,7 @@ int uly_dist_bwd(uly_dist *D, const void *dout, void *dq, void *dk, void *dv)
         rc = a2a_kv_grad(D, ULY_A2A_DK, D->dkh, dk);
     if (!rc)
         rc = a2a_kv_grad(D, ULY_A2A_DV, D->dvh, dv);
-    double t3 = comm_wtime();
+    double t3 = uly_comm_wtime();
     D->times.bwd_a2a_in = t1 - t0;
     D->times.bwd_attn = t2 - t1;
     D->times.bwd_a2a_out = t3 - t2;

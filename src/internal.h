@@ -11,14 +11,18 @@
 
 #if defined(__GNUC__)
 #define ULY_PRINTF(a, b) __attribute__((format(printf, a, b)))
+/* Library-internal functions: uly_-prefixed (for static linking) and not
+ * exported from the shared library. */
+#define ULY_INTERNAL __attribute__((visibility("hidden")))
 #else
 #define ULY_PRINTF(a, b)
+#define ULY_INTERNAL
 #endif
 
 /* Record a detailed message for uly_last_error() and return status. */
-int uly_set_error(int status, const char *fmt, ...) ULY_PRINTF(2, 3);
+ULY_INTERNAL int uly_set_error(int status, const char *fmt, ...) ULY_PRINTF(2, 3);
 /* Forget the last message of this thread. */
-void uly_clear_error(void);
+ULY_INTERNAL void uly_clear_error(void);
 
 /* Checked size arithmetic: return 0 and set *out, or 1 on overflow. */
 static inline int uly_mul_size(size_t a, size_t b, size_t *out)
@@ -30,13 +34,13 @@ static inline int uly_mul_size(size_t a, size_t b, size_t *out)
 }
 
 /* *out = product of n non-negative int64 values (as size_t); 1 on overflow or negative. */
-int uly_mul_sizes(size_t *out, int n, const int64_t *v);
+ULY_INTERNAL int uly_mul_sizes(size_t *out, int n, const int64_t *v);
 
 /* Allocation hooks: every library allocation goes through these so that a
  * test can make the k-th allocation fail (see uly_test_fail_alloc_at). */
-void *uly_malloc(size_t n);
-void *uly_calloc(size_t n, size_t size);
-void uly_free(void *p);
+ULY_INTERNAL void *uly_malloc(size_t n);
+ULY_INTERNAL void *uly_calloc(size_t n, size_t size);
+ULY_INTERNAL void uly_free(void *p);
 
 /* Keys visible to query i: [*lo, *hi) (an interval under every mask). */
 static inline void uly_visible_range(const uly_attn_desc *a, int64_t i, int64_t *lo, int64_t *hi)
