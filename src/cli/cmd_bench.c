@@ -315,7 +315,7 @@ static int bench_a2a_mpi(int argc, char **argv, int rank, int P)
     if (!json && rank == 0)
         printf("%12s %10s | %10s %7s %10s %7s | %10s %7s %10s %7s\n%23s | %-37s | %-37s\n", "bytes/rank", "raw ms",
                "seq->heads", "ratio", "heads->seq", "ratio", "seq->heads", "ratio", "heads->seq", "ratio", "",
-               "pack + MPI_Alltoallv (default)", "derived datatypes + MPI_Alltoallw");
+               "pack + MPI_Alltoallv (auto: > 16M)", "datatypes + MPI_Alltoallw (auto: <= 16M)");
     const int64_t H = 2 * P, d = 128;
     for (int64_t bytes = minb; bytes <= maxb; bytes *= 4) {
         int64_t n_r = bytes / (H * d * 4);
