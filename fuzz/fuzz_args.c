@@ -14,9 +14,9 @@
  *     sim/cli/opts.c), once per argument: a success gives positive counts
  *     within the list capacity, ranges ascending.
  *
- * Not covered: opts_parse itself.  It reports a bad option by printing a
- * message and calling exit() (die_usage), so it cannot be called in-process
- * on arbitrary input; its number and list parsing is what is fuzzed here.
+ *   - opts_parse (sim/cli/opts.c), the whole ulysses-sim option parser, in
+ *     run mode and in sweep mode: it returns 0 (values in range) or
+ *     EXIT_BADINPUT with a message, and never prints or exits.
  * Built by fuzz/build.sh.
  *
  * With -DULY_FUZZ_STANDALONE the file also builds without libFuzzer: main
@@ -169,6 +169,28 @@ static void fuzz_sim_numbers(const char *s)
     }
 }
 
+/* ulysses-sim's whole option parser, as `ulysses-sim ARGS` and `ulysses-sim sweep ARGS`. */
+static void fuzz_sim_opts(char **argv, int argc)
+{
+    for (int sweep = 0; sweep < 2; sweep++) {
+        opts o;
+        opts_defaults(&o);
+        int help = 0;
+        int rc = opts_parse(&o, argc, argv, 0, sweep, &help);
+        CHECK(rc == 0 || rc == EXIT_BADINPUT);
+        if (rc) {
+            CHECK(opts_error()[0] != '\0');
+            continue;
+        }
+        CHECK(o.zero >= 0 && o.zero <= 3);
+        CHECK(o.ngpus >= 0 && o.ngpus <= (sweep ? MAX_LIST : 1));
+        CHECK(o.nseqs >= 0 && o.nseqs <= (sweep ? MAX_LIST : 1));
+        for (int i = 0; i < o.ngpus; i++)
+            CHECK(o.gpus[i] >= 1 && o.gpus[i] <= 1048576);
+        CHECK(o.nmethods >= 0 && o.nmethods <= USIM_NMETHOD);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char *argv[MAX_ARGS + 1];
@@ -189,6 +211,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     argv[argc] = NULL;
     fuzz_args_parse(argv, argc);
+    fuzz_sim_opts(argv, argc);
     for (int i = 0; i < argc; i++)
         fuzz_sim_numbers(argv[i]);
     for (int i = 0; i < argc; i++)

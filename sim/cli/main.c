@@ -180,7 +180,8 @@ static int run(int argc, char **argv)
     opts o;
     opts_defaults(&o);
     int help;
-    opts_parse(&o, argc, argv, 1, 0, &help);
+    if (opts_parse(&o, argc, argv, 1, 0, &help))
+        die_usage("%s", opts_error());
     if (help) {
         fputs(usage, stdout);
         return 0;

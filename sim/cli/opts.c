@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,23 @@ void die_usage(const char *fmt, ...)
     va_end(ap);
     fputc('\n', stderr);
     exit(EXIT_BADINPUT);
+}
+
+static char opt_err[512];
+
+const char *opts_error(void)
+{
+    return opt_err;
+}
+
+/* Record a bad-input message for opts_error() and return EXIT_BADINPUT. */
+static int fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(opt_err, sizeof opt_err, fmt, ap);
+    va_end(ap);
+    return EXIT_BADINPUT;
 }
 
 void opts_defaults(opts *o)
@@ -114,12 +132,35 @@ int parse_list(const char *s, int64_t *out, int max, int *n)
     return *n > 0 ? 0 : -1;
 }
 
-static int parse_int_opt(const char *name, const char *v, int lo, int hi)
+static int parse_int_opt(const char *name, const char *v, int lo, int hi, int *out)
 {
     int64_t x;
     if (parse_count(v, &x) || x < lo || x > hi)
-        die_usage("%s: expected an integer in [%d, %d], got '%s'", name, lo, hi, v);
-    return (int)x;
+        return fail("%s: expected an integer in [%d, %d], got '%s'", name, lo, hi, v);
+    *out = (int)x;
+    return 0;
+}
+
+/* Integer options stored in an int field of opts. */
+struct int_opt {
+    const char *name;
+    size_t off;
+    int lo, hi;
+};
+
+static const struct int_opt *int_option(const char *name)
+{
+    static const struct int_opt table[] = {
+        {"--sp", offsetof(opts, sp), 1, 1 << 20},
+        {"--tp", offsetof(opts, tp), 1, 1 << 20},
+        {"--dp", offsetof(opts, dp), 1, 1 << 20},
+        {"--ulysses", offsetof(opts, ulysses), 1, 1 << 20},
+        {"--zero", offsetof(opts, zero), 0, 3},
+    };
+    for (size_t k = 0; k < sizeof table / sizeof table[0]; k++)
+        if (strcmp(name, table[k].name) == 0)
+            return &table[k];
+    return NULL;
 }
 
 static int parse_methods(opts *o, const char *v)
@@ -132,20 +173,20 @@ static int parse_methods(opts *o, const char *v)
     }
     char buf[256];
     if (strlen(v) >= sizeof buf)
-        die_usage("--method: list too long");
+        return fail("--method: list too long");
     strcpy(buf, v);
     o->nmethods = 0;
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
         usim_method m;
         if (usim_method_parse(tok, &m))
-            die_usage("--method: %s", usim_last_error());
+            return fail("--method: %s", usim_last_error());
         for (int i = 0; i < o->nmethods; i++)
             if (o->methods[i] == m)
-                die_usage("--method: '%s' listed twice", tok);
+                return fail("--method: '%s' listed twice", tok);
         o->methods[o->nmethods++] = m;
     }
     if (o->nmethods == 0)
-        die_usage("--method: empty list");
+        return fail("--method: empty list");
     o->methods_explicit = 1;
     return 0;
 }
@@ -160,14 +201,14 @@ int opts_parse(opts *o, int argc, char **argv, int first, int sweep, int *help)
             return 0;
         }
         if (strncmp(arg, "--", 2) != 0)
-            die_usage("unexpected argument '%s' (see --help)", arg);
+            return fail("unexpected argument '%s' (see --help)", arg);
         char name[64];
         const char *val = NULL;
         const char *eq = strchr(arg, '=');
         if (eq) {
             size_t l = (size_t)(eq - arg);
             if (l >= sizeof name)
-                die_usage("unknown option '%s' (see --help)", arg);
+                return fail("unknown option '%s' (see --help)", arg);
             memcpy(name, arg, l);
             name[l] = 0;
             val = eq + 1;
@@ -192,60 +233,62 @@ int opts_parse(opts *o, int argc, char **argv, int first, int sweep, int *help)
             if (strcmp(name, valued[k]) == 0)
                 known = 1;
         if (!known)
-            die_usage("unknown option '%s' (see --help)", name);
+            return fail("unknown option '%s' (see --help)", name);
         if (!val) {
             if (i + 1 >= argc)
-                die_usage("%s needs a value", name);
+                return fail("%s needs a value", name);
             val = argv[++i];
         }
         if (strcmp(name, "--platform") == 0) o->platform = val;
         else if (strcmp(name, "--model") == 0) o->model = val;
         else if (strcmp(name, "--gpus") == 0) {
             if (parse_list(val, o->gpus, sweep ? MAX_LIST : 1, &o->ngpus))
-                die_usage("--gpus: expected %s, got '%s'",
+                return fail("--gpus: expected %s, got '%s'",
                           sweep ? "a positive count, a list a,b,c or a range a:b" : "a positive integer", val);
             for (int k = 0; k < o->ngpus; k++)
                 if (o->gpus[k] > 1048576)
-                    die_usage("--gpus: %lld is more than 1048576", (long long)o->gpus[k]);
+                    return fail("--gpus: %lld is more than 1048576", (long long)o->gpus[k]);
         } else if (strcmp(name, "--seq") == 0) {
             if (parse_list(val, o->seqs, sweep ? MAX_LIST : 1, &o->nseqs))
-                die_usage("--seq: expected %s, got '%s'",
+                return fail("--seq: expected %s, got '%s'",
                           sweep ? "a positive count (128K allowed), a list or a range a:b" :
                                   "a positive token count (e.g. 131072 or 128K)", val);
         }
-        else if (strcmp(name, "--method") == 0) parse_methods(o, val);
-        else if (strcmp(name, "--sp") == 0) o->sp = parse_int_opt(name, val, 1, 1 << 20);
-        else if (strcmp(name, "--tp") == 0) o->tp = parse_int_opt(name, val, 1, 1 << 20);
-        else if (strcmp(name, "--dp") == 0) o->dp = parse_int_opt(name, val, 1, 1 << 20);
-        else if (strcmp(name, "--ulysses") == 0) o->ulysses = parse_int_opt(name, val, 1, 1 << 20);
-        else if (strcmp(name, "--zero") == 0) o->zero = parse_int_opt(name, val, 0, 3);
+        else if (strcmp(name, "--method") == 0) {
+            if (parse_methods(o, val))
+                return EXIT_BADINPUT;
+        } else if (int_option(name)) {
+            const struct int_opt *io = int_option(name);
+            if (parse_int_opt(name, val, io->lo, io->hi, (int *)((char *)o + io->off)))
+                return EXIT_BADINPUT;
+        }
         else if (strcmp(name, "--recompute") == 0) {
             if (strcmp(val, "none") == 0) o->recompute = USIM_RC_NONE;
             else if (strcmp(val, "selective") == 0) o->recompute = USIM_RC_SELECTIVE;
             else if (strcmp(val, "full") == 0) o->recompute = USIM_RC_FULL;
-            else die_usage("--recompute: expected none, selective or full, got '%s'", val);
+            else return fail("--recompute: expected none, selective or full, got '%s'", val);
         } else if (strcmp(name, "--a2a") == 0) {
             if (strcmp(val, "direct") == 0) o->a2a = USIM_A2A_DIRECT;
             else if (strcmp(val, "pairwise") == 0) o->a2a = USIM_A2A_PAIRWISE;
-            else die_usage("--a2a: expected direct or pairwise, got '%s'", val);
+            else return fail("--a2a: expected direct or pairwise, got '%s'", val);
         } else if (strcmp(name, "--micro-batch") == 0) {
             if (parse_count(val, &o->micro_batch) || o->micro_batch < 1 || o->micro_batch > 1 << 20)
-                die_usage("--micro-batch: expected a positive integer, got '%s'", val);
+                return fail("--micro-batch: expected a positive integer, got '%s'", val);
         } else if (strcmp(name, "--global-batch") == 0) {
             if (parse_count(val, &o->global_batch) || o->global_batch < 1 || o->global_batch > 1 << 30)
-                die_usage("--global-batch: expected a positive integer, got '%s'", val);
+                return fail("--global-batch: expected a positive integer, got '%s'", val);
         } else if (strcmp(name, "--layers") == 0) {
             if (parse_count(val, &o->layers) || o->layers < 1 || o->layers > 100000)
-                die_usage("--layers: expected a positive integer, got '%s'", val);
+                return fail("--layers: expected a positive integer, got '%s'", val);
         } else if (strcmp(name, "--format") == 0) {
             if (strcmp(val, "table") == 0) o->format = FMT_TABLE;
             else if (strcmp(val, "csv") == 0) o->format = FMT_CSV;
             else if (strcmp(val, "json") == 0) o->format = FMT_JSON;
-            else die_usage("--format: expected table, csv or json, got '%s'", val);
+            else return fail("--format: expected table, csv or json, got '%s'", val);
         } else if (strcmp(name, "--trace") == 0) o->trace = val;
         else if (strcmp(name, "--out") == 0 && sweep) o->out = val;
         else if (strcmp(name, "--plot") == 0 && sweep) o->plot = val;
-        else die_usage("option '%s' is only valid with 'ulysses-sim sweep'", name);
+        else return fail("option '%s' is only valid with 'ulysses-sim sweep'", name);
     }
     return 0;
 }

@@ -35,9 +35,12 @@ typedef struct opts {
 } opts;
 
 void opts_defaults(opts *o);
-/* Parse argv[first..argc).  sweep: lists allowed for --gpus/--seq.  Returns 0,
- * or prints a one-line message and returns EXIT_BADINPUT; *help set for --help. */
+/* Parse argv[first..argc).  sweep: lists allowed for --gpus/--seq.  Returns 0
+ * (*help set for --help), or EXIT_BADINPUT with a one-line reason in
+ * opts_error(); it neither prints nor exits. */
 int opts_parse(opts *o, int argc, char **argv, int first, int sweep, int *help);
+/* The message of the last failed opts_parse. */
+const char *opts_error(void);
 /* "131072", "128K", "1M" (K = 1024), with overflow and sign checks. */
 int parse_count(const char *s, int64_t *out);
 /* "a,b,c" or "a:b" (doubling) or "a:b:xF" (factor) or "a:b:+S" (step). */
