@@ -43,6 +43,15 @@ static int blk_thread_id(void)
 #endif
 }
 
+/* The workspaces of all threads, one allocation (NULL with the message set). */
+static void *blk_workspace(const struct blk_geom *G)
+{
+    void *ws = uly_malloc(G->ws_bytes);
+    if (!ws)
+        uly_set_error(ULY_ENOMEM, "blocked attention: cannot allocate %zu bytes of workspace", G->ws_bytes);
+    return ws;
+}
+
 #define REAL float
 #define GEMM cblas_sgemm
 #define ROW_MAX uly_row_max_f32

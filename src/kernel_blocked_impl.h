@@ -266,10 +266,9 @@ static void SFX(bwd_q_item)(const uly_attn_desc *a, const struct blk_geom *G, in
 static int SFX(fwd)(const uly_attn_desc *a, const struct blk_geom *G, const REAL *q,
                     const REAL *k, const REAL *v, REAL *o, REAL *lse)
 {
-    REAL *ws = uly_malloc(G->ws_bytes);
+    REAL *ws = blk_workspace(G);
     if (!ws)
-        return uly_set_error(ULY_ENOMEM, "blocked attention: cannot allocate %zu bytes of workspace",
-                             G->ws_bytes);
+        return ULY_ENOMEM;
     const int64_t items = a->batch * G->hq * G->nqb;
     const size_t per = SFX(ws_elems)(G->bq, G->bk, a->head_dim);
 #ifdef _OPENMP
@@ -291,10 +290,9 @@ static int SFX(bwd)(const uly_attn_desc *a, const struct blk_geom *G, const REAL
                     const REAL *k, const REAL *v, const REAL *o, const REAL *lse,
                     const REAL *dout, REAL *dq, REAL *dk, REAL *dv)
 {
-    REAL *ws = uly_malloc(G->ws_bytes);
+    REAL *ws = blk_workspace(G);
     if (!ws)
-        return uly_set_error(ULY_ENOMEM, "blocked attention: cannot allocate %zu bytes of workspace",
-                             G->ws_bytes);
+        return ULY_ENOMEM;
     const int64_t kv_items = a->batch * G->hk * G->nkb;
     const int64_t q_items = a->batch * G->hq * G->nqb;
     const size_t per = SFX(ws_elems)(G->bq, G->bk, a->head_dim);

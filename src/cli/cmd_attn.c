@@ -388,8 +388,6 @@ static int cmd_attn_mpi(int argc, char **argv, int rank, int P)
         run_free(&R);
         return st;
     }
-    if (!c.seen_kv && !c.fq)
-        c.kv_heads = c.heads;
     uly_attn_desc a;
     memset(&a, 0, sizeof a);
     a.batch = c.batch; a.seq = c.seq; a.heads = c.heads; a.kv_heads = c.kv_heads;
@@ -637,9 +635,9 @@ static int cmd_attn_mpi(int argc, char **argv, int rank, int P)
             }
             printf("}\n");
         } else {
-            printf("ulysses attn: %d rank%s, B=%lld N=%lld H=%lld Hkv=%lld d=%lld mask=%s%s dtype=%s, %lld repetition%s%s\n",
+            printf("ulysses attn: %d rank%s, B=%lld N=%lld H=%lld Hkv=%lld d=%lld mask=%s dtype=%s, %lld repetition%s%s\n",
                    P, P > 1 ? "s" : "", (long long)a.batch, (long long)a.seq, (long long)a.heads, (long long)a.kv_heads,
-                   (long long)a.head_dim, mask, a.window ? "" : "", dtype_names[a.dtype], (long long)c.repeat,
+                   (long long)a.head_dim, mask, dtype_names[a.dtype], (long long)c.repeat,
                    c.repeat > 1 ? "s" : "", c.backward ? ", forward + backward" : ", forward");
             if (a.window)
                 printf("  window W=%lld\n", (long long)a.window);
