@@ -63,6 +63,10 @@ TESTS += tests/cli_attn.sh tests/symbols.sh
 EXTRA_DIST += tests/cli_attn.sh tests/symbols.sh tests/lsan.supp
 endif
 
+# ulysses explain needs no MPI: built and tested in every configuration.
+TESTS += tests/cli_explain.sh
+EXTRA_DIST += tests/cli_explain.sh
+
 # Serial suites under valgrind memcheck (not part of `make check`: slow).
 # Check forks each test; valgrind follows the forks, so every test is checked.
 VALGRIND_TESTS = tests/test_plan tests/test_ref tests/test_blocked tests/test_npy tests/test_alloc \
