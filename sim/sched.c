@@ -17,9 +17,12 @@
 #include "usim.h"
 #include "usim_internal.h"
 
-const char *const usim_stream_name[USIM_NSTREAM] = {"compute", "comm: sequence parallel",
-                                                    "comm: parameter gather",
-                                                    "comm: gradient reduce"};
+const char *usim_stream_name(int stream)
+{
+    static const char *const n[USIM_NSTREAM] = {"compute", "comm: sequence parallel",
+                                                 "comm: parameter gather", "comm: gradient reduce"};
+    return stream >= 0 && stream < USIM_NSTREAM ? n[stream] : "?";
+}
 
 /* ------------------------------------------------------------ op graph */
 

@@ -12,7 +12,7 @@
 
 #define USIM_NSTREAM 4
 enum { USIM_ST_COMPUTE = 0, USIM_ST_SP, USIM_ST_PARAM, USIM_ST_GRAD };
-extern const char *const usim_stream_name[USIM_NSTREAM];
+const char *usim_stream_name(int stream);
 
 /* Which part of the iteration an operation belongs to (labels for accounting). */
 enum { USIM_PASS_OTHER = 0, USIM_PASS_FWD, USIM_PASS_BWD, USIM_PASS_RECOMPUTE };

@@ -25,7 +25,7 @@ void usim_trace_write(FILE *t, const usim_graph *g, const usim_jobcoll *jc, cons
     fprintf(t, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":2,\"args\":{\"name\":\"links of GPU 0\"}}");
     for (int s = 0; s < USIM_NSTREAM; s++)
         fprintf(t, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"args\":{\"name\":\"%s\"}}",
-                s + 1, usim_stream_name[s]);
+                s + 1, usim_stream_name(s));
     fprintf(t, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":2,\"tid\":1,\"args\":{\"name\":\"NVLink\"}}");
     fprintf(t, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":2,\"tid\":2,\"args\":{\"name\":\"NIC\"}}");
     for (int i = 0; i < g->n; i++) {
