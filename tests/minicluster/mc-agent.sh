@@ -26,4 +26,5 @@ esac
 ns="$MC_PREFIX-$host"
 [ -e "/var/run/netns/$ns" ] || { echo "mc-agent.sh: no namespace $ns for host $host" >&2; exit 2; }
 # The command arrives as words of a remote shell command line: run it with sh.
+# shellcheck disable=SC2016 # expanded by the inner sh
 exec ip netns exec "$ns" unshare --uts sh -c 'hostname "$1"; shift; exec sh -c "$*"' mc-agent "$host" "$@"

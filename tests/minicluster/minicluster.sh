@@ -45,7 +45,7 @@
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
-nodes=2 ppn=2 rate=1gbit delay="" timeout_s=300 quiet=0 mode=run
+nodes=2 ppn=2 rate=1gbit delay="" timeout_s=300 quiet=0 mode="run"
 
 die() { echo "minicluster.sh: $*" >&2; exit 2; }
 skip() { echo "minicluster.sh: SKIP: $*" >&2; exit 77; }
@@ -58,7 +58,7 @@ while [ $# -gt 0 ]; do
         --delay) [ $# -ge 2 ] || die "--delay needs a value"; delay=$2; shift 2 ;;
         --timeout) [ $# -ge 2 ] || die "--timeout needs a value"; timeout_s=$2; shift 2 ;;
         --quiet) quiet=1; shift ;;
-        --exec) mode=exec; shift ;;
+        --exec) mode="exec"; shift ;;
         --) shift; break ;;
         -h|--help) sed -n '2,/^set -u/p' "$0" | sed -e '/^set -u/d' -e 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown option '$1' (see --help)" ;;
@@ -68,8 +68,8 @@ done
 case "$nodes" in ''|*[!0-9]*) die "--nodes '$nodes': not a number" ;; esac
 case "$ppn" in ''|*[!0-9]*) die "--ppn '$ppn': not a number" ;; esac
 case "$timeout_s" in ''|*[!0-9]*) die "--timeout '$timeout_s': not a number of seconds" ;; esac
-[ "$nodes" -ge 1 ] && [ "$nodes" -le 64 ] || die "--nodes $nodes: must be 1..64"
-[ "$ppn" -ge 1 ] && [ "$ppn" -le 256 ] || die "--ppn $ppn: must be 1..256"
+if [ "$nodes" -lt 1 ] || [ "$nodes" -gt 64 ]; then die "--nodes $nodes: must be 1..64"; fi
+if [ "$ppn" -lt 1 ] || [ "$ppn" -gt 256 ]; then die "--ppn $ppn: must be 1..256"; fi
 if [ "$rate" != none ]; then
     echo "$rate" | grep -Eq '^[0-9]+(\.[0-9]+)?(bit|kbit|mbit|gbit)$' ||
         die "--rate '$rate': expected a number with bit, kbit, mbit or gbit (e.g. 100mbit), or none"
@@ -90,6 +90,7 @@ cleanup() {
     trap - EXIT INT TERM HUP
     for ns in $ns_all; do
         pids=$(ip netns pids "$ns" 2>/dev/null)
+        # shellcheck disable=SC2086 # one pid per word
         [ -n "$pids" ] && kill -TERM $pids 2>/dev/null
     done
     for ns in $ns_all; do
@@ -98,6 +99,7 @@ cleanup() {
             sleep 0.2
         done
         pids=$(ip netns pids "$ns" 2>/dev/null)
+        # shellcheck disable=SC2086 # one pid per word
         [ -n "$pids" ] && kill -KILL $pids 2>/dev/null
         ip netns del "$ns" 2>/dev/null
     done
@@ -113,6 +115,7 @@ workdir=$(mktemp -d "${TMPDIR:-/tmp}/minicluster.XXXXXX") || exit 1
 trap 'cleanup; exit 130' INT
 trap 'cleanup; exit 143' TERM
 trap 'cleanup; exit 129' HUP
+# shellcheck disable=SC2154 # st is assigned inside the trap
 trap 'st=$?; cleanup || st=1; exit $st' EXIT
 
 mkns() {
