@@ -74,7 +74,7 @@ EXTRA_DIST += tests/minicluster/minicluster.sh tests/minicluster/mc-agent.sh tes
 
 # ulysses explain needs no MPI: built and tested in every configuration.
 TESTS += tests/cli_explain.sh
-EXTRA_DIST += tests/cli_explain.sh
+EXTRA_DIST += tests/cli_explain.sh tests/expect.sh
 
 # Serial suites under valgrind memcheck (not part of `make check`: slow).
 # Check forks each test; valgrind follows the forks, so every test is checked.

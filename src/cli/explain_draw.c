@@ -175,11 +175,14 @@ static void draw_arrow(cairo_t *cr, double x0, double x1, double y, const char *
         text(cr, (x0 + x1) / 2, y - 8, 9.5, 1, 1, b);
 }
 
+/* Draws one matrix (cr NULL: only measures); returns its height. */
 static double draw_matrix(cairo_t *cr, const xp_matrix *m, double x0, double y0)
 {
     double cs = (double)MAT_MAX / m->P;
     if (cs > 34)
         cs = 34;
+    if (!cr)
+        return 14 + m->P * cs + 30;
     uint64_t mx = 1;
     for (int i = 0; i < m->P * m->P; i++)
         if (i / m->P != i % m->P && m->elems[i] > mx)
@@ -254,6 +257,25 @@ static double draw_bars(cairo_t *cr, const xp_bars *b, double x0, double y0, dou
     return BAR_H + 40;
 }
 
+/* Matrices side by side, wrapping at width W (cr NULL: only measures);
+ * returns the height used. */
+static double draw_matrices(cairo_t *cr, const xp_fig *f, double W, double y0)
+{
+    double x = MARGIN + LABEL_W, y = y0, rowh = 0;
+    for (int i = 0; i < f->nmatrix; i++) {
+        double h = draw_matrix(cr, &f->matrix[i], x, y);
+        if (h > rowh)
+            rowh = h;
+        x += MAT_MAX + 80;
+        if (x + MAT_MAX > W) {
+            x = MARGIN + LABEL_W;
+            y += rowh;
+            rowh = 0;
+        }
+    }
+    return y + rowh - y0;
+}
+
 static void draw_all(cairo_t *cr, const xp_fig *f, double W, double bh)
 {
     cairo_set_source_rgb(cr, 1, 1, 1);
@@ -282,20 +304,7 @@ static void draw_all(cairo_t *cr, const xp_fig *f, double W, double bh)
             draw_arrow(cr, x - GAP_W + 6, x - 6, y0 + (f->P * (bh + BAND_GAP)) / 2, f->arrow[i]);
     }
     double y = y0 + f->P * (bh + BAND_GAP) + CAPTION_H + 24;
-    double x = MARGIN + LABEL_W;
-    double rowh = 0;
-    for (int i = 0; i < f->nmatrix; i++) {
-        double h = draw_matrix(cr, &f->matrix[i], x, y);
-        if (h > rowh)
-            rowh = h;
-        x += MAT_MAX + 80;
-        if (x + MAT_MAX > W) {
-            x = MARGIN + LABEL_W;
-            y += rowh;
-            rowh = 0;
-        }
-    }
-    y += rowh;
+    y += draw_matrices(cr, f, W, y);
     for (int i = 0; i < f->nbars; i++)
         y += draw_bars(cr, &f->bars[i], MARGIN + LABEL_W, y + 10, W - 2 * MARGIN - LABEL_W) + 10;
 }
@@ -310,23 +319,7 @@ static void fig_size(const xp_fig *f, double bh, double *W, double *H)
     if (w < 560)
         w = 560;
     double h = MARGIN + TITLE_H + PTITLE_H + f->P * (bh + BAND_GAP) + CAPTION_H + 24;
-    double x = MARGIN + LABEL_W, rowh = 0, mat = 0;
-    for (int i = 0; i < f->nmatrix; i++) {
-        double cs = (double)MAT_MAX / f->matrix[i].P;
-        if (cs > 34)
-            cs = 34;
-        double mh = 14 + f->matrix[i].P * cs + 30;
-        if (mh > rowh)
-            rowh = mh;
-        x += MAT_MAX + 80;
-        if (x + MAT_MAX > w) {
-            x = MARGIN + LABEL_W;
-            mat += rowh;
-            rowh = 0;
-        }
-    }
-    mat += rowh;
-    h += mat + f->nbars * (BAR_H + 50) + MARGIN;
+    h += draw_matrices(NULL, f, w, 0) + f->nbars * (BAR_H + 50) + MARGIN;
     *W = ceil(w);
     *H = ceil(h);
 }
