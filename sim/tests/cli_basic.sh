@@ -8,6 +8,7 @@ ULYSSES_SIM_PRESETS="$top_srcdir/sim/presets"; export ULYSSES_SIM_PRESETS
 tmp=$(mktemp -d) || exit 99
 trap 'rm -rf "$tmp"' EXIT
 fail=0
+quiet() { "$@" > /dev/null; }
 check() { # description, then a command that must succeed
     d="$1"; shift
     if "$@"; then echo "ok: $d"; else echo "FAIL: $d"; fail=1; fi
@@ -68,8 +69,17 @@ check "presets exits 0" test $? -eq 0
 for p in dgx-a100-40g dgx-a100-80g dgx-h100 gpt-1.2b gpt-7b gpt-30b llama-3-8b; do
     check "presets lists $p" grep -q "  $p " "$tmp/presets.txt"
 done
-"$SIM" presets llama-3-8b > "$tmp/llama.txt"
+"$SIM" presets llama-3-8b > "$tmp/llama.txt" 2> /dev/null
 check "presets NAME prints the JSON" grep -q '"kv_heads": 8' "$tmp/llama.txt"
+# presets NAME output is the preset file itself: valid JSON that loads back
+for p in dgx-a100-40g dgx-a100-80g dgx-h100 dgx-h100-2to1 a100-pcie-4; do
+    "$SIM" presets $p > "$tmp/p.json" 2> /dev/null
+    check "presets $p round-trips as a platform file" quiet "$SIM" --platform "$tmp/p.json" --gpus 4 --method ulysses --layers 2 --seq 8K
+done
+for p in gpt-1.2b gpt-7b gpt-30b llama-3-8b; do
+    "$SIM" presets $p > "$tmp/m.json" 2> /dev/null
+    check "presets $p round-trips as a model file" quiet "$SIM" --model "$tmp/m.json" --gpus 8 --method ulysses --layers 2 --seq 8K
+done
 check "--help" "$SIM" --help > /dev/null
 check "sweep --help" "$SIM" sweep --help > /dev/null
 check "presets --help" "$SIM" presets --help > /dev/null
