@@ -64,4 +64,8 @@ expect "presets: no preset named 'nope'" presets nope
 expect "typo-key.json:13:.*key 'inter_node.spine_oversubscribtion': unknown key (nearest valid key: 'spine_oversubscription'" --platform "$DATA/typo-key.json"
 expect "unknown-key.json:5:3: key 'pxn_routing': unknown key (nearest valid key: " --platform "$DATA/unknown-key.json"
 expect "model-typo.json:.*key 'kv_head': unknown key (nearest valid key: 'kv_heads'" --model "$DATA/model-typo.json"
+# overflow: numbers the simulation cannot represent are refused, never printed
+expect "ring: simulated time cannot be represented: .* more than the 3.33e+05 s" --method ring --micro-batch 1024 --layers 1 --seq 64M
+expect "ulysses: 1073741824 micro-steps .* is more than the 400000 layer-steps" --method ulysses --gpus 8 --global-batch 1G
+expect "sizes cannot be represented: micro-batch 1048576 x 1099511627776 tokens" --method ring --micro-batch 1M --seq 1099511627776
 exit $fail
