@@ -69,6 +69,19 @@ static inline void uly_doc_bounds(const uly_attn_desc *a, int64_t b, int64_t i, 
     *de = off[lo];
 }
 
+/* Intersect [*l, *h) with the document of position i in batch row b. */
+static inline void uly_doc_clamp(const uly_attn_desc *a, int64_t b, int64_t i, int64_t *l, int64_t *h)
+{
+    if (!a->doc_offsets)
+        return;
+    int64_t ds, de;
+    uly_doc_bounds(a, b, i, &ds, &de);
+    if (ds > *l)
+        *l = ds;
+    if (de < *h)
+        *h = de;
+}
+
 /* Keys visible to query i of batch row b: [*lo, *hi) (an interval under
  * every mask; both ends non-decreasing in i). */
 static inline void uly_visible_range(const uly_attn_desc *a, int64_t b, int64_t i, int64_t *lo, int64_t *hi)
@@ -82,14 +95,7 @@ static inline void uly_visible_range(const uly_attn_desc *a, int64_t b, int64_t 
         if (!a->causal && i + a->window < h)
             h = i + a->window;
     }
-    if (a->doc_offsets) {
-        int64_t ds, de;
-        uly_doc_bounds(a, b, i, &ds, &de);
-        if (ds > l)
-            l = ds;
-        if (de < h)
-            h = de;
-    }
+    uly_doc_clamp(a, b, i, &l, &h);
     *lo = l;
     *hi = h;
 }
@@ -106,14 +112,7 @@ static inline void uly_seen_by_range(const uly_attn_desc *a, int64_t b, int64_t 
         if (!a->causal && j - a->window + 1 > l)
             l = j - a->window + 1;
     }
-    if (a->doc_offsets) {
-        int64_t ds, de;
-        uly_doc_bounds(a, b, j, &ds, &de);
-        if (ds > l)
-            l = ds;
-        if (de < h)
-            h = de;
-    }
+    uly_doc_clamp(a, b, j, &l, &h);
     *lo = l;
     *hi = h;
 }

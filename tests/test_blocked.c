@@ -300,6 +300,50 @@ static void *lse_cols(const void *full, int64_t B, int64_t H, int64_t N, size_t 
     return out;
 }
 
+
+/* A problem in dtype t (the doubles of p rounded to t, so that the reference
+ * sees exactly the kernel's inputs) and its fp64 reference results. */
+typedef struct prepared {
+    void *q, *k, *v, *dout;
+    double *o, *lse, *dq, *dk, *dv;
+} prepared;
+
+static void prep(tu_problem *p, uly_dtype t, prepared *x)
+{
+    const size_t es = uly_dtype_size(t);
+    x->q = malloc(p->nq * es); x->k = malloc(p->nkv * es);
+    x->v = malloc(p->nkv * es); x->dout = malloc(p->nq * es);
+    tu_convert(p->q, x->q, p->nq, t); tu_convert(p->k, x->k, p->nkv, t);
+    tu_convert(p->v, x->v, p->nkv, t); tu_convert(p->dout, x->dout, p->nq, t);
+    for (size_t i = 0; i < p->nq; i++) { p->q[i] = tu_get(x->q, i, t); p->dout[i] = tu_get(x->dout, i, t); }
+    for (size_t i = 0; i < p->nkv; i++) { p->k[i] = tu_get(x->k, i, t); p->v[i] = tu_get(x->v, i, t); }
+    x->o = malloc(p->nq * 8); x->lse = malloc(p->nlse * 8); x->dq = malloc(p->nq * 8);
+    x->dk = malloc(p->nkv * 8); x->dv = malloc(p->nkv * 8);
+    ck_assert_int_eq(uly_ref_fwd(&p->a, p->q, p->k, p->v, x->o, x->lse), ULY_OK);
+    ck_assert_int_eq(uly_ref_bwd(&p->a, p->q, p->k, p->v, p->dout, x->dq, x->dk, x->dv), ULY_OK);
+}
+
+static void prep_free(prepared *x)
+{
+    free(x->q); free(x->k); free(x->v); free(x->dout);
+    free(x->o); free(x->lse); free(x->dq); free(x->dk); free(x->dv);
+}
+
+/* O, LSE, dQ, dK, dV of dtype t within the tolerances of the reference. */
+static void check_five(const prepared *x, const tu_problem *p, uly_dtype t, const void *const gots[5],
+                       const char *what)
+{
+    static const char *const names[5] = {"O", "LSE", "dQ", "dK", "dV"};
+    const double *refs[5] = {x->o, x->lse, x->dq, x->dk, x->dv};
+    const size_t ns[5] = {p->nq, p->nlse, p->nq, p->nkv, p->nkv};
+    const int f = t == ULY_F32;
+    char msg[512];
+    for (int i = 0; i < 5; i++)
+        ck_assert_msg(!tu_close(refs[i], gots[i], t, ns[i], i < 2 ? (f ? F32_ATOL : F64_ATOL) : (f ? F32_GATOL : F64_ATOL),
+                                i < 2 ? (f ? F32_RTOL : F64_RTOL) : (f ? F32_GRTOL : F64_RTOL), msg, sizeof msg),
+                      "%s %s %s: %s", f ? "fp32" : "fp64", what, names[i], msg);
+}
+
 /* Packed documents against running each document alone: the reference is
  * bitwise equal, the blocked kernels within their tolerance of it. */
 START_TEST(documents_vs_alone)
@@ -317,32 +361,17 @@ START_TEST(documents_vs_alone)
     a.docs = D;
     tu_problem p;
     tu_problem_init(&p, &a, 99 + (uint64_t)mask);
-    const size_t es = uly_dtype_size(t);
-    void *q = malloc(p.nq * es), *k = malloc(p.nkv * es), *v = malloc(p.nkv * es), *dout = malloc(p.nq * es);
-    tu_convert(p.q, q, p.nq, t); tu_convert(p.k, k, p.nkv, t);
-    tu_convert(p.v, v, p.nkv, t); tu_convert(p.dout, dout, p.nq, t);
-    for (size_t i = 0; i < p.nq; i++) { p.q[i] = tu_get(q, i, t); p.dout[i] = tu_get(dout, i, t); }
-    for (size_t i = 0; i < p.nkv; i++) { p.k[i] = tu_get(k, i, t); p.v[i] = tu_get(v, i, t); }
-    double *ro = malloc(p.nq * 8), *rl = malloc(p.nlse * 8), *rq = malloc(p.nq * 8);
-    double *rk = malloc(p.nkv * 8), *rv = malloc(p.nkv * 8);
-    ck_assert_int_eq(uly_ref_fwd(&a, p.q, p.k, p.v, ro, rl), ULY_OK);
-    ck_assert_int_eq(uly_ref_bwd(&a, p.q, p.k, p.v, p.dout, rq, rk, rv), ULY_OK);
+    prepared x;
+    prep(&p, t, &x);
+    double *ro = x.o, *rl = x.lse, *rq = x.dq, *rk = x.dk, *rv = x.dv;
     uly_kernel_opts opts;
     memset(&opts, 0, sizeof opts);
     opts.block_q = 8;
     opts.block_k = 16;
     run r;
-    run_blocked(&p, t, &opts, &r, q, k, v, dout);
-    const double *refs[5] = {ro, rl, rq, rk, rv};
-    const void *gots[5] = {r.o, r.lse, r.dq, r.dk, r.dv};
-    const size_t ns[5] = {p.nq, p.nlse, p.nq, p.nkv, p.nkv};
-    char msg[512];
-    for (int x = 0; x < 5; x++) {
-        int f = t == ULY_F32;
-        ck_assert_msg(!tu_close(refs[x], gots[x], t, ns[x], x < 2 ? (f ? F32_ATOL : F64_ATOL) : (f ? F32_GATOL : F64_ATOL),
-                                x < 2 ? (f ? F32_RTOL : F64_RTOL) : (f ? F32_GRTOL : F64_RTOL), msg, sizeof msg),
-                      "documents, mask %d, tensor %d: %s", mask, x, msg);
-    }
+    run_blocked(&p, t, &opts, &r, x.q, x.k, x.v, x.dout);
+    const void *const gots[5] = {r.o, r.lse, r.dq, r.dk, r.dv};
+    check_five(&x, &p, t, gots, mask & 1 ? "documents, causal" : "documents");
     /* each document alone, through the reference: bitwise the packed reference */
     for (int64_t b = 0; b < B; b++)
         for (int64_t i = 0; i < D; i++) {
@@ -370,8 +399,7 @@ START_TEST(documents_vs_alone)
             free(po); free(pl); free(pq); free(pk); free(pv);
         }
     run_free(&r);
-    free(q); free(k); free(v); free(dout);
-    free(ro); free(rl); free(rq); free(rk); free(rv);
+    prep_free(&x);
     tu_problem_free(&p);
 }
 END_TEST
@@ -394,21 +422,15 @@ START_TEST(tiles_merge)
     tu_problem p;
     tu_problem_init(&p, &a, 5);
     const size_t es = uly_dtype_size(t);
-    void *q = malloc(p.nq * es), *k = malloc(p.nkv * es), *v = malloc(p.nkv * es), *dout = malloc(p.nq * es);
-    tu_convert(p.q, q, p.nq, t); tu_convert(p.k, k, p.nkv, t);
-    tu_convert(p.v, v, p.nkv, t); tu_convert(p.dout, dout, p.nq, t);
-    for (size_t i = 0; i < p.nq; i++) { p.q[i] = tu_get(q, i, t); p.dout[i] = tu_get(dout, i, t); }
-    for (size_t i = 0; i < p.nkv; i++) { p.k[i] = tu_get(k, i, t); p.v[i] = tu_get(v, i, t); }
-    double *ro = malloc(p.nq * 8), *rl = malloc(p.nlse * 8), *rq = malloc(p.nq * 8);
-    double *rk = malloc(p.nkv * 8), *rv = malloc(p.nkv * 8);
-    ck_assert_int_eq(uly_ref_fwd(&a, p.q, p.k, p.v, ro, rl), ULY_OK);
-    ck_assert_int_eq(uly_ref_bwd(&a, p.q, p.k, p.v, p.dout, rq, rk, rv), ULY_OK);
+    prepared x;
+    prep(&p, t, &x);
+    const void *q = x.q, *k = x.k, *v = x.v, *dout = x.dout;
     const int64_t qt[3] = {0, 17, 50}, kt[4] = {0, 10, 30, 50};
     /* results assembled from tiles, in dtype t */
     char *O = malloc(p.nq * es), *L = malloc(p.nlse * es), *dQ = calloc(p.nq, es);
     char *dK = calloc(p.nkv, es), *dV = calloc(p.nkv, es);
-    for (int x = 0; x < 2; x++) {
-        const int64_t q0 = qt[x], nq = qt[x + 1] - q0;
+    for (int qi = 0; qi < 2; qi++) {
+        const int64_t q0 = qt[qi], nq = qt[qi + 1] - q0;
         void *tq = rows_of(q, B, N, H * d, es, -1, q0, nq), *tdo = rows_of(dout, B, N, H * d, es, -1, q0, nq);
         char *acc_o = calloc((size_t)(B * nq * H * d), es), *acc_l = malloc((size_t)(B * H * nq) * es);
         for (int64_t z = 0; z < B * H * nq; z++) {
@@ -468,19 +490,10 @@ START_TEST(tiles_merge)
         }
         free(tdq); free(tq); free(tdo); free(acc_o); free(acc_l); free(to); free(tl);
     }
-    const double *refs[5] = {ro, rl, rq, rk, rv};
-    const void *gots[5] = {O, L, dQ, dK, dV};
-    const size_t ns[5] = {p.nq, p.nlse, p.nq, p.nkv, p.nkv};
-    char msg[512];
-    for (int x = 0; x < 5; x++) {
-        int f = t == ULY_F32;
-        ck_assert_msg(!tu_close(refs[x], gots[x], t, ns[x], x < 2 ? (f ? F32_ATOL : F64_ATOL) : (f ? F32_GATOL : F64_ATOL),
-                                x < 2 ? (f ? F32_RTOL : F64_RTOL) : (f ? F32_GRTOL : F64_RTOL), msg, sizeof msg),
-                      "tiles (docs %d) tensor %d: %s", withdocs, x, msg);
-    }
+    const void *const gots[5] = {O, L, dQ, dK, dV};
+    check_five(&x, &p, t, gots, withdocs ? "tiles, documents" : "tiles");
     free(O); free(L); free(dQ); free(dK); free(dV);
-    free(q); free(k); free(v); free(dout);
-    free(ro); free(rl); free(rq); free(rk); free(rv);
+    prep_free(&x);
     tu_problem_free(&p);
 }
 END_TEST
