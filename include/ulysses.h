@@ -159,6 +159,14 @@ typedef struct uly_volume {
  * from the shape alone (uneven heads, uneven sequence and GQA included). */
 int uly_plan_volume(const uly_attn_desc *a, int P, int rank, uly_volume *out);
 
+/* Elements (not bytes) of the block rank src hands rank dst in all-to-all
+ * `which` (ULY_A2A_Q..ULY_A2A_DV) of a Ulysses layer on P ranks; src == dst
+ * gives the block that stays local.  uly_plan_volume sums these (times the
+ * element size) over dst != rank, which is what the library's counters
+ * measure; `ulysses explain` prints them as the P x P send matrix. */
+int uly_plan_a2a_block(const uly_attn_desc *a, int P, int which, int src, int dst,
+                       uint64_t *elems);
+
 /* ------------------------------------- sequence-parallel methods (plan) */
 
 /*

@@ -231,6 +231,46 @@ const char *uly_vol_name(int which)
     return uly_a2a_name(which);
 }
 
+/* Elements of the block src hands dst in all-to-all `which`, from the
+ * partitions alone; rep: whether KV groups are cut (uly_plan_kv_replicated). */
+static uint64_t a2a_block(const uly_attn_desc *a, int P, int rep, int which, int src, int dst)
+{
+    int64_t tmp, n_src, n_dst, h_src, h_dst, hb, kv_src, kv_dst;
+    uly_split(a->seq, P, src, &tmp, &n_src);
+    uly_split(a->seq, P, dst, &tmp, &n_dst);
+    uly_split(a->heads, P, src, &hb, &h_src);
+    uly_kv_range(a, hb, h_src, &tmp, &kv_src);
+    uly_split(a->heads, P, dst, &hb, &h_dst);
+    uly_kv_range(a, hb, h_dst, &tmp, &kv_dst);
+    const uint64_t row = (uint64_t)a->batch * (uint64_t)a->head_dim;
+    switch (which) {
+    /* sequence -> heads: src's tokens of dst's heads */
+    case ULY_A2A_Q: case ULY_A2A_DO:
+        return row * (uint64_t)n_src * (uint64_t)h_dst;
+    case ULY_A2A_K: case ULY_A2A_V:
+        return row * (uint64_t)n_src * (uint64_t)kv_dst;
+    /* heads -> sequence: dst's tokens of src's heads (per query head when replicated) */
+    case ULY_A2A_O: case ULY_A2A_DQ:
+        return row * (uint64_t)n_dst * (uint64_t)h_src;
+    case ULY_A2A_DK: case ULY_A2A_DV:
+        return row * (uint64_t)n_dst * (uint64_t)(rep ? h_src : kv_src);
+    }
+    return 0;
+}
+
+int uly_plan_a2a_block(const uly_attn_desc *a, int P, int which, int src, int dst, uint64_t *elems)
+{
+    int rc = uly_attn_desc_check(a);
+    if (rc)
+        return rc;
+    if (P < 1 || src < 0 || src >= P || dst < 0 || dst >= P)
+        return uly_set_error(ULY_EINVAL, "ranks %d -> %d of %d are out of range", src, dst, P);
+    if (which < 0 || which >= ULY_A2A_COUNT)
+        return uly_set_error(ULY_EINVAL, "unknown all-to-all %d", which);
+    *elems = a2a_block(a, P, uly_plan_kv_replicated(a, P), which, src, dst);
+    return ULY_OK;
+}
+
 int uly_plan_volume(const uly_attn_desc *a, int P, int rank, uly_volume *out)
 {
     int rc = uly_attn_desc_check(a);
@@ -239,34 +279,15 @@ int uly_plan_volume(const uly_attn_desc *a, int P, int rank, uly_volume *out)
     if (P < 1 || rank < 0 || rank >= P)
         return uly_set_error(ULY_EINVAL, "rank %d of %d is out of range", rank, P);
     memset(out, 0, sizeof *out);
-    const uint64_t row = (uint64_t)a->batch * (uint64_t)a->head_dim * uly_dtype_size(a->dtype);
+    const uint64_t es = uly_dtype_size(a->dtype);
     const int rep = uly_plan_kv_replicated(a, P);
-    int64_t nb, n_r, hb, h_r, kb, kv_r;
-    uly_split(a->seq, P, rank, &nb, &n_r);
-    uly_split(a->heads, P, rank, &hb, &h_r);
-    uly_kv_range(a, hb, h_r, &kb, &kv_r);
     for (int s = 0; s < P; s++) {
         if (s == rank)
             continue;
-        int64_t n_s, h_s, kv_s, tmp;
-        uly_split(a->seq, P, s, &tmp, &n_s);
-        uly_split(a->heads, P, s, &tmp, &h_s);
-        uly_kv_range(a, tmp, h_s, &tmp, &kv_s);
-        /* sequence -> heads: my tokens of s's heads out, s's tokens of my heads in */
-        uint64_t q_out = row * (uint64_t)(n_r * h_s), q_in = row * (uint64_t)(n_s * h_r);
-        uint64_t kv_out = row * (uint64_t)(n_r * kv_s), kv_in = row * (uint64_t)(n_s * kv_r);
-        /* heads -> sequence: s's tokens of my heads out, my tokens of s's heads in */
-        uint64_t o_out = q_in, o_in = q_out;
-        uint64_t dkv_out = rep ? o_out : row * (uint64_t)(n_s * kv_r);
-        uint64_t dkv_in = rep ? o_in : row * (uint64_t)(n_r * kv_s);
-        out->sent[ULY_A2A_Q] += q_out;   out->recv[ULY_A2A_Q] += q_in;
-        out->sent[ULY_A2A_K] += kv_out;  out->recv[ULY_A2A_K] += kv_in;
-        out->sent[ULY_A2A_V] += kv_out;  out->recv[ULY_A2A_V] += kv_in;
-        out->sent[ULY_A2A_O] += o_out;   out->recv[ULY_A2A_O] += o_in;
-        out->sent[ULY_A2A_DO] += q_out;  out->recv[ULY_A2A_DO] += q_in;
-        out->sent[ULY_A2A_DQ] += o_out;  out->recv[ULY_A2A_DQ] += o_in;
-        out->sent[ULY_A2A_DK] += dkv_out; out->recv[ULY_A2A_DK] += dkv_in;
-        out->sent[ULY_A2A_DV] += dkv_out; out->recv[ULY_A2A_DV] += dkv_in;
+        for (int w = 0; w < ULY_A2A_COUNT; w++) {
+            out->sent[w] += es * a2a_block(a, P, rep, w, rank, s);
+            out->recv[w] += es * a2a_block(a, P, rep, w, s, rank);
+        }
     }
     return ULY_OK;
 }

@@ -147,6 +147,60 @@ START_TEST(volume_conserved_every_shape)
 }
 END_TEST
 
+START_TEST(a2a_block_pairs)
+{
+    /* hand-derived: P = 4, N = 16, H = 8, Hkv = 2, d = 1 (KV groups cut) */
+    uly_attn_desc a = desc(1, 16, 8, 2, 1);
+    uint64_t e;
+    ck_assert_int_eq(uly_plan_a2a_block(&a, 4, ULY_A2A_Q, 0, 3, &e), ULY_OK);
+    ck_assert_uint_eq(e, 4 * 2);               /* my 4 tokens of its 2 heads */
+    ck_assert_int_eq(uly_plan_a2a_block(&a, 4, ULY_A2A_K, 1, 2, &e), ULY_OK);
+    ck_assert_uint_eq(e, 4 * 1);               /* one KV head needed by rank 2 */
+    ck_assert_int_eq(uly_plan_a2a_block(&a, 4, ULY_A2A_DK, 2, 0, &e), ULY_OK);
+    ck_assert_uint_eq(e, 4 * 2);               /* replicated: per query head */
+    /* uneven: P = 3, N = 10 (4,3,3), H = 5 (2,2,1), MHA */
+    uly_attn_desc u = desc(2, 10, 5, 5, 3);
+    ck_assert_int_eq(uly_plan_a2a_block(&u, 3, ULY_A2A_Q, 0, 2, &e), ULY_OK);
+    ck_assert_uint_eq(e, 2 * 4 * 1 * 3);
+    ck_assert_int_eq(uly_plan_a2a_block(&u, 3, ULY_A2A_O, 2, 0, &e), ULY_OK);
+    ck_assert_uint_eq(e, 2 * 4 * 1 * 3);       /* rank 0's tokens of rank 2's head */
+    ck_assert_int_eq(uly_plan_a2a_block(&u, 3, ULY_A2A_DV, 0, 1, &e), ULY_OK);
+    ck_assert_uint_eq(e, 2 * 3 * 2 * 3);
+    /* every query element lands exactly once: the P x P matrix sums to B N H d,
+     * column s sums to B N H_s d; and rows minus the diagonal are the volumes */
+    for (int P = 1; P <= 7; P++) {
+        uint64_t all = 0;
+        for (int dst = 0; dst < P; dst++) {
+            uint64_t col = 0;
+            for (int src = 0; src < P; src++) {
+                ck_assert_int_eq(uly_plan_a2a_block(&u, P, ULY_A2A_Q, src, dst, &e), ULY_OK);
+                col += e;
+            }
+            int64_t hb, hc;
+            uly_split(5, P, dst, &hb, &hc);
+            ck_assert_uint_eq(col, (uint64_t)(2 * 10 * hc * 3));
+            all += col;
+        }
+        ck_assert_uint_eq(all, 2 * 10 * 5 * 3);
+        for (int r = 0; r < P; r++) {
+            uly_volume v;
+            ck_assert_int_eq(uly_plan_volume(&u, P, r, &v), ULY_OK);
+            for (int w = 0; w < ULY_A2A_COUNT; w++) {
+                uint64_t row = 0;
+                for (int s = 0; s < P; s++)
+                    if (s != r) {
+                        ck_assert_int_eq(uly_plan_a2a_block(&u, P, w, r, s, &e), ULY_OK);
+                        row += e * 4;
+                    }
+                ck_assert_uint_eq(row, v.sent[w]);
+            }
+        }
+    }
+    ck_assert_int_eq(uly_plan_a2a_block(&a, 4, ULY_A2A_Q, 0, 4, &e), ULY_EINVAL);
+    ck_assert_int_eq(uly_plan_a2a_block(&a, 4, ULY_A2A_COUNT, 0, 1, &e), ULY_EINVAL);
+}
+END_TEST
+
 START_TEST(volume_rejects_bad_rank)
 {
     uly_attn_desc a = desc(1, 8, 4, 4, 4);
@@ -523,6 +577,7 @@ static Suite *make_plan_suite(void)
     tcase_add_test(tc, volume_even_matches_formula);
     tcase_add_test(tc, volume_conserved_every_shape);
     tcase_add_test(tc, volume_rejects_bad_rank);
+    tcase_add_test(tc, a2a_block_pairs);
     suite_add_tcase(s, tc);
     TCase *tm = tcase_create("methods");
     tcase_set_timeout(tm, 60);
