@@ -2,13 +2,13 @@
 
 # The plan layer and error handling: pure C, shared with the simulator.
 noinst_LTLIBRARIES += src/libulyplan.la
-src_libulyplan_la_SOURCES = src/plan.c src/error.c src/internal.h
+src_libulyplan_la_SOURCES = src/plan.c src/plan_methods.c src/error.c src/internal.h
 src_libulyplan_la_CFLAGS = $(AM_CFLAGS)
 
 # Kernels and .npy: no MPI.
 noinst_LTLIBRARIES += src/libulykern.la
 src_libulykern_la_SOURCES = src/kernel_ref.c src/kernel_blocked.c \
-	src/kernel_blocked_impl.h src/vexp.h src/npy.c src/model.c src/model_impl.h
+	src/kernel_blocked_impl.h src/vexp.h src/npy.c src/merge.c src/model.c src/model_impl.h
 src_libulykern_la_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) $(BLAS_CFLAGS) -O3 -Wno-psabi
 src_libulykern_la_LIBADD = src/libulyplan.la $(BLAS_LIBS)
 
