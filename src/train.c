@@ -568,7 +568,7 @@ static void lin_bwd_segs(uly_train *T, float *dx, const float *dout, const float
         const segment *g = &T->seg[s];
         float *part = T->partials + g->part * T->np;
         memset(db, 0, usz(OC) * sizeof(double));
-        uly_linear_bwd_f32(dx + g->off * IC, 0, PARAM(part, iw, l, OC * IC), 1, db, dout + g->off * OC,
+        uly_linear_bwd_f32(dx + g->off * IC, 0, PARAM(part, iw, l, OC * IC), 0, db, dout + g->off * OC,
                            x + g->off * IC, w, g->len, IC, OC);
         put(PARAM(part, ib, l, OC), db, OC);
     }
@@ -579,13 +579,16 @@ static int backward(uly_train *T, const int32_t *tok, const int32_t *pos, double
     const int64_t Tn = T->Tn, C = T->C, Ckv = T->Ckv, Cq = T->Cq, V = T->c.vocab, L = T->c.layers;
     const float *P = T->params;
     acts *A = &T->a;
-    memset(T->partials, 0, usz(T->nparts) * usz(T->np) * sizeof(float));
+    /* every partial element is written once below (GEMMs with beta = 0, the
+     * bias and LayerNorm sums by put()), except wpe, which gets scatter-adds */
+    for (int64_t p = 0; p < T->nparts; p++)
+        memset(T->partials + p * T->np + T->poff[P_WPE], 0, usz(T->psz[P_WPE]) * sizeof(float));
     memset(A->dres, 0, usz(Tn * C) * sizeof(float));
     /* LM head (tied): dlnf = dlogits wte; partial dwte = dlogits^T lnf */
     for (int64_t s = 0; s < T->nseg; s++) {
         const segment *g = &T->seg[s];
         float *part = T->partials + g->part * T->np;
-        uly_linear_bwd_f32(A->dln + g->off * C, 0, part + T->poff[P_WTE], 1, NULL, A->dlogits + g->off * V,
+        uly_linear_bwd_f32(A->dln + g->off * C, 0, part + T->poff[P_WTE], 0, NULL, A->dlogits + g->off * V,
                            A->lnf + g->off * C, P + T->poff[P_WTE], g->len, C, V);
     }
     ln_bwd_segs(T, A->dres, A->dln, LAYER(A->res3, L - 1, C), A->lnf_m, A->lnf_r, P + T->poff[P_LNFW], P_LNFW,
@@ -619,10 +622,10 @@ static int backward(uly_train *T, const int32_t *tok, const int32_t *pos, double
             const float *x = LAYER(A->ln1, l, C) + g->off * C;
             float *dx = A->dln + g->off * C;
             memset(db, 0, usz(Cq) * sizeof(double));
-            uly_linear_bwd_f32(dx, 0, dw, 1, db, A->dq + g->off * C, x, qkvw, g->len, C, C);
-            uly_linear_bwd_f32(dx, 1, dw + C * C, 1, db + C, A->dk + g->off * Ckv, x, qkvw + C * C, g->len, C,
+            uly_linear_bwd_f32(dx, 0, dw, 0, db, A->dq + g->off * C, x, qkvw, g->len, C, C);
+            uly_linear_bwd_f32(dx, 1, dw + C * C, 0, db + C, A->dk + g->off * Ckv, x, qkvw + C * C, g->len, C,
                                Ckv);
-            uly_linear_bwd_f32(dx, 1, dw + (C + Ckv) * C, 1, db + C + Ckv, A->dv + g->off * Ckv, x,
+            uly_linear_bwd_f32(dx, 1, dw + (C + Ckv) * C, 0, db + C + Ckv, A->dv + g->off * Ckv, x,
                                qkvw + (C + Ckv) * C, g->len, C, Ckv);
             put(PARAM(part, P_QKVB, l, Cq), db, Cq);
         }
@@ -841,7 +844,7 @@ int uly_train_step(uly_train *T, const int32_t *tok, const int32_t *target, cons
 
 #define CKPT_MAGIC "ULYCKPT\0"
 #define CKPT_VERSION 1
-enum { CKPT_NHDR = 10 }; /* int64 fields after magic: version, V, N, L, C, H, Hkv, steps, np, 0 */
+enum { CKPT_NHDR = 10 }; /* int64 fields after magic: version, V, N, L, C, H, Hkv, steps, np, seed */
 
 static uint64_t fnv1a(const unsigned char *p, size_t n)
 {
@@ -865,7 +868,7 @@ int uly_train_checkpoint_write(const uly_train *T, void *buf, size_t len)
     unsigned char *p = buf;
     memcpy(p, CKPT_MAGIC, 8);
     int64_t h[CKPT_NHDR] = {CKPT_VERSION, T->c.vocab, T->c.seq, T->c.layers, T->c.channels, T->c.heads,
-                            T->c.kv_heads, T->steps, T->np, 0};
+                            T->c.kv_heads, T->steps, T->np, (int64_t)T->o.seed};
     memcpy(p + 8, h, sizeof h);
     size_t off = 8 + sizeof h, nb = usz(T->np) * sizeof(float);
     memcpy(p + off, T->params, nb);
@@ -892,9 +895,9 @@ int uly_train_checkpoint_read(uly_train *T, const void *buf, size_t len)
     else {
         memcpy(h, p + 8, sizeof h);
         int64_t want[CKPT_NHDR] = {CKPT_VERSION, T->c.vocab, T->c.seq, T->c.layers, T->c.channels,
-                                   T->c.heads, T->c.kv_heads, h[7], T->np, 0};
+                                   T->c.heads, T->c.kv_heads, h[7], T->np, (int64_t)T->o.seed};
         static const char *const what[CKPT_NHDR] = {"version", "vocab", "seq", "layers", "channels",
-                                                     "heads", "kv-heads", "step", "parameter count", "reserved"};
+                                                     "heads", "kv-heads", "step", "parameter count", "seed"};
         for (int i = 0; i < CKPT_NHDR && !local; i++)
             if (h[i] != want[i])
                 local = uly_set_error(ULY_EFORMAT, "checkpoint: %s is %lld, this run has %lld", what[i],

@@ -148,9 +148,10 @@ int main(int argc, char **argv)
             if (uly_train_checkpoint_write(T, img, len))
                 return fail("checkpoint");
             uly_train_free(T);
-            o.seed = 99; /* the checkpoint, not the seed, must decide the parameters */
             if (uly_train_create(MPI_COMM_WORLD, &c, &o, &T))
                 return fail("create after checkpoint");
+            /* the checkpoint, not the initialisation, must decide the parameters */
+            memset(uly_train_params(T), 0, (size_t)uly_train_nparams(T) * sizeof(float));
             ((unsigned char *)img)[len - 20] ^= 1; /* a damaged image is refused */
             if (uly_train_checkpoint_read(T, img, len) != ULY_EFORMAT)
                 return fail("damaged checkpoint was accepted");
