@@ -91,6 +91,9 @@ struct uly_train {
     acts a;
     void *abuf;
     uly_dist **dist;          /* (L) */
+    uly_local_attn plug;      /* the blocked kernel with this step's document offsets */
+    int64_t *docs_cur;        /* (rows, ndocs + 1) offsets of this rank's rows, or NULL */
+    int64_t ndocs, docs_cap;
     int64_t steps;
 };
 
@@ -286,6 +289,7 @@ void uly_train_free(uly_train *T)
     uly_free(T->dacc);
     uly_free(T->tok);
     uly_free(T->abuf);
+    uly_free(T->docs_cur);
     uly_free(T);
 }
 
@@ -320,7 +324,7 @@ static int check_config(const uly_gpt_config *c, uly_train_opts *o, int W)
     if (o->canon_sp < 1 || o->canon_sp > 64)
         return uly_set_error(ULY_EINVAL, "canon_sp %d out of [1, 64]", o->canon_sp);
     if (!(o->lr >= 0) || !(o->beta1 >= 0 && o->beta1 < 1) || !(o->beta2 >= 0 && o->beta2 < 1) ||
-        !(o->eps > 0) || !(o->weight_decay >= 0) || !(o->grad_clip >= 0) || o->max_docs < 0)
+        !(o->eps > 0) || !(o->weight_decay >= 0) || !(o->grad_clip >= 0))
         return uly_set_error(ULY_EINVAL, "optimizer settings out of range");
     return ULY_OK;
 }
@@ -393,6 +397,32 @@ static int alloc_all(uly_train *T)
     return alloc_acts(T);
 }
 
+/* Local attention of every layer: the blocked kernel, with the document
+ * offsets of the current step (the contexts are created once, the packing
+ * changes every step). */
+static uly_attn_desc with_docs(const uly_train *T, const uly_attn_desc *a)
+{
+    uly_attn_desc b = *a;
+    b.doc_offsets = T->ndocs ? T->docs_cur : NULL;
+    b.docs = T->ndocs;
+    return b;
+}
+
+static int attn_fwd_docs(void *user, const uly_attn_desc *a, const uly_kernel_opts *o, const void *q,
+                         const void *k, const void *v, void *out, void *lse)
+{
+    uly_attn_desc b = with_docs(user, a);
+    return uly_attn_fwd(&b, o, q, k, v, out, lse);
+}
+
+static int attn_bwd_docs(void *user, const uly_attn_desc *a, const uly_kernel_opts *o, const void *q,
+                         const void *k, const void *v, const void *out, const void *lse, const void *dout,
+                         void *dq, void *dk, void *dv)
+{
+    uly_attn_desc b = with_docs(user, a);
+    return uly_attn_bwd(&b, o, q, k, v, out, lse, dout, dq, dk, dv);
+}
+
 int uly_train_create(MPI_Comm comm, const uly_gpt_config *c, const uly_train_opts *o, uly_train **out)
 {
     if (!out)
@@ -448,10 +478,12 @@ int uly_train_create(MPI_Comm comm, const uly_gpt_config *c, const uly_train_opt
     if (!rc)
         rc = uly_comm_split(T->w, T->dpr, T->spr, &T->spc);
     for (int64_t l = 0; !rc && l < c->layers; l++) {
-        uly_attn_desc a = {T->rows, c->seq, c->heads, c->kv_heads, T->d, 1, 0, 0, ULY_F32};
+        uly_attn_desc a = {T->rows, c->seq, c->heads, c->kv_heads, T->d, 1, 0, 0, ULY_F32, NULL, 0};
         uly_dist_opts dop;
         memset(&dop, 0, sizeof dop);
         dop.kernel = o->kernel;
+        T->plug = (uly_local_attn){attn_fwd_docs, attn_bwd_docs, T};
+        dop.attn = &T->plug;
         dop.kernel.head_begin = dop.kernel.head_count = 0;
         dop.kernel.kv_expanded = 0;
         rc = uly_dist_create(T->spc, &a, &dop, &T->dist[l]);
@@ -761,6 +793,25 @@ static int reduce_loss(uly_train *T, double *sum)
     return ULY_OK;
 }
 
+int uly_train_token_losses(const uly_train *T, double *out)
+{
+    if (!T || !out)
+        return uly_set_error(ULY_EINVAL, "token losses: NULL argument");
+    if (T->o.fast)
+        return uly_set_error(ULY_EINVAL, "token losses are gathered in exact mode only");
+    const int SP = T->o.sp;
+    size_t off = 0;
+    for (int w = 0; w < T->W; w++) {
+        int64_t rb, rn, tb, tn;
+        uly_split(T->o.batch, T->o.dp, w / SP, &rb, &rn);
+        uly_split(T->c.seq, SP, w % SP, &tb, &tn);
+        for (int64_t b = 0; b < rn; b++)
+            memcpy(out + (rb + b) * T->c.seq + tb, T->all_losses + off + usz(b * tn), usz(tn) * sizeof(double));
+        off += usz(rn * tn);
+    }
+    return ULY_OK;
+}
+
 /* ------------------------------------------------------------- one step */
 
 int uly_train_step(uly_train *T, const int32_t *tok, const int32_t *target, const int32_t *pos,
@@ -773,8 +824,29 @@ int uly_train_step(uly_train *T, const int32_t *tok, const int32_t *target, cons
     int64_t count = 0;
     if (T->Tn > 0 && (!tok || !target || !pos))
         local = uly_set_error(ULY_EINVAL, "step: NULL tokens, targets or positions");
-    else if (doc_off || docs)
-        local = uly_set_error(ULY_EINVAL, "packed documents are not supported yet");
+    else if ((doc_off == NULL) != (docs == 0) || docs < 0)
+        local = uly_set_error(ULY_EINVAL, "step: document offsets and count disagree (docs %lld)", (long long)docs);
+    uint64_t dh = 0xcbf29ce484222325ULL; /* digest of the offsets: every rank must pass the same */
+    for (int64_t b = 0; !local && doc_off && b < T->o.batch; b++) {
+        const int64_t *r = doc_off + b * (docs + 1);
+        if (r[0] != 0 || r[docs] != T->c.seq)
+            local = uly_set_error(ULY_EINVAL, "row %lld: documents must start at 0 and end at %lld",
+                                  (long long)b, (long long)T->c.seq);
+        for (int64_t i = 0; !local && i <= docs; i++) {
+            if (i < docs && r[i + 1] < r[i])
+                local = uly_set_error(ULY_EINVAL, "row %lld: document offsets decrease at %lld", (long long)b,
+                                      (long long)i);
+            dh = (dh ^ (uint64_t)r[i]) * 0x100000001b3ULL;
+        }
+    }
+    if (!local && docs && T->docs_cap < T->rows * (docs + 1)) {
+        uly_free(T->docs_cur);
+        T->docs_cap = T->rows * (docs + 1);
+        if (!(T->docs_cur = uly_malloc(usz(T->docs_cap) * sizeof(int64_t)))) {
+            T->docs_cap = 0;
+            local = uly_set_error(ULY_ENOMEM, "cannot allocate %lld document offsets", (long long)T->rows * (docs + 1));
+        }
+    }
     for (int64_t t = 0; !local && t < T->Tn; t++) {
         if (tok[t] < 0 || tok[t] >= T->c.vocab || target[t] < -1 || target[t] >= T->c.vocab)
             local = uly_set_error(ULY_EINVAL, "token %lld of rank %d: token %d or target %d outside the vocabulary",
@@ -784,11 +856,15 @@ int uly_train_step(uly_train *T, const int32_t *tok, const int32_t *target, cons
                                   (long long)t, T->rank, pos[t], (long long)T->c.seq);
         count += target[t] >= 0;
     }
-    static const char *const names[2] = {"step number", "update flag"};
-    int64_t v[2] = {T->steps, update};
-    int rc = uly_comm_agree(T->w, local, 2, v, names);
+    static const char *const names[4] = {"step number", "update flag", "documents per row",
+                                         "document offsets (digest)"};
+    int64_t v[4] = {T->steps, update, docs, (int64_t)(dh >> 1)};
+    int rc = uly_comm_agree(T->w, local, 4, v, names);
     if (rc)
         return rc;
+    T->ndocs = docs;
+    if (docs)
+        memcpy(T->docs_cur, doc_off + T->rb * (docs + 1), usz(T->rows * (docs + 1)) * sizeof(int64_t));
     rc = uly_comm_allreduce_sum(T->w, &count, 1, ULY_COMM_I64);
     if (rc)
         return rc;
