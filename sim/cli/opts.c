@@ -48,9 +48,11 @@ void opts_defaults(opts *o)
     o->recompute = USIM_RC_FULL;
     o->a2a = USIM_A2A_DIRECT;
     o->format = FMT_TABLE;
+    /* the default comparison: the methods of the DeepSpeed-Ulysses paper and USP
+     * (all-gather CP runs when named, or with --method all) */
     for (int i = 0; i < USIM_NMETHOD; i++)
-        o->methods[i] = (usim_method)i;
-    o->nmethods = USIM_NMETHOD;
+        if (i != USIM_ALLGATHER_CP)
+            o->methods[o->nmethods++] = (usim_method)i;
 }
 
 int parse_count(const char *s, int64_t *out)

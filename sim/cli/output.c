@@ -111,10 +111,11 @@ void out_table(FILE *f, const usim_platform *p, const usim_model *m, const row *
 
 void out_csv_header(FILE *f)
 {
-    fputs("method,platform,model,gpus,sp,tp,pp,dp,ulysses_degree,ring_degree,zero,recompute,"
+    /* columns are only ever appended, so scripts that cut fields keep working */
+    fputs("method,platform,model,gpus,sp,tp,dp,ulysses_degree,ring_degree,zero,recompute,"
           "seq_tokens,global_batch_seqs,micro_steps,iter_s,compute_s,exposed_sp_s,exposed_param_s,"
-          "exposed_grad_s,bubble_s,sp_bytes_layer_fwd_B,nvlink_sent_GB,nic_sent_GB,tflops_per_gpu,mfu_pct,"
-          "mem_GiB,fits,max_seq_tokens,placement,error,warnings\n", f);
+          "exposed_grad_s,sp_bytes_layer_fwd_B,nvlink_sent_GB,nic_sent_GB,tflops_per_gpu,mfu_pct,"
+          "mem_GiB,fits,max_seq_tokens,error,warnings,pp,bubble_s,placement\n", f);
 }
 
 static void csv_str(FILE *f, const char *s);
@@ -148,24 +149,19 @@ void out_csv_row(FILE *f, const usim_platform *p, const usim_model *m, int gpus,
     csv_name(f, m->name);
     fprintf(f, ",%d,", gpus);
     if (!w->ok) {
-        fprintf(f, ",,,,,,,,%lld,,,,,,,,,,,,,,,,,,", (long long)m->seq);
+        fprintf(f, ",,,,,,,%lld,,,,,,,,,,,,,,,,", (long long)m->seq);
         csv_str(f, w->err);
-        fputs(",\n", f);
+        fputs(",,,,\n", f);
         return;
     }
-    fprintf(f, "%d,%d,%d,%d,%d,%d,%d,%s,%lld,%lld,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.0f,%.4f,%.4f,%.2f,%.2f,%.3f,%d,",
-            r->job.sp, r->job.tp, r->job.pp, r->job.dp, r->job.ulysses, r->job.sp / r->job.ulysses,
-            r->job.zero, usim_recompute_name(r->job.recompute), (long long)r->seq,
-            (long long)r->global_batch, r->micro_steps, r->iter_s, r->compute_s, r->exposed_s[0],
-            r->exposed_s[1], r->exposed_s[2], r->bubble_s, r->sp_bytes_layer_fwd,
-            r->sent_bytes[0] / 1e9, r->sent_bytes[1] / 1e9, r->tflops, 100 * r->mfu,
-            r->mem.total / GIB, r->fits);
+    fprintf(f, "%d,%d,%d,%d,%d,%d,%s,%lld,%lld,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%.0f,%.4f,%.4f,%.2f,%.2f,%.3f,%d,",
+            r->job.sp, r->job.tp, r->job.dp, r->job.ulysses, r->job.sp / r->job.ulysses, r->job.zero,
+            usim_recompute_name(r->job.recompute), (long long)r->seq, (long long)r->global_batch,
+            r->micro_steps, r->iter_s, r->compute_s, r->exposed_s[0], r->exposed_s[1],
+            r->exposed_s[2], r->sp_bytes_layer_fwd, r->sent_bytes[0] / 1e9, r->sent_bytes[1] / 1e9,
+            r->tflops, 100 * r->mfu, r->mem.total / GIB, r->fits);
     if (w->has_max)
         fprintf(f, "%lld", (long long)w->max_seq);
-    char pl[256];
-    usim_job_placement(p, &r->job, pl, sizeof pl);
-    fputc(',', f);
-    csv_name(f, pl);
     fputs(",,", f);
     if (r->nwarn) {
         char all[USIM_MAX_WARN * 242] = "";
@@ -176,6 +172,10 @@ void out_csv_row(FILE *f, const usim_platform *p, const usim_model *m, int gpus,
         }
         csv_str(f, all);
     }
+    char pl[256];
+    usim_job_placement(p, &r->job, pl, sizeof pl);
+    fprintf(f, ",%d,%.6f,", r->job.pp, r->bubble_s);
+    csv_name(f, pl);
     fputc('\n', f);
 }
 
