@@ -16,10 +16,12 @@
 #include "output.h"
 
 int cmd_sweep(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
 
 static const char usage[] =
     "usage: ulysses-sim [options]            simulate one configuration, every method side by side\n"
     "       ulysses-sim sweep [options]      sweep lists/ranges of --seq, --gpus, --method (CSV)\n"
+    "       ulysses-sim plan [options]       search every composition that fits, top K (--top)\n"
     "       ulysses-sim presets [NAME]       list the shipped presets, or print one\n"
     "\n"
     "Predicts iteration time, communication and memory per GPU of sequence-parallel\n"
@@ -186,7 +188,7 @@ static int run(int argc, char **argv)
     opts o;
     opts_defaults(&o);
     int help;
-    if (opts_parse(&o, argc, argv, 1, 0, &help))
+    if (opts_parse(&o, argc, argv, 1, OPTS_RUN, &help))
         die_usage("%s", opts_error());
     if (help) {
         fputs(usage, stdout);
@@ -292,6 +294,8 @@ int main(int argc, char **argv)
             }
         return cmd_sweep(argc, argv);
     }
+    if (argc > 1 && strcmp(argv[1], "plan") == 0)
+        return cmd_plan(argc, argv);
     if (argc > 1 && strcmp(argv[1], "--version") == 0) {
         printf("ulysses-sim %s\n", PACKAGE_VERSION);
         return 0;
