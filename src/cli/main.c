@@ -14,6 +14,7 @@ static void usage(FILE *f)
             "commands:\n"
             "  attn     run attention (single process, or distributed under mpirun)\n"
             "  bench    benchmarks: kernel, memory, a2a\n"
+            "  calibrate  measure this machine and write a ulysses-sim platform file\n"
             "  version  print the version\n\n"
             "Run 'ulysses <command> --help' for the options of a command.\n");
 }
@@ -53,6 +54,8 @@ int main(int argc, char **argv)
         return cmd_attn(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0)
         return cmd_bench(argc - 1, argv + 1);
+    if (strcmp(cmd, "calibrate") == 0)
+        return cmd_calibrate(argc - 1, argv + 1);
     fprintf(stderr, "ulysses: unknown command '%s' (see ulysses --help)\n", cmd);
     return EXIT_BADINPUT;
 }
