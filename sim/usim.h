@@ -281,7 +281,9 @@ double usim_model_flops(const usim_model *m, int64_t global_batch);
 
 /* Per-GPU bytes sent by the sequence-parallel collectives of one layer, for
  * GPU `gpu`: sent[0] forward, sent[1] backward (recompute excluded).
- * usim_sp_layer_bytes counts the transfers the simulator generates;
+ * usim_sp_layer_bytes counts the transfers the simulator generates (the
+ * sequence-parallel operations of layer 0 in the program the simulation
+ * runs, with the same collective descriptors);
  * usim_analytic_sp_bytes evaluates the closed-form formulas of doc/simulator.md
  * (Ulysses: uly_plan_volume).  The two must agree. */
 int usim_sp_layer_bytes(usim_sim *s, const usim_model *m, const usim_job *j, int gpu,

@@ -8,20 +8,20 @@ src_libulyplan_la_CFLAGS = $(AM_CFLAGS)
 # Kernels and .npy: no MPI.
 noinst_LTLIBRARIES += src/libulykern.la
 src_libulykern_la_SOURCES = src/kernel_ref.c src/kernel_blocked.c \
-	src/kernel_blocked_impl.h src/vexp.h src/npy.c
+	src/kernel_blocked_impl.h src/vexp.h src/npy.c src/model.c src/model_impl.h
 src_libulykern_la_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) $(BLAS_CFLAGS) -O3 -Wno-psabi
 src_libulykern_la_LIBADD = src/libulyplan.la $(BLAS_LIBS)
 
-include_HEADERS += include/ulysses.h
+include_HEADERS += include/ulysses.h include/ulysses_model.h
 
 if HAVE_MPI
 lib_LTLIBRARIES += src/libulysses.la
-src_libulysses_la_SOURCES = src/comm.c src/comm.h src/dist.c
+src_libulysses_la_SOURCES = src/comm.c src/comm.h src/dist.c src/train.c
 src_libulysses_la_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS)
 src_libulysses_la_LIBADD = src/libulykern.la $(BLAS_LIBS) $(MPI_LIBS) -lm
 src_libulysses_la_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS) -version-info 0:0:0 \
 	-export-symbols-regex '^uly_'
-include_HEADERS += include/ulysses_dist.h
+include_HEADERS += include/ulysses_dist.h include/ulysses_train.h
 
 bin_PROGRAMS += ulysses
 ulysses_SOURCES = src/cli/main.c src/cli/cli.h src/cli/args.c src/cli/args.h \
