@@ -81,6 +81,8 @@ typedef struct usim_platform {
     double peak_flops[USIM_NDTYPE];  /* FLOP/s, dense */
     double gemm_eff;            /* achievable fraction of peak in GEMMs */
     double attn_eff;            /* achievable fraction of peak in attention kernels */
+    double attn_bwd_eff;        /* the same for the attention backward (its FLOPs: 2.5x the
+                                   forward's); attention_bwd_efficiency, default attn_eff */
     int attn_causal_skip;       /* 1: attention kernels skip fully masked blocks (causal
                                    attention costs half); 0: they compute them */
     double hbm_bytes;           /* HBM capacity, bytes */
