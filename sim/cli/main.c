@@ -16,11 +16,13 @@
 #include "output.h"
 
 int cmd_sweep(int argc, char **argv);
+int cmd_attn(int argc, char **argv);
 
 static const char usage[] =
     "usage: ulysses-sim [options]            simulate one configuration, every method side by side\n"
     "       ulysses-sim sweep [options]      sweep lists/ranges of --seq, --gpus, --method (CSV)\n"
     "       ulysses-sim presets [NAME]       list the shipped presets, or print one\n"
+    "       ulysses-sim attn [options]       one distributed attention as `ulysses attn` runs it\n"
     "\n"
     "Predicts iteration time, communication and memory per GPU of sequence-parallel\n"
     "training on a GPU cluster with a discrete-event simulation (see doc/simulator.md).\n"
@@ -286,6 +288,8 @@ int main(int argc, char **argv)
             }
         return cmd_sweep(argc, argv);
     }
+    if (argc > 1 && strcmp(argv[1], "attn") == 0)
+        return cmd_attn(argc, argv);
     if (argc > 1 && strcmp(argv[1], "--version") == 0) {
         printf("ulysses-sim %s\n", PACKAGE_VERSION);
         return 0;
