@@ -378,18 +378,33 @@ static double a2a_fit(int g, const size_t *sizes, const stats *t, int n)
     return (double)(g - 1) * (double)sizes[n - 1] / t[n - 1].median;
 }
 
-static int write_platform(cal *c, const char *out, const char *name, const gemm_res *gr, int ng, const attn_res *ar,
-                          int na, stats mem, const stats *pp_lat, const stats *pp_bw, const size_t *sizes,
+static int write_platform(cal *c, FILE *f, const char *tmp, const char *out, const char *name,
+                          const gemm_res *gr, int ng, const attn_res *ar, int na, stats mem,
+                          const stats *pp_lat, const stats *pp_bw, const size_t *sizes,
                           const stats *a2a_node, const stats *a2a_world, int nsz, stats xch, size_t xbytes,
                           size_t mem_bytes, const double *load0, const double *load1, double secs)
 {
     /* peak: the best median of sgemm and of the attention kernels (efficiencies <= 1) */
     double peak = 0;
+    stats peak_s = {0, 0, 0};
+    char peak_what[128] = "";
     for (int i = 0; i < ng; i++)
-        peak = fmax(peak, gr[i].gflops.median);
+        if (gr[i].gflops.median > peak) {
+            peak = gr[i].gflops.median;
+            peak_s = gr[i].gflops;
+            snprintf(peak_what, sizeof peak_what, "sgemm %lld^3", (long long)gr[i].n);
+        }
     double best_gemm = peak;
     for (int i = 0; i < na; i++)
-        peak = fmax(peak, fmax(ar[i].fwd.median, ar[i].bwd.median));
+        for (int b = 0; b < 2; b++) {
+            stats x = b ? ar[i].bwd : ar[i].fwd;
+            if (x.median > peak) {
+                peak = x.median;
+                peak_s = x;
+                snprintf(peak_what, sizeof peak_what, "attention %s N=%lld d=%lld%s", b ? "backward" : "forward",
+                         (long long)ar[i].seq, (long long)ar[i].d, ar[i].causal ? " causal" : "");
+            }
+        }
     const double attn_f = ar[0].fwd.median / peak, attn_b = ar[0].bwd.median / peak;
     /* intra-node: all-to-all on the node's ranks, t(b) = t(8 B) + (g-1) b / bw */
     double intra_bw = 0, intra_lat = 0, inter_bw = 0, inter_lat = 0;
@@ -422,13 +437,6 @@ static int write_platform(cal *c, const char *out, const char *name, const gemm_
     char date[64];
     strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
 
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp%ld", out, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        fprintf(stderr, "ulysses calibrate: cannot write %s: %s\n", tmp, strerror(errno));
-        return 1;
-    }
     fprintf(f, "{\n  \"name\": \"%s\",\n", nm);
     fprintf(f, "  \"description\": \"Measured by ulysses calibrate on %s: %d MPI rank(s) per node as GPUs, %d node(s), "
                "%lld thread(s) per rank\",\n", host, c->g, c->nodes, (long long)c->threads);
@@ -463,9 +471,10 @@ static int write_platform(cal *c, const char *out, const char *name, const gemm_
     int first = 1;
     char how[512];
     snprintf(how, sizeof how, "largest median GFLOP/s of sgemm (%d square shapes) and attention (below), "
-             "all %d ranks at once, 1e-3 TFLOP per GFLOP", ng, c->size);
-    stats none = {peak, peak, peak};
-    js_meas(f, &first, "gpu.peak_tflops_fp32", peak * 1e-3, "TFLOP/s", how, none, 1e-3, 0);
+             "all %d ranks at once: %s; the same value for bf16 and fp16 (the CPU kernels run fp32)", ng, c->size,
+             peak_what);
+    stats none = {0, 0, 0};
+    js_meas(f, &first, "gpu.peak_tflops_fp32", peak * 1e-3, "TFLOP/s", how, peak_s, 1e-3, (int)(c->repeat * c->size));
     snprintf(how, sizeof how, "best median sgemm GFLOP/s / peak");
     js_meas(f, &first, "gpu.gemm_efficiency", best_gemm / peak, "1", how, none, 0, 0);
     snprintf(how, sizeof how, "blocked attention forward, B=1 H=1 N=%lld d=%lld no mask, 4*N^2*d FLOP, GFLOP/s / peak",
@@ -625,6 +634,23 @@ static int cal_main(cal *c, int argc, char **argv)
     }
     c->node_id = c->rank / c->g;
 
+    /* rank 0 writes a temporary file next to the destination, renamed at the
+     * end: a bad path is reported before measuring, and an interrupted run
+     * leaves the previous file intact */
+    char tmp[4200] = "";
+    FILE *f = NULL;
+    int open_err = 0;
+    if (c->rank == 0) {
+        snprintf(tmp, sizeof tmp, "%s.tmp%ld", out, (long)getpid());
+        f = fopen(tmp, "w");
+        if (!f) {
+            open_err = errno ? errno : EIO;
+            fprintf(stderr, "ulysses calibrate: --out %s: cannot create %s: %s\n", out, tmp, strerror(open_err));
+        }
+    }
+    MPI_Bcast(&open_err, 1, MPI_INT, 0, c->world);
+    if (open_err)
+        return open_err == ENOSPC || open_err == EIO || open_err == EROFS ? 1 : EXIT_BADINPUT;
     c->t_start = now_seconds();
     double load0[3], load1[3];
     load_avg(load0);
@@ -702,8 +728,11 @@ static int cal_main(cal *c, int argc, char **argv)
     free(sb);
     free(rb);
     if (fail) {
-        if (c->rank == 0)
+        if (c->rank == 0) {
             fprintf(stderr, "%sulysses calibrate: a rank ran out of memory or a kernel failed\n", c->tty ? "\n" : "");
+            fclose(f);
+            remove(tmp);
+        }
         return 1;
     }
     load_avg(load1);
@@ -712,7 +741,7 @@ static int cal_main(cal *c, int argc, char **argv)
         return 0;
     if (c->tty)
         fputc('\n', stderr);
-    return write_platform(c, out, name, gr, (int)ng, ar, na, mem, pp_lat, pp_bw, a2a_sizes, a2a_node, a2a_world,
+    return write_platform(c, f, tmp, out, name, gr, (int)ng, ar, na, mem, pp_lat, pp_bw, a2a_sizes, a2a_node, a2a_world,
                           nsz, xch, xbytes, mem_bytes, load0, load1, secs);
 }
 
