@@ -87,6 +87,10 @@ check-minicluster: all
 .PHONY: check-minicluster
 EXTRA_DIST += tests/minicluster/minicluster.sh tests/minicluster/mc-agent.sh tests/minicluster/check.sh
 
+# ulysses explain needs no MPI: built and tested in every configuration.
+TESTS += tests/cli_explain.sh
+EXTRA_DIST += tests/cli_explain.sh tests/expect.sh
+
 # Serial suites under valgrind memcheck (not part of `make check`: slow).
 # Check forks each test; valgrind follows the forks, so every test is checked.
 VALGRIND_TESTS = tests/test_plan tests/test_ref tests/test_blocked tests/test_npy tests/test_alloc tests/test_model \
