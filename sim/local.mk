@@ -48,6 +48,7 @@ EXTRA_DIST += sim/tests/cli_basic.sh sim/tests/cli_errors.sh sim/tests/cli_sweep
 	sim/tests/data/wrong-type.json sim/tests/data/zero-bw.json \
 	sim/tests/data/huge-latency.json sim/tests/data/huge-flops.json \
 	sim/tests/data/model-bad-heads.json sim/tests/data/tiny-platform.json \
+	sim/tests/data/typo-key.json sim/tests/data/unknown-key.json sim/tests/data/model-typo.json sim/tests/data/model-40-heads.json \
 	sim/tests/data/cpu-2x2.json sim/tests/data/bad-bwd-eff.json
 
 sim_tests_test_attnjob_SOURCES = sim/tests/test_attnjob.c

@@ -234,6 +234,8 @@ typedef struct usim_memory {
     double params, grads, optim, activations, logits, buffers, reserved, total;
 } usim_memory;
 
+#define USIM_MAX_WARN 4
+
 typedef struct usim_result {
     usim_job job;                 /* resolved */
     int64_t seq;
@@ -251,6 +253,12 @@ typedef struct usim_result {
     int fits;
     uint64_t events;              /* engine events of the workload graph */
     int collectives_simulated;    /* distinct collectives run on the network */
+    int64_t requested_batch;      /* the model's global batch before rounding to whole steps */
+    /* Adjustments the simulation made on its own (global batch rounded up)
+     * and costly choices it was given (uneven heads per rank), one line each,
+     * each with its cost: every output format shows them. */
+    int nwarn;
+    char warn[USIM_MAX_WARN][240];
 } usim_result;
 
 typedef struct usim_sim usim_sim;

@@ -107,7 +107,7 @@ static int list_kind(const char *kind, const char *name_only)
                     continue;
                 char buf[4096];
                 size_t n;
-                printf("# %s\n", path);
+                fprintf(stderr, "ulysses-sim: preset file %s\n", path);
                 while ((n = fread(buf, 1, sizeof buf, f)) > 0)
                     fwrite(buf, 1, n, stdout);
                 fclose(f);
