@@ -50,7 +50,9 @@ static const char usage[] =
     "  --max-seq               also find the longest sequence that fits in memory\n"
     "  -h, --help              this text\n"
     "\n"
-    "Presets are looked up in $ULYSSES_SIM_PRESETS, then the installed data directory.\n";
+    "Presets are looked up in $ULYSSES_SIM_PRESETS, then the installed data directory.\n"
+    "Every row and column of the output (exposed comm, MFU, SP comm, ...) is defined\n"
+    "in doc/glossary.md; the model behind them in doc/simulator.md.\n";
 
 static const char sweep_usage[] =
     "usage: ulysses-sim sweep [options] [--out FILE.csv] [--plot FILE.svg] [--no-progress]\n"

@@ -15,6 +15,7 @@ enum { EXIT_BADINPUT = 2 };
 int cmd_attn(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
+int cmd_train(int argc, char **argv);
 int cmd_explain(int argc, char **argv);   /* no MPI */
 
 /* Exit status for a library status: 2 for bad input, 1 otherwise. */

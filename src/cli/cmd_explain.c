@@ -480,8 +480,8 @@ static int explain_ulysses(const xcfg *c, xp_fig *fig)
             printf("%*" PRIu64 "%s", cw, vol[r].sent[w], w == ULY_A2A_O ? " |" : "");
         printf(" |%*" PRIu64 "%*" PRIu64 "\n", tw, f, tw, b);
     }
-    printf("  busiest rank: %s forward, %s per layer (forward + backward)\n", human(b1, sizeof b1, maxfwd),
-           human(b2, sizeof b2, maxall));
+    printf("  busiest rank: %" PRIu64 " bytes (%s) forward, %" PRIu64 " (%s) per layer (forward + backward)\n",
+           maxfwd, human(b1, sizeof b1, maxfwd), maxall, human(b2, sizeof b2, maxall));
 
     /* ---- closed form */
     printf("\nClosed form (rank r, bytes; B d e = %" PRIu64 ", SKV = sum of KV_s over ranks = %" PRId64 ")\n",
@@ -679,6 +679,8 @@ static int explain_megatron(const xcfg *c, xp_fig *fig)
         }
         printf("  r%-3d %14" PRIu64 " %14" PRIu64 " %14" PRIu64 "\n", r, g2, s2, g2 + s2);
     }
+    printf("  busiest rank: %" PRIu64 " bytes (%s) forward, %" PRIu64 " (%s) per layer (forward + backward)\n", maxf,
+           human(b1, sizeof b1, maxf), 2 * maxf, human(b2, sizeof b2, 2 * maxf));
     double even = 4.0 * (P - 1) / P * (double)B * (double)N * (double)h * (double)es;
     printf("\nClosed form: 2 all-gathers + 2 reduce-scatters of B N h per layer forward:\n"
            "  forward = 4 (t-1)/t B N h e = 4 x %d/%d x %" PRIu64 " x %" PRIu64 " x %" PRIu64 " x %" PRIu64
