@@ -291,6 +291,11 @@ int usim_memory_estimate(const usim_platform *p, const usim_model *m, const usim
 int usim_max_seq(const usim_platform *p, const usim_model *m, const usim_job *j,
                  int64_t *seq);
 
+/* A closed-form estimate of one iteration's time (compute as simulated,
+ * sequence-parallel traffic at its link class's bandwidth, pipeline bubble;
+ * see sim/estimate.c): a ranking device for `plan`, not a prediction. */
+int usim_estimate(const usim_platform *p, const usim_model *m, const usim_job *j, double *seconds);
+
 /* Megatron-LM FLOPs of one iteration: 24 or 32 (full recompute) *
  * B s L h^2 (1 + s/(6h) + V/(16 L h)) * 3 ... see doc/simulator.md. */
 double usim_megatron_flops(const usim_model *m, int64_t global_batch, int full_recompute);

@@ -17,10 +17,12 @@
 
 int cmd_sweep(int argc, char **argv);
 int cmd_attn(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
 
 static const char usage[] =
     "usage: ulysses-sim [options]            simulate one configuration, every method side by side\n"
     "       ulysses-sim sweep [options]      sweep lists/ranges of --seq, --gpus, --method (CSV)\n"
+    "       ulysses-sim plan [options]       search every composition that fits, top K (--top)\n"
     "       ulysses-sim presets [NAME]       list the shipped presets, or print one\n"
     "       ulysses-sim attn [options]       one distributed attention as `ulysses attn` runs it\n"
     "\n"
@@ -188,7 +190,7 @@ static int run(int argc, char **argv)
     opts o;
     opts_defaults(&o);
     int help;
-    if (opts_parse(&o, argc, argv, 1, 0, &help))
+    if (opts_parse(&o, argc, argv, 1, OPTS_RUN, &help))
         die_usage("%s", opts_error());
     if (help) {
         fputs(usage, stdout);
@@ -296,6 +298,8 @@ int main(int argc, char **argv)
     }
     if (argc > 1 && strcmp(argv[1], "attn") == 0)
         return cmd_attn(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "plan") == 0)
+        return cmd_plan(argc, argv);
     if (argc > 1 && strcmp(argv[1], "--version") == 0) {
         printf("ulysses-sim %s\n", PACKAGE_VERSION);
         return 0;
