@@ -60,6 +60,14 @@ tests_test_dist_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
 TESTS += tests/test_dist.sh
 EXTRA_DIST += tests/test_dist.sh
 
+check_PROGRAMS += tests/test_methods
+tests_test_methods_SOURCES = tests/test_methods.c tests/testutil.h tests/testutil.c
+tests_test_methods_CFLAGS = $(TEST_CFLAGS) $(MPI_CFLAGS)
+tests_test_methods_LDADD = $(MPI_TEST_LIBS)
+tests_test_methods_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
+TESTS += tests/test_methods.sh
+EXTRA_DIST += tests/test_methods.sh
+
 check_PROGRAMS += tests/test_train
 tests_test_train_SOURCES = tests/test_train.c
 tests_test_train_CFLAGS = $(TEST_CFLAGS) $(MPI_CFLAGS)
