@@ -26,7 +26,8 @@ ulysses_sim_LDADD = sim/libusim.la $(JANSSON_LIBS) -lm
 simplatformsdir = $(pkgdatadir)/presets/platforms
 dist_simplatforms_DATA = sim/presets/platforms/dgx-a100-40g.json \
 	sim/presets/platforms/dgx-a100-80g.json sim/presets/platforms/dgx-h100.json \
-	sim/presets/platforms/dgx-h100-2to1.json sim/presets/platforms/a100-pcie-4.json
+	sim/presets/platforms/dgx-h100-2to1.json sim/presets/platforms/a100-pcie-4.json \
+	sim/presets/platforms/dgx-h200.json sim/presets/platforms/l40s-pcie-8.json
 simmodelsdir = $(pkgdatadir)/presets/models
 dist_simmodels_DATA = sim/presets/models/gpt-1.2b.json sim/presets/models/gpt-7b.json \
 	sim/presets/models/gpt-30b.json sim/presets/models/llama-3-8b.json
