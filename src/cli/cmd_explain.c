@@ -1185,12 +1185,8 @@ int cmd_explain(int argc, char **argv)
         int U = 0;
         if (method == M_USP) {
             U = (int)udeg;
-            if (!seen_udeg) {   /* an adjustment of ours: printed, never silent */
-                for (int u = c.P; u >= 1; u--)
-                    if (c.P % u == 0 && u <= c.a.heads) {
-                        U = u;
-                        break;
-                    }
+            if (!seen_udeg) {   /* the library's default, printed: never a silent choice */
+                U = uly_plan_usp_degree(c.a.heads, c.P);
                 printf("note: --ulysses-degree not given: U = %d, the largest divisor of P = %d not above H = %" PRId64
                        "\n\n",
                        U, c.P, c.a.heads);
