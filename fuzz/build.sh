@@ -19,7 +19,7 @@ jansson_libs=$(pkg-config --libs jansson 2>/dev/null || echo -ljansson)
 
 # libusim and the plan layer it uses (for sim_json and args).
 usim="$top/sim/error.c $top/sim/engine.c $top/sim/net.c $top/sim/jsonutil.c \
-$top/sim/describe.c $top/sim/workload.c $top/src/plan.c $top/src/error.c"
+$top/sim/describe.c $top/sim/workload.c $top/src/plan.c $top/src/error.c $top/src/base/base.c"
 
 mode=fuzzer
 case "${1:-}" in
@@ -31,10 +31,10 @@ esac
 for h in "$@"; do
     case $h in
     npy)
-        src="$top/src/npy.c $top/src/error.c $here/fuzz_npy.c"
+        src="$top/src/npy.c $top/src/error.c $top/src/base/base.c $here/fuzz_npy.c"
         extra='' libs='' ;;
     sim_json)
-        src="$top/sim/error.c $top/sim/jsonutil.c $top/sim/describe.c $here/fuzz_sim_json.c"
+        src="$top/sim/error.c $top/sim/jsonutil.c $top/sim/describe.c $top/src/base/base.c $here/fuzz_sim_json.c"
         extra="-I$top/sim $jansson_cflags" libs="$jansson_libs -lm" ;;
     args)
         src="$top/src/cli/args.c $top/sim/cli/opts.c $usim $here/fuzz_args.c"

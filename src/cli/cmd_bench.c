@@ -29,6 +29,7 @@
 #include "args.h"
 #include "cli.h"
 #include "config.h"
+#include "drv.h"
 #include "timing.h"
 #include "ulysses_dist.h"
 
@@ -51,7 +52,7 @@ static int parse_or_help(const char *cmd, const char *syn, int argc, char **argv
     }
     if (rc == ARGS_ERROR) {
         fprintf(stderr, "%s\n", msg);
-        return EXIT_BADINPUT;
+        return ULY_EXIT_BADINPUT;
     }
     return -1;
 }
@@ -88,7 +89,7 @@ static int bench_kernel(int argc, char **argv)
     a.dtype = ULY_F32;
     if ((rc = uly_attn_desc_check(&a))) {
         fprintf(stderr, "ulysses bench kernel: %s\n", uly_last_error());
-        return exit_status_of(rc);
+        return drv_exit_of(rc);
     }
     const size_t nq = (size_t)(batch * seq * heads * d), nl = (size_t)(batch * heads * seq);
     const size_t ng = (size_t)(gemm * gemm);
@@ -280,7 +281,95 @@ static int bench_memory(int argc, char **argv)
 
 /* ------------------------------------------------------------------ a2a */
 
-static int bench_a2a_mpi(int argc, char **argv, int rank, int P)
+/* One size: Ulysses all-to-alls in both modes next to a raw MPI_Alltoall.
+ * Local failures are recorded in d; the caller agrees on them. */
+static int a2a_size(drv *d, int64_t bytes, int64_t repeat, int json)
+{
+    const int P = d->size, rank = d->rank;
+    const int64_t H = 2 * P, hd = 128;
+    int64_t n_r = bytes / (H * hd * 4);
+    if (n_r < 1)
+        n_r = 1;
+    const size_t elems = (size_t)(n_r * H * hd);
+    uly_attn_desc a;
+    memset(&a, 0, sizeof a);
+    a.batch = 1; a.seq = n_r * P; a.heads = H; a.kv_heads = H; a.head_dim = hd; a.dtype = ULY_F32;
+    float *in = drv_alloc_n(d, elems, 4, "the a2a buffers");
+    float *out = in ? drv_alloc_n(d, elems, 4, "the a2a buffers") : NULL;
+    float *mid = out ? drv_alloc_n(d, elems, 4, "the a2a buffers") : NULL;
+    double *tm = mid ? drv_alloc_n(d, (size_t)repeat * 5, sizeof(double), "the timings") : NULL;
+    uly_dist *D[2] = {NULL, NULL};
+    int rc = drv_sync(d);
+    for (int m = 0; m < 2 && !rc; m++) {
+        uly_dist_opts dopt;
+        memset(&dopt, 0, sizeof dopt);
+        dopt.a2a_mode = m ? ULY_A2A_DATATYPE : ULY_A2A_PACK;
+        drv_lib(d, uly_dist_create(d->comm, &a, &dopt, &D[m]), 0, NULL);
+        rc = drv_sync(d);
+    }
+    for (size_t i = 0; !rc && i < elems; i++)
+        in[i] = (float)i;
+    /* columns: raw, pack in, pack out, datatype in, datatype out */
+    const int per = (int)(elems / (size_t)P);
+    for (int64_t it = -1; it < repeat && !rc; it++) {
+        double loc[5], mx[5];
+        int st = 0;
+        drv_mpi(d, MPI_Barrier(d->comm), "MPI_Barrier");
+        double t0 = MPI_Wtime();
+        if (!d->code)
+            drv_mpi(d, MPI_Alltoall(in, per, MPI_FLOAT, out, per, MPI_FLOAT, d->comm), "MPI_Alltoall");
+        loc[0] = MPI_Wtime() - t0;
+        for (int m = 0; m < 2 && !st && !d->code; m++) {
+            memset(out, 0, elems * 4);
+            drv_mpi(d, MPI_Barrier(d->comm), "MPI_Barrier");
+            t0 = MPI_Wtime();
+            st = uly_dist_a2a(D[m], ULY_A2A_Q, in, mid);
+            loc[1 + 2 * m] = MPI_Wtime() - t0;
+            drv_mpi(d, MPI_Barrier(d->comm), "MPI_Barrier");
+            t0 = MPI_Wtime();
+            if (!st)
+                st = uly_dist_a2a(D[m], ULY_A2A_O, mid, out);
+            loc[2 + 2 * m] = MPI_Wtime() - t0;
+            drv_lib(d, st, 0, NULL);
+            if (!st && memcmp(in, out, elems * 4) != 0)
+                drv_fail(d, DRV_RUNTIME, "rank %d: the round trip did not restore the input", rank);
+        }
+        if ((rc = drv_sync(d)))
+            break;
+        if (drv_mpi(d, MPI_Allreduce(loc, mx, 5, MPI_DOUBLE, MPI_MAX, d->comm), "MPI_Allreduce")) /* slowest rank */
+            rc = drv_sync(d);
+        for (int c = 0; c < 5 && it >= 0 && !rc; c++)
+            tm[(size_t)c * (size_t)repeat + (size_t)it] = mx[c];
+    }
+    if (!rc && rank == 0) {
+        stats st[5];
+        for (int c = 0; c < 5; c++)
+            st[c] = stats_of(tm + (size_t)c * (size_t)repeat, (size_t)repeat);
+        static const char *const key[5] = {"raw", "pack_seq_to_heads", "pack_heads_to_seq",
+                                           "datatype_seq_to_heads", "datatype_heads_to_seq"};
+        if (json) {
+            printf("{\"bench\": \"a2a\", \"ranks\": %d, \"bytes_per_rank\": %zu", P, elems * 4);
+            for (int c = 0; c < 5; c++)
+                printf(", \"%s_ms\": {\"median\": %.4f, \"min\": %.4f, \"max\": %.4f}", key[c],
+                       1e3 * st[c].median, 1e3 * st[c].min, 1e3 * st[c].max);
+            for (int c = 1; c < 5; c++)
+                printf(", \"%s_over_raw\": %.4f", key[c], st[c].median / st[0].median);
+            printf("}\n");
+        } else {
+            printf("%12zu %10.3f |", elems * 4, 1e3 * st[0].median);
+            for (int c = 1; c < 5; c++)
+                printf(" %10.3f %7.3f%s", 1e3 * st[c].median, st[c].median / st[0].median, c == 2 ? " |" : "");
+            printf("\n");
+        }
+        fflush(stdout);
+    }
+    uly_dist_free(D[0]);
+    uly_dist_free(D[1]);
+    drv_free(in); drv_free(out); drv_free(mid); drv_free(tm);
+    return rc;
+}
+
+static int bench_a2a_mpi(drv *d, int argc, char **argv)
 {
     int64_t minb = 1 << 20, maxb = 256 << 20, repeat = 5;
     int json = 0;
@@ -292,129 +381,50 @@ static int bench_a2a_mpi(int argc, char **argv, int rank, int P)
         {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
     };
     char msg[512];
-    int rc = args_parse("ulysses bench a2a", argc - 1, argv + 1, opts, msg, sizeof msg);
+    int ps = DRV_PARSE_OK;
+    int rc = args_parse(d->cmd, argc - 1, argv + 1, opts, msg, sizeof msg);
     if (rc == ARGS_HELP) {
-        if (rank == 0)
+        ps = DRV_PARSE_HELP;
+    } else if (rc == ARGS_ERROR) {
+        size_t k = strlen(d->cmd);
+        drv_fail(d, DRV_BADINPUT, "%s", strncmp(msg, d->cmd, k) == 0 && msg[k] == ':' ? msg + k + 2 : msg);
+        ps = DRV_PARSE_ERROR;
+    }
+    const drv_field f[] = {
+        {"--min", DRV_F_INT, minb, NULL, 0, NULL}, {"--max", DRV_F_INT, maxb, NULL, 0, NULL},
+        {"--repeat", DRV_F_INT, repeat, NULL, 0, NULL}, {"--json", DRV_F_FLAG, json, NULL, 0, NULL},
+    };
+    rc = drv_agree(d, ps, f, 4);
+    if (rc == DRV_PARSE_HELP) {
+        if (d->rank == 0)
             args_usage(stdout, "ulysses", "bench a2a [options]   (under mpirun -np P)", opts);
         return 0;
     }
-    if (rc == ARGS_ERROR) {
-        if (rank == 0)
-            fprintf(stderr, "%s\n", msg);
-        return EXIT_BADINPUT;
+    if (rc)
+        return rc;
+    if (d->size < 2) {
+        drv_say(d, "run under mpirun with at least 2 ranks");
+        return DRV_BADINPUT;
     }
-    if (P < 2) {
-        if (rank == 0)
-            fprintf(stderr, "ulysses bench a2a: run under mpirun with at least 2 ranks\n");
-        return EXIT_BADINPUT;
-    }
-    if (!json && rank == 0)
+    if (!json && d->rank == 0) {
         printf("bench a2a: %d ranks; Ulysses all-to-all (with packing) vs raw MPI_Alltoall of the same bytes, "
                "%lld repetitions, medians of the slowest rank\n",
-               P, (long long)repeat);
-    if (!json && rank == 0)
+               d->size, (long long)repeat);
         printf("%12s %10s | %10s %7s %10s %7s | %10s %7s %10s %7s\n%23s | %-37s | %-37s\n", "bytes/rank", "raw ms",
                "seq->heads", "ratio", "heads->seq", "ratio", "seq->heads", "ratio", "heads->seq", "ratio", "",
                "pack + MPI_Alltoallv (auto: > 16M)", "datatypes + MPI_Alltoallw (auto: <= 16M)");
-    const int64_t H = 2 * P, d = 128;
-    for (int64_t bytes = minb; bytes <= maxb; bytes *= 4) {
-        int64_t n_r = bytes / (H * d * 4);
-        if (n_r < 1)
-            n_r = 1;
-        const int64_t N = n_r * P;
-        const size_t elems = (size_t)(n_r * H * d);
-        uly_attn_desc a;
-        memset(&a, 0, sizeof a);
-        a.batch = 1; a.seq = N; a.heads = H; a.kv_heads = H; a.head_dim = d; a.dtype = ULY_F32;
-        float *in = malloc(elems * 4), *out = malloc(elems * 4), *mid = malloc(elems * 4);
-        if (!in || !out || !mid) {
-            fprintf(stderr, "ulysses bench a2a: rank %d out of memory at %lld bytes\n", rank, (long long)bytes);
-            MPI_Abort(MPI_COMM_WORLD, 1);
-        }
-        for (size_t i = 0; i < elems; i++)
-            in[i] = (float)i;
-        uly_dist *D[2] = {NULL, NULL};
-        for (int m = 0; m < 2; m++) {
-            uly_dist_opts dopt;
-            memset(&dopt, 0, sizeof dopt);
-            dopt.a2a_mode = m ? ULY_A2A_DATATYPE : ULY_A2A_PACK;
-            if ((rc = uly_dist_create(MPI_COMM_WORLD, &a, &dopt, &D[m]))) {
-                fprintf(stderr, "ulysses bench a2a: %s\n", uly_last_error());
-                return 1;
-            }
-        }
-        /* columns: raw, pack in, pack out, datatype in, datatype out */
-        double *tm = calloc((size_t)repeat * 5, 8);
-        const int per = (int)(elems / (size_t)P);
-        for (int64_t it = -1; it < repeat; it++) {
-            double loc[5], mx[5];
-            MPI_Barrier(MPI_COMM_WORLD);
-            double t0 = MPI_Wtime();
-            MPI_Alltoall(in, per, MPI_FLOAT, out, per, MPI_FLOAT, MPI_COMM_WORLD);
-            loc[0] = MPI_Wtime() - t0;
-            for (int m = 0; m < 2 && !rc; m++) {
-                memset(out, 0, elems * 4);
-                MPI_Barrier(MPI_COMM_WORLD);
-                t0 = MPI_Wtime();
-                rc = uly_dist_a2a(D[m], ULY_A2A_Q, in, mid);
-                loc[1 + 2 * m] = MPI_Wtime() - t0;
-                MPI_Barrier(MPI_COMM_WORLD);
-                t0 = MPI_Wtime();
-                if (!rc)
-                    rc = uly_dist_a2a(D[m], ULY_A2A_O, mid, out);
-                loc[2 + 2 * m] = MPI_Wtime() - t0;
-                if (!rc && memcmp(in, out, elems * 4) != 0) {
-                    fprintf(stderr, "ulysses bench a2a: rank %d: round trip did not restore the input\n", rank);
-                    rc = ULY_EINVAL;
-                }
-            }
-            if (rc) {
-                fprintf(stderr, "ulysses bench a2a: %s\n", uly_last_error());
-                return 1;
-            }
-            MPI_Allreduce(loc, mx, 5, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD); /* slowest rank */
-            for (int c = 0; c < 5 && it >= 0; c++)
-                tm[(size_t)c * (size_t)repeat + (size_t)it] = mx[c];
-        }
-        stats st[5];
-        for (int c = 0; c < 5; c++)
-            st[c] = stats_of(tm + (size_t)c * (size_t)repeat, (size_t)repeat);
-        if (rank == 0) {
-            static const char *const key[5] = {"raw", "pack_seq_to_heads", "pack_heads_to_seq",
-                                               "datatype_seq_to_heads", "datatype_heads_to_seq"};
-            if (json) {
-                printf("{\"bench\": \"a2a\", \"ranks\": %d, \"bytes_per_rank\": %zu", P, elems * 4);
-                for (int c = 0; c < 5; c++)
-                    printf(", \"%s_ms\": {\"median\": %.4f, \"min\": %.4f, \"max\": %.4f}", key[c],
-                           1e3 * st[c].median, 1e3 * st[c].min, 1e3 * st[c].max);
-                for (int c = 1; c < 5; c++)
-                    printf(", \"%s_over_raw\": %.4f", key[c], st[c].median / st[0].median);
-                printf("}\n");
-            } else {
-                printf("%12zu %10.3f |", elems * 4, 1e3 * st[0].median);
-                for (int c = 1; c < 5; c++)
-                    printf(" %10.3f %7.3f%s", 1e3 * st[c].median, st[c].median / st[0].median, c == 2 ? " |" : "");
-                printf("\n");
-            }
-            fflush(stdout);
-        }
-        free(tm);
-        uly_dist_free(D[0]);
-        uly_dist_free(D[1]);
-        free(in); free(out); free(mid);
     }
-    return 0;
+    for (int64_t bytes = minb; bytes <= maxb && !rc; bytes *= 4)
+        rc = a2a_size(d, bytes, repeat, json);
+    return rc;
 }
 
 static int bench_a2a(int argc, char **argv)
 {
-    MPI_Init(NULL, NULL);
-    int rank, P;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &P);
-    int rc = bench_a2a_mpi(argc, argv, rank, P);
-    MPI_Finalize();
-    return rc;
+    drv d;
+    if (drv_open(&d, "ulysses bench a2a"))
+        return DRV_RUNTIME;
+    return drv_close(&d, bench_a2a_mpi(&d, argc, argv));
 }
 
 int cmd_bench(int argc, char **argv)
@@ -426,7 +436,7 @@ int cmd_bench(int argc, char **argv)
                    "  memory   peak resident size of an attention run next to its tensor bytes\n"
                    "  a2a      Ulysses all-to-all next to raw MPI_Alltoall (run under mpirun)\n"
                    "Each takes --json and --help.\n");
-        return argc < 2 ? EXIT_BADINPUT : 0;
+        return argc < 2 ? ULY_EXIT_BADINPUT : 0;
     }
     if (strcmp(argv[1], "kernel") == 0)
         return bench_kernel(argc - 1, argv + 1);
@@ -435,5 +445,5 @@ int cmd_bench(int argc, char **argv)
     if (strcmp(argv[1], "a2a") == 0)
         return bench_a2a(argc - 1, argv + 1);
     fprintf(stderr, "ulysses bench: unknown benchmark '%s' (kernel, memory or a2a)\n", argv[1]);
-    return EXIT_BADINPUT;
+    return ULY_EXIT_BADINPUT;
 }

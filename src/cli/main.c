@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/base.h"
 #include "cli.h"
 
 static void usage(FILE *f)
@@ -18,27 +19,11 @@ static void usage(FILE *f)
             "Run 'ulysses <command> --help' for the options of a command.\n");
 }
 
-int exit_status_of(int status)
-{
-    switch (status) {
-    case ULY_OK: return 0;
-    case ULY_EINVAL:
-    case ULY_EOVERFLOW:
-    case ULY_EFORMAT:
-    case ULY_EIO:
-    case ULY_EMISMATCH:
-    case ULY_ENONFINITE:
-        return EXIT_BADINPUT;
-    default:
-        return 1;
-    }
-}
-
 int main(int argc, char **argv)
 {
     if (argc < 2) {
         usage(stderr);
-        return EXIT_BADINPUT;
+        return ULY_EXIT_BADINPUT;
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
@@ -54,5 +39,5 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "bench") == 0)
         return cmd_bench(argc - 1, argv + 1);
     fprintf(stderr, "ulysses: unknown command '%s' (see ulysses --help)\n", cmd);
-    return EXIT_BADINPUT;
+    return ULY_EXIT_BADINPUT;
 }
