@@ -8,7 +8,9 @@ USIM_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS) -O2
 
 noinst_LTLIBRARIES += sim/libusim.la
 sim_libusim_la_SOURCES = sim/usim.h sim/usim_internal.h sim/error.c sim/engine.c \
-	sim/net.c sim/jsonutil.c sim/jsonutil.h sim/describe.c sim/workload.c
+	sim/net.c sim/coll.c sim/jsonutil.c sim/jsonutil.h sim/describe.c \
+	sim/job.c sim/job.h sim/cost.c sim/cost.h sim/jobcoll.c sim/jobcoll.h sim/sched.c sim/sched.h \
+	sim/program.c sim/program.h sim/trace.c sim/trace.h sim/simulate.c
 sim_libusim_la_CPPFLAGS = $(USIM_CPPFLAGS)
 sim_libusim_la_CFLAGS = $(USIM_CFLAGS)
 sim_libusim_la_LIBADD = src/libulyplan.la $(JANSSON_LIBS) -lm
@@ -44,7 +46,8 @@ EXTRA_DIST += sim/tests/cli_basic.sh sim/tests/cli_errors.sh sim/tests/cli_sweep
 	sim/tests/data/bad-syntax.json sim/tests/data/missing-key.json \
 	sim/tests/data/wrong-type.json sim/tests/data/zero-bw.json \
 	sim/tests/data/huge-latency.json sim/tests/data/huge-flops.json \
-	sim/tests/data/model-bad-heads.json sim/tests/data/tiny-platform.json
+	sim/tests/data/model-bad-heads.json sim/tests/data/tiny-platform.json \
+	sim/tests/data/typo-key.json sim/tests/data/unknown-key.json sim/tests/data/model-typo.json sim/tests/data/model-40-heads.json
 
 sim_tests_test_engine_SOURCES = sim/tests/test_engine.c
 sim_tests_test_engine_CPPFLAGS = $(USIM_CPPFLAGS)

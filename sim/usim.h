@@ -232,6 +232,8 @@ typedef struct usim_memory {
     double params, grads, optim, activations, logits, buffers, reserved, total;
 } usim_memory;
 
+#define USIM_MAX_WARN 4
+
 typedef struct usim_result {
     usim_job job;                 /* resolved */
     int64_t seq;
@@ -249,6 +251,12 @@ typedef struct usim_result {
     int fits;
     uint64_t events;              /* engine events of the workload graph */
     int collectives_simulated;    /* distinct collectives run on the network */
+    int64_t requested_batch;      /* the model's global batch before rounding to whole steps */
+    /* Adjustments the simulation made on its own (global batch rounded up)
+     * and costly choices it was given (uneven heads per rank), one line each,
+     * each with its cost: every output format shows them. */
+    int nwarn;
+    char warn[USIM_MAX_WARN][240];
 } usim_result;
 
 typedef struct usim_sim usim_sim;
@@ -281,7 +289,9 @@ double usim_model_flops(const usim_model *m, int64_t global_batch);
 
 /* Per-GPU bytes sent by the sequence-parallel collectives of one layer, for
  * GPU `gpu`: sent[0] forward, sent[1] backward (recompute excluded).
- * usim_sp_layer_bytes counts the transfers the simulator generates;
+ * usim_sp_layer_bytes counts the transfers the simulator generates (the
+ * sequence-parallel operations of layer 0 in the program the simulation
+ * runs, with the same collective descriptors);
  * usim_analytic_sp_bytes evaluates the closed-form formulas of doc/simulator.md
  * (Ulysses: uly_plan_volume).  The two must agree. */
 int usim_sp_layer_bytes(usim_sim *s, const usim_model *m, const usim_job *j, int gpu,

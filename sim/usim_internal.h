@@ -5,6 +5,7 @@
 #define USIM_INTERNAL_H
 
 #include <stddef.h>
+#include <math.h>
 #include <stdint.h>
 #include "usim.h"
 
@@ -41,5 +42,43 @@ static inline double usim_sec(usim_time t)
 {
     return (double)t * 1e-12;
 }
+
+/*
+ * Floating-point tolerances of the engine.  Every comparison of computed
+ * (floating-point) times or rates uses one of these names, so the precision
+ * of the simulation is stated in one place.
+ *
+ * USIM_TOL_PS_REL, USIM_TOL_PS_ABS: a duration x (in picoseconds, computed as
+ *   bytes * 1e12 / rate) within USIM_TOL_PS_REL * x + USIM_TOL_PS_ABS of a
+ *   whole picosecond is that picosecond; otherwise it is rounded up.  This
+ *   keeps hand-derived golden cases exact (1e6 B at 1e9 B/s is 1e9 ps, not
+ *   1e9 + 1) while never shortening a real transfer by more than the noise
+ *   of a double (relative 1e-16 per operation, a few operations deep).
+ * USIM_TOL_SHARE_REL: in max-min progressive filling, every link whose fair
+ *   share is within this relative distance of the smallest share saturates
+ *   in the same round (so equal shares computed in different orders do not
+ *   split into two rounds).
+ */
+#define USIM_TOL_PS_REL 1e-9
+#define USIM_TOL_PS_ABS 1e-6
+#define USIM_TOL_SHARE_REL 1e-12
+
+/* A computed duration of x picoseconds as a whole number of picoseconds:
+ * rounded up, except within USIM_TOL_PS_* of an integer. */
+static inline usim_time usim_ps_ceil(double x)
+{
+    double r = nearbyint(x);
+    if (fabs(x - r) <= USIM_TOL_PS_REL * x + USIM_TOL_PS_ABS)
+        return (usim_time)r;
+    return (usim_time)ceil(x);
+}
+
+/* ------------------------------------------------------------ network internals */
+
+/* The route from GPU src to GPU dst: up to 4 link ids into links, the route's
+ * latency and link class (USIM_CLASS_*).  Returns the number of links. */
+int usim_net_route(const usim_net *n, int src, int dst, int *links, usim_time *lat, int *cls);
+/* Longest ring simulated step by step (usim_net_set_ring_window). */
+int usim_net_ring_window(const usim_net *n);
 
 #endif

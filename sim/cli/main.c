@@ -48,7 +48,9 @@ static const char usage[] =
     "  --max-seq               also find the longest sequence that fits in memory\n"
     "  -h, --help              this text\n"
     "\n"
-    "Presets are looked up in $ULYSSES_SIM_PRESETS, then the installed data directory.\n";
+    "Presets are looked up in $ULYSSES_SIM_PRESETS, then the installed data directory.\n"
+    "Every row and column of the output (exposed comm, MFU, SP comm, ...) is defined\n"
+    "in doc/glossary.md; the model behind them in doc/simulator.md.\n";
 
 static const char sweep_usage[] =
     "usage: ulysses-sim sweep [options] [--out FILE.csv] [--plot FILE.svg] [--no-progress]\n"
@@ -105,7 +107,7 @@ static int list_kind(const char *kind, const char *name_only)
                     continue;
                 char buf[4096];
                 size_t n;
-                printf("# %s\n", path);
+                fprintf(stderr, "ulysses-sim: preset file %s\n", path);
                 while ((n = fread(buf, 1, sizeof buf, f)) > 0)
                     fwrite(buf, 1, n, stdout);
                 fclose(f);

@@ -83,6 +83,9 @@ void out_table(FILE *f, const usim_platform *p, const usim_model *m, const row *
     for (int i = 0; i < n; i++)
         if (!rows[i].ok)
             fprintf(f, "\n%s: not run: %s", usim_method_name(rows[i].method), rows[i].err);
+    for (int i = 0; i < n; i++)
+        for (int k = 0; rows[i].ok && k < rows[i].r.nwarn; k++)
+            fprintf(f, "\nwarning: %s: %s", usim_method_name(rows[i].method), rows[i].r.warn[k]);
     fputc('\n', f);
 }
 
@@ -91,7 +94,7 @@ void out_csv_header(FILE *f)
     fputs("method,platform,model,gpus,sp,tp,dp,ulysses_degree,ring_degree,zero,recompute,"
           "seq_tokens,global_batch_seqs,micro_steps,iter_s,compute_s,exposed_sp_s,exposed_param_s,"
           "exposed_grad_s,sp_bytes_layer_fwd_B,nvlink_sent_GB,nic_sent_GB,tflops_per_gpu,mfu_pct,"
-          "mem_GiB,fits,max_seq_tokens,error\n", f);
+          "mem_GiB,fits,max_seq_tokens,error,warnings\n", f);
 }
 
 static void csv_str(FILE *f, const char *s);
@@ -127,7 +130,7 @@ void out_csv_row(FILE *f, const usim_platform *p, const usim_model *m, int gpus,
     if (!w->ok) {
         fprintf(f, ",,,,,,,%lld,,,,,,,,,,,,,,,,", (long long)m->seq);
         csv_str(f, w->err);
-        fputc('\n', f);
+        fputs(",\n", f);
         return;
     }
     fprintf(f, "%d,%d,%d,%d,%d,%d,%s,%lld,%lld,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%.0f,%.4f,%.4f,%.2f,%.2f,%.3f,%d,",
@@ -138,7 +141,17 @@ void out_csv_row(FILE *f, const usim_platform *p, const usim_model *m, int gpus,
             r->tflops, 100 * r->mfu, r->mem.total / GIB, r->fits);
     if (w->has_max)
         fprintf(f, "%lld", (long long)w->max_seq);
-    fputs(",\n", f);
+    fputs(",,", f);
+    if (r->nwarn) {
+        char all[USIM_MAX_WARN * 242] = "";
+        for (int k = 0; k < r->nwarn; k++) {
+            if (k)
+                strcat(all, "; ");
+            strcat(all, r->warn[k]);
+        }
+        csv_str(f, all);
+    }
+    fputc('\n', f);
 }
 
 static void json_str(FILE *f, const char *s)
@@ -191,7 +204,14 @@ void out_json(FILE *f, const usim_platform *p, const usim_model *m, int gpus, co
                 r->fits ? "true" : "false");
         if (w->has_max)
             fprintf(f, ", \"max_seq_tokens\": %lld", (long long)w->max_seq);
-        fputc('}', f);
+        fprintf(f, ",\n     \"requested_global_batch_seqs\": %lld, \"warnings\": [",
+                (long long)r->requested_batch);
+        for (int k = 0; k < r->nwarn; k++) {
+            if (k)
+                fputs(", ", f);
+            json_str(f, r->warn[k]);
+        }
+        fputs("]}", f);
     }
     fprintf(f, "\n  ]\n}\n");
 }

@@ -54,10 +54,18 @@ expect "zero-bw.json:16:5: key 'inter_node.nic_bw_Gbps': must be > 0" --platform
 expect "huge-latency.json:1:.*key 'inter_node.latency_us': must be <= 1e+09" --platform "$DATA/huge-latency.json"
 expect "huge-flops.json:1:.*key 'gpu.peak_tflops_bf16': must be <= 1e+09" --platform "$DATA/huge-flops.json"
 expect "model-bad-heads.json:5:3: key 'heads': hidden (1000) must be a multiple of heads (24)" --model "$DATA/model-bad-heads.json"
-expect "--model: .*key 'layers': missing" --model "$DATA/tiny-platform.json"
+expect "--model: .*tiny-platform.json:4:3: key 'gpus_per_node': unknown key" --model "$DATA/tiny-platform.json"
 expect "needs 2 nodes; platform a100-pcie-4 has at most 1" --platform a100-pcie-4 --gpus 8
 expect "option '--plot' is only valid with 'ulysses-sim sweep'" --plot x.svg
 expect "sweep: --trace is for single runs" sweep --trace t.json
 expect "--gpus: expected a positive count, a list" sweep --gpus 8:2
 expect "presets: no preset named 'nope'" presets nope
+# strict inputs: a misspelled or unknown key is an error naming file, line, key and the nearest valid key
+expect "typo-key.json:13:.*key 'inter_node.spine_oversubscribtion': unknown key (nearest valid key: 'spine_oversubscription'" --platform "$DATA/typo-key.json"
+expect "unknown-key.json:5:3: key 'pxn_routing': unknown key (nearest valid key: " --platform "$DATA/unknown-key.json"
+expect "model-typo.json:.*key 'kv_head': unknown key (nearest valid key: 'kv_heads'" --model "$DATA/model-typo.json"
+# overflow: numbers the simulation cannot represent are refused, never printed
+expect "ring: simulated time cannot be represented: .* more than the 3.33e+05 s" --method ring --micro-batch 1024 --layers 1 --seq 64M
+expect "ulysses: 1073741824 micro-steps .* is more than the 400000 layer-steps" --method ulysses --gpus 8 --global-batch 1G
+expect "sizes cannot be represented: micro-batch 1048576 x 1099511627776 tokens" --method ring --micro-batch 1M --seq 1099511627776
 exit $fail

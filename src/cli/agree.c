@@ -11,25 +11,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "drv.h"
 
 /* Test hook of the library (exported, not in the public header). */
 void uly_test_fail_alloc_at(long k);
-
-int drv_exit_of(int status)
-{
-    switch (status) {
-    case ULY_OK: return DRV_OK;
-    case ULY_EINVAL:
-    case ULY_EOVERFLOW:
-    case ULY_EFORMAT:
-    case ULY_EMISMATCH:
-    case ULY_ENONFINITE:
-        return DRV_BADINPUT;
-    default:
-        return DRV_RUNTIME;
-    }
-}
 
 int drv_open(drv *d, const char *cmd)
 {
@@ -111,7 +97,7 @@ int drv_lib(drv *d, int status, int code, const char *what)
         }
         return status;
     }
-    drv_fail(d, code ? code : drv_exit_of(status), "%s%s%s", what ? what : "", what ? ": " : "",
+    drv_fail(d, code ? code : exit_status_of(status), "%s%s%s", what ? what : "", what ? ": " : "",
              uly_last_error());
     return status;
 }

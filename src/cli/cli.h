@@ -9,10 +9,18 @@
 
 #include <stdint.h>
 #include "ulysses.h"
+#include "base/base.h"
+
+enum { EXIT_BADINPUT = ULY_EXIT_BADINPUT };
+
+/* Exit status for a library status: 2 for bad input, 1 otherwise (an I/O
+ * error is 1: the caller says 2 where the path itself is the problem). */
+int exit_status_of(int status);
 
 /* Each returns the process exit status.  argv[0] is the subcommand name. */
 int cmd_attn(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_explain(int argc, char **argv);   /* no MPI */
 
 /* Deterministic input value of element `index` of tensor `which` (0 q,
  * 1 k, 2 v, 3 dout) for a seed: uniform in [-1, 1), independent of how the

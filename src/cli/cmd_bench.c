@@ -89,7 +89,7 @@ static int bench_kernel(int argc, char **argv)
     a.dtype = ULY_F32;
     if ((rc = uly_attn_desc_check(&a))) {
         fprintf(stderr, "ulysses bench kernel: %s\n", uly_last_error());
-        return drv_exit_of(rc);
+        return exit_status_of(rc);
     }
     const size_t nq = (size_t)(batch * seq * heads * d), nl = (size_t)(batch * heads * seq);
     const size_t ng = (size_t)(gemm * gemm);

@@ -62,7 +62,7 @@ int drv_close(drv *d, int code);
 int drv_fail(drv *d, int code, const char *fmt, ...) DRV_PRINTF(3, 4);
 /* Record the failure of a library call: status ULY_EPEER only marks that
  * another rank failed; otherwise "what: uly_last_error()" with exit status
- * code (0: the default for the status, see drv_exit_of).  Returns status. */
+ * code (0: the default for the status, see exit_status_of in cli.h).  Returns status. */
 int drv_lib(drv *d, int status, int code, const char *what);
 /* Check an MPI return code: on error records "what failed: MPI's text" (exit
  * status 1) and returns ULY_EMPI; MPI_SUCCESS returns 0. */
@@ -73,9 +73,6 @@ void *drv_alloc(drv *d, size_t n, const char *what);
 /* The same for count x size bytes, refusing a product that overflows. */
 void *drv_alloc_n(drv *d, size_t count, size_t size, const char *what);
 void drv_free(void *p);
-
-/* Default exit status of a library status: 2 for bad input, 1 otherwise. */
-int drv_exit_of(int status);
 
 /* Collective: agree on whether any rank failed.  Returns 0 on every rank
  * when none did; otherwise every rank returns the exit status of the lowest

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "base/base.h"
+#include "cli.h"
 #include "drv.h"
 
 /* Exit status for an errno met while creating or writing a file: the path is
@@ -251,7 +252,7 @@ int drv_out_npy(drv *d, drv_out *o, uly_dtype t, int ndim, const int64_t *shape,
      * fsync through o->fd then makes durable. */
     int st = uly_npy_write(o->tmp, t, ndim, shape, data);
     if (st)
-        return drv_fail(d, st == ULY_EIO ? DRV_RUNTIME : drv_exit_of(st), "%s %s: cannot write: %s", o->what,
+        return drv_fail(d, st == ULY_EIO ? DRV_RUNTIME : exit_status_of(st), "%s %s: cannot write: %s", o->what,
                         o->path, uly_last_error());
     return commit(d, o);
 }

@@ -1,0 +1,334 @@
+/*
+ * cost.c -- the analytic cost of a job: the shapes rank 0 (the most loaded
+ * rank) holds in the sequence and attention layouts, FLOPs and HBM traffic
+ * per layer, the Megatron and model FLOPs of an iteration, memory per GPU and
+ * the longest sequence that fits, and the closed-form sequence-parallel
+ * volumes the byte check compares against.
+ *
+ * Not here: time (the compute model turns FLOPs into durations in program.c),
+ * collectives (jobcoll.c).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cost.h"
+#include "ulysses.h"
+#include "usim.h"
+#include "usim_internal.h"
+
+/* ------------------------------------------------------------ shapes */
+
+void usim_attn_desc(const usim_shape *x, int64_t seq, uly_attn_desc *a)
+{
+    memset(a, 0, sizeof *a);
+    a->batch = x->b;
+    a->seq = seq;
+    a->heads = x->H;
+    a->kv_heads = x->Hkv;
+    a->head_dim = x->d;
+    a->causal = 1;
+    a->dtype = ULY_F32;
+}
+
+void usim_shape_make(const usim_model *m, const usim_job *j, usim_shape *x)
+{
+    memset(x, 0, sizeof *x);
+    x->b = m->micro_batch;
+    x->s = m->seq;
+    x->h = m->hidden;
+    x->H = m->heads;
+    x->Hkv = m->kv_heads;
+    x->d = m->hidden / m->heads;
+    x->hkv = x->Hkv * x->d;
+    x->F = m->ffn;
+    x->V = m->vocab;
+    x->e = usim_dtype_bytes(m->dtype);
+    x->L = m->layers;
+    x->P = j->sp;
+    x->u = j->ulysses;
+    x->r = j->sp / j->ulysses;
+    int64_t beg;
+    uly_split(x->s, x->P, 0, &beg, &x->n);
+    double h = (double)x->h;
+    double lp = h * (h + 2.0 * x->hkv) + h * h + (m->gated_mlp ? 3.0 : 2.0) * h * x->F + 4 * h;
+    x->emb_params = (double)x->V * h * (m->tied_embeddings ? 1 : 2);
+    if (j->method == USIM_MEGATRON_SP) {
+        x->layer_params = lp / j->tp;
+        x->emb_params /= j->tp;
+        x->Z = j->dp;
+    } else {
+        x->layer_params = lp;
+        x->Z = j->dp * j->sp;
+    }
+    x->gpu_params = x->L * x->layer_params + x->emb_params;
+    uly_attn_desc a;
+    switch (j->method) {
+    case USIM_ULYSSES:
+        uly_split(x->H, x->P, 0, &beg, &x->hq_l);
+        usim_attn_desc(x, x->s, &a);
+        uly_kv_range(&a, beg, x->hq_l, &beg, &x->kv_l);
+        x->tq = x->tk = x->s;
+        break;
+    case USIM_MEGATRON_SP:
+        x->hq_l = x->H / x->P;
+        x->kv_l = x->Hkv >= x->P ? x->Hkv / x->P : 1;
+        x->tq = x->tk = x->s;
+        break;
+    case USIM_RING: case USIM_RING_ZIGZAG:
+        x->hq_l = x->H;
+        x->kv_l = x->Hkv;
+        x->tq = x->tk = x->n;
+        break;
+    case USIM_USP: {
+        int64_t sl;
+        uly_split(x->s, x->r, 0, &beg, &sl);
+        uly_split(x->H, x->u, 0, &beg, &x->hq_l);
+        usim_attn_desc(x, sl, &a);
+        uly_kv_range(&a, beg, x->hq_l, &beg, &x->kv_l);
+        x->tq = x->tk = sl;
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+/* ------------------------------------------------------------ FLOPs */
+
+/* Visible (query, key) pairs of one block for rank 0 -- see doc/simulator.md. */
+static double pairs_full(double a, double b) { return a * b; }
+static double pairs_causal_diag(double n) { return n * (n + 1) / 2; }
+
+void usim_flops_make(const usim_model *m, const usim_job *j, const usim_shape *x, int causal, usim_flops *f)
+{
+    memset(f, 0, sizeof *f);
+    double b = (double)x->b, h = (double)x->h, hkv = (double)x->hkv, F = (double)x->F;
+    double tok = j->method == USIM_MEGATRON_SP ? (double)x->s / x->P : (double)x->n;
+    f->qkv = 2 * b * tok * h * (h + 2 * hkv);
+    f->out = 2 * b * tok * h * h;
+    f->mlp = (m->gated_mlp ? 6 : 4) * b * tok * h * F;
+    f->head = 2 * b * tok * h * x->V;
+    f->elem_bytes = b * tok * (10 * h + (m->gated_mlp ? 3 : 2) * F) * x->e;
+    f->head_bytes = b * tok * x->V * (x->e + 4) * 2;
+    double per_pair = 4 * b * x->d;   /* QK^T and PV: 2 FLOPs each per (pair, dim) */
+    switch (j->method) {
+    case USIM_ULYSSES: case USIM_MEGATRON_SP: {
+        double S = (double)x->s;
+        double pairs = causal ? pairs_causal_diag(S) : pairs_full(S, S);
+        f->attn = per_pair * x->hq_l * pairs;
+        break;
+    }
+    case USIM_RING: {
+        double n = (double)x->n;
+        /* rank P-1 is the most loaded under the causal mask: it needs every block */
+        f->attn_step[0] = per_pair * x->H * (causal ? pairs_causal_diag(n) : n * n);
+        f->attn_step[1] = per_pair * x->H * n * n;
+        f->attn = f->attn_step[0] + (x->P - 1) * f->attn_step[1];
+        break;
+    }
+    case USIM_RING_ZIGZAG: case USIM_USP: {
+        int R = j->method == USIM_USP ? x->r : x->P;
+        double n = (double)(j->method == USIM_USP ? x->tq : x->n);
+        double hl = (double)x->hq_l;
+        if (causal) {
+            double c = n / 2;  /* two chunks of n/2 per rank */
+            f->attn_step[0] = per_pair * hl * (2 * c * c + c);
+            f->attn_step[1] = per_pair * hl * (2 * c * c);
+        } else {
+            f->attn_step[0] = f->attn_step[1] = per_pair * hl * n * n;
+        }
+        f->attn = f->attn_step[0] + (R - 1) * f->attn_step[1];
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+double usim_model_flops(const usim_model *m, int64_t global_batch)
+{
+    double s = (double)m->seq, h = (double)m->hidden, F = (double)m->ffn;
+    double hkv = h / m->heads * m->kv_heads;
+    double pairs = m->causal ? s * (s + 1) / 2 : s * s;
+    double layer = 2 * s * h * (h + 2 * hkv) + 2 * s * h * h + (m->gated_mlp ? 6 : 4) * s * h * F +
+                   4 * (h / m->heads) * m->heads * pairs;
+    return 3 * global_batch * (m->layers * layer + 2 * s * h * m->vocab);
+}
+
+double usim_megatron_flops(const usim_model *m, int64_t global_batch, int full_recompute)
+{
+    double B = (double)global_batch, s = (double)m->seq, L = (double)m->layers,
+           h = (double)m->hidden, V = (double)m->vocab;
+    return (full_recompute ? 96.0 : 72.0) * B * s * L * h * h *
+           (1 + s / (6 * h) + V / (16 * L * h));
+}
+
+/* ------------------------------------------------------------ memory */
+
+void usim_memory_model(const usim_platform *p, const usim_model *m, const usim_job *j, const usim_shape *x,
+                   usim_memory *mem)
+{
+    memset(mem, 0, sizeof *mem);
+    double e = (double)x->e, b = (double)x->b, h = (double)x->h, F = (double)x->F;
+    double Z = x->Z, Psi = x->gpu_params;
+    mem->params = j->zero >= 3 ? 2 * Psi / Z : 2 * Psi;
+    mem->grads = j->zero >= 2 ? 2 * Psi / Z : 2 * Psi;
+    mem->optim = j->zero >= 1 ? 12 * Psi / Z : 12 * Psi;
+    double tok = j->method == USIM_MEGATRON_SP ? (double)x->s / x->P : (double)x->n;
+    /* sequence-layout tensors per layer (bytes) */
+    double x_in = b * tok * h * e, ln1 = x_in, ln2_in = x_in, ln2 = x_in;
+    double fc1 = b * tok * F * e * (m->gated_mlp ? 2 : 1), act = b * tok * F * e;
+    double o_seq = (j->method == USIM_ULYSSES || j->method == USIM_USP) ? x_in : 0;
+    /* attention-layout tensors */
+    double qo = b * (double)x->tq * x->hq_l * x->d * e;
+    double kv = b * (double)x->tk * x->kv_l * x->d * e;
+    double lse = b * (double)x->tq * x->hq_l * 4;
+    double full = x_in + ln1 + 2 * qo + 2 * kv + lse + o_seq + ln2_in + ln2 + fc1 + act;
+    double per_layer;
+    switch (j->recompute) {
+    case USIM_RC_NONE: per_layer = full; break;
+    case USIM_RC_SELECTIVE: per_layer = full - ln1 - ln2 - act; break;
+    default: per_layer = x_in; break;
+    }
+    mem->activations = x->L * per_layer + (j->recompute == USIM_RC_FULL ? full : 0);
+    mem->logits = b * tok * (double)x->V * (e + 4);
+    /* communication and working buffers */
+    double buf = 0;
+    switch (j->method) {
+    case USIM_ULYSSES: buf = 2 * b * (double)x->n * (h + 2 * (double)x->hkv) * e; break;
+    case USIM_MEGATRON_SP: buf = b * (double)x->s * h * e; break;   /* the all-gathered input */
+    case USIM_RING: case USIM_RING_ZIGZAG: buf = 4 * kv; break;
+    case USIM_USP: buf = 2 * b * (double)x->n * (h + 2 * (double)x->hkv) * e + 4 * kv; break;
+    default: break;
+    }
+    if (j->zero >= 3)
+        buf += 2 * 2 * x->layer_params;           /* current + prefetched layer, bf16 */
+    if (j->zero >= 2)
+        buf += 2 * x->layer_params;               /* one gradient bucket */
+    mem->buffers = buf;
+    mem->reserved = p->reserved_bytes;
+    mem->total = mem->params + mem->grads + mem->optim + mem->activations + mem->logits +
+                 mem->buffers + mem->reserved;
+}
+
+int usim_memory_estimate(const usim_platform *p, const usim_model *m, const usim_job *j,
+                         usim_memory *mem, int *fits)
+{
+    usim_job jj = *j;
+    int rc = usim_job_resolve(m, p, &jj);
+    if (rc)
+        return rc;
+    usim_shape x;
+    usim_shape_make(m, &jj, &x);
+    usim_memory_model(p, m, &jj, &x, mem);
+    *fits = mem->total <= p->hbm_bytes;
+    return USIM_OK;
+}
+
+int usim_max_seq(const usim_platform *p, const usim_model *m, const usim_job *j, int64_t *seq)
+{
+    usim_model mm = *m;
+    usim_job jj = *j;
+    int rc = usim_job_resolve(m, p, &jj);
+    if (rc)
+        return rc;
+    int64_t g = (int64_t)jj.sp * ((jj.method == USIM_RING_ZIGZAG || jj.method == USIM_USP) ? 2 : 1);
+    usim_memory mem;
+    int fits;
+    *seq = 0;
+    int64_t lo = 0, hi = 1;   /* in units of g: lo fits (or is 0), hi does not */
+    for (;;) {
+        mm.seq = hi * g;
+        usim_job t = jj;
+        if ((rc = usim_memory_estimate(p, &mm, &t, &mem, &fits)))
+            return rc;
+        if (!fits)
+            break;
+        lo = hi;
+        if (hi > ((int64_t)1 << 40) / g)
+            break;
+        hi *= 2;
+    }
+    if (lo == hi) {
+        *seq = lo * g;
+        return USIM_OK;
+    }
+    while (hi - lo > 1) {
+        int64_t mid = lo + (hi - lo) / 2;
+        mm.seq = mid * g;
+        usim_job t = jj;
+        if ((rc = usim_memory_estimate(p, &mm, &t, &mem, &fits)))
+            return rc;
+        if (fits)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    *seq = lo * g;
+    return USIM_OK;
+}
+
+/* ------------------------------------------------------------ closed-form SP volumes */
+
+int usim_analytic_sp_bytes(const usim_model *m, const usim_job *jin, int gpu, double sent[2])
+{
+    sent[0] = sent[1] = 0;
+    usim_job j = *jin;
+    usim_platform dummy;
+    memset(&dummy, 0, sizeof dummy);
+    dummy.gpus_per_node = j.gpus;
+    int rc = usim_job_resolve(m, &dummy, &j);
+    if (rc)
+        return rc;
+    double b = (double)m->micro_batch, e = usim_dtype_bytes(m->dtype), h = (double)m->hidden;
+    double d = h / m->heads, hkv = d * m->kv_heads, N = (double)m->seq;
+    int P = j.sp;
+    int rank = gpu % P;
+    switch (j.method) {
+    case USIM_ULYSSES: case USIM_USP: {
+        int u = j.ulysses, r = P / u;
+        int64_t seq = m->seq, b0;
+        if (j.method == USIM_USP)
+            uly_split(m->seq, r, 0, &b0, &seq);
+        uly_attn_desc a = {.batch = m->micro_batch, .seq = seq, .heads = m->heads,
+                           .kv_heads = m->kv_heads, .head_dim = m->hidden / m->heads,
+                           .causal = 1, .dtype = ULY_F32};
+        uly_volume v;
+        if (uly_plan_volume(&a, u, rank % u, &v))
+            return usim_set_error(USIM_EINVAL, "uly_plan_volume: %s", uly_last_error());
+        for (int w = 0; w < ULY_A2A_COUNT; w++)
+            sent[w >= ULY_A2A_DO] += (double)v.sent[w] / 4 * e;   /* F32 -> model dtype */
+        if (j.method == USIM_USP && r > 1) {
+            int64_t hb, hc, kb, kc;
+            uly_split(m->heads, u, 0, &hb, &hc);
+            uly_kv_range(&a, hb, hc, &kb, &kc);
+            double kvb = b * (double)seq * (double)kc * d * e;
+            sent[0] += 2.0 * (r - 1) * kvb;
+            sent[1] += (4.0 * (r - 1) + 2) * kvb;
+        }
+        break;
+    }
+    case USIM_MEGATRON_SP: {
+        /* ring all-gather: every chunk but the next rank's; reduce-scatter: every chunk but mine */
+        int64_t bg, c_next, c_me;
+        uly_split(m->seq, P, (rank + 1) % P, &bg, &c_next);
+        uly_split(m->seq, P, rank, &bg, &c_me);
+        double row = b * h * e;
+        sent[0] = 2 * (N - c_next) * row + 2 * (N - c_me) * row;
+        sent[1] = sent[0];
+        break;
+    }
+    case USIM_RING: case USIM_RING_ZIGZAG: {
+        int64_t bg, n0;
+        uly_split(m->seq, P, 0, &bg, &n0);
+        double kvb = b * (double)n0 * hkv * e;
+        sent[0] = 2.0 * (P - 1) * kvb;
+        sent[1] = (4.0 * (P - 1) + 2) * kvb;
+        break;
+    }
+    default:
+        break;
+    }
+    return USIM_OK;
+}

@@ -1,0 +1,234 @@
+/*
+ * jobcoll.c -- the collectives a training job runs: Ulysses all-to-alls
+ * (pair matrices from the plan layer), Megatron-SP all-gathers and
+ * reduce-scatters, ring-attention hops, ZeRO / data-parallel parameter
+ * gathers and gradient reductions.  One descriptor per collective id
+ * (usim_jc_describe) serves both the simulation and the byte check; each
+ * distinct collective is simulated once on the whole cluster and memoized.
+ *
+ * Not here: how collectives decompose into transfers (coll.c), when they run
+ * (program.c, sched.c).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jobcoll.h"
+#include "ulysses.h"
+#include "usim.h"
+#include "usim_internal.h"
+
+/* ------------------------------------------------------------ descriptors */
+
+/* Ulysses pair matrix of all-to-all `which` on P ranks for a sequence of seq tokens. */
+static void a2a_pairs(const usim_shape *x, int64_t seq, int P, int which, uint64_t *pb)
+{
+    uly_attn_desc a;
+    usim_attn_desc(x, seq, &a);
+    int rep = uly_plan_kv_replicated(&a, P);
+    uint64_t row = (uint64_t)x->b * (uint64_t)x->d * (uint64_t)x->e;
+    for (int s = 0; s < P; s++)
+        for (int d = 0; d < P; d++) {
+            int64_t tmp, ns, nd, hs, hd, kvs, kvd, hbs, hbd;
+            uly_split(seq, P, s, &tmp, &ns);
+            uly_split(seq, P, d, &tmp, &nd);
+            uly_split(x->H, P, s, &hbs, &hs);
+            uly_split(x->H, P, d, &hbd, &hd);
+            uly_kv_range(&a, hbs, hs, &tmp, &kvs);
+            uly_kv_range(&a, hbd, hd, &tmp, &kvd);
+            uint64_t v = 0;
+            switch (which) {
+            case ULY_A2A_Q: case ULY_A2A_DO: v = (uint64_t)(ns * hd); break;
+            case ULY_A2A_K: case ULY_A2A_V: v = (uint64_t)(ns * kvd); break;
+            case ULY_A2A_O: case ULY_A2A_DQ: v = (uint64_t)(nd * hs); break;
+            default: v = rep ? (uint64_t)(nd * hs) : (uint64_t)(nd * kvs); break;
+            }
+            pb[(size_t)s * P + d] = s == d ? 0 : v * row;
+        }
+}
+
+static void ring_chunks(int64_t total, int P, uint64_t mult, uint64_t *chunk)
+{
+    for (int p = 0; p < P; p++) {
+        int64_t beg, cnt;
+        uly_split(total, P, p, &beg, &cnt);
+        chunk[p] = (uint64_t)cnt * mult;
+    }
+}
+
+int usim_jc_buf_new(const usim_layout *l, usim_jc_buf *buf)
+{
+    int P = l->sp_size, Pmax = P > l->z_size ? P : l->z_size;
+    if (l->ring_size > Pmax)
+        Pmax = l->ring_size;
+    buf->pb = usim_malloc((size_t)P * P * sizeof *buf->pb);
+    buf->ch = usim_malloc((size_t)Pmax * sizeof *buf->ch);
+    if (!buf->pb || !buf->ch) {
+        usim_jc_buf_free(buf);
+        return usim_set_error(USIM_ENOMEM, "out of memory");
+    }
+    return USIM_OK;
+}
+
+void usim_jc_buf_free(usim_jc_buf *buf)
+{
+    free(buf->pb);
+    free(buf->ch);
+    buf->pb = buf->ch = NULL;
+}
+
+int usim_jc_describe(const usim_job *j, const usim_shape *x, const usim_layout *l, int id,
+                     usim_jc_buf *buf, usim_coll *c)
+{
+    memset(c, 0, sizeof *c);
+    int P = l->sp_size;
+    if (id >= USIM_C_A2A0 && id < USIM_C_A2A0 + ULY_A2A_COUNT) {
+        if (j->method != USIM_ULYSSES && j->method != USIM_USP)
+            return 0;
+        int64_t seq = x->s, b0;
+        if (j->method == USIM_USP)
+            uly_split(x->s, x->r, 0, &b0, &seq);   /* the first (largest) sequence slice */
+        a2a_pairs(x, seq, P, id - USIM_C_A2A0, buf->pb);
+        *c = (usim_coll){j->a2a, l->sp_ng, P, l->sp_ranks, buf->pb, NULL, 0};
+        return 1;
+    }
+    switch (id) {
+    case USIM_C_AG: case USIM_C_RS:
+        if (j->method != USIM_MEGATRON_SP)
+            return 0;
+        ring_chunks(x->s, P, (uint64_t)x->b * x->h * x->e, buf->ch);
+        *c = (usim_coll){id == USIM_C_AG ? USIM_ALLGATHER : USIM_REDUCE_SCATTER, l->sp_ng, P,
+                         l->sp_ranks, NULL, buf->ch, 0};
+        return 1;
+    case USIM_C_HOP_F: case USIM_C_HOP_B: case USIM_C_HOP_DKV: {
+        if (j->method != USIM_RING && j->method != USIM_RING_ZIGZAG && j->method != USIM_USP)
+            return 0;
+        int usp = j->method == USIM_USP;
+        int R = usp ? l->ring_size : P;
+        if (R < 2)
+            return 0;
+        /* K and V forward; K, V, dK, dV backward; dK, dV home after the last step */
+        uint64_t kvb = (uint64_t)x->b * (uint64_t)x->tk * (uint64_t)x->kv_l * x->d * x->e;
+        uint64_t bytes = (id == USIM_C_HOP_B ? 4 : 2) * kvb;
+        *c = (usim_coll){USIM_RING_SHIFT, usp ? l->ring_ng : l->sp_ng, R,
+                         usp ? l->ring_ranks : l->sp_ranks, NULL, NULL, bytes};
+        return 1;
+    }
+    default:
+        break;
+    }
+    /* ZeRO / data parallel */
+    if (l->z_size < 2)
+        return 0;
+    double count;
+    usim_coll_type t;
+    switch (id) {
+    case USIM_C_Z_AG: case USIM_C_E_AG:
+        if (j->zero < 3)
+            return 0;
+        t = USIM_ALLGATHER;
+        break;
+    case USIM_C_Z_RS: case USIM_C_E_RS:
+        if (j->zero < 1)
+            return 0;
+        t = USIM_REDUCE_SCATTER;
+        break;
+    case USIM_C_Z_AR: case USIM_C_E_AR:
+        if (j->zero >= 1)
+            return 0;
+        t = USIM_ALLREDUCE;
+        break;
+    case USIM_C_POST_AG:
+        if (j->zero != 1 && j->zero != 2)
+            return 0;
+        t = USIM_ALLGATHER;
+        break;
+    default:
+        return 0;
+    }
+    count = id == USIM_C_POST_AG ? x->gpu_params
+          : (id == USIM_C_E_AG || id == USIM_C_E_RS || id == USIM_C_E_AR) ? x->emb_params
+          : x->layer_params;
+    ring_chunks((int64_t)llround(count), l->z_size, (uint64_t)x->e, buf->ch);
+    *c = (usim_coll){t, l->z_ng, l->z_size, l->z_ranks, NULL, buf->ch, 0};
+    return 1;
+}
+
+/* ------------------------------------------------------------ memo */
+
+typedef struct usim_memo_entry {
+    uint64_t key;
+    usim_coll_result r;
+} usim_memo_entry;
+
+void usim_collmemo_free(usim_collmemo *mc)
+{
+    free(mc->e);
+    mc->e = NULL;
+    mc->n = mc->cap = 0;
+}
+
+static uint64_t fnv(uint64_t h, const void *data, size_t n)
+{
+    const unsigned char *b = data;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+/* Run (or recall) a collective. */
+static int memo_run(usim_collmemo *mc, usim_net *net, const usim_coll *c, usim_coll_result *r)
+{
+    uint64_t k = 1469598103934665603ULL;
+    k = fnv(k, &c->type, sizeof c->type);
+    k = fnv(k, &c->ngroups, sizeof c->ngroups);
+    k = fnv(k, &c->size, sizeof c->size);
+    k = fnv(k, c->ranks, (size_t)c->ngroups * c->size * sizeof *c->ranks);
+    if (c->pair_bytes)
+        k = fnv(k, c->pair_bytes, (size_t)c->size * c->size * sizeof *c->pair_bytes);
+    if (c->chunk_bytes)
+        k = fnv(k, c->chunk_bytes, (size_t)c->size * sizeof *c->chunk_bytes);
+    k = fnv(k, &c->bytes, sizeof c->bytes);
+    for (int i = 0; i < mc->n; i++)
+        if (mc->e[i].key == k) {
+            *r = mc->e[i].r;
+            return USIM_OK;
+        }
+    int rc = usim_coll_run(net, c, r, NULL, NULL);
+    if (rc)
+        return rc;
+    mc->simulated++;
+    if (mc->n == mc->cap) {
+        int cap = mc->cap ? 2 * mc->cap : 16;
+        usim_memo_entry *ne = usim_realloc(mc->e, (size_t)cap * sizeof *ne);
+        if (!ne)
+            return usim_set_error(USIM_ENOMEM, "out of memory");
+        mc->e = ne;
+        mc->cap = cap;
+    }
+    mc->e[mc->n].key = k;
+    mc->e[mc->n].r = *r;
+    mc->n++;
+    return USIM_OK;
+}
+
+/* ------------------------------------------------------------ a job's collectives */
+
+int usim_jc_run(usim_collmemo *memo, usim_net *net, const usim_job *j, const usim_shape *x,
+                const usim_layout *l, usim_jobcoll *jc)
+{
+    memset(jc, 0, sizeof *jc);
+    usim_jc_buf buf;
+    int rc = usim_jc_buf_new(l, &buf);
+    for (int id = 0; id < USIM_C_N && !rc; id++) {
+        usim_coll c;
+        if (!usim_jc_describe(j, x, l, id, &buf, &c))
+            continue;
+        jc->have[id] = 1;
+        rc = memo ? memo_run(memo, net, &c, &jc->r[id]) : usim_coll_count(net, &c, &jc->r[id], NULL, NULL);
+    }
+    usim_jc_buf_free(&buf);
+    return rc;
+}

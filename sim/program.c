@@ -1,0 +1,302 @@
+/*
+ * program.c -- per-method layer programs: the operations of one training
+ * iteration for Ulysses, Megatron-SP, ring (basic, zigzag) and USP, with
+ * ZeRO parameter gathers (prefetched two layers ahead), gradient reductions,
+ * full or selective recompute and the optimizer step.  Compute durations are
+ * FLOPs over the platform's achieved rates and bytes over HBM bandwidth.
+ *
+ * Not here: how the operations are scheduled (sched.c), which collectives
+ * exist and how long they take (jobcoll.c), shapes and FLOPs (cost.c).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "program.h"
+#include "usim.h"
+#include "usim_internal.h"
+
+/* ------------------------------------------------------------ building */
+
+static usim_time t_gemm(const usim_prog *b, double fl) { return usim_ps(fl / b->rate_gemm); }
+static usim_time t_attn(const usim_prog *b, double fl) { return usim_ps(fl / b->rate_attn); }
+static usim_time t_mem(const usim_prog *b, double bytes) { return usim_ps(bytes / b->p->hbm_Bps); }
+
+static int comp(usim_prog *b, usim_time dur, int layer, const char *name, int d0, int d1)
+{
+    int id = usim_graph_add(&b->g, USIM_ST_COMPUTE, dur, -1, -1, layer, name, d0, d1, -1);
+    b->last_c = id;
+    return id;
+}
+
+/* Isolated utilization of each link class of the busiest GPU during a
+ * collective: bytes / (duration x bandwidth), at most 1. */
+static void set_util(usim_prog *b, int id, int cid)
+{
+    if (id < 0)
+        return;
+    const usim_coll_result *r = &b->jc->r[cid];
+    double bw[USIM_NCLASS] = {b->p->nvl_Bps, b->p->nic_Bps};
+    for (int c = 0; c < USIM_NCLASS; c++) {
+        double u = r->duration > 0 ? (double)r->max_sent[c] / (usim_sec(r->duration) * bw[c]) : 0;
+        b->g.ops[id].u[c] = u > 1 ? 1 : u;
+    }
+}
+
+static int comm(usim_prog *b, int stream, int kind, int cid, int layer, const char *name, int d0, int d1)
+{
+    int id = usim_graph_add(&b->g, stream, b->jc->r[cid].duration, kind, cid, layer, name, d0, d1, -1);
+    set_util(b, id, cid);
+    return id;
+}
+
+/* A ring-attention pass of R steps: block 0 (the diagonal) and the chain of
+ * R-1 hops start together after `dep`; blocks 1..R-1 form one tail op whose
+ * duration is exact for the chained dependencies (see usim_graph_start).  Returns
+ * the tail (or block 0 when R == 1); *hops gets the hop chain (-1 if none). */
+static int ring_pass(usim_prog *b, int l, int R, double step0, double step, int hop_cid, int dep,
+                     const char *name, int *hops)
+{
+    int b0 = comp(b, t_attn(b, step0), l, name, dep, -1);
+    *hops = -1;
+    if (R < 2)
+        return b0;
+    usim_time H = b->jc->r[hop_cid].duration;
+    int hc = usim_graph_add(&b->g, USIM_ST_SP, (R - 1) * H, USIM_KIND_SP, hop_cid, l, "ring hops", dep, -1, -1);
+    if (hc < 0)
+        return -1;
+    b->g.ops[hc].mult = R - 1;
+    set_util(b, hc, hop_cid);
+    int t = comp(b, 0, l, name, b0, -1);
+    if (t < 0)
+        return -1;
+    b->g.ops[t].sdep = hc;
+    b->g.ops[hc].tail = t;
+    b->g.ops[t].tail_R = R;
+    b->g.ops[t].tail_B = t_attn(b, step);
+    b->g.ops[t].tail_H = H;
+    *hops = hc;
+    return t;
+}
+
+/* Forward of one layer (also used for full recompute).  Returns the last op. */
+static int layer_fwd(usim_prog *b, int l, int param_dep, int recompute)
+{
+    const usim_flops *f = b->f;
+    const usim_job *j = b->j;
+    int prev = b->last_c;
+    int c;
+    switch (j->method) {
+    case USIM_ULYSSES: case USIM_USP: {
+        c = comp(b, t_gemm(b, f->qkv) + t_mem(b, f->elem_bytes * 0.3), l,
+                 recompute ? "recompute: layernorm + QKV" : "layernorm + QKV", param_dep, prev);
+        comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_A2A0 + ULY_A2A_Q, l, "all-to-all q", c, -1);
+        comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_A2A0 + ULY_A2A_K, l, "all-to-all k", c, -1);
+        int a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_A2A0 + ULY_A2A_V, l, "all-to-all v", c, -1);
+        if (j->method == USIM_ULYSSES) {
+            c = comp(b, t_attn(b, f->attn), l, recompute ? "recompute: attention" : "attention", a, -1);
+        } else {
+            int hops;
+            c = ring_pass(b, l, b->x->r, f->attn_step[0], f->attn_step[1], USIM_C_HOP_F, a,
+                          "attention blocks", &hops);
+        }
+        a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_A2A0 + ULY_A2A_O, l, "all-to-all o", c, -1);
+        c = comp(b, t_gemm(b, f->out + f->mlp) + t_mem(b, f->elem_bytes * 0.7), l,
+                 recompute ? "recompute: out-proj + MLP" : "out-proj + MLP", a, -1);
+        break;
+    }
+    case USIM_MEGATRON_SP: {
+        int a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_AG, l, "all-gather x", prev, param_dep);
+        c = comp(b, t_gemm(b, f->qkv) + t_mem(b, f->elem_bytes * 0.3), l,
+                 recompute ? "recompute: QKV" : "layernorm + QKV", a, param_dep);
+        c = comp(b, t_attn(b, f->attn), l, recompute ? "recompute: attention" : "attention", c, -1);
+        c = comp(b, t_gemm(b, f->out), l, "out-proj", c, -1);
+        a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_RS, l, "reduce-scatter", c, -1);
+        a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_AG, l, "all-gather", a, -1);
+        c = comp(b, t_gemm(b, f->mlp) + t_mem(b, f->elem_bytes * 0.7), l,
+                 recompute ? "recompute: MLP" : "MLP", a, -1);
+        a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_RS, l, "reduce-scatter", c, -1);
+        b->last_sp = a;
+        /* the next layer's all-gather depends on this reduce-scatter (FIFO) */
+        c = a;
+        break;
+    }
+    case USIM_RING: case USIM_RING_ZIGZAG: {
+        c = comp(b, t_gemm(b, f->qkv) + t_mem(b, f->elem_bytes * 0.3), l,
+                 recompute ? "recompute: layernorm + QKV" : "layernorm + QKV", param_dep, prev);
+        int hops;
+        ring_pass(b, l, b->x->P, f->attn_step[0], f->attn_step[1], USIM_C_HOP_F, c, "attention blocks",
+                  &hops);
+        c = comp(b, t_gemm(b, f->out + f->mlp) + t_mem(b, f->elem_bytes * 0.7), l,
+                 recompute ? "recompute: out-proj + MLP" : "out-proj + MLP", -1, -1);
+        break;
+    }
+    default:
+        c = -1;
+        break;
+    }
+    return c;
+}
+
+/* Backward of one layer.  Returns the op after which the layer's weight
+ * gradients are complete. */
+static int layer_bwd(usim_prog *b, int l, int param_dep)
+{
+    const usim_flops *f = b->f;
+    const usim_job *j = b->j;
+    int c, a;
+    double sel = j->recompute == USIM_RC_SELECTIVE ? f->elem_bytes * 0.5 : 0;
+    switch (j->method) {
+    case USIM_ULYSSES: case USIM_USP: {
+        c = comp(b, 2 * t_gemm(b, f->out + f->mlp) + t_mem(b, 2 * f->elem_bytes * 0.7 + sel), l,
+                 "MLP + out-proj backward", param_dep, -1);
+        a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_A2A0 + ULY_A2A_DO, l, "all-to-all do", c, -1);
+        if (j->method == USIM_ULYSSES) {
+            c = comp(b, t_attn(b, USIM_ATTN_BWD_FACTOR * f->attn), l, "attention backward", a, -1);
+        } else {
+            int hops;
+            ring_pass(b, l, b->x->r, USIM_ATTN_BWD_FACTOR * f->attn_step[0],
+                      USIM_ATTN_BWD_FACTOR * f->attn_step[1], USIM_C_HOP_B, a, "attention blocks backward",
+                      &hops);
+            if (b->jc->have[USIM_C_HOP_DKV])
+                comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_HOP_DKV, l, "ring hop dkv home", b->last_c, -1);
+            c = b->last_c;
+        }
+        a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_A2A0 + ULY_A2A_DQ, l, "all-to-all dq", c, -1);
+        comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_A2A0 + ULY_A2A_DK, l, "all-to-all dk", c, -1);
+        a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_A2A0 + ULY_A2A_DV, l, "all-to-all dv", c, -1);
+        c = comp(b, 2 * t_gemm(b, f->qkv) + t_mem(b, 2 * f->elem_bytes * 0.3), l,
+                 "QKV + layernorm backward", a, -1);
+        break;
+    }
+    case USIM_MEGATRON_SP: {
+        a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_AG, l, "all-gather dy", b->last_c, param_dep);
+        c = comp(b, 2 * t_gemm(b, f->mlp) + t_mem(b, 2 * f->elem_bytes * 0.7 + sel), l,
+                 "MLP backward", a, param_dep);
+        a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_RS, l, "reduce-scatter dx", c, -1);
+        a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_AG, l, "all-gather dy", a, -1);
+        c = comp(b, 2 * t_gemm(b, f->out), l, "out-proj backward", a, -1);
+        c = comp(b, t_attn(b, USIM_ATTN_BWD_FACTOR * f->attn), l, "attention backward", c, -1);
+        c = comp(b, 2 * t_gemm(b, f->qkv) + t_mem(b, 2 * f->elem_bytes * 0.3), l,
+                 "QKV + layernorm backward", c, -1);
+        a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_RS, l, "reduce-scatter dx", c, -1);
+        /* the next (lower) layer's backward needs dx */
+        b->last_c = c;
+        b->last_sp = a;
+        return c;
+    }
+    case USIM_RING: case USIM_RING_ZIGZAG: {
+        c = comp(b, 2 * t_gemm(b, f->out + f->mlp) + t_mem(b, 2 * f->elem_bytes * 0.7 + sel), l,
+                 "MLP + out-proj backward", param_dep, -1);
+        int hops;
+        ring_pass(b, l, b->x->P, USIM_ATTN_BWD_FACTOR * f->attn_step[0],
+                  USIM_ATTN_BWD_FACTOR * f->attn_step[1], USIM_C_HOP_B, c, "attention blocks backward", &hops);
+        a = b->jc->have[USIM_C_HOP_DKV]
+                ? comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_HOP_DKV, l, "ring hop dkv home", b->last_c, -1)
+                : b->last_c;
+        c = comp(b, 2 * t_gemm(b, f->qkv) + t_mem(b, 2 * f->elem_bytes * 0.3), l,
+                 "QKV + layernorm backward", a, -1);
+        break;
+    }
+    default:
+        c = -1;
+        break;
+    }
+    return c;
+}
+
+int usim_prog_init(usim_prog *b, const usim_platform *p, const usim_model *m, const usim_job *j,
+                   const usim_shape *x, const usim_flops *f, const usim_jobcoll *jc)
+{
+    memset(b, 0, sizeof *b);
+    b->p = p;
+    b->m = m;
+    b->j = j;
+    b->x = x;
+    b->f = f;
+    b->jc = jc;
+    b->rate_gemm = p->peak_flops[m->dtype] * p->gemm_eff;
+    b->rate_attn = p->peak_flops[m->dtype] * p->attn_eff;
+    b->layer_last_c = usim_malloc((size_t)m->layers * sizeof(int));
+    b->bwd_last_c = usim_malloc((size_t)m->layers * sizeof(int));
+    if (!b->layer_last_c || !b->bwd_last_c) {
+        usim_prog_free(b);
+        return usim_set_error(USIM_ENOMEM, "out of memory");
+    }
+    return USIM_OK;
+}
+
+void usim_prog_free(usim_prog *b)
+{
+    free(b->layer_last_c);
+    free(b->bwd_last_c);
+    b->layer_last_c = b->bwd_last_c = NULL;
+    usim_graph_free(&b->g);
+    memset(&b->g, 0, sizeof b->g);
+}
+
+int usim_program_build(usim_prog *b, int micro_steps)
+{
+    const usim_job *j = b->j;
+    const usim_jobcoll *jc = b->jc;
+    const usim_flops *f = b->f;
+    int L = (int)b->x->L;
+    int z3 = j->zero >= 3 && jc->have[USIM_C_Z_AG];
+    b->last_c = -1;
+    b->last_grad = -1;
+    b->last_sp = -1;
+    for (int ms = 0; ms < micro_steps; ms++) {
+        int last_ms = ms == micro_steps - 1;
+        int reduce = (j->zero >= 2) || last_ms;
+        /* forward */
+        int emb = -1;
+        if (z3)
+            emb = comm(b, USIM_ST_PARAM, USIM_KIND_PARAM, USIM_C_E_AG, -1, "gather embedding", -1, -1);
+        for (int l = 0; l < L; l++) {
+            int pd = -1;
+            if (z3) {
+                int gate = l >= 2 ? b->layer_last_c[l - 2] : -1;
+                pd = comm(b, USIM_ST_PARAM, USIM_KIND_PARAM, USIM_C_Z_AG, l, "gather layer params", gate, -1);
+            }
+            b->g.pass = USIM_PASS_FWD;
+            b->layer_last_c[l] = layer_fwd(b, l, pd, 0);
+            b->g.pass = USIM_PASS_OTHER;
+        }
+        comp(b, t_gemm(b, f->head) + t_mem(b, f->head_bytes / 2), L, "LM head + loss", emb, -1);
+        /* backward */
+        comp(b, 2 * t_gemm(b, f->head) + t_mem(b, f->head_bytes / 2), L, "LM head backward", -1, -1);
+        if (reduce && jc->have[USIM_C_E_RS])
+            b->last_grad = comm(b, USIM_ST_GRAD, USIM_KIND_GRAD, USIM_C_E_RS, L, "reduce-scatter embedding grads",
+                                b->last_c, -1);
+        for (int l = L - 1; l >= 0; l--) {
+            int pd = -1;
+            if (z3) {
+                int gate = l + 2 < L ? b->bwd_last_c[l + 2] : -1;
+                pd = comm(b, USIM_ST_PARAM, USIM_KIND_PARAM, USIM_C_Z_AG, l, "gather layer params", gate, -1);
+            }
+            b->g.pass = USIM_PASS_RECOMPUTE;
+            if (j->recompute == USIM_RC_FULL)
+                layer_fwd(b, l, pd, 1);
+            b->g.pass = USIM_PASS_BWD;
+            int done = layer_bwd(b, l, pd);
+            b->g.pass = USIM_PASS_OTHER;
+            b->bwd_last_c[l] = done;
+            if (reduce) {
+                if (jc->have[USIM_C_Z_RS])
+                    b->last_grad = comm(b, USIM_ST_GRAD, USIM_KIND_GRAD, USIM_C_Z_RS, l, "reduce-scatter grads",
+                                        done, -1);
+                else if (jc->have[USIM_C_Z_AR])
+                    b->last_grad = comm(b, USIM_ST_GRAD, USIM_KIND_GRAD, USIM_C_Z_AR, l, "all-reduce grads",
+                                        done, -1);
+            }
+        }
+        if (reduce && jc->have[USIM_C_E_AR])
+            b->last_grad = comm(b, USIM_ST_GRAD, USIM_KIND_GRAD, USIM_C_E_AR, -1, "all-reduce embedding grads",
+                                b->last_c, -1);
+    }
+    /* optimizer step: Adam on the local shard, HBM-bound (~36 bytes per parameter) */
+    double local = j->zero >= 1 ? b->x->gpu_params / b->x->Z : b->x->gpu_params;
+    int opt = comp(b, t_mem(b, 36 * local), -1, "optimizer step", b->last_grad, b->last_sp);
+    if (jc->have[USIM_C_POST_AG])
+        comm(b, USIM_ST_PARAM, USIM_KIND_PARAM, USIM_C_POST_AG, -1, "gather updated params", opt, -1);
+    return b->g.err;
+}

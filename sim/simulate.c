@@ -1,0 +1,324 @@
+/*
+ * simulate.c -- orchestration: a simulation context (platform, network,
+ * memo of collectives) and one training iteration end to end: resolve the
+ * job, derive shapes and FLOPs (cost.c), place the groups (job.c), simulate
+ * the job's collectives (jobcoll.c), build the layer programs (program.c),
+ * schedule them (sched.c), and collect the results; the per-layer byte check
+ * counts the operations of the same programs.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cost.h"
+#include "job.h"
+#include "jobcoll.h"
+#include "program.h"
+#include "sched.h"
+#include "trace.h"
+#include "usim.h"
+#include "usim_internal.h"
+
+struct usim_sim {
+    usim_platform p;
+    int gpus;
+    usim_net *net;
+    usim_collmemo memo;
+    int contention;
+    uint64_t *scratch_sent;
+};
+
+void usim_sim_set_contention(usim_sim *s, int on)
+{
+    s->contention = on != 0;
+}
+
+usim_sim *usim_sim_new(const usim_platform *p, int gpus)
+{
+    usim_sim *s = usim_calloc(1, sizeof *s);
+    if (!s) {
+        usim_set_error(USIM_ENOMEM, "out of memory");
+        return NULL;
+    }
+    s->p = *p;
+    s->gpus = gpus;
+    s->contention = 1;
+    s->net = usim_net_new(p, gpus);
+    s->scratch_sent = usim_calloc((size_t)gpus, sizeof *s->scratch_sent);
+    if (!s->net || !s->scratch_sent) {
+        usim_sim_free(s);
+        usim_set_error(USIM_ENOMEM, "out of memory");
+        return NULL;
+    }
+    return s;
+}
+
+void usim_sim_free(usim_sim *s)
+{
+    if (!s)
+        return;
+    usim_net_free(s->net);
+    usim_collmemo_free(&s->memo);
+    free(s->scratch_sent);
+    free(s);
+}
+
+static void add_warning(usim_result *r, const char *fmt, ...) USIM_PRINTF(2, 3);
+static void add_warning(usim_result *r, const char *fmt, ...)
+{
+    if (r->nwarn >= USIM_MAX_WARN)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->warn[r->nwarn++], sizeof r->warn[0], fmt, ap);
+    va_end(ap);
+}
+
+/* Uneven heads per all-to-all rank: the busiest rank's attention takes
+ * ceil(H/u) / (H/u) of the balanced time. */
+static void warn_heads(usim_result *r, const usim_model *m, const usim_job *j)
+{
+    if (j->method != USIM_ULYSSES && j->method != USIM_USP)
+        return;
+    int64_t H = m->heads, u = j->ulysses;
+    if (u < 2 || H % u == 0)
+        return;
+    int64_t most = (H + u - 1) / u;
+    double ratio = (double)most * (double)u / (double)H;
+    int64_t good = 1;
+    for (int64_t d = u - 1; d >= 1; d--)
+        if (H % d == 0 && j->gpus % d == 0) {
+            good = d;
+            break;
+        }
+    add_warning(r, "head imbalance: %lld heads over an all-to-all degree of %lld: the busiest GPU "
+                "holds %lld heads against %.2f on average, so attention takes %.2fx its balanced "
+                "time (an all-to-all degree of %lld divides the heads)",
+                (long long)H, (long long)u, (long long)most, (double)H / (double)u, ratio,
+                (long long)good);
+}
+
+/* Whether the sizes of one layer are representable: every tensor and
+ * collective below 2^60 bytes (uint64 byte counters with headroom). */
+static int check_sizes(const usim_model *m, const usim_shape *x)
+{
+    double b = (double)x->b, s = (double)x->s, e = (double)x->e;
+    double widest = (double)x->h;
+    if ((double)x->F * 2 > widest)
+        widest = (double)x->F * 2;
+    if ((double)x->V + 4 > widest)
+        widest = (double)x->V + 4;
+    double biggest = b * s * widest * (e + 4);
+    if (!(biggest < 1152921504606846976.0))
+        return usim_set_error(USIM_EINVAL,
+                              "sizes cannot be represented: micro-batch %lld x %lld tokens x width %.0f "
+                              "is a %.3g-byte tensor (limit 2^60); reduce --seq or --micro-batch",
+                              (long long)m->micro_batch, (long long)m->seq, widest, biggest);
+    return USIM_OK;
+}
+
+/* Limit of simulated time per iteration: the sum of every operation's
+ * duration, slowed by contention (at most 3 communication streams share a
+ * link class), must stay well inside int64 picoseconds. */
+#define USIM_ITER_LIMIT_PS 1e18
+/* Largest operation graph built for one iteration (micro-steps x layers):
+ * about 30 operations of ~150 bytes each per layer-step. */
+#define USIM_MAX_LAYER_STEPS 4e5
+
+static int micro_steps(const usim_model *m, const usim_job *j)
+{
+    int64_t per_step = (int64_t)j->dp * m->micro_batch;
+    int64_t micro = m->global_batch / per_step + (m->global_batch % per_step != 0);
+    if (micro > INT32_MAX)
+        micro = INT32_MAX;   /* refused by the layer-step limit */
+    return micro < 1 ? 1 : (int)micro;
+}
+
+int usim_simulate(usim_sim *sim, const usim_model *m, const usim_job *jin, FILE *trace,
+                  usim_result *r)
+{
+    memset(r, 0, sizeof *r);
+    usim_job j = *jin;
+    if (j.gpus != sim->gpus)
+        return usim_set_error(USIM_EINVAL, "job has %d GPUs, simulation context %d", j.gpus, sim->gpus);
+    int rc = usim_job_resolve(m, &sim->p, &j);
+    if (rc)
+        return rc;
+    const usim_platform *p = &sim->p;
+    usim_shape x;
+    usim_shape_make(m, &j, &x);
+    if ((rc = check_sizes(m, &x)))
+        return rc;
+    usim_flops f;
+    usim_flops_make(m, &j, &x, m->causal && p->attn_causal_skip, &f);
+    usim_layout lay;
+    if ((rc = usim_layout_make(&j, &lay)))
+        return rc;
+    usim_jobcoll jc;
+    int before = sim->memo.simulated;
+    rc = usim_jc_run(&sim->memo, sim->net, &j, &x, &lay, &jc);
+    usim_layout_free(&lay);
+    if (rc)
+        return rc;
+    int micro = micro_steps(m, &j);
+    int64_t per_step = (int64_t)j.dp * m->micro_batch;
+    if ((double)micro * (double)(m->layers + 2) > USIM_MAX_LAYER_STEPS)
+        return usim_set_error(USIM_EINVAL,
+                              "%d micro-steps (global batch %lld / (data-parallel %d x micro-batch %lld)) "
+                              "x %lld layers is more than the %.0f layer-steps one simulated iteration "
+                              "holds; raise --micro-batch or lower --global-batch",
+                              micro, (long long)m->global_batch, j.dp, (long long)m->micro_batch,
+                              (long long)m->layers, USIM_MAX_LAYER_STEPS);
+    usim_prog b;
+    if ((rc = usim_prog_init(&b, p, m, &j, &x, &f, &jc)))
+        return rc;
+    b.g.eng = usim_engine_new();
+    b.g.contention = sim->contention;
+    if (!b.g.eng) {
+        rc = usim_set_error(USIM_ENOMEM, "out of memory");
+        goto out;
+    }
+    if ((rc = usim_program_build(&b, micro))) {
+        rc = usim_set_error(USIM_ENOMEM, "out of memory building the operation graph");
+        goto out;
+    }
+    {
+        double total = 0;
+        for (int i = 0; i < b.g.n; i++)
+            total += (double)b.g.ops[i].dur;
+        if (!(3 * total < USIM_ITER_LIMIT_PS)) {
+            rc = usim_set_error(USIM_EINVAL,
+                                "simulated time cannot be represented: the operations of one iteration "
+                                "add up to %.3g s, more than the %.3g s (%.1f days) the simulator "
+                                "keeps exact in int64 picoseconds; reduce --seq, --micro-batch, "
+                                "--global-batch or --layers",
+                                total * 1e-12, USIM_ITER_LIMIT_PS / 3e12, USIM_ITER_LIMIT_PS / 3e12 / 86400);
+            goto out;
+        }
+    }
+    if (usim_graph_run(&b.g)) {
+        rc = usim_set_error(USIM_ENOMEM, "out of memory running the operation graph");
+        goto out;
+    }
+    usim_time end = 0, busy = 0, tail_wait = 0;
+    for (int i = 0; i < b.g.n; i++) {
+        const usim_op *o = &b.g.ops[i];
+        USIM_CHECK(o->done && o->end >= o->start);
+        if (o->end > end)
+            end = o->end;
+        if (o->stream == USIM_ST_COMPUTE && o->tail_R > 1) {
+            /* a ring tail: R-1 blocks of compute, the rest waits for hops */
+            usim_time work = (o->tail_R - 1) * o->tail_B;
+            busy += work;
+            tail_wait += o->dur - work;
+        } else if (o->stream == USIM_ST_COMPUTE)
+            busy += o->dur;
+        else {
+            r->comm_s[o->kind] += usim_sec(o->dur);
+            for (int k = 0; k < USIM_NCLASS; k++)
+                r->sent_bytes[k] += (double)jc.r[o->coll].max_sent[k] * o->mult;
+        }
+    }
+    if ((rc = usim_graph_exposed(&b.g, end, r->exposed_s)))
+        goto out;
+    r->exposed_s[USIM_KIND_SP] += usim_sec(tail_wait);
+    r->job = j;
+    r->seq = m->seq;
+    r->micro_steps = micro;
+    r->global_batch = (int64_t)micro * per_step;
+    r->requested_batch = m->global_batch;
+    if (r->global_batch != m->global_batch)
+        add_warning(r, "global batch %lld rounded up to %lld (data-parallel degree %d x micro-batch %lld "
+                    "x %d micro-steps): time and throughput are for %lld sequences",
+                    (long long)m->global_batch, (long long)r->global_batch, j.dp,
+                    (long long)m->micro_batch, micro, (long long)r->global_batch);
+    warn_heads(r, m, &j);
+    r->iter_s = usim_sec(end);
+    r->compute_s = usim_sec(busy);
+    r->events = usim_engine_events(b.g.eng);
+    r->collectives_simulated = sim->memo.simulated - before;
+    {
+        double sent[2];
+        if ((rc = usim_sp_layer_bytes(sim, m, &j, 0, sent)))
+            goto out;
+        r->sp_bytes_layer_fwd = sent[0];
+    }
+    double mf = usim_megatron_flops(m, r->global_batch, j.recompute == USIM_RC_FULL);
+    r->tflops = mf / (r->iter_s * j.gpus) / 1e12;
+    r->mfu = usim_model_flops(m, r->global_batch) / j.gpus / (r->iter_s * p->peak_flops[m->dtype]);
+    usim_memory_model(p, m, &j, &x, &r->mem);
+    r->fits = r->mem.total <= p->hbm_bytes;
+    if (trace) {
+        char title[200];
+        snprintf(title, sizeof title, "%s, %s, %d GPUs, %lld tokens", usim_method_name(j.method),
+                 m->name, j.gpus, (long long)m->seq);
+        usim_trace_write(trace, &b.g, &jc, title);
+        if (ferror(trace))
+            rc = usim_set_error(USIM_EIO, "error writing the trace");
+    }
+out:
+    usim_prog_free(&b);
+    return rc;
+}
+
+/* ------------------------------------------------------------ byte check */
+
+/* Bytes GPU `gpu` sends in the sequence-parallel operations of layer 0: the
+ * program of one micro-step is built (not run) on collectives that are only
+ * counted, and every SP operation of layer 0's forward and backward adds its
+ * collective's bytes for that GPU times the instances it stands for.  The
+ * descriptors are those of usim_jc_describe, as in the simulation. */
+int usim_sp_layer_bytes(usim_sim *sim, const usim_model *m, const usim_job *jin, int gpu,
+                        double sent[2])
+{
+    usim_job j = *jin;
+    sent[0] = sent[1] = 0;
+    int rc = usim_job_resolve(m, &sim->p, &j);
+    if (rc)
+        return rc;
+    if (gpu < 0 || gpu >= sim->gpus)
+        return usim_set_error(USIM_EINVAL, "GPU %d out of range", gpu);
+    usim_shape x;
+    usim_shape_make(m, &j, &x);
+    usim_flops f;
+    usim_flops_make(m, &j, &x, m->causal && sim->p.attn_causal_skip, &f);
+    usim_layout l;
+    if ((rc = usim_layout_make(&j, &l)))
+        return rc;
+    usim_jobcoll jc;
+    usim_prog b;
+    usim_jc_buf buf = {NULL, NULL};
+    memset(&b, 0, sizeof b);
+    if ((rc = usim_jc_run(NULL, sim->net, &j, &x, &l, &jc)) ||
+        (rc = usim_prog_init(&b, &sim->p, m, &j, &x, &f, &jc)) ||
+        (rc = usim_jc_buf_new(&l, &buf)))
+        goto out;
+    if (usim_program_build(&b, 1)) {
+        rc = usim_set_error(USIM_ENOMEM, "out of memory building the operation graph");
+        goto out;
+    }
+    double gpu_bytes[USIM_C_N];
+    int counted[USIM_C_N] = {0};
+    for (int i = 0; i < b.g.n && !rc; i++) {
+        const usim_op *o = &b.g.ops[i];
+        if (o->layer != 0 || o->kind != USIM_KIND_SP || o->coll < 0 ||
+            (o->pass != USIM_PASS_FWD && o->pass != USIM_PASS_BWD))
+            continue;
+        if (!counted[o->coll]) {
+            usim_coll c;
+            usim_coll_result res;
+            USIM_CHECK(usim_jc_describe(&j, &x, &l, o->coll, &buf, &c));
+            if ((rc = usim_coll_count(sim->net, &c, &res, sim->scratch_sent, NULL)))
+                break;
+            gpu_bytes[o->coll] = (double)sim->scratch_sent[gpu];
+            counted[o->coll] = 1;
+        }
+        sent[o->pass == USIM_PASS_BWD] += o->mult * gpu_bytes[o->coll];
+    }
+out:
+    usim_jc_buf_free(&buf);
+    usim_prog_free(&b);
+    usim_layout_free(&l);
+    return rc;
+}

@@ -1,0 +1,92 @@
+#!/bin/sh
+# check.sh -- `make check-minicluster`: the mini-cluster works and cleans up.
+#
+#   1. ulysses attn --backward --check on 2 nodes x 2 ranks over a 100 Mbit/s
+#      shaped link: bitwise equal to one process, byte counters as planned,
+#      and the traffic really crossed node0's shaped link: the tbf qdisc sent
+#      at least the plan's bytes from node0's ranks to node1's, and throttled
+#      (overlimits > 0).
+#   2. Teardown after success, after a failing job (exit status passed
+#      through) and after a job killed by the timeout: no namespace of the run
+#      is left and no process of the job survives.
+#   3. Bad options: exit status 2.
+# Exit 77 (skip) where namespaces, tc or mpirun are unavailable.
+set -u
+: "${top_builddir:=.}"
+: "${top_srcdir:=.}"
+mc="$top_srcdir/tests/minicluster/minicluster.sh"
+uly="$top_builddir/ulysses"
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/mccheck.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+# prefix of a run, from its teardown line; then nothing of it may remain
+check_gone() {
+    prefix=$(sed -n 's/^minicluster: torn down (\(uly[0-9]*\):.*/\1/p' "$1")
+    if [ -z "$prefix" ]; then
+        bad "$2: no teardown line in the output"
+        return
+    fi
+    if ip netns list | grep -q "^$prefix-"; then
+        bad "$2: namespaces $prefix-* left behind"
+    fi
+}
+
+# ---------------------------------------------------------------- 1. a job
+# B=1 N=1024 H=4 d=64 f32 on P=4: every pair moves n_r * H_r * d * 4 =
+# 256 * 1 * 64 * 4 = 65536 bytes per tensor; 8 tensors per forward+backward;
+# node0 (ranks 0, 1) -> node1 (ranks 2, 3): 4 pairs; 1 warm-up + 3 timed
+# iterations.  --check then gathers to rank 0 (node1 -> node0: not counted).
+want=$((65536 * 8 * 4 * 4))
+sh "$mc" --nodes 2 --ppn 2 --rate 100mbit --timeout 120 --exec -- sh -c \
+    '$MC_MPIRUN -np 4 "$0" attn --seq 1024 --heads 4 --head-dim 64 --backward --check --repeat 3 --warmup 1 \
+     && tc -s qdisc show dev eth0' "$uly" >"$tmp/run.out" 2>"$tmp/run.err"
+rc=$?
+if [ "$rc" -eq 77 ]; then
+    cat "$tmp/run.err"
+    echo "SKIP: the mini-cluster cannot run here"
+    exit 77
+fi
+cat "$tmp/run.err" "$tmp/run.out"
+[ "$rc" -eq 0 ] || bad "attn on the mini-cluster exited $rc"
+grep -q '^measured == expected on every rank: yes' "$tmp/run.out" || bad "byte counters differ from the plan"
+[ "$(grep -cE '^(O|LSE|dQ|dK|dV) +yes ' "$tmp/run.out")" -eq 5 ] || bad "not bitwise equal to one process"
+sent=$(sed -n 's/^ *Sent \([0-9]*\) bytes.*/\1/p' "$tmp/run.out" | head -n 1)
+over=$(sed -n 's/.*overlimits \([0-9]*\).*/\1/p' "$tmp/run.out" | head -n 1)
+echo "node0 eth0 tbf: sent ${sent:-?} bytes (plan: >= $want between nodes), overlimits ${over:-?}"
+if [ -z "$sent" ] || [ "$sent" -lt "$want" ]; then
+    bad "node0's shaped link sent ${sent:-nothing}, less than the $want bytes the plan sends to node1"
+elif [ "$sent" -gt $((want + want / 4 + 262144)) ]; then
+    bad "node0's shaped link sent $sent bytes, far more than the $want planned (other traffic?)"
+fi
+if [ -z "$over" ] || [ "$over" -eq 0 ]; then bad "the 100mbit shaper never throttled (overlimits ${over:-?})"; fi
+check_gone "$tmp/run.err" "after success"
+
+# ---------------------------------------------------------------- 2. failures
+sh "$mc" --nodes 2 --ppn 1 --rate 1gbit --timeout 60 -- "$uly" attn --seq 0 >"$tmp/bad.out" 2>"$tmp/bad.err"
+rc=$?
+[ "$rc" -eq 2 ] || { cat "$tmp/bad.err"; bad "a job with bad input: exit $rc, expected its 2 passed through"; }
+check_gone "$tmp/bad.err" "after a failing job"
+
+marker="61.$$"
+sh "$mc" --nodes 2 --ppn 1 --rate 1gbit --timeout 3 -- sleep "$marker" >"$tmp/hang.out" 2>"$tmp/hang.err"
+rc=$?
+[ "$rc" -eq 124 ] || { cat "$tmp/hang.err"; bad "a job killed by --timeout: exit $rc, expected 124"; }
+check_gone "$tmp/hang.err" "after a timeout"
+sleep 0.5
+if pgrep -f "sleep $marker" >/dev/null 2>&1; then
+    bad "processes of the timed-out job survived: $(pgrep -f "sleep $marker" | tr '\n' ' ')"
+fi
+
+# ---------------------------------------------------------------- 3. options
+for args in "--nodes 0" "--rate fast" "--delay soon" "--bogus"; do
+    # shellcheck disable=SC2086
+    sh "$mc" $args -- true >/dev/null 2>"$tmp/opt.err"
+    rc=$?
+    [ "$rc" -eq 2 ] || bad "minicluster.sh $args: exit $rc, expected 2"
+    grep -q "minicluster.sh: " "$tmp/opt.err" || bad "minicluster.sh $args: no message"
+done
+
+[ "$fail" -eq 0 ] && echo "PASS: mini-cluster"
+exit "$fail"
