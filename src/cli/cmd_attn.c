@@ -641,12 +641,13 @@ static int attn_run(attn_job *J, drv *d)
 
 /* ------------------------------------------------------------ finite results */
 
-/* First non-finite element of x[0..n), or n. */
-static size_t first_nonfinite(const void *x, uly_dtype t, size_t n, int lse)
+/* First non-finite element of x[0..n), or n.  (Every query row of the
+ * masks of `ulysses attn` sees at least its own key, so no LSE is -inf.) */
+static size_t first_nonfinite(const void *x, uly_dtype t, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         double v = t == ULY_F32 ? ((const float *)x)[i] : ((const double *)x)[i];
-        if (!isfinite(v) && !(lse && v == -INFINITY))
+        if (!isfinite(v))
             return i;
     }
     return n;
@@ -670,7 +671,7 @@ static int attn_finite(attn_job *J, drv *d)
             continue;
         const int64_t Hx = (i == R_DK || i == R_DV) ? a->kv_heads : a->heads;
         const size_t n = i == R_LSE ? (size_t)(a->batch * J->hn * a->seq) : (size_t)(a->batch * J->n * Hx * a->head_dim);
-        size_t k = first_nonfinite(x, a->dtype, n, i == R_LSE);
+        size_t k = first_nonfinite(x, a->dtype, n);
         if (k == n)
             continue;
         double v = a->dtype == ULY_F32 ? ((const float *)x)[k] : ((const double *)x)[k];

@@ -93,13 +93,26 @@ static int bench_kernel(int argc, char **argv)
     }
     const size_t nq = (size_t)(batch * seq * heads * d), nl = (size_t)(batch * heads * seq);
     const size_t ng = (size_t)(gemm * gemm);
-    float *q = malloc(nq * 4), *k = malloc(nq * 4), *v = malloc(nq * 4), *o = malloc(nq * 4), *lse = malloc(nl * 4);
-    float *dout = malloc(nq * 4), *dq = malloc(nq * 4), *dk = malloc(nq * 4), *dv = malloc(nq * 4);
-    float *ga = malloc(ng * 4), *gb = malloc(ng * 4), *gc = malloc(ng * 4);
-    if (!q || !k || !v || !o || !lse || !dout || !dq || !dk || !dv || !ga || !gb || !gc) {
-        fprintf(stderr, "ulysses bench kernel: out of memory\n");
-        return 1;
+    /* every buffer in one table: allocated through the library's hooks,
+     * checked, and freed in one place whatever happens */
+    enum { BQ, BK, BV, BO, BL, BDO, BDQ, BDK, BDV, BGA, BGB, BGC, BTG, BTF, BTB, BTF2, BTB2, NBUF };
+    const size_t bytes[NBUF] = {nq * 4, nq * 4, nq * 4, nq * 4, nl * 4, nq * 4, nq * 4, nq * 4, nq * 4,
+                                ng * 4, ng * 4, ng * 4, (size_t)repeat * 8, (size_t)repeat * 8, (size_t)repeat * 8,
+                                (size_t)repeat * 8, (size_t)repeat * 8};
+    void *buf[NBUF] = {NULL};
+    int ok = 1;
+    for (int i = 0; i < NBUF && ok; i++)
+        ok = (buf[i] = uly_calloc(1, bytes[i])) != NULL;
+    if (!ok) {
+        fprintf(stderr, "ulysses bench kernel: out of memory (tensors of %zu bytes each)\n", nq * 4);
+        for (int i = 0; i < NBUF; i++)
+            uly_free(buf[i]);
+        return ULY_EXIT_RUNTIME;
     }
+    float *q = buf[BQ], *k = buf[BK], *v = buf[BV], *o = buf[BO], *lse = buf[BL];
+    float *dout = buf[BDO], *dq = buf[BDQ], *dk = buf[BDK], *dv = buf[BDV];
+    float *ga = buf[BGA], *gb = buf[BGB], *gc = buf[BGC];
+    double *tg = buf[BTG], *tf = buf[BTF], *tb = buf[BTB], *tf2 = buf[BTF2], *tb2 = buf[BTB2];
     fill_shard(q, ULY_F32, 1, 0, batch, seq, 0, seq, heads, d);
     fill_shard(k, ULY_F32, 1, 1, batch, seq, 0, seq, heads, d);
     fill_shard(v, ULY_F32, 1, 2, batch, seq, 0, seq, heads, d);
@@ -113,8 +126,6 @@ static int bench_kernel(int argc, char **argv)
     ko.block_k = bk;
     const double ffl = 4.0 * uly_attn_pairs(&a) * (double)d * (double)(batch * heads);
     const double bfl = 2.5 * ffl, gfl = 2.0 * (double)gemm * (double)gemm * (double)gemm;
-    double *tg = calloc((size_t)repeat, 8), *tf = calloc((size_t)repeat, 8), *tb = calloc((size_t)repeat, 8);
-    double *tf2 = calloc((size_t)repeat, 8), *tb2 = calloc((size_t)repeat, 8);
     uly_kernel_opts ko2 = ko;
     ko2.threads = (int)threads2;
     /* warm-up of each, then interleaved repetitions */
@@ -129,10 +140,8 @@ static int bench_kernel(int argc, char **argv)
         if (!rc && !no_bwd)
             rc = uly_attn_bwd(&a, &ko, q, k, v, o, lse, dout, dq, dk, dv);
         double t3 = now_seconds();
-        if (rc) {
-            fprintf(stderr, "ulysses bench kernel: %s\n", uly_last_error());
-            return 1;
-        }
+        if (rc)
+            break;
         if (it >= 0) {
             tg[it] = gfl / (t1 - t0) * 1e-9;
             tf[it] = ffl / (t2 - t1) * 1e-9;
@@ -145,15 +154,19 @@ static int bench_kernel(int argc, char **argv)
             if (!rc && !no_bwd)
                 rc = uly_attn_bwd(&a, &ko2, q, k, v, o, lse, dout, dq, dk, dv);
             t3 = now_seconds();
-            if (rc) {
-                fprintf(stderr, "ulysses bench kernel: %s\n", uly_last_error());
-                return 1;
-            }
+            if (rc)
+                break;
             if (it >= 0) {
                 tf2[it] = ffl / (t2 - t1) * 1e-9;
                 tb2[it] = (ffl + bfl) / (t3 - t1) * 1e-9;
             }
         }
+    }
+    if (rc) {
+        fprintf(stderr, "ulysses bench kernel: %s\n", uly_last_error());
+        for (int i = 0; i < NBUF; i++)
+            uly_free(buf[i]);
+        return exit_status_of(rc);
     }
     stats sf2 = stats_of(tf2, (size_t)repeat), sb2 = stats_of(tb2, (size_t)repeat);
     stats sg = stats_of(tg, (size_t)repeat), sf = stats_of(tf, (size_t)repeat), sb = stats_of(tb, (size_t)repeat);
@@ -195,8 +208,8 @@ static int bench_kernel(int argc, char **argv)
         printf("(sgemm %lld^3 with %lld thread%s; attention FLOPs 4*pairs*d forward, 2.5x that backward)\n",
                (long long)gemm, (long long)threads, threads > 1 ? "s" : "");
     }
-    free(q); free(k); free(v); free(o); free(lse); free(dout); free(dq); free(dk); free(dv);
-    free(ga); free(gb); free(gc); free(tg); free(tf); free(tb); free(tf2); free(tb2);
+    for (int i = 0; i < NBUF; i++)
+        uly_free(buf[i]);
     return 0;
 }
 

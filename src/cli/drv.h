@@ -169,7 +169,8 @@ int drv_preflight(drv *d, uint64_t need, const char *breakdown, int force);
 int drv_threads(int requested);
 /* Local: a small sgemm on `threads` OpenMP threads, so that OpenBLAS
  * allocates its per-thread buffers now; when it does not return within
- * DRV_WARMUP_SECONDS (OpenBLAS retries a failed buffer allocation forever)
+ * DRV_WARMUP_SECONDS (or $ULYSSES_BLAS_WARMUP_SECONDS; OpenBLAS retries a
+ * failed buffer allocation forever)
  * the failure is recorded (exit 1).  Returns 0 or 1. */
 int drv_blas_warmup(drv *d, int threads);
 enum { DRV_WARMUP_SECONDS = 10 };

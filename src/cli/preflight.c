@@ -220,9 +220,18 @@ int drv_blas_warmup(drv *d, int threads)
     pthread_attr_destroy(&at);
     if (e != 0)
         return drv_fail(d, DRV_RUNTIME, "out of memory: cannot start the BLAS warm-up thread: %s", strerror(e));
+    /* ULYSSES_BLAS_WARMUP_SECONDS overrides the patience (slow machines, tests) */
+    long secs = DRV_WARMUP_SECONDS;
+    const char *env = getenv("ULYSSES_BLAS_WARMUP_SECONDS");
+    if (env && *env) {
+        char *end;
+        long v = strtol(env, &end, 10);
+        if (*end == '\0' && v >= 1 && v <= 3600)
+            secs = v;
+    }
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += DRV_WARMUP_SECONDS;
+    until.tv_sec += secs;
     pthread_mutex_lock(&w.mu);
     while (!w.done && e != ETIMEDOUT)
         e = pthread_cond_timedwait(&w.cv, &w.mu, &until);
@@ -235,7 +244,7 @@ int drv_blas_warmup(drv *d, int threads)
     drv_mem_probe(&m);
     char b[32];
     return drv_fail(d, DRV_RUNTIME,
-                    "out of memory: OpenBLAS did not finish a 64x64 warm-up GEMM on %d thread%s within %d s "
+                    "out of memory: OpenBLAS did not finish a 64x64 warm-up GEMM on %d thread%s within %ld s "
                     "(it retries a failed buffer allocation forever); the process can get %s more (%s)",
-                    threads, threads > 1 ? "s" : "", DRV_WARMUP_SECONDS, drv_bytes(b, sizeof b, m.avail), m.limit);
+                    threads, threads > 1 ? "s" : "", secs, drv_bytes(b, sizeof b, m.avail), m.limit);
 }
