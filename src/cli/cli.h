@@ -20,6 +20,8 @@ int exit_status_of(int status);
 /* Each returns the process exit status.  argv[0] is the subcommand name. */
 int cmd_attn(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_calibrate(int argc, char **argv);
+int cmd_train(int argc, char **argv);
 int cmd_explain(int argc, char **argv);   /* no MPI */
 
 /* Deterministic input value of element `index` of tensor `which` (0 q,

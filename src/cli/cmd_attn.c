@@ -164,6 +164,7 @@ typedef struct attn_job {
     uly_volume vol, want;
     int vol_bad;
     stats ph[NPH];
+    double crit[NPH];               /* critical path of each phase, median over repetitions */
     double fwd_med, tot_med;
     int bitwise[NRES], tol_ok, checked;
     errstat err[NRES];
@@ -761,6 +762,20 @@ static int attn_measure(attn_job *J, drv *d)
         }
         J->fwd_med = stats_of(fw, (size_t)c->repeat).median;
         J->tot_med = stats_of(tt, (size_t)c->repeat).median;
+        /* the critical path of each phase per repetition: an all-to-all as the
+         * last rank to arrive sees it (the others also wait for it), the
+         * attention of the slowest rank; median over repetitions */
+        for (int p = 0; p < NPH; p++) {
+            const int compute = p == 1 || p == 4;
+            for (int64_t it = 0; it < c->repeat; it++) {
+                fw[it] = compute ? 0 : INFINITY;
+                for (int r = 0; r < d->size; r++) {
+                    double x = all[((size_t)r * (size_t)c->repeat + (size_t)it) * NPH + (size_t)p];
+                    fw[it] = compute ? fmax(fw[it], x) : fmin(fw[it], x);
+                }
+            }
+            J->crit[p] = stats_of(fw, (size_t)c->repeat).median;
+        }
     }
     drv_free(all); drv_free(col); drv_free(fw); drv_free(tt);
     return d->code;
@@ -949,8 +964,12 @@ static int report_json(attn_job *J, double ffl, double tfl)
         snprintf(key, sizeof key, "phase_%d_ms", p);
         json_t *ph = uly_json_add_object(o, key);
         e |= !ph || uly_json_set_str(ph, "name", phase_names[p]) || uly_json_set_real(ph, "min", 1e3 * J->ph[p].min) ||
-             uly_json_set_real(ph, "median", 1e3 * J->ph[p].median) || uly_json_set_real(ph, "max", 1e3 * J->ph[p].max);
+             uly_json_set_real(ph, "median", 1e3 * J->ph[p].median) || uly_json_set_real(ph, "max", 1e3 * J->ph[p].max) ||
+             uly_json_set_real(ph, "critical", 1e3 * J->crit[p]);
     }
+    e |= uly_json_set_real(o, "forward_ms", 1e3 * J->fwd_med);
+    if (c->backward)
+        e |= uly_json_set_real(o, "iteration_ms", 1e3 * J->tot_med);
     e |= uly_json_set_real(o, "fwd_gflops", ffl / J->fwd_med * 1e-9);
     if (c->backward)
         e |= uly_json_set_real(o, "fwdbwd_gflops", tfl / J->tot_med * 1e-9);

@@ -9,7 +9,9 @@
  *   memory  peak resident size of a `ulysses attn` child next to the bytes
  *           of its tensors plus workspace
  *   a2a     Ulysses all-to-alls (with their packing) next to a raw
- *           MPI_Alltoall of the same byte count, back to back (run under mpirun)
+ *           MPI_Alltoall of the same byte count, and the ring methods' hop
+ *           next to a raw MPI_Sendrecv of the same bytes, back to back (run
+ *           under mpirun)
  */
 #define _POSIX_C_SOURCE 200809L
 #include <cblas.h>
@@ -294,8 +296,9 @@ static int bench_memory(int argc, char **argv)
 
 /* ------------------------------------------------------------------ a2a */
 
-/* One size: Ulysses all-to-alls in both modes next to a raw MPI_Alltoall.
- * Local failures are recorded in d; the caller agrees on them. */
+/* One size: Ulysses all-to-alls in both modes next to a raw MPI_Alltoall,
+ * the ring hop next to a raw MPI_Sendrecv.  Local failures are recorded in
+ * d; every step that can fail on one rank is agreed (drv_sync). */
 static int a2a_size(drv *d, int64_t bytes, int64_t repeat, int json)
 {
     const int P = d->size, rank = d->rank;
@@ -307,11 +310,14 @@ static int a2a_size(drv *d, int64_t bytes, int64_t repeat, int json)
     uly_attn_desc a;
     memset(&a, 0, sizeof a);
     a.batch = 1; a.seq = n_r * P; a.heads = H; a.kv_heads = H; a.head_dim = hd; a.dtype = ULY_F32;
+    /* columns: raw, pack in, pack out, datatype in, datatype out, sendrecv, ring hop */
+    enum { NC = 7 };
     float *in = drv_alloc_n(d, elems, 4, "the a2a buffers");
     float *out = in ? drv_alloc_n(d, elems, 4, "the a2a buffers") : NULL;
     float *mid = out ? drv_alloc_n(d, elems, 4, "the a2a buffers") : NULL;
-    double *tm = mid ? drv_alloc_n(d, (size_t)repeat * 5, sizeof(double), "the timings") : NULL;
+    double *tm = mid ? drv_alloc_n(d, (size_t)repeat * NC, sizeof(double), "the timings") : NULL;
     uly_dist *D[2] = {NULL, NULL};
+    uly_sp *ring = NULL;
     int rc = drv_sync(d);
     for (int m = 0; m < 2 && !rc; m++) {
         uly_dist_opts dopt;
@@ -320,18 +326,46 @@ static int a2a_size(drv *d, int64_t bytes, int64_t repeat, int json)
         drv_lib(d, uly_dist_create(d->comm, &a, &dopt, &D[m]), 0, NULL);
         rc = drv_sync(d);
     }
+    if (!rc) {
+        /* the ring exchange: a ring context over the same ranks (its shape
+         * only sizes a tiny attention; the hop moves `bytes` bytes) */
+        uly_attn_desc ra = a;
+        ra.seq = P;
+        ra.heads = ra.kv_heads = 1;
+        ra.head_dim = 1;
+        uly_sp_opts so;
+        memset(&so, 0, sizeof so);
+        so.method = ULY_METHOD_RING;
+        drv_lib(d, uly_sp_create(d->comm, &ra, &so, &ring), 0, NULL);
+        rc = drv_sync(d);
+    }
     for (size_t i = 0; !rc && i < elems; i++)
         in[i] = (float)i;
-    /* columns: raw, pack in, pack out, datatype in, datatype out */
     const int per = (int)(elems / (size_t)P);
     for (int64_t it = -1; it < repeat && !rc; it++) {
-        double loc[5], mx[5];
+        double loc[NC], mx[NC];
         int st = 0;
         drv_mpi(d, MPI_Barrier(d->comm), "MPI_Barrier");
         double t0 = MPI_Wtime();
         if (!d->code)
             drv_mpi(d, MPI_Alltoall(in, per, MPI_FLOAT, out, per, MPI_FLOAT, d->comm), "MPI_Alltoall");
         loc[0] = MPI_Wtime() - t0;
+        if (!d->code)
+            drv_mpi(d, MPI_Barrier(d->comm), "MPI_Barrier");
+        t0 = MPI_Wtime();
+        if (!d->code)
+            drv_mpi(d, MPI_Sendrecv(in, (int)elems, MPI_FLOAT, (rank + 1) % P, 7, out, (int)elems, MPI_FLOAT,
+                                    (rank + P - 1) % P, 7, d->comm, MPI_STATUS_IGNORE), "MPI_Sendrecv");
+        loc[5] = MPI_Wtime() - t0;
+        if (!d->code)
+            drv_mpi(d, MPI_Barrier(d->comm), "MPI_Barrier");
+        t0 = MPI_Wtime();
+        if (!d->code)
+            st = uly_sp_ring_shift(ring, in, mid, elems * 4);
+        loc[6] = MPI_Wtime() - t0;
+        drv_lib(d, st, 0, NULL);
+        if (!d->code && memcmp(out, mid, elems * 4) != 0)
+            drv_fail(d, DRV_RUNTIME, "rank %d: the ring hop and MPI_Sendrecv disagree", rank);
         for (int m = 0; m < 2 && !st && !d->code; m++) {
             memset(out, 0, elems * 4);
             drv_mpi(d, MPI_Barrier(d->comm), "MPI_Barrier");
@@ -349,33 +383,35 @@ static int a2a_size(drv *d, int64_t bytes, int64_t repeat, int json)
         }
         if ((rc = drv_sync(d)))
             break;
-        if (drv_mpi(d, MPI_Allreduce(loc, mx, 5, MPI_DOUBLE, MPI_MAX, d->comm), "MPI_Allreduce")) /* slowest rank */
+        if (drv_mpi(d, MPI_Allreduce(loc, mx, NC, MPI_DOUBLE, MPI_MAX, d->comm), "MPI_Allreduce")) /* slowest rank */
             rc = drv_sync(d);
-        for (int c = 0; c < 5 && it >= 0 && !rc; c++)
+        for (int c = 0; c < NC && it >= 0 && !rc; c++)
             tm[(size_t)c * (size_t)repeat + (size_t)it] = mx[c];
     }
     if (!rc && rank == 0) {
-        stats st[5];
-        for (int c = 0; c < 5; c++)
+        stats st[NC];
+        for (int c = 0; c < NC; c++)
             st[c] = stats_of(tm + (size_t)c * (size_t)repeat, (size_t)repeat);
-        static const char *const key[5] = {"raw", "pack_seq_to_heads", "pack_heads_to_seq",
-                                           "datatype_seq_to_heads", "datatype_heads_to_seq"};
+        static const char *const key[NC] = {"raw", "pack_seq_to_heads", "pack_heads_to_seq",
+                                            "datatype_seq_to_heads", "datatype_heads_to_seq", "sendrecv",
+                                            "ring_hop"};
         if (json) {
             printf("{\"bench\": \"a2a\", \"ranks\": %d, \"bytes_per_rank\": %zu", P, elems * 4);
-            for (int c = 0; c < 5; c++)
+            for (int c = 0; c < NC; c++)
                 printf(", \"%s_ms\": {\"median\": %.4f, \"min\": %.4f, \"max\": %.4f}", key[c],
                        1e3 * st[c].median, 1e3 * st[c].min, 1e3 * st[c].max);
             for (int c = 1; c < 5; c++)
                 printf(", \"%s_over_raw\": %.4f", key[c], st[c].median / st[0].median);
-            printf("}\n");
+            printf(", \"ring_hop_over_sendrecv\": %.4f}\n", st[6].median / st[5].median);
         } else {
             printf("%12zu %10.3f |", elems * 4, 1e3 * st[0].median);
             for (int c = 1; c < 5; c++)
                 printf(" %10.3f %7.3f%s", 1e3 * st[c].median, st[c].median / st[0].median, c == 2 ? " |" : "");
-            printf("\n");
+            printf(" | %10.3f %10.3f %7.3f\n", 1e3 * st[5].median, 1e3 * st[6].median, st[6].median / st[5].median);
         }
         fflush(stdout);
     }
+    uly_sp_free(ring);
     uly_dist_free(D[0]);
     uly_dist_free(D[1]);
     drv_free(in); drv_free(out); drv_free(mid); drv_free(tm);
@@ -421,11 +457,14 @@ static int bench_a2a_mpi(drv *d, int argc, char **argv)
     }
     if (!json && d->rank == 0) {
         printf("bench a2a: %d ranks; Ulysses all-to-all (with packing) vs raw MPI_Alltoall of the same bytes, "
+               "ring hop vs raw MPI_Sendrecv, "
                "%lld repetitions, medians of the slowest rank\n",
                d->size, (long long)repeat);
-        printf("%12s %10s | %10s %7s %10s %7s | %10s %7s %10s %7s\n%23s | %-37s | %-37s\n", "bytes/rank", "raw ms",
-               "seq->heads", "ratio", "heads->seq", "ratio", "seq->heads", "ratio", "heads->seq", "ratio", "",
-               "pack + MPI_Alltoallv (auto: > 16M)", "datatypes + MPI_Alltoallw (auto: <= 16M)");
+        printf("%12s %10s | %10s %7s %10s %7s | %10s %7s %10s %7s | %10s %10s %7s\n%23s | %-37s | %-37s | %-30s\n",
+               "bytes/rank", "raw ms", "seq->heads", "ratio", "heads->seq", "ratio", "seq->heads", "ratio",
+               "heads->seq", "ratio", "sendrecv", "ring hop", "ratio", "",
+               "pack + MPI_Alltoallv (auto: > 16M)", "datatypes + MPI_Alltoallw (auto: <= 16M)",
+               "ring: same bytes to rank+1");
     }
     for (int64_t bytes = minb; bytes <= maxb && !rc; bytes *= 4)
         rc = a2a_size(d, bytes, repeat, json);
@@ -447,7 +486,7 @@ int cmd_bench(int argc, char **argv)
         fprintf(f, "usage: ulysses bench <kernel|memory|a2a> [options]\n"
                    "  kernel   attention forward and fwd+bwd GFLOP/s next to sgemm GFLOP/s (same run)\n"
                    "  memory   peak resident size of an attention run next to its tensor bytes\n"
-                   "  a2a      Ulysses all-to-all next to raw MPI_Alltoall (run under mpirun)\n"
+                   "  a2a      Ulysses all-to-all next to raw MPI_Alltoall, ring hop next to MPI_Sendrecv (mpirun)\n"
                    "Each takes --json and --help.\n");
         return argc < 2 ? ULY_EXIT_BADINPUT : 0;
     }
