@@ -89,7 +89,9 @@ static const char synopsis[] =
     "            [--dout F.npy --dq F.npy --dk F.npy --dv F.npy] [--allow-nonfinite] [--force] [--json]\n"
     "Run under 'mpirun -np P' for P ranks; each rank holds a contiguous sequence shard.\n"
     "Exit status: 0 success, 1 run-time failure (I/O, memory, MPI, non-finite results, --check failed),\n"
-    "2 bad input (options, files, shapes, not enough memory, ranks started with different options).";
+    "2 bad input (options, files, shapes, not enough memory, ranks started with different options).\n"
+    "Every row and column of the output tables (phase, min/median/max, GFLOP/s, measured == expected,\n"
+    "bitwise, max abs/rel err) is defined in doc/glossary.md.";
 
 enum { NOPTS = 32 };
 

@@ -487,7 +487,8 @@ int cmd_bench(int argc, char **argv)
                    "  kernel   attention forward and fwd+bwd GFLOP/s next to sgemm GFLOP/s (same run)\n"
                    "  memory   peak resident size of an attention run next to its tensor bytes\n"
                    "  a2a      Ulysses all-to-all next to raw MPI_Alltoall, ring hop next to MPI_Sendrecv (mpirun)\n"
-                   "Each takes --json and --help.\n");
+                   "Each takes --json and --help.  The columns of their tables are defined in\n"
+                   "doc/glossary.md and doc/performance.md.\n");
         return argc < 2 ? ULY_EXIT_BADINPUT : 0;
     }
     if (strcmp(argv[1], "kernel") == 0)
