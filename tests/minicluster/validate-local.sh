@@ -43,6 +43,8 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_AL
 W=$(mktemp -d "${TMPDIR:-/tmp}/validate-local.XXXXXX") || exit 1
 trap 'rm -rf "$W"' EXIT
 
+# Everything inside the loop reads /dev/null: mpirun would otherwise eat the
+# configuration lines from its standard input.
 # The job: non-causal (the kernels' causal rate depends on the diagonal
 # blocks' share, a second shape-dependence), f32, 5 timed repetitions.
 JOB="--seq 2048 --heads 8 --head-dim 64 --backward --repeat 5 --warmup 1 --json"
@@ -74,14 +76,15 @@ configs | while IFS='|' read -r label nodes ppn rate; do
         echo "== $label, round $r/$rounds (load $(cut -d' ' -f1 /proc/loadavg))" >&2
         if [ "$nodes" -eq 1 ]; then
             # shellcheck disable=SC2086
-            timeout 900 mpirun --oversubscribe -np "$np" "$U" calibrate $CAL --out "$cal" >"$W/cal.out" 2>"$W/cal.err" &&
-                timeout 900 mpirun --oversubscribe -np "$np" "$U" attn $JOB >"$run" 2>"$W/run.err"
+            timeout 900 mpirun --oversubscribe -np "$np" "$U" calibrate $CAL --out "$cal" \
+                </dev/null >"$W/cal.out" 2>"$W/cal.err" &&
+                timeout 900 mpirun --oversubscribe -np "$np" "$U" attn $JOB </dev/null >"$run" 2>"$W/run.err"
             rc=$?
         else
             sh "$MC" --quiet --nodes "$nodes" --ppn "$ppn" --rate "$rate" --timeout 1800 --exec -- sh -c \
                 '$MC_MPIRUN -np "$1" "$2" calibrate $3 --out "$4" >"$6/cal.out" 2>"$6/cal.err" &&
                  $MC_MPIRUN -np "$1" "$2" attn $5 >"$6/run.json" 2>"$6/run.err"' \
-                mc "$np" "$U" "$CAL" "$cal" "$JOB" "$W"
+                mc "$np" "$U" "$CAL" "$cal" "$JOB" "$W" </dev/null
             rc=$?
         fi
         if [ "$rc" -eq 77 ]; then
@@ -94,8 +97,8 @@ configs | while IFS='|' read -r label nodes ppn rate; do
             exit 1
         fi
         grep -h "calibrated" "$W/cal.out" >&2
-        "$S" attn --platform "$cal" --compare "$run" >&2
-        "$S" attn --platform "$cal" --compare "$run" --format json --label "$label" >>"$W/rows.jsonl" ||
+        "$S" attn --platform "$cal" --compare "$run" </dev/null >&2
+        "$S" attn --platform "$cal" --compare "$run" --format json --label "$label" </dev/null >>"$W/rows.jsonl" ||
             echo "bytes differ: $label round $r" >>"$W/bytes_bad"
         r=$((r + 1))
     done
