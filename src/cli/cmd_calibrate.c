@@ -507,12 +507,12 @@ static int write_platform(cal *c, FILE *f, const char *tmp, const char *out, con
                "    \"latency_us\": %.4g\n  },\n",
             c->g > 1 ? "MPI shared memory between the node's ranks" : "none (one rank per node): unused",
             intra_bw * 1e-9, intra_lat * 1e6);
-    fprintf(f, "  \"inter_node\": {\n    \"fabric\": \"%s\",\n    \"nic_bw_Gbps\": %.6g,\n    \"efficiency\": 1,\n"
-               "    \"latency_us\": %.4g,\n    \"spine_oversubscription\": %d\n  },\n",
-            c->nodes > 1 ? "MPI over TCP, one link per node shared by its ranks (modelled as a NIC per rank at the "
-                           "link rate behind an uplink of the link rate: oversubscription = ranks per node)"
+    fprintf(f, "  \"inter_node\": {\n    \"fabric\": \"%s\",\n    \"nic_bw_Gbps\": %.6g,\n"
+               "    \"nics_per_node\": 1,\n    \"efficiency\": 1,\n    \"latency_us\": %.4g,\n"
+               "    \"spine_oversubscription\": 1\n  },\n",
+            c->nodes > 1 ? "MPI over TCP, one link per node shared by its ranks (one NIC per node)"
                          : "not measured (one node): copies of the intra-node values",
-            inter_bw * 8e-9, inter_lat * 1e6, c->nodes > 1 ? c->g : 1);
+            inter_bw * 8e-9, inter_lat * 1e6);
     /* how each number was obtained */
     fprintf(f, "  \"calibration\": {\n    \"tool\": \"ulysses calibrate %s\",\n    \"date\": \"%s\",\n"
                "    \"seconds\": %.1f,\n    \"quick\": %s,\n    \"ranks\": %d,\n    \"nodes\": %d,\n"
