@@ -31,7 +31,8 @@ EXTRA_DIST += tests/man.sh
 # The tutorial's figures (drawn by ulysses explain; tests/tutorial.sh checks
 # that the tool still draws exactly these).
 tutfigdir = $(docdir)/figures
-dist_tutfig_DATA = doc/figures/ulysses-4x8-gqa.png doc/figures/megatron-sp-4.png
+dist_tutfig_DATA = doc/figures/ulysses-4x8-gqa.png doc/figures/megatron-sp-4.png \
+	doc/figures/ring-causal-4.png doc/figures/zigzag-causal-4.png
 EXTRA_DIST += doc/figures/RENDERER
 # Every command of doc/tutorial.md, run and compared.
 TESTS += tests/tutorial.sh
