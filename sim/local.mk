@@ -10,14 +10,14 @@ noinst_LTLIBRARIES += sim/libusim.la
 sim_libusim_la_SOURCES = sim/usim.h sim/usim_internal.h sim/error.c sim/engine.c \
 	sim/net.c sim/coll.c sim/jsonutil.c sim/jsonutil.h sim/describe.c \
 	sim/job.c sim/job.h sim/cost.c sim/cost.h sim/jobcoll.c sim/jobcoll.h sim/sched.c sim/sched.h \
-	sim/program.c sim/program.h sim/trace.c sim/trace.h sim/simulate.c
+	sim/program.c sim/program.h sim/trace.c sim/trace.h sim/simulate.c sim/estimate.c
 sim_libusim_la_CPPFLAGS = $(USIM_CPPFLAGS)
 sim_libusim_la_CFLAGS = $(USIM_CFLAGS)
 sim_libusim_la_LIBADD = src/libulyplan.la $(JANSSON_LIBS) -lm
 
 bin_PROGRAMS += ulysses-sim
 ulysses_sim_SOURCES = sim/cli/main.c sim/cli/opts.c sim/cli/opts.h sim/cli/output.c \
-	sim/cli/output.h sim/cli/sweep.c
+	sim/cli/output.h sim/cli/sweep.c sim/cli/plan.c
 ulysses_sim_CPPFLAGS = $(USIM_CPPFLAGS)
 ulysses_sim_CFLAGS = $(USIM_CFLAGS)
 ulysses_sim_LDADD = sim/libusim.la $(JANSSON_LIBS) -lm
@@ -41,8 +41,8 @@ check_PROGRAMS += sim/tests/test_engine sim/tests/test_net sim/tests/test_descri
 	sim/tests/test_workload
 TESTS += sim/tests/test_engine sim/tests/test_net sim/tests/test_describe \
 	sim/tests/test_workload sim/tests/cli_basic.sh sim/tests/cli_errors.sh \
-	sim/tests/cli_sweep.sh sim/tests/symbols.sh
-EXTRA_DIST += sim/tests/cli_basic.sh sim/tests/cli_errors.sh sim/tests/cli_sweep.sh sim/tests/symbols.sh \
+	sim/tests/cli_sweep.sh sim/tests/cli_plan.sh sim/tests/symbols.sh
+EXTRA_DIST += sim/tests/cli_plan.sh sim/tests/cli_basic.sh sim/tests/cli_errors.sh sim/tests/cli_sweep.sh sim/tests/symbols.sh \
 	sim/tests/data/bad-syntax.json sim/tests/data/missing-key.json \
 	sim/tests/data/wrong-type.json sim/tests/data/zero-bw.json \
 	sim/tests/data/huge-latency.json sim/tests/data/huge-flops.json \

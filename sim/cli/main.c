@@ -16,10 +16,12 @@
 #include "output.h"
 
 int cmd_sweep(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
 
 static const char usage[] =
     "usage: ulysses-sim [options]            simulate one configuration, every method side by side\n"
     "       ulysses-sim sweep [options]      sweep lists/ranges of --seq, --gpus, --method (CSV)\n"
+    "       ulysses-sim plan [options]       search every composition that fits, top K (--top)\n"
     "       ulysses-sim presets [NAME]       list the shipped presets, or print one\n"
     "\n"
     "Predicts iteration time, communication and memory per GPU of sequence-parallel\n"
@@ -31,10 +33,14 @@ static const char usage[] =
     "  --model PRESET|FILE     model description (default gpt-7b)\n"
     "  --gpus N                number of GPUs (default 64)\n"
     "  --seq N                 tokens per sequence, 128K = 131072 (default: the model's)\n"
-    "  --method LIST           ulysses,megatron-sp,ring,ring-zigzag,usp or all (default all)\n"
-    "  --sp N                  sequence-parallel degree (TP degree for megatron-sp)\n"
-    "  --tp N                  megatron-sp tensor-parallel degree (= --sp)\n"
-    "  --dp N                  data-parallel degree (sp x dp = GPUs)\n"
+    "  --method LIST           ulysses,megatron-sp,ring,ring-zigzag,usp,all-gather or all\n"
+    "                          (default all); Megatron cp_comm_type names a2a, p2p,\n"
+    "                          all_gather, a2a+p2p are accepted\n"
+    "  --sp N, --cp N          sequence/context-parallel degree (TP degree for megatron-sp)\n"
+    "  --tp N                  tensor-parallel degree composed with the method (Megatron TP\n"
+    "                          with sequence parallelism; megatron-sp: = --sp)\n"
+    "  --pp N                  pipeline stages, 1F1B (must divide the layers)\n"
+    "  --dp N                  data-parallel degree (tp x sp x pp x dp = GPUs)\n"
     "  --ulysses N             usp: all-to-all degree (ring degree = sp / N)\n"
     "  --zero S                ZeRO stage 0-3 (default 3)\n"
     "  --recompute R           none | selective | full (default full)\n"
@@ -182,7 +188,7 @@ static int run(int argc, char **argv)
     opts o;
     opts_defaults(&o);
     int help;
-    if (opts_parse(&o, argc, argv, 1, 0, &help))
+    if (opts_parse(&o, argc, argv, 1, OPTS_RUN, &help))
         die_usage("%s", opts_error());
     if (help) {
         fputs(usage, stdout);
@@ -288,6 +294,8 @@ int main(int argc, char **argv)
             }
         return cmd_sweep(argc, argv);
     }
+    if (argc > 1 && strcmp(argv[1], "plan") == 0)
+        return cmd_plan(argc, argv);
     if (argc > 1 && strcmp(argv[1], "--version") == 0) {
         printf("ulysses-sim %s\n", PACKAGE_VERSION);
         return 0;

@@ -48,9 +48,11 @@ void opts_defaults(opts *o)
     o->recompute = USIM_RC_FULL;
     o->a2a = USIM_A2A_DIRECT;
     o->format = FMT_TABLE;
+    /* the default comparison: the methods of the DeepSpeed-Ulysses paper and USP
+     * (all-gather CP runs when named, or with --method all) */
     for (int i = 0; i < USIM_NMETHOD; i++)
-        o->methods[i] = (usim_method)i;
-    o->nmethods = USIM_NMETHOD;
+        if (i != USIM_ALLGATHER_CP)
+            o->methods[o->nmethods++] = (usim_method)i;
 }
 
 int parse_count(const char *s, int64_t *out)
@@ -153,6 +155,7 @@ static const struct int_opt *int_option(const char *name)
     static const struct int_opt table[] = {
         {"--sp", offsetof(opts, sp), 1, 1 << 20},
         {"--tp", offsetof(opts, tp), 1, 1 << 20},
+        {"--pp", offsetof(opts, pp), 1, 1 << 20},
         {"--dp", offsetof(opts, dp), 1, 1 << 20},
         {"--ulysses", offsetof(opts, ulysses), 1, 1 << 20},
         {"--zero", offsetof(opts, zero), 0, 3},
@@ -191,9 +194,10 @@ static int parse_methods(opts *o, const char *v)
     return 0;
 }
 
-int opts_parse(opts *o, int argc, char **argv, int first, int sweep, int *help)
+int opts_parse(opts *o, int argc, char **argv, int first, int mode, int *help)
 {
     *help = 0;
+    int sweep = mode == OPTS_SWEEP;
     for (int i = first; i < argc; i++) {
         char *arg = argv[i];
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
@@ -225,9 +229,9 @@ int opts_parse(opts *o, int argc, char **argv, int first, int sweep, int *help)
             continue;
         }
         static const char *const valued[] = {
-            "--platform", "--model", "--gpus", "--seq", "--method", "--sp", "--tp", "--dp",
+            "--platform", "--model", "--gpus", "--seq", "--method", "--sp", "--cp", "--tp", "--pp", "--dp",
             "--ulysses", "--zero", "--recompute", "--a2a", "--micro-batch", "--global-batch",
-            "--layers", "--format", "--trace", "--out", "--plot", NULL};
+            "--layers", "--format", "--trace", "--out", "--plot", "--top", NULL};
         int known = 0;
         for (int k = 0; valued[k]; k++)
             if (strcmp(name, valued[k]) == 0)
@@ -257,16 +261,19 @@ int opts_parse(opts *o, int argc, char **argv, int first, int sweep, int *help)
         else if (strcmp(name, "--method") == 0) {
             if (parse_methods(o, val))
                 return EXIT_BADINPUT;
-        } else if (int_option(name)) {
-            const struct int_opt *io = int_option(name);
+        } else if (int_option(strcmp(name, "--cp") == 0 ? "--sp" : name)) {
+            const struct int_opt *io = int_option(strcmp(name, "--cp") == 0 ? "--sp" : name);
             if (parse_int_opt(name, val, io->lo, io->hi, (int *)((char *)o + io->off)))
                 return EXIT_BADINPUT;
+            if (strcmp(name, "--zero") == 0)
+                o->zero_set = 1;
         }
         else if (strcmp(name, "--recompute") == 0) {
             if (strcmp(val, "none") == 0) o->recompute = USIM_RC_NONE;
             else if (strcmp(val, "selective") == 0) o->recompute = USIM_RC_SELECTIVE;
             else if (strcmp(val, "full") == 0) o->recompute = USIM_RC_FULL;
             else return fail("--recompute: expected none, selective or full, got '%s'", val);
+            o->recompute_set = 1;
         } else if (strcmp(name, "--a2a") == 0) {
             if (strcmp(val, "direct") == 0) o->a2a = USIM_A2A_DIRECT;
             else if (strcmp(val, "pairwise") == 0) o->a2a = USIM_A2A_PAIRWISE;
@@ -288,6 +295,11 @@ int opts_parse(opts *o, int argc, char **argv, int first, int sweep, int *help)
         } else if (strcmp(name, "--trace") == 0) o->trace = val;
         else if (strcmp(name, "--out") == 0 && sweep) o->out = val;
         else if (strcmp(name, "--plot") == 0 && sweep) o->plot = val;
+        else if (strcmp(name, "--top") == 0 && mode == OPTS_PLAN) {
+            if (parse_int_opt(name, val, 1, 1000, &o->top))
+                return EXIT_BADINPUT;
+        } else if (strcmp(name, "--top") == 0)
+            return fail("option '--top' is only valid with 'ulysses-sim plan'");
         else return fail("option '%s' is only valid with 'ulysses-sim sweep'", name);
     }
     return 0;
@@ -327,6 +339,7 @@ usim_job make_job(const opts *o, usim_method m, int gpus)
     j.gpus = gpus;
     j.sp = o->sp;
     j.tp = o->tp;
+    j.pp = o->pp;
     j.dp = o->dp;
     j.ulysses = o->ulysses;
     j.zero = o->zero;

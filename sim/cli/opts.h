@@ -22,7 +22,7 @@ typedef struct opts {
     usim_method methods[USIM_NMETHOD];
     int nmethods;
     int methods_explicit;
-    int sp, tp, dp, ulysses, zero;
+    int sp, tp, pp, dp, ulysses, zero;
     usim_recompute recompute;
     usim_coll_type a2a;
     int64_t micro_batch, global_batch, layers;
@@ -32,10 +32,17 @@ typedef struct opts {
     /* sweep */
     const char *out, *plot;
     int no_progress;
+    /* plan */
+    int top;
+    int zero_set, recompute_set;   /* given on the command line (plan searches them otherwise) */
 } opts;
 
+/* Modes of opts_parse: which subcommand's options are accepted. */
+enum { OPTS_RUN = 0, OPTS_SWEEP = 1, OPTS_PLAN = 2 };
+
 void opts_defaults(opts *o);
-/* Parse argv[first..argc).  sweep: lists allowed for --gpus/--seq.  Returns 0
+/* Parse argv[first..argc).  sweep: OPTS_RUN, OPTS_SWEEP (lists allowed for
+ * --gpus/--seq; --out, --plot) or OPTS_PLAN (--top).  Returns 0
  * (*help set for --help), or EXIT_BADINPUT with a one-line reason in
  * opts_error(); it neither prints nor exits. */
 int opts_parse(opts *o, int argc, char **argv, int first, int sweep, int *help);

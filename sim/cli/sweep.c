@@ -107,7 +107,7 @@ int cmd_sweep(int argc, char **argv)
     opts o;
     opts_defaults(&o);
     int help;
-    if (opts_parse(&o, argc, argv, 2, 1, &help))
+    if (opts_parse(&o, argc, argv, 2, OPTS_SWEEP, &help))
         die_usage("%s", opts_error());
     if (o.trace)
         die_usage("sweep: --trace is for single runs");
