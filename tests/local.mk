@@ -73,17 +73,18 @@ tests_npytool_SOURCES = tests/npytool.c tests/testutil.h tests/testutil.c
 tests_npytool_CFLAGS = $(TEST_CFLAGS)
 tests_npytool_LDADD = $(TEST_LIBS)
 tests_npytool_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
-TESTS += tests/cli_attn.sh tests/symbols.sh
-EXTRA_DIST += tests/cli_attn.sh tests/symbols.sh tests/lsan.supp
+TESTS += tests/cli_attn.sh tests/symbols.sh tests/cli_calibrate.sh
+EXTRA_DIST += tests/cli_attn.sh tests/symbols.sh tests/lsan.supp tests/cli_calibrate.sh
+
+endif
 
 # The mini-cluster (network namespaces + tc + Open MPI over TCP, see
-# doc/minicluster.md): needs root; exit 77 from the script means "cannot run
-# here" and is reported as a skip.
-check-minicluster: ulysses
+# doc/minicluster.md): needs root and the MPI build; exit 77 from the script
+# means "cannot run here" and is reported as a skip.
+check-minicluster: all
 	@$(AM_TESTS_ENVIRONMENT) sh $(abs_top_srcdir)/tests/minicluster/check.sh; rc=$$?; \
 	if [ $$rc -eq 77 ]; then echo "check-minicluster: SKIPPED (see the message above)"; exit 0; fi; exit $$rc
 .PHONY: check-minicluster
-endif
 EXTRA_DIST += tests/minicluster/minicluster.sh tests/minicluster/mc-agent.sh tests/minicluster/check.sh
 
 # ulysses explain needs no MPI: built and tested in every configuration.

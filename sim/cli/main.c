@@ -16,6 +16,7 @@
 #include "output.h"
 
 int cmd_sweep(int argc, char **argv);
+int cmd_attn(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 
 static const char usage[] =
@@ -23,6 +24,7 @@ static const char usage[] =
     "       ulysses-sim sweep [options]      sweep lists/ranges of --seq, --gpus, --method (CSV)\n"
     "       ulysses-sim plan [options]       search every composition that fits, top K (--top)\n"
     "       ulysses-sim presets [NAME]       list the shipped presets, or print one\n"
+    "       ulysses-sim attn [options]       one distributed attention as `ulysses attn` runs it\n"
     "\n"
     "Predicts iteration time, communication and memory per GPU of sequence-parallel\n"
     "training on a GPU cluster with a discrete-event simulation (see doc/simulator.md).\n"
@@ -294,6 +296,8 @@ int main(int argc, char **argv)
             }
         return cmd_sweep(argc, argv);
     }
+    if (argc > 1 && strcmp(argv[1], "attn") == 0)
+        return cmd_attn(argc, argv);
     if (argc > 1 && strcmp(argv[1], "plan") == 0)
         return cmd_plan(argc, argv);
     if (argc > 1 && strcmp(argv[1], "--version") == 0) {
