@@ -31,7 +31,7 @@ simmodelsdir = $(pkgdatadir)/presets/models
 dist_simmodels_DATA = sim/presets/models/gpt-1.2b.json sim/presets/models/gpt-7b.json \
 	sim/presets/models/gpt-30b.json sim/presets/models/llama-3-8b.json
 
-dist_doc_DATA += doc/simulator.md
+dist_doc_DATA += doc/simulator.md doc/planning.md
 
 # Tests: one Check suite per module, and shell tests of the command line.
 USIM_TEST_CFLAGS = $(USIM_CFLAGS) $(CHECK_CFLAGS)

@@ -10,6 +10,7 @@
 
 enum { EXIT_BADINPUT = 2 };
 enum { FMT_TABLE = 0, FMT_CSV, FMT_JSON };
+enum { PLOT_TIME = 0, PLOT_TFLOPS, PLOT_EXPOSED, PLOT_MEMORY };
 
 #define MAX_LIST 4096
 
@@ -29,8 +30,12 @@ typedef struct opts {
     int format;
     const char *trace;
     int max_seq;
-    /* sweep */
+    /* sweep: --sp/--tp/--pp lists (the run fields hold the first value) */
+    int64_t sps[64], tps[64], pps[64];
+    int nsps, ntps, npps;
+    int64_t seq_per_gpu;          /* weak scaling: sequence = this x GPUs */
     const char *out, *plot;
+    int plot_metric;              /* PLOT_* */
     int no_progress;
     /* plan */
     int top;

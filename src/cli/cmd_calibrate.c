@@ -38,6 +38,7 @@
 #include "config.h"
 #include "timing.h"
 #include "ulysses.h"
+#include "ulysses_dist.h"
 
 /* ---------------------------------------------------------------- context */
 
@@ -276,6 +277,53 @@ static stats alltoall_time(cal *c, MPI_Comm comm, size_t per, char *sb, char *rb
     return s;
 }
 
+/* The all-to-all of `ulysses attn` itself (sequence -> heads of Q, with its
+ * strided head blocks) on each node's g ranks: H = 2g heads of d = 64 fp32,
+ * n_r = per / (2 x 64 x 4) tokens per rank, so that every pair moves `per`
+ * bytes.  Slowest rank's time; *fail set when the context cannot be made. */
+static stats ulysses_a2a_time(cal *c, size_t per, int *fail)
+{
+    stats s = {0, 0, 0};
+    uly_attn_desc a;
+    memset(&a, 0, sizeof a);
+    int64_t nr = (int64_t)(per / (2 * 64 * 4));
+    if (nr < 1)
+        nr = 1;
+    a.batch = 1; a.seq = nr * c->g; a.heads = 2 * c->g; a.kv_heads = a.heads; a.head_dim = 64; a.dtype = ULY_F32;
+    const size_t n = (size_t)(nr * a.heads * 64);
+    float *in = malloc(n * 4), *out = malloc(n * 4);
+    double *t = malloc((size_t)c->repeat * sizeof *t);
+    uly_dist_opts o;
+    memset(&o, 0, sizeof o);
+    uly_dist *D = NULL;
+    int bad = !in || !out || !t, any;
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, c->world);
+    if (!any) {
+        bad = uly_dist_create(c->node, &a, &o, &D) != 0;
+        MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, c->world);
+    }
+    if (!any) {
+        for (size_t i = 0; i < n; i++)
+            in[i] = (float)(i & 255);
+        for (int64_t it = -1; it < c->repeat && !any; it++) {
+            MPI_Barrier(c->world);
+            double t0 = MPI_Wtime();
+            bad = uly_dist_a2a(D, ULY_A2A_Q, in, out) != 0;
+            double loc = MPI_Wtime() - t0, mx;
+            MPI_Allreduce(&loc, &mx, 1, MPI_DOUBLE, MPI_MAX, c->node);
+            MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, c->world);
+            if (it >= 0)
+                t[it] = mx;
+        }
+        if (!any && c->node_rank == 0)
+            s = stats_of(t, (size_t)c->repeat);
+    }
+    *fail |= any;
+    uly_dist_free(D);
+    free(in); free(out); free(t);
+    return s;
+}
+
 /* Rank i of node 2k exchanges `bytes` with rank i of node 2k+1, both
  * directions at once; per-direction bytes per second of one node's link. */
 static stats node_exchange(cal *c, size_t bytes, char *sb, char *rb)
@@ -381,7 +429,8 @@ static double a2a_fit(int g, const size_t *sizes, const stats *t, int n)
 static int write_platform(cal *c, FILE *f, const char *tmp, const char *out, const char *name,
                           const gemm_res *gr, int ng, const attn_res *ar, int na, stats mem,
                           const stats *pp_lat, const stats *pp_bw, const size_t *sizes,
-                          const stats *a2a_node, const stats *a2a_world, int nsz, stats xch, size_t xbytes,
+                          const stats *a2a_node, const size_t *usizes, const stats *uly_node,
+                          const stats *a2a_world, int nsz, stats xch, size_t xbytes,
                           size_t mem_bytes, const double *load0, const double *load1, double secs)
 {
     /* peak: the best median of sgemm and of the attention kernels (efficiencies <= 1) */
@@ -410,7 +459,7 @@ static int write_platform(cal *c, FILE *f, const char *tmp, const char *out, con
     double intra_bw = 0, intra_lat = 0, inter_bw = 0, inter_lat = 0;
     const int big = nsz - 1;
     if (c->g > 1) {
-        intra_bw = a2a_fit(c->g, sizes, a2a_node, nsz);
+        intra_bw = a2a_fit(c->g, usizes, uly_node, nsz);
         intra_lat = pp_lat[0].median;
     } else {
         intra_bw = mem.median * 1e9 / 3.0;   /* one rank per node: a copy at triad speed (unused) */
@@ -490,14 +539,16 @@ static int write_platform(cal *c, FILE *f, const char *tmp, const char *out, con
         stats s = {intra_bw * 1e-9, intra_bw * 1e-9, intra_bw * 1e-9};
         stats lo[6], hi[6];
         for (int i = 0; i < nsz; i++) {
-            lo[i].median = a2a_node[i].max;   /* slowest repetitions: lowest bandwidth */
-            hi[i].median = a2a_node[i].min;
+            lo[i].median = uly_node[i].max;   /* slowest repetitions: lowest bandwidth */
+            hi[i].median = uly_node[i].min;
         }
-        s.min = a2a_fit(c->g, sizes, lo, nsz) * 1e-9;
-        s.max = a2a_fit(c->g, sizes, hi, nsz) * 1e-9;
-        snprintf(how, sizeof how, "MPI_Alltoall on each node's %d ranks (all nodes at once), %d sizes 8 B..%zu B per "
-                 "pair: 1 / least-squares slope of the slowest rank's median time against (g-1) x bytes per pair "
-                 "(spread: the same fit to the max and min times)", c->g, nsz, sizes[big]);
+        s.min = a2a_fit(c->g, usizes, lo, nsz) * 1e-9;
+        s.max = a2a_fit(c->g, usizes, hi, nsz) * 1e-9;
+        snprintf(how, sizeof how, "the all-to-all of ulysses attn (Q, sequence -> heads, strided head blocks; "
+                 "uly_dist_a2a) on each node's %d ranks (all nodes at once), %d sizes %zu B..%zu B per pair: "
+                 "1 / least-squares slope of the slowest rank's median time against (g-1) x bytes per pair "
+                 "(spread: the same fit to the max and min times); a raw contiguous MPI_Alltoall gives %.4g GB/s "
+                 "(alltoall_node below)", c->g, nsz, usizes[0], usizes[big], a2a_fit(c->g, sizes, a2a_node, nsz) * 1e-9);
         js_meas(f, &first, "intra_node.bw_GBps_per_dir", intra_bw * 1e-9, "GB/s", how, s, 1, (int)c->repeat);
         snprintf(how, sizeof how, "MPI ping-pong of 8 B between ranks 0 and 1, half the round trip");
         js_meas(f, &first, "intra_node.latency_us", intra_lat * 1e6, "us", how, pp_lat[0], 1e6, (int)c->repeat);
@@ -533,6 +584,12 @@ static int write_platform(cal *c, FILE *f, const char *tmp, const char *out, con
         for (int i = 0; i < nsz; i++) {
             fprintf(f, "%s\n      {\"ranks\": %d, \"bytes_per_pair\": %zu, ", i ? "," : "", c->g, sizes[i]);
             js_stats(f, "ms", a2a_node[i], 1e3);
+            fprintf(f, "}");
+        }
+        fprintf(f, "\n    ],\n    \"ulysses_alltoall_node\": [");
+        for (int i = 0; i < nsz; i++) {
+            fprintf(f, "%s\n      {\"ranks\": %d, \"bytes_per_pair\": %zu, ", i ? "," : "", c->g, usizes[i]);
+            js_stats(f, "ms", uly_node[i], 1e3);
             fprintf(f, "}");
         }
         fprintf(f, "\n    ]");
@@ -676,11 +733,12 @@ static int cal_main(cal *c, int argc, char **argv)
         a2a_sizes[nsz++] = 4 << 20;
     const size_t big = a2a_sizes[nsz - 1], xbytes = c->quick ? (size_t)1 << 20 : (size_t)4 << 20;
     const size_t mem_bytes = c->quick ? (size_t)32 << 20 : (size_t)64 << 20;
-    c->steps = (int)ng + na + 1 + (c->g > 1 ? 1 + nsz : 0) + (c->nodes > 1 ? 2 + nsz : 0);
+    c->steps = (int)ng + na + 1 + (c->g > 1 ? 1 + 2 * nsz : 0) + (c->nodes > 1 ? 2 + nsz : 0);
 
     gemm_res gr[4];
     attn_res ar[5];
-    stats mem, pp_lat[2], pp_bw[2], a2a_node[6], a2a_world[6], xch = {0, 0, 0};
+    stats mem, pp_lat[2], pp_bw[2], a2a_node[6], uly_node[6], a2a_world[6], xch = {0, 0, 0};
+    size_t uly_sizes[6];
     memset(pp_lat, 0, sizeof pp_lat);
     memset(pp_bw, 0, sizeof pp_bw);
     int fail = 0;
@@ -713,6 +771,11 @@ static int cal_main(cal *c, int argc, char **argv)
             progress(c, "MPI_Alltoall on each node's %d ranks, %zu B per pair", c->g, a2a_sizes[i]);
             a2a_node[i] = alltoall_time(c, c->node, a2a_sizes[i], sb, rb);
         }
+        for (int i = 0; i < nsz && !fail; i++) {
+            uly_sizes[i] = a2a_sizes[i] < 512 ? 512 : a2a_sizes[i];
+            progress(c, "Ulysses all-to-all (q) on each node's %d ranks, %zu B per pair", c->g, uly_sizes[i]);
+            uly_node[i] = ulysses_a2a_time(c, uly_sizes[i], &fail);
+        }
     }
     if (!fail && c->nodes > 1) {
         progress(c, "ping-pong node 0 - node 1 (ranks 0, %d): 8 B and 4 MiB", c->g);
@@ -741,7 +804,8 @@ static int cal_main(cal *c, int argc, char **argv)
         return 0;
     if (c->tty)
         fputc('\n', stderr);
-    return write_platform(c, f, tmp, out, name, gr, (int)ng, ar, na, mem, pp_lat, pp_bw, a2a_sizes, a2a_node, a2a_world,
+    return write_platform(c, f, tmp, out, name, gr, (int)ng, ar, na, mem, pp_lat, pp_bw, a2a_sizes, a2a_node,
+                          uly_sizes, uly_node, a2a_world,
                           nsz, xch, xbytes, mem_bytes, load0, load1, secs);
 }
 
