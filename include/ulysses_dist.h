@@ -142,6 +142,11 @@ typedef struct uly_sp_times {
     double bwd_in, bwd_attn, bwd_wait, bwd_out;
 } uly_sp_times;
 void uly_sp_times_get(const uly_sp *s, uly_sp_times *t);
+/* One ring hop as the ring methods make it (benchmarks): `bytes` bytes from
+ * sbuf to the next ring position while receiving as many into rbuf from the
+ * previous one (non-blocking send and receive, then wait).  Ring methods
+ * only (ring, zigzag, usp); collective over the ring. */
+int uly_sp_ring_shift(uly_sp *s, const void *sbuf, void *rbuf, size_t bytes);
 
 #ifdef __cplusplus
 }

@@ -352,3 +352,23 @@ void uly_sp_times_get(const uly_sp *S, uly_sp_times *t)
 {
     *t = S->times;
 }
+
+int uly_sp_ring_shift(uly_sp *S, const void *sbuf, void *rbuf, size_t bytes)
+{
+    if (!S || !S->ring)
+        return uly_set_error(ULY_EINVAL, "ring shift needs a ring method (ring, zigzag or usp)");
+    if (bytes && (!sbuf || !rbuf))
+        return uly_set_error(ULY_EINVAL, "ring shift: NULL buffer");
+    uly_comm *c = S->ringc ? S->ringc : S->c;
+    const int R = S->p.R, next = (S->j + 1) % R, prev = (S->j + R - 1) % R;
+    if (R == 1) {
+        memcpy(rbuf, sbuf, bytes);
+        return ULY_OK;
+    }
+    uly_comm_req q = {.n = 0};
+    int rc = uly_comm_irecv(c, rbuf, bytes, prev, 99, &q);
+    if (!rc)
+        rc = uly_comm_isend(c, sbuf, bytes, next, 99, &q);
+    int w = uly_comm_wait(&q);
+    return rc ? rc : w;
+}
