@@ -93,6 +93,10 @@ int usim_platform_load(const char *path, usim_platform *p)
     double bf16 = 0, fp16 = 0, fp32 = 0, ge = 0, ae = 0, hbm = 0, hbmbw = 0, resv = 0;
     int skip = 1;
     double nvbw = 0, nveff = 1, nvlat = 0, nicbw = 0, niceff = 1, niclat = 0, over = 1;
+    int nvls = 0;
+    double nvls_eff = 0.85;
+    json_t *coll = NULL;
+    const char *algo_ar = "auto", *algo_ag = "auto", *algo_rs = "auto", *proto = "auto";
     if ((rc = usim_json_str(&d, root, "", "name", 1, &name)) ||
         (rc = usim_json_int(&d, root, "", "gpus_per_node", 1, 1, &gpn)) ||
         (rc = usim_json_int(&d, root, "", "max_nodes", 0, 0, &maxn)) ||
@@ -110,12 +114,42 @@ int usim_platform_load(const char *path, usim_platform *p)
         (rc = usim_json_num(&d, intra, "intra_node", "bw_GBps_per_dir", 1, 0, 1, &nvbw)) ||
         (rc = usim_json_num(&d, intra, "intra_node", "efficiency", 0, 0, 1, &nveff)) ||
         (rc = usim_json_num(&d, intra, "intra_node", "latency_us", 1, 0, 0, &nvlat)) ||
+        (rc = usim_json_bool(&d, intra, "intra_node", "nvls", 0, &nvls)) ||
+        (rc = usim_json_num(&d, intra, "intra_node", "nvls_efficiency", 0, 0, 1, &nvls_eff)) ||
         (rc = usim_json_obj(&d, root, "", "inter_node", &inter)) ||
         (rc = usim_json_num(&d, inter, "inter_node", "nic_bw_Gbps", 1, 0, 1, &nicbw)) ||
         (rc = usim_json_num(&d, inter, "inter_node", "efficiency", 0, 0, 1, &niceff)) ||
         (rc = usim_json_num(&d, inter, "inter_node", "latency_us", 1, 0, 0, &niclat)) ||
         (rc = usim_json_num(&d, inter, "inter_node", "spine_oversubscription", 0, 1, 0, &over)))
         goto out;
+    if (json_object_get(root, "collectives")) {
+        if ((rc = usim_json_obj(&d, root, "", "collectives", &coll)) ||
+            (rc = usim_json_str(&d, coll, "collectives", "all_reduce", 0, &algo_ar)) ||
+            (rc = usim_json_str(&d, coll, "collectives", "all_gather", 0, &algo_ag)) ||
+            (rc = usim_json_str(&d, coll, "collectives", "reduce_scatter", 0, &algo_rs)) ||
+            (rc = usim_json_str(&d, coll, "collectives", "protocol", 0, &proto)))
+            goto out;
+    }
+    {
+        const char *keys[3] = {"all_reduce", "all_gather", "reduce_scatter"};
+        const char *vals[3] = {algo_ar, algo_ag, algo_rs};
+        usim_algo *dst[3] = {&p->algo_allreduce, &p->algo_allgather, &p->algo_reduce_scatter};
+        for (int k = 0; k < 3; k++)
+            if (usim_algo_parse(vals[k], dst[k]) ||
+                (*dst[k] == USIM_ALGO_TREE && k != 0)) {
+                rc = usim_json_err(&d, "collectives", keys[k],
+                                   "must be auto, ring%s or nvls (got \"%s\")", k == 0 ? ", tree" : "",
+                                   vals[k]);
+                goto out;
+            }
+        if (usim_proto_parse(proto, &p->proto)) {
+            rc = usim_json_err(&d, "collectives", "protocol",
+                               "must be auto, LL, LL128 or Simple (got \"%s\")", proto);
+            goto out;
+        }
+    }
+    if (nvls_eff > 1)
+        { rc = usim_json_err(&d, "intra_node", "nvls_efficiency", "must be in (0, 1] (got %g)", nvls_eff); goto out; }
     if (ge > 1)
         { rc = usim_json_err(&d, "gpu", "gemm_efficiency", "must be in (0, 1] (got %g)", ge); goto out; }
     if (ae > 1)
@@ -146,6 +180,8 @@ int usim_platform_load(const char *path, usim_platform *p)
     p->nic_Bps = nicbw * 1e9 / 8 * niceff;
     p->nic_lat = usim_ps(niclat * 1e-6);
     p->oversub = over;
+    p->nvls = nvls;
+    p->nvls_eff = nvls_eff;
 out:
     usim_json_free(&d);
     return rc;

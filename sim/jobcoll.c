@@ -89,7 +89,7 @@ int usim_jc_describe(const usim_job *j, const usim_shape *x, const usim_layout *
         if (j->method == USIM_USP)
             uly_split(x->s, x->r, 0, &b0, &seq);   /* the first (largest) sequence slice */
         a2a_pairs(x, seq, P, id - USIM_C_A2A0, buf->pb);
-        *c = (usim_coll){j->a2a, l->sp_ng, P, l->sp_ranks, buf->pb, NULL, 0};
+        *c = (usim_coll){j->a2a, l->sp_ng, P, l->sp_ranks, buf->pb, NULL, 0, USIM_ALGO_AUTO, USIM_PROTO_AUTO};
         return 1;
     }
     switch (id) {
@@ -98,7 +98,7 @@ int usim_jc_describe(const usim_job *j, const usim_shape *x, const usim_layout *
             return 0;
         ring_chunks(x->s, P, (uint64_t)x->b * x->h * x->e, buf->ch);
         *c = (usim_coll){id == USIM_C_AG ? USIM_ALLGATHER : USIM_REDUCE_SCATTER, l->sp_ng, P,
-                         l->sp_ranks, NULL, buf->ch, 0};
+                         l->sp_ranks, NULL, buf->ch, 0, USIM_ALGO_AUTO, USIM_PROTO_AUTO};
         return 1;
     case USIM_C_HOP_F: case USIM_C_HOP_B: case USIM_C_HOP_DKV: {
         if (j->method != USIM_RING && j->method != USIM_RING_ZIGZAG && j->method != USIM_USP)
@@ -111,7 +111,8 @@ int usim_jc_describe(const usim_job *j, const usim_shape *x, const usim_layout *
         uint64_t kvb = (uint64_t)x->b * (uint64_t)x->tk * (uint64_t)x->kv_l * x->d * x->e;
         uint64_t bytes = (id == USIM_C_HOP_B ? 4 : 2) * kvb;
         *c = (usim_coll){USIM_RING_SHIFT, usp ? l->ring_ng : l->sp_ng, R,
-                         usp ? l->ring_ranks : l->sp_ranks, NULL, NULL, bytes};
+                         usp ? l->ring_ranks : l->sp_ranks, NULL, NULL, bytes, USIM_ALGO_AUTO,
+                         USIM_PROTO_AUTO};
         return 1;
     }
     default:
@@ -150,7 +151,7 @@ int usim_jc_describe(const usim_job *j, const usim_shape *x, const usim_layout *
           : (id == USIM_C_E_AG || id == USIM_C_E_RS || id == USIM_C_E_AR) ? x->emb_params
           : x->layer_params;
     ring_chunks((int64_t)llround(count), l->z_size, (uint64_t)x->e, buf->ch);
-    *c = (usim_coll){t, l->z_ng, l->z_size, l->z_ranks, NULL, buf->ch, 0};
+    *c = (usim_coll){t, l->z_ng, l->z_size, l->z_ranks, NULL, buf->ch, 0, USIM_ALGO_AUTO, USIM_PROTO_AUTO};
     return 1;
 }
 
@@ -227,7 +228,8 @@ int usim_jc_run(usim_collmemo *memo, usim_net *net, const usim_job *j, const usi
         if (!usim_jc_describe(j, x, l, id, &buf, &c))
             continue;
         jc->have[id] = 1;
-        rc = memo ? memo_run(memo, net, &c, &jc->r[id]) : usim_coll_count(net, &c, &jc->r[id], NULL, NULL);
+        if (memo)
+            rc = memo_run(memo, net, &c, &jc->r[id]);
     }
     usim_jc_buf_free(&buf);
     return rc;

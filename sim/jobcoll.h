@@ -46,8 +46,8 @@ typedef struct usim_collmemo {
 } usim_collmemo;
 void usim_collmemo_free(usim_collmemo *mc);   /* releases the entries, keeps mc */
 
-/* Every collective the job uses: simulated (or recalled from memo) on net
- * when memo is not NULL, else only counted (durations 0). */
+/* Every collective the job uses (have[]): simulated, or recalled from memo,
+ * on net when memo is not NULL; else only listed (results zero). */
 int usim_jc_run(usim_collmemo *memo, usim_net *net, const usim_job *j, const usim_shape *x,
                 const usim_layout *l, usim_jobcoll *jc);
 

@@ -8,7 +8,7 @@ USIM_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS) -O2
 
 noinst_LTLIBRARIES += sim/libusim.la
 sim_libusim_la_SOURCES = sim/usim.h sim/usim_internal.h sim/error.c sim/engine.c \
-	sim/net.c sim/coll.c sim/jsonutil.c sim/jsonutil.h sim/describe.c \
+	sim/net.c sim/coll.c sim/tuner.c sim/jsonutil.c sim/jsonutil.h sim/describe.c \
 	sim/job.c sim/job.h sim/cost.c sim/cost.h sim/jobcoll.c sim/jobcoll.h sim/sched.c sim/sched.h \
 	sim/program.c sim/program.h sim/trace.c sim/trace.h sim/simulate.c
 sim_libusim_la_CPPFLAGS = $(USIM_CPPFLAGS)
@@ -17,7 +17,7 @@ sim_libusim_la_LIBADD = src/libulyplan.la $(JANSSON_LIBS) -lm
 
 bin_PROGRAMS += ulysses-sim
 ulysses_sim_SOURCES = sim/cli/main.c sim/cli/opts.c sim/cli/opts.h sim/cli/output.c \
-	sim/cli/output.h sim/cli/sweep.c
+	sim/cli/output.h sim/cli/sweep.c sim/cli/coll.c
 ulysses_sim_CPPFLAGS = $(USIM_CPPFLAGS)
 ulysses_sim_CFLAGS = $(USIM_CFLAGS)
 ulysses_sim_LDADD = sim/libusim.la $(JANSSON_LIBS) -lm

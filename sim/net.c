@@ -28,6 +28,7 @@ enum { F_WAIT = 0, F_LAT, F_ACTIVE, F_DONE };
 typedef struct flow {
     double rem;         /* bytes left at t_last */
     double rate;        /* bytes/s */
+    double old_rate;    /* before the current recomputation */
     usim_time t_last;
     uint32_t ver;
     int nl;
@@ -49,6 +50,7 @@ struct usim_net {
     linkq *lq;
     usim_engine *eng;
     int ring_window;
+    double lat_scale[USIM_NCLASS];   /* protocol latency factor per link class */
     /* per run */
     const usim_xfer *x;
     int count;
@@ -75,10 +77,16 @@ static int node_of(const usim_net *n, int g) { return g / n->gpn; }
 int usim_net_route(const usim_net *n, int src, int dst, int *links, usim_time *lat, int *cls)
 {
     int G = n->gpus;
+    if (src == USIM_SWITCH || dst == USIM_SWITCH) {   /* NVLS: one leg through the NVSwitch */
+        links[0] = src == USIM_SWITCH ? USIM_LINK_NVL_DOWN * G + dst : USIM_LINK_NVL_UP * G + src;
+        *lat = (usim_time)llround((double)n->p.nvl_lat * n->lat_scale[USIM_CLASS_NVLINK]);
+        *cls = USIM_CLASS_NVLINK;
+        return 1;
+    }
     if (node_of(n, src) == node_of(n, dst)) {
         links[0] = USIM_LINK_NVL_UP * G + src;
         links[1] = USIM_LINK_NVL_DOWN * G + dst;
-        *lat = n->p.nvl_lat;
+        *lat = (usim_time)llround((double)n->p.nvl_lat * n->lat_scale[USIM_CLASS_NVLINK]);
         *cls = USIM_CLASS_NVLINK;
         return 2;
     }
@@ -87,7 +95,7 @@ int usim_net_route(const usim_net *n, int src, int dst, int *links, usim_time *l
     links[1] = base + node_of(n, src);
     links[2] = base + n->nodes + node_of(n, dst);
     links[3] = USIM_LINK_NIC_RX * G + dst;
-    *lat = n->p.nic_lat;
+    *lat = (usim_time)llround((double)n->p.nic_lat * n->lat_scale[USIM_CLASS_NIC]);
     *cls = USIM_CLASS_NIC;
     return 4;
 }
@@ -107,6 +115,7 @@ usim_net *usim_net_new(const usim_platform *p, int gpus)
     n->nodes = (gpus + n->gpn - 1) / n->gpn;
     n->nlinks = 4 * gpus + 2 * n->nodes;
     n->ring_window = 64;
+    n->lat_scale[USIM_CLASS_NVLINK] = n->lat_scale[USIM_CLASS_NIC] = 1;
     n->bw = usim_malloc((size_t)n->nlinks * sizeof *n->bw);
     n->lq = usim_calloc((size_t)n->nlinks, sizeof *n->lq);
     n->link_dirty = usim_calloc((size_t)n->nlinks, 1);
@@ -158,6 +167,14 @@ int usim_net_gpus(const usim_net *n) { return n->gpus; }
 uint64_t usim_net_last_events(const usim_net *n) { return n->last_events; }
 void usim_net_set_ring_window(usim_net *n, int steps) { n->ring_window = steps < 4 ? 4 : steps; }
 int usim_net_ring_window(const usim_net *n) { return n->ring_window; }
+const usim_platform *usim_net_platform(const usim_net *n) { return &n->p; }
+int usim_net_node_of(const usim_net *n, int gpu) { return node_of(n, gpu); }
+
+void usim_net_set_latency_scale(usim_net *n, double nvlink, double nic)
+{
+    n->lat_scale[USIM_CLASS_NVLINK] = nvlink;
+    n->lat_scale[USIM_CLASS_NIC] = nic;
+}
 
 /* ------------------------------------------------------------ flow engine */
 
@@ -331,6 +348,7 @@ static void on_reshare(usim_engine *e, void *ctx, int64_t arg)
         if (fl->rem < 0)
             fl->rem = 0;
         fl->t_last = now;
+        fl->old_rate = fl->rate;
         n->frozen[n->comp[i]] = 0;
     }
     for (int li = 0; li < n->nls; li++) {
@@ -376,6 +394,8 @@ static void on_reshare(usim_engine *e, void *ctx, int64_t arg)
     for (int i = 0; i < n->ncomp; i++) {
         int f = n->comp[i];
         flow *fl = &n->fl[f];
+        if (fl->ver > 0 && fl->rate == fl->old_rate)
+            continue;   /* unchanged: its scheduled completion stands */
         fl->ver++;
         usim_time t = now + ps_for(fl->rem, fl->rate);
         int64_t a = (int64_t)(((uint64_t)fl->ver << 32) | (uint32_t)f);
@@ -392,7 +412,9 @@ int usim_net_run(usim_net *n, const usim_xfer *x, int count, usim_time *finish,
     if (count == 0)
         return USIM_OK;
     for (int i = 0; i < count; i++) {
-        if (x[i].src < 0 || x[i].src >= n->gpus || x[i].dst < 0 || x[i].dst >= n->gpus)
+        int s_ok = x[i].src >= 0 && x[i].src < n->gpus, d_ok = x[i].dst >= 0 && x[i].dst < n->gpus;
+        if (!((s_ok && d_ok) || (s_ok && x[i].dst == USIM_SWITCH) ||
+              (d_ok && x[i].src == USIM_SWITCH)))
             return usim_set_error(USIM_EINVAL, "transfer %d: GPU %d -> %d out of range (0..%d)", i,
                                   x[i].src, x[i].dst, n->gpus - 1);
         for (int k = 0; k < 2; k++)

@@ -259,17 +259,24 @@ START_TEST(test_ring_extrapolation)
         ch[i] = 100000;
     usim_coll c = {USIM_ALLGATHER, 1, 256, ranks_id, NULL, ch, 0};
     usim_coll_result full, ext;
-    usim_net_set_ring_window(n, 1000);
+    usim_net_set_ring_window(n, 4000);   /* 4000 / 8 channels >= 255 steps */
     ck_assert_int_eq(usim_coll_run(n, &c, &full, NULL, NULL), USIM_OK);
     ck_assert_int_eq(full.extrapolated, 0);
     usim_net_set_ring_window(n, 32);
     ck_assert_int_eq(usim_coll_run(n, &c, &ext, NULL, NULL), USIM_OK);
-    ck_assert_int_eq(ext.extrapolated, 255 - 32);
+    ck_assert_int_eq(ext.extrapolated, 255 - 32 / 8);   /* 8 channels: 32 / 8 steps */
     /* the ring is periodic (every step gated by the NIC hop): exact */
     ck_assert_int_eq(ext.duration, full.duration);
     ck_assert_uint_eq(ext.total_sent, full.total_sent);
-    /* by hand: 255 steps of NIC latency + chunk / NIC bandwidth */
-    ck_assert_int_eq(full.duration, 255 * (5 * US + 1000000000LL));
+    /* by hand: 32 nodes of 8, so 8 channel rings, each leaving every node
+     * through its own NIC with 1/8 of each chunk (12500 B); NVLink carries 7
+     * channels per GPU (7 x 12500 B at 1 GB/s: 87.5 us), the NIC one (12500 B
+     * at 0.1 GB/s: 125 us), so every one of the 255 steps lasts NIC latency +
+     * 125 us */
+    ck_assert_int_eq(full.channels, 8);
+    ck_assert_int_eq(full.algo, USIM_ALGO_RING);
+    ck_assert_int_eq(full.proto, USIM_PROTO_SIMPLE);
+    ck_assert_int_eq(full.duration, 255 * (5 * US + 125000000LL));
     usim_net_free(n);
 }
 END_TEST
