@@ -94,6 +94,8 @@ int usim_platform_load(const char *path, usim_platform *p)
     int skip = 1;
     double nvbw = 0, nveff = 1, nvlat = 0, nicbw = 0, niceff = 1, niclat = 0, over = 1;
     int nvls = 0;
+    int64_t sms = 0;
+    double tile_m = 128, tile_n = 128, k_half = 0, d_half = 0, launch_us = 0;
     double nvls_eff = 0.85;
     json_t *coll = NULL;
     const char *algo_ar = "auto", *algo_ag = "auto", *algo_rs = "auto", *proto = "auto";
@@ -110,6 +112,12 @@ int usim_platform_load(const char *path, usim_platform *p)
         (rc = usim_json_num(&d, gpu, "gpu", "hbm_GiB", 1, 0, 1, &hbm)) ||
         (rc = usim_json_num(&d, gpu, "gpu", "hbm_bw_GBps", 1, 0, 1, &hbmbw)) ||
         (rc = usim_json_num(&d, gpu, "gpu", "reserved_GiB", 0, 0, 0, &resv)) ||
+        (rc = usim_json_int(&d, gpu, "gpu", "sms", 0, 0, &sms)) ||
+        (rc = usim_json_num(&d, gpu, "gpu", "gemm_tile_m", 0, 1, 0, &tile_m)) ||
+        (rc = usim_json_num(&d, gpu, "gpu", "gemm_tile_n", 0, 1, 0, &tile_n)) ||
+        (rc = usim_json_num(&d, gpu, "gpu", "gemm_k_half", 0, 0, 0, &k_half)) ||
+        (rc = usim_json_num(&d, gpu, "gpu", "attention_head_dim_half", 0, 0, 0, &d_half)) ||
+        (rc = usim_json_num(&d, gpu, "gpu", "launch_us", 0, 0, 0, &launch_us)) ||
         (rc = usim_json_obj(&d, root, "", "intra_node", &intra)) ||
         (rc = usim_json_num(&d, intra, "intra_node", "bw_GBps_per_dir", 1, 0, 1, &nvbw)) ||
         (rc = usim_json_num(&d, intra, "intra_node", "efficiency", 0, 0, 1, &nveff)) ||
@@ -181,6 +189,12 @@ int usim_platform_load(const char *path, usim_platform *p)
     p->nic_lat = usim_ps(niclat * 1e-6);
     p->oversub = over;
     p->nvls = nvls;
+    p->sms = (int)(sms > 100000 ? 100000 : sms);
+    p->gemm_tile_m = tile_m;
+    p->gemm_tile_n = tile_n;
+    p->gemm_k_half = k_half;
+    p->attn_d_half = d_half;
+    p->launch_s = launch_us * 1e-6;
     p->nvls_eff = nvls_eff;
 out:
     usim_json_free(&d);

@@ -10,7 +10,7 @@ noinst_LTLIBRARIES += sim/libusim.la
 sim_libusim_la_SOURCES = sim/usim.h sim/usim_internal.h sim/error.c sim/engine.c \
 	sim/net.c sim/coll.c sim/tuner.c sim/jsonutil.c sim/jsonutil.h sim/describe.c \
 	sim/job.c sim/job.h sim/cost.c sim/cost.h sim/jobcoll.c sim/jobcoll.h sim/sched.c sim/sched.h \
-	sim/program.c sim/program.h sim/trace.c sim/trace.h sim/simulate.c
+	sim/program.c sim/program.h sim/compute.c sim/compute.h sim/trace.c sim/trace.h sim/simulate.c
 sim_libusim_la_CPPFLAGS = $(USIM_CPPFLAGS)
 sim_libusim_la_CFLAGS = $(USIM_CFLAGS)
 sim_libusim_la_LIBADD = src/libulyplan.la $(JANSSON_LIBS) -lm
@@ -29,20 +29,31 @@ dist_simplatforms_DATA = sim/presets/platforms/dgx-a100-40g.json \
 	sim/presets/platforms/dgx-h100-2to1.json sim/presets/platforms/a100-pcie-4.json
 simmodelsdir = $(pkgdatadir)/presets/models
 dist_simmodels_DATA = sim/presets/models/gpt-1.2b.json sim/presets/models/gpt-7b.json \
-	sim/presets/models/gpt-30b.json sim/presets/models/llama-3-8b.json
+	sim/presets/models/gpt-30b.json sim/presets/models/llama-3-8b.json \
+	sim/presets/models/gpt-1.2b-64h.json
 
-dist_doc_DATA += doc/simulator.md
+dist_doc_DATA += doc/simulator.md doc/validation.md
+
+# make validate: every published reference point (doc/validation.md is
+# regenerated from sim/validation.md.in, keeping its local-cluster section).
+.PHONY: validate
+validate: ulysses-sim$(EXEEXT)
+	ULYSSES_SIM=$(top_builddir)/ulysses-sim$(EXEEXT) $(SHELL) $(top_srcdir)/sim/validate.sh \
+	  --doc $(top_srcdir)/doc/validation.md > $(top_builddir)/validation.md.tmp
+	mv $(top_builddir)/validation.md.tmp $(top_srcdir)/doc/validation.md
+	ULYSSES_SIM=$(top_builddir)/ulysses-sim$(EXEEXT) $(SHELL) $(top_srcdir)/sim/validate.sh --check
 
 # Tests: one Check suite per module, and shell tests of the command line.
 USIM_TEST_CFLAGS = $(USIM_CFLAGS) $(CHECK_CFLAGS)
 USIM_TEST_LIBS = sim/libusim.la $(CHECK_LIBS) $(JANSSON_LIBS) -lm
 
 check_PROGRAMS += sim/tests/test_engine sim/tests/test_net sim/tests/test_describe \
-	sim/tests/test_workload
+	sim/tests/test_workload sim/tests/test_props
 TESTS += sim/tests/test_engine sim/tests/test_net sim/tests/test_describe \
-	sim/tests/test_workload sim/tests/cli_basic.sh sim/tests/cli_errors.sh \
-	sim/tests/cli_sweep.sh sim/tests/symbols.sh
-EXTRA_DIST += sim/tests/cli_basic.sh sim/tests/cli_errors.sh sim/tests/cli_sweep.sh sim/tests/symbols.sh \
+	sim/tests/test_workload sim/tests/test_props sim/tests/cli_basic.sh sim/tests/cli_errors.sh \
+	sim/tests/cli_sweep.sh sim/tests/symbols.sh sim/tests/validate.sh sim/tests/cli_coll.sh
+EXTRA_DIST += sim/validate.sh sim/validation.md.in sim/tests/validate.sh sim/tests/cli_coll.sh \
+	sim/tests/cli_basic.sh sim/tests/cli_errors.sh sim/tests/cli_sweep.sh sim/tests/symbols.sh \
 	sim/tests/data/bad-syntax.json sim/tests/data/missing-key.json \
 	sim/tests/data/wrong-type.json sim/tests/data/zero-bw.json \
 	sim/tests/data/huge-latency.json sim/tests/data/huge-flops.json \
@@ -67,3 +78,8 @@ sim_tests_test_workload_SOURCES = sim/tests/test_workload.c
 sim_tests_test_workload_CPPFLAGS = $(USIM_CPPFLAGS)
 sim_tests_test_workload_CFLAGS = $(USIM_TEST_CFLAGS)
 sim_tests_test_workload_LDADD = $(USIM_TEST_LIBS)
+
+sim_tests_test_props_SOURCES = sim/tests/test_props.c
+sim_tests_test_props_CPPFLAGS = $(USIM_CPPFLAGS)
+sim_tests_test_props_CFLAGS = $(USIM_TEST_CFLAGS)
+sim_tests_test_props_LDADD = $(USIM_TEST_LIBS)

@@ -36,6 +36,7 @@ typedef struct flow {
     int pos[4];         /* index of this flow in link[k]'s active list */
     int state;
     int deps_left;
+    int step;           /* priority class: earlier steps are served first */
 } flow;
 
 typedef struct linkq {
@@ -351,43 +352,65 @@ static void on_reshare(usim_engine *e, void *ctx, int64_t arg)
         fl->old_rate = fl->rate;
         n->frozen[n->comp[i]] = 0;
     }
-    for (int li = 0; li < n->nls; li++) {
-        int l = n->lstack[li];
-        n->cap[l] = n->bw[l];
-        n->cnt[l] = n->lq[l].n;
-    }
-    /* progressive filling */
+    for (int li = 0; li < n->nls; li++)
+        n->cap[n->lstack[li]] = n->bw[n->lstack[li]];
+    /* Priority classes by step, earliest first: progressive filling among
+     * the flows of one step on the capacity the earlier steps left.  Within a
+     * step the rates are max-min fair.  (A transfer of a later step -- a
+     * rank that ran ahead -- never slows one of an earlier step; with plain
+     * fair sharing across steps a faster link could make a collective
+     * slower.) */
     int left = n->ncomp;
     while (left > 0) {
-        double share = INFINITY;
-        for (int li = 0; li < n->nls; li++) {
-            int l = n->lstack[li];
-            if (n->cnt[l] > 0) {
-                double s = n->cap[l] / n->cnt[l];
-                if (s < share)
-                    share = s;
-            }
-        }
-        USIM_CHECK(isfinite(share) && share > 0);
-        double lim = share * (1 + USIM_TOL_SHARE_REL);
+        int step = INT32_MAX;
+        for (int i = 0; i < n->ncomp; i++)
+            if (!n->frozen[n->comp[i]] && n->fl[n->comp[i]].step < step)
+                step = n->fl[n->comp[i]].step;
+        for (int li = 0; li < n->nls; li++)
+            n->cnt[n->lstack[li]] = 0;
+        int in_class = 0;
         for (int i = 0; i < n->ncomp; i++) {
-            int f = n->comp[i];
-            if (n->frozen[f])
+            flow *fl = &n->fl[n->comp[i]];
+            if (n->frozen[n->comp[i]] || fl->step != step)
                 continue;
-            flow *fl = &n->fl[f];
-            int hit = 0;
-            for (int k = 0; k < fl->nl && !hit; k++) {
-                int l = fl->link[k];
-                hit = n->cnt[l] > 0 && n->cap[l] / n->cnt[l] <= lim;
+            in_class++;
+            for (int k = 0; k < fl->nl; k++)
+                n->cnt[fl->link[k]]++;
+        }
+        while (in_class > 0) {
+            double share = INFINITY;
+            for (int li = 0; li < n->nls; li++) {
+                int l = n->lstack[li];
+                if (n->cnt[l] > 0) {
+                    double c = n->cap[l] > USIM_TOL_CAP_REL * n->bw[l] ? n->cap[l] : 0;
+                    double sh = c / n->cnt[l];
+                    if (sh < share)
+                        share = sh;
+                }
             }
-            if (!hit)
-                continue;
-            n->frozen[f] = 1;
-            left--;
-            fl->rate = share;
-            for (int k = 0; k < fl->nl; k++) {
-                n->cap[fl->link[k]] -= share;
-                n->cnt[fl->link[k]]--;
+            USIM_CHECK(isfinite(share) && share >= 0);
+            double lim = share * (1 + USIM_TOL_SHARE_REL);
+            for (int i = 0; i < n->ncomp; i++) {
+                int f = n->comp[i];
+                flow *fl = &n->fl[f];
+                if (n->frozen[f] || fl->step != step)
+                    continue;
+                int hit = 0;
+                for (int k = 0; k < fl->nl && !hit; k++) {
+                    int l = fl->link[k];
+                    double c = n->cap[l] > USIM_TOL_CAP_REL * n->bw[l] ? n->cap[l] : 0;
+                    hit = n->cnt[l] > 0 && c / n->cnt[l] <= lim;
+                }
+                if (!hit)
+                    continue;
+                n->frozen[f] = 1;
+                left--;
+                in_class--;
+                fl->rate = share;
+                for (int k = 0; k < fl->nl; k++) {
+                    n->cap[fl->link[k]] -= share;
+                    n->cnt[fl->link[k]]--;
+                }
             }
         }
     }
@@ -397,6 +420,8 @@ static void on_reshare(usim_engine *e, void *ctx, int64_t arg)
         if (fl->ver > 0 && fl->rate == fl->old_rate)
             continue;   /* unchanged: its scheduled completion stands */
         fl->ver++;
+        if (fl->rate <= 0)
+            continue;   /* starved by earlier steps: rescheduled when they end */
         usim_time t = now + ps_for(fl->rem, fl->rate);
         int64_t a = (int64_t)(((uint64_t)fl->ver << 32) | (uint32_t)f);
         if (usim_engine_at(e, t, on_done, n, a))
@@ -463,6 +488,7 @@ int usim_net_run(usim_net *n, const usim_xfer *x, int count, usim_time *finish,
     for (int i = 0; i < count; i++) {
         flow *fl = &n->fl[i];
         fl->rem = (double)x[i].bytes;
+        fl->step = x[i].step;
         fl->deps_left = (x[i].dep[0] >= 0) + (x[i].dep[1] >= 0);
         if (x[i].dep[0] >= 0 && x[i].dep[0] == x[i].dep[1])
             fl->deps_left = 2;  /* listed twice in CSR too */

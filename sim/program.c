@@ -11,15 +11,40 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compute.h"
 #include "program.h"
 #include "usim.h"
 #include "usim_internal.h"
 
 /* ------------------------------------------------------------ building */
 
-static usim_time t_gemm(const usim_prog *b, double fl) { return usim_ps(fl / b->rate_gemm); }
-static usim_time t_attn(const usim_prog *b, double fl) { return usim_ps(fl / b->rate_attn); }
-static usim_time t_mem(const usim_prog *b, double bytes) { return usim_ps(bytes / b->p->hbm_Bps); }
+/* Kernel times (compute.c); k: number of memory-bound kernels. */
+static usim_time t_gemm(const usim_prog *b, usim_gemm g)
+{
+    return usim_ps(usim_gemm_s(b->p, b->m->dtype, g));
+}
+static usim_time t_gemm_bwd(const usim_prog *b, usim_gemm g)
+{
+    return usim_ps(usim_gemm_bwd_s(b->p, b->m->dtype, g));
+}
+static usim_time t_attn(const usim_prog *b, double fl)
+{
+    return usim_ps(usim_attn_s(b->p, b->m->dtype, fl, (double)b->x->b, b->f->attn_heads,
+                               b->f->attn_tq, (double)b->x->d));
+}
+static usim_time t_mem(const usim_prog *b, double bytes, int k)
+{
+    return usim_ps(usim_mem_s(b->p, bytes, k));
+}
+/* the GEMMs of the output projection and the MLP, forward and backward */
+static usim_time t_outmlp(const usim_prog *b)
+{
+    return t_gemm(b, b->f->g_out) + t_gemm(b, b->f->g_fc1) + t_gemm(b, b->f->g_fc2);
+}
+static usim_time t_outmlp_bwd(const usim_prog *b)
+{
+    return t_gemm_bwd(b, b->f->g_out) + t_gemm_bwd(b, b->f->g_fc1) + t_gemm_bwd(b, b->f->g_fc2);
+}
 
 static int comp(usim_prog *b, usim_time dur, int layer, const char *name, int d0, int d1)
 {
@@ -87,7 +112,7 @@ static int layer_fwd(usim_prog *b, int l, int param_dep, int recompute)
     int c;
     switch (j->method) {
     case USIM_ULYSSES: case USIM_USP: {
-        c = comp(b, t_gemm(b, f->qkv) + t_mem(b, f->elem_bytes * 0.3), l,
+        c = comp(b, t_gemm(b, f->g_qkv) + t_mem(b, f->elem_bytes * 0.3, 2), l,
                  recompute ? "recompute: layernorm + QKV" : "layernorm + QKV", param_dep, prev);
         comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_A2A0 + ULY_A2A_Q, l, "all-to-all q", c, -1);
         comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_A2A0 + ULY_A2A_K, l, "all-to-all k", c, -1);
@@ -100,19 +125,19 @@ static int layer_fwd(usim_prog *b, int l, int param_dep, int recompute)
                           "attention blocks", &hops);
         }
         a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_A2A0 + ULY_A2A_O, l, "all-to-all o", c, -1);
-        c = comp(b, t_gemm(b, f->out + f->mlp) + t_mem(b, f->elem_bytes * 0.7), l,
+        c = comp(b, t_outmlp(b) + t_mem(b, f->elem_bytes * 0.7, 4), l,
                  recompute ? "recompute: out-proj + MLP" : "out-proj + MLP", a, -1);
         break;
     }
     case USIM_MEGATRON_SP: {
         int a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_AG, l, "all-gather x", prev, param_dep);
-        c = comp(b, t_gemm(b, f->qkv) + t_mem(b, f->elem_bytes * 0.3), l,
+        c = comp(b, t_gemm(b, f->g_qkv) + t_mem(b, f->elem_bytes * 0.3, 2), l,
                  recompute ? "recompute: QKV" : "layernorm + QKV", a, param_dep);
         c = comp(b, t_attn(b, f->attn), l, recompute ? "recompute: attention" : "attention", c, -1);
-        c = comp(b, t_gemm(b, f->out), l, "out-proj", c, -1);
+        c = comp(b, t_gemm(b, f->g_out), l, "out-proj", c, -1);
         a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_RS, l, "reduce-scatter", c, -1);
         a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_AG, l, "all-gather", a, -1);
-        c = comp(b, t_gemm(b, f->mlp) + t_mem(b, f->elem_bytes * 0.7), l,
+        c = comp(b, t_gemm(b, f->g_fc1) + t_gemm(b, f->g_fc2) + t_mem(b, f->elem_bytes * 0.7, 4), l,
                  recompute ? "recompute: MLP" : "MLP", a, -1);
         a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_RS, l, "reduce-scatter", c, -1);
         b->last_sp = a;
@@ -121,12 +146,12 @@ static int layer_fwd(usim_prog *b, int l, int param_dep, int recompute)
         break;
     }
     case USIM_RING: case USIM_RING_ZIGZAG: {
-        c = comp(b, t_gemm(b, f->qkv) + t_mem(b, f->elem_bytes * 0.3), l,
+        c = comp(b, t_gemm(b, f->g_qkv) + t_mem(b, f->elem_bytes * 0.3, 2), l,
                  recompute ? "recompute: layernorm + QKV" : "layernorm + QKV", param_dep, prev);
         int hops;
         ring_pass(b, l, b->x->P, f->attn_step[0], f->attn_step[1], USIM_C_HOP_F, c, "attention blocks",
                   &hops);
-        c = comp(b, t_gemm(b, f->out + f->mlp) + t_mem(b, f->elem_bytes * 0.7), l,
+        c = comp(b, t_outmlp(b) + t_mem(b, f->elem_bytes * 0.7, 4), l,
                  recompute ? "recompute: out-proj + MLP" : "out-proj + MLP", -1, -1);
         break;
     }
@@ -147,7 +172,7 @@ static int layer_bwd(usim_prog *b, int l, int param_dep)
     double sel = j->recompute == USIM_RC_SELECTIVE ? f->elem_bytes * 0.5 : 0;
     switch (j->method) {
     case USIM_ULYSSES: case USIM_USP: {
-        c = comp(b, 2 * t_gemm(b, f->out + f->mlp) + t_mem(b, 2 * f->elem_bytes * 0.7 + sel), l,
+        c = comp(b, t_outmlp_bwd(b) + t_mem(b, 2 * f->elem_bytes * 0.7 + sel, 4), l,
                  "MLP + out-proj backward", param_dep, -1);
         a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_A2A0 + ULY_A2A_DO, l, "all-to-all do", c, -1);
         if (j->method == USIM_ULYSSES) {
@@ -164,19 +189,19 @@ static int layer_bwd(usim_prog *b, int l, int param_dep)
         a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_A2A0 + ULY_A2A_DQ, l, "all-to-all dq", c, -1);
         comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_A2A0 + ULY_A2A_DK, l, "all-to-all dk", c, -1);
         a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_A2A0 + ULY_A2A_DV, l, "all-to-all dv", c, -1);
-        c = comp(b, 2 * t_gemm(b, f->qkv) + t_mem(b, 2 * f->elem_bytes * 0.3), l,
+        c = comp(b, t_gemm_bwd(b, f->g_qkv) + t_mem(b, 2 * f->elem_bytes * 0.3, 2), l,
                  "QKV + layernorm backward", a, -1);
         break;
     }
     case USIM_MEGATRON_SP: {
         a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_AG, l, "all-gather dy", b->last_c, param_dep);
-        c = comp(b, 2 * t_gemm(b, f->mlp) + t_mem(b, 2 * f->elem_bytes * 0.7 + sel), l,
+        c = comp(b, t_gemm_bwd(b, f->g_fc1) + t_gemm_bwd(b, f->g_fc2) + t_mem(b, 2 * f->elem_bytes * 0.7 + sel, 4), l,
                  "MLP backward", a, param_dep);
         a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_RS, l, "reduce-scatter dx", c, -1);
         a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_AG, l, "all-gather dy", a, -1);
-        c = comp(b, 2 * t_gemm(b, f->out), l, "out-proj backward", a, -1);
+        c = comp(b, t_gemm_bwd(b, f->g_out), l, "out-proj backward", a, -1);
         c = comp(b, t_attn(b, USIM_ATTN_BWD_FACTOR * f->attn), l, "attention backward", c, -1);
-        c = comp(b, 2 * t_gemm(b, f->qkv) + t_mem(b, 2 * f->elem_bytes * 0.3), l,
+        c = comp(b, t_gemm_bwd(b, f->g_qkv) + t_mem(b, 2 * f->elem_bytes * 0.3, 2), l,
                  "QKV + layernorm backward", c, -1);
         a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_RS, l, "reduce-scatter dx", c, -1);
         /* the next (lower) layer's backward needs dx */
@@ -185,7 +210,7 @@ static int layer_bwd(usim_prog *b, int l, int param_dep)
         return c;
     }
     case USIM_RING: case USIM_RING_ZIGZAG: {
-        c = comp(b, 2 * t_gemm(b, f->out + f->mlp) + t_mem(b, 2 * f->elem_bytes * 0.7 + sel), l,
+        c = comp(b, t_outmlp_bwd(b) + t_mem(b, 2 * f->elem_bytes * 0.7 + sel, 4), l,
                  "MLP + out-proj backward", param_dep, -1);
         int hops;
         ring_pass(b, l, b->x->P, USIM_ATTN_BWD_FACTOR * f->attn_step[0],
@@ -193,7 +218,7 @@ static int layer_bwd(usim_prog *b, int l, int param_dep)
         a = b->jc->have[USIM_C_HOP_DKV]
                 ? comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_HOP_DKV, l, "ring hop dkv home", b->last_c, -1)
                 : b->last_c;
-        c = comp(b, 2 * t_gemm(b, f->qkv) + t_mem(b, 2 * f->elem_bytes * 0.3), l,
+        c = comp(b, t_gemm_bwd(b, f->g_qkv) + t_mem(b, 2 * f->elem_bytes * 0.3, 2), l,
                  "QKV + layernorm backward", a, -1);
         break;
     }
@@ -214,8 +239,6 @@ int usim_prog_init(usim_prog *b, const usim_platform *p, const usim_model *m, co
     b->x = x;
     b->f = f;
     b->jc = jc;
-    b->rate_gemm = p->peak_flops[m->dtype] * p->gemm_eff;
-    b->rate_attn = p->peak_flops[m->dtype] * p->attn_eff;
     b->layer_last_c = usim_malloc((size_t)m->layers * sizeof(int));
     b->bwd_last_c = usim_malloc((size_t)m->layers * sizeof(int));
     if (!b->layer_last_c || !b->bwd_last_c) {
@@ -261,9 +284,9 @@ int usim_program_build(usim_prog *b, int micro_steps)
             b->layer_last_c[l] = layer_fwd(b, l, pd, 0);
             b->g.pass = USIM_PASS_OTHER;
         }
-        comp(b, t_gemm(b, f->head) + t_mem(b, f->head_bytes / 2), L, "LM head + loss", emb, -1);
+        comp(b, t_gemm(b, f->g_head) + t_mem(b, f->head_bytes / 2, 2), L, "LM head + loss", emb, -1);
         /* backward */
-        comp(b, 2 * t_gemm(b, f->head) + t_mem(b, f->head_bytes / 2), L, "LM head backward", -1, -1);
+        comp(b, t_gemm_bwd(b, f->g_head) + t_mem(b, f->head_bytes / 2, 2), L, "LM head backward", -1, -1);
         if (reduce && jc->have[USIM_C_E_RS])
             b->last_grad = comm(b, USIM_ST_GRAD, USIM_KIND_GRAD, USIM_C_E_RS, L, "reduce-scatter embedding grads",
                                 b->last_c, -1);
@@ -295,7 +318,7 @@ int usim_program_build(usim_prog *b, int micro_steps)
     }
     /* optimizer step: Adam on the local shard, HBM-bound (~36 bytes per parameter) */
     double local = j->zero >= 1 ? b->x->gpu_params / b->x->Z : b->x->gpu_params;
-    int opt = comp(b, t_mem(b, 36 * local), -1, "optimizer step", b->last_grad, b->last_sp);
+    int opt = comp(b, t_mem(b, 36 * local, 1), -1, "optimizer step", b->last_grad, b->last_sp);
     if (jc->have[USIM_C_POST_AG])
         comm(b, USIM_ST_PARAM, USIM_KIND_PARAM, USIM_C_POST_AG, -1, "gather updated params", opt, -1);
     return b->g.err;

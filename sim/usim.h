@@ -89,8 +89,13 @@ typedef struct usim_platform {
     int gpus_per_node;
     int max_nodes;              /* 0: unlimited */
     double peak_flops[USIM_NDTYPE];  /* FLOP/s, dense */
-    double gemm_eff;            /* achievable fraction of peak in GEMMs */
-    double attn_eff;            /* achievable fraction of peak in attention kernels */
+    double gemm_eff;            /* achieved fraction of peak in large GEMMs */
+    double attn_eff;            /* achieved fraction of peak in attention kernels (d = 128) */
+    int sms;                    /* streaming multiprocessors (0: no wave quantisation) */
+    double gemm_tile_m, gemm_tile_n; /* GEMM output tile per thread block */
+    double gemm_k_half;         /* GEMM efficiency is gemm_eff * K / (K + gemm_k_half) */
+    double attn_d_half;         /* attention rate scales with d / (d + attn_d_half) */
+    double launch_s;            /* per-kernel launch overhead, seconds */
     int attn_causal_skip;       /* 1: attention kernels skip fully masked blocks (causal
                                    attention costs half); 0: they compute them */
     double hbm_bytes;           /* HBM capacity, bytes */

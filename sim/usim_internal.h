@@ -62,11 +62,14 @@ static inline double usim_sec(usim_time t)
 #define USIM_TOL_PS_REL 1e-9
 #define USIM_TOL_PS_ABS 1e-6
 #define USIM_TOL_SHARE_REL 1e-12
+#define USIM_TOL_CAP_REL 1e-9
 
 /* A computed duration of x picoseconds as a whole number of picoseconds:
  * rounded up, except within USIM_TOL_PS_* of an integer. */
 static inline usim_time usim_ps_ceil(double x)
 {
+    if (!(x < 4e18))
+        return (usim_time)4e18;   /* saturate (about 46 days) */
     double r = nearbyint(x);
     if (fabs(x - r) <= USIM_TOL_PS_REL * x + USIM_TOL_PS_ABS)
         return (usim_time)r;
