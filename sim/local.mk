@@ -48,9 +48,9 @@ USIM_TEST_CFLAGS = $(USIM_CFLAGS) $(CHECK_CFLAGS)
 USIM_TEST_LIBS = sim/libusim.la $(CHECK_LIBS) $(JANSSON_LIBS) -lm
 
 check_PROGRAMS += sim/tests/test_engine sim/tests/test_net sim/tests/test_describe \
-	sim/tests/test_workload sim/tests/test_props
+	sim/tests/test_workload sim/tests/test_props sim/tests/test_golden
 TESTS += sim/tests/test_engine sim/tests/test_net sim/tests/test_describe \
-	sim/tests/test_workload sim/tests/test_props sim/tests/cli_basic.sh sim/tests/cli_errors.sh \
+	sim/tests/test_workload sim/tests/test_props sim/tests/test_golden sim/tests/cli_basic.sh sim/tests/cli_errors.sh \
 	sim/tests/cli_sweep.sh sim/tests/symbols.sh sim/tests/validate.sh sim/tests/cli_coll.sh
 EXTRA_DIST += sim/validate.sh sim/validation.md.in sim/tests/validate.sh sim/tests/cli_coll.sh \
 	sim/tests/cli_basic.sh sim/tests/cli_errors.sh sim/tests/cli_sweep.sh sim/tests/symbols.sh \
@@ -83,3 +83,8 @@ sim_tests_test_props_SOURCES = sim/tests/test_props.c
 sim_tests_test_props_CPPFLAGS = $(USIM_CPPFLAGS)
 sim_tests_test_props_CFLAGS = $(USIM_TEST_CFLAGS)
 sim_tests_test_props_LDADD = $(USIM_TEST_LIBS)
+
+sim_tests_test_golden_SOURCES = sim/tests/test_golden.c
+sim_tests_test_golden_CPPFLAGS = $(USIM_CPPFLAGS)
+sim_tests_test_golden_CFLAGS = $(USIM_TEST_CFLAGS)
+sim_tests_test_golden_LDADD = $(USIM_TEST_LIBS)
