@@ -74,17 +74,40 @@ typedef struct uly_attn_desc {
     int64_t window;    /* 0: no window; else >= 1 */
     double scale;      /* 0: 1/sqrt(d) */
     uly_dtype dtype;   /* element type of the blocked kernel and of the distributed tensors */
+    /* Packed documents.  NULL: one document per batch row.  Else
+     * batch * (docs + 1) entries: row b's document i is the tokens
+     * [off[b*(docs+1)+i], off[b*(docs+1)+i+1]); off[b*(docs+1)] == 0, the
+     * entries are non-decreasing and off[b*(docs+1)+docs] == N.  Empty
+     * documents (equal offsets) are allowed.  Query i sees key j only if both
+     * are in the same document AND the causal/window mask allows (i, j). */
+    const int64_t *doc_offsets;
+    int64_t docs;      /* D, documents per row (0 when doc_offsets is NULL) */
 } uly_attn_desc;
 
 /* Validate a description: positive sizes, H % Hkv == 0, window >= 0, scale
- * finite, and every tensor size (in bytes) representable in size_t. */
+ * finite, every tensor size (in bytes) representable in size_t, and the
+ * document offsets (when given) well formed for every batch row. */
 int uly_attn_desc_check(const uly_attn_desc *a);
 /* The scale actually used (a->scale, or 1/sqrt(d) when it is 0). */
 double uly_attn_scale(const uly_attn_desc *a);
-/* Whether query i may attend to key j under the mask of a. */
+/* Whether query i may attend to key j of batch row 0 under the mask of a. */
 int uly_attn_visible(const uly_attn_desc *a, int64_t i, int64_t j);
-/* Number of visible (query, key) pairs per (batch, head): the FLOP base. */
+/* The same for batch row b (documents differ per row). */
+int uly_attn_visible_row(const uly_attn_desc *a, int64_t b, int64_t i, int64_t j);
+/* Number of visible (query, key) pairs per head, averaged over the batch rows
+ * (exact per row without documents): B * H * pairs is the FLOP base. */
 double uly_attn_pairs(const uly_attn_desc *a);
+/* Keys visible to query i of batch row b: the interval [*lo, *hi) (empty when
+ * *lo >= *hi).  Both ends are non-decreasing in i within a row. */
+void uly_attn_visible_keys(const uly_attn_desc *a, int64_t b, int64_t i, int64_t *lo, int64_t *hi);
+/* Visible pairs of batch row b between queries [q0, q0 + nq) and keys
+ * [k0, k0 + nk) (global positions).  O(nq log D). */
+int64_t uly_attn_pairs_range(const uly_attn_desc *a, int64_t b, int64_t q0, int64_t nq, int64_t k0,
+                             int64_t nk);
+/* Whether any query of [q0, q0 + nq) sees any key of [k0, k0 + nk) in batch
+ * row b.  O(log nq log D). */
+int uly_attn_any_visible(const uly_attn_desc *a, int64_t b, int64_t q0, int64_t nq, int64_t k0,
+                         int64_t nk);
 
 /* ------------------------------------------------------- plan (pure math) */
 
@@ -108,15 +131,132 @@ enum { ULY_A2A_Q, ULY_A2A_K, ULY_A2A_V, ULY_A2A_O,
 /* Name of an all-to-all ("q", "k", ..., "dv"). */
 const char *uly_a2a_name(int which);
 
-/* Bytes one rank sends to / receives from other ranks (itself excluded). */
+/* The other communication calls of the sequence-parallel methods (see
+ * doc/methods.md); indices follow the eight all-to-alls. */
+enum {
+    ULY_RING_K = ULY_A2A_COUNT, ULY_RING_V, /* forward ring hops of K and V */
+    ULY_RING_BK, ULY_RING_BV,               /* backward ring hops of K and V */
+    ULY_RING_DK, ULY_RING_DV,               /* backward: dK, dV travelling with their shard,
+                                               then returned to its owner */
+    ULY_AG_K, ULY_AG_V,                     /* all-gather of K and V (forward) */
+    ULY_RS_DK, ULY_RS_DV,                   /* reduce-scatter of dK and dV (backward) */
+    ULY_VOL_COUNT
+};
+/* Name of any call ("q", ..., "dv", "ring-k", ..., "ag-k", "rs-dv"). */
+const char *uly_vol_name(int which);
+
+/* Bytes one rank sends to / receives from other ranks (itself excluded), per
+ * call kind.  An all-gather counts the rank's block once per other rank
+ * (sent) and the other ranks' blocks (received); a reduce-scatter the other
+ * ranks' parts of its contribution (sent) and their contributions to its
+ * part (received). */
 typedef struct uly_volume {
-    uint64_t sent[ULY_A2A_COUNT];
-    uint64_t recv[ULY_A2A_COUNT];
+    uint64_t sent[ULY_VOL_COUNT];
+    uint64_t recv[ULY_VOL_COUNT];
 } uly_volume;
 
 /* Expected per-rank volume of the Ulysses all-to-alls for rank `rank` of P,
  * from the shape alone (uneven heads, uneven sequence and GQA included). */
 int uly_plan_volume(const uly_attn_desc *a, int P, int rank, uly_volume *out);
+
+/* Elements (not bytes) of the block rank src hands rank dst in all-to-all
+ * `which` (ULY_A2A_Q..ULY_A2A_DV) of a Ulysses layer on P ranks; src == dst
+ * gives the block that stays local.  uly_plan_volume sums these (times the
+ * element size) over dst != rank, which is what the library's counters
+ * measure; `ulysses explain` prints them as the P x P send matrix. */
+int uly_plan_a2a_block(const uly_attn_desc *a, int P, int which, int src, int dst,
+                       uint64_t *elems);
+
+/* ------------------------------------- sequence-parallel methods (plan) */
+
+/*
+ * How P ranks share one attention (doc/methods.md):
+ *   ulysses    all-to-all to head shards, whole sequence per head (U = P, R = 1)
+ *   ring       contiguous shards; K, V travel around a ring of P (U = 1, R = P)
+ *   zigzag     the ring on 2P chunks, rank j holding chunks j and 2P-1-j
+ *   allgather  zigzag shards; K, V all-gathered, queries local (Llama 3 CP)
+ *   usp        a U x R grid: Ulysses inside each group of U ranks, a zigzag
+ *              ring across the R groups (P = U R, so P may exceed H)
+ * Ring positions j = 0..R-1; group member u = 0..U-1.  Placement decides
+ * which coordinate is contiguous in rank order.
+ */
+typedef enum uly_method {
+    ULY_METHOD_ULYSSES = 0, ULY_METHOD_RING, ULY_METHOD_ZIGZAG, ULY_METHOD_ALLGATHER,
+    ULY_METHOD_USP, ULY_METHOD_COUNT
+} uly_method;
+
+typedef enum uly_placement {
+    ULY_PLACE_ULYSSES_INNER = 0, /* rank = j * U + u: each all-to-all group is U consecutive ranks */
+    ULY_PLACE_RING_INNER = 1     /* rank = u * R + j: each ring is R consecutive ranks */
+} uly_placement;
+
+typedef struct uly_sp_plan {
+    int method;     /* uly_method */
+    int P;          /* ranks */
+    int U;          /* Ulysses (all-to-all) degree */
+    int R;          /* ring degree, P / U */
+    int placement;  /* uly_placement (matters only when U > 1 and R > 1) */
+    int zigzag;     /* ring chunks are pairs (j, 2R-1-j) of 2R chunks */
+} uly_sp_plan;
+
+/* Names: "ulysses", "ring", "zigzag", "allgather", "usp"; "ulysses-inner",
+ * "ring-inner".  The parsers return ULY_EINVAL for an unknown name. */
+const char *uly_method_name(int method);
+int uly_method_parse(const char *name, int *method);
+const char *uly_placement_name(int placement);
+int uly_placement_parse(const char *name, int *placement);
+
+/* Fill and validate a plan.  U: the Ulysses degree for usp (1 <= U <= P,
+ * P % U == 0); for the other methods 0 or the value the method implies
+ * (P for ulysses, 1 otherwise). */
+int uly_sp_plan_init(uly_sp_plan *p, int method, int P, int U, int placement);
+
+/* Grid coordinates of a rank (group member u, ring position j) and back. */
+void uly_plan_grid(const uly_sp_plan *p, int rank, int *u, int *j);
+int uly_plan_grid_rank(const uly_sp_plan *p, int u, int j);
+
+/* Token segments (global positions) of ring position j: the sequence its
+ * group holds after the all-to-all, rows in segment order.  Returns the
+ * number of segments (1 or 2; a segment may be empty only when it is the
+ * only one). */
+int uly_plan_chunk(const uly_sp_plan *p, int64_t N, int j, int64_t begin[2], int64_t count[2]);
+/* Token segments of rank `rank`'s input and output shards (B, n_r, H, d):
+ * its group chunk split U ways (contiguously, first ranks one extra token). */
+int uly_plan_tokens(const uly_sp_plan *p, int64_t N, int rank, int64_t begin[2], int64_t count[2]);
+/* Query heads the rank computes: [*begin, *begin + *count). */
+void uly_plan_heads(const uly_sp_plan *p, int64_t H, int rank, int64_t *begin, int64_t *count);
+
+/* Ring: the position whose K, V shard ring position j processes at step t
+ * (t = 0..R-1): (j - t) mod R. */
+int uly_plan_ring_src(const uly_sp_plan *p, int j, int t);
+/* Whether some query of ring position j sees some key of chunk `src` (in any
+ * batch row).  Shards nobody needs are neither computed nor sent. */
+int uly_plan_ring_need(const uly_attn_desc *a, const uly_sp_plan *p, int j, int src);
+/* Whether ring position j holds the shard of step t, (j - t) mod R: its own
+ * at t = 0, else when it or a later position on the shard's remaining path
+ * needs it.  A hop j -> j+1 after step t happens iff hold(j+1, t+1). */
+int uly_plan_ring_hold(const uly_attn_desc *a, const uly_sp_plan *p, int j, int t);
+/* The ring position holding chunk src's shard (and its dK, dV) last; the
+ * gradients go back from it to src when it is not src itself. */
+int uly_plan_ring_last(const uly_attn_desc *a, const uly_sp_plan *p, int src);
+
+/* Causal work of a rank at step t: visible (query, key) pairs between its
+ * group's chunk and the keys it holds at that step, summed over the batch
+ * rows; multiply by the rank's query heads for (head, query, key) triples.
+ * Ulysses: the whole sequence at t = 0; all-gather: its own tokens against
+ * every key at t = 0.  0 for steps beyond the method's last. */
+double uly_plan_step_pairs(const uly_attn_desc *a, const uly_sp_plan *p, int rank, int t);
+/* Steps of the method: R for the rings and usp, 1 otherwise. */
+int uly_plan_steps(const uly_sp_plan *p);
+
+/* Expected bytes sent / received by rank `rank` in one forward + backward,
+ * per call kind, for every method (uneven N and H, GQA, KV replication and
+ * documents included).  The library's counters measure the same quantities. */
+int uly_plan_method_volume(const uly_attn_desc *a, const uly_sp_plan *p, int rank, uly_volume *out);
+/* Bytes rank `rank` sends to its successor after step t for ring call kind
+ * `which` (ULY_RING_K .. ULY_RING_DV; the final return of dK, dV to their
+ * owner is counted at t = R-1). */
+uint64_t uly_plan_ring_hop(const uly_attn_desc *a, const uly_sp_plan *p, int rank, int t, int which);
 
 /* --------------------------------------------------------------- kernels */
 
@@ -128,6 +268,16 @@ typedef struct uly_kernel_opts {
     int64_t head_begin;  /* the tensors hold query heads [head_begin, head_begin + head_count) */
     int64_t head_count;  /* 0: all H heads (head_begin must be 0) */
     int kv_expanded;     /* backward: dK, dV per query head, (B, N, Hq, d), unsummed */
+    /* A tile of the attention matrix (ring attention): the tensors hold query
+     * rows at global positions [q_begin, q_begin + q_count) and key rows at
+     * [k_begin, k_begin + k_count); masks and documents apply at global
+     * positions.  Shapes become Q, O, dQ, dO (B, q_count, Hq, d), K, V, dK, dV
+     * (B, k_count, Hk|Hq, d), LSE (B, Hq, q_count).  A count of 0 means the
+     * whole sequence (its begin must be 0).  A query row that sees no key of
+     * the tile gets O = 0, LSE = -inf and dQ = 0; merge tiles with
+     * uly_attn_merge. */
+    int64_t q_begin, q_count;
+    int64_t k_begin, k_count;
 } uly_kernel_opts;
 
 /* Reference attention in double precision (full heads, O(N) extra memory).
@@ -149,6 +299,20 @@ int uly_attn_fwd(const uly_attn_desc *a, const uly_kernel_opts *opts,
 int uly_attn_bwd(const uly_attn_desc *a, const uly_kernel_opts *opts,
                  const void *q, const void *k, const void *v, const void *o,
                  const void *lse, const void *dout, void *dq, void *dk, void *dv);
+
+/* Merge the result of one more key tile into a running (O, LSE) over the
+ * same query rows (element type t):
+ *   LSE' = log(exp(LSE) + exp(LSE_t)),
+ *   O'   = exp(LSE - LSE') O + exp(LSE_t - LSE') O_t
+ * computed per row in double from m = max(LSE, LSE_t), so that it is exact
+ * for -inf (a side with no visible key contributes nothing; both -inf keeps
+ * O = 0, LSE = -inf).  o, o_t: (B, n, Hq, d); lse, lse_t: (B, Hq, n).
+ * bf16: round O' to bfloat16 (round to nearest even) after the merge, as a
+ * GPU ring storing its partials in bf16 does (LSE stays in full precision). */
+int uly_attn_merge(uly_dtype t, int64_t batch, int64_t n, int64_t heads, int64_t head_dim, void *o,
+                   void *lse, const void *o_t, const void *lse_t, int bf16);
+/* Round every element of x to bfloat16 and back (round to nearest even). */
+void uly_round_bf16(uly_dtype t, void *x, size_t count);
 
 /* Sum expanded per-query-head KV gradients (B,N,H_sub,d) into per-KV-head
  * gradients (B,N,Hk,d), adding query heads in increasing order (left fold),

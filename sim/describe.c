@@ -78,6 +78,26 @@ int usim_preset_path(const char *kind, const char *name, char *out, size_t outle
 
 /* ---------------------------------------------------------------- platform */
 
+/* Every key a description file may hold (doc/simulator.md documents each);
+ * any other key is an error naming the nearest of these. */
+static const char *const platform_keys[] = {"name", "description", "sources", "gpus_per_node",
+                                            "max_nodes", "gpu", "intra_node", "inter_node",
+                                            "collectives", NULL};
+static const char *const gpu_keys[] = {"model", "peak_tflops_bf16", "peak_tflops_fp16",
+                                       "peak_tflops_fp32", "gemm_efficiency", "attention_efficiency",
+                                       "attention_skips_masked_blocks", "hbm_GiB", "hbm_bw_GBps",
+                                       "reserved_GiB", "sms", "gemm_tile_m", "gemm_tile_n",
+                                       "gemm_k_half", "attention_head_dim_half", "launch_us", NULL};
+static const char *const intra_keys[] = {"fabric", "bw_GBps_per_dir", "efficiency", "latency_us",
+                                         "nvls", "nvls_efficiency", NULL};
+static const char *const coll_keys[] = {"all_reduce", "all_gather", "reduce_scatter", "protocol", NULL};
+static const char *const inter_keys[] = {"fabric", "nic_bw_Gbps", "efficiency", "latency_us",
+                                         "spine_oversubscription", NULL};
+static const char *const model_keys[] = {"name", "description", "sources", "layers", "hidden", "heads",
+                                         "kv_heads", "ffn_hidden", "vocab", "mlp", "tied_embeddings",
+                                         "causal", "seq_tokens", "micro_batch", "global_batch", "dtype",
+                                         NULL};
+
 int usim_platform_load(const char *path, usim_platform *p)
 {
     usim_jdoc d;
@@ -99,10 +119,12 @@ int usim_platform_load(const char *path, usim_platform *p)
     double nvls_eff = 0.85;
     json_t *coll = NULL;
     const char *algo_ar = "auto", *algo_ag = "auto", *algo_rs = "auto", *proto = "auto";
-    if ((rc = usim_json_str(&d, root, "", "name", 1, &name)) ||
+    if ((rc = usim_json_known_keys(&d, root, "", platform_keys)) ||
+        (rc = usim_json_str(&d, root, "", "name", 1, &name)) ||
         (rc = usim_json_int(&d, root, "", "gpus_per_node", 1, 1, &gpn)) ||
         (rc = usim_json_int(&d, root, "", "max_nodes", 0, 0, &maxn)) ||
         (rc = usim_json_obj(&d, root, "", "gpu", &gpu)) ||
+        (rc = usim_json_known_keys(&d, gpu, "gpu", gpu_keys)) ||
         (rc = usim_json_num(&d, gpu, "gpu", "peak_tflops_bf16", 1, 0, 1, &bf16)) ||
         (rc = usim_json_num(&d, gpu, "gpu", "peak_tflops_fp16", 0, 0, 1, &fp16)) ||
         (rc = usim_json_num(&d, gpu, "gpu", "peak_tflops_fp32", 0, 0, 1, &fp32)) ||
@@ -119,12 +141,14 @@ int usim_platform_load(const char *path, usim_platform *p)
         (rc = usim_json_num(&d, gpu, "gpu", "attention_head_dim_half", 0, 0, 0, &d_half)) ||
         (rc = usim_json_num(&d, gpu, "gpu", "launch_us", 0, 0, 0, &launch_us)) ||
         (rc = usim_json_obj(&d, root, "", "intra_node", &intra)) ||
+        (rc = usim_json_known_keys(&d, intra, "intra_node", intra_keys)) ||
         (rc = usim_json_num(&d, intra, "intra_node", "bw_GBps_per_dir", 1, 0, 1, &nvbw)) ||
         (rc = usim_json_num(&d, intra, "intra_node", "efficiency", 0, 0, 1, &nveff)) ||
         (rc = usim_json_num(&d, intra, "intra_node", "latency_us", 1, 0, 0, &nvlat)) ||
         (rc = usim_json_bool(&d, intra, "intra_node", "nvls", 0, &nvls)) ||
         (rc = usim_json_num(&d, intra, "intra_node", "nvls_efficiency", 0, 0, 1, &nvls_eff)) ||
         (rc = usim_json_obj(&d, root, "", "inter_node", &inter)) ||
+        (rc = usim_json_known_keys(&d, inter, "inter_node", inter_keys)) ||
         (rc = usim_json_num(&d, inter, "inter_node", "nic_bw_Gbps", 1, 0, 1, &nicbw)) ||
         (rc = usim_json_num(&d, inter, "inter_node", "efficiency", 0, 0, 1, &niceff)) ||
         (rc = usim_json_num(&d, inter, "inter_node", "latency_us", 1, 0, 0, &niclat)) ||
@@ -132,6 +156,7 @@ int usim_platform_load(const char *path, usim_platform *p)
         goto out;
     if (json_object_get(root, "collectives")) {
         if ((rc = usim_json_obj(&d, root, "", "collectives", &coll)) ||
+            (rc = usim_json_known_keys(&d, coll, "collectives", coll_keys)) ||
             (rc = usim_json_str(&d, coll, "collectives", "all_reduce", 0, &algo_ar)) ||
             (rc = usim_json_str(&d, coll, "collectives", "all_gather", 0, &algo_ag)) ||
             (rc = usim_json_str(&d, coll, "collectives", "reduce_scatter", 0, &algo_rs)) ||
@@ -216,7 +241,8 @@ int usim_model_load(const char *path, usim_model *m)
     const char *name = NULL, *mlp = "gelu", *dtype = "bf16";
     int tied = 1, causal = 1;
     int64_t mb = 1, gb = 0;
-    if ((rc = usim_json_str(&d, r, "", "name", 1, &name)) ||
+    if ((rc = usim_json_known_keys(&d, r, "", model_keys)) ||
+        (rc = usim_json_str(&d, r, "", "name", 1, &name)) ||
         (rc = usim_json_int(&d, r, "", "layers", 1, 1, &m->layers)) ||
         (rc = usim_json_int(&d, r, "", "hidden", 1, 1, &m->hidden)) ||
         (rc = usim_json_int(&d, r, "", "heads", 1, 1, &m->heads)) ||

@@ -233,3 +233,62 @@ int usim_json_str(usim_jdoc *d, json_t *obj, const char *parent, const char *key
     *out = json_string_value(v);
     return USIM_OK;
 }
+
+/* Edit distance between a and b (case-insensitive), capped at 64 characters. */
+static int edit_distance(const char *a, const char *b)
+{
+    int la = (int)strlen(a), lb = (int)strlen(b);
+    if (la > 64)
+        la = 64;
+    if (lb > 64)
+        lb = 64;
+    int prev[65], cur[65];
+    for (int j = 0; j <= lb; j++)
+        prev[j] = j;
+    for (int i = 1; i <= la; i++) {
+        cur[0] = i;
+        for (int j = 1; j <= lb; j++) {
+            int ca = a[i - 1] >= 'A' && a[i - 1] <= 'Z' ? a[i - 1] + 32 : a[i - 1];
+            int cb = b[j - 1] >= 'A' && b[j - 1] <= 'Z' ? b[j - 1] + 32 : b[j - 1];
+            int best = prev[j - 1] + (ca != cb);
+            if (prev[j] + 1 < best)
+                best = prev[j] + 1;
+            if (cur[j - 1] + 1 < best)
+                best = cur[j - 1] + 1;
+            cur[j] = best;
+        }
+        memcpy(prev, cur, sizeof(int) * (size_t)(lb + 1));
+    }
+    return prev[lb];
+}
+
+const char *usim_json_nearest(const char *key, const char *const *allowed)
+{
+    const char *best = NULL;
+    int bd = 1 << 30;
+    for (int i = 0; allowed[i]; i++) {
+        int dd = edit_distance(key, allowed[i]);
+        if (dd < bd) {
+            bd = dd;
+            best = allowed[i];
+        }
+    }
+    return best;
+}
+
+int usim_json_known_keys(usim_jdoc *d, json_t *obj, const char *parent, const char *const *allowed)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v) {
+        int ok = 0;
+        for (int i = 0; allowed[i] && !ok; i++)
+            ok = strcmp(key, allowed[i]) == 0;
+        if (ok)
+            continue;
+        const char *near = usim_json_nearest(key, allowed);
+        return usim_json_err(d, parent, key, "unknown key (nearest valid key: '%s'; see doc/simulator.md)",
+                             near ? near : "");
+    }
+    return USIM_OK;
+}

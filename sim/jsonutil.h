@@ -30,6 +30,11 @@ int usim_json_int(usim_jdoc *d, json_t *obj, const char *parent, const char *key
 int usim_json_bool(usim_jdoc *d, json_t *obj, const char *parent, const char *key, int required, int *out);
 int usim_json_str(usim_jdoc *d, json_t *obj, const char *parent, const char *key, int required,
              const char **out);
+/* Every key of obj (named parent) must be one of allowed (NULL-terminated):
+ * otherwise an error at the unknown key naming the nearest valid key. */
+int usim_json_known_keys(usim_jdoc *d, json_t *obj, const char *parent, const char *const *allowed);
+/* The member of allowed (NULL-terminated) closest to key in edit distance. */
+const char *usim_json_nearest(const char *key, const char *const *allowed);
 /* Error at the position of key (or of parent when key is NULL). */
 int usim_json_err(usim_jdoc *d, const char *parent, const char *key, const char *fmt, ...)
 #if defined(__GNUC__)

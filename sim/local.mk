@@ -57,7 +57,8 @@ EXTRA_DIST += sim/validate.sh sim/validation.md.in sim/tests/validate.sh sim/tes
 	sim/tests/data/bad-syntax.json sim/tests/data/missing-key.json \
 	sim/tests/data/wrong-type.json sim/tests/data/zero-bw.json \
 	sim/tests/data/huge-latency.json sim/tests/data/huge-flops.json \
-	sim/tests/data/model-bad-heads.json sim/tests/data/tiny-platform.json
+	sim/tests/data/model-bad-heads.json sim/tests/data/tiny-platform.json \
+	sim/tests/data/typo-key.json sim/tests/data/unknown-key.json sim/tests/data/model-typo.json sim/tests/data/model-40-heads.json
 
 sim_tests_test_engine_SOURCES = sim/tests/test_engine.c
 sim_tests_test_engine_CPPFLAGS = $(USIM_CPPFLAGS)

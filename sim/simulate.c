@@ -6,6 +6,7 @@
  * schedule them (sched.c), and collect the results; the per-layer byte check
  * counts the operations of the same programs.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,11 +64,86 @@ void usim_sim_free(usim_sim *s)
     free(s);
 }
 
+static void add_warning(usim_result *r, const char *fmt, ...) USIM_PRINTF(2, 3);
+static void add_warning(usim_result *r, const char *fmt, ...)
+{
+    if (r->nwarn >= USIM_MAX_WARN)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->warn[r->nwarn++], sizeof r->warn[0], fmt, ap);
+    va_end(ap);
+}
+
+/* Uneven heads per all-to-all rank: the busiest rank's attention takes
+ * ceil(H/u) / (H/u) of the balanced time. */
+static void warn_heads(usim_result *r, const usim_model *m, const usim_job *j)
+{
+    if (j->method != USIM_ULYSSES && j->method != USIM_USP)
+        return;
+    int64_t T = j->tp > 0 ? j->tp : 1;
+    int64_t H = m->heads / T, u = j->ulysses;
+    int64_t Hkv = m->kv_heads >= T ? m->kv_heads / T : 1;
+    if (u < 2)
+        return;
+    char per[64] = "";
+    if (T > 1)
+        snprintf(per, sizeof per, " per tensor-parallel rank (TP %lld)", (long long)T);
+    if (H % u != 0) {
+        int64_t most = (H + u - 1) / u;
+        double ratio = (double)most * (double)u / (double)H;
+        int64_t good = 1;
+        for (int64_t d = u - 1; d >= 1; d--)
+            if (H % d == 0 && j->gpus % d == 0) {
+                good = d;
+                break;
+            }
+        add_warning(r, "head imbalance: %lld heads%s over an all-to-all degree of %lld: the busiest GPU "
+                    "holds %lld heads against %.2f on average, so attention takes %.2fx its balanced "
+                    "time (an all-to-all degree of %lld divides the heads)",
+                    (long long)H, per, (long long)u, (long long)most, (double)H / (double)u, ratio,
+                    (long long)good);
+    }
+    if (u > Hkv)
+        add_warning(r, "%lld KV heads%s over an all-to-all degree of %lld: KV heads are replicated "
+                    "(Megatron-Core's a2a requires the CP degree <= KV heads / TP; usp or a larger TP "
+                    "avoids it)", (long long)Hkv, per, (long long)u);
+}
+
+/* Whether the sizes of one layer are representable: every tensor and
+ * collective below 2^60 bytes (uint64 byte counters with headroom). */
+static int check_sizes(const usim_model *m, const usim_shape *x)
+{
+    double b = (double)x->b, s = (double)x->s, e = (double)x->e;
+    double widest = (double)x->h;
+    if ((double)x->F * 2 > widest)
+        widest = (double)x->F * 2;
+    if ((double)x->V + 4 > widest)
+        widest = (double)x->V + 4;
+    double biggest = b * s * widest * (e + 4);
+    if (!(biggest < 1152921504606846976.0))
+        return usim_set_error(USIM_EINVAL,
+                              "sizes cannot be represented: micro-batch %lld x %lld tokens x width %.0f "
+                              "is a %.3g-byte tensor (limit 2^60); reduce --seq or --micro-batch",
+                              (long long)m->micro_batch, (long long)m->seq, widest, biggest);
+    return USIM_OK;
+}
+
+/* Limit of simulated time per iteration: the sum of every operation's
+ * duration, slowed by contention (at most 3 communication streams share a
+ * link class), must stay well inside int64 picoseconds. */
+#define USIM_ITER_LIMIT_PS 1e18
+/* Largest operation graph built for one iteration (micro-steps x layers):
+ * about 30 operations of ~150 bytes each per layer-step. */
+#define USIM_MAX_LAYER_STEPS 4e5
+
 static int micro_steps(const usim_model *m, const usim_job *j)
 {
     int64_t per_step = (int64_t)j->dp * m->micro_batch;
-    int micro = (int)((m->global_batch + per_step - 1) / per_step);
-    return micro < 1 ? 1 : micro;
+    int64_t micro = m->global_batch / per_step + (m->global_batch % per_step != 0);
+    if (micro > INT32_MAX)
+        micro = INT32_MAX;   /* refused by the layer-step limit */
+    return micro < 1 ? 1 : (int)micro;
 }
 
 int usim_simulate(usim_sim *sim, const usim_model *m, const usim_job *jin, FILE *trace,
@@ -83,6 +159,8 @@ int usim_simulate(usim_sim *sim, const usim_model *m, const usim_job *jin, FILE 
     const usim_platform *p = &sim->p;
     usim_shape x;
     usim_shape_make(m, &j, &x);
+    if ((rc = check_sizes(m, &x)))
+        return rc;
     usim_flops f;
     usim_flops_make(m, &j, &x, m->causal && p->attn_causal_skip, &f);
     usim_layout lay;
@@ -96,6 +174,13 @@ int usim_simulate(usim_sim *sim, const usim_model *m, const usim_job *jin, FILE 
         return rc;
     int micro = micro_steps(m, &j);
     int64_t per_step = (int64_t)j.dp * m->micro_batch;
+    if ((double)micro * (double)(m->layers + 2) > USIM_MAX_LAYER_STEPS)
+        return usim_set_error(USIM_EINVAL,
+                              "%d micro-steps (global batch %lld / (data-parallel %d x micro-batch %lld)) "
+                              "x %lld layers is more than the %.0f layer-steps one simulated iteration "
+                              "holds; raise --micro-batch or lower --global-batch",
+                              micro, (long long)m->global_batch, j.dp, (long long)m->micro_batch,
+                              (long long)m->layers, USIM_MAX_LAYER_STEPS);
     usim_prog b;
     if ((rc = usim_prog_init(&b, p, m, &j, &x, &f, &jc)))
         return rc;
@@ -108,6 +193,20 @@ int usim_simulate(usim_sim *sim, const usim_model *m, const usim_job *jin, FILE 
     if ((rc = usim_program_build(&b, micro))) {
         rc = usim_set_error(USIM_ENOMEM, "out of memory building the operation graph");
         goto out;
+    }
+    {
+        double total = 0;
+        for (int i = 0; i < b.g.n; i++)
+            total += (double)b.g.ops[i].dur;
+        if (!(3 * total < USIM_ITER_LIMIT_PS)) {
+            rc = usim_set_error(USIM_EINVAL,
+                                "simulated time cannot be represented: the operations of one iteration "
+                                "add up to %.3g s, more than the %.3g s (%.1f days) the simulator "
+                                "keeps exact in int64 picoseconds; reduce --seq, --micro-batch, "
+                                "--global-batch or --layers",
+                                total * 1e-12, USIM_ITER_LIMIT_PS / 3e12, USIM_ITER_LIMIT_PS / 3e12 / 86400);
+            goto out;
+        }
     }
     if (usim_graph_run(&b.g)) {
         rc = usim_set_error(USIM_ENOMEM, "out of memory running the operation graph");
@@ -135,11 +234,29 @@ int usim_simulate(usim_sim *sim, const usim_model *m, const usim_job *jin, FILE 
     if ((rc = usim_graph_exposed(&b.g, end, r->exposed_s)))
         goto out;
     r->exposed_s[USIM_KIND_SP] += usim_sec(tail_wait);
+    if (j.pp > 1) {
+        /* 1F1B on pp stages: the graph is the slowest (last) stage running its micro
+         * steps back to back; fill and drain add pp-1 micro-steps, and a micro-batch's
+         * activations cross pp-1 stage boundaries forward and its gradients backward
+         * on the critical path.  Steady-state transfers overlap compute. */
+        double per_micro = usim_sec(end) / micro;
+        double hop = jc.have[USIM_C_PP] ? usim_sec(jc.r[USIM_C_PP].duration) : 0;
+        r->bubble_s = (j.pp - 1) * (per_micro + 2 * hop);
+        for (int k = 0; k < USIM_NCLASS; k++)
+            r->sent_bytes[k] += 2.0 * micro * (double)jc.r[USIM_C_PP].max_sent[k];
+    }
     r->job = j;
     r->seq = m->seq;
     r->micro_steps = micro;
     r->global_batch = (int64_t)micro * per_step;
-    r->iter_s = usim_sec(end);
+    r->requested_batch = m->global_batch;
+    if (r->global_batch != m->global_batch)
+        add_warning(r, "global batch %lld rounded up to %lld (data-parallel degree %d x micro-batch %lld "
+                    "x %d micro-steps): time and throughput are for %lld sequences",
+                    (long long)m->global_batch, (long long)r->global_batch, j.dp,
+                    (long long)m->micro_batch, micro, (long long)r->global_batch);
+    warn_heads(r, m, &j);
+    r->iter_s = usim_sec(end) + r->bubble_s;
     r->compute_s = usim_sec(busy);
     r->events = usim_engine_events(b.g.eng);
     r->collectives_simulated = sim->memo.simulated - before;

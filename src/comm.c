@@ -295,3 +295,59 @@ int uly_comm_alltoallw_blocks(uly_comm *c, const void *sbuf, const comm_block *s
     }
     return code;
 }
+
+/* ------------------------------------------------- training collectives */
+
+int uly_comm_split(uly_comm *c, int color, int key, MPI_Comm *out)
+{
+    *out = MPI_COMM_NULL;
+    MPI_TRY(MPI_Comm_split(c->comm, color, key, out), "MPI_Comm_split");
+    MPI_TRY(MPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    return ULY_OK;
+}
+
+void uly_comm_free_split(MPI_Comm *m)
+{
+    if (*m != MPI_COMM_NULL)
+        MPI_Comm_free(m);
+}
+
+int uly_comm_allreduce_sum(uly_comm *c, void *buf, size_t n, int type)
+{
+    MPI_Datatype t = type == ULY_COMM_I64 ? MPI_INT64_T : type == ULY_COMM_F32 ? MPI_FLOAT : MPI_DOUBLE;
+    size_t es = type == ULY_COMM_F32 ? 4 : 8;
+    for (size_t done = 0; done < n;) { /* counts are int: go in pieces */
+        size_t k = n - done < (size_t)INT_MAX ? n - done : (size_t)INT_MAX;
+        MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, (char *)buf + done * es, (int)k, t, MPI_SUM, c->comm),
+                "MPI_Allreduce");
+        done += k;
+    }
+    return ULY_OK;
+}
+
+int uly_comm_allgatherv(uly_comm *c, const void *sbuf, void *rbuf, const size_t *rcount,
+                        const size_t *rdispl, size_t elem_size)
+{
+    const int P = c->size;
+    int *rc = c->icount[0], *rd = c->icount[1];
+    for (int s = 0; s < P; s++) {
+        if (rcount[s] > (size_t)INT_MAX || rdispl[s] > (size_t)INT_MAX)
+            return uly_set_error(ULY_EOVERFLOW, "all-gather of %zu elements at %zu: too large for MPI",
+                                 rcount[s], rdispl[s]);
+        rc[s] = (int)rcount[s];
+        rd[s] = (int)rdispl[s];
+    }
+    MPI_Datatype base = elem_size == 8 ? MPI_DOUBLE : MPI_FLOAT;
+    MPI_TRY(MPI_Allgatherv(sbuf, rc[c->rank], base, rbuf, rc, rd, base, c->comm), "MPI_Allgatherv");
+    return ULY_OK;
+}
+
+int uly_comm_bcast(uly_comm *c, void *buf, size_t n, int root)
+{
+    for (size_t done = 0; done < n;) {
+        size_t k = n - done < (size_t)INT_MAX ? n - done : (size_t)INT_MAX;
+        MPI_TRY(MPI_Bcast((char *)buf + done, (int)k, MPI_BYTE, root, c->comm), "MPI_Bcast");
+        done += k;
+    }
+    return ULY_OK;
+}

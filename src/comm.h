@@ -64,4 +64,20 @@ typedef struct comm_block {
 ULY_INTERNAL int uly_comm_alltoallw_blocks(uly_comm *c, const void *sbuf, const comm_block *sb, void *rbuf,
                           const comm_block *rb, size_t elem_size);
 
+/* ---- collectives of the training loop (src/train.c) */
+
+/* A new communicator of the ranks with the same color, ordered by key
+ * (MPI_Comm_split of c's communicator); free it with uly_comm_free_split. */
+ULY_INTERNAL int uly_comm_split(uly_comm *c, int color, int key, MPI_Comm *out);
+ULY_INTERNAL void uly_comm_free_split(MPI_Comm *m);
+/* Sum over ranks, in place: n int64 (exact), float or double (MPI's order). */
+enum { ULY_COMM_I64 = 0, ULY_COMM_F32 = 1, ULY_COMM_F64 = 2 };
+ULY_INTERNAL int uly_comm_allreduce_sum(uly_comm *c, void *buf, size_t n, int type);
+/* Every rank's block of rcount[s] elements (elem_size 4 or 8 bytes) placed at
+ * rdispl[s] on every rank; this rank sends rcount[rank] elements from sbuf. */
+ULY_INTERNAL int uly_comm_allgatherv(uly_comm *c, const void *sbuf, void *rbuf, const size_t *rcount,
+                                     const size_t *rdispl, size_t elem_size);
+/* Broadcast n bytes from root. */
+ULY_INTERNAL int uly_comm_bcast(uly_comm *c, void *buf, size_t n, int root);
+
 #endif

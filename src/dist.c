@@ -38,6 +38,7 @@ struct uly_dist {
     void *sstage, *rstage;     /* pack / unpack staging */
     void *expanded;            /* (B,n_r,H,d): per-query-head KV grads before the fold */
     void *owned;               /* the single allocation behind the buffers above */
+    int64_t *docs;             /* own copy of the document offsets, or NULL */
     int have_fwd;
     uint64_t calls;
     uly_volume vol;
@@ -239,6 +240,7 @@ void uly_dist_free(uly_dist *D)
     uly_free(D->sc);
     uly_free(D->sbk);
     uly_free(D->owned);
+    uly_free(D->docs);
     uly_free(D);
 }
 
@@ -309,10 +311,11 @@ static int dist_alloc(uly_dist *D)
 }
 
 /* The configuration every rank must share, with names for the messages. */
-enum { NCFG = 14 };
+enum { NCFG = 16 };
 static const char *const cfg_names[NCFG] = {
     "batch", "sequence length", "heads", "kv-heads", "head dim", "causal", "window",
-    "dtype", "scale", "block_q", "block_k", "max_count", "local attention", "all-to-all mode"};
+    "dtype", "scale", "block_q", "block_k", "max_count", "local attention", "all-to-all mode",
+    "documents per row", "document offsets (content hash)"};
 
 static void cfg_values(const uly_attn_desc *a, const uly_dist_opts *o, int64_t *v)
 {
@@ -323,6 +326,7 @@ static void cfg_values(const uly_attn_desc *a, const uly_dist_opts *o, int64_t *
     v[5] = a->causal; v[6] = a->window; v[7] = a->dtype; v[8] = sbits;
     v[9] = o->kernel.block_q; v[10] = o->kernel.block_k; v[11] = (int64_t)o->max_count;
     v[12] = o->attn != NULL; v[13] = o->a2a_mode;
+    v[14] = a->docs; v[15] = uly_doc_hash(a);
 }
 
 int uly_dist_create(MPI_Comm comm, const uly_attn_desc *a, const uly_dist_opts *opts,
@@ -356,13 +360,26 @@ int uly_dist_create(MPI_Comm comm, const uly_attn_desc *a, const uly_dist_opts *
                 local = uly_set_error(ULY_EINVAL, "local attention plug-in lacks fwd or bwd");
             else if (D->o.a2a_mode < ULY_A2A_AUTO || D->o.a2a_mode > ULY_A2A_DATATYPE)
                 local = uly_set_error(ULY_EINVAL, "unknown all-to-all mode %d", D->o.a2a_mode);
-            else if ((local = uly_comm_alloc(rank, size, D->o.max_count, &D->c)) == ULY_OK)
-                local = dist_alloc(D);
+            else if ((local = uly_comm_alloc(rank, size, D->o.max_count, &D->c)) == ULY_OK &&
+                     (local = dist_alloc(D)) == ULY_OK && a->doc_offsets) {
+                /* the context keeps its own copy of the document offsets */
+                const size_t n = (size_t)(a->batch * (a->docs + 1));
+                if (!(D->docs = uly_malloc(n * sizeof *D->docs)))
+                    local = uly_set_error(ULY_ENOMEM, "cannot allocate %zu document offsets", n);
+                else {
+                    memcpy(D->docs, a->doc_offsets, n * sizeof *D->docs);
+                    D->a.doc_offsets = D->docs;
+                }
+            }
         }
     }
     /* then one agreement on the caller's communicator: configuration and success */
     int64_t v[NCFG];
     memset(v, 0, sizeof v);
+    if (D && local) { /* never hash offsets that failed validation */
+        D->a.doc_offsets = NULL;
+        D->a.docs = 0;
+    }
     if (D)
         cfg_values(&D->a, &D->o, v);
     rc = uly_comm_agree_on(comm, local, NCFG, v, cfg_names);

@@ -42,8 +42,49 @@ ULY_INTERNAL void *uly_malloc(size_t n);
 ULY_INTERNAL void *uly_calloc(size_t n, size_t size);
 ULY_INTERNAL void uly_free(void *p);
 
-/* Keys visible to query i: [*lo, *hi) (an interval under every mask). */
-static inline void uly_visible_range(const uly_attn_desc *a, int64_t i, int64_t *lo, int64_t *hi)
+/* A 64-bit FNV-1a hash of the document offsets (0 without documents), so
+ * that ranks can agree on their content with one value. */
+ULY_INTERNAL int64_t uly_doc_hash(const uly_attn_desc *a);
+
+/* Document of position i in batch row b: [*ds, *de) (the whole row without
+ * documents).  Binary search over the row's D + 1 offsets. */
+static inline void uly_doc_bounds(const uly_attn_desc *a, int64_t b, int64_t i, int64_t *ds, int64_t *de)
+{
+    if (!a->doc_offsets) {
+        *ds = 0;
+        *de = a->seq;
+        return;
+    }
+    const int64_t *off = a->doc_offsets + b * (a->docs + 1);
+    /* first k in [1, D] with off[k] > i; off[D] == N > i */
+    int64_t lo = 1, hi = a->docs;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (off[mid] > i)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    *ds = off[lo - 1];
+    *de = off[lo];
+}
+
+/* Intersect [*l, *h) with the document of position i in batch row b. */
+static inline void uly_doc_clamp(const uly_attn_desc *a, int64_t b, int64_t i, int64_t *l, int64_t *h)
+{
+    if (!a->doc_offsets)
+        return;
+    int64_t ds, de;
+    uly_doc_bounds(a, b, i, &ds, &de);
+    if (ds > *l)
+        *l = ds;
+    if (de < *h)
+        *h = de;
+}
+
+/* Keys visible to query i of batch row b: [*lo, *hi) (an interval under
+ * every mask; both ends non-decreasing in i). */
+static inline void uly_visible_range(const uly_attn_desc *a, int64_t b, int64_t i, int64_t *lo, int64_t *hi)
 {
     int64_t l = 0, h = a->seq;
     if (a->causal)
@@ -54,12 +95,13 @@ static inline void uly_visible_range(const uly_attn_desc *a, int64_t i, int64_t 
         if (!a->causal && i + a->window < h)
             h = i + a->window;
     }
+    uly_doc_clamp(a, b, i, &l, &h);
     *lo = l;
     *hi = h;
 }
 
-/* Queries that see key j: [*lo, *hi). */
-static inline void uly_seen_by_range(const uly_attn_desc *a, int64_t j, int64_t *lo, int64_t *hi)
+/* Queries of batch row b that see key j: [*lo, *hi). */
+static inline void uly_seen_by_range(const uly_attn_desc *a, int64_t b, int64_t j, int64_t *lo, int64_t *hi)
 {
     int64_t l = 0, h = a->seq;
     if (a->causal)
@@ -70,6 +112,7 @@ static inline void uly_seen_by_range(const uly_attn_desc *a, int64_t j, int64_t 
         if (!a->causal && j - a->window + 1 > l)
             l = j - a->window + 1;
     }
+    uly_doc_clamp(a, b, j, &l, &h);
     *lo = l;
     *hi = h;
 }

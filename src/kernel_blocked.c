@@ -28,6 +28,8 @@ struct blk_geom {
     int64_t hb, hq;        /* first global query head, query heads held */
     int64_t kvb, hk;       /* first global KV head, KV heads held */
     int64_t g;             /* query heads per KV head (global) */
+    int64_t qoff, qrows;   /* query rows held: global positions [qoff, qoff + qrows) */
+    int64_t koff, krows;   /* key rows held: global positions [koff, koff + krows) */
     double scale;
     int threads;
     int expanded;
@@ -95,10 +97,20 @@ static int geom_init(const uly_attn_desc *a, const uly_kernel_opts *opts, struct
     if (G->bq < 1 || G->bk < 1 || G->bq > 65536 || G->bk > 65536)
         return uly_set_error(ULY_EINVAL, "block sizes must be in 1..65536 (got %lld x %lld)",
                              (long long)G->bq, (long long)G->bk);
-    if (G->bq > a->seq)
-        G->bq = a->seq;
-    if (G->bk > a->seq)
-        G->bk = a->seq;
+    G->qoff = opts->q_begin;
+    G->qrows = opts->q_count ? opts->q_count : a->seq;
+    G->koff = opts->k_begin;
+    G->krows = opts->k_count ? opts->k_count : a->seq;
+    if (opts->q_count < 0 || G->qoff < 0 || G->qoff > a->seq - G->qrows || (!opts->q_count && G->qoff) ||
+        opts->k_count < 0 || G->koff < 0 || G->koff > a->seq - G->krows || (!opts->k_count && G->koff))
+        return uly_set_error(ULY_EINVAL,
+                             "query rows [%lld, +%lld) or key rows [%lld, +%lld) outside the sequence of %lld",
+                             (long long)opts->q_begin, (long long)opts->q_count, (long long)opts->k_begin,
+                             (long long)opts->k_count, (long long)a->seq);
+    if (G->bq > G->qrows)
+        G->bq = G->qrows;
+    if (G->bk > G->krows)
+        G->bk = G->krows;
     G->g = a->heads / a->kv_heads;
     G->hb = opts->head_begin;
     G->hq = opts->head_count ? opts->head_count : a->heads;
@@ -109,8 +121,8 @@ static int geom_init(const uly_attn_desc *a, const uly_kernel_opts *opts, struct
     if (G->hq * a->head_dim > INT_MAX)
         return uly_set_error(ULY_EOVERFLOW, "heads x head_dim = %lld exceeds the BLAS int range",
                              (long long)(G->hq * a->head_dim));
-    G->nqb = (a->seq + G->bq - 1) / G->bq;
-    G->nkb = (a->seq + G->bk - 1) / G->bk;
+    G->nqb = (G->qrows + G->bq - 1) / G->bq;
+    G->nkb = (G->krows + G->bk - 1) / G->bk;
     G->scale = uly_attn_scale(a);
     G->expanded = opts->kv_expanded ? 1 : 0;
     if (opts->threads < 0)

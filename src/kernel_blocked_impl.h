@@ -37,63 +37,78 @@ static size_t SFX(ws_elems)(int64_t bq, int64_t bk, int64_t d)
     return (size_t)(2 * bq * bk + acc * d + 3 * bq);
 }
 
-/* S = scale * Q K^T for one block; masked entries set to -inf. */
-static void SFX(block_scores)(const uly_attn_desc *a, const REAL *qp, int64_t ldq,
-                              const REAL *kp, int64_t ldk, int64_t q0, int64_t mq,
-                              int64_t k0, int64_t nk, REAL scale, REAL *S, int64_t lds)
+/* S = scale * Q K^T for one block; masked entries set to -inf.  q0, k0 are
+ * local rows; the mask is evaluated at global positions (+ qoff, + koff). */
+static void SFX(block_scores)(const uly_attn_desc *a, const struct blk_geom *G, int64_t b,
+                              const REAL *qp, int64_t ldq, const REAL *kp, int64_t ldk, int64_t q0,
+                              int64_t mq, int64_t k0, int64_t nk, REAL scale, REAL *S, int64_t lds)
 {
-    const int64_t d = a->head_dim;
+    const int64_t d = a->head_dim, gq0 = G->qoff + q0, gk0 = G->koff + k0;
     GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mq, (int)nk, (int)d, scale, qp, (int)ldq,
          kp, (int)ldk, 0, S, (int)lds);
     int64_t lo_first, hi_first, lo_last, hi_last;
-    uly_visible_range(a, q0, &lo_first, &hi_first);
-    uly_visible_range(a, q0 + mq - 1, &lo_last, &hi_last);
-    if (lo_last <= k0 && hi_first >= k0 + nk)
+    uly_visible_range(a, b, gq0, &lo_first, &hi_first);
+    uly_visible_range(a, b, gq0 + mq - 1, &lo_last, &hi_last);
+    if (lo_last <= gk0 && hi_first >= gk0 + nk)
         return; /* every pair visible */
     for (int64_t i = 0; i < mq; i++) {
         int64_t lo, hi;
-        uly_visible_range(a, q0 + i, &lo, &hi);
+        uly_visible_range(a, b, gq0 + i, &lo, &hi);
         REAL *row = S + i * lds;
         for (int64_t j = 0; j < nk; j++)
-            if (k0 + j < lo || k0 + j >= hi)
+            if (gk0 + j < lo || gk0 + j >= hi)
                 row[j] = -INFINITY;
     }
 }
 
-/* Key blocks [*kb0, *kb1) that intersect the visible keys of rows [q0, q0+mq). */
-static void SFX(key_blocks)(const uly_attn_desc *a, int64_t q0, int64_t mq, int64_t bk,
-                            int64_t *kb0, int64_t *kb1)
+/* [*lo, *hi) clamped to [0, n) and turned into blocks of bs: [*b0, *b1). */
+static void SFX(block_span)(int64_t lo, int64_t hi, int64_t n, int64_t bs, int64_t *b0, int64_t *b1)
 {
-    int64_t lo, hi, lo2, hi2;
-    uly_visible_range(a, q0, &lo, &hi);
-    uly_visible_range(a, q0 + mq - 1, &lo2, &hi2);
-    *kb0 = lo / bk;
-    *kb1 = (hi2 - 1) / bk + 1;
+    if (lo < 0)
+        lo = 0;
+    if (hi > n)
+        hi = n;
+    if (hi <= lo) {
+        *b0 = *b1 = 0;
+        return;
+    }
+    *b0 = lo / bs;
+    *b1 = (hi - 1) / bs + 1;
 }
 
-/* Query blocks [*qb0, *qb1) whose rows see some key of [k0, k0+nk). */
-static void SFX(query_blocks)(const uly_attn_desc *a, int64_t k0, int64_t nk, int64_t bq,
-                              int64_t *qb0, int64_t *qb1)
+/* Key blocks [*kb0, *kb1) that intersect the visible keys of local rows
+ * [q0, q0+mq) (the visible intervals' ends are non-decreasing in the row). */
+static void SFX(key_blocks)(const uly_attn_desc *a, const struct blk_geom *G, int64_t b, int64_t q0,
+                            int64_t mq, int64_t *kb0, int64_t *kb1)
 {
     int64_t lo, hi, lo2, hi2;
-    uly_seen_by_range(a, k0, &lo, &hi);
-    uly_seen_by_range(a, k0 + nk - 1, &lo2, &hi2);
-    *qb0 = lo / bq;
-    *qb1 = (hi2 - 1) / bq + 1;
+    uly_visible_range(a, b, G->qoff + q0, &lo, &hi);
+    uly_visible_range(a, b, G->qoff + q0 + mq - 1, &lo2, &hi2);
+    SFX(block_span)(lo - G->koff, hi2 - G->koff, G->krows, G->bk, kb0, kb1);
+}
+
+/* Query blocks [*qb0, *qb1) whose rows see some key of local keys [k0, k0+nk). */
+static void SFX(query_blocks)(const uly_attn_desc *a, const struct blk_geom *G, int64_t b, int64_t k0,
+                              int64_t nk, int64_t *qb0, int64_t *qb1)
+{
+    int64_t lo, hi, lo2, hi2;
+    uly_seen_by_range(a, b, G->koff + k0, &lo, &hi);
+    uly_seen_by_range(a, b, G->koff + k0 + nk - 1, &lo2, &hi2);
+    SFX(block_span)(lo - G->qoff, hi2 - G->qoff, G->qrows, G->bq, qb0, qb1);
 }
 
 static void SFX(fwd_item)(const uly_attn_desc *a, const struct blk_geom *G, int64_t item,
                           const REAL *q, const REAL *k, const REAL *v, REAL *o, REAL *lse,
                           REAL *ws)
 {
-    const int64_t N = a->seq, d = a->head_dim, bq = G->bq, bk = G->bk;
+    const int64_t Nq = G->qrows, Nk = G->krows, d = a->head_dim, bq = G->bq, bk = G->bk;
     const int64_t qb = item % G->nqb, hl = (item / G->nqb) % G->hq, b = item / G->nqb / G->hq;
-    const int64_t q0 = qb * bq, mq = N - q0 < bq ? N - q0 : bq;
+    const int64_t q0 = qb * bq, mq = Nq - q0 < bq ? Nq - q0 : bq;
     const int64_t kvl = (G->hb + hl) / G->g - G->kvb;
     const int64_t ldq = G->hq * d, ldk = G->hk * d;
-    const REAL *qp = q + ((b * N + q0) * G->hq + hl) * d;
-    const REAL *kp = k + (b * N * G->hk + kvl) * d;
-    const REAL *vp = v + (b * N * G->hk + kvl) * d;
+    const REAL *qp = q + ((b * Nq + q0) * G->hq + hl) * d;
+    const REAL *kp = k + (b * Nk * G->hk + kvl) * d;
+    const REAL *vp = v + (b * Nk * G->hk + kvl) * d;
     REAL *S = ws;                       // (bq, bk)
     REAL *acc = ws + 2 * bq * bk;       // (mq, d)
     REAL *m = acc + (bq > 4 * bk ? bq : 4 * bk) * d; // (bq)
@@ -104,10 +119,10 @@ static void SFX(fwd_item)(const uly_attn_desc *a, const struct blk_geom *G, int6
     }
     memset(acc, 0, (size_t)(mq * d) * sizeof *acc);
     int64_t kb0, kb1;
-    SFX(key_blocks)(a, q0, mq, bk, &kb0, &kb1);
+    SFX(key_blocks)(a, G, b, q0, mq, &kb0, &kb1);
     for (int64_t kb = kb0; kb < kb1; kb++) {
-        const int64_t k0 = kb * bk, nk = N - k0 < bk ? N - k0 : bk;
-        SFX(block_scores)(a, qp, ldq, kp + k0 * ldk, ldk, q0, mq, k0, nk, (REAL)G->scale, S, bk);
+        const int64_t k0 = kb * bk, nk = Nk - k0 < bk ? Nk - k0 : bk;
+        SFX(block_scores)(a, G, b, qp, ldq, kp + k0 * ldk, ldk, q0, mq, k0, nk, (REAL)G->scale, S, bk);
         for (int64_t i = 0; i < mq; i++) {
             REAL *row = S + i * bk;
             REAL mx = ROW_MAX(row, nk);
@@ -131,12 +146,17 @@ static void SFX(fwd_item)(const uly_attn_desc *a, const struct blk_geom *G, int6
              vp + k0 * ldk, (int)ldk, 1, acc, (int)d);
     }
     for (int64_t i = 0; i < mq; i++) {
+        REAL *oi = o + ((b * Nq + q0 + i) * G->hq + hl) * d;
+        if (l[i] == 0) { /* no visible key: O = 0, LSE = -inf */
+            memset(oi, 0, (size_t)d * sizeof *oi);
+            lse[(b * G->hq + hl) * Nq + q0 + i] = -INFINITY;
+            continue;
+        }
         REAL inv = 1 / l[i];
-        REAL *oi = o + ((b * N + q0 + i) * G->hq + hl) * d;
         const REAL *ai = acc + i * d;
         for (int64_t c = 0; c < d; c++)
             oi[c] = ai[c] * inv;
-        lse[(b * G->hq + hl) * N + q0 + i] = m[i] + log(l[i]);
+        lse[(b * G->hq + hl) * Nq + q0 + i] = m[i] + log(l[i]);
     }
 }
 
@@ -152,15 +172,19 @@ static void SFX(rows_D)(int64_t mq, int64_t d, const REAL *dop, const REAL *op, 
 }
 
 /* dS for one block pair: S holds the scores on entry, P on exit; dP holds dS on exit. */
-static void SFX(block_dS)(const uly_attn_desc *a, const struct blk_geom *G, const REAL *qp,
+static void SFX(block_dS)(const uly_attn_desc *a, const struct blk_geom *G, int64_t b, const REAL *qp,
                           const REAL *dop, int64_t ldq, const REAL *kp, const REAL *vp, int64_t ldk,
                           int64_t q0, int64_t mq, int64_t k0, int64_t nk, const REAL *lse_rows,
                           const REAL *D, REAL *S, REAL *dP)
 {
     const int64_t d = a->head_dim, bk = G->bk;
-    SFX(block_scores)(a, qp, ldq, kp, ldk, q0, mq, k0, nk, (REAL)G->scale, S, bk);
-    for (int64_t i = 0; i < mq; i++)
-        EXP_SHIFT_SUM(S + i * bk, nk, lse_rows[i]);
+    SFX(block_scores)(a, G, b, qp, ldq, kp, ldk, q0, mq, k0, nk, (REAL)G->scale, S, bk);
+    for (int64_t i = 0; i < mq; i++) {
+        if (lse_rows[i] == -INFINITY) /* a row that sees nothing: P = 0 */
+            memset(S + i * bk, 0, (size_t)nk * sizeof *S);
+        else
+            EXP_SHIFT_SUM(S + i * bk, nk, lse_rows[i]);
+    }
     GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mq, (int)nk, (int)d, 1, dop, (int)ldq, vp,
          (int)ldk, 0, dP, (int)bk);
     for (int64_t i = 0; i < mq; i++)
@@ -171,9 +195,9 @@ static void SFX(bwd_kv_item)(const uly_attn_desc *a, const struct blk_geom *G, i
                              const REAL *q, const REAL *k, const REAL *v, const REAL *o,
                              const REAL *lse, const REAL *dout, REAL *dk, REAL *dv, REAL *ws)
 {
-    const int64_t N = a->seq, d = a->head_dim, bq = G->bq, bk = G->bk;
+    const int64_t Nq = G->qrows, Nk = G->krows, d = a->head_dim, bq = G->bq, bk = G->bk;
     const int64_t kb = item % G->nkb, kvl = (item / G->nkb) % G->hk, b = item / G->nkb / G->hk;
-    const int64_t k0 = kb * bk, nk = N - k0 < bk ? N - k0 : bk;
+    const int64_t k0 = kb * bk, nk = Nk - k0 < bk ? Nk - k0 : bk;
     const int64_t ldq = G->hq * d, ldk = G->hk * d;
     const int64_t kvg = G->kvb + kvl;
     int64_t h_first = kvg * G->g, h_end = (kvg + 1) * G->g;
@@ -181,25 +205,25 @@ static void SFX(bwd_kv_item)(const uly_attn_desc *a, const struct blk_geom *G, i
         h_first = G->hb;
     if (h_end > G->hb + G->hq)
         h_end = G->hb + G->hq;
-    const REAL *kp = k + ((b * N + k0) * G->hk + kvl) * d;
-    const REAL *vp = v + ((b * N + k0) * G->hk + kvl) * d;
+    const REAL *kp = k + ((b * Nk + k0) * G->hk + kvl) * d;
+    const REAL *vp = v + ((b * Nk + k0) * G->hk + kvl) * d;
     REAL *S = ws, *dP = ws + bq * bk;
     REAL *dKh = ws + 2 * bq * bk, *dVh = dKh + bk * d; // (nk, d) each: this head
     REAL *dKs = dVh + bk * d, *dVs = dKs + bk * d;     // (nk, d) each: folded
     REAL *D = dKh + (bq > 4 * bk ? bq : 4 * bk) * d + 2 * bq;
     int64_t qb0, qb1;
-    SFX(query_blocks)(a, k0, nk, bq, &qb0, &qb1);
+    SFX(query_blocks)(a, G, b, k0, nk, &qb0, &qb1);
     for (int64_t hg = h_first; hg < h_end; hg++) {
         const int64_t hl = hg - G->hb;
         memset(dKh, 0, (size_t)(2 * bk * d) * sizeof *dKh);
         for (int64_t qbi = qb0; qbi < qb1; qbi++) {
-            const int64_t q0 = qbi * bq, mq = N - q0 < bq ? N - q0 : bq;
-            const REAL *qp = q + ((b * N + q0) * G->hq + hl) * d;
-            const REAL *dop = dout + ((b * N + q0) * G->hq + hl) * d;
-            const REAL *op = o + ((b * N + q0) * G->hq + hl) * d;
+            const int64_t q0 = qbi * bq, mq = Nq - q0 < bq ? Nq - q0 : bq;
+            const REAL *qp = q + ((b * Nq + q0) * G->hq + hl) * d;
+            const REAL *dop = dout + ((b * Nq + q0) * G->hq + hl) * d;
+            const REAL *op = o + ((b * Nq + q0) * G->hq + hl) * d;
             SFX(rows_D)(mq, d, dop, op, ldq, D);
-            SFX(block_dS)(a, G, qp, dop, ldq, kp, vp, ldk, q0, mq, k0, nk,
-                          lse + (b * G->hq + hl) * N + q0, D, S, dP);
+            SFX(block_dS)(a, G, b, qp, dop, ldq, kp, vp, ldk, q0, mq, k0, nk,
+                          lse + (b * G->hq + hl) * Nq + q0, D, S, dP);
             GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)d, (int)mq, 1, S, (int)bk,
                  dop, (int)ldq, 1, dVh, (int)d);
             GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)d, (int)mq, (REAL)G->scale,
@@ -207,8 +231,8 @@ static void SFX(bwd_kv_item)(const uly_attn_desc *a, const struct blk_geom *G, i
         }
         if (G->expanded) {
             for (int64_t j = 0; j < nk; j++) {
-                memcpy(dk + ((b * N + k0 + j) * G->hq + hl) * d, dKh + j * d, (size_t)d * sizeof(REAL));
-                memcpy(dv + ((b * N + k0 + j) * G->hq + hl) * d, dVh + j * d, (size_t)d * sizeof(REAL));
+                memcpy(dk + ((b * Nk + k0 + j) * G->hq + hl) * d, dKh + j * d, (size_t)d * sizeof(REAL));
+                memcpy(dv + ((b * Nk + k0 + j) * G->hq + hl) * d, dVh + j * d, (size_t)d * sizeof(REAL));
             }
         } else if (hg == h_first) {
             memcpy(dKs, dKh, (size_t)(2 * bk * d) * sizeof(REAL)); /* dKs, dVs follow dKh, dVh */
@@ -219,8 +243,8 @@ static void SFX(bwd_kv_item)(const uly_attn_desc *a, const struct blk_geom *G, i
     }
     if (!G->expanded) {
         for (int64_t j = 0; j < nk; j++) {
-            REAL *dkj = dk + ((b * N + k0 + j) * G->hk + kvl) * d;
-            REAL *dvj = dv + ((b * N + k0 + j) * G->hk + kvl) * d;
+            REAL *dkj = dk + ((b * Nk + k0 + j) * G->hk + kvl) * d;
+            REAL *dvj = dv + ((b * Nk + k0 + j) * G->hk + kvl) * d;
             if (h_first < h_end) {
                 memcpy(dkj, dKs + j * d, (size_t)d * sizeof(REAL));
                 memcpy(dvj, dVs + j * d, (size_t)d * sizeof(REAL));
@@ -236,31 +260,31 @@ static void SFX(bwd_q_item)(const uly_attn_desc *a, const struct blk_geom *G, in
                             const REAL *q, const REAL *k, const REAL *v, const REAL *o,
                             const REAL *lse, const REAL *dout, REAL *dq, REAL *ws)
 {
-    const int64_t N = a->seq, d = a->head_dim, bq = G->bq, bk = G->bk;
+    const int64_t Nq = G->qrows, Nk = G->krows, d = a->head_dim, bq = G->bq, bk = G->bk;
     const int64_t qb = item % G->nqb, hl = (item / G->nqb) % G->hq, b = item / G->nqb / G->hq;
-    const int64_t q0 = qb * bq, mq = N - q0 < bq ? N - q0 : bq;
+    const int64_t q0 = qb * bq, mq = Nq - q0 < bq ? Nq - q0 : bq;
     const int64_t kvl = (G->hb + hl) / G->g - G->kvb;
     const int64_t ldq = G->hq * d, ldk = G->hk * d;
-    const REAL *qp = q + ((b * N + q0) * G->hq + hl) * d;
-    const REAL *dop = dout + ((b * N + q0) * G->hq + hl) * d;
-    const REAL *op = o + ((b * N + q0) * G->hq + hl) * d;
-    const REAL *kp = k + (b * N * G->hk + kvl) * d;
-    const REAL *vp = v + (b * N * G->hk + kvl) * d;
+    const REAL *qp = q + ((b * Nq + q0) * G->hq + hl) * d;
+    const REAL *dop = dout + ((b * Nq + q0) * G->hq + hl) * d;
+    const REAL *op = o + ((b * Nq + q0) * G->hq + hl) * d;
+    const REAL *kp = k + (b * Nk * G->hk + kvl) * d;
+    const REAL *vp = v + (b * Nk * G->hk + kvl) * d;
     REAL *S = ws, *dP = ws + bq * bk, *acc = ws + 2 * bq * bk;
     REAL *D = acc + (bq > 4 * bk ? bq : 4 * bk) * d + 2 * bq;
     SFX(rows_D)(mq, d, dop, op, ldq, D);
     memset(acc, 0, (size_t)(mq * d) * sizeof *acc);
     int64_t kb0, kb1;
-    SFX(key_blocks)(a, q0, mq, bk, &kb0, &kb1);
+    SFX(key_blocks)(a, G, b, q0, mq, &kb0, &kb1);
     for (int64_t kbi = kb0; kbi < kb1; kbi++) {
-        const int64_t k0 = kbi * bk, nk = N - k0 < bk ? N - k0 : bk;
-        SFX(block_dS)(a, G, qp, dop, ldq, kp + k0 * ldk, vp + k0 * ldk, ldk, q0, mq, k0, nk,
-                      lse + (b * G->hq + hl) * N + q0, D, S, dP);
+        const int64_t k0 = kbi * bk, nk = Nk - k0 < bk ? Nk - k0 : bk;
+        SFX(block_dS)(a, G, b, qp, dop, ldq, kp + k0 * ldk, vp + k0 * ldk, ldk, q0, mq, k0, nk,
+                      lse + (b * G->hq + hl) * Nq + q0, D, S, dP);
         GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mq, (int)d, (int)nk, (REAL)G->scale,
              dP, (int)bk, kp + k0 * ldk, (int)ldk, 1, acc, (int)d);
     }
     for (int64_t i = 0; i < mq; i++)
-        memcpy(dq + ((b * N + q0 + i) * G->hq + hl) * d, acc + i * d, (size_t)d * sizeof(REAL));
+        memcpy(dq + ((b * Nq + q0 + i) * G->hq + hl) * d, acc + i * d, (size_t)d * sizeof(REAL));
 }
 
 static int SFX(fwd)(const uly_attn_desc *a, const struct blk_geom *G, const REAL *q,

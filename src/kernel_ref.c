@@ -70,7 +70,7 @@ int uly_ref_fwd(const uly_attn_desc *a, const double *q, const double *k,
             const double *vb = v + (b * N * Hk + kh) * d;
             for (int64_t i = 0; i < N; i++) {
                 int64_t lo, hi;
-                uly_visible_range(a, i, &lo, &hi);
+                uly_visible_range(a, b, i, &lo, &hi);
                 const double *qi = q + ((b * N + i) * H + h) * d;
                 double m = ref_scores(a, scale, qi, kb, Hk * d, lo, hi, s);
                 double L = ref_softmax(s, hi - lo, m);
@@ -118,7 +118,7 @@ int uly_ref_bwd(const uly_attn_desc *a, const double *q, const double *k,
             double *dvb = dv + (b * N * Hk + kh) * d;
             for (int64_t i = 0; i < N; i++) {
                 int64_t lo, hi;
-                uly_visible_range(a, i, &lo, &hi);
+                uly_visible_range(a, b, i, &lo, &hi);
                 const double *qi = q + ((b * N + i) * H + h) * d;
                 const double *doi = dout + ((b * N + i) * H + h) * d;
                 double m = ref_scores(a, scale, qi, kb, ldk, lo, hi, s);

@@ -2,31 +2,40 @@
 
 # The plan layer and error handling: pure C, shared with the simulator.
 noinst_LTLIBRARIES += src/libulyplan.la
-src_libulyplan_la_SOURCES = src/plan.c src/error.c src/internal.h
+src_libulyplan_la_SOURCES = src/plan.c src/plan_methods.c src/error.c src/internal.h
 src_libulyplan_la_CFLAGS = $(AM_CFLAGS)
 
 # Kernels and .npy: no MPI.
 noinst_LTLIBRARIES += src/libulykern.la
 src_libulykern_la_SOURCES = src/kernel_ref.c src/kernel_blocked.c \
-	src/kernel_blocked_impl.h src/vexp.h src/npy.c
+	src/kernel_blocked_impl.h src/vexp.h src/npy.c src/merge.c src/model.c src/model_impl.h
 src_libulykern_la_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) $(BLAS_CFLAGS) -O3 -Wno-psabi
 src_libulykern_la_LIBADD = src/libulyplan.la $(BLAS_LIBS)
 
-include_HEADERS += include/ulysses.h
+include_HEADERS += include/ulysses.h include/ulysses_model.h
 
 if HAVE_MPI
 lib_LTLIBRARIES += src/libulysses.la
-src_libulysses_la_SOURCES = src/comm.c src/comm.h src/dist.c
+src_libulysses_la_SOURCES = src/comm.c src/comm.h src/dist.c src/train.c
 src_libulysses_la_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS)
 src_libulysses_la_LIBADD = src/libulykern.la $(BLAS_LIBS) $(MPI_LIBS) -lm
 src_libulysses_la_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS) -version-info 0:0:0 \
 	-export-symbols-regex '^uly_'
-include_HEADERS += include/ulysses_dist.h
+include_HEADERS += include/ulysses_dist.h include/ulysses_train.h
 
+endif
+
+# The ulysses driver.  explain needs no MPI: without MPI the driver is built
+# with explain alone, on the plan layer.
 bin_PROGRAMS += ulysses
 ulysses_SOURCES = src/cli/main.c src/cli/cli.h src/cli/args.c src/cli/args.h \
-	src/cli/cmd_attn.c src/cli/cmd_bench.c src/cli/timing.h src/cli/timing.c
-ulysses_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS)
-ulysses_LDADD = src/libulysses.la $(BLAS_LIBS) $(MPI_LIBS) -lm
+	src/cli/cmd_explain.c src/cli/explain.h src/cli/explain_draw.c
+if HAVE_MPI
+ulysses_SOURCES += src/cli/cmd_attn.c src/cli/cmd_bench.c src/cli/cmd_train.c src/cli/timing.h src/cli/timing.c
+ulysses_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS) $(CAIRO_CFLAGS)
+ulysses_LDADD = src/libulysses.la $(BLAS_LIBS) $(MPI_LIBS) $(CAIRO_LIBS) -lm
 ulysses_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
+else
+ulysses_CFLAGS = $(AM_CFLAGS) $(CAIRO_CFLAGS)
+ulysses_LDADD = src/libulyplan.la $(CAIRO_LIBS) -lm
 endif

@@ -17,6 +17,8 @@ size_t uly_dtype_size(uly_dtype t)
     return 0;
 }
 
+static int uly_doc_check(const uly_attn_desc *a);
+
 int uly_attn_desc_check(const uly_attn_desc *a)
 {
     if (!a)
@@ -53,7 +55,56 @@ int uly_attn_desc_check(const uly_attn_desc *a)
                              "tensor size B*N*H*d = %lld*%lld*%lld*%lld elements overflows the address space",
                              (long long)a->batch, (long long)a->seq, (long long)a->heads,
                              (long long)a->head_dim);
+    return uly_doc_check(a);
+}
+
+/* Document offsets: B rows of D + 1 entries, 0 ... N, non-decreasing. */
+static int uly_doc_check(const uly_attn_desc *a)
+{
+    if (!a->doc_offsets) {
+        if (a->docs != 0)
+            return uly_set_error(ULY_EINVAL, "docs = %lld without document offsets", (long long)a->docs);
+        return ULY_OK;
+    }
+    if (a->docs < 1 || a->docs > INT64_MAX / 2)
+        return uly_set_error(ULY_EINVAL, "documents per row must be >= 1 with offsets (got %lld)",
+                             (long long)a->docs);
+    size_t n;
+    int64_t dims[2] = {a->batch, a->docs + 1};
+    if (uly_mul_sizes(&n, 2, dims) || n > (size_t)PTRDIFF_MAX / sizeof(int64_t))
+        return uly_set_error(ULY_EOVERFLOW, "document offsets: batch x (docs + 1) overflows");
+    for (int64_t b = 0; b < a->batch; b++) {
+        const int64_t *off = a->doc_offsets + b * (a->docs + 1);
+        if (off[0] != 0)
+            return uly_set_error(ULY_EINVAL, "document offsets of batch row %lld must start at 0 (got %lld)",
+                                 (long long)b, (long long)off[0]);
+        for (int64_t i = 1; i <= a->docs; i++)
+            if (off[i] < off[i - 1])
+                return uly_set_error(ULY_EINVAL,
+                                     "document offsets of batch row %lld decrease at entry %lld (%lld < %lld)",
+                                     (long long)b, (long long)i, (long long)off[i], (long long)off[i - 1]);
+        if (off[a->docs] != a->seq)
+            return uly_set_error(ULY_EINVAL,
+                                 "document offsets of batch row %lld must end at the sequence length %lld (got %lld)",
+                                 (long long)b, (long long)a->seq, (long long)off[a->docs]);
+    }
     return ULY_OK;
+}
+
+int64_t uly_doc_hash(const uly_attn_desc *a)
+{
+    if (!a->doc_offsets)
+        return 0;
+    uint64_t h = 1469598103934665603ull;
+    const size_t n = (size_t)(a->batch * (a->docs + 1));
+    for (size_t i = 0; i < n; i++) {
+        uint64_t x = (uint64_t)a->doc_offsets[i];
+        for (int byte = 0; byte < 8; byte++) {
+            h ^= (x >> (8 * byte)) & 0xffu;
+            h *= 1099511628211ull;
+        }
+    }
+    return (int64_t)(h >> 1); /* non-negative, never INT64_MIN */
 }
 
 double uly_attn_scale(const uly_attn_desc *a)
@@ -61,27 +112,71 @@ double uly_attn_scale(const uly_attn_desc *a)
     return a->scale > 0 ? a->scale : 1.0 / sqrt((double)a->head_dim);
 }
 
+int uly_attn_visible_row(const uly_attn_desc *a, int64_t b, int64_t i, int64_t j)
+{
+    int64_t lo, hi;
+    uly_visible_range(a, b, i, &lo, &hi);
+    return j >= lo && j < hi;
+}
+
 int uly_attn_visible(const uly_attn_desc *a, int64_t i, int64_t j)
 {
-    if (a->causal && j > i)
-        return 0;
-    if (a->window > 0) {
-        int64_t dist = i > j ? i - j : j - i;
-        if (dist >= a->window)
-            return 0;
+    return uly_attn_visible_row(a, 0, i, j);
+}
+
+void uly_attn_visible_keys(const uly_attn_desc *a, int64_t b, int64_t i, int64_t *lo, int64_t *hi)
+{
+    uly_visible_range(a, b, i, lo, hi);
+}
+
+int64_t uly_attn_pairs_range(const uly_attn_desc *a, int64_t b, int64_t q0, int64_t nq, int64_t k0,
+                             int64_t nk)
+{
+    int64_t s = 0;
+    for (int64_t i = q0; i < q0 + nq; i++) {
+        int64_t lo, hi;
+        uly_visible_range(a, b, i, &lo, &hi);
+        if (lo < k0)
+            lo = k0;
+        if (hi > k0 + nk)
+            hi = k0 + nk;
+        if (hi > lo)
+            s += hi - lo;
     }
-    return 1;
+    return s;
+}
+
+int uly_attn_any_visible(const uly_attn_desc *a, int64_t b, int64_t q0, int64_t nq, int64_t k0,
+                         int64_t nk)
+{
+    if (nq <= 0 || nk <= 0)
+        return 0;
+    /* hi(i) is non-decreasing: rows with hi(i) > k0 form a suffix [i1, q0+nq);
+     * lo(i) is non-decreasing: rows with lo(i) < k0 + nk form a prefix.  They
+     * meet iff row i1 exists and has lo(i1) < k0 + nk. */
+    int64_t l = q0, h = q0 + nq;
+    while (l < h) {
+        int64_t mid = l + (h - l) / 2, lo, hi;
+        uly_visible_range(a, b, mid, &lo, &hi);
+        if (hi > k0)
+            h = mid;
+        else
+            l = mid + 1;
+    }
+    if (l == q0 + nq)
+        return 0;
+    int64_t lo, hi;
+    uly_visible_range(a, b, l, &lo, &hi);
+    return lo < k0 + nk && hi > lo;
 }
 
 double uly_attn_pairs(const uly_attn_desc *a)
 {
+    const int64_t rows = a->doc_offsets ? a->batch : 1;
     double s = 0;
-    for (int64_t i = 0; i < a->seq; i++) {
-        int64_t lo, hi;
-        uly_visible_range(a, i, &lo, &hi);
-        s += (double)(hi - lo);
-    }
-    return s;
+    for (int64_t b = 0; b < rows; b++)
+        s += (double)uly_attn_pairs_range(a, b, 0, a->seq, 0, a->seq);
+    return s / (double)rows;
 }
 
 void uly_split(int64_t n, int parts, int idx, int64_t *begin, int64_t *count)
@@ -127,6 +222,55 @@ const char *uly_a2a_name(int which)
     return names[which];
 }
 
+const char *uly_vol_name(int which)
+{
+    static const char *const names[ULY_VOL_COUNT - ULY_A2A_COUNT] = {
+        "ring-k", "ring-v", "ring-bk", "ring-bv", "ring-dk", "ring-dv", "ag-k", "ag-v", "rs-dk", "rs-dv"};
+    if (which >= ULY_A2A_COUNT && which < ULY_VOL_COUNT)
+        return names[which - ULY_A2A_COUNT];
+    return uly_a2a_name(which);
+}
+
+/* Elements of the block src hands dst in all-to-all `which`, from the
+ * partitions alone; rep: whether KV groups are cut (uly_plan_kv_replicated). */
+static uint64_t a2a_block(const uly_attn_desc *a, int P, int rep, int which, int src, int dst)
+{
+    int64_t tmp, n_src, n_dst, h_src, h_dst, hb, kv_src, kv_dst;
+    uly_split(a->seq, P, src, &tmp, &n_src);
+    uly_split(a->seq, P, dst, &tmp, &n_dst);
+    uly_split(a->heads, P, src, &hb, &h_src);
+    uly_kv_range(a, hb, h_src, &tmp, &kv_src);
+    uly_split(a->heads, P, dst, &hb, &h_dst);
+    uly_kv_range(a, hb, h_dst, &tmp, &kv_dst);
+    const uint64_t row = (uint64_t)a->batch * (uint64_t)a->head_dim;
+    switch (which) {
+    /* sequence -> heads: src's tokens of dst's heads */
+    case ULY_A2A_Q: case ULY_A2A_DO:
+        return row * (uint64_t)n_src * (uint64_t)h_dst;
+    case ULY_A2A_K: case ULY_A2A_V:
+        return row * (uint64_t)n_src * (uint64_t)kv_dst;
+    /* heads -> sequence: dst's tokens of src's heads (per query head when replicated) */
+    case ULY_A2A_O: case ULY_A2A_DQ:
+        return row * (uint64_t)n_dst * (uint64_t)h_src;
+    case ULY_A2A_DK: case ULY_A2A_DV:
+        return row * (uint64_t)n_dst * (uint64_t)(rep ? h_src : kv_src);
+    }
+    return 0;
+}
+
+int uly_plan_a2a_block(const uly_attn_desc *a, int P, int which, int src, int dst, uint64_t *elems)
+{
+    int rc = uly_attn_desc_check(a);
+    if (rc)
+        return rc;
+    if (P < 1 || src < 0 || src >= P || dst < 0 || dst >= P)
+        return uly_set_error(ULY_EINVAL, "ranks %d -> %d of %d are out of range", src, dst, P);
+    if (which < 0 || which >= ULY_A2A_COUNT)
+        return uly_set_error(ULY_EINVAL, "unknown all-to-all %d", which);
+    *elems = a2a_block(a, P, uly_plan_kv_replicated(a, P), which, src, dst);
+    return ULY_OK;
+}
+
 int uly_plan_volume(const uly_attn_desc *a, int P, int rank, uly_volume *out)
 {
     int rc = uly_attn_desc_check(a);
@@ -135,34 +279,15 @@ int uly_plan_volume(const uly_attn_desc *a, int P, int rank, uly_volume *out)
     if (P < 1 || rank < 0 || rank >= P)
         return uly_set_error(ULY_EINVAL, "rank %d of %d is out of range", rank, P);
     memset(out, 0, sizeof *out);
-    const uint64_t row = (uint64_t)a->batch * (uint64_t)a->head_dim * uly_dtype_size(a->dtype);
+    const uint64_t es = uly_dtype_size(a->dtype);
     const int rep = uly_plan_kv_replicated(a, P);
-    int64_t nb, n_r, hb, h_r, kb, kv_r;
-    uly_split(a->seq, P, rank, &nb, &n_r);
-    uly_split(a->heads, P, rank, &hb, &h_r);
-    uly_kv_range(a, hb, h_r, &kb, &kv_r);
     for (int s = 0; s < P; s++) {
         if (s == rank)
             continue;
-        int64_t n_s, h_s, kv_s, tmp;
-        uly_split(a->seq, P, s, &tmp, &n_s);
-        uly_split(a->heads, P, s, &tmp, &h_s);
-        uly_kv_range(a, tmp, h_s, &tmp, &kv_s);
-        /* sequence -> heads: my tokens of s's heads out, s's tokens of my heads in */
-        uint64_t q_out = row * (uint64_t)(n_r * h_s), q_in = row * (uint64_t)(n_s * h_r);
-        uint64_t kv_out = row * (uint64_t)(n_r * kv_s), kv_in = row * (uint64_t)(n_s * kv_r);
-        /* heads -> sequence: s's tokens of my heads out, my tokens of s's heads in */
-        uint64_t o_out = q_in, o_in = q_out;
-        uint64_t dkv_out = rep ? o_out : row * (uint64_t)(n_s * kv_r);
-        uint64_t dkv_in = rep ? o_in : row * (uint64_t)(n_r * kv_s);
-        out->sent[ULY_A2A_Q] += q_out;   out->recv[ULY_A2A_Q] += q_in;
-        out->sent[ULY_A2A_K] += kv_out;  out->recv[ULY_A2A_K] += kv_in;
-        out->sent[ULY_A2A_V] += kv_out;  out->recv[ULY_A2A_V] += kv_in;
-        out->sent[ULY_A2A_O] += o_out;   out->recv[ULY_A2A_O] += o_in;
-        out->sent[ULY_A2A_DO] += q_out;  out->recv[ULY_A2A_DO] += q_in;
-        out->sent[ULY_A2A_DQ] += o_out;  out->recv[ULY_A2A_DQ] += o_in;
-        out->sent[ULY_A2A_DK] += dkv_out; out->recv[ULY_A2A_DK] += dkv_in;
-        out->sent[ULY_A2A_DV] += dkv_out; out->recv[ULY_A2A_DV] += dkv_in;
+        for (int w = 0; w < ULY_A2A_COUNT; w++) {
+            out->sent[w] += es * a2a_block(a, P, rep, w, rank, s);
+            out->recv[w] += es * a2a_block(a, P, rep, w, s, rank);
+        }
     }
     return ULY_OK;
 }

@@ -13,27 +13,7 @@ trap 'rm -rf "$W"' EXIT
 fails=0
 cases=0
 
-# expect STATUS SUBSTRING -- command...
-expect() {
-    want=$1; pat=$2; shift 3
-    cases=$((cases + 1))
-    "$@" >"$W/out" 2>"$W/err"
-    got=$?
-    if [ "$got" -ne "$want" ]; then
-        echo "FAIL: exit $got (want $want): $*"; sed 's/^/  | /' "$W/err" | head -5
-        fails=$((fails + 1)); return
-    fi
-    if [ -n "$pat" ] && ! grep -q -- "$pat" "$W/out" "$W/err"; then
-        echo "FAIL: output lacks '$pat': $*"; sed 's/^/  | /' "$W/err" "$W/out" | head -5
-        fails=$((fails + 1)); return
-    fi
-    # one line from us (mpirun adds its own banner; bare 'ulysses' prints usage)
-    if [ "$want" -eq 2 ] && [ "$1" != "$MPIRUN" ] && [ "$pat" != "usage" ] && [ "$(wc -l < "$W/err")" -ne 1 ]; then
-        echo "FAIL: want a one-line message: $*"; sed 's/^/  | /' "$W/err" | head -5
-        fails=$((fails + 1)); return
-    fi
-    echo "ok: $*"
-}
+. "${top_srcdir:-.}/tests/expect.sh"
 
 # help
 expect 0 "usage" -- "$U" --help

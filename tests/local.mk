@@ -16,8 +16,14 @@ AM_TESTS_ENVIRONMENT = \
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(OPENMP_CFLAGS) $(BLAS_CFLAGS)
 TEST_LIBS = src/libulykern.la $(CHECK_LIBS) $(BLAS_LIBS) -lm
 
-check_PROGRAMS += tests/test_plan tests/test_ref tests/test_blocked tests/test_npy tests/test_alloc
-TESTS += tests/test_plan tests/test_ref tests/test_blocked tests/test_npy tests/test_alloc
+check_PROGRAMS += tests/test_plan tests/test_ref tests/test_blocked tests/test_npy tests/test_alloc \
+	tests/test_model
+TESTS += tests/test_plan tests/test_ref tests/test_blocked tests/test_npy tests/test_alloc tests/test_model
+
+tests_test_model_SOURCES = tests/test_model.c tests/testutil.h tests/testutil.c
+tests_test_model_CFLAGS = $(TEST_CFLAGS)
+tests_test_model_LDADD = $(TEST_LIBS)
+tests_test_model_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
 
 tests_test_alloc_SOURCES = tests/test_alloc.c tests/testutil.h tests/testutil.c
 tests_test_alloc_CFLAGS = $(TEST_CFLAGS)
@@ -54,6 +60,14 @@ tests_test_dist_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
 TESTS += tests/test_dist.sh
 EXTRA_DIST += tests/test_dist.sh
 
+check_PROGRAMS += tests/test_train
+tests_test_train_SOURCES = tests/test_train.c
+tests_test_train_CFLAGS = $(TEST_CFLAGS) $(MPI_CFLAGS)
+tests_test_train_LDADD = $(MPI_TEST_LIBS)
+tests_test_train_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
+TESTS += tests/test_train.sh
+EXTRA_DIST += tests/test_train.sh
+
 check_PROGRAMS += tests/npytool
 tests_npytool_SOURCES = tests/npytool.c tests/testutil.h tests/testutil.c
 tests_npytool_CFLAGS = $(TEST_CFLAGS)
@@ -72,9 +86,13 @@ check-minicluster: ulysses
 endif
 EXTRA_DIST += tests/minicluster/minicluster.sh tests/minicluster/mc-agent.sh tests/minicluster/check.sh
 
+# ulysses explain needs no MPI: built and tested in every configuration.
+TESTS += tests/cli_explain.sh
+EXTRA_DIST += tests/cli_explain.sh tests/expect.sh
+
 # Serial suites under valgrind memcheck (not part of `make check`: slow).
 # Check forks each test; valgrind follows the forks, so every test is checked.
-VALGRIND_TESTS = tests/test_plan tests/test_ref tests/test_blocked tests/test_npy tests/test_alloc \
+VALGRIND_TESTS = tests/test_plan tests/test_ref tests/test_blocked tests/test_npy tests/test_alloc tests/test_model \
 	sim/tests/test_engine sim/tests/test_net sim/tests/test_describe sim/tests/test_workload
 EXTRA_DIST += tests/valgrind.supp
 check-valgrind: $(check_PROGRAMS)

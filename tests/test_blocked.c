@@ -271,6 +271,291 @@ START_TEST(rejects_bad_arguments)
 }
 END_TEST
 
+
+/* ------------------------------------------------ documents and tiles */
+
+/* Rows [t0, t0 + n) of every batch row (or only row b0 when b0 >= 0) of a
+ * (B, N, X) tensor of es-byte elements, into a new (B' , n, X) buffer. */
+static void *rows_of(const void *full, int64_t B, int64_t N, int64_t X, size_t es, int64_t b0, int64_t t0,
+                     int64_t n)
+{
+    int64_t nb = b0 >= 0 ? 1 : B;
+    char *out = malloc((size_t)(nb * n * X) * es + 1);
+    for (int64_t b = 0; b < nb; b++)
+        memcpy(out + (size_t)(b * n * X) * es,
+               (const char *)full + (size_t)(((b0 >= 0 ? b0 : b) * N + t0) * X) * es, (size_t)(n * X) * es);
+    return out;
+}
+
+/* LSE (B, H, N): columns [t0, t0 + n) of every (b, h) row into (B', H, n). */
+static void *lse_cols(const void *full, int64_t B, int64_t H, int64_t N, size_t es, int64_t b0, int64_t t0,
+                      int64_t n)
+{
+    int64_t nb = b0 >= 0 ? 1 : B;
+    char *out = malloc((size_t)(nb * H * n) * es + 1);
+    for (int64_t b = 0; b < nb; b++)
+        for (int64_t h = 0; h < H; h++)
+            memcpy(out + (size_t)((b * H + h) * n) * es,
+                   (const char *)full + (size_t)((((b0 >= 0 ? b0 : b) * H + h) * N) + t0) * es, (size_t)n * es);
+    return out;
+}
+
+
+/* A problem in dtype t (the doubles of p rounded to t, so that the reference
+ * sees exactly the kernel's inputs) and its fp64 reference results. */
+typedef struct prepared {
+    void *q, *k, *v, *dout;
+    double *o, *lse, *dq, *dk, *dv;
+} prepared;
+
+static void prep(tu_problem *p, uly_dtype t, prepared *x)
+{
+    const size_t es = uly_dtype_size(t);
+    x->q = malloc(p->nq * es); x->k = malloc(p->nkv * es);
+    x->v = malloc(p->nkv * es); x->dout = malloc(p->nq * es);
+    tu_convert(p->q, x->q, p->nq, t); tu_convert(p->k, x->k, p->nkv, t);
+    tu_convert(p->v, x->v, p->nkv, t); tu_convert(p->dout, x->dout, p->nq, t);
+    for (size_t i = 0; i < p->nq; i++) { p->q[i] = tu_get(x->q, i, t); p->dout[i] = tu_get(x->dout, i, t); }
+    for (size_t i = 0; i < p->nkv; i++) { p->k[i] = tu_get(x->k, i, t); p->v[i] = tu_get(x->v, i, t); }
+    x->o = malloc(p->nq * 8); x->lse = malloc(p->nlse * 8); x->dq = malloc(p->nq * 8);
+    x->dk = malloc(p->nkv * 8); x->dv = malloc(p->nkv * 8);
+    ck_assert_int_eq(uly_ref_fwd(&p->a, p->q, p->k, p->v, x->o, x->lse), ULY_OK);
+    ck_assert_int_eq(uly_ref_bwd(&p->a, p->q, p->k, p->v, p->dout, x->dq, x->dk, x->dv), ULY_OK);
+}
+
+static void prep_free(prepared *x)
+{
+    free(x->q); free(x->k); free(x->v); free(x->dout);
+    free(x->o); free(x->lse); free(x->dq); free(x->dk); free(x->dv);
+}
+
+/* O, LSE, dQ, dK, dV of dtype t within the tolerances of the reference. */
+static void check_five(const prepared *x, const tu_problem *p, uly_dtype t, const void *const gots[5],
+                       const char *what)
+{
+    static const char *const names[5] = {"O", "LSE", "dQ", "dK", "dV"};
+    const double *refs[5] = {x->o, x->lse, x->dq, x->dk, x->dv};
+    const size_t ns[5] = {p->nq, p->nlse, p->nq, p->nkv, p->nkv};
+    const int f = t == ULY_F32;
+    char msg[512];
+    for (int i = 0; i < 5; i++)
+        ck_assert_msg(!tu_close(refs[i], gots[i], t, ns[i], i < 2 ? (f ? F32_ATOL : F64_ATOL) : (f ? F32_GATOL : F64_ATOL),
+                                i < 2 ? (f ? F32_RTOL : F64_RTOL) : (f ? F32_GRTOL : F64_RTOL), msg, sizeof msg),
+                      "%s %s %s: %s", f ? "fp32" : "fp64", what, names[i], msg);
+}
+
+/* Packed documents against running each document alone: the reference is
+ * bitwise equal, the blocked kernels within their tolerance of it. */
+START_TEST(documents_vs_alone)
+{
+    const uly_dtype t = _i % 2 ? ULY_F64 : ULY_F32;
+    const int mask = _i / 2;
+    const int64_t B = 2, N = 61, H = 4, Hkv = 2, d = 8, D = 5;
+    /* row 0: an empty document in the middle and at the end; row 1: a one-token document */
+    int64_t off[2][6] = {{0, 11, 30, 30, 61, 61}, {0, 1, 20, 33, 47, 61}};
+    uly_attn_desc a;
+    memset(&a, 0, sizeof a);
+    a.batch = B; a.seq = N; a.heads = H; a.kv_heads = Hkv; a.head_dim = d; a.dtype = t;
+    a.causal = mask & 1; a.window = mask & 2 ? 7 : 0;
+    a.doc_offsets = &off[0][0];
+    a.docs = D;
+    tu_problem p;
+    tu_problem_init(&p, &a, 99 + (uint64_t)mask);
+    prepared x;
+    prep(&p, t, &x);
+    double *ro = x.o, *rl = x.lse, *rq = x.dq, *rk = x.dk, *rv = x.dv;
+    uly_kernel_opts opts;
+    memset(&opts, 0, sizeof opts);
+    opts.block_q = 8;
+    opts.block_k = 16;
+    run r;
+    run_blocked(&p, t, &opts, &r, x.q, x.k, x.v, x.dout);
+    const void *const gots[5] = {r.o, r.lse, r.dq, r.dk, r.dv};
+    check_five(&x, &p, t, gots, mask & 1 ? "documents, causal" : "documents");
+    /* each document alone, through the reference: bitwise the packed reference */
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < D; i++) {
+            const int64_t t0 = off[b][i], n = off[b][i + 1] - t0;
+            if (n == 0)
+                continue;
+            uly_attn_desc one = a;
+            one.batch = 1; one.seq = n; one.doc_offsets = NULL; one.docs = 0;
+            double *sq = rows_of(p.q, B, N, H * d, 8, b, t0, n), *sd = rows_of(p.dout, B, N, H * d, 8, b, t0, n);
+            double *sk = rows_of(p.k, B, N, Hkv * d, 8, b, t0, n), *sv = rows_of(p.v, B, N, Hkv * d, 8, b, t0, n);
+            double *oo = malloc((size_t)(n * H * d) * 8), *ol = malloc((size_t)(H * n) * 8);
+            double *oq = malloc((size_t)(n * H * d) * 8), *ok = malloc((size_t)(n * Hkv * d) * 8);
+            double *ov = malloc((size_t)(n * Hkv * d) * 8);
+            ck_assert_int_eq(uly_ref_fwd(&one, sq, sk, sv, oo, ol), ULY_OK);
+            ck_assert_int_eq(uly_ref_bwd(&one, sq, sk, sv, sd, oq, ok, ov), ULY_OK);
+            double *po = rows_of(ro, B, N, H * d, 8, b, t0, n), *pl = lse_cols(rl, B, H, N, 8, b, t0, n);
+            double *pq = rows_of(rq, B, N, H * d, 8, b, t0, n), *pk = rows_of(rk, B, N, Hkv * d, 8, b, t0, n);
+            double *pv = rows_of(rv, B, N, Hkv * d, 8, b, t0, n);
+            ck_assert_msg(same_bits(oo, po, (size_t)(n * H * d) * 8), "O of document %lld of row %lld", (long long)i, (long long)b);
+            ck_assert(same_bits(ol, pl, (size_t)(H * n) * 8));
+            ck_assert(same_bits(oq, pq, (size_t)(n * H * d) * 8));
+            ck_assert(same_bits(ok, pk, (size_t)(n * Hkv * d) * 8));
+            ck_assert(same_bits(ov, pv, (size_t)(n * Hkv * d) * 8));
+            free(sq); free(sd); free(sk); free(sv); free(oo); free(ol); free(oq); free(ok); free(ov);
+            free(po); free(pl); free(pq); free(pk); free(pv);
+        }
+    run_free(&r);
+    prep_free(&x);
+    tu_problem_free(&p);
+}
+END_TEST
+
+/* Tiles: query ranges x key ranges merged with uly_attn_merge equal the
+ * whole attention (within tolerance of the reference), in the forward and,
+ * from the merged O and LSE, in the backward.  Tiles that see nothing give
+ * O = 0, LSE = -inf and zero gradients. */
+START_TEST(tiles_merge)
+{
+    const uly_dtype t = _i % 2 ? ULY_F64 : ULY_F32;
+    const int withdocs = _i / 2;
+    const int64_t B = 2, N = 50, H = 4, Hkv = 2, d = 8;
+    int64_t off[2][4] = {{0, 13, 13, 50}, {0, 25, 40, 50}};
+    uly_attn_desc a;
+    memset(&a, 0, sizeof a);
+    a.batch = B; a.seq = N; a.heads = H; a.kv_heads = Hkv; a.head_dim = d; a.dtype = t;
+    a.causal = 1;
+    if (withdocs) { a.doc_offsets = &off[0][0]; a.docs = 3; }
+    tu_problem p;
+    tu_problem_init(&p, &a, 5);
+    const size_t es = uly_dtype_size(t);
+    prepared x;
+    prep(&p, t, &x);
+    const void *q = x.q, *k = x.k, *v = x.v, *dout = x.dout;
+    const int64_t qt[3] = {0, 17, 50}, kt[4] = {0, 10, 30, 50};
+    /* results assembled from tiles, in dtype t */
+    char *O = malloc(p.nq * es), *L = malloc(p.nlse * es), *dQ = calloc(p.nq, es);
+    char *dK = calloc(p.nkv, es), *dV = calloc(p.nkv, es);
+    for (int qi = 0; qi < 2; qi++) {
+        const int64_t q0 = qt[qi], nq = qt[qi + 1] - q0;
+        void *tq = rows_of(q, B, N, H * d, es, -1, q0, nq), *tdo = rows_of(dout, B, N, H * d, es, -1, q0, nq);
+        char *acc_o = calloc((size_t)(B * nq * H * d), es), *acc_l = malloc((size_t)(B * H * nq) * es);
+        for (int64_t z = 0; z < B * H * nq; z++) {
+            if (t == ULY_F32) ((float *)acc_l)[z] = -INFINITY; else ((double *)acc_l)[z] = -INFINITY;
+        }
+        char *to = malloc((size_t)(B * nq * H * d) * es), *tl = malloc((size_t)(B * H * nq) * es);
+        for (int y = 0; y < 3; y++) {
+            const int64_t k0 = kt[y], nk = kt[y + 1] - k0;
+            void *tk = rows_of(k, B, N, Hkv * d, es, -1, k0, nk), *tv = rows_of(v, B, N, Hkv * d, es, -1, k0, nk);
+            uly_kernel_opts o;
+            memset(&o, 0, sizeof o);
+            o.block_q = 8; o.block_k = 4;
+            o.q_begin = q0; o.q_count = nq; o.k_begin = k0; o.k_count = nk;
+            ck_assert_int_eq(uly_attn_fwd(&a, &o, tq, tk, tv, to, tl), ULY_OK);
+            if (!withdocs && k0 > q0 + nq - 1) { /* strictly above the diagonal: nothing visible */
+                for (int64_t z = 0; z < B * H * nq; z++)
+                    ck_assert(tu_get(tl, (size_t)z, t) == -INFINITY);
+                for (int64_t z = 0; z < B * nq * H * d; z++)
+                    ck_assert(tu_get(to, (size_t)z, t) == 0);
+            }
+            ck_assert_int_eq(uly_attn_merge(t, B, nq, H, d, acc_o, acc_l, to, tl, 0), ULY_OK);
+            free(tk); free(tv);
+        }
+        for (int64_t b = 0; b < B; b++) {
+            memcpy(O + (size_t)((b * N + q0) * H * d) * es, acc_o + (size_t)(b * nq * H * d) * es, (size_t)(nq * H * d) * es);
+            for (int64_t h = 0; h < H; h++)
+                memcpy(L + (size_t)((b * H + h) * N + q0) * es, acc_l + (size_t)((b * H + h) * nq) * es, (size_t)nq * es);
+        }
+        /* backward of the tiles from the merged O and LSE */
+        char *tdq = malloc((size_t)(B * nq * H * d) * es);
+        for (int y = 0; y < 3; y++) {
+            const int64_t k0 = kt[y], nk = kt[y + 1] - k0;
+            void *tk = rows_of(k, B, N, Hkv * d, es, -1, k0, nk), *tv = rows_of(v, B, N, Hkv * d, es, -1, k0, nk);
+            char *tdk = malloc((size_t)(B * nk * Hkv * d) * es), *tdv = malloc((size_t)(B * nk * Hkv * d) * es);
+            uly_kernel_opts o;
+            memset(&o, 0, sizeof o);
+            o.block_q = 4; o.block_k = 8;
+            o.q_begin = q0; o.q_count = nq; o.k_begin = k0; o.k_count = nk;
+            ck_assert_int_eq(uly_attn_bwd(&a, &o, tq, tk, tv, acc_o, acc_l, tdo, tdq, tdk, tdv), ULY_OK);
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t z = 0; z < nq * H * d; z++) {
+                    size_t dst = (size_t)((b * N + q0) * H * d + z), src = (size_t)(b * nq * H * d + z);
+                    if (t == ULY_F32) ((float *)dQ)[dst] += ((float *)tdq)[src]; else ((double *)dQ)[dst] += ((double *)tdq)[src];
+                }
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t z = 0; z < nk * Hkv * d; z++) {
+                    size_t dst = (size_t)((b * N + k0) * Hkv * d + z), src = (size_t)(b * nk * Hkv * d + z);
+                    if (t == ULY_F32) {
+                        ((float *)dK)[dst] += ((float *)tdk)[src];
+                        ((float *)dV)[dst] += ((float *)tdv)[src];
+                    } else {
+                        ((double *)dK)[dst] += ((double *)tdk)[src];
+                        ((double *)dV)[dst] += ((double *)tdv)[src];
+                    }
+                }
+            free(tk); free(tv); free(tdk); free(tdv);
+        }
+        free(tdq); free(tq); free(tdo); free(acc_o); free(acc_l); free(to); free(tl);
+    }
+    const void *const gots[5] = {O, L, dQ, dK, dV};
+    check_five(&x, &p, t, gots, withdocs ? "tiles, documents" : "tiles");
+    free(O); free(L); free(dQ); free(dK); free(dV);
+    prep_free(&x);
+    tu_problem_free(&p);
+}
+END_TEST
+
+/* A tile where no query sees any key: O = 0, LSE = -inf, zero gradients, no NaN. */
+START_TEST(tile_all_masked)
+{
+    const uly_dtype t = _i ? ULY_F64 : ULY_F32;
+    const int64_t N = 20, H = 2, d = 4, nq = 5, nk = 6;
+    uly_attn_desc a;
+    memset(&a, 0, sizeof a);
+    a.batch = 1; a.seq = N; a.heads = H; a.kv_heads = 1; a.head_dim = d; a.dtype = t; a.causal = 1;
+    const size_t es = uly_dtype_size(t);
+    char *q = calloc((size_t)(nq * H * d), es), *k = calloc((size_t)(nk * d), es), *v = calloc((size_t)(nk * d), es);
+    for (size_t i = 0; i < (size_t)(nq * H * d); i++)
+        if (t == ULY_F32) ((float *)q)[i] = 0.5f; else ((double *)q)[i] = 0.5;
+    char *o = malloc((size_t)(nq * H * d) * es), *l = malloc((size_t)(H * nq) * es);
+    char *dq = malloc((size_t)(nq * H * d) * es), *dk = malloc((size_t)(nk * d) * es), *dv = malloc((size_t)(nk * d) * es);
+    uly_kernel_opts op;
+    memset(&op, 0, sizeof op);
+    op.q_begin = 2; op.q_count = nq; op.k_begin = 10; op.k_count = nk; /* keys after every query */
+    ck_assert_int_eq(uly_attn_fwd(&a, &op, q, k, v, o, l), ULY_OK);
+    for (int64_t i = 0; i < H * nq; i++)
+        ck_assert(tu_get(l, (size_t)i, t) == -INFINITY);
+    for (int64_t i = 0; i < nq * H * d; i++)
+        ck_assert(tu_get(o, (size_t)i, t) == 0);
+    ck_assert_int_eq(uly_attn_bwd(&a, &op, q, k, v, o, l, q, dq, dk, dv), ULY_OK);
+    for (int64_t i = 0; i < nq * H * d; i++)
+        ck_assert(tu_get(dq, (size_t)i, t) == 0);
+    for (int64_t i = 0; i < nk * d; i++)
+        ck_assert(tu_get(dk, (size_t)i, t) == 0 && tu_get(dv, (size_t)i, t) == 0);
+    /* merging -inf partials keeps O = 0 and LSE = -inf */
+    char *o2 = calloc((size_t)(nq * H * d), es), *l2 = malloc((size_t)(H * nq) * es);
+    memcpy(l2, l, (size_t)(H * nq) * es);
+    ck_assert_int_eq(uly_attn_merge(t, 1, nq, H, d, o2, l2, o, l, 1), ULY_OK);
+    for (int64_t i = 0; i < H * nq; i++)
+        ck_assert(tu_get(l2, (size_t)i, t) == -INFINITY);
+    for (int64_t i = 0; i < nq * H * d; i++)
+        ck_assert(tu_get(o2, (size_t)i, t) == 0);
+    /* and a tile outside the sequence is refused */
+    op.k_begin = 15;
+    ck_assert_int_eq(uly_attn_fwd(&a, &op, q, k, v, o, l), ULY_EINVAL);
+    free(q); free(k); free(v); free(o); free(l); free(dq); free(dk); free(dv); free(o2); free(l2);
+}
+END_TEST
+
+START_TEST(merge_and_bf16)
+{
+    /* one row, two partials: (O_a, L_a) = (1, log 1), (O_b, L_b) = (3, log 3): O = (1 + 9) / 4 */
+    double o[1] = {1}, l[1] = {0}, ob[1] = {3}, lb[1] = {log(3.0)};
+    ck_assert_int_eq(uly_attn_merge(ULY_F64, 1, 1, 1, 1, o, l, ob, lb, 0), ULY_OK);
+    ck_assert_double_eq_tol(o[0], 2.5, 1e-15);
+    ck_assert_double_eq_tol(l[0], log(4.0), 1e-15);
+    float x[4] = {1.0f, 1.00390625f, 1.01171875f, -3.14159265f};
+    uly_round_bf16(ULY_F32, x, 4);
+    ck_assert(x[0] == 1.0f);
+    ck_assert(x[1] == 1.0f);        /* 1 + 2^-8: a tie, to even */
+    ck_assert(x[2] == 1.015625f);   /* 1 + 3 * 2^-8: a tie, to even (up) */
+    ck_assert(x[3] == -3.140625f);
+}
+END_TEST
+
 static Suite *make_blocked_suite(void)
 {
     Suite *s = suite_create("blocked");
@@ -284,6 +569,13 @@ static Suite *make_blocked_suite(void)
     tcase_add_loop_test(td, deterministic_threads_and_subsets, 0, 2);
     tcase_add_test(td, rejects_bad_arguments);
     suite_add_tcase(s, td);
+    TCase *tt = tcase_create("documents_tiles");
+    tcase_set_timeout(tt, 120);
+    tcase_add_loop_test(tt, documents_vs_alone, 0, 8);
+    tcase_add_loop_test(tt, tiles_merge, 0, 4);
+    tcase_add_loop_test(tt, tile_all_masked, 0, 2);
+    tcase_add_test(tt, merge_and_bf16);
+    suite_add_tcase(s, tt);
     return s;
 }
 

@@ -28,19 +28,26 @@ typedef struct shape {
     int64_t B, N, H, Hkv, d;
     int causal;
     int64_t window;
+    int64_t docs;    /* packed documents per batch row (0: none) */
 } shape;
 
 static const shape shapes[] = {
-    {1, 16, 4, 4, 8, 0, 0},      /* even */
-    {2, 1001, 7, 7, 16, 1, 0},   /* H = 7, N = 1001, batch 2, causal */
-    {2, 37, 7, 1, 8, 0, 5},      /* MQA, window */
-    {1, 50, 8, 2, 8, 1, 9},      /* GQA, causal + window */
-    {2, 23, 6, 3, 4, 0, 0},      /* GQA, groups of 2 */
-    {1, 3, 5, 5, 4, 1, 0},       /* N < P: empty shards */
-    {1, 10, 2, 1, 4, 0, 0},      /* H < P: ranks without heads */
-    {3, 19, 12, 4, 4, 1, 4},
+    {1, 16, 4, 4, 8, 0, 0, 0},      /* even */
+    {2, 1001, 7, 7, 16, 1, 0, 0},   /* H = 7, N = 1001, batch 2, causal */
+    {2, 37, 7, 1, 8, 0, 5, 0},      /* MQA, window */
+    {1, 50, 8, 2, 8, 1, 9, 0},      /* GQA, causal + window */
+    {2, 23, 6, 3, 4, 0, 0, 0},      /* GQA, groups of 2 */
+    {1, 3, 5, 5, 4, 1, 0, 0},       /* N < P: empty shards */
+    {1, 10, 2, 1, 4, 0, 0, 0},      /* H < P: ranks without heads */
+    {3, 19, 12, 4, 4, 1, 4, 0},
+    {2, 1001, 7, 1, 8, 1, 0, 5}, /* MQA, causal, 5 packed documents */
+    {2, 50, 8, 2, 8, 0, 9, 3},   /* GQA, window, 3 documents (one empty) */
 };
 #define NSHAPES (int)(sizeof shapes / sizeof shapes[0])
+
+/* Document offsets of a shape: row b's documents get lengths from a fixed
+ * pattern (the second one empty when D > 2), the same on every rank. */
+static int64_t doc_store[64];
 
 static uly_attn_desc desc_of(const shape *s, uly_dtype t)
 {
@@ -48,6 +55,17 @@ static uly_attn_desc desc_of(const shape *s, uly_dtype t)
     memset(&a, 0, sizeof a);
     a.batch = s->B; a.seq = s->N; a.heads = s->H; a.kv_heads = s->Hkv; a.head_dim = s->d;
     a.causal = s->causal; a.window = s->window; a.dtype = t;
+    if (s->docs) {
+        for (int64_t b = 0; b < s->B; b++) {
+            int64_t *o = doc_store + b * (s->docs + 1);
+            o[0] = 0;
+            for (int64_t i = 1; i < s->docs; i++)
+                o[i] = i == 2 ? o[1] : o[i - 1] + (s->N * (2 + (i + b) % 3)) / (3 * s->docs);
+            o[s->docs] = s->N;
+        }
+        a.doc_offsets = doc_store;
+        a.docs = s->docs;
+    }
     return a;
 }
 
@@ -309,6 +327,17 @@ START_TEST(mismatch_all_ranks_error)
     a = desc_of(&shapes[0], rank == 0 ? ULY_F64 : ULY_F32);
     ck_assert_int_eq(uly_dist_create(MPI_COMM_WORLD, &a, NULL, &D), ULY_EMISMATCH);
     ck_assert_ptr_nonnull(strstr(uly_last_error(), "dtype"));
+    /* documents whose content differs on one rank */
+    {
+        int64_t off[2][3] = {{0, 5, 16}, {0, 5, 16}};
+        a = desc_of(&shapes[0], ULY_F32);
+        a.doc_offsets = &off[0][0];
+        a.docs = 2;
+        if (rank == P - 1)
+            off[0][1] = 6;
+        ck_assert_int_eq(uly_dist_create(MPI_COMM_WORLD, &a, NULL, &D), ULY_EMISMATCH);
+        ck_assert_ptr_nonnull(strstr(uly_last_error(), "document offsets"));
+    }
     /* one rank with an invalid shape: it reports why, the others name it */
     a = desc_of(&shapes[0], ULY_F32);
     if (rank == 1)

@@ -147,12 +147,422 @@ START_TEST(volume_conserved_every_shape)
 }
 END_TEST
 
+START_TEST(a2a_block_pairs)
+{
+    /* hand-derived: P = 4, N = 16, H = 8, Hkv = 2, d = 1 (KV groups cut) */
+    uly_attn_desc a = desc(1, 16, 8, 2, 1);
+    uint64_t e;
+    ck_assert_int_eq(uly_plan_a2a_block(&a, 4, ULY_A2A_Q, 0, 3, &e), ULY_OK);
+    ck_assert_uint_eq(e, 4 * 2);               /* my 4 tokens of its 2 heads */
+    ck_assert_int_eq(uly_plan_a2a_block(&a, 4, ULY_A2A_K, 1, 2, &e), ULY_OK);
+    ck_assert_uint_eq(e, 4 * 1);               /* one KV head needed by rank 2 */
+    ck_assert_int_eq(uly_plan_a2a_block(&a, 4, ULY_A2A_DK, 2, 0, &e), ULY_OK);
+    ck_assert_uint_eq(e, 4 * 2);               /* replicated: per query head */
+    /* uneven: P = 3, N = 10 (4,3,3), H = 5 (2,2,1), MHA */
+    uly_attn_desc u = desc(2, 10, 5, 5, 3);
+    ck_assert_int_eq(uly_plan_a2a_block(&u, 3, ULY_A2A_Q, 0, 2, &e), ULY_OK);
+    ck_assert_uint_eq(e, 2 * 4 * 1 * 3);
+    ck_assert_int_eq(uly_plan_a2a_block(&u, 3, ULY_A2A_O, 2, 0, &e), ULY_OK);
+    ck_assert_uint_eq(e, 2 * 4 * 1 * 3);       /* rank 0's tokens of rank 2's head */
+    ck_assert_int_eq(uly_plan_a2a_block(&u, 3, ULY_A2A_DV, 0, 1, &e), ULY_OK);
+    ck_assert_uint_eq(e, 2 * 3 * 2 * 3);
+    /* every query element lands exactly once: the P x P matrix sums to B N H d,
+     * column s sums to B N H_s d; and rows minus the diagonal are the volumes */
+    for (int P = 1; P <= 7; P++) {
+        uint64_t all = 0;
+        for (int dst = 0; dst < P; dst++) {
+            uint64_t col = 0;
+            for (int src = 0; src < P; src++) {
+                ck_assert_int_eq(uly_plan_a2a_block(&u, P, ULY_A2A_Q, src, dst, &e), ULY_OK);
+                col += e;
+            }
+            int64_t hb, hc;
+            uly_split(5, P, dst, &hb, &hc);
+            ck_assert_uint_eq(col, (uint64_t)(2 * 10 * hc * 3));
+            all += col;
+        }
+        ck_assert_uint_eq(all, 2 * 10 * 5 * 3);
+        for (int r = 0; r < P; r++) {
+            uly_volume v;
+            ck_assert_int_eq(uly_plan_volume(&u, P, r, &v), ULY_OK);
+            for (int w = 0; w < ULY_A2A_COUNT; w++) {
+                uint64_t row = 0;
+                for (int s = 0; s < P; s++)
+                    if (s != r) {
+                        ck_assert_int_eq(uly_plan_a2a_block(&u, P, w, r, s, &e), ULY_OK);
+                        row += e * 4;
+                    }
+                ck_assert_uint_eq(row, v.sent[w]);
+            }
+        }
+    }
+    ck_assert_int_eq(uly_plan_a2a_block(&a, 4, ULY_A2A_Q, 0, 4, &e), ULY_EINVAL);
+    ck_assert_int_eq(uly_plan_a2a_block(&a, 4, ULY_A2A_COUNT, 0, 1, &e), ULY_EINVAL);
+}
+END_TEST
+
 START_TEST(volume_rejects_bad_rank)
 {
     uly_attn_desc a = desc(1, 8, 4, 4, 4);
     uly_volume v;
     ck_assert_int_eq(uly_plan_volume(&a, 4, 4, &v), ULY_EINVAL);
     ck_assert_int_eq(uly_plan_volume(&a, 0, 0, &v), ULY_EINVAL);
+}
+END_TEST
+
+
+/* --------------------------------------------------------- methods */
+
+/* Offsets of D documents per row, lengths drawn from a fixed pattern. */
+static int64_t *make_docs(int64_t B, int64_t N, int64_t D, uint64_t seed)
+{
+    int64_t *off = malloc((size_t)(B * (D + 1)) * sizeof *off);
+    for (int64_t b = 0; b < B; b++) {
+        int64_t *o = off + b * (D + 1);
+        o[0] = 0;
+        for (int64_t i = 1; i < D; i++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            int64_t step = (int64_t)((seed >> 33) % (uint64_t)(2 * N / D + 1)); /* may be 0: empty doc */
+            o[i] = o[i - 1] + step > N ? N : o[i - 1] + step;
+        }
+        o[D] = N;
+    }
+    return off;
+}
+
+static int brute_visible(const uly_attn_desc *a, int64_t b, int64_t i, int64_t j)
+{
+    if (a->causal && j > i)
+        return 0;
+    if (a->window > 0 && (i > j ? i - j : j - i) >= a->window)
+        return 0;
+    if (a->doc_offsets) {
+        const int64_t *o = a->doc_offsets + b * (a->docs + 1);
+        int64_t di = -1, dj = -1;
+        for (int64_t x = 0; x < a->docs; x++) {
+            if (i >= o[x] && i < o[x + 1]) di = x;
+            if (j >= o[x] && j < o[x + 1]) dj = x;
+        }
+        return di == dj;
+    }
+    return 1;
+}
+
+START_TEST(documents_geometry)
+{
+    const int64_t N = 37, B = 3;
+    for (int mask = 0; mask < 4; mask++)
+        for (int64_t D = 1; D <= 6; D += 5) {
+            int64_t *off = make_docs(B, N, D, 7 + (uint64_t)mask);
+            uly_attn_desc a = desc(B, N, 2, 1, 4);
+            a.causal = mask & 1;
+            a.window = mask & 2 ? 5 : 0;
+            a.doc_offsets = off;
+            a.docs = D;
+            ck_assert_int_eq(uly_attn_desc_check(&a), ULY_OK);
+            double total = 0;
+            for (int64_t b = 0; b < B; b++) {
+                for (int64_t i = 0; i < N; i++)
+                    for (int64_t j = 0; j < N; j++)
+                        ck_assert_int_eq(uly_attn_visible_row(&a, b, i, j), brute_visible(&a, b, i, j));
+                /* pairs and any-visible over ranges, against brute force */
+                for (int64_t q0 = 0; q0 < N; q0 += 5)
+                    for (int64_t k0 = 0; k0 < N; k0 += 7) {
+                        int64_t nq = q0 + 6 > N ? N - q0 : 6, nk = k0 + 9 > N ? N - k0 : 9, cnt = 0;
+                        for (int64_t i = q0; i < q0 + nq; i++)
+                            for (int64_t j = k0; j < k0 + nk; j++)
+                                cnt += brute_visible(&a, b, i, j);
+                        ck_assert_int_eq(uly_attn_pairs_range(&a, b, q0, nq, k0, nk), cnt);
+                        ck_assert_int_eq(uly_attn_any_visible(&a, b, q0, nq, k0, nk), cnt > 0);
+                    }
+                total += (double)uly_attn_pairs_range(&a, b, 0, N, 0, N);
+            }
+            ck_assert_double_eq(uly_attn_pairs(&a) * B, total);
+            free(off);
+        }
+}
+END_TEST
+
+START_TEST(documents_rejected)
+{
+    int64_t off[2][4] = {{0, 3, 2, 8}, {0, 3, 5, 8}};
+    uly_attn_desc a = desc(2, 8, 1, 1, 1);
+    a.doc_offsets = &off[0][0];
+    a.docs = 3;
+    ck_assert_int_eq(uly_attn_desc_check(&a), ULY_EINVAL);
+    ck_assert_ptr_nonnull(strstr(uly_last_error(), "decrease"));
+    off[0][2] = 3;
+    ck_assert_int_eq(uly_attn_desc_check(&a), ULY_OK);
+    off[1][3] = 7;
+    ck_assert_int_eq(uly_attn_desc_check(&a), ULY_EINVAL);
+    ck_assert_ptr_nonnull(strstr(uly_last_error(), "end at the sequence length"));
+    off[1][3] = 8;
+    off[1][0] = 1;
+    ck_assert_int_eq(uly_attn_desc_check(&a), ULY_EINVAL);
+    off[1][0] = 0;
+    a.docs = 0;
+    ck_assert_int_eq(uly_attn_desc_check(&a), ULY_EINVAL);
+    a.doc_offsets = NULL;
+    a.docs = 2;
+    ck_assert_int_eq(uly_attn_desc_check(&a), ULY_EINVAL);
+}
+END_TEST
+
+START_TEST(method_names_and_init)
+{
+    int m, pl;
+    for (int i = 0; i < ULY_METHOD_COUNT; i++) {
+        ck_assert_int_eq(uly_method_parse(uly_method_name(i), &m), ULY_OK);
+        ck_assert_int_eq(m, i);
+    }
+    ck_assert_int_eq(uly_method_parse("rings", &m), ULY_EINVAL);
+    ck_assert_int_eq(uly_placement_parse("ring-inner", &pl), ULY_OK);
+    ck_assert_int_eq(pl, ULY_PLACE_RING_INNER);
+    ck_assert_int_eq(uly_placement_parse("x", &pl), ULY_EINVAL);
+    uly_sp_plan p;
+    ck_assert_int_eq(uly_sp_plan_init(&p, ULY_METHOD_ULYSSES, 4, 2, 0), ULY_EINVAL);
+    ck_assert_int_eq(uly_sp_plan_init(&p, ULY_METHOD_ULYSSES, 4, 0, 0), ULY_OK);
+    ck_assert_int_eq(p.U, 4); ck_assert_int_eq(p.R, 1);
+    ck_assert_int_eq(uly_sp_plan_init(&p, ULY_METHOD_RING, 4, 2, 0), ULY_EINVAL);
+    ck_assert_int_eq(uly_sp_plan_init(&p, ULY_METHOD_USP, 6, 4, 0), ULY_EINVAL);
+    ck_assert_int_eq(uly_sp_plan_init(&p, ULY_METHOD_USP, 6, 0, 0), ULY_EINVAL);
+    ck_assert_int_eq(uly_sp_plan_init(&p, ULY_METHOD_USP, 6, 3, 1), ULY_OK);
+    ck_assert_int_eq(p.R, 2); ck_assert_int_eq(p.zigzag, 1);
+    ck_assert_int_eq(uly_sp_plan_init(&p, ULY_METHOD_ZIGZAG, 3, 1, 0), ULY_OK);
+    ck_assert_int_eq(p.zigzag, 1);
+    ck_assert_int_eq(uly_sp_plan_init(&p, ULY_METHOD_RING, 3, 0, 7), ULY_EINVAL);
+}
+END_TEST
+
+/* Every token is held by exactly one rank; a group's members hold its chunk. */
+START_TEST(method_partitions)
+{
+    for (int m = 0; m < ULY_METHOD_COUNT; m++)
+        for (int P = 1; P <= 8; P++)
+            for (int U = 1; U <= P; U++) {
+                if (P % U || (m != ULY_METHOD_USP && U != (m == ULY_METHOD_ULYSSES ? P : 1)))
+                    continue;
+                for (int pl = 0; pl < 2; pl++)
+                    for (int64_t N = 0; N <= 40; N += 3) {
+                        uly_sp_plan p;
+                        ck_assert_int_eq(uly_sp_plan_init(&p, m, P, U, pl), ULY_OK);
+                        int *owner = calloc((size_t)N + 1, sizeof *owner);
+                        for (int r = 0; r < P; r++) {
+                            int u, j;
+                            uly_plan_grid(&p, r, &u, &j);
+                            ck_assert_int_eq(uly_plan_grid_rank(&p, u, j), r);
+                            int64_t b[2], c[2];
+                            int ns = uly_plan_tokens(&p, N, r, b, c);
+                            for (int s2 = 0; s2 < ns; s2++)
+                                for (int64_t t = b[s2]; t < b[s2] + c[s2]; t++)
+                                    owner[t]++;
+                            /* the rank's tokens lie inside its group's chunk */
+                            int64_t cb[2], cc[2];
+                            int nc = uly_plan_chunk(&p, N, j, cb, cc);
+                            for (int s2 = 0; s2 < ns; s2++)
+                                for (int64_t t = b[s2]; t < b[s2] + c[s2]; t++) {
+                                    int in = 0;
+                                    for (int x = 0; x < nc; x++)
+                                        in |= t >= cb[x] && t < cb[x] + cc[x];
+                                    ck_assert(in);
+                                }
+                        }
+                        for (int64_t t = 0; t < N; t++)
+                            ck_assert_int_eq(owner[t], 1);
+                        free(owner);
+                    }
+            }
+    /* zigzag: rank j holds chunks j and 2P-1-j of 2P */
+    uly_sp_plan p;
+    uly_sp_plan_init(&p, ULY_METHOD_ZIGZAG, 4, 1, 0);
+    int64_t b[2], c[2];
+    ck_assert_int_eq(uly_plan_tokens(&p, 80, 1, b, c), 2);
+    ck_assert_int_eq(b[0], 10); ck_assert_int_eq(c[0], 10);
+    ck_assert_int_eq(b[1], 60); ck_assert_int_eq(c[1], 10);
+    /* usp 2 x 2, ulysses-inner: ranks 0, 1 share chunks 0 and 3 of 4 */
+    uly_sp_plan_init(&p, ULY_METHOD_USP, 4, 2, ULY_PLACE_ULYSSES_INNER);
+    ck_assert_int_eq(uly_plan_tokens(&p, 80, 1, b, c), 1);
+    ck_assert_int_eq(b[0], 60); ck_assert_int_eq(c[0], 20);
+    int64_t hb, hc;
+    uly_plan_heads(&p, 7, 1, &hb, &hc);
+    ck_assert_int_eq(hb, 4); ck_assert_int_eq(hc, 3);
+    uly_sp_plan_init(&p, ULY_METHOD_USP, 4, 2, ULY_PLACE_RING_INNER);
+    uly_plan_heads(&p, 7, 1, &hb, &hc); /* rank 1 = (u 0, j 1) */
+    ck_assert_int_eq(hb, 0); ck_assert_int_eq(hc, 4);
+}
+END_TEST
+
+/* Work: the steps of a rank cover its queries against every key exactly once. */
+START_TEST(method_step_pairs)
+{
+    int64_t *off = make_docs(2, 45, 5, 3);
+    for (int withdocs = 0; withdocs < 2; withdocs++)
+        for (int mask = 0; mask < 4; mask++)
+            for (int m = 0; m < ULY_METHOD_COUNT; m++)
+                for (int P = 1; P <= 6; P++) {
+                    int U = m == ULY_METHOD_USP ? (P % 2 == 0 ? 2 : 1) : 0;
+                    uly_sp_plan p;
+                    ck_assert_int_eq(uly_sp_plan_init(&p, m, P, U, 0), ULY_OK);
+                    uly_attn_desc a = desc(2, 45, 4, 2, 4);
+                    a.causal = mask & 1;
+                    a.window = mask & 2 ? 6 : 0;
+                    if (withdocs) { a.doc_offsets = off; a.docs = 5; }
+                    const double all = 2 * uly_attn_pairs(&a);
+                    double sum = 0;
+                    for (int r = 0; r < P; r++) {
+                        int u, j;
+                        uly_plan_grid(&p, r, &u, &j);
+                        for (int t = 0; t < uly_plan_steps(&p); t++) {
+                            double w = uly_plan_step_pairs(&a, &p, r, t);
+                            /* only the group's first member counts the group's work once */
+                            if (u == 0 || m == ULY_METHOD_ALLGATHER || m == ULY_METHOD_RING ||
+                                m == ULY_METHOD_ZIGZAG)
+                                sum += w;
+                            if (m != ULY_METHOD_ULYSSES && m != ULY_METHOD_ALLGATHER)
+                                ck_assert_int_eq(w > 0, uly_plan_ring_need(&a, &p, j, uly_plan_ring_src(&p, j, t)));
+                        }
+                        ck_assert_double_eq(uly_plan_step_pairs(&a, &p, r, uly_plan_steps(&p)), 0);
+                    }
+                    ck_assert_double_eq(sum, m == ULY_METHOD_ULYSSES ? all * 1 : all);
+                }
+    /* zigzag balances the causal work exactly when 2P divides N */
+    uly_attn_desc a = desc(1, 64, 1, 1, 1);
+    a.causal = 1;
+    uly_sp_plan z, r;
+    uly_sp_plan_init(&z, ULY_METHOD_ZIGZAG, 4, 1, 0);
+    uly_sp_plan_init(&r, ULY_METHOD_RING, 4, 1, 0);
+    double wz[4] = {0}, wr[4] = {0};
+    for (int k = 0; k < 4; k++)
+        for (int t = 0; t < 4; t++) {
+            wz[k] += uly_plan_step_pairs(&a, &z, k, t);
+            wr[k] += uly_plan_step_pairs(&a, &r, k, t);
+        }
+    for (int k = 1; k < 4; k++)
+        ck_assert_double_eq(wz[k], wz[0]);
+    ck_assert_double_eq(wr[0], 16 * 17 / 2);
+    ck_assert_double_eq(wr[3], 16 * 17 / 2 + 3 * 256);
+    free(off);
+}
+END_TEST
+
+static void check_method_conservation(const uly_attn_desc *a, const uly_sp_plan *p)
+{
+    uint64_t s[ULY_VOL_COUNT] = {0}, r[ULY_VOL_COUNT] = {0};
+    for (int rank = 0; rank < p->P; rank++) {
+        uly_volume v;
+        ck_assert_int_eq(uly_plan_method_volume(a, p, rank, &v), ULY_OK);
+        for (int w = 0; w < ULY_VOL_COUNT; w++) {
+            s[w] += v.sent[w];
+            r[w] += v.recv[w];
+        }
+    }
+    for (int w = 0; w < ULY_VOL_COUNT; w++)
+        ck_assert_msg(s[w] == r[w], "%s %s P=%d: sent %llu != received %llu", uly_method_name(p->method),
+                      uly_vol_name(w), p->P, (unsigned long long)s[w], (unsigned long long)r[w]);
+}
+
+START_TEST(method_volume_conserved)
+{
+    int64_t *off = make_docs(2, 29, 4, 11);
+    for (int m = 0; m < ULY_METHOD_COUNT; m++)
+        for (int P = 1; P <= 8; P++)
+            for (int U = 1; U <= P; U++) {
+                if (P % U || (m != ULY_METHOD_USP && U != (m == ULY_METHOD_ULYSSES ? P : 1)))
+                    continue;
+                for (int mask = 0; mask < 8; mask++) {
+                    uly_attn_desc a = desc(2, 29, 6, mask & 4 ? 2 : 6, 4);
+                    a.causal = mask & 1;
+                    a.window = mask & 2 ? 4 : 0;
+                    if (mask >= 4) { a.doc_offsets = off; a.docs = 4; }
+                    for (int pl = 0; pl < 2; pl++) {
+                        uly_sp_plan p;
+                        ck_assert_int_eq(uly_sp_plan_init(&p, m, P, U, pl), ULY_OK);
+                        check_method_conservation(&a, &p);
+                    }
+                }
+            }
+    free(off);
+}
+END_TEST
+
+START_TEST(method_volume_formulas)
+{
+    const int P = 4;
+    const int64_t B = 2, N = 64, H = 8, Hkv = 2, d = 4, e = 4;
+    const uint64_t shard = (uint64_t)(B * (N / P) * Hkv * d * e);
+    uly_attn_desc a = desc(B, N, H, Hkv, d);
+    uly_sp_plan p;
+    uly_volume v;
+    /* full mask: P-1 hops of K, V each way, P hops of dK, dV (the last returns them) */
+    uly_sp_plan_init(&p, ULY_METHOD_RING, P, 0, 0);
+    for (int r = 0; r < P; r++) {
+        ck_assert_int_eq(uly_plan_method_volume(&a, &p, r, &v), ULY_OK);
+        ck_assert_uint_eq(v.sent[ULY_RING_K], (P - 1) * shard);
+        ck_assert_uint_eq(v.recv[ULY_RING_V], (P - 1) * shard);
+        ck_assert_uint_eq(v.sent[ULY_RING_BK], (P - 1) * shard);
+        ck_assert_uint_eq(v.sent[ULY_RING_DK], P * shard);
+        ck_assert_uint_eq(v.recv[ULY_RING_DV], P * shard);
+        ck_assert_uint_eq(v.sent[ULY_A2A_Q], 0);
+    }
+    /* causal: rank j forwards the shards 0..j that later ranks need; the last sends none */
+    a.causal = 1;
+    uint64_t hops = 0;
+    for (int r = 0; r < P; r++) {
+        ck_assert_int_eq(uly_plan_method_volume(&a, &p, r, &v), ULY_OK);
+        ck_assert_uint_eq(v.sent[ULY_RING_K], (uint64_t)(r < P - 1 ? r + 1 : 0) * shard);
+        hops += v.sent[ULY_RING_K] / shard;
+        /* dK of shard j travels to P-1, then comes back directly */
+        ck_assert_uint_eq(v.recv[ULY_RING_DK], (r > 0 ? (uint64_t)r : 0) * shard + (r < P - 1 ? shard : 0));
+    }
+    ck_assert_uint_eq(hops, P * (P - 1) / 2);
+    /* documents aligned with the shards: nothing travels */
+    int64_t off[2][5] = {{0, 16, 32, 48, 64}, {0, 16, 32, 48, 64}};
+    a.doc_offsets = &off[0][0];
+    a.docs = 4;
+    for (int r = 0; r < P; r++) {
+        ck_assert_int_eq(uly_plan_method_volume(&a, &p, r, &v), ULY_OK);
+        for (int w = ULY_RING_K; w <= ULY_RING_DV; w++)
+            ck_assert_uint_eq(v.sent[w] + v.recv[w], 0);
+    }
+    a.doc_offsets = NULL;
+    a.docs = 0;
+    /* a window of 16 = one shard: only the neighbour's shard is needed */
+    a.window = 16;
+    for (int r = 0; r < P; r++) {
+        ck_assert_int_eq(uly_plan_method_volume(&a, &p, r, &v), ULY_OK);
+        ck_assert_uint_eq(v.sent[ULY_RING_K], r < P - 1 ? shard : 0);
+    }
+    a.window = 0;
+    a.causal = 0;
+    /* all-gather */
+    uly_sp_plan_init(&p, ULY_METHOD_ALLGATHER, P, 0, 0);
+    ck_assert_int_eq(uly_plan_method_volume(&a, &p, 1, &v), ULY_OK);
+    ck_assert_uint_eq(v.sent[ULY_AG_K], (P - 1) * shard);
+    ck_assert_uint_eq(v.recv[ULY_AG_V], (P - 1) * shard);
+    ck_assert_uint_eq(v.sent[ULY_RS_DK], (P - 1) * shard);
+    ck_assert_uint_eq(v.recv[ULY_RS_DV], (P - 1) * shard);
+    /* usp with U = P is ulysses; with U = 1 it is zigzag */
+    uly_volume w;
+    for (int r = 0; r < P; r++) {
+        uly_sp_plan_init(&p, ULY_METHOD_USP, P, P, 0);
+        uly_plan_method_volume(&a, &p, r, &v);
+        uly_plan_volume(&a, P, r, &w);
+        ck_assert_mem_eq(&v, &w, sizeof v);
+        uly_sp_plan_init(&p, ULY_METHOD_USP, P, 1, 0);
+        uly_plan_method_volume(&a, &p, r, &v);
+        uly_sp_plan_init(&p, ULY_METHOD_ZIGZAG, P, 1, 0);
+        uly_plan_method_volume(&a, &p, r, &w);
+        ck_assert_mem_eq(&v, &w, sizeof v);
+    }
+    /* usp 2 x 2: group all-to-alls over N/2 tokens, ring hops of the group's KV heads */
+    uly_sp_plan_init(&p, ULY_METHOD_USP, P, 2, 0);
+    ck_assert_int_eq(uly_plan_method_volume(&a, &p, 0, &v), ULY_OK);
+    uly_attn_desc g = a;
+    g.seq = N / 2;
+    uly_plan_volume(&g, 2, 0, &w);
+    for (int k = 0; k < ULY_A2A_COUNT; k++)
+        ck_assert_uint_eq(v.sent[k], w.sent[k]);
+    ck_assert_uint_eq(v.sent[ULY_RING_K], (uint64_t)(B * (N / 2) * 1 * d * e)); /* Hkv/U = 1 head */
 }
 END_TEST
 
@@ -167,7 +577,18 @@ static Suite *make_plan_suite(void)
     tcase_add_test(tc, volume_even_matches_formula);
     tcase_add_test(tc, volume_conserved_every_shape);
     tcase_add_test(tc, volume_rejects_bad_rank);
+    tcase_add_test(tc, a2a_block_pairs);
     suite_add_tcase(s, tc);
+    TCase *tm = tcase_create("methods");
+    tcase_set_timeout(tm, 60);
+    tcase_add_test(tm, documents_geometry);
+    tcase_add_test(tm, documents_rejected);
+    tcase_add_test(tm, method_names_and_init);
+    tcase_add_test(tm, method_partitions);
+    tcase_add_test(tm, method_step_pairs);
+    tcase_add_test(tm, method_volume_conserved);
+    tcase_add_test(tm, method_volume_formulas);
+    suite_add_tcase(s, tm);
     return s;
 }
 

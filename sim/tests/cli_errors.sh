@@ -39,7 +39,10 @@ expect "--sp: expected an integer" --sp 1.5
 expect "ulysses: SP degree 64 exceeds the 32 attention heads" --method ulysses --sp 64
 expect "degrees do not multiply to the GPU count" --method ulysses --sp 16 --dp 2
 expect "degrees do not multiply to the GPU count" --method ring --dp 3
-expect "--tp applies to megatron-sp only" --method ulysses --tp 2
+expect "ulysses: SP degree 32 exceeds the 16 attention heads per tensor-parallel rank" --method ulysses --tp 2 --sp 32
+expect "ulysses: TP degree 3 does not divide the 32 heads" --method ulysses --tp 3 --gpus 48
+expect "degrees do not multiply to the GPU count: tp 2 x cp 8 x pp 1 x dp 2 = 32, not 64" --method ring --tp 2 --sp 8 --dp 2
+expect "--pp 3 does not divide the 32 layers" --method ring --pp 3 --gpus 48
 expect "TP degree 64 does not divide" --method megatron-sp --tp 64
 expect "not a multiple of 8 GPUs per node" --gpus 12
 expect "usp: ulysses degree 3 does not divide" --method usp --ulysses 3
@@ -54,10 +57,18 @@ expect "zero-bw.json:16:5: key 'inter_node.nic_bw_Gbps': must be > 0" --platform
 expect "huge-latency.json:1:.*key 'inter_node.latency_us': must be <= 1e+09" --platform "$DATA/huge-latency.json"
 expect "huge-flops.json:1:.*key 'gpu.peak_tflops_bf16': must be <= 1e+09" --platform "$DATA/huge-flops.json"
 expect "model-bad-heads.json:5:3: key 'heads': hidden (1000) must be a multiple of heads (24)" --model "$DATA/model-bad-heads.json"
-expect "--model: .*key 'layers': missing" --model "$DATA/tiny-platform.json"
+expect "--model: .*tiny-platform.json:4:3: key 'gpus_per_node': unknown key" --model "$DATA/tiny-platform.json"
 expect "needs 2 nodes; platform a100-pcie-4 has at most 1" --platform a100-pcie-4 --gpus 8
 expect "option '--plot' is only valid with 'ulysses-sim sweep'" --plot x.svg
 expect "sweep: --trace is for single runs" sweep --trace t.json
 expect "--gpus: expected a positive count, a list" sweep --gpus 8:2
 expect "presets: no preset named 'nope'" presets nope
+# strict inputs: a misspelled or unknown key is an error naming file, line, key and the nearest valid key
+expect "typo-key.json:13:.*key 'inter_node.spine_oversubscribtion': unknown key (nearest valid key: 'spine_oversubscription'" --platform "$DATA/typo-key.json"
+expect "unknown-key.json:5:3: key 'pxn_routing': unknown key (nearest valid key: " --platform "$DATA/unknown-key.json"
+expect "model-typo.json:.*key 'kv_head': unknown key (nearest valid key: 'kv_heads'" --model "$DATA/model-typo.json"
+# overflow: numbers the simulation cannot represent are refused, never printed
+expect "ring: simulated time cannot be represented: .* more than the 3.33e+05 s" --method ring --micro-batch 1024 --layers 1 --seq 64M
+expect "ulysses: 1073741824 micro-steps .* is more than the 400000 layer-steps" --method ulysses --gpus 8 --global-batch 1G
+expect "sizes cannot be represented: micro-batch 1048576 x 1099511627776 tokens" --method ring --micro-batch 1M --seq 1099511627776
 exit $fail

@@ -107,6 +107,9 @@ START_TEST(test_bad_platforms)
                  (const char *[]){"wrong-type.json:8:5:", "gpu.hbm_GiB", "expected a number", NULL});
     expect_error(DATA "zero-bw.json", USIM_EFORMAT,
                  (const char *[]){"zero-bw.json:16:5:", "inter_node.nic_bw_Gbps", "> 0", NULL});
+    expect_error(DATA "typo-key.json", USIM_EFORMAT,
+                 (const char *[]){"typo-key.json:13:", "inter_node.spine_oversubscribtion", "unknown key",
+                                  "nearest valid key: 'spine_oversubscription'", NULL});
     expect_error(DATA "no-such-file.json", USIM_ENOTFOUND, (const char *[]){"no-such-file", NULL});
 }
 END_TEST
@@ -116,9 +119,13 @@ START_TEST(test_bad_models)
     usim_model m;
     ck_assert_int_eq(usim_model_load(DATA "model-bad-heads.json", &m), USIM_EFORMAT);
     ck_assert_ptr_nonnull(strstr(usim_last_error(), "model-bad-heads.json:5:3: key 'heads'"));
-    /* a platform file is not a model: first missing key named */
+    /* a platform file is not a model: its first key a model does not know is named */
     ck_assert_int_eq(usim_model_load(DATA "tiny-platform.json", &m), USIM_EFORMAT);
-    ck_assert_ptr_nonnull(strstr(usim_last_error(), "key 'layers'"));
+    ck_assert_ptr_nonnull(strstr(usim_last_error(), "tiny-platform.json:4:3: key 'gpus_per_node': unknown key"));
+    /* a misspelled key: file, line, column, the key and the nearest valid key */
+    ck_assert_int_eq(usim_model_load(DATA "model-typo.json", &m), USIM_EFORMAT);
+    ck_assert_ptr_nonnull(strstr(usim_last_error(),
+                                 "model-typo.json:7:3: key 'kv_head': unknown key (nearest valid key: 'kv_heads'"));
 }
 END_TEST
 

@@ -1,6 +1,8 @@
 /*
  * main.c -- entry point of `ulysses`: dispatch to a subcommand.
  */
+#include "config.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -14,8 +16,14 @@ static void usage(FILE *f)
             "commands:\n"
             "  attn     run attention (single process, or distributed under mpirun)\n"
             "  bench    benchmarks: kernel, memory, a2a\n"
+            "  explain  show, step by step, who holds what and who sends what (no MPI)\n"
+            "  train    train a GPT-2 model with sequence parallelism (losses equal for every grid)\n"
             "  version  print the version\n\n"
-            "Run 'ulysses <command> --help' for the options of a command.\n");
+#ifndef HAVE_MPI
+            "This build has no MPI (configured --without-mpi): only explain and version.\n"
+#endif
+            "Run 'ulysses <command> --help' for the options of a command.\n"
+            "Tutorial: doc/tutorial.md; terms: doc/glossary.md; man ulysses.\n");
 }
 
 int exit_status_of(int status)
@@ -49,10 +57,21 @@ int main(int argc, char **argv)
         printf("ulysses %s\n", ULY_VERSION_STRING);
         return 0;
     }
+    if (strcmp(cmd, "explain") == 0)
+        return cmd_explain(argc - 1, argv + 1);
+#ifdef HAVE_MPI
     if (strcmp(cmd, "attn") == 0)
         return cmd_attn(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0)
         return cmd_bench(argc - 1, argv + 1);
+    if (strcmp(cmd, "train") == 0)
+        return cmd_train(argc - 1, argv + 1);
+#else
+    if (strcmp(cmd, "attn") == 0 || strcmp(cmd, "bench") == 0 || strcmp(cmd, "train") == 0) {
+        fprintf(stderr, "ulysses: '%s' needs MPI, and this build was configured --without-mpi\n", cmd);
+        return EXIT_BADINPUT;
+    }
+#endif
     fprintf(stderr, "ulysses: unknown command '%s' (see ulysses --help)\n", cmd);
     return EXIT_BADINPUT;
 }

@@ -1,0 +1,1264 @@
+/*
+ * cmd_explain.c -- `ulysses explain`: what each rank holds before and after
+ * every collective of one attention layer (forward and backward), the P x P
+ * send matrices, per-rank totals, and the closed-form volume with the
+ * numbers substituted, checked against the sums.  No MPI: every number comes
+ * from the plan layer (uly_split, uly_kv_range, uly_plan_kv_replicated,
+ * uly_plan_a2a_block, uly_plan_volume, uly_attn_pairs), the same functions
+ * the library's counters and the simulator use, so the explanation cannot
+ * drift from what runs.  --svg draws the same layouts (explain_draw.c).
+ *
+ * Not here: running anything, timing, MPI.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "cli.h"
+#include "explain.h"
+
+#include <unistd.h>
+
+enum { M_ULYSSES, M_RING, M_ZIGZAG, M_ALLGATHER, M_USP, M_MEGATRON };
+static const char *const method_names[] = {"ulysses", "ring", "zigzag", "allgather", "usp", "megatron-sp", NULL};
+static const char *const placement_names[] = {"ulysses-inner", "ring-inner", NULL};
+static const char *const dtype_names[] = {"f32", "f64", NULL};
+
+/* Matrices and per-rank lines are printed in full up to these sizes. */
+enum { MATRIX_MAX_P = 16, TABLE_MAX_P = 64 };
+
+typedef struct xcfg {
+    uly_attn_desc a;
+    int P, method;        /* index in method_names */
+    uly_sp_plan plan;     /* ring, zigzag, allgather, usp */
+    const char *svg;
+} xcfg;
+
+static const char synopsis[] =
+    "explain --ranks P [--seq N] [--heads H] [--kv-heads Hkv] [--batch B] [--head-dim d]\n"
+    "               [--dtype f32|f64] [--method ulysses|ring|zigzag|allgather|usp|megatron-sp]\n"
+    "               [--ulysses-degree U] [--placement ulysses-inner|ring-inner] [--causal] [--window W]\n"
+    "               [--svg FILE.svg|.png|.pdf]\n"
+    "Explains one attention layer on P ranks, step by step: what each rank holds before and\n"
+    "after every collective (tokens x heads), the P x P send matrices, per-rank totals and the\n"
+    "closed-form volume checked against them.  Needs no MPI.  Every term printed is defined in\n"
+    "doc/glossary.md.";
+
+/* ------------------------------------------------------------ helpers */
+
+/* "3-7", "5", or "none" for [begin, begin + count) */
+static const char *rng(char *buf, size_t len, int64_t begin, int64_t count)
+{
+    if (count <= 0)
+        snprintf(buf, len, "none");
+    else if (count == 1)
+        snprintf(buf, len, "%" PRId64, begin);
+    else
+        snprintf(buf, len, "%" PRId64 "-%" PRId64, begin, begin + count - 1);
+    return buf;
+}
+
+/* 1536 -> "1.5 KiB" (exact byte counts are printed next to it) */
+static const char *human(char *buf, size_t len, uint64_t bytes)
+{
+    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    double v = (double)bytes;
+    int k = 0;
+    while (v >= 1024 && k < 5) {
+        v /= 1024;
+        k++;
+    }
+    if (k == 0)
+        snprintf(buf, len, "%" PRIu64 " B", bytes);
+    else
+        snprintf(buf, len, "%.1f %s", v, u[k]);
+    return buf;
+}
+
+static int show_rank(int r, int P)
+{
+    return P <= TABLE_MAX_P || r < 4 || r >= P - 4;
+}
+
+static void ellipsis(int r, int P)
+{
+    if (P > TABLE_MAX_P && r == 4)
+        printf("  ...   (ranks 4-%d omitted: same pattern)\n", P - 5);
+}
+
+static int digits(uint64_t v)
+{
+    int d = 1;
+    while (v >= 10) {
+        v /= 10;
+        d++;
+    }
+    return d;
+}
+
+/* Print a P x P matrix in elements with row totals (elements and bytes,
+ * the diagonal excluded: it stays on the rank). */
+static void print_matrix(const uint64_t *m, int P, uint64_t es, const char *indent)
+{
+    if (P > MATRIX_MAX_P) {
+        printf("%s(matrix omitted for P > %d; per-rank totals below)\n", indent, MATRIX_MAX_P);
+        return;
+    }
+    int w = P > 10 ? 6 : 5;
+    uint64_t rmax = 1, cmax = 1;
+    for (int i = 0; i < P * P; i++)
+        if (digits(m[i]) + 3 > w)
+            w = digits(m[i]) + 3;
+    for (int r = 0; r < P; r++) {
+        uint64_t row = 0, col = 0;
+        for (int s = 0; s < P; s++)
+            if (s != r) {
+                row += m[r * P + s];
+                col += m[s * P + r];
+            }
+        rmax = row > rmax ? row : rmax;
+        cmax = col * es > cmax ? col * es : cmax;
+    }
+    if (digits(cmax) + 1 > w)
+        w = digits(cmax) + 1;
+    int wr = digits(rmax * es) + 1;
+    if (wr < 11)
+        wr = 11;
+    printf("%s%-11s", indent, "elements");
+    for (int s = 0; s < P; s++) {
+        char h[16];
+        snprintf(h, sizeof h, "to r%d", s);
+        printf("%*s", w, h);
+    }
+    printf(" |%*s%*s\n", wr, "sent elems", wr, "sent bytes");
+    for (int r = 0; r < P; r++) {
+        char lab[16];
+        snprintf(lab, sizeof lab, "from r%d", r);
+        printf("%s%-11s", indent, lab);
+        uint64_t row = 0;
+        for (int s = 0; s < P; s++) {
+            char c[32];
+            if (s == r)
+                snprintf(c, sizeof c, "[%" PRIu64 "]", m[r * P + s]);
+            else
+                snprintf(c, sizeof c, "%" PRIu64 " ", m[r * P + s]);
+            printf("%*s", w, c);
+            if (s != r)
+                row += m[r * P + s];
+        }
+        printf(" |%*" PRIu64 "%*" PRIu64 "\n", wr, row, wr, row * es);
+    }
+    printf("%s%-11s", indent, "recv bytes");
+    for (int s = 0; s < P; s++) {
+        uint64_t col = 0;
+        for (int r = 0; r < P; r++)
+            if (r != s)
+                col += m[r * P + s];
+        printf("%*" PRIu64 " ", w - 1, col * es);
+    }
+    printf("\n%s[diagonal] = the rank's own block: copied locally, not sent\n", indent);
+}
+
+static int add_block(xp_panel *p, int rank, int src, int64_t t0, int64_t tn, int64_t h0, int64_t hn,
+                     int rep, int shade)
+{
+    xp_block *nb = realloc(p->blocks, (size_t)(p->nblock + 1) * sizeof *nb);
+    if (!nb)
+        return 1;
+    p->blocks = nb;
+    p->blocks[p->nblock++] = (xp_block){rank, src, t0, tn, h0, hn, rep, shade};
+    return 0;
+}
+
+void xp_fig_free(xp_fig *f)
+{
+    for (int i = 0; i < f->npanel; i++)
+        free(f->panel[i].blocks);
+    for (int i = 0; i < f->nmatrix; i++)
+        free(f->matrix[i].elems);
+    for (int i = 0; i < f->nbars; i++) {
+        free(f->bars[i].work);
+        free(f->bars[i].label);
+    }
+    memset(f, 0, sizeof *f);
+}
+
+static xp_panel *new_panel(xp_fig *f, const char *arrow, const char *title, const char *caption,
+                           const char *yname, int64_t tokens, int64_t heads)
+{
+    xp_panel *p = &f->panel[f->npanel];
+    memset(p, 0, sizeof *p);
+    snprintf(p->title, sizeof p->title, "%s", title);
+    snprintf(p->caption, sizeof p->caption, "%s", caption);
+    snprintf(p->yname, sizeof p->yname, "%s", yname);
+    p->tokens = tokens;
+    p->heads = heads;
+    snprintf(f->arrow[f->npanel], sizeof f->arrow[0], "%s", arrow ? arrow : "");
+    f->npanel++;
+    return p;
+}
+
+static void shape_line(const xcfg *c)
+{
+    const uly_attn_desc *a = &c->a;
+    printf("shape   P = %d ranks, B = %" PRId64 ", N = %" PRId64 " tokens, H = %" PRId64
+           " query heads, Hkv = %" PRId64 " KV heads, d = %" PRId64 ", %s (e = %zu bytes)\n",
+           c->P, a->batch, a->seq, a->heads, a->kv_heads, a->head_dim, dtype_names[a->dtype],
+           uly_dtype_size(a->dtype));
+    int64_t g = a->heads / a->kv_heads;
+    if (a->kv_heads == a->heads)
+        printf("heads   MHA: every query head has its own KV head (g = H/Hkv = 1)\n");
+    else if (a->kv_heads == 1)
+        printf("heads   MQA: all %" PRId64 " query heads share one KV head (g = %" PRId64 ")\n", a->heads, g);
+    else
+        printf("heads   GQA: g = H/Hkv = %" PRId64 " query heads share each KV head; query head h uses KV head h/%" PRId64 "\n",
+               g, g);
+    if (a->causal && a->window)
+        printf("mask    causal sliding window: query i sees keys i-%" PRId64 " < j <= i\n", a->window);
+    else if (a->causal)
+        printf("mask    causal: query i sees keys j <= i\n");
+    else if (a->window)
+        printf("mask    window: query i sees keys |i-j| < %" PRId64 "\n", a->window);
+    else
+        printf("mask    none: every query sees every key\n");
+}
+
+/* Print how n items split over P parts (uly_split). */
+static void split_note(const char *what, int64_t n, int P)
+{
+    char b[32];
+    if (n % P == 0)
+        printf("  %s: %" PRId64 " = %d x %" PRId64 ", even\n", what, n, P, n / P);
+    else if (n < P)
+        printf("  %s: %" PRId64 " < P = %d: ranks %" PRId64 "-%d hold none\n", what, n, P, n, P - 1);
+    else
+        printf("  %s: %" PRId64 " = %d x %" PRId64 " + %" PRId64 ", uneven: rank%s %s take%s one more (marked +)\n",
+               what, n, P, n / P, n % P, n % P > 1 ? "s" : "", rng(b, sizeof b, 0, n % P), n % P > 1 ? "" : "s");
+}
+
+/* ------------------------------------------------------------ ulysses */
+
+typedef struct uparts {
+    int64_t *tb, *tn, *hb, *hn, *kb, *kn;  /* per rank: tokens, query heads, KV heads */
+} uparts;
+
+static void uparts_free(uparts *u)
+{
+    free(u->tb);
+    free(u->tn);
+    free(u->hb);
+    free(u->hn);
+    free(u->kb);
+    free(u->kn);
+}
+
+static int uparts_make(const uly_attn_desc *a, int P, uparts *u)
+{
+    size_t n = (size_t)P;
+    u->tb = calloc(n, sizeof(int64_t));
+    u->tn = calloc(n, sizeof(int64_t));
+    u->hb = calloc(n, sizeof(int64_t));
+    u->hn = calloc(n, sizeof(int64_t));
+    u->kb = calloc(n, sizeof(int64_t));
+    u->kn = calloc(n, sizeof(int64_t));
+    if (!u->tb || !u->tn || !u->hb || !u->hn || !u->kb || !u->kn)
+        return 1;
+    for (int r = 0; r < P; r++) {
+        uly_split(a->seq, P, r, &u->tb[r], &u->tn[r]);
+        uly_split(a->heads, P, r, &u->hb[r], &u->hn[r]);
+        uly_kv_range(a, u->hb[r], u->hn[r], &u->kb[r], &u->kn[r]);
+    }
+    return 0;
+}
+
+/* Whether KV head k is needed by more than one rank. */
+static int kv_shared(const uparts *u, int P, int64_t k)
+{
+    int n = 0;
+    for (int r = 0; r < P; r++)
+        n += u->kn[r] > 0 && k >= u->kb[r] && k < u->kb[r] + u->kn[r];
+    return n > 1;
+}
+
+static const char *const a2a_label[ULY_A2A_COUNT] = {"Q", "K", "V", "O", "dO", "dQ", "dK", "dV"};
+
+static int explain_ulysses(const xcfg *c, xp_fig *fig)
+{
+    const uly_attn_desc *a = &c->a;
+    const int P = c->P;
+    const uint64_t es = uly_dtype_size(a->dtype);
+    const uint64_t row = (uint64_t)a->batch * (uint64_t)a->head_dim;
+    uparts u;
+    memset(&u, 0, sizeof u);
+    uint64_t *mat[ULY_A2A_COUNT] = {0};
+    uly_volume *vol = calloc((size_t)P, sizeof *vol);
+    int rc = 0;
+    if (uparts_make(a, P, &u) || !vol) {
+        fprintf(stderr, "ulysses explain: out of memory\n");
+        rc = 1;
+        goto done;
+    }
+    for (int w = 0; w < ULY_A2A_COUNT; w++) {
+        mat[w] = calloc((size_t)P * (size_t)P, sizeof(uint64_t));
+        if (!mat[w]) {
+            fprintf(stderr, "ulysses explain: out of memory\n");
+            rc = 1;
+            goto done;
+        }
+        for (int r = 0; r < P; r++)
+            for (int s = 0; s < P; s++)
+                if (uly_plan_a2a_block(a, P, w, r, s, &mat[w][r * P + s])) {
+                    fprintf(stderr, "ulysses explain: %s\n", uly_last_error());
+                    rc = exit_status_of(ULY_EINVAL);
+                    goto done;
+                }
+    }
+    for (int r = 0; r < P; r++)
+        if (uly_plan_volume(a, P, r, &vol[r])) {
+            fprintf(stderr, "ulysses explain: %s\n", uly_last_error());
+            rc = 2;
+            goto done;
+        }
+    const int rep = uly_plan_kv_replicated(a, P);
+    char b1[32], b2[32], b3[32], b4[32];
+
+    printf("ulysses explain: DeepSpeed-Ulysses sequence parallelism, one attention layer\n");
+    printf("(every term is defined in doc/glossary.md)\n\n");
+    shape_line(c);
+
+    /* ---- partitions */
+    printf("\nPartitions (uly_split, uly_kv_range)\n");
+    printf("  rank  tokens            n_r | query heads   H_r | KV heads needed  KV_r\n");
+    for (int r = 0; r < P; r++) {
+        if (!show_rank(r, P)) {
+            ellipsis(r, P);
+            continue;
+        }
+        int kvrep = 0;
+        for (int64_t k = u.kb[r]; k < u.kb[r] + u.kn[r]; k++)
+            kvrep |= kv_shared(&u, P, k);
+        printf("  r%-4d %-14s %5" PRId64 "%s| %-12s %4" PRId64 "%s| %-15s %5" PRId64 "%s\n", r,
+               rng(b1, sizeof b1, u.tb[r], u.tn[r]), u.tn[r],
+               a->seq % P && r < a->seq % P ? "+" : " ", rng(b2, sizeof b2, u.hb[r], u.hn[r]), u.hn[r],
+               a->heads % P && r < a->heads % P ? "+" : " ", rng(b3, sizeof b3, u.kb[r], u.kn[r]), u.kn[r],
+               kvrep ? " *" : "");
+    }
+    split_note("tokens", a->seq, P);
+    split_note("query heads", a->heads, P);
+    int64_t kv_total = 0;
+    for (int r = 0; r < P; r++)
+        kv_total += u.kn[r];
+    if (rep) {
+        printf("  * replicated KV heads:");
+        int printed = 0;
+        for (int64_t k = 0; k < a->kv_heads && printed < 8; k++) {
+            if (!kv_shared(&u, P, k))
+                continue;
+            printf("%s %" PRId64 " on", printed ? ";" : "", k);
+            for (int r = 0; r < P; r++)
+                if (u.kn[r] > 0 && k >= u.kb[r] && k < u.kb[r] + u.kn[r])
+                    printf(" r%d", r);
+            printed++;
+        }
+        printf("%s\n", printed == 8 ? "; ..." : "");
+        printf("    A GQA group (the g = %" PRId64 " query heads of one KV head) is cut between ranks, so\n"
+               "    each of them receives that whole KV head (%" PRId64 " KV heads in the head layout\n"
+               "    instead of Hkv = %" PRId64 "), and dK, dV travel back per query head, summed in head\n"
+               "    order on the token owner (bitwise equal to one process).\n",
+               a->heads / a->kv_heads, kv_total, a->kv_heads);
+    } else if (a->heads != a->kv_heads) {
+        printf("  KV heads: every GQA group lies on one rank: no KV head is replicated.\n");
+    }
+    if (a->heads < P)
+        printf("  ranks %" PRId64 "-%d hold no head: they only relay data in the all-to-alls.\n", a->heads, P - 1);
+
+    /* ---- layouts */
+    printf("\nLayouts (what each rank holds)\n");
+    printf("  sequence layout (layer input and output): rank r holds its n_r tokens of every head\n"
+           "      Q, O, dQ, dO (B, n_r, H, d)    K, V, dK, dV (B, n_r, Hkv, d)\n");
+    printf("  head layout (inside attention): rank r holds all N tokens of its heads\n"
+           "      Q, O, dQ, dO (B, N, H_r, d)    K, V (B, N, KV_r, d)    dK, dV (B, N, %s, d)\n",
+           rep ? "H_r" : "KV_r");
+    printf("  rank  sequence layout                     head layout\n");
+    for (int r = 0; r < P; r++) {
+        if (!show_rank(r, P)) {
+            ellipsis(r, P);
+            continue;
+        }
+        char s1[96], s2[96];
+        snprintf(s1, sizeof s1, "Q t%s x h%s, KV t%s x kv%s", rng(b1, sizeof b1, u.tb[r], u.tn[r]),
+                 rng(b2, sizeof b2, 0, a->heads), rng(b3, sizeof b3, u.tb[r], u.tn[r]),
+                 rng(b4, sizeof b4, 0, a->kv_heads));
+        char k1[32];
+        snprintf(s2, sizeof s2, "Q t%s x h%s, KV t%s x kv%s%s", rng(b1, sizeof b1, 0, a->seq),
+                 rng(b2, sizeof b2, u.hb[r], u.hn[r]), rng(b3, sizeof b3, 0, a->seq),
+                 rng(k1, sizeof k1, u.kb[r], u.kn[r]), rep && u.kn[r] ? "*" : "");
+        printf("  r%-4d %-35s %s\n", r, s1, s2);
+    }
+
+    /* ---- steps */
+    static const char *const what[ULY_A2A_COUNT] = {
+        "sequence -> head layout: r sends s its n_r tokens of s's H_s heads",
+        "sequence -> head layout: r sends s its n_r tokens of the KV_s KV heads s needs",
+        NULL,
+        "head -> sequence layout: r sends s the n_s tokens of s of its own H_r heads",
+        NULL,
+        NULL,
+        NULL,
+        NULL,
+    };
+    const int same_as[ULY_A2A_COUNT] = {-1, -1, ULY_A2A_K, -1, ULY_A2A_Q, ULY_A2A_O, -1, ULY_A2A_DK};
+    printf("\nForward\n");
+    int step = 1;
+    for (int w = ULY_A2A_Q; w <= ULY_A2A_O; w++) {
+        if (w == ULY_A2A_O) {
+            double pairs = uly_attn_pairs(a);
+            printf("  %d. attention (local, no communication): each rank computes its H_r heads over all\n"
+                   "     N tokens: O_r (B, N, H_r, d) and LSE_r (B, H_r, N).  Visible (query, key) pairs per\n"
+                   "     head: %.0f; work per rank = B x H_r x pairs:",
+                   step++, pairs);
+            for (int r = 0; r < P && r < 8; r++)
+                printf(" r%d %.0f", r, (double)a->batch * (double)u.hn[r] * pairs);
+            printf("%s\n", P > 8 ? " ..." : "");
+            printf("     (whole sequences per head: the causal mask cannot unbalance the ranks; uneven\n"
+                   "     heads can)\n");
+        }
+        printf("  %d. all-to-all %-3s %s\n", step++, a2a_label[w],
+               same_as[w] >= 0 ? "(the same blocks as K)" : what[w]);
+        if (same_as[w] < 0)
+            print_matrix(mat[w], P, es, "     ");
+    }
+    printf("\nBackward (the context kept Q_r, K_r, V_r, O_r, LSE_r from the forward)\n");
+    for (int w = ULY_A2A_DO; w < ULY_A2A_COUNT; w++) {
+        if (w == ULY_A2A_DQ)
+            printf("  %d. attention backward (local): dQ_r (B, N, H_r, d), dK_r, dV_r (B, N, %s, d)\n", step++,
+                   rep ? "H_r" : "KV_r");
+        if (same_as[w] >= 0) {
+            printf("  %d. all-to-all %-3s the same blocks as %s (%s)\n", step++, a2a_label[w],
+                   a2a_label[same_as[w]],
+                   w == ULY_A2A_DO ? "sequence -> head layout"
+                                   : "head -> sequence layout");
+            continue;
+        }
+        /* dK */
+        printf("  %d. all-to-all %-3s head -> sequence layout: r sends s the n_s tokens of s of %s\n", step++,
+               a2a_label[w], rep ? "its H_r per-query-head KV gradients (replicated KV)" : "its KV_r KV heads");
+        print_matrix(mat[w], P, es, "     ");
+    }
+
+    /* ---- totals */
+    printf("\nPer-rank totals: bytes sent to other ranks (received is the same matrix read by column)\n");
+    int cw = 3;
+    for (int r = 0; r < P; r++)
+        for (int w = 0; w < ULY_A2A_COUNT; w++)
+            if (digits(vol[r].sent[w]) + 1 > cw)
+                cw = digits(vol[r].sent[w]) + 1;
+    uint64_t maxfwd = 0, maxall = 0;
+    for (int r = 0; r < P; r++) {
+        uint64_t f = 0, b = 0;
+        for (int w = 0; w < ULY_A2A_COUNT; w++)
+            *(w < ULY_A2A_DO ? &f : &b) += vol[r].sent[w];
+        maxfwd = f > maxfwd ? f : maxfwd;
+        maxall = f + b > maxall ? f + b : maxall;
+    }
+    int tw = digits(maxall) + 1 > 9 ? digits(maxall) + 1 : 9;
+    printf("  rank ");
+    for (int w = 0; w < ULY_A2A_COUNT; w++)
+        printf("%*s%s", cw, a2a_label[w], w == ULY_A2A_O ? " |" : "");
+    printf(" |%*s%*s\n", tw, "forward", tw, "backward");
+    for (int r = 0; r < P; r++) {
+        uint64_t f = 0, b = 0;
+        for (int w = 0; w < ULY_A2A_COUNT; w++)
+            *(w < ULY_A2A_DO ? &f : &b) += vol[r].sent[w];
+        if (!show_rank(r, P)) {
+            ellipsis(r, P);
+            continue;
+        }
+        printf("  r%-3d", r);
+        for (int w = 0; w < ULY_A2A_COUNT; w++)
+            printf("%*" PRIu64 "%s", cw, vol[r].sent[w], w == ULY_A2A_O ? " |" : "");
+        printf(" |%*" PRIu64 "%*" PRIu64 "\n", tw, f, tw, b);
+    }
+    printf("  busiest rank: %" PRIu64 " bytes (%s) forward, %" PRIu64 " (%s) per layer (forward + backward)\n",
+           maxfwd, human(b1, sizeof b1, maxfwd), maxall, human(b2, sizeof b2, maxall));
+
+    /* ---- closed form */
+    printf("\nClosed form (rank r, bytes; B d e = %" PRIu64 ", SKV = sum of KV_s over ranks = %" PRId64 ")\n",
+           row * es, kv_total);
+    printf("  forward  = B d e [ n_r (H - H_r) + 2 n_r (SKV - KV_r) + (N - n_r) H_r ]       (Q, K, V, O)\n");
+    printf("  backward = B d e [ n_r (H - H_r) + (N - n_r) H_r + 2 (N - n_r) %s ]       (dO, dQ, dK, dV)\n",
+           rep ? "H_r " : "KV_r");
+    int all_ok = 1;
+    for (int r = 0; r < P; r++) {
+        uint64_t n_r = (uint64_t)u.tn[r], H = (uint64_t)a->heads, H_r = (uint64_t)u.hn[r],
+                 K_r = (uint64_t)u.kn[r], N = (uint64_t)a->seq, SK = (uint64_t)kv_total;
+        uint64_t qf = n_r * (H - H_r), kf = 2 * n_r * (SK - K_r), of = (N - n_r) * H_r;
+        uint64_t dkv = 2 * (N - n_r) * (rep ? H_r : K_r);
+        uint64_t fwd = row * es * (qf + kf + of), bwd = row * es * (qf + of + dkv);
+        uint64_t mf = 0, mb = 0, pf = 0, pb = 0;
+        for (int s = 0; s < P; s++)
+            for (int w = 0; w < ULY_A2A_COUNT; w++)
+                if (s != r)
+                    *(w < ULY_A2A_DO ? &mf : &mb) += mat[w][r * P + s] * es;
+        for (int w = 0; w < ULY_A2A_COUNT; w++)
+            *(w < ULY_A2A_DO ? &pf : &pb) += vol[r].sent[w];
+        int ok = fwd == mf && mf == pf && bwd == mb && mb == pb;
+        all_ok &= ok;
+        int last = r;   /* print once for a run of ranks with the same numbers */
+        while (last + 1 < P && u.tn[last + 1] == u.tn[r] && u.hn[last + 1] == u.hn[r] && u.kn[last + 1] == u.kn[r])
+            last++;
+        if (r > 0 && u.tn[r - 1] == u.tn[r] && u.hn[r - 1] == u.hn[r] && u.kn[r - 1] == u.kn[r])
+            continue;
+        char who[32];
+        if (last > r)
+            snprintf(who, sizeof who, "r%d-r%d", r, last);
+        else
+            snprintf(who, sizeof who, "r%d", r);
+        printf("  %-6s forward  %" PRIu64 " x [%" PRIu64 " (%" PRIu64 " - %" PRIu64 ") + 2 x %" PRIu64 " (%" PRIu64
+               " - %" PRIu64 ") + (%" PRIu64 " - %" PRIu64 ") %" PRIu64 "] = %" PRIu64 "\n",
+               who, row * es, n_r, H, H_r, n_r, SK, K_r, N, n_r, H_r, fwd);
+        printf("         backward %" PRIu64 " x [%" PRIu64 " (%" PRIu64 " - %" PRIu64 ") + (%" PRIu64 " - %" PRIu64
+               ") %" PRIu64 " + 2 (%" PRIu64 " - %" PRIu64 ") %" PRIu64 "] = %" PRIu64 "\n",
+               row * es, n_r, H, H_r, N, n_r, H_r, N, n_r, rep ? H_r : K_r, bwd);
+        printf("         sum of its matrix rows: %" PRIu64 " + %" PRIu64 ", uly_plan_volume: %" PRIu64 " + %" PRIu64
+               ": %s\n",
+               mf, mb, pf, pb, ok ? "agree" : "DISAGREE");
+    }
+    int even = a->seq % P == 0 && a->heads % P == 0 && !rep;
+    uint64_t h = (uint64_t)(a->heads * a->head_dim), hkv = (uint64_t)(a->kv_heads * a->head_dim);
+    double paper = (double)(2 * h + 2 * hkv) * (double)a->batch * ((double)a->seq / P) * (double)es * (P - 1) / P;
+    printf("  even case, every rank (h = H d = %" PRIu64 ", h_kv = Hkv d = %" PRIu64 "):\n"
+           "    forward = (2h + 2h_kv) B (N/P) e (P-1)/P = (2 x %" PRIu64 " + 2 x %" PRIu64 ") x %" PRId64
+           " x (%" PRId64 "/%d) x %" PRIu64 " x %d/%d = %.0f\n",
+           h, hkv, h, hkv, a->batch, a->seq, P, es, P - 1, P, paper);
+    if (even)
+        printf("    applies here (N, H divisible by P, no replication): %s the sums above\n",
+               (uint64_t)paper == maxfwd ? "equals" : "DIFFERS FROM");
+    else
+        printf("    does not apply here (%s): the busiest rank sends %" PRIu64 " forward, %+.0f vs the formula\n",
+               rep ? "KV heads replicated" : "uneven split", maxfwd, (double)maxfwd - paper);
+    printf("  The paper (arXiv 2309.14509, sec. 3.2) rounds this to 4Nh/P per link for MHA: the volume\n"
+           "  per rank stays constant when N and P grow together (doc/tutorial.md).\n");
+    printf("\ncheck: closed form == sum of the send matrices == uly_plan_volume for every rank: %s\n",
+           all_ok ? "yes" : "NO");
+    if (!all_ok)
+        rc = 1;
+
+    /* ---- figure */
+    if (fig) {
+        xp_panel *p;
+        snprintf(fig->title, sizeof fig->title,
+                 "Ulysses: P = %d, N = %" PRId64 ", H = %" PRId64 ", Hkv = %" PRId64 ", B = %" PRId64, P, a->seq,
+                 a->heads, a->kv_heads, a->batch);
+        snprintf(fig->subtitle, sizeof fig->subtitle,
+                 "colour = rank whose tokens these are; hatched = KV head replicated on several ranks");
+        fig->P = P;
+        p = new_panel(fig, NULL, "Q, K, V, O: sequence layout", "(B, n_r, H, d): tokens x query heads", "h",
+                      a->seq, a->heads);
+        for (int r = 0; r < P; r++)
+            if (u.tn[r] && add_block(p, r, r, u.tb[r], u.tn[r], 0, a->heads, 0, 0))
+                goto oom;
+        p = new_panel(fig, "all-to-all Q", "Q: head layout", "(B, N, H_r, d)", "h", a->seq, a->heads);
+        for (int r = 0; r < P; r++)
+            for (int s = 0; s < P; s++)
+                if (u.tn[s] && u.hn[r] && add_block(p, r, s, u.tb[s], u.tn[s], u.hb[r], u.hn[r], 0, 0))
+                    goto oom;
+        p = new_panel(fig, "all-to-all K, V", "K, V: head layout", rep ? "(B, N, KV_r, d), * = replicated" : "(B, N, KV_r, d)",
+                      "kv", a->seq, a->kv_heads);
+        for (int r = 0; r < P; r++)
+            for (int s = 0; s < P; s++)
+                for (int64_t k = u.kb[r]; k < u.kb[r] + u.kn[r]; k++)
+                    if (u.tn[s] && add_block(p, r, s, u.tb[s], u.tn[s], k, 1, kv_shared(&u, P, k), 0))
+                        goto oom;
+        p = new_panel(fig, "all-to-all O", "O: sequence layout again", "(B, n_r, H, d)", "h", a->seq, a->heads);
+        for (int r = 0; r < P; r++)
+            for (int s = 0; s < P; s++)
+                if (u.tn[r] && u.hn[s] && add_block(p, r, r, u.tb[r], u.tn[r], u.hb[s], u.hn[s], 0, 0))
+                    goto oom;
+        static const int shown[] = {ULY_A2A_Q, ULY_A2A_K};
+        for (int i = 0; i < 2; i++) {
+            xp_matrix *m = &fig->matrix[fig->nmatrix++];
+            snprintf(m->title, sizeof m->title, "all-to-all %s%s: elements sent (row -> column)", a2a_label[shown[i]],
+                     shown[i] == ULY_A2A_K ? ", V" : ", dO");
+            m->P = P;
+            m->elems = mat[shown[i]];
+            mat[shown[i]] = NULL;
+        }
+    }
+    goto done;
+oom:
+    fprintf(stderr, "ulysses explain: out of memory\n");
+    rc = 1;
+done:
+    for (int w = 0; w < ULY_A2A_COUNT; w++)
+        free(mat[w]);
+    free(vol);
+    uparts_free(&u);
+    return rc;
+}
+
+/* ------------------------------------------------------------ megatron-sp */
+
+static int explain_megatron(const xcfg *c, xp_fig *fig)
+{
+    const uly_attn_desc *a = &c->a;
+    const int P = c->P;
+    const uint64_t es = uly_dtype_size(a->dtype);
+    const uint64_t h = (uint64_t)(a->heads * a->head_dim), B = (uint64_t)a->batch, N = (uint64_t)a->seq;
+    uparts u;
+    memset(&u, 0, sizeof u);
+    uint64_t *ag = calloc((size_t)P * (size_t)P, sizeof *ag), *rs = calloc((size_t)P * (size_t)P, sizeof *rs);
+    int rc = 0;
+    char b1[32], b2[32], b3[32];
+    if (!ag || !rs || uparts_make(a, P, &u)) {
+        fprintf(stderr, "ulysses explain: out of memory\n");
+        rc = 1;
+        goto done;
+    }
+    /* Ring all-gather: in step k rank r forwards chunk (r - k) mod P to r+1,
+     * k = 0..P-2, i.e. every chunk but that of r+1.  Ring reduce-scatter: in
+     * step k rank r sends the partial sum of chunk (r - k - 1) mod P, i.e.
+     * every chunk but its own. */
+    for (int r = 0; r < P && P > 1; r++) {
+        int nx = (r + 1) % P;
+        ag[r * P + nx] = (N - (uint64_t)u.tn[nx]) * B * h;
+        rs[r * P + nx] = (N - (uint64_t)u.tn[r]) * B * h;
+    }
+    printf("ulysses explain: Megatron-LM sequence parallelism (tensor parallelism t = P = %d), one layer\n", P);
+    printf("(every term is defined in doc/glossary.md)\n\n");
+    shape_line(c);
+    printf("hidden  h = H d = %" PRIu64 "\n", h);
+    printf("\nPartitions\n");
+    printf("  rank  tokens (SP regions)  n_r | heads (TP regions)  H_r | KV heads  KV_r\n");
+    for (int r = 0; r < P; r++) {
+        if (!show_rank(r, P)) {
+            ellipsis(r, P);
+            continue;
+        }
+        printf("  r%-4d %-18s %5" PRId64 "%s| %-18s %4" PRId64 " | %-9s %4" PRId64 "\n", r,
+               rng(b1, sizeof b1, u.tb[r], u.tn[r]), u.tn[r], a->seq % P && r < a->seq % P ? "+" : " ",
+               rng(b2, sizeof b2, u.hb[r], u.hn[r]), u.hn[r], rng(b3, sizeof b3, u.kb[r], u.kn[r]), u.kn[r]);
+    }
+    split_note("tokens", a->seq, P);
+    printf("  heads: %" PRId64 " = %d x %" PRId64 " (tensor parallelism needs t | H)\n", a->heads, P, a->heads / P);
+    if (uly_plan_kv_replicated(a, P))
+        printf("  KV heads: a GQA group is cut, so its KV projection is computed on every rank that needs it.\n");
+    printf("\nWhat each rank holds\n"
+           "  SP regions (LayerNorm, dropout, residual): X (B, n_r, h), its tokens of the full hidden state\n"
+           "  TP regions (attention, MLP): the whole sequence, a 1/t slice of the weights: heads H_r\n"
+           "  The collectives move activations (B, ., h); weights never move.\n");
+    printf("\nForward (a ring of P ranks: each rank sends only to its successor)\n");
+    printf("  1. all-gather X: (B, n_r, h) -> (B, N, h) on every rank; r sends r+1 every chunk but\n"
+           "     the one r+1 already holds: (N - n_{r+1}) B h elements\n");
+    print_matrix(ag, P, es, "     ");
+    printf("  2. attention (local): Q, K, V of heads H_r for all N tokens (column-parallel projection),\n"
+           "     then the row-parallel output projection gives a PARTIAL sum Y_r (B, N, h)\n");
+    printf("  3. reduce-scatter Y: sum the P partials, rank r keeps its tokens (B, n_r, h); r sends r+1\n"
+           "     a partial sum of every chunk but its own: (N - n_r) B h elements\n");
+    print_matrix(rs, P, es, "     ");
+    printf("  4. all-gather X again before the MLP (as 1)\n");
+    printf("  5. MLP (local, a 1/t slice of the FFN columns), partial sums\n");
+    printf("  6. reduce-scatter after the MLP (as 3)\n");
+    printf("\nBackward: the same four collectives with the roles swapped (the gradient of an\n"
+           "all-gather is a reduce-scatter and vice versa): the same bytes.\n");
+    printf("\nPer-rank totals (bytes sent, forward = backward)\n");
+    printf("  rank %14s %14s %14s\n", "all-gathers", "reduce-scat.", "forward");
+    uint64_t maxf = 0;
+    int all_ok = 1;
+    for (int r = 0; r < P; r++) {
+        int nx = (r + 1) % P;
+        uint64_t g2 = 2 * ag[r * P + nx] * es, s2 = 2 * rs[r * P + nx] * es;
+        uint64_t closed = 2 * ((N - (uint64_t)u.tn[nx]) + (N - (uint64_t)u.tn[r])) * B * h * es;
+        all_ok &= closed == g2 + s2 || P == 1;
+        if (g2 + s2 > maxf)
+            maxf = g2 + s2;
+        if (!show_rank(r, P)) {
+            ellipsis(r, P);
+            continue;
+        }
+        printf("  r%-3d %14" PRIu64 " %14" PRIu64 " %14" PRIu64 "\n", r, g2, s2, g2 + s2);
+    }
+    printf("  busiest rank: %" PRIu64 " bytes (%s) forward, %" PRIu64 " (%s) per layer (forward + backward)\n", maxf,
+           human(b1, sizeof b1, maxf), 2 * maxf, human(b2, sizeof b2, 2 * maxf));
+    double even = 4.0 * (P - 1) / P * (double)B * (double)N * (double)h * (double)es;
+    printf("\nClosed form: 2 all-gathers + 2 reduce-scatters of B N h per layer forward:\n"
+           "  forward = 4 (t-1)/t B N h e = 4 x %d/%d x %" PRIu64 " x %" PRIu64 " x %" PRIu64 " x %" PRIu64
+           " = %.0f%s\n",
+           P - 1, P, B, N, h, es, even,
+           a->seq % P ? " (even split; uneven: 2 B h e [(N - n_{r+1}) + (N - n_r)])" : "");
+    printf("  Compare Ulysses: (2h + 2h_kv) B (N/P) e (P-1)/P per rank: Megatron-SP moves P times more for MHA\n"
+           "  (try --method ulysses with the same shape).\n");
+    printf("\ncheck: closed form == sum of the send matrices for every rank: %s\n", all_ok ? "yes" : "NO");
+    if (!all_ok)
+        rc = 1;
+    if (fig) {
+        xp_panel *p;
+        snprintf(fig->title, sizeof fig->title,
+                 "Megatron-SP: t = P = %d, N = %" PRId64 ", H = %" PRId64 ", B = %" PRId64, P, a->seq, a->heads,
+                 a->batch);
+        snprintf(fig->subtitle, sizeof fig->subtitle,
+                 "colour = rank whose tokens these are; light = partial sums before the reduce-scatter");
+        fig->P = P;
+        p = new_panel(fig, NULL, "X: sequence-parallel region", "(B, n_r, h): tokens x hidden (in heads)", "h",
+                      a->seq, a->heads);
+        for (int r = 0; r < P; r++)
+            if (u.tn[r] && add_block(p, r, r, u.tb[r], u.tn[r], 0, a->heads, 0, 0))
+                goto oom;
+        p = new_panel(fig, "all-gather", "X: all tokens on every rank", "(B, N, h)", "h", a->seq, a->heads);
+        for (int r = 0; r < P; r++)
+            for (int s = 0; s < P; s++)
+                if (u.tn[s] && add_block(p, r, s, u.tb[s], u.tn[s], 0, a->heads, 0, 0))
+                    goto oom;
+        p = new_panel(fig, "QKV projection", "attention: heads H_r", "(B, N, H_r, d)", "h", a->seq, a->heads);
+        for (int r = 0; r < P; r++)
+            for (int s = 0; s < P; s++)
+                if (u.tn[s] && u.hn[r] && add_block(p, r, s, u.tb[s], u.tn[s], u.hb[r], u.hn[r], 0, 0))
+                    goto oom;
+        p = new_panel(fig, "out projection", "Y: partial sums", "(B, N, h), summed over ranks", "h", a->seq,
+                      a->heads);
+        for (int r = 0; r < P; r++)
+            for (int s = 0; s < P; s++)
+                if (u.tn[s] && add_block(p, r, s, u.tb[s], u.tn[s], 0, a->heads, 0, 1))
+                    goto oom;
+        p = new_panel(fig, "reduce-scatter", "Y: sequence-parallel region", "(B, n_r, h)", "h", a->seq, a->heads);
+        for (int r = 0; r < P; r++)
+            if (u.tn[r] && add_block(p, r, r, u.tb[r], u.tn[r], 0, a->heads, 0, 0))
+                goto oom;
+        xp_matrix *m = &fig->matrix[fig->nmatrix++];
+        snprintf(m->title, sizeof m->title, "all-gather: elements sent (row -> column)");
+        m->P = P;
+        m->elems = ag;
+        ag = NULL;
+        m = &fig->matrix[fig->nmatrix++];
+        snprintf(m->title, sizeof m->title, "reduce-scatter: elements sent");
+        m->P = P;
+        m->elems = rs;
+        rs = NULL;
+    }
+    goto done;
+oom:
+    fprintf(stderr, "ulysses explain: out of memory\n");
+    rc = 1;
+done:
+    free(ag);
+    free(rs);
+    uparts_free(&u);
+    return rc;
+}
+
+
+/* ------------------------------------------------- ring, zigzag, all-gather, usp */
+
+/* "0-3" or "0-1,14-15" for token segments */
+static const char *segs(char *buf, size_t len, int n, const int64_t *b, const int64_t *c)
+{
+    char x[48], y[48];
+    if (n == 2 && c[1] > 0)
+        snprintf(buf, len, "%s,%s", rng(x, sizeof x, b[0], c[0]), rng(y, sizeof y, b[1], c[1]));
+    else
+        snprintf(buf, len, "%s", rng(x, sizeof x, b[0], c[0]));
+    return buf;
+}
+
+static uint64_t vol_sum(const uly_volume *v, int lo, int hi, int recv)
+{
+    uint64_t s = 0;
+    for (int w = lo; w <= hi; w++)
+        s += recv ? v->recv[w] : v->sent[w];
+    return s;
+}
+
+static int explain_ring(const xcfg *c, xp_fig *fig)
+{
+    const uly_attn_desc *a = &c->a;
+    const int P = c->P;
+    const uly_sp_plan *pl = &c->plan;
+    const int R = pl->R, U = pl->U, T = uly_plan_steps(pl);
+    const uint64_t es = uly_dtype_size(a->dtype);
+    const int usp = pl->method == ULY_METHOD_USP, ag = pl->method == ULY_METHOD_ALLGATHER;
+    char b1[64], b2[64], b3[64];
+    int rc = 0;
+    uly_volume *vol = calloc((size_t)P, sizeof *vol);
+    double *work = calloc((size_t)P * (size_t)T, sizeof *work);
+    int *lab = calloc((size_t)P * (size_t)T, sizeof *lab);
+    uint64_t *mat = NULL;
+    if (!vol || !work || !lab) {
+        fprintf(stderr, "ulysses explain: out of memory\n");
+        rc = 1;
+        goto done;
+    }
+    for (int r = 0; r < P; r++)
+        if (uly_plan_method_volume(a, pl, r, &vol[r])) {
+            fprintf(stderr, "ulysses explain: %s\n", uly_last_error());
+            rc = 2;
+            goto done;
+        }
+    static const char *const what[] = {
+        [ULY_METHOD_RING] = "ring attention: K, V blocks travel around a ring of P ranks",
+        [ULY_METHOD_ZIGZAG] = "zigzag ring attention: 2P chunks, rank j holds chunks j and 2P-1-j",
+        [ULY_METHOD_ALLGATHER] = "all-gather context parallelism: K, V all-gathered, queries local",
+        [ULY_METHOD_USP] = "USP: Ulysses all-to-alls inside groups of U ranks, a zigzag ring across R groups",
+    };
+    printf("ulysses explain: %s, one attention layer\n", what[pl->method]);
+    printf("(every term is defined in doc/glossary.md)\n\n");
+    shape_line(c);
+    if (usp)
+        printf("grid    P = U x R = %d x %d (placement %s: %s)\n", U, R, uly_placement_name(pl->placement),
+               pl->placement == ULY_PLACE_ULYSSES_INNER ? "each all-to-all group is U consecutive ranks"
+                                                         : "each ring is R consecutive ranks");
+
+    /* ---- partitions */
+    printf("\nPartitions (uly_plan_grid, uly_plan_chunk, uly_plan_tokens, uly_plan_heads)\n");
+    printf("  rank %s ring pos  chunk of the position   tokens held (input)   query heads\n",
+           usp ? " group u" : "");
+    for (int r = 0; r < P; r++) {
+        if (!show_rank(r, P)) {
+            ellipsis(r, P);
+            continue;
+        }
+        int u, j;
+        uly_plan_grid(pl, r, &u, &j);
+        int64_t cb[2], cc[2], tb[2], tc[2], hb, hc;
+        int nc = uly_plan_chunk(pl, a->seq, j, cb, cc), nt = uly_plan_tokens(pl, a->seq, r, tb, tc);
+        uly_plan_heads(pl, a->heads, r, &hb, &hc);
+        char us[16] = "";
+        if (usp)
+            snprintf(us, sizeof us, " %7d", u);
+        printf("  r%-3d%s %8d  %-22s %-21s %s\n", r, us, j, segs(b1, sizeof b1, nc, cb, cc),
+               segs(b2, sizeof b2, nt, tb, tc), rng(b3, sizeof b3, hb, hc));
+    }
+    if (pl->zigzag)
+        printf("  zigzag: the sequence is cut into 2R = %d chunks; position j holds chunks j and %d-j, an early\n"
+               "  and a late one, so that every position has the same causal work.\n",
+               2 * R, 2 * R - 1);
+    else
+        printf("  contiguous: position j holds the j-th of R = %d chunks (uly_split).\n", R);
+    if (usp && U > 1)
+        printf("  Inside each group the U ranks first run the Ulysses all-to-alls on their group's chunk:\n"
+               "  afterwards each holds the whole chunk for its H/U heads (--method ulysses explains them).\n");
+
+    /* ---- usp: the group all-to-all */
+    if (usp && U > 1) {
+        int64_t cb[2], cc[2];
+        int nc = uly_plan_chunk(pl, a->seq, 0, cb, cc);
+        uly_attn_desc g = *a;
+        g.seq = cc[0] + (nc == 2 ? cc[1] : 0);
+        mat = calloc((size_t)U * (size_t)U, sizeof *mat);
+        if (!mat) {
+            fprintf(stderr, "ulysses explain: out of memory\n");
+            rc = 1;
+            goto done;
+        }
+        for (int x = 0; x < U; x++)
+            for (int y = 0; y < U; y++)
+                if (uly_plan_a2a_block(&g, U, ULY_A2A_Q, x, y, &mat[x * U + y])) {
+                    fprintf(stderr, "ulysses explain: %s\n", uly_last_error());
+                    rc = 2;
+                    goto done;
+                }
+        printf("\nStep 0: all-to-all of Q inside group 0 (its %" PRId64 " tokens over U = %d ranks; rows and columns\n"
+               "are the members u = 0..%d, ranks",
+               g.seq, U, U - 1);
+        for (int x = 0; x < U && x < 16; x++)
+            printf(" %d", uly_plan_grid_rank(pl, x, 0));
+        printf("%s; K, V and the output's way back follow the pattern of Ulysses)\n", U > 16 ? " ..." : "");
+        print_matrix(mat, U, es, "  ");
+    }
+
+    /* ---- steps: KV held and causal work */
+    for (int r = 0; r < P; r++) {
+        int64_t hb, hc;
+        uly_plan_heads(pl, a->heads, r, &hb, &hc);
+        int u, j;
+        uly_plan_grid(pl, r, &u, &j);
+        for (int t = 0; t < T; t++) {
+            work[r * T + t] = uly_plan_step_pairs(a, pl, r, t) * (double)hc;
+            lab[r * T + t] = ag ? -1 : (t == 0 || uly_plan_ring_hold(a, pl, j, t)) ? uly_plan_ring_src(pl, j, t) : -1;
+        }
+    }
+    if (ag) {
+        printf("\nForward: one all-gather of K and V (every rank ends with all N tokens of the Hkv KV heads),\n"
+               "then each rank's queries attend to every key it may see; the backward reduce-scatters dK, dV.\n");
+    } else {
+        printf("\nRing steps (uly_plan_ring_src, uly_plan_ring_hold): the K, V block each rank computes with.\n"
+               "At step t ring position j holds the block of position (j - t) mod R and, while computing,\n"
+               "sends it on to j+1; \"-\" = not needed by this rank or any later one: neither computed nor sent.\n");
+        printf("  rank ");
+        for (int t = 0; t < T && t < 16; t++)
+            printf(" %11s%-2d", "step ", t);
+        printf("\n");
+        for (int r = 0; r < P; r++) {
+            if (!show_rank(r, P)) {
+                ellipsis(r, P);
+                continue;
+            }
+            printf("  r%-3d", r);
+            for (int t = 0; t < T && t < 16; t++) {
+                int src = lab[r * T + t];
+                if (src < 0) {
+                    printf(" %13s", "-");
+                    continue;
+                }
+                int64_t kb[2], kc[2];
+                int nk = uly_plan_chunk(pl, a->seq, src, kb, kc);
+                printf(" %13s", segs(b1, sizeof b1, nk, kb, kc));
+            }
+            printf("\n");
+        }
+        if (T > 16)
+            printf("  (steps 16-%d omitted)\n", T - 1);
+    }
+    printf("\nWork per rank and step: visible (query, key) pairs x query heads (uly_plan_step_pairs)\n");
+    printf("  rank ");
+    for (int t = 0; t < T && t < 16; t++)
+        printf(" %8s%-2d", "step ", t);
+    printf(" %10s\n", "total");
+    double total = 0, crit = 0;
+    for (int r = 0; r < P; r++) {
+        double rs = 0;
+        for (int t = 0; t < T; t++)
+            rs += work[r * T + t];
+        total += rs;
+        if (!show_rank(r, P)) {
+            ellipsis(r, P);
+            continue;
+        }
+        printf("  r%-3d", r);
+        for (int t = 0; t < T && t < 16; t++)
+            printf(" %10.0f", work[r * T + t]);
+        printf(" %10.0f\n", rs);
+    }
+    printf("  max ");
+    for (int t = 0; t < T; t++) {
+        double mx = 0;
+        for (int r = 0; r < P; r++)
+            mx = work[r * T + t] > mx ? work[r * T + t] : mx;
+        crit += mx;
+        if (t < 16)
+            printf(" %10.0f", mx);
+    }
+    printf(" %10.0f\n", crit);
+    printf("  Each step lasts as long as its busiest rank: the layer takes the sum of the maxima, %.0f,\n"
+           "  against %.0f if the work (%.0f in all) were spread evenly: balance %.0f%%.\n",
+           crit, total / P, total, crit > 0 ? 100.0 * total / P / crit : 100.0);
+    if (pl->method == ULY_METHOD_RING && a->causal)
+        printf("  Causal mask, contiguous chunks: rank 0 sees only its own block, the last rank every block;\n"
+               "  try --method zigzag.\n");
+    if (pl->method == ULY_METHOD_ZIGZAG && a->causal)
+        printf("  Zigzag: every rank pairs an early chunk with a late one, so the work per step is even.\n");
+
+    /* ---- volumes */
+    printf("\nPer-rank totals (uly_plan_method_volume): bytes sent to other ranks\n");
+    if (ag)
+        printf("  rank%12s %12s | %12s %12s\n", "ag K", "ag V", "rs dK", "rs dV");
+    else
+        printf("  rank%s%12s | %12s %12s | %12s %12s\n", usp ? "  a2a (group)" : "", "ring K+V", "ring bK+bV",
+               "ring dK+dV", "forward", "backward");
+    uint64_t sent_all = 0, recv_all = 0;
+    for (int r = 0; r < P; r++) {
+        const uly_volume *v = &vol[r];
+        sent_all += vol_sum(v, 0, ULY_VOL_COUNT - 1, 0);
+        recv_all += vol_sum(v, 0, ULY_VOL_COUNT - 1, 1);
+        if (!show_rank(r, P)) {
+            ellipsis(r, P);
+            continue;
+        }
+        if (ag) {
+            printf("  r%-3d %12" PRIu64 " %12" PRIu64 " | %12" PRIu64 " %12" PRIu64 "\n", r, v->sent[ULY_AG_K],
+                   v->sent[ULY_AG_V], v->sent[ULY_RS_DK], v->sent[ULY_RS_DV]);
+            continue;
+        }
+        uint64_t a2a = vol_sum(v, 0, ULY_A2A_COUNT - 1, 0), a2af = vol_sum(v, 0, ULY_A2A_O, 0);
+        uint64_t rf = v->sent[ULY_RING_K] + v->sent[ULY_RING_V];
+        uint64_t rb = v->sent[ULY_RING_BK] + v->sent[ULY_RING_BV], rd = v->sent[ULY_RING_DK] + v->sent[ULY_RING_DV];
+        if (usp)
+            printf("  r%-3d %12" PRIu64, r, a2a);
+        else
+            printf("  r%-3d", r);
+        printf("%12" PRIu64 " | %12" PRIu64 " %12" PRIu64 " | %12" PRIu64 " %12" PRIu64 "\n", rf, rb, rd, a2af + rf,
+               a2a - a2af + rb + rd);
+    }
+    /* closed forms without masks, even split */
+    const uint64_t B = (uint64_t)a->batch, d = (uint64_t)a->head_dim, N = (uint64_t)a->seq;
+    printf("\nClosed form (no mask, N divisible by the chunks):\n");
+    int64_t kvh = a->kv_heads, k0;
+    if (usp) {
+        int64_t hb, hc;
+        uly_plan_heads(pl, a->heads, 0, &hb, &hc);
+        uly_kv_range(a, hb, hc, &k0, &kvh);
+    }
+    if (ag) {
+        printf("  all-gather of K and V: each rank sends its block to the P-1 others:\n"
+               "  2 (P-1) B (N/P) Hkv d e = 2 x %d x %" PRIu64 " x (%" PRIu64 "/%d) x %" PRId64 " x %" PRIu64
+               " x %" PRIu64 " = %.0f\n",
+               P - 1, B, N, P, a->kv_heads, d, es, 2.0 * (P - 1) * B * ((double)N / P) * a->kv_heads * d * es);
+    } else {
+        double cf = 2.0 * (R - 1) * B * ((double)N / R) * (double)kvh * d * es;
+        printf("  ring forward, K and V: R-1 hops of one block each:\n"
+               "  2 (R-1) B (N/R) KV d e = 2 x %d x %" PRIu64 " x (%" PRIu64 "/%d) x %" PRId64 " x %" PRIu64 " x %" PRIu64
+               " = %.0f%s\n",
+               R - 1, B, N, R, kvh, d, es, cf, usp ? "  (KV = the KV heads of a rank's group share)" : "");
+        uint64_t ring0 = vol[0].sent[ULY_RING_K] + vol[0].sent[ULY_RING_V];
+        int skipped = 0, hops = 0;
+        for (int r = 0; r < P; r++)
+            for (int t = 0; t + 1 < R; t++) {
+                hops++;
+                skipped += !uly_plan_ring_hop(a, pl, r, t, ULY_RING_K);
+            }
+        if (skipped)
+            printf("  with the mask, %d of the %d hops would carry a block that nobody further on can see:\n"
+                   "  they are skipped (uly_plan_ring_hold), so ranks send less than the formula.\n",
+                   skipped, hops);
+        else if (N % (uint64_t)(pl->zigzag ? 2 * R : R) == 0)
+            printf("  rank 0 sends %" PRIu64 " in its forward ring hops: %s\n", ring0,
+                   (double)ring0 == cf ? "equal" : "DIFFERENT");
+        else
+            printf("  uneven chunks: each hop carries the block it holds (see the totals above)\n");
+    }
+    printf("\ncheck: bytes sent == bytes received, summed over all ranks: %" PRIu64 " == %" PRIu64 ": %s\n", sent_all,
+           recv_all, sent_all == recv_all ? "yes" : "NO");
+    if (sent_all != recv_all)
+        rc = 1;
+
+    /* ---- figure */
+    if (fig) {
+        snprintf(fig->title, sizeof fig->title,
+                 "%s: P = %d%s, N = %" PRId64 ", H = %" PRId64 ", Hkv = %" PRId64 "%s", uly_method_name(pl->method), P,
+                 usp ? (snprintf(b3, sizeof b3, " (U %d x R %d)", U, R), b3) : "", a->seq, a->heads, a->kv_heads,
+                 a->causal ? ", causal" : "");
+        snprintf(fig->subtitle, sizeof fig->subtitle,
+                 "colour = rank whose tokens these are; bars: work per step (label: the K, V block's ring position)");
+        fig->P = P;
+        xp_panel *p = new_panel(fig, NULL, "Q, K, V: input shards", "tokens held by each rank, every head", "h",
+                                a->seq, a->heads);
+        for (int r = 0; r < P; r++) {
+            int64_t tb[2], tc[2];
+            int nt = uly_plan_tokens(pl, a->seq, r, tb, tc);
+            for (int x = 0; x < nt; x++)
+                if (tc[x] && add_block(p, r, r, tb[x], tc[x], 0, a->heads, 0, 0))
+                    goto oom;
+        }
+        if (usp && U > 1) {
+            p = new_panel(fig, "all-to-all in group", "after the group all-to-all", "group chunk x H/U heads", "h",
+                          a->seq, a->heads);
+            for (int r = 0; r < P; r++) {
+                int u, j;
+                uly_plan_grid(pl, r, &u, &j);
+                int64_t hb, hc;
+                uly_plan_heads(pl, a->heads, r, &hb, &hc);
+                for (int uu = 0; uu < U; uu++) {
+                    int s = uly_plan_grid_rank(pl, uu, j);
+                    int64_t tb[2], tc[2];
+                    int nt = uly_plan_tokens(pl, a->seq, s, tb, tc);
+                    for (int x = 0; x < nt; x++)
+                        if (tc[x] && hc && add_block(p, r, s, tb[x], tc[x], hb, hc, 0, 0))
+                            goto oom;
+                }
+            }
+        }
+        xp_bars *bar = &fig->bars[fig->nbars++];
+        snprintf(bar->title, sizeof bar->title, "work per rank and step (visible pairs x heads)%s",
+                 a->causal ? ", causal" : "");
+        bar->P = P;
+        bar->steps = T;
+        bar->work = work;
+        bar->label = lab;
+        work = NULL;
+        lab = NULL;
+        if (mat) {
+            xp_matrix *m = &fig->matrix[fig->nmatrix++];
+            snprintf(m->title, sizeof m->title, "group 0 all-to-all Q: elements sent");
+            m->P = U;
+            m->elems = mat;
+            mat = NULL;
+        }
+    }
+    goto done;
+oom:
+    fprintf(stderr, "ulysses explain: out of memory\n");
+    rc = 1;
+done:
+    free(vol);
+    free(work);
+    free(lab);
+    free(mat);
+    return rc;
+}
+
+/* ------------------------------------------------------------ command */
+
+/* The shape rules of the library and the simulator, with their messages. */
+static int check_shape(const xcfg *c)
+{
+    if (uly_attn_desc_check(&c->a)) {
+        fprintf(stderr, "ulysses explain: %s\n", uly_last_error());
+        return EXIT_BADINPUT;
+    }
+    switch (c->method) {
+    case M_ULYSSES:
+        if (c->a.heads < c->P) {
+            fprintf(stderr,
+                    "ulysses explain: ulysses: SP degree %d exceeds the %" PRId64
+                    " attention heads (ranks without a head would idle; use usp)\n",
+                    c->P, c->a.heads);
+            return EXIT_BADINPUT;
+        }
+        break;
+    case M_USP:
+        if (c->plan.U > c->a.heads) {
+            fprintf(stderr, "ulysses explain: usp: ulysses degree %d exceeds the %" PRId64 " heads\n", c->plan.U,
+                    c->a.heads);
+            return EXIT_BADINPUT;
+        }
+        break;
+    case M_MEGATRON:
+        if (c->a.heads % c->P) {
+            fprintf(stderr, "ulysses explain: megatron-sp: TP degree %d does not divide the %" PRId64 " heads\n",
+                    c->P, c->a.heads);
+            return EXIT_BADINPUT;
+        }
+        break;
+    }
+    return 0;
+}
+
+int cmd_explain(int argc, char **argv)
+{
+    xcfg c;
+    memset(&c, 0, sizeof c);
+    int64_t P = 0, batch = 1, seq = 16, heads = 8, kv = 0, dim = 64, window = 0;
+    int64_t udeg = 0;
+    int causal = 0, dtype = 0, method = 0, placement = 0, seen_ranks = 0, seen_udeg = 0, seen_place = 0;
+    const char *svg = NULL;
+    const arg_opt opts[] = {
+        {"ranks", ARG_INT, &P, 1, 4096, "P", "number of ranks (GPUs) P (required)", NULL, &seen_ranks},
+        {"seq", ARG_INT, &seq, 1, INT64_MAX / 2, "N", "sequence length N (default 16)", NULL, NULL},
+        {"heads", ARG_INT, &heads, 1, 1 << 20, "H", "query heads (default 8)", NULL, NULL},
+        {"kv-heads", ARG_INT, &kv, 1, 1 << 20, "Hkv", "key/value heads, H % Hkv == 0 (default H)", NULL, NULL},
+        {"batch", ARG_INT, &batch, 1, 1 << 20, "B", "batch size (default 1)", NULL, NULL},
+        {"head-dim", ARG_INT, &dim, 1, 1 << 16, "d", "head dimension (default 64)", NULL, NULL},
+        {"dtype", ARG_CHOICE, &dtype, 0, 0, "T", "element type f32 or f64: bytes per element e (default f32)",
+         dtype_names, NULL},
+        {"method", ARG_CHOICE, &method, 0, 0, "M",
+         "ulysses (default), ring, zigzag, allgather, usp or megatron-sp", method_names, NULL},
+        {"ulysses-degree", ARG_INT, &udeg, 1, 4096, "U",
+         "usp: ranks per all-to-all group, dividing P (default: the largest divisor of P not above H)", NULL,
+         &seen_udeg},
+        {"placement", ARG_CHOICE, &placement, 0, 0, "PL",
+         "usp: ulysses-inner (groups are consecutive ranks, the default) or ring-inner", placement_names,
+         &seen_place},
+        {"causal", ARG_FLAG, &causal, 0, 0, NULL, "causal mask (changes the work, not the volume)", NULL, NULL},
+        {"window", ARG_INT, &window, 1, INT64_MAX / 2, "W", "sliding window (as in ulysses attn)", NULL, NULL},
+        {"svg", ARG_STR, &svg, 0, 0, "FILE", "also draw the layouts: FILE.svg, .png or .pdf (cairo)", NULL, NULL},
+        {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
+    };
+    char msg[1024] = "";
+    int prc = args_parse("ulysses explain", argc - 1, argv + 1, opts, msg, sizeof msg);
+    if (prc == ARGS_HELP) {
+        args_usage(stdout, "ulysses", synopsis, opts);
+        return 0;
+    }
+    if (prc == ARGS_ERROR) {
+        fprintf(stderr, "%s\n", msg);
+        return EXIT_BADINPUT;
+    }
+    if (!seen_ranks) {
+        fprintf(stderr, "ulysses explain: --ranks P is required (see ulysses explain --help)\n");
+        return EXIT_BADINPUT;
+    }
+    c.P = (int)P;
+    c.method = method;
+    c.svg = svg;
+    c.a.batch = batch;
+    c.a.seq = seq;
+    c.a.heads = heads;
+    c.a.kv_heads = kv ? kv : heads;
+    c.a.head_dim = dim;
+    c.a.causal = causal;
+    c.a.window = window;
+    c.a.dtype = dtype == 0 ? ULY_F32 : ULY_F64;
+    if ((seen_udeg || seen_place) && method != M_USP) {
+        fprintf(stderr, "ulysses explain: --%s applies to --method usp only\n",
+                seen_udeg ? "ulysses-degree" : "placement");
+        return EXIT_BADINPUT;
+    }
+    if (method != M_ULYSSES && method != M_MEGATRON) {
+        int lm;
+        if (uly_method_parse(method_names[method], &lm)) {
+            fprintf(stderr, "ulysses explain: %s\n", uly_last_error());
+            return EXIT_BADINPUT;
+        }
+        int U = 0;
+        if (method == M_USP) {
+            U = (int)udeg;
+            if (!seen_udeg) {   /* an adjustment of ours: printed, never silent */
+                for (int u = c.P; u >= 1; u--)
+                    if (c.P % u == 0 && u <= c.a.heads) {
+                        U = u;
+                        break;
+                    }
+                printf("note: --ulysses-degree not given: U = %d, the largest divisor of P = %d not above H = %" PRId64
+                       "\n\n",
+                       U, c.P, c.a.heads);
+            }
+        }
+        if (uly_sp_plan_init(&c.plan, lm, c.P, U, placement)) {
+            fprintf(stderr, "ulysses explain: %s\n", uly_last_error());
+            return EXIT_BADINPUT;
+        }
+    }
+    int rc = check_shape(&c);
+    if (rc)
+        return rc;
+    if (svg) {
+        /* refuse a bad path before printing anything */
+        const char *dot = strrchr(svg, '.');
+        if (!dot || (strcmp(dot, ".svg") && strcmp(dot, ".png") && strcmp(dot, ".pdf"))) {
+            fprintf(stderr, "ulysses explain: --svg %s: the file name must end in .svg, .png or .pdf\n", svg);
+            return EXIT_BADINPUT;
+        }
+        /* the directory must exist and be writable */
+        char dir[4096];
+        const char *slash = strrchr(svg, '/');
+        if (slash)
+            snprintf(dir, sizeof dir, "%.*s", (int)(slash - svg) + (slash == svg), svg);
+        else
+            snprintf(dir, sizeof dir, ".");
+        if (access(dir, W_OK) != 0) {
+            fprintf(stderr, "ulysses explain: --svg %s: directory %s: %s\n", svg, dir, strerror(errno));
+            return EXIT_BADINPUT;
+        }
+        if (!xp_draw_available()) {
+            fprintf(stderr, "ulysses explain: --svg: this build has no drawing support (configure found no "
+                            "cairo; Debian: apt-get install libcairo2-dev, then reconfigure)\n");
+            return EXIT_BADINPUT;
+        }
+    }
+    xp_fig fig;
+    memset(&fig, 0, sizeof fig);
+    switch (c.method) {
+    case M_ULYSSES:
+        rc = explain_ulysses(&c, svg ? &fig : NULL);
+        break;
+    case M_MEGATRON:
+        rc = explain_megatron(&c, svg ? &fig : NULL);
+        break;
+    default:
+        rc = explain_ring(&c, svg ? &fig : NULL);
+        break;
+    }
+    if (!rc && svg) {
+        char err[512];
+        rc = xp_draw(&fig, svg, err, sizeof err);
+        if (rc)
+            fprintf(stderr, "ulysses explain: %s\n", err);
+        else
+            printf("\nfigure written to %s\n", svg);
+    }
+    xp_fig_free(&fig);
+    return rc;
+}

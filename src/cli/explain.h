@@ -1,0 +1,72 @@
+/*
+ * explain.h -- `ulysses explain`: the figure model shared by the text
+ * printer (cmd_explain.c) and the cairo renderer (explain_draw.c).
+ *
+ * A figure is a list of panels.  A panel shows one tensor on every rank as a
+ * grid of tokens (x) by heads (y), one band per rank; each block a rank holds
+ * is coloured by the rank whose sequence shard its tokens came from, so an
+ * all-to-all shows up as stripes of every colour.  Matrices are the P x P
+ * send matrices of the collectives.  Everything is filled from the plan
+ * layer (uly_split, uly_kv_range, uly_plan_a2a_block, ...); nothing here
+ * computes a partition.
+ */
+#ifndef ULY_CLI_EXPLAIN_H
+#define ULY_CLI_EXPLAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* tokens [t0, t0 + tn) x heads [h0, h0 + hn) held by `rank`, tokens from `src` */
+typedef struct xp_block {
+    int rank, src;
+    int64_t t0, tn, h0, hn;
+    int replicated;          /* the same heads are also held by another rank */
+    int shade;               /* 0 normal; 1 lighter (e.g. partial sums, idle) */
+} xp_block;
+
+enum { XP_MAX_PANELS = 8, XP_MAX_MATRICES = 4, XP_MAX_BARS = 2 };
+
+typedef struct xp_panel {
+    char title[80];
+    char caption[80];        /* under the panel ("(B, N, H_r, d)") */
+    char yname[8];           /* "h", "kv", "x" */
+    int64_t tokens, heads;   /* axes */
+    int nblock;
+    xp_block *blocks;        /* owned by the figure */
+} xp_panel;
+
+typedef struct xp_matrix {
+    char title[80];
+    int P;
+    uint64_t *elems;         /* P x P, [src * P + dst]; owned */
+} xp_matrix;
+
+/* Work per rank per step (ring/zigzag): a bar chart. */
+typedef struct xp_bars {
+    char title[80];
+    int P, steps;
+    double *work;            /* P x steps; owned */
+    int *label;              /* P x steps: the chunk held, or -1; owned (may be NULL) */
+} xp_bars;
+
+typedef struct xp_fig {
+    char title[160];
+    char subtitle[160];
+    int P;
+    int npanel, nmatrix, nbars;
+    xp_panel panel[XP_MAX_PANELS];
+    char arrow[XP_MAX_PANELS][32];   /* label of the arrow into panel i (i >= 1) */
+    xp_matrix matrix[XP_MAX_MATRICES];
+    xp_bars bars[XP_MAX_BARS];
+} xp_fig;
+
+void xp_fig_free(xp_fig *f);
+
+/* Render f to path (.svg, .png or .pdf by extension).  0 on success; else a
+ * message in err and 2 (bad path or extension) or 1 (drawing failed). */
+int xp_draw(const xp_fig *f, const char *path, char *err, size_t errlen);
+
+/* Whether xp_draw is available in this build (cairo found by configure). */
+int xp_draw_available(void);
+
+#endif

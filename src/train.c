@@ -1,0 +1,1003 @@
+/*
+ * train.c -- a GPT-2 model trained with DeepSpeed-Ulysses sequence
+ * parallelism over a DP x SP grid of ranks (ulysses_train.h).  Layers come
+ * from model.c, attention from dist.c (one context per layer, so that each
+ * layer's backward has its forward state), collectives from comm.c.
+ *
+ * Partition independence (doc/train.md).  Work on tokens is cut into
+ * segments; every GEMM and every sum over tokens runs per segment.  In exact
+ * mode a segment is (row, chunk) where the chunks of a row are the pieces
+ * between the shard boundaries of every SP degree 1..canon_sp: each chunk
+ * lies inside one shard whatever the SP degree, so the same chunk is always
+ * computed by the same code on the same tokens.  Each segment writes its own
+ * partial parameter gradient; the partials of the global batch are then
+ * added in (row, chunk) order, in double, by the rank that owns each slice
+ * of the parameter vector (an all-to-all brings it the partials), and the
+ * slices are all-gathered.  The loss is a sum of the per-token losses in
+ * (row, token) order.  Fast mode: one segment per rank and MPI_Allreduce.
+ *
+ * What this file is not: data, files and printing (src/cli/cmd_train.c).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "internal.h"
+#include "ulysses_dist.h"
+#include "ulysses_train.h"
+
+enum { P_WTE, P_WPE, P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTW, P_ATTB, P_LN2W, P_LN2B,
+       P_FCW, P_FCB, P_PRJW, P_PRJB, P_LNFW, P_LNFB, NPT };
+static const char *const pnames[NPT] = {"wte", "wpe", "ln1_w", "ln1_b", "qkv_w", "qkv_b",
+                                        "attproj_w", "attproj_b", "ln2_w", "ln2_b", "fc_w", "fc_b",
+                                        "fcproj_w", "fcproj_b", "lnf_w", "lnf_b"};
+
+typedef struct segment {
+    int64_t off, len;  /* tokens [off, off + len) of the local (rows, toks) buffer */
+    int64_t part;      /* partial gradient index (local) */
+} segment;
+
+/* Activations of this rank, (Tn, .) with Tn = rows * toks local tokens. */
+typedef struct acts {
+    float *enc;                    // (Tn, C) embedding output
+    float *ln1, *ln1_m, *ln1_r;    // (L, Tn, C), (L, Tn), (L, Tn)
+    float *q, *k, *v;              // (L, Tn, C), (L, Tn, Ckv) x2
+    float *atty;                   // (L, Tn, C) attention output
+    float *res2;                   // (L, Tn, C) after the attention residual
+    float *ln2, *ln2_m, *ln2_r;    // (L, Tn, C), (L, Tn), (L, Tn)
+    float *fch, *fchg;             // (L, Tn, 4C) MLP hidden before / after GELU
+    float *res3;                   // (L, Tn, C) after the MLP residual
+    float *lnf, *lnf_m, *lnf_r;    // (Tn, C), (Tn), (Tn)
+    float *logits;                 // (Tn, V)
+    /* gradients (scratch, reused by every layer) */
+    float *dres;                   // (Tn, C) gradient of the residual stream
+    float *dln;                    // (Tn, C)
+    float *datty, *dq;             // (Tn, C) each
+    float *dk, *dv;                // (Tn, Ckv) each
+    float *dfch, *dfchg;           // (Tn, 4C) each
+    float *dlogits;                // (Tn, V)
+    float *tmp;                    // (Tn, C) projection output before the residual add
+} acts;
+
+struct uly_train {
+    uly_gpt_config c;
+    uly_train_opts o;
+    uly_comm *w;              /* world */
+    MPI_Comm spc;             /* SP group */
+    int W, rank, dpr, spr;    /* world size and rank, DP and SP rank */
+    int64_t C, Ckv, Cq, d;    /* channels, KV channels, QKV width, head dim */
+    int64_t rb, rows, tb, toks, Tn; /* local rows / tokens */
+    /* canonical chunks of a row: [cut[a], cut[a+1]) for a < nchunk */
+    int64_t *cut, nchunk;
+    int64_t *chunk_of_sp;     /* (SP + 1): SP rank s holds chunks [chunk_of_sp[s], chunk_of_sp[s+1]) */
+    segment *seg;
+    int64_t nseg, nparts;     /* segments and local partials (equal) */
+    /* parameters */
+    int64_t np;
+    int64_t poff[NPT], psz[NPT], pshape[NPT][3];
+    int pndim[NPT];
+    float *params, *grads, *m1, *m2; /* (np) each, one allocation */
+    float *partials;          /* (nparts, np) */
+    float *sendb, *recvb;     /* all-to-all of partials */
+    double *acc;              /* (slice) fold accumulator; also (Tn) losses below */
+    size_t *a2a[4];           /* (W) counts and displacements */
+    int64_t slice_b, slice_n; /* this rank's slice of the parameter vector */
+    double *losses;           /* (Tn) */
+    double *all_losses;       /* (batch * N) gathered per-token losses */
+    double *dacc;             /* (2 * max(Cq, 4C, C)) double accumulators */
+    int32_t *tok;             /* (Tn) tokens of the current step (for the backward) */
+    const int32_t *pos;
+    acts a;
+    void *abuf;
+    uly_dist **dist;          /* (L) */
+    uly_local_attn plug;      /* the blocked kernel with this step's document offsets */
+    int64_t *docs_cur;        /* (rows, ndocs + 1) offsets of this rank's rows, or NULL */
+    int64_t ndocs, docs_cap;
+    int64_t steps;
+};
+
+static size_t usz(int64_t x) { return (size_t)x; }
+
+void uly_train_opts_default(uly_train_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->lr = 1e-3;
+    o->beta1 = 0.9;
+    o->beta2 = 0.95;
+    o->eps = 1e-8;
+    o->weight_decay = 0.1;
+    o->grad_clip = 1.0;
+    o->canon_sp = 4;
+}
+
+/* ------------------------------------------------------------ partition */
+
+/* Cuts of a row: 0, N and every shard boundary of SP = 1..canon (sorted, unique). */
+static int make_cuts(uly_train *T)
+{
+    const int64_t N = T->c.seq;
+    int K = T->o.canon_sp;
+    int64_t cap = 2 + (int64_t)K * (K + 1) / 2;
+    T->cut = uly_calloc(usz(cap), sizeof(int64_t));
+    if (!T->cut)
+        return uly_set_error(ULY_ENOMEM, "cannot allocate the chunk table");
+    int64_t n = 0;
+    T->cut[n++] = 0;
+    for (int P = 2; P <= K; P++)
+        for (int r = 1; r < P; r++) {
+            int64_t b, cnt;
+            uly_split(N, P, r, &b, &cnt);
+            T->cut[n++] = b;
+        }
+    T->cut[n++] = N;
+    /* insertion sort + unique */
+    for (int64_t i = 1; i < n; i++)
+        for (int64_t j = i; j > 0 && T->cut[j - 1] > T->cut[j]; j--) {
+            int64_t t = T->cut[j];
+            T->cut[j] = T->cut[j - 1];
+            T->cut[j - 1] = t;
+        }
+    int64_t u = 1;
+    for (int64_t i = 1; i < n; i++)
+        if (T->cut[i] != T->cut[u - 1])
+            T->cut[u++] = T->cut[i];
+    T->nchunk = u - 1;
+    return ULY_OK;
+}
+
+/* SP rank of a chunk and the chunk ranges of every SP rank. */
+static int make_segments(uly_train *T)
+{
+    const int SP = T->o.sp;
+    T->chunk_of_sp = uly_calloc(usz(SP + 1), sizeof(int64_t));
+    if (!T->chunk_of_sp)
+        return uly_set_error(ULY_ENOMEM, "cannot allocate the chunk table");
+    for (int s = 0; s <= SP; s++) {
+        int64_t b = T->c.seq, cnt;
+        if (s < SP)
+            uly_split(T->c.seq, SP, s, &b, &cnt);
+        int64_t a = 0;
+        while (a < T->nchunk && T->cut[a] < b)
+            a++;
+        T->chunk_of_sp[s] = a;
+    }
+    int64_t a0 = T->chunk_of_sp[T->spr], a1 = T->chunk_of_sp[T->spr + 1];
+    T->nseg = T->o.fast ? 1 : T->rows * (a1 - a0);
+    if (T->Tn == 0)
+        T->nseg = 0;
+    T->nparts = T->o.fast ? 1 : T->nseg;
+    T->seg = uly_calloc(usz(T->nseg ? T->nseg : 1), sizeof(segment));
+    if (!T->seg)
+        return uly_set_error(ULY_ENOMEM, "cannot allocate the segment table");
+    if (T->o.fast) {
+        if (T->nseg)
+            T->seg[0] = (segment){0, T->Tn, 0};
+        return ULY_OK;
+    }
+    int64_t k = 0;
+    for (int64_t b = 0; b < T->rows; b++)
+        for (int64_t a = a0; a < a1; a++, k++)
+            T->seg[k] = (segment){b * T->toks + (T->cut[a] - T->tb), T->cut[a + 1] - T->cut[a], k};
+    return ULY_OK;
+}
+
+/* ------------------------------------------------------------ parameters */
+
+static void param_layout(uly_train *T)
+{
+    const int64_t V = T->c.vocab, N = T->c.seq, L = T->c.layers, C = T->C, Cq = T->Cq;
+    int64_t sh[NPT][4] = {
+        {2, V, C, 0},     {2, N, C, 0},     {2, L, C, 0},      {2, L, C, 0},
+        {3, L, Cq, C},    {2, L, Cq, 0},    {3, L, C, C},      {2, L, C, 0},
+        {2, L, C, 0},     {2, L, C, 0},     {3, L, 4 * C, C},  {2, L, 4 * C, 0},
+        {3, L, C, 4 * C}, {2, L, C, 0},     {1, C, 0, 0},      {1, C, 0, 0}};
+    int64_t off = 0;
+    for (int i = 0; i < NPT; i++) {
+        T->pndim[i] = (int)sh[i][0];
+        int64_t n = 1;
+        for (int j = 0; j < T->pndim[i]; j++) {
+            T->pshape[i][j] = sh[i][1 + j];
+            n *= sh[i][1 + j];
+        }
+        T->poff[i] = off;
+        T->psz[i] = n;
+        off += n;
+    }
+    T->np = off;
+}
+
+/* Counter-based N(0, 1): splitmix64 of (seed, index), Box-Muller. */
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static double normal_at(uint64_t seed, uint64_t i)
+{
+    uint64_t a = mix64(seed * 0x9e3779b97f4a7c15ULL + 2 * i + 1), b = mix64(a ^ (2 * i + 2) * 0xd1b54a32d192ed03ULL);
+    double u1 = ((double)(a >> 11) + 0.5) * 0x1.0p-53, u2 = (double)(b >> 11) * 0x1.0p-53;
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+static void param_init(uly_train *T)
+{
+    const double std = 0.02, rstd = 0.02 / sqrt(2.0 * (double)T->c.layers);
+    for (int i = 0; i < NPT; i++) {
+        float *p = T->params + T->poff[i];
+        double s = i == P_ATTW || i == P_PRJW ? rstd : std;
+        int is_w = i == P_WTE || i == P_WPE || i == P_QKVW || i == P_ATTW || i == P_FCW || i == P_PRJW;
+        int is_ln = i == P_LN1W || i == P_LN2W || i == P_LNFW;
+        for (int64_t e = 0; e < T->psz[i]; e++)
+            p[e] = is_w ? (float)(s * normal_at(T->o.seed, (uint64_t)(T->poff[i] + e))) : is_ln ? 1.0f : 0.0f;
+    }
+}
+
+int64_t uly_train_nparams(const uly_train *T) { return T->np; }
+float *uly_train_params(uly_train *T) { return T->params; }
+const float *uly_train_grads(const uly_train *T) { return T->grads; }
+int64_t uly_train_steps_done(const uly_train *T) { return T->steps; }
+int uly_train_param_count(void) { return NPT; }
+
+int uly_train_param_info(const uly_train *T, int i, const char **name, int *ndim, int64_t shape[3],
+                         int64_t *offset)
+{
+    if (!T || i < 0 || i >= NPT)
+        return uly_set_error(ULY_EINVAL, "no parameter tensor %d", i);
+    *name = pnames[i];
+    *ndim = T->pndim[i];
+    for (int j = 0; j < 3; j++)
+        shape[j] = j < T->pndim[i] ? T->pshape[i][j] : 1;
+    *offset = T->poff[i];
+    return ULY_OK;
+}
+
+void uly_train_shard(const uly_train *T, int64_t *row_begin, int64_t *rows, int64_t *tok_begin,
+                     int64_t *toks)
+{
+    *row_begin = T->rb;
+    *rows = T->rows;
+    *tok_begin = T->tb;
+    *toks = T->toks;
+}
+
+/* ------------------------------------------------------------- lifecycle */
+
+void uly_train_free(uly_train *T)
+{
+    if (!T)
+        return;
+    if (T->dist)
+        for (int64_t l = 0; l < T->c.layers; l++)
+            uly_dist_free(T->dist[l]);
+    uly_free(T->dist);
+    uly_comm_free_split(&T->spc);
+    uly_comm_close(T->w);
+    uly_free(T->cut);
+    uly_free(T->chunk_of_sp);
+    uly_free(T->seg);
+    uly_free(T->params);
+    uly_free(T->partials);
+    uly_free(T->sendb);
+    uly_free(T->recvb);
+    uly_free(T->acc);
+    uly_free(T->a2a[0]);
+    uly_free(T->losses);
+    uly_free(T->all_losses);
+    uly_free(T->dacc);
+    uly_free(T->tok);
+    uly_free(T->abuf);
+    uly_free(T->docs_cur);
+    uly_free(T);
+}
+
+static int check_config(const uly_gpt_config *c, uly_train_opts *o, int W)
+{
+    if (c->vocab < 2 || c->seq < 1 || c->layers < 1 || c->channels < 1 || c->heads < 1 || c->kv_heads < 1)
+        return uly_set_error(ULY_EINVAL, "model sizes must be positive (vocab >= 2)");
+    if (c->channels % c->heads)
+        return uly_set_error(ULY_EINVAL, "channels %lld is not a multiple of heads %lld",
+                             (long long)c->channels, (long long)c->heads);
+    if (c->heads % c->kv_heads)
+        return uly_set_error(ULY_EINVAL, "heads %lld is not a multiple of kv-heads %lld",
+                             (long long)c->heads, (long long)c->kv_heads);
+    if (c->vocab > INT32_MAX || c->seq > INT32_MAX || c->channels > (1 << 20) || c->layers > (1 << 16))
+        return uly_set_error(ULY_EINVAL, "model sizes too large");
+    if (o->dp == 0 && o->sp == 0) {
+        o->dp = 1;
+        o->sp = W;
+    }
+    if (o->dp < 1 || o->sp < 1 || (int64_t)o->dp * o->sp != W)
+        return uly_set_error(ULY_EINVAL, "dp %d x sp %d does not equal the %d ranks", o->dp, o->sp, W);
+    if (o->batch == 0)
+        o->batch = o->dp;
+    if (o->batch < o->dp)
+        return uly_set_error(ULY_EINVAL, "batch %lld is smaller than dp %d", (long long)o->batch, o->dp);
+    if (c->seq < o->sp)
+        return uly_set_error(ULY_EINVAL, "seq %lld is shorter than sp %d", (long long)c->seq, o->sp);
+    if (o->canon_sp == 0)
+        o->canon_sp = 4;
+    if (!o->fast && o->canon_sp < o->sp)
+        return uly_set_error(ULY_EINVAL, "canonical chunks for SP <= %d cannot serve sp %d", o->canon_sp, o->sp);
+    if (o->canon_sp < 1 || o->canon_sp > 64)
+        return uly_set_error(ULY_EINVAL, "canon_sp %d out of [1, 64]", o->canon_sp);
+    if (!(o->lr >= 0) || !(o->beta1 >= 0 && o->beta1 < 1) || !(o->beta2 >= 0 && o->beta2 < 1) ||
+        !(o->eps > 0) || !(o->weight_decay >= 0) || !(o->grad_clip >= 0))
+        return uly_set_error(ULY_EINVAL, "optimizer settings out of range");
+    return ULY_OK;
+}
+
+/* Carve the activations out of one allocation. */
+static int alloc_acts(uly_train *T)
+{
+    const int64_t Tn = T->Tn, C = T->C, Ckv = T->Ckv, L = T->c.layers, V = T->c.vocab;
+    acts *A = &T->a;
+    struct { float **p; int64_t n; } t[] = {
+        {&A->enc, Tn * C},
+        {&A->ln1, L * Tn * C}, {&A->ln1_m, L * Tn}, {&A->ln1_r, L * Tn},
+        {&A->q, L * Tn * C}, {&A->k, L * Tn * Ckv}, {&A->v, L * Tn * Ckv},
+        {&A->atty, L * Tn * C}, {&A->res2, L * Tn * C},
+        {&A->ln2, L * Tn * C}, {&A->ln2_m, L * Tn}, {&A->ln2_r, L * Tn},
+        {&A->fch, L * Tn * 4 * C}, {&A->fchg, L * Tn * 4 * C}, {&A->res3, L * Tn * C},
+        {&A->lnf, Tn * C}, {&A->lnf_m, Tn}, {&A->lnf_r, Tn}, {&A->logits, Tn * V},
+        {&A->dres, Tn * C}, {&A->dln, Tn * C}, {&A->datty, Tn * C}, {&A->dq, Tn * C},
+        {&A->dk, Tn * Ckv}, {&A->dv, Tn * Ckv}, {&A->dfch, Tn * 4 * C}, {&A->dfchg, Tn * 4 * C},
+        {&A->dlogits, Tn * V}, {&A->tmp, Tn * C},
+    };
+    const int nt = (int)(sizeof t / sizeof t[0]);
+    size_t total = 0;
+    for (int i = 0; i < nt; i++)
+        total += (usz(t[i].n) + 15) / 16 * 16;
+    T->abuf = uly_malloc((total ? total : 1) * sizeof(float));
+    if (!T->abuf)
+        return uly_set_error(ULY_ENOMEM, "cannot allocate %zu bytes of activations", total * sizeof(float));
+    float *p = T->abuf;
+    for (int i = 0; i < nt; i++) {
+        *t[i].p = p;
+        p += (usz(t[i].n) + 15) / 16 * 16;
+    }
+    return ULY_OK;
+}
+
+static int alloc_all(uly_train *T)
+{
+    int rc = make_cuts(T);
+    if (!rc)
+        rc = make_segments(T);
+    if (rc)
+        return rc;
+    param_layout(T);
+    const int W = T->W;
+    int64_t np = T->np;
+    uly_split(np, W, T->rank, &T->slice_b, &T->slice_n);
+    int64_t maxslice = np / W + 1, total_parts = T->o.fast ? W : T->o.batch * T->nchunk;
+    size_t dmax = usz(T->Cq > 4 * T->C ? T->Cq : 4 * T->C);
+    T->params = uly_calloc(4 * usz(np), sizeof(float));
+    T->partials = uly_calloc(usz(T->nparts ? T->nparts : 1) * usz(np), sizeof(float));
+    T->sendb = T->o.fast ? NULL : uly_malloc(usz(T->nparts ? T->nparts : 1) * usz(np) * sizeof(float));
+    T->recvb = T->o.fast ? NULL : uly_malloc(usz(total_parts) * usz(maxslice) * sizeof(float));
+    T->acc = uly_malloc(usz(maxslice) * sizeof(double));
+    T->a2a[0] = uly_calloc(4 * usz(W), sizeof(size_t));
+    T->losses = uly_calloc(usz(T->Tn ? T->Tn : 1), sizeof(double));
+    T->all_losses = uly_calloc(usz(T->o.batch * T->c.seq), sizeof(double));
+    T->dacc = uly_calloc(2 * dmax, sizeof(double));
+    T->tok = uly_calloc(usz(T->Tn ? T->Tn : 1), sizeof(int32_t));
+    T->dist = uly_calloc(usz(T->c.layers), sizeof(uly_dist *));
+    if (!T->params || !T->partials || (!T->o.fast && (!T->sendb || !T->recvb)) || !T->acc || !T->a2a[0] ||
+        !T->losses || !T->all_losses || !T->dacc || !T->tok || !T->dist)
+        return uly_set_error(ULY_ENOMEM, "cannot allocate parameter and gradient buffers (%lld parameters, "
+                             "%lld partial gradients)", (long long)np, (long long)T->nparts);
+    for (int i = 1; i < 4; i++)
+        T->a2a[i] = T->a2a[0] + i * W;
+    T->grads = T->params + np;
+    T->m1 = T->grads + np;
+    T->m2 = T->m1 + np;
+    return alloc_acts(T);
+}
+
+/* Local attention of every layer: the blocked kernel, with the document
+ * offsets of the current step (the contexts are created once, the packing
+ * changes every step). */
+static uly_attn_desc with_docs(const uly_train *T, const uly_attn_desc *a)
+{
+    uly_attn_desc b = *a;
+    b.doc_offsets = T->ndocs ? T->docs_cur : NULL;
+    b.docs = T->ndocs;
+    return b;
+}
+
+static int attn_fwd_docs(void *user, const uly_attn_desc *a, const uly_kernel_opts *o, const void *q,
+                         const void *k, const void *v, void *out, void *lse)
+{
+    uly_attn_desc b = with_docs(user, a);
+    return uly_attn_fwd(&b, o, q, k, v, out, lse);
+}
+
+static int attn_bwd_docs(void *user, const uly_attn_desc *a, const uly_kernel_opts *o, const void *q,
+                         const void *k, const void *v, const void *out, const void *lse, const void *dout,
+                         void *dq, void *dk, void *dv)
+{
+    uly_attn_desc b = with_docs(user, a);
+    return uly_attn_bwd(&b, o, q, k, v, out, lse, dout, dq, dk, dv);
+}
+
+int uly_train_create(MPI_Comm comm, const uly_gpt_config *c, const uly_train_opts *o, uly_train **out)
+{
+    if (!out)
+        return uly_set_error(ULY_EINVAL, "output pointer is NULL");
+    *out = NULL;
+    int rank, W;
+    int rc = uly_comm_info(comm, &rank, &W);
+    if (rc)
+        return rc;
+    int local = ULY_OK;
+    uly_train *T = uly_calloc(1, sizeof *T);
+    if (!T)
+        local = uly_set_error(ULY_ENOMEM, "cannot allocate the trainer");
+    else if (!c || !o)
+        local = uly_set_error(ULY_EINVAL, "configuration or options are NULL");
+    else {
+        T->spc = MPI_COMM_NULL;
+        T->c = *c;
+        T->o = *o;
+        T->W = W;
+        T->rank = rank;
+        local = check_config(&T->c, &T->o, W);
+        if (!local) {
+            T->C = c->channels;
+            T->d = c->channels / c->heads;
+            T->Ckv = c->kv_heads * T->d;
+            T->Cq = T->C + 2 * T->Ckv;
+            T->dpr = rank / T->o.sp;
+            T->spr = rank % T->o.sp;
+            uly_split(T->o.batch, T->o.dp, T->dpr, &T->rb, &T->rows);
+            uly_split(c->seq, T->o.sp, T->spr, &T->tb, &T->toks);
+            T->Tn = T->rows * T->toks;
+            local = uly_comm_alloc(rank, W, 0, &T->w);
+            if (!local)
+                local = alloc_all(T);
+        }
+    }
+    int64_t v[12] = {0};
+    if (T) {
+        double lr = T->o.lr;
+        int64_t lrb;
+        memcpy(&lrb, &lr, sizeof lrb);
+        int64_t vv[12] = {T->c.vocab, T->c.seq, T->c.layers, T->c.channels, T->c.heads, T->c.kv_heads,
+                          T->o.dp, T->o.sp, T->o.batch, T->o.fast * 1000 + T->o.canon_sp,
+                          (int64_t)T->o.seed, lrb};
+        memcpy(v, vv, sizeof v);
+    }
+    static const char *const names[12] = {"vocab", "seq", "layers", "channels", "heads", "kv-heads",
+                                          "dp", "sp", "batch", "reduction mode", "seed", "lr"};
+    rc = uly_comm_agree_on(comm, local, 12, v, names);
+    if (!rc)
+        rc = uly_comm_attach(T->w, comm);
+    if (!rc)
+        rc = uly_comm_split(T->w, T->dpr, T->spr, &T->spc);
+    for (int64_t l = 0; !rc && l < c->layers; l++) {
+        uly_attn_desc a = {T->rows, c->seq, c->heads, c->kv_heads, T->d, 1, 0, 0, ULY_F32, NULL, 0};
+        uly_dist_opts dop;
+        memset(&dop, 0, sizeof dop);
+        dop.kernel = o->kernel;
+        T->plug = (uly_local_attn){attn_fwd_docs, attn_bwd_docs, T};
+        dop.attn = &T->plug;
+        dop.kernel.head_begin = dop.kernel.head_count = 0;
+        dop.kernel.kv_expanded = 0;
+        rc = uly_dist_create(T->spc, &a, &dop, &T->dist[l]);
+    }
+    if (T && T->w && T->spc != MPI_COMM_NULL) /* every SP group created its contexts */
+        rc = uly_comm_agree(T->w, rc, 0, NULL, NULL);
+    if (rc) {
+        uly_train_free(T);
+        return rc;
+    }
+    param_init(T);
+    *out = T;
+    return ULY_OK;
+}
+
+/* ------------------------------------------------------------- the model */
+
+#define LAYER(base, l, width) ((base) + (int64_t)(l) * T->Tn * (width))
+#define PARAM(P, i, l, per) ((P) + T->poff[i] + (int64_t)(l) * (per))
+
+/* Forward of this rank's tokens up to the logits. */
+static int forward(uly_train *T, const int32_t *tok, const int32_t *pos, double *t_attn, double *t_a2a)
+{
+    const int64_t Tn = T->Tn, C = T->C, Ckv = T->Ckv, Cq = T->Cq, V = T->c.vocab;
+    const float *P = T->params;
+    acts *A = &T->a;
+    uly_embed_fwd_f32(A->enc, tok, pos, P + T->poff[P_WTE], P + T->poff[P_WPE], Tn, C);
+    for (int64_t l = 0; l < T->c.layers; l++) {
+        const float *res = l ? LAYER(A->res3, l - 1, C) : A->enc;       // (Tn, C)
+        float *ln1 = LAYER(A->ln1, l, C), *q = LAYER(A->q, l, C);      // (Tn, C)
+        float *k = LAYER(A->k, l, Ckv), *v = LAYER(A->v, l, Ckv);      // (Tn, Ckv)
+        float *atty = LAYER(A->atty, l, C), *res2 = LAYER(A->res2, l, C);
+        float *ln2 = LAYER(A->ln2, l, C), *res3 = LAYER(A->res3, l, C);
+        float *fch = LAYER(A->fch, l, 4 * C), *fchg = LAYER(A->fchg, l, 4 * C);
+        const float *qkvw = PARAM(P, P_QKVW, l, Cq * C), *qkvb = PARAM(P, P_QKVB, l, Cq);
+        uly_layernorm_fwd_f32(ln1, A->ln1_m + l * Tn, A->ln1_r + l * Tn, res, PARAM(P, P_LN1W, l, C),
+                              PARAM(P, P_LN1B, l, C), Tn, C);
+        for (int64_t s = 0; s < T->nseg; s++) {
+            const segment *g = &T->seg[s];
+            const float *x = ln1 + g->off * C;
+            uly_linear_fwd_f32(q + g->off * C, x, qkvw, qkvb, g->len, C, C);
+            uly_linear_fwd_f32(k + g->off * Ckv, x, qkvw + C * C, qkvb + C, g->len, C, Ckv);
+            uly_linear_fwd_f32(v + g->off * Ckv, x, qkvw + (C + Ckv) * C, qkvb + C + Ckv, g->len, C, Ckv);
+        }
+        int rc = uly_dist_fwd(T->dist[l], q, k, v, atty);
+        if (rc)
+            return rc;
+        uly_dist_times dt;
+        uly_dist_times_get(T->dist[l], &dt);
+        *t_attn += dt.fwd_attn;
+        *t_a2a += dt.fwd_a2a_in + dt.fwd_a2a_out;
+        for (int64_t s = 0; s < T->nseg; s++) {
+            const segment *g = &T->seg[s];
+            uly_linear_fwd_f32(A->tmp + g->off * C, atty + g->off * C, PARAM(P, P_ATTW, l, C * C),
+                               PARAM(P, P_ATTB, l, C), g->len, C, C);
+        }
+        for (int64_t i = 0; i < Tn * C; i++)
+            res2[i] = res[i] + A->tmp[i];
+        uly_layernorm_fwd_f32(ln2, A->ln2_m + l * Tn, A->ln2_r + l * Tn, res2, PARAM(P, P_LN2W, l, C),
+                              PARAM(P, P_LN2B, l, C), Tn, C);
+        for (int64_t s = 0; s < T->nseg; s++) {
+            const segment *g = &T->seg[s];
+            uly_linear_fwd_f32(fch + g->off * 4 * C, ln2 + g->off * C, PARAM(P, P_FCW, l, 4 * C * C),
+                               PARAM(P, P_FCB, l, 4 * C), g->len, C, 4 * C);
+        }
+        uly_gelu_fwd_f32(fchg, fch, Tn * 4 * C);
+        for (int64_t s = 0; s < T->nseg; s++) {
+            const segment *g = &T->seg[s];
+            uly_linear_fwd_f32(A->tmp + g->off * C, fchg + g->off * 4 * C, PARAM(P, P_PRJW, l, 4 * C * C),
+                               PARAM(P, P_PRJB, l, C), g->len, 4 * C, C);
+        }
+        for (int64_t i = 0; i < Tn * C; i++)
+            res3[i] = res2[i] + A->tmp[i];
+    }
+    uly_layernorm_fwd_f32(A->lnf, A->lnf_m, A->lnf_r, LAYER(A->res3, T->c.layers - 1, C), P + T->poff[P_LNFW],
+                          P + T->poff[P_LNFB], Tn, C);
+    for (int64_t s = 0; s < T->nseg; s++) {
+        const segment *g = &T->seg[s];
+        uly_linear_fwd_f32(A->logits + g->off * V, A->lnf + g->off * C, P + T->poff[P_WTE], NULL, g->len, C, V);
+    }
+    return ULY_OK;
+}
+
+/* Store double accumulators as a partial gradient. */
+static void put(float *dst, const double *src, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = (float)src[i];
+}
+
+/* LayerNorm backward per segment: dx += into dres, partial dw/db. */
+static void ln_bwd_segs(uly_train *T, float *dx, const float *dout, const float *x, const float *mean,
+                        const float *rstd, const float *w, int iw, int ib, int64_t l)
+{
+    const int64_t C = T->C;
+    double *dw = T->dacc, *db = T->dacc + C;
+    for (int64_t s = 0; s < T->nseg; s++) {
+        const segment *g = &T->seg[s];
+        float *part = T->partials + g->part * T->np;
+        memset(dw, 0, 2 * usz(C) * sizeof(double));
+        uly_layernorm_bwd_f32(dx + g->off * C, dw, db, dout + g->off * C, x + g->off * C, w, mean + g->off,
+                              rstd + g->off, g->len, C);
+        put(PARAM(part, iw, l, C), dw, C);
+        put(PARAM(part, ib, l, C), db, C);
+    }
+}
+
+/* Linear backward per segment: dx = dout w, partial dw = dout^T x, partial db. */
+static void lin_bwd_segs(uly_train *T, float *dx, const float *dout, const float *x, const float *w,
+                         int iw, int ib, int64_t l, int64_t IC, int64_t OC)
+{
+    double *db = T->dacc;
+    for (int64_t s = 0; s < T->nseg; s++) {
+        const segment *g = &T->seg[s];
+        float *part = T->partials + g->part * T->np;
+        memset(db, 0, usz(OC) * sizeof(double));
+        uly_linear_bwd_f32(dx + g->off * IC, 0, PARAM(part, iw, l, OC * IC), 0, db, dout + g->off * OC,
+                           x + g->off * IC, w, g->len, IC, OC);
+        put(PARAM(part, ib, l, OC), db, OC);
+    }
+}
+
+static int backward(uly_train *T, const int32_t *tok, const int32_t *pos, double *t_attn, double *t_a2a)
+{
+    const int64_t Tn = T->Tn, C = T->C, Ckv = T->Ckv, Cq = T->Cq, V = T->c.vocab, L = T->c.layers;
+    const float *P = T->params;
+    acts *A = &T->a;
+    /* every partial element is written once below (GEMMs with beta = 0, the
+     * bias and LayerNorm sums by put()), except wpe, which gets scatter-adds */
+    for (int64_t p = 0; p < T->nparts; p++)
+        memset(T->partials + p * T->np + T->poff[P_WPE], 0, usz(T->psz[P_WPE]) * sizeof(float));
+    memset(A->dres, 0, usz(Tn * C) * sizeof(float));
+    /* LM head (tied): dlnf = dlogits wte; partial dwte = dlogits^T lnf */
+    for (int64_t s = 0; s < T->nseg; s++) {
+        const segment *g = &T->seg[s];
+        float *part = T->partials + g->part * T->np;
+        uly_linear_bwd_f32(A->dln + g->off * C, 0, part + T->poff[P_WTE], 0, NULL, A->dlogits + g->off * V,
+                           A->lnf + g->off * C, P + T->poff[P_WTE], g->len, C, V);
+    }
+    ln_bwd_segs(T, A->dres, A->dln, LAYER(A->res3, L - 1, C), A->lnf_m, A->lnf_r, P + T->poff[P_LNFW], P_LNFW,
+                P_LNFB, 0);
+    for (int64_t l = L - 1; l >= 0; l--) {
+        const float *res = l ? LAYER(A->res3, l - 1, C) : A->enc;
+        const float *qkvw = PARAM(P, P_QKVW, l, Cq * C);
+        /* MLP: dres is the gradient of res3 */
+        lin_bwd_segs(T, A->dfchg, A->dres, LAYER(A->fchg, l, 4 * C), PARAM(P, P_PRJW, l, 4 * C * C), P_PRJW,
+                     P_PRJB, l, 4 * C, C);
+        uly_gelu_bwd_f32(A->dfch, LAYER(A->fch, l, 4 * C), A->dfchg, Tn * 4 * C);
+        lin_bwd_segs(T, A->dln, A->dfch, LAYER(A->ln2, l, C), PARAM(P, P_FCW, l, 4 * C * C), P_FCW, P_FCB, l,
+                     C, 4 * C);
+        ln_bwd_segs(T, A->dres, A->dln, LAYER(A->res2, l, C), A->ln2_m + l * Tn, A->ln2_r + l * Tn,
+                    PARAM(P, P_LN2W, l, C), P_LN2W, P_LN2B, l);
+        /* attention: dres is now the gradient of res2 */
+        lin_bwd_segs(T, A->datty, A->dres, LAYER(A->atty, l, C), PARAM(P, P_ATTW, l, C * C), P_ATTW, P_ATTB,
+                     l, C, C);
+        int rc = uly_dist_bwd(T->dist[l], A->datty, A->dq, A->dk, A->dv);
+        if (rc)
+            return rc;
+        uly_dist_times dt;
+        uly_dist_times_get(T->dist[l], &dt);
+        *t_attn += dt.bwd_attn;
+        *t_a2a += dt.bwd_a2a_in + dt.bwd_a2a_out;
+        double *db = T->dacc;
+        for (int64_t s = 0; s < T->nseg; s++) {
+            const segment *g = &T->seg[s];
+            float *part = T->partials + g->part * T->np;
+            float *dw = PARAM(part, P_QKVW, l, Cq * C);
+            const float *x = LAYER(A->ln1, l, C) + g->off * C;
+            float *dx = A->dln + g->off * C;
+            memset(db, 0, usz(Cq) * sizeof(double));
+            uly_linear_bwd_f32(dx, 0, dw, 0, db, A->dq + g->off * C, x, qkvw, g->len, C, C);
+            uly_linear_bwd_f32(dx, 1, dw + C * C, 0, db + C, A->dk + g->off * Ckv, x, qkvw + C * C, g->len, C,
+                               Ckv);
+            uly_linear_bwd_f32(dx, 1, dw + (C + Ckv) * C, 0, db + C + Ckv, A->dv + g->off * Ckv, x,
+                               qkvw + (C + Ckv) * C, g->len, C, Ckv);
+            put(PARAM(part, P_QKVB, l, Cq), db, Cq);
+        }
+        ln_bwd_segs(T, A->dres, A->dln, res, A->ln1_m + l * Tn, A->ln1_r + l * Tn, PARAM(P, P_LN1W, l, C),
+                    P_LN1W, P_LN1B, l);
+    }
+    for (int64_t s = 0; s < T->nseg; s++) {
+        const segment *g = &T->seg[s];
+        float *part = T->partials + g->part * T->np;
+        uly_embed_bwd_f32(part + T->poff[P_WTE], part + T->poff[P_WPE], A->dres + g->off * C, tok + g->off,
+                          pos + g->off, g->len, C);
+    }
+    return ULY_OK;
+}
+
+/* ------------------------------------------------------------ reductions */
+
+/* World rank holding global row b and SP rank s. */
+static int owner(const uly_train *T, int64_t b, int s)
+{
+    int64_t base = T->o.batch / T->o.dp, rem = T->o.batch % T->o.dp;
+    int64_t dp = b < (base + 1) * rem ? b / (base + 1) : rem + (b - (base + 1) * rem) / base;
+    return (int)dp * T->o.sp + s;
+}
+
+/* Exact: partials of the global batch added in (row, chunk) order per slice. */
+static int reduce_exact(uly_train *T)
+{
+    const int W = T->W, SP = T->o.sp;
+    const int64_t np = T->np;
+    size_t *sc = T->a2a[0], *sd = T->a2a[1], *rc = T->a2a[2], *rd = T->a2a[3];
+    size_t soff = 0, roff = 0;
+    for (int w = 0; w < W; w++) {
+        int64_t eb, en, rb, rn, tb, tn;
+        uly_split(np, W, w, &eb, &en);
+        for (int64_t p = 0; p < T->nparts; p++)
+            memcpy(T->sendb + soff + usz(p * en), T->partials + p * np + eb, usz(en) * sizeof(float));
+        sc[w] = usz(T->nparts * en);
+        sd[w] = soff;
+        soff += sc[w];
+        /* partials of rank w: its rows times its chunks */
+        uly_split(T->o.batch, T->o.dp, w / SP, &rb, &rn);
+        uly_split(T->c.seq, SP, w % SP, &tb, &tn);
+        int64_t nch = T->chunk_of_sp[w % SP + 1] - T->chunk_of_sp[w % SP];
+        rc[w] = usz(rn * nch * T->slice_n);
+        rd[w] = roff;
+        roff += rc[w];
+    }
+    /* own block: copy (the all-to-all skips it) */
+    memcpy(T->recvb + rd[T->rank], T->sendb + sd[T->rank], sc[T->rank] * sizeof(float));
+    size_t keep_s = sc[T->rank], keep_r = rc[T->rank];
+    sc[T->rank] = rc[T->rank] = 0;
+    int rcode = uly_comm_alltoallv(T->w, T->sendb, sc, sd, T->recvb, rc, rd, sizeof(float));
+    sc[T->rank] = keep_s;
+    rc[T->rank] = keep_r;
+    if (rcode)
+        return rcode;
+    const int64_t n = T->slice_n;
+    double *acc = T->acc;
+    for (int64_t e = 0; e < n; e++)
+        acc[e] = 0;
+    for (int64_t b = 0; b < T->o.batch; b++)
+        for (int s = 0; s < SP; s++) {
+            int w = owner(T, b, s);
+            int64_t rb, rn;
+            uly_split(T->o.batch, T->o.dp, w / SP, &rb, &rn);
+            int64_t nch = T->chunk_of_sp[s + 1] - T->chunk_of_sp[s];
+            for (int64_t a = 0; a < nch; a++) {
+                const float *src = T->recvb + rd[w] + usz(((b - rb) * nch + a) * n);
+                for (int64_t e = 0; e < n; e++)
+                    acc[e] += (double)src[e];
+            }
+        }
+    float *mine = T->grads + T->slice_b;
+    for (int64_t e = 0; e < n; e++)
+        mine[e] = (float)acc[e];
+    for (int w = 0; w < W; w++) {
+        int64_t eb, en;
+        uly_split(np, W, w, &eb, &en);
+        rc[w] = usz(en);
+        rd[w] = usz(eb);
+    }
+    /* all-gather from a copy: MPI forbids overlapping send and receive buffers */
+    memcpy(T->sendb, mine, usz(n) * sizeof(float));
+    return uly_comm_allgatherv(T->w, T->sendb, T->grads, rc, rd, sizeof(float));
+}
+
+static int reduce_fast(uly_train *T)
+{
+    memcpy(T->grads, T->partials, usz(T->np) * sizeof(float));
+    if (T->nparts == 0)
+        memset(T->grads, 0, usz(T->np) * sizeof(float));
+    return uly_comm_allreduce_sum(T->w, T->grads, usz(T->np), ULY_COMM_F32);
+}
+
+/* Loss: exact = per-token losses gathered and summed in (row, token) order. */
+static int reduce_loss(uly_train *T, double *sum)
+{
+    if (T->o.fast) {
+        double s = 0;
+        for (int64_t t = 0; t < T->Tn; t++)
+            s += T->losses[t];
+        int rc = uly_comm_allreduce_sum(T->w, &s, 1, ULY_COMM_F64);
+        *sum = s;
+        return rc;
+    }
+    const int W = T->W, SP = T->o.sp;
+    size_t *rc = T->a2a[2], *rd = T->a2a[3];
+    size_t off = 0;
+    for (int w = 0; w < W; w++) {
+        int64_t rb, rn, tb, tn;
+        uly_split(T->o.batch, T->o.dp, w / SP, &rb, &rn);
+        uly_split(T->c.seq, SP, w % SP, &tb, &tn);
+        rc[w] = usz(rn * tn);
+        rd[w] = off;
+        off += rc[w];
+    }
+    int code = uly_comm_allgatherv(T->w, T->losses, T->all_losses, rc, rd, sizeof(double));
+    if (code)
+        return code;
+    double s = 0;
+    for (int64_t b = 0; b < T->o.batch; b++)
+        for (int sp = 0; sp < SP; sp++) {
+            int w = owner(T, b, sp);
+            int64_t rb, rn, tb, tn;
+            uly_split(T->o.batch, T->o.dp, w / SP, &rb, &rn);
+            uly_split(T->c.seq, SP, sp, &tb, &tn);
+            const double *src = T->all_losses + rd[w] + usz((b - rb) * tn);
+            for (int64_t t = 0; t < tn; t++)
+                s += src[t];
+        }
+    *sum = s;
+    return ULY_OK;
+}
+
+int uly_train_token_losses(const uly_train *T, double *out)
+{
+    if (!T || !out)
+        return uly_set_error(ULY_EINVAL, "token losses: NULL argument");
+    if (T->o.fast)
+        return uly_set_error(ULY_EINVAL, "token losses are gathered in exact mode only");
+    const int SP = T->o.sp;
+    size_t off = 0;
+    for (int w = 0; w < T->W; w++) {
+        int64_t rb, rn, tb, tn;
+        uly_split(T->o.batch, T->o.dp, w / SP, &rb, &rn);
+        uly_split(T->c.seq, SP, w % SP, &tb, &tn);
+        for (int64_t b = 0; b < rn; b++)
+            memcpy(out + (rb + b) * T->c.seq + tb, T->all_losses + off + usz(b * tn), usz(tn) * sizeof(double));
+        off += usz(rn * tn);
+    }
+    return ULY_OK;
+}
+
+/* ------------------------------------------------------------- one step */
+
+int uly_train_step(uly_train *T, const int32_t *tok, const int32_t *target, const int32_t *pos,
+                   const int64_t *doc_off, int64_t docs, int update, uly_train_stats *st)
+{
+    if (!T)
+        return uly_set_error(ULY_EINVAL, "trainer is NULL");
+    double t0 = uly_comm_wtime();
+    int local = ULY_OK;
+    int64_t count = 0;
+    if (T->Tn > 0 && (!tok || !target || !pos))
+        local = uly_set_error(ULY_EINVAL, "step: NULL tokens, targets or positions");
+    else if ((doc_off == NULL) != (docs == 0) || docs < 0)
+        local = uly_set_error(ULY_EINVAL, "step: document offsets and count disagree (docs %lld)", (long long)docs);
+    uint64_t dh = 0xcbf29ce484222325ULL; /* digest of the offsets: every rank must pass the same */
+    for (int64_t b = 0; !local && doc_off && b < T->o.batch; b++) {
+        const int64_t *r = doc_off + b * (docs + 1);
+        if (r[0] != 0 || r[docs] != T->c.seq)
+            local = uly_set_error(ULY_EINVAL, "row %lld: documents must start at 0 and end at %lld",
+                                  (long long)b, (long long)T->c.seq);
+        for (int64_t i = 0; !local && i <= docs; i++) {
+            if (i < docs && r[i + 1] < r[i])
+                local = uly_set_error(ULY_EINVAL, "row %lld: document offsets decrease at %lld", (long long)b,
+                                      (long long)i);
+            dh = (dh ^ (uint64_t)r[i]) * 0x100000001b3ULL;
+        }
+    }
+    if (!local && docs && T->docs_cap < T->rows * (docs + 1)) {
+        uly_free(T->docs_cur);
+        T->docs_cap = T->rows * (docs + 1);
+        if (!(T->docs_cur = uly_malloc(usz(T->docs_cap) * sizeof(int64_t)))) {
+            T->docs_cap = 0;
+            local = uly_set_error(ULY_ENOMEM, "cannot allocate %lld document offsets", (long long)T->rows * (docs + 1));
+        }
+    }
+    for (int64_t t = 0; !local && t < T->Tn; t++) {
+        if (tok[t] < 0 || tok[t] >= T->c.vocab || target[t] < -1 || target[t] >= T->c.vocab)
+            local = uly_set_error(ULY_EINVAL, "token %lld of rank %d: token %d or target %d outside the vocabulary",
+                                  (long long)t, T->rank, tok[t], target[t]);
+        else if (pos[t] < 0 || pos[t] >= T->c.seq)
+            local = uly_set_error(ULY_EINVAL, "token %lld of rank %d: position %d outside [0, %lld)",
+                                  (long long)t, T->rank, pos[t], (long long)T->c.seq);
+        count += target[t] >= 0;
+    }
+    static const char *const names[4] = {"step number", "update flag", "documents per row",
+                                         "document offsets (digest)"};
+    int64_t v[4] = {T->steps, update, docs, (int64_t)(dh >> 1)};
+    int rc = uly_comm_agree(T->w, local, 4, v, names);
+    if (rc)
+        return rc;
+    T->ndocs = docs;
+    if (docs)
+        memcpy(T->docs_cur, doc_off + T->rb * (docs + 1), usz(T->rows * (docs + 1)) * sizeof(int64_t));
+    rc = uly_comm_allreduce_sum(T->w, &count, 1, ULY_COMM_I64);
+    if (rc)
+        return rc;
+    memcpy(T->tok, tok, usz(T->Tn) * sizeof(int32_t));
+    double t_attn = 0, t_a2a = 0;
+    rc = forward(T, tok, pos, &t_attn, &t_a2a);
+    if (rc)
+        return rc;
+    /* the mean over non-ignored tokens of the global batch; no tokens: loss and gradients 0 */
+    uly_xent_f32(T->losses, T->a.dlogits, T->a.logits, target, T->Tn, T->c.vocab,
+                 count ? 1.0 / (double)count : 0.0);
+    rc = backward(T, tok, pos, &t_attn, &t_a2a);
+    if (rc)
+        return rc;
+    double t1 = uly_comm_wtime();
+    double lsum = 0;
+    rc = T->o.fast ? reduce_fast(T) : reduce_exact(T);
+    if (!rc)
+        rc = reduce_loss(T, &lsum);
+    if (rc)
+        return rc;
+    double t2 = uly_comm_wtime();
+    double norm2 = 0;
+    for (int64_t i = 0; i < T->np; i++)
+        norm2 += (double)T->grads[i] * (double)T->grads[i];
+    double norm = sqrt(norm2);
+    if (update) {
+        double scale = T->o.grad_clip > 0 && norm > T->o.grad_clip ? T->o.grad_clip / norm : 1.0;
+        T->steps++;
+        for (int i = 0; i < NPT; i++) {
+            int decay = i == P_WTE || i == P_WPE || i == P_QKVW || i == P_ATTW || i == P_FCW || i == P_PRJW;
+            float *g = T->grads + T->poff[i];
+            if (scale != 1.0)
+                for (int64_t e = 0; e < T->psz[i]; e++)
+                    g[e] = (float)((double)g[e] * scale);
+            uly_adamw_f32(T->params + T->poff[i], T->m1 + T->poff[i], T->m2 + T->poff[i], g, T->psz[i], T->o.lr,
+                          T->o.beta1, T->o.beta2, T->o.eps, decay ? T->o.weight_decay : 0.0, T->steps);
+        }
+    }
+    if (st) {
+        st->loss = count ? lsum / (double)count : 0.0;
+        st->count = count;
+        st->grad_norm = norm;
+        st->t_total = uly_comm_wtime() - t0;
+        st->t_attn = t_attn;
+        st->t_a2a = t_a2a;
+        st->t_reduce = t2 - t1;
+    }
+    return ULY_OK;
+}
+
+/* ------------------------------------------------------------ checkpoint */
+
+#define CKPT_MAGIC "ULYCKPT\0"
+#define CKPT_VERSION 1
+enum { CKPT_NHDR = 10 }; /* int64 fields after magic: version, V, N, L, C, H, Hkv, steps, np, seed */
+
+static uint64_t fnv1a(const unsigned char *p, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+size_t uly_train_checkpoint_size(const uly_train *T)
+{
+    return 8 + CKPT_NHDR * 8 + 3 * usz(T->np) * sizeof(float) + 8;
+}
+
+int uly_train_checkpoint_write(const uly_train *T, void *buf, size_t len)
+{
+    if (!T || !buf || len < uly_train_checkpoint_size(T))
+        return uly_set_error(ULY_EINVAL, "checkpoint buffer too small");
+    unsigned char *p = buf;
+    memcpy(p, CKPT_MAGIC, 8);
+    int64_t h[CKPT_NHDR] = {CKPT_VERSION, T->c.vocab, T->c.seq, T->c.layers, T->c.channels, T->c.heads,
+                            T->c.kv_heads, T->steps, T->np, (int64_t)T->o.seed};
+    memcpy(p + 8, h, sizeof h);
+    size_t off = 8 + sizeof h, nb = usz(T->np) * sizeof(float);
+    memcpy(p + off, T->params, nb);
+    memcpy(p + off + nb, T->m1, nb);
+    memcpy(p + off + 2 * nb, T->m2, nb);
+    off += 3 * nb;
+    uint64_t sum = fnv1a(p, off);
+    memcpy(p + off, &sum, 8);
+    return ULY_OK;
+}
+
+int uly_train_checkpoint_read(uly_train *T, const void *buf, size_t len)
+{
+    if (!T)
+        return uly_set_error(ULY_EINVAL, "trainer is NULL");
+    const unsigned char *p = buf;
+    int local = ULY_OK;
+    int64_t h[CKPT_NHDR] = {0};
+    size_t need = uly_train_checkpoint_size(T);
+    if (!buf || len < 8 + sizeof h)
+        local = uly_set_error(ULY_EFORMAT, "checkpoint: truncated (%zu bytes)", len);
+    else if (memcmp(p, CKPT_MAGIC, 8) != 0)
+        local = uly_set_error(ULY_EFORMAT, "checkpoint: not a ulysses checkpoint (bad magic)");
+    else {
+        memcpy(h, p + 8, sizeof h);
+        int64_t want[CKPT_NHDR] = {CKPT_VERSION, T->c.vocab, T->c.seq, T->c.layers, T->c.channels,
+                                   T->c.heads, T->c.kv_heads, h[7], T->np, (int64_t)T->o.seed};
+        static const char *const what[CKPT_NHDR] = {"version", "vocab", "seq", "layers", "channels",
+                                                     "heads", "kv-heads", "step", "parameter count", "seed"};
+        for (int i = 0; i < CKPT_NHDR && !local; i++)
+            if (h[i] != want[i])
+                local = uly_set_error(ULY_EFORMAT, "checkpoint: %s is %lld, this run has %lld", what[i],
+                                      (long long)h[i], (long long)want[i]);
+        if (!local && len != need)
+            local = uly_set_error(ULY_EFORMAT, "checkpoint: %zu bytes, expected %zu", len, need);
+        if (!local && h[7] < 0)
+            local = uly_set_error(ULY_EFORMAT, "checkpoint: negative step count");
+        if (!local) {
+            uint64_t sum;
+            memcpy(&sum, p + need - 8, 8);
+            if (sum != fnv1a(p, need - 8))
+                local = uly_set_error(ULY_EFORMAT, "checkpoint: checksum mismatch (file damaged)");
+        }
+    }
+    static const char *const names[1] = {"checkpoint step"};
+    int64_t v[1] = {h[7]};
+    int rc = uly_comm_agree(T->w, local, 1, v, names);
+    if (rc)
+        return rc;
+    size_t off = 8 + sizeof h, nb = usz(T->np) * sizeof(float);
+    memcpy(T->params, p + off, nb);
+    memcpy(T->m1, p + off + nb, nb);
+    memcpy(T->m2, p + off + 2 * nb, nb);
+    T->steps = h[7];
+    return ULY_OK;
+}
