@@ -212,7 +212,7 @@ static uint64_t fnv(uint64_t h, const void *data, size_t n)
 }
 
 /* Run (or recall) a collective. */
-static int memo_run(usim_collmemo *mc, usim_net *net, const usim_coll *c, usim_coll_result *r)
+int usim_collmemo_run(usim_collmemo *mc, usim_net *net, const usim_coll *c, usim_coll_result *r)
 {
     uint64_t k = 1469598103934665603ULL;
     k = fnv(k, &c->type, sizeof c->type);
@@ -261,7 +261,7 @@ int usim_jc_run(usim_collmemo *memo, usim_net *net, const usim_job *j, const usi
             continue;
         jc->have[id] = 1;
         if (memo)
-            rc = memo_run(memo, net, &c, &jc->r[id]);
+            rc = usim_collmemo_run(memo, net, &c, &jc->r[id]);
     }
     usim_jc_buf_free(&buf);
     return rc;

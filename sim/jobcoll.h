@@ -47,6 +47,8 @@ typedef struct usim_collmemo {
     int simulated;          /* distinct collectives run on the network */
 } usim_collmemo;
 void usim_collmemo_free(usim_collmemo *mc);   /* releases the entries, keeps mc */
+/* Simulate c on net, or recall it (same type, groups and bytes). */
+int usim_collmemo_run(usim_collmemo *mc, usim_net *net, const usim_coll *c, usim_coll_result *r);
 
 /* Every collective the job uses (have[]): simulated, or recalled from memo,
  * on net when memo is not NULL; else only listed (results zero). */
