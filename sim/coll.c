@@ -569,6 +569,30 @@ static void finish_counts(usim_net *n, const gen *g, usim_coll_result *r, uint64
         memcpy(recv, g->recv, (size_t)G * sizeof *recv);
 }
 
+/* Validate c and list its candidate pairs (count, or -status). */
+static int prepare(usim_net *n, const usim_coll *c, usim_coll_result *r, usim_algo *as,
+                   usim_proto *ps, double *est)
+{
+    memset(r, 0, sizeof *r);
+    int rc = validate(n, c);
+    if (rc)
+        return -rc;
+    return candidates(n, c, as, ps, est);
+}
+
+/* Count algorithm a with protocol p without simulating it. */
+static int count_as(usim_net *n, const usim_coll *c, usim_algo a, usim_proto p,
+                    usim_coll_result *r, uint64_t *sent, uint64_t *recv)
+{
+    gen g;
+    int steps;
+    int rc = generate(n, c, a, p, r, &g, 0, &steps);
+    if (!rc)
+        finish_counts(n, &g, r, sent, recv);
+    gen_free(&g);
+    return rc;
+}
+
 /* Simulate algorithm a with protocol p. */
 static int run_one(usim_net *n, const usim_coll *c, usim_algo a, usim_proto p,
                    usim_coll_result *r, uint64_t *sent, uint64_t *recv)
@@ -621,14 +645,10 @@ static int run_one(usim_net *n, const usim_coll *c, usim_algo a, usim_proto p,
 int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t *sent,
                   uint64_t *recv)
 {
-    memset(r, 0, sizeof *r);
-    int rc = validate(n, c);
-    if (rc)
-        return rc;
     usim_algo as[MAX_CANDIDATES];
     usim_proto ps[MAX_CANDIDATES];
     double est[MAX_CANDIDATES];
-    int nc = candidates(n, c, as, ps, est);
+    int rc = USIM_OK, nc = prepare(n, c, r, as, ps, est);
     if (nc < 0)
         return -nc;
     /* Every candidate at flow level; the fastest wins (on ties the one with
@@ -651,15 +671,9 @@ int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t
         int k = order[oi];
         usim_coll_result t;
         if (best >= 0) {
-            gen g;
-            int steps;
-            if ((rc = generate(n, c, as[k], ps[k], &t, &g, 0, &steps))) {
-                gen_free(&g);
+            if ((rc = count_as(n, c, as[k], ps[k], &t, NULL, NULL)))
                 return rc;
-            }
-            finish_counts(n, &g, &t, NULL, NULL);
-            double w = g.wire, lb = 0;
-            gen_free(&g);
+            double w = usim_proto_wire(ps[k]) / (as[k] == USIM_ALGO_NVLS ? pf->nvls_eff : 1), lb = 0;
             double bw[USIM_NCLASS] = {pf->nvl_Bps, pf->nic_Bps};
             for (int cl = 0; cl < USIM_NCLASS; cl++) {
                 double x = (double)t.max_sent[cl] * w * 1e12 / bw[cl];
@@ -678,12 +692,8 @@ int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t
         }
     }
     if (sent || recv) {   /* the winner's counters */
-        gen g;
-        int steps;
         usim_coll_result t;
-        if (!(rc = generate(n, c, as[best], ps[best], &t, &g, 0, &steps)))
-            finish_counts(n, &g, &t, sent, recv);
-        gen_free(&g);
+        rc = count_as(n, c, as[best], ps[best], &t, sent, recv);
     }
     return rc;
 }
@@ -691,14 +701,10 @@ int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t
 int usim_coll_count(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t *sent,
                     uint64_t *recv)
 {
-    memset(r, 0, sizeof *r);
-    int rc = validate(n, c);
-    if (rc)
-        return rc;
     usim_algo as[MAX_CANDIDATES];
     usim_proto ps[MAX_CANDIDATES];
     double est[MAX_CANDIDATES];
-    int nc = candidates(n, c, as, ps, est);
+    int rc = USIM_OK, nc = prepare(n, c, r, as, ps, est);
     if (nc < 0)
         return -nc;
     usim_algo a = as[0];
@@ -711,10 +717,5 @@ int usim_coll_count(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64
         a = t.algo;
         p = t.proto;
     }
-    gen g;
-    int steps;
-    if (!(rc = generate(n, c, a, p, r, &g, 0, &steps)))
-        finish_counts(n, &g, r, sent, recv);
-    gen_free(&g);
-    return rc;
+    return count_as(n, c, a, p, r, sent, recv);
 }
