@@ -8,7 +8,8 @@
  *                    rate = peak * gemm_efficiency: the achieved rate of a large,
  *                    well-shaped GEMM (a measured rate can be written as peak =
  *                    rate, efficiency = 1)
- *   attention:       rate = peak * attention_efficiency * f(d) / f(128),
+ *   attention:       rate = peak * attention_efficiency (backward:
+ *                    attention_bwd_efficiency) * f(d) / f(128),
  *                    f(d) = d / (d + d_half) (the softmax and rescaling work per
  *                    (query, key) pair is fixed while the matmul work grows with
  *                    d); blocks = batch * heads * ceil(tq / 128) thread blocks
@@ -55,12 +56,12 @@ double usim_gemm_bwd_s(const usim_platform *p, usim_dtype t, usim_gemm g)
     return usim_gemm_s(p, t, dgrad) + usim_gemm_s(p, t, wgrad);
 }
 
-double usim_attn_s(const usim_platform *p, usim_dtype t, double flops, double batch,
-                   double heads, double tq, double d)
+static double attn_s(const usim_platform *p, usim_dtype t, double eff, double flops, double batch,
+                     double heads, double tq, double d)
 {
     if (flops <= 0)
         return 0;
-    double rate = p->peak_flops[t] * p->attn_eff;
+    double rate = p->peak_flops[t] * eff;
     if (p->attn_d_half > 0)
         rate *= (d / (d + p->attn_d_half)) / (128.0 / (128.0 + p->attn_d_half));
     if (p->sms > 0) {
@@ -70,6 +71,19 @@ double usim_attn_s(const usim_platform *p, usim_dtype t, double flops, double ba
             rate *= blocks / (waves * p->sms);
     }
     return flops / rate + p->launch_s;
+}
+
+double usim_attn_s(const usim_platform *p, usim_dtype t, double flops, double batch,
+                   double heads, double tq, double d)
+{
+    return attn_s(p, t, p->attn_eff, flops, batch, heads, tq, d);
+}
+
+double usim_attn_bwd_s(const usim_platform *p, usim_dtype t, double flops, double batch,
+                       double heads, double tq, double d)
+{
+    return attn_s(p, t, p->attn_bwd_eff > 0 ? p->attn_bwd_eff : p->attn_eff, flops, batch, heads, tq,
+                  d);
 }
 
 double usim_mem_s(const usim_platform *p, double bytes, int kernels)

@@ -21,6 +21,9 @@ double usim_gemm_bwd_s(const usim_platform *p, usim_dtype t, usim_gemm g);
  * rows of head dimension d (one launch). */
 double usim_attn_s(const usim_platform *p, usim_dtype t, double flops, double batch,
                    double heads, double tq, double d);
+/* The same for an attention backward kernel (rate from attention_bwd_efficiency). */
+double usim_attn_bwd_s(const usim_platform *p, usim_dtype t, double flops, double batch,
+                       double heads, double tq, double d);
 /* Seconds to move bytes through HBM (memory-bound kernels), one launch each
  * for `kernels` kernels. */
 double usim_mem_s(const usim_platform *p, double bytes, int kernels);

@@ -32,6 +32,11 @@ static usim_time t_attn(const usim_prog *b, double fl)
     return usim_ps(usim_attn_s(b->p, b->m->dtype, fl, (double)b->x->b, b->f->attn_heads,
                                b->f->attn_tq, (double)b->x->d));
 }
+static usim_time t_attn_bwd(const usim_prog *b, double fl)
+{
+    return usim_ps(usim_attn_bwd_s(b->p, b->m->dtype, fl, (double)b->x->b, b->f->attn_heads,
+                                   b->f->attn_tq, (double)b->x->d));
+}
 static usim_time t_mem(const usim_prog *b, double bytes, int k)
 {
     return usim_ps(usim_mem_s(b->p, bytes, k));
@@ -81,7 +86,8 @@ static int comm(usim_prog *b, int stream, int kind, int cid, int layer, const ch
 static int ring_pass(usim_prog *b, int l, int R, double step0, double step, int hop_cid, int dep,
                      const char *name, int *hops)
 {
-    int b0 = comp(b, t_attn(b, step0), l, name, dep, -1);
+    const int bwd = hop_cid == USIM_C_HOP_B;   /* backward blocks run at the backward rate */
+    int b0 = comp(b, bwd ? t_attn_bwd(b, step0) : t_attn(b, step0), l, name, dep, -1);
     *hops = -1;
     if (R < 2)
         return b0;
@@ -97,7 +103,7 @@ static int ring_pass(usim_prog *b, int l, int R, double step0, double step, int 
     b->g.ops[t].sdep = hc;
     b->g.ops[hc].tail = t;
     b->g.ops[t].tail_R = R;
-    b->g.ops[t].tail_B = t_attn(b, step);
+    b->g.ops[t].tail_B = bwd ? t_attn_bwd(b, step) : t_attn(b, step);
     b->g.ops[t].tail_H = H;
     *hops = hc;
     return t;
@@ -233,7 +239,7 @@ static int layer_bwd(usim_prog *b, int l, int param_dep)
         c = pre_attn_bwd(b, l, param_dep, sel);
         a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_A2A0 + ULY_A2A_DO, l, "all-to-all do", c, -1);
         if (j->method == USIM_ULYSSES) {
-            c = comp(b, t_attn(b, USIM_ATTN_BWD_FACTOR * f->attn), l, "attention backward", a, -1);
+            c = comp(b, t_attn_bwd(b, USIM_ATTN_BWD_FACTOR * f->attn), l, "attention backward", a, -1);
         } else {
             int hops;
             ring_pass(b, l, b->x->r, USIM_ATTN_BWD_FACTOR * f->attn_step[0],
@@ -258,7 +264,7 @@ static int layer_bwd(usim_prog *b, int l, int param_dep)
         a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_RS, l, "reduce-scatter dx", c, -1);
         a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_AG, l, "all-gather dy", a, -1);
         c = comp(b, t_gemm_bwd(b, f->g_out), l, "out-proj backward", a, -1);
-        c = comp(b, t_attn(b, USIM_ATTN_BWD_FACTOR * f->attn), l, "attention backward", c, -1);
+        c = comp(b, t_attn_bwd(b, USIM_ATTN_BWD_FACTOR * f->attn), l, "attention backward", c, -1);
         c = comp(b, t_gemm_bwd(b, f->g_qkv) + t_mem(b, 2 * f->elem_bytes * 0.3, 2), l,
                  "QKV + layernorm backward", c, -1);
         a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_RS, l, "reduce-scatter dx", c, -1);
@@ -282,7 +288,7 @@ static int layer_bwd(usim_prog *b, int l, int param_dep)
     }
     case USIM_ALLGATHER_CP: {
         c = pre_attn_bwd(b, l, param_dep, sel);
-        c = comp(b, t_attn(b, USIM_ATTN_BWD_FACTOR * f->attn), l, "attention backward", c, -1);
+        c = comp(b, t_attn_bwd(b, USIM_ATTN_BWD_FACTOR * f->attn), l, "attention backward", c, -1);
         a = b->jc->have[USIM_C_DKV_RS]
                 ? comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_DKV_RS, l, "reduce-scatter dk, dv", c, -1)
                 : c;

@@ -9,7 +9,9 @@
  *   memory  peak resident size of a `ulysses attn` child next to the bytes
  *           of its tensors plus workspace
  *   a2a     Ulysses all-to-alls (with their packing) next to a raw
- *           MPI_Alltoall of the same byte count, back to back (run under mpirun)
+ *           MPI_Alltoall of the same byte count, and the ring methods' hop
+ *           next to a raw MPI_Sendrecv of the same bytes, back to back (run
+ *           under mpirun)
  */
 #define _POSIX_C_SOURCE 200809L
 #include <cblas.h>
@@ -310,12 +312,15 @@ static int bench_a2a_mpi(int argc, char **argv, int rank, int P)
     }
     if (!json && rank == 0)
         printf("bench a2a: %d ranks; Ulysses all-to-all (with packing) vs raw MPI_Alltoall of the same bytes, "
+               "ring hop vs raw MPI_Sendrecv, "
                "%lld repetitions, medians of the slowest rank\n",
                P, (long long)repeat);
     if (!json && rank == 0)
-        printf("%12s %10s | %10s %7s %10s %7s | %10s %7s %10s %7s\n%23s | %-37s | %-37s\n", "bytes/rank", "raw ms",
-               "seq->heads", "ratio", "heads->seq", "ratio", "seq->heads", "ratio", "heads->seq", "ratio", "",
-               "pack + MPI_Alltoallv (auto: > 16M)", "datatypes + MPI_Alltoallw (auto: <= 16M)");
+        printf("%12s %10s | %10s %7s %10s %7s | %10s %7s %10s %7s | %10s %10s %7s\n%23s | %-37s | %-37s | %-30s\n",
+               "bytes/rank", "raw ms", "seq->heads", "ratio", "heads->seq", "ratio", "seq->heads", "ratio",
+               "heads->seq", "ratio", "sendrecv", "ring hop", "ratio", "",
+               "pack + MPI_Alltoallv (auto: > 16M)", "datatypes + MPI_Alltoallw (auto: <= 16M)",
+               "ring: same bytes to rank+1");
     const int64_t H = 2 * P, d = 128;
     for (int64_t bytes = minb; bytes <= maxb; bytes *= 4) {
         int64_t n_r = bytes / (H * d * 4);
@@ -343,15 +348,45 @@ static int bench_a2a_mpi(int argc, char **argv, int rank, int P)
                 return 1;
             }
         }
-        /* columns: raw, pack in, pack out, datatype in, datatype out */
-        double *tm = calloc((size_t)repeat * 5, 8);
+        /* the ring exchange: a ring context over the same ranks (its shape
+         * only sizes a tiny attention; the hop moves `bytes` bytes) */
+        uly_sp *ring = NULL;
+        {
+            uly_attn_desc ra = a;
+            ra.seq = P;
+            ra.heads = ra.kv_heads = 1;
+            ra.head_dim = 1;
+            uly_sp_opts so;
+            memset(&so, 0, sizeof so);
+            so.method = ULY_METHOD_RING;
+            if ((rc = uly_sp_create(MPI_COMM_WORLD, &ra, &so, &ring))) {
+                fprintf(stderr, "ulysses bench a2a: %s\n", uly_last_error());
+                return 1;
+            }
+        }
+        /* columns: raw, pack in, pack out, datatype in, datatype out, sendrecv, ring hop */
+        enum { NC = 7 };
+        double *tm = calloc((size_t)repeat * NC, 8);
         const int per = (int)(elems / (size_t)P);
         for (int64_t it = -1; it < repeat; it++) {
-            double loc[5], mx[5];
+            double loc[NC], mx[NC];
             MPI_Barrier(MPI_COMM_WORLD);
             double t0 = MPI_Wtime();
             MPI_Alltoall(in, per, MPI_FLOAT, out, per, MPI_FLOAT, MPI_COMM_WORLD);
             loc[0] = MPI_Wtime() - t0;
+            MPI_Barrier(MPI_COMM_WORLD);
+            t0 = MPI_Wtime();
+            MPI_Sendrecv(in, (int)elems, MPI_FLOAT, (rank + 1) % P, 7, out, (int)elems, MPI_FLOAT,
+                         (rank + P - 1) % P, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            loc[5] = MPI_Wtime() - t0;
+            MPI_Barrier(MPI_COMM_WORLD);
+            t0 = MPI_Wtime();
+            rc = uly_sp_ring_shift(ring, in, mid, elems * 4);
+            loc[6] = MPI_Wtime() - t0;
+            if (!rc && memcmp(out, mid, elems * 4) != 0) {
+                fprintf(stderr, "ulysses bench a2a: rank %d: ring hop and MPI_Sendrecv disagree\n", rank);
+                rc = ULY_EINVAL;
+            }
             for (int m = 0; m < 2 && !rc; m++) {
                 memset(out, 0, elems * 4);
                 MPI_Barrier(MPI_COMM_WORLD);
@@ -372,32 +407,35 @@ static int bench_a2a_mpi(int argc, char **argv, int rank, int P)
                 fprintf(stderr, "ulysses bench a2a: %s\n", uly_last_error());
                 return 1;
             }
-            MPI_Allreduce(loc, mx, 5, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD); /* slowest rank */
-            for (int c = 0; c < 5 && it >= 0; c++)
+            MPI_Allreduce(loc, mx, NC, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD); /* slowest rank */
+            for (int c = 0; c < NC && it >= 0; c++)
                 tm[(size_t)c * (size_t)repeat + (size_t)it] = mx[c];
         }
-        stats st[5];
-        for (int c = 0; c < 5; c++)
+        stats st[NC];
+        for (int c = 0; c < NC; c++)
             st[c] = stats_of(tm + (size_t)c * (size_t)repeat, (size_t)repeat);
         if (rank == 0) {
-            static const char *const key[5] = {"raw", "pack_seq_to_heads", "pack_heads_to_seq",
-                                               "datatype_seq_to_heads", "datatype_heads_to_seq"};
+            static const char *const key[NC] = {"raw", "pack_seq_to_heads", "pack_heads_to_seq",
+                                                "datatype_seq_to_heads", "datatype_heads_to_seq", "sendrecv",
+                                                "ring_hop"};
             if (json) {
                 printf("{\"bench\": \"a2a\", \"ranks\": %d, \"bytes_per_rank\": %zu", P, elems * 4);
-                for (int c = 0; c < 5; c++)
+                for (int c = 0; c < NC; c++)
                     printf(", \"%s_ms\": {\"median\": %.4f, \"min\": %.4f, \"max\": %.4f}", key[c],
                            1e3 * st[c].median, 1e3 * st[c].min, 1e3 * st[c].max);
                 for (int c = 1; c < 5; c++)
                     printf(", \"%s_over_raw\": %.4f", key[c], st[c].median / st[0].median);
-                printf("}\n");
+                printf(", \"ring_hop_over_sendrecv\": %.4f}\n", st[6].median / st[5].median);
             } else {
                 printf("%12zu %10.3f |", elems * 4, 1e3 * st[0].median);
                 for (int c = 1; c < 5; c++)
                     printf(" %10.3f %7.3f%s", 1e3 * st[c].median, st[c].median / st[0].median, c == 2 ? " |" : "");
-                printf("\n");
+                printf(" | %10.3f %10.3f %7.3f\n", 1e3 * st[5].median, 1e3 * st[6].median,
+                       st[6].median / st[5].median);
             }
             fflush(stdout);
         }
+        uly_sp_free(ring);
         free(tm);
         uly_dist_free(D[0]);
         uly_dist_free(D[1]);
@@ -424,7 +462,7 @@ int cmd_bench(int argc, char **argv)
         fprintf(f, "usage: ulysses bench <kernel|memory|a2a> [options]\n"
                    "  kernel   attention forward and fwd+bwd GFLOP/s next to sgemm GFLOP/s (same run)\n"
                    "  memory   peak resident size of an attention run next to its tensor bytes\n"
-                   "  a2a      Ulysses all-to-all next to raw MPI_Alltoall (run under mpirun)\n"
+                   "  a2a      Ulysses all-to-all next to raw MPI_Alltoall, ring hop next to MPI_Sendrecv (mpirun)\n"
                    "Each takes --json and --help.\n");
         return argc < 2 ? EXIT_BADINPUT : 0;
     }
