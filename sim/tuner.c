@@ -107,7 +107,8 @@ static double ring_busbw(const usim_platform *pf, const usim_group_shape *s)
         return pf->nvl_Bps;
     if (!s->uniform)
         return pf->nic_Bps < pf->nvl_Bps ? pf->nic_Bps : pf->nvl_Bps;
-    double bw = s->g * pf->nic_Bps;
+    int nics = pf->nics_per_node > 0 && pf->nics_per_node < s->g ? pf->nics_per_node : s->g;
+    double bw = nics * pf->nic_Bps;   /* GPUs sharing a NIC share its channels */
     if (s->g > 1) {
         double nv = pf->nvl_Bps * s->g / (s->g - 1);
         if (nv < bw)

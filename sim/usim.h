@@ -108,6 +108,8 @@ typedef struct usim_platform {
     double nic_Bps;             /* per NIC per direction, bytes/s (after efficiency) */
     usim_time nic_lat;          /* ps */
     double oversub;             /* spine oversubscription (>= 1) */
+    int nics_per_node;          /* NICs (rails) per node; GPUs gpus_per_node / nics_per_node
+                                   consecutive GPUs share one (0: one per GPU) */
     int nvls;                   /* 1: the NVSwitch reduces and multicasts (NVLink SHARP) */
     double nvls_eff;            /* achieved fraction of the NVLink rate under NVLS */
     /* forced NCCL algorithm per collective (AUTO: the tuner chooses) and protocol */
