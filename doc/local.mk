@@ -1,4 +1,5 @@
-dist_doc_DATA += doc/design.md doc/kernels.md doc/ulysses.md doc/reliability.md doc/cli.md doc/minicluster.md
+dist_doc_DATA += doc/design.md doc/kernels.md doc/ulysses.md doc/reliability.md doc/cli.md doc/minicluster.md doc/glossary.md \
+	doc/tutorial.md
 
 # Man pages, generated so that they cannot disagree with the programs:
 # ulysses(1) and ulysses-sim(1) from their --help texts (help2man, every
@@ -26,3 +27,13 @@ libulysses.3: $(srcdir)/doc/man/mklibman.sh $(srcdir)/doc/man/libulysses.3.in $(
 endif
 TESTS += tests/man.sh
 EXTRA_DIST += tests/man.sh
+
+# The tutorial's figures (drawn by ulysses explain; tests/tutorial.sh checks
+# that the tool still draws exactly these).
+tutfigdir = $(docdir)/figures
+dist_tutfig_DATA = doc/figures/ulysses-4x8-gqa.png doc/figures/megatron-sp-4.png \
+	doc/figures/ring-causal-4.png doc/figures/zigzag-causal-4.png
+EXTRA_DIST += doc/figures/RENDERER
+# Every command of doc/tutorial.md, run and compared.
+TESTS += tests/tutorial.sh
+EXTRA_DIST += tests/tutorial.sh

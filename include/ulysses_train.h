@@ -43,7 +43,6 @@ typedef struct uly_train_opts {
     int fast;              /* 1: MPI_Allreduce of local sums (not partition independent) */
     int canon_sp;          /* exact mode: token chunks cut at the shard boundaries of every
                               SP degree 1..canon_sp (0: 4); must be >= sp */
-    int64_t max_docs;      /* documents per row that steps may pass (0: no packing) */
     double lr;             /* AdamW learning rate */
     double beta1, beta2, eps, weight_decay; /* 0, 0, 0, <0: 0.9, 0.95, 1e-8, 0 (wd 0 is allowed) */
     double grad_clip;      /* clip the global gradient norm to this (0: no clipping) */
@@ -76,12 +75,17 @@ typedef struct uly_train_stats {
 /*
  * One step on this rank's shard.  tok, target, pos: (rows, toks) each, as
  * uly_shard_labels makes them (target -1: ignored).  doc_off: NULL, or
- * (rows_global, docs + 1) document offsets of every global row (the same on
- * all ranks), docs <= max_docs.  update = 0 computes loss and gradients
- * only (uly_train_grads) and leaves the parameters.
+ * (batch, docs + 1) document offsets of every row of the global batch (the
+ * same on all ranks; docs may change from step to step): attention stays
+ * inside documents (the kernels' document mask).  update = 0 computes loss
+ * and gradients only (uly_train_grads) and leaves the parameters.
  */
 int uly_train_step(uly_train *T, const int32_t *tok, const int32_t *target, const int32_t *pos,
                    const int64_t *doc_off, int64_t docs, int update, uly_train_stats *st);
+
+/* Per-token losses of the last step in global order (batch, seq): 0 for
+ * ignored tokens.  Exact mode only (the fast mode does not gather them). */
+int uly_train_token_losses(const uly_train *T, double *out);
 
 /* Parameters, gradients of the last step, AdamW moments (all ranks hold
  * the full replicated vectors of uly_train_nparams floats). */

@@ -34,22 +34,26 @@ void usim_attn_desc(const usim_shape *x, int64_t seq, uly_attn_desc *a)
 void usim_shape_make(const usim_model *m, const usim_job *j, usim_shape *x)
 {
     memset(x, 0, sizeof *x);
+    int T = j->method == USIM_MEGATRON_SP ? 1 : (j->tp > 0 ? j->tp : 1);
+    x->T = T;
     x->b = m->micro_batch;
     x->s = m->seq;
     x->h = m->hidden;
-    x->H = m->heads;
-    x->Hkv = m->kv_heads;
+    x->H = m->heads / T;
+    x->Hkv = m->kv_heads >= T ? m->kv_heads / T : 1;   /* KV heads replicated when fewer than T */
     x->d = m->hidden / m->heads;
-    x->hkv = x->Hkv * x->d;
+    x->hkv = m->kv_heads * x->d;                        /* the model's KV width (weights, GEMMs) */
     x->F = m->ffn;
     x->V = m->vocab;
     x->e = usim_dtype_bytes(m->dtype);
     x->L = m->layers;
+    x->Ls = m->layers / (j->pp > 0 ? j->pp : 1);
     x->P = j->sp;
     x->u = j->ulysses;
     x->r = j->sp / j->ulysses;
     int64_t beg;
     uly_split(x->s, x->P, 0, &beg, &x->n);
+    uly_split(x->n, T, 0, &beg, &x->tok);
     double h = (double)x->h;
     double lp = h * (h + 2.0 * x->hkv) + h * h + (m->gated_mlp ? 3.0 : 2.0) * h * x->F + 4 * h;
     x->emb_params = (double)x->V * h * (m->tied_embeddings ? 1 : 2);
@@ -58,10 +62,13 @@ void usim_shape_make(const usim_model *m, const usim_job *j, usim_shape *x)
         x->emb_params /= j->tp;
         x->Z = j->dp;
     } else {
-        x->layer_params = lp;
+        x->layer_params = lp / T;
+        x->emb_params /= T;
         x->Z = j->dp * j->sp;
     }
-    x->gpu_params = x->L * x->layer_params + x->emb_params;
+    /* pipeline: a GPU holds its stage's layers (and, conservatively, the
+     * embedding and LM head: the first and last stages hold one each) */
+    x->gpu_params = x->Ls * x->layer_params + x->emb_params;
     uly_attn_desc a;
     switch (j->method) {
     case USIM_ULYSSES:
@@ -79,6 +86,13 @@ void usim_shape_make(const usim_model *m, const usim_job *j, usim_shape *x)
         x->hq_l = x->H;
         x->kv_l = x->Hkv;
         x->tq = x->tk = x->n;
+        break;
+    case USIM_ALLGATHER_CP:
+        /* local queries against every key: K and V gathered (and kept for the backward) */
+        x->hq_l = x->H;
+        x->kv_l = x->Hkv;
+        x->tq = x->n;
+        x->tk = x->s;
         break;
     case USIM_USP: {
         int64_t sl;
@@ -104,7 +118,7 @@ void usim_flops_make(const usim_model *m, const usim_job *j, const usim_shape *x
 {
     memset(f, 0, sizeof *f);
     double b = (double)x->b, h = (double)x->h, hkv = (double)x->hkv, F = (double)x->F;
-    double tok = j->method == USIM_MEGATRON_SP ? (double)x->s / x->P : (double)x->n;
+    double tok = j->method == USIM_MEGATRON_SP ? (double)x->s / x->P : (double)x->tok;
     f->qkv = 2 * b * tok * h * (h + 2 * hkv);
     f->out = 2 * b * tok * h * h;
     f->mlp = (m->gated_mlp ? 6 : 4) * b * tok * h * F;
@@ -141,6 +155,26 @@ void usim_flops_make(const usim_model *m, const usim_job *j, const usim_shape *x
         f->attn = f->attn_step[0] + (R - 1) * f->attn_step[1];
         break;
     }
+    case USIM_ALLGATHER_CP: {
+        /* the busiest rank's visible pairs (zigzag shards) from the plan layer */
+        double pairs = 0;
+        if (causal) {
+            uly_attn_desc a;
+            usim_attn_desc(x, x->s, &a);
+            uly_sp_plan pl;
+            if (uly_sp_plan_init(&pl, ULY_METHOD_ALLGATHER, x->P, 0, ULY_PLACE_ULYSSES_INNER) == 0)
+                for (int r = 0; r < x->P; r++) {
+                    double pr = uly_plan_step_pairs(&a, &pl, r, 0);
+                    if (pr > pairs)
+                        pairs = pr;
+                }
+            pairs /= b;   /* per batch row: per_pair carries b */
+        } else {
+            pairs = (double)x->n * (double)x->s;
+        }
+        f->attn = per_pair * x->hq_l * pairs;
+        break;
+    }
     default:
         break;
     }
@@ -175,7 +209,7 @@ void usim_memory_model(const usim_platform *p, const usim_model *m, const usim_j
     mem->params = j->zero >= 3 ? 2 * Psi / Z : 2 * Psi;
     mem->grads = j->zero >= 2 ? 2 * Psi / Z : 2 * Psi;
     mem->optim = j->zero >= 1 ? 12 * Psi / Z : 12 * Psi;
-    double tok = j->method == USIM_MEGATRON_SP ? (double)x->s / x->P : (double)x->n;
+    double tok = j->method == USIM_MEGATRON_SP ? (double)x->s / x->P : (double)x->tok;
     /* sequence-layout tensors per layer (bytes) */
     double x_in = b * tok * h * e, ln1 = x_in, ln2_in = x_in, ln2 = x_in;
     double fc1 = b * tok * F * e * (m->gated_mlp ? 2 : 1), act = b * tok * F * e;
@@ -191,17 +225,30 @@ void usim_memory_model(const usim_platform *p, const usim_model *m, const usim_j
     case USIM_RC_SELECTIVE: per_layer = full - ln1 - ln2 - act; break;
     default: per_layer = x_in; break;
     }
-    mem->activations = x->L * per_layer + (j->recompute == USIM_RC_FULL ? full : 0);
+    /* Pipeline (1F1B): the first stage holds L/pp layers for min(pp, micro-steps)
+     * micro-batches in flight, i.e. up to L layers' activations. */
+    int pp = j->pp > 0 ? j->pp : 1;
+    double inflight = pp;
+    if (pp > 1) {
+        int64_t per_step = (int64_t)j->dp * m->micro_batch;
+        double micro = ceil((double)m->global_batch / (double)per_step);
+        if (micro < inflight)
+            inflight = micro;
+    }
+    mem->activations = (double)x->Ls * inflight * per_layer + (j->recompute == USIM_RC_FULL ? full : 0);
     mem->logits = b * tok * (double)x->V * (e + 4);
     /* communication and working buffers */
     double buf = 0;
     switch (j->method) {
-    case USIM_ULYSSES: buf = 2 * b * (double)x->n * (h + 2 * (double)x->hkv) * e; break;
+    case USIM_ULYSSES: buf = 2 * b * (double)x->tok * (h + 2 * (double)x->hkv) * e; break;
     case USIM_MEGATRON_SP: buf = b * (double)x->s * h * e; break;   /* the all-gathered input */
     case USIM_RING: case USIM_RING_ZIGZAG: buf = 4 * kv; break;
-    case USIM_USP: buf = 2 * b * (double)x->n * (h + 2 * (double)x->hkv) * e + 4 * kv; break;
+    case USIM_USP: buf = 2 * b * (double)x->tok * (h + 2 * (double)x->hkv) * e + 4 * kv; break;
+    case USIM_ALLGATHER_CP: buf = 2 * kv; break;   /* gathered dK, dV before the reduce-scatter */
     default: break;
     }
+    if (x->T > 1)
+        buf += b * (double)x->n * h * e;   /* the tensor-parallel all-gathered input */
     if (j->zero >= 3)
         buf += 2 * 2 * x->layer_params;           /* current + prefetched layer, bf16 */
     if (j->zero >= 2)
@@ -233,7 +280,8 @@ int usim_max_seq(const usim_platform *p, const usim_model *m, const usim_job *j,
     int rc = usim_job_resolve(m, p, &jj);
     if (rc)
         return rc;
-    int64_t g = (int64_t)jj.sp * ((jj.method == USIM_RING_ZIGZAG || jj.method == USIM_USP) ? 2 : 1);
+    int two = jj.method == USIM_RING_ZIGZAG || jj.method == USIM_USP || jj.method == USIM_ALLGATHER_CP;
+    int64_t g = (int64_t)jj.sp * (two ? 2 : 1) * (jj.method == USIM_MEGATRON_SP ? 1 : jj.tp);
     usim_memory mem;
     int fits;
     *seq = 0;
@@ -284,7 +332,26 @@ int usim_analytic_sp_bytes(const usim_model *m, const usim_job *jin, int gpu, do
     double b = (double)m->micro_batch, e = usim_dtype_bytes(m->dtype), h = (double)m->hidden;
     double d = h / m->heads, hkv = d * m->kv_heads, N = (double)m->seq;
     int P = j.sp;
-    int rank = gpu % P;
+    /* composed tensor parallelism: rank = t + T c + ...; heads per tensor rank */
+    int T = j.method == USIM_MEGATRON_SP ? 1 : j.tp;
+    int rank = j.method == USIM_MEGATRON_SP ? gpu % P : (gpu / T) % P;
+    usim_model mt = *m;
+    mt.heads = m->heads / T;
+    mt.hidden = m->hidden / T;   /* keeps the head dimension */
+    mt.kv_heads = m->kv_heads >= T ? m->kv_heads / T : 1;
+    hkv = d * mt.kv_heads;
+    m = &mt;
+    if (T > 1) {
+        /* Megatron sequence parallelism on the context shard (rank 0's n tokens, as simulated):
+         * 2 all-gathers and 2 reduce-scatters per pass over the tensor group, ring algorithm */
+        int64_t bg, n0, c_next, c_me;
+        uly_split(m->seq, P, 0, &bg, &n0);
+        int t = gpu % T;
+        uly_split(n0, T, (t + 1) % T, &bg, &c_next);
+        uly_split(n0, T, t, &bg, &c_me);
+        double row = b * h * e;
+        sent[0] = sent[1] = 2 * (double)(n0 - c_next) * row + 2 * (double)(n0 - c_me) * row;
+    }
     switch (j.method) {
     case USIM_ULYSSES: case USIM_USP: {
         int u = j.ulysses, r = P / u;
@@ -323,8 +390,30 @@ int usim_analytic_sp_bytes(const usim_model *m, const usim_job *jin, int gpu, do
         int64_t bg, n0;
         uly_split(m->seq, P, 0, &bg, &n0);
         double kvb = b * (double)n0 * hkv * e;
-        sent[0] = 2.0 * (P - 1) * kvb;
-        sent[1] = (4.0 * (P - 1) + 2) * kvb;
+        sent[0] += 2.0 * (P - 1) * kvb;
+        sent[1] += (4.0 * (P - 1) + 2) * kvb;
+        break;
+    }
+    case USIM_ALLGATHER_CP: {
+        /* ring all-gather of K, V (every shard but the next rank's) forward; ring
+         * reduce-scatter of dK, dV (every shard but mine) backward; shards from the plan layer */
+        uly_sp_plan pl;
+        if (uly_sp_plan_init(&pl, ULY_METHOD_ALLGATHER, P, 0, ULY_PLACE_ULYSSES_INNER))
+            return usim_set_error(USIM_EINVAL, "uly_sp_plan_init: %s", uly_last_error());
+        double total = 0, next = 0, mine = 0;
+        for (int r = 0; r < P; r++) {
+            int64_t bgn[2], cnt[2];
+            int nseg = uly_plan_tokens(&pl, m->seq, r, bgn, cnt);
+            double tk = (double)cnt[0] + (nseg > 1 ? (double)cnt[1] : 0);
+            total += tk;
+            if (r == (rank + 1) % P)
+                next = tk;
+            if (r == rank)
+                mine = tk;
+        }
+        double row = 2 * b * hkv * e;   /* K and V */
+        sent[0] += (total - next) * row;
+        sent[1] += (total - mine) * row;
         break;
     }
     default:

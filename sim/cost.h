@@ -13,9 +13,14 @@
 
 typedef struct usim_shape {
     int64_t b, s, h, H, Hkv, d, hkv, F, V, e, L;
+    int64_t Ls;            /* layers of one pipeline stage (L / pp) */
     int P, u, r;           /* SP degree; usp: ulysses x ring degrees (ulysses: u = P) */
     int Z;                 /* ZeRO / data-parallel group size */
-    int64_t n;             /* tokens of rank 0 (sequence layout) */
+    int T;                 /* tensor-parallel degree composed with the method (1 for megatron-sp,
+                              whose TP is P); H and Hkv below are then per tensor-parallel rank */
+    int64_t n;             /* tokens of context-parallel rank 0 (sequence layout) */
+    int64_t tok;           /* tokens of GPU 0 in the sequence layout: n split T ways (Megatron
+                              sequence parallelism around the attention) */
     int64_t hq_l, kv_l;    /* query / KV heads of rank 0 in the attention layout */
     int64_t tq, tk;        /* query / key tokens of rank 0 in the attention layout */
     double layer_params;   /* parameters of one layer held by a GPU (before ZeRO) */

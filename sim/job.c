@@ -17,7 +17,8 @@
 
 const char *usim_method_name(usim_method m)
 {
-    static const char *const n[USIM_NMETHOD] = {"ulysses", "megatron-sp", "ring", "ring-zigzag", "usp"};
+    static const char *const n[USIM_NMETHOD] = {"ulysses", "megatron-sp", "ring", "ring-zigzag", "usp",
+                                                "all-gather"};
     return (m >= 0 && m < USIM_NMETHOD) ? n[m] : "?";
 }
 
@@ -28,12 +29,18 @@ int usim_method_parse(const char *s, usim_method *m)
             *m = (usim_method)i;
             return USIM_OK;
         }
-    if (strcmp(s, "zigzag") == 0) {
-        *m = USIM_RING_ZIGZAG;
-        return USIM_OK;
-    }
+    /* other names, and Megatron-Core's cp_comm_type vocabulary */
+    static const struct { const char *name; usim_method m; } alias[] = {
+        {"zigzag", USIM_RING_ZIGZAG}, {"allgather", USIM_ALLGATHER_CP}, {"all_gather", USIM_ALLGATHER_CP},
+        {"a2a", USIM_ULYSSES}, {"p2p", USIM_RING_ZIGZAG}, {"a2a+p2p", USIM_USP}};
+    for (size_t i = 0; i < sizeof alias / sizeof alias[0]; i++)
+        if (strcmp(s, alias[i].name) == 0) {
+            *m = alias[i].m;
+            return USIM_OK;
+        }
     return usim_set_error(USIM_EINVAL,
-                          "unknown method '%s' (ulysses, megatron-sp, ring, ring-zigzag, usp)", s);
+                          "unknown method '%s' (ulysses, megatron-sp, ring, ring-zigzag, usp, all-gather; "
+                          "Megatron cp_comm_type a2a, p2p, all_gather, a2a+p2p)", s);
 }
 
 const char *usim_recompute_name(usim_recompute r)
@@ -85,47 +92,80 @@ int usim_job_resolve(const usim_model *m, const usim_platform *p, usim_job *j)
     int gpn = p->gpus_per_node;
     if (j->zero < 0 || j->zero > 3)
         return usim_set_error(USIM_EINVAL, "--zero must be 0, 1, 2 or 3 (got %d)", j->zero);
-    if (j->sp < 0 || j->tp < 0 || j->dp < 0 || j->ulysses < 0)
+    if (j->sp < 0 || j->tp < 0 || j->dp < 0 || j->ulysses < 0 || j->pp < 0)
         return usim_set_error(USIM_EINVAL, "parallel degrees must be positive");
     if (j->a2a != USIM_A2A_DIRECT && j->a2a != USIM_A2A_PAIRWISE)
         j->a2a = USIM_A2A_DIRECT;
+    int PP = j->pp ? j->pp : 1;
+    j->pp = PP;
+    if (m->layers % PP != 0)
+        return usim_set_error(USIM_EINVAL, "--pp %d does not divide the %lld layers", PP,
+                              (long long)m->layers);
+    if (j->gpus % PP != 0)
+        return usim_set_error(USIM_EINVAL, "degrees do not multiply to the GPU count: --pp %d does not "
+                              "divide --gpus %d", PP, j->gpus);
+    int T;
     if (j->method == USIM_MEGATRON_SP) {
         if (j->tp && j->sp && j->tp != j->sp)
             return usim_set_error(USIM_EINVAL, "megatron-sp: --tp (%d) and --sp (%d) must be equal",
                                   j->tp, j->sp);
         if (j->tp)
             j->sp = j->tp;
-    } else if (j->tp > 1) {
-        return usim_set_error(USIM_EINVAL, "%s: --tp applies to megatron-sp only (got --tp %d)", mn,
-                              j->tp);
+        T = 1;   /* megatron-sp's tensor parallelism is its SP degree */
+    } else {
+        T = j->tp ? j->tp : 1;
+        if ((j->gpus / PP) % T != 0)
+            return usim_set_error(USIM_EINVAL, "degrees do not multiply to the GPU count: --tp %d x --pp "
+                                  "%d does not divide --gpus %d", T, PP, j->gpus);
+        if (m->heads % T != 0)
+            return usim_set_error(USIM_EINVAL, "%s: TP degree %d does not divide the %lld heads", mn, T,
+                                  (long long)m->heads);
+        if (m->kv_heads % T != 0 && T % m->kv_heads != 0)
+            return usim_set_error(USIM_EINVAL,
+                                  "%s: TP degree %d and the %lld KV heads: neither divides the other", mn,
+                                  T, (long long)m->kv_heads);
     }
+    int rest = j->gpus / PP / T;   /* GPUs per (tensor, pipeline) slot: sp x dp */
+    int64_t heads_t = m->heads / T;
     if (j->sp == 0) {
         if (j->dp) {
-            if (j->gpus % j->dp != 0)
+            if (rest % j->dp != 0)
                 return usim_set_error(USIM_EINVAL, "degrees do not multiply to the GPU count: "
                                       "--dp %d does not divide --gpus %d", j->dp, j->gpus);
-            j->sp = j->gpus / j->dp;
+            j->sp = rest / j->dp;
         } else {
-            j->sp = largest_divisor_le(j->gpus, m->heads,
+            j->sp = largest_divisor_le(rest, heads_t,
                                        j->method == USIM_MEGATRON_SP ? m->heads : 0);
         }
     }
     if (j->dp == 0)
-        j->dp = j->gpus / j->sp;
-    if ((int64_t)j->sp * j->dp != j->gpus)
+        j->dp = rest / j->sp;
+    if ((int64_t)j->sp * j->dp * T * PP != j->gpus) {
+        if (T == 1 && PP == 1)
+            return usim_set_error(USIM_EINVAL,
+                                  "degrees do not multiply to the GPU count: sp %d x dp %d = %lld, not %d",
+                                  j->sp, j->dp, (long long)j->sp * j->dp, j->gpus);
         return usim_set_error(USIM_EINVAL,
-                              "degrees do not multiply to the GPU count: sp %d x dp %d = %lld, not %d",
-                              j->sp, j->dp, (long long)j->sp * j->dp, j->gpus);
+                              "degrees do not multiply to the GPU count: tp %d x cp %d x pp %d x dp %d = "
+                              "%lld, not %d", T, j->sp, PP, j->dp, (long long)T * j->sp * PP * j->dp,
+                              j->gpus);
+    }
     if (j->method == USIM_MEGATRON_SP)
         j->tp = j->sp;
     else
-        j->tp = 1;
+        j->tp = T;
     switch (j->method) {
     case USIM_ULYSSES:
-        if (j->sp > m->heads)
+        if (j->sp > heads_t) {
+            if (T == 1)
+                return usim_set_error(USIM_EINVAL,
+                                      "ulysses: SP degree %d exceeds the %lld attention heads (use usp)",
+                                      j->sp, (long long)m->heads);
             return usim_set_error(USIM_EINVAL,
-                                  "ulysses: SP degree %d exceeds the %lld attention heads (use usp)",
-                                  j->sp, (long long)m->heads);
+                                  "ulysses: SP degree %d exceeds the %lld attention heads per tensor-parallel "
+                                  "rank (%lld heads / TP %d; use usp)", j->sp, (long long)heads_t,
+                                  (long long)m->heads, T);
+        }
         j->ulysses = j->sp;
         break;
     case USIM_MEGATRON_SP:
@@ -135,29 +175,64 @@ int usim_job_resolve(const usim_model *m, const usim_platform *p, usim_job *j)
                                   (long long)m->heads);
         j->ulysses = 1;
         break;
-    case USIM_RING: case USIM_RING_ZIGZAG:
+    case USIM_RING: case USIM_RING_ZIGZAG: case USIM_ALLGATHER_CP:
         j->ulysses = 1;
         break;
     case USIM_USP:
         if (j->ulysses == 0) {
-            int64_t cap = m->heads < gpn ? m->heads : gpn;
+            int64_t in_node = gpn / T >= 1 ? gpn / T : 1;
+            int64_t cap = heads_t < in_node ? heads_t : in_node;
             j->ulysses = largest_divisor_le(j->sp, cap, 0);
         }
         if (j->sp % j->ulysses != 0)
             return usim_set_error(USIM_EINVAL, "usp: ulysses degree %d does not divide SP degree %d",
                                   j->ulysses, j->sp);
-        if (j->ulysses > m->heads)
-            return usim_set_error(USIM_EINVAL, "usp: ulysses degree %d exceeds the %lld heads",
-                                  j->ulysses, (long long)m->heads);
+        if (j->ulysses > heads_t)
+            return usim_set_error(USIM_EINVAL, "usp: ulysses degree %d exceeds the %lld heads%s", j->ulysses,
+                                  (long long)heads_t, T > 1 ? " per tensor-parallel rank" : "");
         break;
     default:
         break;
     }
-    int gran = j->sp * ((j->method == USIM_RING_ZIGZAG || j->method == USIM_USP) ? 2 : 1);
+    int two = j->method == USIM_RING_ZIGZAG || j->method == USIM_USP || j->method == USIM_ALLGATHER_CP;
+    int gran = j->sp * (two ? 2 : 1) * T;
     if (m->seq < gran)
         return usim_set_error(USIM_EINVAL, "%s: sequence %lld is shorter than %d (%s needs >= %d tokens)",
                               mn, (long long)m->seq, gran, mn, gran);
     return USIM_OK;
+}
+
+void usim_job_placement(const usim_platform *p, const usim_job *j, char *out, size_t outlen)
+{
+    /* rank = t + T (c + C (d + D s)): tensor fastest, then context (usp: its all-to-all
+     * part fastest), data, pipeline */
+    int megatron = j->method == USIM_MEGATRON_SP;
+    int T = megatron ? j->sp : j->tp, C = megatron ? 1 : j->sp;
+    int usp = j->method == USIM_USP;
+    int dims[5] = {T, usp ? j->ulysses : C, usp ? C / j->ulysses : 1, j->dp, j->pp};
+    const char *names[5] = {"tp", usp ? "cp a2a" : "cp", "cp p2p", "dp", "pp"};
+    int gpn = p->gpus_per_node;
+    int64_t span = 1;
+    char in[200] = "", across[200] = "";
+    for (int k = 0; k < 5; k++) {
+        if (dims[k] < 2)
+            continue;
+        char item[64];
+        snprintf(item, sizeof item, "%s %d", names[k], dims[k]);
+        int inside = span * dims[k] <= gpn;
+        if (!inside && span < gpn)   /* straddles the node boundary */
+            snprintf(item + strlen(item), sizeof item - strlen(item), " (%lld per node)",
+                     (long long)(gpn / span));
+        char *dst = inside ? in : across;
+        size_t l = strlen(dst);
+        snprintf(dst + l, sizeof in - l, "%s%s", l ? " x " : "", item);
+        span *= dims[k];
+    }
+    if (!*in && !*across)
+        snprintf(out, outlen, "one GPU");
+    else
+        snprintf(out, outlen, "%s%s%s%s%s", in, *in ? " inside a node" : "", *in && *across ? "; " : "",
+                 across, *across ? " across nodes" : "");
 }
 
 /* ------------------------------------------------------------ placement */
@@ -167,46 +242,82 @@ void usim_layout_free(usim_layout *l)
     free(l->sp_ranks);
     free(l->ring_ranks);
     free(l->z_ranks);
+    free(l->tp_ranks);
+    free(l->pp_ranks);
 }
 
 int usim_layout_make(const usim_job *j, usim_layout *l)
 {
     memset(l, 0, sizeof *l);
-    int G = j->gpus, P = j->sp;
-    int a2a = j->method == USIM_USP ? j->ulysses : P;
-    l->sp_size = a2a;
-    l->sp_ng = G / a2a;
+    int G = j->gpus;
+    int megatron = j->method == USIM_MEGATRON_SP;
+    /* rank = t + T (c + C (d + D s)) */
+    int T = megatron ? j->sp : (j->tp ? j->tp : 1), C = megatron ? 1 : j->sp;
+    int D = j->dp, S = j->pp ? j->pp : 1;
+    int u = megatron ? 1 : j->ulysses, r = C / u;
     l->sp_ranks = usim_malloc((size_t)G * sizeof *l->sp_ranks);
     l->z_ranks = usim_malloc((size_t)G * sizeof *l->z_ranks);
     l->ring_ranks = usim_malloc((size_t)G * sizeof *l->ring_ranks);
-    if (!l->sp_ranks || !l->z_ranks || !l->ring_ranks) {
+    l->tp_ranks = usim_malloc((size_t)G * sizeof *l->tp_ranks);
+    l->pp_ranks = usim_malloc((size_t)G * sizeof *l->pp_ranks);
+    if (!l->sp_ranks || !l->z_ranks || !l->ring_ranks || !l->tp_ranks || !l->pp_ranks) {
         usim_layout_free(l);
         return usim_set_error(USIM_ENOMEM, "out of memory");
     }
+#define RANK(t, c, d, s) ((t) + T * ((c) + C * ((d) + D * (s))))
+    /* tensor-parallel groups: T consecutive ranks */
+    l->tp_size = T;
+    l->tp_ng = G / T;
     for (int i = 0; i < G; i++)
-        l->sp_ranks[i] = i;
-    /* usp ring groups: within SP group g, ring j holds g*P + p*u + j */
-    int u = j->ulysses, r = P / u;
+        l->tp_ranks[i] = i;
+    int k = 0;
+    if (megatron) {
+        /* megatron-sp: its SP collectives run on the tensor-parallel groups */
+        l->sp_size = T;
+        l->sp_ng = G / T;
+        for (int i = 0; i < G; i++)
+            l->sp_ranks[i] = i;
+    } else {
+        /* all-to-all groups (usp): u consecutive context positions (ring position q, member a:
+         * context position c = q u + a); ring groups: the r positions {q u + a}.  The other
+         * methods' collectives run on whole context groups. */
+        int ua = j->method == USIM_USP ? u : C, ra = C / ua;
+        l->sp_size = ua;
+        l->sp_ng = G / ua;
+        for (int s = 0; s < S; s++)
+            for (int d = 0; d < D; d++)
+                for (int t = 0; t < T; t++)
+                    for (int q = 0; q < ra; q++)
+                        for (int a = 0; a < ua; a++)
+                            l->sp_ranks[k++] = RANK(t, q * ua + a, d, s);
+    }
     l->ring_size = r;
     l->ring_ng = G / r;
-    int k = 0;
-    for (int g = 0; g < G / P; g++)
-        for (int jj = 0; jj < u; jj++)
-            for (int p = 0; p < r; p++)
-                l->ring_ranks[k++] = g * P + p * u + jj;
-    if (j->method == USIM_MEGATRON_SP) {
-        /* data-parallel groups: stride tp */
-        l->z_size = j->dp;
-        l->z_ng = j->tp;
-        k = 0;
-        for (int t = 0; t < j->tp; t++)
-            for (int p = 0; p < j->dp; p++)
-                l->z_ranks[k++] = p * j->tp + t;
-    } else {
-        l->z_size = G;
-        l->z_ng = 1;
-        for (int i = 0; i < G; i++)
-            l->z_ranks[i] = i;
-    }
+    k = 0;
+    for (int s = 0; s < S; s++)
+        for (int d = 0; d < D; d++)
+            for (int t = 0; t < T; t++)
+                for (int a = 0; a < u; a++)
+                    for (int q = 0; q < r; q++)
+                        l->ring_ranks[k++] = RANK(t, q * u + a, d, s);
+    /* ZeRO / data-parallel groups: the ranks holding the same parameters (same t, same stage) */
+    l->z_size = C * D;
+    l->z_ng = T * S;
+    k = 0;
+    for (int s = 0; s < S; s++)
+        for (int t = 0; t < T; t++)
+            for (int d = 0; d < D; d++)
+                for (int c = 0; c < C; c++)
+                    l->z_ranks[k++] = RANK(t, c, d, s);
+    /* pipeline groups: one rank per stage */
+    l->pp_size = S;
+    l->pp_ng = G / S;
+    k = 0;
+    for (int d = 0; d < D; d++)
+        for (int c = 0; c < C; c++)
+            for (int t = 0; t < T; t++)
+                for (int s = 0; s < S; s++)
+                    l->pp_ranks[k++] = RANK(t, c, d, s);
+#undef RANK
     return USIM_OK;
 }

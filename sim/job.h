@@ -17,6 +17,10 @@ typedef struct usim_layout {
     int ring_ng, ring_size;
     int *z_ranks;    /* ZeRO / DP groups */
     int z_ng, z_size;
+    int *tp_ranks;   /* tensor-parallel groups (consecutive ranks) */
+    int tp_ng, tp_size;
+    int *pp_ranks;   /* pipeline groups: stage s of group g at [g * pp_size + s] */
+    int pp_ng, pp_size;
 } usim_layout;
 
 int usim_layout_make(const usim_job *j, usim_layout *l);

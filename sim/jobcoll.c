@@ -61,6 +61,8 @@ int usim_jc_buf_new(const usim_layout *l, usim_jc_buf *buf)
     int P = l->sp_size, Pmax = P > l->z_size ? P : l->z_size;
     if (l->ring_size > Pmax)
         Pmax = l->ring_size;
+    if (l->tp_size > Pmax)
+        Pmax = l->tp_size;
     buf->pb = usim_malloc((size_t)P * P * sizeof *buf->pb);
     buf->ch = usim_malloc((size_t)Pmax * sizeof *buf->ch);
     if (!buf->pb || !buf->ch) {
@@ -94,11 +96,41 @@ int usim_jc_describe(const usim_job *j, const usim_shape *x, const usim_layout *
     }
     switch (id) {
     case USIM_C_AG: case USIM_C_RS:
-        if (j->method != USIM_MEGATRON_SP)
+        if (j->method == USIM_MEGATRON_SP) {
+            ring_chunks(x->s, P, (uint64_t)x->b * x->h * x->e, buf->ch);
+            *c = (usim_coll){id == USIM_C_AG ? USIM_ALLGATHER : USIM_REDUCE_SCATTER, l->sp_ng, P,
+                             l->sp_ranks, NULL, buf->ch, 0};
+            return 1;
+        }
+        if (x->T < 2)
             return 0;
-        ring_chunks(x->s, P, (uint64_t)x->b * x->h * x->e, buf->ch);
-        *c = (usim_coll){id == USIM_C_AG ? USIM_ALLGATHER : USIM_REDUCE_SCATTER, l->sp_ng, P,
+        /* composed tensor parallelism: the context shard's tokens over the tensor group */
+        ring_chunks(x->n, x->T, (uint64_t)x->b * x->h * x->e, buf->ch);
+        *c = (usim_coll){id == USIM_C_AG ? USIM_ALLGATHER : USIM_REDUCE_SCATTER, l->tp_ng, l->tp_size,
+                         l->tp_ranks, NULL, buf->ch, 0};
+        return 1;
+    case USIM_C_KV_AG: case USIM_C_DKV_RS: {
+        if (j->method != USIM_ALLGATHER_CP || P < 2)
+            return 0;
+        uly_sp_plan pl;
+        if (uly_sp_plan_init(&pl, ULY_METHOD_ALLGATHER, P, 0, ULY_PLACE_ULYSSES_INNER))
+            return 0;
+        uint64_t row = 2 * (uint64_t)x->b * (uint64_t)x->kv_l * (uint64_t)x->d * (uint64_t)x->e;
+        for (int r = 0; r < P; r++) {
+            int64_t bgn[2], cnt[2];
+            int nseg = uly_plan_tokens(&pl, x->s, r, bgn, cnt);
+            buf->ch[r] = (uint64_t)(cnt[0] + (nseg > 1 ? cnt[1] : 0)) * row;
+        }
+        *c = (usim_coll){id == USIM_C_KV_AG ? USIM_ALLGATHER : USIM_REDUCE_SCATTER, l->sp_ng, P,
                          l->sp_ranks, NULL, buf->ch, 0};
+        return 1;
+    }
+    case USIM_C_PP:
+        if (l->pp_size < 2)
+            return 0;
+        /* one micro-batch's activations (sequence layout of a GPU) to the next stage */
+        *c = (usim_coll){USIM_RING_SHIFT, l->pp_ng, l->pp_size, l->pp_ranks, NULL, NULL,
+                         (uint64_t)x->b * (uint64_t)x->tok * (uint64_t)x->h * (uint64_t)x->e};
         return 1;
     case USIM_C_HOP_F: case USIM_C_HOP_B: case USIM_C_HOP_DKV: {
         if (j->method != USIM_RING && j->method != USIM_RING_ZIGZAG && j->method != USIM_USP)

@@ -12,11 +12,13 @@
 #include "usim.h"
 
 enum { USIM_C_A2A0 = 0,                         /* + ULY_A2A_* (8) */
-       USIM_C_AG = 8, USIM_C_RS,                /* megatron-sp activations */
+       USIM_C_AG = 8, USIM_C_RS,                /* tensor parallelism (megatron-sp, or composed) */
        USIM_C_HOP_F, USIM_C_HOP_B, USIM_C_HOP_DKV, /* ring attention hops */
        USIM_C_Z_AG, USIM_C_Z_RS, USIM_C_Z_AR,   /* per-layer ZeRO / DP */
        USIM_C_E_AG, USIM_C_E_RS, USIM_C_E_AR,   /* embedding / LM head parameters */
        USIM_C_POST_AG,                          /* ZeRO-1/2: gather of updated parameters */
+       USIM_C_KV_AG, USIM_C_DKV_RS,             /* all-gather CP: K, V gathered; dK, dV scattered */
+       USIM_C_PP,                               /* pipeline: activations to the next stage */
        USIM_C_N };
 
 typedef struct usim_jobcoll {

@@ -78,6 +78,53 @@ static int ring_pass(usim_prog *b, int l, int R, double step0, double step, int 
     return t;
 }
 
+/* ------------------------------------------------------------ composed tensor parallelism */
+
+/* Megatron tensor parallelism with sequence parallelism around a context-
+ * parallel method (x->T > 1): the layernorm regions hold tok = n / T tokens;
+ * an all-gather over the tensor group before the QKV and the MLP GEMMs, a
+ * reduce-scatter after the output projection and the MLP.  Each returns the
+ * op, or -1 when there is no tensor parallelism. */
+static int tp_coll(usim_prog *b, int cid, int l, const char *name, int d0, int d1)
+{
+    if (b->x->T < 2 || b->j->method == USIM_MEGATRON_SP)
+        return -1;
+    int id = comm(b, USIM_ST_SP, USIM_KIND_SP, cid, l, name, d0, d1);
+    b->last_sp = id;
+    return id;
+}
+
+/* Output projection and MLP forward after the attention (dep: its last op). */
+static int post_attn_fwd(usim_prog *b, int l, int dep, int recompute)
+{
+    const usim_flops *f = b->f;
+    if (b->x->T < 2)
+        return comp(b, t_gemm(b, f->out + f->mlp) + t_mem(b, f->elem_bytes * 0.7), l,
+                    recompute ? "recompute: out-proj + MLP" : "out-proj + MLP", dep, -1);
+    int c = comp(b, t_gemm(b, f->out), l, recompute ? "recompute: out-proj" : "out-proj", dep, -1);
+    int a = tp_coll(b, USIM_C_RS, l, "tp reduce-scatter", c, -1);
+    a = tp_coll(b, USIM_C_AG, l, "tp all-gather", a, -1);
+    c = comp(b, t_gemm(b, f->mlp) + t_mem(b, f->elem_bytes * 0.7), l,
+             recompute ? "recompute: MLP" : "MLP", a, -1);
+    tp_coll(b, USIM_C_RS, l, "tp reduce-scatter", c, -1);
+    return c;
+}
+
+/* MLP and output projection backward before the attention's backward. */
+static int pre_attn_bwd(usim_prog *b, int l, int param_dep, double sel)
+{
+    const usim_flops *f = b->f;
+    if (b->x->T < 2)
+        return comp(b, 2 * t_gemm(b, f->out + f->mlp) + t_mem(b, 2 * f->elem_bytes * 0.7 + sel), l,
+                    "MLP + out-proj backward", param_dep, -1);
+    int a = tp_coll(b, USIM_C_AG, l, "tp all-gather dy", b->last_c, param_dep);
+    int c = comp(b, 2 * t_gemm(b, f->mlp) + t_mem(b, 2 * f->elem_bytes * 0.7 + sel), l, "MLP backward",
+                 a, param_dep);
+    a = tp_coll(b, USIM_C_RS, l, "tp reduce-scatter dx", c, -1);
+    a = tp_coll(b, USIM_C_AG, l, "tp all-gather dy", a, -1);
+    return comp(b, 2 * t_gemm(b, f->out), l, "out-proj backward", a, -1);
+}
+
 /* Forward of one layer (also used for full recompute).  Returns the last op. */
 static int layer_fwd(usim_prog *b, int l, int param_dep, int recompute)
 {
@@ -87,8 +134,9 @@ static int layer_fwd(usim_prog *b, int l, int param_dep, int recompute)
     int c;
     switch (j->method) {
     case USIM_ULYSSES: case USIM_USP: {
+        int g = tp_coll(b, USIM_C_AG, l, "tp all-gather x", prev, param_dep);
         c = comp(b, t_gemm(b, f->qkv) + t_mem(b, f->elem_bytes * 0.3), l,
-                 recompute ? "recompute: layernorm + QKV" : "layernorm + QKV", param_dep, prev);
+                 recompute ? "recompute: layernorm + QKV" : "layernorm + QKV", g >= 0 ? g : param_dep, prev);
         comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_A2A0 + ULY_A2A_Q, l, "all-to-all q", c, -1);
         comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_A2A0 + ULY_A2A_K, l, "all-to-all k", c, -1);
         int a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_A2A0 + ULY_A2A_V, l, "all-to-all v", c, -1);
@@ -100,8 +148,7 @@ static int layer_fwd(usim_prog *b, int l, int param_dep, int recompute)
                           "attention blocks", &hops);
         }
         a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_A2A0 + ULY_A2A_O, l, "all-to-all o", c, -1);
-        c = comp(b, t_gemm(b, f->out + f->mlp) + t_mem(b, f->elem_bytes * 0.7), l,
-                 recompute ? "recompute: out-proj + MLP" : "out-proj + MLP", a, -1);
+        c = post_attn_fwd(b, l, a, recompute);
         break;
     }
     case USIM_MEGATRON_SP: {
@@ -121,13 +168,24 @@ static int layer_fwd(usim_prog *b, int l, int param_dep, int recompute)
         break;
     }
     case USIM_RING: case USIM_RING_ZIGZAG: {
+        int g = tp_coll(b, USIM_C_AG, l, "tp all-gather x", prev, param_dep);
         c = comp(b, t_gemm(b, f->qkv) + t_mem(b, f->elem_bytes * 0.3), l,
-                 recompute ? "recompute: layernorm + QKV" : "layernorm + QKV", param_dep, prev);
+                 recompute ? "recompute: layernorm + QKV" : "layernorm + QKV", g >= 0 ? g : param_dep, prev);
         int hops;
         ring_pass(b, l, b->x->P, f->attn_step[0], f->attn_step[1], USIM_C_HOP_F, c, "attention blocks",
                   &hops);
-        c = comp(b, t_gemm(b, f->out + f->mlp) + t_mem(b, f->elem_bytes * 0.7), l,
-                 recompute ? "recompute: out-proj + MLP" : "out-proj + MLP", -1, -1);
+        c = post_attn_fwd(b, l, -1, recompute);
+        break;
+    }
+    case USIM_ALLGATHER_CP: {
+        int g = tp_coll(b, USIM_C_AG, l, "tp all-gather x", prev, param_dep);
+        c = comp(b, t_gemm(b, f->qkv) + t_mem(b, f->elem_bytes * 0.3), l,
+                 recompute ? "recompute: layernorm + QKV" : "layernorm + QKV", g >= 0 ? g : param_dep, prev);
+        int a = b->jc->have[USIM_C_KV_AG]
+                    ? comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_KV_AG, l, "all-gather k, v", c, -1)
+                    : c;
+        c = comp(b, t_attn(b, f->attn), l, recompute ? "recompute: attention" : "attention", a, -1);
+        c = post_attn_fwd(b, l, c, recompute);
         break;
     }
     default:
@@ -147,8 +205,7 @@ static int layer_bwd(usim_prog *b, int l, int param_dep)
     double sel = j->recompute == USIM_RC_SELECTIVE ? f->elem_bytes * 0.5 : 0;
     switch (j->method) {
     case USIM_ULYSSES: case USIM_USP: {
-        c = comp(b, 2 * t_gemm(b, f->out + f->mlp) + t_mem(b, 2 * f->elem_bytes * 0.7 + sel), l,
-                 "MLP + out-proj backward", param_dep, -1);
+        c = pre_attn_bwd(b, l, param_dep, sel);
         a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_A2A0 + ULY_A2A_DO, l, "all-to-all do", c, -1);
         if (j->method == USIM_ULYSSES) {
             c = comp(b, t_attn(b, USIM_ATTN_BWD_FACTOR * f->attn), l, "attention backward", a, -1);
@@ -166,6 +223,7 @@ static int layer_bwd(usim_prog *b, int l, int param_dep)
         a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_A2A0 + ULY_A2A_DV, l, "all-to-all dv", c, -1);
         c = comp(b, 2 * t_gemm(b, f->qkv) + t_mem(b, 2 * f->elem_bytes * 0.3), l,
                  "QKV + layernorm backward", a, -1);
+        tp_coll(b, USIM_C_RS, l, "tp reduce-scatter dx", c, -1);
         break;
     }
     case USIM_MEGATRON_SP: {
@@ -185,8 +243,7 @@ static int layer_bwd(usim_prog *b, int l, int param_dep)
         return c;
     }
     case USIM_RING: case USIM_RING_ZIGZAG: {
-        c = comp(b, 2 * t_gemm(b, f->out + f->mlp) + t_mem(b, 2 * f->elem_bytes * 0.7 + sel), l,
-                 "MLP + out-proj backward", param_dep, -1);
+        c = pre_attn_bwd(b, l, param_dep, sel);
         int hops;
         ring_pass(b, l, b->x->P, USIM_ATTN_BWD_FACTOR * f->attn_step[0],
                   USIM_ATTN_BWD_FACTOR * f->attn_step[1], USIM_C_HOP_B, c, "attention blocks backward", &hops);
@@ -195,6 +252,18 @@ static int layer_bwd(usim_prog *b, int l, int param_dep)
                 : b->last_c;
         c = comp(b, 2 * t_gemm(b, f->qkv) + t_mem(b, 2 * f->elem_bytes * 0.3), l,
                  "QKV + layernorm backward", a, -1);
+        tp_coll(b, USIM_C_RS, l, "tp reduce-scatter dx", c, -1);
+        break;
+    }
+    case USIM_ALLGATHER_CP: {
+        c = pre_attn_bwd(b, l, param_dep, sel);
+        c = comp(b, t_attn(b, USIM_ATTN_BWD_FACTOR * f->attn), l, "attention backward", c, -1);
+        a = b->jc->have[USIM_C_DKV_RS]
+                ? comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_DKV_RS, l, "reduce-scatter dk, dv", c, -1)
+                : c;
+        c = comp(b, 2 * t_gemm(b, f->qkv) + t_mem(b, 2 * f->elem_bytes * 0.3), l,
+                 "QKV + layernorm backward", a, -1);
+        tp_coll(b, USIM_C_RS, l, "tp reduce-scatter dx", c, -1);
         break;
     }
     default:
@@ -239,7 +308,7 @@ int usim_program_build(usim_prog *b, int micro_steps)
     const usim_job *j = b->j;
     const usim_jobcoll *jc = b->jc;
     const usim_flops *f = b->f;
-    int L = (int)b->x->L;
+    int L = (int)b->x->Ls;   /* the layers of one pipeline stage */
     int z3 = j->zero >= 3 && jc->have[USIM_C_Z_AG];
     b->last_c = -1;
     b->last_grad = -1;

@@ -81,22 +81,33 @@ static void warn_heads(usim_result *r, const usim_model *m, const usim_job *j)
 {
     if (j->method != USIM_ULYSSES && j->method != USIM_USP)
         return;
-    int64_t H = m->heads, u = j->ulysses;
-    if (u < 2 || H % u == 0)
+    int64_t T = j->tp > 0 ? j->tp : 1;
+    int64_t H = m->heads / T, u = j->ulysses;
+    int64_t Hkv = m->kv_heads >= T ? m->kv_heads / T : 1;
+    if (u < 2)
         return;
-    int64_t most = (H + u - 1) / u;
-    double ratio = (double)most * (double)u / (double)H;
-    int64_t good = 1;
-    for (int64_t d = u - 1; d >= 1; d--)
-        if (H % d == 0 && j->gpus % d == 0) {
-            good = d;
-            break;
-        }
-    add_warning(r, "head imbalance: %lld heads over an all-to-all degree of %lld: the busiest GPU "
-                "holds %lld heads against %.2f on average, so attention takes %.2fx its balanced "
-                "time (an all-to-all degree of %lld divides the heads)",
-                (long long)H, (long long)u, (long long)most, (double)H / (double)u, ratio,
-                (long long)good);
+    char per[64] = "";
+    if (T > 1)
+        snprintf(per, sizeof per, " per tensor-parallel rank (TP %lld)", (long long)T);
+    if (H % u != 0) {
+        int64_t most = (H + u - 1) / u;
+        double ratio = (double)most * (double)u / (double)H;
+        int64_t good = 1;
+        for (int64_t d = u - 1; d >= 1; d--)
+            if (H % d == 0 && j->gpus % d == 0) {
+                good = d;
+                break;
+            }
+        add_warning(r, "head imbalance: %lld heads%s over an all-to-all degree of %lld: the busiest GPU "
+                    "holds %lld heads against %.2f on average, so attention takes %.2fx its balanced "
+                    "time (an all-to-all degree of %lld divides the heads)",
+                    (long long)H, per, (long long)u, (long long)most, (double)H / (double)u, ratio,
+                    (long long)good);
+    }
+    if (u > Hkv)
+        add_warning(r, "%lld KV heads%s over an all-to-all degree of %lld: KV heads are replicated "
+                    "(Megatron-Core's a2a requires the CP degree <= KV heads / TP; usp or a larger TP "
+                    "avoids it)", (long long)Hkv, per, (long long)u);
 }
 
 /* Whether the sizes of one layer are representable: every tensor and
@@ -223,6 +234,17 @@ int usim_simulate(usim_sim *sim, const usim_model *m, const usim_job *jin, FILE 
     if ((rc = usim_graph_exposed(&b.g, end, r->exposed_s)))
         goto out;
     r->exposed_s[USIM_KIND_SP] += usim_sec(tail_wait);
+    if (j.pp > 1) {
+        /* 1F1B on pp stages: the graph is the slowest (last) stage running its micro
+         * steps back to back; fill and drain add pp-1 micro-steps, and a micro-batch's
+         * activations cross pp-1 stage boundaries forward and its gradients backward
+         * on the critical path.  Steady-state transfers overlap compute. */
+        double per_micro = usim_sec(end) / micro;
+        double hop = jc.have[USIM_C_PP] ? usim_sec(jc.r[USIM_C_PP].duration) : 0;
+        r->bubble_s = (j.pp - 1) * (per_micro + 2 * hop);
+        for (int k = 0; k < USIM_NCLASS; k++)
+            r->sent_bytes[k] += 2.0 * micro * (double)jc.r[USIM_C_PP].max_sent[k];
+    }
     r->job = j;
     r->seq = m->seq;
     r->micro_steps = micro;
@@ -234,7 +256,7 @@ int usim_simulate(usim_sim *sim, const usim_model *m, const usim_job *jin, FILE 
                     (long long)m->global_batch, (long long)r->global_batch, j.dp,
                     (long long)m->micro_batch, micro, (long long)r->global_batch);
     warn_heads(r, m, &j);
-    r->iter_s = usim_sec(end);
+    r->iter_s = usim_sec(end) + r->bubble_s;
     r->compute_s = usim_sec(busy);
     r->events = usim_engine_events(b.g.eng);
     r->collectives_simulated = sim->memo.simulated - before;

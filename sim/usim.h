@@ -196,8 +196,11 @@ void usim_net_set_ring_window(usim_net *n, int steps);
 
 /* ---------------------------------------------------------------- workload */
 
+/* Context/sequence-parallel methods.  Megatron's cp_comm_type names are
+ * accepted by usim_method_parse: a2a = ulysses, p2p = ring-zigzag,
+ * all_gather = all-gather, a2a+p2p = usp. */
 typedef enum usim_method { USIM_ULYSSES = 0, USIM_MEGATRON_SP, USIM_RING, USIM_RING_ZIGZAG,
-                           USIM_USP, USIM_NMETHOD } usim_method;
+                           USIM_USP, USIM_ALLGATHER_CP, USIM_NMETHOD } usim_method;
 const char *usim_method_name(usim_method m);
 int usim_method_parse(const char *s, usim_method *m);
 
@@ -207,9 +210,11 @@ const char *usim_recompute_name(usim_recompute r);
 typedef struct usim_job {
     usim_method method;
     int gpus;
-    int sp;          /* sequence-parallel degree (TP degree for megatron-sp); 0: default */
-    int tp;          /* megatron-sp only; 0: = sp */
-    int dp;          /* 0: gpus / sp */
+    int sp;          /* context/sequence-parallel degree (TP degree for megatron-sp); 0: default */
+    int tp;          /* tensor-parallel degree (Megatron TP with its sequence parallelism around
+                        the attention); megatron-sp: = sp; 0: 1 (megatron-sp: sp) */
+    int pp;          /* pipeline stages (1F1B); 0: 1 */
+    int dp;          /* 0: gpus / (tp sp pp) */
     int ulysses;     /* usp: all-to-all degree (0: default); ring degree = sp / ulysses */
     int zero;        /* 0..3 */
     usim_recompute recompute;
@@ -219,9 +224,12 @@ typedef struct usim_job {
 /* Whether gpus fit the platform (whole nodes, max_nodes). */
 int usim_platform_check_gpus(const usim_platform *p, int gpus);
 
-/* Fill defaulted degrees (sp, tp, dp, ulysses) and validate against the model
- * and the GPU count.  Errors are configuration errors (EINVAL). */
+/* Fill defaulted degrees (sp, tp, pp, dp, ulysses) and validate against the
+ * model and the GPU count.  Errors are configuration errors (EINVAL). */
 int usim_job_resolve(const usim_model *m, const usim_platform *p, usim_job *j);
+/* Placement of a resolved job in words: which dimensions are inside a node,
+ * e.g. "tp 2 x cp 4 inside a node; dp 4 across nodes". */
+void usim_job_placement(const usim_platform *p, const usim_job *j, char *out, size_t outlen);
 
 /* Communication kinds: sequence/tensor parallel; parameter all-gathers (ZeRO);
  * gradient reduce-scatter / all-reduce (data parallel, ZeRO). */
@@ -243,6 +251,8 @@ typedef struct usim_result {
     double compute_s;             /* busy time of the compute stream */
     double exposed_s[USIM_NKIND]; /* communication not hidden behind compute, by kind */
     double comm_s[USIM_NKIND];    /* total communication time, by kind */
+    double bubble_s;              /* pipeline (1F1B) fill and drain: iter_s = compute_s +
+                                     exposed_s[*] + bubble_s */
     double sent_bytes[USIM_NCLASS];     /* per GPU per iteration (max over GPUs) */
     double sp_bytes_layer_fwd;    /* per GPU, sequence-parallel comm of one layer forward */
     double tflops;                /* Megatron formula, per GPU */

@@ -36,7 +36,7 @@ bin_PROGRAMS += ulysses
 ulysses_SOURCES = src/cli/main.c src/cli/cli.h src/cli/args.c src/cli/args.h \
 	src/cli/cmd_explain.c src/cli/explain.h src/cli/explain_draw.c
 if HAVE_MPI
-ulysses_SOURCES += src/cli/cmd_attn.c src/cli/cmd_bench.c src/cli/timing.h src/cli/timing.c
+ulysses_SOURCES += src/cli/cmd_attn.c src/cli/cmd_bench.c src/cli/cmd_train.c src/cli/timing.h src/cli/timing.c
 ulysses_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS) $(CAIRO_CFLAGS)
 ulysses_LDADD = src/libulysses.la $(BLAS_LIBS) $(MPI_LIBS) $(CAIRO_LIBS) -lm
 ulysses_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)

@@ -91,6 +91,9 @@ struct uly_train {
     acts a;
     void *abuf;
     uly_dist **dist;          /* (L) */
+    uly_local_attn plug;      /* the blocked kernel with this step's document offsets */
+    int64_t *docs_cur;        /* (rows, ndocs + 1) offsets of this rank's rows, or NULL */
+    int64_t ndocs, docs_cap;
     int64_t steps;
 };
 
@@ -286,6 +289,7 @@ void uly_train_free(uly_train *T)
     uly_free(T->dacc);
     uly_free(T->tok);
     uly_free(T->abuf);
+    uly_free(T->docs_cur);
     uly_free(T);
 }
 
@@ -320,7 +324,7 @@ static int check_config(const uly_gpt_config *c, uly_train_opts *o, int W)
     if (o->canon_sp < 1 || o->canon_sp > 64)
         return uly_set_error(ULY_EINVAL, "canon_sp %d out of [1, 64]", o->canon_sp);
     if (!(o->lr >= 0) || !(o->beta1 >= 0 && o->beta1 < 1) || !(o->beta2 >= 0 && o->beta2 < 1) ||
-        !(o->eps > 0) || !(o->weight_decay >= 0) || !(o->grad_clip >= 0) || o->max_docs < 0)
+        !(o->eps > 0) || !(o->weight_decay >= 0) || !(o->grad_clip >= 0))
         return uly_set_error(ULY_EINVAL, "optimizer settings out of range");
     return ULY_OK;
 }
@@ -393,6 +397,32 @@ static int alloc_all(uly_train *T)
     return alloc_acts(T);
 }
 
+/* Local attention of every layer: the blocked kernel, with the document
+ * offsets of the current step (the contexts are created once, the packing
+ * changes every step). */
+static uly_attn_desc with_docs(const uly_train *T, const uly_attn_desc *a)
+{
+    uly_attn_desc b = *a;
+    b.doc_offsets = T->ndocs ? T->docs_cur : NULL;
+    b.docs = T->ndocs;
+    return b;
+}
+
+static int attn_fwd_docs(void *user, const uly_attn_desc *a, const uly_kernel_opts *o, const void *q,
+                         const void *k, const void *v, void *out, void *lse)
+{
+    uly_attn_desc b = with_docs(user, a);
+    return uly_attn_fwd(&b, o, q, k, v, out, lse);
+}
+
+static int attn_bwd_docs(void *user, const uly_attn_desc *a, const uly_kernel_opts *o, const void *q,
+                         const void *k, const void *v, const void *out, const void *lse, const void *dout,
+                         void *dq, void *dk, void *dv)
+{
+    uly_attn_desc b = with_docs(user, a);
+    return uly_attn_bwd(&b, o, q, k, v, out, lse, dout, dq, dk, dv);
+}
+
 int uly_train_create(MPI_Comm comm, const uly_gpt_config *c, const uly_train_opts *o, uly_train **out)
 {
     if (!out)
@@ -448,10 +478,12 @@ int uly_train_create(MPI_Comm comm, const uly_gpt_config *c, const uly_train_opt
     if (!rc)
         rc = uly_comm_split(T->w, T->dpr, T->spr, &T->spc);
     for (int64_t l = 0; !rc && l < c->layers; l++) {
-        uly_attn_desc a = {T->rows, c->seq, c->heads, c->kv_heads, T->d, 1, 0, 0, ULY_F32};
+        uly_attn_desc a = {T->rows, c->seq, c->heads, c->kv_heads, T->d, 1, 0, 0, ULY_F32, NULL, 0};
         uly_dist_opts dop;
         memset(&dop, 0, sizeof dop);
         dop.kernel = o->kernel;
+        T->plug = (uly_local_attn){attn_fwd_docs, attn_bwd_docs, T};
+        dop.attn = &T->plug;
         dop.kernel.head_begin = dop.kernel.head_count = 0;
         dop.kernel.kv_expanded = 0;
         rc = uly_dist_create(T->spc, &a, &dop, &T->dist[l]);
@@ -568,7 +600,7 @@ static void lin_bwd_segs(uly_train *T, float *dx, const float *dout, const float
         const segment *g = &T->seg[s];
         float *part = T->partials + g->part * T->np;
         memset(db, 0, usz(OC) * sizeof(double));
-        uly_linear_bwd_f32(dx + g->off * IC, 0, PARAM(part, iw, l, OC * IC), 1, db, dout + g->off * OC,
+        uly_linear_bwd_f32(dx + g->off * IC, 0, PARAM(part, iw, l, OC * IC), 0, db, dout + g->off * OC,
                            x + g->off * IC, w, g->len, IC, OC);
         put(PARAM(part, ib, l, OC), db, OC);
     }
@@ -579,13 +611,16 @@ static int backward(uly_train *T, const int32_t *tok, const int32_t *pos, double
     const int64_t Tn = T->Tn, C = T->C, Ckv = T->Ckv, Cq = T->Cq, V = T->c.vocab, L = T->c.layers;
     const float *P = T->params;
     acts *A = &T->a;
-    memset(T->partials, 0, usz(T->nparts) * usz(T->np) * sizeof(float));
+    /* every partial element is written once below (GEMMs with beta = 0, the
+     * bias and LayerNorm sums by put()), except wpe, which gets scatter-adds */
+    for (int64_t p = 0; p < T->nparts; p++)
+        memset(T->partials + p * T->np + T->poff[P_WPE], 0, usz(T->psz[P_WPE]) * sizeof(float));
     memset(A->dres, 0, usz(Tn * C) * sizeof(float));
     /* LM head (tied): dlnf = dlogits wte; partial dwte = dlogits^T lnf */
     for (int64_t s = 0; s < T->nseg; s++) {
         const segment *g = &T->seg[s];
         float *part = T->partials + g->part * T->np;
-        uly_linear_bwd_f32(A->dln + g->off * C, 0, part + T->poff[P_WTE], 1, NULL, A->dlogits + g->off * V,
+        uly_linear_bwd_f32(A->dln + g->off * C, 0, part + T->poff[P_WTE], 0, NULL, A->dlogits + g->off * V,
                            A->lnf + g->off * C, P + T->poff[P_WTE], g->len, C, V);
     }
     ln_bwd_segs(T, A->dres, A->dln, LAYER(A->res3, L - 1, C), A->lnf_m, A->lnf_r, P + T->poff[P_LNFW], P_LNFW,
@@ -619,10 +654,10 @@ static int backward(uly_train *T, const int32_t *tok, const int32_t *pos, double
             const float *x = LAYER(A->ln1, l, C) + g->off * C;
             float *dx = A->dln + g->off * C;
             memset(db, 0, usz(Cq) * sizeof(double));
-            uly_linear_bwd_f32(dx, 0, dw, 1, db, A->dq + g->off * C, x, qkvw, g->len, C, C);
-            uly_linear_bwd_f32(dx, 1, dw + C * C, 1, db + C, A->dk + g->off * Ckv, x, qkvw + C * C, g->len, C,
+            uly_linear_bwd_f32(dx, 0, dw, 0, db, A->dq + g->off * C, x, qkvw, g->len, C, C);
+            uly_linear_bwd_f32(dx, 1, dw + C * C, 0, db + C, A->dk + g->off * Ckv, x, qkvw + C * C, g->len, C,
                                Ckv);
-            uly_linear_bwd_f32(dx, 1, dw + (C + Ckv) * C, 1, db + C + Ckv, A->dv + g->off * Ckv, x,
+            uly_linear_bwd_f32(dx, 1, dw + (C + Ckv) * C, 0, db + C + Ckv, A->dv + g->off * Ckv, x,
                                qkvw + (C + Ckv) * C, g->len, C, Ckv);
             put(PARAM(part, P_QKVB, l, Cq), db, Cq);
         }
@@ -758,6 +793,25 @@ static int reduce_loss(uly_train *T, double *sum)
     return ULY_OK;
 }
 
+int uly_train_token_losses(const uly_train *T, double *out)
+{
+    if (!T || !out)
+        return uly_set_error(ULY_EINVAL, "token losses: NULL argument");
+    if (T->o.fast)
+        return uly_set_error(ULY_EINVAL, "token losses are gathered in exact mode only");
+    const int SP = T->o.sp;
+    size_t off = 0;
+    for (int w = 0; w < T->W; w++) {
+        int64_t rb, rn, tb, tn;
+        uly_split(T->o.batch, T->o.dp, w / SP, &rb, &rn);
+        uly_split(T->c.seq, SP, w % SP, &tb, &tn);
+        for (int64_t b = 0; b < rn; b++)
+            memcpy(out + (rb + b) * T->c.seq + tb, T->all_losses + off + usz(b * tn), usz(tn) * sizeof(double));
+        off += usz(rn * tn);
+    }
+    return ULY_OK;
+}
+
 /* ------------------------------------------------------------- one step */
 
 int uly_train_step(uly_train *T, const int32_t *tok, const int32_t *target, const int32_t *pos,
@@ -770,8 +824,29 @@ int uly_train_step(uly_train *T, const int32_t *tok, const int32_t *target, cons
     int64_t count = 0;
     if (T->Tn > 0 && (!tok || !target || !pos))
         local = uly_set_error(ULY_EINVAL, "step: NULL tokens, targets or positions");
-    else if (doc_off || docs)
-        local = uly_set_error(ULY_EINVAL, "packed documents are not supported yet");
+    else if ((doc_off == NULL) != (docs == 0) || docs < 0)
+        local = uly_set_error(ULY_EINVAL, "step: document offsets and count disagree (docs %lld)", (long long)docs);
+    uint64_t dh = 0xcbf29ce484222325ULL; /* digest of the offsets: every rank must pass the same */
+    for (int64_t b = 0; !local && doc_off && b < T->o.batch; b++) {
+        const int64_t *r = doc_off + b * (docs + 1);
+        if (r[0] != 0 || r[docs] != T->c.seq)
+            local = uly_set_error(ULY_EINVAL, "row %lld: documents must start at 0 and end at %lld",
+                                  (long long)b, (long long)T->c.seq);
+        for (int64_t i = 0; !local && i <= docs; i++) {
+            if (i < docs && r[i + 1] < r[i])
+                local = uly_set_error(ULY_EINVAL, "row %lld: document offsets decrease at %lld", (long long)b,
+                                      (long long)i);
+            dh = (dh ^ (uint64_t)r[i]) * 0x100000001b3ULL;
+        }
+    }
+    if (!local && docs && T->docs_cap < T->rows * (docs + 1)) {
+        uly_free(T->docs_cur);
+        T->docs_cap = T->rows * (docs + 1);
+        if (!(T->docs_cur = uly_malloc(usz(T->docs_cap) * sizeof(int64_t)))) {
+            T->docs_cap = 0;
+            local = uly_set_error(ULY_ENOMEM, "cannot allocate %lld document offsets", (long long)T->rows * (docs + 1));
+        }
+    }
     for (int64_t t = 0; !local && t < T->Tn; t++) {
         if (tok[t] < 0 || tok[t] >= T->c.vocab || target[t] < -1 || target[t] >= T->c.vocab)
             local = uly_set_error(ULY_EINVAL, "token %lld of rank %d: token %d or target %d outside the vocabulary",
@@ -781,11 +856,15 @@ int uly_train_step(uly_train *T, const int32_t *tok, const int32_t *target, cons
                                   (long long)t, T->rank, pos[t], (long long)T->c.seq);
         count += target[t] >= 0;
     }
-    static const char *const names[2] = {"step number", "update flag"};
-    int64_t v[2] = {T->steps, update};
-    int rc = uly_comm_agree(T->w, local, 2, v, names);
+    static const char *const names[4] = {"step number", "update flag", "documents per row",
+                                         "document offsets (digest)"};
+    int64_t v[4] = {T->steps, update, docs, (int64_t)(dh >> 1)};
+    int rc = uly_comm_agree(T->w, local, 4, v, names);
     if (rc)
         return rc;
+    T->ndocs = docs;
+    if (docs)
+        memcpy(T->docs_cur, doc_off + T->rb * (docs + 1), usz(T->rows * (docs + 1)) * sizeof(int64_t));
     rc = uly_comm_allreduce_sum(T->w, &count, 1, ULY_COMM_I64);
     if (rc)
         return rc;
@@ -841,7 +920,7 @@ int uly_train_step(uly_train *T, const int32_t *tok, const int32_t *target, cons
 
 #define CKPT_MAGIC "ULYCKPT\0"
 #define CKPT_VERSION 1
-enum { CKPT_NHDR = 10 }; /* int64 fields after magic: version, V, N, L, C, H, Hkv, steps, np, 0 */
+enum { CKPT_NHDR = 10 }; /* int64 fields after magic: version, V, N, L, C, H, Hkv, steps, np, seed */
 
 static uint64_t fnv1a(const unsigned char *p, size_t n)
 {
@@ -865,7 +944,7 @@ int uly_train_checkpoint_write(const uly_train *T, void *buf, size_t len)
     unsigned char *p = buf;
     memcpy(p, CKPT_MAGIC, 8);
     int64_t h[CKPT_NHDR] = {CKPT_VERSION, T->c.vocab, T->c.seq, T->c.layers, T->c.channels, T->c.heads,
-                            T->c.kv_heads, T->steps, T->np, 0};
+                            T->c.kv_heads, T->steps, T->np, (int64_t)T->o.seed};
     memcpy(p + 8, h, sizeof h);
     size_t off = 8 + sizeof h, nb = usz(T->np) * sizeof(float);
     memcpy(p + off, T->params, nb);
@@ -892,9 +971,9 @@ int uly_train_checkpoint_read(uly_train *T, const void *buf, size_t len)
     else {
         memcpy(h, p + 8, sizeof h);
         int64_t want[CKPT_NHDR] = {CKPT_VERSION, T->c.vocab, T->c.seq, T->c.layers, T->c.channels,
-                                   T->c.heads, T->c.kv_heads, h[7], T->np, 0};
+                                   T->c.heads, T->c.kv_heads, h[7], T->np, (int64_t)T->o.seed};
         static const char *const what[CKPT_NHDR] = {"version", "vocab", "seq", "layers", "channels",
-                                                     "heads", "kv-heads", "step", "parameter count", "reserved"};
+                                                     "heads", "kv-heads", "step", "parameter count", "seed"};
         for (int i = 0; i < CKPT_NHDR && !local; i++)
             if (h[i] != want[i])
                 local = uly_set_error(ULY_EFORMAT, "checkpoint: %s is %lld, this run has %lld", what[i],

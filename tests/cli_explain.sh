@@ -62,6 +62,33 @@ for P in 1 2 3 4 5 8; do
         done
     done
 done
+# ring family: hand-derived causal work on P = 4, N = 16 (chunks of 4 tokens, H = 8):
+# a diagonal block has 4*5/2 = 10 pairs, a full one 16; the last rank of a
+# contiguous ring does 10 + 3 x 16 = 58 per head (464 with 8 heads), the
+# ideal is 136/4 = 34 per head: balance 59%.  Zigzag evens it out.
+expect 0 "r3           80        128        128        128        464" -- "$U" explain --ranks 4 --method ring --causal
+expect 0 "balance 59%" -- "$U" explain --ranks 4 --method ring --causal
+expect 0 "balance 100%" -- "$U" explain --ranks 4 --method zigzag --causal
+expect 0 "r0       0-1,14-15           6-9     4-5,10-11     2-3,12-13" -- "$U" explain --ranks 4 --method zigzag --causal
+# no mask: each rank forwards R-1 = 3 blocks of K and V: 2 x 3 x 4 tokens x 8 heads x 64 x 4 B
+expect 0 "rank 0 sends 49152 in its forward ring hops: equal" -- "$U" explain --ranks 4 --method ring
+expect 0 "6 of the 12 hops would carry a block" -- "$U" explain --ranks 4 --method ring --causal
+expect 0 "2 (P-1) B (N/P) Hkv d e = 2 x 3 x 1 x (16/4) x 8 x 64 x 4 = 49152" -- "$U" explain --ranks 4 --method allgather
+expect 0 "U = 4, the largest divisor of P = 8 not above H = 4" -- "$U" explain --ranks 8 --heads 4 --method usp
+expect 0 "ranks 0 4; K, V" -- "$U" explain --ranks 8 --heads 4 --method usp --ulysses-degree 2 --placement ring-inner
+expect 2 "usp needs a ulysses degree dividing 8 ranks (got 3)" -- "$U" explain --ranks 8 --method usp --ulysses-degree 3
+expect 2 "usp: ulysses degree 8 exceeds the 4 heads" -- "$U" explain --ranks 8 --heads 4 --method usp --ulysses-degree 8
+expect 2 "applies to --method usp only" -- "$U" explain --ranks 4 --method ring --ulysses-degree 2
+expect 2 "must be one of" -- "$U" explain --ranks 4 --method usp --placement sideways
+for m in "ring" "zigzag" "allgather" "usp --ulysses-degree 2" "usp --ulysses-degree 2 --placement ring-inner"; do
+    for sh in "--seq 16 --heads 8" "--seq 17 --heads 6 --kv-heads 2 --batch 2" "--seq 5 --heads 4 --kv-heads 1 --causal" \
+              "--seq 30 --heads 4 --window 3 --causal"; do
+        # shellcheck disable=SC2086
+        expect 0 "check: bytes sent == bytes received, summed over all ranks: [0-9]* == [0-9]*: yes" -- \
+            "$U" explain --ranks 4 --method $m $sh
+    done
+done
+
 # large P: tables are abridged, the check still covers every rank
 expect 0 "for every rank: yes" -- "$U" explain --ranks 256 --seq 100000 --heads 512 --kv-heads 8
 
@@ -71,6 +98,8 @@ if "$U" explain --ranks 2 --svg "$W/probe.svg" >/dev/null 2>"$W/err"; then
         expect 0 "figure written to" -- "$U" explain --ranks 3 --seq 10 --heads 5 --svg "$W/f.$ext"
     done
     expect 0 "figure written to" -- "$U" explain --ranks 4 --method megatron-sp --svg "$W/m.svg"
+    expect 0 "figure written to" -- "$U" explain --ranks 4 --method zigzag --causal --svg "$W/z.png"
+    expect 0 "figure written to" -- "$U" explain --ranks 8 --heads 4 --method usp --svg "$W/u.pdf"
     head -c 5 "$W/f.svg" | grep -q '<?xml' || { echo "FAIL: f.svg is not SVG"; fails=$((fails + 1)); }
     head -c 4 "$W/f.png" | grep -q 'PNG' || { echo "FAIL: f.png is not PNG"; fails=$((fails + 1)); }
     head -c 4 "$W/f.pdf" | grep -q '%PDF' || { echo "FAIL: f.pdf is not PDF"; fails=$((fails + 1)); }

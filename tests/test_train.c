@@ -7,6 +7,9 @@
  * usage: test_train DP SP BATCH N V L C H HKV STEPS MODE
  *   MODE: exact | fast | resume (steps/2, checkpoint, new trainer, rest)
  *         | ignored (the first half of every row has no loss) | none (no loss)
+ *         | docs (every row packed with 3 documents, one of them possibly empty)
+ *         | packcmp (row 0 packs documents A and B; rows 1 and 2 hold A and B alone,
+ *           padded: the per-token losses must agree to fp32 rounding)
  *         | gradcheck (gradients of the whole model against finite differences
  *           of the loss, a sample of elements of every parameter tensor)
  */
@@ -44,9 +47,22 @@ static int fail(const char *what)
     return 1;
 }
 
+/* Document offsets of every row of step `step` (batch, 4): 3 documents. */
+static void make_docs(int64_t batch, int64_t N, int64_t step, int64_t *off)
+{
+    for (int64_t g = 0; g < batch; g++) {
+        int64_t *r = off + g * 4, a = (int64_t)(mix((uint64_t)(step * 31 + g)) % (uint64_t)(N + 1)),
+                b = (int64_t)(mix((uint64_t)(step * 37 + g + 1000)) % (uint64_t)(N + 1));
+        r[0] = 0;
+        r[1] = a < b ? a : b;
+        r[2] = a < b ? b : a;
+        r[3] = N;
+    }
+}
+
 /* The shard of one step: row g of step s is a seeded random sequence. */
-static void make_batch(uly_train *T, int64_t N, int64_t V, int64_t step, const char *mode, int32_t *tok,
-                       int32_t *tgt, int32_t *pos)
+static void make_batch(uly_train *T, int64_t N, int64_t V, int64_t step, const char *mode, const int64_t *docs,
+                       int32_t *tok, int32_t *tgt, int32_t *pos)
 {
     int64_t rb, rows, tb, toks;
     uly_train_shard(T, &rb, &rows, &tb, &toks);
@@ -57,10 +73,67 @@ static void make_batch(uly_train *T, int64_t N, int64_t V, int64_t step, const c
             row[i] = (int32_t)(mix((uint64_t)(step * 1000003 + (rb + b) * 7919 + i)) % (uint64_t)V);
         for (int64_t i = 0; i < N; i++)
             nl[i] = strcmp(mode, "none") == 0 || (strcmp(mode, "ignored") == 0 && i < N / 2) || row[i] == 0;
-        uly_shard_labels(row, nl, N, NULL, 0, tb, toks, tok + b * toks, tgt + b * toks, pos + b * toks);
+        const int64_t *d = docs ? docs + (rb + b) * 4 : NULL;
+        uly_shard_labels(row, nl, N, d, docs ? 3 : 0, tb, toks, tok + b * toks, tgt + b * toks, pos + b * toks);
     }
     free(row);
     free(nl);
+}
+
+/* packcmp: rows 0 = [A | B], 1 = [A | pad], 2 = [B | pad] with 2 documents per row. */
+static int pack_compare(uly_train *T, int64_t N, int64_t V, int rank)
+{
+    int64_t rb, rows, tb, toks;
+    uly_train_shard(T, &rb, &rows, &tb, &toks);
+    const int64_t la = N / 3 + 1, lb = N - la;
+    int64_t off[3 * 3] = {0, la, N, 0, la, N, 0, lb, N};
+    int32_t *grow = malloc((size_t)(3 * (N + 1)) * sizeof *grow);
+    uint8_t *nl = calloc((size_t)(3 * N), 1);
+    for (int64_t i = 0; i <= N; i++) /* packed */
+        grow[i] = (int32_t)(1 + mix((uint64_t)i * 77) % (uint64_t)(V - 1));
+    for (int64_t i = 0; i <= N; i++) {
+        grow[(N + 1) + i] = i < la ? grow[i] : 0;          /* A, then padding */
+        grow[2 * (N + 1) + i] = i < lb ? grow[la + i] : 0; /* B, then padding */
+    }
+    for (int64_t i = 0; i < N; i++) { /* padding has no loss */
+        nl[N + i] = i >= la;
+        nl[2 * N + i] = i >= lb;
+    }
+    size_t n = (size_t)(rows * toks);
+    int32_t *tok = malloc(n * sizeof *tok), *tgt = malloc(n * sizeof *tgt), *pos = malloc(n * sizeof *pos);
+    for (int64_t b = 0; b < rows; b++) {
+        int64_t g = rb + b;
+        uly_shard_labels(grow + g * (N + 1), nl + g * N, N, off + g * 3, 2, tb, toks, tok + b * toks,
+                         tgt + b * toks, pos + b * toks);
+    }
+    uly_train_stats st;
+    if (uly_train_step(T, tok, tgt, pos, off, 2, 0, &st))
+        return fail("step");
+    double *L = malloc((size_t)(3 * N) * sizeof *L);
+    if (uly_train_token_losses(T, L))
+        return fail("token losses");
+    double worst = 0;
+    int bad = 0, labelled = 0;
+    for (int64_t i = 0; i < N; i++) {
+        double ref = i < la ? L[N + i] : L[2 * N + (i - la)], got = L[i];
+        double err = fabs(got - ref);
+        labelled += got != 0;
+        if (!(err <= 1e-5 + 1e-5 * fabs(ref)))
+            bad++;
+        if (getenv("TEST_TRAIN_VERBOSE") && rank == 0)
+            printf("  token %lld: packed %.9g alone %.9g\n", (long long)i, got, ref);
+        if (err > worst)
+            worst = err;
+    }
+    if (rank == 0)
+        printf("packcmp: %d labelled tokens, %d outside tolerance, largest difference %.3g\n", labelled, bad, worst);
+    free(L);
+    free(grow);
+    free(nl);
+    free(tok);
+    free(tgt);
+    free(pos);
+    return bad || labelled < N - 3;
 }
 
 int main(int argc, char **argv)
@@ -94,12 +167,22 @@ int main(int argc, char **argv)
     size_t n = (size_t)(rows * toks);
     int32_t *tok = malloc((n + 1) * sizeof *tok), *tgt = malloc((n + 1) * sizeof *tgt),
             *pos = malloc((n + 1) * sizeof *pos);
+    int64_t *docs = strcmp(mode, "docs") == 0 ? malloc((size_t)o.batch * 4 * sizeof *docs) : NULL;
+    if (strcmp(mode, "packcmp") == 0) {
+        int bad = pack_compare(T, c.seq, c.vocab, rank);
+        uly_train_free(T);
+        MPI_Finalize();
+        return bad;
+    }
     if (strcmp(mode, "gradcheck") == 0) {
         /* fp32 model, fp64 loss: a large step h and a loose tolerance still
          * catch any wrong or missing term (they are O(1) wrong) */
-        make_batch(T, c.seq, c.vocab, 0, mode, tok, tgt, pos);
+        int64_t *gd = getenv("TEST_TRAIN_DOCS") ? malloc((size_t)o.batch * 4 * sizeof *gd) : NULL;
+        if (gd)
+            make_docs(o.batch, c.seq, 0, gd);
+        make_batch(T, c.seq, c.vocab, 0, mode, gd, tok, tgt, pos);
         uly_train_stats st;
-        if (uly_train_step(T, tok, tgt, pos, NULL, 0, 0, &st))
+        if (uly_train_step(T, tok, tgt, pos, gd, gd ? 3 : 0, 0, &st))
             return fail("step");
         int64_t np = uly_train_nparams(T);
         float *g = malloc((size_t)np * sizeof *g), *p = uly_train_params(T);
@@ -118,7 +201,7 @@ int main(int argc, char **argv)
                 double l[2];
                 for (int sgn = 0; sgn < 2; sgn++) {
                     p[e] = save + (sgn ? -h : h);
-                    if (uly_train_step(T, tok, tgt, pos, NULL, 0, 0, &st))
+                    if (uly_train_step(T, tok, tgt, pos, gd, gd ? 3 : 0, 0, &st))
                         return fail("step");
                     l[sgn] = st.loss;
                 }
@@ -136,6 +219,7 @@ int main(int argc, char **argv)
         if (rank == 0)
             printf("gradcheck: %d of %d elements off\n", bad, checked);
         free(g);
+        free(gd);
         uly_train_free(T);
         MPI_Finalize();
         return bad ? 1 : 0;
@@ -148,9 +232,10 @@ int main(int argc, char **argv)
             if (uly_train_checkpoint_write(T, img, len))
                 return fail("checkpoint");
             uly_train_free(T);
-            o.seed = 99; /* the checkpoint, not the seed, must decide the parameters */
             if (uly_train_create(MPI_COMM_WORLD, &c, &o, &T))
                 return fail("create after checkpoint");
+            /* the checkpoint, not the initialisation, must decide the parameters */
+            memset(uly_train_params(T), 0, (size_t)uly_train_nparams(T) * sizeof(float));
             ((unsigned char *)img)[len - 20] ^= 1; /* a damaged image is refused */
             if (uly_train_checkpoint_read(T, img, len) != ULY_EFORMAT)
                 return fail("damaged checkpoint was accepted");
@@ -159,9 +244,11 @@ int main(int argc, char **argv)
                 return fail("restore");
             free(img);
         }
-        make_batch(T, c.seq, c.vocab, s, mode, tok, tgt, pos);
+        if (docs)
+            make_docs(o.batch, c.seq, s, docs);
+        make_batch(T, c.seq, c.vocab, s, mode, docs, tok, tgt, pos);
         uly_train_stats st;
-        if (uly_train_step(T, tok, tgt, pos, NULL, 0, 1, &st))
+        if (uly_train_step(T, tok, tgt, pos, docs, docs ? 3 : 0, 1, &st))
             return fail("step");
         if (!isfinite(st.loss) || !isfinite(st.grad_norm))
             return fail("non-finite loss or gradient norm");
@@ -186,6 +273,7 @@ int main(int argc, char **argv)
     free(tok);
     free(tgt);
     free(pos);
+    free(docs);
     uly_train_free(T);
     MPI_Finalize();
     return 0;

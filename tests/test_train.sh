@@ -17,7 +17,7 @@ status=0
 run() { # name dp sp args...
     name=$1 dp=$2 sp=$3
     shift 3
-    timeout 120 "$MPIRUN" --oversubscribe -np $((dp * sp)) "$bin" "$dp" "$sp" "$@" > "$tmp/$name" 2>&1 || {
+    timeout 120 "$MPIRUN" --oversubscribe ${TEST_TRAIN_DOCS:+-x TEST_TRAIN_DOCS} -np $((dp * sp)) "$bin" "$dp" "$sp" "$@" > "$tmp/$name" 2>&1 || {
         echo "FAIL: $name (dp $dp sp $sp: $*) exited with $?"; cat "$tmp/$name"; status=1; }
 }
 
@@ -59,6 +59,18 @@ same i11 i14 i22
 run n13 1 3 $A none
 grep -q "loss 0x0p+0 count 0" "$tmp/n13" || { echo "FAIL: no labels should give loss 0"; cat "$tmp/n13"; status=1; }
 
+# packed documents (3 per row, some empty): still identical for every grid
+D="3 23 13 2 16 4 2 2"
+run d11 1 1 $D docs
+run d13 1 3 $D docs
+run d31 3 1 $D docs
+run d14 1 4 $D docs
+same d11 d13 d31 d14
+# a row packing documents A and B gives the losses of A alone and B alone (fp32 rounding)
+run p11 1 1 $D packcmp
+run p14 1 4 $D packcmp
+cat "$tmp/p11" "$tmp/p14" | grep packcmp
+
 # resume from a checkpoint at step 2 of 4 equals running 4 steps
 R="2 23 13 2 16 4 2 4"
 run r12 1 2 $R exact
@@ -69,7 +81,8 @@ same r12 r12resume r22resume
 # gradients of the whole model against finite differences of the loss
 run g11 1 1 $A gradcheck
 run g13 1 3 $A gradcheck
-cat "$tmp/g11" "$tmp/g13" | grep gradcheck
+TEST_TRAIN_DOCS=1 run g12docs 1 2 $D gradcheck
+cat "$tmp/g11" "$tmp/g13" "$tmp/g12docs" | grep gradcheck
 
 # the fast mode (MPI_Allreduce) runs and stays close to the exact losses
 run f14 1 4 $A fast

@@ -31,10 +31,14 @@ static const char usage[] =
     "  --model PRESET|FILE     model description (default gpt-7b)\n"
     "  --gpus N                number of GPUs (default 64)\n"
     "  --seq N                 tokens per sequence, 128K = 131072 (default: the model's)\n"
-    "  --method LIST           ulysses,megatron-sp,ring,ring-zigzag,usp or all (default all)\n"
-    "  --sp N                  sequence-parallel degree (TP degree for megatron-sp)\n"
-    "  --tp N                  megatron-sp tensor-parallel degree (= --sp)\n"
-    "  --dp N                  data-parallel degree (sp x dp = GPUs)\n"
+    "  --method LIST           ulysses,megatron-sp,ring,ring-zigzag,usp,all-gather or all\n"
+    "                          (default all); Megatron cp_comm_type names a2a, p2p,\n"
+    "                          all_gather, a2a+p2p are accepted\n"
+    "  --sp N, --cp N          sequence/context-parallel degree (TP degree for megatron-sp)\n"
+    "  --tp N                  tensor-parallel degree composed with the method (Megatron TP\n"
+    "                          with sequence parallelism; megatron-sp: = --sp)\n"
+    "  --pp N                  pipeline stages, 1F1B (must divide the layers)\n"
+    "  --dp N                  data-parallel degree (tp x sp x pp x dp = GPUs)\n"
     "  --ulysses N             usp: all-to-all degree (ring degree = sp / N)\n"
     "  --zero S                ZeRO stage 0-3 (default 3)\n"
     "  --recompute R           none | selective | full (default full)\n"
@@ -48,7 +52,9 @@ static const char usage[] =
     "  --max-seq               also find the longest sequence that fits in memory\n"
     "  -h, --help              this text\n"
     "\n"
-    "Presets are looked up in $ULYSSES_SIM_PRESETS, then the installed data directory.\n";
+    "Presets are looked up in $ULYSSES_SIM_PRESETS, then the installed data directory.\n"
+    "Every row and column of the output (exposed comm, MFU, SP comm, ...) is defined\n"
+    "in doc/glossary.md; the model behind them in doc/simulator.md.\n";
 
 static const char sweep_usage[] =
     "usage: ulysses-sim sweep [options] [--out FILE.csv] [--plot FILE.svg] [--no-progress]\n"

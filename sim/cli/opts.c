@@ -48,9 +48,11 @@ void opts_defaults(opts *o)
     o->recompute = USIM_RC_FULL;
     o->a2a = USIM_A2A_DIRECT;
     o->format = FMT_TABLE;
+    /* the default comparison: the methods of the DeepSpeed-Ulysses paper and USP
+     * (all-gather CP runs when named, or with --method all) */
     for (int i = 0; i < USIM_NMETHOD; i++)
-        o->methods[i] = (usim_method)i;
-    o->nmethods = USIM_NMETHOD;
+        if (i != USIM_ALLGATHER_CP)
+            o->methods[o->nmethods++] = (usim_method)i;
 }
 
 int parse_count(const char *s, int64_t *out)
@@ -153,6 +155,7 @@ static const struct int_opt *int_option(const char *name)
     static const struct int_opt table[] = {
         {"--sp", offsetof(opts, sp), 1, 1 << 20},
         {"--tp", offsetof(opts, tp), 1, 1 << 20},
+        {"--pp", offsetof(opts, pp), 1, 1 << 20},
         {"--dp", offsetof(opts, dp), 1, 1 << 20},
         {"--ulysses", offsetof(opts, ulysses), 1, 1 << 20},
         {"--zero", offsetof(opts, zero), 0, 3},
@@ -225,7 +228,7 @@ int opts_parse(opts *o, int argc, char **argv, int first, int sweep, int *help)
             continue;
         }
         static const char *const valued[] = {
-            "--platform", "--model", "--gpus", "--seq", "--method", "--sp", "--tp", "--dp",
+            "--platform", "--model", "--gpus", "--seq", "--method", "--sp", "--cp", "--tp", "--pp", "--dp",
             "--ulysses", "--zero", "--recompute", "--a2a", "--micro-batch", "--global-batch",
             "--layers", "--format", "--trace", "--out", "--plot", NULL};
         int known = 0;
@@ -257,8 +260,8 @@ int opts_parse(opts *o, int argc, char **argv, int first, int sweep, int *help)
         else if (strcmp(name, "--method") == 0) {
             if (parse_methods(o, val))
                 return EXIT_BADINPUT;
-        } else if (int_option(name)) {
-            const struct int_opt *io = int_option(name);
+        } else if (int_option(strcmp(name, "--cp") == 0 ? "--sp" : name)) {
+            const struct int_opt *io = int_option(strcmp(name, "--cp") == 0 ? "--sp" : name);
             if (parse_int_opt(name, val, io->lo, io->hi, (int *)((char *)o + io->off)))
                 return EXIT_BADINPUT;
         }
@@ -327,6 +330,7 @@ usim_job make_job(const opts *o, usim_method m, int gpus)
     j.gpus = gpus;
     j.sp = o->sp;
     j.tp = o->tp;
+    j.pp = o->pp;
     j.dp = o->dp;
     j.ulysses = o->ulysses;
     j.zero = o->zero;

@@ -22,7 +22,7 @@ typedef struct opts {
     usim_method methods[USIM_NMETHOD];
     int nmethods;
     int methods_explicit;
-    int sp, tp, dp, ulysses, zero;
+    int sp, tp, pp, dp, ulysses, zero;
     usim_recompute recompute;
     usim_coll_type a2a;
     int64_t micro_batch, global_batch, layers;

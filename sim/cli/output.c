@@ -43,18 +43,31 @@ void out_table(FILE *f, const usim_platform *p, const usim_model *m, const row *
         }                                                      \
         fputc('\n', f);                                        \
     } while (0)
-    ROW("degrees sp x dp (ulysses x ring)", {
-        if (r->job.method == USIM_USP)
-            snprintf(buf, sizeof buf, "%dx%d (%dx%d)", r->job.sp, r->job.dp, r->job.ulysses,
-                     r->job.sp / r->job.ulysses);
-        else
-            snprintf(buf, sizeof buf, "%dx%d", r->job.sp, r->job.dp);
-    });
+    int composed = 0;
+    for (int i = 0; i < n; i++)
+        composed |= rows[i].ok && ((rows[i].r.job.tp > 1 && rows[i].method != USIM_MEGATRON_SP) ||
+                                   rows[i].r.job.pp > 1);
+    if (!composed)
+        ROW("degrees sp x dp (ulysses x ring)", {
+            if (r->job.method == USIM_USP)
+                snprintf(buf, sizeof buf, "%dx%d (%dx%d)", r->job.sp, r->job.dp, r->job.ulysses,
+                         r->job.sp / r->job.ulysses);
+            else
+                snprintf(buf, sizeof buf, "%dx%d", r->job.sp, r->job.dp);
+        });
+    else
+        ROW("degrees tp x sp x pp x dp", {
+            int t = r->job.method == USIM_MEGATRON_SP ? r->job.tp : r->job.tp;
+            int c = r->job.method == USIM_MEGATRON_SP ? 1 : r->job.sp;
+            snprintf(buf, sizeof buf, "%dx%dx%dx%d", t, c, r->job.pp, r->job.dp);
+        });
     ROW("iteration time [s]", snprintf(buf, sizeof buf, "%.3f", r->iter_s));
     ROW("compute time [s]", snprintf(buf, sizeof buf, "%.3f", r->compute_s));
     ROW("exposed comm: sequence parallel [s]", snprintf(buf, sizeof buf, "%.3f", r->exposed_s[USIM_KIND_SP]));
     ROW("exposed comm: parameter gather [s]", snprintf(buf, sizeof buf, "%.3f", r->exposed_s[USIM_KIND_PARAM]));
     ROW("exposed comm: gradient reduce [s]", snprintf(buf, sizeof buf, "%.3f", r->exposed_s[USIM_KIND_GRAD]));
+    if (composed)
+        ROW("pipeline bubble [s]", snprintf(buf, sizeof buf, "%.3f", r->bubble_s));
     ROW("SP comm per layer forward [MB/GPU]", snprintf(buf, sizeof buf, "%.1f", r->sp_bytes_layer_fwd / 1e6));
     ROW("sent over NVLink [GB/GPU/iter]", snprintf(buf, sizeof buf, "%.2f", r->sent_bytes[USIM_CLASS_NVLINK] / 1e9));
     ROW("sent over NIC [GB/GPU/iter]", snprintf(buf, sizeof buf, "%.2f", r->sent_bytes[USIM_CLASS_NIC] / 1e9));
@@ -83,6 +96,13 @@ void out_table(FILE *f, const usim_platform *p, const usim_model *m, const row *
     for (int i = 0; i < n; i++)
         if (!rows[i].ok)
             fprintf(f, "\n%s: not run: %s", usim_method_name(rows[i].method), rows[i].err);
+    if (composed)
+        for (int i = 0; i < n; i++)
+            if (rows[i].ok) {
+                char pl[256];
+                usim_job_placement(p, &rows[i].r.job, pl, sizeof pl);
+                fprintf(f, "\nplacement: %s: %s", usim_method_name(rows[i].method), pl);
+            }
     for (int i = 0; i < n; i++)
         for (int k = 0; rows[i].ok && k < rows[i].r.nwarn; k++)
             fprintf(f, "\nwarning: %s: %s", usim_method_name(rows[i].method), rows[i].r.warn[k]);
@@ -91,10 +111,11 @@ void out_table(FILE *f, const usim_platform *p, const usim_model *m, const row *
 
 void out_csv_header(FILE *f)
 {
+    /* columns are only ever appended, so scripts that cut fields keep working */
     fputs("method,platform,model,gpus,sp,tp,dp,ulysses_degree,ring_degree,zero,recompute,"
           "seq_tokens,global_batch_seqs,micro_steps,iter_s,compute_s,exposed_sp_s,exposed_param_s,"
           "exposed_grad_s,sp_bytes_layer_fwd_B,nvlink_sent_GB,nic_sent_GB,tflops_per_gpu,mfu_pct,"
-          "mem_GiB,fits,max_seq_tokens,error,warnings\n", f);
+          "mem_GiB,fits,max_seq_tokens,error,warnings,pp,bubble_s,placement\n", f);
 }
 
 static void csv_str(FILE *f, const char *s);
@@ -130,7 +151,7 @@ void out_csv_row(FILE *f, const usim_platform *p, const usim_model *m, int gpus,
     if (!w->ok) {
         fprintf(f, ",,,,,,,%lld,,,,,,,,,,,,,,,,", (long long)m->seq);
         csv_str(f, w->err);
-        fputs(",\n", f);
+        fputs(",,,,\n", f);
         return;
     }
     fprintf(f, "%d,%d,%d,%d,%d,%d,%s,%lld,%lld,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%.0f,%.4f,%.4f,%.2f,%.2f,%.3f,%d,",
@@ -151,6 +172,10 @@ void out_csv_row(FILE *f, const usim_platform *p, const usim_model *m, int gpus,
         }
         csv_str(f, all);
     }
+    char pl[256];
+    usim_job_placement(p, &r->job, pl, sizeof pl);
+    fprintf(f, ",%d,%.6f,", r->job.pp, r->bubble_s);
+    csv_name(f, pl);
     fputc('\n', f);
 }
 
@@ -185,6 +210,11 @@ void out_json(FILE *f, const usim_platform *p, const usim_model *m, int gpus, co
             fputc('}', f);
             continue;
         }
+        char pl[256];
+        usim_job_placement(p, &r->job, pl, sizeof pl);
+        fprintf(f, "\"pp\": %d, \"bubble_s\": %.6f, \"placement\": ", r->job.pp, r->bubble_s);
+        json_str(f, pl);
+        fprintf(f, ",\n     ");
         fprintf(f, "\"sp\": %d, \"tp\": %d, \"dp\": %d, \"ulysses_degree\": %d, \"ring_degree\": %d, "
                    "\"zero\": %d, \"recompute\": \"%s\", \"global_batch_seqs\": %lld, \"micro_steps\": %d,\n"
                    "     \"iter_s\": %.6f, \"compute_s\": %.6f, \"exposed_sp_s\": %.6f, "

@@ -39,7 +39,10 @@ expect "--sp: expected an integer" --sp 1.5
 expect "ulysses: SP degree 64 exceeds the 32 attention heads" --method ulysses --sp 64
 expect "degrees do not multiply to the GPU count" --method ulysses --sp 16 --dp 2
 expect "degrees do not multiply to the GPU count" --method ring --dp 3
-expect "--tp applies to megatron-sp only" --method ulysses --tp 2
+expect "ulysses: SP degree 32 exceeds the 16 attention heads per tensor-parallel rank" --method ulysses --tp 2 --sp 32
+expect "ulysses: TP degree 3 does not divide the 32 heads" --method ulysses --tp 3 --gpus 48
+expect "degrees do not multiply to the GPU count: tp 2 x cp 8 x pp 1 x dp 2 = 32, not 64" --method ring --tp 2 --sp 8 --dp 2
+expect "--pp 3 does not divide the 32 layers" --method ring --pp 3 --gpus 48
 expect "TP degree 64 does not divide" --method megatron-sp --tp 64
 expect "not a multiple of 8 GPUs per node" --gpus 12
 expect "usp: ulysses degree 3 does not divide" --method usp --ulysses 3

@@ -121,7 +121,7 @@ continue;   /* megatron-sp needs heads % tp == 0 */
         }
         usim_sim_free(s);
     }
-    ck_assert_int_eq(ran, 28);   /* 6 shapes x 5 methods, minus 2 impossible megatron-sp */
+    ck_assert_int_eq(ran, 34);   /* 6 shapes x 6 methods, minus 2 impossible megatron-sp */
 }
 END_TEST
 
@@ -196,9 +196,32 @@ START_TEST(test_config_errors)
     j.dp = 2;
     ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_EINVAL);
     ck_assert_ptr_nonnull(strstr(usim_last_error(), "do not multiply"));
+    /* composed tensor parallelism: tp x cp x pp x dp = GPUs, heads per tensor rank */
     j = job(USIM_RING, 64, 8);
     j.tp = 2;
+    ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_OK);
+    ck_assert_int_eq(j.dp, 4);
+    j = job(USIM_ULYSSES, 64, 32);
+    j.tp = 2;
     ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_EINVAL);
+    ck_assert_ptr_nonnull(strstr(usim_last_error(), "exceeds the 16 attention heads per tensor-parallel rank"));
+    j = job(USIM_ULYSSES, 48, 0);
+    j.tp = 3;
+    ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_EINVAL);
+    ck_assert_ptr_nonnull(strstr(usim_last_error(), "TP degree 3 does not divide the 32 heads"));
+    j = job(USIM_ULYSSES, 48, 0);
+    j.pp = 3;
+    ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_EINVAL);
+    ck_assert_ptr_nonnull(strstr(usim_last_error(), "--pp 3 does not divide the 2 layers"));
+    j = job(USIM_ALLGATHER_CP, 64, 16);
+    j.tp = 2;
+    j.pp = 2;
+    ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_OK);
+    ck_assert_int_eq(j.dp, 1);
+    j = job(USIM_USP, 64, 32);
+    j.tp = 2;   /* a2a defaults to the node: 8 / TP 2 = 4 */
+    ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_OK);
+    ck_assert_int_eq(j.ulysses, 4);
     j = job(USIM_MEGATRON_SP, 64, 32);
     ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_OK);
     ck_assert_int_eq(j.tp, 32);
@@ -396,6 +419,120 @@ START_TEST(test_speed_1024)
 }
 END_TEST
 
+/* Composed tensor parallelism: simulated bytes == closed forms for every
+ * method, every GPU (tensor collectives included), with uneven shapes. */
+START_TEST(test_bytes_with_tp)
+{
+    usim_platform p = a100();
+    struct { int64_t hidden, heads, kv, seq; int tp, P, gpus, u; } cases[] = {
+        {2048, 16, 16, 16384, 2, 4, 16, 0},   /* even */
+        {2048, 32, 8, 16384, 2, 8, 32, 2},    /* GQA, usp 2 x 4 */
+        {2048, 16, 2, 12290, 4, 2, 16, 0},    /* KV heads replicated over TP, uneven sequence */
+        {1920, 12, 4, 10007, 2, 3, 12, 3},    /* uneven, 12 GPUs on one... 12-GPU node */
+    };
+    int ran = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        usim_platform pc = p;
+        if (cases[c].gpus == 12)
+            pc.gpus_per_node = 12;
+        usim_model m = model(2, cases[c].hidden, cases[c].heads, cases[c].kv, cases[c].seq);
+        usim_sim *s = usim_sim_new(&pc, cases[c].gpus);
+        for (int me = 0; me < USIM_NMETHOD; me++) {
+            if (me == USIM_MEGATRON_SP)
+                continue;
+            usim_job j = job((usim_method)me, cases[c].gpus, cases[c].P);
+            j.tp = cases[c].tp;
+            j.ulysses = me == USIM_USP ? cases[c].u : 0;
+            usim_job chk = j;
+            ck_assert_msg(usim_job_resolve(&m, &pc, &chk) == USIM_OK, "case %zu %s: %s", c,
+                          usim_method_name((usim_method)me), usim_last_error());
+            ran++;
+            for (int g = 0; g < cases[c].gpus; g++) {
+                double sent[2], ana[2];
+                ck_assert_int_eq(usim_sp_layer_bytes(s, &m, &j, g, sent), USIM_OK);
+                ck_assert_int_eq(usim_analytic_sp_bytes(&m, &j, g, ana), USIM_OK);
+                ck_assert_msg(sent[0] == ana[0] && sent[1] == ana[1],
+                              "case %zu %s tp %d gpu %d: simulated %.0f/%.0f analytic %.0f/%.0f", c,
+                              usim_method_name((usim_method)me), j.tp, g, sent[0], sent[1], ana[0], ana[1]);
+                ck_assert(sent[0] > 0);
+            }
+        }
+        usim_sim_free(s);
+    }
+    ck_assert_int_eq(ran, 20);
+}
+END_TEST
+
+/* Tensor parallelism shards parameters; pipeline stages hold L/pp layers and
+ * min(pp, micro-steps) micro-batches; time accounting includes the bubble. */
+START_TEST(test_composition_memory_and_time)
+{
+    usim_platform p = a100();
+    usim_model m = model(4, 4096, 32, 8, 32768);
+    m.global_batch = 8;
+    usim_memory a, b;
+    int fa, fb;
+    usim_job j1 = job(USIM_ULYSSES, 32, 8), j2 = job(USIM_ULYSSES, 32, 8);
+    j1.zero = j2.zero = 0;
+    j2.tp = 2;
+    ck_assert_int_eq(usim_memory_estimate(&p, &m, &j1, &a, &fa), USIM_OK);
+    ck_assert_int_eq(usim_memory_estimate(&p, &m, &j2, &b, &fb), USIM_OK);
+    ck_assert(fabs(b.params / a.params - 0.5) < 1e-12);
+    ck_assert(b.activations < a.activations);   /* layer inputs split T ways (sequence parallelism) */
+    usim_job j3 = job(USIM_ULYSSES, 32, 8);
+    j3.zero = 0;
+    j3.pp = 2;
+    usim_memory c;
+    int fc;
+    ck_assert_int_eq(usim_memory_estimate(&p, &m, &j3, &c, &fc), USIM_OK);
+    /* half the layers' parameters (the embedding stays), the same activations (2 in flight x L/2) */
+    ck_assert(c.params < 0.75 * a.params);
+    ck_assert(fabs(c.activations - a.activations) <= 1e-9 * a.activations);
+    /* time: compute + exposed + bubble = iteration, bubble > 0 only with pp */
+    for (int pp = 1; pp <= 2; pp++)
+        for (int me = 0; me < USIM_NMETHOD; me++) {
+            usim_job j = job((usim_method)me, 32, me == USIM_MEGATRON_SP ? 8 : 4);
+            j.pp = pp;
+            if (me != USIM_MEGATRON_SP)
+                j.tp = 2;
+            usim_sim *s = usim_sim_new(&p, 32);
+            usim_result r;
+            ck_assert_msg(usim_simulate(s, &m, &j, NULL, &r) == USIM_OK, "%s", usim_last_error());
+            double sum = r.compute_s + r.bubble_s;
+            for (int k = 0; k < USIM_NKIND; k++)
+                sum += r.exposed_s[k];
+            ck_assert_msg(fabs(sum - r.iter_s) <= 1e-9 * r.iter_s + 1e-9, "%s pp %d: %.9f vs %.9f",
+                          usim_method_name(j.method), pp, sum, r.iter_s);
+            ck_assert(pp == 1 ? r.bubble_s == 0 : r.bubble_s > 0);
+            ck_assert(r.mfu > 0 && r.mfu < 1);
+            usim_sim_free(s);
+        }
+}
+END_TEST
+
+/* Placement is printed in words: which dimensions sit inside a node. */
+START_TEST(test_placement)
+{
+    usim_platform p = a100();
+    usim_model m = model(4, 4096, 32, 8, 32768);
+    char buf[200];
+    usim_job j = job(USIM_ULYSSES, 32, 4);
+    j.tp = 2;
+    ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_OK);
+    usim_job_placement(&p, &j, buf, sizeof buf);
+    ck_assert_str_eq(buf, "tp 2 x cp 4 inside a node; dp 4 across nodes");
+    j = job(USIM_USP, 32, 16);
+    j.ulysses = 8;
+    ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_OK);
+    usim_job_placement(&p, &j, buf, sizeof buf);
+    ck_assert_str_eq(buf, "cp a2a 8 inside a node; cp p2p 2 x dp 2 across nodes");
+    j = job(USIM_RING, 32, 16);
+    ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_OK);
+    usim_job_placement(&p, &j, buf, sizeof buf);
+    ck_assert_str_eq(buf, "cp 16 (8 per node) x dp 2 across nodes");
+}
+END_TEST
+
 static Suite *make_workload_suite(void)
 {
     Suite *s = suite_create("workload");
@@ -404,6 +541,7 @@ static Suite *make_workload_suite(void)
     tcase_add_test(tc, test_bytes_even_closed_form);
     tcase_add_test(tc, test_bytes_every_method_every_shape);
     tcase_add_test(tc, test_volume_scaling);
+    tcase_add_test(tc, test_bytes_with_tp);
     suite_add_tcase(s, tc);
     tc = tcase_create("run");
     tcase_set_timeout(tc, 120);
@@ -414,6 +552,8 @@ static Suite *make_workload_suite(void)
     tcase_add_test(tc, test_contention_monotone);
     tcase_add_test(tc, test_alloc_failures);
     tcase_add_test(tc, test_speed_1024);
+    tcase_add_test(tc, test_composition_memory_and_time);
+    tcase_add_test(tc, test_placement);
     suite_add_tcase(s, tc);
     return s;
 }

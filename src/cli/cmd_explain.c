@@ -23,8 +23,9 @@
 
 #include <unistd.h>
 
-enum { M_ULYSSES, M_MEGATRON };
-static const char *const method_names[] = {"ulysses", "megatron-sp", NULL};
+enum { M_ULYSSES, M_RING, M_ZIGZAG, M_ALLGATHER, M_USP, M_MEGATRON };
+static const char *const method_names[] = {"ulysses", "ring", "zigzag", "allgather", "usp", "megatron-sp", NULL};
+static const char *const placement_names[] = {"ulysses-inner", "ring-inner", NULL};
 static const char *const dtype_names[] = {"f32", "f64", NULL};
 
 /* Matrices and per-rank lines are printed in full up to these sizes. */
@@ -32,13 +33,15 @@ enum { MATRIX_MAX_P = 16, TABLE_MAX_P = 64 };
 
 typedef struct xcfg {
     uly_attn_desc a;
-    int P, method;
+    int P, method;        /* index in method_names */
+    uly_sp_plan plan;     /* ring, zigzag, allgather, usp */
     const char *svg;
 } xcfg;
 
 static const char synopsis[] =
     "explain --ranks P [--seq N] [--heads H] [--kv-heads Hkv] [--batch B] [--head-dim d]\n"
-    "               [--dtype f32|f64] [--method ulysses|megatron-sp] [--causal] [--window W]\n"
+    "               [--dtype f32|f64] [--method ulysses|ring|zigzag|allgather|usp|megatron-sp]\n"
+    "               [--ulysses-degree U] [--placement ulysses-inner|ring-inner] [--causal] [--window W]\n"
     "               [--svg FILE.svg|.png|.pdf]\n"
     "Explains one attention layer on P ranks, step by step: what each rank holds before and\n"
     "after every collective (tokens x heads), the P x P send matrices, per-rank totals and the\n"
@@ -480,8 +483,8 @@ static int explain_ulysses(const xcfg *c, xp_fig *fig)
             printf("%*" PRIu64 "%s", cw, vol[r].sent[w], w == ULY_A2A_O ? " |" : "");
         printf(" |%*" PRIu64 "%*" PRIu64 "\n", tw, f, tw, b);
     }
-    printf("  busiest rank: %s forward, %s per layer (forward + backward)\n", human(b1, sizeof b1, maxfwd),
-           human(b2, sizeof b2, maxall));
+    printf("  busiest rank: %" PRIu64 " bytes (%s) forward, %" PRIu64 " (%s) per layer (forward + backward)\n",
+           maxfwd, human(b1, sizeof b1, maxfwd), maxall, human(b2, sizeof b2, maxall));
 
     /* ---- closed form */
     printf("\nClosed form (rank r, bytes; B d e = %" PRIu64 ", SKV = sum of KV_s over ranks = %" PRId64 ")\n",
@@ -679,6 +682,8 @@ static int explain_megatron(const xcfg *c, xp_fig *fig)
         }
         printf("  r%-3d %14" PRIu64 " %14" PRIu64 " %14" PRIu64 "\n", r, g2, s2, g2 + s2);
     }
+    printf("  busiest rank: %" PRIu64 " bytes (%s) forward, %" PRIu64 " (%s) per layer (forward + backward)\n", maxf,
+           human(b1, sizeof b1, maxf), 2 * maxf, human(b2, sizeof b2, 2 * maxf));
     double even = 4.0 * (P - 1) / P * (double)B * (double)N * (double)h * (double)es;
     printf("\nClosed form: 2 all-gathers + 2 reduce-scatters of B N h per layer forward:\n"
            "  forward = 4 (t-1)/t B N h e = 4 x %d/%d x %" PRIu64 " x %" PRIu64 " x %" PRIu64 " x %" PRIu64
@@ -745,6 +750,345 @@ done:
     return rc;
 }
 
+
+/* ------------------------------------------------- ring, zigzag, all-gather, usp */
+
+/* "0-3" or "0-1,14-15" for token segments */
+static const char *segs(char *buf, size_t len, int n, const int64_t *b, const int64_t *c)
+{
+    char x[48], y[48];
+    if (n == 2 && c[1] > 0)
+        snprintf(buf, len, "%s,%s", rng(x, sizeof x, b[0], c[0]), rng(y, sizeof y, b[1], c[1]));
+    else
+        snprintf(buf, len, "%s", rng(x, sizeof x, b[0], c[0]));
+    return buf;
+}
+
+static uint64_t vol_sum(const uly_volume *v, int lo, int hi, int recv)
+{
+    uint64_t s = 0;
+    for (int w = lo; w <= hi; w++)
+        s += recv ? v->recv[w] : v->sent[w];
+    return s;
+}
+
+static int explain_ring(const xcfg *c, xp_fig *fig)
+{
+    const uly_attn_desc *a = &c->a;
+    const int P = c->P;
+    const uly_sp_plan *pl = &c->plan;
+    const int R = pl->R, U = pl->U, T = uly_plan_steps(pl);
+    const uint64_t es = uly_dtype_size(a->dtype);
+    const int usp = pl->method == ULY_METHOD_USP, ag = pl->method == ULY_METHOD_ALLGATHER;
+    char b1[64], b2[64], b3[64];
+    int rc = 0;
+    uly_volume *vol = calloc((size_t)P, sizeof *vol);
+    double *work = calloc((size_t)P * (size_t)T, sizeof *work);
+    int *lab = calloc((size_t)P * (size_t)T, sizeof *lab);
+    uint64_t *mat = NULL;
+    if (!vol || !work || !lab) {
+        fprintf(stderr, "ulysses explain: out of memory\n");
+        rc = 1;
+        goto done;
+    }
+    for (int r = 0; r < P; r++)
+        if (uly_plan_method_volume(a, pl, r, &vol[r])) {
+            fprintf(stderr, "ulysses explain: %s\n", uly_last_error());
+            rc = 2;
+            goto done;
+        }
+    static const char *const what[] = {
+        [ULY_METHOD_RING] = "ring attention: K, V blocks travel around a ring of P ranks",
+        [ULY_METHOD_ZIGZAG] = "zigzag ring attention: 2P chunks, rank j holds chunks j and 2P-1-j",
+        [ULY_METHOD_ALLGATHER] = "all-gather context parallelism: K, V all-gathered, queries local",
+        [ULY_METHOD_USP] = "USP: Ulysses all-to-alls inside groups of U ranks, a zigzag ring across R groups",
+    };
+    printf("ulysses explain: %s, one attention layer\n", what[pl->method]);
+    printf("(every term is defined in doc/glossary.md)\n\n");
+    shape_line(c);
+    if (usp)
+        printf("grid    P = U x R = %d x %d (placement %s: %s)\n", U, R, uly_placement_name(pl->placement),
+               pl->placement == ULY_PLACE_ULYSSES_INNER ? "each all-to-all group is U consecutive ranks"
+                                                         : "each ring is R consecutive ranks");
+
+    /* ---- partitions */
+    printf("\nPartitions (uly_plan_grid, uly_plan_chunk, uly_plan_tokens, uly_plan_heads)\n");
+    printf("  rank %s ring pos  chunk of the position   tokens held (input)   query heads\n",
+           usp ? " group u" : "");
+    for (int r = 0; r < P; r++) {
+        if (!show_rank(r, P)) {
+            ellipsis(r, P);
+            continue;
+        }
+        int u, j;
+        uly_plan_grid(pl, r, &u, &j);
+        int64_t cb[2], cc[2], tb[2], tc[2], hb, hc;
+        int nc = uly_plan_chunk(pl, a->seq, j, cb, cc), nt = uly_plan_tokens(pl, a->seq, r, tb, tc);
+        uly_plan_heads(pl, a->heads, r, &hb, &hc);
+        char us[16] = "";
+        if (usp)
+            snprintf(us, sizeof us, " %7d", u);
+        printf("  r%-3d%s %8d  %-22s %-21s %s\n", r, us, j, segs(b1, sizeof b1, nc, cb, cc),
+               segs(b2, sizeof b2, nt, tb, tc), rng(b3, sizeof b3, hb, hc));
+    }
+    if (pl->zigzag)
+        printf("  zigzag: the sequence is cut into 2R = %d chunks; position j holds chunks j and %d-j, an early\n"
+               "  and a late one, so that every position has the same causal work.\n",
+               2 * R, 2 * R - 1);
+    else
+        printf("  contiguous: position j holds the j-th of R = %d chunks (uly_split).\n", R);
+    if (usp && U > 1)
+        printf("  Inside each group the U ranks first run the Ulysses all-to-alls on their group's chunk:\n"
+               "  afterwards each holds the whole chunk for its H/U heads (--method ulysses explains them).\n");
+
+    /* ---- usp: the group all-to-all */
+    if (usp && U > 1) {
+        int64_t cb[2], cc[2];
+        int nc = uly_plan_chunk(pl, a->seq, 0, cb, cc);
+        uly_attn_desc g = *a;
+        g.seq = cc[0] + (nc == 2 ? cc[1] : 0);
+        mat = calloc((size_t)U * (size_t)U, sizeof *mat);
+        if (!mat) {
+            fprintf(stderr, "ulysses explain: out of memory\n");
+            rc = 1;
+            goto done;
+        }
+        for (int x = 0; x < U; x++)
+            for (int y = 0; y < U; y++)
+                if (uly_plan_a2a_block(&g, U, ULY_A2A_Q, x, y, &mat[x * U + y])) {
+                    fprintf(stderr, "ulysses explain: %s\n", uly_last_error());
+                    rc = 2;
+                    goto done;
+                }
+        printf("\nStep 0: all-to-all of Q inside group 0 (its %" PRId64 " tokens over U = %d ranks; rows and columns\n"
+               "are the members u = 0..%d, ranks",
+               g.seq, U, U - 1);
+        for (int x = 0; x < U && x < 16; x++)
+            printf(" %d", uly_plan_grid_rank(pl, x, 0));
+        printf("%s; K, V and the output's way back follow the pattern of Ulysses)\n", U > 16 ? " ..." : "");
+        print_matrix(mat, U, es, "  ");
+    }
+
+    /* ---- steps: KV held and causal work */
+    for (int r = 0; r < P; r++) {
+        int64_t hb, hc;
+        uly_plan_heads(pl, a->heads, r, &hb, &hc);
+        int u, j;
+        uly_plan_grid(pl, r, &u, &j);
+        for (int t = 0; t < T; t++) {
+            work[r * T + t] = uly_plan_step_pairs(a, pl, r, t) * (double)hc;
+            lab[r * T + t] = ag ? -1 : (t == 0 || uly_plan_ring_hold(a, pl, j, t)) ? uly_plan_ring_src(pl, j, t) : -1;
+        }
+    }
+    if (ag) {
+        printf("\nForward: one all-gather of K and V (every rank ends with all N tokens of the Hkv KV heads),\n"
+               "then each rank's queries attend to every key it may see; the backward reduce-scatters dK, dV.\n");
+    } else {
+        printf("\nRing steps (uly_plan_ring_src, uly_plan_ring_hold): the K, V block each rank computes with.\n"
+               "At step t ring position j holds the block of position (j - t) mod R and, while computing,\n"
+               "sends it on to j+1; \"-\" = not needed by this rank or any later one: neither computed nor sent.\n");
+        printf("  rank ");
+        for (int t = 0; t < T && t < 16; t++)
+            printf(" %11s%-2d", "step ", t);
+        printf("\n");
+        for (int r = 0; r < P; r++) {
+            if (!show_rank(r, P)) {
+                ellipsis(r, P);
+                continue;
+            }
+            printf("  r%-3d", r);
+            for (int t = 0; t < T && t < 16; t++) {
+                int src = lab[r * T + t];
+                if (src < 0) {
+                    printf(" %13s", "-");
+                    continue;
+                }
+                int64_t kb[2], kc[2];
+                int nk = uly_plan_chunk(pl, a->seq, src, kb, kc);
+                printf(" %13s", segs(b1, sizeof b1, nk, kb, kc));
+            }
+            printf("\n");
+        }
+        if (T > 16)
+            printf("  (steps 16-%d omitted)\n", T - 1);
+    }
+    printf("\nWork per rank and step: visible (query, key) pairs x query heads (uly_plan_step_pairs)\n");
+    printf("  rank ");
+    for (int t = 0; t < T && t < 16; t++)
+        printf(" %8s%-2d", "step ", t);
+    printf(" %10s\n", "total");
+    double total = 0, crit = 0;
+    for (int r = 0; r < P; r++) {
+        double rs = 0;
+        for (int t = 0; t < T; t++)
+            rs += work[r * T + t];
+        total += rs;
+        if (!show_rank(r, P)) {
+            ellipsis(r, P);
+            continue;
+        }
+        printf("  r%-3d", r);
+        for (int t = 0; t < T && t < 16; t++)
+            printf(" %10.0f", work[r * T + t]);
+        printf(" %10.0f\n", rs);
+    }
+    printf("  max ");
+    for (int t = 0; t < T; t++) {
+        double mx = 0;
+        for (int r = 0; r < P; r++)
+            mx = work[r * T + t] > mx ? work[r * T + t] : mx;
+        crit += mx;
+        if (t < 16)
+            printf(" %10.0f", mx);
+    }
+    printf(" %10.0f\n", crit);
+    printf("  Each step lasts as long as its busiest rank: the layer takes the sum of the maxima, %.0f,\n"
+           "  against %.0f if the work (%.0f in all) were spread evenly: balance %.0f%%.\n",
+           crit, total / P, total, crit > 0 ? 100.0 * total / P / crit : 100.0);
+    if (pl->method == ULY_METHOD_RING && a->causal)
+        printf("  Causal mask, contiguous chunks: rank 0 sees only its own block, the last rank every block;\n"
+               "  try --method zigzag.\n");
+    if (pl->method == ULY_METHOD_ZIGZAG && a->causal)
+        printf("  Zigzag: every rank pairs an early chunk with a late one, so the work per step is even.\n");
+
+    /* ---- volumes */
+    printf("\nPer-rank totals (uly_plan_method_volume): bytes sent to other ranks\n");
+    if (ag)
+        printf("  rank%12s %12s | %12s %12s\n", "ag K", "ag V", "rs dK", "rs dV");
+    else
+        printf("  rank%s%12s | %12s %12s | %12s %12s\n", usp ? "  a2a (group)" : "", "ring K+V", "ring bK+bV",
+               "ring dK+dV", "forward", "backward");
+    uint64_t sent_all = 0, recv_all = 0;
+    for (int r = 0; r < P; r++) {
+        const uly_volume *v = &vol[r];
+        sent_all += vol_sum(v, 0, ULY_VOL_COUNT - 1, 0);
+        recv_all += vol_sum(v, 0, ULY_VOL_COUNT - 1, 1);
+        if (!show_rank(r, P)) {
+            ellipsis(r, P);
+            continue;
+        }
+        if (ag) {
+            printf("  r%-3d %12" PRIu64 " %12" PRIu64 " | %12" PRIu64 " %12" PRIu64 "\n", r, v->sent[ULY_AG_K],
+                   v->sent[ULY_AG_V], v->sent[ULY_RS_DK], v->sent[ULY_RS_DV]);
+            continue;
+        }
+        uint64_t a2a = vol_sum(v, 0, ULY_A2A_COUNT - 1, 0), a2af = vol_sum(v, 0, ULY_A2A_O, 0);
+        uint64_t rf = v->sent[ULY_RING_K] + v->sent[ULY_RING_V];
+        uint64_t rb = v->sent[ULY_RING_BK] + v->sent[ULY_RING_BV], rd = v->sent[ULY_RING_DK] + v->sent[ULY_RING_DV];
+        if (usp)
+            printf("  r%-3d %12" PRIu64, r, a2a);
+        else
+            printf("  r%-3d", r);
+        printf("%12" PRIu64 " | %12" PRIu64 " %12" PRIu64 " | %12" PRIu64 " %12" PRIu64 "\n", rf, rb, rd, a2af + rf,
+               a2a - a2af + rb + rd);
+    }
+    /* closed forms without masks, even split */
+    const uint64_t B = (uint64_t)a->batch, d = (uint64_t)a->head_dim, N = (uint64_t)a->seq;
+    printf("\nClosed form (no mask, N divisible by the chunks):\n");
+    int64_t kvh = a->kv_heads, k0;
+    if (usp) {
+        int64_t hb, hc;
+        uly_plan_heads(pl, a->heads, 0, &hb, &hc);
+        uly_kv_range(a, hb, hc, &k0, &kvh);
+    }
+    if (ag) {
+        printf("  all-gather of K and V: each rank sends its block to the P-1 others:\n"
+               "  2 (P-1) B (N/P) Hkv d e = 2 x %d x %" PRIu64 " x (%" PRIu64 "/%d) x %" PRId64 " x %" PRIu64
+               " x %" PRIu64 " = %.0f\n",
+               P - 1, B, N, P, a->kv_heads, d, es, 2.0 * (P - 1) * B * ((double)N / P) * a->kv_heads * d * es);
+    } else {
+        double cf = 2.0 * (R - 1) * B * ((double)N / R) * (double)kvh * d * es;
+        printf("  ring forward, K and V: R-1 hops of one block each:\n"
+               "  2 (R-1) B (N/R) KV d e = 2 x %d x %" PRIu64 " x (%" PRIu64 "/%d) x %" PRId64 " x %" PRIu64 " x %" PRIu64
+               " = %.0f%s\n",
+               R - 1, B, N, R, kvh, d, es, cf, usp ? "  (KV = the KV heads of a rank's group share)" : "");
+        uint64_t ring0 = vol[0].sent[ULY_RING_K] + vol[0].sent[ULY_RING_V];
+        int skipped = 0, hops = 0;
+        for (int r = 0; r < P; r++)
+            for (int t = 0; t + 1 < R; t++) {
+                hops++;
+                skipped += !uly_plan_ring_hop(a, pl, r, t, ULY_RING_K);
+            }
+        if (skipped)
+            printf("  with the mask, %d of the %d hops would carry a block that nobody further on can see:\n"
+                   "  they are skipped (uly_plan_ring_hold), so ranks send less than the formula.\n",
+                   skipped, hops);
+        else if (N % (uint64_t)(pl->zigzag ? 2 * R : R) == 0)
+            printf("  rank 0 sends %" PRIu64 " in its forward ring hops: %s\n", ring0,
+                   (double)ring0 == cf ? "equal" : "DIFFERENT");
+        else
+            printf("  uneven chunks: each hop carries the block it holds (see the totals above)\n");
+    }
+    printf("\ncheck: bytes sent == bytes received, summed over all ranks: %" PRIu64 " == %" PRIu64 ": %s\n", sent_all,
+           recv_all, sent_all == recv_all ? "yes" : "NO");
+    if (sent_all != recv_all)
+        rc = 1;
+
+    /* ---- figure */
+    if (fig) {
+        snprintf(fig->title, sizeof fig->title,
+                 "%s: P = %d%s, N = %" PRId64 ", H = %" PRId64 ", Hkv = %" PRId64 "%s", uly_method_name(pl->method), P,
+                 usp ? (snprintf(b3, sizeof b3, " (U %d x R %d)", U, R), b3) : "", a->seq, a->heads, a->kv_heads,
+                 a->causal ? ", causal" : "");
+        snprintf(fig->subtitle, sizeof fig->subtitle,
+                 "colour = rank whose tokens these are; bars: work per step (label: the K, V block's ring position)");
+        fig->P = P;
+        xp_panel *p = new_panel(fig, NULL, "Q, K, V: input shards", "tokens held by each rank, every head", "h",
+                                a->seq, a->heads);
+        for (int r = 0; r < P; r++) {
+            int64_t tb[2], tc[2];
+            int nt = uly_plan_tokens(pl, a->seq, r, tb, tc);
+            for (int x = 0; x < nt; x++)
+                if (tc[x] && add_block(p, r, r, tb[x], tc[x], 0, a->heads, 0, 0))
+                    goto oom;
+        }
+        if (usp && U > 1) {
+            p = new_panel(fig, "all-to-all in group", "after the group all-to-all", "group chunk x H/U heads", "h",
+                          a->seq, a->heads);
+            for (int r = 0; r < P; r++) {
+                int u, j;
+                uly_plan_grid(pl, r, &u, &j);
+                int64_t hb, hc;
+                uly_plan_heads(pl, a->heads, r, &hb, &hc);
+                for (int uu = 0; uu < U; uu++) {
+                    int s = uly_plan_grid_rank(pl, uu, j);
+                    int64_t tb[2], tc[2];
+                    int nt = uly_plan_tokens(pl, a->seq, s, tb, tc);
+                    for (int x = 0; x < nt; x++)
+                        if (tc[x] && hc && add_block(p, r, s, tb[x], tc[x], hb, hc, 0, 0))
+                            goto oom;
+                }
+            }
+        }
+        xp_bars *bar = &fig->bars[fig->nbars++];
+        snprintf(bar->title, sizeof bar->title, "work per rank and step (visible pairs x heads)%s",
+                 a->causal ? ", causal" : "");
+        bar->P = P;
+        bar->steps = T;
+        bar->work = work;
+        bar->label = lab;
+        work = NULL;
+        lab = NULL;
+        if (mat) {
+            xp_matrix *m = &fig->matrix[fig->nmatrix++];
+            snprintf(m->title, sizeof m->title, "group 0 all-to-all Q: elements sent");
+            m->P = U;
+            m->elems = mat;
+            mat = NULL;
+        }
+    }
+    goto done;
+oom:
+    fprintf(stderr, "ulysses explain: out of memory\n");
+    rc = 1;
+done:
+    free(vol);
+    free(work);
+    free(lab);
+    free(mat);
+    return rc;
+}
+
 /* ------------------------------------------------------------ command */
 
 /* The shape rules of the library and the simulator, with their messages. */
@@ -764,6 +1108,13 @@ static int check_shape(const xcfg *c)
             return EXIT_BADINPUT;
         }
         break;
+    case M_USP:
+        if (c->plan.U > c->a.heads) {
+            fprintf(stderr, "ulysses explain: usp: ulysses degree %d exceeds the %" PRId64 " heads\n", c->plan.U,
+                    c->a.heads);
+            return EXIT_BADINPUT;
+        }
+        break;
     case M_MEGATRON:
         if (c->a.heads % c->P) {
             fprintf(stderr, "ulysses explain: megatron-sp: TP degree %d does not divide the %" PRId64 " heads\n",
@@ -780,7 +1131,8 @@ int cmd_explain(int argc, char **argv)
     xcfg c;
     memset(&c, 0, sizeof c);
     int64_t P = 0, batch = 1, seq = 16, heads = 8, kv = 0, dim = 64, window = 0;
-    int causal = 0, dtype = 0, method = 0, seen_ranks = 0;
+    int64_t udeg = 0;
+    int causal = 0, dtype = 0, method = 0, placement = 0, seen_ranks = 0, seen_udeg = 0, seen_place = 0;
     const char *svg = NULL;
     const arg_opt opts[] = {
         {"ranks", ARG_INT, &P, 1, 4096, "P", "number of ranks (GPUs) P (required)", NULL, &seen_ranks},
@@ -791,7 +1143,14 @@ int cmd_explain(int argc, char **argv)
         {"head-dim", ARG_INT, &dim, 1, 1 << 16, "d", "head dimension (default 64)", NULL, NULL},
         {"dtype", ARG_CHOICE, &dtype, 0, 0, "T", "element type f32 or f64: bytes per element e (default f32)",
          dtype_names, NULL},
-        {"method", ARG_CHOICE, &method, 0, 0, "M", "ulysses (default) or megatron-sp", method_names, NULL},
+        {"method", ARG_CHOICE, &method, 0, 0, "M",
+         "ulysses (default), ring, zigzag, allgather, usp or megatron-sp", method_names, NULL},
+        {"ulysses-degree", ARG_INT, &udeg, 1, 4096, "U",
+         "usp: ranks per all-to-all group, dividing P (default: the largest divisor of P not above H)", NULL,
+         &seen_udeg},
+        {"placement", ARG_CHOICE, &placement, 0, 0, "PL",
+         "usp: ulysses-inner (groups are consecutive ranks, the default) or ring-inner", placement_names,
+         &seen_place},
         {"causal", ARG_FLAG, &causal, 0, 0, NULL, "causal mask (changes the work, not the volume)", NULL, NULL},
         {"window", ARG_INT, &window, 1, INT64_MAX / 2, "W", "sliding window (as in ulysses attn)", NULL, NULL},
         {"svg", ARG_STR, &svg, 0, 0, "FILE", "also draw the layouts: FILE.svg, .png or .pdf (cairo)", NULL, NULL},
@@ -822,6 +1181,36 @@ int cmd_explain(int argc, char **argv)
     c.a.causal = causal;
     c.a.window = window;
     c.a.dtype = dtype == 0 ? ULY_F32 : ULY_F64;
+    if ((seen_udeg || seen_place) && method != M_USP) {
+        fprintf(stderr, "ulysses explain: --%s applies to --method usp only\n",
+                seen_udeg ? "ulysses-degree" : "placement");
+        return EXIT_BADINPUT;
+    }
+    if (method != M_ULYSSES && method != M_MEGATRON) {
+        int lm;
+        if (uly_method_parse(method_names[method], &lm)) {
+            fprintf(stderr, "ulysses explain: %s\n", uly_last_error());
+            return EXIT_BADINPUT;
+        }
+        int U = 0;
+        if (method == M_USP) {
+            U = (int)udeg;
+            if (!seen_udeg) {   /* an adjustment of ours: printed, never silent */
+                for (int u = c.P; u >= 1; u--)
+                    if (c.P % u == 0 && u <= c.a.heads) {
+                        U = u;
+                        break;
+                    }
+                printf("note: --ulysses-degree not given: U = %d, the largest divisor of P = %d not above H = %" PRId64
+                       "\n\n",
+                       U, c.P, c.a.heads);
+            }
+        }
+        if (uly_sp_plan_init(&c.plan, lm, c.P, U, placement)) {
+            fprintf(stderr, "ulysses explain: %s\n", uly_last_error());
+            return EXIT_BADINPUT;
+        }
+    }
     int rc = check_shape(&c);
     if (rc)
         return rc;
@@ -851,7 +1240,17 @@ int cmd_explain(int argc, char **argv)
     }
     xp_fig fig;
     memset(&fig, 0, sizeof fig);
-    rc = c.method == M_ULYSSES ? explain_ulysses(&c, svg ? &fig : NULL) : explain_megatron(&c, svg ? &fig : NULL);
+    switch (c.method) {
+    case M_ULYSSES:
+        rc = explain_ulysses(&c, svg ? &fig : NULL);
+        break;
+    case M_MEGATRON:
+        rc = explain_megatron(&c, svg ? &fig : NULL);
+        break;
+    default:
+        rc = explain_ring(&c, svg ? &fig : NULL);
+        break;
+    }
     if (!rc && svg) {
         char err[512];
         rc = xp_draw(&fig, svg, err, sizeof err);

@@ -242,7 +242,11 @@ static double draw_bars(cairo_t *cr, const xp_bars *b, double x0, double y0, dou
             cairo_rectangle(cr, x, y0 + BAR_H - h, bw - 1, h);
             cairo_fill(cr);
             if (b->label && b->P * b->steps <= 64 && bw >= 9) {
-                snprintf(buf, sizeof buf, "%d", b->label[r * b->steps + k]);
+                int lb = b->label[r * b->steps + k];
+                if (lb < 0)
+                    snprintf(buf, sizeof buf, "-");   /* holds no block: idle */
+                else
+                    snprintf(buf, sizeof buf, "%d", lb);
                 cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
                 text(cr, x + bw / 2, y0 + BAR_H - h - 2, 6.5, 0, 1, buf);
             }
