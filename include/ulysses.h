@@ -287,6 +287,10 @@ enum { ULY_BWD_AUTO = 0,   /* single pass when the (batch, KV head) items keep t
        ULY_BWD_SINGLE = 1, /* one KV-outer pass per (batch, KV head): 5 GEMMs per block pair */
        ULY_BWD_TWO = 2     /* KV pass + Q pass per block: 7 GEMMs per block pair */ };
 
+/* The schedule uly_attn_bwd runs for these arguments: ULY_BWD_SINGLE or
+ * ULY_BWD_TWO (or a negative -status when they are invalid). */
+int uly_attn_bwd_schedule(const uly_attn_desc *a, const uly_kernel_opts *opts);
+
 /* The SIMD level of the kernels' element-wise parts (exp, row max and sum,
  * dS): "avx512", "avx2" or "baseline" -- the best this CPU runs, unless the
  * environment variable ULY_ISA or uly_kernel_set_isa chose one.  Every level

@@ -225,6 +225,15 @@ int uly_attn_bwd(const uly_attn_desc *a, const uly_kernel_opts *opts,
     return rc;
 }
 
+int uly_attn_bwd_schedule(const uly_attn_desc *a, const uly_kernel_opts *opts)
+{
+    struct blk_geom G;
+    int rc = geom_init(a, opts, &G);
+    if (rc)
+        return -rc;
+    return blk_bwd_single(&G, a->batch * G.hk) ? ULY_BWD_SINGLE : ULY_BWD_TWO;
+}
+
 #define FOLD_BODY(T)                                                                    \
     do {                                                                                \
         const T *e = expanded;                                                          \

@@ -58,11 +58,60 @@ static int parse_or_help(const char *cmd, const char *syn, int argc, char **argv
 
 /* ------------------------------------------------------------------ kernel */
 
+/* "model name" of /proc/cpuinfo (or "unknown"). */
+static void cpu_model(char *out, size_t n)
+{
+    snprintf(out, n, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        char *c = strchr(line, ':');
+        if (strncmp(line, "model name", 10) == 0 && c) {
+            c++;
+            while (*c == ' ' || *c == '\t')
+                c++;
+            c[strcspn(c, "\n")] = '\0';
+            snprintf(out, n, "%s", c);
+            break;
+        }
+    }
+    fclose(f);
+}
+
+static const char *blas_core(void)
+{
+#ifdef HAVE_OPENBLAS_GET_CORENAME
+    return openblas_get_corename();
+#else
+    return "unknown";
+#endif
+}
+
+static const char *bwd_name(int s)
+{
+    return s == ULY_BWD_SINGLE ? "single pass (5 GEMMs per block pair)" : "two passes (7 GEMMs per block pair)";
+}
+
+/* One timed configuration of the attention kernels. */
+typedef struct kvariant {
+    char label[64];
+    const char *isa;   /* SIMD level to force, NULL: the default */
+    int bwd;           /* ULY_BWD_* */
+    int threads;
+    int fwd_only;      /* time the forward only */
+    double *tf, *tb;   /* GFLOP/s per repetition: forward, forward+backward */
+} kvariant;
+
 static int bench_kernel(int argc, char **argv)
 {
     int64_t seq = 8192, d = 128, heads = 1, batch = 1, threads = 1, repeat = 5, gemm = 2048, bq = 0, bk = 0;
     int64_t threads2 = 0;
-    int causal = 0, json = 0, no_bwd = 0;
+    int causal = 0, json = 0, no_bwd = 0, compare = 0;
+    int isa_i = 0, bwd_pass = ULY_BWD_AUTO; /* choice indices: isa_choices, ULY_BWD_* */
+    static const char *const isa_choices[] = {"default", "auto", "avx512", "avx2", "baseline", NULL};
+    static const char *const bwd_choices[] = {"auto", "single", "two", NULL};
     const arg_opt opts[] = {
         {"seq", ARG_INT, &seq, 1, 1 << 24, "N", "sequence length (default 8192)", NULL, NULL},
         {"head-dim", ARG_INT, &d, 1, 4096, "d", "head dimension (default 128)", NULL, NULL},
@@ -76,12 +125,19 @@ static int bench_kernel(int argc, char **argv)
         {"block-k", ARG_INT, &bk, 1, 65536, "n", "key block rows", NULL, NULL},
         {"causal", ARG_FLAG, &causal, 0, 0, NULL, "causal mask (FLOPs count the visible half)", NULL, NULL},
         {"forward-only", ARG_FLAG, &no_bwd, 0, 0, NULL, "skip forward+backward", NULL, NULL},
+        {"isa", ARG_CHOICE, &isa_i, 0, 0, "L", "SIMD level of exp and the row operations: auto (the best), avx512, avx2 or baseline (default: ULY_ISA, else the best)", isa_choices, NULL},
+        {"bwd", ARG_CHOICE, &bwd_pass, 0, 0, "S", "backward schedule: auto, single (5 GEMMs per block pair) or two (7) (default auto)", bwd_choices, NULL},
+        {"compare", ARG_FLAG, &compare, 0, 0, NULL, "also time, in the same run, the other backward schedule and every other SIMD level this CPU runs", NULL, NULL},
         {"json", ARG_FLAG, &json, 0, 0, NULL, "one JSON object per run", NULL, NULL},
         {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
     };
     int rc = parse_or_help("ulysses bench kernel", "bench kernel [options]", argc, argv, opts);
     if (rc >= 0)
         return rc;
+    if (isa_i > 0 && (rc = uly_kernel_set_isa(isa_choices[isa_i]))) {
+        fprintf(stderr, "ulysses bench kernel: --isa: %s\n", uly_last_error());
+        return EXIT_BADINPUT;
+    }
     uly_attn_desc a;
     memset(&a, 0, sizeof a);
     a.batch = batch; a.seq = seq; a.heads = heads; a.kv_heads = heads; a.head_dim = d; a.causal = causal;
@@ -90,12 +146,55 @@ static int bench_kernel(int argc, char **argv)
         fprintf(stderr, "ulysses bench kernel: %s\n", uly_last_error());
         return exit_status_of(rc);
     }
+    uly_kernel_opts ko;
+    memset(&ko, 0, sizeof ko);
+    ko.threads = (int)threads;
+    ko.block_q = bq;
+    ko.block_k = bk;
+    ko.bwd_pass = bwd_pass;
+    const int sched = uly_attn_bwd_schedule(&a, &ko);
+    if (sched < 0) {
+        fprintf(stderr, "ulysses bench kernel: %s\n", uly_last_error());
+        return exit_status_of(-sched);
+    }
+    const char *isa0 = uly_kernel_isa();
+    /* the variants, timed interleaved with sgemm: [0] is the configuration asked for */
+    enum { MAXV = 8 };
+    kvariant var[MAXV];
+    int nv = 0;
+    memset(var, 0, sizeof var);
+    snprintf(var[nv].label, sizeof var[nv].label, "attention");
+    var[nv].bwd = bwd_pass; var[nv].threads = (int)threads; nv++;
+    if (threads2 > 0) {
+        snprintf(var[nv].label, sizeof var[nv].label, "T2 = %lld threads", (long long)threads2);
+        var[nv].bwd = bwd_pass; var[nv].threads = (int)threads2; nv++;
+    }
+    if (compare && !no_bwd) {
+        const int other = sched == ULY_BWD_SINGLE ? ULY_BWD_TWO : ULY_BWD_SINGLE;
+        snprintf(var[nv].label, sizeof var[nv].label, "bwd %s", other == ULY_BWD_SINGLE ? "single pass" : "two passes");
+        var[nv].bwd = other; var[nv].threads = (int)threads; nv++;
+    }
+    static const char *const levels[3] = {"avx512", "avx2", "baseline"};
+    for (int l = 0; l < 3 && compare; l++) {
+        if (!strcmp(levels[l], isa0) || uly_kernel_set_isa(levels[l]) != ULY_OK)
+            continue;
+        snprintf(var[nv].label, sizeof var[nv].label, "simd %s", levels[l]);
+        var[nv].isa = levels[l]; var[nv].bwd = bwd_pass; var[nv].threads = (int)threads; nv++;
+    }
+    uly_kernel_set_isa(isa0);
     const size_t nq = (size_t)(batch * seq * heads * d), nl = (size_t)(batch * heads * seq);
     const size_t ng = (size_t)(gemm * gemm);
     float *q = malloc(nq * 4), *k = malloc(nq * 4), *v = malloc(nq * 4), *o = malloc(nq * 4), *lse = malloc(nl * 4);
     float *dout = malloc(nq * 4), *dq = malloc(nq * 4), *dk = malloc(nq * 4), *dv = malloc(nq * 4);
     float *ga = malloc(ng * 4), *gb = malloc(ng * 4), *gc = malloc(ng * 4);
-    if (!q || !k || !v || !o || !lse || !dout || !dq || !dk || !dv || !ga || !gb || !gc) {
+    double *tg = calloc((size_t)repeat, 8);
+    int oom = !q || !k || !v || !o || !lse || !dout || !dq || !dk || !dv || !ga || !gb || !gc || !tg;
+    for (int i = 0; i < nv; i++) {
+        var[i].tf = calloc((size_t)repeat, 8);
+        var[i].tb = calloc((size_t)repeat, 8);
+        oom |= !var[i].tf || !var[i].tb;
+    }
+    if (oom) {
         fprintf(stderr, "ulysses bench kernel: out of memory\n");
         return 1;
     }
@@ -105,17 +204,8 @@ static int bench_kernel(int argc, char **argv)
     fill_shard(dout, ULY_F32, 1, 3, batch, seq, 0, seq, heads, d);
     fill_shard(ga, ULY_F32, 2, 0, 1, gemm, 0, gemm, 1, gemm);
     fill_shard(gb, ULY_F32, 2, 1, 1, gemm, 0, gemm, 1, gemm);
-    uly_kernel_opts ko;
-    memset(&ko, 0, sizeof ko);
-    ko.threads = (int)threads;
-    ko.block_q = bq;
-    ko.block_k = bk;
     const double ffl = 4.0 * uly_attn_pairs(&a) * (double)d * (double)(batch * heads);
     const double bfl = 2.5 * ffl, gfl = 2.0 * (double)gemm * (double)gemm * (double)gemm;
-    double *tg = calloc((size_t)repeat, 8), *tf = calloc((size_t)repeat, 8), *tb = calloc((size_t)repeat, 8);
-    double *tf2 = calloc((size_t)repeat, 8), *tb2 = calloc((size_t)repeat, 8);
-    uly_kernel_opts ko2 = ko;
-    ko2.threads = (int)threads2;
     /* warm-up of each, then interleaved repetitions */
     for (int64_t it = -1; it < repeat; it++) {
         set_blas_threads((int)threads);
@@ -123,79 +213,100 @@ static int bench_kernel(int argc, char **argv)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)gemm, (int)gemm, (int)gemm, 1, ga, (int)gemm,
                     gb, (int)gemm, 0, gc, (int)gemm);
         double t1 = now_seconds();
-        rc = uly_attn_fwd(&a, &ko, q, k, v, o, lse);
-        double t2 = now_seconds();
-        if (!rc && !no_bwd)
-            rc = uly_attn_bwd(&a, &ko, q, k, v, o, lse, dout, dq, dk, dv);
-        double t3 = now_seconds();
-        if (rc) {
-            fprintf(stderr, "ulysses bench kernel: %s\n", uly_last_error());
-            return 1;
-        }
-        if (it >= 0) {
+        if (it >= 0)
             tg[it] = gfl / (t1 - t0) * 1e-9;
-            tf[it] = ffl / (t2 - t1) * 1e-9;
-            tb[it] = (ffl + bfl) / (t3 - t1) * 1e-9;
-        }
-        if (threads2 > 0) {
+        for (int i = 0; i < nv; i++) {
+            uly_kernel_opts kv = ko;
+            kv.threads = var[i].threads;
+            kv.bwd_pass = var[i].bwd;
+            uly_kernel_set_isa(var[i].isa ? var[i].isa : isa0);
             t1 = now_seconds();
-            rc = uly_attn_fwd(&a, &ko2, q, k, v, o, lse);
-            t2 = now_seconds();
+            rc = uly_attn_fwd(&a, &kv, q, k, v, o, lse);
+            double t2 = now_seconds();
             if (!rc && !no_bwd)
-                rc = uly_attn_bwd(&a, &ko2, q, k, v, o, lse, dout, dq, dk, dv);
-            t3 = now_seconds();
+                rc = uly_attn_bwd(&a, &kv, q, k, v, o, lse, dout, dq, dk, dv);
+            double t3 = now_seconds();
             if (rc) {
                 fprintf(stderr, "ulysses bench kernel: %s\n", uly_last_error());
                 return 1;
             }
             if (it >= 0) {
-                tf2[it] = ffl / (t2 - t1) * 1e-9;
-                tb2[it] = (ffl + bfl) / (t3 - t1) * 1e-9;
+                var[i].tf[it] = ffl / (t2 - t1) * 1e-9;
+                var[i].tb[it] = (ffl + bfl) / (t3 - t1) * 1e-9;
             }
         }
     }
-    stats sf2 = stats_of(tf2, (size_t)repeat), sb2 = stats_of(tb2, (size_t)repeat);
-    stats sg = stats_of(tg, (size_t)repeat), sf = stats_of(tf, (size_t)repeat), sb = stats_of(tb, (size_t)repeat);
+    uly_kernel_set_isa(isa0);
+    stats sg = stats_of(tg, (size_t)repeat);
+    stats sf[MAXV], sb[MAXV];
+    for (int i = 0; i < nv; i++) {
+        sf[i] = stats_of(var[i].tf, (size_t)repeat);
+        sb[i] = stats_of(var[i].tb, (size_t)repeat);
+    }
+    char cpu[256];
+    cpu_model(cpu, sizeof cpu);
     if (json) {
         printf("{\"bench\": \"kernel\", \"batch\": %lld, \"seq\": %lld, \"heads\": %lld, \"head_dim\": %lld, \"causal\": %s, "
-               "\"threads\": %lld, \"repeat\": %lld, \"sgemm_gflops\": {\"median\": %.3f, \"min\": %.3f, \"max\": %.3f}, "
+               "\"threads\": %lld, \"repeat\": %lld, \"cpu\": \"%s\", \"blas_core\": \"%s\", \"simd\": \"%s\", "
+               "\"bwd_schedule\": \"%s\", \"sgemm_gflops\": {\"median\": %.3f, \"min\": %.3f, \"max\": %.3f}, "
                "\"fwd_gflops\": {\"median\": %.3f, \"min\": %.3f, \"max\": %.3f}",
                (long long)batch, (long long)seq, (long long)heads, (long long)d, causal ? "true" : "false",
-               (long long)threads, (long long)repeat, sg.median, sg.min, sg.max, sf.median, sf.min, sf.max);
+               (long long)threads, (long long)repeat, cpu, blas_core(), isa0,
+               sched == ULY_BWD_SINGLE ? "single" : "two", sg.median, sg.min, sg.max, sf[0].median, sf[0].min,
+               sf[0].max);
         if (!no_bwd)
-            printf(", \"fwdbwd_gflops\": {\"median\": %.3f, \"min\": %.3f, \"max\": %.3f}", sb.median, sb.min, sb.max);
-        printf(", \"fwd_over_sgemm\": %.4f", sf.median / sg.median);
+            printf(", \"fwdbwd_gflops\": {\"median\": %.3f, \"min\": %.3f, \"max\": %.3f}", sb[0].median, sb[0].min,
+                   sb[0].max);
+        printf(", \"fwd_over_sgemm\": %.4f", sf[0].median / sg.median);
         if (!no_bwd)
-            printf(", \"fwdbwd_over_sgemm\": %.4f", sb.median / sg.median);
-        if (threads2 > 0) {
-            printf(", \"threads2\": %lld, \"fwd_gflops_threads2\": %.3f, \"fwd_speedup\": %.4f", (long long)threads2,
-                   sf2.median, sf2.median / sf.median);
-            if (!no_bwd)
-                printf(", \"fwdbwd_gflops_threads2\": %.3f, \"fwdbwd_speedup\": %.4f", sb2.median, sb2.median / sb.median);
+            printf(", \"fwdbwd_over_sgemm\": %.4f", sb[0].median / sg.median);
+        if (nv > 1) {
+            printf(", \"variants\": [");
+            for (int i = 1; i < nv; i++) {
+                printf("%s{\"label\": \"%s\", \"threads\": %d, \"fwd_gflops\": %.3f, \"fwd_over_default\": %.4f", i > 1 ? ", " : "",
+                       var[i].label, var[i].threads, sf[i].median, sf[i].median / sf[0].median);
+                if (!no_bwd)
+                    printf(", \"fwdbwd_gflops\": %.3f, \"fwdbwd_over_default\": %.4f", sb[i].median,
+                           sb[i].median / sb[0].median);
+                printf("}");
+            }
+            printf("]");
         }
         printf("}\n");
     } else {
         printf("bench kernel: B=%lld N=%lld H=%lld d=%lld %s, %lld thread%s, %lld repetitions (interleaved)\n",
                (long long)batch, (long long)seq, (long long)heads, (long long)d, causal ? "causal" : "no mask",
                (long long)threads, threads > 1 ? "s" : "", (long long)repeat);
+        printf("cpu: %s; OpenBLAS core %s; kernels: simd %s, backward %s\n", cpu, blas_core(), isa0, bwd_name(sched));
         printf("%-26s %12s %12s %12s %10s\n", "GFLOP/s", "median", "min", "max", "/ sgemm");
         printf("%-26s %12.2f %12.2f %12.2f %10s\n", "sgemm (reference)", sg.median, sg.min, sg.max, "1.000");
-        printf("%-26s %12.2f %12.2f %12.2f %10.3f\n", "attention forward", sf.median, sf.min, sf.max, sf.median / sg.median);
+        printf("%-26s %12.2f %12.2f %12.2f %10.3f\n", "attention forward", sf[0].median, sf[0].min, sf[0].max,
+               sf[0].median / sg.median);
         if (!no_bwd)
-            printf("%-26s %12.2f %12.2f %12.2f %10.3f\n", "attention fwd+bwd", sb.median, sb.min, sb.max,
-                   sb.median / sg.median);
-        if (threads2 > 0) {
-            printf("%-26s %12.2f %12.2f %12.2f %10s   speedup %.3f over %lld thread%s\n", "forward, T2 threads",
-                   sf2.median, sf2.min, sf2.max, "", sf2.median / sf.median, (long long)threads, threads > 1 ? "s" : "");
+            printf("%-26s %12.2f %12.2f %12.2f %10.3f\n", "attention fwd+bwd", sb[0].median, sb[0].min, sb[0].max,
+                   sb[0].median / sg.median);
+        for (int i = 1; i < nv; i++) {
+            char l1[96], l2[96];
+            snprintf(l1, sizeof l1, "forward, %s", var[i].label);
+            snprintf(l2, sizeof l2, "fwd+bwd, %s", var[i].label);
+            if (!var[i].isa && var[i].threads == (int)threads) /* the other backward schedule: fwd is the same */
+                goto fwdbwd;
+            printf("%-26s %12.2f %12.2f %12.2f %10.3f   x %.3f of the first row\n", l1, sf[i].median, sf[i].min,
+                   sf[i].max, sf[i].median / sg.median, sf[i].median / sf[0].median);
+        fwdbwd:
             if (!no_bwd)
-                printf("%-26s %12.2f %12.2f %12.2f %10s   speedup %.3f\n", "fwd+bwd, T2 threads", sb2.median, sb2.min,
-                       sb2.max, "", sb2.median / sb.median);
+                printf("%-26s %12.2f %12.2f %12.2f %10.3f   x %.3f of the first row\n", l2, sb[i].median, sb[i].min,
+                       sb[i].max, sb[i].median / sg.median, sb[i].median / sb[0].median);
         }
         printf("(sgemm %lld^3 with %lld thread%s; attention FLOPs 4*pairs*d forward, 2.5x that backward)\n",
                (long long)gemm, (long long)threads, threads > 1 ? "s" : "");
     }
     free(q); free(k); free(v); free(o); free(lse); free(dout); free(dq); free(dk); free(dv);
-    free(ga); free(gb); free(gc); free(tg); free(tf); free(tb); free(tf2); free(tb2);
+    free(ga); free(gb); free(gc); free(tg);
+    for (int i = 0; i < nv; i++) {
+        free(var[i].tf);
+        free(var[i].tb);
+    }
     return 0;
 }
 
@@ -308,15 +419,24 @@ static int bench_a2a_mpi(int argc, char **argv, int rank, int P)
             fprintf(stderr, "ulysses bench a2a: run under mpirun with at least 2 ranks\n");
         return EXIT_BADINPUT;
     }
-    if (!json && rank == 0)
+    if (!json && rank == 0) {
         printf("bench a2a: %d ranks; Ulysses all-to-all (with packing) vs raw MPI_Alltoall of the same bytes, "
-               "%lld repetitions, medians of the slowest rank\n",
+               "%lld repetitions, medians of the slowest rank; ratio = mode / raw\n",
                P, (long long)repeat);
-    if (!json && rank == 0)
-        printf("%12s %10s | %10s %7s %10s %7s | %10s %7s %10s %7s\n%23s | %-37s | %-37s\n", "bytes/rank", "raw ms",
-               "seq->heads", "ratio", "heads->seq", "ratio", "seq->heads", "ratio", "heads->seq", "ratio", "",
-               "pack + MPI_Alltoallv (auto: > 16M)", "datatypes + MPI_Alltoallw (auto: <= 16M)");
+        printf("  modes: pack = our copy + MPI_Alltoallv, dtype = derived datatypes + MPI_Alltoallw, "
+               "pipe = per-peer Isend/Irecv with pack/unpack overlapped, auto = measured choice (shown)\n");
+        printf("%10s %8s |", "bytes/rank", "raw ms");
+        static const char *const h[4] = {"pack", "dtype", "pipe", "auto"};
+        for (int m = 0; m < 4; m++)
+            printf(" %-11s |", h[m]);
+        printf(" auto chose\n%19s |", "");
+        for (int m = 0; m < 4; m++)
+            printf(" %5s %5s |", "s->h", "h->s");
+        printf(" s->h, h->s\n");
+    }
     const int64_t H = 2 * P, d = 128;
+    enum { NM = 4 };
+    static const int modes[NM] = {ULY_A2A_PACK, ULY_A2A_DATATYPE, ULY_A2A_PIPELINE, ULY_A2A_AUTO};
     for (int64_t bytes = minb; bytes <= maxb; bytes *= 4) {
         int64_t n_r = bytes / (H * d * 4);
         if (n_r < 1)
@@ -333,26 +453,32 @@ static int bench_a2a_mpi(int argc, char **argv, int rank, int P)
         }
         for (size_t i = 0; i < elems; i++)
             in[i] = (float)i;
-        uly_dist *D[2] = {NULL, NULL};
-        for (int m = 0; m < 2; m++) {
+        uly_dist *D[NM];
+        for (int m = 0; m < NM; m++) {
             uly_dist_opts dopt;
             memset(&dopt, 0, sizeof dopt);
-            dopt.a2a_mode = m ? ULY_A2A_DATATYPE : ULY_A2A_PACK;
+            dopt.a2a_mode = modes[m];
             if ((rc = uly_dist_create(MPI_COMM_WORLD, &a, &dopt, &D[m]))) {
                 fprintf(stderr, "ulysses bench a2a: %s\n", uly_last_error());
                 return 1;
             }
         }
-        /* columns: raw, pack in, pack out, datatype in, datatype out */
-        double *tm = calloc((size_t)repeat * 5, 8);
+        /* the automatic mode measures its first calls of each kind: let it decide first */
+        for (int c = 0; c < (ULY_A2A_MODES - 1) * ULY_A2A_AUTO_SAMPLES && !rc; c++) {
+            rc = uly_dist_a2a(D[NM - 1], ULY_A2A_Q, in, mid);
+            if (!rc)
+                rc = uly_dist_a2a(D[NM - 1], ULY_A2A_O, mid, out);
+        }
+        /* columns: raw, then per mode seq->heads and heads->seq */
+        double *tm = calloc((size_t)repeat * (1 + 2 * NM), 8);
         const int per = (int)(elems / (size_t)P);
-        for (int64_t it = -1; it < repeat; it++) {
-            double loc[5], mx[5];
+        for (int64_t it = -1; it < repeat && !rc; it++) {
+            double loc[1 + 2 * NM], mx[1 + 2 * NM];
             MPI_Barrier(MPI_COMM_WORLD);
             double t0 = MPI_Wtime();
             MPI_Alltoall(in, per, MPI_FLOAT, out, per, MPI_FLOAT, MPI_COMM_WORLD);
             loc[0] = MPI_Wtime() - t0;
-            for (int m = 0; m < 2 && !rc; m++) {
+            for (int m = 0; m < NM && !rc; m++) {
                 memset(out, 0, elems * 4);
                 MPI_Barrier(MPI_COMM_WORLD);
                 t0 = MPI_Wtime();
@@ -364,43 +490,50 @@ static int bench_a2a_mpi(int argc, char **argv, int rank, int P)
                     rc = uly_dist_a2a(D[m], ULY_A2A_O, mid, out);
                 loc[2 + 2 * m] = MPI_Wtime() - t0;
                 if (!rc && memcmp(in, out, elems * 4) != 0) {
-                    fprintf(stderr, "ulysses bench a2a: rank %d: round trip did not restore the input\n", rank);
+                    fprintf(stderr, "ulysses bench a2a: rank %d: %s round trip did not restore the input\n", rank,
+                            uly_a2a_mode_name(modes[m]));
                     rc = ULY_EINVAL;
                 }
             }
-            if (rc) {
-                fprintf(stderr, "ulysses bench a2a: %s\n", uly_last_error());
-                return 1;
-            }
-            MPI_Allreduce(loc, mx, 5, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD); /* slowest rank */
-            for (int c = 0; c < 5 && it >= 0; c++)
+            MPI_Allreduce(loc, mx, 1 + 2 * NM, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD); /* slowest rank */
+            for (int c = 0; c < 1 + 2 * NM && it >= 0; c++)
                 tm[(size_t)c * (size_t)repeat + (size_t)it] = mx[c];
         }
-        stats st[5];
-        for (int c = 0; c < 5; c++)
+        if (rc) {
+            fprintf(stderr, "ulysses bench a2a: %s\n", uly_last_error());
+            return 1;
+        }
+        stats st[1 + 2 * NM];
+        for (int c = 0; c < 1 + 2 * NM; c++)
             st[c] = stats_of(tm + (size_t)c * (size_t)repeat, (size_t)repeat);
+        const char *chose_in = uly_a2a_mode_name(uly_dist_a2a_mode(D[NM - 1], ULY_A2A_Q));
+        const char *chose_out = uly_a2a_mode_name(uly_dist_a2a_mode(D[NM - 1], ULY_A2A_O));
         if (rank == 0) {
-            static const char *const key[5] = {"raw", "pack_seq_to_heads", "pack_heads_to_seq",
-                                               "datatype_seq_to_heads", "datatype_heads_to_seq"};
+            static const char *const key[1 + 2 * NM] = {"raw", "pack_seq_to_heads", "pack_heads_to_seq",
+                                                        "datatype_seq_to_heads", "datatype_heads_to_seq",
+                                                        "pipeline_seq_to_heads", "pipeline_heads_to_seq",
+                                                        "auto_seq_to_heads", "auto_heads_to_seq"};
             if (json) {
                 printf("{\"bench\": \"a2a\", \"ranks\": %d, \"bytes_per_rank\": %zu", P, elems * 4);
-                for (int c = 0; c < 5; c++)
+                for (int c = 0; c < 1 + 2 * NM; c++)
                     printf(", \"%s_ms\": {\"median\": %.4f, \"min\": %.4f, \"max\": %.4f}", key[c],
                            1e3 * st[c].median, 1e3 * st[c].min, 1e3 * st[c].max);
-                for (int c = 1; c < 5; c++)
+                for (int c = 1; c < 1 + 2 * NM; c++)
                     printf(", \"%s_over_raw\": %.4f", key[c], st[c].median / st[0].median);
-                printf("}\n");
+                printf(", \"auto_chose_seq_to_heads\": \"%s\", \"auto_chose_heads_to_seq\": \"%s\"}\n", chose_in,
+                       chose_out);
             } else {
-                printf("%12zu %10.3f |", elems * 4, 1e3 * st[0].median);
-                for (int c = 1; c < 5; c++)
-                    printf(" %10.3f %7.3f%s", 1e3 * st[c].median, st[c].median / st[0].median, c == 2 ? " |" : "");
-                printf("\n");
+                printf("%10zu %8.3f |", elems * 4, 1e3 * st[0].median);
+                for (int m = 0; m < NM; m++)
+                    printf(" %5.3f %5.3f |", st[1 + 2 * m].median / st[0].median,
+                           st[2 + 2 * m].median / st[0].median);
+                printf(" %s, %s\n", chose_in, chose_out);
             }
             fflush(stdout);
         }
         free(tm);
-        uly_dist_free(D[0]);
-        uly_dist_free(D[1]);
+        for (int m = 0; m < NM; m++)
+            uly_dist_free(D[m]);
         free(in); free(out); free(mid);
     }
     return 0;
