@@ -5,7 +5,8 @@
 #   fuzz/build.sh replay [HARNESS...]     -> fuzz/fuzz_<h>_replay  standalone replayer (ASan + UBSan)
 #
 # HARNESS is npy (src/npy.c), sim_json (the simulator's platform/model JSON
-# loaders) or args (the command-line parsers); default: all three.
+# loaders), args (the command-line parsers) or sim_run (the whole simulation:
+# platform + model + command line); default: all four.
 # CC overrides the compiler (default clang); the sim_json and args harnesses
 # need jansson (pkg-config jansson, else -ljansson).  Run from anywhere.
 set -eu
@@ -18,15 +19,14 @@ jansson_cflags=$(pkg-config --cflags jansson 2>/dev/null || true)
 jansson_libs=$(pkg-config --libs jansson 2>/dev/null || echo -ljansson)
 
 # libusim and the plan layer it uses (for sim_json and args).
-usim="$top/sim/error.c $top/sim/engine.c $top/sim/net.c $top/sim/jsonutil.c \
-$top/sim/describe.c $top/sim/workload.c $top/src/plan.c $top/src/error.c"
+usim="$(for f in "$top"/sim/*.c; do printf '%s ' "$f"; done)$(for f in "$top"/src/plan*.c; do printf '%s ' "$f"; done)$top/src/error.c"
 
 mode=fuzzer
 case "${1:-}" in
 fuzzer|replay) mode=$1; shift ;;
--*|help) echo "usage: $0 [fuzzer|replay] [npy|sim_json|args]..." >&2; exit 2 ;;
+-*|help) echo "usage: $0 [fuzzer|replay] [npy|sim_json|args|sim_run]..." >&2; exit 2 ;;
 esac
-[ $# -gt 0 ] || set -- npy sim_json args
+[ $# -gt 0 ] || set -- npy sim_json args sim_run
 
 for h in "$@"; do
     case $h in
@@ -39,8 +39,11 @@ for h in "$@"; do
     args)
         src="$top/src/cli/args.c $top/sim/cli/opts.c $usim $here/fuzz_args.c"
         extra="-I$top/sim -I$top/sim/cli -I$top/src/cli $jansson_cflags" libs="$jansson_libs -lm" ;;
+    sim_run)
+        src="$top/sim/cli/opts.c $usim $here/fuzz_sim_run.c"
+        extra="-I$top/sim -I$top/sim/cli $jansson_cflags" libs="$jansson_libs -lm" ;;
     *)
-        echo "$0: unknown harness '$h' (npy, sim_json or args)" >&2
+        echo "$0: unknown harness '$h' (npy, sim_json, args or sim_run)" >&2
         exit 2 ;;
     esac
     if [ "$mode" = fuzzer ]; then

@@ -169,14 +169,16 @@ static void fuzz_sim_numbers(const char *s)
     }
 }
 
-/* ulysses-sim's whole option parser, as `ulysses-sim ARGS` and `ulysses-sim sweep ARGS`. */
+/* ulysses-sim's whole option parser, as `ulysses-sim ARGS`, `ulysses-sim sweep ARGS`
+ * and `ulysses-sim plan ARGS`. */
 static void fuzz_sim_opts(char **argv, int argc)
 {
-    for (int sweep = 0; sweep < 2; sweep++) {
+    for (int mode = OPTS_RUN; mode <= OPTS_PLAN; mode++) {
+        int sweep = mode == OPTS_SWEEP;
         opts o;
         opts_defaults(&o);
         int help = 0;
-        int rc = opts_parse(&o, argc, argv, 0, sweep, &help);
+        int rc = opts_parse(&o, argc, argv, 0, mode, &help);
         CHECK(rc == 0 || rc == EXIT_BADINPUT);
         if (rc) {
             CHECK(opts_error()[0] != '\0');
@@ -188,6 +190,7 @@ static void fuzz_sim_opts(char **argv, int argc)
         for (int i = 0; i < o.ngpus; i++)
             CHECK(o.gpus[i] >= 1 && o.gpus[i] <= 1048576);
         CHECK(o.nmethods >= 0 && o.nmethods <= USIM_NMETHOD);
+        CHECK(mode == OPTS_PLAN ? o.top == 0 || (o.top >= 1 && o.top <= 1000) : o.top == 0);
     }
 }
 

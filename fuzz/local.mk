@@ -8,7 +8,7 @@
 
 FUZZ_CPPFLAGS = $(AM_CPPFLAGS) -DULY_FUZZ_STANDALONE
 
-check_PROGRAMS += fuzz/replay_npy fuzz/replay_sim_json fuzz/replay_args
+check_PROGRAMS += fuzz/replay_npy fuzz/replay_sim_json fuzz/replay_args fuzz/replay_sim_run
 TESTS += fuzz/replay.sh
 EXTRA_DIST += fuzz/replay.sh
 
@@ -32,3 +32,10 @@ fuzz_replay_args_CPPFLAGS = $(FUZZ_CPPFLAGS) -I$(top_srcdir)/sim -I$(top_srcdir)
 	-I$(top_srcdir)/src/cli
 fuzz_replay_args_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
 fuzz_replay_args_LDADD = sim/libusim.la $(JANSSON_LIBS) -lm
+
+# The whole simulation: platform + model + command line through the loaders,
+# option parser, resolution, memory model, estimate and simulation.
+fuzz_replay_sim_run_SOURCES = fuzz/fuzz_sim_run.c fuzz/standalone.h sim/cli/opts.c sim/cli/opts.h
+fuzz_replay_sim_run_CPPFLAGS = $(FUZZ_CPPFLAGS) -I$(top_srcdir)/sim -I$(top_srcdir)/sim/cli
+fuzz_replay_sim_run_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
+fuzz_replay_sim_run_LDADD = sim/libusim.la $(JANSSON_LIBS) -lm

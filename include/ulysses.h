@@ -211,6 +211,10 @@ int uly_placement_parse(const char *name, int *placement);
  * (P for ulysses, 1 otherwise). */
 int uly_sp_plan_init(uly_sp_plan *p, int method, int P, int U, int placement);
 
+/* The Ulysses degree usp uses when none is given: the largest divisor of P
+ * that is at most H (so every group member has a head). */
+int uly_plan_usp_degree(int64_t H, int P);
+
 /* Grid coordinates of a rank (group member u, ring position j) and back. */
 void uly_plan_grid(const uly_sp_plan *p, int rank, int *u, int *j);
 int uly_plan_grid_rank(const uly_sp_plan *p, int u, int j);

@@ -107,6 +107,61 @@ typedef struct uly_dist_times {
 } uly_dist_times;
 void uly_dist_times_get(const uly_dist *d, uly_dist_times *t);
 
+/* ------------------------------------------------------ every method */
+
+/*
+ * One attention layer over P ranks by any sequence-parallel method
+ * (doc/methods.md): ulysses (uly_dist above), ring, zigzag, allgather, and
+ * usp (Ulysses inside groups of U ranks, a zigzag ring across the P / U
+ * groups, so P may exceed H).  Rank r's tensors hold the tokens of
+ * uly_plan_tokens(plan, N, r): one or two segments of global positions, rows
+ * in segment order:
+ *   q, o, dout, dq (B, n_r, H, d)    k, v, dk, dv (B, n_r, Hkv, d)
+ * Results: ulysses bitwise equal to one process (as uly_dist); the ring
+ * methods merge per-step partials, so their rounding depends on P (the
+ * errors against the fp64 reference are measured in doc/methods.md).
+ */
+typedef struct uly_sp_opts {
+    uly_dist_opts dist;  /* kernel options (head range set by the library), and the
+                            all-to-all options of ulysses and of the usp groups */
+    int method;          /* uly_method */
+    int ulysses_degree;  /* usp: U, dividing P; 0 for the other methods */
+    int placement;       /* usp: uly_placement */
+    int bf16_partials;   /* ring, zigzag, usp: round every per-step partial output and the
+                            running merge to bfloat16 (emulates partials kept in bf16) */
+} uly_sp_opts;
+
+typedef struct uly_sp uly_sp;
+
+/* Create (collective): all ranks agree on the description (documents by
+ * content), the method, degrees, placement and options. */
+int uly_sp_create(MPI_Comm comm, const uly_attn_desc *a, const uly_sp_opts *opts, uly_sp **out);
+void uly_sp_free(uly_sp *s);
+/* The plan in use, and this rank's token segments (returns their number). */
+void uly_sp_get_plan(const uly_sp *s, uly_sp_plan *plan);
+int uly_sp_tokens(const uly_sp *s, int64_t begin[2], int64_t count[2]);
+/* Forward and backward (collective).  The context keeps what the backward
+ * needs, except that ulysses on one rank works on the caller's q, k, v and
+ * o, which must then stay unchanged until uly_sp_bwd returns (as uly_dist). */
+int uly_sp_fwd(uly_sp *s, const void *q, const void *k, const void *v, void *o);
+int uly_sp_bwd(uly_sp *s, const void *dout, void *dq, void *dk, void *dv);
+/* Bytes sent / received since creation (or reset), every call kind. */
+void uly_sp_volume(const uly_sp *s, uly_volume *measured);
+void uly_sp_reset_volume(uly_sp *s);
+/* Wall time (seconds) of the phases of the last forward and backward:
+ * comm in (all-to-all / all-gather), attention (kernels and merges), ring
+ * wait (hops not hidden behind compute), comm out (all-to-all / reduce-scatter). */
+typedef struct uly_sp_times {
+    double fwd_in, fwd_attn, fwd_wait, fwd_out;
+    double bwd_in, bwd_attn, bwd_wait, bwd_out;
+} uly_sp_times;
+void uly_sp_times_get(const uly_sp *s, uly_sp_times *t);
+/* One ring hop as the ring methods make it (benchmarks): `bytes` bytes from
+ * sbuf to the next ring position while receiving as many into rbuf from the
+ * previous one (non-blocking send and receive, then wait).  Ring methods
+ * only (ring, zigzag, usp); collective over the ring. */
+int uly_sp_ring_shift(uly_sp *s, const void *sbuf, void *rbuf, size_t bytes);
+
 #ifdef __cplusplus
 }
 #endif

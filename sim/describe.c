@@ -80,11 +80,11 @@ int usim_preset_path(const char *kind, const char *name, char *out, size_t outle
 
 /* Every key a description file may hold (doc/simulator.md documents each);
  * any other key is an error naming the nearest of these. */
-static const char *const platform_keys[] = {"name", "description", "sources", "gpus_per_node",
+static const char *const platform_keys[] = {"name", "description", "sources", "calibration", "gpus_per_node",
                                             "max_nodes", "gpu", "intra_node", "inter_node", NULL};
 static const char *const gpu_keys[] = {"model", "peak_tflops_bf16", "peak_tflops_fp16",
                                        "peak_tflops_fp32", "gemm_efficiency", "attention_efficiency",
-                                       "attention_skips_masked_blocks", "hbm_GiB", "hbm_bw_GBps",
+                                       "attention_bwd_efficiency", "attention_skips_masked_blocks", "hbm_GiB", "hbm_bw_GBps",
                                        "reserved_GiB", NULL};
 static const char *const intra_keys[] = {"fabric", "bw_GBps_per_dir", "efficiency", "latency_us", NULL};
 static const char *const inter_keys[] = {"fabric", "nic_bw_Gbps", "efficiency", "latency_us",
@@ -106,7 +106,7 @@ int usim_platform_load(const char *path, usim_platform *p)
     json_t *root = d.root, *gpu, *intra, *inter;
     const char *name = NULL;
     int64_t gpn = 0, maxn = 0;
-    double bf16 = 0, fp16 = 0, fp32 = 0, ge = 0, ae = 0, hbm = 0, hbmbw = 0, resv = 0;
+    double bf16 = 0, fp16 = 0, fp32 = 0, ge = 0, ae = 0, abe = 0, hbm = 0, hbmbw = 0, resv = 0;
     int skip = 1;
     double nvbw = 0, nveff = 1, nvlat = 0, nicbw = 0, niceff = 1, niclat = 0, over = 1;
     if ((rc = usim_json_known_keys(&d, root, "", platform_keys)) ||
@@ -120,6 +120,7 @@ int usim_platform_load(const char *path, usim_platform *p)
         (rc = usim_json_num(&d, gpu, "gpu", "peak_tflops_fp32", 0, 0, 1, &fp32)) ||
         (rc = usim_json_num(&d, gpu, "gpu", "gemm_efficiency", 1, 0, 1, &ge)) ||
         (rc = usim_json_num(&d, gpu, "gpu", "attention_efficiency", 1, 0, 1, &ae)) ||
+        (rc = usim_json_num(&d, gpu, "gpu", "attention_bwd_efficiency", 0, 0, 1, &abe)) ||
         (rc = usim_json_bool(&d, gpu, "gpu", "attention_skips_masked_blocks", 0, &skip)) ||
         (rc = usim_json_num(&d, gpu, "gpu", "hbm_GiB", 1, 0, 1, &hbm)) ||
         (rc = usim_json_num(&d, gpu, "gpu", "hbm_bw_GBps", 1, 0, 1, &hbmbw)) ||
@@ -140,6 +141,8 @@ int usim_platform_load(const char *path, usim_platform *p)
         { rc = usim_json_err(&d, "gpu", "gemm_efficiency", "must be in (0, 1] (got %g)", ge); goto out; }
     if (ae > 1)
         { rc = usim_json_err(&d, "gpu", "attention_efficiency", "must be in (0, 1] (got %g)", ae); goto out; }
+    if (abe > 1)
+        { rc = usim_json_err(&d, "gpu", "attention_bwd_efficiency", "must be in (0, 1] (got %g)", abe); goto out; }
     if (nveff > 1)
         { rc = usim_json_err(&d, "intra_node", "efficiency", "must be in (0, 1] (got %g)", nveff); goto out; }
     if (niceff > 1)
@@ -157,6 +160,7 @@ int usim_platform_load(const char *path, usim_platform *p)
     p->peak_flops[USIM_FP32] = (fp32 > 0 ? fp32 : bf16 / 16) * 1e12;
     p->gemm_eff = ge;
     p->attn_eff = ae;
+    p->attn_bwd_eff = abe > 0 ? abe : ae;
     p->attn_causal_skip = skip;
     p->hbm_bytes = hbm * 1073741824.0;
     p->hbm_Bps = hbmbw * 1e9;

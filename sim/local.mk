@@ -10,14 +10,14 @@ noinst_LTLIBRARIES += sim/libusim.la
 sim_libusim_la_SOURCES = sim/usim.h sim/usim_internal.h sim/error.c sim/engine.c \
 	sim/net.c sim/coll.c sim/jsonutil.c sim/jsonutil.h sim/describe.c \
 	sim/job.c sim/job.h sim/cost.c sim/cost.h sim/jobcoll.c sim/jobcoll.h sim/sched.c sim/sched.h \
-	sim/program.c sim/program.h sim/trace.c sim/trace.h sim/simulate.c
+	sim/program.c sim/program.h sim/trace.c sim/trace.h sim/simulate.c sim/estimate.c sim/attnjob.c
 sim_libusim_la_CPPFLAGS = $(USIM_CPPFLAGS)
 sim_libusim_la_CFLAGS = $(USIM_CFLAGS)
 sim_libusim_la_LIBADD = src/libulyplan.la $(JANSSON_LIBS) -lm
 
 bin_PROGRAMS += ulysses-sim
 ulysses_sim_SOURCES = sim/cli/main.c sim/cli/opts.c sim/cli/opts.h sim/cli/output.c \
-	sim/cli/output.h sim/cli/sweep.c
+	sim/cli/output.h sim/cli/sweep.c sim/cli/plan.c sim/cli/attn.c
 ulysses_sim_CPPFLAGS = $(USIM_CPPFLAGS)
 ulysses_sim_CFLAGS = $(USIM_CFLAGS)
 ulysses_sim_LDADD = sim/libusim.la $(JANSSON_LIBS) -lm
@@ -31,23 +31,30 @@ simmodelsdir = $(pkgdatadir)/presets/models
 dist_simmodels_DATA = sim/presets/models/gpt-1.2b.json sim/presets/models/gpt-7b.json \
 	sim/presets/models/gpt-30b.json sim/presets/models/llama-3-8b.json
 
-dist_doc_DATA += doc/simulator.md
+dist_doc_DATA += doc/simulator.md doc/planning.md
 
 # Tests: one Check suite per module, and shell tests of the command line.
 USIM_TEST_CFLAGS = $(USIM_CFLAGS) $(CHECK_CFLAGS)
 USIM_TEST_LIBS = sim/libusim.la $(CHECK_LIBS) $(JANSSON_LIBS) -lm
 
 check_PROGRAMS += sim/tests/test_engine sim/tests/test_net sim/tests/test_describe \
-	sim/tests/test_workload
+	sim/tests/test_workload sim/tests/test_attnjob
+TESTS += sim/tests/test_attnjob
 TESTS += sim/tests/test_engine sim/tests/test_net sim/tests/test_describe \
 	sim/tests/test_workload sim/tests/cli_basic.sh sim/tests/cli_errors.sh \
-	sim/tests/cli_sweep.sh sim/tests/symbols.sh
-EXTRA_DIST += sim/tests/cli_basic.sh sim/tests/cli_errors.sh sim/tests/cli_sweep.sh sim/tests/symbols.sh \
+	sim/tests/cli_sweep.sh sim/tests/cli_plan.sh sim/tests/symbols.sh
+EXTRA_DIST += sim/tests/cli_plan.sh sim/tests/cli_basic.sh sim/tests/cli_errors.sh sim/tests/cli_sweep.sh sim/tests/symbols.sh \
 	sim/tests/data/bad-syntax.json sim/tests/data/missing-key.json \
 	sim/tests/data/wrong-type.json sim/tests/data/zero-bw.json \
 	sim/tests/data/huge-latency.json sim/tests/data/huge-flops.json \
 	sim/tests/data/model-bad-heads.json sim/tests/data/tiny-platform.json \
-	sim/tests/data/typo-key.json sim/tests/data/unknown-key.json sim/tests/data/model-typo.json sim/tests/data/model-40-heads.json
+	sim/tests/data/typo-key.json sim/tests/data/unknown-key.json sim/tests/data/model-typo.json sim/tests/data/model-40-heads.json \
+	sim/tests/data/cpu-2x2.json sim/tests/data/bad-bwd-eff.json
+
+sim_tests_test_attnjob_SOURCES = sim/tests/test_attnjob.c
+sim_tests_test_attnjob_CPPFLAGS = $(USIM_CPPFLAGS)
+sim_tests_test_attnjob_CFLAGS = $(USIM_TEST_CFLAGS)
+sim_tests_test_attnjob_LDADD = $(USIM_TEST_LIBS) src/libulyplan.la
 
 sim_tests_test_engine_SOURCES = sim/tests/test_engine.c
 sim_tests_test_engine_CPPFLAGS = $(USIM_CPPFLAGS)

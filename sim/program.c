@@ -19,6 +19,7 @@
 
 static usim_time t_gemm(const usim_prog *b, double fl) { return usim_ps(fl / b->rate_gemm); }
 static usim_time t_attn(const usim_prog *b, double fl) { return usim_ps(fl / b->rate_attn); }
+static usim_time t_attn_bwd(const usim_prog *b, double fl) { return usim_ps(fl / b->rate_attn_bwd); }
 static usim_time t_mem(const usim_prog *b, double bytes) { return usim_ps(bytes / b->p->hbm_Bps); }
 
 static int comp(usim_prog *b, usim_time dur, int layer, const char *name, int d0, int d1)
@@ -56,7 +57,8 @@ static int comm(usim_prog *b, int stream, int kind, int cid, int layer, const ch
 static int ring_pass(usim_prog *b, int l, int R, double step0, double step, int hop_cid, int dep,
                      const char *name, int *hops)
 {
-    int b0 = comp(b, t_attn(b, step0), l, name, dep, -1);
+    const int bwd = hop_cid == USIM_C_HOP_B;   /* backward blocks run at the backward rate */
+    int b0 = comp(b, bwd ? t_attn_bwd(b, step0) : t_attn(b, step0), l, name, dep, -1);
     *hops = -1;
     if (R < 2)
         return b0;
@@ -72,7 +74,7 @@ static int ring_pass(usim_prog *b, int l, int R, double step0, double step, int 
     b->g.ops[t].sdep = hc;
     b->g.ops[hc].tail = t;
     b->g.ops[t].tail_R = R;
-    b->g.ops[t].tail_B = t_attn(b, step);
+    b->g.ops[t].tail_B = bwd ? t_attn_bwd(b, step) : t_attn(b, step);
     b->g.ops[t].tail_H = H;
     *hops = hc;
     return t;
@@ -208,7 +210,7 @@ static int layer_bwd(usim_prog *b, int l, int param_dep)
         c = pre_attn_bwd(b, l, param_dep, sel);
         a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_A2A0 + ULY_A2A_DO, l, "all-to-all do", c, -1);
         if (j->method == USIM_ULYSSES) {
-            c = comp(b, t_attn(b, USIM_ATTN_BWD_FACTOR * f->attn), l, "attention backward", a, -1);
+            c = comp(b, t_attn_bwd(b, USIM_ATTN_BWD_FACTOR * f->attn), l, "attention backward", a, -1);
         } else {
             int hops;
             ring_pass(b, l, b->x->r, USIM_ATTN_BWD_FACTOR * f->attn_step[0],
@@ -233,7 +235,7 @@ static int layer_bwd(usim_prog *b, int l, int param_dep)
         a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_RS, l, "reduce-scatter dx", c, -1);
         a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_AG, l, "all-gather dy", a, -1);
         c = comp(b, 2 * t_gemm(b, f->out), l, "out-proj backward", a, -1);
-        c = comp(b, t_attn(b, USIM_ATTN_BWD_FACTOR * f->attn), l, "attention backward", c, -1);
+        c = comp(b, t_attn_bwd(b, USIM_ATTN_BWD_FACTOR * f->attn), l, "attention backward", c, -1);
         c = comp(b, 2 * t_gemm(b, f->qkv) + t_mem(b, 2 * f->elem_bytes * 0.3), l,
                  "QKV + layernorm backward", c, -1);
         a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_RS, l, "reduce-scatter dx", c, -1);
@@ -285,6 +287,7 @@ int usim_prog_init(usim_prog *b, const usim_platform *p, const usim_model *m, co
     b->jc = jc;
     b->rate_gemm = p->peak_flops[m->dtype] * p->gemm_eff;
     b->rate_attn = p->peak_flops[m->dtype] * p->attn_eff;
+    b->rate_attn_bwd = p->peak_flops[m->dtype] * p->attn_bwd_eff;
     b->layer_last_c = usim_malloc((size_t)m->layers * sizeof(int));
     b->bwd_last_c = usim_malloc((size_t)m->layers * sizeof(int));
     if (!b->layer_last_c || !b->bwd_last_c) {

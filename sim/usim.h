@@ -81,6 +81,8 @@ typedef struct usim_platform {
     double peak_flops[USIM_NDTYPE];  /* FLOP/s, dense */
     double gemm_eff;            /* achievable fraction of peak in GEMMs */
     double attn_eff;            /* achievable fraction of peak in attention kernels */
+    double attn_bwd_eff;        /* the same for the attention backward (its FLOPs: 2.5x the
+                                   forward's); attention_bwd_efficiency, default attn_eff */
     int attn_causal_skip;       /* 1: attention kernels skip fully masked blocks (causal
                                    attention costs half); 0: they compute them */
     double hbm_bytes;           /* HBM capacity, bytes */
@@ -289,6 +291,11 @@ int usim_memory_estimate(const usim_platform *p, const usim_model *m, const usim
 int usim_max_seq(const usim_platform *p, const usim_model *m, const usim_job *j,
                  int64_t *seq);
 
+/* A closed-form estimate of one iteration's time (compute as simulated,
+ * sequence-parallel traffic at its link class's bandwidth, pipeline bubble;
+ * see sim/estimate.c): a ranking device for `plan`, not a prediction. */
+int usim_estimate(const usim_platform *p, const usim_model *m, const usim_job *j, double *seconds);
+
 /* Megatron-LM FLOPs of one iteration: 24 or 32 (full recompute) *
  * B s L h^2 (1 + s/(6h) + V/(16 L h)) * 3 ... see doc/simulator.md. */
 double usim_megatron_flops(const usim_model *m, int64_t global_batch, int full_recompute);
@@ -307,6 +314,41 @@ double usim_model_flops(const usim_model *m, int64_t global_batch);
 int usim_sp_layer_bytes(usim_sim *s, const usim_model *m, const usim_job *j, int gpu,
                         double sent[2]);
 int usim_analytic_sp_bytes(const usim_model *m, const usim_job *j, int gpu, double sent[2]);
+
+
+/* ------------------------------------------------------- attention job */
+
+/*
+ * One distributed attention forward + backward as `ulysses attn` runs it on
+ * `gpus` ranks (doc/validation.md): Ulysses all-to-alls of q, k, v (one after
+ * the other) -> attention of the rank's heads over the whole sequence -> o
+ * back; dO in -> attention backward -> dq, dk, dv back.  The collectives are
+ * the ones a training job's layer runs (same descriptors, same plan-layer
+ * volumes), simulated on the idle cluster; attention time is FLOPs over
+ * peak x attention_efficiency (backward: 2.5x the FLOPs at
+ * attention_bwd_efficiency).  Times are those of the most loaded rank, 0.
+ */
+typedef struct usim_attn_job {
+    int64_t batch, seq, heads, kv_heads, head_dim;
+    int causal;
+    usim_dtype dtype;
+    int gpus;
+    usim_coll_type a2a;   /* USIM_A2A_DIRECT or USIM_A2A_PAIRWISE */
+} usim_attn_job;
+
+enum { USIM_PH_FWD_A2A_IN = 0, USIM_PH_FWD_ATTN, USIM_PH_FWD_A2A_OUT,
+       USIM_PH_BWD_A2A_IN, USIM_PH_BWD_ATTN, USIM_PH_BWD_A2A_OUT, USIM_NPHASE };
+
+typedef struct usim_attn_result {
+    double phase_s[USIM_NPHASE];
+    double fwd_s, bwd_s, iter_s;      /* sums of the phases */
+    double a2a_s[8];                  /* each all-to-all, ULY_A2A_* order (q k v o do dq dk dv) */
+    uint64_t sent[8], recv[8];        /* bytes GPU `gpu` sends / receives in each all-to-all */
+    double sent_class[USIM_NCLASS];   /* bytes GPU `gpu` sends per link class, whole job */
+} usim_attn_result;
+
+/* Simulate the job; byte counters are those of GPU `gpu` (0 <= gpu < gpus). */
+int usim_attn_simulate(const usim_platform *p, const usim_attn_job *j, int gpu, usim_attn_result *r);
 
 #ifdef __cplusplus
 }

@@ -455,3 +455,66 @@ int uly_comm_bcast(uly_comm *c, void *buf, size_t n, int root)
     }
     return ULY_OK;
 }
+
+/* ------------------------------------------------- point-to-point */
+
+#define ULY_P2P_PIECE ((size_t)1 << 30)
+
+static int p2p_start(uly_comm *c, void *buf, size_t bytes, int peer, int tag, uly_comm_req *q, int send)
+{
+    size_t pieces = bytes == 0 ? 1 : (bytes + ULY_P2P_PIECE - 1) / ULY_P2P_PIECE;
+    if (pieces > (size_t)(ULY_COMM_MAXREQ - q->n))
+        return uly_set_error(ULY_EOVERFLOW, "message of %zu bytes needs too many pieces", bytes);
+    for (size_t i = 0; i < pieces; i++) {
+        size_t off = i * ULY_P2P_PIECE, n = bytes - off < ULY_P2P_PIECE ? bytes - off : ULY_P2P_PIECE;
+        int e = send ? MPI_Isend((char *)buf + off, (int)n, MPI_BYTE, peer, tag, c->comm, &q->r[q->n])
+                     : MPI_Irecv((char *)buf + off, (int)n, MPI_BYTE, peer, tag, c->comm, &q->r[q->n]);
+        if (e != MPI_SUCCESS)
+            return mpi_fail(e, send ? "MPI_Isend" : "MPI_Irecv");
+        q->n++;
+    }
+    return ULY_OK;
+}
+
+int uly_comm_isend(uly_comm *c, const void *buf, size_t bytes, int peer, int tag, uly_comm_req *q)
+{
+    return p2p_start(c, (void *)buf, bytes, peer, tag, q, 1);
+}
+
+int uly_comm_irecv(uly_comm *c, void *buf, size_t bytes, int peer, int tag, uly_comm_req *q)
+{
+    return p2p_start(c, buf, bytes, peer, tag, q, 0);
+}
+
+int uly_comm_wait(uly_comm_req *q)
+{
+    if (q->n == 0)
+        return ULY_OK;
+    int e = MPI_Waitall(q->n, q->r, MPI_STATUSES_IGNORE);
+    q->n = 0;
+    if (e != MPI_SUCCESS)
+        return mpi_fail(e, "MPI_Waitall");
+    return ULY_OK;
+}
+
+int uly_comm_reduce_scatter_sum(uly_comm *c, const void *sbuf, void *rbuf, const size_t *rcount,
+                                size_t elem_size)
+{
+    const int P = c->size;
+    int *rc = c->icount[0];
+    size_t total = 0;
+    for (int s = 0; s < P; s++) {
+        if (rcount[s] > (size_t)INT_MAX)
+            return uly_set_error(ULY_EOVERFLOW, "reduce-scatter block of %zu elements: too large for MPI",
+                                 rcount[s]);
+        rc[s] = (int)rcount[s];
+        total += rcount[s];
+    }
+    if (P == 1) {
+        memcpy(rbuf, sbuf, total * elem_size);
+        return ULY_OK;
+    }
+    MPI_Datatype base = elem_size == 8 ? MPI_DOUBLE : MPI_FLOAT;
+    MPI_TRY(MPI_Reduce_scatter(sbuf, rbuf, rc, base, MPI_SUM, c->comm), "MPI_Reduce_scatter");
+    return ULY_OK;
+}

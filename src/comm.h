@@ -101,4 +101,26 @@ ULY_INTERNAL int uly_comm_allgatherv(uly_comm *c, const void *sbuf, void *rbuf, 
 /* Broadcast n bytes from root. */
 ULY_INTERNAL int uly_comm_bcast(uly_comm *c, void *buf, size_t n, int root);
 
+/* ---- point-to-point and reduce-scatter (ring and all-gather attention) */
+
+/* Outstanding non-blocking messages; zero-initialise before first use. */
+enum { ULY_COMM_MAXREQ = 32 };
+typedef struct uly_comm_req {
+    MPI_Request r[ULY_COMM_MAXREQ];
+    int n;
+} uly_comm_req;
+/* Start sending / receiving `bytes` bytes to / from rank `peer` with `tag`,
+ * adding to q (messages above 1 GiB go as several pieces, same order on both
+ * sides).  Complete with uly_comm_wait. */
+ULY_INTERNAL int uly_comm_isend(uly_comm *c, const void *buf, size_t bytes, int peer, int tag,
+                                uly_comm_req *q);
+ULY_INTERNAL int uly_comm_irecv(uly_comm *c, void *buf, size_t bytes, int peer, int tag,
+                                uly_comm_req *q);
+/* Complete every message of q (q is empty afterwards). */
+ULY_INTERNAL int uly_comm_wait(uly_comm_req *q);
+/* Sum over ranks then scatter: sbuf holds every rank's part in rank order
+ * (rcount[s] elements each, elem_size 4 or 8), rbuf receives this rank's. */
+ULY_INTERNAL int uly_comm_reduce_scatter_sum(uly_comm *c, const void *sbuf, void *rbuf, const size_t *rcount,
+                                             size_t elem_size);
+
 #endif

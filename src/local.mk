@@ -21,7 +21,8 @@ include_HEADERS += include/ulysses.h include/ulysses_model.h
 
 if HAVE_MPI
 lib_LTLIBRARIES += src/libulysses.la
-src_libulysses_la_SOURCES = src/comm.c src/comm.h src/dist.c src/train.c
+src_libulysses_la_SOURCES = src/comm.c src/comm.h src/dist.c src/methods.h src/ring.c \
+	src/allgather.c src/sp.c src/train.c
 src_libulysses_la_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS)
 src_libulysses_la_LIBADD = src/libulykern.la $(BLAS_LIBS) $(MPI_LIBS) -lm
 src_libulysses_la_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS) -version-info 0:0:0 \
@@ -36,7 +37,8 @@ bin_PROGRAMS += ulysses
 ulysses_SOURCES = src/cli/main.c src/cli/cli.h src/cli/args.c src/cli/args.h \
 	src/cli/cmd_explain.c src/cli/explain.h src/cli/explain_draw.c
 if HAVE_MPI
-ulysses_SOURCES += src/cli/cmd_attn.c src/cli/cmd_bench.c src/cli/cmd_train.c src/cli/timing.h src/cli/timing.c
+ulysses_SOURCES += src/cli/cmd_attn.c src/cli/cmd_bench.c src/cli/cmd_calibrate.c src/cli/cmd_train.c \
+	src/cli/timing.h src/cli/timing.c
 ulysses_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS) $(CAIRO_CFLAGS)
 ulysses_LDADD = src/libulysses.la $(BLAS_LIBS) $(MPI_LIBS) $(CAIRO_LIBS) -lm
 ulysses_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)

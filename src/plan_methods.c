@@ -87,6 +87,15 @@ int uly_sp_plan_init(uly_sp_plan *p, int method, int P, int U, int placement)
     return ULY_OK;
 }
 
+int uly_plan_usp_degree(int64_t H, int P)
+{
+    int best = 1;
+    for (int U = 1; U <= P; U++)
+        if (P % U == 0 && U <= H)
+            best = U;
+    return best;
+}
+
 /* The plan's own consistency (callers may fill the struct by hand). */
 static int plan_check(const uly_sp_plan *p)
 {

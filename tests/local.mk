@@ -60,6 +60,14 @@ tests_test_dist_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
 TESTS += tests/test_dist.sh
 EXTRA_DIST += tests/test_dist.sh
 
+check_PROGRAMS += tests/test_methods
+tests_test_methods_SOURCES = tests/test_methods.c tests/testutil.h tests/testutil.c
+tests_test_methods_CFLAGS = $(TEST_CFLAGS) $(MPI_CFLAGS)
+tests_test_methods_LDADD = $(MPI_TEST_LIBS)
+tests_test_methods_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
+TESTS += tests/test_methods.sh
+EXTRA_DIST += tests/test_methods.sh
+
 check_PROGRAMS += tests/test_train
 tests_test_train_SOURCES = tests/test_train.c
 tests_test_train_CFLAGS = $(TEST_CFLAGS) $(MPI_CFLAGS)
@@ -73,18 +81,28 @@ tests_npytool_SOURCES = tests/npytool.c tests/testutil.h tests/testutil.c
 tests_npytool_CFLAGS = $(TEST_CFLAGS)
 tests_npytool_LDADD = $(TEST_LIBS)
 tests_npytool_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
-TESTS += tests/cli_attn.sh tests/symbols.sh
-EXTRA_DIST += tests/cli_attn.sh tests/symbols.sh tests/lsan.supp
+TESTS += tests/cli_attn.sh tests/symbols.sh tests/cli_calibrate.sh
+EXTRA_DIST += tests/cli_attn.sh tests/symbols.sh tests/lsan.supp tests/cli_calibrate.sh
+
+endif
 
 # The mini-cluster (network namespaces + tc + Open MPI over TCP, see
-# doc/minicluster.md): needs root; exit 77 from the script means "cannot run
-# here" and is reported as a skip.
-check-minicluster: ulysses
+# doc/minicluster.md): needs root and the MPI build; exit 77 from the script
+# means "cannot run here" and is reported as a skip.
+check-minicluster: all
 	@$(AM_TESTS_ENVIRONMENT) sh $(abs_top_srcdir)/tests/minicluster/check.sh; rc=$$?; \
 	if [ $$rc -eq 77 ]; then echo "check-minicluster: SKIPPED (see the message above)"; exit 0; fi; exit $$rc
 .PHONY: check-minicluster
-endif
-EXTRA_DIST += tests/minicluster/minicluster.sh tests/minicluster/mc-agent.sh tests/minicluster/check.sh
+EXTRA_DIST += tests/minicluster/minicluster.sh tests/minicluster/mc-agent.sh tests/minicluster/check.sh \
+	tests/minicluster/validate-local.sh
+
+# ulysses-sim, calibrated here, against our own ulysses attn runs on 1 node
+# and on a 2-node mini-cluster at two link rates; writes the local section of
+# doc/validation.md (about 15 minutes on 2 cores; needs root for 2 nodes).
+validate-local: all
+	top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' \
+	  sh $(abs_top_srcdir)/tests/minicluster/validate-local.sh --doc $(abs_top_srcdir)/doc/validation.md
+.PHONY: validate-local
 
 # ulysses explain needs no MPI: built and tested in every configuration.
 TESTS += tests/cli_explain.sh

@@ -331,6 +331,11 @@ START_TEST(method_names_and_init)
     ck_assert_int_eq(uly_sp_plan_init(&p, ULY_METHOD_ZIGZAG, 3, 1, 0), ULY_OK);
     ck_assert_int_eq(p.zigzag, 1);
     ck_assert_int_eq(uly_sp_plan_init(&p, ULY_METHOD_RING, 3, 0, 7), ULY_EINVAL);
+    ck_assert_int_eq(uly_plan_usp_degree(4, 8), 4);
+    ck_assert_int_eq(uly_plan_usp_degree(7, 8), 4);
+    ck_assert_int_eq(uly_plan_usp_degree(8, 8), 8);
+    ck_assert_int_eq(uly_plan_usp_degree(1, 6), 1);
+    ck_assert_int_eq(uly_plan_usp_degree(5, 6), 3);
 }
 END_TEST
 

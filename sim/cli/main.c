@@ -16,11 +16,15 @@
 #include "output.h"
 
 int cmd_sweep(int argc, char **argv);
+int cmd_attn(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
 
 static const char usage[] =
     "usage: ulysses-sim [options]            simulate one configuration, every method side by side\n"
     "       ulysses-sim sweep [options]      sweep lists/ranges of --seq, --gpus, --method (CSV)\n"
+    "       ulysses-sim plan [options]       search every composition that fits, top K (--top)\n"
     "       ulysses-sim presets [NAME]       list the shipped presets, or print one\n"
+    "       ulysses-sim attn [options]       one distributed attention as `ulysses attn` runs it\n"
     "\n"
     "Predicts iteration time, communication and memory per GPU of sequence-parallel\n"
     "training on a GPU cluster with a discrete-event simulation (see doc/simulator.md).\n"
@@ -54,15 +58,34 @@ static const char usage[] =
     "\n"
     "Presets are looked up in $ULYSSES_SIM_PRESETS, then the installed data directory.\n"
     "Every row and column of the output (exposed comm, MFU, SP comm, ...) is defined\n"
-    "in doc/glossary.md; the model behind them in doc/simulator.md.\n";
+    "in doc/glossary.md; the model behind them in doc/simulator.md.\n"
+    "\n"
+    "Description files (JSON; any other key is an error naming the nearest valid one;\n"
+    "units and meaning in doc/simulator.md section 2):\n"
+    "  platform: name, description, sources, gpus_per_node, max_nodes,\n"
+    "    gpu {model, peak_tflops_bf16, peak_tflops_fp16, peak_tflops_fp32, gemm_efficiency,\n"
+    "         attention_efficiency, attention_skips_masked_blocks, hbm_GiB, hbm_bw_GBps,\n"
+    "         reserved_GiB},\n"
+    "    intra_node {fabric, bw_GBps_per_dir, efficiency, latency_us},\n"
+    "    inter_node {fabric, nic_bw_Gbps, efficiency, latency_us, spine_oversubscription}\n"
+    "  model: name, description, sources, layers, hidden, heads, kv_heads, ffn_hidden, vocab,\n"
+    "    mlp, tied_embeddings, causal, seq_tokens, micro_batch, global_batch, dtype\n"
+    "\n"
+    "Adjustments (a global batch rounded up) and costly choices (uneven heads, replicated\n"
+    "KV heads) are printed as warnings in every format; numbers the simulation cannot\n"
+    "represent are refused (exit 2).  Capacity planning: doc/planning.md.\n";
 
 static const char sweep_usage[] =
-    "usage: ulysses-sim sweep [options] [--out FILE.csv] [--plot FILE.svg] [--no-progress]\n"
+    "usage: ulysses-sim sweep [options] [--out FILE.csv] [--plot FILE.svg|.png|.pdf]\n"
+    "                         [--plot-metric time|tflops|exposed|memory] [--no-progress]\n"
     "\n"
-    "Runs every combination of --gpus, --seq and --method and writes one CSV row each\n"
-    "(to stdout, or FILE.csv).  Lists: 64,128,256; ranges: 8K:1M (doubling),\n"
-    "1K:8K:+1K (step), 8:512:x4 (factor).  A progress bar is drawn on stderr when it\n"
-    "is a terminal.  --plot draws iteration time against the swept axis with gnuplot.\n"
+    "Runs every combination of --gpus, --seq, --sp (--cp), --tp, --pp and --method and\n"
+    "writes one CSV row each (to stdout, or FILE.csv).  Lists: 64,128,256; ranges: 8K:1M\n"
+    "(doubling), 1K:8K:+1K (step), 8:512:x4 (factor).  --seq-per-gpu N: weak scaling,\n"
+    "the sequence is N x GPUs for each GPU count.  A progress bar is drawn on stderr\n"
+    "when it is a terminal.  --plot draws the metric (default iteration time) against\n"
+    "the first swept axis with gnuplot, in the format the extension names (svg, png,\n"
+    "pdf; others are refused); points that do not fit in memory are marked.\n"
     "Other options as for ulysses-sim (see ulysses-sim --help).\n";
 
 static const char presets_usage[] =
@@ -186,7 +209,7 @@ static int run(int argc, char **argv)
     opts o;
     opts_defaults(&o);
     int help;
-    if (opts_parse(&o, argc, argv, 1, 0, &help))
+    if (opts_parse(&o, argc, argv, 1, OPTS_RUN, &help))
         die_usage("%s", opts_error());
     if (help) {
         fputs(usage, stdout);
@@ -292,6 +315,10 @@ int main(int argc, char **argv)
             }
         return cmd_sweep(argc, argv);
     }
+    if (argc > 1 && strcmp(argv[1], "attn") == 0)
+        return cmd_attn(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "plan") == 0)
+        return cmd_plan(argc, argv);
     if (argc > 1 && strcmp(argv[1], "--version") == 0) {
         printf("ulysses-sim %s\n", PACKAGE_VERSION);
         return 0;

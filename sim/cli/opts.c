@@ -194,9 +194,10 @@ static int parse_methods(opts *o, const char *v)
     return 0;
 }
 
-int opts_parse(opts *o, int argc, char **argv, int first, int sweep, int *help)
+int opts_parse(opts *o, int argc, char **argv, int first, int mode, int *help)
 {
     *help = 0;
+    int sweep = mode == OPTS_SWEEP;
     for (int i = first; i < argc; i++) {
         char *arg = argv[i];
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
@@ -230,7 +231,7 @@ int opts_parse(opts *o, int argc, char **argv, int first, int sweep, int *help)
         static const char *const valued[] = {
             "--platform", "--model", "--gpus", "--seq", "--method", "--sp", "--cp", "--tp", "--pp", "--dp",
             "--ulysses", "--zero", "--recompute", "--a2a", "--micro-batch", "--global-batch",
-            "--layers", "--format", "--trace", "--out", "--plot", NULL};
+            "--layers", "--format", "--trace", "--out", "--plot", "--plot-metric", "--seq-per-gpu", "--top", NULL};
         int known = 0;
         for (int k = 0; valued[k]; k++)
             if (strcmp(name, valued[k]) == 0)
@@ -257,6 +258,20 @@ int opts_parse(opts *o, int argc, char **argv, int first, int sweep, int *help)
                           sweep ? "a positive count (128K allowed), a list or a range a:b" :
                                   "a positive token count (e.g. 131072 or 128K)", val);
         }
+        else if (sweep && (strcmp(name, "--sp") == 0 || strcmp(name, "--cp") == 0 ||
+                           strcmp(name, "--tp") == 0 || strcmp(name, "--pp") == 0)) {
+            /* sweep: a list or range of degrees */
+            int64_t *lst = name[2] == 't' ? o->tps : name[2] == 'p' ? o->pps : o->sps;
+            int *cnt = name[2] == 't' ? &o->ntps : name[2] == 'p' ? &o->npps : &o->nsps;
+            int *head = name[2] == 't' ? &o->tp : name[2] == 'p' ? &o->pp : &o->sp;
+            if (parse_list(val, lst, 64, cnt))
+                return fail("%s: expected a positive degree, a list a,b,c or a range a:b (at most 64 "
+                            "values), got '%s'", name, val);
+            for (int k = 0; k < *cnt; k++)
+                if (lst[k] > 1 << 20)
+                    return fail("%s: %lld is more than %d", name, (long long)lst[k], 1 << 20);
+            *head = (int)lst[0];
+        }
         else if (strcmp(name, "--method") == 0) {
             if (parse_methods(o, val))
                 return EXIT_BADINPUT;
@@ -264,12 +279,15 @@ int opts_parse(opts *o, int argc, char **argv, int first, int sweep, int *help)
             const struct int_opt *io = int_option(strcmp(name, "--cp") == 0 ? "--sp" : name);
             if (parse_int_opt(name, val, io->lo, io->hi, (int *)((char *)o + io->off)))
                 return EXIT_BADINPUT;
+            if (strcmp(name, "--zero") == 0)
+                o->zero_set = 1;
         }
         else if (strcmp(name, "--recompute") == 0) {
             if (strcmp(val, "none") == 0) o->recompute = USIM_RC_NONE;
             else if (strcmp(val, "selective") == 0) o->recompute = USIM_RC_SELECTIVE;
             else if (strcmp(val, "full") == 0) o->recompute = USIM_RC_FULL;
             else return fail("--recompute: expected none, selective or full, got '%s'", val);
+            o->recompute_set = 1;
         } else if (strcmp(name, "--a2a") == 0) {
             if (strcmp(val, "direct") == 0) o->a2a = USIM_A2A_DIRECT;
             else if (strcmp(val, "pairwise") == 0) o->a2a = USIM_A2A_PAIRWISE;
@@ -291,6 +309,21 @@ int opts_parse(opts *o, int argc, char **argv, int first, int sweep, int *help)
         } else if (strcmp(name, "--trace") == 0) o->trace = val;
         else if (strcmp(name, "--out") == 0 && sweep) o->out = val;
         else if (strcmp(name, "--plot") == 0 && sweep) o->plot = val;
+        else if (strcmp(name, "--plot-metric") == 0 && sweep) {
+            if (strcmp(val, "time") == 0) o->plot_metric = PLOT_TIME;
+            else if (strcmp(val, "tflops") == 0) o->plot_metric = PLOT_TFLOPS;
+            else if (strcmp(val, "exposed") == 0) o->plot_metric = PLOT_EXPOSED;
+            else if (strcmp(val, "memory") == 0) o->plot_metric = PLOT_MEMORY;
+            else return fail("--plot-metric: expected time, tflops, exposed or memory, got '%s'", val);
+        } else if (strcmp(name, "--seq-per-gpu") == 0 && sweep) {
+            if (parse_count(val, &o->seq_per_gpu) || o->seq_per_gpu < 1 || o->seq_per_gpu > ((int64_t)1 << 40))
+                return fail("--seq-per-gpu: expected a positive token count (e.g. 4K), got '%s'", val);
+        }
+        else if (strcmp(name, "--top") == 0 && mode == OPTS_PLAN) {
+            if (parse_int_opt(name, val, 1, 1000, &o->top))
+                return EXIT_BADINPUT;
+        } else if (strcmp(name, "--top") == 0)
+            return fail("option '--top' is only valid with 'ulysses-sim plan'");
         else return fail("option '%s' is only valid with 'ulysses-sim sweep'", name);
     }
     return 0;

@@ -10,6 +10,7 @@
 
 enum { EXIT_BADINPUT = 2 };
 enum { FMT_TABLE = 0, FMT_CSV, FMT_JSON };
+enum { PLOT_TIME = 0, PLOT_TFLOPS, PLOT_EXPOSED, PLOT_MEMORY };
 
 #define MAX_LIST 4096
 
@@ -29,13 +30,24 @@ typedef struct opts {
     int format;
     const char *trace;
     int max_seq;
-    /* sweep */
+    /* sweep: --sp/--tp/--pp lists (the run fields hold the first value) */
+    int64_t sps[64], tps[64], pps[64];
+    int nsps, ntps, npps;
+    int64_t seq_per_gpu;          /* weak scaling: sequence = this x GPUs */
     const char *out, *plot;
+    int plot_metric;              /* PLOT_* */
     int no_progress;
+    /* plan */
+    int top;
+    int zero_set, recompute_set;   /* given on the command line (plan searches them otherwise) */
 } opts;
 
+/* Modes of opts_parse: which subcommand's options are accepted. */
+enum { OPTS_RUN = 0, OPTS_SWEEP = 1, OPTS_PLAN = 2 };
+
 void opts_defaults(opts *o);
-/* Parse argv[first..argc).  sweep: lists allowed for --gpus/--seq.  Returns 0
+/* Parse argv[first..argc).  sweep: OPTS_RUN, OPTS_SWEEP (lists allowed for
+ * --gpus/--seq; --out, --plot) or OPTS_PLAN (--top).  Returns 0
  * (*help set for --help), or EXIT_BADINPUT with a one-line reason in
  * opts_error(); it neither prints nor exits. */
 int opts_parse(opts *o, int argc, char **argv, int first, int sweep, int *help);

@@ -1,12 +1,22 @@
 /*
  * sweep.c -- ulysses-sim sweep: every combination of GPU counts, sequence
- * lengths and methods, one CSV row each; progress bar on a terminal; optional
- * SVG plot through gnuplot.
+ * lengths (or a fixed sequence per GPU: weak scaling), SP/TP/PP degrees and
+ * methods, one CSV row each; progress bar on a terminal; optional plot
+ * through gnuplot in the format the file's extension names (svg, png, pdf).
+ *
+ * gnuplot never sees the plot's file name: the file is opened here and
+ * becomes gnuplot's standard output (`set output` without a name); every
+ * other string in the script (titles from preset names) is escaped.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -28,78 +38,246 @@ static void progress(int done, int total)
 }
 
 typedef struct point {
-    int gpus;
+    int gpus, sp, tp, pp;
     int64_t seq;
     usim_method method;
-    int ok;
-    double iter_s;
+    int ok, fits;
+    double y;
 } point;
 
-static int plot(const char *file, const point *pts, int n, int x_is_seq)
+/* The axis a sweep varies, in this order of preference. */
+enum { AX_SEQ = 0, AX_GPUS, AX_SP, AX_TP, AX_PP, AX_N };
+static const char *const ax_label[AX_N] = {"sequence length [tokens]", "GPUs", "SP/CP degree",
+                                           "TP degree", "PP stages"};
+
+static int64_t ax_value(const point *p, int ax)
 {
+    switch (ax) {
+    case AX_SEQ: return p->seq;
+    case AX_GPUS: return p->gpus;
+    case AX_SP: return p->sp;
+    case AX_TP: return p->tp;
+    default: return p->pp;
+    }
+}
+
+/* Terminal for the extension of file, or NULL (the format is refused). */
+static const char *plot_terminal(const char *file)
+{
+    const char *dot = strrchr(file, '.');
+    const char *slash = strrchr(file, '/');
+    if (!dot || (slash && dot < slash))
+        return NULL;
+    if (strcmp(dot, ".svg") == 0)
+        return "svg size 1000,650 dynamic font 'sans,12'";
+    if (strcmp(dot, ".png") == 0)
+        return "pngcairo size 1000,650 font 'sans,11'";
+    if (strcmp(dot, ".pdf") == 0)
+        return "pdfcairo size 10in,6.5in font 'sans,11'";
+    return NULL;
+}
+
+/* s as a gnuplot single-quoted string: '' for a quote, control characters dropped. */
+static void gp_str(FILE *g, const char *s)
+{
+    fputc('\'', g);
+    for (; *s; s++) {
+        if (*s == '\'')
+            fputs("''", g);
+        else if ((unsigned char)*s >= 0x20)
+            fputc(*s, g);
+    }
+    fputc('\'', g);
+}
+
+/* 131072 -> "128K", 1048576 -> "1M", 1000 -> "1000". */
+static void tick_label(int64_t v, char *buf, size_t n)
+{
+    if (v >= (1 << 20) && v % (1 << 20) == 0)
+        snprintf(buf, n, "%lldM", (long long)(v >> 20));
+    else if (v >= 1024 && v % 1024 == 0)
+        snprintf(buf, n, "%lldK", (long long)(v >> 10));
+    else
+        snprintf(buf, n, "%lld", (long long)v);
+}
+
+static int plot(const char *file, const char *title, const point *pts, int n, int ax, int metric)
+{
+    const char *term = plot_terminal(file);
 #ifndef GNUPLOT_PATH
+    (void)term;
+    (void)title;
     (void)pts;
     (void)n;
-    (void)x_is_seq;
+    (void)ax;
+    (void)metric;
     fprintf(stderr, "ulysses-sim: --plot %s: gnuplot was not found when ulysses-sim was configured; "
                     "install gnuplot and re-run configure (the CSV was written)\n", file);
     return 1;
 #else
-    FILE *g = popen(GNUPLOT_PATH " 2>&1", "w");
-    if (!g) {
-        fprintf(stderr, "ulysses-sim: --plot: cannot run %s\n", GNUPLOT_PATH);
+    static const char *const ylabel[] = {"iteration time [s]", "throughput, Megatron formula [TFLOP/s/GPU]",
+                                         "exposed communication [s]", "memory per GPU [GiB]"};
+    int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    if (fd < 0) {
+        fprintf(stderr, "ulysses-sim: --plot: cannot write %s: %s\n", file, strerror(errno));
         return 1;
     }
-    fprintf(g, "set terminal svg size 900,600 dynamic\nset output '%s'\n", file);
-    fprintf(g, "set logscale x 2\nset logscale y\nset grid\nset key left top\n");
-    fprintf(g, "set xlabel '%s'\nset ylabel 'iteration time [s]'\n",
-            x_is_seq ? "sequence length [tokens]" : "GPUs");
-    /* series: one per (method, other axis value), in order of first appearance */
+    int pfd[2];
+    if (pipe(pfd) != 0) {
+        close(fd);
+        fprintf(stderr, "ulysses-sim: --plot: pipe: %s\n", strerror(errno));
+        return 1;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fd);
+        close(pfd[0]);
+        close(pfd[1]);
+        fprintf(stderr, "ulysses-sim: --plot: fork: %s\n", strerror(errno));
+        return 1;
+    }
+    if (pid == 0) {
+        /* gnuplot reads the script on stdin and writes the plot to stdout (the file) */
+        dup2(pfd[0], 0);
+        dup2(fd, 1);
+        close(pfd[0]);
+        close(pfd[1]);
+        close(fd);
+        execl(GNUPLOT_PATH, "gnuplot", (char *)NULL);
+        _exit(127);
+    }
+    close(pfd[0]);
+    close(fd);
+    FILE *g = fdopen(pfd[1], "w");
+    if (!g) {
+        close(pfd[1]);
+        waitpid(pid, NULL, 0);
+        return 1;
+    }
+    fprintf(g, "set terminal %s\nset output\n", term);
+    fprintf(g, "set title ");
+    gp_str(g, title);
+    fprintf(g, " noenhanced\nset grid\nset key outside right top noenhanced\n");
+    fprintf(g, "set xlabel '%s'\nset ylabel '%s'\n", ax_label[ax], ylabel[metric]);
+    if (metric == PLOT_TIME)
+        fprintf(g, "set logscale y\n");
+    /* explicit ticks at the swept values: 8K, 128K, 1M ... */
+    int64_t vals[64] = {0};
+    int nv = 0;
+    for (int i = 0; i < n && nv < 64; i++) {
+        int64_t v = ax_value(&pts[i], ax);
+        int dup = 0;
+        for (int k = 0; k < nv; k++)
+            dup |= vals[k] == v;
+        if (!dup)
+            vals[nv++] = v;
+    }
+    int64_t lo = vals[0], hi = vals[0];
+    for (int k = 1; k < nv; k++) {
+        lo = vals[k] < lo ? vals[k] : lo;
+        hi = vals[k] > hi ? vals[k] : hi;
+    }
+    if (hi >= 4 * lo)
+        fprintf(g, "set logscale x 2\n");
+    fprintf(g, "set xtics (");
+    for (int k = 0; k < nv; k++) {
+        char lab[32];
+        tick_label(vals[k], lab, sizeof lab);
+        fprintf(g, "%s\"%s\" %lld", k ? ", " : "", lab, (long long)vals[k]);
+    }
+    fprintf(g, ")\nset xrange [%g:%g]\n", lo == hi ? lo * 0.5 : (hi >= 4 * lo ? lo / 1.3 : lo - 0.05 * (hi - lo)),
+            lo == hi ? hi * 1.5 : (hi >= 4 * lo ? hi * 1.3 : hi + 0.05 * (hi - lo)));
+    /* series: one per (method and the other varying values), in order of first appearance */
     int nseries = 0;
     int *sid = calloc((size_t)n, sizeof *sid);
     if (!sid) {
-        pclose(g);
+        fclose(g);
+        waitpid(pid, NULL, 0);
         return 1;
     }
     for (int i = 0; i < n; i++) {
         sid[i] = -1;
-        for (int k = 0; k < i; k++)
-            if (pts[k].method == pts[i].method &&
-                (x_is_seq ? pts[k].gpus == pts[i].gpus : pts[k].seq == pts[i].seq)) {
+        for (int k = 0; k < i && sid[i] < 0; k++) {
+            int same = pts[k].method == pts[i].method;
+            for (int a = 0; a < AX_N && same; a++)
+                if (a != ax && ax_value(&pts[k], a) != ax_value(&pts[i], a))
+                    same = 0;
+            if (same)
                 sid[i] = sid[k];
-                break;
-            }
+        }
         if (sid[i] < 0)
             sid[i] = nseries++;
     }
+    int any_oom = 0;
+    for (int i = 0; i < n; i++)
+        any_oom |= pts[i].ok && !pts[i].fits;
     fprintf(g, "plot ");
     for (int s = 0; s < nseries; s++) {
         int first = 0;
         while (sid[first] != s)
             first++;
-        if (x_is_seq)
-            fprintf(g, "%s'-' using 1:2 with linespoints title '%s, %d GPUs'", s ? ", " : "",
-                    usim_method_name(pts[first].method), pts[first].gpus);
-        else
-            fprintf(g, "%s'-' using 1:2 with linespoints title '%s, %lld tokens'", s ? ", " : "",
-                    usim_method_name(pts[first].method), (long long)pts[first].seq);
+        const point *q = &pts[first];
+        char t[160];
+        int len = snprintf(t, sizeof t, "%s", usim_method_name(q->method));
+        for (int a = 0; a < AX_N; a++) {
+            static const char *const nm[AX_N] = {"", " GPUs", "sp ", "tp ", "pp "};
+            if (a == ax)
+                continue;
+            int varies = 0;
+            for (int i = 0; i < n; i++)
+                varies |= ax_value(&pts[i], a) != ax_value(q, a);
+            if (!varies)
+                continue;
+            char lab[32];
+            tick_label(ax_value(q, a), lab, sizeof lab);
+            if (a == AX_SEQ)
+                len += snprintf(t + len, sizeof t - (size_t)len, ", %s tokens", lab);
+            else if (a == AX_GPUS)
+                len += snprintf(t + len, sizeof t - (size_t)len, ", %s GPUs", lab);
+            else
+                len += snprintf(t + len, sizeof t - (size_t)len, ", %s%s", nm[a], lab);
+            if (len >= (int)sizeof t)
+                break;
+        }
+        fprintf(g, "%s'-' using 1:2 with linespoints lw 2 pt 7 title ", s ? ", " : "");
+        gp_str(g, t);
     }
+    if (any_oom)
+        fprintf(g, ", '-' using 1:2 with points pt 2 ps 3 lw 2 lc rgb 'red' title 'does not fit in HBM'");
     fprintf(g, "\n");
     for (int s = 0; s < nseries; s++) {
         for (int i = 0; i < n; i++)
             if (sid[i] == s && pts[i].ok)
-                fprintf(g, "%lld %.6f\n", x_is_seq ? (long long)pts[i].seq : (long long)pts[i].gpus,
-                        pts[i].iter_s);
+                fprintf(g, "%lld %.9g\n", (long long)ax_value(&pts[i], ax), pts[i].y);
+        fprintf(g, "e\n");
+    }
+    if (any_oom) {
+        for (int i = 0; i < n; i++)
+            if (pts[i].ok && !pts[i].fits)
+                fprintf(g, "%lld %.9g\n", (long long)ax_value(&pts[i], ax), pts[i].y);
         fprintf(g, "e\n");
     }
     free(sid);
-    int st = pclose(g);
-    if (st != 0) {
-        fprintf(stderr, "ulysses-sim: --plot: gnuplot failed (status %d)\n", st);
+    int bad = fclose(g) != 0;
+    int st;
+    if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0 || bad) {
+        fprintf(stderr, "ulysses-sim: --plot: gnuplot failed (status %d)\n",
+                WIFEXITED(st) ? WEXITSTATUS(st) : -1);
         return 1;
     }
     return 0;
 #endif
+}
+
+static double metric_of(const usim_result *r, int metric)
+{
+    switch (metric) {
+    case PLOT_TFLOPS: return r->tflops;
+    case PLOT_EXPOSED: return r->exposed_s[0] + r->exposed_s[1] + r->exposed_s[2];
+    case PLOT_MEMORY: return r->mem.total / 1073741824.0;
+    default: return r->iter_s;
+    }
 }
 
 int cmd_sweep(int argc, char **argv)
@@ -107,12 +285,16 @@ int cmd_sweep(int argc, char **argv)
     opts o;
     opts_defaults(&o);
     int help;
-    if (opts_parse(&o, argc, argv, 2, 1, &help))
+    if (opts_parse(&o, argc, argv, 2, OPTS_SWEEP, &help))
         die_usage("%s", opts_error());
     if (o.trace)
         die_usage("sweep: --trace is for single runs");
     if (o.format != FMT_CSV && o.format != FMT_TABLE)
         die_usage("sweep: output is CSV");
+    if (o.plot && !plot_terminal(o.plot))
+        die_usage("--plot %s: the extension must name the format: .svg, .png or .pdf", o.plot);
+    if (o.seq_per_gpu && o.nseqs)
+        die_usage("sweep: --seq and --seq-per-gpu are exclusive (weak scaling sets the sequence)");
     usim_platform p;
     usim_model base;
     load_inputs(&o, &p, &base);
@@ -124,6 +306,11 @@ int cmd_sweep(int argc, char **argv)
         o.seqs[0] = base.seq;
         o.nseqs = 1;
     }
+    if (o.seq_per_gpu)
+        o.nseqs = 1;
+    int64_t one0[1] = {0};
+    int64_t *sps = o.nsps ? o.sps : one0, *tps = o.ntps ? o.tps : one0, *pps = o.npps ? o.pps : one0;
+    int nsp = o.nsps ? o.nsps : 1, ntp = o.ntps ? o.ntps : 1, npp = o.npps ? o.npps : 1;
     /* validate GPU counts against the platform before starting */
     for (int i = 0; i < o.ngpus; i++)
         if (usim_platform_check_gpus(&p, (int)o.gpus[i]))
@@ -131,7 +318,7 @@ int cmd_sweep(int argc, char **argv)
     FILE *out = stdout;
     if (o.out && !(out = fopen(o.out, "w")))
         die_usage("--out: cannot write %s", o.out);
-    int total = o.ngpus * o.nseqs * o.nmethods, done = 0;
+    int total = o.ngpus * o.nseqs * nsp * ntp * npp * o.nmethods, done = 0;
     /* a bar on the terminal, unless the CSV rows are going to that terminal too */
     int bar = !o.no_progress && isatty(2) && (o.out || !isatty(1));
     point *pts = calloc((size_t)total, sizeof *pts);
@@ -150,31 +337,38 @@ int cmd_sweep(int argc, char **argv)
         }
         for (int si = 0; si < o.nseqs; si++) {
             usim_model m = base;
-            apply_model_overrides(&o, &m, o.seqs[si]);
-            for (int mi = 0; mi < o.nmethods; mi++) {
-                row w;
-                memset(&w, 0, sizeof w);
-                w.method = o.methods[mi];
-                usim_job j = make_job(&o, w.method, gpus);
-                int rc = usim_simulate(sim, &m, &j, NULL, &w.r);
-                if (rc == USIM_OK) {
-                    w.ok = 1;
-                    if (o.max_seq && usim_max_seq(&p, &m, &j, &w.max_seq) == USIM_OK)
-                        w.has_max = 1;
-                } else {
-                    if (rc != USIM_EINVAL) {
-                        fprintf(stderr, "ulysses-sim: %s\n", usim_last_error());
-                        return 1;
-                    }
-                    snprintf(w.err, sizeof w.err, "%s", usim_last_error());
-                    failures++;
-                }
-                out_csv_row(out, &p, &m, gpus, &w);
-                pts[done] = (point){gpus, m.seq, w.method, w.ok, w.r.iter_s};
-                done++;
-                if (bar)
-                    progress(done, total);
-            }
+            apply_model_overrides(&o, &m, o.seq_per_gpu ? o.seq_per_gpu * gpus : o.seqs[si]);
+            for (int a = 0; a < nsp; a++)
+                for (int b = 0; b < ntp; b++)
+                    for (int c = 0; c < npp; c++)
+                        for (int mi = 0; mi < o.nmethods; mi++) {
+                            row w;
+                            memset(&w, 0, sizeof w);
+                            w.method = o.methods[mi];
+                            usim_job j = make_job(&o, w.method, gpus);
+                            j.sp = (int)sps[a];
+                            j.tp = (int)tps[b];
+                            j.pp = (int)pps[c];
+                            int rc = usim_simulate(sim, &m, &j, NULL, &w.r);
+                            if (rc == USIM_OK) {
+                                w.ok = 1;
+                                if (o.max_seq && usim_max_seq(&p, &m, &j, &w.max_seq) == USIM_OK)
+                                    w.has_max = 1;
+                            } else {
+                                if (rc != USIM_EINVAL) {
+                                    fprintf(stderr, "ulysses-sim: %s\n", usim_last_error());
+                                    return 1;
+                                }
+                                snprintf(w.err, sizeof w.err, "%s", usim_last_error());
+                                failures++;
+                            }
+                            out_csv_row(out, &p, &m, gpus, &w);
+                            pts[done] = (point){gpus, (int)sps[a], (int)tps[b], (int)pps[c], m.seq, w.method,
+                                                w.ok, w.r.fits, w.ok ? metric_of(&w.r, o.plot_metric) : 0};
+                            done++;
+                            if (bar)
+                                progress(done, total);
+                        }
         }
         usim_sim_free(sim);
     }
@@ -186,8 +380,28 @@ int cmd_sweep(int argc, char **argv)
         fprintf(stderr, "ulysses-sim: %d of %d configurations could not run (see the error column)\n",
                 failures, total);
     int rc = 0;
-    if (o.plot)
-        rc = plot(o.plot, pts, total, o.nseqs > 1 || o.ngpus == 1);
+    if (o.plot) {
+        /* the x axis: the first of sequence, GPUs, sp, tp, pp that takes several values */
+        int nval[AX_N] = {o.seq_per_gpu ? 1 : o.nseqs, o.ngpus, nsp, ntp, npp};
+        int ax = AX_SEQ;
+        while (ax < AX_N - 1 && nval[ax] < 2)
+            ax++;
+        if (nval[ax] < 2)
+            ax = o.ngpus > 1 ? AX_GPUS : AX_SEQ;
+        char title[300], methods[120] = "";
+        for (int i = 0; i < o.nmethods; i++)
+            snprintf(methods + strlen(methods), sizeof methods - strlen(methods), "%s%s", i ? ", " : "",
+                     usim_method_name(o.methods[i]));
+        if (o.seq_per_gpu) {
+            char lab[32];
+            tick_label(o.seq_per_gpu, lab, sizeof lab);
+            snprintf(title, sizeof title, "%s on %s: %s (weak scaling, %s tokens per GPU)", base.name,
+                     p.name, methods, lab);
+        } else {
+            snprintf(title, sizeof title, "%s on %s: %s", base.name, p.name, methods);
+        }
+        rc = plot(o.plot, title, pts, total, ax, o.plot_metric);
+    }
     free(pts);
     return rc;
 }

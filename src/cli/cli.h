@@ -14,6 +14,7 @@ enum { EXIT_BADINPUT = 2 };
 /* Each returns the process exit status.  argv[0] is the subcommand name. */
 int cmd_attn(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_calibrate(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_explain(int argc, char **argv);   /* no MPI */
 

@@ -483,7 +483,7 @@ static int cmd_attn_mpi(int argc, char **argv, int rank, int P)
     MPI_Gather(R.times, (int)(c.repeat * NPH), MPI_DOUBLE, all, (int)(c.repeat * NPH), MPI_DOUBLE, 0, MPI_COMM_WORLD);
     stats ph[NPH];
     double *col = rank == 0 ? malloc((size_t)P * (size_t)c.repeat * sizeof(double)) : NULL;
-    double fwd_med = 0, tot_med = 0;
+    double fwd_med = 0, tot_med = 0, crit[NPH] = {0};
     if (rank == 0) {
         size_t m = (size_t)P * (size_t)c.repeat;
         for (int p = 0; p < NPH; p++) {
@@ -504,6 +504,20 @@ static int cmd_attn_mpi(int argc, char **argv, int rank, int P)
         }
         fwd_med = stats_of(fw, (size_t)c.repeat).median;
         tot_med = stats_of(tt, (size_t)c.repeat).median;
+        /* the critical path of each phase per repetition: an all-to-all as the
+         * last rank to arrive sees it (the others also wait for it), the
+         * attention of the slowest rank; median over repetitions */
+        for (int p = 0; p < NPH; p++) {
+            const int compute = p == 1 || p == 4;
+            for (int64_t it = 0; it < c.repeat; it++) {
+                fw[it] = compute ? 0 : INFINITY;
+                for (int r = 0; r < P; r++) {
+                    double x = all[((size_t)r * (size_t)c.repeat + (size_t)it) * NPH + (size_t)p];
+                    fw[it] = compute ? fmax(fw[it], x) : fmin(fw[it], x);
+                }
+            }
+            crit[p] = stats_of(fw, (size_t)c.repeat).median;
+        }
         free(fw); free(tt);
     }
     free(all); free(col);
@@ -612,8 +626,12 @@ static int cmd_attn_mpi(int argc, char **argv, int rank, int P)
                    P, (long long)a.batch, (long long)a.seq, (long long)a.heads, (long long)a.kv_heads, (long long)a.head_dim,
                    mask, (long long)a.window, dtype_names[a.dtype], (long long)c.repeat, c.backward ? "true" : "false");
             for (int p = 0; p < (c.backward ? NPH : 3); p++)
-                printf(", \"phase_%d_ms\": {\"name\": \"%s\", \"min\": %.6f, \"median\": %.6f, \"max\": %.6f}", p,
-                       phase_names[p], 1e3 * ph[p].min, 1e3 * ph[p].median, 1e3 * ph[p].max);
+                printf(", \"phase_%d_ms\": {\"name\": \"%s\", \"min\": %.6f, \"median\": %.6f, \"max\": %.6f, "
+                       "\"critical\": %.6f}", p, phase_names[p], 1e3 * ph[p].min, 1e3 * ph[p].median, 1e3 * ph[p].max,
+                       1e3 * crit[p]);
+            printf(", \"forward_ms\": %.6f", 1e3 * fwd_med);
+            if (c.backward)
+                printf(", \"iteration_ms\": %.6f", 1e3 * tot_med);
             printf(", \"fwd_gflops\": %.3f", ffl / fwd_med * 1e-9);
             if (c.backward)
                 printf(", \"fwdbwd_gflops\": %.3f", tfl / tot_med * 1e-9);

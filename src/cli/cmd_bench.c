@@ -9,7 +9,9 @@
  *   memory  peak resident size of a `ulysses attn` child next to the bytes
  *           of its tensors plus workspace
  *   a2a     Ulysses all-to-alls (with their packing) next to a raw
- *           MPI_Alltoall of the same byte count, back to back (run under mpirun)
+ *           MPI_Alltoall of the same byte count (every all-to-all mode), and
+ *           the ring methods' hop next to a raw MPI_Sendrecv of the same
+ *           bytes, back to back (run under mpirun)
  */
 #define _POSIX_C_SOURCE 200809L
 #include <cblas.h>
@@ -421,7 +423,7 @@ static int bench_a2a_mpi(int argc, char **argv, int rank, int P)
     }
     if (!json && rank == 0) {
         printf("bench a2a: %d ranks; Ulysses all-to-all (with packing) vs raw MPI_Alltoall of the same bytes, "
-               "%lld repetitions, medians of the slowest rank; ratio = mode / raw\n",
+               "ring hop vs raw MPI_Sendrecv, %lld repetitions, medians of the slowest rank; ratio = mode / raw\n",
                P, (long long)repeat);
         printf("  modes: pack = our copy + MPI_Alltoallv, dtype = derived datatypes + MPI_Alltoallw, "
                "pipe = per-peer Isend/Irecv with pack/unpack overlapped, auto = measured choice (shown)\n");
@@ -429,10 +431,10 @@ static int bench_a2a_mpi(int argc, char **argv, int rank, int P)
         static const char *const h[4] = {"pack", "dtype", "pipe", "auto"};
         for (int m = 0; m < 4; m++)
             printf(" %-11s |", h[m]);
-        printf(" auto chose\n%19s |", "");
+        printf(" %-19s | auto chose\n%19s |", "ring: to rank+1", "");
         for (int m = 0; m < 4; m++)
             printf(" %5s %5s |", "s->h", "h->s");
-        printf(" s->h, h->s\n");
+        printf(" %8s %10s | s->h, h->s\n", "sendrecv", "hop ratio");
     }
     const int64_t H = 2 * P, d = 128;
     enum { NM = 4 };
@@ -469,15 +471,45 @@ static int bench_a2a_mpi(int argc, char **argv, int rank, int P)
             if (!rc)
                 rc = uly_dist_a2a(D[NM - 1], ULY_A2A_O, mid, out);
         }
-        /* columns: raw, then per mode seq->heads and heads->seq */
-        double *tm = calloc((size_t)repeat * (1 + 2 * NM), 8);
+        /* the ring exchange: a ring context over the same ranks (its shape
+         * only sizes a tiny attention; the hop moves `bytes` bytes) */
+        uly_sp *ring = NULL;
+        {
+            uly_attn_desc ra = a;
+            ra.seq = P;
+            ra.heads = ra.kv_heads = 1;
+            ra.head_dim = 1;
+            uly_sp_opts so;
+            memset(&so, 0, sizeof so);
+            so.method = ULY_METHOD_RING;
+            if ((rc = uly_sp_create(MPI_COMM_WORLD, &ra, &so, &ring))) {
+                fprintf(stderr, "ulysses bench a2a: %s\n", uly_last_error());
+                return 1;
+            }
+        }
+        /* columns: raw, per mode seq->heads and heads->seq, sendrecv, ring hop */
+        enum { NC = 3 + 2 * NM };
+        double *tm = calloc((size_t)repeat * NC, 8);
         const int per = (int)(elems / (size_t)P);
         for (int64_t it = -1; it < repeat && !rc; it++) {
-            double loc[1 + 2 * NM], mx[1 + 2 * NM];
+            double loc[NC], mx[NC];
             MPI_Barrier(MPI_COMM_WORLD);
             double t0 = MPI_Wtime();
             MPI_Alltoall(in, per, MPI_FLOAT, out, per, MPI_FLOAT, MPI_COMM_WORLD);
             loc[0] = MPI_Wtime() - t0;
+            MPI_Barrier(MPI_COMM_WORLD);
+            t0 = MPI_Wtime();
+            MPI_Sendrecv(in, (int)elems, MPI_FLOAT, (rank + 1) % P, 7, out, (int)elems, MPI_FLOAT,
+                         (rank + P - 1) % P, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            loc[NC - 2] = MPI_Wtime() - t0;
+            MPI_Barrier(MPI_COMM_WORLD);
+            t0 = MPI_Wtime();
+            rc = uly_sp_ring_shift(ring, in, mid, elems * 4);
+            loc[NC - 1] = MPI_Wtime() - t0;
+            if (!rc && memcmp(out, mid, elems * 4) != 0) {
+                fprintf(stderr, "ulysses bench a2a: rank %d: ring hop and MPI_Sendrecv disagree\n", rank);
+                rc = ULY_EINVAL;
+            }
             for (int m = 0; m < NM && !rc; m++) {
                 memset(out, 0, elems * 4);
                 MPI_Barrier(MPI_COMM_WORLD);
@@ -495,31 +527,32 @@ static int bench_a2a_mpi(int argc, char **argv, int rank, int P)
                     rc = ULY_EINVAL;
                 }
             }
-            MPI_Allreduce(loc, mx, 1 + 2 * NM, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD); /* slowest rank */
-            for (int c = 0; c < 1 + 2 * NM && it >= 0; c++)
+            MPI_Allreduce(loc, mx, NC, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD); /* slowest rank */
+            for (int c = 0; c < NC && it >= 0; c++)
                 tm[(size_t)c * (size_t)repeat + (size_t)it] = mx[c];
         }
         if (rc) {
             fprintf(stderr, "ulysses bench a2a: %s\n", uly_last_error());
             return 1;
         }
-        stats st[1 + 2 * NM];
-        for (int c = 0; c < 1 + 2 * NM; c++)
+        stats st[NC];
+        for (int c = 0; c < NC; c++)
             st[c] = stats_of(tm + (size_t)c * (size_t)repeat, (size_t)repeat);
         const char *chose_in = uly_a2a_mode_name(uly_dist_a2a_mode(D[NM - 1], ULY_A2A_Q));
         const char *chose_out = uly_a2a_mode_name(uly_dist_a2a_mode(D[NM - 1], ULY_A2A_O));
         if (rank == 0) {
-            static const char *const key[1 + 2 * NM] = {"raw", "pack_seq_to_heads", "pack_heads_to_seq",
-                                                        "datatype_seq_to_heads", "datatype_heads_to_seq",
-                                                        "pipeline_seq_to_heads", "pipeline_heads_to_seq",
-                                                        "auto_seq_to_heads", "auto_heads_to_seq"};
+            static const char *const key[NC] = {"raw", "pack_seq_to_heads", "pack_heads_to_seq",
+                                                "datatype_seq_to_heads", "datatype_heads_to_seq",
+                                                "pipeline_seq_to_heads", "pipeline_heads_to_seq",
+                                                "auto_seq_to_heads", "auto_heads_to_seq", "sendrecv", "ring_hop"};
             if (json) {
                 printf("{\"bench\": \"a2a\", \"ranks\": %d, \"bytes_per_rank\": %zu", P, elems * 4);
-                for (int c = 0; c < 1 + 2 * NM; c++)
+                for (int c = 0; c < NC; c++)
                     printf(", \"%s_ms\": {\"median\": %.4f, \"min\": %.4f, \"max\": %.4f}", key[c],
                            1e3 * st[c].median, 1e3 * st[c].min, 1e3 * st[c].max);
                 for (int c = 1; c < 1 + 2 * NM; c++)
                     printf(", \"%s_over_raw\": %.4f", key[c], st[c].median / st[0].median);
+                printf(", \"ring_hop_over_sendrecv\": %.4f", st[NC - 1].median / st[NC - 2].median);
                 printf(", \"auto_chose_seq_to_heads\": \"%s\", \"auto_chose_heads_to_seq\": \"%s\"}\n", chose_in,
                        chose_out);
             } else {
@@ -527,10 +560,12 @@ static int bench_a2a_mpi(int argc, char **argv, int rank, int P)
                 for (int m = 0; m < NM; m++)
                     printf(" %5.3f %5.3f |", st[1 + 2 * m].median / st[0].median,
                            st[2 + 2 * m].median / st[0].median);
-                printf(" %s, %s\n", chose_in, chose_out);
+                printf(" %8.3f %10.3f | %s, %s\n", 1e3 * st[NC - 2].median, st[NC - 1].median / st[NC - 2].median,
+                       chose_in, chose_out);
             }
             fflush(stdout);
         }
+        uly_sp_free(ring);
         free(tm);
         for (int m = 0; m < NM; m++)
             uly_dist_free(D[m]);
@@ -557,7 +592,7 @@ int cmd_bench(int argc, char **argv)
         fprintf(f, "usage: ulysses bench <kernel|memory|a2a> [options]\n"
                    "  kernel   attention forward and fwd+bwd GFLOP/s next to sgemm GFLOP/s (same run)\n"
                    "  memory   peak resident size of an attention run next to its tensor bytes\n"
-                   "  a2a      Ulysses all-to-all next to raw MPI_Alltoall (run under mpirun)\n"
+                   "  a2a      Ulysses all-to-all next to raw MPI_Alltoall, ring hop next to MPI_Sendrecv (mpirun)\n"
                    "Each takes --json and --help.\n");
         return argc < 2 ? EXIT_BADINPUT : 0;
     }

@@ -16,6 +16,7 @@ static void usage(FILE *f)
             "commands:\n"
             "  attn     run attention (single process, or distributed under mpirun)\n"
             "  bench    benchmarks: kernel, memory, a2a\n"
+            "  calibrate  measure this machine and write a ulysses-sim platform file\n"
             "  explain  show, step by step, who holds what and who sends what (no MPI)\n"
             "  train    train a GPT-2 model with sequence parallelism (losses equal for every grid)\n"
             "  version  print the version\n\n"
@@ -64,10 +65,13 @@ int main(int argc, char **argv)
         return cmd_attn(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0)
         return cmd_bench(argc - 1, argv + 1);
+    if (strcmp(cmd, "calibrate") == 0)
+        return cmd_calibrate(argc - 1, argv + 1);
     if (strcmp(cmd, "train") == 0)
         return cmd_train(argc - 1, argv + 1);
 #else
-    if (strcmp(cmd, "attn") == 0 || strcmp(cmd, "bench") == 0 || strcmp(cmd, "train") == 0) {
+    if (strcmp(cmd, "attn") == 0 || strcmp(cmd, "bench") == 0 || strcmp(cmd, "train") == 0 ||
+        strcmp(cmd, "calibrate") == 0) {
         fprintf(stderr, "ulysses: '%s' needs MPI, and this build was configured --without-mpi\n", cmd);
         return EXIT_BADINPUT;
     }

@@ -16,6 +16,7 @@ set -u
 : "${top_srcdir:=.}"
 mc="$top_srcdir/tests/minicluster/minicluster.sh"
 uly="$top_builddir/ulysses"
+[ -x "$uly" ] || { echo "SKIP: $uly not built (configured --without-mpi?)"; exit 77; }
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mccheck.XXXXXX") || exit 1

@@ -182,7 +182,7 @@ export OMP_NUM_THREADS OPENBLAS_NUM_THREADS
 np=$((nodes * ppn))
 mpirun_cmd="mpirun --hostfile $workdir/hostfile --map-by slot --oversubscribe \
 --mca plm_rsh_agent $here/mc-agent.sh --mca plm_rsh_no_tree_spawn 1 --mca routed direct \
---mca oob_tcp_if_include 198.18.0.0/15 --mca btl self,vader,tcp --mca btl_tcp_if_include 198.18.0.0/15 \
+--mca mpi_yield_when_idle 1 --mca oob_tcp_if_include 198.18.0.0/15 --mca btl self,vader,tcp --mca btl_tcp_if_include 198.18.0.0/15 \
 -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS"
 if [ "$quiet" -eq 0 ]; then
     {

@@ -1,0 +1,381 @@
+/*
+ * plan.c -- ulysses-sim plan: search every valid composition (method, TP,
+ * CP/SP with USP's all-to-all x ring split, PP, DP, ZeRO stage, recompute)
+ * for a cluster, model and sequence length; drop what does not fit in HBM;
+ * rank the rest by a closed-form estimate, simulate the best, and print the
+ * top K by simulated throughput with the reason each loser lost.
+ *
+ * Search space and pruning (doc/simulator.md, "plan"): TP within a node and
+ * dividing the heads; PP dividing the layers; for each structure and each
+ * recompute policy only the lowest ZeRO stage that fits is kept (a higher
+ * stage only adds communication); micro-batch as given (default the model's).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "opts.h"
+#include "output.h"
+
+int cmd_plan(int argc, char **argv);
+
+static const char plan_usage[] =
+    "usage: ulysses-sim plan --platform P --model M --gpus G --seq S [--global-batch B]\n"
+    "                        [--top K] [--method LIST] [--tp N] [--sp N] [--pp N] [--dp N]\n"
+    "                        [--zero S] [--recompute R] [--micro-batch N] [--format table|csv|json]\n"
+    "\n"
+    "Enumerates every valid (method, tp, cp, pp, dp, ZeRO stage, recompute) on G GPUs,\n"
+    "drops those that do not fit in memory, ranks the rest by a closed-form estimate,\n"
+    "simulates the best and prints the top K (default 5) by simulated throughput, with\n"
+    "why the others lost (memory, heads limit, communication, pipeline bubble).\n"
+    "Degrees, --zero and --recompute given on the command line restrict the search.\n"
+    "Methods: all six unless --method is given (Megatron cp_comm_type names accepted).\n";
+
+typedef struct cand {
+    usim_job j;
+    double est;          /* estimated seconds per sequence */
+    row w;               /* simulated */
+    int simulated;
+} cand;
+
+typedef struct census {
+    int structures, invalid, oom, fit, simulated;
+    int inv_heads, inv_seq, inv_other;
+    char inv_example[3][300];
+    double oom_best_gib;    /* the smallest memory among configurations that do not fit */
+    usim_job oom_best;
+} census;
+
+static int divides(int64_t a, int64_t b) { return a > 0 && b % a == 0; }
+
+static void note_invalid(census *c, const char *msg)
+{
+    c->invalid++;
+    int k = strstr(msg, "heads") ? 0 : strstr(msg, "shorter") ? 1 : 2;
+    int *cnt[3] = {&c->inv_heads, &c->inv_seq, &c->inv_other};
+    if ((*cnt[k])++ == 0)
+        snprintf(c->inv_example[k], sizeof c->inv_example[k], "%s", msg);
+}
+
+static double tokens_per_s(const usim_result *r)
+{
+    return (double)r->global_batch * (double)r->seq / r->iter_s;
+}
+
+static int by_est(const void *a, const void *b)
+{
+    const cand *x = a, *y = b;
+    return (x->est > y->est) - (x->est < y->est);
+}
+
+static int by_sim(const void *a, const void *b)
+{
+    const cand *x = a, *y = b;
+    if (x->simulated != y->simulated)
+        return y->simulated - x->simulated;
+    if (!x->simulated)
+        return by_est(a, b);
+    double tx = tokens_per_s(&x->w.r), ty = tokens_per_s(&y->w.r);
+    return (tx < ty) - (tx > ty);
+}
+
+/* Why r is slower than best: the largest of the differences in compute,
+ * exposed communication by kind and the pipeline bubble (per sequence). */
+static void why_slower(const usim_result *r, const usim_result *best, char *out, size_t n)
+{
+    double sr = 1.0 / (double)r->global_batch, sb = 1.0 / (double)best->global_batch;
+    const char *what[5] = {"compute", "exposed SP/CP comm", "exposed parameter gathers",
+                           "exposed gradient reduction", "pipeline bubble"};
+    double a[5] = {r->compute_s, r->exposed_s[USIM_KIND_SP], r->exposed_s[USIM_KIND_PARAM],
+                   r->exposed_s[USIM_KIND_GRAD], r->bubble_s};
+    double b[5] = {best->compute_s, best->exposed_s[USIM_KIND_SP], best->exposed_s[USIM_KIND_PARAM],
+                   best->exposed_s[USIM_KIND_GRAD], best->bubble_s};
+    int k = 0;
+    for (int i = 1; i < 5; i++)
+        if (a[i] * sr - b[i] * sb > a[k] * sr - b[k] * sb)
+            k = i;
+    double loss = 100 * (tokens_per_s(best) / tokens_per_s(r) - 1);
+    if (loss < 0.05) {
+        snprintf(out, n, "ties with #1 (within 0.05%%)");
+        return;
+    }
+    snprintf(out, n, "-%.1f%% tokens/s: %s %.3f vs %.3f s per sequence", loss, what[k], a[k] * sr, b[k] * sb);
+}
+
+static void degrees(const usim_job *j, char *buf, size_t n)
+{
+    int mg = j->method == USIM_MEGATRON_SP;
+    if (j->method == USIM_USP)
+        snprintf(buf, n, "tp %d cp %d (%dx%d) pp %d dp %d", j->tp, j->sp, j->ulysses, j->sp / j->ulysses,
+                 j->pp, j->dp);
+    else
+        snprintf(buf, n, "tp %d cp %d pp %d dp %d", mg ? j->sp : j->tp, mg ? 1 : j->sp, j->pp, j->dp);
+}
+
+int cmd_plan(int argc, char **argv)
+{
+    opts o;
+    opts_defaults(&o);
+    o.top = 5;
+    int help;
+    if (opts_parse(&o, argc, argv, 2, OPTS_PLAN, &help))
+        die_usage("%s", opts_error());
+    if (help) {
+        fputs(plan_usage, stdout);
+        return 0;
+    }
+    if (o.trace || o.max_seq)
+        die_usage("plan: --trace and --max-seq are for single runs");
+    usim_platform p;
+    usim_model m;
+    load_inputs(&o, &p, &m);
+    int G = o.ngpus ? (int)o.gpus[0] : 64;
+    if (usim_platform_check_gpus(&p, G))
+        die_usage("%s", usim_last_error());
+    apply_model_overrides(&o, &m, o.nseqs ? o.seqs[0] : 0);
+    usim_method methods[USIM_NMETHOD];
+    int nm = 0;
+    if (o.methods_explicit)
+        for (int i = 0; i < o.nmethods; i++)
+            methods[nm++] = o.methods[i];
+    else
+        for (int i = 0; i < USIM_NMETHOD; i++)
+            methods[nm++] = (usim_method)i;
+
+    census cs;
+    memset(&cs, 0, sizeof cs);
+    cs.oom_best_gib = INFINITY;
+    size_t cap = 1024, nc = 0;
+    cand *cv = malloc(cap * sizeof *cv);
+    if (!cv) {
+        fprintf(stderr, "ulysses-sim: out of memory\n");
+        return 1;
+    }
+    int gpn = p.gpus_per_node;
+    for (int mi = 0; mi < nm; mi++) {
+        usim_method me = methods[mi];
+        int mg = me == USIM_MEGATRON_SP;
+        for (int T = 1; T <= G; T++) {
+            if (!divides(T, G) || (!mg && (T > gpn || (o.tp && T != o.tp))) || (mg && o.tp && T != o.tp))
+                continue;
+            for (int PP = 1; PP <= G / T; PP++) {
+                if (!divides(PP, G / T) || !divides(PP, m.layers) || (o.pp && PP != o.pp) ||
+                    (!o.pp && PP > 64))
+                    continue;
+                int rest = G / T / PP;
+                for (int C = mg ? 1 : 2; C <= (mg ? 1 : rest); C++) {
+                    if (!divides(C, rest) || (!mg && o.sp && C != o.sp) || (mg && o.sp && T != o.sp) ||
+                        (o.dp && rest / C != o.dp))
+                        continue;
+                    for (int u = 0; u <= (me == USIM_USP ? C : 0); u++) {
+                        if (me == USIM_USP && (u < 2 || u >= C || !divides(u, C) ||
+                                               (o.ulysses && u != o.ulysses)))
+                            continue;
+                        cs.structures++;
+                        usim_job base;
+                        memset(&base, 0, sizeof base);
+                        base.method = me;
+                        base.gpus = G;
+                        base.tp = T;
+                        base.sp = mg ? T : C;
+                        base.pp = PP;
+                        base.dp = rest / C;
+                        base.ulysses = u;
+                        base.a2a = o.a2a;
+                        base.zero = 3;
+                        base.recompute = USIM_RC_FULL;
+                        usim_job chk = base;
+                        if (usim_job_resolve(&m, &p, &chk)) {
+                            note_invalid(&cs, usim_last_error());
+                            continue;
+                        }
+                        for (int rc = 0; rc <= USIM_RC_FULL; rc++) {
+                            if (o.recompute_set && rc != (int)o.recompute)
+                                continue;
+                            int fitted = 0;
+                            for (int z = 0; z <= 3 && !fitted; z++) {
+                                if (o.zero_set && z != o.zero)
+                                    continue;
+                                usim_job j = base;
+                                j.zero = z;
+                                j.recompute = (usim_recompute)rc;
+                                usim_memory mem;
+                                int fits;
+                                if (usim_memory_estimate(&p, &m, &j, &mem, &fits)) {
+                                    note_invalid(&cs, usim_last_error());
+                                    break;
+                                }
+                                if (!fits) {
+                                    if (mem.total / 1073741824.0 < cs.oom_best_gib) {
+                                        cs.oom_best_gib = mem.total / 1073741824.0;
+                                        cs.oom_best = j;
+                                    }
+                                    continue;
+                                }
+                                fitted = 1;
+                                double est;
+                                if (usim_estimate(&p, &m, &j, &est)) {
+                                    note_invalid(&cs, usim_last_error());
+                                    break;
+                                }
+                                usim_job r = j;
+                                usim_job_resolve(&m, &p, &r);
+                                int64_t per = (int64_t)r.dp * m.micro_batch;
+                                int64_t gb = (m.global_batch + per - 1) / per * per;
+                                if (nc == cap) {
+                                    cand *nv = realloc(cv, 2 * cap * sizeof *cv);
+                                    if (!nv) {
+                                        free(cv);
+                                        fprintf(stderr, "ulysses-sim: out of memory\n");
+                                        return 1;
+                                    }
+                                    cv = nv;
+                                    cap *= 2;
+                                }
+                                memset(&cv[nc], 0, sizeof cv[nc]);
+                                cv[nc].j = j;
+                                cv[nc].est = est / (double)gb;
+                                nc++;
+                            }
+                            if (!fitted)
+                                cs.oom++;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    cs.fit = (int)nc;
+    if (nc == 0) {
+        free(cv);
+        if (cs.oom)
+            die_usage("plan: no configuration of %d GPUs fits in %.0f GiB (the smallest needs %.1f GiB); "
+                      "add GPUs or shorten --seq", G, p.hbm_bytes / 1073741824.0, cs.oom_best_gib);
+        die_usage("plan: no valid configuration of %s on %d GPUs (e.g. %s)", m.name, G,
+                  cs.inv_heads ? cs.inv_example[0] : cs.inv_seq ? cs.inv_example[1] : cs.inv_example[2]);
+    }
+    qsort(cv, nc, sizeof *cv, by_est);
+    size_t nsim = (size_t)(4 * o.top > 24 ? 4 * o.top : 24);
+    /* also the best estimate of every method, so each method's best is simulated */
+    usim_sim *sim = usim_sim_new(&p, G);
+    if (!sim) {
+        free(cv);
+        fprintf(stderr, "ulysses-sim: %s\n", usim_last_error());
+        return 1;
+    }
+    int seen[USIM_NMETHOD] = {0};
+    for (size_t i = 0; i < nc; i++) {
+        int first = !seen[cv[i].j.method];
+        seen[cv[i].j.method] = 1;
+        if (i >= nsim && !first)
+            continue;
+        cv[i].w.method = cv[i].j.method;
+        int rc = usim_simulate(sim, &m, &cv[i].j, NULL, &cv[i].w.r);
+        if (rc == USIM_OK) {
+            cv[i].w.ok = 1;
+            cv[i].simulated = 1;
+            cs.simulated++;
+        } else if (rc != USIM_EINVAL) {
+            usim_sim_free(sim);
+            free(cv);
+            fprintf(stderr, "ulysses-sim: %s\n", usim_last_error());
+            return 1;
+        }
+    }
+    usim_sim_free(sim);
+    qsort(cv, nc, sizeof *cv, by_sim);
+    int top = o.top < cs.simulated ? o.top : cs.simulated;
+    const usim_result *best = &cv[0].w.r;
+
+    if (o.format == FMT_CSV || o.format == FMT_JSON) {
+        row *rows = calloc((size_t)top, sizeof *rows);
+        if (!rows) {
+            free(cv);
+            fprintf(stderr, "ulysses-sim: out of memory\n");
+            return 1;
+        }
+        for (int i = 0; i < top; i++)
+            rows[i] = cv[i].w;
+        if (o.format == FMT_CSV) {
+            out_csv_header(stdout);
+            for (int i = 0; i < top; i++)
+                out_csv_row(stdout, &p, &m, G, &rows[i]);
+        } else {
+            out_json(stdout, &p, &m, G, rows, top);
+        }
+        free(rows);
+    } else {
+        printf("plan: %s on %d GPUs of %s, %lld tokens per sequence, global batch %lld, micro-batch %lld\n",
+               m.name, G, p.name, (long long)m.seq, (long long)m.global_batch, (long long)m.micro_batch);
+        printf("searched %d layouts (method x tp x cp x pp x dp): %d invalid; of the valid ones x recompute "
+               "policies, %d fit in %.0f GiB at no ZeRO stage, %d fit (each at its lowest fitting ZeRO "
+               "stage); %d simulated\n\n",
+               cs.structures, cs.invalid, cs.oom, p.hbm_bytes / 1073741824.0, cs.fit, cs.simulated);
+        printf("%-4s %-12s %-30s %-4s %-10s %9s %10s %9s %6s %8s %8s\n", "rank", "method", "degrees",
+               "zero", "recompute", "iter [s]", "Mtok/s", "TFLOP/s", "MFU %", "mem GiB", "exp. [s]");
+        for (int i = 0; i < top; i++) {
+            const usim_result *r = &cv[i].w.r;
+            char dg[64];
+            degrees(&r->job, dg, sizeof dg);
+            double ex = r->exposed_s[0] + r->exposed_s[1] + r->exposed_s[2];
+            printf("%-4d %-12s %-30s %-4d %-10s %9.3f %10.4f %9.1f %6.1f %8.1f %8.3f\n", i + 1,
+                   usim_method_name(r->job.method), dg, r->job.zero, usim_recompute_name(r->job.recompute),
+                   r->iter_s, tokens_per_s(r) / 1e6, r->tflops, 100 * r->mfu, r->mem.total / 1073741824.0, ex);
+        }
+        printf("\n");
+        for (int i = 0; i < top; i++) {
+            const usim_result *r = &cv[i].w.r;
+            char pl[256], why[200];
+            usim_job_placement(&p, &r->job, pl, sizeof pl);
+            printf("#%d %s: %s", i + 1, usim_method_name(r->job.method), pl);
+            if (i > 0) {
+                why_slower(r, best, why, sizeof why);
+                printf("; %s", why);
+            }
+            printf("\n");
+            for (int k = 0; k < r->nwarn; k++)
+                printf("   warning: %s\n", r->warn[k]);
+        }
+        printf("\nwhy the others lost:\n");
+        for (int mi = 0; mi < nm; mi++) {
+            int k;
+            for (k = 0; k < (int)nc; k++)
+                if (cv[k].simulated && cv[k].j.method == methods[mi])
+                    break;
+            if (k == (int)nc || k < top)
+                continue;
+            char dg[64], why[200];
+            degrees(&cv[k].w.r.job, dg, sizeof dg);
+            why_slower(&cv[k].w.r, best, why, sizeof why);
+            printf("  best %s (rank %d, %s, ZeRO-%d, recompute %s): %s\n", usim_method_name(methods[mi]), k + 1,
+                   dg, cv[k].w.r.job.zero, usim_recompute_name(cv[k].w.r.job.recompute), why);
+        }
+        for (int mi = 0; mi < nm; mi++)
+            if (!seen[methods[mi]])
+                printf("  %s: no valid configuration fits\n", usim_method_name(methods[mi]));
+        if (cs.oom) {
+            char dg[64];
+            degrees(&cs.oom_best, dg, sizeof dg);
+            printf("  memory: %d do not fit at any ZeRO stage; the closest, %s %s recompute %s, needs "
+                   "%.1f GiB of %.0f\n", cs.oom, usim_method_name(cs.oom_best.method), dg,
+                   usim_recompute_name(cs.oom_best.recompute), cs.oom_best_gib, p.hbm_bytes / 1073741824.0);
+        }
+        if (cs.inv_heads)
+            printf("  heads limit: %d, e.g. %s\n", cs.inv_heads, cs.inv_example[0]);
+        if (cs.inv_seq)
+            printf("  sequence too short for the degree: %d, e.g. %s\n", cs.inv_seq, cs.inv_example[1]);
+        if (cs.inv_other)
+            printf("  other constraints: %d, e.g. %s\n", cs.inv_other, cs.inv_example[2]);
+        if ((int)nc > cs.simulated)
+            printf("  not simulated: %d fitting configurations whose estimate ranks below the %d simulated\n",
+                   (int)nc - cs.simulated, cs.simulated);
+    }
+    free(cv);
+    if (fflush(stdout)) {
+        fprintf(stderr, "ulysses-sim: error writing the output\n");
+        return 1;
+    }
+    return 0;
+}

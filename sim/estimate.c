@@ -1,0 +1,63 @@
+/*
+ * estimate.c -- a closed-form estimate of one iteration, used by `plan` to
+ * rank thousands of configurations before simulating the best of them.
+ *
+ * Compute is counted exactly as the layer programs count it (same FLOPs, same
+ * rates, same HBM terms); sequence-parallel communication is the closed-form
+ * per-GPU volume (usim_analytic_sp_bytes) at the bandwidth of the link class
+ * its group crosses, counted as exposed except ring hops, which hide behind
+ * the attention blocks they feed; the pipeline bubble is (pp-1) micro-steps.
+ * Parameter gathers and gradient reductions are taken as hidden.  It is a
+ * ranking device, not a prediction: `plan` reports simulated times only.
+ *
+ * Not here: the simulation (simulate.c).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "cost.h"
+#include "usim.h"
+#include "usim_internal.h"
+
+int usim_estimate(const usim_platform *p, const usim_model *m, const usim_job *jin, double *seconds)
+{
+    usim_job j = *jin;
+    int rc = usim_job_resolve(m, p, &j);
+    if (rc)
+        return rc;
+    usim_shape x;
+    usim_shape_make(m, &j, &x);
+    usim_flops f;
+    usim_flops_make(m, &j, &x, m->causal && p->attn_causal_skip, &f);
+    double gemm = p->peak_flops[m->dtype] * p->gemm_eff, attn = p->peak_flops[m->dtype] * p->attn_eff;
+    double hbm = p->hbm_Bps;
+    double gemm_fwd = (f.qkv + f.out + f.mlp) / gemm, attn_fwd = f.attn / attn;
+    double fwd = gemm_fwd + attn_fwd + f.elem_bytes / hbm;
+    double bwd = 2 * gemm_fwd + USIM_ATTN_BWD_FACTOR * attn_fwd + 2 * f.elem_bytes / hbm;
+    double extra = j.recompute == USIM_RC_FULL ? fwd
+                 : j.recompute == USIM_RC_SELECTIVE ? 0.5 * f.elem_bytes / hbm : 0;
+    double head = 3 * f.head / gemm + f.head_bytes / hbm;
+    /* sequence-parallel traffic of a layer: forward, backward (and the recomputed forward) */
+    double sent[2];
+    if ((rc = usim_analytic_sp_bytes(m, &j, 0, sent)))
+        return rc;
+    double bytes = sent[0] + sent[1] + (j.recompute == USIM_RC_FULL ? sent[0] : 0);
+    int T = j.method == USIM_MEGATRON_SP ? 1 : j.tp;
+    int C = j.method == USIM_MEGATRON_SP ? j.sp : j.sp;
+    int inner = j.method == USIM_USP ? j.ulysses : C;
+    double bw = (int64_t)T * inner <= p->gpus_per_node ? p->nvl_Bps : p->nic_Bps;
+    if ((int64_t)T * C > p->gpus_per_node && j.method == USIM_USP)
+        bw = p->nic_Bps;   /* the ring part crosses nodes (its share dominates the estimate) */
+    double comm = bytes / bw;
+    int ring = j.method == USIM_RING || j.method == USIM_RING_ZIGZAG || j.method == USIM_USP;
+    if (ring) {
+        /* hops overlap the attention blocks of the pass they feed */
+        double hidden = attn_fwd * (1 + USIM_ATTN_BWD_FACTOR + (j.recompute == USIM_RC_FULL));
+        comm = comm > hidden ? comm - hidden : 0;
+    }
+    int64_t per_step = (int64_t)j.dp * m->micro_batch;
+    double micro = ceil((double)m->global_batch / (double)per_step);
+    double stage = micro * ((double)x.Ls * (fwd + bwd + extra + comm) + head);
+    *seconds = stage * (1 + (j.pp - 1) / micro);
+    return USIM_OK;
+}

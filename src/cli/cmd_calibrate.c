@@ -1,0 +1,833 @@
+/*
+ * cmd_calibrate.c -- `ulysses calibrate --out platform.json`: measure this
+ * machine (or mini-cluster) the way ulysses-sim describes a cluster and write
+ * a platform file it loads: every MPI rank is one "GPU", the ranks sharing
+ * memory are one node.
+ *
+ * What is measured (all ranks at once where the job runs all ranks at once,
+ * so that ranks sharing cores see the rate they will get):
+ *   gemm       sgemm GFLOP/s for square shapes                 -> peak FLOP/s
+ *   attention  blocked attention forward and backward GFLOP/s by
+ *              (sequence, head dim, mask)                       -> attention efficiencies
+ *   memory     triad a = b + s c over arrays larger than the caches -> "HBM" bandwidth
+ *   p2p        ping-pong, intra-node and inter-node            -> latencies
+ *   a2a        MPI_Alltoall on each node's ranks by size        -> intra-node bandwidth
+ *   exchange   every rank of node 2k with its peer on node 2k+1,
+ *              both directions at once                          -> per-node link bandwidth
+ *
+ * What it is not: a benchmark suite (see `ulysses bench`), nor a model: the
+ * mapping of measurements to platform keys is written down in
+ * doc/validation.md, and every number in the file carries its method and its
+ * spread (min / median / max over ranks x repetitions) under "calibration".
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <mpi.h>
+
+#include "args.h"
+#include "cli.h"
+#include "config.h"
+#include "timing.h"
+#include "ulysses.h"
+#include "ulysses_dist.h"
+
+/* ---------------------------------------------------------------- context */
+
+typedef struct cal {
+    MPI_Comm world, node, leaders;   /* leaders: rank 0 of every node (others MPI_COMM_NULL) */
+    int rank, size, node_rank, g, nodes, node_id;
+    int quick;
+    int64_t repeat, threads, seq, head_dim;
+    int tty;                         /* rank 0's stderr is a terminal */
+    int step, steps;
+    double t_start;
+} cal;
+
+static void progress(cal *c, const char *fmt, ...)
+{
+    if (c->rank != 0)
+        return;
+    char line[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    c->step++;
+    fprintf(stderr, "%scalibrate [%d/%d %5.1fs] %-70s%s", c->tty ? "\r" : "", c->step, c->steps,
+            now_seconds() - c->t_start, line, c->tty ? "" : "\n");
+    fflush(stderr);
+}
+
+/* Gather every rank's samples to rank 0 and reduce them to min/median/max. */
+static stats gather_stats(cal *c, MPI_Comm comm, const double *x, int n)
+{
+    int sz;
+    MPI_Comm_size(comm, &sz);
+    int r;
+    MPI_Comm_rank(comm, &r);
+    double *all = r == 0 ? malloc((size_t)sz * (size_t)n * sizeof *all) : NULL;
+    MPI_Gather(x, n, MPI_DOUBLE, all, n, MPI_DOUBLE, 0, comm);
+    stats s = {0, 0, 0};
+    if (r == 0 && all)
+        s = stats_of(all, (size_t)sz * (size_t)n);
+    free(all);
+    (void)c;
+    return s;
+}
+
+static void set_blas_threads(int t)
+{
+#ifdef HAVE_OPENBLAS_SET_NUM_THREADS
+    openblas_set_num_threads(t);
+#else
+    (void)t;
+#endif
+}
+
+static void js_stats(FILE *f, const char *name, stats s, double scale)
+{
+    fprintf(f, "\"%s\": {\"median\": %.6g, \"min\": %.6g, \"max\": %.6g}", name, s.median * scale, s.min * scale,
+            s.max * scale);
+}
+
+/* ---------------------------------------------------------------- compute */
+
+typedef struct gemm_res { int64_t n; stats gflops; } gemm_res;
+
+static int measure_gemm(cal *c, int64_t n, gemm_res *out)
+{
+    const size_t nn = (size_t)(n * n);
+    float *a = malloc(nn * 4), *b = malloc(nn * 4), *cc = malloc(nn * 4);
+    double *g = malloc((size_t)c->repeat * sizeof *g);
+    int fail = !a || !b || !cc || !g, any;
+    MPI_Allreduce(&fail, &any, 1, MPI_INT, MPI_MAX, c->world);
+    if (any) {
+        free(a); free(b); free(cc); free(g);
+        return 1;
+    }
+    fill_shard(a, ULY_F32, 11, 0, 1, n, 0, n, 1, n);
+    fill_shard(b, ULY_F32, 11, 1, 1, n, 0, n, 1, n);
+    set_blas_threads((int)c->threads);
+    for (int64_t it = -1; it < c->repeat; it++) {
+        MPI_Barrier(c->world);
+        double t0 = now_seconds();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0f, a, (int)n, b, (int)n,
+                    0.0f, cc, (int)n);
+        double t = now_seconds() - t0;
+        if (it >= 0)
+            g[it] = 2.0 * (double)n * (double)n * (double)n / t * 1e-9;
+    }
+    out->n = n;
+    out->gflops = gather_stats(c, c->world, g, (int)c->repeat);
+    free(a); free(b); free(cc); free(g);
+    return 0;
+}
+
+typedef struct attn_res { int64_t seq, d; int causal; stats fwd, bwd; } attn_res;
+
+static int measure_attn(cal *c, int64_t seq, int64_t d, int causal, attn_res *out)
+{
+    uly_attn_desc a;
+    memset(&a, 0, sizeof a);
+    a.batch = 1; a.seq = seq; a.heads = 1; a.kv_heads = 1; a.head_dim = d; a.causal = causal; a.dtype = ULY_F32;
+    const size_t nq = (size_t)(seq * d);
+    float *q = malloc(nq * 4), *k = malloc(nq * 4), *v = malloc(nq * 4), *o = malloc(nq * 4);
+    float *lse = malloc((size_t)seq * 4), *dout = malloc(nq * 4), *dq = malloc(nq * 4), *dk = malloc(nq * 4);
+    float *dv = malloc(nq * 4);
+    double *tf = malloc((size_t)c->repeat * sizeof *tf), *tb = malloc((size_t)c->repeat * sizeof *tb);
+    int fail = !q || !k || !v || !o || !lse || !dout || !dq || !dk || !dv || !tf || !tb, any;
+    MPI_Allreduce(&fail, &any, 1, MPI_INT, MPI_MAX, c->world);
+    int rc = any;
+    if (!any) {
+        fill_shard(q, ULY_F32, 12, 0, 1, seq, 0, seq, 1, d);
+        fill_shard(k, ULY_F32, 12, 1, 1, seq, 0, seq, 1, d);
+        fill_shard(v, ULY_F32, 12, 2, 1, seq, 0, seq, 1, d);
+        fill_shard(dout, ULY_F32, 12, 3, 1, seq, 0, seq, 1, d);
+        uly_kernel_opts ko;
+        memset(&ko, 0, sizeof ko);
+        ko.threads = (int)c->threads;
+        const double ffl = 4.0 * uly_attn_pairs(&a) * (double)d, bfl = 2.5 * ffl;
+        for (int64_t it = -1; it < c->repeat && !rc; it++) {
+            MPI_Barrier(c->world);
+            double t0 = now_seconds();
+            int lrc = uly_attn_fwd(&a, &ko, q, k, v, o, lse);
+            double t1 = now_seconds();
+            MPI_Barrier(c->world);
+            double t2 = now_seconds();
+            if (!lrc)
+                lrc = uly_attn_bwd(&a, &ko, q, k, v, o, lse, dout, dq, dk, dv);
+            double t3 = now_seconds();
+            MPI_Allreduce(&lrc, &rc, 1, MPI_INT, MPI_MAX, c->world);
+            if (it >= 0) {
+                tf[it] = ffl / (t1 - t0) * 1e-9;
+                tb[it] = bfl / (t3 - t2) * 1e-9;
+            }
+        }
+        if (!rc) {
+            out->seq = seq; out->d = d; out->causal = causal;
+            out->fwd = gather_stats(c, c->world, tf, (int)c->repeat);
+            out->bwd = gather_stats(c, c->world, tb, (int)c->repeat);
+        }
+    }
+    free(q); free(k); free(v); free(o); free(lse); free(dout); free(dq); free(dk); free(dv); free(tf); free(tb);
+    return rc;
+}
+
+/* Triad a = b + s c over three arrays of `bytes` each; GB/s counts 3 x bytes
+ * (two reads, one write; write-allocate traffic not counted, as STREAM). */
+static int measure_memory(cal *c, size_t bytes, stats *out)
+{
+    const size_t n = bytes / 4;
+    float *a = malloc(bytes), *b = malloc(bytes), *cc = malloc(bytes);
+    double *g = malloc((size_t)c->repeat * sizeof *g);
+    int fail = !a || !b || !cc || !g, any;
+    MPI_Allreduce(&fail, &any, 1, MPI_INT, MPI_MAX, c->world);
+    if (any) {
+        free(a); free(b); free(cc); free(g);
+        return 1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        a[i] = 0.0f; b[i] = (float)(i & 1023); cc[i] = 1.0f;
+    }
+    for (int64_t it = -1; it < c->repeat; it++) {
+        MPI_Barrier(c->world);
+        double t0 = now_seconds();
+        const float s = 0.5f + (float)it;
+        for (size_t i = 0; i < n; i++)
+            a[i] = b[i] + s * cc[i];
+        double t = now_seconds() - t0;
+        if (it >= 0)
+            g[it] = 3.0 * (double)bytes / t * 1e-9;
+    }
+    volatile float sink = a[n / 2];
+    (void)sink;
+    *out = gather_stats(c, c->world, g, (int)c->repeat);
+    free(a); free(b); free(cc); free(g);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- network */
+
+/* Ping-pong between world ranks r0 and r1 (others wait): half round trip, s. */
+static stats ping_pong(cal *c, int r0, int r1, size_t bytes, int iters, char *buf)
+{
+    double *t = malloc((size_t)c->repeat * sizeof *t);
+    for (int64_t it = -1; it < c->repeat; it++) {
+        MPI_Barrier(c->world);
+        double t0 = MPI_Wtime();
+        for (int i = 0; i < iters; i++) {
+            if (c->rank == r0) {
+                MPI_Send(buf, (int)bytes, MPI_BYTE, r1, 1, c->world);
+                MPI_Recv(buf, (int)bytes, MPI_BYTE, r1, 1, c->world, MPI_STATUS_IGNORE);
+            } else if (c->rank == r1) {
+                MPI_Recv(buf, (int)bytes, MPI_BYTE, r0, 1, c->world, MPI_STATUS_IGNORE);
+                MPI_Send(buf, (int)bytes, MPI_BYTE, r0, 1, c->world);
+            }
+        }
+        if (it >= 0)
+            t[it] = (MPI_Wtime() - t0) / (2.0 * iters);
+    }
+    /* rank r0's samples only */
+    double *mine = c->rank == r0 ? t : NULL;
+    stats s = {0, 0, 0};
+    if (c->rank == r0 && r0 != 0)
+        MPI_Send(t, (int)c->repeat, MPI_DOUBLE, 0, 2, c->world);
+    if (c->rank == 0) {
+        double *x = mine ? mine : malloc((size_t)c->repeat * sizeof *x);
+        if (!mine)
+            MPI_Recv(x, (int)c->repeat, MPI_DOUBLE, r0, 2, c->world, MPI_STATUS_IGNORE);
+        s = stats_of(x, (size_t)c->repeat);
+        if (!mine)
+            free(x);
+    }
+    free(t);
+    return s;
+}
+
+/* MPI_Alltoall of `per` bytes per pair on comm; the slowest rank's time per
+ * repetition, reduced over repetitions on comm's rank 0 and sent to world 0. */
+static stats alltoall_time(cal *c, MPI_Comm comm, size_t per, char *sb, char *rb)
+{
+    double *t = malloc((size_t)c->repeat * sizeof *t);
+    int cr;
+    MPI_Comm_rank(comm, &cr);
+    for (int64_t it = -1; it < c->repeat; it++) {
+        MPI_Barrier(c->world);
+        double t0 = MPI_Wtime();
+        MPI_Alltoall(sb, (int)per, MPI_BYTE, rb, (int)per, MPI_BYTE, comm);
+        double loc = MPI_Wtime() - t0, mx;
+        MPI_Allreduce(&loc, &mx, 1, MPI_DOUBLE, MPI_MAX, comm);
+        if (it >= 0)
+            t[it] = mx;
+    }
+    stats s = {0, 0, 0};
+    if (cr == 0)
+        s = stats_of(t, (size_t)c->repeat);
+    free(t);
+    /* world rank 0 is rank 0 of its node and of world */
+    return s;
+}
+
+/* The all-to-all of `ulysses attn` itself (sequence -> heads of Q, with its
+ * strided head blocks) on each node's g ranks: H = 2g heads of d = 64 fp32,
+ * n_r = per / (2 x 64 x 4) tokens per rank, so that every pair moves `per`
+ * bytes.  Slowest rank's time; *fail set when the context cannot be made. */
+static stats ulysses_a2a_time(cal *c, size_t per, int *fail)
+{
+    stats s = {0, 0, 0};
+    uly_attn_desc a;
+    memset(&a, 0, sizeof a);
+    int64_t nr = (int64_t)(per / (2 * 64 * 4));
+    if (nr < 1)
+        nr = 1;
+    a.batch = 1; a.seq = nr * c->g; a.heads = 2 * c->g; a.kv_heads = a.heads; a.head_dim = 64; a.dtype = ULY_F32;
+    const size_t n = (size_t)(nr * a.heads * 64);
+    float *in = malloc(n * 4), *out = malloc(n * 4);
+    double *t = malloc((size_t)c->repeat * sizeof *t);
+    uly_dist_opts o;
+    memset(&o, 0, sizeof o);
+    uly_dist *D = NULL;
+    int bad = !in || !out || !t, any;
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, c->world);
+    if (!any) {
+        bad = uly_dist_create(c->node, &a, &o, &D) != 0;
+        MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, c->world);
+    }
+    if (!any) {
+        for (size_t i = 0; i < n; i++)
+            in[i] = (float)(i & 255);
+        for (int64_t it = -1; it < c->repeat && !any; it++) {
+            MPI_Barrier(c->world);
+            double t0 = MPI_Wtime();
+            bad = uly_dist_a2a(D, ULY_A2A_Q, in, out) != 0;
+            double loc = MPI_Wtime() - t0, mx;
+            MPI_Allreduce(&loc, &mx, 1, MPI_DOUBLE, MPI_MAX, c->node);
+            MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, c->world);
+            if (it >= 0)
+                t[it] = mx;
+        }
+        if (!any && c->node_rank == 0)
+            s = stats_of(t, (size_t)c->repeat);
+    }
+    *fail |= any;
+    uly_dist_free(D);
+    free(in); free(out); free(t);
+    return s;
+}
+
+/* Rank i of node 2k exchanges `bytes` with rank i of node 2k+1, both
+ * directions at once; per-direction bytes per second of one node's link. */
+static stats node_exchange(cal *c, size_t bytes, char *sb, char *rb)
+{
+    double *bw = malloc((size_t)c->repeat * sizeof *bw);
+    int pair_node = c->node_id ^ 1, active = pair_node < c->nodes;
+    int peer = pair_node * c->g + c->node_rank;
+    for (int64_t it = -1; it < c->repeat; it++) {
+        MPI_Barrier(c->world);
+        double t0 = MPI_Wtime();
+        if (active)
+            MPI_Sendrecv(sb, (int)bytes, MPI_BYTE, peer, 3, rb, (int)bytes, MPI_BYTE, peer, 3, c->world,
+                         MPI_STATUS_IGNORE);
+        double loc = MPI_Wtime() - t0, mx;
+        MPI_Allreduce(&loc, &mx, 1, MPI_DOUBLE, MPI_MAX, c->world);
+        if (it >= 0)
+            bw[it] = (double)c->g * (double)bytes / mx;
+    }
+    stats s = {0, 0, 0};
+    if (c->rank == 0)
+        s = stats_of(bw, (size_t)c->repeat);
+    free(bw);
+    return s;
+}
+
+/* ---------------------------------------------------------------- output */
+
+static void load_avg(double l[3])
+{
+    l[0] = l[1] = l[2] = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf %lf %lf", &l[0], &l[1], &l[2]) != 3)
+            l[0] = l[1] = l[2] = -1;
+        fclose(f);
+    }
+}
+
+static void cpu_model(char *out, size_t len)
+{
+    snprintf(out, len, "unknown CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) == 0) {
+            char *p = strchr(line, ':');
+            if (p) {
+                p++;
+                while (*p == ' ')
+                    p++;
+                size_t l = strcspn(p, "\n");
+                size_t k = 0;
+                for (size_t i = 0; i < l && k + 1 < len; i++)
+                    if (p[i] != '"' && p[i] != '\\' && (unsigned char)p[i] >= 32)
+                        out[k++] = p[i];
+                out[k] = '\0';
+            }
+            break;
+        }
+    }
+    fclose(f);
+}
+
+static double mem_total_gib(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    return pages > 0 && psz > 0 ? (double)pages * (double)psz / 1073741824.0 : 1.0;
+}
+
+/* One measured value of the platform: key, value, unit, how, spread. */
+static void js_meas(FILE *f, int *first, const char *key, double value, const char *unit, const char *method,
+                    stats s, double scale, int runs)
+{
+    fprintf(f, "%s\n      {\"key\": \"%s\", \"value\": %.6g, \"unit\": \"%s\", \"method\": \"%s\", ", *first ? "" : ",",
+            key, value, unit, method);
+    if (runs > 0)
+        js_stats(f, "spread", s, scale);
+    else
+        fprintf(f, "\"spread\": null");
+    fprintf(f, ", \"samples\": %d}", runs);
+    *first = 0;
+}
+
+/* Bandwidth per rank of an all-to-all on g ranks: least-squares slope of the
+ * median time against the bytes each rank sends, t = a + (g-1) b / bw, over
+ * every measured size (falls back to the largest size alone when noise makes
+ * the slope non-positive). */
+static double a2a_fit(int g, const size_t *sizes, const stats *t, int n)
+{
+    double sx = 0, sy = 0, sxx = 0, sxy = 0;
+    for (int i = 0; i < n; i++) {
+        double x = (double)(g - 1) * (double)sizes[i], y = t[i].median;
+        sx += x; sy += y; sxx += x * x; sxy += x * y;
+    }
+    double den = n * sxx - sx * sx, slope = den > 0 ? (n * sxy - sx * sy) / den : 0;
+    if (slope > 0)
+        return 1.0 / slope;
+    return (double)(g - 1) * (double)sizes[n - 1] / t[n - 1].median;
+}
+
+static int write_platform(cal *c, FILE *f, const char *tmp, const char *out, const char *name,
+                          const gemm_res *gr, int ng, const attn_res *ar, int na, stats mem,
+                          const stats *pp_lat, const stats *pp_bw, const size_t *sizes,
+                          const stats *a2a_node, const size_t *usizes, const stats *uly_node,
+                          const stats *a2a_world, int nsz, stats xch, size_t xbytes,
+                          size_t mem_bytes, const double *load0, const double *load1, double secs)
+{
+    /* peak: the best median of sgemm and of the attention kernels (efficiencies <= 1) */
+    double peak = 0;
+    stats peak_s = {0, 0, 0};
+    char peak_what[128] = "";
+    for (int i = 0; i < ng; i++)
+        if (gr[i].gflops.median > peak) {
+            peak = gr[i].gflops.median;
+            peak_s = gr[i].gflops;
+            snprintf(peak_what, sizeof peak_what, "sgemm %lld^3", (long long)gr[i].n);
+        }
+    double best_gemm = peak;
+    for (int i = 0; i < na; i++)
+        for (int b = 0; b < 2; b++) {
+            stats x = b ? ar[i].bwd : ar[i].fwd;
+            if (x.median > peak) {
+                peak = x.median;
+                peak_s = x;
+                snprintf(peak_what, sizeof peak_what, "attention %s N=%lld d=%lld%s", b ? "backward" : "forward",
+                         (long long)ar[i].seq, (long long)ar[i].d, ar[i].causal ? " causal" : "");
+            }
+        }
+    const double attn_f = ar[0].fwd.median / peak, attn_b = ar[0].bwd.median / peak;
+    /* intra-node: all-to-all on the node's ranks, t(b) = t(8 B) + (g-1) b / bw */
+    double intra_bw = 0, intra_lat = 0, inter_bw = 0, inter_lat = 0;
+    const int big = nsz - 1;
+    if (c->g > 1) {
+        intra_bw = a2a_fit(c->g, usizes, uly_node, nsz);
+        intra_lat = pp_lat[0].median;
+    } else {
+        intra_bw = mem.median * 1e9 / 3.0;   /* one rank per node: a copy at triad speed (unused) */
+        intra_lat = 1e-6;
+    }
+    if (c->nodes > 1) {
+        inter_bw = xch.median;
+        inter_lat = pp_lat[1].median;
+    } else {
+        inter_bw = intra_bw;
+        inter_lat = intra_lat;
+    }
+    char host[256] = "localhost", cpu[256], nm[320];
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = '\0';
+    for (char *p = host; *p; p++)
+        if (*p == '"' || *p == '\\')
+            *p = '_';
+    cpu_model(cpu, sizeof cpu);
+    snprintf(nm, sizeof nm, "%s", name ? name : "");
+    if (!name)
+        snprintf(nm, sizeof nm, "calibrated-%s", host);
+    time_t now = time(NULL);
+    char date[64];
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+
+    fprintf(f, "{\n  \"name\": \"%s\",\n", nm);
+    fprintf(f, "  \"description\": \"Measured by ulysses calibrate on %s: %d MPI rank(s) per node as GPUs, %d node(s), "
+               "%lld thread(s) per rank\",\n", host, c->g, c->nodes, (long long)c->threads);
+    fprintf(f, "  \"gpus_per_node\": %d,\n  \"max_nodes\": %d,\n", c->g, c->nodes);
+    fprintf(f, "  \"gpu\": {\n    \"model\": \"one MPI rank (%lld thread) of %s\",\n", (long long)c->threads, cpu);
+    fprintf(f, "    \"peak_tflops_bf16\": %.6g,\n    \"peak_tflops_fp16\": %.6g,\n    \"peak_tflops_fp32\": %.6g,\n",
+            peak * 1e-3, peak * 1e-3, peak * 1e-3);
+    fprintf(f, "    \"gemm_efficiency\": %.4f,\n    \"attention_efficiency\": %.4f,\n", best_gemm / peak, attn_f);
+    fprintf(f, "    \"attention_skips_masked_blocks\": true,\n");
+    fprintf(f, "    \"hbm_GiB\": %.3f,\n    \"hbm_bw_GBps\": %.4g,\n    \"reserved_GiB\": 0\n  },\n",
+            mem_total_gib() / c->g, mem.median);
+    fprintf(f, "  \"intra_node\": {\n    \"fabric\": \"%s\",\n    \"bw_GBps_per_dir\": %.6g,\n    \"efficiency\": 1,\n"
+               "    \"latency_us\": %.4g\n  },\n",
+            c->g > 1 ? "MPI shared memory between the node's ranks" : "none (one rank per node): unused",
+            intra_bw * 1e-9, intra_lat * 1e6);
+    fprintf(f, "  \"inter_node\": {\n    \"fabric\": \"%s\",\n    \"nic_bw_Gbps\": %.6g,\n    \"efficiency\": 1,\n"
+               "    \"latency_us\": %.4g,\n    \"spine_oversubscription\": %d\n  },\n",
+            c->nodes > 1 ? "MPI over TCP, one link per node shared by its ranks (modelled as a NIC per rank at the "
+                           "link rate behind an uplink of the link rate: oversubscription = ranks per node)"
+                         : "not measured (one node): copies of the intra-node values",
+            inter_bw * 8e-9, inter_lat * 1e6, c->nodes > 1 ? c->g : 1);
+    /* how each number was obtained */
+    fprintf(f, "  \"calibration\": {\n    \"tool\": \"ulysses calibrate %s\",\n    \"date\": \"%s\",\n"
+               "    \"seconds\": %.1f,\n    \"quick\": %s,\n    \"ranks\": %d,\n    \"nodes\": %d,\n"
+               "    \"ranks_per_node\": %d,\n    \"threads_per_rank\": %lld,\n    \"repetitions\": %lld,\n"
+               "    \"loadavg_before\": [%.2f, %.2f, %.2f],\n    \"loadavg_after\": [%.2f, %.2f, %.2f],\n"
+               "    \"online_cpus\": %ld,\n",
+            ULY_VERSION_STRING, date, secs, c->quick ? "true" : "false", c->size, c->nodes, c->g,
+            (long long)c->threads, (long long)c->repeat, load0[0], load0[1], load0[2], load1[0], load1[1], load1[2],
+            sysconf(_SC_NPROCESSORS_ONLN));
+    fprintf(f, "    \"platform\": [");
+    int first = 1;
+    char how[512];
+    snprintf(how, sizeof how, "largest median GFLOP/s of sgemm (%d square shapes) and attention (below), "
+             "all %d ranks at once: %s; the same value for bf16 and fp16 (the CPU kernels run fp32)", ng, c->size,
+             peak_what);
+    stats none = {0, 0, 0};
+    js_meas(f, &first, "gpu.peak_tflops_fp32", peak * 1e-3, "TFLOP/s", how, peak_s, 1e-3, (int)(c->repeat * c->size));
+    snprintf(how, sizeof how, "best median sgemm GFLOP/s / peak");
+    js_meas(f, &first, "gpu.gemm_efficiency", best_gemm / peak, "1", how, none, 0, 0);
+    snprintf(how, sizeof how, "blocked attention forward, B=1 H=1 N=%lld d=%lld no mask, 4*N^2*d FLOP, GFLOP/s / peak",
+             (long long)ar[0].seq, (long long)ar[0].d);
+    js_meas(f, &first, "gpu.attention_efficiency", attn_f, "1", how, ar[0].fwd, 1.0 / peak, (int)(c->repeat * c->size));
+    snprintf(how, sizeof how, "blocked attention backward, same shape, 2.5 x forward FLOP, GFLOP/s / peak");
+    js_meas(f, &first, "gpu.attention_bwd_efficiency", attn_b, "1", how, ar[0].bwd, 1.0 / peak,
+            (int)(c->repeat * c->size));
+    snprintf(how, sizeof how, "triad a = b + s*c over 3 x %zu MiB fp32 per rank, all ranks at once, 3 x bytes / time",
+             mem_bytes >> 20);
+    js_meas(f, &first, "gpu.hbm_bw_GBps", mem.median, "GB/s", how, mem, 1, (int)(c->repeat * c->size));
+    if (c->g > 1) {
+        stats s = {intra_bw * 1e-9, intra_bw * 1e-9, intra_bw * 1e-9};
+        stats lo[6], hi[6];
+        for (int i = 0; i < nsz; i++) {
+            lo[i].median = uly_node[i].max;   /* slowest repetitions: lowest bandwidth */
+            hi[i].median = uly_node[i].min;
+        }
+        s.min = a2a_fit(c->g, usizes, lo, nsz) * 1e-9;
+        s.max = a2a_fit(c->g, usizes, hi, nsz) * 1e-9;
+        snprintf(how, sizeof how, "the all-to-all of ulysses attn (Q, sequence -> heads, strided head blocks; "
+                 "uly_dist_a2a) on each node's %d ranks (all nodes at once), %d sizes %zu B..%zu B per pair: "
+                 "1 / least-squares slope of the slowest rank's median time against (g-1) x bytes per pair "
+                 "(spread: the same fit to the max and min times); a raw contiguous MPI_Alltoall gives %.4g GB/s "
+                 "(alltoall_node below)", c->g, nsz, usizes[0], usizes[big], a2a_fit(c->g, sizes, a2a_node, nsz) * 1e-9);
+        js_meas(f, &first, "intra_node.bw_GBps_per_dir", intra_bw * 1e-9, "GB/s", how, s, 1, (int)c->repeat);
+        snprintf(how, sizeof how, "MPI ping-pong of 8 B between ranks 0 and 1, half the round trip");
+        js_meas(f, &first, "intra_node.latency_us", intra_lat * 1e6, "us", how, pp_lat[0], 1e6, (int)c->repeat);
+    }
+    if (c->nodes > 1) {
+        snprintf(how, sizeof how, "rank i of node 2k exchanges %zu MiB with rank i of node 2k+1 (MPI_Sendrecv, both "
+                 "directions at once): ranks per node x bytes / slowest time, per direction", xbytes >> 20);
+        js_meas(f, &first, "inter_node.nic_bw_Gbps", inter_bw * 8e-9, "Gbit/s", how, xch, 8e-9, (int)c->repeat);
+        snprintf(how, sizeof how, "MPI ping-pong of 8 B between rank 0 and rank %d (node 1), half the round trip", c->g);
+        js_meas(f, &first, "inter_node.latency_us", inter_lat * 1e6, "us", how, pp_lat[1], 1e6, (int)c->repeat);
+    }
+    fprintf(f, "\n    ],\n    \"gemm\": [");
+    for (int i = 0; i < ng; i++) {
+        fprintf(f, "%s\n      {\"m\": %lld, \"n\": %lld, \"k\": %lld, ", i ? "," : "", (long long)gr[i].n,
+                (long long)gr[i].n, (long long)gr[i].n);
+        js_stats(f, "gflops", gr[i].gflops, 1);
+        fprintf(f, "}");
+    }
+    fprintf(f, "\n    ],\n    \"attention\": [");
+    for (int i = 0; i < na; i++) {
+        fprintf(f, "%s\n      {\"seq\": %lld, \"head_dim\": %lld, \"causal\": %s, ", i ? "," : "", (long long)ar[i].seq,
+                (long long)ar[i].d, ar[i].causal ? "true" : "false");
+        js_stats(f, "fwd_gflops", ar[i].fwd, 1);
+        fprintf(f, ", ");
+        js_stats(f, "bwd_gflops", ar[i].bwd, 1);
+        fprintf(f, "}");
+    }
+    fprintf(f, "\n    ]");
+    if (c->g > 1) {
+        fprintf(f, ",\n    \"ping_pong_intra_node\": {");
+        js_stats(f, "latency_us", pp_lat[0], 1e6);
+        fprintf(f, ", \"bw_GBps_4MiB\": %.6g},\n    \"alltoall_node\": [", (double)(4 << 20) / pp_bw[0].median * 1e-9);
+        for (int i = 0; i < nsz; i++) {
+            fprintf(f, "%s\n      {\"ranks\": %d, \"bytes_per_pair\": %zu, ", i ? "," : "", c->g, sizes[i]);
+            js_stats(f, "ms", a2a_node[i], 1e3);
+            fprintf(f, "}");
+        }
+        fprintf(f, "\n    ],\n    \"ulysses_alltoall_node\": [");
+        for (int i = 0; i < nsz; i++) {
+            fprintf(f, "%s\n      {\"ranks\": %d, \"bytes_per_pair\": %zu, ", i ? "," : "", c->g, usizes[i]);
+            js_stats(f, "ms", uly_node[i], 1e3);
+            fprintf(f, "}");
+        }
+        fprintf(f, "\n    ]");
+    }
+    if (c->nodes > 1) {
+        fprintf(f, ",\n    \"ping_pong_inter_node\": {");
+        js_stats(f, "latency_us", pp_lat[1], 1e6);
+        fprintf(f, ", \"bw_GBps_4MiB\": %.6g},\n    \"alltoall_all\": [", (double)(4 << 20) / pp_bw[1].median * 1e-9);
+        for (int i = 0; i < nsz; i++) {
+            fprintf(f, "%s\n      {\"ranks\": %d, \"bytes_per_pair\": %zu, ", i ? "," : "", c->size, sizes[i]);
+            js_stats(f, "ms", a2a_world[i], 1e3);
+            fprintf(f, "}");
+        }
+        fprintf(f, "\n    ]");
+    }
+    fprintf(f, "\n  }\n}\n");
+    int werr = ferror(f);
+    if (fclose(f) != 0 || werr || rename(tmp, out) != 0) {
+        fprintf(stderr, "ulysses calibrate: cannot write %s: %s\n", out, strerror(errno));
+        remove(tmp);
+        return 1;
+    }
+    printf("calibrated %d rank(s) on %d node(s) in %.1f s (load average %.2f before, %.2f after; %ld CPUs)\n",
+           c->size, c->nodes, secs, load0[0], load1[0], sysconf(_SC_NPROCESSORS_ONLN));
+    printf("  peak (per rank)        %10.2f GFLOP/s   (sgemm best %.2f)\n", peak, best_gemm);
+    printf("  attention N=%lld d=%lld  fwd %.2f GFLOP/s (eff %.3f), bwd %.2f GFLOP/s (eff %.3f)\n",
+           (long long)ar[0].seq, (long long)ar[0].d, ar[0].fwd.median, attn_f, ar[0].bwd.median, attn_b);
+    printf("  memory triad           %10.2f GB/s\n", mem.median);
+    if (c->g > 1)
+        printf("  intra-node             %10.3f GB/s per rank per direction, latency %.2f us\n", intra_bw * 1e-9,
+               intra_lat * 1e6);
+    if (c->nodes > 1)
+        printf("  inter-node link        %10.3f Gbit/s per node per direction, latency %.2f us\n", inter_bw * 8e-9,
+               inter_lat * 1e6);
+    printf("wrote %s\n", out);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- main */
+
+static const char synopsis[] =
+    "calibrate --out FILE.json [--quick] [--name NAME] [--repeat R] [--seq N] [--head-dim d] [--threads T]\n"
+    "Run under mpirun with the ranks per node (and nodes) of the jobs to predict; see doc/validation.md.";
+
+static int cal_main(cal *c, int argc, char **argv)
+{
+    const char *out = NULL, *name = NULL;
+    int64_t repeat = 0;
+    c->seq = 4096;
+    c->head_dim = 64;
+    c->threads = 1;
+    const arg_opt opts[] = {
+        {"out", ARG_STR, &out, 0, 0, "FILE", "platform file to write (required)", NULL, NULL},
+        {"quick", ARG_FLAG, &c->quick, 0, 0, NULL, "fewer shapes, sizes and repetitions (seconds, for tests)", NULL, NULL},
+        {"name", ARG_STR, &name, 0, 0, "NAME", "platform name (default calibrated-<hostname>)", NULL, NULL},
+        {"repeat", ARG_INT, &repeat, 1, 1000, "R", "timed repetitions per measurement (default 5, --quick 3)", NULL, NULL},
+        {"seq", ARG_INT, &c->seq, 64, 1 << 20, "N", "reference attention sequence length (default 4096)", NULL, NULL},
+        {"head-dim", ARG_INT, &c->head_dim, 1, 4096, "d", "reference attention head dimension (default 64)", NULL, NULL},
+        {"threads", ARG_INT, &c->threads, 1, 1024, "T", "OpenMP/BLAS threads per rank (default 1)", NULL, NULL},
+        {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
+    };
+    char msg[1024] = "";
+    int prc = args_parse("ulysses calibrate", argc - 1, argv + 1, opts, msg, sizeof msg);
+    if (prc == ARGS_OK && !out) {
+        snprintf(msg, sizeof msg, "ulysses calibrate: --out FILE is required");
+        prc = ARGS_ERROR;
+    }
+    if (prc == ARGS_HELP) {
+        if (c->rank == 0)
+            args_usage(stdout, "ulysses", synopsis, opts);
+        return 0;
+    }
+    if (prc == ARGS_ERROR) {
+        if (c->rank == 0)
+            fprintf(stderr, "%s\n", msg);
+        return EXIT_BADINPUT;
+    }
+    c->repeat = repeat ? repeat : c->quick ? 3 : 5;
+
+    /* nodes: ranks sharing memory; equal sizes, node-major numbering */
+    MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &c->node);
+    MPI_Comm_rank(c->node, &c->node_rank);
+    MPI_Comm_size(c->node, &c->g);
+    MPI_Comm_split(c->world, c->node_rank == 0 ? 0 : MPI_UNDEFINED, c->rank, &c->leaders);
+    int lead = c->node_rank == 0, gmin, gmax;
+    MPI_Allreduce(&lead, &c->nodes, 1, MPI_INT, MPI_SUM, c->world);
+    MPI_Allreduce(&c->g, &gmin, 1, MPI_INT, MPI_MIN, c->world);
+    MPI_Allreduce(&c->g, &gmax, 1, MPI_INT, MPI_MAX, c->world);
+    int first = c->rank;
+    MPI_Bcast(&first, 1, MPI_INT, 0, c->node);  /* lowest world rank of my node if node-major */
+    int order_ok = first == c->rank - c->node_rank && first % c->g == 0, all_ok;
+    MPI_Allreduce(&order_ok, &all_ok, 1, MPI_INT, MPI_MIN, c->world);
+    if (gmin != gmax || !all_ok) {
+        if (c->rank == 0)
+            fprintf(stderr, "ulysses calibrate: %s (a platform has equal nodes numbered node-major: "
+                    "use a hostfile with equal slots and --map-by slot)\n",
+                    gmin != gmax ? "nodes hold different numbers of ranks" : "ranks are not numbered node by node");
+        return EXIT_BADINPUT;
+    }
+    c->node_id = c->rank / c->g;
+
+    /* rank 0 writes a temporary file next to the destination, renamed at the
+     * end: a bad path is reported before measuring, and an interrupted run
+     * leaves the previous file intact */
+    char tmp[4200] = "";
+    FILE *f = NULL;
+    int open_err = 0;
+    if (c->rank == 0) {
+        snprintf(tmp, sizeof tmp, "%s.tmp%ld", out, (long)getpid());
+        f = fopen(tmp, "w");
+        if (!f) {
+            open_err = errno ? errno : EIO;
+            fprintf(stderr, "ulysses calibrate: --out %s: cannot create %s: %s\n", out, tmp, strerror(open_err));
+        }
+    }
+    MPI_Bcast(&open_err, 1, MPI_INT, 0, c->world);
+    if (open_err)
+        return open_err == ENOSPC || open_err == EIO || open_err == EROFS ? 1 : EXIT_BADINPUT;
+    c->t_start = now_seconds();
+    double load0[3], load1[3];
+    load_avg(load0);
+    const int64_t N = c->seq, d = c->head_dim;
+    int64_t gemm_n[4], ng = 0;
+    if (c->quick) {
+        gemm_n[ng++] = 512; gemm_n[ng++] = 1024;
+    } else {
+        gemm_n[ng++] = 256; gemm_n[ng++] = 512; gemm_n[ng++] = 1024; gemm_n[ng++] = 2048;
+    }
+    /* attention shapes: the reference (N, d) first */
+    int64_t as[5][3] = {{N, d, 0}, {N, d, 1}, {N / 4 >= 64 ? N / 4 : 64, d, 0}, {N / 4 >= 64 ? N / 4 : 64, d, 1},
+                        {N, 2 * d, 0}};
+    const int na = c->quick ? 2 : 5;
+    size_t a2a_sizes[6];
+    int nsz = 0;
+    a2a_sizes[nsz++] = 8;
+    a2a_sizes[nsz++] = 64 << 10;
+    if (!c->quick)
+        a2a_sizes[nsz++] = 256 << 10;
+    a2a_sizes[nsz++] = 1 << 20;
+    if (!c->quick)
+        a2a_sizes[nsz++] = 4 << 20;
+    const size_t big = a2a_sizes[nsz - 1], xbytes = c->quick ? (size_t)1 << 20 : (size_t)4 << 20;
+    const size_t mem_bytes = c->quick ? (size_t)32 << 20 : (size_t)64 << 20;
+    c->steps = (int)ng + na + 1 + (c->g > 1 ? 1 + 2 * nsz : 0) + (c->nodes > 1 ? 2 + nsz : 0);
+
+    gemm_res gr[4];
+    attn_res ar[5];
+    stats mem, pp_lat[2], pp_bw[2], a2a_node[6], uly_node[6], a2a_world[6], xch = {0, 0, 0};
+    size_t uly_sizes[6];
+    memset(pp_lat, 0, sizeof pp_lat);
+    memset(pp_bw, 0, sizeof pp_bw);
+    int fail = 0;
+    for (int i = 0; i < ng && !fail; i++) {
+        progress(c, "sgemm %lld^3", (long long)gemm_n[i]);
+        fail = measure_gemm(c, gemm_n[i], &gr[i]);
+    }
+    for (int i = 0; i < na && !fail; i++) {
+        progress(c, "attention N=%lld d=%lld %s, forward and backward", (long long)as[i][0], (long long)as[i][1],
+                 as[i][2] ? "causal" : "no mask");
+        fail = measure_attn(c, as[i][0], as[i][1], (int)as[i][2], &ar[i]);
+    }
+    if (!fail) {
+        progress(c, "memory triad, 3 x %zu MiB per rank", mem_bytes >> 20);
+        fail = measure_memory(c, mem_bytes, &mem);
+    }
+    const size_t pp_big = (size_t)4 << 20;   /* ping-pong bandwidth message */
+    size_t nbuf = (size_t)c->size * (big > xbytes ? big : xbytes);
+    if (nbuf < pp_big)
+        nbuf = pp_big;
+    char *sb = fail ? NULL : calloc(nbuf, 1), *rb = fail ? NULL : calloc(nbuf, 1);
+    int bad = !fail && (!sb || !rb), anybad;
+    MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, c->world);
+    fail |= anybad;
+    if (!fail && c->g > 1) {
+        progress(c, "ping-pong inside node 0 (ranks 0, 1): 8 B and 4 MiB");
+        pp_lat[0] = ping_pong(c, 0, 1, 8, c->quick ? 200 : 1000, sb);
+        pp_bw[0] = ping_pong(c, 0, 1, pp_big, 3, sb);
+        for (int i = 0; i < nsz; i++) {
+            progress(c, "MPI_Alltoall on each node's %d ranks, %zu B per pair", c->g, a2a_sizes[i]);
+            a2a_node[i] = alltoall_time(c, c->node, a2a_sizes[i], sb, rb);
+        }
+        for (int i = 0; i < nsz && !fail; i++) {
+            uly_sizes[i] = a2a_sizes[i] < 512 ? 512 : a2a_sizes[i];
+            progress(c, "Ulysses all-to-all (q) on each node's %d ranks, %zu B per pair", c->g, uly_sizes[i]);
+            uly_node[i] = ulysses_a2a_time(c, uly_sizes[i], &fail);
+        }
+    }
+    if (!fail && c->nodes > 1) {
+        progress(c, "ping-pong node 0 - node 1 (ranks 0, %d): 8 B and 4 MiB", c->g);
+        pp_lat[1] = ping_pong(c, 0, c->g, 8, c->quick ? 100 : 400, sb);
+        pp_bw[1] = ping_pong(c, 0, c->g, pp_big, 2, sb);
+        progress(c, "node-pair exchange, %d ranks x %zu MiB each way", c->g, xbytes >> 20);
+        xch = node_exchange(c, xbytes, sb, rb);
+        for (int i = 0; i < nsz; i++) {
+            progress(c, "MPI_Alltoall on all %d ranks, %zu B per pair", c->size, a2a_sizes[i]);
+            a2a_world[i] = alltoall_time(c, c->world, a2a_sizes[i], sb, rb);
+        }
+    }
+    free(sb);
+    free(rb);
+    if (fail) {
+        if (c->rank == 0) {
+            fprintf(stderr, "%sulysses calibrate: a rank ran out of memory or a kernel failed\n", c->tty ? "\n" : "");
+            fclose(f);
+            remove(tmp);
+        }
+        return 1;
+    }
+    load_avg(load1);
+    const double secs = now_seconds() - c->t_start;
+    if (c->rank != 0)
+        return 0;
+    if (c->tty)
+        fputc('\n', stderr);
+    return write_platform(c, f, tmp, out, name, gr, (int)ng, ar, na, mem, pp_lat, pp_bw, a2a_sizes, a2a_node,
+                          uly_sizes, uly_node, a2a_world,
+                          nsz, xch, xbytes, mem_bytes, load0, load1, secs);
+}
+
+int cmd_calibrate(int argc, char **argv)
+{
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited)
+        MPI_Init(NULL, NULL);
+    cal c;
+    memset(&c, 0, sizeof c);
+    c.world = MPI_COMM_WORLD;
+    c.node = c.leaders = MPI_COMM_NULL;
+    MPI_Comm_rank(c.world, &c.rank);
+    MPI_Comm_size(c.world, &c.size);
+    c.tty = isatty(2);
+    int st = cal_main(&c, argc, argv), all;
+    MPI_Allreduce(&st, &all, 1, MPI_INT, MPI_MAX, c.world);
+    if (c.node != MPI_COMM_NULL)
+        MPI_Comm_free(&c.node);
+    if (c.leaders != MPI_COMM_NULL)
+        MPI_Comm_free(&c.leaders);
+    MPI_Finalize();
+    return all;
+}
