@@ -87,8 +87,8 @@ static const char *const gpu_keys[] = {"model", "peak_tflops_bf16", "peak_tflops
                                        "attention_bwd_efficiency", "attention_skips_masked_blocks", "hbm_GiB", "hbm_bw_GBps",
                                        "reserved_GiB", NULL};
 static const char *const intra_keys[] = {"fabric", "bw_GBps_per_dir", "efficiency", "latency_us", NULL};
-static const char *const inter_keys[] = {"fabric", "nic_bw_Gbps", "efficiency", "latency_us",
-                                         "spine_oversubscription", NULL};
+static const char *const inter_keys[] = {"fabric", "nic_bw_Gbps", "nics_per_node", "efficiency",
+                                         "latency_us", "spine_oversubscription", NULL};
 static const char *const model_keys[] = {"name", "description", "sources", "layers", "hidden", "heads",
                                          "kv_heads", "ffn_hidden", "vocab", "mlp", "tied_embeddings",
                                          "causal", "seq_tokens", "micro_batch", "global_batch", "dtype",
@@ -105,7 +105,7 @@ int usim_platform_load(const char *path, usim_platform *p)
     }
     json_t *root = d.root, *gpu, *intra, *inter;
     const char *name = NULL;
-    int64_t gpn = 0, maxn = 0;
+    int64_t gpn = 0, maxn = 0, nics = 0;
     double bf16 = 0, fp16 = 0, fp32 = 0, ge = 0, ae = 0, abe = 0, hbm = 0, hbmbw = 0, resv = 0;
     int skip = 1;
     double nvbw = 0, nveff = 1, nvlat = 0, nicbw = 0, niceff = 1, niclat = 0, over = 1;
@@ -133,6 +133,7 @@ int usim_platform_load(const char *path, usim_platform *p)
         (rc = usim_json_obj(&d, root, "", "inter_node", &inter)) ||
         (rc = usim_json_known_keys(&d, inter, "inter_node", inter_keys)) ||
         (rc = usim_json_num(&d, inter, "inter_node", "nic_bw_Gbps", 1, 0, 1, &nicbw)) ||
+        (rc = usim_json_int(&d, inter, "inter_node", "nics_per_node", 0, 1, &nics)) ||
         (rc = usim_json_num(&d, inter, "inter_node", "efficiency", 0, 0, 1, &niceff)) ||
         (rc = usim_json_num(&d, inter, "inter_node", "latency_us", 1, 0, 0, &niclat)) ||
         (rc = usim_json_num(&d, inter, "inter_node", "spine_oversubscription", 0, 1, 0, &over)))
@@ -149,6 +150,9 @@ int usim_platform_load(const char *path, usim_platform *p)
         { rc = usim_json_err(&d, "inter_node", "efficiency", "must be in (0, 1] (got %g)", niceff); goto out; }
     if (gpn > 4096)
         { rc = usim_json_err(&d, "", "gpus_per_node", "must be <= 4096 (got %lld)", (long long)gpn); goto out; }
+    if (nics && (nics > gpn || gpn % nics != 0))
+        { rc = usim_json_err(&d, "inter_node", "nics_per_node", "must divide gpus_per_node (%lld) (got %lld)",
+                             (long long)gpn, (long long)nics); goto out; }
     if (resv * 1.0 >= hbm)
         { rc = usim_json_err(&d, "gpu", "reserved_GiB", "must be below hbm_GiB (%g)", hbm); goto out; }
     snprintf(p->name, sizeof p->name, "%s", name);
@@ -170,6 +174,7 @@ int usim_platform_load(const char *path, usim_platform *p)
     p->nic_Bps = nicbw * 1e9 / 8 * niceff;
     p->nic_lat = usim_ps(niclat * 1e-6);
     p->oversub = over;
+    p->nics_per_node = (int)nics;
 out:
     usim_json_free(&d);
     return rc;

@@ -26,7 +26,8 @@ ulysses_sim_LDADD = sim/libusim.la $(JANSSON_LIBS) -lm
 simplatformsdir = $(pkgdatadir)/presets/platforms
 dist_simplatforms_DATA = sim/presets/platforms/dgx-a100-40g.json \
 	sim/presets/platforms/dgx-a100-80g.json sim/presets/platforms/dgx-h100.json \
-	sim/presets/platforms/dgx-h100-2to1.json sim/presets/platforms/a100-pcie-4.json
+	sim/presets/platforms/dgx-h100-2to1.json sim/presets/platforms/a100-pcie-4.json \
+	sim/presets/platforms/dgx-h200.json sim/presets/platforms/l40s-pcie-8.json
 simmodelsdir = $(pkgdatadir)/presets/models
 dist_simmodels_DATA = sim/presets/models/gpt-1.2b.json sim/presets/models/gpt-7b.json \
 	sim/presets/models/gpt-30b.json sim/presets/models/llama-3-8b.json
@@ -38,10 +39,10 @@ USIM_TEST_CFLAGS = $(USIM_CFLAGS) $(CHECK_CFLAGS)
 USIM_TEST_LIBS = sim/libusim.la $(CHECK_LIBS) $(JANSSON_LIBS) -lm
 
 check_PROGRAMS += sim/tests/test_engine sim/tests/test_net sim/tests/test_describe \
-	sim/tests/test_workload sim/tests/test_attnjob
+	sim/tests/test_workload sim/tests/test_rails sim/tests/test_attnjob
 TESTS += sim/tests/test_attnjob
 TESTS += sim/tests/test_engine sim/tests/test_net sim/tests/test_describe \
-	sim/tests/test_workload sim/tests/cli_basic.sh sim/tests/cli_errors.sh \
+	sim/tests/test_workload sim/tests/test_rails sim/tests/cli_basic.sh sim/tests/cli_errors.sh \
 	sim/tests/cli_sweep.sh sim/tests/cli_plan.sh sim/tests/symbols.sh
 EXTRA_DIST += sim/tests/cli_plan.sh sim/tests/cli_basic.sh sim/tests/cli_errors.sh sim/tests/cli_sweep.sh sim/tests/symbols.sh \
 	sim/tests/data/bad-syntax.json sim/tests/data/missing-key.json \
@@ -75,3 +76,8 @@ sim_tests_test_workload_SOURCES = sim/tests/test_workload.c
 sim_tests_test_workload_CPPFLAGS = $(USIM_CPPFLAGS)
 sim_tests_test_workload_CFLAGS = $(USIM_TEST_CFLAGS)
 sim_tests_test_workload_LDADD = $(USIM_TEST_LIBS)
+
+sim_tests_test_rails_SOURCES = sim/tests/test_rails.c
+sim_tests_test_rails_CPPFLAGS = $(USIM_CPPFLAGS)
+sim_tests_test_rails_CFLAGS = $(USIM_TEST_CFLAGS)
+sim_tests_test_rails_LDADD = $(USIM_TEST_LIBS)

@@ -72,6 +72,14 @@ struct usim_net {
 
 static int node_of(const usim_net *n, int g) { return g / n->gpn; }
 
+/* The GPU whose NIC links GPU g uses: the first of the GPUs sharing its NIC. */
+static int nic_of(const usim_net *n, int g)
+{
+    int nics = n->p.nics_per_node > 0 && n->p.nics_per_node < n->gpn ? n->p.nics_per_node : n->gpn;
+    int share = n->gpn / nics;
+    return g - (g % n->gpn) % share;
+}
+
 int usim_net_route(const usim_net *n, int src, int dst, int *links, usim_time *lat, int *cls)
 {
     int G = n->gpus;
@@ -83,10 +91,10 @@ int usim_net_route(const usim_net *n, int src, int dst, int *links, usim_time *l
         return 2;
     }
     int base = 4 * G;
-    links[0] = USIM_LINK_NIC_TX * G + src;
+    links[0] = USIM_LINK_NIC_TX * G + nic_of(n, src);
     links[1] = base + node_of(n, src);
     links[2] = base + n->nodes + node_of(n, dst);
-    links[3] = USIM_LINK_NIC_RX * G + dst;
+    links[3] = USIM_LINK_NIC_RX * G + nic_of(n, dst);
     *lat = n->p.nic_lat;
     *cls = USIM_CLASS_NIC;
     return 4;
@@ -125,7 +133,8 @@ usim_net *usim_net_new(const usim_platform *p, int gpus)
         n->bw[USIM_LINK_NIC_TX * gpus + g] = p->nic_Bps;
         n->bw[USIM_LINK_NIC_RX * gpus + g] = p->nic_Bps;
     }
-    double spine = (double)n->gpn * p->nic_Bps / (p->oversub >= 1 ? p->oversub : 1);
+    int nics = p->nics_per_node > 0 && p->nics_per_node < n->gpn ? p->nics_per_node : n->gpn;
+    double spine = (double)nics * p->nic_Bps / (p->oversub >= 1 ? p->oversub : 1);
     for (int k = 0; k < 2 * n->nodes; k++)
         n->bw[4 * gpus + k] = spine;
     return n;

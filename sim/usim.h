@@ -93,6 +93,8 @@ typedef struct usim_platform {
     double nic_Bps;             /* per NIC per direction, bytes/s (after efficiency) */
     usim_time nic_lat;          /* ps */
     double oversub;             /* spine oversubscription (>= 1) */
+    int nics_per_node;          /* NICs (rails) per node; GPUs gpus_per_node / nics_per_node
+                                   consecutive GPUs share one (0: one per GPU) */
 } usim_platform;
 
 /* Load a platform from a JSON file.  Errors name the file, line, column and key. */

@@ -92,13 +92,13 @@ check "all_gather and p2p with tp 2 and pp 2 (csv)" test "$(grep -c '^\(all-gath
 # presets and help
 "$SIM" presets > "$tmp/presets.txt"
 check "presets exits 0" test $? -eq 0
-for p in dgx-a100-40g dgx-a100-80g dgx-h100 gpt-1.2b gpt-7b gpt-30b llama-3-8b; do
+for p in dgx-a100-40g dgx-a100-80g dgx-h100 dgx-h200 l40s-pcie-8 gpt-1.2b gpt-7b gpt-30b llama-3-8b; do
     check "presets lists $p" grep -q "  $p " "$tmp/presets.txt"
 done
 "$SIM" presets llama-3-8b > "$tmp/llama.txt" 2> /dev/null
 check "presets NAME prints the JSON" grep -q '"kv_heads": 8' "$tmp/llama.txt"
 # presets NAME output is the preset file itself: valid JSON that loads back
-for p in dgx-a100-40g dgx-a100-80g dgx-h100 dgx-h100-2to1 a100-pcie-4; do
+for p in dgx-a100-40g dgx-a100-80g dgx-h100 dgx-h100-2to1 a100-pcie-4 dgx-h200 l40s-pcie-8; do
     "$SIM" presets $p > "$tmp/p.json" 2> /dev/null
     check "presets $p round-trips as a platform file" quiet "$SIM" --platform "$tmp/p.json" --gpus 4 --method ulysses --layers 2 --seq 8K
 done
