@@ -73,8 +73,8 @@ tests_test_train_SOURCES = tests/test_train.c
 tests_test_train_CFLAGS = $(TEST_CFLAGS) $(MPI_CFLAGS)
 tests_test_train_LDADD = $(MPI_TEST_LIBS)
 tests_test_train_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
-TESTS += tests/test_train.sh
-EXTRA_DIST += tests/test_train.sh
+TESTS += tests/test_train.sh tests/cli_train.sh
+EXTRA_DIST += tests/test_train.sh tests/cli_train.sh
 
 check_PROGRAMS += tests/npytool
 tests_npytool_SOURCES = tests/npytool.c tests/testutil.h tests/testutil.c
