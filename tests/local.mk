@@ -94,7 +94,7 @@ check-minicluster: all
 	if [ $$rc -eq 77 ]; then echo "check-minicluster: SKIPPED (see the message above)"; exit 0; fi; exit $$rc
 .PHONY: check-minicluster
 EXTRA_DIST += tests/minicluster/minicluster.sh tests/minicluster/mc-agent.sh tests/minicluster/check.sh \
-	tests/minicluster/validate-local.sh
+	tests/minicluster/validate-local.sh tests/minicluster/validate-local-notes.md
 
 # ulysses-sim, calibrated here, against our own ulysses attn runs on 1 node
 # and on a 2-node mini-cluster at two link rates; writes the local section of
