@@ -29,6 +29,7 @@
 
 #include "usim.h"
 #include "usim_internal.h"   /* usim_set_error: clear the message before each input */
+#include "tmpfile.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -42,48 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
         }                                                                            \
     } while (0)
 
-static char tmp_path[256];
-static int tmp_fd = -1;
 static int last_status;
-
-static void tmp_remove(void)
-{
-    if (tmp_fd >= 0) {
-        close(tmp_fd);
-        unlink(tmp_path);
-        tmp_fd = -1;
-    }
-}
-
-/* Replace the temporary file's contents with text[0..len). */
-static void tmp_write(const uint8_t *text, size_t len)
-{
-    if (tmp_fd < 0) {
-        const char *dir = getenv("TMPDIR");
-        if (!dir || !*dir)
-            dir = "/tmp";
-        snprintf(tmp_path, sizeof tmp_path, "%s/fuzz_sim_json.XXXXXX", dir);
-        tmp_fd = mkstemp(tmp_path);
-        if (tmp_fd < 0) {
-            perror(tmp_path);
-            abort();
-        }
-        atexit(tmp_remove);
-    }
-    if (ftruncate(tmp_fd, 0) != 0) {
-        perror(tmp_path);
-        abort();
-    }
-    size_t done = 0;
-    while (done < len) {
-        ssize_t w = pwrite(tmp_fd, text + done, len - done, (off_t)done);
-        if (w <= 0) {
-            perror(tmp_path);
-            abort();
-        }
-        done += (size_t)w;
-    }
-}
 
 static int pos_finite(double x)
 {
@@ -133,7 +93,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1)
         return 0;
     int model = data[0] & 1;
-    tmp_write(data + 1, size - 1);
+    tmp_write("sim_json", data + 1, size - 1);
     usim_set_error(USIM_OK, "%s", "");
     if (model) {
         usim_model m;
