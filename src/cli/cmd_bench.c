@@ -615,14 +615,422 @@ static int bench_a2a(int argc, char **argv)
     return drv_close(&d, bench_a2a_mpi(&d, argc, argv));
 }
 
+
+/* ------------------------------------------------------------------ methods */
+
+/* Document lengths "100,37,..." (the same for every batch row) -> offsets. */
+static int parse_doc_lens(const char *s, int64_t B, int64_t N, int64_t **off, int64_t *docs, char *msg,
+                          size_t len)
+{
+    int64_t D = 1;
+    for (const char *c = s; *c; c++)
+        D += *c == ',';
+    int64_t *o = malloc((size_t)(B * (D + 1)) * sizeof *o);
+    if (!o) {
+        snprintf(msg, len, "--doc-lens: out of memory");
+        return 1;
+    }
+    o[0] = 0;
+    const char *c = s;
+    for (int64_t i = 0; i < D; i++) {
+        char *end;
+        long long v = strtoll(c, &end, 10);
+        if (end == c || v < 0 || (*end != ',' && *end != '\0') || o[i] > N - v) {
+            snprintf(msg, len, "--doc-lens '%s': entry %lld must be a length >= 0, and the lengths must sum to "
+                     "--seq %lld", s, (long long)(i + 1), (long long)N);
+            free(o);
+            return 1;
+        }
+        o[i + 1] = o[i] + v;
+        c = *end ? end + 1 : end;
+    }
+    if (o[D] != N) {
+        snprintf(msg, len, "--doc-lens '%s' sums to %lld, not --seq %lld", s, (long long)o[D], (long long)N);
+        free(o);
+        return 1;
+    }
+    for (int64_t b = 1; b < B; b++)
+        memcpy(o + b * (D + 1), o, (size_t)(D + 1) * sizeof *o);
+    *off = o;
+    *docs = D;
+    return 0;
+}
+
+/* Max over ranks of a, and whether every rank has the same value. */
+static int all_equal_i64(int64_t v)
+{
+    int64_t mx, mn;
+    MPI_Allreduce(&v, &mx, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(&v, &mn, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
+    return mx == mn;
+}
+
+/* Rows of token segments of a (B, N, row) double tensor, into (B, n, row). */
+static void take_rows(const double *full, double *out, int64_t B, int64_t N, int64_t row, int ns,
+                      const int64_t *tb, const int64_t *tc)
+{
+    int64_t n = 0;
+    for (int s = 0; s < ns; s++)
+        n += tc[s];
+    for (int64_t b = 0; b < B; b++) {
+        int64_t r0 = 0;
+        for (int s = 0; s < ns; s++) {
+            memcpy(out + (b * n + r0) * row, full + (b * N + tb[s]) * row, (size_t)(tc[s] * row) * sizeof *out);
+            r0 += tc[s];
+        }
+    }
+}
+
+static int bench_methods_mpi(int argc, char **argv, int rank, int P)
+{
+    int64_t batch = 1, seq = 4096, heads = 8, kv = 0, d = 64, window = 0, repeat = 3, threads = 1, seed = 1,
+            udeg = 0;
+    int method = 0, placement = 0, causal = 0, backward = 0, check = 0, json = 0, bf16 = 0, dtype = 0,
+        seen_method = 0;
+    const char *doc_lens = NULL;
+    static const char *const mnames[] = {"ulysses", "ring", "zigzag", "allgather", "usp", NULL};
+    static const char *const pnames[] = {"ulysses-inner", "ring-inner", NULL};
+    static const char *const dnames[] = {"f32", "f64", NULL};
+    const arg_opt opts[] = {
+        {"method", ARG_CHOICE, &method, 0, 0, "M", "ulysses, ring, zigzag, allgather or usp (required)", mnames, &seen_method},
+        {"ulysses-degree", ARG_INT, &udeg, 1, 1 << 20, "U", "usp: ranks per all-to-all group (default: the largest divisor of P <= H)", NULL, NULL},
+        {"placement", ARG_CHOICE, &placement, 0, 0, "P", "usp: ulysses-inner (groups are consecutive ranks, default) or ring-inner", pnames, NULL},
+        {"bf16-partials", ARG_FLAG, &bf16, 0, 0, NULL, "ring methods: keep the per-step partial outputs in bf16 (emulated)", NULL, NULL},
+        {"batch", ARG_INT, &batch, 1, 1 << 20, "B", "batch (default 1)", NULL, NULL},
+        {"seq", ARG_INT, &seq, 1, INT64_MAX / 2, "N", "sequence length (default 4096)", NULL, NULL},
+        {"heads", ARG_INT, &heads, 1, 1 << 20, "H", "query heads (default 8)", NULL, NULL},
+        {"kv-heads", ARG_INT, &kv, 1, 1 << 20, "Hkv", "key/value heads (default H)", NULL, NULL},
+        {"head-dim", ARG_INT, &d, 1, 1 << 16, "d", "head dimension (default 64)", NULL, NULL},
+        {"causal", ARG_FLAG, &causal, 0, 0, NULL, "causal mask", NULL, NULL},
+        {"window", ARG_INT, &window, 1, INT64_MAX / 2, "W", "sliding window", NULL, NULL},
+        {"doc-lens", ARG_STR, &doc_lens, 0, 0, "L1,L2,...", "packed documents of these lengths (every batch row; sum N)", NULL, NULL},
+        {"dtype", ARG_CHOICE, &dtype, 0, 0, "T", "f32 (default) or f64", dnames, NULL},
+        {"backward", ARG_FLAG, &backward, 0, 0, NULL, "also time the backward", NULL, NULL},
+        {"check", ARG_FLAG, &check, 0, 0, NULL, "error vs the fp64 reference (and bitwise vs one process)", NULL, NULL},
+        {"repeat", ARG_INT, &repeat, 1, 1000, "R", "timed repetitions after one warm-up (default 3)", NULL, NULL},
+        {"threads", ARG_INT, &threads, 1, 1024, "T", "OpenMP threads per rank (default 1)", NULL, NULL},
+        {"seed", ARG_INT, &seed, 0, INT64_MAX, "S", "seed of the random inputs (default 1)", NULL, NULL},
+        {"json", ARG_FLAG, &json, 0, 0, NULL, "one JSON object", NULL, NULL},
+        {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
+    };
+    char msg[512] = "";
+    int rc = args_parse("ulysses bench methods", argc - 1, argv + 1, opts, msg, sizeof msg);
+    if (rc == ARGS_OK && !seen_method) {
+        snprintf(msg, sizeof msg, "ulysses bench methods: --method is required");
+        rc = ARGS_ERROR;
+    }
+    if (rc == ARGS_OK && !kv)
+        kv = heads;
+    int64_t *off = NULL, docs = 0;
+    if (rc == ARGS_OK && doc_lens && parse_doc_lens(doc_lens, batch, seq, &off, &docs, msg, sizeof msg))
+        rc = ARGS_ERROR;
+    /* every rank parsed the same command line, or all stop (before any collective of the library) */
+    int64_t mine[16] = {rc, method, udeg, placement, bf16, batch, seq, heads, kv, d, window, causal, backward, check,
+                        repeat, dtype};
+    int same = 1;
+    for (int i = 0; i < 16; i++)
+        same &= all_equal_i64(mine[i]);
+    int worst = rc;
+    MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (rc == ARGS_HELP) {
+        if (rank == 0)
+            args_usage(stdout, "ulysses", "bench methods --method M [options]   (under mpirun -np P)", opts);
+        free(off);
+        return 0;
+    }
+    if (worst != ARGS_OK || !same) {
+        if (rank == 0)
+            fprintf(stderr, "%s\n", rc != ARGS_OK ? msg : !same ? "ulysses bench methods: ranks were started with different options"
+                                                               : "ulysses bench methods: another rank rejected its options");
+        free(off);
+        return ULY_EXIT_BADINPUT;
+    }
+    if (method == ULY_METHOD_USP && !udeg) {
+        udeg = uly_plan_usp_degree(heads, P);
+        if (rank == 0 && !json)
+            printf("usp: ulysses degree %lld chosen (largest divisor of %d ranks <= %lld heads)\n", (long long)udeg, P,
+                   (long long)heads);
+    }
+    uly_attn_desc a;
+    memset(&a, 0, sizeof a);
+    a.batch = batch; a.seq = seq; a.heads = heads; a.kv_heads = kv; a.head_dim = d;
+    a.causal = causal; a.window = window; a.dtype = dtype ? ULY_F64 : ULY_F32;
+    a.doc_offsets = off; a.docs = docs;
+    uly_sp_opts so;
+    memset(&so, 0, sizeof so);
+    so.method = method;
+    so.ulysses_degree = (int)udeg;
+    so.placement = placement;
+    so.bf16_partials = bf16;
+    so.dist.kernel.threads = (int)threads;
+    uly_sp *S = NULL;
+    if ((rc = uly_sp_create(MPI_COMM_WORLD, &a, &so, &S))) {
+        if (rank == 0 || rc != ULY_EPEER)
+            fprintf(stderr, "ulysses bench methods: %s\n", uly_last_error());
+        free(off);
+        return exit_status_of(rc);
+    }
+    uly_sp_plan plan;
+    uly_sp_get_plan(S, &plan);
+    int64_t tb[2], tc[2];
+    int ns = uly_sp_tokens(S, tb, tc);
+    const int64_t n = tc[0] + (ns > 1 ? tc[1] : 0);
+    const size_t es = uly_dtype_size(a.dtype), nq = (size_t)(batch * n * heads * d), nk = (size_t)(batch * n * kv * d);
+    void *x[4], *res[4];
+    for (int i = 0; i < 4; i++) {
+        x[i] = calloc((i == 1 || i == 2 ? nk : nq) + 1, es);
+        res[i] = calloc((i >= 2 ? nk : nq) + 1, es);
+        if (!x[i] || !res[i]) {
+            fprintf(stderr, "ulysses bench methods: rank %d out of memory\n", rank);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        /* the rank's rows, segment by segment, from the P-independent inputs */
+        const int64_t Hx = i == 1 || i == 2 ? kv : heads;
+        for (int64_t b = 0; b < batch; b++) {
+            int64_t r0 = 0;
+            for (int sgi = 0; sgi < ns; sgi++) {
+                fill_shard((char *)x[i] + (size_t)((b * n + r0) * Hx * d) * es, a.dtype, (uint64_t)seed, i, 1, seq,
+                           b * seq + tb[sgi], tc[sgi], Hx, d);
+                r0 += tc[sgi];
+            }
+        }
+    }
+    /* phases: fwd in, attn, wait, out; bwd in, attn, wait, out */
+    double *tm = calloc((size_t)repeat * 8, sizeof *tm), att[2] = {0, 0};
+    for (int64_t it = -1; it < repeat && !rc; it++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        uly_sp_reset_volume(S);
+        rc = uly_sp_fwd(S, x[0], x[1], x[2], res[0]);
+        if (!rc && backward)
+            rc = uly_sp_bwd(S, x[3], res[1], res[2], res[3]);
+        uly_sp_times t;
+        uly_sp_times_get(S, &t);
+        double loc[8] = {t.fwd_in, t.fwd_attn, t.fwd_wait, t.fwd_out, t.bwd_in, t.bwd_attn, t.bwd_wait, t.bwd_out}, mx[8];
+        MPI_Allreduce(loc, mx, 8, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        if (it >= 0) {
+            for (int c = 0; c < 8; c++)
+                tm[(size_t)c * (size_t)repeat + (size_t)it] = mx[c];
+            att[0] += t.fwd_attn;
+            att[1] += t.bwd_attn;
+        }
+    }
+    if (rc) {
+        if (rank == 0 || rc != ULY_EPEER)
+            fprintf(stderr, "ulysses bench methods: %s\n", uly_last_error());
+        uly_sp_free(S);
+        free(off);
+        return exit_status_of(rc);
+    }
+    /* bytes of the last repetition vs the plan, every rank */
+    uly_volume got, want;
+    uly_sp_volume(S, &got);
+    uly_plan_method_volume(&a, &plan, rank, &want);
+    if (!backward) /* the plan counts forward + backward */
+        for (int w = 0; w < ULY_VOL_COUNT; w++)
+            if (w == ULY_A2A_DO || w == ULY_A2A_DQ || w == ULY_A2A_DK || w == ULY_A2A_DV || w == ULY_RING_BK ||
+                w == ULY_RING_BV || w == ULY_RING_DK || w == ULY_RING_DV || w == ULY_RS_DK || w == ULY_RS_DV)
+                want.sent[w] = want.recv[w] = 0;
+    int bytes_ok = memcmp(&got, &want, sizeof got) == 0, all_ok;
+    MPI_Allreduce(&bytes_ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    uint64_t sums[2][ULY_VOL_COUNT], gsum[2][ULY_VOL_COUNT];
+    for (int w = 0; w < ULY_VOL_COUNT; w++) {
+        sums[0][w] = got.sent[w];
+        sums[1][w] = want.sent[w];
+    }
+    MPI_Reduce(sums, gsum, 2 * ULY_VOL_COUNT, MPI_UINT64_T, MPI_MAX, 0, MPI_COMM_WORLD);
+    /* causal work per rank from the plan: this method and the two ring layouts */
+    double work[3] = {0, 0, 0};
+    uly_sp_plan alt[2];
+    uly_sp_plan_init(&alt[0], ULY_METHOD_RING, P, 0, 0);
+    uly_sp_plan_init(&alt[1], ULY_METHOD_ZIGZAG, P, 0, 0);
+    int64_t hb, hc;
+    uly_plan_heads(&plan, heads, rank, &hb, &hc);
+    for (int t = 0; t < uly_plan_steps(&plan); t++)
+        work[0] += uly_plan_step_pairs(&a, &plan, rank, t) * (double)hc;
+    for (int k = 0; k < 2; k++)
+        for (int t = 0; t < P; t++)
+            work[1 + k] += uly_plan_step_pairs(&a, &alt[k], rank, t);
+    double wmax[3], wsum[3], amax[2], asum[2];
+    MPI_Allreduce(work, wmax, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(work, wsum, 3, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(att, amax, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(att, asum, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    /* --check: every rank compares its rows with the fp64 reference (and with
+     * the single-process blocked kernel, bitwise) */
+    double err[4][2] = {{0}}, gerr[4][2];
+    int bitwise = 1, gbit = 1;
+    if (check) {
+        const size_t NQ = (size_t)(batch * seq * heads * d), NK = (size_t)(batch * seq * kv * d);
+        double *full[4], *ref[4];
+        for (int i = 0; i < 4; i++) {
+            size_t cnt = i == 1 || i == 2 ? NK : NQ;
+            full[i] = malloc(cnt * sizeof(double));
+            ref[i] = malloc((i >= 2 ? NK : NQ) * sizeof(double));
+            for (size_t e = 0; e < cnt; e++)
+                full[i][e] = input_value((uint64_t)seed, i, e);
+            if (a.dtype == ULY_F32)
+                for (size_t e = 0; e < cnt; e++)
+                    full[i][e] = (double)(float)full[i][e];
+        }
+        uly_attn_desc a64 = a;
+        a64.dtype = ULY_F64;
+        uly_ref_fwd(&a64, full[0], full[1], full[2], ref[0], NULL);
+        if (backward)
+            uly_ref_bwd(&a64, full[0], full[1], full[2], full[3], ref[1], ref[2], ref[3]);
+        /* the single-process blocked kernel in the run's dtype */
+        void *one[5], *in1[4];
+        for (int i = 0; i < 4; i++) {
+            size_t cnt = i == 1 || i == 2 ? NK : NQ;
+            in1[i] = malloc(cnt * es);
+            one[i] = malloc((i >= 2 ? NK : NQ) * es);
+            for (size_t e = 0; e < cnt; e++) {
+                if (a.dtype == ULY_F32)
+                    ((float *)in1[i])[e] = (float)full[i][e];
+                else
+                    ((double *)in1[i])[e] = full[i][e];
+            }
+        }
+        one[4] = malloc((size_t)(batch * heads * seq) * es);
+        uly_kernel_opts ko;
+        memset(&ko, 0, sizeof ko);
+        ko.threads = (int)threads;
+        uly_attn_fwd(&a, &ko, in1[0], in1[1], in1[2], one[0], one[4]);
+        if (backward)
+            uly_attn_bwd(&a, &ko, in1[0], in1[1], in1[2], one[0], one[4], in1[3], one[1], one[2], one[3]);
+        for (int i = 0; i < (backward ? 4 : 1); i++) {
+            const int64_t Hx = i >= 2 ? kv : heads;
+            const size_t cnt = (size_t)(batch * n * Hx * d);
+            double *mref = malloc(cnt * sizeof(double) + 8);
+            take_rows(ref[i], mref, batch, seq, Hx * d, ns, tb, tc);
+            char *m1 = malloc(cnt * es + 8);
+            for (int64_t b = 0; b < batch; b++) { /* the same rows of the one-process result */
+                int64_t r0 = 0;
+                for (int sgi = 0; sgi < ns; sgi++) {
+                    memcpy(m1 + (size_t)((b * n + r0) * Hx * d) * es,
+                           (char *)one[i] + (size_t)((b * seq + tb[sgi]) * Hx * d) * es, (size_t)(tc[sgi] * Hx * d) * es);
+                    r0 += tc[sgi];
+                }
+            }
+            bitwise &= memcmp(m1, res[i], cnt * es) == 0;
+            for (size_t e = 0; e < cnt; e++) {
+                double g = a.dtype == ULY_F32 ? ((float *)res[i])[e] : ((double *)res[i])[e];
+                double ae = fabs(g - mref[e]), re = ae / (fabs(mref[e]) > 1e-3 ? fabs(mref[e]) : 1e-3);
+                if (!(ae <= err[i][0]))
+                    err[i][0] = ae;
+                if (!(re <= err[i][1]))
+                    err[i][1] = re;
+            }
+            free(mref);
+            free(m1);
+        }
+        for (int i = 0; i < 4; i++) {
+            free(full[i]); free(ref[i]); free(in1[i]); free(one[i]);
+        }
+        free(one[4]);
+    }
+    MPI_Reduce(err, gerr, 8, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Allreduce(&bitwise, &gbit, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (rank == 0) {
+        stats st[8];
+        for (int c = 0; c < 8; c++)
+            st[c] = stats_of(tm + (size_t)c * (size_t)repeat, (size_t)repeat);
+        static const char *const ph[4] = {"comm in", "attention", "ring wait", "comm out"};
+        const double imb = wmax[0] / (wsum[0] / P), imb_ring = wmax[1] / (wsum[1] / P),
+                     imb_zz = wmax[2] / (wsum[2] / P);
+        if (json) {
+            printf("{\"bench\": \"methods\", \"method\": \"%s\", \"ranks\": %d, \"ulysses_degree\": %d, \"ring_degree\": %d, "
+                   "\"placement\": \"%s\", \"batch\": %lld, \"seq\": %lld, \"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, "
+                   "\"causal\": %d, \"window\": %lld, \"docs\": %lld, \"bf16_partials\": %d",
+                   uly_method_name(method), P, plan.U, plan.R, uly_placement_name(plan.placement), (long long)batch,
+                   (long long)seq, (long long)heads, (long long)kv, (long long)d, causal, (long long)window,
+                   (long long)docs, bf16);
+            static const char *const key[8] = {"fwd_in", "fwd_attn", "fwd_wait", "fwd_out", "bwd_in", "bwd_attn",
+                                               "bwd_wait", "bwd_out"};
+            for (int c = 0; c < (backward ? 8 : 4); c++)
+                printf(", \"%s_ms\": %.4f", key[c], 1e3 * st[c].median);
+            printf(", \"work_imbalance\": %.4f, \"ring_work_imbalance\": %.4f, \"zigzag_work_imbalance\": %.4f", imb,
+                   imb_ring, imb_zz);
+            printf(", \"bytes_match_plan\": %s", all_ok ? "true" : "false");
+            for (int w = 0; w < ULY_VOL_COUNT; w++)
+                if (gsum[1][w] || gsum[0][w])
+                    printf(", \"%s_bytes_max_rank\": %llu", uly_vol_name(w), (unsigned long long)gsum[0][w]);
+            if (check) {
+                static const char *const rn[4] = {"o", "dq", "dk", "dv"};
+                for (int i = 0; i < (backward ? 4 : 1); i++)
+                    printf(", \"%s_max_abs_err\": %.3g, \"%s_max_rel_err\": %.3g", rn[i], gerr[i][0], rn[i], gerr[i][1]);
+                printf(", \"bitwise_one_process\": %s", gbit ? "true" : "false");
+            }
+            printf("}\n");
+        } else {
+            printf("bench methods: %s on %d ranks (U=%d x R=%d%s%s), B=%lld N=%lld H=%lld Hkv=%lld d=%lld%s%s",
+                   uly_method_name(method), P, plan.U, plan.R, plan.U > 1 && plan.R > 1 ? ", " : "",
+                   plan.U > 1 && plan.R > 1 ? uly_placement_name(plan.placement) : "", (long long)batch, (long long)seq,
+                   (long long)heads, (long long)kv, (long long)d, causal ? " causal" : "", window ? " window" : "");
+            if (docs)
+                printf(" %lld documents", (long long)docs);
+            printf(", %s%s, %lld repetitions (medians of the slowest rank per phase)\n", dtype ? "f64" : "f32",
+                   bf16 ? ", bf16 partials" : "", (long long)repeat);
+            printf("%-10s %10s %10s\n", "phase", "fwd ms", backward ? "bwd ms" : "");
+            for (int c = 0; c < 4; c++) {
+                printf("%-10s %10.3f", ph[c], 1e3 * st[c].median);
+                if (backward)
+                    printf(" %10.3f", 1e3 * st[4 + c].median);
+                printf("\n");
+            }
+            printf("attention time per rank, max/mean: fwd %.3f%s", amax[0] / (asum[0] / P), backward ? "" : "\n");
+            if (backward)
+                printf(", bwd %.3f\n", amax[1] / (asum[1] / P));
+            printf("causal work per rank (plan), max/mean: %.3f; the ring layouts: contiguous %.3f, zigzag %.3f\n", imb,
+                   imb_ring, imb_zz);
+            printf("bytes (largest rank)  %-8s %14s %14s\n", "call", "measured", "plan");
+            for (int w = 0; w < ULY_VOL_COUNT; w++)
+                if (gsum[1][w] || gsum[0][w])
+                    printf("%21s %-8s %14llu %14llu\n", "", uly_vol_name(w), (unsigned long long)gsum[0][w],
+                           (unsigned long long)gsum[1][w]);
+            printf("measured bytes == plan on every rank and call: %s\n", all_ok ? "yes" : "NO");
+            if (check) {
+                static const char *const rn[4] = {"O", "dQ", "dK", "dV"};
+                printf("vs fp64 reference, max |err| (max rel, |ref| >= 1e-3):");
+                for (int i = 0; i < (backward ? 4 : 1); i++)
+                    printf(" %s %.3g (%.3g)", rn[i], gerr[i][0], gerr[i][1]);
+                printf("\nbitwise equal to one process: %s%s\n", gbit ? "yes" : "no",
+                       gbit || (method != ULY_METHOD_ULYSSES && plan.R > 1) ? "" : "  <-- expected for this method");
+            }
+        }
+        fflush(stdout);
+    }
+    int fail = !all_ok || (check && method == ULY_METHOD_ULYSSES && !gbit);
+    for (int i = 0; i < 4; i++) {
+        free(x[i]);
+        free(res[i]);
+    }
+    free(tm);
+    uly_sp_free(S);
+    free(off);
+    return fail ? 1 : 0;
+}
+
+static int bench_methods(int argc, char **argv)
+{
+    MPI_Init(NULL, NULL);
+    int rank, P;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &P);
+    int rc = bench_methods_mpi(argc, argv, rank, P);
+    MPI_Finalize();
+    return rc;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         FILE *f = argc < 2 ? stderr : stdout;
-        fprintf(f, "usage: ulysses bench <kernel|memory|a2a> [options]\n"
+        fprintf(f, "usage: ulysses bench <kernel|memory|a2a|methods> [options]\n"
                    "  kernel   attention forward and fwd+bwd GFLOP/s next to sgemm GFLOP/s (same run)\n"
                    "  memory   peak resident size of an attention run next to its tensor bytes\n"
                    "  a2a      Ulysses all-to-all next to raw MPI_Alltoall, ring hop next to MPI_Sendrecv (mpirun)\n"
+                   "  methods  one method (--method ulysses|ring|zigzag|allgather|usp): time per phase, bytes vs plan,\n"
+                   "           causal imbalance, --check errors vs fp64 (run under mpirun)\n"
                    "Each takes --json and --help.\n");
         return argc < 2 ? ULY_EXIT_BADINPUT : 0;
     }
@@ -632,6 +1040,8 @@ int cmd_bench(int argc, char **argv)
         return bench_memory(argc - 1, argv + 1);
     if (strcmp(argv[1], "a2a") == 0)
         return bench_a2a(argc - 1, argv + 1);
-    fprintf(stderr, "ulysses bench: unknown benchmark '%s' (kernel, memory or a2a)\n", argv[1]);
+    if (strcmp(argv[1], "methods") == 0)
+        return bench_methods(argc - 1, argv + 1);
+    fprintf(stderr, "ulysses bench: unknown benchmark '%s' (kernel, memory, a2a or methods)\n", argv[1]);
     return ULY_EXIT_BADINPUT;
 }
