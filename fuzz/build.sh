@@ -19,7 +19,7 @@ jansson_cflags=$(pkg-config --cflags jansson 2>/dev/null || true)
 jansson_libs=$(pkg-config --libs jansson 2>/dev/null || echo -ljansson)
 
 # libusim and the plan layer it uses (for sim_json and args).
-usim="$(for f in "$top"/sim/*.c; do printf '%s ' "$f"; done)$(for f in "$top"/src/plan*.c; do printf '%s ' "$f"; done)$top/src/error.c"
+usim="$(for f in "$top"/sim/*.c; do printf '%s ' "$f"; done)$(for f in "$top"/src/plan*.c; do printf '%s ' "$f"; done)$top/src/error.c $top/src/base/base.c"
 
 mode=fuzzer
 case "${1:-}" in
@@ -31,10 +31,10 @@ esac
 for h in "$@"; do
     case $h in
     npy)
-        src="$top/src/npy.c $top/src/error.c $here/fuzz_npy.c"
+        src="$top/src/npy.c $top/src/error.c $top/src/base/base.c $here/fuzz_npy.c"
         extra='' libs='' ;;
     sim_json)
-        src="$top/sim/error.c $top/sim/jsonutil.c $top/sim/describe.c $here/fuzz_sim_json.c"
+        src="$top/sim/error.c $top/sim/jsonutil.c $top/sim/describe.c $top/src/base/base.c $here/fuzz_sim_json.c"
         extra="-I$top/sim $jansson_cflags" libs="$jansson_libs -lm" ;;
     args)
         src="$top/src/cli/args.c $top/sim/cli/opts.c $usim $here/fuzz_args.c"

@@ -49,6 +49,13 @@ const char *uly_strerror(int status);
 /* The detailed message of the last failure in this thread ("" if none). */
 const char *uly_last_error(void);
 
+/* Allocation through the library's hooks: what the library itself uses, so
+ * that its fault injection (a test makes the k-th allocation fail) covers
+ * drivers and local-attention plug-ins too.  Free with uly_free. */
+void *uly_malloc(size_t n);
+void *uly_calloc(size_t n, size_t size);
+void uly_free(void *p);
+
 /* ------------------------------------------------------------ description */
 
 typedef enum uly_dtype { ULY_F32 = 0, ULY_F64 = 1 } uly_dtype;
@@ -338,8 +345,19 @@ typedef struct uly_npy {
 
 /* Parse a complete .npy image held in memory (never reads past len). */
 int uly_npy_parse(const void *buf, size_t len, uly_npy *out);
-/* Read a .npy file. */
+/* Read a whole .npy file (the streaming reader below, all elements). */
 int uly_npy_read(const char *path, uly_npy *out);
+/* Streaming read of a .npy file.  open checks that path is a regular file
+ * (directories, FIFOs, devices and sockets are refused, ULY_EFORMAT, naming
+ * the type), reads and checks the preamble and header and compares the data
+ * size the header declares with the file's size, all before reading or
+ * allocating anything of the data's size.  *header gets dtype, ndim, shape
+ * and count (data NULL).  read copies elements [first, first + count) into
+ * dst (host byte order).  A file that shrinks meanwhile gives ULY_EFORMAT. */
+typedef struct uly_npy_reader uly_npy_reader;
+int uly_npy_reader_open(const char *path, uly_npy *header, uly_npy_reader **r);
+int uly_npy_reader_read(uly_npy_reader *r, size_t first, size_t count, void *dst);
+void uly_npy_reader_close(uly_npy_reader *r);
 /* Write a .npy file (format 1.0, C order, little-endian). */
 int uly_npy_write(const char *path, uly_dtype dtype, int ndim,
                   const int64_t *shape, const void *data);

@@ -1,6 +1,6 @@
 /*
- * error.c -- status strings, the per-thread last-error message, checked size
- * arithmetic and the allocation hooks used by every allocating library call.
+ * error.c -- status strings of libulysses, and its names for the base
+ * library's last-error message and allocation hooks (src/base/base.h).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,8 +22,6 @@ static const char *const status_text[ULY_NSTATUS] = {
     [ULY_EPEER] = "another rank failed",
 };
 
-static _Thread_local char last_error[1024];
-
 const char *uly_strerror(int status)
 {
     if (status < 0 || status >= ULY_NSTATUS)
@@ -31,83 +29,57 @@ const char *uly_strerror(int status)
     return status_text[status];
 }
 
+/* The message, the allocation hooks and the checked arithmetic are the base
+ * library's (src/base), shared with the simulator. */
+
 const char *uly_last_error(void)
 {
-    return last_error;
+    return uly_base_last_error();
 }
 
 void uly_clear_error(void)
 {
-    last_error[0] = '\0';
+    uly_base_clear_error();
 }
 
 int uly_set_error(int status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    uly_base_vset_error(status, fmt, ap);
     va_end(ap);
     return status;
 }
 
-int uly_mul_sizes(size_t *out, int n, const int64_t *v)
-{
-    size_t p = 1;
-    for (int i = 0; i < n; i++) {
-        if (v[i] < 0 || (uint64_t)v[i] > SIZE_MAX)
-            return 1;
-        if (uly_mul_size(p, (size_t)v[i], &p))
-            return 1;
-    }
-    *out = p;
-    return 0;
-}
-
 /* ------------------------------------------------------- allocation hooks */
 
-/* Fault injection for tests: when fail_at > 0, the fail_at-th allocation
- * from now fails (counting from 1).  Not thread-safe by design: tests use it
- * on one thread.  Exported with the uly_ prefix but not in the public header. */
-static long alloc_count;
-static long fail_at;
-
+/* Fault injection for tests: when k > 0, the k-th allocation from now fails
+ * (counting from 1).  Exported with the uly_ prefix but not in the public
+ * header. */
 void uly_test_fail_alloc_at(long k);
 long uly_test_alloc_count(void);
 
 void uly_test_fail_alloc_at(long k)
 {
-    fail_at = k;
-    alloc_count = 0;
+    uly_base_fail_alloc_at(k);
 }
 
 long uly_test_alloc_count(void)
 {
-    return alloc_count;
-}
-
-static int should_fail(void)
-{
-    long k = ++alloc_count;
-    return fail_at > 0 && k == fail_at;
+    return uly_base_alloc_count();
 }
 
 void *uly_malloc(size_t n)
 {
-    if (should_fail())
-        return NULL;
-    return malloc(n ? n : 1);
+    return uly_base_malloc(n);
 }
 
 void *uly_calloc(size_t n, size_t size)
 {
-    if (should_fail())
-        return NULL;
-    if (n == 0 || size == 0)
-        return calloc(1, 1);
-    return calloc(n, size);
+    return uly_base_calloc(n, size);
 }
 
 void uly_free(void *p)
 {
-    free(p);
+    uly_base_free(p);
 }

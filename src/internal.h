@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "ulysses.h"
+#include "base/base.h"
 
 #if defined(__GNUC__)
 #define ULY_PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -24,23 +25,11 @@ ULY_INTERNAL int uly_set_error(int status, const char *fmt, ...) ULY_PRINTF(2, 3
 /* Forget the last message of this thread. */
 ULY_INTERNAL void uly_clear_error(void);
 
-/* Checked size arithmetic: return 0 and set *out, or 1 on overflow. */
-static inline int uly_mul_size(size_t a, size_t b, size_t *out)
-{
-    if (a != 0 && b > SIZE_MAX / a)
-        return 1;
-    *out = a * b;
-    return 0;
-}
+/* Checked size arithmetic (uly_mul_size, uly_mul_sizes): base/base.h. */
 
-/* *out = product of n non-negative int64 values (as size_t); 1 on overflow or negative. */
-ULY_INTERNAL int uly_mul_sizes(size_t *out, int n, const int64_t *v);
-
-/* Allocation hooks: every library allocation goes through these so that a
- * test can make the k-th allocation fail (see uly_test_fail_alloc_at). */
-ULY_INTERNAL void *uly_malloc(size_t n);
-ULY_INTERNAL void *uly_calloc(size_t n, size_t size);
-ULY_INTERNAL void uly_free(void *p);
+/* Allocation hooks (declared in ulysses.h): every library allocation goes
+ * through uly_malloc / uly_calloc so that a test can make the k-th
+ * allocation fail (see uly_test_fail_alloc_at). */
 
 /* A 64-bit FNV-1a hash of the document offsets (0 without documents), so
  * that ranks can agree on their content with one value. */

@@ -1,9 +1,21 @@
 # src/: libulysses (kernels, plan, npy, distributed) and the ulysses driver.
 
+# The base library under both programs (src/base/base.h): exit statuses,
+# the last-error message, allocation hooks, checked arithmetic, K/M/G
+# integers, file reading.  No dependency.  Its JSON half needs jansson and
+# is linked only by the drivers and the simulator.
+noinst_LTLIBRARIES += src/libulybase.la src/libulybase_json.la
+src_libulybase_la_SOURCES = src/base/base.c src/base/base.h
+src_libulybase_la_CFLAGS = $(AM_CFLAGS)
+src_libulybase_json_la_SOURCES = src/base/base_json.c src/base/base_json.h
+src_libulybase_json_la_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
+src_libulybase_json_la_LIBADD = src/libulybase.la $(JANSSON_LIBS)
+
 # The plan layer and error handling: pure C, shared with the simulator.
 noinst_LTLIBRARIES += src/libulyplan.la
 src_libulyplan_la_SOURCES = src/plan.c src/plan_methods.c src/error.c src/internal.h
 src_libulyplan_la_CFLAGS = $(AM_CFLAGS)
+src_libulyplan_la_LIBADD = src/libulybase.la
 
 # Kernels and .npy: no MPI.
 noinst_LTLIBRARIES += src/libulykern.la
@@ -32,11 +44,12 @@ bin_PROGRAMS += ulysses
 ulysses_SOURCES = src/cli/main.c src/cli/cli.h src/cli/args.c src/cli/args.h \
 	src/cli/cmd_explain.c src/cli/explain.h src/cli/explain_draw.c
 if HAVE_MPI
-ulysses_SOURCES += src/cli/cmd_attn.c src/cli/cmd_bench.c src/cli/cmd_calibrate.c src/cli/cmd_train.c \
+ulysses_SOURCES += src/cli/drv.h src/cli/agree.c src/cli/outfile.c src/cli/preflight.c \
+	src/cli/cmd_attn.c src/cli/cmd_bench.c src/cli/cmd_calibrate.c src/cli/cmd_train.c \
 	src/cli/timing.h src/cli/timing.c
-ulysses_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS) $(CAIRO_CFLAGS)
-ulysses_LDADD = src/libulysses.la $(BLAS_LIBS) $(MPI_LIBS) $(CAIRO_LIBS) -lm
-ulysses_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
+ulysses_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS) $(CAIRO_CFLAGS) $(JANSSON_CFLAGS) -pthread
+ulysses_LDADD = src/libulysses.la src/libulybase_json.la $(BLAS_LIBS) $(MPI_LIBS) $(CAIRO_LIBS) $(JANSSON_LIBS) -lm
+ulysses_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS) -pthread
 else
 ulysses_CFLAGS = $(AM_CFLAGS) $(CAIRO_CFLAGS)
 ulysses_LDADD = src/libulyplan.la $(CAIRO_LIBS) -lm

@@ -21,14 +21,27 @@
  * more memory than the file holds), does not recurse and runs in time linear
  * in len.  It is the target of fuzz/fuzz_npy.c.
  *
- * Independent of config.h: only the C standard library and internal.h.
+ * Files are read by streaming (uly_npy_reader_*): the type of the open file
+ * is checked first (a directory, FIFO, device or socket is refused by name,
+ * and opening a FIFO does not wait for a writer), then the 10- or 12-byte
+ * preamble, then the header (at most NPY_MAX_HEADER bytes, and never more
+ * than the file holds), then the data size the shape declares against the
+ * file size -- all before any allocation of the data's size.  The data is
+ * then read in whatever slices the caller asks for.  uly_npy_read is that
+ * reader reading everything.
+ *
+ * Independent of config.h: POSIX I/O, the C standard library and internal.h.
  */
+#define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -38,6 +51,9 @@
 /* numpy leaves room for shape[0] to grow to this many digits (np.save since
  * numpy 1.24); the writer does the same so its files match np.save's. */
 #define NPY_GROWTH_DIGITS 21
+/* The streaming reader refuses larger headers (numpy's own np.load refuses
+ * headers above 10000 bytes unless told otherwise). */
+#define NPY_MAX_HEADER (1 << 20)
 
 /* ------------------------------------------------------------ small helpers */
 
@@ -422,99 +438,89 @@ static int parse_header(cursor *c, uly_dtype *dtype, int *ndim, int64_t *shape)
 
 /* -------------------------------------------------------------- the parser */
 
-/*
- * Parse buf[0 .. len) into out.  src names the file in messages (NULL for a
- * memory image).  owned: NULL, or buf itself allocated with uly_malloc, which
- * this function then consumes: on success it becomes out->data (the data is
- * moved to its front), on failure it is freed.
- */
-static int parse_image(const unsigned char *buf, size_t len, uly_npy *out, const char *src,
-                       unsigned char *owned)
+/* What the preamble and header say. */
+typedef struct npy_head {
+    uly_npy n;            /* dtype, ndim, shape, count; data NULL */
+    size_t es, nbytes;    /* element size, data size declared by the shape */
+    size_t data_off;      /* file offset of the data */
+} npy_head;
+
+/* Preamble: magic, version, header length.  buf holds the first avail bytes
+ * of a file of total bytes (avail >= min(total, 12)).  Sets *pre (preamble
+ * length) and *hlen, checked against total. */
+static int parse_preamble(const unsigned char *buf, size_t avail, size_t total, const char *src, size_t *pre,
+                          size_t *hlen)
 {
-    uly_npy n;
-    int st;
-    memset(&n, 0, sizeof n);
-
-    /* Preamble: magic, version, header length. */
-    size_t mlen = len < NPY_MAGIC_LEN ? len : NPY_MAGIC_LEN;
-    if (memcmp(buf, NPY_MAGIC, mlen) != 0) {
-        st = npy_fail(src, ULY_EFORMAT, "not a .npy file (the magic string \\x93NUMPY is missing)");
-        goto fail;
-    }
-    if (len < NPY_MAGIC_LEN + 2) {
-        st = npy_fail(src, ULY_EFORMAT, "truncated .npy file: %zu bytes, the preamble alone needs 10", len);
-        goto fail;
-    }
+    size_t mlen = avail < NPY_MAGIC_LEN ? avail : NPY_MAGIC_LEN;
+    if (memcmp(buf, NPY_MAGIC, mlen) != 0)
+        return npy_fail(src, ULY_EFORMAT, "not a .npy file (the magic string \\x93NUMPY is missing)");
+    if (total < NPY_MAGIC_LEN + 2)
+        return npy_fail(src, ULY_EFORMAT, "truncated .npy file: %zu bytes, the preamble alone needs 10", total);
     unsigned major = buf[6], minor = buf[7];
-    if (minor != 0 || major < 1 || major > 3) {
-        st = npy_fail(src, ULY_EFORMAT, "unsupported .npy format version %u.%u (1.0, 2.0, 3.0 are supported)",
-                      major, minor);
-        goto fail;
-    }
-    size_t pre = major == 1 ? 10 : 12;
-    if (len < pre) {
-        st = npy_fail(src, ULY_EFORMAT, "truncated .npy file: %zu bytes, the version %u.0 preamble needs %zu",
-                      len, major, pre);
-        goto fail;
-    }
-    size_t hlen = (size_t)buf[8] | (size_t)buf[9] << 8;
+    if (minor != 0 || major < 1 || major > 3)
+        return npy_fail(src, ULY_EFORMAT, "unsupported .npy format version %u.%u (1.0, 2.0, 3.0 are supported)",
+                        major, minor);
+    *pre = major == 1 ? 10 : 12;
+    if (total < *pre)
+        return npy_fail(src, ULY_EFORMAT, "truncated .npy file: %zu bytes, the version %u.0 preamble needs %zu",
+                        total, major, *pre);
+    *hlen = (size_t)buf[8] | (size_t)buf[9] << 8;
     if (major > 1)
-        hlen |= (size_t)buf[10] << 16 | (size_t)buf[11] << 24;
-    if (hlen > len - pre) {
-        st = npy_fail(src, ULY_EFORMAT, "truncated .npy header: it declares %zu bytes, only %zu follow the preamble",
-                      hlen, len - pre);
-        goto fail;
-    }
-    size_t data_off = pre + hlen;
-
-    /* Header. */
-    cursor c = { buf + pre, buf + pre, buf + data_off, pre, src };
-    if ((st = parse_header(&c, &n.dtype, &n.ndim, n.shape)))
-        goto fail;
-
-    size_t es = elem_size(n.dtype), nbytes;
-    char shp[ULY_NPY_MAXDIM * 22 + 4];
-    shape_text(shp, sizeof shp, n.ndim, n.shape);
-    if (shape_size(n.ndim, n.shape, es, &n.count, &nbytes)) {
-        st = npy_fail(src, ULY_EOVERFLOW, "shape %s of '%s' is too large: its size in bytes overflows size_t",
-                      shp, dtype_descr(n.dtype));
-        goto fail;
-    }
-
-    /* Data: exactly nbytes must follow the header. */
-    size_t avail = len - data_off;
-    if (avail < nbytes) {
-        st = npy_fail(src, ULY_EFORMAT, "truncated .npy data: shape %s of '%s' needs %zu bytes, the file has %zu",
-                      shp, dtype_descr(n.dtype), nbytes, avail);
-        goto fail;
-    }
-    if (avail > nbytes) {
-        st = npy_fail(src, ULY_EFORMAT, "%zu extra bytes after the .npy data (shape %s of '%s' needs %zu bytes)",
-                      avail - nbytes, shp, dtype_descr(n.dtype), nbytes);
-        goto fail;
-    }
-
-    if (owned) {
-        memmove(owned, owned + data_off, nbytes);
-        n.data = owned;
-        owned = NULL;
-    } else {
-        n.data = uly_malloc(nbytes);
-        if (!n.data) {
-            st = npy_fail(src, ULY_ENOMEM, "out of memory: cannot allocate %zu bytes for the .npy data", nbytes);
-            goto fail;
-        }
-        if (nbytes)
-            memcpy(n.data, buf + data_off, nbytes);
-    }
-    if (!host_is_little_endian())
-        swap_bytes(n.data, n.count, es);
-    *out = n;
+        *hlen |= (size_t)buf[10] << 16 | (size_t)buf[11] << 24;
+    if (*hlen > total - *pre)
+        return npy_fail(src, ULY_EFORMAT, "truncated .npy header: it declares %zu bytes, only %zu follow the preamble",
+                        *hlen, total - *pre);
     return ULY_OK;
+}
 
-fail:
-    uly_free(owned);
-    return st;
+/* Header text [hdr, hdr + hlen) at file offset pre, then the data size
+ * against the total bytes of the file. */
+static int parse_head(const unsigned char *hdr, size_t pre, size_t hlen, size_t total, const char *src,
+                      npy_head *h)
+{
+    int st;
+    memset(h, 0, sizeof *h);
+    h->data_off = pre + hlen;
+    cursor c = { hdr, hdr, hdr + hlen, pre, src };
+    if ((st = parse_header(&c, &h->n.dtype, &h->n.ndim, h->n.shape)))
+        return st;
+    h->es = elem_size(h->n.dtype);
+    char shp[ULY_NPY_MAXDIM * 22 + 4];
+    shape_text(shp, sizeof shp, h->n.ndim, h->n.shape);
+    if (shape_size(h->n.ndim, h->n.shape, h->es, &h->n.count, &h->nbytes))
+        return npy_fail(src, ULY_EOVERFLOW, "shape %s of '%s' is too large: its size in bytes overflows size_t",
+                        shp, dtype_descr(h->n.dtype));
+    /* Data: exactly nbytes must follow the header. */
+    size_t avail = total - h->data_off;
+    if (avail < h->nbytes)
+        return npy_fail(src, ULY_EFORMAT, "truncated .npy data: shape %s of '%s' needs %zu bytes, the file has %zu",
+                        shp, dtype_descr(h->n.dtype), h->nbytes, avail);
+    if (avail > h->nbytes)
+        return npy_fail(src, ULY_EFORMAT, "%zu extra bytes after the .npy data (shape %s of '%s' needs %zu bytes)",
+                        avail - h->nbytes, shp, dtype_descr(h->n.dtype), h->nbytes);
+    return ULY_OK;
+}
+
+/* Parse buf[0 .. len) into out (src names the file in messages, NULL for a
+ * memory image). */
+static int parse_image(const unsigned char *buf, size_t len, uly_npy *out, const char *src)
+{
+    size_t pre, hlen;
+    npy_head h;
+    int st = parse_preamble(buf, len, len, src, &pre, &hlen);
+    if (!st)
+        st = parse_head(buf + pre, pre, hlen, len, src, &h);
+    if (st)
+        return st;
+    h.n.data = uly_malloc(h.nbytes);
+    if (!h.n.data)
+        return npy_fail(src, ULY_ENOMEM, "out of memory: cannot allocate %zu bytes for the .npy data", h.nbytes);
+    if (h.nbytes)
+        memcpy(h.n.data, buf + h.data_off, h.nbytes);
+    if (!host_is_little_endian())
+        swap_bytes(h.n.data, h.n.count, h.es);
+    *out = h.n;
+    return ULY_OK;
 }
 
 /* -------------------------------------------------------------- public API */
@@ -527,62 +533,140 @@ int uly_npy_parse(const void *buf, size_t len, uly_npy *out)
     if (!buf && len > 0)
         return uly_set_error(ULY_EINVAL, "uly_npy_parse: buf is NULL but len is %zu", len);
     static const unsigned char empty[1];
-    return parse_image(buf ? buf : empty, len, out, NULL, NULL);
+    return parse_image(buf ? buf : empty, len, out, NULL);
 }
 
-/* The whole content of f into a uly_malloc'ed buffer. */
-static int read_all(FILE *f, const char *path, unsigned char **out, size_t *out_len)
-{
-    /* A first small read: it fails at once on a directory, and a small file
-     * is complete after it. */
-    unsigned char first[4096];
-    size_t len = fread(first, 1, sizeof first, f);
-    if (ferror(f))
-        return npy_fail(path, ULY_EIO, "read error: %s", strerror(errno));
-    int done = feof(f);
+/* ------------------------------------------------------- streaming reader */
 
-    /* Size hint from the position of the end; the loop below also copes
-     * when it is wrong (a growing file) or unavailable (a pipe). */
-    size_t cap = len + 1;
-    if (!done) {
-        cap = (size_t)1 << 16;
-        if (fseek(f, 0, SEEK_END) == 0) {
-            long end = ftell(f);
-            if (end > (long)len && (unsigned long)end < SIZE_MAX)
-                cap = (size_t)end + 1;
-            if (fseek(f, (long)len, SEEK_SET) != 0)
-                return npy_fail(path, ULY_EIO, "cannot seek: %s", strerror(errno));
+struct uly_npy_reader {
+    int fd;
+    char *path;
+    npy_head h;
+};
+
+/* Exactly n bytes at offset off (retrying short reads and EINTR): 0, or -1
+ * with errno set, or 1 when the file ends first (*got: bytes read). */
+static int read_at(int fd, void *dst, size_t n, size_t off, size_t *got)
+{
+    *got = 0;
+    while (*got < n) {
+        size_t want = n - *got;
+        if (want > ((size_t)1 << 30))
+            want = (size_t)1 << 30;
+        ssize_t k = pread(fd, (char *)dst + *got, want, (off_t)(off + *got));
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
         }
+        if (k == 0)
+            return 1;
+        *got += (size_t)k;
     }
-    unsigned char *buf = uly_malloc(cap);
-    if (!buf)
-        return npy_fail(path, ULY_ENOMEM, "out of memory: cannot allocate %zu bytes to read the file", cap);
-    memcpy(buf, first, len);
-    while (!done) {
-        if (len == cap) {
-            size_t ncap = cap <= SIZE_MAX / 2 ? cap * 2 : SIZE_MAX;
-            unsigned char *nb = ncap > cap ? uly_malloc(ncap) : NULL;
-            if (!nb) {
-                uly_free(buf);
-                return npy_fail(path, ULY_ENOMEM,
-                                "out of memory: cannot allocate %zu bytes to read the file", ncap);
-            }
-            memcpy(nb, buf, len);
-            uly_free(buf);
-            buf = nb;
-            cap = ncap;
-        }
-        len += fread(buf + len, 1, cap - len, f);
-        if (ferror(f)) {
-            int e = errno;
-            uly_free(buf);
-            return npy_fail(path, ULY_EIO, "read error: %s", strerror(e));
-        }
-        done = feof(f);
+    return 0;
+}
+
+int uly_npy_reader_open(const char *path, uly_npy *header, uly_npy_reader **out)
+{
+    if (!out || !header || !path)
+        return uly_set_error(ULY_EINVAL, "uly_npy_reader_open: NULL argument");
+    *out = NULL;
+    memset(header, 0, sizeof *header);
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; the type is
+     * checked on the descriptor itself, so nothing can swap the file. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
+        return npy_fail(path, ULY_EIO, "cannot open for reading: %s", strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return npy_fail(path, ULY_EIO, "cannot stat: %s", strerror(e));
     }
-    *out = buf;
-    *out_len = len;
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return npy_fail(path, ULY_EFORMAT, "is %s, not a .npy file", uly_file_kind(st.st_mode));
+    }
+    if ((uintmax_t)st.st_size > SIZE_MAX / 2) {
+        close(fd);
+        return npy_fail(path, ULY_EOVERFLOW, "file of %jd bytes is too large for this machine", (intmax_t)st.st_size);
+    }
+    uly_npy_reader *r = uly_calloc(1, sizeof *r);
+    size_t plen = strlen(path) + 1;
+    char *pcopy = r ? uly_malloc(plen) : NULL;
+    if (!pcopy) {
+        close(fd);
+        uly_free(r);
+        return npy_fail(path, ULY_ENOMEM, "out of memory opening the file");
+    }
+    memcpy(pcopy, path, plen);
+    r->fd = fd;
+    r->path = pcopy;
+    const size_t total = (size_t)st.st_size;
+    /* The preamble: at most 12 bytes, read before anything is allocated. */
+    unsigned char pre_buf[12];
+    size_t want = total < sizeof pre_buf ? total : sizeof pre_buf, got;
+    int k = read_at(fd, pre_buf, want, 0, &got);
+    int rc = k < 0 ? npy_fail(path, ULY_EIO, "read error: %s", strerror(errno))
+           : k > 0 ? npy_fail(path, ULY_EFORMAT, "the file shrank while it was read") : ULY_OK;
+    size_t pre = 0, hlen = 0;
+    if (!rc)
+        rc = parse_preamble(pre_buf, got, total, path, &pre, &hlen);
+    if (!rc && hlen > NPY_MAX_HEADER)
+        rc = npy_fail(path, ULY_EFORMAT, "the .npy header declares %zu bytes; headers larger than %d bytes are refused",
+                      hlen, NPY_MAX_HEADER);
+    unsigned char *hdr = NULL;
+    if (!rc) {
+        hdr = uly_malloc(hlen ? hlen : 1);
+        if (!hdr)
+            rc = npy_fail(path, ULY_ENOMEM, "out of memory: cannot allocate %zu bytes for the header", hlen);
+    }
+    if (!rc) {
+        k = read_at(fd, hdr, hlen, pre, &got);
+        if (k)
+            rc = k < 0 ? npy_fail(path, ULY_EIO, "read error in the header: %s", strerror(errno))
+                       : npy_fail(path, ULY_EFORMAT, "the file shrank while it was read");
+    }
+    if (!rc)
+        rc = parse_head(hdr, pre, hlen, total, path, &r->h);
+    uly_free(hdr);
+    if (rc) {
+        uly_npy_reader_close(r);
+        return rc;
+    }
+    *header = r->h.n;
+    *out = r;
     return ULY_OK;
+}
+
+int uly_npy_reader_read(uly_npy_reader *r, size_t first, size_t count, void *dst)
+{
+    if (!r || (!dst && count))
+        return uly_set_error(ULY_EINVAL, "uly_npy_reader_read: NULL argument");
+    if (first > r->h.n.count || count > r->h.n.count - first)
+        return npy_fail(r->path, ULY_EINVAL, "elements [%zu, %zu + %zu) are outside the %zu of the array", first,
+                        first, count, r->h.n.count);
+    if (count == 0)
+        return ULY_OK;
+    size_t off = r->h.data_off + first * r->h.es, bytes = count * r->h.es, got;
+    int k = read_at(r->fd, dst, bytes, off, &got);
+    if (k < 0)
+        return npy_fail(r->path, ULY_EIO, "read error at byte %zu: %s", off + got, strerror(errno));
+    if (k > 0)
+        return npy_fail(r->path, ULY_EFORMAT, "the file shrank while it was read (it ends at byte %zu)", off + got);
+    if (!host_is_little_endian())
+        swap_bytes(dst, count, r->h.es);
+    return ULY_OK;
+}
+
+void uly_npy_reader_close(uly_npy_reader *r)
+{
+    if (!r)
+        return;
+    if (r->fd >= 0)
+        close(r->fd); /* read-only: a close error loses nothing */
+    uly_free(r->path);
+    uly_free(r);
 }
 
 int uly_npy_read(const char *path, uly_npy *out)
@@ -592,18 +676,24 @@ int uly_npy_read(const char *path, uly_npy *out)
     memset(out, 0, sizeof *out);
     if (!path)
         return uly_set_error(ULY_EINVAL, "uly_npy_read: path is NULL");
-
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return npy_fail(path, ULY_EIO, "cannot open for reading: %s", strerror(errno));
-
-    unsigned char *buf;
-    size_t len;
-    int st = read_all(f, path, &buf, &len);
-    fclose(f);  /* read-only: a close error loses nothing */
+    uly_npy_reader *r;
+    uly_npy h;
+    int st = uly_npy_reader_open(path, &h, &r);
     if (st)
         return st;
-    return parse_image(buf, len, out, path, buf);
+    size_t nbytes = h.count * elem_size(h.dtype);
+    h.data = uly_malloc(nbytes ? nbytes : 1);
+    if (!h.data)
+        st = npy_fail(path, ULY_ENOMEM, "out of memory: cannot allocate %zu bytes for the .npy data", nbytes);
+    if (!st)
+        st = uly_npy_reader_read(r, 0, h.count, h.data);
+    uly_npy_reader_close(r);
+    if (st) {
+        uly_free(h.data);
+        return st;
+    }
+    *out = h;
+    return ULY_OK;
 }
 
 int uly_npy_write(const char *path, uly_dtype dtype, int ndim, const int64_t *shape, const void *data)

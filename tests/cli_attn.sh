@@ -92,9 +92,26 @@ expect 2 "must be one of auto, pack, datatype" -- "$U" attn --a2a fast
 expect 0 "\"dtype\": \"f64\"" -- "$U" attn --q "$W/q64.npy" --k "$W/k.npy" --v "$W/v.npy" --json --repeat 1
 
 # ranks called with different configurations: every rank stops, exit 2
-expect 2 "ranks disagree on sequence length" -- "$MPIRUN" --oversubscribe -np 1 "$U" attn --seq 100 : -np 1 "$U" attn --seq 101
-expect 2 "ranks disagree on causal" -- "$MPIRUN" --oversubscribe -np 1 "$U" attn --seq 100 --causal : -np 2 "$U" attn --seq 100
-expect 2 "ranks disagree on dtype" -- "$MPIRUN" --oversubscribe -np 1 "$U" attn --dtype f64 : -np 1 "$U" attn
+expect 2 "ranks disagree on --seq: 100 on rank 0; 101 on rank 1" -- "$MPIRUN" --oversubscribe -np 1 "$U" attn --seq 100 : -np 1 "$U" attn --seq 101
+expect 2 "ranks disagree on --causal: given on rank 0; not given on ranks 1-2" -- "$MPIRUN" --oversubscribe -np 1 "$U" attn --seq 100 --causal : -np 2 "$U" attn --seq 100
+expect 2 "ranks disagree on --dtype: f64 on rank 0; not given on rank 1" -- "$MPIRUN" --oversubscribe -np 1 "$U" attn --dtype f64 : -np 1 "$U" attn
+
+# every option that changes control flow, collectives or results is agreed
+# before any other collective: one rank with a different value stops all
+# ranks with exit 2 (under timeout: a hang fails the test)
+M="timeout 60 $MPIRUN --oversubscribe"
+for opt in "--backward" "--repeat 2" "--warmup 0" "--check" "--seed 7" "--window 3" "--heads 4" \
+           "--block-q 16" "--a2a pack" "--json" "--force" "--allow-nonfinite" "--out $W/mm.npy"; do
+    expect 2 "ranks disagree on ${opt%% *}:" -- $M -np 1 "$U" attn --seq 64 : -np 1 "$U" attn --seq 64 $opt
+done
+expect 2 "ranks disagree on --help: given on rank 1, not on rank 0" -- $M -np 1 "$U" attn : -np 1 "$U" attn --help
+expect 2 "unknown option '--frobnicate' (see ulysses attn --help) (on rank 1; 1 of 2 ranks" -- \
+    $M -np 1 "$U" attn : -np 1 "$U" attn --frobnicate
+expect 2 "ranks run different commands" -- $M -np 1 "$U" attn : -np 1 "$U" bench a2a
+expect 2 "ranks disagree on --max: 4194304 on rank 0; 16777216 on rank 1" -- \
+    $M -np 1 "$U" bench a2a --max 4M : -np 1 "$U" bench a2a --max 16M
+expect 0 "usage" -- $M -np 2 "$U" attn --help
+test ! -e "$W/mm.npy" || { echo "FAIL: an output was written by a run that stopped"; fails=$((fails + 1)); }
 
 echo "$cases cases, $fails failed"
 [ "$fails" -eq 0 ]

@@ -2,6 +2,7 @@
  * npytool.c -- test helper: write random .npy tensors and compare two .npy
  * files bit for bit.
  *   npytool write PATH f32|f64 SEED DIM...     uniform [-1, 1) values
+ *   npytool scaled PATH f32|f64 SCALE SEED DIM...  the same times SCALE (e.g. 1e20, 1e300)
  *   npytool nan PATH                           a (1, 4, 1, 2) float32 tensor holding a NaN
  *   npytool cmp A B                            exit 0 if shape, dtype and bits agree
  */
@@ -13,19 +14,27 @@
 
 int main(int argc, char **argv)
 {
-    if (argc >= 5 && strcmp(argv[1], "write") == 0) {
+    int scaled = argc >= 6 && strcmp(argv[1], "scaled") == 0;
+    if ((argc >= 5 && strcmp(argv[1], "write") == 0) || scaled) {
         uly_dtype t = strcmp(argv[3], "f64") == 0 ? ULY_F64 : ULY_F32;
-        uint64_t seed = strtoull(argv[4], NULL, 10);
-        int nd = argc - 5;
+        double scale = scaled ? strtod(argv[4], NULL) : 1.0;
+        uint64_t seed = strtoull(argv[4 + scaled], NULL, 10);
+        int nd = argc - 5 - scaled;
         int64_t shape[ULY_NPY_MAXDIM];
         size_t n = 1;
         for (int i = 0; i < nd; i++) {
-            shape[i] = strtoll(argv[5 + i], NULL, 10);
+            shape[i] = strtoll(argv[5 + scaled + i], NULL, 10);
             n *= (size_t)shape[i];
         }
         double *x = malloc(n * sizeof *x + 8);
         void *y = malloc(n * 8 + 8);
+        if (!x || !y) {
+            fprintf(stderr, "npytool: out of memory\n");
+            return 1;
+        }
         tu_fill(x, n, seed, -1, 1);
+        for (size_t i = 0; i < n; i++)
+            x[i] *= scale;
         tu_convert(x, y, n, t);
         int rc = uly_npy_write(argv[2], t, nd, shape, y);
         if (rc)

@@ -5,32 +5,7 @@
 #include <string.h>
 
 #include "args.h"
-
-int args_int(const char *s, int64_t *out)
-{
-    if (!s || !*s)
-        return 1;
-    errno = 0;
-    char *end;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s)
-        return 1;
-    int64_t mul = 1;
-    if (*end) {
-        switch (*end) {
-        case 'k': case 'K': mul = 1024; break;
-        case 'm': case 'M': mul = 1024 * 1024; break;
-        case 'g': case 'G': mul = 1024 * 1024 * 1024; break;
-        default: return 1;
-        }
-        if (end[1])
-            return 1;
-    }
-    if (v > INT64_MAX / mul || v < INT64_MIN / mul)
-        return 1;
-    *out = (int64_t)v * mul;
-    return 0;
-}
+#include "base/base.h"
 
 static const arg_opt *find(const arg_opt *opts, const char *name, size_t len)
 {
@@ -75,7 +50,7 @@ int args_parse(const char *cmd, int argc, char **argv, const arg_opt *opts, char
         switch (o->kind) {
         case ARG_INT: {
             int64_t v;
-            if (args_int(val, &v)) {
+            if (uly_parse_int(val, &v)) {
                 snprintf(err, errlen, "%s: --%s expects an integer, got '%s'", cmd, o->name, val);
                 return ARGS_ERROR;
             }

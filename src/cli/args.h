@@ -1,7 +1,7 @@
 /*
  * args.h -- a small declarative command-line parser for the drivers.
  * Options are "--name value", "--name=value" or "--flag".  Integers accept
- * a K/M/G suffix (powers of 1024).  Every problem gives a one-line message.
+ * a K/M/G suffix (powers of 1024; uly_parse_int of src/base).  Every problem gives a one-line message.
  */
 #ifndef ULY_CLI_ARGS_H
 #define ULY_CLI_ARGS_H
@@ -29,7 +29,5 @@ enum { ARGS_OK = 0, ARGS_HELP = 1, ARGS_ERROR = 2 };
 int args_parse(const char *cmd, int argc, char **argv, const arg_opt *opts, char *err, size_t errlen);
 /* Print "usage: ..." with every option and its help. */
 void args_usage(FILE *f, const char *cmd, const char *synopsis, const arg_opt *opts);
-/* Parse an integer with an optional K/M/G suffix; 0 on success. */
-int args_int(const char *s, int64_t *out);
 
 #endif

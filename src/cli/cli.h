@@ -1,15 +1,21 @@
 /*
  * cli.h -- the `ulysses` driver: subcommands and what they share.
- * Exit statuses: 0 success, 1 failure at run time (or a --check that found
- * a difference), 2 bad input (options, files, shapes, mismatched ranks).
+ * Exit statuses (ULY_EXIT_* of src/base/base.h, the same on every rank):
+ * 0 success, 1 failure at run time (or a --check that found a difference),
+ * 2 bad input (options, files, shapes, mismatched ranks).
  */
 #ifndef ULY_CLI_H
 #define ULY_CLI_H
 
 #include <stdint.h>
 #include "ulysses.h"
+#include "base/base.h"
 
-enum { EXIT_BADINPUT = 2 };
+enum { EXIT_BADINPUT = ULY_EXIT_BADINPUT };
+
+/* Exit status for a library status: 2 for bad input, 1 otherwise (an I/O
+ * error is 1: the caller says 2 where the path itself is the problem). */
+int exit_status_of(int status);
 
 /* Each returns the process exit status.  argv[0] is the subcommand name. */
 int cmd_attn(int argc, char **argv);
@@ -17,9 +23,6 @@ int cmd_bench(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_explain(int argc, char **argv);   /* no MPI */
-
-/* Exit status for a library status: 2 for bad input, 1 otherwise. */
-int exit_status_of(int status);
 
 /* Deterministic input value of element `index` of tensor `which` (0 q,
  * 1 k, 2 v, 3 dout) for a seed: uniform in [-1, 1), independent of how the

@@ -1,21 +1,36 @@
 /*
  * cmd_attn.c -- `ulysses attn`: attention on P MPI ranks (P = 1 without
  * mpirun).  Inputs are random (seeded, independent of P) or read from .npy
- * files; every rank holds its sequence shard; the Ulysses all-to-alls move
- * them.  Rank 0 prints phase times (min/median/max over ranks and
- * repetitions), bytes per rank measured and expected, GFLOP/s, and with
- * --check the error against the fp64 reference and whether the result is
- * bitwise equal to one process.
+ * files by rank 0 and scattered; every rank holds its sequence shard; the
+ * Ulysses all-to-alls move them.  Rank 0 prints phase times (min/median/max
+ * over ranks and repetitions), bytes per rank measured and expected,
+ * GFLOP/s, and with --check the error against the fp64 reference and
+ * whether the result is bitwise equal to one process.
+ *
+ * The run is a sequence of steps, each returning a status that all ranks
+ * then agree on (drv_sync), so that every rank stops at the same step with
+ * the same exit status:
+ *
+ *   parse -> agree (one exchange of every option that matters) -> BLAS
+ *   warm-up -> resolve (rank 0 reads the .npy headers) -> plan (shapes,
+ *   memory preflight, output files prepared) -> allocate -> create the
+ *   distributed context -> load (rank 0 streams the inputs and scatters the
+ *   shards) -> run -> finite results -> measure -> gather -> check -> write
+ *   -> report -> verdict.
  */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
 #include <mpi.h>
 
 #include "args.h"
+#include "base/base_json.h"
 #include "cli.h"
+#include "drv.h"
 #include "timing.h"
 #include "ulysses_dist.h"
 
@@ -48,11 +63,19 @@ void fill_shard(void *x, uly_dtype t, uint64_t seed, int which, int64_t B, int64
     }
 }
 
+/* ---------------------------------------------------------------- options */
+
+enum { T_Q, T_K, T_V, T_DO, NIN };               /* inputs */
+enum { R_O, R_LSE, R_DQ, R_DK, R_DV, NRES };     /* results */
+enum { W_O, W_DQ, W_DK, W_DV, NOUT };            /* output files */
+static const char *const in_name[NIN] = {"--q", "--k", "--v", "--dout"};
+static const char *const res_name[NRES] = {"O", "LSE", "dQ", "dK", "dV"};
+
 struct attn_cfg {
     int64_t batch, seq, heads, kv_heads, head_dim, window, seed, threads, repeat;
     int64_t block_q, block_k, max_count, warmup;
-    int causal, backward, check, json, allow_nonfinite, dtype, a2a;
-    const char *fq, *fk, *fv, *fout, *fdout, *fdq, *fdk, *fdv;
+    int causal, backward, check, json, allow_nonfinite, force, dtype, a2a;
+    const char *fin[NIN], *fout[NOUT];
     int seen_batch, seen_seq, seen_heads, seen_kv, seen_dim, seen_dtype;
 };
 
@@ -63,162 +86,776 @@ static const char synopsis[] =
     "attn [--batch B] [--seq N] [--heads H] [--kv-heads Hkv] [--head-dim d]\n"
     "            [--causal] [--window W] [--backward] [--check] [--seed S] [--threads T]\n"
     "            [--repeat R] [--warmup W] [--dtype f32|f64] [--q F.npy --k F.npy --v F.npy] [--out F.npy]\n"
-    "            [--dout F.npy --dq F.npy --dk F.npy --dv F.npy] [--json]\n"
-    "Run under 'mpirun -np P' for P ranks; each rank holds a contiguous sequence shard.";
+    "            [--dout F.npy --dq F.npy --dk F.npy --dv F.npy] [--allow-nonfinite] [--force] [--json]\n"
+    "Run under 'mpirun -np P' for P ranks; each rank holds a contiguous sequence shard.\n"
+    "Exit status: 0 success, 1 run-time failure (I/O, memory, MPI, non-finite results, --check failed),\n"
+    "2 bad input (options, files, shapes, not enough memory, ranks started with different options).";
 
-/* Message from the lowest failing rank, printed once; returns the common exit status. */
-static int agree_fail(int rank, int local_exit, const char *msg)
+enum { NOPTS = 32 };
+
+static void attn_options(struct attn_cfg *c, arg_opt *o)
 {
-    int enc = local_exit ? rank : 1 << 30, first;
-    MPI_Allreduce(&enc, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (first == 1 << 30)
+    const arg_opt t[] = {
+        {"batch", ARG_INT, &c->batch, 1, 1 << 20, "B", "batch size (default 1)", NULL, &c->seen_batch},
+        {"seq", ARG_INT, &c->seq, 1, INT64_MAX / 2, "N", "sequence length, K/M/G suffixes allowed (default 1024)", NULL, &c->seen_seq},
+        {"heads", ARG_INT, &c->heads, 1, 1 << 20, "H", "query heads (default 8)", NULL, &c->seen_heads},
+        {"kv-heads", ARG_INT, &c->kv_heads, 1, 1 << 20, "Hkv", "key/value heads, H % Hkv == 0 (default H)", NULL, &c->seen_kv},
+        {"head-dim", ARG_INT, &c->head_dim, 1, 1 << 16, "d", "head dimension (default 64)", NULL, &c->seen_dim},
+        {"causal", ARG_FLAG, &c->causal, 0, 0, NULL, "causal mask", NULL, NULL},
+        {"window", ARG_INT, &c->window, 1, INT64_MAX / 2, "W", "sliding window: |i-j| < W, or the W most recent keys with --causal", NULL, NULL},
+        {"backward", ARG_FLAG, &c->backward, 0, 0, NULL, "also run the backward pass", NULL, NULL},
+        {"check", ARG_FLAG, &c->check, 0, 0, NULL, "compare with one process (bitwise) and the fp64 reference", NULL, NULL},
+        {"seed", ARG_INT, &c->seed, 0, INT64_MAX, "S", "seed of the random inputs (default 1)", NULL, NULL},
+        {"threads", ARG_INT, &c->threads, 1, 1024, "T", "OpenMP threads per rank (default: OMP_NUM_THREADS)", NULL, NULL},
+        {"repeat", ARG_INT, &c->repeat, 1, 100000, "R", "timed repetitions (default 3)", NULL, NULL},
+        {"warmup", ARG_INT, &c->warmup, 0, 1000, "W", "untimed repetitions first (default 1)", NULL, NULL},
+        {"dtype", ARG_CHOICE, &c->dtype, 0, 0, "T", "element type f32 or f64 (default f32, or that of --q)", dtype_names, &c->seen_dtype},
+        {"block-q", ARG_INT, &c->block_q, 1, 65536, "n", "query rows per kernel block", NULL, NULL},
+        {"block-k", ARG_INT, &c->block_k, 1, 65536, "n", "key rows per kernel block", NULL, NULL},
+        {"a2a", ARG_CHOICE, &c->a2a, 0, 0, "MODE", "all-to-all data movement: auto (default: datatype up to 16 MiB per rank, pack above), pack, datatype", a2a_names, NULL},
+        {"max-count", ARG_INT, &c->max_count, 1, INT64_MAX, "n", "largest element count per MPI call and peer", NULL, NULL},
+        {"q", ARG_STR, &c->fin[T_Q], 0, 0, "F.npy", "queries, float32/float64 (B, N, H, d) or (N, H, d); read by rank 0", NULL, NULL},
+        {"k", ARG_STR, &c->fin[T_K], 0, 0, "F.npy", "keys (B, N, Hkv, d)", NULL, NULL},
+        {"v", ARG_STR, &c->fin[T_V], 0, 0, "F.npy", "values (B, N, Hkv, d)", NULL, NULL},
+        {"out", ARG_STR, &c->fout[W_O], 0, 0, "F.npy", "write the output O (B, N, H, d)", NULL, NULL},
+        {"dout", ARG_STR, &c->fin[T_DO], 0, 0, "F.npy", "output gradient dO (implies --backward)", NULL, NULL},
+        {"dq", ARG_STR, &c->fout[W_DQ], 0, 0, "F.npy", "write dQ", NULL, NULL},
+        {"dk", ARG_STR, &c->fout[W_DK], 0, 0, "F.npy", "write dK", NULL, NULL},
+        {"dv", ARG_STR, &c->fout[W_DV], 0, 0, "F.npy", "write dV", NULL, NULL},
+        {"allow-nonfinite", ARG_FLAG, &c->allow_nonfinite, 0, 0, NULL, "accept NaN/Inf in input files and results (they propagate)", NULL, NULL},
+        {"force", ARG_FLAG, &c->force, 0, 0, NULL, "run even when the memory preflight says it will not fit", NULL, NULL},
+        {"json", ARG_FLAG, &c->json, 0, 0, NULL, "print one JSON object instead of tables", NULL, NULL},
+        {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
+    };
+    memcpy(o, t, sizeof t);
+}
+
+/* ---------------------------------------------------------------- the job */
+
+#define NPH 6
+static const char *const phase_names[NPH] = {
+    "fwd a2a in (q,k,v)", "fwd attention", "fwd a2a out (o)",
+    "bwd a2a in (do)", "bwd attention", "bwd a2a out (dq,dk,dv)"};
+
+typedef struct errstat {
+    double max_abs, max_ref, worst_tol;
+    size_t nonfinite, first_bad; /* non-finite results (or differences) and the first one */
+} errstat;
+
+/* Everything a run holds, freed in one place. */
+typedef struct attn_job {
+    struct attn_cfg c;
+    uly_attn_desc a;
+    int rank, P;
+    int64_t t0, n;                  /* this rank's tokens */
+    int64_t h0, hn;                 /* this rank's query heads */
+    size_t es, nq, nkv, NQ, NKV, NL;
+    uly_npy_reader *rd[NIN];        /* rank 0: open input files */
+    uly_npy hd[NIN];                /* their headers */
+    void *x[NIN];                   /* shards (B, n_r, H|Hkv, d) */
+    void *res[NRES];                /* o, dq, dk, dv shards (LSE lives in the context) */
+    void *full_in[NIN];             /* rank 0 with --check: whole inputs */
+    void *full[NRES];               /* rank 0: gathered results */
+    double inmax[NIN];              /* max |x| over all ranks */
+    drv_out out[NOUT];
+    uly_dist_opts dopt;
+    uly_dist *D;
+    double *times;                  /* (repeat, NPH) this rank */
+    uly_volume vol, want;
+    int vol_bad;
+    stats ph[NPH];
+    double crit[NPH];               /* critical path of each phase, median over repetitions */
+    double fwd_med, tot_med;
+    int bitwise[NRES], tol_ok, checked;
+    errstat err[NRES];
+    double atol, rtol;
+} attn_job;
+
+static int need_full(const attn_job *J)
+{
+    const struct attn_cfg *c = &J->c;
+    return c->check || c->fout[W_O] || c->fout[W_DQ] || c->fout[W_DK] || c->fout[W_DV];
+}
+
+static int64_t heads_of_input(const attn_job *J, int i)
+{
+    return (i == T_K || i == T_V) ? J->a.kv_heads : J->a.heads;
+}
+
+static void job_free(attn_job *J)
+{
+    for (int i = 0; i < NIN; i++) {
+        uly_npy_reader_close(J->rd[i]);
+        drv_free(J->x[i]);
+        drv_free(J->full_in[i]);
+    }
+    for (int i = 0; i < NRES; i++) {
+        drv_free(J->res[i]);
+        drv_free(J->full[i]);
+    }
+    drv_out_discard(J->out, NOUT);
+    drv_free(J->times);
+    uly_dist_free(J->D);
+}
+
+/* ------------------------------------------------------------------ parse */
+
+static int attn_parse(attn_job *J, drv *d, int argc, char **argv)
+{
+    struct attn_cfg *c = &J->c;
+    memset(c, 0, sizeof *c);
+    c->batch = 1; c->seq = 1024; c->heads = 8; c->head_dim = 64; c->seed = 1; c->repeat = 3; c->warmup = 1;
+    arg_opt opts[NOPTS];
+    attn_options(c, opts);
+    char msg[1024] = "";
+    int prc = args_parse(d->cmd, argc - 1, argv + 1, opts, msg, sizeof msg);
+    if (prc == ARGS_HELP)
+        return DRV_PARSE_HELP;
+    if (prc == ARGS_ERROR) {
+        size_t k = strlen(d->cmd);
+        drv_fail(d, DRV_BADINPUT, "%s", strncmp(msg, d->cmd, k) == 0 && msg[k] == ':' ? msg + k + 2 : msg);
+        return DRV_PARSE_ERROR;
+    }
+    if (c->fin[T_DO])
+        c->backward = 1;
+    if (!c->seen_kv)
+        c->kv_heads = c->heads;
+    int nfiles = (c->fin[T_Q] != NULL) + (c->fin[T_K] != NULL) + (c->fin[T_V] != NULL);
+    if (nfiles != 0 && nfiles != 3)
+        drv_fail(d, DRV_BADINPUT, "--q, --k and --v must be given together");
+    else if (c->fin[T_DO] && !c->fin[T_Q])
+        drv_fail(d, DRV_BADINPUT, "--dout needs --q, --k and --v");
+    else if ((c->fout[W_DQ] || c->fout[W_DK] || c->fout[W_DV]) && !c->backward)
+        drv_fail(d, DRV_BADINPUT, "--dq/--dk/--dv need --backward (or --dout)");
+    else
+        return DRV_PARSE_OK;
+    return DRV_PARSE_ERROR;
+}
+
+/* Every option that changes control flow, collectives or results. */
+static int attn_fields(const attn_job *J, drv_field *f)
+{
+    const struct attn_cfg *c = &J->c;
+    int n = 0;
+#define FI(nm, v) f[n++] = (drv_field){nm, DRV_F_INT, (int64_t)(v), NULL, 0, NULL}
+#define FF(nm, v) f[n++] = (drv_field){nm, DRV_F_FLAG, (int64_t)(v), NULL, 0, NULL}
+#define FC(nm, v, ch) f[n++] = (drv_field){nm, DRV_F_CHOICE, (int64_t)(v), NULL, 0, ch}
+#define FS(nm, v) f[n++] = (drv_field){nm, DRV_F_STR, 0, v, 0, NULL}
+    FI("--batch", c->batch); FI("--seq", c->seq); FI("--heads", c->heads); FI("--kv-heads", c->kv_heads);
+    FI("--head-dim", c->head_dim); FF("--causal", c->causal); FI("--window", c->window);
+    FF("--backward", c->backward); FF("--check", c->check); FI("--seed", c->seed);
+    FI("--repeat", c->repeat); FI("--warmup", c->warmup);
+    FC("--dtype", c->seen_dtype ? c->dtype : -1, dtype_names);
+    FI("--block-q", c->block_q); FI("--block-k", c->block_k); FC("--a2a", c->a2a, a2a_names);
+    FI("--max-count", c->max_count);
+    for (int i = 0; i < NIN; i++)
+        FS(in_name[i], c->fin[i]);
+    FS("--out", c->fout[W_O]); FS("--dq", c->fout[W_DQ]); FS("--dk", c->fout[W_DK]); FS("--dv", c->fout[W_DV]);
+    FF("--allow-nonfinite", c->allow_nonfinite); FF("--force", c->force); FF("--json", c->json);
+#undef FI
+#undef FF
+#undef FC
+#undef FS
+    return n;
+}
+
+/* ---------------------------------------------------------------- resolve */
+
+/* Rank 0: open the input files (headers only) and take the shape from them. */
+static int attn_resolve(attn_job *J, drv *d)
+{
+    struct attn_cfg *c = &J->c;
+    if (d->rank != 0 || !c->fin[T_Q])
         return 0;
-    int code = local_exit;
-    MPI_Bcast(&code, 1, MPI_INT, first, MPI_COMM_WORLD);
-    if (rank == first)
-        fprintf(stderr, "ulysses attn: %s\n", msg);
-    return code;
-}
-
-/* ---------------------------------------------------------------- inputs */
-
-typedef struct tensor_in {
-    uly_npy npy;
-    int loaded;
-} tensor_in;
-
-/* Load one .npy and take (B, N, Hx, d) from its shape. */
-static int load_tensor(const char *path, const char *what, tensor_in *t, int64_t shape[4], char *msg,
-                       size_t len)
-{
-    int rc = uly_npy_read(path, &t->npy);
-    if (rc) {
-        snprintf(msg, len, "--%s %s: %s", what, path, uly_last_error());
-        return EXIT_BADINPUT;
-    }
-    t->loaded = 1;
-    if (t->npy.ndim == 3) {
-        shape[0] = 1;
-        memcpy(shape + 1, t->npy.shape, 3 * sizeof(int64_t));
-    } else if (t->npy.ndim == 4) {
-        memcpy(shape, t->npy.shape, 4 * sizeof(int64_t));
-    } else {
-        snprintf(msg, len, "--%s %s: expected shape (B, N, H, d) or (N, H, d), got %d dimensions", what,
-                 path, t->npy.ndim);
-        return EXIT_BADINPUT;
-    }
-    for (int i = 0; i < 4; i++)
-        if (shape[i] < 1) {
-            snprintf(msg, len, "--%s %s: every dimension must be >= 1 (dimension %d is %lld)", what, path,
-                     i, (long long)shape[i]);
-            return EXIT_BADINPUT;
+    int64_t shp[NIN][4];
+    for (int i = 0; i < NIN; i++) {
+        if (!c->fin[i])
+            continue;
+        int st = uly_npy_reader_open(c->fin[i], &J->hd[i], &J->rd[i]);
+        if (st)
+            return drv_fail(d, DRV_BADINPUT, "%s %s", in_name[i], uly_last_error());
+        const uly_npy *h = &J->hd[i];
+        if (h->ndim == 3) {
+            shp[i][0] = 1;
+            memcpy(shp[i] + 1, h->shape, 3 * sizeof(int64_t));
+        } else if (h->ndim == 4) {
+            memcpy(shp[i], h->shape, 4 * sizeof(int64_t));
+        } else {
+            return drv_fail(d, DRV_BADINPUT, "%s %s: expected shape (B, N, H, d) or (N, H, d), got %d dimensions",
+                            in_name[i], c->fin[i], h->ndim);
         }
+        for (int k = 0; k < 4; k++)
+            if (shp[i][k] < 1)
+                return drv_fail(d, DRV_BADINPUT, "%s %s: every dimension must be >= 1 (dimension %d is %lld)",
+                                in_name[i], c->fin[i], k, (long long)shp[i][k]);
+    }
+    /* q fixes B, N, H, d; v fixes Hkv; k and dout must match */
+    int64_t want[5] = {shp[T_Q][0], shp[T_Q][1], shp[T_Q][2], shp[T_V][2], shp[T_Q][3]};
+    int64_t *opt[5] = {&c->batch, &c->seq, &c->heads, &c->kv_heads, &c->head_dim};
+    int seen[5] = {c->seen_batch, c->seen_seq, c->seen_heads, c->seen_kv, c->seen_dim};
+    const char *oname[5] = {"batch", "seq", "heads", "kv-heads", "head-dim"};
+    for (int i = 0; i < 5; i++) {
+        if (seen[i] && *opt[i] != want[i])
+            return drv_fail(d, DRV_BADINPUT, "--%s %lld disagrees with the input files (%lld)", oname[i],
+                            (long long)*opt[i], (long long)want[i]);
+        *opt[i] = want[i];
+    }
+    for (int i = T_K; i < NIN; i++) {
+        if (!c->fin[i] || i == T_V)
+            continue;
+        int64_t heads = i == T_DO ? c->heads : c->kv_heads;
+        if (shp[i][0] != c->batch || shp[i][1] != c->seq || shp[i][2] != heads || shp[i][3] != c->head_dim)
+            return drv_fail(d, DRV_BADINPUT, "%s %s has shape (%lld, %lld, %lld, %lld), expected (%lld, %lld, %lld, %lld)",
+                            in_name[i], c->fin[i], (long long)shp[i][0], (long long)shp[i][1], (long long)shp[i][2],
+                            (long long)shp[i][3], (long long)c->batch, (long long)c->seq, (long long)heads,
+                            (long long)c->head_dim);
+    }
+    if (shp[T_V][0] != c->batch || shp[T_V][1] != c->seq || shp[T_V][3] != c->head_dim)
+        return drv_fail(d, DRV_BADINPUT, "--v %s has shape (%lld, %lld, %lld, %lld), expected (%lld, %lld, Hkv, %lld)",
+                        c->fin[T_V], (long long)shp[T_V][0], (long long)shp[T_V][1], (long long)shp[T_V][2],
+                        (long long)shp[T_V][3], (long long)c->batch, (long long)c->seq, (long long)c->head_dim);
+    if (!c->seen_dtype)
+        c->dtype = J->hd[T_Q].dtype;
     return 0;
 }
 
-static int check_finite(const tensor_in *t, const char *what, const char *path, char *msg, size_t len)
+/* Collective: rank 0's resolved shape to everyone, then the description. */
+static int attn_share_shape(attn_job *J, drv *d)
 {
-    for (size_t i = 0; i < t->npy.count; i++) {
-        double v = t->npy.dtype == ULY_F32 ? ((const float *)t->npy.data)[i] : ((const double *)t->npy.data)[i];
-        if (!isfinite(v)) {
-            snprintf(msg, len, "--%s %s: element %zu is %s (use --allow-nonfinite to run anyway)", what, path,
-                     i, isnan(v) ? "NaN" : "Inf");
-            return EXIT_BADINPUT;
+    struct attn_cfg *c = &J->c;
+    int64_t v[6] = {c->batch, c->seq, c->heads, c->kv_heads, c->head_dim, c->dtype};
+    if (d->size > 1 && drv_mpi(d, MPI_Bcast(v, 6, MPI_INT64_T, 0, d->comm), "MPI_Bcast (shape)"))
+        return DRV_RUNTIME;
+    c->batch = v[0]; c->seq = v[1]; c->heads = v[2]; c->kv_heads = v[3]; c->head_dim = v[4]; c->dtype = (int)v[5];
+    uly_attn_desc *a = &J->a;
+    memset(a, 0, sizeof *a);
+    a->batch = c->batch; a->seq = c->seq; a->heads = c->heads; a->kv_heads = c->kv_heads;
+    a->head_dim = c->head_dim; a->causal = c->causal; a->window = c->window; a->dtype = (uly_dtype)c->dtype;
+    int st = uly_attn_desc_check(a);
+    if (st)
+        drv_lib(d, st, DRV_BADINPUT, NULL); /* identical on every rank */
+    return d->code;
+}
+
+/* ------------------------------------------------------------------- plan */
+
+/* Bytes of a product of sizes, saturating (the description check has
+ * already refused overflowing tensors; sums of them may still be large). */
+static uint64_t bsum(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+/* Memory this rank will allocate, and where it goes (see doc/reliability.md):
+ * its shards, the library's head-sharded buffers (as src/dist.c lays them
+ * out), the kernel workspaces, rank 0's input staging, gathered results and
+ * --check's single-process run and fp64 reference. */
+static uint64_t attn_need(const attn_job *J, char *why, size_t len)
+{
+    const uly_attn_desc *a = &J->a;
+    const struct attn_cfg *c = &J->c;
+    const uint64_t es = J->es, B = (uint64_t)a->batch, N = (uint64_t)a->seq, d = (uint64_t)a->head_dim;
+    const uint64_t H = (uint64_t)a->heads;
+    const int bwd = c->backward;
+    uint64_t shards = (uint64_t)(J->nq * 2 + J->nkv * 2) * es;
+    if (bwd)
+        shards = bsum(shards, (uint64_t)(J->nq * 2 + J->nkv * 2) * es);
+    int64_t kvb, kvn;
+    uly_kv_range(a, J->h0, J->hn, &kvb, &kvn);
+    const uint64_t hr = (uint64_t)J->hn, kvr = (uint64_t)kvn, nr = (uint64_t)J->n;
+    const int rep = uly_plan_kv_replicated(a, J->P);
+    uint64_t lib = B * hr * N * es; /* lse */
+    if (J->P > 1) {
+        uint64_t kvg = rep ? hr : kvr;
+        uint64_t stage = B * nr * H * d > B * N * hr * d ? B * nr * H * d : B * N * hr * d;
+        lib = bsum(lib, (B * N * d * (4 * hr + 2 * kvr + 2 * kvg) + 2 * stage + (rep ? B * nr * H * d : 0)) * es);
+    }
+    const uint64_t bq = (uint64_t)(c->block_q ? c->block_q : 128), bk = (uint64_t)(c->block_k ? c->block_k : 256);
+    const uint64_t bqc = bq < N ? bq : N, bkc = bk < N ? bk : N;
+    const int threads = drv_threads((int)c->threads);
+    const uint64_t ws = (uint64_t)threads * (2 * bqc * bkc + (bqc > 4 * bkc ? bqc : 4 * bkc) * d + 3 * bqc) * es;
+    uint64_t r0 = 0;
+    if (J->rank == 0) {
+        const uint64_t NQ = J->NQ, NKV = J->NKV, NL = J->NL;
+        if (c->fin[T_Q]) /* staging of one rank's shard, file dtype and converted */
+            r0 = bsum(r0, 2 * ((B * (N / (uint64_t)J->P + 1) * H * d) * 8));
+        if (need_full(J))
+            r0 = bsum(r0, (NQ + NL + (bwd ? NQ + 2 * NKV : 0)) * es);
+        if (c->check) {
+            uint64_t ins = (2 * NQ + 2 * NKV) * es;               /* full inputs */
+            uint64_t single = (NQ + NL + (bwd ? NQ + 2 * NKV : 0)) * es;
+            uint64_t ref = (NQ + NL + (bwd ? NQ + 2 * NKV : 0)) * 8 + (2 * NQ + 2 * NKV) * 8;
+            r0 = bsum(r0, bsum(ins, bsum(single, bsum(ref, ws + B * H * N * es))));
+        }
+    }
+    uint64_t total = bsum(bsum(shards, lib), bsum(ws, r0));
+    char s1[32], s2[32], s3[32], s4[32];
+    snprintf(why, len, "shards %s, head-sharded buffers %s, kernel workspace %s%s%s",
+             drv_bytes(s1, sizeof s1, shards), drv_bytes(s2, sizeof s2, lib), drv_bytes(s3, sizeof s3, ws),
+             r0 ? ", rank 0 inputs/outputs/--check " : "", r0 ? drv_bytes(s4, sizeof s4, r0) : "");
+    return total;
+}
+
+static int attn_plan(attn_job *J, drv *d)
+{
+    const uly_attn_desc *a = &J->a;
+    J->rank = d->rank;
+    J->P = d->size;
+    J->es = uly_dtype_size(a->dtype);
+    uly_split(a->seq, d->size, d->rank, &J->t0, &J->n);
+    uly_split(a->heads, d->size, d->rank, &J->h0, &J->hn);
+    J->nq = (size_t)(a->batch * J->n * a->heads * a->head_dim);
+    J->nkv = (size_t)(a->batch * J->n * a->kv_heads * a->head_dim);
+    J->NQ = (size_t)(a->batch * a->seq * a->heads * a->head_dim);
+    J->NKV = (size_t)(a->batch * a->seq * a->kv_heads * a->head_dim);
+    J->NL = (size_t)(a->batch * a->heads * a->seq);
+    char why[256];
+    uint64_t need = attn_need(J, why, sizeof why);
+    if (drv_preflight(d, need, why, J->c.force))
+        return d->code;
+    if (d->rank == 0) {
+        static const char *const what[NOUT] = {"--out", "--dq", "--dk", "--dv"};
+        for (int i = 0; i < NOUT; i++) {
+            J->out[i].path = J->c.fout[i];
+            J->out[i].what = what[i];
+        }
+        return drv_out_prepare(d, J->out, NOUT, J->c.fin, NIN);
+    }
+    for (int i = 0; i < NOUT; i++)
+        J->out[i].fd = -1;
+    return 0;
+}
+
+/* --------------------------------------------------------------- allocate */
+
+static int attn_alloc(attn_job *J, drv *d)
+{
+    const struct attn_cfg *c = &J->c;
+    const size_t es = J->es;
+    const int nin = c->backward ? NIN : T_DO;
+    for (int i = 0; i < nin && !d->code; i++)
+        J->x[i] = drv_alloc_n(d, i == T_K || i == T_V ? J->nkv : J->nq, es, "an input shard");
+    const size_t rn[NRES] = {J->nq, 0, J->nq, J->nkv, J->nkv};
+    for (int i = 0; i < NRES && !d->code; i++)
+        if (rn[i] && (i == R_O || c->backward))
+            J->res[i] = drv_alloc_n(d, rn[i], es, "a result shard");
+    if (!d->code)
+        J->times = drv_alloc_n(d, (size_t)c->repeat * NPH, sizeof(double), "the phase times");
+    if (d->rank == 0 && need_full(J)) {
+        const size_t fn[NRES] = {J->NQ, J->NL, J->NQ, J->NKV, J->NKV};
+        for (int i = 0; i < NRES && !d->code; i++)
+            if (i <= R_LSE || c->backward)
+                J->full[i] = drv_alloc_n(d, fn[i], es, "the gathered results");
+    }
+    if (d->rank == 0 && c->check)
+        for (int i = 0; i < nin && !d->code; i++)
+            J->full_in[i] = drv_alloc_n(d, i == T_K || i == T_V ? J->NKV : J->NQ, es, "the whole inputs (--check)");
+    return d->code;
+}
+
+static int attn_create(attn_job *J, drv *d)
+{
+    const struct attn_cfg *c = &J->c;
+    uly_dist_opts *o = &J->dopt;
+    memset(o, 0, sizeof *o);
+    o->kernel.block_q = c->block_q;
+    o->kernel.block_k = c->block_k;
+    o->kernel.threads = (int)c->threads;
+    o->max_count = (size_t)c->max_count;
+    o->a2a_mode = c->a2a == 0 ? ULY_A2A_AUTO : c->a2a == 1 ? ULY_A2A_PACK : ULY_A2A_DATATYPE;
+    int st = uly_dist_create(d->comm, &J->a, o, &J->D);
+    drv_lib(d, st, 0, NULL);
+    return d->code;
+}
+
+/* ------------------------------------------------------------ point to point */
+
+enum { CHUNK = 1 << 30, TAG_LOAD = 11, TAG_GATHER = 12 };
+
+static int send_bytes(drv *d, const void *buf, size_t bytes, int to, int tag)
+{
+    for (size_t off = 0; off < bytes; off += CHUNK) {
+        int cnt = (int)(bytes - off < CHUNK ? bytes - off : CHUNK);
+        if (drv_mpi(d, MPI_Send((const char *)buf + off, cnt, MPI_BYTE, to, tag, d->comm), "MPI_Send"))
+            return DRV_RUNTIME;
+    }
+    return 0;
+}
+
+static int recv_bytes(drv *d, void *buf, size_t bytes, int from, int tag)
+{
+    for (size_t off = 0; off < bytes; off += CHUNK) {
+        int cnt = (int)(bytes - off < CHUNK ? bytes - off : CHUNK);
+        if (drv_mpi(d, MPI_Recv((char *)buf + off, cnt, MPI_BYTE, from, tag, d->comm, MPI_STATUS_IGNORE), "MPI_Recv"))
+            return DRV_RUNTIME;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------- load */
+
+/* Convert n elements of file type ft to t, checking that they are finite
+ * (unless allowed) and representable; index0 is the element index in the
+ * file of src[0] for messages.  Returns 0 or records a failure. */
+static int convert_in(drv *d, const attn_job *J, int which, const void *src, uly_dtype ft, void *dst, uly_dtype t,
+                      size_t n, size_t index0)
+{
+    for (size_t e = 0; e < n; e++) {
+        double v = ft == ULY_F32 ? ((const float *)src)[e] : ((const double *)src)[e];
+        if (!isfinite(v) && !J->c.allow_nonfinite)
+            return drv_fail(d, DRV_BADINPUT, "%s %s: element %zu is %s (use --allow-nonfinite to run anyway)",
+                            in_name[which], J->c.fin[which], index0 + e, isnan(v) ? "NaN" : "Inf");
+        if (t == ULY_F32) {
+            if (isfinite(v) && fabs(v) > FLT_MAX)
+                return drv_fail(d, DRV_BADINPUT, "%s %s: element %zu is %.17g, beyond the float32 range "
+                                "(largest %g); use --dtype f64", in_name[which], J->c.fin[which], index0 + e, v,
+                                (double)FLT_MAX);
+            ((float *)dst)[e] = (float)v;
+        } else {
+            ((double *)dst)[e] = v;
         }
     }
     return 0;
 }
 
-/* Copy tokens [t0, t0+n) of a loaded (B, N, Hx, d) tensor into a shard of dtype t. */
-static void shard_from(const tensor_in *ti, void *dst, uly_dtype t, int64_t B, int64_t N, int64_t t0,
-                       int64_t n, int64_t row)
+/* Rank 0 streams input `which` from its file, one rank's shard at a time,
+ * and sends every rank its shard (and keeps the whole tensor for --check).
+ * A failure on rank 0 is recorded and the sends go on, so that the protocol
+ * stays the same on every rank; the step's agreement then stops everyone. */
+static int load_file(attn_job *J, drv *d, int which, void *stage, void *conv)
 {
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t e = 0; e < n * row; e++) {
-            size_t src = (size_t)((b * N + t0) * row + e), di = (size_t)(b * n * row + e);
-            double v = ti->npy.dtype == ULY_F32 ? ((const float *)ti->npy.data)[src]
-                                                : ((const double *)ti->npy.data)[src];
-            if (t == ULY_F32)
-                ((float *)dst)[di] = (float)v;
-            else
-                ((double *)dst)[di] = v;
-        }
-}
-
-/* ---------------------------------------------------------------- gather */
-
-/* Gather token shards (B, n_r, Hx, d) of every rank into full (B, N, Hx, d) on rank 0. */
-static void gather_tokens(const void *shard, void *full, const uly_attn_desc *a, int64_t Hx, int rank, int P)
-{
-    const size_t es = uly_dtype_size(a->dtype), row = (size_t)(Hx * a->head_dim) * es;
-    const size_t chunk = (size_t)1 << 30;
-    for (int r = 0; r < P; r++) {
+    const uly_attn_desc *a = &J->a;
+    const int64_t row = heads_of_input(J, which) * a->head_dim;
+    const uly_dtype ft = J->hd[which].dtype, t = a->dtype;
+    const size_t fes = uly_dtype_size(ft);
+    for (int r = 0; r < d->size; r++) {
         int64_t t0, n;
-        uly_split(a->seq, P, r, &t0, &n);
+        uly_split(a->seq, d->size, r, &t0, &n);
+        const size_t per_b = (size_t)(n * row);
+        void *dst = r == 0 ? J->x[which] : conv;
         for (int64_t b = 0; b < a->batch; b++) {
-            size_t bytes = (size_t)n * row;
-            const char *src = (const char *)shard + (size_t)(b * n) * row;
-            char *dst = full ? (char *)full + (size_t)(b * a->seq + t0) * row : NULL;
-            for (size_t off = 0; off < bytes; off += chunk) {
-                int cnt = (int)(bytes - off < chunk ? bytes - off : chunk);
-                if (r == 0 && rank == 0)
-                    memcpy(dst + off, src + off, (size_t)cnt);
-                else if (rank == r)
-                    MPI_Send(src + off, cnt, MPI_BYTE, 0, 7, MPI_COMM_WORLD);
-                else if (rank == 0)
-                    MPI_Recv(dst + off, cnt, MPI_BYTE, r, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            size_t first = (size_t)((b * a->seq + t0) * row);
+            char *sp = (char *)stage + (size_t)b * per_b * fes;
+            char *dp = (char *)dst + (size_t)b * per_b * J->es;
+            if (!d->code) {
+                int st = uly_npy_reader_read(J->rd[which], first, per_b, sp);
+                if (st)
+                    drv_lib(d, st, st == ULY_EIO || st == ULY_ENOMEM ? DRV_RUNTIME : DRV_BADINPUT, in_name[which]);
+            }
+            if (!d->code)
+                convert_in(d, J, which, sp, ft, dp, t, per_b, first);
+            if (!d->code && J->full_in[which])
+                memcpy((char *)J->full_in[which] + first * J->es, dp, per_b * J->es);
+        }
+        if (r > 0 && send_bytes(d, conv, (size_t)a->batch * per_b * J->es, r, TAG_LOAD))
+            return DRV_RUNTIME;
+    }
+    return 0;
+}
+
+static double max_abs(const void *x, uly_dtype t, size_t n)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        double v = fabs(t == ULY_F32 ? ((const float *)x)[i] : ((const double *)x)[i]);
+        if (v > m || v != v)
+            m = v;
+    }
+    return m;
+}
+
+static int attn_load(attn_job *J, drv *d)
+{
+    const uly_attn_desc *a = &J->a;
+    const struct attn_cfg *c = &J->c;
+    const int nin = c->backward ? NIN : T_DO;
+    void *stage = NULL, *conv = NULL;
+    if (d->rank == 0 && c->fin[T_Q]) {
+        size_t maxshard = (size_t)(a->batch * ((a->seq + d->size - 1) / d->size) * a->heads * a->head_dim);
+        stage = drv_alloc_n(d, maxshard, 8, "staging of the input files");
+        conv = stage ? drv_alloc_n(d, maxshard, 8, "staging of the input files") : NULL;
+        /* no early return: the other ranks expect the shards */
+    }
+    for (int i = 0; i < nin; i++) {
+        const int64_t Hx = heads_of_input(J, i);
+        const size_t cnt = i == T_K || i == T_V ? J->nkv : J->nq;
+        if (c->fin[i]) {
+            if (d->rank == 0) {
+                if (stage && conv) {
+                    if (load_file(J, d, i, stage, conv))
+                        break;
+                } else {
+                    /* rank 0 could not stage: send zeros, everyone fails at the sync */
+                    for (int r = 1; r < d->size; r++) {
+                        int64_t t0, n;
+                        uly_split(a->seq, d->size, r, &t0, &n);
+                        size_t bytes = (size_t)(a->batch * n * Hx * a->head_dim) * J->es;
+                        for (size_t off = 0; off < bytes; off += J->nq * J->es) {
+                            size_t k = bytes - off < J->nq * J->es ? bytes - off : J->nq * J->es;
+                            memset(J->x[T_Q], 0, k);
+                            if (send_bytes(d, J->x[T_Q], k, r, TAG_LOAD))
+                                break;
+                        }
+                    }
+                }
+            } else if (recv_bytes(d, J->x[i], cnt * J->es, 0, TAG_LOAD)) {
+                break;
+            }
+        } else {
+            fill_shard(J->x[i], a->dtype, (uint64_t)c->seed, i, a->batch, a->seq, J->t0, J->n, Hx, a->head_dim);
+            if (J->full_in[i])
+                fill_shard(J->full_in[i], a->dtype, (uint64_t)c->seed, i, a->batch, a->seq, 0, a->seq, Hx,
+                           a->head_dim);
+        }
+        J->inmax[i] = max_abs(J->x[i], a->dtype, cnt);
+    }
+    drv_free(stage);
+    drv_free(conv);
+    return d->code;
+}
+
+/* -------------------------------------------------------------------- run */
+
+static int attn_run(attn_job *J, drv *d)
+{
+    const struct attn_cfg *c = &J->c;
+    int st = 0;
+    for (int64_t it = -c->warmup; it < c->repeat && !st; it++) {
+        if (it == 0)
+            uly_dist_reset_volume(J->D);
+        if (d->size > 1 && drv_mpi(d, MPI_Barrier(d->comm), "MPI_Barrier"))
+            return DRV_RUNTIME;
+        st = uly_dist_fwd(J->D, J->x[T_Q], J->x[T_K], J->x[T_V], J->res[R_O]);
+        if (!st && c->backward)
+            st = uly_dist_bwd(J->D, J->x[T_DO], J->res[R_DQ], J->res[R_DK], J->res[R_DV]);
+        if (!st && it >= 0) {
+            uly_dist_times t;
+            uly_dist_times_get(J->D, &t);
+            double *row = J->times + it * NPH;
+            row[0] = t.fwd_a2a_in; row[1] = t.fwd_attn; row[2] = t.fwd_a2a_out;
+            row[3] = t.bwd_a2a_in; row[4] = t.bwd_attn; row[5] = t.bwd_a2a_out;
+        }
+    }
+    drv_lib(d, st, 0, NULL);
+    return d->code;
+}
+
+/* ------------------------------------------------------------ finite results */
+
+/* First non-finite element of x[0..n), or n.  (Every query row of the
+ * masks of `ulysses attn` sees at least its own key, so no LSE is -inf.) */
+static size_t first_nonfinite(const void *x, uly_dtype t, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        double v = t == ULY_F32 ? ((const float *)x)[i] : ((const double *)x)[i];
+        if (!isfinite(v))
+            return i;
+    }
+    return n;
+}
+
+static int attn_finite(attn_job *J, drv *d)
+{
+    const uly_attn_desc *a = &J->a;
+    double mx[NIN];
+    if (d->size > 1) {
+        if (drv_mpi(d, MPI_Allreduce(J->inmax, mx, NIN, MPI_DOUBLE, MPI_MAX, d->comm), "MPI_Allreduce (input range)"))
+            return DRV_RUNTIME;
+        memcpy(J->inmax, mx, sizeof mx);
+    }
+    if (J->c.allow_nonfinite)
+        return 0;
+    /* results in this rank's hands: O, dQ (B, n_r, H, d), dK, dV (B, n_r, Hkv, d), LSE (B, H_r, N) */
+    for (int i = 0; i < NRES; i++) {
+        const void *x = i == R_LSE ? uly_dist_lse(J->D) : J->res[i];
+        if (!x)
+            continue;
+        const int64_t Hx = (i == R_DK || i == R_DV) ? a->kv_heads : a->heads;
+        const size_t n = i == R_LSE ? (size_t)(a->batch * J->hn * a->seq) : (size_t)(a->batch * J->n * Hx * a->head_dim);
+        size_t k = first_nonfinite(x, a->dtype, n);
+        if (k == n)
+            continue;
+        double v = a->dtype == ULY_F32 ? ((const float *)x)[k] : ((const double *)x)[k];
+        char where[160];
+        if (i == R_LSE) {
+            size_t per = (size_t)(J->hn * a->seq);
+            snprintf(where, sizeof where, "(b=%zu, h=%lld, t=%zu)", k / per, (long long)(J->h0 + (int64_t)(k % per / (size_t)a->seq)),
+                     k % (size_t)a->seq);
+        } else {
+            size_t rowl = (size_t)(Hx * a->head_dim), per = (size_t)J->n * rowl;
+            snprintf(where, sizeof where, "(b=%zu, t=%lld, h=%zu, e=%zu)", k / per,
+                     (long long)(J->t0 + (int64_t)(k % per / rowl)), k % rowl / (size_t)a->head_dim,
+                     k % (size_t)a->head_dim);
+        }
+        double scores = uly_attn_scale(a) * (double)a->head_dim * J->inmax[T_Q] * J->inmax[T_K];
+        const double big = a->dtype == ULY_F32 ? (double)FLT_MAX : DBL_MAX;
+        char hint[256];
+        if (!(scores <= big))
+            snprintf(hint, sizeof hint, "the inputs reach |q| = %.3g and |k| = %.3g, so scores reach %.3g, beyond the "
+                     "%s range (%.3g)%s", J->inmax[T_Q], J->inmax[T_K], scores, a->dtype == ULY_F32 ? "float32" : "float64",
+                     big, a->dtype == ULY_F32 ? "; use --dtype f64 or scale the inputs down" : "; scale the inputs down");
+        else
+            snprintf(hint, sizeof hint, "the inputs reach |q| = %.3g, |k| = %.3g, |v| = %.3g%s", J->inmax[T_Q],
+                     J->inmax[T_K], J->inmax[T_V], J->c.backward ? " (and |dout| as large)" : "");
+        return drv_fail(d, DRV_RUNTIME, "%s is %s at %s, the first non-finite element of this rank's part; %s "
+                        "(--allow-nonfinite keeps non-finite results)", res_name[i], isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf",
+                        where, hint);
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- measure */
+
+static int attn_measure(attn_job *J, drv *d)
+{
+    const struct attn_cfg *c = &J->c;
+    uly_dist_volume(J->D, &J->vol);
+    uly_plan_volume(&J->a, d->size, d->rank, &J->want);
+    int bad = 0, any = 0;
+    for (int w = 0; w < ULY_A2A_COUNT; w++) {
+        int used = c->backward || w < ULY_A2A_DO;
+        uint64_t ws = used ? J->want.sent[w] * (uint64_t)c->repeat : 0, wr = used ? J->want.recv[w] * (uint64_t)c->repeat : 0;
+        if (J->vol.sent[w] != ws || J->vol.recv[w] != wr)
+            bad = 1;
+    }
+    if (d->size > 1) {
+        if (drv_mpi(d, MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, d->comm), "MPI_Allreduce (volumes)"))
+            return DRV_RUNTIME;
+    } else {
+        any = bad;
+    }
+    J->vol_bad = any;
+    /* phase statistics over ranks x repetitions */
+    const size_t per = (size_t)c->repeat * NPH, m = (size_t)d->size * (size_t)c->repeat;
+    double *all = NULL, *col = NULL, *fw = NULL, *tt = NULL;
+    int ok = 1;
+    if (d->rank == 0) {
+        all = drv_alloc_n(d, (size_t)d->size * per, sizeof(double), "the phase times of all ranks");
+        col = all ? drv_alloc_n(d, m, sizeof(double), "the phase times") : NULL;
+        fw = col ? drv_alloc_n(d, (size_t)c->repeat, sizeof(double), "the phase times") : NULL;
+        tt = fw ? drv_alloc_n(d, (size_t)c->repeat, sizeof(double), "the phase times") : NULL;
+        ok = tt != NULL;
+    }
+    /* the gather goes ahead even when rank 0 failed (it then receives into a
+     * scratch of its own row only), so that no rank waits */
+    int rc = 0;
+    if (d->size > 1)
+        rc = drv_mpi(d, MPI_Gather(J->times, (int)per, MPI_DOUBLE, ok ? all : NULL, (int)per, MPI_DOUBLE, 0, d->comm),
+                     "MPI_Gather (phase times)");
+    else if (ok)
+        memcpy(all, J->times, per * sizeof(double));
+    if (!rc && d->rank == 0 && ok) {
+        for (int p = 0; p < NPH; p++) {
+            for (size_t i = 0; i < m; i++)
+                col[i] = all[i * NPH + (size_t)p];
+            J->ph[p] = stats_of(col, m);
+        }
+        /* per repetition, the slowest rank's total is the step time */
+        for (int64_t it = 0; it < c->repeat; it++) {
+            fw[it] = tt[it] = 0;
+            for (int r = 0; r < d->size; r++) {
+                const double *row = all + ((size_t)r * (size_t)c->repeat + (size_t)it) * NPH;
+                double f = row[0] + row[1] + row[2], b = row[3] + row[4] + row[5];
+                if (f > fw[it]) fw[it] = f;
+                if (f + b > tt[it]) tt[it] = f + b;
             }
         }
-    }
-}
-
-/* Gather head-sharded LSE (B, H_r, N) of every rank into (B, H, N) on rank 0. */
-static void gather_lse(const void *mine, void *full, const uly_attn_desc *a, int rank, int P)
-{
-    const size_t es = uly_dtype_size(a->dtype), row = (size_t)a->seq * es;
-    for (int r = 0; r < P; r++) {
-        int64_t h0, hn;
-        uly_split(a->heads, P, r, &h0, &hn);
-        for (int64_t b = 0; b < a->batch && hn > 0; b++) {
-            const char *src = (const char *)mine + (size_t)(b * hn) * row;
-            char *dst = full ? (char *)full + (size_t)(b * a->heads + h0) * row : NULL;
-            int cnt = (int)((size_t)hn * row);
-            if (r == 0 && rank == 0)
-                memcpy(dst, src, (size_t)cnt);
-            else if (rank == r)
-                MPI_Send(src, cnt, MPI_BYTE, 0, 8, MPI_COMM_WORLD);
-            else if (rank == 0)
-                MPI_Recv(dst, cnt, MPI_BYTE, r, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        J->fwd_med = stats_of(fw, (size_t)c->repeat).median;
+        J->tot_med = stats_of(tt, (size_t)c->repeat).median;
+        /* the critical path of each phase per repetition: an all-to-all as the
+         * last rank to arrive sees it (the others also wait for it), the
+         * attention of the slowest rank; median over repetitions */
+        for (int p = 0; p < NPH; p++) {
+            const int compute = p == 1 || p == 4;
+            for (int64_t it = 0; it < c->repeat; it++) {
+                fw[it] = compute ? 0 : INFINITY;
+                for (int r = 0; r < d->size; r++) {
+                    double x = all[((size_t)r * (size_t)c->repeat + (size_t)it) * NPH + (size_t)p];
+                    fw[it] = compute ? fmax(fw[it], x) : fmin(fw[it], x);
+                }
+            }
+            J->crit[p] = stats_of(fw, (size_t)c->repeat).median;
         }
     }
+    drv_free(all); drv_free(col); drv_free(fw); drv_free(tt);
+    return d->code;
 }
 
-/* ---------------------------------------------------------------- check */
+/* ----------------------------------------------------------------- gather */
 
-typedef struct errstat { double max_abs, max_ref, worst_tol; } errstat;
+/* Gather to rank 0 a tensor (B, total, row) split over ranks along its
+ * middle dimension as uly_split does: rank r holds (B, count_r, row), rows
+ * of `row` bytes.  Token shards: total N, row Hx*d elements; head-sharded
+ * LSE: total H, row N elements. */
+static int gather_split(attn_job *J, drv *d, const void *mine, void *full, int64_t total, size_t row)
+{
+    const int64_t B = J->a.batch;
+    for (int r = 0; r < d->size; r++) {
+        int64_t begin, count;
+        uly_split(total, d->size, r, &begin, &count);
+        for (int64_t b = 0; b < B && count > 0; b++) {
+            const size_t bytes = (size_t)count * row;
+            const char *src = (const char *)mine + (size_t)(b * count) * row;
+            char *dst = full ? (char *)full + (size_t)(b * total + begin) * row : NULL;
+            if (r == 0 && d->rank == 0)
+                memcpy(dst, src, bytes);
+            else if (d->rank == r && send_bytes(d, src, bytes, 0, TAG_GATHER))
+                return DRV_RUNTIME;
+            else if (d->rank == 0 && r != 0 && recv_bytes(d, dst, bytes, r, TAG_GATHER))
+                return DRV_RUNTIME;
+        }
+    }
+    return 0;
+}
 
+static int gather_tokens(attn_job *J, drv *d, const void *shard, void *full, int64_t Hx)
+{
+    return gather_split(J, d, shard, full, J->a.seq, (size_t)(Hx * J->a.head_dim) * J->es);
+}
+
+static int attn_gather(attn_job *J, drv *d)
+{
+    if (!need_full(J))
+        return 0;
+    const uly_attn_desc *a = &J->a;
+    if (gather_tokens(J, d, J->res[R_O], J->full[R_O], a->heads) || gather_split(J, d, uly_dist_lse(J->D), J->full[R_LSE], J->a.heads, (size_t)J->a.seq * J->es))
+        return DRV_RUNTIME;
+    if (J->c.backward && (gather_tokens(J, d, J->res[R_DQ], J->full[R_DQ], a->heads) ||
+                          gather_tokens(J, d, J->res[R_DK], J->full[R_DK], a->kv_heads) ||
+                          gather_tokens(J, d, J->res[R_DV], J->full[R_DV], a->kv_heads)))
+        return DRV_RUNTIME;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ check */
+
+/* Errors of got against ref: NaN or Inf anywhere in either (or a difference
+ * that is not finite) is counted, never lost, and fails the verdict. */
 static errstat compare_ref(const double *ref, const void *got, uly_dtype t, size_t n, double atol, double rtol)
 {
-    errstat e = {0, 0, 0};
+    errstat e = {0, 0, 0, 0, 0};
     for (size_t i = 0; i < n; i++) {
         double g = t == ULY_F32 ? ((const float *)got)[i] : ((const double *)got)[i];
         double d = fabs(g - ref[i]);
-        if (!isfinite(g))
-            d = INFINITY;
+        if (!isfinite(g) || !isfinite(ref[i]) || !isfinite(d)) {
+            if (e.nonfinite++ == 0)
+                e.first_bad = i;
+            continue;
+        }
         if (d > e.max_abs)
             e.max_abs = d;
         if (fabs(ref[i]) > e.max_ref)
             e.max_ref = fabs(ref[i]);
         double used = d / (atol + rtol * fabs(ref[i]));
-        if (!(used <= e.worst_tol))
+        if (used > e.worst_tol)
             e.worst_tol = used;
     }
     return e;
 }
 
-static double *to_double(const void *x, uly_dtype t, size_t n)
+static double *to_double(drv *d, const void *x, uly_dtype t, size_t n)
 {
-    double *y = malloc(n * sizeof *y + 8);
+    double *y = x ? drv_alloc_n(d, n, sizeof *y, "the fp64 reference (--check)") : NULL;
     if (!y)
         return NULL;
     for (size_t i = 0; i < n; i++)
@@ -226,485 +863,290 @@ static double *to_double(const void *x, uly_dtype t, size_t n)
     return y;
 }
 
-
-#define NPH 6
-static const char *const phase_names[NPH] = {
-    "fwd a2a in (q,k,v)", "fwd attention", "fwd a2a out (o)",
-    "bwd a2a in (do)", "bwd attention", "bwd a2a out (dq,dk,dv)"};
-
-/* Everything a run holds, freed in one place. */
-typedef struct attn_run {
-    tensor_in in[4];                /* q, k, v, dout from files */
-    void *q, *k, *v, *dout;         /* shards (B, n_r, H|Hkv, d) */
-    void *o, *dq, *dk, *dv;
-    uly_dist *D;
-    double *times;                  /* (repeat, NPH) this rank */
-} attn_run;
-
-static void run_free(attn_run *r)
+/* Rank 0: the same problem in one process (bitwise) and the fp64 reference. */
+static int attn_check(attn_job *J, drv *d)
 {
-    for (int i = 0; i < 4; i++)
-        uly_npy_free(&r->in[i].npy);
-    free(r->q); free(r->k); free(r->v); free(r->dout);
-    free(r->o); free(r->dq); free(r->dk); free(r->dv);
-    free(r->times);
-    uly_dist_free(r->D);
-}
-
-/* Shapes from files (if any) merged with the options; message on conflict. */
-static int resolve_shape(struct attn_cfg *c, attn_run *R, char *msg, size_t len)
-{
-    const char *files[4] = {c->fq, c->fk, c->fv, c->fdout};
-    const char *names[4] = {"q", "k", "v", "dout"};
-    int64_t shp[4][4];
-    int nfiles = (c->fq != NULL) + (c->fk != NULL) + (c->fv != NULL);
-    if (nfiles != 0 && nfiles != 3) {
-        snprintf(msg, len, "--q, --k and --v must be given together");
-        return EXIT_BADINPUT;
-    }
-    if (c->fdout && !c->fq) {
-        snprintf(msg, len, "--dout needs --q, --k and --v");
-        return EXIT_BADINPUT;
-    }
-    if ((c->fdq || c->fdk || c->fdv) && !c->backward) {
-        snprintf(msg, len, "--dq/--dk/--dv need --backward (or --dout)");
-        return EXIT_BADINPUT;
-    }
-    for (int i = 0; i < 4; i++) {
-        if (!files[i])
-            continue;
-        int rc = load_tensor(files[i], names[i], &R->in[i], shp[i], msg, len);
-        if (rc)
-            return rc;
-        if (!c->allow_nonfinite && (rc = check_finite(&R->in[i], names[i], files[i], msg, len)))
-            return rc;
-    }
-    if (!c->fq)
+    if (!J->c.check || d->rank != 0)
         return 0;
-    /* q fixes B, N, H, d; k and v fix Hkv; dout must match q */
-    int64_t want[5] = {shp[0][0], shp[0][1], shp[0][2], shp[2][2], shp[0][3]};
-    int64_t *opt[5] = {&c->batch, &c->seq, &c->heads, &c->kv_heads, &c->head_dim};
-    int seen[5] = {c->seen_batch, c->seen_seq, c->seen_heads, c->seen_kv, c->seen_dim};
-    const char *oname[5] = {"batch", "seq", "heads", "kv-heads", "head-dim"};
-    for (int i = 0; i < 5; i++) {
-        if (seen[i] && *opt[i] != want[i]) {
-            snprintf(msg, len, "--%s %lld disagrees with the input files (%lld)", oname[i], (long long)*opt[i],
-                     (long long)want[i]);
-            return EXIT_BADINPUT;
-        }
-        *opt[i] = want[i];
-    }
-    for (int i = 1; i < 4; i++) {
-        if (!files[i])
-            continue;
-        int64_t heads = i == 3 ? c->heads : c->kv_heads;
-        if (shp[i][0] != c->batch || shp[i][1] != c->seq || shp[i][2] != heads || shp[i][3] != c->head_dim) {
-            snprintf(msg, len, "--%s %s has shape (%lld, %lld, %lld, %lld), expected (%lld, %lld, %lld, %lld)",
-                     names[i], files[i], (long long)shp[i][0], (long long)shp[i][1], (long long)shp[i][2],
-                     (long long)shp[i][3], (long long)c->batch, (long long)c->seq, (long long)heads,
-                     (long long)c->head_dim);
-            return EXIT_BADINPUT;
-        }
-    }
-    if (!c->seen_dtype)
-        c->dtype = R->in[0].npy.dtype;
-    return 0;
-}
-
-static void *alloc_or(size_t n, int *fail)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p)
-        *fail = 1;
-    return p;
-}
-
-static int write_full(const char *path, const void *full, const uly_attn_desc *a, int64_t Hx, char *msg, size_t len)
-{
-    int64_t shape[4] = {a->batch, a->seq, Hx, a->head_dim};
-    if (uly_npy_write(path, a->dtype, 4, shape, full)) {
-        snprintf(msg, len, "%s", uly_last_error());
-        return EXIT_BADINPUT;
-    }
-    return 0;
-}
-
-static int cmd_attn_mpi(int argc, char **argv, int rank, int P)
-{
-    struct attn_cfg c;
-    memset(&c, 0, sizeof c);
-    c.batch = 1; c.seq = 1024; c.heads = 8; c.head_dim = 64; c.seed = 1; c.repeat = 3; c.warmup = 1;
-    const arg_opt opts[] = {
-        {"batch", ARG_INT, &c.batch, 1, 1 << 20, "B", "batch size (default 1)", NULL, &c.seen_batch},
-        {"seq", ARG_INT, &c.seq, 1, INT64_MAX / 2, "N", "sequence length, K/M suffixes allowed (default 1024)", NULL, &c.seen_seq},
-        {"heads", ARG_INT, &c.heads, 1, 1 << 20, "H", "query heads (default 8)", NULL, &c.seen_heads},
-        {"kv-heads", ARG_INT, &c.kv_heads, 1, 1 << 20, "Hkv", "key/value heads, H % Hkv == 0 (default H)", NULL, &c.seen_kv},
-        {"head-dim", ARG_INT, &c.head_dim, 1, 1 << 16, "d", "head dimension (default 64)", NULL, &c.seen_dim},
-        {"causal", ARG_FLAG, &c.causal, 0, 0, NULL, "causal mask", NULL, NULL},
-        {"window", ARG_INT, &c.window, 1, INT64_MAX / 2, "W", "sliding window: |i-j| < W, or the W most recent keys with --causal", NULL, NULL},
-        {"backward", ARG_FLAG, &c.backward, 0, 0, NULL, "also run the backward pass", NULL, NULL},
-        {"check", ARG_FLAG, &c.check, 0, 0, NULL, "compare with one process (bitwise) and the fp64 reference", NULL, NULL},
-        {"seed", ARG_INT, &c.seed, 0, INT64_MAX, "S", "seed of the random inputs (default 1)", NULL, NULL},
-        {"threads", ARG_INT, &c.threads, 1, 1024, "T", "OpenMP threads per rank (default: OMP_NUM_THREADS)", NULL, NULL},
-        {"repeat", ARG_INT, &c.repeat, 1, 100000, "R", "timed repetitions (default 3)", NULL, NULL},
-        {"warmup", ARG_INT, &c.warmup, 0, 1000, "W", "untimed repetitions first (default 1)", NULL, NULL},
-        {"dtype", ARG_CHOICE, &c.dtype, 0, 0, "T", "element type f32 or f64 (default f32, or that of --q)", dtype_names, &c.seen_dtype},
-        {"block-q", ARG_INT, &c.block_q, 1, 65536, "n", "query rows per kernel block", NULL, NULL},
-        {"block-k", ARG_INT, &c.block_k, 1, 65536, "n", "key rows per kernel block", NULL, NULL},
-        {"a2a", ARG_CHOICE, &c.a2a, 0, 0, "MODE", "all-to-all data movement: auto (default: datatype up to 16 MiB per rank, pack above), pack, datatype", a2a_names, NULL},
-        {"max-count", ARG_INT, &c.max_count, 1, INT64_MAX, "n", "largest element count per MPI call and peer", NULL, NULL},
-        {"q", ARG_STR, &c.fq, 0, 0, "F.npy", "queries, float32/float64 (B, N, H, d) or (N, H, d)", NULL, NULL},
-        {"k", ARG_STR, &c.fk, 0, 0, "F.npy", "keys (B, N, Hkv, d)", NULL, NULL},
-        {"v", ARG_STR, &c.fv, 0, 0, "F.npy", "values (B, N, Hkv, d)", NULL, NULL},
-        {"out", ARG_STR, &c.fout, 0, 0, "F.npy", "write the output O (B, N, H, d)", NULL, NULL},
-        {"dout", ARG_STR, &c.fdout, 0, 0, "F.npy", "output gradient dO (implies --backward)", NULL, NULL},
-        {"dq", ARG_STR, &c.fdq, 0, 0, "F.npy", "write dQ", NULL, NULL},
-        {"dk", ARG_STR, &c.fdk, 0, 0, "F.npy", "write dK", NULL, NULL},
-        {"dv", ARG_STR, &c.fdv, 0, 0, "F.npy", "write dV", NULL, NULL},
-        {"allow-nonfinite", ARG_FLAG, &c.allow_nonfinite, 0, 0, NULL, "accept NaN/Inf in input files", NULL, NULL},
-        {"json", ARG_FLAG, &c.json, 0, 0, NULL, "print one JSON object instead of tables", NULL, NULL},
-        {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
-    };
-    char msg[1024] = "";
-    int prc = args_parse("ulysses attn", argc - 1, argv + 1, opts, msg, sizeof msg);
-    if (prc == ARGS_HELP) {
-        if (rank == 0)
-            args_usage(stdout, "ulysses", synopsis, opts);
-        return 0;
-    }
-    if (prc == ARGS_ERROR) {
-        if (rank == 0)
-            fprintf(stderr, "%s\n", msg);
-        return EXIT_BADINPUT;
-    }
-    if (c.fdout)
-        c.backward = 1;
-    if (!c.seen_kv)
-        c.kv_heads = c.heads;
-    attn_run R;
-    memset(&R, 0, sizeof R);
-    int st = resolve_shape(&c, &R, msg, sizeof msg);
-    if ((st = agree_fail(rank, st, msg))) {
-        run_free(&R);
-        return st;
-    }
-    uly_attn_desc a;
-    memset(&a, 0, sizeof a);
-    a.batch = c.batch; a.seq = c.seq; a.heads = c.heads; a.kv_heads = c.kv_heads;
-    a.head_dim = c.head_dim; a.causal = c.causal; a.window = c.window; a.dtype = (uly_dtype)c.dtype;
-    int lrc = uly_attn_desc_check(&a);
-    if (lrc)
-        snprintf(msg, sizeof msg, "%s", uly_last_error());
-    if ((st = agree_fail(rank, lrc ? exit_status_of(lrc) : 0, msg))) {
-        run_free(&R);
-        return st;
-    }
-    /* shards */
-    const size_t es = uly_dtype_size(a.dtype);
-    int64_t t0, n;
-    uly_split(a.seq, P, rank, &t0, &n);
-    const size_t nq = (size_t)(a.batch * n * a.heads * a.head_dim), nkv = (size_t)(a.batch * n * a.kv_heads * a.head_dim);
-    int fail = 0;
-    R.q = alloc_or(nq * es, &fail); R.k = alloc_or(nkv * es, &fail); R.v = alloc_or(nkv * es, &fail);
-    R.o = alloc_or(nq * es, &fail);
-    if (c.backward) {
-        R.dout = alloc_or(nq * es, &fail); R.dq = alloc_or(nq * es, &fail);
-        R.dk = alloc_or(nkv * es, &fail); R.dv = alloc_or(nkv * es, &fail);
-    }
-    R.times = alloc_or((size_t)c.repeat * NPH * sizeof(double), &fail);
-    if (fail)
-        snprintf(msg, sizeof msg, "rank %d: cannot allocate its shard tensors (%zu bytes each)", rank, nq * es);
-    if ((st = agree_fail(rank, fail, msg))) {
-        run_free(&R);
-        return st;
-    }
-    void *bufs[4] = {R.q, R.k, R.v, R.dout};
-    for (int i = 0; i < 4; i++) {
-        if (!bufs[i])
-            continue;
-        int64_t Hx = (i == 1 || i == 2) ? a.kv_heads : a.heads;
-        if (R.in[i].loaded)
-            shard_from(&R.in[i], bufs[i], a.dtype, a.batch, a.seq, t0, n, Hx * a.head_dim);
-        else
-            fill_shard(bufs[i], a.dtype, (uint64_t)c.seed, i, a.batch, a.seq, t0, n, Hx, a.head_dim);
-    }
-    uly_dist_opts dopt;
-    memset(&dopt, 0, sizeof dopt);
-    dopt.kernel.block_q = c.block_q;
-    dopt.kernel.block_k = c.block_k;
-    dopt.kernel.threads = (int)c.threads;
-    dopt.max_count = (size_t)c.max_count;
-    dopt.a2a_mode = c.a2a == 0 ? ULY_A2A_AUTO : c.a2a == 1 ? ULY_A2A_PACK : ULY_A2A_DATATYPE;
-    lrc = uly_dist_create(MPI_COMM_WORLD, &a, &dopt, &R.D);
-    if (lrc) {
-        /* every rank got an error; the failing one prints */
-        if (lrc != ULY_EPEER && (rank == 0 || lrc != ULY_EMISMATCH))
-            fprintf(stderr, "ulysses attn: rank %d: %s\n", rank, uly_last_error());
-        run_free(&R);
-        return exit_status_of(lrc == ULY_EPEER ? ULY_EINVAL : lrc);
-    }
-    /* warm-up, then timed repetitions */
-    uly_volume vol;
-    for (int64_t it = -c.warmup; it < c.repeat && !lrc; it++) {
-        if (it == 0)
-            uly_dist_reset_volume(R.D);
-        MPI_Barrier(MPI_COMM_WORLD);
-        lrc = uly_dist_fwd(R.D, R.q, R.k, R.v, R.o);
-        if (!lrc && c.backward)
-            lrc = uly_dist_bwd(R.D, R.dout, R.dq, R.dk, R.dv);
-        if (it >= 0) {
-            uly_dist_times t;
-            uly_dist_times_get(R.D, &t);
-            double *row = R.times + it * NPH;
-            row[0] = t.fwd_a2a_in; row[1] = t.fwd_attn; row[2] = t.fwd_a2a_out;
-            row[3] = t.bwd_a2a_in; row[4] = t.bwd_attn; row[5] = t.bwd_a2a_out;
-        }
-    }
-    if (lrc) {
-        if (lrc != ULY_EPEER)
-            fprintf(stderr, "ulysses attn: rank %d: %s\n", rank, uly_last_error());
-        run_free(&R);
-        return exit_status_of(lrc == ULY_EPEER ? ULY_EINVAL : lrc);
-    }
-    uly_dist_volume(R.D, &vol);
-    uly_volume want;
-    uly_plan_volume(&a, P, rank, &want);
-    int vol_bad = 0;
-    for (int w = 0; w < ULY_A2A_COUNT; w++) {
-        int used = c.backward || w < ULY_A2A_DO;
-        uint64_t ws = used ? want.sent[w] * (uint64_t)c.repeat : 0, wr = used ? want.recv[w] * (uint64_t)c.repeat : 0;
-        if (vol.sent[w] != ws || vol.recv[w] != wr)
-            vol_bad = 1;
-    }
-    int any_vol_bad = 0;
-    MPI_Allreduce(&vol_bad, &any_vol_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    /* phase statistics over ranks x repetitions */
-    double *all = rank == 0 ? malloc((size_t)P * (size_t)c.repeat * NPH * sizeof(double)) : NULL;
-    MPI_Gather(R.times, (int)(c.repeat * NPH), MPI_DOUBLE, all, (int)(c.repeat * NPH), MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    stats ph[NPH];
-    double *col = rank == 0 ? malloc((size_t)P * (size_t)c.repeat * sizeof(double)) : NULL;
-    double fwd_med = 0, tot_med = 0, crit[NPH] = {0};
-    if (rank == 0) {
-        size_t m = (size_t)P * (size_t)c.repeat;
-        for (int p = 0; p < NPH; p++) {
-            for (size_t i = 0; i < m; i++)
-                col[i] = all[i * NPH + p];
-            ph[p] = stats_of(col, m);
-        }
-        /* per repetition, the slowest rank's total is the step time */
-        double *fw = malloc((size_t)c.repeat * sizeof(double)), *tt = malloc((size_t)c.repeat * sizeof(double));
-        for (int64_t it = 0; it < c.repeat; it++) {
-            fw[it] = tt[it] = 0;
-            for (int r = 0; r < P; r++) {
-                const double *row = all + ((size_t)r * (size_t)c.repeat + (size_t)it) * NPH;
-                double f = row[0] + row[1] + row[2], b = row[3] + row[4] + row[5];
-                if (f > fw[it]) fw[it] = f;
-                if (f + b > tt[it]) tt[it] = f + b;
-            }
-        }
-        fwd_med = stats_of(fw, (size_t)c.repeat).median;
-        tot_med = stats_of(tt, (size_t)c.repeat).median;
-        /* the critical path of each phase per repetition: an all-to-all as the
-         * last rank to arrive sees it (the others also wait for it), the
-         * attention of the slowest rank; median over repetitions */
-        for (int p = 0; p < NPH; p++) {
-            const int compute = p == 1 || p == 4;
-            for (int64_t it = 0; it < c.repeat; it++) {
-                fw[it] = compute ? 0 : INFINITY;
-                for (int r = 0; r < P; r++) {
-                    double x = all[((size_t)r * (size_t)c.repeat + (size_t)it) * NPH + (size_t)p];
-                    fw[it] = compute ? fmax(fw[it], x) : fmin(fw[it], x);
-                }
-            }
-            crit[p] = stats_of(fw, (size_t)c.repeat).median;
-        }
-        free(fw); free(tt);
-    }
-    free(all); free(col);
-    /* --check and outputs: gather to rank 0 */
-    int need_full = c.check || c.fout || c.fdq || c.fdk || c.fdv;
-    void *full[5] = {NULL, NULL, NULL, NULL, NULL}; /* o, lse, dq, dk, dv */
-    const size_t NQ = (size_t)(a.batch * a.seq * a.heads * a.head_dim), NKV = (size_t)(a.batch * a.seq * a.kv_heads * a.head_dim);
-    const size_t NL = (size_t)(a.batch * a.heads * a.seq);
-    fail = 0;
-    if (need_full && rank == 0) {
-        full[0] = alloc_or(NQ * es, &fail); full[1] = alloc_or(NL * es, &fail);
-        if (c.backward) {
-            full[2] = alloc_or(NQ * es, &fail); full[3] = alloc_or(NKV * es, &fail); full[4] = alloc_or(NKV * es, &fail);
-        }
-        if (fail)
-            snprintf(msg, sizeof msg, "rank 0: cannot allocate the gathered tensors for --check/--out");
-    }
-    if ((st = agree_fail(rank, fail ? 1 : 0, msg))) {
-        for (int i = 0; i < 5; i++)
-            free(full[i]);
-        run_free(&R);
-        return st;
-    }
-    if (need_full) {
-        gather_tokens(R.o, full[0], &a, a.heads, rank, P);
-        gather_lse(uly_dist_lse(R.D), full[1], &a, rank, P);
-        if (c.backward) {
-            gather_tokens(R.dq, full[2], &a, a.heads, rank, P);
-            gather_tokens(R.dk, full[3], &a, a.kv_heads, rank, P);
-            gather_tokens(R.dv, full[4], &a, a.kv_heads, rank, P);
-        }
-    }
-    int exit_code = 0;
-    /* rank 0: single-process run and reference */
-    int bitwise[5] = {1, 1, 1, 1, 1};
-    errstat err[5];
-    memset(err, 0, sizeof err);
-    const double atol = a.dtype == ULY_F32 ? 2e-5 : 1e-10, rtol = a.dtype == ULY_F32 ? 2e-4 : 1e-8;
-    int tol_ok = 1;
-    if (c.check && rank == 0) {
-        void *fq = malloc(NQ * es), *fk = malloc(NKV * es), *fv = malloc(NKV * es), *fd = malloc(NQ * es);
-        void *so = malloc(NQ * es), *sl = malloc(NL * es), *sdq = malloc(NQ * es), *sdk = malloc(NKV * es), *sdv = malloc(NKV * es);
-        double *ro = malloc(NQ * 8), *rl = malloc(NL * 8), *rdq = malloc(NQ * 8), *rdk = malloc(NKV * 8), *rdv = malloc(NKV * 8);
-        void *fbufs[4] = {fq, fk, fv, fd};
-        for (int i = 0; i < 4; i++) {
-            int64_t Hx = (i == 1 || i == 2) ? a.kv_heads : a.heads;
-            if (R.in[i].loaded)
-                shard_from(&R.in[i], fbufs[i], a.dtype, a.batch, a.seq, 0, a.seq, Hx * a.head_dim);
-            else
-                fill_shard(fbufs[i], a.dtype, (uint64_t)c.seed, i, a.batch, a.seq, 0, a.seq, Hx, a.head_dim);
-        }
-        uly_kernel_opts ko = dopt.kernel;
-        int rc = uly_attn_fwd(&a, &ko, fq, fk, fv, so, sl);
-        if (!rc && c.backward)
-            rc = uly_attn_bwd(&a, &ko, fq, fk, fv, so, sl, fd, sdq, sdk, sdv);
-        uly_attn_desc a64 = a;
+    const uly_attn_desc *a = &J->a;
+    const size_t es = J->es, ns[NRES] = {J->NQ, J->NL, J->NQ, J->NKV, J->NKV};
+    const int nt = J->c.backward ? NRES : 2;
+    J->atol = a->dtype == ULY_F32 ? 2e-5 : 1e-10;
+    J->rtol = a->dtype == ULY_F32 ? 2e-4 : 1e-8;
+    void *single[NRES] = {NULL};
+    double *ref[NRES] = {NULL}, *in64[NIN] = {NULL};
+    for (int i = 0; i < nt && !d->code; i++)
+        single[i] = drv_alloc_n(d, ns[i], es, "the single-process run (--check)");
+    for (int i = 0; i < nt && !d->code; i++)
+        ref[i] = drv_alloc_n(d, ns[i], sizeof(double), "the fp64 reference (--check)");
+    for (int i = 0; i < (J->c.backward ? NIN : T_DO) && !d->code; i++)
+        in64[i] = to_double(d, J->full_in[i], a->dtype, i == T_K || i == T_V ? J->NKV : J->NQ);
+    if (!d->code) {
+        uly_kernel_opts ko = J->dopt.kernel;
+        int st = uly_attn_fwd(a, &ko, J->full_in[T_Q], J->full_in[T_K], J->full_in[T_V], single[R_O], single[R_LSE]);
+        if (!st && J->c.backward)
+            st = uly_attn_bwd(a, &ko, J->full_in[T_Q], J->full_in[T_K], J->full_in[T_V], single[R_O], single[R_LSE],
+                              J->full_in[T_DO], single[R_DQ], single[R_DK], single[R_DV]);
+        uly_attn_desc a64 = *a;
         a64.dtype = ULY_F64;
-        double *dq64 = to_double(fq, a.dtype, NQ), *dk64 = to_double(fk, a.dtype, NKV);
-        double *dv64 = to_double(fv, a.dtype, NKV), *dd64 = to_double(fd, a.dtype, NQ);
-        if (!rc)
-            rc = uly_ref_fwd(&a64, dq64, dk64, dv64, ro, rl);
-        if (!rc && c.backward)
-            rc = uly_ref_bwd(&a64, dq64, dk64, dv64, dd64, rdq, rdk, rdv);
-        if (rc) {
-            fprintf(stderr, "ulysses attn: --check: %s\n", uly_last_error());
-            exit_code = 1;
-        } else {
-            const void *single[5] = {so, sl, sdq, sdk, sdv};
-            const double *refs[5] = {ro, rl, rdq, rdk, rdv};
-            const size_t ns[5] = {NQ, NL, NQ, NKV, NKV};
-            int nt = c.backward ? 5 : 2;
-            for (int i = 0; i < nt; i++) {
-                bitwise[i] = memcmp(single[i], full[i], ns[i] * es) == 0;
-                err[i] = compare_ref(refs[i], full[i], a.dtype, ns[i], i < 2 ? atol / 4 : atol, i < 2 ? rtol / 4 : rtol);
-                if (!bitwise[i] || !(err[i].worst_tol <= 1))
-                    tol_ok = 0;
-            }
-            if (!tol_ok)
-                exit_code = 1;
+        if (!st)
+            st = uly_ref_fwd(&a64, in64[T_Q], in64[T_K], in64[T_V], ref[R_O], ref[R_LSE]);
+        if (!st && J->c.backward)
+            st = uly_ref_bwd(&a64, in64[T_Q], in64[T_K], in64[T_V], in64[T_DO], ref[R_DQ], ref[R_DK], ref[R_DV]);
+        drv_lib(d, st, DRV_RUNTIME, "--check");
+    }
+    if (!d->code) {
+        J->checked = 1;
+        J->tol_ok = 1;
+        for (int i = 0; i < nt; i++) {
+            J->bitwise[i] = memcmp(single[i], J->full[i], ns[i] * es) == 0;
+            double q = i < 2 ? 0.25 : 1.0;
+            J->err[i] = compare_ref(ref[i], J->full[i], a->dtype, ns[i], q * J->atol, q * J->rtol);
+            if (!J->bitwise[i] || J->err[i].nonfinite || !(J->err[i].worst_tol <= 1))
+                J->tol_ok = 0;
         }
-        free(dq64); free(dk64); free(dv64); free(dd64);
-        free(fq); free(fk); free(fv); free(fd); free(so); free(sl); free(sdq); free(sdk); free(sdv);
-        free(ro); free(rl); free(rdq); free(rdk); free(rdv);
     }
-    /* outputs */
-    int wrc = 0;
-    if (rank == 0) {
-        if (!wrc && c.fout) wrc = write_full(c.fout, full[0], &a, a.heads, msg, sizeof msg);
-        if (!wrc && c.fdq) wrc = write_full(c.fdq, full[2], &a, a.heads, msg, sizeof msg);
-        if (!wrc && c.fdk) wrc = write_full(c.fdk, full[3], &a, a.kv_heads, msg, sizeof msg);
-        if (!wrc && c.fdv) wrc = write_full(c.fdv, full[4], &a, a.kv_heads, msg, sizeof msg);
-        if (wrc)
-            fprintf(stderr, "ulysses attn: %s\n", msg);
+    for (int i = 0; i < NRES; i++) {
+        drv_free(single[i]);
+        drv_free(ref[i]);
     }
-    /* report */
-    if (rank == 0) {
-        const double pairs = uly_attn_pairs(&a);
-        const double ffl = 4.0 * pairs * (double)a.head_dim * (double)(a.batch * a.heads);
-        const double tfl = c.backward ? 3.5 * ffl : ffl;
-        const char *mask = a.causal ? (a.window ? "causal+window" : "causal") : (a.window ? "window" : "none");
-        const int nt = c.backward ? 5 : 2;
-        static const char *const tn[5] = {"O", "LSE", "dQ", "dK", "dV"};
-        if (c.json) {
-            printf("{\"ranks\": %d, \"batch\": %lld, \"seq\": %lld, \"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, "
-                   "\"mask\": \"%s\", \"window\": %lld, \"dtype\": \"%s\", \"repeat\": %lld, \"backward\": %s",
-                   P, (long long)a.batch, (long long)a.seq, (long long)a.heads, (long long)a.kv_heads, (long long)a.head_dim,
-                   mask, (long long)a.window, dtype_names[a.dtype], (long long)c.repeat, c.backward ? "true" : "false");
-            for (int p = 0; p < (c.backward ? NPH : 3); p++)
-                printf(", \"phase_%d_ms\": {\"name\": \"%s\", \"min\": %.6f, \"median\": %.6f, \"max\": %.6f, "
-                       "\"critical\": %.6f}", p, phase_names[p], 1e3 * ph[p].min, 1e3 * ph[p].median, 1e3 * ph[p].max,
-                       1e3 * crit[p]);
-            printf(", \"forward_ms\": %.6f", 1e3 * fwd_med);
-            if (c.backward)
-                printf(", \"iteration_ms\": %.6f", 1e3 * tot_med);
-            printf(", \"fwd_gflops\": %.3f", ffl / fwd_med * 1e-9);
-            if (c.backward)
-                printf(", \"fwdbwd_gflops\": %.3f", tfl / tot_med * 1e-9);
-            printf(", \"bytes_rank0\": {");
-            for (int w = 0; w < ULY_A2A_COUNT; w++)
-                printf("%s\"%s\": {\"sent\": %llu, \"expected_sent\": %llu, \"recv\": %llu, \"expected_recv\": %llu}",
-                       w ? ", " : "", uly_a2a_name(w), (unsigned long long)(vol.sent[w] / (uint64_t)c.repeat),
-                       (unsigned long long)(c.backward || w < ULY_A2A_DO ? want.sent[w] : 0),
-                       (unsigned long long)(vol.recv[w] / (uint64_t)c.repeat),
-                       (unsigned long long)(c.backward || w < ULY_A2A_DO ? want.recv[w] : 0));
-            printf("}, \"bytes_match_all_ranks\": %s", any_vol_bad ? "false" : "true");
-            if (c.check) {
-                printf(", \"check\": {");
-                for (int i = 0; i < nt; i++)
-                    printf("%s\"%s\": {\"bitwise_equal_single_process\": %s, \"max_abs_err\": %.3e, \"max_rel_err\": %.3e}",
-                           i ? ", " : "", tn[i], bitwise[i] ? "true" : "false", err[i].max_abs,
-                           err[i].max_ref > 0 ? err[i].max_abs / err[i].max_ref : 0.0);
-                printf(", \"pass\": %s}", tol_ok ? "true" : "false");
-            }
-            printf("}\n");
-        } else {
-            printf("ulysses attn: %d rank%s, B=%lld N=%lld H=%lld Hkv=%lld d=%lld mask=%s dtype=%s, %lld repetition%s%s\n",
-                   P, P > 1 ? "s" : "", (long long)a.batch, (long long)a.seq, (long long)a.heads, (long long)a.kv_heads,
-                   (long long)a.head_dim, mask, dtype_names[a.dtype], (long long)c.repeat,
-                   c.repeat > 1 ? "s" : "", c.backward ? ", forward + backward" : ", forward");
-            if (a.window)
-                printf("  window W=%lld\n", (long long)a.window);
-            printf("\n%-26s %12s %12s %12s   (over ranks x repetitions)\n", "phase", "min ms", "median ms", "max ms");
-            for (int p = 0; p < (c.backward ? NPH : 3); p++)
-                printf("%-26s %12.3f %12.3f %12.3f\n", phase_names[p], 1e3 * ph[p].min, 1e3 * ph[p].median, 1e3 * ph[p].max);
-            printf("\nthroughput: forward %.2f GFLOP/s", ffl / fwd_med * 1e-9);
-            if (c.backward)
-                printf(", forward+backward %.2f GFLOP/s", tfl / tot_med * 1e-9);
-            printf(" (all ranks; 4*pairs*d per head forward, 2.5x backward)\n");
-            printf("\n%-6s %16s %16s %16s %16s   (rank 0, bytes per call)\n", "a2a", "sent", "expected sent", "received", "expected recv");
-            for (int w = 0; w < (c.backward ? ULY_A2A_COUNT : ULY_A2A_DO); w++)
-                printf("%-6s %16llu %16llu %16llu %16llu\n", uly_a2a_name(w), (unsigned long long)(vol.sent[w] / (uint64_t)c.repeat),
-                       (unsigned long long)want.sent[w], (unsigned long long)(vol.recv[w] / (uint64_t)c.repeat),
-                       (unsigned long long)want.recv[w]);
-            printf("measured == expected on every rank: %s\n", any_vol_bad ? "NO" : "yes");
-            if (c.check) {
-                printf("\n%-4s %26s %16s %16s\n", "", "bitwise == one process", "max abs err", "max rel err");
-                for (int i = 0; i < nt; i++)
-                    printf("%-4s %26s %16.3e %16.3e\n", tn[i], bitwise[i] ? "yes" : "NO", err[i].max_abs,
-                           err[i].max_ref > 0 ? err[i].max_abs / err[i].max_ref : 0.0);
-                printf("errors vs fp64 reference within atol %.0e + rtol %.0e |ref| (O, LSE: a quarter of it): %s\n",
-                       atol, rtol, tol_ok ? "yes" : "NO");
-            }
+    for (int i = 0; i < NIN; i++)
+        drv_free(in64[i]);
+    return d->code;
+}
+
+/* ------------------------------------------------------------------ write */
+
+static int attn_write(attn_job *J, drv *d)
+{
+    if (d->rank != 0)
+        return 0;
+    const uly_attn_desc *a = &J->a;
+    const int res_of[NOUT] = {R_O, R_DQ, R_DK, R_DV};
+    for (int i = 0; i < NOUT && !d->code; i++) {
+        if (!J->out[i].path)
+            continue;
+        int64_t Hx = i == W_DK || i == W_DV ? a->kv_heads : a->heads;
+        int64_t shape[4] = {a->batch, a->seq, Hx, a->head_dim};
+        drv_out_npy(d, &J->out[i], a->dtype, 4, shape, J->full[res_of[i]]);
+    }
+    return d->code;
+}
+
+/* ----------------------------------------------------------------- report */
+
+static const char *mask_name(const uly_attn_desc *a)
+{
+    return a->causal ? (a->window ? "causal+window" : "causal") : (a->window ? "window" : "none");
+}
+
+static int report_json(attn_job *J, double ffl, double tfl)
+{
+    const uly_attn_desc *a = &J->a;
+    const struct attn_cfg *c = &J->c;
+    json_t *o = json_object();
+    if (!o)
+        return 1;
+    int e = 0;
+    e |= uly_json_set_int(o, "ranks", J->P);
+    e |= uly_json_set_int(o, "batch", a->batch);
+    e |= uly_json_set_int(o, "seq", a->seq);
+    e |= uly_json_set_int(o, "heads", a->heads);
+    e |= uly_json_set_int(o, "kv_heads", a->kv_heads);
+    e |= uly_json_set_int(o, "head_dim", a->head_dim);
+    e |= uly_json_set_str(o, "mask", mask_name(a));
+    e |= uly_json_set_int(o, "window", a->window);
+    e |= uly_json_set_str(o, "dtype", dtype_names[a->dtype]);
+    e |= uly_json_set_int(o, "repeat", c->repeat);
+    e |= uly_json_set_bool(o, "backward", c->backward);
+    for (int p = 0; p < (c->backward ? NPH : 3) && !e; p++) {
+        char key[32];
+        snprintf(key, sizeof key, "phase_%d_ms", p);
+        json_t *ph = uly_json_add_object(o, key);
+        e |= !ph || uly_json_set_str(ph, "name", phase_names[p]) || uly_json_set_real(ph, "min", 1e3 * J->ph[p].min) ||
+             uly_json_set_real(ph, "median", 1e3 * J->ph[p].median) || uly_json_set_real(ph, "max", 1e3 * J->ph[p].max) ||
+             uly_json_set_real(ph, "critical", 1e3 * J->crit[p]);
+    }
+    e |= uly_json_set_real(o, "forward_ms", 1e3 * J->fwd_med);
+    if (c->backward)
+        e |= uly_json_set_real(o, "iteration_ms", 1e3 * J->tot_med);
+    e |= uly_json_set_real(o, "fwd_gflops", ffl / J->fwd_med * 1e-9);
+    if (c->backward)
+        e |= uly_json_set_real(o, "fwdbwd_gflops", tfl / J->tot_med * 1e-9);
+    json_t *by = uly_json_add_object(o, "bytes_rank0");
+    e |= !by;
+    for (int w = 0; w < ULY_A2A_COUNT && !e; w++) {
+        json_t *x = uly_json_add_object(by, uly_a2a_name(w));
+        int used = c->backward || w < ULY_A2A_DO;
+        e |= !x || uly_json_set_int(x, "sent", (int64_t)(J->vol.sent[w] / (uint64_t)c->repeat)) ||
+             uly_json_set_int(x, "expected_sent", used ? (int64_t)J->want.sent[w] : 0) ||
+             uly_json_set_int(x, "recv", (int64_t)(J->vol.recv[w] / (uint64_t)c->repeat)) ||
+             uly_json_set_int(x, "expected_recv", used ? (int64_t)J->want.recv[w] : 0);
+    }
+    e |= uly_json_set_bool(o, "bytes_match_all_ranks", !J->vol_bad);
+    if (J->checked && !e) {
+        json_t *ck = uly_json_add_object(o, "check");
+        e |= !ck;
+        for (int i = 0; i < (c->backward ? NRES : 2) && !e; i++) {
+            const errstat *s = &J->err[i];
+            json_t *x = uly_json_add_object(ck, res_name[i]);
+            e |= !x || uly_json_set_bool(x, "bitwise_equal_single_process", J->bitwise[i]) ||
+                 uly_json_set_real(x, "max_abs_err", s->nonfinite ? NAN : s->max_abs) ||
+                 uly_json_set_real(x, "max_rel_err", s->nonfinite ? NAN : s->max_ref > 0 ? s->max_abs / s->max_ref : 0.0) ||
+                 uly_json_set_int(x, "nonfinite", (int64_t)s->nonfinite);
         }
-        fflush(stdout);
+        if (!e)
+            e |= uly_json_set_bool(ck, "pass", J->tol_ok);
     }
-    for (int i = 0; i < 5; i++)
-        free(full[i]);
-    run_free(&R);
-    int codes[2] = {exit_code, wrc}, out[2];
-    MPI_Allreduce(codes, out, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (out[1])
-        return out[1];
-    return any_vol_bad ? 1 : out[0];
+    if (e) {
+        json_decref(o);
+        return 1;
+    }
+    return uly_json_print(stdout, o) ? 1 : 0;
+}
+
+static void report_text(attn_job *J, double ffl, double tfl)
+{
+    const uly_attn_desc *a = &J->a;
+    const struct attn_cfg *c = &J->c;
+    printf("ulysses attn: %d rank%s, B=%lld N=%lld H=%lld Hkv=%lld d=%lld mask=%s dtype=%s, %lld repetition%s%s\n",
+           J->P, J->P > 1 ? "s" : "", (long long)a->batch, (long long)a->seq, (long long)a->heads, (long long)a->kv_heads,
+           (long long)a->head_dim, mask_name(a), dtype_names[a->dtype], (long long)c->repeat,
+           c->repeat > 1 ? "s" : "", c->backward ? ", forward + backward" : ", forward");
+    if (a->window)
+        printf("  window W=%lld\n", (long long)a->window);
+    printf("\n%-26s %12s %12s %12s   (over ranks x repetitions)\n", "phase", "min ms", "median ms", "max ms");
+    for (int p = 0; p < (c->backward ? NPH : 3); p++)
+        printf("%-26s %12.3f %12.3f %12.3f\n", phase_names[p], 1e3 * J->ph[p].min, 1e3 * J->ph[p].median,
+               1e3 * J->ph[p].max);
+    printf("\nthroughput: forward %.2f GFLOP/s", ffl / J->fwd_med * 1e-9);
+    if (c->backward)
+        printf(", forward+backward %.2f GFLOP/s", tfl / J->tot_med * 1e-9);
+    printf(" (all ranks; 4*pairs*d per head forward, 2.5x backward)\n");
+    printf("\n%-6s %16s %16s %16s %16s   (rank 0, bytes per call)\n", "a2a", "sent", "expected sent", "received",
+           "expected recv");
+    for (int w = 0; w < (c->backward ? ULY_A2A_COUNT : ULY_A2A_DO); w++)
+        printf("%-6s %16llu %16llu %16llu %16llu\n", uly_a2a_name(w), (unsigned long long)(J->vol.sent[w] / (uint64_t)c->repeat),
+               (unsigned long long)J->want.sent[w], (unsigned long long)(J->vol.recv[w] / (uint64_t)c->repeat),
+               (unsigned long long)J->want.recv[w]);
+    printf("measured == expected on every rank: %s\n", J->vol_bad ? "NO" : "yes");
+    if (J->checked) {
+        /* the non-finite column only when there is something to count */
+        size_t bad = 0;
+        for (int i = 0; i < (c->backward ? NRES : 2); i++)
+            bad += J->err[i].nonfinite;
+        printf("\n%-4s %26s %16s %16s%s\n", "", "bitwise == one process", "max abs err", "max rel err",
+               bad ? "   non-finite" : "");
+        for (int i = 0; i < (c->backward ? NRES : 2); i++) {
+            const errstat *s = &J->err[i];
+            printf("%-4s %26s %16.3e %16.3e", res_name[i], J->bitwise[i] ? "yes" : "NO", s->nonfinite ? NAN : s->max_abs,
+                   s->nonfinite ? NAN : s->max_ref > 0 ? s->max_abs / s->max_ref : 0.0);
+            if (bad)
+                printf(" %12zu", s->nonfinite);
+            printf("\n");
+        }
+        printf("errors vs fp64 reference within atol %.0e + rtol %.0e |ref| (O, LSE: a quarter of it): %s\n", J->atol,
+               J->rtol, J->tol_ok ? "yes" : "NO");
+    }
+}
+
+static int attn_report(attn_job *J, drv *d)
+{
+    if (d->rank != 0)
+        return 0;
+    const uly_attn_desc *a = &J->a;
+    const double ffl = 4.0 * uly_attn_pairs(a) * (double)a->head_dim * (double)(a->batch * a->heads);
+    const double tfl = J->c.backward ? 3.5 * ffl : ffl;
+    if (J->c.json) {
+        uly_json_use_hooks();
+        if (report_json(J, ffl, tfl))
+            drv_fail(d, DRV_RUNTIME, "out of memory: cannot build the JSON report");
+    } else {
+        report_text(J, ffl, tfl);
+    }
+    if (fflush(stdout) != 0)
+        drv_fail(d, DRV_RUNTIME, "cannot write the report to standard output");
+    return d->code;
+}
+
+/* The run's own verdict: --check and the byte counters. */
+static int attn_verdict(attn_job *J, drv *d)
+{
+    if (d->rank != 0)
+        return 0;
+    if (J->vol_bad)
+        return drv_fail(d, DRV_RUNTIME, "the bytes moved differ from the plan on some rank (see the table)");
+    if (J->checked && !J->tol_ok) {
+        for (int i = 0; i < (J->c.backward ? NRES : 2); i++) {
+            const errstat *s = &J->err[i];
+            if (s->nonfinite)
+                return drv_fail(d, DRV_RUNTIME, "--check failed: %s has %zu non-finite element%s (the first at index %zu) "
+                                "in the result or the reference", res_name[i], s->nonfinite, s->nonfinite > 1 ? "s" : "",
+                                s->first_bad);
+            if (!J->bitwise[i])
+                return drv_fail(d, DRV_RUNTIME, "--check failed: %s is not bitwise equal to the single-process result",
+                                res_name[i]);
+            if (!(s->worst_tol <= 1))
+                return drv_fail(d, DRV_RUNTIME, "--check failed: %s differs from the fp64 reference by %.3e, %.2f times "
+                                "the tolerance", res_name[i], s->max_abs, s->worst_tol);
+        }
+    }
+    return 0;
 }
 
 /* ---------------------------------------------------------------- main */
 
+static int attn_main(attn_job *J, drv *d, int argc, char **argv)
+{
+    int ps = attn_parse(J, d, argc, argv);
+    drv_field f[DRV_AGREE_MAX];
+    int nf = ps == DRV_PARSE_OK ? attn_fields(J, f) : 0;
+    int rc = drv_agree(d, ps, f, nf);
+    if (rc == DRV_PARSE_HELP) {
+        if (d->rank == 0) {
+            arg_opt opts[NOPTS];
+            attn_options(&J->c, opts);
+            args_usage(stdout, "ulysses", synopsis, opts);
+        }
+        return 0;
+    }
+    if (rc)
+        return rc;
+#define STEP(call)                      \
+    do {                                \
+        (void)(call);                   \
+        if ((rc = drv_sync(d)))         \
+            return rc;                  \
+    } while (0)
+    STEP(drv_blas_warmup(d, (int)J->c.threads));
+    STEP(attn_resolve(J, d));
+    STEP(attn_share_shape(J, d));
+    STEP(attn_plan(J, d));
+    STEP(attn_alloc(J, d));
+    STEP(attn_create(J, d));
+    STEP(attn_load(J, d));
+    STEP(attn_run(J, d));
+    STEP(attn_finite(J, d));
+    STEP(attn_measure(J, d));
+    STEP(attn_gather(J, d));
+    STEP(attn_check(J, d));
+    STEP(attn_write(J, d));
+    STEP(attn_report(J, d));
+    STEP(attn_verdict(J, d));
+#undef STEP
+    return 0;
+}
+
 int cmd_attn(int argc, char **argv)
 {
-    int inited = 0;
-    MPI_Initialized(&inited);
-    if (!inited)
-        MPI_Init(NULL, NULL);
-    int rank = 0, P = 1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &P);
-    int status = cmd_attn_mpi(argc, argv, rank, P);
-    MPI_Finalize();
-    return status;
+    drv d;
+    if (drv_open(&d, "ulysses attn"))
+        return DRV_RUNTIME;
+    attn_job J;
+    memset(&J, 0, sizeof J);
+    for (int i = 0; i < NOUT; i++)
+        J.out[i].fd = -1;
+    int code = attn_main(&J, &d, argc, argv);
+    job_free(&J);
+    return drv_close(&d, code);
 }

@@ -31,6 +31,7 @@
 #include "args.h"
 #include "cli.h"
 #include "config.h"
+#include "drv.h"
 #include "timing.h"
 #include "ulysses_dist.h"
 
@@ -53,7 +54,7 @@ static int parse_or_help(const char *cmd, const char *syn, int argc, char **argv
     }
     if (rc == ARGS_ERROR) {
         fprintf(stderr, "%s\n", msg);
-        return EXIT_BADINPUT;
+        return ULY_EXIT_BADINPUT;
     }
     return -1;
 }
@@ -94,13 +95,26 @@ static int bench_kernel(int argc, char **argv)
     }
     const size_t nq = (size_t)(batch * seq * heads * d), nl = (size_t)(batch * heads * seq);
     const size_t ng = (size_t)(gemm * gemm);
-    float *q = malloc(nq * 4), *k = malloc(nq * 4), *v = malloc(nq * 4), *o = malloc(nq * 4), *lse = malloc(nl * 4);
-    float *dout = malloc(nq * 4), *dq = malloc(nq * 4), *dk = malloc(nq * 4), *dv = malloc(nq * 4);
-    float *ga = malloc(ng * 4), *gb = malloc(ng * 4), *gc = malloc(ng * 4);
-    if (!q || !k || !v || !o || !lse || !dout || !dq || !dk || !dv || !ga || !gb || !gc) {
-        fprintf(stderr, "ulysses bench kernel: out of memory\n");
-        return 1;
+    /* every buffer in one table: allocated through the library's hooks,
+     * checked, and freed in one place whatever happens */
+    enum { BQ, BK, BV, BO, BL, BDO, BDQ, BDK, BDV, BGA, BGB, BGC, BTG, BTF, BTB, BTF2, BTB2, NBUF };
+    const size_t bytes[NBUF] = {nq * 4, nq * 4, nq * 4, nq * 4, nl * 4, nq * 4, nq * 4, nq * 4, nq * 4,
+                                ng * 4, ng * 4, ng * 4, (size_t)repeat * 8, (size_t)repeat * 8, (size_t)repeat * 8,
+                                (size_t)repeat * 8, (size_t)repeat * 8};
+    void *buf[NBUF] = {NULL};
+    int ok = 1;
+    for (int i = 0; i < NBUF && ok; i++)
+        ok = (buf[i] = uly_calloc(1, bytes[i])) != NULL;
+    if (!ok) {
+        fprintf(stderr, "ulysses bench kernel: out of memory (tensors of %zu bytes each)\n", nq * 4);
+        for (int i = 0; i < NBUF; i++)
+            uly_free(buf[i]);
+        return ULY_EXIT_RUNTIME;
     }
+    float *q = buf[BQ], *k = buf[BK], *v = buf[BV], *o = buf[BO], *lse = buf[BL];
+    float *dout = buf[BDO], *dq = buf[BDQ], *dk = buf[BDK], *dv = buf[BDV];
+    float *ga = buf[BGA], *gb = buf[BGB], *gc = buf[BGC];
+    double *tg = buf[BTG], *tf = buf[BTF], *tb = buf[BTB], *tf2 = buf[BTF2], *tb2 = buf[BTB2];
     fill_shard(q, ULY_F32, 1, 0, batch, seq, 0, seq, heads, d);
     fill_shard(k, ULY_F32, 1, 1, batch, seq, 0, seq, heads, d);
     fill_shard(v, ULY_F32, 1, 2, batch, seq, 0, seq, heads, d);
@@ -114,8 +128,6 @@ static int bench_kernel(int argc, char **argv)
     ko.block_k = bk;
     const double ffl = 4.0 * uly_attn_pairs(&a) * (double)d * (double)(batch * heads);
     const double bfl = 2.5 * ffl, gfl = 2.0 * (double)gemm * (double)gemm * (double)gemm;
-    double *tg = calloc((size_t)repeat, 8), *tf = calloc((size_t)repeat, 8), *tb = calloc((size_t)repeat, 8);
-    double *tf2 = calloc((size_t)repeat, 8), *tb2 = calloc((size_t)repeat, 8);
     uly_kernel_opts ko2 = ko;
     ko2.threads = (int)threads2;
     /* warm-up of each, then interleaved repetitions */
@@ -130,10 +142,8 @@ static int bench_kernel(int argc, char **argv)
         if (!rc && !no_bwd)
             rc = uly_attn_bwd(&a, &ko, q, k, v, o, lse, dout, dq, dk, dv);
         double t3 = now_seconds();
-        if (rc) {
-            fprintf(stderr, "ulysses bench kernel: %s\n", uly_last_error());
-            return 1;
-        }
+        if (rc)
+            break;
         if (it >= 0) {
             tg[it] = gfl / (t1 - t0) * 1e-9;
             tf[it] = ffl / (t2 - t1) * 1e-9;
@@ -146,15 +156,19 @@ static int bench_kernel(int argc, char **argv)
             if (!rc && !no_bwd)
                 rc = uly_attn_bwd(&a, &ko2, q, k, v, o, lse, dout, dq, dk, dv);
             t3 = now_seconds();
-            if (rc) {
-                fprintf(stderr, "ulysses bench kernel: %s\n", uly_last_error());
-                return 1;
-            }
+            if (rc)
+                break;
             if (it >= 0) {
                 tf2[it] = ffl / (t2 - t1) * 1e-9;
                 tb2[it] = (ffl + bfl) / (t3 - t1) * 1e-9;
             }
         }
+    }
+    if (rc) {
+        fprintf(stderr, "ulysses bench kernel: %s\n", uly_last_error());
+        for (int i = 0; i < NBUF; i++)
+            uly_free(buf[i]);
+        return exit_status_of(rc);
     }
     stats sf2 = stats_of(tf2, (size_t)repeat), sb2 = stats_of(tb2, (size_t)repeat);
     stats sg = stats_of(tg, (size_t)repeat), sf = stats_of(tf, (size_t)repeat), sb = stats_of(tb, (size_t)repeat);
@@ -196,8 +210,8 @@ static int bench_kernel(int argc, char **argv)
         printf("(sgemm %lld^3 with %lld thread%s; attention FLOPs 4*pairs*d forward, 2.5x that backward)\n",
                (long long)gemm, (long long)threads, threads > 1 ? "s" : "");
     }
-    free(q); free(k); free(v); free(o); free(lse); free(dout); free(dq); free(dk); free(dv);
-    free(ga); free(gb); free(gc); free(tg); free(tf); free(tb); free(tf2); free(tb2);
+    for (int i = 0; i < NBUF; i++)
+        uly_free(buf[i]);
     return 0;
 }
 
@@ -282,7 +296,129 @@ static int bench_memory(int argc, char **argv)
 
 /* ------------------------------------------------------------------ a2a */
 
-static int bench_a2a_mpi(int argc, char **argv, int rank, int P)
+/* One size: Ulysses all-to-alls in both modes next to a raw MPI_Alltoall,
+ * the ring hop next to a raw MPI_Sendrecv.  Local failures are recorded in
+ * d; every step that can fail on one rank is agreed (drv_sync). */
+static int a2a_size(drv *d, int64_t bytes, int64_t repeat, int json)
+{
+    const int P = d->size, rank = d->rank;
+    const int64_t H = 2 * P, hd = 128;
+    int64_t n_r = bytes / (H * hd * 4);
+    if (n_r < 1)
+        n_r = 1;
+    const size_t elems = (size_t)(n_r * H * hd);
+    uly_attn_desc a;
+    memset(&a, 0, sizeof a);
+    a.batch = 1; a.seq = n_r * P; a.heads = H; a.kv_heads = H; a.head_dim = hd; a.dtype = ULY_F32;
+    /* columns: raw, pack in, pack out, datatype in, datatype out, sendrecv, ring hop */
+    enum { NC = 7 };
+    float *in = drv_alloc_n(d, elems, 4, "the a2a buffers");
+    float *out = in ? drv_alloc_n(d, elems, 4, "the a2a buffers") : NULL;
+    float *mid = out ? drv_alloc_n(d, elems, 4, "the a2a buffers") : NULL;
+    double *tm = mid ? drv_alloc_n(d, (size_t)repeat * NC, sizeof(double), "the timings") : NULL;
+    uly_dist *D[2] = {NULL, NULL};
+    uly_sp *ring = NULL;
+    int rc = drv_sync(d);
+    for (int m = 0; m < 2 && !rc; m++) {
+        uly_dist_opts dopt;
+        memset(&dopt, 0, sizeof dopt);
+        dopt.a2a_mode = m ? ULY_A2A_DATATYPE : ULY_A2A_PACK;
+        drv_lib(d, uly_dist_create(d->comm, &a, &dopt, &D[m]), 0, NULL);
+        rc = drv_sync(d);
+    }
+    if (!rc) {
+        /* the ring exchange: a ring context over the same ranks (its shape
+         * only sizes a tiny attention; the hop moves `bytes` bytes) */
+        uly_attn_desc ra = a;
+        ra.seq = P;
+        ra.heads = ra.kv_heads = 1;
+        ra.head_dim = 1;
+        uly_sp_opts so;
+        memset(&so, 0, sizeof so);
+        so.method = ULY_METHOD_RING;
+        drv_lib(d, uly_sp_create(d->comm, &ra, &so, &ring), 0, NULL);
+        rc = drv_sync(d);
+    }
+    for (size_t i = 0; !rc && i < elems; i++)
+        in[i] = (float)i;
+    const int per = (int)(elems / (size_t)P);
+    for (int64_t it = -1; it < repeat && !rc; it++) {
+        double loc[NC], mx[NC];
+        int st = 0;
+        drv_mpi(d, MPI_Barrier(d->comm), "MPI_Barrier");
+        double t0 = MPI_Wtime();
+        if (!d->code)
+            drv_mpi(d, MPI_Alltoall(in, per, MPI_FLOAT, out, per, MPI_FLOAT, d->comm), "MPI_Alltoall");
+        loc[0] = MPI_Wtime() - t0;
+        if (!d->code)
+            drv_mpi(d, MPI_Barrier(d->comm), "MPI_Barrier");
+        t0 = MPI_Wtime();
+        if (!d->code)
+            drv_mpi(d, MPI_Sendrecv(in, (int)elems, MPI_FLOAT, (rank + 1) % P, 7, out, (int)elems, MPI_FLOAT,
+                                    (rank + P - 1) % P, 7, d->comm, MPI_STATUS_IGNORE), "MPI_Sendrecv");
+        loc[5] = MPI_Wtime() - t0;
+        if (!d->code)
+            drv_mpi(d, MPI_Barrier(d->comm), "MPI_Barrier");
+        t0 = MPI_Wtime();
+        if (!d->code)
+            st = uly_sp_ring_shift(ring, in, mid, elems * 4);
+        loc[6] = MPI_Wtime() - t0;
+        drv_lib(d, st, 0, NULL);
+        if (!d->code && memcmp(out, mid, elems * 4) != 0)
+            drv_fail(d, DRV_RUNTIME, "rank %d: the ring hop and MPI_Sendrecv disagree", rank);
+        for (int m = 0; m < 2 && !st && !d->code; m++) {
+            memset(out, 0, elems * 4);
+            drv_mpi(d, MPI_Barrier(d->comm), "MPI_Barrier");
+            t0 = MPI_Wtime();
+            st = uly_dist_a2a(D[m], ULY_A2A_Q, in, mid);
+            loc[1 + 2 * m] = MPI_Wtime() - t0;
+            drv_mpi(d, MPI_Barrier(d->comm), "MPI_Barrier");
+            t0 = MPI_Wtime();
+            if (!st)
+                st = uly_dist_a2a(D[m], ULY_A2A_O, mid, out);
+            loc[2 + 2 * m] = MPI_Wtime() - t0;
+            drv_lib(d, st, 0, NULL);
+            if (!st && memcmp(in, out, elems * 4) != 0)
+                drv_fail(d, DRV_RUNTIME, "rank %d: the round trip did not restore the input", rank);
+        }
+        if ((rc = drv_sync(d)))
+            break;
+        if (drv_mpi(d, MPI_Allreduce(loc, mx, NC, MPI_DOUBLE, MPI_MAX, d->comm), "MPI_Allreduce")) /* slowest rank */
+            rc = drv_sync(d);
+        for (int c = 0; c < NC && it >= 0 && !rc; c++)
+            tm[(size_t)c * (size_t)repeat + (size_t)it] = mx[c];
+    }
+    if (!rc && rank == 0) {
+        stats st[NC];
+        for (int c = 0; c < NC; c++)
+            st[c] = stats_of(tm + (size_t)c * (size_t)repeat, (size_t)repeat);
+        static const char *const key[NC] = {"raw", "pack_seq_to_heads", "pack_heads_to_seq",
+                                            "datatype_seq_to_heads", "datatype_heads_to_seq", "sendrecv",
+                                            "ring_hop"};
+        if (json) {
+            printf("{\"bench\": \"a2a\", \"ranks\": %d, \"bytes_per_rank\": %zu", P, elems * 4);
+            for (int c = 0; c < NC; c++)
+                printf(", \"%s_ms\": {\"median\": %.4f, \"min\": %.4f, \"max\": %.4f}", key[c],
+                       1e3 * st[c].median, 1e3 * st[c].min, 1e3 * st[c].max);
+            for (int c = 1; c < 5; c++)
+                printf(", \"%s_over_raw\": %.4f", key[c], st[c].median / st[0].median);
+            printf(", \"ring_hop_over_sendrecv\": %.4f}\n", st[6].median / st[5].median);
+        } else {
+            printf("%12zu %10.3f |", elems * 4, 1e3 * st[0].median);
+            for (int c = 1; c < 5; c++)
+                printf(" %10.3f %7.3f%s", 1e3 * st[c].median, st[c].median / st[0].median, c == 2 ? " |" : "");
+            printf(" | %10.3f %10.3f %7.3f\n", 1e3 * st[5].median, 1e3 * st[6].median, st[6].median / st[5].median);
+        }
+        fflush(stdout);
+    }
+    uly_sp_free(ring);
+    uly_dist_free(D[0]);
+    uly_dist_free(D[1]);
+    drv_free(in); drv_free(out); drv_free(mid); drv_free(tm);
+    return rc;
+}
+
+static int bench_a2a_mpi(drv *d, int argc, char **argv)
 {
     int64_t minb = 1 << 20, maxb = 256 << 20, repeat = 5;
     int json = 0;
@@ -294,165 +430,53 @@ static int bench_a2a_mpi(int argc, char **argv, int rank, int P)
         {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
     };
     char msg[512];
-    int rc = args_parse("ulysses bench a2a", argc - 1, argv + 1, opts, msg, sizeof msg);
+    int ps = DRV_PARSE_OK;
+    int rc = args_parse(d->cmd, argc - 1, argv + 1, opts, msg, sizeof msg);
     if (rc == ARGS_HELP) {
-        if (rank == 0)
+        ps = DRV_PARSE_HELP;
+    } else if (rc == ARGS_ERROR) {
+        size_t k = strlen(d->cmd);
+        drv_fail(d, DRV_BADINPUT, "%s", strncmp(msg, d->cmd, k) == 0 && msg[k] == ':' ? msg + k + 2 : msg);
+        ps = DRV_PARSE_ERROR;
+    }
+    const drv_field f[] = {
+        {"--min", DRV_F_INT, minb, NULL, 0, NULL}, {"--max", DRV_F_INT, maxb, NULL, 0, NULL},
+        {"--repeat", DRV_F_INT, repeat, NULL, 0, NULL}, {"--json", DRV_F_FLAG, json, NULL, 0, NULL},
+    };
+    rc = drv_agree(d, ps, f, 4);
+    if (rc == DRV_PARSE_HELP) {
+        if (d->rank == 0)
             args_usage(stdout, "ulysses", "bench a2a [options]   (under mpirun -np P)", opts);
         return 0;
     }
-    if (rc == ARGS_ERROR) {
-        if (rank == 0)
-            fprintf(stderr, "%s\n", msg);
-        return EXIT_BADINPUT;
+    if (rc)
+        return rc;
+    if (d->size < 2) {
+        drv_say(d, "run under mpirun with at least 2 ranks");
+        return DRV_BADINPUT;
     }
-    if (P < 2) {
-        if (rank == 0)
-            fprintf(stderr, "ulysses bench a2a: run under mpirun with at least 2 ranks\n");
-        return EXIT_BADINPUT;
-    }
-    if (!json && rank == 0)
+    if (!json && d->rank == 0) {
         printf("bench a2a: %d ranks; Ulysses all-to-all (with packing) vs raw MPI_Alltoall of the same bytes, "
                "ring hop vs raw MPI_Sendrecv, "
                "%lld repetitions, medians of the slowest rank\n",
-               P, (long long)repeat);
-    if (!json && rank == 0)
+               d->size, (long long)repeat);
         printf("%12s %10s | %10s %7s %10s %7s | %10s %7s %10s %7s | %10s %10s %7s\n%23s | %-37s | %-37s | %-30s\n",
                "bytes/rank", "raw ms", "seq->heads", "ratio", "heads->seq", "ratio", "seq->heads", "ratio",
                "heads->seq", "ratio", "sendrecv", "ring hop", "ratio", "",
                "pack + MPI_Alltoallv (auto: > 16M)", "datatypes + MPI_Alltoallw (auto: <= 16M)",
                "ring: same bytes to rank+1");
-    const int64_t H = 2 * P, d = 128;
-    for (int64_t bytes = minb; bytes <= maxb; bytes *= 4) {
-        int64_t n_r = bytes / (H * d * 4);
-        if (n_r < 1)
-            n_r = 1;
-        const int64_t N = n_r * P;
-        const size_t elems = (size_t)(n_r * H * d);
-        uly_attn_desc a;
-        memset(&a, 0, sizeof a);
-        a.batch = 1; a.seq = N; a.heads = H; a.kv_heads = H; a.head_dim = d; a.dtype = ULY_F32;
-        float *in = malloc(elems * 4), *out = malloc(elems * 4), *mid = malloc(elems * 4);
-        if (!in || !out || !mid) {
-            fprintf(stderr, "ulysses bench a2a: rank %d out of memory at %lld bytes\n", rank, (long long)bytes);
-            MPI_Abort(MPI_COMM_WORLD, 1);
-        }
-        for (size_t i = 0; i < elems; i++)
-            in[i] = (float)i;
-        uly_dist *D[2] = {NULL, NULL};
-        for (int m = 0; m < 2; m++) {
-            uly_dist_opts dopt;
-            memset(&dopt, 0, sizeof dopt);
-            dopt.a2a_mode = m ? ULY_A2A_DATATYPE : ULY_A2A_PACK;
-            if ((rc = uly_dist_create(MPI_COMM_WORLD, &a, &dopt, &D[m]))) {
-                fprintf(stderr, "ulysses bench a2a: %s\n", uly_last_error());
-                return 1;
-            }
-        }
-        /* the ring exchange: a ring context over the same ranks (its shape
-         * only sizes a tiny attention; the hop moves `bytes` bytes) */
-        uly_sp *ring = NULL;
-        {
-            uly_attn_desc ra = a;
-            ra.seq = P;
-            ra.heads = ra.kv_heads = 1;
-            ra.head_dim = 1;
-            uly_sp_opts so;
-            memset(&so, 0, sizeof so);
-            so.method = ULY_METHOD_RING;
-            if ((rc = uly_sp_create(MPI_COMM_WORLD, &ra, &so, &ring))) {
-                fprintf(stderr, "ulysses bench a2a: %s\n", uly_last_error());
-                return 1;
-            }
-        }
-        /* columns: raw, pack in, pack out, datatype in, datatype out, sendrecv, ring hop */
-        enum { NC = 7 };
-        double *tm = calloc((size_t)repeat * NC, 8);
-        const int per = (int)(elems / (size_t)P);
-        for (int64_t it = -1; it < repeat; it++) {
-            double loc[NC], mx[NC];
-            MPI_Barrier(MPI_COMM_WORLD);
-            double t0 = MPI_Wtime();
-            MPI_Alltoall(in, per, MPI_FLOAT, out, per, MPI_FLOAT, MPI_COMM_WORLD);
-            loc[0] = MPI_Wtime() - t0;
-            MPI_Barrier(MPI_COMM_WORLD);
-            t0 = MPI_Wtime();
-            MPI_Sendrecv(in, (int)elems, MPI_FLOAT, (rank + 1) % P, 7, out, (int)elems, MPI_FLOAT,
-                         (rank + P - 1) % P, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            loc[5] = MPI_Wtime() - t0;
-            MPI_Barrier(MPI_COMM_WORLD);
-            t0 = MPI_Wtime();
-            rc = uly_sp_ring_shift(ring, in, mid, elems * 4);
-            loc[6] = MPI_Wtime() - t0;
-            if (!rc && memcmp(out, mid, elems * 4) != 0) {
-                fprintf(stderr, "ulysses bench a2a: rank %d: ring hop and MPI_Sendrecv disagree\n", rank);
-                rc = ULY_EINVAL;
-            }
-            for (int m = 0; m < 2 && !rc; m++) {
-                memset(out, 0, elems * 4);
-                MPI_Barrier(MPI_COMM_WORLD);
-                t0 = MPI_Wtime();
-                rc = uly_dist_a2a(D[m], ULY_A2A_Q, in, mid);
-                loc[1 + 2 * m] = MPI_Wtime() - t0;
-                MPI_Barrier(MPI_COMM_WORLD);
-                t0 = MPI_Wtime();
-                if (!rc)
-                    rc = uly_dist_a2a(D[m], ULY_A2A_O, mid, out);
-                loc[2 + 2 * m] = MPI_Wtime() - t0;
-                if (!rc && memcmp(in, out, elems * 4) != 0) {
-                    fprintf(stderr, "ulysses bench a2a: rank %d: round trip did not restore the input\n", rank);
-                    rc = ULY_EINVAL;
-                }
-            }
-            if (rc) {
-                fprintf(stderr, "ulysses bench a2a: %s\n", uly_last_error());
-                return 1;
-            }
-            MPI_Allreduce(loc, mx, NC, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD); /* slowest rank */
-            for (int c = 0; c < NC && it >= 0; c++)
-                tm[(size_t)c * (size_t)repeat + (size_t)it] = mx[c];
-        }
-        stats st[NC];
-        for (int c = 0; c < NC; c++)
-            st[c] = stats_of(tm + (size_t)c * (size_t)repeat, (size_t)repeat);
-        if (rank == 0) {
-            static const char *const key[NC] = {"raw", "pack_seq_to_heads", "pack_heads_to_seq",
-                                                "datatype_seq_to_heads", "datatype_heads_to_seq", "sendrecv",
-                                                "ring_hop"};
-            if (json) {
-                printf("{\"bench\": \"a2a\", \"ranks\": %d, \"bytes_per_rank\": %zu", P, elems * 4);
-                for (int c = 0; c < NC; c++)
-                    printf(", \"%s_ms\": {\"median\": %.4f, \"min\": %.4f, \"max\": %.4f}", key[c],
-                           1e3 * st[c].median, 1e3 * st[c].min, 1e3 * st[c].max);
-                for (int c = 1; c < 5; c++)
-                    printf(", \"%s_over_raw\": %.4f", key[c], st[c].median / st[0].median);
-                printf(", \"ring_hop_over_sendrecv\": %.4f}\n", st[6].median / st[5].median);
-            } else {
-                printf("%12zu %10.3f |", elems * 4, 1e3 * st[0].median);
-                for (int c = 1; c < 5; c++)
-                    printf(" %10.3f %7.3f%s", 1e3 * st[c].median, st[c].median / st[0].median, c == 2 ? " |" : "");
-                printf(" | %10.3f %10.3f %7.3f\n", 1e3 * st[5].median, 1e3 * st[6].median,
-                       st[6].median / st[5].median);
-            }
-            fflush(stdout);
-        }
-        uly_sp_free(ring);
-        free(tm);
-        uly_dist_free(D[0]);
-        uly_dist_free(D[1]);
-        free(in); free(out); free(mid);
     }
-    return 0;
+    for (int64_t bytes = minb; bytes <= maxb && !rc; bytes *= 4)
+        rc = a2a_size(d, bytes, repeat, json);
+    return rc;
 }
 
 static int bench_a2a(int argc, char **argv)
 {
-    MPI_Init(NULL, NULL);
-    int rank, P;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &P);
-    int rc = bench_a2a_mpi(argc, argv, rank, P);
-    MPI_Finalize();
-    return rc;
+    drv d;
+    if (drv_open(&d, "ulysses bench a2a"))
+        return DRV_RUNTIME;
+    return drv_close(&d, bench_a2a_mpi(&d, argc, argv));
 }
 
 int cmd_bench(int argc, char **argv)
@@ -464,7 +488,7 @@ int cmd_bench(int argc, char **argv)
                    "  memory   peak resident size of an attention run next to its tensor bytes\n"
                    "  a2a      Ulysses all-to-all next to raw MPI_Alltoall, ring hop next to MPI_Sendrecv (mpirun)\n"
                    "Each takes --json and --help.\n");
-        return argc < 2 ? EXIT_BADINPUT : 0;
+        return argc < 2 ? ULY_EXIT_BADINPUT : 0;
     }
     if (strcmp(argv[1], "kernel") == 0)
         return bench_kernel(argc - 1, argv + 1);
@@ -473,5 +497,5 @@ int cmd_bench(int argc, char **argv)
     if (strcmp(argv[1], "a2a") == 0)
         return bench_a2a(argc - 1, argv + 1);
     fprintf(stderr, "ulysses bench: unknown benchmark '%s' (kernel, memory or a2a)\n", argv[1]);
-    return EXIT_BADINPUT;
+    return ULY_EXIT_BADINPUT;
 }

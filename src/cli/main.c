@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/base.h"
 #include "cli.h"
 
 static void usage(FILE *f)
@@ -30,16 +31,16 @@ static void usage(FILE *f)
 int exit_status_of(int status)
 {
     switch (status) {
-    case ULY_OK: return 0;
+    case ULY_OK:
+        return ULY_EXIT_OK;
     case ULY_EINVAL:
     case ULY_EOVERFLOW:
     case ULY_EFORMAT:
-    case ULY_EIO:
     case ULY_EMISMATCH:
     case ULY_ENONFINITE:
-        return EXIT_BADINPUT;
-    default:
-        return 1;
+        return ULY_EXIT_BADINPUT;
+    default: /* ULY_ENOMEM, ULY_EIO, ULY_EMPI, ULY_EPEER: the run failed, not its input */
+        return ULY_EXIT_RUNTIME;
     }
 }
 
@@ -47,7 +48,7 @@ int main(int argc, char **argv)
 {
     if (argc < 2) {
         usage(stderr);
-        return EXIT_BADINPUT;
+        return ULY_EXIT_BADINPUT;
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
@@ -77,5 +78,5 @@ int main(int argc, char **argv)
     }
 #endif
     fprintf(stderr, "ulysses: unknown command '%s' (see ulysses --help)\n", cmd);
-    return EXIT_BADINPUT;
+    return ULY_EXIT_BADINPUT;
 }

@@ -1,0 +1,209 @@
+/*
+ * base.c -- see base.h.  No dependency beyond POSIX and the C library.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base.h"
+
+/* ------------------------------------------------------------ last error */
+
+static _Thread_local char last_error[1024];
+
+int uly_base_vset_error(int status, const char *fmt, va_list ap)
+{
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    return status;
+}
+
+int uly_base_set_error(int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    uly_base_vset_error(status, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+const char *uly_base_last_error(void)
+{
+    return last_error;
+}
+
+void uly_base_clear_error(void)
+{
+    last_error[0] = '\0';
+}
+
+/* ------------------------------------------------------- allocation hooks */
+
+static long alloc_count, fail_at;
+
+long uly_base_fail_alloc_at(long k)
+{
+    long c = alloc_count;
+    fail_at = k;
+    alloc_count = 0;
+    return c;
+}
+
+long uly_base_alloc_count(void)
+{
+    return alloc_count;
+}
+
+static int should_fail(void)
+{
+    long k = ++alloc_count;
+    return fail_at > 0 && k == fail_at;
+}
+
+void *uly_base_malloc(size_t n)
+{
+    return should_fail() ? NULL : malloc(n ? n : 1);
+}
+
+void *uly_base_calloc(size_t n, size_t size)
+{
+    if (should_fail())
+        return NULL;
+    return n == 0 || size == 0 ? calloc(1, 1) : calloc(n, size);
+}
+
+void *uly_base_realloc(void *p, size_t n)
+{
+    return should_fail() ? NULL : realloc(p, n ? n : 1);
+}
+
+void uly_base_free(void *p)
+{
+    free(p);
+}
+
+/* -------------------------------------------------- checked size arithmetic */
+
+int uly_mul_sizes(size_t *out, int n, const int64_t *v)
+{
+    size_t p = 1;
+    for (int i = 0; i < n; i++) {
+        if (v[i] < 0 || (uint64_t)v[i] > SIZE_MAX)
+            return 1;
+        if (uly_mul_size(p, (size_t)v[i], &p))
+            return 1;
+    }
+    *out = p;
+    return 0;
+}
+
+/* --------------------------------------------------------------- integers */
+
+int uly_parse_int(const char *s, int64_t *out)
+{
+    if (!s)
+        return 1;
+    int neg = *s == '-';
+    const char *p = s + neg;
+    if (*p < '0' || *p > '9')
+        return 1;
+    uint64_t v = 0;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return 1;
+        v = v * 10 + d;
+    }
+    uint64_t mul = 1;
+    switch (*p) {
+    case '\0': break;
+    case 'k': case 'K': mul = (uint64_t)1 << 10; p++; break;
+    case 'm': case 'M': mul = (uint64_t)1 << 20; p++; break;
+    case 'g': case 'G': mul = (uint64_t)1 << 30; p++; break;
+    default: return 1;
+    }
+    if (*p)
+        return 1;
+    /* |value| must fit: INT64_MAX for positives, INT64_MAX + 1 for negatives */
+    const uint64_t lim = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+    if (v > lim / mul)
+        return 1;
+    v *= mul;
+    if (neg)
+        *out = v == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)v;
+    else
+        *out = (int64_t)v;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ files */
+
+const char *uly_file_kind(mode_t m)
+{
+    if (S_ISREG(m)) return "a regular file";
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISFIFO(m)) return "a FIFO (named pipe)";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISSOCK(m)) return "a socket";
+    return "not a regular file";
+}
+
+int uly_read_file(const char *path, size_t max, char **buf, size_t *len)
+{
+    *buf = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
+        return uly_base_set_error(errno == ENOENT ? ULY_READ_NOTFOUND : ULY_READ_IO, "%s: %s", path,
+                                  strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return uly_base_set_error(ULY_READ_IO, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return uly_base_set_error(ULY_READ_NOTREG, "%s: is %s, not a regular file", path, uly_file_kind(st.st_mode));
+    }
+    if ((uintmax_t)st.st_size > max) {
+        close(fd);
+        return uly_base_set_error(ULY_READ_TOOBIG, "%s: %jd bytes, larger than the %zu bytes accepted", path,
+                                  (intmax_t)st.st_size, max);
+    }
+    size_t n = (size_t)st.st_size, got = 0;
+    char *b = uly_base_malloc(n + 1);
+    if (!b) {
+        close(fd);
+        return uly_base_set_error(ULY_READ_NOMEM, "%s: out of memory (%zu bytes)", path, n + 1);
+    }
+    while (got < n) {
+        ssize_t k = read(fd, b + got, n - got);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            int e = k < 0 ? errno : 0;
+            close(fd);
+            uly_base_free(b);
+            return e ? uly_base_set_error(ULY_READ_IO, "%s: read error: %s", path, strerror(e))
+                     : uly_base_set_error(ULY_READ_IO, "%s: the file shrank while it was read", path);
+        }
+        got += (size_t)k;
+    }
+    char extra;
+    ssize_t more = read(fd, &extra, 1);
+    close(fd);
+    if (more > 0) {
+        uly_base_free(b);
+        return uly_base_set_error(ULY_READ_IO, "%s: the file grew while it was read", path);
+    }
+    b[n] = '\0';
+    *buf = b;
+    *len = n;
+    return ULY_READ_OK;
+}

@@ -1,0 +1,31 @@
+/*
+ * base_json.h -- JSON output through jansson, shared by the drivers of both
+ * programs (part of the base library, see base.h; needs jansson).
+ *
+ * JSON has no NaN or infinity: a number that is not finite is written as
+ * null with a companion key "<key>_nonfinite" holding "nan", "inf" or
+ * "-inf", so that a reader can neither mistake it for a value nor lose it.
+ */
+#ifndef ULY_BASE_JSON_H
+#define ULY_BASE_JSON_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <jansson.h>
+
+#include "base.h"
+
+/* o[key] = v, or null plus o[key + "_nonfinite"]; 0 or -1 (out of memory). */
+ULY_BASE_API int uly_json_set_real(json_t *o, const char *key, double v);
+ULY_BASE_API int uly_json_set_int(json_t *o, const char *key, int64_t v);
+ULY_BASE_API int uly_json_set_str(json_t *o, const char *key, const char *s);
+ULY_BASE_API int uly_json_set_bool(json_t *o, const char *key, int b);
+/* o[key] = a new object (returned, owned by o), or NULL. */
+ULY_BASE_API json_t *uly_json_add_object(json_t *o, const char *key);
+/* Print o on one line (keys in insertion order) and a newline; decrefs o.
+ * 0, or -1 when o is NULL, out of memory, or the write fails. */
+ULY_BASE_API int uly_json_print(FILE *f, json_t *o);
+/* Make jansson allocate through the base allocation hooks. */
+ULY_BASE_API void uly_json_use_hooks(void);
+
+#endif

@@ -1,0 +1,497 @@
+/*
+ * agree.c -- the driver context, checked MPI calls and allocations, and the
+ * two agreements of every MPI subcommand: of the options (once, before any
+ * other collective) and of a status (after each step that can fail).
+ * See drv.h.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "drv.h"
+
+/* Test hook of the library (exported, not in the public header). */
+void uly_test_fail_alloc_at(long k);
+
+int drv_open(drv *d, const char *cmd)
+{
+    memset(d, 0, sizeof *d);
+    d->cmd = cmd;
+    d->comm = MPI_COMM_NULL;
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited) {
+        if (MPI_Init(NULL, NULL) != MPI_SUCCESS) {
+            fprintf(stderr, "%s: MPI_Init failed\n", cmd);
+            return DRV_RUNTIME;
+        }
+        d->finalize = 1;
+    }
+    /* From here on MPI errors come back as codes, on the world communicator too. */
+    int e = MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    if (e == MPI_SUCCESS)
+        e = MPI_Comm_dup(MPI_COMM_WORLD, &d->comm);
+    if (e == MPI_SUCCESS)
+        e = MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN);
+    if (e == MPI_SUCCESS)
+        e = MPI_Comm_rank(d->comm, &d->rank);
+    if (e == MPI_SUCCESS)
+        e = MPI_Comm_size(d->comm, &d->size);
+    if (e != MPI_SUCCESS) {
+        drv_mpi(d, e, "setting up the driver's communicator");
+        fprintf(stderr, "%s: %s\n", cmd, d->msg);
+        return drv_close(d, DRV_RUNTIME);
+    }
+    const char *k = getenv("ULYSSES_TEST_FAIL_ALLOC");
+    if (k && *k) {
+        char *end;
+        long v = strtol(k, &end, 10);
+        if (*end == '\0' && v > 0)
+            uly_test_fail_alloc_at(v);
+    }
+    return 0;
+}
+
+int drv_close(drv *d, int code)
+{
+    fflush(stdout);
+    fflush(stderr);
+    if (d->comm != MPI_COMM_NULL)
+        MPI_Comm_free(&d->comm);
+    if (d->finalize)
+        MPI_Finalize();
+    if (drv_blas_stuck()) {
+        /* A thread still spins inside OpenBLAS holding its locks: the
+         * library's exit handlers would wait for it forever. */
+        _exit(code);
+    }
+    return code;
+}
+
+int drv_fail(drv *d, int code, const char *fmt, ...)
+{
+    if (d->code && !d->peer)
+        return code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(d->msg, sizeof d->msg, fmt, ap);
+    va_end(ap);
+    d->code = code;
+    d->peer = 0;
+    return code;
+}
+
+int drv_lib(drv *d, int status, int code, const char *what)
+{
+    if (status == ULY_OK)
+        return 0;
+    if (status == ULY_EPEER) {
+        if (!d->code) {
+            d->code = DRV_RUNTIME;
+            d->peer = 1;
+            snprintf(d->msg, sizeof d->msg, "%s", uly_last_error());
+        }
+        return status;
+    }
+    drv_fail(d, code ? code : exit_status_of(status), "%s%s%s", what ? what : "", what ? ": " : "",
+             uly_last_error());
+    return status;
+}
+
+int drv_mpi(drv *d, int mpi_rc, const char *what)
+{
+    if (mpi_rc == MPI_SUCCESS)
+        return 0;
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(mpi_rc, text, &len) != MPI_SUCCESS)
+        snprintf(text, sizeof text, "error code %d", mpi_rc);
+    drv_fail(d, DRV_RUNTIME, "%s failed: %s", what, text);
+    return ULY_EMPI;
+}
+
+void *drv_alloc(drv *d, size_t n, const char *what)
+{
+    void *p = uly_malloc(n);
+    if (!p) {
+        char b[32];
+        drv_fail(d, DRV_RUNTIME, "out of memory: cannot allocate %s for %s", drv_bytes(b, sizeof b, n), what);
+    }
+    return p;
+}
+
+void *drv_alloc_n(drv *d, size_t count, size_t size, const char *what)
+{
+    if (size && count > SIZE_MAX / size) {
+        drv_fail(d, DRV_BADINPUT, "%s: %zu x %zu bytes overflows size_t", what, count, size);
+        return NULL;
+    }
+    return drv_alloc(d, count * size, what);
+}
+
+void drv_free(void *p)
+{
+    uly_free(p);
+}
+
+const char *drv_bytes(char *buf, size_t len, uint64_t b)
+{
+    if (b >= (uint64_t)1 << 30)
+        snprintf(buf, len, "%.2f GiB", (double)b / (double)(1 << 30));
+    else if (b >= (uint64_t)1 << 20)
+        snprintf(buf, len, "%.1f MiB", (double)b / (double)(1 << 20));
+    else
+        snprintf(buf, len, "%" PRIu64 " bytes", b);
+    return buf;
+}
+
+void drv_say(const drv *d, const char *fmt, ...)
+{
+    if (d->rank != 0)
+        return;
+    char m[1200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m, sizeof m, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s: %s\n", d->cmd, m);
+    fflush(stderr);
+}
+
+/* ---------------------------------------------------------------- sync */
+
+/* The message and exit status of `from`, broadcast; rank 0 prints it. */
+static int announce(drv *d, int from, int all_failed)
+{
+    struct { int code; char msg[1024]; } m;
+    memset(&m, 0, sizeof m);
+    if (d->rank == from) {
+        m.code = d->code;
+        snprintf(m.msg, sizeof m.msg, "%s", d->msg);
+    }
+    if (d->size > 1 && MPI_Bcast(&m, (int)sizeof m, MPI_BYTE, from, d->comm) != MPI_SUCCESS) {
+        /* cannot even tell the others: say it here, exit as a run-time failure */
+        fprintf(stderr, "%s: rank %d: %s (and MPI_Bcast of the message failed)\n", d->cmd, d->rank, d->msg);
+        return DRV_RUNTIME;
+    }
+    m.msg[sizeof m.msg - 1] = '\0';
+    if (d->rank == 0) {
+        if (d->size > 1 && !all_failed)
+            fprintf(stderr, "%s: rank %d: %s\n", d->cmd, from, m.msg);
+        else
+            fprintf(stderr, "%s: %s\n", d->cmd, m.msg);
+        fflush(stderr);
+    }
+    return m.code ? m.code : DRV_RUNTIME;
+}
+
+int drv_sync(drv *d)
+{
+    /* key: own failures beat "another rank failed", then the lowest rank */
+    int64_t key[2] = {0, 0}, res[2];
+    if (d->code)
+        key[0] = (int64_t)(d->peer ? 0 : d->size) + (d->size - d->rank);
+    key[1] = d->code ? 0 : 1; /* any rank without failure -> not all failed */
+    if (d->size > 1) {
+        int e = MPI_Allreduce(key, res, 2, MPI_INT64_T, MPI_MAX, d->comm);
+        if (e != MPI_SUCCESS) {
+            drv_mpi(d, e, "MPI_Allreduce (status agreement)");
+            fprintf(stderr, "%s: rank %d: %s\n", d->cmd, d->rank, d->msg);
+            return DRV_RUNTIME;
+        }
+    } else {
+        res[0] = key[0];
+        res[1] = key[1];
+    }
+    if (res[0] == 0)
+        return 0;
+    int from = d->size - (int)(res[0] > d->size ? res[0] - d->size : res[0]);
+    return announce(d, from, res[1] == 0);
+}
+
+/* ------------------------------------------------------------ agreement */
+
+uint64_t drv_hash(const char *s)
+{
+    if (!s)
+        return 0;
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 1099511628211ULL;
+    }
+    return h ? h : 1;
+}
+
+/* Record layout of the exchange: [version, command hash, parse status,
+ * number of fields, fields...]. */
+enum { REC_VERSION, REC_CMD, REC_PARSE, REC_N, REC_HEAD, REC_LEN = REC_HEAD + DRV_AGREE_MAX };
+#define REC_MAGIC INT64_C(0x756c7973001)
+
+static int64_t field_value(const drv_field *f)
+{
+    int64_t v;
+    switch (f->kind) {
+    case DRV_F_STR:
+        return (int64_t)drv_hash(f->s);
+    case DRV_F_REAL:
+        memcpy(&v, &f->r, sizeof v);
+        return v;
+    default:
+        return f->i;
+    }
+}
+
+/* "0-2,5" into buf from the ranks whose value in column col equals v. */
+static void rank_list(char *buf, size_t len, const int64_t *tab, int P, int col, int64_t v)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int r = 0; r < P && n < len; r++) {
+        if (tab[(size_t)r * REC_LEN + (size_t)col] != v)
+            continue;
+        int e = r;
+        while (e + 1 < P && tab[(size_t)(e + 1) * REC_LEN + (size_t)col] == v)
+            e++;
+        if (e > r)
+            n += (size_t)snprintf(buf + n, len - n, "%s%d-%d", n ? "," : "", r, e);
+        else
+            n += (size_t)snprintf(buf + n, len - n, "%s%d", n ? "," : "", r);
+        r = e;
+    }
+}
+
+static int count_ranks(const int64_t *tab, int P, int col, int64_t v)
+{
+    int c = 0;
+    for (int r = 0; r < P; r++)
+        c += tab[(size_t)r * REC_LEN + (size_t)col] == v;
+    return c;
+}
+
+enum { STRLEN = 256 };
+
+/* The text of a value of field f; strs: every rank's string (STR fields). */
+static void value_text(char *buf, size_t len, const drv_field *f, int64_t v, const char *str)
+{
+    switch (f->kind) {
+    case DRV_F_FLAG:
+        snprintf(buf, len, "%s", v ? "given" : "not given");
+        break;
+    case DRV_F_CHOICE: {
+        if (v < 0) {
+            snprintf(buf, len, "not given");
+            break;
+        }
+        int k = 0;
+        while (f->choices && f->choices[k] && k < v)
+            k++;
+        if (f->choices && f->choices[k] && k == v)
+            snprintf(buf, len, "%s", f->choices[k]);
+        else
+            snprintf(buf, len, "choice %" PRId64, v);
+        break;
+    }
+    case DRV_F_STR:
+        if (v == 0)
+            snprintf(buf, len, "not given");
+        else if (str)
+            snprintf(buf, len, "'%.200s'", str);
+        else
+            snprintf(buf, len, "another value");
+        break;
+    case DRV_F_REAL: {
+        double r;
+        memcpy(&r, &v, sizeof r);
+        snprintf(buf, len, "%.17g", r);
+        break;
+    }
+    default:
+        snprintf(buf, len, "%" PRId64, v);
+    }
+}
+
+/* Rank 0's message for a field whose column col differs between ranks. */
+static void describe_mismatch(char *out, size_t len, const drv *d, const drv_field *f, const int64_t *tab,
+                              int col, const char *strs)
+{
+    size_t n = (size_t)snprintf(out, len, "ranks disagree on %s:", f->name);
+    int groups = 0;
+    for (int r = 0; r < d->size && n < len; r++) {
+        int64_t v = tab[(size_t)r * REC_LEN + (size_t)col];
+        int seen = 0;
+        for (int q = 0; q < r && !seen; q++)
+            seen = tab[(size_t)q * REC_LEN + (size_t)col] == v;
+        if (seen)
+            continue;
+        if (groups == 4) {
+            n += (size_t)snprintf(out + n, len - n, "; ...");
+            break;
+        }
+        char ranks[160], val[256];
+        rank_list(ranks, sizeof ranks, tab, d->size, col, v);
+        value_text(val, sizeof val, f, v, strs ? strs + (size_t)r * STRLEN : NULL);
+        n += (size_t)snprintf(out + n, len - n, "%s %s on rank%s %s", groups ? ";" : "", val,
+                              count_ranks(tab, d->size, col, v) > 1 ? "s" : "", ranks);
+        groups++;
+    }
+}
+
+int drv_agree(drv *d, int parse, const drv_field *f, int n)
+{
+    if (n > DRV_AGREE_MAX)
+        n = DRV_AGREE_MAX; /* a programming error; the exchange stays well-formed */
+    int64_t mine[REC_LEN];
+    memset(mine, 0, sizeof mine);
+    mine[REC_VERSION] = REC_MAGIC;
+    mine[REC_CMD] = (int64_t)drv_hash(d->cmd);
+    mine[REC_PARSE] = parse;
+    mine[REC_N] = parse == DRV_PARSE_OK ? n : 0;
+    for (int i = 0; i < n && parse == DRV_PARSE_OK; i++)
+        mine[REC_HEAD + i] = field_value(&f[i]);
+
+    int64_t *tab = NULL;
+    if (d->size > 1) {
+        tab = uly_malloc((size_t)d->size * REC_LEN * sizeof *tab);
+        /* An allocation failure here still has to take part in the exchange:
+         * fall back to sending a record that marks the failure and reading
+         * nothing back; the allreduce below tells everyone. */
+        int ok = tab != NULL, all_ok = 0;
+        int e = MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, d->comm);
+        if (e != MPI_SUCCESS || !all_ok) {
+            if (e != MPI_SUCCESS)
+                drv_mpi(d, e, "MPI_Allreduce (option agreement)");
+            else if (!ok)
+                drv_fail(d, DRV_RUNTIME, "out of memory: cannot allocate the option agreement table");
+            uly_free(tab);
+            if (e != MPI_SUCCESS) {
+                fprintf(stderr, "%s: rank %d: %s\n", d->cmd, d->rank, d->msg);
+                return DRV_RUNTIME;
+            }
+            return drv_sync(d);
+        }
+        e = MPI_Allgather(mine, REC_LEN, MPI_INT64_T, tab, REC_LEN, MPI_INT64_T, d->comm);
+        if (e != MPI_SUCCESS) {
+            drv_mpi(d, e, "MPI_Allgather (option agreement)");
+            fprintf(stderr, "%s: rank %d: %s\n", d->cmd, d->rank, d->msg);
+            uly_free(tab);
+            return DRV_RUNTIME;
+        }
+    } else {
+        tab = mine;
+    }
+    const int P = d->size;
+    int rc = 0;
+    char text[1024] = "";
+    /* 1. the same program and subcommand everywhere */
+    for (int r = 0; r < P && !rc; r++)
+        if (tab[(size_t)r * REC_LEN + REC_VERSION] != REC_MAGIC || tab[(size_t)r * REC_LEN + REC_CMD] != mine[REC_CMD]) {
+            char ranks[160];
+            rank_list(ranks, sizeof ranks, tab, P, REC_CMD, tab[(size_t)r * REC_LEN + REC_CMD]);
+            snprintf(text, sizeof text, "ranks run different commands: '%s' on rank %d, another command on rank%s %s",
+                     d->cmd, d->rank, strchr(ranks, ',') || strchr(ranks, '-') ? "s" : "", ranks);
+            rc = DRV_BADINPUT;
+        }
+    if (rc) {
+        /* every rank sees it; the lowest rank holding another command speaks too */
+        if (d->rank == 0)
+            fprintf(stderr, "%s: %s\n", d->cmd, text);
+        if (tab != mine)
+            uly_free(tab);
+        d->code = rc;
+        return rc;
+    }
+    /* 2. parse errors: the lowest failing rank's message */
+    int first_err = -1, nhelp = 0;
+    for (int r = 0; r < P; r++) {
+        int64_t ps = tab[(size_t)r * REC_LEN + REC_PARSE];
+        if (ps == DRV_PARSE_ERROR && first_err < 0)
+            first_err = r;
+        nhelp += ps == DRV_PARSE_HELP;
+    }
+    if (first_err >= 0) {
+        int nerr = count_ranks(tab, P, REC_PARSE, DRV_PARSE_ERROR);
+        if (parse == DRV_PARSE_ERROR)
+            d->code = DRV_BADINPUT;
+        if (tab != mine)
+            uly_free(tab);
+        int code = DRV_BADINPUT;
+        if (P > 1) {
+            char m[1024];
+            snprintf(m, sizeof m, "%s", d->msg);
+            int e = MPI_Bcast(m, (int)sizeof m, MPI_CHAR, first_err, d->comm);
+            if (e != MPI_SUCCESS)
+                return DRV_RUNTIME;
+            m[sizeof m - 1] = '\0';
+            if (d->rank == 0) {
+                if (nerr < P)
+                    fprintf(stderr, "%s: %s (on rank %d; %d of %d ranks failed to parse their options)\n", d->cmd,
+                            m, first_err, nerr, P);
+                else
+                    fprintf(stderr, "%s: %s\n", d->cmd, m);
+            }
+        } else {
+            fprintf(stderr, "%s: %s\n", d->cmd, d->msg);
+        }
+        return code;
+    }
+    if (nhelp > 0) {
+        if (nhelp < P && d->rank == 0) {
+            char ranks[160], others[160];
+            rank_list(ranks, sizeof ranks, tab, P, REC_PARSE, DRV_PARSE_HELP);
+            rank_list(others, sizeof others, tab, P, REC_PARSE, DRV_PARSE_OK);
+            fprintf(stderr, "%s: ranks disagree on --help: given on rank%s %s, not on rank%s %s\n", d->cmd,
+                    nhelp > 1 ? "s" : "", ranks, P - nhelp > 1 ? "s" : "", others);
+        }
+        if (tab != mine)
+            uly_free(tab);
+        if (nhelp == P)
+            return DRV_PARSE_HELP;
+        d->code = DRV_BADINPUT;
+        return DRV_BADINPUT;
+    }
+    /* 3. every field equal */
+    for (int i = 0; i < n && !rc; i++) {
+        int col = REC_HEAD + i;
+        for (int r = 1; r < P; r++)
+            if (tab[(size_t)r * REC_LEN + (size_t)col] != tab[col]) {
+                rc = DRV_BADINPUT;
+                break;
+            }
+        if (!rc)
+            continue;
+        /* every rank knows which field differs: the strings of a text
+         * option go to rank 0 so that the message can show them */
+        char *strs = NULL;
+        if (f[i].kind == DRV_F_STR && P > 1) {
+            char mystr[STRLEN] = "";
+            snprintf(mystr, sizeof mystr, "%s", f[i].s ? f[i].s : "");
+            strs = d->rank == 0 ? uly_malloc((size_t)P * STRLEN) : NULL;
+            int ok = strs != NULL;
+            if (MPI_Bcast(&ok, 1, MPI_INT, 0, d->comm) != MPI_SUCCESS)
+                ok = 0;
+            if (ok && MPI_Gather(mystr, STRLEN, MPI_CHAR, strs, STRLEN, MPI_CHAR, 0, d->comm) != MPI_SUCCESS)
+                ok = 0;
+            if (!ok) { /* the message falls back to "another value" */
+                uly_free(strs);
+                strs = NULL;
+            }
+            for (int r = 0; strs && r < P; r++)
+                strs[(size_t)r * STRLEN + STRLEN - 1] = '\0';
+        }
+        if (d->rank == 0) {
+            describe_mismatch(text, sizeof text, d, &f[i], tab, col, strs);
+            fprintf(stderr, "%s: %s\n", d->cmd, text);
+        }
+        uly_free(strs);
+    }
+    if (tab != mine)
+        uly_free(tab);
+    if (rc)
+        d->code = rc;
+    return rc;
+}

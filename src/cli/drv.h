@@ -1,0 +1,184 @@
+/*
+ * drv.h -- what the MPI subcommands of `ulysses` share so that they can
+ * neither hang nor disagree on how they ended:
+ *
+ *   - a driver context holding this rank's first failure (exit status and
+ *     message);
+ *   - every MPI call of a driver checked through drv_mpi;
+ *   - drv_agree: ONE exchange, right after parsing and before any other
+ *     collective, of the parse status and every option that changes control
+ *     flow or collectives; a mismatch stops every rank with exit status 2,
+ *     naming the option and the ranks;
+ *   - drv_sync: agreement on a status (after each step that can fail on one
+ *     rank), so that every rank stops together with the same exit status and
+ *     the message of the lowest failing rank is printed once (by rank 0);
+ *   - atomic output files (outfile.c) and the memory preflight and OpenBLAS
+ *     warm-up (preflight.c).
+ *
+ * Exit statuses, identical on every rank: 0 success, 1 run-time failure
+ * (I/O, memory, MPI, non-finite results, a failed --check), 2 bad input or
+ * configuration (options, files, shapes, ranks that disagree).
+ *
+ * What this is not: a library.  Library calls return uly_status; only the
+ * drivers print and choose exit statuses.
+ */
+#ifndef ULY_CLI_DRV_H
+#define ULY_CLI_DRV_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <mpi.h>
+
+#include "base/base.h"
+#include "ulysses.h"
+
+#if defined(__GNUC__)
+#define DRV_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define DRV_PRINTF(a, b)
+#endif
+
+enum { DRV_OK = ULY_EXIT_OK, DRV_RUNTIME = ULY_EXIT_RUNTIME, DRV_BADINPUT = ULY_EXIT_BADINPUT };
+
+typedef struct drv {
+    const char *cmd;       /* "ulysses attn": prefix of every message */
+    MPI_Comm comm;         /* private duplicate of MPI_COMM_WORLD, MPI_ERRORS_RETURN */
+    int rank, size;
+    int code;              /* exit status of this rank's first failure; 0: none */
+    int peer;              /* this rank only knows that another rank failed */
+    int finalize;          /* drv_open called MPI_Init */
+    char msg[1024];        /* message of the first failure (without the cmd prefix) */
+} drv;
+
+/* MPI_Init (unless already initialised), duplicate MPI_COMM_WORLD with
+ * errors returned, and set the test hook ULYSSES_TEST_FAIL_ALLOC (see
+ * doc/reliability.md).  On failure prints and returns 1. */
+int drv_open(drv *d, const char *cmd);
+/* Free the communicator and MPI_Finalize if drv_open initialised MPI;
+ * returns code. */
+int drv_close(drv *d, int code);
+
+/* Record a local failure (the first one is kept) and return code. */
+int drv_fail(drv *d, int code, const char *fmt, ...) DRV_PRINTF(3, 4);
+/* Record the failure of a library call: status ULY_EPEER only marks that
+ * another rank failed; otherwise "what: uly_last_error()" with exit status
+ * code (0: the default for the status, see exit_status_of in cli.h).  Returns status. */
+int drv_lib(drv *d, int status, int code, const char *what);
+/* Check an MPI return code: on error records "what failed: MPI's text" (exit
+ * status 1) and returns ULY_EMPI; MPI_SUCCESS returns 0. */
+int drv_mpi(drv *d, int mpi_rc, const char *what);
+/* Allocation through the library's hooks (so that its fault injection covers
+ * the drivers); failure records "cannot allocate N bytes for what" (exit 1). */
+void *drv_alloc(drv *d, size_t n, const char *what);
+/* The same for count x size bytes, refusing a product that overflows. */
+void *drv_alloc_n(drv *d, size_t count, size_t size, const char *what);
+void drv_free(void *p);
+
+/* Collective: agree on whether any rank failed.  Returns 0 on every rank
+ * when none did; otherwise every rank returns the exit status of the lowest
+ * rank with a failure of its own, and rank 0 prints that rank's message. */
+int drv_sync(drv *d);
+/* Print a message from rank 0 only ("cmd: ..."). */
+void drv_say(const drv *d, const char *fmt, ...) DRV_PRINTF(2, 3);
+
+/* ------------------------------------------------------------ agreement */
+
+typedef enum { DRV_F_INT, DRV_F_FLAG, DRV_F_CHOICE, DRV_F_STR, DRV_F_REAL } drv_field_kind;
+
+/* One option every rank must share: its name as the user types it
+ * ("--repeat"), its kind and value (strings are compared by a hash of their
+ * text; NULL means "not given"). */
+typedef struct drv_field {
+    const char *name;
+    drv_field_kind kind;
+    int64_t i;                    /* INT, FLAG, CHOICE */
+    const char *s;                /* STR */
+    double r;                     /* REAL (compared bitwise) */
+    const char *const *choices;   /* CHOICE: names, NULL-terminated */
+} drv_field;
+
+enum { DRV_AGREE_MAX = 60 };
+enum { DRV_PARSE_OK = 0, DRV_PARSE_HELP = 1, DRV_PARSE_ERROR = 2 };
+
+/*
+ * The one agreement exchange (collective; one MPI_Allgather, plus one
+ * MPI_Bcast of a message on failure).  parse is this rank's DRV_PARSE_*;
+ * on DRV_PARSE_ERROR, d->msg holds the parser's message.  The command name
+ * is part of the exchange (ranks running different subcommands disagree).
+ * Returns on every rank:
+ *   0                 all parsed, all fields equal;
+ *   DRV_PARSE_HELP    every rank was asked for --help (print it on rank 0);
+ *   DRV_BADINPUT (2)  a parse error on some rank (its message printed once,
+ *                     naming the rank), --help on some ranks only, or a field
+ *                     that differs (rank 0 prints which option and which
+ *                     ranks hold which value).
+ * At most DRV_AGREE_MAX fields.
+ */
+int drv_agree(drv *d, int parse, const drv_field *f, int n);
+
+/* 64-bit FNV-1a hash of a string (0 for NULL). */
+uint64_t drv_hash(const char *s);
+
+/* ---------------------------------------------------- atomic output files */
+
+/*
+ * An output file is written to a temporary file in its own directory (which
+ * is created, and so checked writable, before any computing), flushed,
+ * fsync'ed and renamed over the destination; the directory is then
+ * fsync'ed.  A failure at any point leaves the previous file untouched.
+ * Another process that replaced or created the destination meanwhile is
+ * detected: the commit then fails (exit 1) instead of overwriting it.
+ */
+typedef struct drv_out {
+    const char *path;     /* destination */
+    const char *what;     /* option name for messages ("--out") */
+    char *tmp;            /* temporary file, NULL when none */
+    int fd;               /* open on tmp, -1 when none */
+    int existed;          /* the destination existed when it was prepared */
+    uint64_t dev, ino;    /* its identity then */
+    int64_t mtime_ns, size;
+} drv_out;
+
+/* Local checks before computing (no collective): outputs must be distinct
+ * files (by resolved directory and name, and by identity when they exist),
+ * none may be one of the inputs, none may be a directory or a special file.
+ * Then each temporary file is created.  Exit status 2 for a refused path,
+ * 1 when a temporary cannot be created (with the path and errno's text).
+ * outs[i].path NULL entries are skipped. */
+int drv_out_prepare(drv *d, drv_out *outs, int n, const char *const *inputs, int ninputs);
+/* Write the whole content through the library's .npy writer, then commit
+ * (fsync, rename, fsync of the directory).  Exit status 1 on failure. */
+int drv_out_npy(drv *d, drv_out *o, uly_dtype t, int ndim, const int64_t *shape, const void *data);
+/* Remove the temporary file of every output not committed. */
+void drv_out_discard(drv_out *outs, int n);
+
+/* ---------------------------------------------------- memory and BLAS */
+
+/* What the process can still get, in bytes, and which limit decides. */
+typedef struct drv_mem {
+    uint64_t avail;           /* the smallest of the limits below (UINT64_MAX: none known) */
+    const char *limit;        /* its name: "RLIMIT_AS", "RLIMIT_DATA", "cgroup memory.max", "MemAvailable" */
+    uint64_t as_left, data_left, cgroup_left, mem_available;
+} drv_mem;
+
+void drv_mem_probe(drv_mem *m);
+/* Local: refuse (exit 2, with the numbers) when need > what the process can
+ * get, unless force (then only a warning from this rank). */
+int drv_preflight(drv *d, uint64_t need, const char *breakdown, int force);
+/* OpenMP threads a kernel will use: requested, or the OpenMP default when < 1. */
+int drv_threads(int requested);
+/* Local: a small sgemm on `threads` OpenMP threads, so that OpenBLAS
+ * allocates its per-thread buffers now; when it does not return within
+ * DRV_WARMUP_SECONDS (or $ULYSSES_BLAS_WARMUP_SECONDS; OpenBLAS retries a
+ * failed buffer allocation forever)
+ * the failure is recorded (exit 1).  Returns 0 or 1. */
+int drv_blas_warmup(drv *d, int threads);
+enum { DRV_WARMUP_SECONDS = 10 };
+/* Whether a warm-up was abandoned (its thread may still spin inside
+ * OpenBLAS: the process must then end with _exit, see drv_close). */
+int drv_blas_stuck(void);
+
+/* Human-readable bytes ("1.50 GiB") into buf. */
+const char *drv_bytes(char *buf, size_t len, uint64_t bytes);
+
+#endif

@@ -1,0 +1,250 @@
+/*
+ * preflight.c -- memory checked before it is touched, and OpenBLAS made to
+ * allocate its buffers before the first collective (see drv.h).
+ *
+ * What a process can get is the smallest of:
+ *   RLIMIT_AS minus the address space in use (VmSize),
+ *   RLIMIT_DATA minus the data segment in use (VmData),
+ *   the cgroup v2 memory.max minus memory.current, for this cgroup and every
+ *   ancestor (the tightest wins),
+ *   MemAvailable of /proc/meminfo.
+ * Under overcommit every malloc succeeds and the kernel's OOM killer ends the
+ * job (or someone else's) later; comparing first turns that into a message.
+ */
+#define _GNU_SOURCE
+#include <cblas.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "drv.h"
+
+/* A "Key:   123 kB" line of a /proc file, in bytes; 0 when absent. */
+static uint64_t proc_kb(const char *file, const char *key)
+{
+    FILE *f = fopen(file, "r");
+    if (!f)
+        return 0;
+    char line[256];
+    size_t kl = strlen(key);
+    uint64_t v = 0;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, key, kl) == 0 && line[kl] == ':') {
+            unsigned long long x = 0;
+            if (sscanf(line + kl + 1, "%llu", &x) == 1)
+                v = (uint64_t)x * 1024;
+            break;
+        }
+    fclose(f);
+    return v;
+}
+
+/* One number from a cgroup file; "max" or unreadable gives UINT64_MAX. */
+static uint64_t cg_value(const char *dir, const char *name)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return UINT64_MAX;
+    char buf[64] = "";
+    uint64_t v = UINT64_MAX;
+    if (fgets(buf, sizeof buf, f) && strncmp(buf, "max", 3) != 0) {
+        unsigned long long x;
+        if (sscanf(buf, "%llu", &x) == 1)
+            v = (uint64_t)x;
+    }
+    fclose(f);
+    return v;
+}
+
+/* Tightest memory.max - memory.current over this cgroup and its ancestors. */
+static uint64_t cgroup_left(void)
+{
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (!f)
+        return UINT64_MAX;
+    char line[4096], rel[4096] = "";
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "0::", 3) == 0) {
+            snprintf(rel, sizeof rel, "%s", line + 3);
+            rel[strcspn(rel, "\n")] = '\0';
+            break;
+        }
+    fclose(f);
+    if (!rel[0])
+        return UINT64_MAX;
+    uint64_t best = UINT64_MAX;
+    char dir[4200];
+    for (;;) {
+        snprintf(dir, sizeof dir, "/sys/fs/cgroup%s", strcmp(rel, "/") == 0 ? "" : rel);
+        uint64_t mx = cg_value(dir, "memory.max"), cur = cg_value(dir, "memory.current");
+        if (mx != UINT64_MAX) {
+            uint64_t left = cur == UINT64_MAX ? mx : (mx > cur ? mx - cur : 0);
+            if (left < best)
+                best = left;
+        }
+        char *slash = strrchr(rel, '/');
+        if (!slash || strcmp(rel, "/") == 0)
+            break;
+        if (slash == rel)
+            snprintf(rel, sizeof rel, "/");
+        else
+            *slash = '\0';
+    }
+    return best;
+}
+
+static uint64_t rlimit_left(int which, uint64_t used)
+{
+    struct rlimit rl;
+    if (getrlimit(which, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return UINT64_MAX;
+    return (uint64_t)rl.rlim_cur > used ? (uint64_t)rl.rlim_cur - used : 0;
+}
+
+void drv_mem_probe(drv_mem *m)
+{
+    memset(m, 0, sizeof *m);
+    m->as_left = rlimit_left(RLIMIT_AS, proc_kb("/proc/self/status", "VmSize"));
+    m->data_left = rlimit_left(RLIMIT_DATA, proc_kb("/proc/self/status", "VmData"));
+    m->cgroup_left = cgroup_left();
+    uint64_t ma = proc_kb("/proc/meminfo", "MemAvailable");
+    m->mem_available = ma ? ma : UINT64_MAX;
+    m->avail = UINT64_MAX;
+    m->limit = "none";
+    const uint64_t v[4] = {m->as_left, m->data_left, m->cgroup_left, m->mem_available};
+    static const char *const name[4] = {"RLIMIT_AS (ulimit -v) minus the address space in use",
+                                        "RLIMIT_DATA (ulimit -d) minus the data in use",
+                                        "cgroup memory.max minus memory.current", "MemAvailable"};
+    for (int i = 0; i < 4; i++)
+        if (v[i] < m->avail) {
+            m->avail = v[i];
+            m->limit = name[i];
+        }
+}
+
+int drv_preflight(drv *d, uint64_t need, const char *breakdown, int force)
+{
+    drv_mem m;
+    drv_mem_probe(&m);
+    if (need <= m.avail)
+        return 0;
+    char a[32], b[32];
+    drv_bytes(a, sizeof a, need);
+    drv_bytes(b, sizeof b, m.avail);
+    if (force) {
+        fprintf(stderr, "%s: rank %d: warning: this run needs about %s (%s) but the process can get %s (%s); "
+                        "continuing because of --force\n", d->cmd, d->rank, a, breakdown, b, m.limit);
+        return 0;
+    }
+    return drv_fail(d, DRV_BADINPUT,
+                    "not enough memory: this run needs about %s on rank %d (%s) but the process can get %s "
+                    "(%s); use smaller sizes or more ranks, or --force to try anyway",
+                    a, d->rank, breakdown, b, m.limit);
+}
+
+/* ------------------------------------------------------------ BLAS warm-up */
+
+struct warm {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int threads, done;
+};
+
+static volatile int warm_stuck;
+
+int drv_blas_stuck(void)
+{
+    return warm_stuck;
+}
+
+static void *warm_main(void *arg)
+{
+    struct warm *w = arg;
+    enum { n = 64 };
+#ifdef _OPENMP
+#pragma omp parallel num_threads(w->threads)
+#endif
+    {
+        float a[n * n], b[n * n], c[n * n];
+        for (int i = 0; i < n * n; i++) {
+            a[i] = (float)(i % 7) * 0.125f;
+            b[i] = (float)(i % 5) * 0.25f;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+        double x[n * n], y[n * n], z[n * n];
+        for (int i = 0; i < n * n; i++)
+            x[i] = y[i] = (double)a[i];
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0, x, n, y, n, 0.0, z, n);
+    }
+    pthread_mutex_lock(&w->mu);
+    w->done = 1;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+int drv_threads(int requested)
+{
+    int t = requested;
+#ifdef _OPENMP
+    if (t < 1)
+        t = omp_get_max_threads();
+#endif
+    return t < 1 ? 1 : t;
+}
+
+int drv_blas_warmup(drv *d, int threads)
+{
+    threads = drv_threads(threads);
+    /* static: a thread that never returns keeps using it */
+    static struct warm w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+    w.threads = threads;
+    w.done = 0;
+    pthread_attr_t at;
+    pthread_t th;
+    if (pthread_attr_init(&at) != 0)
+        return drv_fail(d, DRV_RUNTIME, "cannot start the BLAS warm-up thread");
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&at, 1 << 20);
+    int e = pthread_create(&th, &at, warm_main, &w);
+    pthread_attr_destroy(&at);
+    if (e != 0)
+        return drv_fail(d, DRV_RUNTIME, "out of memory: cannot start the BLAS warm-up thread: %s", strerror(e));
+    /* ULYSSES_BLAS_WARMUP_SECONDS overrides the patience (slow machines, tests) */
+    long secs = DRV_WARMUP_SECONDS;
+    const char *env = getenv("ULYSSES_BLAS_WARMUP_SECONDS");
+    if (env && *env) {
+        char *end;
+        long v = strtol(env, &end, 10);
+        if (*end == '\0' && v >= 1 && v <= 3600)
+            secs = v;
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += secs;
+    pthread_mutex_lock(&w.mu);
+    while (!w.done && e != ETIMEDOUT)
+        e = pthread_cond_timedwait(&w.cv, &w.mu, &until);
+    int done = w.done;
+    pthread_mutex_unlock(&w.mu);
+    if (done)
+        return 0;
+    warm_stuck = 1;
+    drv_mem m;
+    drv_mem_probe(&m);
+    char b[32];
+    return drv_fail(d, DRV_RUNTIME,
+                    "out of memory: OpenBLAS did not finish a 64x64 warm-up GEMM on %d thread%s within %ld s "
+                    "(it retries a failed buffer allocation forever); the process can get %s more (%s)",
+                    threads, threads > 1 ? "s" : "", secs, drv_bytes(b, sizeof b, m.avail), m.limit);
+}

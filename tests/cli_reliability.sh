@@ -1,0 +1,212 @@
+#!/bin/sh
+# The reliability catalogue of `ulysses attn` (doc/reliability.md): ranks
+# started differently, one rank short of memory, a full or read-only disk,
+# fp32 overflow, hostile paths, racing writers, allocation failures.  Every
+# MPI run is under `timeout`: a hang fails the test.  Exit statuses are
+# checked on every rank (each rank records its own in a file).
+set -u
+: "${top_builddir:=.}"
+: "${MPIRUN:=mpirun}"
+U="$top_builddir/ulysses"
+T="$top_builddir/tests/npytool"
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+W=$(mktemp -d)
+MNT=""
+cleanup() {
+    [ -n "$MNT" ] && umount "$MNT" 2>/dev/null
+    rm -rf "$W"
+}
+trap cleanup EXIT
+fails=0
+cases=0
+. "${top_srcdir:-.}/tests/expect.sh"
+M="timeout 120 $MPIRUN --oversubscribe"
+
+# seen PATTERN: the stderr of the previous command contains PATTERN
+seen() {
+    cases=$((cases + 1))
+    if grep -q -- "$1" "$W/err"; then
+        echo "ok: ... and it says '$1'"
+    else
+        echo "FAIL: the previous command did not say '$1':"; sed 's/^/  | /' "$W/err" | head -5
+        fails=$((fails + 1))
+    fi
+}
+
+# per_rank STATUS -- command args (run on 2 ranks, the second rank's
+# command prefixed by $SECOND): every rank must exit with STATUS.
+per_rank() {
+    want=$1; shift 2
+    cases=$((cases + 1))
+    rm -f "$W"/rc.*
+    $M -np 1 sh -c '"$@"; echo $? > "'"$W"'/rc.$OMPI_COMM_WORLD_RANK"' sh "$@" : \
+        -np 1 sh -c "$SECOND"' "$@"; echo $? > "'"$W"'/rc.$OMPI_COMM_WORLD_RANK"' sh "$@" >"$W/out" 2>"$W/err"
+    got="$(cat "$W/rc.0" 2>/dev/null) $(cat "$W/rc.1" 2>/dev/null)"
+    if [ "$got" != "$want $want" ]; then
+        echo "FAIL: exit statuses '$got' (want $want on both ranks): [$SECOND] $*"
+        sed 's/^/  | /' "$W/err" | head -5
+        fails=$((fails + 1)); return
+    fi
+    echo "ok: both ranks exit $want: [$SECOND] $*"
+}
+
+"$T" write "$W/q.npy" f32 1 1 48 4 16 && "$T" write "$W/k.npy" f32 2 1 48 4 16 &&
+"$T" write "$W/v.npy" f32 3 1 48 4 16 && "$T" scaled "$W/big.npy" f32 1e20 4 1 48 4 16 &&
+"$T" scaled "$W/huge64.npy" f64 1e300 5 1 48 4 16 && "$T" nan "$W/nan.npy" ||
+    { echo "FAIL: npytool"; exit 1; }
+Q="--q $W/q.npy --k $W/k.npy --v $W/v.npy"
+
+# ---- ranks started with different input files: refused, never mixed
+expect 2 "ranks disagree on --k: '$W/k.npy' on rank 0; '$W/v.npy' on rank 1" -- \
+    $M -np 1 "$U" attn $Q : -np 1 "$U" attn --q "$W/q.npy" --k "$W/v.npy" --v "$W/v.npy"
+
+# ---- memory: the preflight refuses what cannot fit, on the rank that cannot
+expect 2 "not enough memory: this run needs about" -- "$U" attn --seq 3G
+expect 0 "" -- "$U" attn --seq 64 --repeat 1 --force
+cat > "$W/ulimit.sh" <<'EOF'
+#!/bin/sh
+ulimit -v "$1" || exit 99
+shift
+exec "$@"
+EOF
+chmod +x "$W/ulimit.sh"
+# (AddressSanitizer reserves terabytes of address space: under it a process
+# cannot start with ulimit -v at all, and these cases are skipped)
+if "$W/ulimit.sh" 1500000 "$U" version >/dev/null 2>&1; then
+    # rank 1 limited to 1.5 GiB of address space: enough for OpenBLAS, not for the run
+    SECOND="$W/ulimit.sh 1500000"
+    per_rank 2 -- "$U" attn --seq 128K --heads 8 --head-dim 64 --repeat 1
+    seen "rank 1: not enough memory: this run needs about"
+    # rank 1 limited so far that OpenBLAS cannot allocate its buffers (it would spin forever)
+    SECOND="env ULYSSES_BLAS_WARMUP_SECONDS=3 $W/ulimit.sh 400000"
+    per_rank 1 -- "$U" attn --seq 64 --repeat 1
+    seen "rank 1: out of memory: OpenBLAS did not finish a 64x64 warm-up GEMM"
+    SECOND=""
+else
+    echo "skipped: ulimit -v cases (the program cannot start under an address-space limit: sanitizer build?)"
+fi
+
+# ---- allocation failures anywhere in the driver and the library: exit 1, a message, no crash
+# (allocations 1, 2, 3, 4, then about a third further each time, until the run succeeds)
+k=1
+while [ "$k" -lt 400 ]; do
+    cases=$((cases + 1))
+    ULYSSES_TEST_FAIL_ALLOC=$k timeout 60 "$U" attn --seq 48 --heads 4 --check --backward --json \
+        --out "$W/fa.npy" >"$W/out" 2>"$W/err"
+    rc=$?
+    [ "$rc" -eq 0 ] && break
+    if [ "$rc" -ne 1 ] || [ "$(wc -l < "$W/err")" -ne 1 ] || ! grep -q "allocate\|out of memory" "$W/err"; then
+        echo "FAIL: allocation $k failing gives exit $rc:"; sed 's/^/  | /' "$W/err" | head -3
+        fails=$((fails + 1))
+    fi
+    ls "$W"/.fa.npy.tmp* >/dev/null 2>&1 && { echo "FAIL: allocation $k left a temporary file"; fails=$((fails + 1)); }
+    last=$k
+    k=$((k + 1 + k / 3))
+done
+echo "ok: allocation failures 1, 2, 3, 4, 6, ..., $last each exit 1 with a message; $k succeeds"
+SECOND="env ULYSSES_TEST_FAIL_ALLOC=5"
+per_rank 1 -- "$U" attn --seq 48 --heads 4 --check
+SECOND=""
+
+# ---- fp32 overflow: finite inputs, non-finite results
+expect 1 "the first non-finite element of this rank's part; the inputs reach |q| = 1e+20" -- \
+    $M -np 2 "$U" attn --q "$W/big.npy" --k "$W/big.npy" --v "$W/v.npy"
+seen "beyond the float32 range (3.4e+38); use --dtype f64"
+expect 0 "" -- $M -np 2 "$U" attn --q "$W/big.npy" --k "$W/big.npy" --v "$W/v.npy" --allow-nonfinite
+expect 2 "huge64.npy: element 0 is -2.26463908032132" -- "$U" attn --q "$W/huge64.npy" --k "$W/k.npy" --v "$W/v.npy" --dtype f32
+seen "e+299, beyond the float32 range (largest 3.40282e+38); use --dtype f64"
+# --check: NaN anywhere fails, and JSON carries null plus a flag, never nan/inf
+expect 1 "--check failed: O has" -- "$U" attn --q "$W/nan.npy" --k "$W/nan.npy" --v "$W/nan.npy" --allow-nonfinite --check
+expect 1 '"max_abs_err": null, "max_abs_err_nonfinite": "nan"' -- \
+    "$U" attn --q "$W/nan.npy" --k "$W/nan.npy" --v "$W/nan.npy" --allow-nonfinite --check --json
+cases=$((cases + 1))
+if grep -qiE '(^|[^_a-z"])(nan|-?inf(inity)?)([^_a-z"]|$)' "$W/out"; then
+    echo "FAIL: bare nan/inf in the JSON:"; head -c 300 "$W/out"; fails=$((fails + 1))
+else
+    echo "ok: no bare nan/inf in the JSON"
+fi
+
+# ---- hostile paths: refused by type before anything is read or computed
+mkdir "$W/dir"
+mkfifo "$W/fifo"
+expect 2 "--q $W/dir: is a directory, not a .npy file" -- "$U" attn --q "$W/dir" --k "$W/k.npy" --v "$W/v.npy"
+expect 2 "--q $W/fifo: is a FIFO (named pipe), not a .npy file" -- timeout 60 "$U" attn --q "$W/fifo" --k "$W/k.npy" --v "$W/v.npy"
+expect 2 "--q /dev/zero: is a character device, not a .npy file" -- "$U" attn --q /dev/zero --k "$W/k.npy" --v "$W/v.npy"
+head -c 3000000 /dev/zero > "$W/zeros.npy"
+expect 2 "not a .npy file (the magic string" -- "$U" attn --q "$W/zeros.npy" --k "$W/k.npy" --v "$W/v.npy"
+expect 2 "--out $W/dir: is a directory; outputs must be regular files" -- "$U" attn --seq 32 --out "$W/dir"
+expect 2 "--out $W/fifo: is a FIFO (named pipe); outputs must be regular files" -- "$U" attn --seq 32 --out "$W/fifo"
+expect 2 "--out $W/dir/: is a directory" -- "$U" attn --seq 32 --out "$W/dir/"
+expect 2 "--out $W/nodir/: names a directory, not a file" -- "$U" attn --seq 32 --out "$W/nodir/"
+expect 2 "--out and --dq name the same file" -- "$U" attn --seq 32 --backward --out "$W/x.npy" --dq "$W/x.npy"
+expect 2 "--out and --dq name the same file" -- "$U" attn --seq 32 --backward --out "$W/x.npy" --dq "$W/dir/../x.npy"
+expect 2 "--out $W/q.npy is also an input ($W/q.npy): writing it would destroy the input" -- "$U" attn $Q --out "$W/q.npy"
+ln "$W/k.npy" "$W/hardlink.npy"
+expect 2 "--dq $W/hardlink.npy is also an input ($W/k.npy)" -- "$U" attn $Q --backward --dq "$W/hardlink.npy"
+expect 2 "/nonexistent/dir: No such file or directory" -- "$U" attn --seq 32 --out /nonexistent/dir/o.npy
+"$T" cmp "$W/q.npy" "$W/q.npy" || { echo "FAIL: the input was damaged"; fails=$((fails + 1)); }
+ls "$W"/.*tmp* >/dev/null 2>&1 && { echo "FAIL: a refused run left a temporary file"; fails=$((fails + 1)); }
+
+# wait_tmp NAME: until the temporary of output NAME exists (its run has
+# passed its checks and is computing), at most 60 s
+wait_tmp() {
+    i=0
+    while ! ls "$W"/."$1".tmp* >/dev/null 2>&1 && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+}
+
+# ---- racing writers.  Run A is stopped (SIGSTOP) once its temporary file
+# exists, i.e. after its checks and before its commit; run B then writes the
+# same path; A, continued, must refuse to overwrite B's file (exit 1).
+race() { # race NAME [prepare]: A's stderr in $W/race_a, status in $ra; B's in $rb
+    timeout 120 "$U" attn --seq 256 --repeat 300 --out "$W/$1" >/dev/null 2>"$W/race_a" &
+    pid=$!
+    wait_tmp "$1"
+    kill -STOP $pid
+    if [ "$2" = replace ]; then
+        "$T" write "$W/other.npy" f32 8 2 2 && mv "$W/other.npy" "$W/$1"; rb=$?
+    else
+        timeout 60 "$U" attn --seq 64 --repeat 1 --out "$W/$1" >/dev/null 2>"$W/race_b"; rb=$?
+    fi
+    kill -CONT $pid
+    wait $pid
+    ra=$?
+}
+cases=$((cases + 1))
+race race.npy run
+if [ "$rb" -eq 0 ] && [ "$ra" -eq 1 ] && grep -q "was created by another process during this run; not overwritten" "$W/race_a" &&
+    "$T" cmp "$W/race.npy" "$W/race.npy"; then
+    echo "ok: racing writers: the first to finish exits 0, the other exits 1 without overwriting"
+else
+    echo "FAIL: racing writers exit $ra and $rb"; sed 's/^/  | /' "$W/race_a" "$W/race_b" | head -4
+    fails=$((fails + 1))
+fi
+cases=$((cases + 1))
+"$T" write "$W/rep.npy" f32 9 2 2
+race rep.npy replace
+if [ "$ra" -eq 1 ] && grep -q "was replaced or removed by another process" "$W/race_a"; then
+    echo "ok: an output replaced during the run is not overwritten (exit 1)"
+else
+    echo "FAIL: replaced output: exit $ra"; sed 's/^/  | /' "$W/race_a" | head -3; fails=$((fails + 1))
+fi
+rm -f "$W"/.race.npy.tmp* "$W"/.rep.npy.tmp*
+
+# ---- a full disk and a read-only file system (a small tmpfs, when mounting is permitted)
+mkdir "$W/mnt"
+if mount -t tmpfs -o size=64k tmpfs "$W/mnt" 2>/dev/null; then
+    MNT="$W/mnt"
+    printf 'previous' > "$MNT/o.npy"
+    expect 1 "--out $MNT/o.npy: cannot write" -- $M -np 2 "$U" attn --seq 1024 --repeat 1 --out "$MNT/o.npy"
+    seen "No space left on device"
+    expect 0 "previous" -- cat "$MNT/o.npy"
+    cases=$((cases + 1))
+    if ls "$MNT"/.o.npy.tmp* >/dev/null 2>&1; then echo "FAIL: temporary file left on the full disk"; fails=$((fails + 1)); else echo "ok: no temporary left"; fi
+    mount -o remount,ro "$MNT"
+    expect 1 "cannot create a file in $MNT: Read-only file system" -- "$U" attn --seq 64 --out "$MNT/o.npy"
+    umount "$MNT"
+    MNT=""
+else
+    echo "skipped: disk-full and read-only cases (cannot mount a tmpfs here)"
+fi
+
+echo "$cases cases, $fails failed"
+[ "$fails" -eq 0 ]
