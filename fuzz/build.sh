@@ -34,7 +34,7 @@ for h in "$@"; do
         src="$top/src/npy.c $top/src/error.c $top/src/base/base.c $here/fuzz_npy.c"
         extra='' libs='' ;;
     sim_json)
-        src="$top/sim/error.c $top/sim/jsonutil.c $top/sim/describe.c $top/src/base/base.c $here/fuzz_sim_json.c"
+        src="$usim $here/fuzz_sim_json.c"   # the loaders parse algorithm names (tuner.c)
         extra="-I$top/sim $jansson_cflags" libs="$jansson_libs -lm" ;;
     args)
         src="$top/src/cli/args.c $top/sim/cli/opts.c $usim $here/fuzz_args.c"

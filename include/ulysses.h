@@ -289,7 +289,27 @@ typedef struct uly_kernel_opts {
      * uly_attn_merge. */
     int64_t q_begin, q_count;
     int64_t k_begin, k_count;
+    /* Backward schedule (same bits either way): ULY_BWD_AUTO picks by work
+     * items vs threads, see doc/kernels.md. */
+    int bwd_pass;
 } uly_kernel_opts;
+
+enum { ULY_BWD_AUTO = 0,   /* single pass when the (batch, KV head) items keep the threads busy */
+       ULY_BWD_SINGLE = 1, /* one KV-outer pass per (batch, KV head): 5 GEMMs per block pair */
+       ULY_BWD_TWO = 2     /* KV pass + Q pass per block: 7 GEMMs per block pair */ };
+
+/* The schedule uly_attn_bwd runs for these arguments: ULY_BWD_SINGLE or
+ * ULY_BWD_TWO (or a negative -status when they are invalid). */
+int uly_attn_bwd_schedule(const uly_attn_desc *a, const uly_kernel_opts *opts);
+
+/* The SIMD level of the kernels' element-wise parts (exp, row max and sum,
+ * dS): "avx512", "avx2" or "baseline" -- the best this CPU runs, unless the
+ * environment variable ULY_ISA or uly_kernel_set_isa chose one.  Every level
+ * gives the same bits. */
+const char *uly_kernel_isa(void);
+/* Select a level by name ("auto": the best; ULY_EINVAL if unknown or not
+ * supported by this CPU).  Process-wide; call it outside kernel calls. */
+int uly_kernel_set_isa(const char *name);
 
 /* Reference attention in double precision (full heads, O(N) extra memory).
  * q (B,N,H,d)  k,v (B,N,Hkv,d)  o (B,N,H,d)  lse (B,H,N), lse may be NULL. */

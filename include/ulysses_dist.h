@@ -41,16 +41,23 @@ typedef struct uly_local_attn {
 } uly_local_attn;
 
 /* How the all-to-alls move strided blocks. */
-enum { ULY_A2A_AUTO = 0,     /* DATATYPE up to 16 MiB per rank and all-to-all, PACK above */
+enum { ULY_A2A_AUTO = 0,     /* measured: the first calls of each all-to-all kind try every
+                                mode, then the fastest (slowest rank) is kept, see below */
        ULY_A2A_PACK = 1,     /* our strided copy + MPI_Alltoallv; B = 1 moves one side in place */
-       ULY_A2A_DATATYPE = 2  /* MPI derived datatypes + MPI_Alltoallw: no pack step of ours */ };
+       ULY_A2A_DATATYPE = 2, /* MPI derived datatypes + MPI_Alltoallw: no pack step of ours */
+       ULY_A2A_PIPELINE = 3, /* per-peer MPI_Isend/Irecv; packing peer s+1 overlaps the transfer
+                                to peer s, unpacking follows each arrival */
+       ULY_A2A_MODES = 4 };
+/* Calls of each kind (Q, K, ..., dV) that ULY_A2A_AUTO spends measuring:
+ * every mode this many times, interleaved; all modes move the same bits. */
+#define ULY_A2A_AUTO_SAMPLES 2
 
 typedef struct uly_dist_opts {
     uly_kernel_opts kernel;      /* block sizes and threads (head range is set by the library) */
     const uly_local_attn *attn;  /* NULL: the built-in blocked kernel */
     size_t max_count;            /* largest element count per MPI call and peer; 0: INT_MAX.
                                     Larger blocks go through large-count datatypes. */
-    int a2a_mode;                /* ULY_A2A_AUTO, ULY_A2A_PACK or ULY_A2A_DATATYPE */
+    int a2a_mode;                /* ULY_A2A_AUTO, _PACK, _DATATYPE or _PIPELINE */
 } uly_dist_opts;
 
 typedef struct uly_dist uly_dist;
@@ -81,6 +88,13 @@ const void *uly_dist_lse(const uly_dist *d);
  * dV (dK, dV: in is per query head (B, N, H_r, d) when KV is replicated, see
  * uly_plan_kv_replicated; out is (B, n_r, Hkv, d), summed in head order). */
 int uly_dist_a2a(uly_dist *d, int which, const void *in, void *out);
+
+/* The mode all-to-all `which` uses: the one asked for, or with ULY_A2A_AUTO
+ * the measured choice (ULY_A2A_AUTO while still measuring).  The same on
+ * every rank. */
+int uly_dist_a2a_mode(const uly_dist *d, int which);
+/* Name of a mode: "auto", "pack", "datatype", "pipeline". */
+const char *uly_a2a_mode_name(int mode);
 
 /* Bytes sent / received to / from other ranks since creation (or reset). */
 void uly_dist_volume(const uly_dist *d, uly_volume *measured);

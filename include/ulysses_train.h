@@ -87,6 +87,13 @@ int uly_train_step(uly_train *T, const int32_t *tok, const int32_t *target, cons
  * ignored tokens.  Exact mode only (the fast mode does not gather them). */
 int uly_train_token_losses(const uly_train *T, double *out);
 
+/* This rank's part of an activation of the last step: (rows, toks, *width)
+ * floats.  Names: "enc" (embedding output), per layer ("ln1", "q", "k",
+ * "v", "atty", "res2", "ln2", "fch", "fchg", "res3"), and "lnf", "logits".
+ * layer is ignored for the names without one. */
+int uly_train_activation(const uly_train *T, const char *name, int64_t layer, const float **data,
+                         int64_t *width);
+
 /* Parameters, gradients of the last step, AdamW moments (all ranks hold
  * the full replicated vectors of uly_train_nparams floats). */
 int64_t uly_train_nparams(const uly_train *T);

@@ -6,13 +6,15 @@
  * its eight all-to-alls come from the same collective descriptors a training
  * job uses (usim_jc_describe, plan-layer volumes), each simulated alone on
  * the idle network and run one after the other, as src/dist.c does; the
- * attention FLOPs come from the same cost model (usim_flops_make).  What it
+ * attention FLOPs come from the same cost model (usim_flops_make) and their
+ * time from the same compute model (usim_attn_s, usim_attn_bwd_s).  What it
  * leaves out: GEMMs, layer norms, ZeRO, overlap (the CPU driver does not
  * overlap either).
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "compute.h"
 #include "cost.h"
 #include "job.h"
 #include "jobcoll.h"
@@ -96,12 +98,15 @@ int usim_attn_simulate(const usim_platform *p, const usim_attn_job *aj, int gpu,
         goto out;
     usim_flops f;
     usim_flops_make(&m, &j, &x, aj->causal && p->attn_causal_skip, &f);
-    const double peak = p->peak_flops[aj->dtype];
     r->phase_s[USIM_PH_FWD_A2A_IN] = r->a2a_s[ULY_A2A_Q] + r->a2a_s[ULY_A2A_K] + r->a2a_s[ULY_A2A_V];
-    r->phase_s[USIM_PH_FWD_ATTN] = f.attn / (peak * p->attn_eff);
+    /* the compute model of training jobs (compute.c): FLOPs over peak x
+     * efficiency, with its shape terms when the platform has them */
+    r->phase_s[USIM_PH_FWD_ATTN] =
+        usim_attn_s(p, aj->dtype, f.attn, (double)x.b, f.attn_heads, f.attn_tq, (double)x.d);
     r->phase_s[USIM_PH_FWD_A2A_OUT] = r->a2a_s[ULY_A2A_O];
     r->phase_s[USIM_PH_BWD_A2A_IN] = r->a2a_s[ULY_A2A_DO];
-    r->phase_s[USIM_PH_BWD_ATTN] = USIM_ATTN_BWD_FACTOR * f.attn / (peak * p->attn_bwd_eff);
+    r->phase_s[USIM_PH_BWD_ATTN] =
+        usim_attn_bwd_s(p, aj->dtype, USIM_ATTN_BWD_FACTOR * f.attn, (double)x.b, f.attn_heads, f.attn_tq, (double)x.d);
     r->phase_s[USIM_PH_BWD_A2A_OUT] = r->a2a_s[ULY_A2A_DQ] + r->a2a_s[ULY_A2A_DK] + r->a2a_s[ULY_A2A_DV];
     r->fwd_s = r->phase_s[0] + r->phase_s[1] + r->phase_s[2];
     r->bwd_s = r->phase_s[3] + r->phase_s[4] + r->phase_s[5];

@@ -125,6 +125,21 @@ void usim_flops_make(const usim_model *m, const usim_job *j, const usim_shape *x
     f->head = 2 * b * tok * h * x->V;
     f->elem_bytes = b * tok * (10 * h + (m->gated_mlp ? 3 : 2) * F) * x->e;
     f->head_bytes = b * tok * x->V * (x->e + 4) * 2;
+    {
+        /* megatron-sp: GEMMs over the gathered sequence with weights split t
+         * ways; composed tensor parallelism: over the context shard's n
+         * tokens (gathered in the tensor group) with weights split T ways */
+        int t = j->method == USIM_MEGATRON_SP ? x->P : x->T;
+        double M = j->method == USIM_MEGATRON_SP ? b * (double)x->s
+                 : x->T > 1 ? b * (double)x->n : b * tok;
+        f->g_qkv = (usim_gemm){M, (h + 2 * hkv) / t, h};
+        f->g_out = (usim_gemm){M, h, h / t};
+        f->g_fc1 = (usim_gemm){M, (m->gated_mlp ? 2 : 1) * F / t, h};
+        f->g_fc2 = (usim_gemm){M, h, F / t};
+        f->g_head = (usim_gemm){M, (double)x->V / t, h};
+    }
+    f->attn_heads = (double)x->hq_l;
+    f->attn_tq = (double)x->tq;
     double per_pair = 4 * b * x->d;   /* QK^T and PV: 2 FLOPs each per (pair, dim) */
     switch (j->method) {
     case USIM_ULYSSES: case USIM_MEGATRON_SP: {

@@ -28,8 +28,18 @@ typedef struct usim_shape {
     double gpu_params;     /* all parameters held by a GPU (before ZeRO) */
 } usim_shape;
 
+/* One GEMM C (M x N) = A (M x K) B (K x N), forward. */
+typedef struct usim_gemm {
+    double M, N, K;
+} usim_gemm;
+
 typedef struct usim_flops {
     double qkv, out, mlp, head;    /* GEMM FLOPs, forward, per GPU */
+    /* the GEMMs behind them (rank 0): QKV, output projection, MLP in (x2 for
+     * SwiGLU, as one GEMM of twice the width), MLP out, LM head */
+    usim_gemm g_qkv, g_out, g_fc1, g_fc2, g_head;
+    double attn_heads, attn_tq;    /* attention kernel: heads held, query tokens per block row
+                                      (ring: per step) */
     double attn;                   /* attention FLOPs, forward, per GPU (total over ring steps) */
     double attn_step[2];           /* ring: [0] diagonal step, [1] other steps (forward) */
     double elem_bytes;             /* elementwise HBM traffic per layer forward */

@@ -80,13 +80,18 @@ int usim_preset_path(const char *kind, const char *name, char *out, size_t outle
 
 /* Every key a description file may hold (doc/simulator.md documents each);
  * any other key is an error naming the nearest of these. */
-static const char *const platform_keys[] = {"name", "description", "sources", "calibration", "gpus_per_node",
-                                            "max_nodes", "gpu", "intra_node", "inter_node", NULL};
+static const char *const platform_keys[] = {"name", "description", "sources", "calibration",
+                                            "gpus_per_node", "max_nodes", "gpu", "intra_node",
+                                            "inter_node", "collectives", NULL};
 static const char *const gpu_keys[] = {"model", "peak_tflops_bf16", "peak_tflops_fp16",
                                        "peak_tflops_fp32", "gemm_efficiency", "attention_efficiency",
-                                       "attention_bwd_efficiency", "attention_skips_masked_blocks", "hbm_GiB", "hbm_bw_GBps",
-                                       "reserved_GiB", NULL};
-static const char *const intra_keys[] = {"fabric", "bw_GBps_per_dir", "efficiency", "latency_us", NULL};
+                                       "attention_bwd_efficiency", "attention_skips_masked_blocks",
+                                       "hbm_GiB", "hbm_bw_GBps", "reserved_GiB", "sms", "gemm_tile_m",
+                                       "gemm_tile_n", "gemm_k_half", "attention_head_dim_half",
+                                       "launch_us", NULL};
+static const char *const intra_keys[] = {"fabric", "bw_GBps_per_dir", "efficiency", "latency_us",
+                                         "nvls", "nvls_efficiency", NULL};
+static const char *const coll_keys[] = {"all_reduce", "all_gather", "reduce_scatter", "protocol", NULL};
 static const char *const inter_keys[] = {"fabric", "nic_bw_Gbps", "nics_per_node", "efficiency",
                                          "latency_us", "spine_oversubscription", NULL};
 static const char *const model_keys[] = {"name", "description", "sources", "layers", "hidden", "heads",
@@ -109,6 +114,12 @@ int usim_platform_load(const char *path, usim_platform *p)
     double bf16 = 0, fp16 = 0, fp32 = 0, ge = 0, ae = 0, abe = 0, hbm = 0, hbmbw = 0, resv = 0;
     int skip = 1;
     double nvbw = 0, nveff = 1, nvlat = 0, nicbw = 0, niceff = 1, niclat = 0, over = 1;
+    int nvls = 0;
+    int64_t sms = 0;
+    double tile_m = 128, tile_n = 128, k_half = 0, d_half = 0, launch_us = 0;
+    double nvls_eff = 0.85;
+    json_t *coll = NULL;
+    const char *algo_ar = "auto", *algo_ag = "auto", *algo_rs = "auto", *proto = "auto";
     if ((rc = usim_json_known_keys(&d, root, "", platform_keys)) ||
         (rc = usim_json_str(&d, root, "", "name", 1, &name)) ||
         (rc = usim_json_int(&d, root, "", "gpus_per_node", 1, 1, &gpn)) ||
@@ -125,11 +136,19 @@ int usim_platform_load(const char *path, usim_platform *p)
         (rc = usim_json_num(&d, gpu, "gpu", "hbm_GiB", 1, 0, 1, &hbm)) ||
         (rc = usim_json_num(&d, gpu, "gpu", "hbm_bw_GBps", 1, 0, 1, &hbmbw)) ||
         (rc = usim_json_num(&d, gpu, "gpu", "reserved_GiB", 0, 0, 0, &resv)) ||
+        (rc = usim_json_int(&d, gpu, "gpu", "sms", 0, 0, &sms)) ||
+        (rc = usim_json_num(&d, gpu, "gpu", "gemm_tile_m", 0, 1, 0, &tile_m)) ||
+        (rc = usim_json_num(&d, gpu, "gpu", "gemm_tile_n", 0, 1, 0, &tile_n)) ||
+        (rc = usim_json_num(&d, gpu, "gpu", "gemm_k_half", 0, 0, 0, &k_half)) ||
+        (rc = usim_json_num(&d, gpu, "gpu", "attention_head_dim_half", 0, 0, 0, &d_half)) ||
+        (rc = usim_json_num(&d, gpu, "gpu", "launch_us", 0, 0, 0, &launch_us)) ||
         (rc = usim_json_obj(&d, root, "", "intra_node", &intra)) ||
         (rc = usim_json_known_keys(&d, intra, "intra_node", intra_keys)) ||
         (rc = usim_json_num(&d, intra, "intra_node", "bw_GBps_per_dir", 1, 0, 1, &nvbw)) ||
         (rc = usim_json_num(&d, intra, "intra_node", "efficiency", 0, 0, 1, &nveff)) ||
         (rc = usim_json_num(&d, intra, "intra_node", "latency_us", 1, 0, 0, &nvlat)) ||
+        (rc = usim_json_bool(&d, intra, "intra_node", "nvls", 0, &nvls)) ||
+        (rc = usim_json_num(&d, intra, "intra_node", "nvls_efficiency", 0, 0, 1, &nvls_eff)) ||
         (rc = usim_json_obj(&d, root, "", "inter_node", &inter)) ||
         (rc = usim_json_known_keys(&d, inter, "inter_node", inter_keys)) ||
         (rc = usim_json_num(&d, inter, "inter_node", "nic_bw_Gbps", 1, 0, 1, &nicbw)) ||
@@ -138,6 +157,35 @@ int usim_platform_load(const char *path, usim_platform *p)
         (rc = usim_json_num(&d, inter, "inter_node", "latency_us", 1, 0, 0, &niclat)) ||
         (rc = usim_json_num(&d, inter, "inter_node", "spine_oversubscription", 0, 1, 0, &over)))
         goto out;
+    if (json_object_get(root, "collectives")) {
+        if ((rc = usim_json_obj(&d, root, "", "collectives", &coll)) ||
+            (rc = usim_json_known_keys(&d, coll, "collectives", coll_keys)) ||
+            (rc = usim_json_str(&d, coll, "collectives", "all_reduce", 0, &algo_ar)) ||
+            (rc = usim_json_str(&d, coll, "collectives", "all_gather", 0, &algo_ag)) ||
+            (rc = usim_json_str(&d, coll, "collectives", "reduce_scatter", 0, &algo_rs)) ||
+            (rc = usim_json_str(&d, coll, "collectives", "protocol", 0, &proto)))
+            goto out;
+    }
+    {
+        const char *keys[3] = {"all_reduce", "all_gather", "reduce_scatter"};
+        const char *vals[3] = {algo_ar, algo_ag, algo_rs};
+        usim_algo *dst[3] = {&p->algo_allreduce, &p->algo_allgather, &p->algo_reduce_scatter};
+        for (int k = 0; k < 3; k++)
+            if (usim_algo_parse(vals[k], dst[k]) ||
+                (*dst[k] == USIM_ALGO_TREE && k != 0)) {
+                rc = usim_json_err(&d, "collectives", keys[k],
+                                   "must be auto, ring%s or nvls (got \"%s\")", k == 0 ? ", tree" : "",
+                                   vals[k]);
+                goto out;
+            }
+        if (usim_proto_parse(proto, &p->proto)) {
+            rc = usim_json_err(&d, "collectives", "protocol",
+                               "must be auto, LL, LL128 or Simple (got \"%s\")", proto);
+            goto out;
+        }
+    }
+    if (nvls_eff > 1)
+        { rc = usim_json_err(&d, "intra_node", "nvls_efficiency", "must be in (0, 1] (got %g)", nvls_eff); goto out; }
     if (ge > 1)
         { rc = usim_json_err(&d, "gpu", "gemm_efficiency", "must be in (0, 1] (got %g)", ge); goto out; }
     if (ae > 1)
@@ -175,6 +223,14 @@ int usim_platform_load(const char *path, usim_platform *p)
     p->nic_lat = usim_ps(niclat * 1e-6);
     p->oversub = over;
     p->nics_per_node = (int)nics;
+    p->nvls = nvls;
+    p->sms = (int)(sms > 100000 ? 100000 : sms);
+    p->gemm_tile_m = tile_m;
+    p->gemm_tile_n = tile_n;
+    p->gemm_k_half = k_half;
+    p->attn_d_half = d_half;
+    p->launch_s = launch_us * 1e-6;
+    p->nvls_eff = nvls_eff;
 out:
     usim_json_free(&d);
     return rc;

@@ -91,7 +91,7 @@ int usim_jc_describe(const usim_job *j, const usim_shape *x, const usim_layout *
         if (j->method == USIM_USP)
             uly_split(x->s, x->r, 0, &b0, &seq);   /* the first (largest) sequence slice */
         a2a_pairs(x, seq, P, id - USIM_C_A2A0, buf->pb);
-        *c = (usim_coll){j->a2a, l->sp_ng, P, l->sp_ranks, buf->pb, NULL, 0};
+        *c = (usim_coll){j->a2a, l->sp_ng, P, l->sp_ranks, buf->pb, NULL, 0, USIM_ALGO_AUTO, USIM_PROTO_AUTO};
         return 1;
     }
     switch (id) {
@@ -99,7 +99,7 @@ int usim_jc_describe(const usim_job *j, const usim_shape *x, const usim_layout *
         if (j->method == USIM_MEGATRON_SP) {
             ring_chunks(x->s, P, (uint64_t)x->b * x->h * x->e, buf->ch);
             *c = (usim_coll){id == USIM_C_AG ? USIM_ALLGATHER : USIM_REDUCE_SCATTER, l->sp_ng, P,
-                             l->sp_ranks, NULL, buf->ch, 0};
+                             l->sp_ranks, NULL, buf->ch, 0, USIM_ALGO_AUTO, USIM_PROTO_AUTO};
             return 1;
         }
         if (x->T < 2)
@@ -107,7 +107,7 @@ int usim_jc_describe(const usim_job *j, const usim_shape *x, const usim_layout *
         /* composed tensor parallelism: the context shard's tokens over the tensor group */
         ring_chunks(x->n, x->T, (uint64_t)x->b * x->h * x->e, buf->ch);
         *c = (usim_coll){id == USIM_C_AG ? USIM_ALLGATHER : USIM_REDUCE_SCATTER, l->tp_ng, l->tp_size,
-                         l->tp_ranks, NULL, buf->ch, 0};
+                         l->tp_ranks, NULL, buf->ch, 0, USIM_ALGO_AUTO, USIM_PROTO_AUTO};
         return 1;
     case USIM_C_KV_AG: case USIM_C_DKV_RS: {
         if (j->method != USIM_ALLGATHER_CP || P < 2)
@@ -122,7 +122,7 @@ int usim_jc_describe(const usim_job *j, const usim_shape *x, const usim_layout *
             buf->ch[r] = (uint64_t)(cnt[0] + (nseg > 1 ? cnt[1] : 0)) * row;
         }
         *c = (usim_coll){id == USIM_C_KV_AG ? USIM_ALLGATHER : USIM_REDUCE_SCATTER, l->sp_ng, P,
-                         l->sp_ranks, NULL, buf->ch, 0};
+                         l->sp_ranks, NULL, buf->ch, 0, USIM_ALGO_AUTO, USIM_PROTO_AUTO};
         return 1;
     }
     case USIM_C_PP:
@@ -130,7 +130,7 @@ int usim_jc_describe(const usim_job *j, const usim_shape *x, const usim_layout *
             return 0;
         /* one micro-batch's activations (sequence layout of a GPU) to the next stage */
         *c = (usim_coll){USIM_RING_SHIFT, l->pp_ng, l->pp_size, l->pp_ranks, NULL, NULL,
-                         (uint64_t)x->b * (uint64_t)x->tok * (uint64_t)x->h * (uint64_t)x->e};
+                         (uint64_t)x->b * (uint64_t)x->tok * (uint64_t)x->h * (uint64_t)x->e, USIM_ALGO_AUTO, USIM_PROTO_AUTO};
         return 1;
     case USIM_C_HOP_F: case USIM_C_HOP_B: case USIM_C_HOP_DKV: {
         if (j->method != USIM_RING && j->method != USIM_RING_ZIGZAG && j->method != USIM_USP)
@@ -143,7 +143,8 @@ int usim_jc_describe(const usim_job *j, const usim_shape *x, const usim_layout *
         uint64_t kvb = (uint64_t)x->b * (uint64_t)x->tk * (uint64_t)x->kv_l * x->d * x->e;
         uint64_t bytes = (id == USIM_C_HOP_B ? 4 : 2) * kvb;
         *c = (usim_coll){USIM_RING_SHIFT, usp ? l->ring_ng : l->sp_ng, R,
-                         usp ? l->ring_ranks : l->sp_ranks, NULL, NULL, bytes};
+                         usp ? l->ring_ranks : l->sp_ranks, NULL, NULL, bytes, USIM_ALGO_AUTO,
+                         USIM_PROTO_AUTO};
         return 1;
     }
     default:
@@ -182,7 +183,7 @@ int usim_jc_describe(const usim_job *j, const usim_shape *x, const usim_layout *
           : (id == USIM_C_E_AG || id == USIM_C_E_RS || id == USIM_C_E_AR) ? x->emb_params
           : x->layer_params;
     ring_chunks((int64_t)llround(count), l->z_size, (uint64_t)x->e, buf->ch);
-    *c = (usim_coll){t, l->z_ng, l->z_size, l->z_ranks, NULL, buf->ch, 0};
+    *c = (usim_coll){t, l->z_ng, l->z_size, l->z_ranks, NULL, buf->ch, 0, USIM_ALGO_AUTO, USIM_PROTO_AUTO};
     return 1;
 }
 
@@ -211,7 +212,7 @@ static uint64_t fnv(uint64_t h, const void *data, size_t n)
 }
 
 /* Run (or recall) a collective. */
-static int memo_run(usim_collmemo *mc, usim_net *net, const usim_coll *c, usim_coll_result *r)
+int usim_collmemo_run(usim_collmemo *mc, usim_net *net, const usim_coll *c, usim_coll_result *r)
 {
     uint64_t k = 1469598103934665603ULL;
     k = fnv(k, &c->type, sizeof c->type);
@@ -259,7 +260,8 @@ int usim_jc_run(usim_collmemo *memo, usim_net *net, const usim_job *j, const usi
         if (!usim_jc_describe(j, x, l, id, &buf, &c))
             continue;
         jc->have[id] = 1;
-        rc = memo ? memo_run(memo, net, &c, &jc->r[id]) : usim_coll_count(net, &c, &jc->r[id], NULL, NULL);
+        if (memo)
+            rc = usim_collmemo_run(memo, net, &c, &jc->r[id]);
     }
     usim_jc_buf_free(&buf);
     return rc;

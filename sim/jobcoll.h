@@ -47,9 +47,11 @@ typedef struct usim_collmemo {
     int simulated;          /* distinct collectives run on the network */
 } usim_collmemo;
 void usim_collmemo_free(usim_collmemo *mc);   /* releases the entries, keeps mc */
+/* Simulate c on net, or recall it (same type, groups and bytes). */
+int usim_collmemo_run(usim_collmemo *mc, usim_net *net, const usim_coll *c, usim_coll_result *r);
 
-/* Every collective the job uses: simulated (or recalled from memo) on net
- * when memo is not NULL, else only counted (durations 0). */
+/* Every collective the job uses (have[]): simulated, or recalled from memo,
+ * on net when memo is not NULL; else only listed (results zero). */
 int usim_jc_run(usim_collmemo *memo, usim_net *net, const usim_job *j, const usim_shape *x,
                 const usim_layout *l, usim_jobcoll *jc);
 

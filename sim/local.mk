@@ -8,16 +8,17 @@ USIM_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS) -O2
 
 noinst_LTLIBRARIES += sim/libusim.la
 sim_libusim_la_SOURCES = sim/usim.h sim/usim_internal.h sim/error.c sim/engine.c \
-	sim/net.c sim/coll.c sim/jsonutil.c sim/jsonutil.h sim/describe.c \
+	sim/net.c sim/coll.c sim/tuner.c sim/jsonutil.c sim/jsonutil.h sim/describe.c \
 	sim/job.c sim/job.h sim/cost.c sim/cost.h sim/jobcoll.c sim/jobcoll.h sim/sched.c sim/sched.h \
-	sim/program.c sim/program.h sim/trace.c sim/trace.h sim/simulate.c sim/estimate.c sim/attnjob.c
+	sim/program.c sim/program.h sim/compute.c sim/compute.h sim/trace.c sim/trace.h sim/simulate.c \
+	sim/estimate.c sim/attnjob.c
 sim_libusim_la_CPPFLAGS = $(USIM_CPPFLAGS)
 sim_libusim_la_CFLAGS = $(USIM_CFLAGS)
 sim_libusim_la_LIBADD = src/libulyplan.la $(JANSSON_LIBS) -lm
 
 bin_PROGRAMS += ulysses-sim
 ulysses_sim_SOURCES = sim/cli/main.c sim/cli/opts.c sim/cli/opts.h sim/cli/output.c \
-	sim/cli/output.h sim/cli/sweep.c sim/cli/plan.c sim/cli/attn.c
+	sim/cli/output.h sim/cli/sweep.c sim/cli/plan.c sim/cli/attn.c sim/cli/coll.c
 ulysses_sim_CPPFLAGS = $(USIM_CPPFLAGS)
 ulysses_sim_CFLAGS = $(USIM_CFLAGS)
 ulysses_sim_LDADD = sim/libusim.la $(JANSSON_LIBS) -lm
@@ -30,21 +31,34 @@ dist_simplatforms_DATA = sim/presets/platforms/dgx-a100-40g.json \
 	sim/presets/platforms/dgx-h200.json sim/presets/platforms/l40s-pcie-8.json
 simmodelsdir = $(pkgdatadir)/presets/models
 dist_simmodels_DATA = sim/presets/models/gpt-1.2b.json sim/presets/models/gpt-7b.json \
-	sim/presets/models/gpt-30b.json sim/presets/models/llama-3-8b.json
+	sim/presets/models/gpt-30b.json sim/presets/models/llama-3-8b.json \
+	sim/presets/models/gpt-1.2b-64h.json
 
-dist_doc_DATA += doc/simulator.md doc/planning.md
+dist_doc_DATA += doc/simulator.md doc/planning.md doc/validation.md
+
+# make validate: every published reference point (doc/validation.md is
+# regenerated from sim/validation.md.in, keeping its local-cluster section).
+.PHONY: validate
+validate: ulysses-sim$(EXEEXT)
+	ULYSSES_SIM=$(top_builddir)/ulysses-sim$(EXEEXT) $(SHELL) $(top_srcdir)/sim/validate.sh \
+	  --doc $(top_srcdir)/doc/validation.md > $(top_builddir)/validation.md.tmp
+	mv $(top_builddir)/validation.md.tmp $(top_srcdir)/doc/validation.md
+	ULYSSES_SIM=$(top_builddir)/ulysses-sim$(EXEEXT) $(SHELL) $(top_srcdir)/sim/validate.sh --check
 
 # Tests: one Check suite per module, and shell tests of the command line.
 USIM_TEST_CFLAGS = $(USIM_CFLAGS) $(CHECK_CFLAGS)
 USIM_TEST_LIBS = sim/libusim.la $(CHECK_LIBS) $(JANSSON_LIBS) -lm
 
 check_PROGRAMS += sim/tests/test_engine sim/tests/test_net sim/tests/test_describe \
-	sim/tests/test_workload sim/tests/test_rails sim/tests/test_attnjob
+	sim/tests/test_workload sim/tests/test_rails sim/tests/test_attnjob sim/tests/test_props \
+	sim/tests/test_golden
 TESTS += sim/tests/test_attnjob
 TESTS += sim/tests/test_engine sim/tests/test_net sim/tests/test_describe \
-	sim/tests/test_workload sim/tests/test_rails sim/tests/cli_basic.sh sim/tests/cli_errors.sh \
-	sim/tests/cli_sweep.sh sim/tests/cli_plan.sh sim/tests/symbols.sh
-EXTRA_DIST += sim/tests/cli_plan.sh sim/tests/cli_basic.sh sim/tests/cli_errors.sh sim/tests/cli_sweep.sh sim/tests/symbols.sh \
+	sim/tests/test_workload sim/tests/test_rails sim/tests/test_props sim/tests/test_golden \
+	sim/tests/cli_basic.sh sim/tests/cli_errors.sh sim/tests/cli_sweep.sh sim/tests/cli_plan.sh \
+	sim/tests/symbols.sh sim/tests/validate.sh sim/tests/cli_coll.sh
+EXTRA_DIST += sim/validate.sh sim/validation.md.in sim/tests/validate.sh sim/tests/cli_coll.sh \
+	sim/tests/cli_plan.sh sim/tests/cli_basic.sh sim/tests/cli_errors.sh sim/tests/cli_sweep.sh sim/tests/symbols.sh \
 	sim/tests/data/bad-syntax.json sim/tests/data/missing-key.json \
 	sim/tests/data/wrong-type.json sim/tests/data/zero-bw.json \
 	sim/tests/data/huge-latency.json sim/tests/data/huge-flops.json \
@@ -76,6 +90,16 @@ sim_tests_test_workload_SOURCES = sim/tests/test_workload.c
 sim_tests_test_workload_CPPFLAGS = $(USIM_CPPFLAGS)
 sim_tests_test_workload_CFLAGS = $(USIM_TEST_CFLAGS)
 sim_tests_test_workload_LDADD = $(USIM_TEST_LIBS)
+
+sim_tests_test_props_SOURCES = sim/tests/test_props.c
+sim_tests_test_props_CPPFLAGS = $(USIM_CPPFLAGS)
+sim_tests_test_props_CFLAGS = $(USIM_TEST_CFLAGS)
+sim_tests_test_props_LDADD = $(USIM_TEST_LIBS)
+
+sim_tests_test_golden_SOURCES = sim/tests/test_golden.c
+sim_tests_test_golden_CPPFLAGS = $(USIM_CPPFLAGS)
+sim_tests_test_golden_CFLAGS = $(USIM_TEST_CFLAGS)
+sim_tests_test_golden_LDADD = $(USIM_TEST_LIBS)
 
 sim_tests_test_rails_SOURCES = sim/tests/test_rails.c
 sim_tests_test_rails_CPPFLAGS = $(USIM_CPPFLAGS)

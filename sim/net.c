@@ -28,6 +28,7 @@ enum { F_WAIT = 0, F_LAT, F_ACTIVE, F_DONE };
 typedef struct flow {
     double rem;         /* bytes left at t_last */
     double rate;        /* bytes/s */
+    double old_rate;    /* before the current recomputation */
     usim_time t_last;
     uint32_t ver;
     int nl;
@@ -35,6 +36,7 @@ typedef struct flow {
     int pos[4];         /* index of this flow in link[k]'s active list */
     int state;
     int deps_left;
+    int step;           /* priority class: earlier steps are served first */
 } flow;
 
 typedef struct linkq {
@@ -49,6 +51,7 @@ struct usim_net {
     linkq *lq;
     usim_engine *eng;
     int ring_window;
+    double lat_scale[USIM_NCLASS];   /* protocol latency factor per link class */
     /* per run */
     const usim_xfer *x;
     int count;
@@ -83,10 +86,16 @@ static int nic_of(const usim_net *n, int g)
 int usim_net_route(const usim_net *n, int src, int dst, int *links, usim_time *lat, int *cls)
 {
     int G = n->gpus;
+    if (src == USIM_SWITCH || dst == USIM_SWITCH) {   /* NVLS: one leg through the NVSwitch */
+        links[0] = src == USIM_SWITCH ? USIM_LINK_NVL_DOWN * G + dst : USIM_LINK_NVL_UP * G + src;
+        *lat = (usim_time)llround((double)n->p.nvl_lat * n->lat_scale[USIM_CLASS_NVLINK]);
+        *cls = USIM_CLASS_NVLINK;
+        return 1;
+    }
     if (node_of(n, src) == node_of(n, dst)) {
         links[0] = USIM_LINK_NVL_UP * G + src;
         links[1] = USIM_LINK_NVL_DOWN * G + dst;
-        *lat = n->p.nvl_lat;
+        *lat = (usim_time)llround((double)n->p.nvl_lat * n->lat_scale[USIM_CLASS_NVLINK]);
         *cls = USIM_CLASS_NVLINK;
         return 2;
     }
@@ -95,7 +104,7 @@ int usim_net_route(const usim_net *n, int src, int dst, int *links, usim_time *l
     links[1] = base + node_of(n, src);
     links[2] = base + n->nodes + node_of(n, dst);
     links[3] = USIM_LINK_NIC_RX * G + nic_of(n, dst);
-    *lat = n->p.nic_lat;
+    *lat = (usim_time)llround((double)n->p.nic_lat * n->lat_scale[USIM_CLASS_NIC]);
     *cls = USIM_CLASS_NIC;
     return 4;
 }
@@ -115,6 +124,7 @@ usim_net *usim_net_new(const usim_platform *p, int gpus)
     n->nodes = (gpus + n->gpn - 1) / n->gpn;
     n->nlinks = 4 * gpus + 2 * n->nodes;
     n->ring_window = 64;
+    n->lat_scale[USIM_CLASS_NVLINK] = n->lat_scale[USIM_CLASS_NIC] = 1;
     n->bw = usim_malloc((size_t)n->nlinks * sizeof *n->bw);
     n->lq = usim_calloc((size_t)n->nlinks, sizeof *n->lq);
     n->link_dirty = usim_calloc((size_t)n->nlinks, 1);
@@ -167,6 +177,14 @@ int usim_net_gpus(const usim_net *n) { return n->gpus; }
 uint64_t usim_net_last_events(const usim_net *n) { return n->last_events; }
 void usim_net_set_ring_window(usim_net *n, int steps) { n->ring_window = steps < 4 ? 4 : steps; }
 int usim_net_ring_window(const usim_net *n) { return n->ring_window; }
+const usim_platform *usim_net_platform(const usim_net *n) { return &n->p; }
+int usim_net_node_of(const usim_net *n, int gpu) { return node_of(n, gpu); }
+
+void usim_net_set_latency_scale(usim_net *n, double nvlink, double nic)
+{
+    n->lat_scale[USIM_CLASS_NVLINK] = nvlink;
+    n->lat_scale[USIM_CLASS_NIC] = nic;
+}
 
 /* ------------------------------------------------------------ flow engine */
 
@@ -340,52 +358,79 @@ static void on_reshare(usim_engine *e, void *ctx, int64_t arg)
         if (fl->rem < 0)
             fl->rem = 0;
         fl->t_last = now;
+        fl->old_rate = fl->rate;
         n->frozen[n->comp[i]] = 0;
     }
-    for (int li = 0; li < n->nls; li++) {
-        int l = n->lstack[li];
-        n->cap[l] = n->bw[l];
-        n->cnt[l] = n->lq[l].n;
-    }
-    /* progressive filling */
+    for (int li = 0; li < n->nls; li++)
+        n->cap[n->lstack[li]] = n->bw[n->lstack[li]];
+    /* Priority classes by step, earliest first: progressive filling among
+     * the flows of one step on the capacity the earlier steps left.  Within a
+     * step the rates are max-min fair.  (A transfer of a later step -- a
+     * rank that ran ahead -- never slows one of an earlier step; with plain
+     * fair sharing across steps a faster link could make a collective
+     * slower.) */
     int left = n->ncomp;
     while (left > 0) {
-        double share = INFINITY;
-        for (int li = 0; li < n->nls; li++) {
-            int l = n->lstack[li];
-            if (n->cnt[l] > 0) {
-                double s = n->cap[l] / n->cnt[l];
-                if (s < share)
-                    share = s;
-            }
-        }
-        USIM_CHECK(isfinite(share) && share > 0);
-        double lim = share * (1 + USIM_TOL_SHARE_REL);
+        int step = INT32_MAX;
+        for (int i = 0; i < n->ncomp; i++)
+            if (!n->frozen[n->comp[i]] && n->fl[n->comp[i]].step < step)
+                step = n->fl[n->comp[i]].step;
+        for (int li = 0; li < n->nls; li++)
+            n->cnt[n->lstack[li]] = 0;
+        int in_class = 0;
         for (int i = 0; i < n->ncomp; i++) {
-            int f = n->comp[i];
-            if (n->frozen[f])
+            flow *fl = &n->fl[n->comp[i]];
+            if (n->frozen[n->comp[i]] || fl->step != step)
                 continue;
-            flow *fl = &n->fl[f];
-            int hit = 0;
-            for (int k = 0; k < fl->nl && !hit; k++) {
-                int l = fl->link[k];
-                hit = n->cnt[l] > 0 && n->cap[l] / n->cnt[l] <= lim;
+            in_class++;
+            for (int k = 0; k < fl->nl; k++)
+                n->cnt[fl->link[k]]++;
+        }
+        while (in_class > 0) {
+            double share = INFINITY;
+            for (int li = 0; li < n->nls; li++) {
+                int l = n->lstack[li];
+                if (n->cnt[l] > 0) {
+                    double c = n->cap[l] > USIM_TOL_CAP_REL * n->bw[l] ? n->cap[l] : 0;
+                    double sh = c / n->cnt[l];
+                    if (sh < share)
+                        share = sh;
+                }
             }
-            if (!hit)
-                continue;
-            n->frozen[f] = 1;
-            left--;
-            fl->rate = share;
-            for (int k = 0; k < fl->nl; k++) {
-                n->cap[fl->link[k]] -= share;
-                n->cnt[fl->link[k]]--;
+            USIM_CHECK(isfinite(share) && share >= 0);
+            double lim = share * (1 + USIM_TOL_SHARE_REL);
+            for (int i = 0; i < n->ncomp; i++) {
+                int f = n->comp[i];
+                flow *fl = &n->fl[f];
+                if (n->frozen[f] || fl->step != step)
+                    continue;
+                int hit = 0;
+                for (int k = 0; k < fl->nl && !hit; k++) {
+                    int l = fl->link[k];
+                    double c = n->cap[l] > USIM_TOL_CAP_REL * n->bw[l] ? n->cap[l] : 0;
+                    hit = n->cnt[l] > 0 && c / n->cnt[l] <= lim;
+                }
+                if (!hit)
+                    continue;
+                n->frozen[f] = 1;
+                left--;
+                in_class--;
+                fl->rate = share;
+                for (int k = 0; k < fl->nl; k++) {
+                    n->cap[fl->link[k]] -= share;
+                    n->cnt[fl->link[k]]--;
+                }
             }
         }
     }
     for (int i = 0; i < n->ncomp; i++) {
         int f = n->comp[i];
         flow *fl = &n->fl[f];
+        if (fl->ver > 0 && fl->rate == fl->old_rate)
+            continue;   /* unchanged: its scheduled completion stands */
         fl->ver++;
+        if (fl->rate <= 0)
+            continue;   /* starved by earlier steps: rescheduled when they end */
         usim_time t = now + ps_for(fl->rem, fl->rate);
         int64_t a = (int64_t)(((uint64_t)fl->ver << 32) | (uint32_t)f);
         if (usim_engine_at(e, t, on_done, n, a))
@@ -401,7 +446,9 @@ int usim_net_run(usim_net *n, const usim_xfer *x, int count, usim_time *finish,
     if (count == 0)
         return USIM_OK;
     for (int i = 0; i < count; i++) {
-        if (x[i].src < 0 || x[i].src >= n->gpus || x[i].dst < 0 || x[i].dst >= n->gpus)
+        int s_ok = x[i].src >= 0 && x[i].src < n->gpus, d_ok = x[i].dst >= 0 && x[i].dst < n->gpus;
+        if (!((s_ok && d_ok) || (s_ok && x[i].dst == USIM_SWITCH) ||
+              (d_ok && x[i].src == USIM_SWITCH)))
             return usim_set_error(USIM_EINVAL, "transfer %d: GPU %d -> %d out of range (0..%d)", i,
                                   x[i].src, x[i].dst, n->gpus - 1);
         for (int k = 0; k < 2; k++)
@@ -450,6 +497,7 @@ int usim_net_run(usim_net *n, const usim_xfer *x, int count, usim_time *finish,
     for (int i = 0; i < count; i++) {
         flow *fl = &n->fl[i];
         fl->rem = (double)x[i].bytes;
+        fl->step = x[i].step;
         fl->deps_left = (x[i].dep[0] >= 0) + (x[i].dep[1] >= 0);
         if (x[i].dep[0] >= 0 && x[i].dep[0] == x[i].dep[1])
             fl->deps_left = 2;  /* listed twice in CSR too */

@@ -11,16 +11,45 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compute.h"
 #include "program.h"
 #include "usim.h"
 #include "usim_internal.h"
 
 /* ------------------------------------------------------------ building */
 
-static usim_time t_gemm(const usim_prog *b, double fl) { return usim_ps(fl / b->rate_gemm); }
-static usim_time t_attn(const usim_prog *b, double fl) { return usim_ps(fl / b->rate_attn); }
-static usim_time t_attn_bwd(const usim_prog *b, double fl) { return usim_ps(fl / b->rate_attn_bwd); }
-static usim_time t_mem(const usim_prog *b, double bytes) { return usim_ps(bytes / b->p->hbm_Bps); }
+/* Kernel times (compute.c); k: number of memory-bound kernels. */
+static usim_time t_gemm(const usim_prog *b, usim_gemm g)
+{
+    return usim_ps(usim_gemm_s(b->p, b->m->dtype, g));
+}
+static usim_time t_gemm_bwd(const usim_prog *b, usim_gemm g)
+{
+    return usim_ps(usim_gemm_bwd_s(b->p, b->m->dtype, g));
+}
+static usim_time t_attn(const usim_prog *b, double fl)
+{
+    return usim_ps(usim_attn_s(b->p, b->m->dtype, fl, (double)b->x->b, b->f->attn_heads,
+                               b->f->attn_tq, (double)b->x->d));
+}
+static usim_time t_attn_bwd(const usim_prog *b, double fl)
+{
+    return usim_ps(usim_attn_bwd_s(b->p, b->m->dtype, fl, (double)b->x->b, b->f->attn_heads,
+                                   b->f->attn_tq, (double)b->x->d));
+}
+static usim_time t_mem(const usim_prog *b, double bytes, int k)
+{
+    return usim_ps(usim_mem_s(b->p, bytes, k));
+}
+/* the GEMMs of the output projection and the MLP, forward and backward */
+static usim_time t_outmlp(const usim_prog *b)
+{
+    return t_gemm(b, b->f->g_out) + t_gemm(b, b->f->g_fc1) + t_gemm(b, b->f->g_fc2);
+}
+static usim_time t_outmlp_bwd(const usim_prog *b)
+{
+    return t_gemm_bwd(b, b->f->g_out) + t_gemm_bwd(b, b->f->g_fc1) + t_gemm_bwd(b, b->f->g_fc2);
+}
 
 static int comp(usim_prog *b, usim_time dur, int layer, const char *name, int d0, int d1)
 {
@@ -101,12 +130,12 @@ static int post_attn_fwd(usim_prog *b, int l, int dep, int recompute)
 {
     const usim_flops *f = b->f;
     if (b->x->T < 2)
-        return comp(b, t_gemm(b, f->out + f->mlp) + t_mem(b, f->elem_bytes * 0.7), l,
+        return comp(b, t_outmlp(b) + t_mem(b, f->elem_bytes * 0.7, 4), l,
                     recompute ? "recompute: out-proj + MLP" : "out-proj + MLP", dep, -1);
-    int c = comp(b, t_gemm(b, f->out), l, recompute ? "recompute: out-proj" : "out-proj", dep, -1);
+    int c = comp(b, t_gemm(b, f->g_out), l, recompute ? "recompute: out-proj" : "out-proj", dep, -1);
     int a = tp_coll(b, USIM_C_RS, l, "tp reduce-scatter", c, -1);
     a = tp_coll(b, USIM_C_AG, l, "tp all-gather", a, -1);
-    c = comp(b, t_gemm(b, f->mlp) + t_mem(b, f->elem_bytes * 0.7), l,
+    c = comp(b, t_gemm(b, f->g_fc1) + t_gemm(b, f->g_fc2) + t_mem(b, f->elem_bytes * 0.7, 4), l,
              recompute ? "recompute: MLP" : "MLP", a, -1);
     tp_coll(b, USIM_C_RS, l, "tp reduce-scatter", c, -1);
     return c;
@@ -117,14 +146,14 @@ static int pre_attn_bwd(usim_prog *b, int l, int param_dep, double sel)
 {
     const usim_flops *f = b->f;
     if (b->x->T < 2)
-        return comp(b, 2 * t_gemm(b, f->out + f->mlp) + t_mem(b, 2 * f->elem_bytes * 0.7 + sel), l,
+        return comp(b, t_outmlp_bwd(b) + t_mem(b, 2 * f->elem_bytes * 0.7 + sel, 4), l,
                     "MLP + out-proj backward", param_dep, -1);
     int a = tp_coll(b, USIM_C_AG, l, "tp all-gather dy", b->last_c, param_dep);
-    int c = comp(b, 2 * t_gemm(b, f->mlp) + t_mem(b, 2 * f->elem_bytes * 0.7 + sel), l, "MLP backward",
+    int c = comp(b, t_gemm_bwd(b, f->g_fc1) + t_gemm_bwd(b, f->g_fc2) + t_mem(b, 2 * f->elem_bytes * 0.7 + sel, 4), l, "MLP backward",
                  a, param_dep);
     a = tp_coll(b, USIM_C_RS, l, "tp reduce-scatter dx", c, -1);
     a = tp_coll(b, USIM_C_AG, l, "tp all-gather dy", a, -1);
-    return comp(b, 2 * t_gemm(b, f->out), l, "out-proj backward", a, -1);
+    return comp(b, t_gemm_bwd(b, f->g_out), l, "out-proj backward", a, -1);
 }
 
 /* Forward of one layer (also used for full recompute).  Returns the last op. */
@@ -137,7 +166,7 @@ static int layer_fwd(usim_prog *b, int l, int param_dep, int recompute)
     switch (j->method) {
     case USIM_ULYSSES: case USIM_USP: {
         int g = tp_coll(b, USIM_C_AG, l, "tp all-gather x", prev, param_dep);
-        c = comp(b, t_gemm(b, f->qkv) + t_mem(b, f->elem_bytes * 0.3), l,
+        c = comp(b, t_gemm(b, f->g_qkv) + t_mem(b, f->elem_bytes * 0.3, 2), l,
                  recompute ? "recompute: layernorm + QKV" : "layernorm + QKV", g >= 0 ? g : param_dep, prev);
         comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_A2A0 + ULY_A2A_Q, l, "all-to-all q", c, -1);
         comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_A2A0 + ULY_A2A_K, l, "all-to-all k", c, -1);
@@ -155,13 +184,13 @@ static int layer_fwd(usim_prog *b, int l, int param_dep, int recompute)
     }
     case USIM_MEGATRON_SP: {
         int a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_AG, l, "all-gather x", prev, param_dep);
-        c = comp(b, t_gemm(b, f->qkv) + t_mem(b, f->elem_bytes * 0.3), l,
+        c = comp(b, t_gemm(b, f->g_qkv) + t_mem(b, f->elem_bytes * 0.3, 2), l,
                  recompute ? "recompute: QKV" : "layernorm + QKV", a, param_dep);
         c = comp(b, t_attn(b, f->attn), l, recompute ? "recompute: attention" : "attention", c, -1);
-        c = comp(b, t_gemm(b, f->out), l, "out-proj", c, -1);
+        c = comp(b, t_gemm(b, f->g_out), l, "out-proj", c, -1);
         a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_RS, l, "reduce-scatter", c, -1);
         a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_AG, l, "all-gather", a, -1);
-        c = comp(b, t_gemm(b, f->mlp) + t_mem(b, f->elem_bytes * 0.7), l,
+        c = comp(b, t_gemm(b, f->g_fc1) + t_gemm(b, f->g_fc2) + t_mem(b, f->elem_bytes * 0.7, 4), l,
                  recompute ? "recompute: MLP" : "MLP", a, -1);
         a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_RS, l, "reduce-scatter", c, -1);
         b->last_sp = a;
@@ -171,7 +200,7 @@ static int layer_fwd(usim_prog *b, int l, int param_dep, int recompute)
     }
     case USIM_RING: case USIM_RING_ZIGZAG: {
         int g = tp_coll(b, USIM_C_AG, l, "tp all-gather x", prev, param_dep);
-        c = comp(b, t_gemm(b, f->qkv) + t_mem(b, f->elem_bytes * 0.3), l,
+        c = comp(b, t_gemm(b, f->g_qkv) + t_mem(b, f->elem_bytes * 0.3, 2), l,
                  recompute ? "recompute: layernorm + QKV" : "layernorm + QKV", g >= 0 ? g : param_dep, prev);
         int hops;
         ring_pass(b, l, b->x->P, f->attn_step[0], f->attn_step[1], USIM_C_HOP_F, c, "attention blocks",
@@ -181,7 +210,7 @@ static int layer_fwd(usim_prog *b, int l, int param_dep, int recompute)
     }
     case USIM_ALLGATHER_CP: {
         int g = tp_coll(b, USIM_C_AG, l, "tp all-gather x", prev, param_dep);
-        c = comp(b, t_gemm(b, f->qkv) + t_mem(b, f->elem_bytes * 0.3), l,
+        c = comp(b, t_gemm(b, f->g_qkv) + t_mem(b, f->elem_bytes * 0.3, 2), l,
                  recompute ? "recompute: layernorm + QKV" : "layernorm + QKV", g >= 0 ? g : param_dep, prev);
         int a = b->jc->have[USIM_C_KV_AG]
                     ? comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_KV_AG, l, "all-gather k, v", c, -1)
@@ -223,20 +252,20 @@ static int layer_bwd(usim_prog *b, int l, int param_dep)
         a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_A2A0 + ULY_A2A_DQ, l, "all-to-all dq", c, -1);
         comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_A2A0 + ULY_A2A_DK, l, "all-to-all dk", c, -1);
         a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_A2A0 + ULY_A2A_DV, l, "all-to-all dv", c, -1);
-        c = comp(b, 2 * t_gemm(b, f->qkv) + t_mem(b, 2 * f->elem_bytes * 0.3), l,
+        c = comp(b, t_gemm_bwd(b, f->g_qkv) + t_mem(b, 2 * f->elem_bytes * 0.3, 2), l,
                  "QKV + layernorm backward", a, -1);
         tp_coll(b, USIM_C_RS, l, "tp reduce-scatter dx", c, -1);
         break;
     }
     case USIM_MEGATRON_SP: {
         a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_AG, l, "all-gather dy", b->last_c, param_dep);
-        c = comp(b, 2 * t_gemm(b, f->mlp) + t_mem(b, 2 * f->elem_bytes * 0.7 + sel), l,
+        c = comp(b, t_gemm_bwd(b, f->g_fc1) + t_gemm_bwd(b, f->g_fc2) + t_mem(b, 2 * f->elem_bytes * 0.7 + sel, 4), l,
                  "MLP backward", a, param_dep);
         a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_RS, l, "reduce-scatter dx", c, -1);
         a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_AG, l, "all-gather dy", a, -1);
-        c = comp(b, 2 * t_gemm(b, f->out), l, "out-proj backward", a, -1);
+        c = comp(b, t_gemm_bwd(b, f->g_out), l, "out-proj backward", a, -1);
         c = comp(b, t_attn_bwd(b, USIM_ATTN_BWD_FACTOR * f->attn), l, "attention backward", c, -1);
-        c = comp(b, 2 * t_gemm(b, f->qkv) + t_mem(b, 2 * f->elem_bytes * 0.3), l,
+        c = comp(b, t_gemm_bwd(b, f->g_qkv) + t_mem(b, 2 * f->elem_bytes * 0.3, 2), l,
                  "QKV + layernorm backward", c, -1);
         a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_RS, l, "reduce-scatter dx", c, -1);
         /* the next (lower) layer's backward needs dx */
@@ -252,18 +281,18 @@ static int layer_bwd(usim_prog *b, int l, int param_dep)
         a = b->jc->have[USIM_C_HOP_DKV]
                 ? comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_HOP_DKV, l, "ring hop dkv home", b->last_c, -1)
                 : b->last_c;
-        c = comp(b, 2 * t_gemm(b, f->qkv) + t_mem(b, 2 * f->elem_bytes * 0.3), l,
+        c = comp(b, t_gemm_bwd(b, f->g_qkv) + t_mem(b, 2 * f->elem_bytes * 0.3, 2), l,
                  "QKV + layernorm backward", a, -1);
         tp_coll(b, USIM_C_RS, l, "tp reduce-scatter dx", c, -1);
         break;
     }
     case USIM_ALLGATHER_CP: {
         c = pre_attn_bwd(b, l, param_dep, sel);
-        c = comp(b, t_attn(b, USIM_ATTN_BWD_FACTOR * f->attn), l, "attention backward", c, -1);
+        c = comp(b, t_attn_bwd(b, USIM_ATTN_BWD_FACTOR * f->attn), l, "attention backward", c, -1);
         a = b->jc->have[USIM_C_DKV_RS]
                 ? comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_DKV_RS, l, "reduce-scatter dk, dv", c, -1)
                 : c;
-        c = comp(b, 2 * t_gemm(b, f->qkv) + t_mem(b, 2 * f->elem_bytes * 0.3), l,
+        c = comp(b, t_gemm_bwd(b, f->g_qkv) + t_mem(b, 2 * f->elem_bytes * 0.3, 2), l,
                  "QKV + layernorm backward", a, -1);
         tp_coll(b, USIM_C_RS, l, "tp reduce-scatter dx", c, -1);
         break;
@@ -285,9 +314,6 @@ int usim_prog_init(usim_prog *b, const usim_platform *p, const usim_model *m, co
     b->x = x;
     b->f = f;
     b->jc = jc;
-    b->rate_gemm = p->peak_flops[m->dtype] * p->gemm_eff;
-    b->rate_attn = p->peak_flops[m->dtype] * p->attn_eff;
-    b->rate_attn_bwd = p->peak_flops[m->dtype] * p->attn_bwd_eff;
     b->layer_last_c = usim_malloc((size_t)m->layers * sizeof(int));
     b->bwd_last_c = usim_malloc((size_t)m->layers * sizeof(int));
     if (!b->layer_last_c || !b->bwd_last_c) {
@@ -333,9 +359,9 @@ int usim_program_build(usim_prog *b, int micro_steps)
             b->layer_last_c[l] = layer_fwd(b, l, pd, 0);
             b->g.pass = USIM_PASS_OTHER;
         }
-        comp(b, t_gemm(b, f->head) + t_mem(b, f->head_bytes / 2), L, "LM head + loss", emb, -1);
+        comp(b, t_gemm(b, f->g_head) + t_mem(b, f->head_bytes / 2, 2), L, "LM head + loss", emb, -1);
         /* backward */
-        comp(b, 2 * t_gemm(b, f->head) + t_mem(b, f->head_bytes / 2), L, "LM head backward", -1, -1);
+        comp(b, t_gemm_bwd(b, f->g_head) + t_mem(b, f->head_bytes / 2, 2), L, "LM head backward", -1, -1);
         if (reduce && jc->have[USIM_C_E_RS])
             b->last_grad = comm(b, USIM_ST_GRAD, USIM_KIND_GRAD, USIM_C_E_RS, L, "reduce-scatter embedding grads",
                                 b->last_c, -1);
@@ -367,7 +393,7 @@ int usim_program_build(usim_prog *b, int micro_steps)
     }
     /* optimizer step: Adam on the local shard, HBM-bound (~36 bytes per parameter) */
     double local = j->zero >= 1 ? b->x->gpu_params / b->x->Z : b->x->gpu_params;
-    int opt = comp(b, t_mem(b, 36 * local), -1, "optimizer step", b->last_grad, b->last_sp);
+    int opt = comp(b, t_mem(b, 36 * local, 1), -1, "optimizer step", b->last_grad, b->last_sp);
     if (jc->have[USIM_C_POST_AG])
         comm(b, USIM_ST_PARAM, USIM_KIND_PARAM, USIM_C_POST_AG, -1, "gather updated params", opt, -1);
     return b->g.err;

@@ -20,7 +20,6 @@ typedef struct usim_prog {
     const usim_shape *x;
     const usim_flops *f;
     const usim_jobcoll *jc;
-    double rate_gemm, rate_attn, rate_attn_bwd;
     int last_c;                  /* last compute op */
     int *layer_last_c;           /* last compute op of each layer (current pass) */
     int *bwd_last_c;

@@ -331,6 +331,14 @@ int usim_sp_layer_bytes(usim_sim *sim, const usim_model *m, const usim_job *jin,
             usim_coll c;
             usim_coll_result res;
             USIM_CHECK(usim_jc_describe(&j, &x, &l, o->coll, &buf, &c));
+            /* the algorithm the simulation ran (memo) decides the pattern */
+            if ((rc = usim_collmemo_run(&sim->memo, sim->net, &c, &res)))
+                break;
+            if (c.type == USIM_ALLGATHER || c.type == USIM_REDUCE_SCATTER ||
+                c.type == USIM_ALLREDUCE) {
+                c.algo = res.algo;
+                c.proto = res.proto;
+            }
             if ((rc = usim_coll_count(sim->net, &c, &res, sim->scratch_sent, NULL)))
                 break;
             gpu_bytes[o->coll] = (double)sim->scratch_sent[gpu];

@@ -73,14 +73,29 @@ typedef enum usim_dtype { USIM_BF16 = 0, USIM_FP16, USIM_FP32, USIM_NDTYPE } usi
 const char *usim_dtype_name(usim_dtype t);
 int usim_dtype_bytes(usim_dtype t);
 
+/* NCCL algorithms and protocols (doc/simulator.md section 4). */
+typedef enum usim_algo { USIM_ALGO_AUTO = 0, USIM_ALGO_RING, USIM_ALGO_TREE, USIM_ALGO_NVLS,
+                         USIM_NALGO } usim_algo;
+typedef enum usim_proto { USIM_PROTO_AUTO = 0, USIM_PROTO_LL, USIM_PROTO_LL128, USIM_PROTO_SIMPLE,
+                          USIM_NPROTO } usim_proto;
+const char *usim_algo_name(usim_algo a);      /* "auto", "ring", "tree", "nvls" */
+const char *usim_proto_name(usim_proto p);    /* "auto", "LL", "LL128", "Simple" */
+int usim_algo_parse(const char *s, usim_algo *a);
+int usim_proto_parse(const char *s, usim_proto *p);   /* case-insensitive */
+
 typedef struct usim_platform {
     char name[64];
     char source[256];           /* file it was read from */
     int gpus_per_node;
     int max_nodes;              /* 0: unlimited */
     double peak_flops[USIM_NDTYPE];  /* FLOP/s, dense */
-    double gemm_eff;            /* achievable fraction of peak in GEMMs */
-    double attn_eff;            /* achievable fraction of peak in attention kernels */
+    double gemm_eff;            /* achieved fraction of peak in large GEMMs */
+    double attn_eff;            /* achieved fraction of peak in attention kernels (d = 128) */
+    int sms;                    /* streaming multiprocessors (0: no wave quantisation) */
+    double gemm_tile_m, gemm_tile_n; /* GEMM output tile per thread block */
+    double gemm_k_half;         /* GEMM efficiency is gemm_eff * K / (K + gemm_k_half) */
+    double attn_d_half;         /* attention rate scales with d / (d + attn_d_half) */
+    double launch_s;            /* per-kernel launch overhead, seconds */
     double attn_bwd_eff;        /* the same for the attention backward (its FLOPs: 2.5x the
                                    forward's); attention_bwd_efficiency, default attn_eff */
     int attn_causal_skip;       /* 1: attention kernels skip fully masked blocks (causal
@@ -95,6 +110,11 @@ typedef struct usim_platform {
     double oversub;             /* spine oversubscription (>= 1) */
     int nics_per_node;          /* NICs (rails) per node; GPUs gpus_per_node / nics_per_node
                                    consecutive GPUs share one (0: one per GPU) */
+    int nvls;                   /* 1: the NVSwitch reduces and multicasts (NVLink SHARP) */
+    double nvls_eff;            /* achieved fraction of the NVLink rate under NVLS */
+    /* forced NCCL algorithm per collective (AUTO: the tuner chooses) and protocol */
+    usim_algo algo_allreduce, algo_allgather, algo_reduce_scatter;
+    usim_proto proto;
 } usim_platform;
 
 /* Load a platform from a JSON file.  Errors name the file, line, column and key. */
@@ -137,7 +157,11 @@ void usim_net_free(usim_net *n);
 int usim_net_gpus(const usim_net *n);
 
 /* One point-to-point transfer; dep[k] >= 0 names a transfer (index in the same
- * program) that must finish before this one starts. */
+ * program) that must finish before this one starts.  src == dst: a join (no
+ * bytes, done when its dependencies are).  USIM_SWITCH as src or dst: the
+ * node's NVSwitch (NVLS), so the transfer uses only the GPU's NVLink down or
+ * up link. */
+#define USIM_SWITCH (-1)
 typedef struct usim_xfer {
     int src, dst;
     uint64_t bytes;
@@ -178,13 +202,20 @@ typedef struct usim_coll {
     const uint64_t *pair_bytes;
     const uint64_t *chunk_bytes;
     uint64_t bytes;
+    usim_algo algo;       /* all-gather, reduce-scatter, all-reduce: AUTO = the platform's
+                             forced choice, else the tuner's */
+    usim_proto proto;     /* AUTO likewise */
 } usim_coll;
 
 typedef struct usim_coll_result {
     usim_time duration;                 /* start of the first to end of the last transfer */
     uint64_t max_sent[USIM_NCLASS];     /* max over GPUs of bytes sent on each link class */
-    uint64_t total_sent, total_recv;    /* over all GPUs (conservation: equal) */
+    uint64_t total_sent, total_recv;    /* over all GPUs (equal except under NVLS multicast) */
     int extrapolated;                   /* ring steps beyond the simulated window */
+    usim_algo algo;                     /* algorithm and protocol run (ring collectives) */
+    usim_proto proto;
+    int channels;                       /* NCCL channels (rings or trees) per group */
+    double estimate_s;                  /* the tuner's estimate for that choice */
 } usim_coll_result;
 
 /* Simulate a collective.  sent/recv (may be NULL): per-GPU byte counters of

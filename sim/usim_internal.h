@@ -62,11 +62,14 @@ static inline double usim_sec(usim_time t)
 #define USIM_TOL_PS_REL 1e-9
 #define USIM_TOL_PS_ABS 1e-6
 #define USIM_TOL_SHARE_REL 1e-12
+#define USIM_TOL_CAP_REL 1e-9
 
 /* A computed duration of x picoseconds as a whole number of picoseconds:
  * rounded up, except within USIM_TOL_PS_* of an integer. */
 static inline usim_time usim_ps_ceil(double x)
 {
+    if (!(x < 4e18))
+        return (usim_time)4e18;   /* saturate (about 46 days) */
     double r = nearbyint(x);
     if (fabs(x - r) <= USIM_TOL_PS_REL * x + USIM_TOL_PS_ABS)
         return (usim_time)r;
@@ -80,5 +83,35 @@ static inline usim_time usim_ps_ceil(double x)
 int usim_net_route(const usim_net *n, int src, int dst, int *links, usim_time *lat, int *cls);
 /* Longest ring simulated step by step (usim_net_set_ring_window). */
 int usim_net_ring_window(const usim_net *n);
+const usim_platform *usim_net_platform(const usim_net *n);
+int usim_net_node_of(const usim_net *n, int gpu);
+/* Route latencies are multiplied by these factors until changed (protocols). */
+void usim_net_set_latency_scale(usim_net *n, double nvlink, double nic);
+
+/* ------------------------------------------------------------ NCCL tuner (tuner.c) */
+
+/* Shape of one group of a collective: N nodes with g of its GPUs each
+ * (uniform = 1), or an irregular placement (uniform = 0). */
+typedef struct usim_group_shape {
+    int N, g, uniform;
+} usim_group_shape;
+
+/* The tuner's time estimate (seconds) of collective type t of `bytes` (the
+ * nccl-tests size: the output of all-gather, the input of reduce-scatter and
+ * all-reduce) with algorithm a and protocol p on group shape s, or a negative
+ * value when (a, p) does not apply. */
+double usim_tune_estimate(const usim_platform *pf, usim_coll_type t, const usim_group_shape *s,
+                          double bytes, usim_algo a, usim_proto p);
+/* The (algorithm, protocol) pairs that apply, with their estimates: only the
+ * requested ones when not AUTO, else the platform's forced ones, else every
+ * applicable pair (Simple before LL128 before LL).  Returns the count (at
+ * most max), or -USIM_EINVAL with a message when none applies. */
+int usim_tune_candidates(const usim_platform *pf, usim_coll_type t, const usim_group_shape *s,
+                         double bytes, usim_algo want_a, usim_proto want_p, usim_algo *as,
+                         usim_proto *ps, double *est, int max);
+/* Protocol constants: wire bytes per payload byte, and latency factor per
+ * link class relative to Simple. */
+double usim_proto_wire(usim_proto p);
+double usim_proto_latency(usim_proto p, int cls);
 
 #endif

@@ -296,6 +296,110 @@ int uly_comm_alltoallw_blocks(uly_comm *c, const void *sbuf, const comm_block *s
     return code;
 }
 
+/* Post the requests moving n elements between this rank and peer, in
+ * pieces of at most max_count elements (MPI keeps their order). */
+static int post_pieces(uly_comm *c, int recv, char *buf, size_t n, size_t es, MPI_Datatype base, int peer,
+                       MPI_Request *req, int *nreq, int *owner)
+{
+    for (size_t done = 0; done < n;) {
+        size_t k = n - done < c->max_count ? n - done : c->max_count;
+        int e = recv ? MPI_Irecv(buf + done * es, (int)k, base, peer, ULY_COMM_TAG_A2A, c->comm, &req[*nreq])
+                     : MPI_Isend(buf + done * es, (int)k, base, peer, ULY_COMM_TAG_A2A, c->comm, &req[*nreq]);
+        if (e != MPI_SUCCESS)
+            return mpi_fail(e, recv ? "MPI_Irecv" : "MPI_Isend");
+        owner[*nreq] = peer;
+        (*nreq)++;
+        done += k;
+    }
+    return ULY_OK;
+}
+
+int uly_comm_alltoall_pipelined(uly_comm *c, const void *sbuf, const size_t *scount, const size_t *sdispl,
+                                void *rbuf, const size_t *rcount, const size_t *rdispl, size_t elem_size,
+                                void (*pack)(void *user, int peer), void (*unpack)(void *user, int peer),
+                                void *user)
+{
+    const int P = c->size, r = c->rank;
+    if (P == 1)
+        return ULY_OK;
+    MPI_Datatype base = elem_size == 8 ? MPI_DOUBLE : MPI_FLOAT;
+    size_t nr = 0, ns = 0;
+    for (int s = 0; s < P; s++) {
+        if (s == r)
+            continue;
+        nr += (rcount[s] + c->max_count - 1) / c->max_count;
+        ns += (scount[s] + c->max_count - 1) / c->max_count;
+    }
+    if (nr + ns > (size_t)INT_MAX / 2)
+        return uly_set_error(ULY_EOVERFLOW, "all-to-all needs too many messages (%zu)", nr + ns);
+    MPI_Request *req = uly_malloc((nr + ns + 1) * sizeof *req);
+    int *owner = uly_malloc((nr + ns + 1) * sizeof *owner);
+    int *left = uly_calloc((size_t)P, sizeof *left); /* receive pieces outstanding per peer */
+    if (!req || !owner || !left) {
+        uly_free(req);
+        uly_free(owner);
+        uly_free(left);
+        return uly_set_error(ULY_ENOMEM, "cannot allocate %zu request handles", nr + ns);
+    }
+    int n_r = 0, n_all = 0, code = ULY_OK;
+    /* every receive first, so that each send finds its receive posted */
+    for (int i = 1; i < P && !code; i++) {
+        const int s = (r - i + P) % P;
+        code = post_pieces(c, 1, (char *)rbuf + rdispl[s] * elem_size, rcount[s], elem_size, base, s, req, &n_r,
+                           owner);
+        left[s] = 0;
+        for (int x = 0; x < n_r; x++)
+            left[s] += owner[x] == s;
+    }
+    n_all = n_r;
+    /* then, peer by peer (r+1, r+2, ...), pack its block and start its send:
+     * the pack of the next peer runs while the previous block is in flight */
+    for (int i = 1; i < P && !code; i++) {
+        const int s = (r + i) % P;
+        if (!scount[s])
+            continue;
+        if (pack)
+            pack(user, s);
+        code = post_pieces(c, 0, (char *)sbuf + sdispl[s] * elem_size, scount[s], elem_size, base, s, req, &n_all,
+                           owner);
+    }
+    /* unpack each peer's block as soon as all its pieces have arrived */
+    for (int done = 0; done < n_r && !code;) {
+        int idx = MPI_UNDEFINED;
+        int e = MPI_Waitany(n_r, req, &idx, MPI_STATUS_IGNORE);
+        if (e != MPI_SUCCESS) {
+            code = mpi_fail(e, "MPI_Waitany");
+            break;
+        }
+        if (idx == MPI_UNDEFINED)
+            break;
+        done++;
+        if (--left[owner[idx]] == 0 && unpack)
+            unpack(user, owner[idx]);
+    }
+    if (!code && n_all > n_r) {
+        int e = MPI_Waitall(n_all - n_r, req + n_r, MPI_STATUSES_IGNORE);
+        if (e != MPI_SUCCESS)
+            code = mpi_fail(e, "MPI_Waitall");
+    }
+    if (code) /* do not leave requests behind on the error path */
+        for (int x = 0; x < n_all; x++)
+            if (req[x] != MPI_REQUEST_NULL) {
+                MPI_Cancel(&req[x]);
+                MPI_Request_free(&req[x]);
+            }
+    uly_free(req);
+    uly_free(owner);
+    uly_free(left);
+    return code;
+}
+
+int uly_comm_max_over_ranks(uly_comm *c, double *x, int n)
+{
+    MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_MAX, c->comm), "MPI_Allreduce (max)");
+    return ULY_OK;
+}
+
 /* ------------------------------------------------- training collectives */
 
 int uly_comm_split(uly_comm *c, int color, int key, MPI_Comm *out)

@@ -64,6 +64,27 @@ typedef struct comm_block {
 ULY_INTERNAL int uly_comm_alltoallw_blocks(uly_comm *c, const void *sbuf, const comm_block *sb, void *rbuf,
                           const comm_block *rb, size_t elem_size);
 
+/* Tag of the point-to-point messages of uly_comm_alltoall_pipelined. */
+#define ULY_COMM_TAG_A2A 7301
+
+/*
+ * Pipelined all-to-all with per-peer non-blocking messages: every receive
+ * is posted first; then for each peer in the order r+1, r+2, ... (mod P),
+ * pack(user, peer) fills that peer's send block (if pack is not NULL) and
+ * its send starts, so packing the next block overlaps the transfer of the
+ * previous one; unpack(user, peer) runs as soon as a peer's block has
+ * arrived.  Counts and displacements as for uly_comm_alltoallv (self count
+ * 0); blocks above the count limit go in several messages.
+ */
+ULY_INTERNAL int uly_comm_alltoall_pipelined(uly_comm *c, const void *sbuf, const size_t *scount,
+                                             const size_t *sdispl, void *rbuf, const size_t *rcount,
+                                             const size_t *rdispl, size_t elem_size,
+                                             void (*pack)(void *user, int peer),
+                                             void (*unpack)(void *user, int peer), void *user);
+
+/* x[0..n) = the maximum over ranks, in place (collective). */
+ULY_INTERNAL int uly_comm_max_over_ranks(uly_comm *c, double *x, int n);
+
 /* ---- collectives of the training loop (src/train.c) */
 
 /* A new communicator of the ranks with the same color, ordered by key

@@ -30,7 +30,12 @@ struct uly_dist {
     int64_t *kb, *kc;          /* (P) KV head begin / count per rank */
     size_t *sc, *sd, *rc, *rd; /* (P) element counts / displacements scratch */
     comm_block *sbk, *rbk;     /* (P) strided blocks scratch (datatype mode) */
-    int a2a_mode;              /* ULY_A2A_PACK, ULY_A2A_DATATYPE or ULY_A2A_AUTO */
+    int a2a_mode;              /* ULY_A2A_* as asked for */
+    /* ULY_A2A_AUTO: per all-to-all kind, the calls measured so far, their
+     * times (slowest rank after the decision) and the mode chosen (0: none yet) */
+    int auto_calls[ULY_A2A_COUNT];
+    double auto_t[ULY_A2A_COUNT][ULY_A2A_MODES - 1][ULY_A2A_AUTO_SAMPLES];
+    int auto_mode[ULY_A2A_COUNT];
     /* head-sharded tensors of this rank (aliases of the caller's for P = 1) */
     void *qh, *kh, *vh, *oh;   /* (B,N,H_r,d) (B,N,Hkv_r,d) x2 (B,N,H_r,d) */
     void *lse;                 /* (B,H_r,N) */
@@ -104,18 +109,71 @@ static comm_block head_block(const uly_dist *D, int s, int64_t c_r)
  * passes a side in place when all its blocks are contiguous (B = 1: the
  * head side), and otherwise goes through the staging buffers.
  */
-/* Automatic choice: derived datatypes up to this many bytes per rank and
- * all-to-all, pack above (measured in doc/performance.md).  The choice
- * depends on the global shape only, so every rank makes the same one. */
-#define ULY_A2A_AUTO_DTYPE_MAX ((uint64_t)16 << 20)
+/* Pack / unpack of one peer's block for the pipelined mode. */
+typedef struct pipe_ctx {
+    const uly_dist *D;
+    const char *in;
+    char *out;
+    const comm_block *send, *recv;
+    int send_inplace, recv_inplace;
+} pipe_ctx;
 
-static int use_datatypes(const uly_dist *D, int64_t Hx)
+static void pipe_pack(void *user, int s)
+{
+    const pipe_ctx *x = user;
+    const uly_dist *D = x->D;
+    comm_block packed = {D->sd[s], x->send[s].batches, x->send[s].rows * x->send[s].len, x->send[s].rows,
+                         x->send[s].len, x->send[s].len};
+    copy_block(D->sstage, &packed, x->in, &x->send[s], D->es);
+}
+
+static void pipe_unpack(void *user, int s)
+{
+    const pipe_ctx *x = user;
+    const uly_dist *D = x->D;
+    comm_block packed = {D->rd[s], x->recv[s].batches, x->recv[s].rows * x->recv[s].len, x->recv[s].rows,
+                         x->recv[s].len, x->recv[s].len};
+    copy_block(x->out, &x->recv[s], D->rstage, &packed, D->es);
+}
+
+/* The mode of this call of kind `which`: the fixed one, or under
+ * ULY_A2A_AUTO the next mode to measure or the measured choice. */
+static int call_mode(const uly_dist *D, int which)
 {
     if (D->a2a_mode != ULY_A2A_AUTO)
-        return D->a2a_mode == ULY_A2A_DATATYPE;
-    uint64_t per_rank = (uint64_t)D->a.batch * (uint64_t)D->a.seq * (uint64_t)Hx *
-                        (uint64_t)D->a.head_dim * D->es / (uint64_t)D->P;
-    return per_rank <= ULY_A2A_AUTO_DTYPE_MAX;
+        return D->a2a_mode;
+    if (D->auto_mode[which])
+        return D->auto_mode[which];
+    return 1 + D->auto_calls[which] % (ULY_A2A_MODES - 1);
+}
+
+/* After a measured call: record its time; once every mode has its samples,
+ * take the slowest rank's times (one allreduce, at the same call on every
+ * rank since all ranks make the same calls) and keep the mode with the
+ * smallest best time. */
+static int auto_record(uly_dist *D, int which, int mode, double secs)
+{
+    const int n = D->auto_calls[which]++;
+    D->auto_t[which][mode - 1][n / (ULY_A2A_MODES - 1)] = secs;
+    if (D->auto_calls[which] < (ULY_A2A_MODES - 1) * ULY_A2A_AUTO_SAMPLES)
+        return ULY_OK;
+    int rc = uly_comm_max_over_ranks(D->c, &D->auto_t[which][0][0], (ULY_A2A_MODES - 1) * ULY_A2A_AUTO_SAMPLES);
+    if (rc)
+        return rc;
+    int best = 0;
+    double tbest = 0;
+    for (int m = 1; m < ULY_A2A_MODES; m++) {
+        double t = D->auto_t[which][m - 1][0];
+        for (int k = 1; k < ULY_A2A_AUTO_SAMPLES; k++)
+            if (D->auto_t[which][m - 1][k] < t)
+                t = D->auto_t[which][m - 1][k];
+        if (!best || t < tbest) {
+            best = m;
+            tbest = t;
+        }
+    }
+    D->auto_mode[which] = best;
+    return ULY_OK;
 }
 
 static int a2a_move(uly_dist *D, int which, int to_heads, const char *in, int64_t Hx, const int64_t *hbeg,
@@ -141,8 +199,24 @@ static int a2a_move(uly_dist *D, int which, int to_heads, const char *in, int64_
     comm_block self_s = send[r], self_r = recv[r];
     send[r].rows = recv[r].rows = 0; /* the own block does not go through MPI */
     int rc;
-    if (use_datatypes(D, Hx)) {
+    const int mode = P > 1 ? call_mode(D, which) : ULY_A2A_PACK;
+    const double t0 = uly_comm_wtime();
+    if (mode == ULY_A2A_DATATYPE) {
         rc = uly_comm_alltoallw_blocks(D->c, in, send, out, recv, es);
+    } else if (mode == ULY_A2A_PIPELINE) {
+        size_t soff = 0, roff = 0;
+        for (int s = 0; s < P; s++) {
+            D->sc[s] = block_elems(&send[s]);
+            D->rc[s] = block_elems(&recv[s]);
+            D->sd[s] = send_inplace ? send[s].off : soff;
+            D->rd[s] = recv_inplace ? recv[s].off : roff;
+            soff += D->sc[s];
+            roff += D->rc[s];
+        }
+        pipe_ctx x = {D, in, out, send, recv, send_inplace, recv_inplace};
+        rc = uly_comm_alltoall_pipelined(D->c, send_inplace ? in : D->sstage, D->sc, D->sd,
+                                         recv_inplace ? out : D->rstage, D->rc, D->rd, es,
+                                         send_inplace ? NULL : pipe_pack, recv_inplace ? NULL : pipe_unpack, &x);
     } else {
         size_t soff = 0, roff = 0;
         for (int s = 0; s < P; s++) {
@@ -169,7 +243,24 @@ static int a2a_move(uly_dist *D, int which, int to_heads, const char *in, int64_
     }
     send[r] = self_s;
     recv[r] = self_r;
+    if (!rc && P > 1 && D->a2a_mode == ULY_A2A_AUTO && !D->auto_mode[which])
+        rc = auto_record(D, which, mode, uly_comm_wtime() - t0);
     return rc;
+}
+
+int uly_dist_a2a_mode(const uly_dist *D, int which)
+{
+    if (!D || which < 0 || which >= ULY_A2A_COUNT)
+        return ULY_A2A_AUTO;
+    if (D->a2a_mode != ULY_A2A_AUTO)
+        return D->a2a_mode;
+    return D->auto_mode[which];
+}
+
+const char *uly_a2a_mode_name(int mode)
+{
+    static const char *const names[ULY_A2A_MODES] = {"auto", "pack", "datatype", "pipeline"};
+    return mode >= 0 && mode < ULY_A2A_MODES ? names[mode] : "unknown";
 }
 
 static int a2a_seq_to_heads(uly_dist *D, int which, const char *in, int64_t Hin, const int64_t *hbeg,
@@ -358,7 +449,7 @@ int uly_dist_create(MPI_Comm comm, const uly_attn_desc *a, const uly_dist_opts *
             D->es = uly_dtype_size(a->dtype);
             if (D->o.attn && (!D->o.attn->fwd || !D->o.attn->bwd))
                 local = uly_set_error(ULY_EINVAL, "local attention plug-in lacks fwd or bwd");
-            else if (D->o.a2a_mode < ULY_A2A_AUTO || D->o.a2a_mode > ULY_A2A_DATATYPE)
+            else if (D->o.a2a_mode < ULY_A2A_AUTO || D->o.a2a_mode >= ULY_A2A_MODES)
                 local = uly_set_error(ULY_EINVAL, "unknown all-to-all mode %d", D->o.a2a_mode);
             else if ((local = uly_comm_alloc(rank, size, D->o.max_count, &D->c)) == ULY_OK &&
                      (local = dist_alloc(D)) == ULY_OK && a->doc_offsets) {

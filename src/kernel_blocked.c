@@ -33,6 +33,8 @@ struct blk_geom {
     double scale;
     int threads;
     int expanded;
+    int bwd_pass;          /* ULY_BWD_* as requested */
+    const uly_vops *vops;  /* SIMD level of the fp32 row operations */
     size_t ws_bytes;       /* all threads */
 };
 
@@ -54,11 +56,25 @@ static void *blk_workspace(const struct blk_geom *G)
     return ws;
 }
 
+/* Single pass when its work items, one per (batch, KV head), keep the
+ * threads about as busy as the two passes' many small items: it performs
+ * 5 GEMMs per block pair instead of 7, so it wins unless the busiest thread
+ * gets more than 7/5 of an even share. */
+static int blk_bwd_single(const struct blk_geom *G, int64_t items)
+{
+    if (G->bwd_pass != ULY_BWD_AUTO)
+        return G->bwd_pass == ULY_BWD_SINGLE;
+    if (items < 1)
+        return 0;
+    const int64_t T = G->threads, per = (items + T - 1) / T;
+    return 5 * per * T < 7 * items;
+}
+
 #define REAL float
 #define GEMM cblas_sgemm
-#define ROW_MAX uly_row_max_f32
-#define EXP_SHIFT_SUM uly_exp_shift_sum_f32
-#define DS_ROW uly_ds_row_f32
+#define ROW_MAX(x, n) G->vops->row_max(x, n)
+#define EXP_SHIFT_SUM(x, n, s) G->vops->exp_shift_sum(x, n, s)
+#define DS_ROW(p, dp, n, D) G->vops->ds_row(p, dp, n, D)
 #define SFX(name) name##_f32
 #include "kernel_blocked_impl.h"
 #undef REAL
@@ -125,6 +141,11 @@ static int geom_init(const uly_attn_desc *a, const uly_kernel_opts *opts, struct
     G->nkb = (G->krows + G->bk - 1) / G->bk;
     G->scale = uly_attn_scale(a);
     G->expanded = opts->kv_expanded ? 1 : 0;
+    if (opts->bwd_pass < ULY_BWD_AUTO || opts->bwd_pass > ULY_BWD_TWO)
+        return uly_set_error(ULY_EINVAL, "unknown backward schedule %d", opts->bwd_pass);
+    G->bwd_pass = opts->bwd_pass;
+    if ((rc = uly_vops_current(&G->vops)))
+        return rc;
     if (opts->threads < 0)
         return uly_set_error(ULY_EINVAL, "threads must be >= 0 (got %d)", opts->threads);
 #ifdef _OPENMP
@@ -202,6 +223,15 @@ int uly_attn_bwd(const uly_attn_desc *a, const uly_kernel_opts *opts,
         rc = bwd_f64(a, &G, q, k, v, o, lse, dout, dq, dk, dv);
     blas_leave(&bt);
     return rc;
+}
+
+int uly_attn_bwd_schedule(const uly_attn_desc *a, const uly_kernel_opts *opts)
+{
+    struct blk_geom G;
+    int rc = geom_init(a, opts, &G);
+    if (rc)
+        return -rc;
+    return blk_bwd_single(&G, a->batch * G.hk) ? ULY_BWD_SINGLE : ULY_BWD_TWO;
 }
 
 #define FOLD_BODY(T)                                                                    \

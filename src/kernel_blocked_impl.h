@@ -22,7 +22,15 @@
  *     then dK = dK_h0 + dK_h1 + ... (left fold; or stored per head when
  *     kv_expanded), same for dV.
  *   pass Q, per (b, head, query block): dQ = scale sum_blocks dS K.
- * Five GEMMs per visible block pair in pass KV + Q: 2 (S, dP) are recomputed.
+ * Seven GEMMs per visible block pair in pass KV + Q: 2 (S, dP) are recomputed.
+ *
+ * Single pass (5 GEMMs), per (b, KV head) for all its key blocks in
+ * increasing order: the KV-pass step above, plus dQ += scale dS K_blk
+ * straight into dQ (zeroed first).  Each dQ block then receives the same
+ * GEMM calls as in pass Q, in the same (increasing key block) order; the
+ * pairs that only one of the two enumerations visits have dS = 0 and add
+ * exact zeros.  So both schedules give the same bits, and the choice is
+ * made per call from the number of work items and threads.
  *
  * Every work item performs the same operations on the same values whatever
  * the thread count, the schedule, or the set of heads held by the caller:
@@ -191,12 +199,13 @@ static void SFX(block_dS)(const uly_attn_desc *a, const struct blk_geom *G, int6
         DS_ROW(S + i * bk, dP + i * bk, nk, D[i]);
 }
 
-static void SFX(bwd_kv_item)(const uly_attn_desc *a, const struct blk_geom *G, int64_t item,
-                             const REAL *q, const REAL *k, const REAL *v, const REAL *o,
-                             const REAL *lse, const REAL *dout, REAL *dk, REAL *dv, REAL *ws)
+/* dK, dV of key block kb of (batch b, local KV head kvl); with dq != NULL
+ * also dQ += scale dS K_blk for every query block visited (single pass). */
+static void SFX(bwd_kv_block)(const uly_attn_desc *a, const struct blk_geom *G, int64_t b, int64_t kvl,
+                              int64_t kb, const REAL *q, const REAL *k, const REAL *v, const REAL *o,
+                              const REAL *lse, const REAL *dout, REAL *dq, REAL *dk, REAL *dv, REAL *ws)
 {
     const int64_t Nq = G->qrows, Nk = G->krows, d = a->head_dim, bq = G->bq, bk = G->bk;
-    const int64_t kb = item % G->nkb, kvl = (item / G->nkb) % G->hk, b = item / G->nkb / G->hk;
     const int64_t k0 = kb * bk, nk = Nk - k0 < bk ? Nk - k0 : bk;
     const int64_t ldq = G->hq * d, ldk = G->hk * d;
     const int64_t kvg = G->kvb + kvl;
@@ -228,6 +237,9 @@ static void SFX(bwd_kv_item)(const uly_attn_desc *a, const struct blk_geom *G, i
                  dop, (int)ldq, 1, dVh, (int)d);
             GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)d, (int)mq, (REAL)G->scale,
                  dP, (int)bk, qp, (int)ldq, 1, dKh, (int)d);
+            if (dq) /* the Q pass's GEMM, into dQ directly */
+                GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mq, (int)d, (int)nk, (REAL)G->scale,
+                     dP, (int)bk, kp, (int)ldk, 1, dq + ((b * Nq + q0) * G->hq + hl) * d, (int)ldq);
         }
         if (G->expanded) {
             for (int64_t j = 0; j < nk; j++) {
@@ -254,6 +266,34 @@ static void SFX(bwd_kv_item)(const uly_attn_desc *a, const struct blk_geom *G, i
             }
         }
     }
+}
+
+static void SFX(bwd_kv_item)(const uly_attn_desc *a, const struct blk_geom *G, int64_t item,
+                             const REAL *q, const REAL *k, const REAL *v, const REAL *o,
+                             const REAL *lse, const REAL *dout, REAL *dk, REAL *dv, REAL *ws)
+{
+    const int64_t kb = item % G->nkb, kvl = (item / G->nkb) % G->hk, b = item / G->nkb / G->hk;
+    SFX(bwd_kv_block)(a, G, b, kvl, kb, q, k, v, o, lse, dout, NULL, dk, dv, ws);
+}
+
+/* Single pass: work item (batch b, local KV head kvl), every key block. */
+static void SFX(bwd_single_item)(const uly_attn_desc *a, const struct blk_geom *G, int64_t item,
+                                 const REAL *q, const REAL *k, const REAL *v, const REAL *o,
+                                 const REAL *lse, const REAL *dout, REAL *dq, REAL *dk, REAL *dv,
+                                 REAL *ws)
+{
+    const int64_t kvl = item % G->hk, b = item / G->hk, d = a->head_dim;
+    const int64_t kvg = G->kvb + kvl;
+    int64_t h_first = kvg * G->g, h_end = (kvg + 1) * G->g;
+    if (h_first < G->hb)
+        h_first = G->hb;
+    if (h_end > G->hb + G->hq)
+        h_end = G->hb + G->hq;
+    for (int64_t i = 0; i < G->qrows && h_first < h_end; i++) /* dQ rows of this group's heads */
+        memset(dq + ((b * G->qrows + i) * G->hq + (h_first - G->hb)) * d, 0,
+               (size_t)((h_end - h_first) * d) * sizeof(REAL));
+    for (int64_t kb = 0; kb < G->nkb; kb++)
+        SFX(bwd_kv_block)(a, G, b, kvl, kb, q, k, v, o, lse, dout, dq, dk, dv, ws);
 }
 
 static void SFX(bwd_q_item)(const uly_attn_desc *a, const struct blk_geom *G, int64_t item,
@@ -319,22 +359,32 @@ static int SFX(bwd)(const uly_attn_desc *a, const struct blk_geom *G, const REAL
         return ULY_ENOMEM;
     const int64_t kv_items = a->batch * G->hk * G->nkb;
     const int64_t q_items = a->batch * G->hq * G->nqb;
+    const int64_t single_items = a->batch * G->hk;
     const size_t per = SFX(ws_elems)(G->bq, G->bk, a->head_dim);
+    const int single = blk_bwd_single(G, single_items);
 #ifdef _OPENMP
 #pragma omp parallel num_threads(G->threads)
 #endif
     {
         REAL *my = ws + per * (size_t)blk_thread_id();
+        if (single) {
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
-        for (int64_t it = 0; it < kv_items; it++)
-            SFX(bwd_kv_item)(a, G, it, q, k, v, o, lse, dout, dk, dv, my);
+            for (int64_t it = 0; it < single_items; it++)
+                SFX(bwd_single_item)(a, G, it, q, k, v, o, lse, dout, dq, dk, dv, my);
+        } else {
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
-        for (int64_t it = 0; it < q_items; it++)
-            SFX(bwd_q_item)(a, G, it, q, k, v, o, lse, dout, dq, my);
+            for (int64_t it = 0; it < kv_items; it++)
+                SFX(bwd_kv_item)(a, G, it, q, k, v, o, lse, dout, dk, dv, my);
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+            for (int64_t it = 0; it < q_items; it++)
+                SFX(bwd_q_item)(a, G, it, q, k, v, o, lse, dout, dq, my);
+        }
     }
     uly_free(ws);
     return ULY_OK;

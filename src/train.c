@@ -793,6 +793,31 @@ static int reduce_loss(uly_train *T, double *sum)
     return ULY_OK;
 }
 
+int uly_train_activation(const uly_train *T, const char *name, int64_t layer, const float **data,
+                         int64_t *width)
+{
+    if (!T || !name || !data || !width)
+        return uly_set_error(ULY_EINVAL, "activation: NULL argument");
+    const acts *A = &T->a;
+    const int64_t C = T->C, Ckv = T->Ckv;
+    struct { const char *n; const float *p; int64_t w; int per_layer; } t[] = {
+        {"enc", A->enc, C, 0},       {"ln1", A->ln1, C, 1},   {"q", A->q, C, 1},
+        {"k", A->k, Ckv, 1},         {"v", A->v, Ckv, 1},     {"atty", A->atty, C, 1},
+        {"res2", A->res2, C, 1},     {"ln2", A->ln2, C, 1},   {"fch", A->fch, 4 * C, 1},
+        {"fchg", A->fchg, 4 * C, 1}, {"res3", A->res3, C, 1}, {"lnf", A->lnf, C, 0},
+        {"logits", A->logits, T->c.vocab, 0}};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        if (strcmp(name, t[i].n) != 0)
+            continue;
+        if (t[i].per_layer && (layer < 0 || layer >= T->c.layers))
+            return uly_set_error(ULY_EINVAL, "activation %s: no layer %lld", name, (long long)layer);
+        *data = t[i].p + (t[i].per_layer ? layer * T->Tn * t[i].w : 0);
+        *width = t[i].w;
+        return ULY_OK;
+    }
+    return uly_set_error(ULY_EINVAL, "no activation named '%s'", name);
+}
+
 int uly_train_token_losses(const uly_train *T, double *out)
 {
     if (!T || !out)

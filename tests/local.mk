@@ -73,8 +73,8 @@ tests_test_train_SOURCES = tests/test_train.c
 tests_test_train_CFLAGS = $(TEST_CFLAGS) $(MPI_CFLAGS)
 tests_test_train_LDADD = $(MPI_TEST_LIBS)
 tests_test_train_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
-TESTS += tests/test_train.sh
-EXTRA_DIST += tests/test_train.sh
+TESTS += tests/test_train.sh tests/cli_train.sh
+EXTRA_DIST += tests/test_train.sh tests/cli_train.sh
 
 check_PROGRAMS += tests/npytool
 tests_npytool_SOURCES = tests/npytool.c tests/testutil.h tests/testutil.c
@@ -94,7 +94,7 @@ check-minicluster: all
 	if [ $$rc -eq 77 ]; then echo "check-minicluster: SKIPPED (see the message above)"; exit 0; fi; exit $$rc
 .PHONY: check-minicluster
 EXTRA_DIST += tests/minicluster/minicluster.sh tests/minicluster/mc-agent.sh tests/minicluster/check.sh \
-	tests/minicluster/validate-local.sh
+	tests/minicluster/validate-local.sh tests/minicluster/validate-local-notes.md
 
 # ulysses-sim, calibrated here, against our own ulysses attn runs on 1 node
 # and on a 2-node mini-cluster at two link rates; writes the local section of

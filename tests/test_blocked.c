@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "testutil.h"
+#include "vexp.h"
 
 #define F32_ATOL 3e-6
 #define F32_RTOL 3e-5
@@ -556,6 +557,204 @@ START_TEST(merge_and_bf16)
 }
 END_TEST
 
+
+/* ---------------------------------------------------------------------
+ * Code paths that must give the same bits: the SIMD levels of the
+ * element-wise operations (each one forced) and the two backward schedules
+ * (single KV-outer pass with 5 GEMMs, KV pass + Q pass with 7).
+ */
+
+/* The row operations of every level this CPU runs, bitwise, on rows of
+ * every length 0..70 (all tails) holding normal values, values near the
+ * clamps, zeros of both signs and -inf. */
+START_TEST(vops_levels_same_bits)
+{
+    const uly_vops *base = uly_vops_level(ULY_ISA_BASELINE);
+    ck_assert_ptr_nonnull(base);
+    enum { NMAX = 70 };
+    float x[NMAX], y0[NMAX], y1[NMAX], p[NMAX], d0[NMAX], d1[NMAX];
+    int tested = 0;
+    for (int isa = ULY_ISA_BASELINE + 1; isa < ULY_ISA_COUNT; isa++) {
+        const uly_vops *v = uly_vops_level(isa);
+        if (!v) {
+            printf("vops: level %s not supported here, not tested\n", uly_isa_name(isa));
+            continue;
+        }
+        tested++;
+        for (int n = 0; n <= NMAX; n++) {
+            uint64_t st = 12345 + (uint64_t)n;
+            for (int j = 0; j < n; j++) {
+                st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+                double u = (double)(st >> 11) / 9007199254740992.0; /* [0, 1) */
+                const float special[8] = {-INFINITY, -0.0f, 0.0f, -87.29f, -87.31f, 87.9f, -200.0f, 1e-30f};
+                x[j] = j % 9 == 8 ? special[(j / 9) % 8] : (float)(u * 60.0 - 40.0);
+                p[j] = (float)u;
+                d0[j] = d1[j] = (float)(u * 3.0 - 1.5);
+            }
+            float m0 = base->row_max(x, n), m1 = v->row_max(x, n);
+            ck_assert_msg(memcmp(&m0, &m1, 4) == 0, "%s row_max n=%d: %a vs %a", uly_isa_name(isa), n, m0, m1);
+            const float shift = n ? m0 : 0.0f;
+            memcpy(y0, x, sizeof x);
+            memcpy(y1, x, sizeof x);
+            float s0 = base->exp_shift_sum(y0, n, shift == -INFINITY ? 0.0f : shift);
+            float s1 = v->exp_shift_sum(y1, n, shift == -INFINITY ? 0.0f : shift);
+            ck_assert_msg(memcmp(&s0, &s1, 4) == 0, "%s exp sum n=%d: %a vs %a", uly_isa_name(isa), n, s0, s1);
+            ck_assert_msg(memcmp(y0, y1, (size_t)n * 4) == 0, "%s exp n=%d differs", uly_isa_name(isa), n);
+            base->ds_row(p, d0, n, 0.375f);
+            v->ds_row(p, d1, n, 0.375f);
+            ck_assert_msg(memcmp(d0, d1, (size_t)n * 4) == 0, "%s dS n=%d differs", uly_isa_name(isa), n);
+        }
+    }
+    printf("vops: %d level(s) beyond the baseline compared bitwise\n", tested);
+    /* exp itself: within 3 ulp of libm's exp on [-87, 88], exactly 0 below -87.3 */
+    float e[1];
+    for (double t = -87.0; t <= 88.0; t += 0.0137) {
+        e[0] = (float)t;
+        base->exp_shift_sum(e, 1, 0.0f);
+        double ref = exp((double)(float)t);
+        ck_assert_msg(fabs(e[0] - ref) <= 3 * ref * 0x1p-23, "exp(%g) = %a, libm %a", t, e[0], ref);
+    }
+    e[0] = -87.4f;
+    base->exp_shift_sum(e, 1, 0.0f);
+    ck_assert(e[0] == 0.0f);
+}
+END_TEST
+
+typedef struct path_case {
+    const char *name;
+    int64_t B, N, H, Hkv, d;
+    int causal;
+    int64_t window;
+    int docs;                 /* use the document offsets below */
+    int64_t hb, hc;           /* head subset (hc = 0: all) */
+    int64_t qb, qc, kb, kc;   /* tile (qc = 0: whole) */
+} path_case;
+
+static const path_case path_cases[] = {
+    {"no mask, GQA", 2, 61, 4, 2, 24, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"causal, GQA", 2, 61, 4, 2, 24, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"window", 2, 61, 4, 2, 24, 0, 7, 0, 0, 0, 0, 0, 0, 0},
+    {"causal window", 2, 61, 4, 2, 24, 1, 7, 0, 0, 0, 0, 0, 0, 0},
+    {"documents", 2, 61, 4, 2, 24, 0, 0, 1, 0, 0, 0, 0, 0, 0},
+    {"documents, causal", 2, 61, 4, 2, 24, 1, 0, 1, 0, 0, 0, 0, 0, 0},
+    {"documents, causal window", 2, 61, 4, 2, 24, 1, 7, 1, 0, 0, 0, 0, 0, 0},
+    {"MQA, causal", 1, 75, 3, 1, 40, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"head subset cutting a KV group", 2, 61, 4, 2, 24, 1, 0, 1, 1, 2, 0, 0, 0, 0},
+    {"tile with documents", 2, 61, 4, 2, 24, 1, 0, 1, 0, 0, 20, 30, 5, 40},
+};
+#define NPATHS (int)(sizeof path_cases / sizeof path_cases[0])
+
+START_TEST(paths_same_bits)
+{
+    const path_case *c = &path_cases[_i / 2];
+    const uly_dtype t = _i % 2 ? ULY_F64 : ULY_F32;
+    const size_t es = uly_dtype_size(t);
+    int64_t off[2][6] = {{0, 11, 30, 30, 61, 61}, {0, 1, 20, 33, 47, 61}};
+    uly_attn_desc a;
+    memset(&a, 0, sizeof a);
+    a.batch = c->B; a.seq = c->N; a.heads = c->H; a.kv_heads = c->Hkv; a.head_dim = c->d; a.dtype = t;
+    a.causal = c->causal; a.window = c->window;
+    if (c->docs) {
+        a.doc_offsets = &off[0][0];
+        a.docs = 5;
+    }
+    const int64_t hq = c->hc ? c->hc : c->H, nq = c->qc ? c->qc : c->N, nk = c->kc ? c->kc : c->N;
+    int64_t kvb, kvc;
+    uly_kv_range(&a, c->hb, hq, &kvb, &kvc);
+    const int64_t hk = c->hc ? kvc : c->Hkv, hg = c->hc ? hq : hk; /* KV heads held / of the gradients */
+    const size_t n_q = (size_t)(c->B * nq * hq * c->d), n_k = (size_t)(c->B * nk * hk * c->d);
+    const size_t n_g = (size_t)(c->B * nk * hg * c->d), n_l = (size_t)(c->B * hq * nq);
+    uint64_t st = 777 + (uint64_t)_i;
+    void *in[4];
+    const size_t nin[4] = {n_q, n_k, n_k, n_q};
+    for (int x = 0; x < 4; x++) {
+        in[x] = malloc(nin[x] * es);
+        for (size_t i = 0; i < nin[x]; i++) {
+            st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+            double u = (double)(st >> 11) / 4503599627370496.0 - 1.0; /* [-1, 1) */
+            if (t == ULY_F32)
+                ((float *)in[x])[i] = (float)u;
+            else
+                ((double *)in[x])[i] = u;
+        }
+    }
+    uly_kernel_opts o;
+    memset(&o, 0, sizeof o);
+    o.block_q = 8;
+    o.block_k = 16;
+    o.head_begin = c->hb;
+    o.head_count = c->hc;
+    o.kv_expanded = c->hc != 0;
+    o.q_begin = c->qb; o.q_count = c->qc; o.k_begin = c->kb; o.k_count = c->kc;
+    const size_t ns[5] = {n_q, n_l, n_q, n_g, n_g};
+    void *ref[5] = {NULL}, *got[5];
+    for (int x = 0; x < 5; x++)
+        got[x] = malloc(ns[x] * es);
+    int runs = 0;
+    const int nisa = t == ULY_F32 ? ULY_ISA_COUNT : 1;
+    for (int isa = 0; isa < nisa; isa++) {
+        if (t == ULY_F32) {
+            if (!uly_vops_level(isa))
+                continue;
+            ck_assert_int_eq(uly_kernel_set_isa(uly_isa_name(isa)), ULY_OK);
+            ck_assert_str_eq(uly_kernel_isa(), uly_isa_name(isa));
+        }
+        for (int sched = ULY_BWD_AUTO; sched <= ULY_BWD_TWO; sched++)
+            for (int th = 1; th <= 3; th += 2) {
+                o.bwd_pass = sched;
+                o.threads = th;
+                for (int x = 0; x < 5; x++)
+                    memset(got[x], 0x5a, ns[x] * es); /* every element must be written */
+                ck_assert_int_eq(uly_attn_fwd(&a, &o, in[0], in[1], in[2], got[0], got[1]), ULY_OK);
+                ck_assert_int_eq(uly_attn_bwd(&a, &o, in[0], in[1], in[2], got[0], got[1], in[3], got[2], got[3],
+                                              got[4]), ULY_OK);
+                runs++;
+                if (!ref[0]) {
+                    for (int x = 0; x < 5; x++) {
+                        ref[x] = malloc(ns[x] * es);
+                        memcpy(ref[x], got[x], ns[x] * es);
+                    }
+                    continue;
+                }
+                static const char *const names[5] = {"O", "LSE", "dQ", "dK", "dV"};
+                for (int x = 0; x < 5; x++)
+                    ck_assert_msg(same_bits(ref[x], got[x], ns[x] * es), "%s %s: %s differs with %s, %s, %d threads",
+                                  t == ULY_F32 ? "fp32" : "fp64", c->name, names[x],
+                                  t == ULY_F32 ? uly_isa_name(isa) : "fp64",
+                                  sched == ULY_BWD_SINGLE ? "single pass" : sched == ULY_BWD_TWO ? "two passes" : "auto",
+                                  th);
+            }
+    }
+    ck_assert_int_eq(uly_kernel_set_isa("auto"), ULY_OK);
+    ck_assert_int_ge(runs, 6);
+    for (int x = 0; x < 5; x++) {
+        free(ref[x]);
+        free(got[x]);
+    }
+    for (int x = 0; x < 4; x++)
+        free(in[x]);
+}
+END_TEST
+
+START_TEST(isa_and_schedule_arguments)
+{
+    ck_assert_int_eq(uly_kernel_set_isa("sse9"), ULY_EINVAL);
+    ck_assert_int_eq(uly_kernel_set_isa(NULL), ULY_EINVAL);
+    ck_assert_int_eq(uly_kernel_set_isa("baseline"), ULY_OK);
+    ck_assert_str_eq(uly_kernel_isa(), "baseline");
+    ck_assert_int_eq(uly_kernel_set_isa("auto"), ULY_OK);
+    uly_attn_desc a;
+    memset(&a, 0, sizeof a);
+    a.batch = 1; a.seq = 4; a.heads = 1; a.kv_heads = 1; a.head_dim = 2; a.dtype = ULY_F32;
+    float x[8] = {0}, o[8], l[4], g[3][8];
+    uly_kernel_opts op;
+    memset(&op, 0, sizeof op);
+    op.bwd_pass = 3;
+    ck_assert_int_eq(uly_attn_bwd(&a, &op, x, x, x, o, l, x, g[0], g[1], g[2]), ULY_EINVAL);
+    ck_assert_ptr_nonnull(strstr(uly_last_error(), "backward schedule"));
+}
+END_TEST
+
 static Suite *make_blocked_suite(void)
 {
     Suite *s = suite_create("blocked");
@@ -576,6 +775,12 @@ static Suite *make_blocked_suite(void)
     tcase_add_loop_test(tt, tile_all_masked, 0, 2);
     tcase_add_test(tt, merge_and_bf16);
     suite_add_tcase(s, tt);
+    TCase *tp = tcase_create("code_paths");
+    tcase_set_timeout(tp, 120);
+    tcase_add_test(tp, vops_levels_same_bits);
+    tcase_add_loop_test(tp, paths_same_bits, 0, 2 * NPATHS);
+    tcase_add_test(tp, isa_and_schedule_arguments);
+    suite_add_tcase(s, tp);
     return s;
 }
 

@@ -109,12 +109,12 @@ static double *encoded(const uly_attn_desc *a, int64_t Hcode, int64_t t0, int64_
 
 START_TEST(a2a_integer_encoded)
 {
-    /* every shape, in pack mode (even _i) and datatype mode (odd _i) */
-    const shape *s = &shapes[_i / 2];
+    /* every shape, in pack, datatype and pipelined mode (_i % 3) */
+    const shape *s = &shapes[_i / 3];
     uly_attn_desc a = desc_of(s, ULY_F64);
     uly_dist_opts opts;
     memset(&opts, 0, sizeof opts);
-    opts.a2a_mode = _i % 2 ? ULY_A2A_DATATYPE : ULY_A2A_PACK;
+    opts.a2a_mode = _i % 3 == 0 ? ULY_A2A_PACK : _i % 3 == 1 ? ULY_A2A_DATATYPE : ULY_A2A_PIPELINE;
     uly_dist *D;
     ck_assert_int_eq(uly_dist_create(MPI_COMM_WORLD, &a, &opts, &D), ULY_OK);
     int64_t t0, n, h0, hn, k0, kn;
@@ -284,6 +284,61 @@ START_TEST(large_count_path)
 }
 END_TEST
 
+START_TEST(pipeline_mode)
+{
+    /* per-peer non-blocking messages with overlapped pack/unpack: same bits, same bytes;
+     * odd _i with a count limit of 7 elements (every block in several messages) */
+    check_dist(&shapes[_i / 2], ULY_F32, _i % 2 ? 7 : 0, NULL, ULY_A2A_PIPELINE);
+}
+END_TEST
+
+/* The automatic mode measures every mode on its first calls of each kind,
+ * then keeps one: every call moves the right elements, and every rank ends
+ * with the same choice. */
+START_TEST(auto_mode_calibrates)
+{
+    const shape *s = &shapes[3];
+    uly_attn_desc a = desc_of(s, ULY_F64);
+    uly_dist_opts opts;
+    memset(&opts, 0, sizeof opts);
+    opts.a2a_mode = ULY_A2A_AUTO;
+    uly_dist *D;
+    ck_assert_int_eq(uly_dist_create(MPI_COMM_WORLD, &a, &opts, &D), ULY_OK);
+    int64_t t0, n, h0, hn;
+    uly_dist_shard(D, &t0, &n);
+    uly_dist_heads(D, &h0, &hn);
+    const int64_t B = a.batch, N = a.seq, d = a.head_dim, H = a.heads;
+    double *in = encoded(&a, H, t0, n, 0, H), *want = encoded(&a, H, 0, N, h0, hn);
+    double *mid = malloc((size_t)(B * N * hn * d) * sizeof(double) + 8);
+    double *back = malloc((size_t)(B * n * H * d) * sizeof(double) + 8);
+    const int calls = (ULY_A2A_MODES - 1) * ULY_A2A_AUTO_SAMPLES + 2;
+    for (int c = 0; c < calls; c++) {
+        memset(mid, 0, (size_t)(B * N * hn * d) * sizeof(double));
+        memset(back, 0, (size_t)(B * n * H * d) * sizeof(double));
+        ck_assert_int_eq(uly_dist_a2a(D, ULY_A2A_Q, in, mid), ULY_OK);
+        ck_assert_msg(memcmp(mid, want, (size_t)(B * N * hn * d) * sizeof(double)) == 0,
+                      "rank %d call %d: Q all-to-all misplaced elements", rank, c);
+        ck_assert_int_eq(uly_dist_a2a(D, ULY_A2A_O, mid, back), ULY_OK);
+        ck_assert_msg(memcmp(back, in, (size_t)(B * n * H * d) * sizeof(double)) == 0,
+                      "rank %d call %d: O all-to-all misplaced elements", rank, c);
+        if (c == (ULY_A2A_MODES - 1) * ULY_A2A_AUTO_SAMPLES - 2)
+            ck_assert_int_eq(uly_dist_a2a_mode(D, ULY_A2A_Q), ULY_A2A_AUTO); /* still measuring */
+    }
+    int m[2] = {uly_dist_a2a_mode(D, ULY_A2A_Q), uly_dist_a2a_mode(D, ULY_A2A_O)}, lo[2], hi[2];
+    if (P > 1) {
+        ck_assert(m[0] >= ULY_A2A_PACK && m[0] < ULY_A2A_MODES);
+        ck_assert(m[1] >= ULY_A2A_PACK && m[1] < ULY_A2A_MODES);
+    }
+    MPI_Allreduce(m, lo, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(m, hi, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    ck_assert_msg(lo[0] == hi[0] && lo[1] == hi[1], "ranks chose different all-to-all modes");
+    ck_assert_int_eq(uly_dist_a2a_mode(D, ULY_A2A_K), ULY_A2A_AUTO); /* never called: undecided */
+    ck_assert_str_eq(uly_a2a_mode_name(ULY_A2A_PIPELINE), "pipeline");
+    free(in); free(want); free(mid); free(back);
+    uly_dist_free(D);
+}
+END_TEST
+
 static int plug_calls;
 static int plug_fwd(void *user, const uly_attn_desc *a, const uly_kernel_opts *o, const void *q,
                     const void *k, const void *v, void *out, void *lse)
@@ -431,7 +486,8 @@ static Suite *make_dist_suite(void)
 {
     Suite *s = suite_create("dist");
     TCase *tc = tcase_create("a2a");
-    tcase_add_loop_test(tc, a2a_integer_encoded, 0, 2 * NSHAPES);
+    tcase_add_loop_test(tc, a2a_integer_encoded, 0, 3 * NSHAPES);
+    tcase_add_test(tc, auto_mode_calibrates);
     suite_add_tcase(s, tc);
     TCase *te = tcase_create("exact");
     tcase_set_timeout(te, 0);
@@ -439,6 +495,7 @@ static Suite *make_dist_suite(void)
     tcase_add_loop_test(te, bitwise_f64, 0, NSHAPES);
     tcase_add_loop_test(te, large_count_path, 2, 5);
     tcase_add_loop_test(te, datatype_mode, 0, NSHAPES);
+    tcase_add_loop_test(te, pipeline_mode, 0, 2 * NSHAPES);
     tcase_add_test(te, plugin_attention);
     suite_add_tcase(s, te);
     TCase *tf = tcase_create("failures");

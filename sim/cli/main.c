@@ -1,5 +1,5 @@
 /*
- * main.c -- the ulysses-sim command: run (default), sweep, presets.
+ * main.c -- the ulysses-sim command: run (default), sweep, coll, presets.
  *
  * Exit status: 0 success; 1 a runtime failure (I/O, memory); 2 bad input
  * (flags, numbers, JSON files, impossible configurations), always with a
@@ -16,6 +16,7 @@
 #include "output.h"
 
 int cmd_sweep(int argc, char **argv);
+int cmd_coll(int argc, char **argv);
 int cmd_attn(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 
@@ -23,6 +24,7 @@ static const char usage[] =
     "usage: ulysses-sim [options]            simulate one configuration, every method side by side\n"
     "       ulysses-sim sweep [options]      sweep lists/ranges of --seq, --gpus, --method (CSV)\n"
     "       ulysses-sim plan [options]       search every composition that fits, top K (--top)\n"
+    "       ulysses-sim coll --op OP --gpus G --bytes S   time of one collective (nccl-tests units)\n"
     "       ulysses-sim presets [NAME]       list the shipped presets, or print one\n"
     "       ulysses-sim attn [options]       one distributed attention as `ulysses attn` runs it\n"
     "\n"
@@ -308,6 +310,8 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "presets") == 0)
         return cmd_presets(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "coll") == 0)
+        return cmd_coll(argc, argv);
     if (argc > 1 && strcmp(argv[1], "sweep") == 0) {
         for (int i = 2; i < argc; i++)
             if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {

@@ -259,17 +259,54 @@ START_TEST(test_ring_extrapolation)
         ch[i] = 100000;
     usim_coll c = {USIM_ALLGATHER, 1, 256, ranks_id, NULL, ch, 0};
     usim_coll_result full, ext;
-    usim_net_set_ring_window(n, 1000);
+    usim_net_set_ring_window(n, 4000);   /* 4000 / 8 channels >= 255 steps */
     ck_assert_int_eq(usim_coll_run(n, &c, &full, NULL, NULL), USIM_OK);
     ck_assert_int_eq(full.extrapolated, 0);
     usim_net_set_ring_window(n, 32);
     ck_assert_int_eq(usim_coll_run(n, &c, &ext, NULL, NULL), USIM_OK);
-    ck_assert_int_eq(ext.extrapolated, 255 - 32);
+    ck_assert_int_eq(ext.extrapolated, 255 - 32 / 8);   /* 8 channels: 32 / 8 steps */
     /* the ring is periodic (every step gated by the NIC hop): exact */
     ck_assert_int_eq(ext.duration, full.duration);
     ck_assert_uint_eq(ext.total_sent, full.total_sent);
-    /* by hand: 255 steps of NIC latency + chunk / NIC bandwidth */
-    ck_assert_int_eq(full.duration, 255 * (5 * US + 1000000000LL));
+    /* by hand: 32 nodes of 8, so 8 channel rings, each leaving every node
+     * through its own NIC with 1/8 of each chunk (12500 B); NVLink carries 7
+     * channels per GPU (7 x 12500 B at 1 GB/s: 87.5 us), the NIC one (12500 B
+     * at 0.1 GB/s: 125 us), so every one of the 255 steps lasts NIC latency +
+     * 125 us */
+    ck_assert_int_eq(full.channels, 8);
+    ck_assert_int_eq(full.algo, USIM_ALGO_RING);
+    ck_assert_int_eq(full.proto, USIM_PROTO_SIMPLE);
+    ck_assert_int_eq(full.duration, 255 * (5 * US + 125000000LL));
+    usim_net_free(n);
+}
+END_TEST
+
+/* Bytes of the steps beyond the window are counted in closed form: they equal
+ * a full count, for every ring collective, with uneven chunks. */
+START_TEST(test_window_counts)
+{
+    init_ranks();
+    usim_platform p = plat(4, 1);
+    usim_net *n = usim_net_new(&p, 64);
+    uint64_t ch[64];
+    for (int i = 0; i < 64; i++)
+        ch[i] = 100000 + 7 * (uint64_t)i * i + (uint64_t)i % 3;
+    usim_coll_type types[3] = {USIM_ALLGATHER, USIM_REDUCE_SCATTER, USIM_ALLREDUCE};
+    for (int k = 0; k < 3; k++) {
+        usim_coll c = {types[k], 1, 64, ranks_id, NULL, ch, 0, USIM_ALGO_RING, USIM_PROTO_SIMPLE};
+        usim_coll_result full, win;
+        uint64_t s1[64], r1[64], s2[64], r2[64];
+        usim_net_set_ring_window(n, 100000);
+        ck_assert_int_eq(usim_coll_run(n, &c, &full, s1, r1), USIM_OK);
+        ck_assert_int_eq(full.extrapolated, 0);
+        usim_net_set_ring_window(n, 16);
+        ck_assert_int_eq(usim_coll_run(n, &c, &win, s2, r2), USIM_OK);
+        ck_assert_int_gt(win.extrapolated, 0);
+        ck_assert(memcmp(s1, s2, sizeof s1) == 0);
+        ck_assert(memcmp(r1, r2, sizeof r1) == 0);
+        ck_assert(memcmp(full.max_sent, win.max_sent, sizeof full.max_sent) == 0);
+        ck_assert_uint_eq(full.total_sent, win.total_sent);
+    }
     usim_net_free(n);
 }
 END_TEST
@@ -310,6 +347,7 @@ static Suite *make_net_suite(void)
     tcase_add_test(tc, test_pairwise_one_switch);
     tcase_add_test(tc, test_conservation_and_determinism);
     tcase_add_test(tc, test_ring_extrapolation);
+    tcase_add_test(tc, test_window_counts);
     tcase_add_test(tc, test_bad_collectives);
     suite_add_tcase(s, tc);
     return s;

@@ -544,7 +544,7 @@ static Suite *make_workload_suite(void)
     tcase_add_test(tc, test_bytes_with_tp);
     suite_add_tcase(s, tc);
     tc = tcase_create("run");
-    tcase_set_timeout(tc, 120);
+    tcase_set_timeout(tc, 300);   /* the allocation-failure sweep, under sanitizers on a loaded machine */
     tcase_add_test(tc, test_determinism_and_accounting);
     tcase_add_test(tc, test_config_errors);
     tcase_add_test(tc, test_memory_and_max_seq);

@@ -9,7 +9,7 @@
  *   memory  peak resident size of a `ulysses attn` child next to the bytes
  *           of its tensors plus workspace
  *   a2a     Ulysses all-to-alls (with their packing) next to a raw
- *           MPI_Alltoall of the same byte count, and the ring methods' hop
+ *           MPI_Alltoall of the same byte count (every all-to-all mode), and the ring methods' hop
  *           next to a raw MPI_Sendrecv of the same bytes, back to back (run
  *           under mpirun)
  */
@@ -61,11 +61,60 @@ static int parse_or_help(const char *cmd, const char *syn, int argc, char **argv
 
 /* ------------------------------------------------------------------ kernel */
 
+/* "model name" of /proc/cpuinfo (or "unknown"). */
+static void cpu_model(char *out, size_t n)
+{
+    snprintf(out, n, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        char *c = strchr(line, ':');
+        if (strncmp(line, "model name", 10) == 0 && c) {
+            c++;
+            while (*c == ' ' || *c == '\t')
+                c++;
+            c[strcspn(c, "\n")] = '\0';
+            snprintf(out, n, "%s", c);
+            break;
+        }
+    }
+    fclose(f);
+}
+
+static const char *blas_core(void)
+{
+#ifdef HAVE_OPENBLAS_GET_CORENAME
+    return openblas_get_corename();
+#else
+    return "unknown";
+#endif
+}
+
+static const char *bwd_name(int s)
+{
+    return s == ULY_BWD_SINGLE ? "single pass (5 GEMMs per block pair)" : "two passes (7 GEMMs per block pair)";
+}
+
+/* One timed configuration of the attention kernels. */
+typedef struct kvariant {
+    char label[64];
+    const char *isa;   /* SIMD level to force, NULL: the default */
+    int bwd;           /* ULY_BWD_* */
+    int threads;
+    int fwd_only;      /* time the forward only */
+    double *tf, *tb;   /* GFLOP/s per repetition: forward, forward+backward */
+} kvariant;
+
 static int bench_kernel(int argc, char **argv)
 {
     int64_t seq = 8192, d = 128, heads = 1, batch = 1, threads = 1, repeat = 5, gemm = 2048, bq = 0, bk = 0;
     int64_t threads2 = 0;
-    int causal = 0, json = 0, no_bwd = 0;
+    int causal = 0, json = 0, no_bwd = 0, compare = 0;
+    int isa_i = 0, bwd_pass = ULY_BWD_AUTO; /* choice indices: isa_choices, ULY_BWD_* */
+    static const char *const isa_choices[] = {"default", "auto", "avx512", "avx2", "baseline", NULL};
+    static const char *const bwd_choices[] = {"auto", "single", "two", NULL};
     const arg_opt opts[] = {
         {"seq", ARG_INT, &seq, 1, 1 << 24, "N", "sequence length (default 8192)", NULL, NULL},
         {"head-dim", ARG_INT, &d, 1, 4096, "d", "head dimension (default 128)", NULL, NULL},
@@ -79,12 +128,19 @@ static int bench_kernel(int argc, char **argv)
         {"block-k", ARG_INT, &bk, 1, 65536, "n", "key block rows", NULL, NULL},
         {"causal", ARG_FLAG, &causal, 0, 0, NULL, "causal mask (FLOPs count the visible half)", NULL, NULL},
         {"forward-only", ARG_FLAG, &no_bwd, 0, 0, NULL, "skip forward+backward", NULL, NULL},
+        {"isa", ARG_CHOICE, &isa_i, 0, 0, "L", "SIMD level of exp and the row operations: auto (the best), avx512, avx2 or baseline (default: ULY_ISA, else the best)", isa_choices, NULL},
+        {"bwd", ARG_CHOICE, &bwd_pass, 0, 0, "S", "backward schedule: auto, single (5 GEMMs per block pair) or two (7) (default auto)", bwd_choices, NULL},
+        {"compare", ARG_FLAG, &compare, 0, 0, NULL, "also time, in the same run, the other backward schedule and every other SIMD level this CPU runs", NULL, NULL},
         {"json", ARG_FLAG, &json, 0, 0, NULL, "one JSON object per run", NULL, NULL},
         {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
     };
     int rc = parse_or_help("ulysses bench kernel", "bench kernel [options]", argc, argv, opts);
     if (rc >= 0)
         return rc;
+    if (isa_i > 0 && (rc = uly_kernel_set_isa(isa_choices[isa_i]))) {
+        fprintf(stderr, "ulysses bench kernel: --isa: %s\n", uly_last_error());
+        return ULY_EXIT_BADINPUT;
+    }
     uly_attn_desc a;
     memset(&a, 0, sizeof a);
     a.batch = batch; a.seq = seq; a.heads = heads; a.kv_heads = heads; a.head_dim = d; a.causal = causal;
@@ -93,14 +149,51 @@ static int bench_kernel(int argc, char **argv)
         fprintf(stderr, "ulysses bench kernel: %s\n", uly_last_error());
         return exit_status_of(rc);
     }
+    uly_kernel_opts ko;
+    memset(&ko, 0, sizeof ko);
+    ko.threads = (int)threads;
+    ko.block_q = bq;
+    ko.block_k = bk;
+    ko.bwd_pass = bwd_pass;
+    const int sched = uly_attn_bwd_schedule(&a, &ko);
+    if (sched < 0) {
+        fprintf(stderr, "ulysses bench kernel: %s\n", uly_last_error());
+        return exit_status_of(-sched);
+    }
+    const char *isa0 = uly_kernel_isa();
+    /* the variants, timed interleaved with sgemm: [0] is the configuration asked for */
+    enum { MAXV = 8 };
+    kvariant var[MAXV];
+    int nv = 0;
+    memset(var, 0, sizeof var);
+    snprintf(var[nv].label, sizeof var[nv].label, "attention");
+    var[nv].bwd = bwd_pass; var[nv].threads = (int)threads; nv++;
+    if (threads2 > 0) {
+        snprintf(var[nv].label, sizeof var[nv].label, "T2 = %lld threads", (long long)threads2);
+        var[nv].bwd = bwd_pass; var[nv].threads = (int)threads2; nv++;
+    }
+    if (compare && !no_bwd) {
+        const int other = sched == ULY_BWD_SINGLE ? ULY_BWD_TWO : ULY_BWD_SINGLE;
+        snprintf(var[nv].label, sizeof var[nv].label, "bwd %s", other == ULY_BWD_SINGLE ? "single pass" : "two passes");
+        var[nv].bwd = other; var[nv].threads = (int)threads; nv++;
+    }
+    static const char *const levels[3] = {"avx512", "avx2", "baseline"};
+    for (int l = 0; l < 3 && compare; l++) {
+        if (!strcmp(levels[l], isa0) || uly_kernel_set_isa(levels[l]) != ULY_OK)
+            continue;
+        snprintf(var[nv].label, sizeof var[nv].label, "simd %s", levels[l]);
+        var[nv].isa = levels[l]; var[nv].bwd = bwd_pass; var[nv].threads = (int)threads; nv++;
+    }
+    uly_kernel_set_isa(isa0);
     const size_t nq = (size_t)(batch * seq * heads * d), nl = (size_t)(batch * heads * seq);
     const size_t ng = (size_t)(gemm * gemm);
     /* every buffer in one table: allocated through the library's hooks,
      * checked, and freed in one place whatever happens */
-    enum { BQ, BK, BV, BO, BL, BDO, BDQ, BDK, BDV, BGA, BGB, BGC, BTG, BTF, BTB, BTF2, BTB2, NBUF };
-    const size_t bytes[NBUF] = {nq * 4, nq * 4, nq * 4, nq * 4, nl * 4, nq * 4, nq * 4, nq * 4, nq * 4,
-                                ng * 4, ng * 4, ng * 4, (size_t)repeat * 8, (size_t)repeat * 8, (size_t)repeat * 8,
-                                (size_t)repeat * 8, (size_t)repeat * 8};
+    enum { BQ, BK, BV, BO, BL, BDO, BDQ, BDK, BDV, BGA, BGB, BGC, BTG, BT0, NBUF = BT0 + 2 * MAXV };
+    size_t bytes[NBUF] = {nq * 4, nq * 4, nq * 4, nq * 4, nl * 4, nq * 4, nq * 4, nq * 4, nq * 4,
+                          ng * 4, ng * 4, ng * 4, (size_t)repeat * 8};
+    for (int i = BT0; i < NBUF; i++)
+        bytes[i] = i < BT0 + 2 * nv ? (size_t)repeat * 8 : 1;
     void *buf[NBUF] = {NULL};
     int ok = 1;
     for (int i = 0; i < NBUF && ok; i++)
@@ -114,98 +207,121 @@ static int bench_kernel(int argc, char **argv)
     float *q = buf[BQ], *k = buf[BK], *v = buf[BV], *o = buf[BO], *lse = buf[BL];
     float *dout = buf[BDO], *dq = buf[BDQ], *dk = buf[BDK], *dv = buf[BDV];
     float *ga = buf[BGA], *gb = buf[BGB], *gc = buf[BGC];
-    double *tg = buf[BTG], *tf = buf[BTF], *tb = buf[BTB], *tf2 = buf[BTF2], *tb2 = buf[BTB2];
+    double *tg = buf[BTG];
+    for (int i = 0; i < nv; i++) {
+        var[i].tf = buf[BT0 + 2 * i];
+        var[i].tb = buf[BT0 + 2 * i + 1];
+    }
     fill_shard(q, ULY_F32, 1, 0, batch, seq, 0, seq, heads, d);
     fill_shard(k, ULY_F32, 1, 1, batch, seq, 0, seq, heads, d);
     fill_shard(v, ULY_F32, 1, 2, batch, seq, 0, seq, heads, d);
     fill_shard(dout, ULY_F32, 1, 3, batch, seq, 0, seq, heads, d);
     fill_shard(ga, ULY_F32, 2, 0, 1, gemm, 0, gemm, 1, gemm);
     fill_shard(gb, ULY_F32, 2, 1, 1, gemm, 0, gemm, 1, gemm);
-    uly_kernel_opts ko;
-    memset(&ko, 0, sizeof ko);
-    ko.threads = (int)threads;
-    ko.block_q = bq;
-    ko.block_k = bk;
     const double ffl = 4.0 * uly_attn_pairs(&a) * (double)d * (double)(batch * heads);
     const double bfl = 2.5 * ffl, gfl = 2.0 * (double)gemm * (double)gemm * (double)gemm;
-    uly_kernel_opts ko2 = ko;
-    ko2.threads = (int)threads2;
     /* warm-up of each, then interleaved repetitions */
-    for (int64_t it = -1; it < repeat; it++) {
+    for (int64_t it = -1; it < repeat && !rc; it++) {
         set_blas_threads((int)threads);
         double t0 = now_seconds();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)gemm, (int)gemm, (int)gemm, 1, ga, (int)gemm,
                     gb, (int)gemm, 0, gc, (int)gemm);
         double t1 = now_seconds();
-        rc = uly_attn_fwd(&a, &ko, q, k, v, o, lse);
-        double t2 = now_seconds();
-        if (!rc && !no_bwd)
-            rc = uly_attn_bwd(&a, &ko, q, k, v, o, lse, dout, dq, dk, dv);
-        double t3 = now_seconds();
-        if (rc)
-            break;
-        if (it >= 0) {
+        if (it >= 0)
             tg[it] = gfl / (t1 - t0) * 1e-9;
-            tf[it] = ffl / (t2 - t1) * 1e-9;
-            tb[it] = (ffl + bfl) / (t3 - t1) * 1e-9;
-        }
-        if (threads2 > 0) {
+        for (int i = 0; i < nv && !rc; i++) {
+            uly_kernel_opts kv = ko;
+            kv.threads = var[i].threads;
+            kv.bwd_pass = var[i].bwd;
+            uly_kernel_set_isa(var[i].isa ? var[i].isa : isa0);
             t1 = now_seconds();
-            rc = uly_attn_fwd(&a, &ko2, q, k, v, o, lse);
-            t2 = now_seconds();
+            rc = uly_attn_fwd(&a, &kv, q, k, v, o, lse);
+            double t2 = now_seconds();
             if (!rc && !no_bwd)
-                rc = uly_attn_bwd(&a, &ko2, q, k, v, o, lse, dout, dq, dk, dv);
-            t3 = now_seconds();
+                rc = uly_attn_bwd(&a, &kv, q, k, v, o, lse, dout, dq, dk, dv);
+            double t3 = now_seconds();
             if (rc)
                 break;
             if (it >= 0) {
-                tf2[it] = ffl / (t2 - t1) * 1e-9;
-                tb2[it] = (ffl + bfl) / (t3 - t1) * 1e-9;
+                var[i].tf[it] = ffl / (t2 - t1) * 1e-9;
+                var[i].tb[it] = (ffl + bfl) / (t3 - t1) * 1e-9;
             }
         }
     }
+    uly_kernel_set_isa(isa0);
     if (rc) {
         fprintf(stderr, "ulysses bench kernel: %s\n", uly_last_error());
         for (int i = 0; i < NBUF; i++)
             uly_free(buf[i]);
         return exit_status_of(rc);
     }
-    stats sf2 = stats_of(tf2, (size_t)repeat), sb2 = stats_of(tb2, (size_t)repeat);
-    stats sg = stats_of(tg, (size_t)repeat), sf = stats_of(tf, (size_t)repeat), sb = stats_of(tb, (size_t)repeat);
+    stats sg = stats_of(tg, (size_t)repeat);
+    stats sf[MAXV], sb[MAXV];
+    for (int i = 0; i < nv; i++) {
+        sf[i] = stats_of(var[i].tf, (size_t)repeat);
+        sb[i] = stats_of(var[i].tb, (size_t)repeat);
+    }
+    char cpu[256];
+    cpu_model(cpu, sizeof cpu);
     if (json) {
         printf("{\"bench\": \"kernel\", \"batch\": %lld, \"seq\": %lld, \"heads\": %lld, \"head_dim\": %lld, \"causal\": %s, "
-               "\"threads\": %lld, \"repeat\": %lld, \"sgemm_gflops\": {\"median\": %.3f, \"min\": %.3f, \"max\": %.3f}, "
+               "\"threads\": %lld, \"repeat\": %lld, \"cpu\": \"%s\", \"blas_core\": \"%s\", \"simd\": \"%s\", "
+               "\"bwd_schedule\": \"%s\", \"sgemm_gflops\": {\"median\": %.3f, \"min\": %.3f, \"max\": %.3f}, "
                "\"fwd_gflops\": {\"median\": %.3f, \"min\": %.3f, \"max\": %.3f}",
                (long long)batch, (long long)seq, (long long)heads, (long long)d, causal ? "true" : "false",
-               (long long)threads, (long long)repeat, sg.median, sg.min, sg.max, sf.median, sf.min, sf.max);
+               (long long)threads, (long long)repeat, cpu, blas_core(), isa0,
+               sched == ULY_BWD_SINGLE ? "single" : "two", sg.median, sg.min, sg.max, sf[0].median, sf[0].min,
+               sf[0].max);
         if (!no_bwd)
-            printf(", \"fwdbwd_gflops\": {\"median\": %.3f, \"min\": %.3f, \"max\": %.3f}", sb.median, sb.min, sb.max);
-        printf(", \"fwd_over_sgemm\": %.4f", sf.median / sg.median);
+            printf(", \"fwdbwd_gflops\": {\"median\": %.3f, \"min\": %.3f, \"max\": %.3f}", sb[0].median, sb[0].min,
+                   sb[0].max);
+        printf(", \"fwd_over_sgemm\": %.4f", sf[0].median / sg.median);
         if (!no_bwd)
-            printf(", \"fwdbwd_over_sgemm\": %.4f", sb.median / sg.median);
+            printf(", \"fwdbwd_over_sgemm\": %.4f", sb[0].median / sg.median);
         if (threads2 > 0) {
             printf(", \"threads2\": %lld, \"fwd_gflops_threads2\": %.3f, \"fwd_speedup\": %.4f", (long long)threads2,
-                   sf2.median, sf2.median / sf.median);
+                   sf[1].median, sf[1].median / sf[0].median);
             if (!no_bwd)
-                printf(", \"fwdbwd_gflops_threads2\": %.3f, \"fwdbwd_speedup\": %.4f", sb2.median, sb2.median / sb.median);
+                printf(", \"fwdbwd_gflops_threads2\": %.3f, \"fwdbwd_speedup\": %.4f", sb[1].median,
+                       sb[1].median / sb[0].median);
+        }
+        if (nv > 1) {
+            printf(", \"variants\": [");
+            for (int i = 1; i < nv; i++) {
+                printf("%s{\"label\": \"%s\", \"threads\": %d, \"fwd_gflops\": %.3f, \"fwd_over_default\": %.4f", i > 1 ? ", " : "",
+                       var[i].label, var[i].threads, sf[i].median, sf[i].median / sf[0].median);
+                if (!no_bwd)
+                    printf(", \"fwdbwd_gflops\": %.3f, \"fwdbwd_over_default\": %.4f", sb[i].median,
+                           sb[i].median / sb[0].median);
+                printf("}");
+            }
+            printf("]");
         }
         printf("}\n");
     } else {
         printf("bench kernel: B=%lld N=%lld H=%lld d=%lld %s, %lld thread%s, %lld repetitions (interleaved)\n",
                (long long)batch, (long long)seq, (long long)heads, (long long)d, causal ? "causal" : "no mask",
                (long long)threads, threads > 1 ? "s" : "", (long long)repeat);
+        printf("cpu: %s; OpenBLAS core %s; kernels: simd %s, backward %s\n", cpu, blas_core(), isa0, bwd_name(sched));
         printf("%-26s %12s %12s %12s %10s\n", "GFLOP/s", "median", "min", "max", "/ sgemm");
         printf("%-26s %12.2f %12.2f %12.2f %10s\n", "sgemm (reference)", sg.median, sg.min, sg.max, "1.000");
-        printf("%-26s %12.2f %12.2f %12.2f %10.3f\n", "attention forward", sf.median, sf.min, sf.max, sf.median / sg.median);
+        printf("%-26s %12.2f %12.2f %12.2f %10.3f\n", "attention forward", sf[0].median, sf[0].min, sf[0].max,
+               sf[0].median / sg.median);
         if (!no_bwd)
-            printf("%-26s %12.2f %12.2f %12.2f %10.3f\n", "attention fwd+bwd", sb.median, sb.min, sb.max,
-                   sb.median / sg.median);
-        if (threads2 > 0) {
-            printf("%-26s %12.2f %12.2f %12.2f %10s   speedup %.3f over %lld thread%s\n", "forward, T2 threads",
-                   sf2.median, sf2.min, sf2.max, "", sf2.median / sf.median, (long long)threads, threads > 1 ? "s" : "");
+            printf("%-26s %12.2f %12.2f %12.2f %10.3f\n", "attention fwd+bwd", sb[0].median, sb[0].min, sb[0].max,
+                   sb[0].median / sg.median);
+        for (int i = 1; i < nv; i++) {
+            char l1[96], l2[96];
+            snprintf(l1, sizeof l1, "forward, %s", var[i].label);
+            snprintf(l2, sizeof l2, "fwd+bwd, %s", var[i].label);
+            if (!var[i].isa && var[i].threads == (int)threads) /* the other backward schedule: fwd is the same */
+                goto fwdbwd;
+            printf("%-26s %12.2f %12.2f %12.2f %10.3f   x %.3f of the first row\n", l1, sf[i].median, sf[i].min,
+                   sf[i].max, sf[i].median / sg.median, sf[i].median / sf[0].median);
+        fwdbwd:
             if (!no_bwd)
-                printf("%-26s %12.2f %12.2f %12.2f %10s   speedup %.3f\n", "fwd+bwd, T2 threads", sb2.median, sb2.min,
-                       sb2.max, "", sb2.median / sb.median);
+                printf("%-26s %12.2f %12.2f %12.2f %10.3f   x %.3f of the first row\n", l2, sb[i].median, sb[i].min,
+                       sb[i].max, sb[i].median / sg.median, sb[i].median / sb[0].median);
         }
         printf("(sgemm %lld^3 with %lld thread%s; attention FLOPs 4*pairs*d forward, 2.5x that backward)\n",
                (long long)gemm, (long long)threads, threads > 1 ? "s" : "");
@@ -296,7 +412,7 @@ static int bench_memory(int argc, char **argv)
 
 /* ------------------------------------------------------------------ a2a */
 
-/* One size: Ulysses all-to-alls in both modes next to a raw MPI_Alltoall,
+/* One size: Ulysses all-to-alls in every mode next to a raw MPI_Alltoall,
  * the ring hop next to a raw MPI_Sendrecv.  Local failures are recorded in
  * d; every step that can fail on one rank is agreed (drv_sync). */
 static int a2a_size(drv *d, int64_t bytes, int64_t repeat, int json)
@@ -310,19 +426,20 @@ static int a2a_size(drv *d, int64_t bytes, int64_t repeat, int json)
     uly_attn_desc a;
     memset(&a, 0, sizeof a);
     a.batch = 1; a.seq = n_r * P; a.heads = H; a.kv_heads = H; a.head_dim = hd; a.dtype = ULY_F32;
-    /* columns: raw, pack in, pack out, datatype in, datatype out, sendrecv, ring hop */
-    enum { NC = 7 };
+    /* columns: raw, per mode seq->heads and heads->seq, sendrecv, ring hop */
+    enum { NM = 4, NC = 3 + 2 * NM };
+    static const int modes[NM] = {ULY_A2A_PACK, ULY_A2A_DATATYPE, ULY_A2A_PIPELINE, ULY_A2A_AUTO};
     float *in = drv_alloc_n(d, elems, 4, "the a2a buffers");
     float *out = in ? drv_alloc_n(d, elems, 4, "the a2a buffers") : NULL;
     float *mid = out ? drv_alloc_n(d, elems, 4, "the a2a buffers") : NULL;
     double *tm = mid ? drv_alloc_n(d, (size_t)repeat * NC, sizeof(double), "the timings") : NULL;
-    uly_dist *D[2] = {NULL, NULL};
+    uly_dist *D[NM] = {NULL};
     uly_sp *ring = NULL;
     int rc = drv_sync(d);
-    for (int m = 0; m < 2 && !rc; m++) {
+    for (int m = 0; m < NM && !rc; m++) {
         uly_dist_opts dopt;
         memset(&dopt, 0, sizeof dopt);
-        dopt.a2a_mode = m ? ULY_A2A_DATATYPE : ULY_A2A_PACK;
+        dopt.a2a_mode = modes[m];
         drv_lib(d, uly_dist_create(d->comm, &a, &dopt, &D[m]), 0, NULL);
         rc = drv_sync(d);
     }
@@ -341,6 +458,14 @@ static int a2a_size(drv *d, int64_t bytes, int64_t repeat, int json)
     }
     for (size_t i = 0; !rc && i < elems; i++)
         in[i] = (float)i;
+    /* the automatic mode measures its first calls of each kind: let it decide first */
+    for (int c = 0; !rc && c < (ULY_A2A_MODES - 1) * ULY_A2A_AUTO_SAMPLES; c++) {
+        int st = uly_dist_a2a(D[NM - 1], ULY_A2A_Q, in, mid);
+        if (!st)
+            st = uly_dist_a2a(D[NM - 1], ULY_A2A_O, mid, out);
+        drv_lib(d, st, 0, NULL);
+        rc = drv_sync(d);
+    }
     const int per = (int)(elems / (size_t)P);
     for (int64_t it = -1; it < repeat && !rc; it++) {
         double loc[NC], mx[NC];
@@ -356,17 +481,17 @@ static int a2a_size(drv *d, int64_t bytes, int64_t repeat, int json)
         if (!d->code)
             drv_mpi(d, MPI_Sendrecv(in, (int)elems, MPI_FLOAT, (rank + 1) % P, 7, out, (int)elems, MPI_FLOAT,
                                     (rank + P - 1) % P, 7, d->comm, MPI_STATUS_IGNORE), "MPI_Sendrecv");
-        loc[5] = MPI_Wtime() - t0;
+        loc[NC - 2] = MPI_Wtime() - t0;
         if (!d->code)
             drv_mpi(d, MPI_Barrier(d->comm), "MPI_Barrier");
         t0 = MPI_Wtime();
         if (!d->code)
             st = uly_sp_ring_shift(ring, in, mid, elems * 4);
-        loc[6] = MPI_Wtime() - t0;
+        loc[NC - 1] = MPI_Wtime() - t0;
         drv_lib(d, st, 0, NULL);
         if (!d->code && memcmp(out, mid, elems * 4) != 0)
             drv_fail(d, DRV_RUNTIME, "rank %d: the ring hop and MPI_Sendrecv disagree", rank);
-        for (int m = 0; m < 2 && !st && !d->code; m++) {
+        for (int m = 0; m < NM && !st && !d->code; m++) {
             memset(out, 0, elems * 4);
             drv_mpi(d, MPI_Barrier(d->comm), "MPI_Barrier");
             t0 = MPI_Wtime();
@@ -379,7 +504,8 @@ static int a2a_size(drv *d, int64_t bytes, int64_t repeat, int json)
             loc[2 + 2 * m] = MPI_Wtime() - t0;
             drv_lib(d, st, 0, NULL);
             if (!st && memcmp(in, out, elems * 4) != 0)
-                drv_fail(d, DRV_RUNTIME, "rank %d: the round trip did not restore the input", rank);
+                drv_fail(d, DRV_RUNTIME, "rank %d: the %s round trip did not restore the input", rank,
+                         uly_a2a_mode_name(modes[m]));
         }
         if ((rc = drv_sync(d)))
             break;
@@ -393,27 +519,33 @@ static int a2a_size(drv *d, int64_t bytes, int64_t repeat, int json)
         for (int c = 0; c < NC; c++)
             st[c] = stats_of(tm + (size_t)c * (size_t)repeat, (size_t)repeat);
         static const char *const key[NC] = {"raw", "pack_seq_to_heads", "pack_heads_to_seq",
-                                            "datatype_seq_to_heads", "datatype_heads_to_seq", "sendrecv",
-                                            "ring_hop"};
+                                            "datatype_seq_to_heads", "datatype_heads_to_seq",
+                                            "pipeline_seq_to_heads", "pipeline_heads_to_seq",
+                                            "auto_seq_to_heads", "auto_heads_to_seq", "sendrecv", "ring_hop"};
+        const char *chose_in = uly_a2a_mode_name(uly_dist_a2a_mode(D[NM - 1], ULY_A2A_Q));
+        const char *chose_out = uly_a2a_mode_name(uly_dist_a2a_mode(D[NM - 1], ULY_A2A_O));
         if (json) {
             printf("{\"bench\": \"a2a\", \"ranks\": %d, \"bytes_per_rank\": %zu", P, elems * 4);
             for (int c = 0; c < NC; c++)
                 printf(", \"%s_ms\": {\"median\": %.4f, \"min\": %.4f, \"max\": %.4f}", key[c],
                        1e3 * st[c].median, 1e3 * st[c].min, 1e3 * st[c].max);
-            for (int c = 1; c < 5; c++)
+            for (int c = 1; c < 1 + 2 * NM; c++)
                 printf(", \"%s_over_raw\": %.4f", key[c], st[c].median / st[0].median);
-            printf(", \"ring_hop_over_sendrecv\": %.4f}\n", st[6].median / st[5].median);
+            printf(", \"ring_hop_over_sendrecv\": %.4f", st[NC - 1].median / st[NC - 2].median);
+            printf(", \"auto_chose_seq_to_heads\": \"%s\", \"auto_chose_heads_to_seq\": \"%s\"}\n", chose_in,
+                   chose_out);
         } else {
-            printf("%12zu %10.3f |", elems * 4, 1e3 * st[0].median);
-            for (int c = 1; c < 5; c++)
-                printf(" %10.3f %7.3f%s", 1e3 * st[c].median, st[c].median / st[0].median, c == 2 ? " |" : "");
-            printf(" | %10.3f %10.3f %7.3f\n", 1e3 * st[5].median, 1e3 * st[6].median, st[6].median / st[5].median);
+            printf("%10zu %8.3f |", elems * 4, 1e3 * st[0].median);
+            for (int m = 0; m < NM; m++)
+                printf(" %5.3f %5.3f |", st[1 + 2 * m].median / st[0].median, st[2 + 2 * m].median / st[0].median);
+            printf(" %8.3f %10.3f | %s, %s\n", 1e3 * st[NC - 2].median, st[NC - 1].median / st[NC - 2].median,
+                   chose_in, chose_out);
         }
         fflush(stdout);
     }
     uly_sp_free(ring);
-    uly_dist_free(D[0]);
-    uly_dist_free(D[1]);
+    for (int m = 0; m < NM; m++)
+        uly_dist_free(D[m]);
     drv_free(in); drv_free(out); drv_free(mid); drv_free(tm);
     return rc;
 }
@@ -457,14 +589,18 @@ static int bench_a2a_mpi(drv *d, int argc, char **argv)
     }
     if (!json && d->rank == 0) {
         printf("bench a2a: %d ranks; Ulysses all-to-all (with packing) vs raw MPI_Alltoall of the same bytes, "
-               "ring hop vs raw MPI_Sendrecv, "
-               "%lld repetitions, medians of the slowest rank\n",
+               "ring hop vs raw MPI_Sendrecv, %lld repetitions, medians of the slowest rank; ratio = mode / raw\n",
                d->size, (long long)repeat);
-        printf("%12s %10s | %10s %7s %10s %7s | %10s %7s %10s %7s | %10s %10s %7s\n%23s | %-37s | %-37s | %-30s\n",
-               "bytes/rank", "raw ms", "seq->heads", "ratio", "heads->seq", "ratio", "seq->heads", "ratio",
-               "heads->seq", "ratio", "sendrecv", "ring hop", "ratio", "",
-               "pack + MPI_Alltoallv (auto: > 16M)", "datatypes + MPI_Alltoallw (auto: <= 16M)",
-               "ring: same bytes to rank+1");
+        printf("  modes: pack = our copy + MPI_Alltoallv, dtype = derived datatypes + MPI_Alltoallw, "
+               "pipe = per-peer Isend/Irecv with pack/unpack overlapped, auto = measured choice (shown)\n");
+        printf("%10s %8s |", "bytes/rank", "raw ms");
+        static const char *const h[4] = {"pack", "dtype", "pipe", "auto"};
+        for (int m = 0; m < 4; m++)
+            printf(" %-11s |", h[m]);
+        printf(" %-19s | auto chose\n%19s |", "ring: to rank+1", "");
+        for (int m = 0; m < 4; m++)
+            printf(" %5s %5s |", "s->h", "h->s");
+        printf(" %8s %10s | s->h, h->s\n", "sendrecv", "hop ratio");
     }
     for (int64_t bytes = minb; bytes <= maxb && !rc; bytes *= 4)
         rc = a2a_size(d, bytes, repeat, json);
@@ -479,14 +615,422 @@ static int bench_a2a(int argc, char **argv)
     return drv_close(&d, bench_a2a_mpi(&d, argc, argv));
 }
 
+
+/* ------------------------------------------------------------------ methods */
+
+/* Document lengths "100,37,..." (the same for every batch row) -> offsets. */
+static int parse_doc_lens(const char *s, int64_t B, int64_t N, int64_t **off, int64_t *docs, char *msg,
+                          size_t len)
+{
+    int64_t D = 1;
+    for (const char *c = s; *c; c++)
+        D += *c == ',';
+    int64_t *o = malloc((size_t)(B * (D + 1)) * sizeof *o);
+    if (!o) {
+        snprintf(msg, len, "--doc-lens: out of memory");
+        return 1;
+    }
+    o[0] = 0;
+    const char *c = s;
+    for (int64_t i = 0; i < D; i++) {
+        char *end;
+        long long v = strtoll(c, &end, 10);
+        if (end == c || v < 0 || (*end != ',' && *end != '\0') || o[i] > N - v) {
+            snprintf(msg, len, "--doc-lens '%s': entry %lld must be a length >= 0, and the lengths must sum to "
+                     "--seq %lld", s, (long long)(i + 1), (long long)N);
+            free(o);
+            return 1;
+        }
+        o[i + 1] = o[i] + v;
+        c = *end ? end + 1 : end;
+    }
+    if (o[D] != N) {
+        snprintf(msg, len, "--doc-lens '%s' sums to %lld, not --seq %lld", s, (long long)o[D], (long long)N);
+        free(o);
+        return 1;
+    }
+    for (int64_t b = 1; b < B; b++)
+        memcpy(o + b * (D + 1), o, (size_t)(D + 1) * sizeof *o);
+    *off = o;
+    *docs = D;
+    return 0;
+}
+
+/* Max over ranks of a, and whether every rank has the same value. */
+static int all_equal_i64(int64_t v)
+{
+    int64_t mx, mn;
+    MPI_Allreduce(&v, &mx, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(&v, &mn, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
+    return mx == mn;
+}
+
+/* Rows of token segments of a (B, N, row) double tensor, into (B, n, row). */
+static void take_rows(const double *full, double *out, int64_t B, int64_t N, int64_t row, int ns,
+                      const int64_t *tb, const int64_t *tc)
+{
+    int64_t n = 0;
+    for (int s = 0; s < ns; s++)
+        n += tc[s];
+    for (int64_t b = 0; b < B; b++) {
+        int64_t r0 = 0;
+        for (int s = 0; s < ns; s++) {
+            memcpy(out + (b * n + r0) * row, full + (b * N + tb[s]) * row, (size_t)(tc[s] * row) * sizeof *out);
+            r0 += tc[s];
+        }
+    }
+}
+
+static int bench_methods_mpi(int argc, char **argv, int rank, int P)
+{
+    int64_t batch = 1, seq = 4096, heads = 8, kv = 0, d = 64, window = 0, repeat = 3, threads = 1, seed = 1,
+            udeg = 0;
+    int method = 0, placement = 0, causal = 0, backward = 0, check = 0, json = 0, bf16 = 0, dtype = 0,
+        seen_method = 0;
+    const char *doc_lens = NULL;
+    static const char *const mnames[] = {"ulysses", "ring", "zigzag", "allgather", "usp", NULL};
+    static const char *const pnames[] = {"ulysses-inner", "ring-inner", NULL};
+    static const char *const dnames[] = {"f32", "f64", NULL};
+    const arg_opt opts[] = {
+        {"method", ARG_CHOICE, &method, 0, 0, "M", "ulysses, ring, zigzag, allgather or usp (required)", mnames, &seen_method},
+        {"ulysses-degree", ARG_INT, &udeg, 1, 1 << 20, "U", "usp: ranks per all-to-all group (default: the largest divisor of P <= H)", NULL, NULL},
+        {"placement", ARG_CHOICE, &placement, 0, 0, "P", "usp: ulysses-inner (groups are consecutive ranks, default) or ring-inner", pnames, NULL},
+        {"bf16-partials", ARG_FLAG, &bf16, 0, 0, NULL, "ring methods: keep the per-step partial outputs in bf16 (emulated)", NULL, NULL},
+        {"batch", ARG_INT, &batch, 1, 1 << 20, "B", "batch (default 1)", NULL, NULL},
+        {"seq", ARG_INT, &seq, 1, INT64_MAX / 2, "N", "sequence length (default 4096)", NULL, NULL},
+        {"heads", ARG_INT, &heads, 1, 1 << 20, "H", "query heads (default 8)", NULL, NULL},
+        {"kv-heads", ARG_INT, &kv, 1, 1 << 20, "Hkv", "key/value heads (default H)", NULL, NULL},
+        {"head-dim", ARG_INT, &d, 1, 1 << 16, "d", "head dimension (default 64)", NULL, NULL},
+        {"causal", ARG_FLAG, &causal, 0, 0, NULL, "causal mask", NULL, NULL},
+        {"window", ARG_INT, &window, 1, INT64_MAX / 2, "W", "sliding window", NULL, NULL},
+        {"doc-lens", ARG_STR, &doc_lens, 0, 0, "L1,L2,...", "packed documents of these lengths (every batch row; sum N)", NULL, NULL},
+        {"dtype", ARG_CHOICE, &dtype, 0, 0, "T", "f32 (default) or f64", dnames, NULL},
+        {"backward", ARG_FLAG, &backward, 0, 0, NULL, "also time the backward", NULL, NULL},
+        {"check", ARG_FLAG, &check, 0, 0, NULL, "error vs the fp64 reference (and bitwise vs one process)", NULL, NULL},
+        {"repeat", ARG_INT, &repeat, 1, 1000, "R", "timed repetitions after one warm-up (default 3)", NULL, NULL},
+        {"threads", ARG_INT, &threads, 1, 1024, "T", "OpenMP threads per rank (default 1)", NULL, NULL},
+        {"seed", ARG_INT, &seed, 0, INT64_MAX, "S", "seed of the random inputs (default 1)", NULL, NULL},
+        {"json", ARG_FLAG, &json, 0, 0, NULL, "one JSON object", NULL, NULL},
+        {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
+    };
+    char msg[512] = "";
+    int rc = args_parse("ulysses bench methods", argc - 1, argv + 1, opts, msg, sizeof msg);
+    if (rc == ARGS_OK && !seen_method) {
+        snprintf(msg, sizeof msg, "ulysses bench methods: --method is required");
+        rc = ARGS_ERROR;
+    }
+    if (rc == ARGS_OK && !kv)
+        kv = heads;
+    int64_t *off = NULL, docs = 0;
+    if (rc == ARGS_OK && doc_lens && parse_doc_lens(doc_lens, batch, seq, &off, &docs, msg, sizeof msg))
+        rc = ARGS_ERROR;
+    /* every rank parsed the same command line, or all stop (before any collective of the library) */
+    int64_t mine[16] = {rc, method, udeg, placement, bf16, batch, seq, heads, kv, d, window, causal, backward, check,
+                        repeat, dtype};
+    int same = 1;
+    for (int i = 0; i < 16; i++)
+        same &= all_equal_i64(mine[i]);
+    int worst = rc;
+    MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (rc == ARGS_HELP) {
+        if (rank == 0)
+            args_usage(stdout, "ulysses", "bench methods --method M [options]   (under mpirun -np P)", opts);
+        free(off);
+        return 0;
+    }
+    if (worst != ARGS_OK || !same) {
+        if (rank == 0)
+            fprintf(stderr, "%s\n", rc != ARGS_OK ? msg : !same ? "ulysses bench methods: ranks were started with different options"
+                                                               : "ulysses bench methods: another rank rejected its options");
+        free(off);
+        return ULY_EXIT_BADINPUT;
+    }
+    if (method == ULY_METHOD_USP && !udeg) {
+        udeg = uly_plan_usp_degree(heads, P);
+        if (rank == 0 && !json)
+            printf("usp: ulysses degree %lld chosen (largest divisor of %d ranks <= %lld heads)\n", (long long)udeg, P,
+                   (long long)heads);
+    }
+    uly_attn_desc a;
+    memset(&a, 0, sizeof a);
+    a.batch = batch; a.seq = seq; a.heads = heads; a.kv_heads = kv; a.head_dim = d;
+    a.causal = causal; a.window = window; a.dtype = dtype ? ULY_F64 : ULY_F32;
+    a.doc_offsets = off; a.docs = docs;
+    uly_sp_opts so;
+    memset(&so, 0, sizeof so);
+    so.method = method;
+    so.ulysses_degree = (int)udeg;
+    so.placement = placement;
+    so.bf16_partials = bf16;
+    so.dist.kernel.threads = (int)threads;
+    uly_sp *S = NULL;
+    if ((rc = uly_sp_create(MPI_COMM_WORLD, &a, &so, &S))) {
+        if (rank == 0 || rc != ULY_EPEER)
+            fprintf(stderr, "ulysses bench methods: %s\n", uly_last_error());
+        free(off);
+        return exit_status_of(rc);
+    }
+    uly_sp_plan plan;
+    uly_sp_get_plan(S, &plan);
+    int64_t tb[2], tc[2];
+    int ns = uly_sp_tokens(S, tb, tc);
+    const int64_t n = tc[0] + (ns > 1 ? tc[1] : 0);
+    const size_t es = uly_dtype_size(a.dtype), nq = (size_t)(batch * n * heads * d), nk = (size_t)(batch * n * kv * d);
+    void *x[4], *res[4];
+    for (int i = 0; i < 4; i++) {
+        x[i] = calloc((i == 1 || i == 2 ? nk : nq) + 1, es);
+        res[i] = calloc((i >= 2 ? nk : nq) + 1, es);
+        if (!x[i] || !res[i]) {
+            fprintf(stderr, "ulysses bench methods: rank %d out of memory\n", rank);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        /* the rank's rows, segment by segment, from the P-independent inputs */
+        const int64_t Hx = i == 1 || i == 2 ? kv : heads;
+        for (int64_t b = 0; b < batch; b++) {
+            int64_t r0 = 0;
+            for (int sgi = 0; sgi < ns; sgi++) {
+                fill_shard((char *)x[i] + (size_t)((b * n + r0) * Hx * d) * es, a.dtype, (uint64_t)seed, i, 1, seq,
+                           b * seq + tb[sgi], tc[sgi], Hx, d);
+                r0 += tc[sgi];
+            }
+        }
+    }
+    /* phases: fwd in, attn, wait, out; bwd in, attn, wait, out */
+    double *tm = calloc((size_t)repeat * 8, sizeof *tm), att[2] = {0, 0};
+    for (int64_t it = -1; it < repeat && !rc; it++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        uly_sp_reset_volume(S);
+        rc = uly_sp_fwd(S, x[0], x[1], x[2], res[0]);
+        if (!rc && backward)
+            rc = uly_sp_bwd(S, x[3], res[1], res[2], res[3]);
+        uly_sp_times t;
+        uly_sp_times_get(S, &t);
+        double loc[8] = {t.fwd_in, t.fwd_attn, t.fwd_wait, t.fwd_out, t.bwd_in, t.bwd_attn, t.bwd_wait, t.bwd_out}, mx[8];
+        MPI_Allreduce(loc, mx, 8, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        if (it >= 0) {
+            for (int c = 0; c < 8; c++)
+                tm[(size_t)c * (size_t)repeat + (size_t)it] = mx[c];
+            att[0] += t.fwd_attn;
+            att[1] += t.bwd_attn;
+        }
+    }
+    if (rc) {
+        if (rank == 0 || rc != ULY_EPEER)
+            fprintf(stderr, "ulysses bench methods: %s\n", uly_last_error());
+        uly_sp_free(S);
+        free(off);
+        return exit_status_of(rc);
+    }
+    /* bytes of the last repetition vs the plan, every rank */
+    uly_volume got, want;
+    uly_sp_volume(S, &got);
+    uly_plan_method_volume(&a, &plan, rank, &want);
+    if (!backward) /* the plan counts forward + backward */
+        for (int w = 0; w < ULY_VOL_COUNT; w++)
+            if (w == ULY_A2A_DO || w == ULY_A2A_DQ || w == ULY_A2A_DK || w == ULY_A2A_DV || w == ULY_RING_BK ||
+                w == ULY_RING_BV || w == ULY_RING_DK || w == ULY_RING_DV || w == ULY_RS_DK || w == ULY_RS_DV)
+                want.sent[w] = want.recv[w] = 0;
+    int bytes_ok = memcmp(&got, &want, sizeof got) == 0, all_ok;
+    MPI_Allreduce(&bytes_ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    uint64_t sums[2][ULY_VOL_COUNT], gsum[2][ULY_VOL_COUNT];
+    for (int w = 0; w < ULY_VOL_COUNT; w++) {
+        sums[0][w] = got.sent[w];
+        sums[1][w] = want.sent[w];
+    }
+    MPI_Reduce(sums, gsum, 2 * ULY_VOL_COUNT, MPI_UINT64_T, MPI_MAX, 0, MPI_COMM_WORLD);
+    /* causal work per rank from the plan: this method and the two ring layouts */
+    double work[3] = {0, 0, 0};
+    uly_sp_plan alt[2];
+    uly_sp_plan_init(&alt[0], ULY_METHOD_RING, P, 0, 0);
+    uly_sp_plan_init(&alt[1], ULY_METHOD_ZIGZAG, P, 0, 0);
+    int64_t hb, hc;
+    uly_plan_heads(&plan, heads, rank, &hb, &hc);
+    for (int t = 0; t < uly_plan_steps(&plan); t++)
+        work[0] += uly_plan_step_pairs(&a, &plan, rank, t) * (double)hc;
+    for (int k = 0; k < 2; k++)
+        for (int t = 0; t < P; t++)
+            work[1 + k] += uly_plan_step_pairs(&a, &alt[k], rank, t);
+    double wmax[3], wsum[3], amax[2], asum[2];
+    MPI_Allreduce(work, wmax, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(work, wsum, 3, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(att, amax, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(att, asum, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    /* --check: every rank compares its rows with the fp64 reference (and with
+     * the single-process blocked kernel, bitwise) */
+    double err[4][2] = {{0}}, gerr[4][2];
+    int bitwise = 1, gbit = 1;
+    if (check) {
+        const size_t NQ = (size_t)(batch * seq * heads * d), NK = (size_t)(batch * seq * kv * d);
+        double *full[4], *ref[4];
+        for (int i = 0; i < 4; i++) {
+            size_t cnt = i == 1 || i == 2 ? NK : NQ;
+            full[i] = malloc(cnt * sizeof(double));
+            ref[i] = malloc((i >= 2 ? NK : NQ) * sizeof(double));
+            for (size_t e = 0; e < cnt; e++)
+                full[i][e] = input_value((uint64_t)seed, i, e);
+            if (a.dtype == ULY_F32)
+                for (size_t e = 0; e < cnt; e++)
+                    full[i][e] = (double)(float)full[i][e];
+        }
+        uly_attn_desc a64 = a;
+        a64.dtype = ULY_F64;
+        uly_ref_fwd(&a64, full[0], full[1], full[2], ref[0], NULL);
+        if (backward)
+            uly_ref_bwd(&a64, full[0], full[1], full[2], full[3], ref[1], ref[2], ref[3]);
+        /* the single-process blocked kernel in the run's dtype */
+        void *one[5], *in1[4];
+        for (int i = 0; i < 4; i++) {
+            size_t cnt = i == 1 || i == 2 ? NK : NQ;
+            in1[i] = malloc(cnt * es);
+            one[i] = malloc((i >= 2 ? NK : NQ) * es);
+            for (size_t e = 0; e < cnt; e++) {
+                if (a.dtype == ULY_F32)
+                    ((float *)in1[i])[e] = (float)full[i][e];
+                else
+                    ((double *)in1[i])[e] = full[i][e];
+            }
+        }
+        one[4] = malloc((size_t)(batch * heads * seq) * es);
+        uly_kernel_opts ko;
+        memset(&ko, 0, sizeof ko);
+        ko.threads = (int)threads;
+        uly_attn_fwd(&a, &ko, in1[0], in1[1], in1[2], one[0], one[4]);
+        if (backward)
+            uly_attn_bwd(&a, &ko, in1[0], in1[1], in1[2], one[0], one[4], in1[3], one[1], one[2], one[3]);
+        for (int i = 0; i < (backward ? 4 : 1); i++) {
+            const int64_t Hx = i >= 2 ? kv : heads;
+            const size_t cnt = (size_t)(batch * n * Hx * d);
+            double *mref = malloc(cnt * sizeof(double) + 8);
+            take_rows(ref[i], mref, batch, seq, Hx * d, ns, tb, tc);
+            char *m1 = malloc(cnt * es + 8);
+            for (int64_t b = 0; b < batch; b++) { /* the same rows of the one-process result */
+                int64_t r0 = 0;
+                for (int sgi = 0; sgi < ns; sgi++) {
+                    memcpy(m1 + (size_t)((b * n + r0) * Hx * d) * es,
+                           (char *)one[i] + (size_t)((b * seq + tb[sgi]) * Hx * d) * es, (size_t)(tc[sgi] * Hx * d) * es);
+                    r0 += tc[sgi];
+                }
+            }
+            bitwise &= memcmp(m1, res[i], cnt * es) == 0;
+            for (size_t e = 0; e < cnt; e++) {
+                double g = a.dtype == ULY_F32 ? ((float *)res[i])[e] : ((double *)res[i])[e];
+                double ae = fabs(g - mref[e]), re = ae / (fabs(mref[e]) > 1e-3 ? fabs(mref[e]) : 1e-3);
+                if (!(ae <= err[i][0]))
+                    err[i][0] = ae;
+                if (!(re <= err[i][1]))
+                    err[i][1] = re;
+            }
+            free(mref);
+            free(m1);
+        }
+        for (int i = 0; i < 4; i++) {
+            free(full[i]); free(ref[i]); free(in1[i]); free(one[i]);
+        }
+        free(one[4]);
+    }
+    MPI_Reduce(err, gerr, 8, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Allreduce(&bitwise, &gbit, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (rank == 0) {
+        stats st[8];
+        for (int c = 0; c < 8; c++)
+            st[c] = stats_of(tm + (size_t)c * (size_t)repeat, (size_t)repeat);
+        static const char *const ph[4] = {"comm in", "attention", "ring wait", "comm out"};
+        const double imb = wmax[0] / (wsum[0] / P), imb_ring = wmax[1] / (wsum[1] / P),
+                     imb_zz = wmax[2] / (wsum[2] / P);
+        if (json) {
+            printf("{\"bench\": \"methods\", \"method\": \"%s\", \"ranks\": %d, \"ulysses_degree\": %d, \"ring_degree\": %d, "
+                   "\"placement\": \"%s\", \"batch\": %lld, \"seq\": %lld, \"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, "
+                   "\"causal\": %d, \"window\": %lld, \"docs\": %lld, \"bf16_partials\": %d",
+                   uly_method_name(method), P, plan.U, plan.R, uly_placement_name(plan.placement), (long long)batch,
+                   (long long)seq, (long long)heads, (long long)kv, (long long)d, causal, (long long)window,
+                   (long long)docs, bf16);
+            static const char *const key[8] = {"fwd_in", "fwd_attn", "fwd_wait", "fwd_out", "bwd_in", "bwd_attn",
+                                               "bwd_wait", "bwd_out"};
+            for (int c = 0; c < (backward ? 8 : 4); c++)
+                printf(", \"%s_ms\": %.4f", key[c], 1e3 * st[c].median);
+            printf(", \"work_imbalance\": %.4f, \"ring_work_imbalance\": %.4f, \"zigzag_work_imbalance\": %.4f", imb,
+                   imb_ring, imb_zz);
+            printf(", \"bytes_match_plan\": %s", all_ok ? "true" : "false");
+            for (int w = 0; w < ULY_VOL_COUNT; w++)
+                if (gsum[1][w] || gsum[0][w])
+                    printf(", \"%s_bytes_max_rank\": %llu", uly_vol_name(w), (unsigned long long)gsum[0][w]);
+            if (check) {
+                static const char *const rn[4] = {"o", "dq", "dk", "dv"};
+                for (int i = 0; i < (backward ? 4 : 1); i++)
+                    printf(", \"%s_max_abs_err\": %.3g, \"%s_max_rel_err\": %.3g", rn[i], gerr[i][0], rn[i], gerr[i][1]);
+                printf(", \"bitwise_one_process\": %s", gbit ? "true" : "false");
+            }
+            printf("}\n");
+        } else {
+            printf("bench methods: %s on %d ranks (U=%d x R=%d%s%s), B=%lld N=%lld H=%lld Hkv=%lld d=%lld%s%s",
+                   uly_method_name(method), P, plan.U, plan.R, plan.U > 1 && plan.R > 1 ? ", " : "",
+                   plan.U > 1 && plan.R > 1 ? uly_placement_name(plan.placement) : "", (long long)batch, (long long)seq,
+                   (long long)heads, (long long)kv, (long long)d, causal ? " causal" : "", window ? " window" : "");
+            if (docs)
+                printf(" %lld documents", (long long)docs);
+            printf(", %s%s, %lld repetitions (medians of the slowest rank per phase)\n", dtype ? "f64" : "f32",
+                   bf16 ? ", bf16 partials" : "", (long long)repeat);
+            printf("%-10s %10s %10s\n", "phase", "fwd ms", backward ? "bwd ms" : "");
+            for (int c = 0; c < 4; c++) {
+                printf("%-10s %10.3f", ph[c], 1e3 * st[c].median);
+                if (backward)
+                    printf(" %10.3f", 1e3 * st[4 + c].median);
+                printf("\n");
+            }
+            printf("attention time per rank, max/mean: fwd %.3f%s", amax[0] / (asum[0] / P), backward ? "" : "\n");
+            if (backward)
+                printf(", bwd %.3f\n", amax[1] / (asum[1] / P));
+            printf("causal work per rank (plan), max/mean: %.3f; the ring layouts: contiguous %.3f, zigzag %.3f\n", imb,
+                   imb_ring, imb_zz);
+            printf("bytes (largest rank)  %-8s %14s %14s\n", "call", "measured", "plan");
+            for (int w = 0; w < ULY_VOL_COUNT; w++)
+                if (gsum[1][w] || gsum[0][w])
+                    printf("%21s %-8s %14llu %14llu\n", "", uly_vol_name(w), (unsigned long long)gsum[0][w],
+                           (unsigned long long)gsum[1][w]);
+            printf("measured bytes == plan on every rank and call: %s\n", all_ok ? "yes" : "NO");
+            if (check) {
+                static const char *const rn[4] = {"O", "dQ", "dK", "dV"};
+                printf("vs fp64 reference, max |err| (max rel, |ref| >= 1e-3):");
+                for (int i = 0; i < (backward ? 4 : 1); i++)
+                    printf(" %s %.3g (%.3g)", rn[i], gerr[i][0], gerr[i][1]);
+                printf("\nbitwise equal to one process: %s%s\n", gbit ? "yes" : "no",
+                       gbit || (method != ULY_METHOD_ULYSSES && plan.R > 1) ? "" : "  <-- expected for this method");
+            }
+        }
+        fflush(stdout);
+    }
+    int fail = !all_ok || (check && method == ULY_METHOD_ULYSSES && !gbit);
+    for (int i = 0; i < 4; i++) {
+        free(x[i]);
+        free(res[i]);
+    }
+    free(tm);
+    uly_sp_free(S);
+    free(off);
+    return fail ? 1 : 0;
+}
+
+static int bench_methods(int argc, char **argv)
+{
+    MPI_Init(NULL, NULL);
+    int rank, P;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &P);
+    int rc = bench_methods_mpi(argc, argv, rank, P);
+    MPI_Finalize();
+    return rc;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         FILE *f = argc < 2 ? stderr : stdout;
-        fprintf(f, "usage: ulysses bench <kernel|memory|a2a> [options]\n"
+        fprintf(f, "usage: ulysses bench <kernel|memory|a2a|methods> [options]\n"
                    "  kernel   attention forward and fwd+bwd GFLOP/s next to sgemm GFLOP/s (same run)\n"
                    "  memory   peak resident size of an attention run next to its tensor bytes\n"
                    "  a2a      Ulysses all-to-all next to raw MPI_Alltoall, ring hop next to MPI_Sendrecv (mpirun)\n"
+                   "  methods  one method (--method ulysses|ring|zigzag|allgather|usp): time per phase, bytes vs plan,\n"
+                   "           causal imbalance, --check errors vs fp64 (run under mpirun)\n"
                    "Each takes --json and --help.\n");
         return argc < 2 ? ULY_EXIT_BADINPUT : 0;
     }
@@ -496,6 +1040,8 @@ int cmd_bench(int argc, char **argv)
         return bench_memory(argc - 1, argv + 1);
     if (strcmp(argv[1], "a2a") == 0)
         return bench_a2a(argc - 1, argv + 1);
-    fprintf(stderr, "ulysses bench: unknown benchmark '%s' (kernel, memory or a2a)\n", argv[1]);
+    if (strcmp(argv[1], "methods") == 0)
+        return bench_methods(argc - 1, argv + 1);
+    fprintf(stderr, "ulysses bench: unknown benchmark '%s' (kernel, memory, a2a or methods)\n", argv[1]);
     return ULY_EXIT_BADINPUT;
 }

@@ -36,6 +36,7 @@
 #include "args.h"
 #include "cli.h"
 #include "config.h"
+#include "drv.h"
 #include "timing.h"
 #include "ulysses.h"
 #include "ulysses_dist.h"
@@ -43,6 +44,8 @@
 /* ---------------------------------------------------------------- context */
 
 typedef struct cal {
+    drv *d;                          /* the driver context (drv.h): messages, agreement, exit status */
+    drv_out *out;                    /* rank 0: the platform file being written */
     MPI_Comm world, node, leaders;   /* leaders: rank 0 of every node (others MPI_COMM_NULL) */
     int rank, size, node_rank, g, nodes, node_id;
     int quick;
@@ -253,14 +256,19 @@ static stats ping_pong(cal *c, int r0, int r1, size_t bytes, int iters, char *bu
     return s;
 }
 
+/* All-to-alls are short and, on a shared machine, the noisiest numbers:
+ * three times the repetitions of the kernels. */
+#define A2A_REPS(c) (3 * (c)->repeat)
+
 /* MPI_Alltoall of `per` bytes per pair on comm; the slowest rank's time per
  * repetition, reduced over repetitions on comm's rank 0 and sent to world 0. */
 static stats alltoall_time(cal *c, MPI_Comm comm, size_t per, char *sb, char *rb)
 {
-    double *t = malloc((size_t)c->repeat * sizeof *t);
+    const int64_t reps = A2A_REPS(c);
+    double *t = malloc((size_t)reps * sizeof *t);
     int cr;
     MPI_Comm_rank(comm, &cr);
-    for (int64_t it = -1; it < c->repeat; it++) {
+    for (int64_t it = -1; it < reps; it++) {
         MPI_Barrier(c->world);
         double t0 = MPI_Wtime();
         MPI_Alltoall(sb, (int)per, MPI_BYTE, rb, (int)per, MPI_BYTE, comm);
@@ -271,7 +279,7 @@ static stats alltoall_time(cal *c, MPI_Comm comm, size_t per, char *sb, char *rb
     }
     stats s = {0, 0, 0};
     if (cr == 0)
-        s = stats_of(t, (size_t)c->repeat);
+        s = stats_of(t, (size_t)reps);
     free(t);
     /* world rank 0 is rank 0 of its node and of world */
     return s;
@@ -292,7 +300,8 @@ static stats ulysses_a2a_time(cal *c, size_t per, int *fail)
     a.batch = 1; a.seq = nr * c->g; a.heads = 2 * c->g; a.kv_heads = a.heads; a.head_dim = 64; a.dtype = ULY_F32;
     const size_t n = (size_t)(nr * a.heads * 64);
     float *in = malloc(n * 4), *out = malloc(n * 4);
-    double *t = malloc((size_t)c->repeat * sizeof *t);
+    const int64_t reps = A2A_REPS(c);
+    double *t = malloc((size_t)reps * sizeof *t);
     uly_dist_opts o;
     memset(&o, 0, sizeof o);
     uly_dist *D = NULL;
@@ -305,7 +314,7 @@ static stats ulysses_a2a_time(cal *c, size_t per, int *fail)
     if (!any) {
         for (size_t i = 0; i < n; i++)
             in[i] = (float)(i & 255);
-        for (int64_t it = -1; it < c->repeat && !any; it++) {
+        for (int64_t it = -1; it < reps && !any; it++) {
             MPI_Barrier(c->world);
             double t0 = MPI_Wtime();
             bad = uly_dist_a2a(D, ULY_A2A_Q, in, out) != 0;
@@ -316,7 +325,7 @@ static stats ulysses_a2a_time(cal *c, size_t per, int *fail)
                 t[it] = mx;
         }
         if (!any && c->node_rank == 0)
-            s = stats_of(t, (size_t)c->repeat);
+            s = stats_of(t, (size_t)reps);
     }
     *fail |= any;
     uly_dist_free(D);
@@ -426,7 +435,7 @@ static double a2a_fit(int g, const size_t *sizes, const stats *t, int n)
     return (double)(g - 1) * (double)sizes[n - 1] / t[n - 1].median;
 }
 
-static int write_platform(cal *c, FILE *f, const char *tmp, const char *out, const char *name,
+static int write_platform(cal *c, drv_out *o, const char *out, const char *name,
                           const gemm_res *gr, int ng, const attn_res *ar, int na, stats mem,
                           const stats *pp_lat, const stats *pp_bw, const size_t *sizes,
                           const stats *a2a_node, const size_t *usizes, const stats *uly_node,
@@ -486,6 +495,13 @@ static int write_platform(cal *c, FILE *f, const char *tmp, const char *out, con
     char date[64];
     strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
 
+    int fd = dup(o->fd);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
+        return drv_fail(c->d, DRV_RUNTIME, "--out %s: cannot write: %s", out, strerror(errno));
+    }
     fprintf(f, "{\n  \"name\": \"%s\",\n", nm);
     fprintf(f, "  \"description\": \"Measured by ulysses calibrate on %s: %d MPI rank(s) per node as GPUs, %d node(s), "
                "%lld thread(s) per rank\",\n", host, c->g, c->nodes, (long long)c->threads);
@@ -501,12 +517,12 @@ static int write_platform(cal *c, FILE *f, const char *tmp, const char *out, con
                "    \"latency_us\": %.4g\n  },\n",
             c->g > 1 ? "MPI shared memory between the node's ranks" : "none (one rank per node): unused",
             intra_bw * 1e-9, intra_lat * 1e6);
-    fprintf(f, "  \"inter_node\": {\n    \"fabric\": \"%s\",\n    \"nic_bw_Gbps\": %.6g,\n    \"efficiency\": 1,\n"
-               "    \"latency_us\": %.4g,\n    \"spine_oversubscription\": %d\n  },\n",
-            c->nodes > 1 ? "MPI over TCP, one link per node shared by its ranks (modelled as a NIC per rank at the "
-                           "link rate behind an uplink of the link rate: oversubscription = ranks per node)"
+    fprintf(f, "  \"inter_node\": {\n    \"fabric\": \"%s\",\n    \"nic_bw_Gbps\": %.6g,\n"
+               "    \"nics_per_node\": 1,\n    \"efficiency\": 1,\n    \"latency_us\": %.4g,\n"
+               "    \"spine_oversubscription\": 1\n  },\n",
+            c->nodes > 1 ? "MPI over TCP, one link per node shared by its ranks (one NIC per node)"
                          : "not measured (one node): copies of the intra-node values",
-            inter_bw * 8e-9, inter_lat * 1e6, c->nodes > 1 ? c->g : 1);
+            inter_bw * 8e-9, inter_lat * 1e6);
     /* how each number was obtained */
     fprintf(f, "  \"calibration\": {\n    \"tool\": \"ulysses calibrate %s\",\n    \"date\": \"%s\",\n"
                "    \"seconds\": %.1f,\n    \"quick\": %s,\n    \"ranks\": %d,\n    \"nodes\": %d,\n"
@@ -549,7 +565,7 @@ static int write_platform(cal *c, FILE *f, const char *tmp, const char *out, con
                  "1 / least-squares slope of the slowest rank's median time against (g-1) x bytes per pair "
                  "(spread: the same fit to the max and min times); a raw contiguous MPI_Alltoall gives %.4g GB/s "
                  "(alltoall_node below)", c->g, nsz, usizes[0], usizes[big], a2a_fit(c->g, sizes, a2a_node, nsz) * 1e-9);
-        js_meas(f, &first, "intra_node.bw_GBps_per_dir", intra_bw * 1e-9, "GB/s", how, s, 1, (int)c->repeat);
+        js_meas(f, &first, "intra_node.bw_GBps_per_dir", intra_bw * 1e-9, "GB/s", how, s, 1, (int)A2A_REPS(c));
         snprintf(how, sizeof how, "MPI ping-pong of 8 B between ranks 0 and 1, half the round trip");
         js_meas(f, &first, "intra_node.latency_us", intra_lat * 1e6, "us", how, pp_lat[0], 1e6, (int)c->repeat);
     }
@@ -607,11 +623,11 @@ static int write_platform(cal *c, FILE *f, const char *tmp, const char *out, con
     }
     fprintf(f, "\n  }\n}\n");
     int werr = ferror(f);
-    if (fclose(f) != 0 || werr || rename(tmp, out) != 0) {
-        fprintf(stderr, "ulysses calibrate: cannot write %s: %s\n", out, strerror(errno));
-        remove(tmp);
-        return 1;
-    }
+    if (fclose(f) != 0 || werr)
+        return drv_fail(c->d, DRV_RUNTIME, "--out %s: cannot write: %s", out, strerror(errno));
+    int rc = drv_out_commit(c->d, o);
+    if (rc)
+        return rc;
     printf("calibrated %d rank(s) on %d node(s) in %.1f s (load average %.2f before, %.2f after; %ld CPUs)\n",
            c->size, c->nodes, secs, load0[0], load1[0], sysconf(_SC_NPROCESSORS_ONLN));
     printf("  peak (per rank)        %10.2f GFLOP/s   (sgemm best %.2f)\n", peak, best_gemm);
@@ -651,22 +667,34 @@ static int cal_main(cal *c, int argc, char **argv)
         {"threads", ARG_INT, &c->threads, 1, 1024, "T", "OpenMP/BLAS threads per rank (default 1)", NULL, NULL},
         {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
     };
+    drv *d = c->d;
     char msg[1024] = "";
-    int prc = args_parse("ulysses calibrate", argc - 1, argv + 1, opts, msg, sizeof msg);
-    if (prc == ARGS_OK && !out) {
-        snprintf(msg, sizeof msg, "ulysses calibrate: --out FILE is required");
-        prc = ARGS_ERROR;
-    }
+    int prc = args_parse(d->cmd, argc - 1, argv + 1, opts, msg, sizeof msg), ps = DRV_PARSE_OK;
     if (prc == ARGS_HELP) {
+        ps = DRV_PARSE_HELP;
+    } else if (prc == ARGS_ERROR) {
+        size_t k = strlen(d->cmd);
+        drv_fail(d, DRV_BADINPUT, "%s", strncmp(msg, d->cmd, k) == 0 && msg[k] == ':' ? msg + k + 2 : msg);
+        ps = DRV_PARSE_ERROR;
+    } else if (!out) {
+        drv_fail(d, DRV_BADINPUT, "--out FILE is required");
+        ps = DRV_PARSE_ERROR;
+    }
+    /* one agreement on every option before any other collective */
+    const drv_field f[] = {
+        {"--out", DRV_F_STR, 0, out, 0, NULL},          {"--quick", DRV_F_FLAG, c->quick, NULL, 0, NULL},
+        {"--name", DRV_F_STR, 0, name, 0, NULL},        {"--repeat", DRV_F_INT, repeat, NULL, 0, NULL},
+        {"--seq", DRV_F_INT, c->seq, NULL, 0, NULL},    {"--head-dim", DRV_F_INT, c->head_dim, NULL, 0, NULL},
+        {"--threads", DRV_F_INT, c->threads, NULL, 0, NULL},
+    };
+    int rc = drv_agree(d, ps, f, ps == DRV_PARSE_OK ? (int)(sizeof f / sizeof f[0]) : 0);
+    if (rc == DRV_PARSE_HELP) {
         if (c->rank == 0)
             args_usage(stdout, "ulysses", synopsis, opts);
         return 0;
     }
-    if (prc == ARGS_ERROR) {
-        if (c->rank == 0)
-            fprintf(stderr, "%s\n", msg);
-        return EXIT_BADINPUT;
-    }
+    if (rc)
+        return rc;
     c->repeat = repeat ? repeat : c->quick ? 3 : 5;
 
     /* nodes: ranks sharing memory; equal sizes, node-major numbering */
@@ -682,36 +710,29 @@ static int cal_main(cal *c, int argc, char **argv)
     MPI_Bcast(&first, 1, MPI_INT, 0, c->node);  /* lowest world rank of my node if node-major */
     int order_ok = first == c->rank - c->node_rank && first % c->g == 0, all_ok;
     MPI_Allreduce(&order_ok, &all_ok, 1, MPI_INT, MPI_MIN, c->world);
-    if (gmin != gmax || !all_ok) {
-        if (c->rank == 0)
-            fprintf(stderr, "ulysses calibrate: %s (a platform has equal nodes numbered node-major: "
-                    "use a hostfile with equal slots and --map-by slot)\n",
-                    gmin != gmax ? "nodes hold different numbers of ranks" : "ranks are not numbered node by node");
-        return EXIT_BADINPUT;
-    }
+    if (gmin != gmax || !all_ok)
+        drv_fail(d, DRV_BADINPUT, "%s (a platform has equal nodes numbered node-major: use a hostfile with equal "
+                 "slots and --map-by slot)",
+                 gmin != gmax ? "nodes hold different numbers of ranks" : "ranks are not numbered node by node");
+    if ((rc = drv_sync(d)))
+        return rc;
     c->node_id = c->rank / c->g;
 
     /* rank 0 writes a temporary file next to the destination, renamed at the
-     * end: a bad path is reported before measuring, and an interrupted run
-     * leaves the previous file intact */
-    char tmp[4200] = "";
-    FILE *f = NULL;
-    int open_err = 0;
-    if (c->rank == 0) {
-        snprintf(tmp, sizeof tmp, "%s.tmp%ld", out, (long)getpid());
-        f = fopen(tmp, "w");
-        if (!f) {
-            open_err = errno ? errno : EIO;
-            fprintf(stderr, "ulysses calibrate: --out %s: cannot create %s: %s\n", out, tmp, strerror(open_err));
-        }
-    }
-    MPI_Bcast(&open_err, 1, MPI_INT, 0, c->world);
-    if (open_err)
-        return open_err == ENOSPC || open_err == EIO || open_err == EROFS ? 1 : EXIT_BADINPUT;
+     * end (drv.h): a bad path is reported before measuring, and an
+     * interrupted run leaves the previous file intact */
+    drv_out *o = c->out;
+    o->path = out;
+    o->what = "--out";
+    o->fd = -1;
+    if (c->rank == 0)
+        drv_out_prepare(d, o, 1, NULL, 0);
+    if ((rc = drv_sync(d)))
+        return rc;
     c->t_start = now_seconds();
     double load0[3], load1[3];
     load_avg(load0);
-    const int64_t N = c->seq, d = c->head_dim;
+    const int64_t N = c->seq, hd = c->head_dim;
     int64_t gemm_n[4], ng = 0;
     if (c->quick) {
         gemm_n[ng++] = 512; gemm_n[ng++] = 1024;
@@ -719,8 +740,8 @@ static int cal_main(cal *c, int argc, char **argv)
         gemm_n[ng++] = 256; gemm_n[ng++] = 512; gemm_n[ng++] = 1024; gemm_n[ng++] = 2048;
     }
     /* attention shapes: the reference (N, d) first */
-    int64_t as[5][3] = {{N, d, 0}, {N, d, 1}, {N / 4 >= 64 ? N / 4 : 64, d, 0}, {N / 4 >= 64 ? N / 4 : 64, d, 1},
-                        {N, 2 * d, 0}};
+    int64_t as[5][3] = {{N, hd, 0}, {N, hd, 1}, {N / 4 >= 64 ? N / 4 : 64, hd, 0}, {N / 4 >= 64 ? N / 4 : 64, hd, 1},
+                        {N, 2 * hd, 0}};
     const int na = c->quick ? 2 : 5;
     size_t a2a_sizes[6];
     int nsz = 0;
@@ -791,43 +812,45 @@ static int cal_main(cal *c, int argc, char **argv)
     free(sb);
     free(rb);
     if (fail) {
-        if (c->rank == 0) {
-            fprintf(stderr, "%sulysses calibrate: a rank ran out of memory or a kernel failed\n", c->tty ? "\n" : "");
-            fclose(f);
-            remove(tmp);
-        }
-        return 1;
+        if (c->rank == 0 && c->tty)
+            fputc('\n', stderr);
+        drv_fail(d, DRV_RUNTIME, "a rank ran out of memory or a kernel failed");
+        return drv_sync(d);
     }
     load_avg(load1);
     const double secs = now_seconds() - c->t_start;
-    if (c->rank != 0)
-        return 0;
-    if (c->tty)
-        fputc('\n', stderr);
-    return write_platform(c, f, tmp, out, name, gr, (int)ng, ar, na, mem, pp_lat, pp_bw, a2a_sizes, a2a_node,
+    if (c->rank == 0) {
+        if (c->tty)
+            fputc('\n', stderr);
+        write_platform(c, o, out, name, gr, (int)ng, ar, na, mem, pp_lat, pp_bw, a2a_sizes, a2a_node,
                           uly_sizes, uly_node, a2a_world,
                           nsz, xch, xbytes, mem_bytes, load0, load1, secs);
+    }
+    return drv_sync(d);   /* rank 0's write: every rank ends with its status */
 }
 
 int cmd_calibrate(int argc, char **argv)
 {
-    int inited = 0;
-    MPI_Initialized(&inited);
-    if (!inited)
-        MPI_Init(NULL, NULL);
+    drv d;
+    if (drv_open(&d, "ulysses calibrate"))
+        return 1;
     cal c;
     memset(&c, 0, sizeof c);
-    c.world = MPI_COMM_WORLD;
+    drv_out o;
+    memset(&o, 0, sizeof o);
+    o.fd = -1;
+    c.d = &d;
+    c.out = &o;
+    c.world = d.comm;
     c.node = c.leaders = MPI_COMM_NULL;
-    MPI_Comm_rank(c.world, &c.rank);
-    MPI_Comm_size(c.world, &c.size);
+    c.rank = d.rank;
+    c.size = d.size;
     c.tty = isatty(2);
-    int st = cal_main(&c, argc, argv), all;
-    MPI_Allreduce(&st, &all, 1, MPI_INT, MPI_MAX, c.world);
+    int rc = cal_main(&c, argc, argv);   /* agreed on every rank (drv_agree / drv_sync) */
+    drv_out_discard(&o, 1);
     if (c.node != MPI_COMM_NULL)
         MPI_Comm_free(&c.node);
     if (c.leaders != MPI_COMM_NULL)
         MPI_Comm_free(&c.leaders);
-    MPI_Finalize();
-    return all;
+    return drv_close(&d, rc);
 }

@@ -202,6 +202,16 @@ static xp_panel *new_panel(xp_fig *f, const char *arrow, const char *title, cons
     return p;
 }
 
+/* Append a matrix to the figure, taking ownership of *elems. */
+static void add_matrix(xp_fig *f, const char *title, int P, uint64_t **elems)
+{
+    xp_matrix *m = &f->matrix[f->nmatrix++];
+    snprintf(m->title, sizeof m->title, "%s", title);
+    m->P = P;
+    m->elems = *elems;
+    *elems = NULL;
+}
+
 static void shape_line(const xcfg *c)
 {
     const uly_attn_desc *a = &c->a;
@@ -579,15 +589,8 @@ static int explain_ulysses(const xcfg *c, xp_fig *fig)
             for (int s = 0; s < P; s++)
                 if (u.tn[r] && u.hn[s] && add_block(p, r, r, u.tb[r], u.tn[r], u.hb[s], u.hn[s], 0, 0))
                     goto oom;
-        static const int shown[] = {ULY_A2A_Q, ULY_A2A_K};
-        for (int i = 0; i < 2; i++) {
-            xp_matrix *m = &fig->matrix[fig->nmatrix++];
-            snprintf(m->title, sizeof m->title, "all-to-all %s%s: elements sent (row -> column)", a2a_label[shown[i]],
-                     shown[i] == ULY_A2A_K ? ", V" : ", dO");
-            m->P = P;
-            m->elems = mat[shown[i]];
-            mat[shown[i]] = NULL;
-        }
+        add_matrix(fig, "all-to-all Q, dO: elements sent (row -> column)", P, &mat[ULY_A2A_Q]);
+        add_matrix(fig, "all-to-all K, V: elements sent (row -> column)", P, &mat[ULY_A2A_K]);
     }
     goto done;
 oom:
@@ -728,16 +731,8 @@ static int explain_megatron(const xcfg *c, xp_fig *fig)
         for (int r = 0; r < P; r++)
             if (u.tn[r] && add_block(p, r, r, u.tb[r], u.tn[r], 0, a->heads, 0, 0))
                 goto oom;
-        xp_matrix *m = &fig->matrix[fig->nmatrix++];
-        snprintf(m->title, sizeof m->title, "all-gather: elements sent (row -> column)");
-        m->P = P;
-        m->elems = ag;
-        ag = NULL;
-        m = &fig->matrix[fig->nmatrix++];
-        snprintf(m->title, sizeof m->title, "reduce-scatter: elements sent");
-        m->P = P;
-        m->elems = rs;
-        rs = NULL;
+        add_matrix(fig, "all-gather: elements sent (row -> column)", P, &ag);
+        add_matrix(fig, "reduce-scatter: elements sent", P, &rs);
     }
     goto done;
 oom:
@@ -1069,13 +1064,8 @@ static int explain_ring(const xcfg *c, xp_fig *fig)
         bar->label = lab;
         work = NULL;
         lab = NULL;
-        if (mat) {
-            xp_matrix *m = &fig->matrix[fig->nmatrix++];
-            snprintf(m->title, sizeof m->title, "group 0 all-to-all Q: elements sent");
-            m->P = U;
-            m->elems = mat;
-            mat = NULL;
-        }
+        if (mat)
+            add_matrix(fig, "group 0 all-to-all Q: elements sent", U, &mat);
     }
     goto done;
 oom:
@@ -1195,12 +1185,8 @@ int cmd_explain(int argc, char **argv)
         int U = 0;
         if (method == M_USP) {
             U = (int)udeg;
-            if (!seen_udeg) {   /* an adjustment of ours: printed, never silent */
-                for (int u = c.P; u >= 1; u--)
-                    if (c.P % u == 0 && u <= c.a.heads) {
-                        U = u;
-                        break;
-                    }
+            if (!seen_udeg) {   /* the library's default, printed: never a silent choice */
+                U = uly_plan_usp_degree(c.a.heads, c.P);
                 printf("note: --ulysses-degree not given: U = %d, the largest divisor of P = %d not above H = %" PRId64
                        "\n\n",
                        U, c.P, c.a.heads);

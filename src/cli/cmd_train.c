@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,8 @@
 struct train_cfg {
     int64_t layers, channels, heads, kv_heads, seq, vocab, batch, dp, sp, steps, seed, threads, canon_sp;
     double lr, wd, clip;
-    const char *data, *log, *checkpoint, *resume, *plot;
+    int64_t docs;
+    const char *data, *log, *checkpoint, *resume, *plot, *dump;
     int fast, quiet;
     int seen_kv, seen_vocab, seen_dp, seen_sp, seen_batch;
 };
@@ -30,8 +32,8 @@ struct train_cfg {
 static const char synopsis[] =
     "train [--layers L] [--channels C] [--heads H] [--kv-heads Hkv] [--seq N] [--vocab V]\n"
     "             [--batch B] [--dp D] [--sp S] [--steps K] [--lr LR] [--seed S]\n"
-    "             [--data synthetic|FILE] [--log F.csv] [--plot F.svg]\n"
-    "             [--checkpoint F] [--resume F] [--fast]\n"
+    "             [--data synthetic|FILE] [--docs K] [--log F.csv] [--plot F.svg]\n"
+    "             [--dump DIR] [--checkpoint F] [--resume F] [--fast]\n"
     "Run under 'mpirun -np P': P = dp * sp ranks, each holding a contiguous token shard\n"
     "of dp's rows; the losses are bitwise identical for every dp and sp (doc/train.md).";
 
@@ -54,7 +56,7 @@ static int agree_options(int rank, const struct train_cfg *c)
 {
     uint64_t h = 0xcbf29ce484222325ULL;
     const int64_t v[] = {c->layers, c->channels, c->heads, c->kv_heads, c->seq, c->vocab, c->batch, c->dp, c->sp,
-                         c->steps, c->seed, c->threads, c->canon_sp, c->fast};
+                         c->steps, c->seed, c->threads, c->canon_sp, c->fast, c->docs};
     const double d[] = {c->lr, c->wd, c->clip};
     const unsigned char *p = (const unsigned char *)v;
     for (size_t i = 0; i < sizeof v; i++)
@@ -62,8 +64,8 @@ static int agree_options(int rank, const struct train_cfg *c)
     p = (const unsigned char *)d;
     for (size_t i = 0; i < sizeof d; i++)
         h = (h ^ p[i]) * 0x100000001b3ULL;
-    const char *s[] = {c->data, c->log, c->checkpoint, c->resume, c->plot};
-    for (int k = 0; k < 5; k++)
+    const char *s[] = {c->data, c->log, c->checkpoint, c->resume, c->plot, c->dump};
+    for (int k = 0; k < 6; k++)
         for (const char *q = s[k] ? s[k] : "\001"; *q; q++)
             h = (h ^ (unsigned char)*q) * 0x100000001b3ULL;
     unsigned long long mine = h, mn, mx;
@@ -115,6 +117,11 @@ static void synth_row(uint64_t seed, int64_t step, int64_t g, int64_t N, int64_t
 {
     const int64_t K = synth_pairs(N, V), nv = V - 2 - K;
     int32_t val[8];
+    if (K == 0) { /* too short for a table: filler without loss */
+        memset(row, 0, (size_t)(N + 1) * sizeof *row);
+        memset(nl, 1, (size_t)N);
+        return;
+    }
     for (int64_t i = 0; i < K; i++) {
         val[i] = (int32_t)(K + 2 + (int64_t)(draw(seed, step, g, i) % (uint64_t)nv));
         row[2 * i] = (int32_t)(2 + i);
@@ -176,25 +183,207 @@ static int load_text(const char *what, const char *path, int64_t N, text_data *t
     return 0;
 }
 
-/* This rank's shard of step `step`: tok, tgt, pos (rows, toks). */
-static void make_batch(uly_train *T, const struct train_cfg *c, const text_data *text, int64_t step, int32_t *row,
-                       uint8_t *nl, int32_t *tok, int32_t *tgt, int32_t *pos)
+/* Document offsets of every row of step `step` (batch, docs + 1): docs - 1
+ * random cuts (empty documents happen). */
+static void make_docs(const struct train_cfg *c, int64_t step, int64_t *off)
+{
+    const int64_t D = c->docs, N = c->seq;
+    for (int64_t g = 0; g < c->batch; g++) {
+        int64_t *r = off + g * (D + 1);
+        r[0] = 0;
+        r[D] = N;
+        for (int64_t i = 1; i < D; i++) { /* insertion into sorted order */
+            int64_t x = (int64_t)(draw((uint64_t)c->seed, step, g, 500000 + i) % (uint64_t)(N + 1)), j = i;
+            while (j > 1 && r[j - 1] > x) {
+                r[j] = r[j - 1];
+                j--;
+            }
+            r[j] = x;
+        }
+    }
+}
+
+/* Tokens [0, n] (n + 1) of one document or row: a synthetic task of its own or a text excerpt. */
+static void fill_tokens(const struct train_cfg *c, const text_data *text, int64_t step, int64_t id, int64_t n,
+                        int32_t *row, uint8_t *nl)
+{
+    if (text) {
+        size_t start = (size_t)(draw((uint64_t)c->seed, step, id, 0) % (uint64_t)(text->len - (size_t)n));
+        for (int64_t i = 0; i <= n; i++)
+            row[i] = text->bytes[start + (size_t)i];
+        memset(nl, 0, (size_t)n);
+    } else {
+        synth_row((uint64_t)c->seed, step, id, n, c->vocab, row, nl);
+    }
+}
+
+/* This rank's shard of step `step`: tok, tgt, pos (rows, toks).  With
+ * documents, row g packs docs documents at the offsets off (batch, docs + 1). */
+static void make_batch(uly_train *T, const struct train_cfg *c, const text_data *text, int64_t step,
+                       const int64_t *off, int32_t *row, int32_t *drow, uint8_t *nl, uint8_t *dnl, int32_t *tok,
+                       int32_t *tgt, int32_t *pos)
 {
     int64_t rb, rows, tb, toks;
     uly_train_shard(T, &rb, &rows, &tb, &toks);
-    const int64_t N = c->seq;
+    const int64_t N = c->seq, D = c->docs;
     for (int64_t b = 0; b < rows; b++) {
         const int64_t g = rb + b;
-        if (text) {
-            size_t start = (size_t)(draw((uint64_t)c->seed, step, g, 0) % (uint64_t)(text->len - (size_t)N));
-            for (int64_t i = 0; i <= N; i++)
-                row[i] = text->bytes[start + (size_t)i];
-            memset(nl, 0, (size_t)N);
+        if (!off) {
+            fill_tokens(c, text, step, g, N, row, nl);
         } else {
-            synth_row((uint64_t)c->seed, step, g, N, c->vocab, row, nl);
+            const int64_t *r = off + g * (D + 1);
+            for (int64_t i = 0; i < D; i++) {
+                int64_t len = r[i + 1] - r[i];
+                if (len == 0)
+                    continue;
+                fill_tokens(c, text, step, g * 65536 + i, len, drow, dnl);
+                memcpy(row + r[i], drow, (size_t)len * sizeof *row);
+                memcpy(nl + r[i], dnl, (size_t)len);
+            }
+            row[N] = 0; /* the label of a document's last token is ignored anyway */
         }
-        uly_shard_labels(row, nl, N, NULL, 0, tb, toks, tok + b * toks, tgt + b * toks, pos + b * toks);
+        uly_shard_labels(row, nl, N, off ? off + g * (D + 1) : NULL, off ? D : 0, tb, toks, tok + b * toks,
+                         tgt + b * toks, pos + b * toks);
     }
+}
+
+/* ------------------------------------------------------------------ dump */
+
+/* Gather (rows, toks, w) blocks of every rank into (batch, seq, w) on rank 0. */
+static int gather_tokens(const struct train_cfg *c, int rank, int P, const void *mine, int64_t w, MPI_Datatype t,
+                         size_t es, void *out, void *scratch)
+{
+    int *cnt = calloc((size_t)P * 2, sizeof *cnt);
+    if (!cnt)
+        return 1;
+    int *dis = cnt + P, total = 0;
+    for (int s = 0; s < P; s++) {
+        int64_t rb, rn, tb, tn;
+        uly_split(c->batch, (int)c->dp, s / (int)c->sp, &rb, &rn);
+        uly_split(c->seq, (int)c->sp, s % (int)c->sp, &tb, &tn);
+        cnt[s] = (int)(rn * tn * w);
+        dis[s] = total;
+        total += cnt[s];
+    }
+    int rc = MPI_Gatherv(mine, cnt[rank], t, scratch, cnt, dis, t, 0, MPI_COMM_WORLD);
+    if (rank == 0)
+        for (int s = 0; s < P; s++) {
+            int64_t rb, rn, tb, tn;
+            uly_split(c->batch, (int)c->dp, s / (int)c->sp, &rb, &rn);
+            uly_split(c->seq, (int)c->sp, s % (int)c->sp, &tb, &tn);
+            for (int64_t b = 0; b < rn; b++)
+                memcpy((char *)out + (size_t)(((rb + b) * c->seq + tb) * w) * es,
+                       (char *)scratch + ((size_t)dis[s] + (size_t)(b * tn * w)) * es, (size_t)(tn * w) * es);
+        }
+    free(cnt);
+    return rc != MPI_SUCCESS;
+}
+
+static int dump_npy(const char *dir, const char *name, uly_dtype t, int nd, const int64_t *shape, const void *x,
+                    char *msg, size_t len)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.npy", dir, name);
+    if (uly_npy_write(path, t, nd, shape, x)) {
+        snprintf(msg, len, "--dump: %s", uly_last_error());
+        return 1;
+    }
+    return 0;
+}
+
+/* Parameters (before the step) or their gradients, one file per tensor. */
+static int dump_params(uly_train *T, const char *dir, const char *prefix, const float *base, char *msg, size_t len)
+{
+    for (int i = 0; i < uly_train_param_count(); i++) {
+        const char *name;
+        int nd;
+        int64_t shape[3], off;
+        char fn[256];
+        uly_train_param_info(T, i, &name, &nd, shape, &off);
+        snprintf(fn, sizeof fn, "%s%s", prefix, name);
+        if (dump_npy(dir, fn, ULY_F32, nd, shape, base + off, msg, len))
+            return 1;
+    }
+    return 0;
+}
+
+/* Inputs, activations, logits, losses and gradients of the step just run (update = 0). */
+static int dump_step(uly_train *T, const struct train_cfg *c, int rank, int P, const char *dir, const int32_t *tok,
+                     const int32_t *tgt, const int32_t *pos, const int64_t *off, const uly_train_stats *st, char *msg,
+                     size_t len)
+{
+    const int64_t B = c->batch, N = c->seq, L = c->layers, wmax = c->vocab > 4 * c->channels ? c->vocab : 4 * c->channels;
+    int bad = 0;
+    float *full = NULL, *scratch = NULL;
+    double *d = NULL;
+    int32_t *ibuf = NULL, *iscr = NULL;
+    full = malloc((size_t)(L * B * N * wmax) * sizeof *full);
+    scratch = malloc((size_t)(B * N * wmax) * sizeof *scratch);
+    d = malloc((size_t)(B * N) * sizeof *d);
+    ibuf = malloc((size_t)(B * N) * sizeof *ibuf);
+    iscr = malloc((size_t)(B * N) * sizeof *iscr);
+    int nomem = !full || !scratch || !d || !ibuf || !iscr, any;
+    MPI_Allreduce(&nomem, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any) {
+        snprintf(msg, len, "--dump: cannot allocate the gather buffers");
+        bad = 1;
+        goto out;
+    }
+    const int64_t shape2[2] = {B, N};
+    const int32_t *ins[3] = {tok, tgt, pos};
+    const char *inames[3] = {"tokens", "targets", "positions"};
+    for (int k = 0; k < 3 && !bad; k++) {
+        bad |= gather_tokens(c, rank, P, ins[k], 1, MPI_INT, sizeof(int32_t), ibuf, iscr);
+        if (rank == 0 && !bad) {
+            for (int64_t i = 0; i < B * N; i++)
+                d[i] = ibuf[i];
+            bad |= dump_npy(dir, inames[k], ULY_F64, 2, shape2, d, msg, len);
+        }
+    }
+    if (rank == 0 && off && !bad) {
+        const int64_t sh[2] = {B, c->docs + 1};
+        double *od = malloc((size_t)(B * (c->docs + 1)) * sizeof *od);
+        if (!od)
+            bad = 1, snprintf(msg, len, "--dump: out of memory");
+        for (int64_t i = 0; od && i < B * (c->docs + 1); i++)
+            od[i] = (double)off[i];
+        if (od)
+            bad |= dump_npy(dir, "doc_offsets", ULY_F64, 2, sh, od, msg, len);
+        free(od);
+    }
+    const char *acts[13] = {"enc", "ln1", "q", "k", "v", "atty", "res2", "ln2", "fch", "fchg", "res3", "lnf", "logits"};
+    for (int k = 0; k < 13 && !bad; k++) {
+        int per_layer = k >= 1 && k <= 10;
+        int64_t w = 0;
+        for (int64_t l = 0; l < (per_layer ? L : 1) && !bad; l++) {
+            const float *p;
+            uly_train_activation(T, acts[k], l, &p, &w);
+            bad |= gather_tokens(c, rank, P, p, w, MPI_FLOAT, sizeof(float), full + l * B * N * w, scratch);
+        }
+        if (rank == 0 && !bad) {
+            char fn[64];
+            snprintf(fn, sizeof fn, "%s%s", k == 12 ? "" : "act_", acts[k]);
+            const int64_t sh4[4] = {L, B, N, w}, sh3[3] = {B, N, w};
+            bad |= per_layer ? dump_npy(dir, fn, ULY_F32, 4, sh4, full, msg, len)
+                             : dump_npy(dir, fn, ULY_F32, 3, sh3, full, msg, len);
+        }
+    }
+    if (rank == 0 && !bad) {
+        const int64_t one = 1;
+        if (!c->fast) { /* the fast mode does not gather per-token losses */
+            uly_train_token_losses(T, d);
+            bad |= dump_npy(dir, "token_loss", ULY_F64, 2, shape2, d, msg, len);
+        }
+        bad |= dump_npy(dir, "loss", ULY_F64, 1, &one, &st->loss, msg, len);
+        bad |= dump_params(T, dir, "grad_", uly_train_grads(T), msg, len);
+    }
+out:
+    free(full);
+    free(scratch);
+    free(d);
+    free(ibuf);
+    free(iscr);
+    return bad;
 }
 
 /* ----------------------------------------------------------------- files */
@@ -287,6 +476,8 @@ static int train_mpi(int argc, char **argv, int rank, int P)
         {"clip", ARG_REAL, &c.clip, 0, 0, "G", "clip the gradient norm to G, 0: never (default 1)", NULL, NULL},
         {"seed", ARG_INT, &c.seed, 0, INT64_MAX, "S", "seed of the initial weights and of the data (default 1)", NULL, NULL},
         {"data", ARG_STR, &c.data, 0, 0, "SRC", "'synthetic' (key-value retrieval) or a text file (byte tokens)", NULL, NULL},
+        {"docs", ARG_INT, &c.docs, 1, 1 << 20, "K", "pack K documents of random lengths per row (attention stays inside each)", NULL, NULL},
+        {"dump", ARG_STR, &c.dump, 0, 0, "DIR", "write weights, inputs, activations, logits, loss and gradients of the first step as .npy", NULL, NULL},
         {"log", ARG_STR, &c.log, 0, 0, "F.csv", "write step, loss, tokens/s and phase times per step", NULL, NULL},
         {"plot", ARG_STR, &c.plot, 0, 0, "F.svg", "draw the loss curve with gnuplot", NULL, NULL},
         {"checkpoint", ARG_STR, &c.checkpoint, 0, 0, "F", "write parameters and optimizer state at the end", NULL, NULL},
@@ -339,6 +530,9 @@ static int train_mpi(int argc, char **argv, int rank, int P)
     else if (c.batch < c.dp)
         snprintf(msg, sizeof msg, "--batch %lld is smaller than --dp %lld", (long long)c.batch, (long long)c.dp),
             st = EXIT_BADINPUT;
+    else if (c.docs > c.seq)
+        snprintf(msg, sizeof msg, "--docs %lld: more documents than the %lld tokens of a row", (long long)c.docs,
+                 (long long)c.seq), st = EXIT_BADINPUT;
     else if (c.seq < c.sp)
         snprintf(msg, sizeof msg, "--seq %lld is shorter than --sp %lld", (long long)c.seq, (long long)c.sp),
             st = EXIT_BADINPUT;
@@ -413,11 +607,15 @@ static int train_mpi(int argc, char **argv, int rank, int P)
     int fail = 0;
     int32_t *row = malloc((size_t)(c.seq + 1) * sizeof *row), *tok = malloc((size_t)n * sizeof *tok),
             *tgt = malloc((size_t)n * sizeof *tgt), *pos = malloc((size_t)n * sizeof *pos);
-    uint8_t *nl = malloc((size_t)c.seq);
+    uint8_t *nl = malloc((size_t)c.seq), *dnl = malloc((size_t)c.seq);
+    int32_t *drow = malloc((size_t)(c.seq + 1) * sizeof *drow);
+    int64_t *off = c.docs ? malloc((size_t)(c.batch * (c.docs + 1)) * sizeof *off) : NULL;
     int64_t nsteps = c.steps > first ? c.steps - first : 0;
     double *losses = calloc((size_t)nsteps + 1, sizeof *losses);
     int64_t *stepno = calloc((size_t)nsteps + 1, sizeof *stepno);
-    fail = !row || !tok || !tgt || !pos || !nl || !losses || !stepno;
+    fail = !row || !tok || !tgt || !pos || !nl || !dnl || !drow || (c.docs && !off) || !losses || !stepno;
+    if (!fail && c.dump && rank == 0 && mkdir(c.dump, 0777) != 0 && errno != EEXIST)
+        snprintf(msg, sizeof msg, "--dump %s: %s", c.dump, strerror(errno)), fail = EXIT_BADINPUT;
     FILE *logf = NULL;
     if (!fail && c.log && rank == 0) {
         logf = fopen(c.log, "w");
@@ -430,14 +628,32 @@ static int train_mpi(int argc, char **argv, int rank, int P)
     if ((st = agree_fail(rank, fail, msg)))
         goto done;
     if (rank == 0 && !c.quiet)
-        printf("ulysses train: %lld parameters, %d ranks (dp %lld x sp %lld), %lld x %lld tokens per step, %s data, "
+        printf("ulysses train: %lld parameters, %d ranks (dp %lld x sp %lld), %lld x %lld tokens per step%s, %s data, "
                "%s sums; steps %lld..%lld\n", (long long)uly_train_nparams(T), P, (long long)c.dp, (long long)c.sp,
-               (long long)c.batch, (long long)c.seq, text ? c.data : "synthetic", c.fast ? "fast" : "exact",
-               (long long)first + 1, (long long)c.steps);
+               (long long)c.batch, (long long)c.seq, c.docs ? " (packed documents)" : "", text ? c.data : "synthetic",
+               c.fast ? "fast" : "exact", (long long)first + 1, (long long)c.steps);
     for (int64_t s = first; s < c.steps; s++) {
-        make_batch(T, &c, text ? &td : NULL, s, row, nl, tok, tgt, pos);
+        if (off)
+            make_docs(&c, s, off);
+        make_batch(T, &c, text ? &td : NULL, s, off, row, drow, nl, dnl, tok, tgt, pos);
         uly_train_stats stt;
-        rc = uly_train_step(T, tok, tgt, pos, NULL, 0, 1, &stt);
+        if (c.dump && s == first) { /* the weights this step uses, then its values without the update */
+            int dst = rank == 0 ? dump_params(T, c.dump, "", uly_train_params(T), msg, sizeof msg) : 0;
+            if ((dst = agree_fail(rank, dst, msg))) {
+                st = dst;
+                goto done;
+            }
+            rc = uly_train_step(T, tok, tgt, pos, off, c.docs, 0, &stt);
+            if (!rc && (dst = agree_fail(rank, dump_step(T, &c, rank, P, c.dump, tok, tgt, pos, off, &stt, msg,
+                                                         sizeof msg), msg))) {
+                st = dst;
+                goto done;
+            }
+            if (!rc && rank == 0)
+                printf("ulysses train: --dump %s: step %lld written (doc/train.md lists the files)\n", c.dump,
+                       (long long)s + 1);
+        }
+        rc = uly_train_step(T, tok, tgt, pos, off, c.docs, 1, &stt);
         if (rc) {
             if (rank == 0)
                 fprintf(stderr, "ulysses train: step %lld: %s\n", (long long)s + 1, uly_last_error());
@@ -494,6 +710,9 @@ done:
     free(tgt);
     free(pos);
     free(nl);
+    free(dnl);
+    free(drow);
+    free(off);
     free(losses);
     free(stepno);
     free(td.bytes);

@@ -149,6 +149,10 @@ int drv_out_prepare(drv *d, drv_out *outs, int n, const char *const *inputs, int
 /* Write the whole content through the library's .npy writer, then commit
  * (fsync, rename, fsync of the directory).  Exit status 1 on failure. */
 int drv_out_npy(drv *d, drv_out *o, uly_dtype t, int ndim, const int64_t *shape, const void *data);
+/* Commit an output whose content the caller wrote through o->fd (e.g. a
+ * FILE from fdopen(dup(o->fd)), flushed and closed first): fsync, rename,
+ * fsync of the directory.  Exit status 1 on failure. */
+int drv_out_commit(drv *d, drv_out *o);
 /* Remove the temporary file of every output not committed. */
 void drv_out_discard(drv_out *outs, int n);
 

@@ -244,6 +244,13 @@ static int commit(drv *d, drv_out *o)
     return 0;
 }
 
+int drv_out_commit(drv *d, drv_out *o)
+{
+    if (!o->tmp || o->fd < 0)
+        return drv_fail(d, DRV_RUNTIME, "%s %s: not prepared", o->what, o->path);
+    return commit(d, o);
+}
+
 int drv_out_npy(drv *d, drv_out *o, uly_dtype t, int ndim, const int64_t *shape, const void *data)
 {
     if (!o->tmp || o->fd < 0)

@@ -2,7 +2,8 @@
 # validate-local.sh -- `make validate-local`: ulysses-sim, calibrated on this
 # machine, against our own MPI runs of `ulysses attn` (doc/validation.md).
 #
-#   validate-local.sh [--rounds R] [--doc FILE] [--only LABEL-SUBSTRING]
+#   validate-local.sh [--rounds R] [--doc FILE] [--only LABEL-SUBSTRING] [--keep DIR]
+#   validate-local.sh --insert SECTION.md --doc FILE
 #
 # Configurations: 1 node x 2 ranks, 1 node x 4 ranks, 2 nodes x 2 ranks at
 # 1 Gbit/s and at 100 Mbit/s (mini-cluster, tests/minicluster/minicluster.sh;
@@ -14,19 +15,24 @@
 # predicted times and the error of the medians; every round's bytes must
 # equal the simulator's (exit 1 otherwise).  --doc FILE replaces the section
 # between the "BEGIN local-cpu-validation" and "END local-cpu-validation"
-# markers of FILE with the table, the job, the machine and its load.
+# markers of FILE with the table, the job, the machine and its load, and
+# tests/minicluster/validate-local-notes.md.  --keep DIR keeps every round's
+# platform file, run and comparison, and the section (section.md).
+# --insert puts a section kept earlier into FILE without running anything.
 set -u
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
 U="$top_builddir/ulysses"
 S="$top_builddir/ulysses-sim"
 MC="$top_srcdir/tests/minicluster/minicluster.sh"
-rounds=3 doc="" only=""
+rounds=3 doc="" only="" keep="" insert=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) rounds=$2; shift 2 ;;
         --doc) doc=$2; shift 2 ;;
         --only) only=$2; shift 2 ;;
+        --keep) keep=$2; shift 2 ;;
+        --insert) insert=$2; shift 2 ;;
         *) echo "validate-local.sh: unknown argument '$1'" >&2; exit 2 ;;
     esac
 done
@@ -39,10 +45,28 @@ if [ -n "$doc" ] && ! grep -q '^<!-- BEGIN local-cpu-validation' "$doc" 2>/dev/n
     echo "validate-local.sh: $doc has no '<!-- BEGIN local-cpu-validation' marker" >&2
     exit 2
 fi
+# put_section SECTION DOC: replace the marked section of DOC
+put_section() {
+    awk -v sec="$1" '
+        /^<!-- BEGIN local-cpu-validation/ { print; while ((getline l < sec) > 0) print l; skip = 1; next }
+        /^<!-- END local-cpu-validation/ { skip = 0 }
+        !skip { print }' "$2" >"$2.new.$$" && cat "$2.new.$$" >"$2" && rm -f "$2.new.$$"
+    echo "updated the local-cpu-validation section of $2" >&2
+}
+if [ -n "$insert" ]; then
+    if [ -z "$doc" ] || [ ! -s "$insert" ]; then
+        echo "validate-local.sh: --insert needs a section file and --doc" >&2
+        exit 2
+    fi
+    put_section "$insert" "$doc"
+    exit 0
+fi
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 W=$(mktemp -d "${TMPDIR:-/tmp}/validate-local.XXXXXX") || exit 1
 trap 'rm -rf "$W"' EXIT
 
+# Everything inside the loop reads /dev/null: mpirun would otherwise eat the
+# configuration lines from its standard input.
 # The job: non-causal (the kernels' causal rate depends on the diagonal
 # blocks' share, a second shape-dependence), f32, 5 timed repetitions.
 JOB="--seq 2048 --heads 8 --head-dim 64 --backward --repeat 5 --warmup 1 --json"
@@ -74,14 +98,15 @@ configs | while IFS='|' read -r label nodes ppn rate; do
         echo "== $label, round $r/$rounds (load $(cut -d' ' -f1 /proc/loadavg))" >&2
         if [ "$nodes" -eq 1 ]; then
             # shellcheck disable=SC2086
-            timeout 900 mpirun --oversubscribe -np "$np" "$U" calibrate $CAL --out "$cal" >"$W/cal.out" 2>"$W/cal.err" &&
-                timeout 900 mpirun --oversubscribe -np "$np" "$U" attn $JOB >"$run" 2>"$W/run.err"
+            timeout 900 mpirun --oversubscribe -np "$np" "$U" calibrate $CAL --out "$cal" \
+                </dev/null >"$W/cal.out" 2>"$W/cal.err" &&
+                timeout 900 mpirun --oversubscribe -np "$np" "$U" attn $JOB </dev/null >"$run" 2>"$W/run.err"
             rc=$?
         else
             sh "$MC" --quiet --nodes "$nodes" --ppn "$ppn" --rate "$rate" --timeout 1800 --exec -- sh -c \
                 '$MC_MPIRUN -np "$1" "$2" calibrate $3 --out "$4" >"$6/cal.out" 2>"$6/cal.err" &&
                  $MC_MPIRUN -np "$1" "$2" attn $5 >"$6/run.json" 2>"$6/run.err"' \
-                mc "$np" "$U" "$CAL" "$cal" "$JOB" "$W"
+                mc "$np" "$U" "$CAL" "$cal" "$JOB" "$W" </dev/null
             rc=$?
         fi
         if [ "$rc" -eq 77 ]; then
@@ -94,8 +119,12 @@ configs | while IFS='|' read -r label nodes ppn rate; do
             exit 1
         fi
         grep -h "calibrated" "$W/cal.out" >&2
-        "$S" attn --platform "$cal" --compare "$run" >&2
-        "$S" attn --platform "$cal" --compare "$run" --format json --label "$label" >>"$W/rows.jsonl" ||
+        if [ -n "$keep" ]; then
+            mkdir -p "$keep" && tag=$(echo "$label-$r" | tr -c 'A-Za-z0-9\n' '-')
+            cp "$cal" "$keep/platform-$tag.json" && cp "$run" "$keep/run-$tag.json"
+        fi
+        "$S" attn --platform "$cal" --compare "$run" </dev/null >&2
+        "$S" attn --platform "$cal" --compare "$run" --format json --label "$label" </dev/null >>"$W/rows.jsonl" ||
             echo "bytes differ: $label round $r" >>"$W/bytes_bad"
         r=$((r + 1))
     done
@@ -151,14 +180,10 @@ END {
     echo
     cat "$W/table.md"
     if [ -s "$W/skipped" ]; then echo; sed 's/^/- /' "$W/skipped"; fi
+    cat "$top_srcdir/tests/minicluster/validate-local-notes.md"
 } >"$W/section.md"
+[ -n "$keep" ] && cp "$W/section.md" "$keep/section.md"
 cat "$W/section.md"
 
-if [ -n "$doc" ]; then
-    awk -v sec="$W/section.md" '
-        /^<!-- BEGIN local-cpu-validation/ { print; while ((getline l < sec) > 0) print l; skip = 1; next }
-        /^<!-- END local-cpu-validation/ { skip = 0 }
-        !skip { print }' "$doc" >"$W/doc.new" && cat "$W/doc.new" >"$doc"
-    echo "updated the local-cpu-validation section of $doc" >&2
-fi
+[ -n "$doc" ] && put_section "$W/section.md" "$doc"
 exit "$bytes_bad"

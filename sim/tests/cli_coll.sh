@@ -1,0 +1,72 @@
+#!/bin/sh
+# cli_coll.sh -- ulysses-sim coll: formats, size ranges, nccl-tests bus
+# bandwidth conventions, algorithm and protocol forcing, bad input.
+set -u
+: "${top_builddir:=../..}" "${top_srcdir:=../..}"
+SIM="$top_builddir/ulysses-sim"
+ULYSSES_SIM_PRESETS="$top_srcdir/sim/presets"; export ULYSSES_SIM_PRESETS
+tmp=$(mktemp -d) || exit 99
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+check() { # description, then a command that must succeed
+    d="$1"; shift
+    if "$@"; then echo "ok: $d"; else echo "FAIL: $d"; fail=1; fi
+}
+bad() { # description, then arguments that must exit 2 with one line on stderr
+    d="$1"; shift
+    "$SIM" coll "$@" > "$tmp/out" 2> "$tmp/err"
+    rc=$?
+    if [ $rc -eq 2 ] && [ "$(wc -l < "$tmp/err")" -eq 1 ] && [ ! -s "$tmp/out" ]; then
+        echo "ok: $d ($(cat "$tmp/err"))"
+    else
+        echo "FAIL: $d: exit $rc"; cat "$tmp/err"; fail=1
+    fi
+}
+
+"$SIM" coll --op all-gather --gpus 16 --bytes 1M:1G:x2 --format csv > "$tmp/ag.csv"
+check "a range gives one row per size (11)" test "$(tail -n +2 "$tmp/ag.csv" | wc -l)" -eq 11
+# busbw = algbw (n-1)/n for all-gather, 2(n-1)/n for all-reduce; algbw = bytes / time
+check "all-gather busbw = algbw x 15/16 and algbw = S/t" awk -F, 'NR > 1 {
+    if ($11 - $10 * 15 / 16 > 0.002 || $10 * 15 / 16 - $11 > 0.002) exit 1
+    if ($5 / ($9 * 1e-6) / 1e9 - $10 > 0.01 * $10 || $10 - $5 / ($9 * 1e-6) / 1e9 > 0.01 * $10) exit 1 }' "$tmp/ag.csv"
+check "bus bandwidth grows with the size" awk -F, 'NR > 2 && $11 + 1e-9 < prev { exit 1 } { prev = $11 }' "$tmp/ag.csv"
+check "the 1 GiB all-gather uses 8 channel rings (one per rail)" \
+    awk -F, 'END { exit !($6 == "ring" && $8 == 8) }' "$tmp/ag.csv"
+"$SIM" coll --op all-reduce --gpus 8 --bytes 256M --format json > "$tmp/ar.json"
+check "json output parses and has one row" python3 -c "
+import json, sys
+d = json.load(open('$tmp/ar.json'))
+r = d['rows'][0]
+assert d['op'] == 'all-reduce' and d['gpus'] == 8 and len(d['rows']) == 1
+assert abs(r['busbw_GBps'] - r['algbw_GBps'] * 2 * 7 / 8) < 1e-6 * r['busbw_GBps']
+"
+"$SIM" coll --op all-reduce --gpus 16 --bytes 64M --algo ring --proto Simple --format csv > "$tmp/f.csv"
+check "--algo ring --proto Simple is what runs" awk -F, 'END { exit !($6 == "ring" && $7 == "Simple") }' "$tmp/f.csv"
+"$SIM" coll --op all-reduce --gpus 16 --bytes 64M --algo tree --format csv > "$tmp/t.csv"
+check "--algo tree runs the tree (16 channels: 2 trees per rail)" \
+    awk -F, 'END { exit !($6 == "tree" && $8 == 16) }' "$tmp/t.csv"
+"$SIM" coll --op all-to-all --gpus 16 --bytes 256M --format csv > "$tmp/a.csv"
+"$SIM" coll --op all-to-all --gpus 16 --bytes 256M --algo pairwise --format csv > "$tmp/p.csv"
+check "all-to-all across 2 nodes is NIC-bound: busbw <= 2 x one NIC (24 GB/s)" \
+    awk -F, 'END { exit !($11 <= 48.0 && $11 > 40) }' "$tmp/a.csv"
+check "pairwise all-to-all is never faster than direct" \
+    sh -c "test \"\$(awk -F, 'END{print \$9}' '$tmp/p.csv' | cut -d. -f1)\" -ge \"\$(awk -F, 'END{print \$9}' '$tmp/a.csv' | cut -d. -f1)\""
+"$SIM" coll --op all-reduce --gpus 8 --bytes 1G --platform dgx-h100 --format csv > "$tmp/h.csv"
+check "H100 all-reduce of 1 GiB uses NVLS" awk -F, 'END { exit !($6 == "nvls") }' "$tmp/h.csv"
+"$SIM" coll --op reduce-scatter --gpus 8 --bytes 1M --format table > "$tmp/rs.txt"
+check "table output has a header and a row" test "$(wc -l < "$tmp/rs.txt")" -eq 4
+"$SIM" coll --help > "$tmp/help" 2>&1
+check "--help exits 0 and documents --algo" grep -q -- "--algo" "$tmp/help"
+
+bad "missing --op" --gpus 8 --bytes 1M
+bad "unknown op" --op broadcast --gpus 8 --bytes 1M
+bad "zero bytes" --op all-gather --gpus 8 --bytes 0
+bad "malformed range" --op all-gather --gpus 8 --bytes 1M:x2
+bad "GPUs not whole nodes" --op all-gather --gpus 12 --bytes 1M
+bad "nvls on a platform without it" --op all-reduce --gpus 8 --bytes 1M --algo nvls
+bad "tree inside one node" --op all-reduce --gpus 8 --bytes 1M --algo tree
+bad "tree for all-gather" --op all-gather --gpus 16 --bytes 1M --algo tree
+bad "unknown protocol" --op all-gather --gpus 8 --bytes 1M --proto LL64
+bad "unknown option" --op all-gather --gpus 8 --bytes 1M --chunks 4
+bad "a2a with a ring algorithm" --op all-to-all --gpus 8 --bytes 1M --algo ring
+exit $fail

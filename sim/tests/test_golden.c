@@ -1,0 +1,221 @@
+/*
+ * test_golden.c -- end-to-end golden cases in the spirit of SimGrid's .tesh
+ * files: small platforms with round numbers, every expected value derived by
+ * hand in the comments and compared exactly (integer picoseconds, integer
+ * bytes).
+ */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "usim.h"
+
+#define US 1000000LL   /* ps */
+
+/* Result seconds back to picoseconds (they were integers before division). */
+static long long ps_of(double s)
+{
+    return llround(s * 1e12);
+}
+#define NS 1000LL
+
+/* 1 GB/s NVLink, 0.1 GB/s NIC, latencies as given; 1 TFLOP/s and 1 TB/s so
+ * that FLOPs and bytes are picoseconds; no shape terms (no SMs, no K or head
+ * dimension dependence, no launch cost). */
+static usim_platform round_platform(int gpn, double nvl_lat_us, double nic_lat_us)
+{
+    usim_platform p;
+    memset(&p, 0, sizeof p);
+    strcpy(p.name, "round");
+    p.gpus_per_node = gpn;
+    for (int t = 0; t < USIM_NDTYPE; t++)
+        p.peak_flops[t] = 1e12;
+    p.gemm_eff = p.attn_eff = 1;
+    p.attn_causal_skip = 1;
+    p.hbm_bytes = 1e12;
+    p.hbm_Bps = 1e12;
+    p.nvl_Bps = 1e9;
+    p.nic_Bps = 1e8;
+    p.nvl_lat = (usim_time)(nvl_lat_us * US);
+    p.nic_lat = (usim_time)(nic_lat_us * US);
+    p.oversub = 1;
+    p.nvls_eff = 1;
+    return p;
+}
+
+/*
+ * All-gather over 2 nodes x 2 GPUs, 1 MB per GPU, NVLink latency 1 us, NIC 5 us.
+ * Two channels (one per rail): ring orders [0 1 2 3] and [1 0 3 2]; each
+ * carries half of every chunk (500000 B).  Channel 0 leaves node 0 from GPU 1
+ * (1 -> 2) and node 1 from GPU 3 (3 -> 0); channel 1 from GPU 0 (0 -> 3) and
+ * GPU 2 (2 -> 1): every NIC carries one flow, every NVLink one flow, and the
+ * spine (2 NICs = 0.2 GB/s per node) two flows of 0.1 GB/s: no sharing.
+ *   NVLink hop: 1 us + 500000 B / 1 GB/s   = 0.501 ms
+ *   NIC hop:    5 us + 500000 B / 0.1 GB/s = 5.005 ms
+ * Each of the 3 steps waits for the previous step's NIC hop of the ring:
+ *   duration = 3 x 5.005 ms = 15.015 ms (Simple; LL and LL128 move more bytes
+ *   and lose, latency being small).
+ * Bytes: every GPU sends 3 steps x 2 channels x 500000 B = 3 MB, half of it
+ * (one channel) over its NIC.
+ */
+START_TEST(test_allgather_two_rails)
+{
+    usim_platform p = round_platform(2, 1, 5);
+    usim_net *n = usim_net_new(&p, 4);
+    int ranks[4] = {0, 1, 2, 3};
+    uint64_t chunk[4] = {1000000, 1000000, 1000000, 1000000};
+    usim_coll c = {USIM_ALLGATHER, 1, 4, ranks, NULL, chunk, 0, USIM_ALGO_AUTO, USIM_PROTO_AUTO};
+    usim_coll_result r;
+    uint64_t sent[4];
+    ck_assert_int_eq(usim_coll_run(n, &c, &r, sent, NULL), USIM_OK);
+    ck_assert_int_eq(r.algo, USIM_ALGO_RING);
+    ck_assert_int_eq(r.proto, USIM_PROTO_SIMPLE);
+    ck_assert_int_eq(r.channels, 2);
+    ck_assert_int_eq(r.duration, 3 * (5 * US + 5000 * US));
+    for (int i = 0; i < 4; i++)
+        ck_assert_uint_eq(sent[i], 3000000);
+    ck_assert_uint_eq(r.max_sent[USIM_CLASS_NIC], 1500000);
+    ck_assert_uint_eq(r.max_sent[USIM_CLASS_NVLINK], 1500000);
+    usim_net_free(n);
+}
+END_TEST
+
+/*
+ * The same all-gather with a forced LL128 protocol: 128/120 wire bytes
+ * (533334 B per hop after rounding up) and NCCL's latency ratio for the
+ * network, 4.0/14 of 5 us = 1.428571 us (rounded to 1428571 ps):
+ *   NIC hop = 1428571 ps + 533334 B / 0.1 GB/s = 1428571 + 5333340000 ps
+ *   duration = 3 NIC hops.
+ */
+START_TEST(test_allgather_ll128)
+{
+    usim_platform p = round_platform(2, 1, 5);
+    usim_net *n = usim_net_new(&p, 4);
+    int ranks[4] = {0, 1, 2, 3};
+    uint64_t chunk[4] = {1000000, 1000000, 1000000, 1000000};
+    usim_coll c = {USIM_ALLGATHER, 1, 4, ranks, NULL, chunk, 0, USIM_ALGO_RING, USIM_PROTO_LL128};
+    usim_coll_result r;
+    ck_assert_int_eq(usim_coll_run(n, &c, &r, NULL, NULL), USIM_OK);
+    ck_assert_int_eq(r.proto, USIM_PROTO_LL128);
+    ck_assert_int_eq(r.duration, 3 * (1428571LL + 5333340000LL));
+    usim_net_free(n);
+}
+END_TEST
+
+/*
+ * NVLS all-reduce on 4 GPUs of one node, 1 MB per GPU (S = 4 MB), NVLink
+ * 1 GB/s, NVLS efficiency 0.5, latency 0: each GPU pushes S + S/4 = 5 MB to
+ * the switch and receives 5 MB back, in 10 slices of 500000 B (512 KiB
+ * slices: ceil(5e6 / 524288) = 10), on the wire / 0.5 = 1 MB each at
+ * 1 GB/s = 1 ms.  The down slice k waits for up slice k: the downs trail the
+ * ups by one slice: 10 ms + 1 ms = 11 ms.
+ */
+START_TEST(test_nvls_allreduce)
+{
+    usim_platform p = round_platform(4, 0, 0);
+    p.nvls = 1;
+    p.nvls_eff = 0.5;
+    usim_net *n = usim_net_new(&p, 4);
+    int ranks[4] = {0, 1, 2, 3};
+    uint64_t chunk[4] = {1000000, 1000000, 1000000, 1000000};
+    usim_coll c = {USIM_ALLREDUCE, 1, 4, ranks, NULL, chunk, 0, USIM_ALGO_NVLS, USIM_PROTO_AUTO};
+    usim_coll_result r;
+    uint64_t sent[4], recv[4];
+    ck_assert_int_eq(usim_coll_run(n, &c, &r, sent, recv), USIM_OK);
+    ck_assert_int_eq(r.algo, USIM_ALGO_NVLS);
+    ck_assert_int_eq(r.duration, 11 * 1000 * US);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_uint_eq(sent[i], 5000000);
+        ck_assert_uint_eq(recv[i], 5000000);
+    }
+    usim_net_free(n);
+}
+END_TEST
+
+/*
+ * One training iteration, Ulysses on 2 GPUs of one node (P = 2, DP = 1),
+ * ZeRO-0, no recompute.  Model: 1 layer, h = 64, 2 heads of d = 32, F = 320,
+ * V = 128, s = 16 (n = 8 tokens per GPU), batch 1, bf16 (e = 2), causal.
+ * Platform: 1 TFLOP/s (a FLOP is a picosecond), 1 TB/s HBM (a byte is a
+ * picosecond), NVLink 1 GB/s (a byte is a nanosecond), latency 0.
+ *
+ * Compute (every GEMM is compute-bound: e.g. QKV moves (8*64 + 64*192 + 8*192)
+ * * 2 = 28672 B < 196608 FLOPs):
+ *   QKV        2*8*64*192 = 196608, + 0.3 of the elementwise bytes
+ *              (8 * (10*64 + 2*320) * 2 = 20480 B): 6144        -> 202752
+ *   attention  4 b d * 1 head * 16*17/2 pairs = 4*32*136        ->  17408
+ *   out + MLP  2*8*64*64 + 2 * 2*8*64*320 = 720896, + 14336     -> 735232
+ *   LM head    2*8*64*128 = 131072, + logits bytes 8*128*6 = 6144 -> 137216
+ *   backward   LM head 2 * 131072 + 6144 = 268288; MLP + out 2 * 720896 +
+ *              28672 = 1470464; attention 2.5 * 17408 = 43520; QKV 2 * 196608
+ *              + 12288 = 405504                                   -> 2187776
+ *   optimizer  36 B * (57600 layer + 8192 embedding parameters)  -> 2368512
+ *   total compute                                              5648896 ps
+ * Sequence-parallel all-to-alls: Q, K, V, O forward and dO, dQ, dK, dV
+ * backward, each 8 tokens * 1 head * 32 * 2 B = 512 B per direction:
+ *   8 x 512 ns = 4096 ns, all exposed (nothing else runs).
+ * Gradient all-reduce (ZeRO-0, ring over 2 GPUs, Simple): the layer's 57600
+ * parameters (115200 B) in 2 steps of 57600 B = 115.2 us, then the embedding's
+ * 8192 (16384 B) in 2 steps of 8192 B = 16.384 us: 131.584 us, exposed (the
+ * optimizer waits for it).
+ * Iteration = 5648896 + 4096000 + 131584000 = 141328896 ps.
+ * Bytes sent per GPU over NVLink: 8 x 512 + 115200 + 16384 = 135680.
+ */
+START_TEST(test_iteration_ulysses_two_gpus)
+{
+    usim_platform p = round_platform(2, 0, 0);
+    usim_model m;
+    memset(&m, 0, sizeof m);
+    strcpy(m.name, "golden");
+    m.layers = 1;
+    m.hidden = 64;
+    m.heads = m.kv_heads = 2;
+    m.ffn = 320;
+    m.vocab = 128;
+    m.seq = 16;
+    m.micro_batch = m.global_batch = 1;
+    m.dtype = USIM_BF16;
+    m.causal = 1;
+    m.tied_embeddings = 1;
+    usim_job j;
+    memset(&j, 0, sizeof j);
+    j.method = USIM_ULYSSES;
+    j.gpus = 2;
+    j.zero = 0;
+    j.recompute = USIM_RC_NONE;
+    usim_sim *s = usim_sim_new(&p, 2);
+    usim_result r;
+    ck_assert_int_eq(usim_simulate(s, &m, &j, NULL, &r), USIM_OK);
+    ck_assert_int_eq(ps_of(r.compute_s), 5648896);
+    ck_assert_int_eq(ps_of(r.exposed_s[USIM_KIND_SP]), 4096000);
+    ck_assert_int_eq(ps_of(r.exposed_s[USIM_KIND_GRAD]), 131584000);
+    ck_assert_int_eq(ps_of(r.exposed_s[USIM_KIND_PARAM]), 0);
+    ck_assert_int_eq(ps_of(r.iter_s), 141328896);
+    ck_assert(r.sent_bytes[USIM_CLASS_NVLINK] == 135680);
+    ck_assert(r.sent_bytes[USIM_CLASS_NIC] == 0);
+    ck_assert(r.sp_bytes_layer_fwd == 2048);
+    usim_sim_free(s);
+}
+END_TEST
+
+static Suite *make_golden_suite(void)
+{
+    Suite *s = suite_create("golden");
+    TCase *tc = tcase_create("golden");
+    tcase_add_test(tc, test_allgather_two_rails);
+    tcase_add_test(tc, test_allgather_ll128);
+    tcase_add_test(tc, test_nvls_allreduce);
+    tcase_add_test(tc, test_iteration_ulysses_two_gpus);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(make_golden_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

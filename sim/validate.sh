@@ -1,0 +1,110 @@
+#!/bin/sh
+# validate.sh -- runs ulysses-sim on every published reference point and
+# prints paper value, prediction and error per regime.
+#
+#   validate.sh [--check] [--doc OLD_DOC]
+#     (default)  the validation table (markdown) on stdout
+#     --check    exit 1 if a row is outside its stated tolerance (the
+#                regression test; prints the offending rows)
+#     --doc F    the whole of doc/validation.md on stdout, keeping the
+#                delimited local-cluster section of F (if it exists)
+#
+# Environment: ULYSSES_SIM (the binary, default ./ulysses-sim).
+set -u
+SIM=${ULYSSES_SIM:-./ulysses-sim}
+mode=table
+old_doc=
+while [ $# -gt 0 ]; do
+    case $1 in
+    --check) mode=check ;;
+    --doc) mode=doc; old_doc=${2:-}; shift ;;
+    *) echo "validate.sh: unknown argument '$1'" >&2; exit 2 ;;
+    esac
+    shift
+done
+[ -x "$SIM" ] || { echo "validate.sh: $SIM not found (build first)" >&2; exit 2; }
+
+# Every row: id|regime|quantity|paper value|tolerance %|fitted (yes/no)|source|command
+# The command's CSV output gives the value: column "busbw_GBps" for coll,
+# "iter_s" (x1000, ms) or "tflops_per_gpu" for runs (named in quantity).
+rows() {
+cat <<'EOF'
+N1|nccl-tests, DGX A100, 1 node|all-reduce busbw 8 GPUs, 4 GiB [GB/s]|232.54|10|yes: intra_node.efficiency|[nccl-tests#175]|coll --op all-reduce --gpus 8 --bytes 4G --platform dgx-a100-40g
+N2|nccl-tests, DGX A100, 2 nodes|all-gather busbw 16 GPUs, 256 MiB [GB/s]|192|10|no|[nccl-tests#175] 24 GB/s per HDR NIC x 8 rails|coll --op all-gather --gpus 16 --bytes 256M --platform dgx-a100-40g
+N3|nccl-tests, DGX A100, 2 nodes|all-to-all busbw 16 GPUs, 256 MiB [GB/s]|48|10|no|[nccl-tests#130] N/(N-1) x 24 GB/s per NIC|coll --op all-to-all --gpus 16 --bytes 256M --platform dgx-a100-40g
+N4|nccl-tests, DGX H100, 1 node|all-gather (ring) busbw 8 GPUs, 1 GiB [GB/s]|370|10|no|[nccl-tests#212]|coll --op all-gather --gpus 8 --bytes 1G --platform dgx-h100
+N5|nccl-tests, DGX H100, 1 node|all-reduce (NVLS) busbw 8 GPUs, 8 GiB [GB/s]|480|10|no|[nccl-tests#212], 476 in [nccl-tests#290]|coll --op all-reduce --gpus 8 --bytes 8G --platform dgx-h100
+N6|nccl-tests, DGX H100, 2 nodes|all-gather busbw 16 GPUs, 1 GiB [GB/s]|376|10|no|[nccl-tests#290] 46-48 GB/s per NDR NIC x 8 rails|coll --op all-gather --gpus 16 --bytes 1G --platform dgx-h100
+D1|DeepSpeed-Ulysses Table 2, GPT-7B 128K|iteration time 64 GPUs [ms]|32432.13|5|yes: gpu.attention_efficiency|[Ulysses] Table 2|--method ulysses --gpus 64 --sp 8
+D2|DeepSpeed-Ulysses Table 2, GPT-7B 128K|iteration time 128 GPUs [ms]|17052.51|15|no|[Ulysses] Table 2|--method ulysses --gpus 128 --sp 16
+D3|DeepSpeed-Ulysses Table 2, GPT-7B 128K|iteration time 256 GPUs [ms]|9886.7|15|no|[Ulysses] Table 2|--method ulysses --gpus 256 --sp 32
+U1|DeepSpeed-Ulysses 1.2B, 8K, short sequence|TFLOP/s per GPU, 8 GPUs|109|15|no|[Ulysses] 1.2B figure|--model gpt-1.2b-64h --method ulysses --gpus 8 --sp 8 --seq 8K --global-batch 8
+U2|DeepSpeed-Ulysses 1.2B, 8K, short sequence|TFLOP/s per GPU, 16 GPUs|107|15|no|[Ulysses] 1.2B figure|--model gpt-1.2b-64h --method ulysses --gpus 16 --sp 8 --seq 8K --global-batch 16
+U3|DeepSpeed-Ulysses 1.2B, 8K, short sequence|TFLOP/s per GPU, 32 GPUs|105|15|no|[Ulysses] 1.2B figure|--model gpt-1.2b-64h --method ulysses --gpus 32 --sp 8 --seq 8K --global-batch 32
+U4|DeepSpeed-Ulysses 1.2B, 8K, short sequence|TFLOP/s per GPU, 64 GPUs|99|15|no|[Ulysses] 1.2B figure|--model gpt-1.2b-64h --method ulysses --gpus 64 --sp 8 --seq 8K --global-batch 64
+U5|DeepSpeed-Ulysses 1.2B, long sequence|TFLOP/s per GPU, 128K, 64 GPUs|95|15|no|[Ulysses] 1.2B figure|--model gpt-1.2b-64h --method ulysses --gpus 64 --sp 64 --seq 128K --global-batch 1
+U6|DeepSpeed-Ulysses 1.2B, long sequence|TFLOP/s per GPU, 1M, 64 GPUs|95|15|no|[Ulysses] 1.2B figure|--model gpt-1.2b-64h --method ulysses --gpus 64 --sp 64 --seq 1M --global-batch 1
+EOF
+}
+
+# value OUT_CSV QUANTITY -> the simulated value
+value() {
+    awk -F, -v q="$2" '
+        NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+        NR == 2 {
+            if (q ~ /busbw/) print $col["busbw_GBps"]
+            else if (q ~ /\[ms\]/) printf "%.2f\n", $col["iter_s"] * 1000
+            else print $col["tflops_per_gpu"]
+        }' "$1"
+}
+
+tmp=$(mktemp) || exit 1
+trap 'rm -f "$tmp" "$tmp.rows"' EXIT
+fail=0
+rows | while IFS='|' read -r id regime quantity paper tol fitted source cmd; do
+    # shellcheck disable=SC2086
+    if ! "$SIM" $cmd --format csv > "$tmp" 2>&1; then
+        echo "$id|$regime|$quantity|$paper|ERROR|ERROR|$tol|$fitted|$source|$cmd"
+        continue
+    fi
+    pred=$(value "$tmp" "$quantity")
+    err=$(awk -v p="$pred" -v r="$paper" 'BEGIN { printf "%+.1f", (p - r) / r * 100 }')
+    echo "$id|$regime|$quantity|$paper|$pred|$err|$tol|$fitted|$source|$cmd"
+done > "$tmp.rows"
+
+table() {
+    echo "| id | regime | quantity | published | simulated | error | tolerance | fitted | source |"
+    echo "|---|---|---|---|---|---|---|---|---|"
+    while IFS='|' read -r id regime quantity paper pred err tol fitted source cmd; do
+        echo "| $id | $regime | $quantity | $paper | $pred | $err % | ±$tol % | $fitted | $source |"
+    done < "$tmp.rows"
+}
+
+case $mode in
+check)
+    while IFS='|' read -r id regime quantity paper pred err tol fitted source cmd; do
+        ok=$(awk -v e="$err" -v t="$tol" 'BEGIN { e = e < 0 ? -e : e; print (e <= t) ? 1 : 0 }')
+        if [ "$pred" = ERROR ] || [ "$ok" != 1 ]; then
+            echo "FAIL $id ($quantity): published $paper, simulated $pred, error $err % > ±$tol %: ulysses-sim $cmd"
+            fail=1
+        else
+            echo "ok   $id: $err % (±$tol %)"
+        fi
+    done < "$tmp.rows"
+    exit $fail
+    ;;
+table)
+    table
+    ;;
+doc)
+    sed -n '1,/^<!-- validation table -->$/p' "$(dirname "$0")/validation.md.in"
+    table
+    sed -n '/^<!-- validation table -->$/,/^<!-- BEGIN local-cpu-validation/{/^<!-- validation table -->$/d;/^<!-- BEGIN local-cpu-validation/d;p}' "$(dirname "$0")/validation.md.in"
+    if [ -n "$old_doc" ] && [ -f "$old_doc" ] && grep -q '^<!-- BEGIN local-cpu-validation' "$old_doc"; then
+        sed -n '/^<!-- BEGIN local-cpu-validation/,/^<!-- END local-cpu-validation/p' "$old_doc"
+    else
+        sed -n '/^<!-- BEGIN local-cpu-validation/,/^<!-- END local-cpu-validation/p' "$(dirname "$0")/validation.md.in"
+    fi
+    sed -n '/^<!-- END local-cpu-validation/,${/^<!-- END local-cpu-validation/d;p}' "$(dirname "$0")/validation.md.in"
+    ;;
+esac

@@ -1,0 +1,74 @@
+#!/bin/sh
+# `ulysses train` from the command line: bad inputs exit 2 with a message
+# naming the problem; the loss column of the CSV log is identical on 1 rank,
+# 3 ranks (SP 3) and 4 ranks (DP 2 x SP 2), with packed documents too;
+# resuming from a checkpoint gives the same next losses as not stopping; a
+# damaged checkpoint is refused; --dump writes every documented file.
+set -u
+: "${top_builddir:=.}"
+: "${MPIRUN:=mpirun}"
+U="$top_builddir/ulysses"
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+fails=0
+cases=0
+
+. "${top_srcdir:-.}/tests/expect.sh"
+
+M="--layers 2 --channels 16 --heads 4 --kv-heads 2 --seq 30 --batch 2 --quiet"
+
+expect 0 "usage" -- "$U" train --help
+expect 2 "unknown option '--frobnicate'" -- "$U" train --frobnicate
+expect 2 "not a multiple of --heads" -- "$U" train --channels 30 --heads 4
+expect 2 "not a multiple of --kv-heads" -- "$U" train --heads 4 --kv-heads 3
+expect 2 "must equal the 1 ranks" -- "$U" train --dp 2
+expect 2 "smaller than --dp" -- "$MPIRUN" --oversubscribe -np 2 "$U" train $M --dp 2 --batch 1
+expect 2 "No such file" -- "$U" train --data "$W/missing.txt"
+printf 'short' > "$W/short.txt"
+expect 2 "a row needs --seq + 1" -- "$U" train --data "$W/short.txt" --seq 64
+expect 2 "text data has byte tokens" -- "$U" train --data "$W/short.txt" --vocab 100
+expect 2 "more documents than" -- "$U" train --seq 8 --docs 9
+expect 2 "must be in" -- "$U" train --steps 0
+expect 2 "ranks were started with different options" -- "$MPIRUN" --oversubscribe -np 1 "$U" train $M : -np 1 "$U" train $M --lr 0.01
+
+# the same losses for every grid (exact sums), with and without packing
+for docs in "" "--docs 3"; do
+    expect 0 "" -- "$U" train $M $docs --steps 4 --log "$W/p1.csv"
+    expect 0 "" -- "$MPIRUN" --oversubscribe -np 3 "$U" train $M $docs --steps 4 --log "$W/p3.csv"
+    expect 0 "" -- "$MPIRUN" --oversubscribe -np 4 "$U" train $M $docs --dp 2 --sp 2 --steps 4 --log "$W/p22.csv"
+    for f in p1 p3 p22; do cut -d, -f1-3 "$W/$f.csv" > "$W/$f.loss"; done
+    for f in p3 p22; do
+        cases=$((cases + 1))
+        if cmp -s "$W/p1.loss" "$W/$f.loss" && [ "$(wc -l < "$W/p1.loss")" -eq 5 ]; then echo "ok: $f losses == 1 rank $docs"
+        else echo "FAIL: $f losses differ from 1 rank $docs"; paste -d' ' "$W/p1.loss" "$W/$f.loss"; fails=$((fails + 1)); fi
+    done
+done
+
+# resume: 2 steps + checkpoint, then up to step 4 from it, equals 4 steps at once
+expect 0 "" -- "$MPIRUN" --oversubscribe -np 2 "$U" train $M --steps 4 --log "$W/full.csv"
+expect 0 "" -- "$MPIRUN" --oversubscribe -np 2 "$U" train $M --steps 2 --checkpoint "$W/ck"
+expect 0 "" -- "$MPIRUN" --oversubscribe -np 2 "$U" train $M --steps 4 --resume "$W/ck" --log "$W/rest.csv"
+cases=$((cases + 1))
+if [ "$(sed -n '4,5p' "$W/full.csv" | cut -d, -f1-3)" = "$(sed -n '2,3p' "$W/rest.csv" | cut -d, -f1-3)" ] &&
+   [ "$(wc -l < "$W/rest.csv")" -eq 3 ]; then echo "ok: resumed steps 3-4 == uninterrupted"
+else echo "FAIL: resumed losses differ"; cat "$W/full.csv" "$W/rest.csv"; fails=$((fails + 1)); fi
+expect 2 "seed is" -- "$U" train $M --steps 4 --resume "$W/ck" --seed 5
+expect 2 "channels is" -- "$U" train $M --channels 32 --steps 4 --resume "$W/ck"
+cp "$W/ck" "$W/bad"
+printf 'X' | dd of="$W/bad" bs=1 seek=200 conv=notrunc 2>/dev/null
+expect 2 "checksum mismatch" -- "$U" train $M --steps 4 --resume "$W/bad"
+head -c 50 "$W/ck" > "$W/trunc"
+expect 2 "checkpoint" -- "$U" train $M --steps 4 --resume "$W/trunc"
+
+# --dump: every documented file
+expect 0 "step 1 written" -- "$MPIRUN" --oversubscribe -np 2 "$U" train $M --docs 2 --steps 1 --dump "$W/d"
+for f in tokens targets positions doc_offsets wte wpe ln1_w ln1_b qkv_w qkv_b attproj_w attproj_b ln2_w ln2_b \
+         fc_w fc_b fcproj_w fcproj_b lnf_w lnf_b act_enc act_ln1 act_q act_k act_v act_atty act_res2 act_ln2 \
+         act_fch act_fchg act_res3 act_lnf logits token_loss loss grad_wte grad_qkv_w grad_lnf_b; do
+    cases=$((cases + 1))
+    if [ -s "$W/d/$f.npy" ]; then :; else echo "FAIL: --dump did not write $f.npy"; fails=$((fails + 1)); fi
+done
+
+echo "$cases cases, $fails failures"
+[ "$fails" -eq 0 ]
