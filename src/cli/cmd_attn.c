@@ -80,7 +80,7 @@ struct attn_cfg {
 };
 
 static const char *const dtype_names[] = {"f32", "f64", NULL};
-static const char *const a2a_names[] = {"auto", "pack", "datatype", NULL};
+static const char *const a2a_names[] = {"auto", "pack", "datatype", "pipeline", NULL}; /* = ULY_A2A_* */
 
 static const char synopsis[] =
     "attn [--batch B] [--seq N] [--heads H] [--kv-heads Hkv] [--head-dim d]\n"
@@ -112,7 +112,7 @@ static void attn_options(struct attn_cfg *c, arg_opt *o)
         {"dtype", ARG_CHOICE, &c->dtype, 0, 0, "T", "element type f32 or f64 (default f32, or that of --q)", dtype_names, &c->seen_dtype},
         {"block-q", ARG_INT, &c->block_q, 1, 65536, "n", "query rows per kernel block", NULL, NULL},
         {"block-k", ARG_INT, &c->block_k, 1, 65536, "n", "key rows per kernel block", NULL, NULL},
-        {"a2a", ARG_CHOICE, &c->a2a, 0, 0, "MODE", "all-to-all data movement: auto (default: datatype up to 16 MiB per rank, pack above), pack, datatype", a2a_names, NULL},
+        {"a2a", ARG_CHOICE, &c->a2a, 0, 0, "MODE", "all-to-all data movement: auto (default: the first calls of each kind try every mode, the fastest is kept), pack, datatype, pipeline", a2a_names, NULL},
         {"max-count", ARG_INT, &c->max_count, 1, INT64_MAX, "n", "largest element count per MPI call and peer", NULL, NULL},
         {"q", ARG_STR, &c->fin[T_Q], 0, 0, "F.npy", "queries, float32/float64 (B, N, H, d) or (N, H, d); read by rank 0", NULL, NULL},
         {"k", ARG_STR, &c->fin[T_K], 0, 0, "F.npy", "keys (B, N, Hkv, d)", NULL, NULL},
@@ -462,7 +462,7 @@ static int attn_create(attn_job *J, drv *d)
     o->kernel.block_k = c->block_k;
     o->kernel.threads = (int)c->threads;
     o->max_count = (size_t)c->max_count;
-    o->a2a_mode = c->a2a == 0 ? ULY_A2A_AUTO : c->a2a == 1 ? ULY_A2A_PACK : ULY_A2A_DATATYPE;
+    o->a2a_mode = c->a2a; /* a2a_names follows the ULY_A2A_* order */
     int st = uly_dist_create(d->comm, &J->a, o, &J->D);
     drv_lib(d, st, 0, NULL);
     return d->code;
