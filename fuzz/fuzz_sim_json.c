@@ -29,20 +29,12 @@
 
 #include "usim.h"
 #include "usim_internal.h"   /* usim_set_error: clear the message before each input */
-#include "tmpfile.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* A violated promise: say which one (the loader's message helps too), then abort. */
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__,   \
-                    __LINE__, #cond, usim_last_error());                              \
-            abort();                                                                 \
-        }                                                                            \
-    } while (0)
+#include "simfile.h"
 
+static const char *tmp_path;
 static int last_status;
 
 static int pos_finite(double x)
@@ -93,7 +85,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1)
         return 0;
     int model = data[0] & 1;
-    tmp_write("sim_json", data + 1, size - 1);
+    tmp_path = fuzz_tmp_write(0, "fuzz_sim_json", data + 1, size - 1);
     usim_set_error(USIM_OK, "%s", "");
     if (model) {
         usim_model m;
