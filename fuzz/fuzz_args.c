@@ -150,9 +150,12 @@ static void fuzz_args_parse(char **argv, int argc)
 /* ulysses-sim's count and list syntax on one argument. */
 static void fuzz_sim_numbers(const char *s)
 {
-    int64_t v = -1;
-    if (parse_count(s, &v) == 0)
-        CHECK(v >= 0);
+    /* one integer syntax for both programs: parse_count and uly_parse_int
+     * (behind args_parse) agree on every input, negatives included */
+    int64_t v = -1, w = -2;
+    int rc = parse_count(s, &v);
+    CHECK((rc == 0) == (uly_parse_int(s, &w) == 0));
+    CHECK(rc != 0 || v == w);
     /* Lists: single value (run mode) and up to MAX_LIST values (sweep). */
     static int64_t list[MAX_LIST];
     int caps[2] = {1, MAX_LIST};

@@ -32,58 +32,10 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* A violated promise: say which one (the loader's message helps too), then abort. */
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__,   \
-                    __LINE__, #cond, usim_last_error());                              \
-            abort();                                                                 \
-        }                                                                            \
-    } while (0)
+#include "simfile.h"
 
-static char tmp_path[256];
-static int tmp_fd = -1;
+static const char *tmp_path;
 static int last_status;
-
-static void tmp_remove(void)
-{
-    if (tmp_fd >= 0) {
-        close(tmp_fd);
-        unlink(tmp_path);
-        tmp_fd = -1;
-    }
-}
-
-/* Replace the temporary file's contents with text[0..len). */
-static void tmp_write(const uint8_t *text, size_t len)
-{
-    if (tmp_fd < 0) {
-        const char *dir = getenv("TMPDIR");
-        if (!dir || !*dir)
-            dir = "/tmp";
-        snprintf(tmp_path, sizeof tmp_path, "%s/fuzz_sim_json.XXXXXX", dir);
-        tmp_fd = mkstemp(tmp_path);
-        if (tmp_fd < 0) {
-            perror(tmp_path);
-            abort();
-        }
-        atexit(tmp_remove);
-    }
-    if (ftruncate(tmp_fd, 0) != 0) {
-        perror(tmp_path);
-        abort();
-    }
-    size_t done = 0;
-    while (done < len) {
-        ssize_t w = pwrite(tmp_fd, text + done, len - done, (off_t)done);
-        if (w <= 0) {
-            perror(tmp_path);
-            abort();
-        }
-        done += (size_t)w;
-    }
-}
 
 static int pos_finite(double x)
 {
@@ -133,7 +85,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1)
         return 0;
     int model = data[0] & 1;
-    tmp_write(data + 1, size - 1);
+    tmp_path = fuzz_tmp_write(0, "fuzz_sim_json", data + 1, size - 1);
     usim_set_error(USIM_OK, "%s", "");
     if (model) {
         usim_model m;

@@ -31,60 +31,12 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__,   \
-                    __LINE__, #cond, usim_last_error());                              \
-            abort();                                                                 \
-        }                                                                            \
-    } while (0)
+#include "simfile.h"
 
 #define MAX_ARGS 32
 
-static char tmp_path[2][256];
-static int tmp_fd[2] = {-1, -1};
+static const char *tmp_path[2];
 static int last_verdict;   /* 0 bad input, 1 simulated */
-
-static void tmp_remove(void)
-{
-    for (int k = 0; k < 2; k++)
-        if (tmp_fd[k] >= 0) {
-            close(tmp_fd[k]);
-            unlink(tmp_path[k]);
-            tmp_fd[k] = -1;
-        }
-}
-
-static void tmp_write(int k, const uint8_t *text, size_t len)
-{
-    if (tmp_fd[k] < 0) {
-        const char *dir = getenv("TMPDIR");
-        if (!dir || !*dir)
-            dir = "/tmp";
-        snprintf(tmp_path[k], sizeof tmp_path[k], "%s/fuzz_sim_run%d.XXXXXX", dir, k);
-        tmp_fd[k] = mkstemp(tmp_path[k]);
-        if (tmp_fd[k] < 0) {
-            perror(tmp_path[k]);
-            abort();
-        }
-        if (k == 0)
-            atexit(tmp_remove);
-    }
-    if (ftruncate(tmp_fd[k], 0) != 0) {
-        perror(tmp_path[k]);
-        abort();
-    }
-    size_t done = 0;
-    while (done < len) {
-        ssize_t w = pwrite(tmp_fd[k], text + done, len - done, (off_t)done);
-        if (w <= 0) {
-            perror(tmp_path[k]);
-            abort();
-        }
-        done += (size_t)w;
-    }
-}
 
 static void check_result(const usim_model *m, const usim_result *r)
 {
@@ -119,8 +71,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const uint8_t *z2 = memchr(z1 + 1, 0, size - (size_t)(z1 + 1 - data));
     if (!z2)
         return 0;
-    tmp_write(0, data, (size_t)(z1 - data));
-    tmp_write(1, z1 + 1, (size_t)(z2 - z1 - 1));
+    tmp_path[0] = fuzz_tmp_write(0, "fuzz_sim_run", data, (size_t)(z1 - data));
+    tmp_path[1] = fuzz_tmp_write(1, "fuzz_sim_run", z1 + 1, (size_t)(z2 - z1 - 1));
     /* the command line: newline-separated arguments */
     size_t alen = size - (size_t)(z2 + 1 - data);
     char *args = malloc(alen + 1);

@@ -13,12 +13,12 @@ TESTS += fuzz/replay.sh
 EXTRA_DIST += fuzz/replay.sh
 
 # .npy parser (src/npy.c)
-fuzz_replay_npy_SOURCES = fuzz/fuzz_npy.c fuzz/standalone.h
+fuzz_replay_npy_SOURCES = fuzz/fuzz_npy.c fuzz/standalone.h fuzz/tmpfile.h
 fuzz_replay_npy_CPPFLAGS = $(FUZZ_CPPFLAGS)
 fuzz_replay_npy_LDADD = src/libulykern.la -lm
 
 # Simulator platform/model JSON loaders (sim/describe.c)
-fuzz_replay_sim_json_SOURCES = fuzz/fuzz_sim_json.c fuzz/standalone.h
+fuzz_replay_sim_json_SOURCES = fuzz/fuzz_sim_json.c fuzz/standalone.h fuzz/simfile.h
 fuzz_replay_sim_json_CPPFLAGS = $(FUZZ_CPPFLAGS) -I$(top_srcdir)/sim
 fuzz_replay_sim_json_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
 fuzz_replay_sim_json_LDADD = sim/libusim.la $(JANSSON_LIBS) -lm
@@ -35,7 +35,7 @@ fuzz_replay_args_LDADD = sim/libusim.la $(JANSSON_LIBS) -lm
 
 # The whole simulation: platform + model + command line through the loaders,
 # option parser, resolution, memory model, estimate and simulation.
-fuzz_replay_sim_run_SOURCES = fuzz/fuzz_sim_run.c fuzz/standalone.h sim/cli/opts.c sim/cli/opts.h
+fuzz_replay_sim_run_SOURCES = fuzz/fuzz_sim_run.c fuzz/standalone.h fuzz/simfile.h sim/cli/opts.c sim/cli/opts.h
 fuzz_replay_sim_run_CPPFLAGS = $(FUZZ_CPPFLAGS) -I$(top_srcdir)/sim -I$(top_srcdir)/sim/cli
 fuzz_replay_sim_run_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
 fuzz_replay_sim_run_LDADD = sim/libusim.la $(JANSSON_LIBS) -lm

@@ -1,5 +1,6 @@
 /*
- * error.c -- status strings and the per-thread "last error" message of libusim.
+ * error.c -- status strings of libusim, and its names for the base
+ * library's last-error message and allocation hooks (src/base/base.h).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -7,8 +8,7 @@
 
 #include "usim.h"
 #include "usim_internal.h"
-
-static _Thread_local char last_error[512];
+#include "base/base.h"
 
 const char *usim_strerror(int status)
 {
@@ -20,50 +20,41 @@ const char *usim_strerror(int status)
     return text[status];
 }
 
+/* The message and the allocation hooks are the base library's (src/base),
+ * shared with libulysses: one implementation, one fault-injection counter. */
+
 const char *usim_last_error(void)
 {
-    return last_error;
+    return uly_base_last_error();
 }
 
 int usim_set_error(int status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    uly_base_vset_error(status, fmt, ap);
     va_end(ap);
     return status;
 }
 
-/* Allocation counter for failure-injection tests (one thread at a time). */
-static long alloc_count, alloc_fail_at;
-
 long usim_test_fail_alloc_at(long n)
 {
-    long c = alloc_count;
-    alloc_count = 0;
-    alloc_fail_at = n;
-    return c;
-}
-
-static int alloc_ok(void)
-{
-    alloc_count++;
-    return !(alloc_fail_at > 0 && alloc_count == alloc_fail_at);
+    return uly_base_fail_alloc_at(n);
 }
 
 void *usim_malloc(size_t n)
 {
-    return alloc_ok() ? malloc(n) : NULL;
+    return uly_base_malloc(n);
 }
 
 void *usim_calloc(size_t n, size_t size)
 {
-    return alloc_ok() ? calloc(n, size) : NULL;
+    return uly_base_calloc(n, size);
 }
 
 void *usim_realloc(void *p, size_t n)
 {
-    return alloc_ok() ? realloc(p, n) : NULL;
+    return uly_base_realloc(p, n);
 }
 
 void usim_invariant_failed(const char *expr, const char *file, int line)

@@ -14,39 +14,26 @@
 #include "usim.h"
 #include "usim_internal.h"
 #include "jsonutil.h"
+#include "base/base.h"
+
+/* Description files are small; anything larger is not one. */
+#define USIM_JSON_MAX_FILE ((size_t)16 << 20)
 
 int usim_json_load(usim_jdoc *d, const char *path)
 {
     memset(d, 0, sizeof *d);
     d->file = path;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return usim_set_error(errno == ENOENT ? USIM_ENOTFOUND : USIM_EIO, "%s: %s", path,
-                              strerror(errno));
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        if (!buf) {
-            fclose(f);
-            return usim_set_error(USIM_ENOMEM, "%s: out of memory", path);
-        }
-        size_t got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-        if (n + 1 < cap)
-            break;
-        cap *= 2;
-        char *nb = realloc(buf, cap);
-        if (!nb)
-            free(buf);
-        buf = nb;
+    /* the base library's reader: a regular file only (a directory, FIFO or
+     * device is refused by name), size checked before reading */
+    char *buf;
+    size_t n;
+    int rr = uly_read_file(path, USIM_JSON_MAX_FILE, &buf, &n);
+    if (rr) {
+        char m[1024]; /* the message is in the buffer usim_set_error writes */
+        snprintf(m, sizeof m, "%s", uly_base_last_error());
+        return usim_set_error(rr == ULY_READ_NOTFOUND ? USIM_ENOTFOUND : rr == ULY_READ_NOMEM ? USIM_ENOMEM
+                              : rr == ULY_READ_IO ? USIM_EIO : USIM_EFORMAT, "%s", m);
     }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return usim_set_error(USIM_EIO, "%s: read error", path);
-    }
-    buf[n] = 0;
     d->text = buf;
     d->len = n;
     json_error_t je;
@@ -62,7 +49,7 @@ int usim_json_load(usim_jdoc *d, const char *path)
 void usim_json_free(usim_jdoc *d)
 {
     json_decref(d->root);
-    free(d->text);
+    uly_base_free(d->text);
     memset(d, 0, sizeof *d);
 }
 

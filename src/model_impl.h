@@ -5,14 +5,19 @@
  *   TANH  tanhf / tanh        SFX(name)  name##_f32 / name##_f64
  * Per-token work is parallel over tokens (OpenMP); sums over tokens (the
  * parameter gradients) run in token order on one thread, so results never
- * depend on the thread count.
+ * depend on the thread count.  Calls smaller than PAR_MIN elements stay on
+ * one thread (waking a team costs more than the work).
  */
+
+#ifndef PAR_MIN
+#define PAR_MIN 32768
+#endif
 
 void SFX(uly_layernorm_fwd)(REAL *out, REAL *mean, REAL *rstd, const REAL *x, const REAL *w,
                             const REAL *b, int64_t n, int64_t C)
 {
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n * C >= PAR_MIN)
 #endif
     for (int64_t t = 0; t < n; t++) {
         const REAL *xt = x + t * C;   // (C)
@@ -37,7 +42,7 @@ void SFX(uly_layernorm_bwd)(REAL *dx, double *dw, double *db, const REAL *dout, 
                             const REAL *w, const REAL *mean, const REAL *rstd, int64_t n, int64_t C)
 {
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n * C >= PAR_MIN)
 #endif
     for (int64_t t = 0; t < n; t++) {
         const REAL *xt = x + t * C, *gt = dout + t * C;   // (C) each
@@ -84,7 +89,7 @@ void SFX(uly_linear_fwd)(REAL *out, const REAL *x, const REAL *w, const REAL *b,
     if (!b)
         return;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n * OC >= PAR_MIN)
 #endif
     for (int64_t t = 0; t < n; t++)
         for (int64_t o = 0; o < OC; o++)
@@ -119,7 +124,7 @@ void SFX(uly_linear_bwd)(REAL *dx, int acc_dx, REAL *dw, int acc_dw, double *db,
 void SFX(uly_gelu_fwd)(REAL *out, const REAL *x, int64_t m)
 {
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (m >= PAR_MIN)
 #endif
     for (int64_t i = 0; i < m; i++) {
         REAL xi = x[i];
@@ -131,7 +136,7 @@ void SFX(uly_gelu_fwd)(REAL *out, const REAL *x, int64_t m)
 void SFX(uly_gelu_bwd)(REAL *dx, const REAL *x, const REAL *dout, int64_t m)
 {
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (m >= PAR_MIN)
 #endif
     for (int64_t i = 0; i < m; i++) {
         REAL xi = x[i];
@@ -148,7 +153,7 @@ void SFX(uly_embed_fwd)(REAL *out, const int32_t *tok, const int32_t *pos, const
                         const REAL *wpe, int64_t n, int64_t C)
 {
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n * C >= PAR_MIN)
 #endif
     for (int64_t t = 0; t < n; t++) {
         const REAL *we = wte + (int64_t)tok[t] * C, *pe = wpe + (int64_t)pos[t] * C; // (C) each
@@ -180,7 +185,7 @@ int64_t SFX(uly_xent)(double *loss, REAL *dlogits, const REAL *logits, const int
 {
     int64_t count = 0;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) reduction(+ : count)
+#pragma omp parallel for schedule(static) reduction(+ : count) if (n * V >= PAR_MIN)
 #endif
     for (int64_t t = 0; t < n; t++) {
         const REAL *lt = logits + t * V;            // (V)

@@ -505,7 +505,7 @@ static int parse_head(const unsigned char *hdr, size_t pre, size_t hlen, size_t 
  * memory image). */
 static int parse_image(const unsigned char *buf, size_t len, uly_npy *out, const char *src)
 {
-    size_t pre, hlen;
+    size_t pre = 0, hlen = 0;
     npy_head h;
     int st = parse_preamble(buf, len, len, src, &pre, &hlen);
     if (!st)

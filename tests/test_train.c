@@ -170,6 +170,9 @@ int main(int argc, char **argv)
     int64_t *docs = strcmp(mode, "docs") == 0 ? malloc((size_t)o.batch * 4 * sizeof *docs) : NULL;
     if (strcmp(mode, "packcmp") == 0) {
         int bad = pack_compare(T, c.seq, c.vocab, rank);
+        free(tok);
+        free(tgt);
+        free(pos);
         uly_train_free(T);
         MPI_Finalize();
         return bad;
@@ -220,6 +223,9 @@ int main(int argc, char **argv)
             printf("gradcheck: %d of %d elements off\n", bad, checked);
         free(g);
         free(gd);
+        free(tok);
+        free(tgt);
+        free(pos);
         uly_train_free(T);
         MPI_Finalize();
         return bad ? 1 : 0;

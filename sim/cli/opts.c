@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "opts.h"
+#include "base/base.h"
 
 void die_usage(const char *fmt, ...)
 {
@@ -57,28 +58,9 @@ void opts_defaults(opts *o)
 
 int parse_count(const char *s, int64_t *out)
 {
-    if (!s || !*s)
-        return -1;
-    errno = 0;
-    char *end;
-    if (*s == '-' || *s == '+')
-        return -1;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s)
-        return -1;
-    unsigned long long mult = 1;
-    if (*end == 'K' || *end == 'k')
-        mult = 1024, end++;
-    else if (*end == 'M' || *end == 'm')
-        mult = 1024ULL * 1024, end++;
-    else if (*end == 'G' || *end == 'g')
-        mult = 1024ULL * 1024 * 1024, end++;
-    if (*end)
-        return -1;
-    if (v > (unsigned long long)INT64_MAX / mult)
-        return -1;
-    *out = (int64_t)(v * mult);
-    return 0;
+    /* the integer syntax of both programs (src/base); negative or zero
+     * counts are the callers' range checks */
+    return uly_parse_int(s, out) ? -1 : 0;
 }
 
 int parse_list(const char *s, int64_t *out, int max, int *n)

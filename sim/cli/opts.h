@@ -7,8 +7,9 @@
 
 #include <stdint.h>
 #include "usim.h"
+#include "base/base.h"
 
-enum { EXIT_BADINPUT = 2 };
+enum { EXIT_BADINPUT = ULY_EXIT_BADINPUT };
 enum { FMT_TABLE = 0, FMT_CSV, FMT_JSON };
 enum { PLOT_TIME = 0, PLOT_TFLOPS, PLOT_EXPOSED, PLOT_MEMORY };
 
@@ -53,7 +54,8 @@ void opts_defaults(opts *o);
 int opts_parse(opts *o, int argc, char **argv, int first, int sweep, int *help);
 /* The message of the last failed opts_parse. */
 const char *opts_error(void);
-/* "131072", "128K", "1M" (K = 1024), with overflow and sign checks. */
+/* "131072", "128K", "1M" (K = 1024): uly_parse_int of src/base, the syntax of
+ * both programs; a negative value parses and fails the callers' range checks. */
 int parse_count(const char *s, int64_t *out);
 /* "a,b,c" or "a:b" (doubling) or "a:b:xF" (factor) or "a:b:+S" (step). */
 int parse_list(const char *s, int64_t *out, int max, int *n);

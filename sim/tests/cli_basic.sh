@@ -77,6 +77,12 @@ check "no warning when the batch fits" test "$(grep -c warning "$tmp/nw.txt")" -
 # head imbalance: 40 heads on an all-to-all of 32 is warned with its cost
 "$SIM" --model "$top_srcdir/sim/tests/data/model-40-heads.json" --gpus 32 --method ulysses > "$tmp/h.txt"
 check "head imbalance warning with cost" grep -q "^warning: ulysses: head imbalance: 40 heads over an all-to-all degree of 32: the busiest GPU holds 2 heads against 1.25 on average, so attention takes 1.60x" "$tmp/h.txt"
+"$SIM" --model llama-3-8b --gpus 32 --method ulysses > "$tmp/kv.txt"
+check "KV replication warned" grep -q "^warning: ulysses: 8 KV heads over an all-to-all degree of 32: KV heads are replicated" "$tmp/kv.txt"
+"$SIM" --model llama-3-8b --gpus 32 --method ulysses --tp 4 --sp 8 > "$tmp/kv4.txt"
+check "KV replication warned per tensor rank (8 KV heads / TP 4 = 2 < a2a 8)" grep -q "2 KV heads per tensor-parallel rank (TP 4) over an all-to-all degree of 8" "$tmp/kv4.txt"
+"$SIM" --model llama-3-8b --gpus 32 --method ulysses --tp 2 --sp 4 > "$tmp/kv2.txt"
+check "no warning at tp 2 x cp 4 (4 KV heads per tensor rank)" test "$(grep -c warning "$tmp/kv2.txt")" -eq 0
 "$SIM" --model "$top_srcdir/sim/tests/data/model-40-heads.json" --gpus 32 --sp 8 --method ulysses > "$tmp/h8.txt"
 check "no head warning at a dividing degree" test "$(grep -c 'head imbalance' "$tmp/h8.txt")" -eq 0
 
