@@ -111,6 +111,8 @@ expect 2 "ranks run different commands" -- $M -np 1 "$U" attn : -np 1 "$U" bench
 expect 2 "ranks disagree on --max: 4194304 on rank 0; 16777216 on rank 1" -- \
     $M -np 1 "$U" bench a2a --max 4M : -np 1 "$U" bench a2a --max 16M
 expect 0 "usage" -- $M -np 2 "$U" attn --help
+# more ranks than heads would leave ranks idle: refused on every rank, as ulysses-sim and explain do
+expect 2 "SP degree 4 exceeds the 2 attention heads (use usp" -- $M -np 4 "$U" attn --seq 64 --heads 2 --kv-heads 1
 test ! -e "$W/mm.npy" || { echo "FAIL: an output was written by a run that stopped"; fails=$((fails + 1)); }
 
 echo "$cases cases, $fails failed"

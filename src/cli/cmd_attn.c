@@ -336,6 +336,10 @@ static int attn_share_shape(attn_job *J, drv *d)
     int st = uly_attn_desc_check(a);
     if (st)
         drv_lib(d, st, DRV_BADINPUT, NULL); /* identical on every rank */
+    else if (d->size > a->heads) /* ranks without heads would idle: refuse, as ulysses-sim and explain do */
+        drv_fail(d, DRV_BADINPUT,
+                 "ulysses: SP degree %d exceeds the %lld attention heads (use usp: "
+                 "ulysses bench methods --method usp)", d->size, (long long)a->heads);
     return d->code;
 }
 
