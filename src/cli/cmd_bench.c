@@ -49,7 +49,7 @@ static int parse_or_help(const char *cmd, const char *syn, int argc, char **argv
     char msg[512];
     int rc = args_parse(cmd, argc - 1, argv + 1, opts, msg, sizeof msg);
     if (rc == ARGS_HELP) {
-        args_usage(stdout, cmd, syn, opts);
+        args_usage(stdout, "ulysses", syn, opts);
         return 0;
     }
     if (rc == ARGS_ERROR) {
