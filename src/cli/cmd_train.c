@@ -374,18 +374,6 @@ static int write_all(int fd, const void *buf, size_t len)
     return 0;
 }
 
-/* A gnuplot single-quoted string: '' stands for one quote. */
-static void gp_quote(FILE *g, const char *s)
-{
-    fputc('\'', g);
-    for (; *s; s++) {
-        if (*s == '\'')
-            fputc('\'', g);
-        fputc(*s, g);
-    }
-    fputc('\'', g);
-}
-
 /* Draw the loss curve into the prepared output o (rank 0). */
 static int plot_losses(drv *d, drv_out *o, const double *loss, const int64_t *step, int64_t n)
 {
@@ -400,7 +388,7 @@ static int plot_losses(drv *d, drv_out *o, const double *loss, const int64_t *st
     if (!g)
         return drv_fail(d, DRV_RUNTIME, "--plot: cannot run %s: %s", GNUPLOT_PATH, strerror(errno));
     fprintf(g, "set terminal svg size 900,600 dynamic\nset output ");
-    gp_quote(g, o->tmp);
+    uly_fput_quoted(g, o->tmp, '\'', 1);
     fprintf(g, "\nset grid\nset xlabel 'step'\nset ylabel 'loss (nats per labelled token)'\n");
     fprintf(g, "plot '-' using 1:2 with lines title 'training loss'\n");
     for (int64_t i = 0; i < n; i++)
@@ -590,8 +578,8 @@ static int train_preflight(train_job *J, drv *d)
     uly_train_opts o;
     train_gpt(c, &gc, &o);
     uint64_t lib = 0;
-    if (drv_lib(d, uly_train_memory(&gc, &o, d->rank, d->size, &lib), DRV_BADINPUT, NULL))
-        return d->code;
+    /* no early return: drv_preflight is collective over the node's ranks */
+    drv_lib(d, uly_train_memory(&gc, &o, d->rank, d->size, &lib), DRV_BADINPUT, NULL);
     const double N = (double)c->seq, B = (double)c->batch;
     double bufs = 3 * (N + 1) * 4 + 3 * N * 4 * B + 2 * N + (double)c->batch * (double)(c->docs + 1) * 8 +
                   (double)c->steps * 16 + (double)J->td.len;
@@ -609,7 +597,7 @@ static int train_preflight(train_job *J, drv *d)
     char why[256], s1[32], s2[32];
     snprintf(why, sizeof why, "model, optimizer and activations %s, batch and files %s",
              drv_bytes(s1, sizeof s1, lib), drv_bytes(s2, sizeof s2, (uint64_t)bufs));
-    return drv_preflight(d, need, why, c->force);
+    return drv_preflight(d, d->code ? 0 : need, why, c->force);
 }
 
 /* Rank 0: the output files' temporaries (and so the directories' being
