@@ -64,7 +64,8 @@ EXTRA_DIST += sim/validate.sh sim/validation.md.in sim/tests/validate.sh sim/tes
 	sim/tests/data/huge-latency.json sim/tests/data/huge-flops.json \
 	sim/tests/data/model-bad-heads.json sim/tests/data/tiny-platform.json \
 	sim/tests/data/typo-key.json sim/tests/data/unknown-key.json sim/tests/data/model-typo.json sim/tests/data/model-40-heads.json \
-	sim/tests/data/cpu-2x2.json sim/tests/data/bad-bwd-eff.json
+	sim/tests/data/cpu-2x2.json sim/tests/data/bad-bwd-eff.json \
+	sim/tests/data/cpu-2x2-call.json sim/tests/data/bad-a2a-call.json
 
 sim_tests_test_attnjob_SOURCES = sim/tests/test_attnjob.c
 sim_tests_test_attnjob_CPPFLAGS = $(USIM_CPPFLAGS)
