@@ -121,6 +121,29 @@ check-valgrind: $(check_PROGRAMS)
 	    --suppressions=$(abs_top_srcdir)/tests/valgrind.supp ./$$t > $$t.valgrind.log 2>&1; \
 	  rc=$$?; tail -n 3 $$t.valgrind.log; \
 	  if [ $$rc -ne 0 ]; then echo "FAIL: $$t (exit $$rc, see $$t.valgrind.log)"; status=1; fi; \
+	done; \
+	for h in $(VALGRIND_FUZZ); do \
+	  echo "== valgrind fuzz/replay_$$h (corpus)"; \
+	  $(LIBTOOL) --mode=execute valgrind -q --error-exitcode=99 --leak-check=full \
+	    --errors-for-leak-kinds=definite,indirect --suppressions=$(abs_top_srcdir)/tests/valgrind.supp \
+	    ./fuzz/replay_$$h $(abs_top_srcdir)/fuzz/corpus/$$h/* > fuzz/replay_$$h.valgrind.log 2>&1; \
+	  rc=$$?; tail -n 1 fuzz/replay_$$h.valgrind.log; \
+	  if [ $$rc -ne 0 ]; then echo "FAIL: fuzz/replay_$$h (exit $$rc, see fuzz/replay_$$h.valgrind.log)"; status=1; fi; \
+	done; \
+	for f in "--format json --method usp,ring --gpus 128 --seq 256K" "coll --op all-reduce --gpus 8 --bytes 256M --format json" \
+	         "attn --platform dgx-h100 --gpus 8 --format json"; do \
+	  echo "== valgrind ulysses-sim $$f"; \
+	  $(LIBTOOL) --mode=execute valgrind -q --error-exitcode=99 --leak-check=full \
+	    --errors-for-leak-kinds=definite,indirect ./ulysses-sim $$f > sim.valgrind.log 2>&1 || \
+	    { echo "FAIL: ulysses-sim $$f (see sim.valgrind.log)"; status=1; }; \
 	done; exit $$status
+VALGRIND_FUZZ = npy sim_json args sim_run agree
 .PHONY: check-valgrind
-CLEANFILES += tests/*.valgrind.log sim/tests/*.valgrind.log
+
+# The reliability catalogue as one table (each failure class, its command,
+# every rank's exit status, the message); not in `make check`.
+EXTRA_DIST += tests/reliability_table.sh
+reliability-table: ulysses$(EXEEXT) ulysses-sim$(EXEEXT) tests/npytool$(EXEEXT)
+	@$(AM_TESTS_ENVIRONMENT) $(SHELL) $(abs_top_srcdir)/tests/reliability_table.sh
+.PHONY: reliability-table
+CLEANFILES += tests/*.valgrind.log sim/tests/*.valgrind.log fuzz/*.valgrind.log sim.valgrind.log

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "cli.h"
 #include "drv.h"
 
@@ -167,6 +168,26 @@ void drv_say(const drv *d, const char *fmt, ...)
     va_end(ap);
     fprintf(stderr, "%s: %s\n", d->cmd, m);
     fflush(stderr);
+}
+
+int drv_parse(drv *d, int argc, char **argv, const struct arg_opt *opts)
+{
+    char msg[1024] = "";
+    int prc = args_parse(d->cmd, argc - 1, argv + 1, opts, msg, sizeof msg);
+    if (prc == ARGS_HELP)
+        return DRV_PARSE_HELP;
+    if (prc == ARGS_ERROR) {
+        size_t k = strlen(d->cmd);
+        drv_fail(d, DRV_BADINPUT, "%s", strncmp(msg, d->cmd, k) == 0 && msg[k] == ':' ? msg + k + 2 : msg);
+        return DRV_PARSE_ERROR;
+    }
+    return DRV_PARSE_OK;
+}
+
+void drv_usage(const drv *d, const char *synopsis, const struct arg_opt *opts)
+{
+    if (d->rank == 0)
+        args_usage(stdout, "ulysses", synopsis, opts);
 }
 
 /* ---------------------------------------------------------------- sync */

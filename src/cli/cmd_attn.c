@@ -209,15 +209,9 @@ static int attn_parse(attn_job *J, drv *d, int argc, char **argv)
     c->batch = 1; c->seq = 1024; c->heads = 8; c->head_dim = 64; c->seed = 1; c->repeat = 3; c->warmup = 1;
     arg_opt opts[NOPTS];
     attn_options(c, opts);
-    char msg[1024] = "";
-    int prc = args_parse(d->cmd, argc - 1, argv + 1, opts, msg, sizeof msg);
-    if (prc == ARGS_HELP)
-        return DRV_PARSE_HELP;
-    if (prc == ARGS_ERROR) {
-        size_t k = strlen(d->cmd);
-        drv_fail(d, DRV_BADINPUT, "%s", strncmp(msg, d->cmd, k) == 0 && msg[k] == ':' ? msg + k + 2 : msg);
-        return DRV_PARSE_ERROR;
-    }
+    int prc = drv_parse(d, argc, argv, opts);
+    if (prc != DRV_PARSE_OK)
+        return prc;
     if (c->fin[T_DO])
         c->backward = 1;
     if (!c->seen_kv)
@@ -1109,21 +1103,14 @@ static int attn_main(attn_job *J, drv *d, int argc, char **argv)
     int nf = ps == DRV_PARSE_OK ? attn_fields(J, f) : 0;
     int rc = drv_agree(d, ps, f, nf);
     if (rc == DRV_PARSE_HELP) {
-        if (d->rank == 0) {
-            arg_opt opts[NOPTS];
-            attn_options(&J->c, opts);
-            args_usage(stdout, "ulysses", synopsis, opts);
-        }
+        arg_opt opts[NOPTS];
+        attn_options(&J->c, opts);
+        drv_usage(d, synopsis, opts);
         return 0;
     }
     if (rc)
         return rc;
-#define STEP(call)                      \
-    do {                                \
-        (void)(call);                   \
-        if ((rc = drv_sync(d)))         \
-            return rc;                  \
-    } while (0)
+#define STEP(call) DRV_STEP(d, call)
     STEP(drv_blas_warmup(d, (int)J->c.threads));
     STEP(attn_resolve(J, d));
     STEP(attn_share_shape(J, d));
@@ -1150,8 +1137,7 @@ int cmd_attn(int argc, char **argv)
         return DRV_RUNTIME;
     attn_job J;
     memset(&J, 0, sizeof J);
-    for (int i = 0; i < NOUT; i++)
-        J.out[i].fd = -1;
+    drv_out_init(J.out, NOUT);
     int code = attn_main(&J, &d, argc, argv);
     job_free(&J);
     return drv_close(&d, code);

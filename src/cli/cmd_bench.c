@@ -29,6 +29,7 @@
 #include <mpi.h>
 
 #include "args.h"
+#include "base/base_json.h"
 #include "cli.h"
 #include "config.h"
 #include "drv.h"
@@ -263,41 +264,65 @@ static int bench_kernel(int argc, char **argv)
     }
     char cpu[256];
     cpu_model(cpu, sizeof cpu);
+    int report_failed = 0;
     if (json) {
-        printf("{\"bench\": \"kernel\", \"batch\": %lld, \"seq\": %lld, \"heads\": %lld, \"head_dim\": %lld, \"causal\": %s, "
-               "\"threads\": %lld, \"repeat\": %lld, \"cpu\": \"%s\", \"blas_core\": \"%s\", \"simd\": \"%s\", "
-               "\"bwd_schedule\": \"%s\", \"sgemm_gflops\": {\"median\": %.3f, \"min\": %.3f, \"max\": %.3f}, "
-               "\"fwd_gflops\": {\"median\": %.3f, \"min\": %.3f, \"max\": %.3f}",
-               (long long)batch, (long long)seq, (long long)heads, (long long)d, causal ? "true" : "false",
-               (long long)threads, (long long)repeat, cpu, blas_core(), isa0,
-               sched == ULY_BWD_SINGLE ? "single" : "two", sg.median, sg.min, sg.max, sf[0].median, sf[0].min,
-               sf[0].max);
-        if (!no_bwd)
-            printf(", \"fwdbwd_gflops\": {\"median\": %.3f, \"min\": %.3f, \"max\": %.3f}", sb[0].median, sb[0].min,
-                   sb[0].max);
-        printf(", \"fwd_over_sgemm\": %.4f", sf[0].median / sg.median);
-        if (!no_bwd)
-            printf(", \"fwdbwd_over_sgemm\": %.4f", sb[0].median / sg.median);
-        if (threads2 > 0) {
-            printf(", \"threads2\": %lld, \"fwd_gflops_threads2\": %.3f, \"fwd_speedup\": %.4f", (long long)threads2,
-                   sf[1].median, sf[1].median / sf[0].median);
-            if (!no_bwd)
-                printf(", \"fwdbwd_gflops_threads2\": %.3f, \"fwdbwd_speedup\": %.4f", sb[1].median,
-                       sb[1].median / sb[0].median);
-        }
-        if (nv > 1) {
-            printf(", \"variants\": [");
-            for (int i = 1; i < nv; i++) {
-                printf("%s{\"label\": \"%s\", \"threads\": %d, \"fwd_gflops\": %.3f, \"fwd_over_default\": %.4f", i > 1 ? ", " : "",
-                       var[i].label, var[i].threads, sf[i].median, sf[i].median / sf[0].median);
-                if (!no_bwd)
-                    printf(", \"fwdbwd_gflops\": %.3f, \"fwdbwd_over_default\": %.4f", sb[i].median,
-                           sb[i].median / sb[0].median);
-                printf("}");
+        /* through jansson (src/base/base_json.h): a ratio that is not finite is null plus a flag */
+        json_t *root = json_object(), *x;
+        int bad = !root;
+        if (!bad) {
+            bad |= uly_json_set_str(root, "bench", "kernel");
+            bad |= uly_json_set_int(root, "batch", batch) | uly_json_set_int(root, "seq", seq);
+            bad |= uly_json_set_int(root, "heads", heads) | uly_json_set_int(root, "head_dim", d);
+            bad |= uly_json_set_bool(root, "causal", causal);
+            bad |= uly_json_set_int(root, "threads", threads) | uly_json_set_int(root, "repeat", repeat);
+            bad |= uly_json_set_str(root, "cpu", cpu) | uly_json_set_str(root, "blas_core", blas_core());
+            bad |= uly_json_set_str(root, "simd", isa0);
+            bad |= uly_json_set_str(root, "bwd_schedule", sched == ULY_BWD_SINGLE ? "single" : "two");
+            const stats *st[3] = {&sg, &sf[0], no_bwd ? NULL : &sb[0]};
+            static const char *const key[3] = {"sgemm_gflops", "fwd_gflops", "fwdbwd_gflops"};
+            for (int s = 0; s < 3 && !bad; s++) {
+                if (!st[s])
+                    continue;
+                bad |= !(x = uly_json_add_object(root, key[s]));
+                if (!bad)
+                    bad |= uly_json_set_fixed(x, "median", st[s]->median, 3) |
+                           uly_json_set_fixed(x, "min", st[s]->min, 3) | uly_json_set_fixed(x, "max", st[s]->max, 3);
             }
-            printf("]");
         }
-        printf("}\n");
+        if (!bad) {
+            bad |= uly_json_set_fixed(root, "fwd_over_sgemm", sf[0].median / sg.median, 4);
+            if (!no_bwd)
+                bad |= uly_json_set_fixed(root, "fwdbwd_over_sgemm", sb[0].median / sg.median, 4);
+            if (threads2 > 0) {
+                bad |= uly_json_set_int(root, "threads2", threads2);
+                bad |= uly_json_set_fixed(root, "fwd_gflops_threads2", sf[1].median, 3);
+                bad |= uly_json_set_fixed(root, "fwd_speedup", sf[1].median / sf[0].median, 4);
+                if (!no_bwd) {
+                    bad |= uly_json_set_fixed(root, "fwdbwd_gflops_threads2", sb[1].median, 3);
+                    bad |= uly_json_set_fixed(root, "fwdbwd_speedup", sb[1].median / sb[0].median, 4);
+                }
+            }
+        }
+        json_t *vs = !bad && nv > 1 ? uly_json_add_array(root, "variants") : NULL;
+        bad |= nv > 1 && !vs;
+        for (int i = 1; i < nv && !bad; i++) {
+            bad |= !(x = uly_json_append_object(vs));
+            if (bad)
+                break;
+            bad |= uly_json_set_str(x, "label", var[i].label) | uly_json_set_int(x, "threads", var[i].threads);
+            bad |= uly_json_set_fixed(x, "fwd_gflops", sf[i].median, 3);
+            bad |= uly_json_set_fixed(x, "fwd_over_default", sf[i].median / sf[0].median, 4);
+            if (!no_bwd) {
+                bad |= uly_json_set_fixed(x, "fwdbwd_gflops", sb[i].median, 3);
+                bad |= uly_json_set_fixed(x, "fwdbwd_over_default", sb[i].median / sb[0].median, 4);
+            }
+        }
+        if (bad)
+            json_decref(root);
+        if (bad || uly_json_dump(stdout, root, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15))) {
+            fprintf(stderr, "ulysses bench kernel: cannot write the JSON report (out of memory or write error)\n");
+            report_failed = 1;
+        }
     } else {
         printf("bench kernel: B=%lld N=%lld H=%lld d=%lld %s, %lld thread%s, %lld repetitions (interleaved)\n",
                (long long)batch, (long long)seq, (long long)heads, (long long)d, causal ? "causal" : "no mask",
@@ -328,7 +353,7 @@ static int bench_kernel(int argc, char **argv)
     }
     for (int i = 0; i < NBUF; i++)
         uly_free(buf[i]);
-    return 0;
+    return report_failed;
 }
 
 /* ------------------------------------------------------------------ memory */
@@ -391,11 +416,24 @@ static int bench_memory(int argc, char **argv)
     const double bq = 128, bk = 256, acc = bq > 4 * bk ? bq : 4 * bk;
     const double ws = (double)threads * (2 * bq * bk + acc * (double)d + 3 * bq) * 4.0;
     const double bound = tensors + ws, rss = (double)ru.ru_maxrss * 1024.0;
-    if (json)
-        printf("{\"bench\": \"memory\", \"seq\": %lld, \"heads\": %lld, \"head_dim\": %lld, \"threads\": %lld, "
-               "\"tensor_bytes\": %.0f, \"workspace_bytes\": %.0f, \"max_rss_bytes\": %.0f, \"rss_over_bound\": %.4f, "
-               "\"seconds\": %.1f}\n",
-               (long long)seq, (long long)heads, (long long)d, (long long)threads, tensors, ws, rss, rss / bound, secs);
+    if (json) {
+        json_t *o = json_object();
+        int bad = !o;
+        if (!bad) {
+            bad |= uly_json_set_str(o, "bench", "memory") | uly_json_set_int(o, "seq", seq);
+            bad |= uly_json_set_int(o, "heads", heads) | uly_json_set_int(o, "head_dim", d);
+            bad |= uly_json_set_int(o, "threads", threads);
+            bad |= uly_json_set_fixed(o, "tensor_bytes", tensors, 0) | uly_json_set_fixed(o, "workspace_bytes", ws, 0);
+            bad |= uly_json_set_fixed(o, "max_rss_bytes", rss, 0);
+            bad |= uly_json_set_fixed(o, "rss_over_bound", rss / bound, 4) | uly_json_set_fixed(o, "seconds", secs, 1);
+        }
+        if (bad)
+            json_decref(o);
+        if (bad || uly_json_dump(stdout, o, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15))) {
+            fprintf(stderr, "ulysses bench memory: cannot write the JSON report (out of memory or write error)\n");
+            return 1;
+        }
+    }
     else {
         printf("bench memory: ulysses attn --seq %lld --heads %lld --head-dim %lld --backward%s, 1 rank, %lld threads\n",
                (long long)seq, (long long)heads, (long long)d, full ? "" : " --causal", (long long)threads);

@@ -448,15 +448,9 @@ static int train_parse(struct train_cfg *c, drv *d, int argc, char **argv)
     c->lr = 5e-3; c->wd = 0.1; c->clip = 1.0; c->data = "synthetic";
     arg_opt opts[NOPTS];
     train_options(c, opts);
-    char msg[1024] = "";
-    int prc = args_parse(d->cmd, argc - 1, argv + 1, opts, msg, sizeof msg);
-    if (prc == ARGS_HELP)
-        return DRV_PARSE_HELP;
-    if (prc == ARGS_ERROR) {
-        size_t k = strlen(d->cmd);
-        drv_fail(d, DRV_BADINPUT, "%s", strncmp(msg, d->cmd, k) == 0 && msg[k] == ':' ? msg + k + 2 : msg);
-        return DRV_PARSE_ERROR;
-    }
+    int prc = drv_parse(d, argc, argv, opts);
+    if (prc != DRV_PARSE_OK)
+        return prc;
     const int P = d->size;
     c->text = strcmp(c->data, "synthetic") != 0;
     if (!c->seen_kv)
@@ -715,22 +709,29 @@ static int train_run(train_job *J, drv *d)
     return 0;
 }
 
+/* Rank 0: commit the log (the steps done so far). */
+static int commit_log(train_job *J, drv *d)
+{
+    if (!J->logf)
+        return 0;
+    errno = 0;
+    int bad = fflush(J->logf) != 0 || ferror(J->logf);
+    int e = errno;
+    bad |= fclose(J->logf) != 0;
+    J->logf = NULL;
+    if (bad)
+        return drv_fail(d, DRV_RUNTIME, "--log %s: cannot write: %s", J->c.log, strerror(e ? e : errno));
+    return drv_out_commit(d, &J->out[O_LOG]);
+}
+
 /* Rank 0: commit the log, the checkpoint and the plot. */
 static int train_write(train_job *J, drv *d)
 {
     const struct train_cfg *c = &J->c;
     if (d->rank != 0)
         return 0;
-    if (J->logf) {
-        int bad = fflush(J->logf) != 0 || ferror(J->logf);
-        int e = errno;
-        bad |= fclose(J->logf) != 0;
-        J->logf = NULL;
-        if (bad)
-            return drv_fail(d, DRV_RUNTIME, "--log %s: cannot write: %s", c->log, strerror(e ? e : errno));
-        if (drv_out_commit(d, &J->out[O_LOG]))
-            return d->code;
-    }
+    if (commit_log(J, d))
+        return d->code;
     if (c->checkpoint) {
         size_t len = uly_train_checkpoint_size(J->T);
         void *img = drv_alloc(d, len, "the checkpoint image");
@@ -761,11 +762,9 @@ static int train_main(train_job *J, drv *d, int argc, char **argv)
     int nf = ps == DRV_PARSE_OK ? train_fields(c, f) : 0;
     int rc = drv_agree(d, ps, f, nf);
     if (rc == DRV_PARSE_HELP) {
-        if (d->rank == 0) {
-            arg_opt opts[NOPTS];
-            train_options(c, opts);
-            args_usage(stdout, "ulysses", synopsis, opts);
-        }
+        arg_opt opts[NOPTS];
+        train_options(c, opts);
+        drv_usage(d, synopsis, opts);
         return 0;
     }
     if (rc)
@@ -779,12 +778,7 @@ static int train_main(train_job *J, drv *d, int argc, char **argv)
         J->out[i].what = what[i];
         J->out[i].fd = -1;
     }
-#define STEP(call)                      \
-    do {                                \
-        (void)(call);                   \
-        if ((rc = drv_sync(d)))         \
-            return rc;                  \
-    } while (0)
+#define STEP(call) DRV_STEP(d, call)
     STEP(drv_blas_warmup(d, (int)c->threads));
     if (c->text) {
         if ((rc = read_shared(d, "--data", c->data, (size_t)1 << 40, &J->td.bytes, &J->td.len)))
@@ -814,8 +808,17 @@ static int train_main(train_job *J, drv *d, int argc, char **argv)
         STEP(0);
     }
     STEP(train_alloc(J, d));
-    if ((rc = train_run(J, d)))
+    if ((rc = train_run(J, d))) {
+        if (d->rank == 0 && J->logf) { /* keep the steps done; the failure itself was reported */
+            drv d0 = *d;
+            d0.code = 0;
+            if (commit_log(J, &d0) == 0)
+                fprintf(stderr, "%s: --log %s: the steps done before the failure are kept\n", d->cmd, c->log);
+            else
+                fprintf(stderr, "%s: %s\n", d->cmd, d0.msg);
+        }
         return rc;
+    }
     STEP(train_write(J, d));
 #undef STEP
     return 0;
@@ -828,8 +831,7 @@ int cmd_train(int argc, char **argv)
         return DRV_RUNTIME;
     train_job J;
     memset(&J, 0, sizeof J);
-    for (int i = 0; i < NOUT; i++)
-        J.out[i].fd = -1;
+    drv_out_init(J.out, NOUT);
     int code = train_main(&J, &d, argc, argv);
     job_free(&J);
     return drv_close(&d, code);

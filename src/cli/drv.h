@@ -83,6 +83,23 @@ int drv_sync(drv *d);
 /* Print a message from rank 0 only ("cmd: ..."). */
 void drv_say(const drv *d, const char *fmt, ...) DRV_PRINTF(2, 3);
 
+/* One step of a driver: make the call, then agree on the status (drv_sync);
+ * when any rank failed, return the agreed exit status from the enclosing
+ * function (which declares `int rc`). */
+#define DRV_STEP(d, call)               \
+    do {                                \
+        (void)(call);                   \
+        if ((rc = drv_sync(d)))         \
+            return rc;                  \
+    } while (0)
+
+/* args_parse (args.h) of argv[1..] into DRV_PARSE_*; on an error its message
+ * (without the "cmd: " prefix) is recorded in d. */
+struct arg_opt;
+int drv_parse(drv *d, int argc, char **argv, const struct arg_opt *opts);
+/* Rank 0 prints the usage (args_usage) after every rank asked for --help. */
+void drv_usage(const drv *d, const char *synopsis, const struct arg_opt *opts);
+
 /* ------------------------------------------------------------ agreement */
 
 /* drv_field, DRV_AGREE_MAX, DRV_PARSE_*: agree_table.h (the MPI-free part). */
@@ -140,6 +157,8 @@ int drv_out_npy(drv *d, drv_out *o, uly_dtype t, int ndim, const int64_t *shape,
 int drv_out_commit(drv *d, drv_out *o);
 /* Remove the temporary file of every output not committed. */
 void drv_out_discard(drv_out *outs, int n);
+/* Mark outputs as holding nothing yet (so that drv_out_discard is safe). */
+void drv_out_init(drv_out *outs, int n);
 
 /* ---------------------------------------------------- memory and BLAS */
 

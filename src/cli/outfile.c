@@ -108,10 +108,7 @@ int drv_out_prepare(drv *d, drv_out *outs, int n, const char *const *inputs, int
     if (!canon)
         return drv_fail(d, DRV_RUNTIME, "out of memory preparing the outputs");
     int rc = 0;
-    for (int i = 0; i < n; i++) {
-        outs[i].fd = -1;
-        outs[i].tmp = NULL;
-    }
+    drv_out_init(outs, n);
     for (int i = 0; i < n && !rc; i++) {
         drv_out *o = &outs[i];
         if (!o->path)
@@ -158,6 +155,14 @@ int drv_out_prepare(drv *d, drv_out *outs, int n, const char *const *inputs, int
     if (rc)
         drv_out_discard(outs, n);
     return rc;
+}
+
+void drv_out_init(drv_out *outs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        outs[i].fd = -1;
+        outs[i].tmp = NULL;
+    }
 }
 
 void drv_out_discard(drv_out *outs, int n)
