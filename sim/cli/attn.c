@@ -189,9 +189,7 @@ static int compare(const usim_platform *p, const usim_attn_job *j, const usim_at
         }
         if (!bad)
             bad |= uly_json_set_bool(o, "bytes_equal", bytes_ok);
-        if (bad)
-            json_decref(o);
-        if (bad || uly_json_dump(stdout, o, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15))) {
+        if (uly_json_emit(stdout, o, bad, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15))) {
             fprintf(stderr, "ulysses-sim: attn: cannot write the JSON output (out of memory or write error)\n");
             return 1;
         }
@@ -355,9 +353,7 @@ int cmd_attn(int argc, char **argv)
             bad |= uly_json_set_fixed(o, "sent_intra_node", r.sent_class[USIM_CLASS_NVLINK], 0);
             bad |= uly_json_set_fixed(o, "sent_inter_node", r.sent_class[USIM_CLASS_NIC], 0);
         }
-        if (bad)
-            json_decref(o);
-        if (bad || uly_json_dump(stdout, o, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15))) {
+        if (uly_json_emit(stdout, o, bad, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15))) {
             fprintf(stderr, "ulysses-sim: attn: cannot write the JSON output (out of memory or write error)\n");
             return 1;
         }

@@ -244,9 +244,7 @@ int cmd_coll(int argc, char **argv)
             bad |= uly_json_set_int(r, "max_sent_nvlink_bytes", (int64_t)w->r.max_sent[USIM_CLASS_NVLINK]);
             bad |= uly_json_set_int(r, "max_sent_nic_bytes", (int64_t)w->r.max_sent[USIM_CLASS_NIC]);
         }
-        if (bad)
-            json_decref(root);
-        if (bad || uly_json_dump(stdout, root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10))) {
+        if (uly_json_emit(stdout, root, bad, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10))) {
             fprintf(stderr, "ulysses-sim: coll: cannot write the JSON output (out of memory or write error)\n");
             rc = 1;
         }

@@ -240,9 +240,5 @@ int out_json(FILE *f, const usim_platform *p, const usim_model *m, int gpus, con
         for (int k = 0; warn && k < r->nwarn; k++)
             bad |= uly_json_append_str(warn, r->warn[k]);
     }
-    if (bad) {
-        json_decref(root);
-        return -1;
-    }
-    return uly_json_dump(f, root, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
+    return uly_json_emit(f, root, bad, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
 }

@@ -89,6 +89,15 @@ int uly_json_dump(FILE *f, json_t *o, size_t flags)
     return rc;
 }
 
+int uly_json_emit(FILE *f, json_t *o, int bad, size_t flags)
+{
+    if (bad) {
+        json_decref(o);
+        return -1;
+    }
+    return uly_json_dump(f, o, flags);
+}
+
 int uly_json_print(FILE *f, json_t *o)
 {
     return uly_json_dump(f, o, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));

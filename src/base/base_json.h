@@ -34,6 +34,9 @@ ULY_BASE_API int uly_json_append_str(json_t *a, const char *s);
  * JSON_INDENT(n) or one line) and a newline; decrefs o.  0 or -1 (o NULL,
  * out of memory, write error). */
 ULY_BASE_API int uly_json_dump(FILE *f, json_t *o, size_t flags);
+/* The end of building o with a flag `bad` that collects the helpers'
+ * failures: when bad, o is freed and -1 returned; otherwise uly_json_dump. */
+ULY_BASE_API int uly_json_emit(FILE *f, json_t *o, int bad, size_t flags);
 /* uly_json_dump on one line, keys in insertion order, 6 significant digits. */
 ULY_BASE_API int uly_json_print(FILE *f, json_t *o);
 /* Make jansson allocate through the base allocation hooks. */

@@ -317,9 +317,7 @@ static int bench_kernel(int argc, char **argv)
                 bad |= uly_json_set_fixed(x, "fwdbwd_over_default", sb[i].median / sb[0].median, 4);
             }
         }
-        if (bad)
-            json_decref(root);
-        if (bad || uly_json_dump(stdout, root, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15))) {
+        if (uly_json_emit(stdout, root, bad, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15))) {
             fprintf(stderr, "ulysses bench kernel: cannot write the JSON report (out of memory or write error)\n");
             report_failed = 1;
         }
@@ -427,9 +425,7 @@ static int bench_memory(int argc, char **argv)
             bad |= uly_json_set_fixed(o, "max_rss_bytes", rss, 0);
             bad |= uly_json_set_fixed(o, "rss_over_bound", rss / bound, 4) | uly_json_set_fixed(o, "seconds", secs, 1);
         }
-        if (bad)
-            json_decref(o);
-        if (bad || uly_json_dump(stdout, o, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15))) {
+        if (uly_json_emit(stdout, o, bad, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15))) {
             fprintf(stderr, "ulysses bench memory: cannot write the JSON report (out of memory or write error)\n");
             return 1;
         }
