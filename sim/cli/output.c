@@ -76,6 +76,7 @@ void out_table(FILE *f, const usim_platform *p, const usim_model *m, const row *
     ROW("memory per GPU [GiB]", snprintf(buf, sizeof buf, "%.1f", r->mem.total / GIB));
     ROW("  activations + logits [GiB]", snprintf(buf, sizeof buf, "%.1f", (r->mem.activations + r->mem.logits) / GIB));
     ROW("  params + grads + optimizer [GiB]", snprintf(buf, sizeof buf, "%.1f", (r->mem.params + r->mem.grads + r->mem.optim) / GIB));
+    ROW("simulation engine", usim_engine_desc(r, buf, sizeof buf));
     snprintf(buf, sizeof buf, "fits in %.0f GiB [yes/no]", p->hbm_bytes / GIB);
     char label[64];
     snprintf(label, sizeof label, "%s", buf);
@@ -115,7 +116,7 @@ void out_csv_header(FILE *f)
     fputs("method,platform,model,gpus,sp,tp,dp,ulysses_degree,ring_degree,zero,recompute,"
           "seq_tokens,global_batch_seqs,micro_steps,iter_s,compute_s,exposed_sp_s,exposed_param_s,"
           "exposed_grad_s,sp_bytes_layer_fwd_B,nvlink_sent_GB,nic_sent_GB,tflops_per_gpu,mfu_pct,"
-          "mem_GiB,fits,max_seq_tokens,error,warnings,pp,bubble_s,placement\n", f);
+          "mem_GiB,fits,max_seq_tokens,error,warnings,pp,bubble_s,placement,engine\n", f);
 }
 
 static void csv_str(FILE *f, const char *s);
@@ -151,7 +152,7 @@ void out_csv_row(FILE *f, const usim_platform *p, const usim_model *m, int gpus,
     if (!w->ok) {
         fprintf(f, ",,,,,,,%lld,,,,,,,,,,,,,,,,", (long long)m->seq);
         csv_str(f, w->err);
-        fputs(",,,,\n", f);
+        fputs(",,,,,\n", f);
         return;
     }
     fprintf(f, "%d,%d,%d,%d,%d,%d,%s,%lld,%lld,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%.0f,%.4f,%.4f,%.2f,%.2f,%.3f,%d,",
@@ -176,6 +177,10 @@ void out_csv_row(FILE *f, const usim_platform *p, const usim_model *m, int gpus,
     usim_job_placement(p, &r->job, pl, sizeof pl);
     fprintf(f, ",%d,%.6f,", r->job.pp, r->bubble_s);
     csv_name(f, pl);
+    char eng[160];
+    usim_engine_desc(r, eng, sizeof eng);
+    fputc(',', f);
+    csv_name(f, eng);
     fputc('\n', f);
 }
 
@@ -214,6 +219,10 @@ void out_json(FILE *f, const usim_platform *p, const usim_model *m, int gpus, co
         usim_job_placement(p, &r->job, pl, sizeof pl);
         fprintf(f, "\"pp\": %d, \"bubble_s\": %.6f, \"placement\": ", r->job.pp, r->bubble_s);
         json_str(f, pl);
+        char eng[160];
+        usim_engine_desc(r, eng, sizeof eng);
+        fprintf(f, ", \"engine\": ");
+        json_str(f, eng);
         fprintf(f, ",\n     ");
         fprintf(f, "\"sp\": %d, \"tp\": %d, \"dp\": %d, \"ulysses_degree\": %d, \"ring_degree\": %d, "
                    "\"zero\": %d, \"recompute\": \"%s\", \"global_batch_seqs\": %lld, \"micro_steps\": %d,\n"
