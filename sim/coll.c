@@ -75,6 +75,7 @@ typedef struct gen {
     uint64_t *sent, *recv, *sent_cls;   /* per GPU, payload bytes over the full pattern */
     int err;
     int nocount;        /* store only (the counters are filled in closed form) */
+    int skipcount;      /* count nothing (the caller has the counters) */
     /* ring light cone (gen_ring_cone): node block of each stored transfer,
      * and whether a block represents a class (its times count) */
     int cone;
@@ -90,9 +91,7 @@ static void count(gen *g, int src, int dst, uint64_t payload)
     if (src == dst)
         return;
     if (src >= 0) {
-        int links[4], cls = USIM_CLASS_NVLINK;
-        usim_time lat;
-        usim_net_route(g->net, src, dst, links, &lat, &cls);
+        int cls = usim_net_class(g->net, src, dst);
         g->sent[src] += payload;
         g->sent_cls[(size_t)src * USIM_NCLASS + cls] += payload;
     }
@@ -102,7 +101,7 @@ static void count(gen *g, int src, int dst, uint64_t payload)
 
 static int put(gen *g, int src, int dst, uint64_t payload, int d0, int d1, int step)
 {
-    if (!g->nocount)
+    if (!g->nocount && !g->skipcount)
         count(g, src, dst, payload);
     if (!g->build || step >= g->window || g->err)
         return -1;
@@ -165,16 +164,23 @@ static int geometry(usim_net *net, const int *ranks, int P, geo *G)
         G->pos = NULL;
         return usim_set_error(USIM_ENOMEM, "out of memory");
     }
-    int N = 0;
+    int N = 0, nn = usim_net_units(net, USIM_UNIT_NODE);
+    int *seen = usim_malloc((size_t)nn * sizeof *seen);   /* node -> index of first appearance */
+    if (!seen) {
+        free(node); free(cnt); free(idx); free(G->pos);
+        G->pos = NULL;
+        return usim_set_error(USIM_ENOMEM, "out of memory");
+    }
+    for (int p = 0; p < P; p++)
+        seen[usim_net_node_of(net, ranks[p])] = -1;
     for (int p = 0; p < P; p++) {
-        int nd = usim_net_node_of(net, ranks[p]), k;
-        for (k = N - 1; k >= 0 && node[k] != nd; k--)
-            ;
+        int nd = usim_net_node_of(net, ranks[p]), k = seen[nd];
         if (k < 0)
-            node[k = N++] = nd;
+            node[k = seen[nd] = N++] = nd;
         idx[p] = k;
         cnt[k]++;
     }
+    free(seen);
     G->N = N;
     G->g = cnt[0];
     G->uniform = 1;
@@ -207,8 +213,65 @@ static uint64_t cyc(const uint64_t *pre, int P, int j0, int len)
     return pre[j0 + len] - pre[j0];
 }
 
+/* The counters of a whole ring (no step simulated), in closed form: over
+ * its P - 1 steps, a reduce-scatter position i sends every chunk but chunk
+ * i, an all-gather position every chunk but chunk i + 1 (ring order), an
+ * all-reduce both: T - A[i], T - A[i+1], 2T - A[i] - A[i+1] per channel, T
+ * the channel's share of all chunks.  The same sums as gen_ring's prefix
+ * sums, without them. */
+static int count_ring(gen *g, int gi, const geo *G, int C)
+{
+    const usim_coll *c = g->c;
+    int P = c->size, gl = C == 1 ? 1 : G->g;
+    const int *rk = c->ranks + (size_t)gi * P;
+    uint64_t *q = usim_malloc((size_t)P * sizeof *q);
+    unsigned *rm = usim_malloc((size_t)P * sizeof *rm);
+    if (!q || !rm) {
+        free(q); free(rm);
+        return usim_set_error(USIM_ENOMEM, "out of memory");
+    }
+    uint64_t sq = 0;
+    for (int p = 0; p < P; p++) {   /* part(x, ch, C) = x / C + (ch < x % C) */
+        q[p] = c->chunk_bytes[p] / (uint64_t)C;
+        rm[p] = (unsigned)(c->chunk_bytes[p] % (uint64_t)C);
+        sq += q[p];
+    }
+    int rs = c->type == USIM_REDUCE_SCATTER, ag = c->type == USIM_ALLGATHER;
+    for (int ch = 0; ch < C; ch++) {
+        uint64_t T = sq;
+        for (int p = 0; p < P; p++)
+            T += (unsigned)ch < rm[p];
+        /* ring index i = b gl + l is position pos[b gl + (ch + l) % gl] */
+        int first = G->pos[(ch % gl)];
+        for (int b = 0, i = 0; i < P; b++)
+            for (int l = 0, m = ch % gl; l < gl; l++, i++, m = m + 1 == gl ? 0 : m + 1) {
+                int pi = C == 1 ? G->pos[i] : G->pos[b * gl + m];
+                int pn = i + 1 == P ? first
+                       : C == 1 ? G->pos[i + 1]
+                       : G->pos[(l + 1 == gl ? (b + 1) * gl : b * gl) + (m + 1 == gl ? 0 : m + 1)];
+                uint64_t ai = q[pi] + ((unsigned)ch < rm[pi]), an = q[pn] + ((unsigned)ch < rm[pn]);
+                uint64_t by = rs ? T - ai : ag ? T - an : 2 * T - ai - an;
+                int src = rk[pi], dst = rk[pn];
+                /* inside a block both ends are on one node: NVLink */
+                int cl = C > 1 && l + 1 < gl ? USIM_CLASS_NVLINK : usim_net_class(g->net, src, dst);
+                if (src != dst) {
+                    g->sent[src] += by;
+                    g->sent_cls[(size_t)src * USIM_NCLASS + cl] += by;
+                    g->recv[dst] += by;
+                }
+            }
+    }
+    free(q); free(rm);
+    return USIM_OK;
+}
+
 static int gen_ring(gen *g, int gi, const geo *G, int C)
 {
+    if (g->window == 0 && !g->build) {
+        if (g->skipcount)
+            return USIM_OK;
+        return count_ring(g, gi, G, C);
+    }
     const usim_coll *c = g->c;
     int P = c->size;
     const int *rk = c->ranks + (size_t)gi * P;
@@ -259,7 +322,8 @@ static int gen_ring(gen *g, int gi, const geo *G, int C)
                 int a0 = (w > rs_end ? w : rs_end) - rs_end, a1 = steps - rs_end;
                 if (c->type != USIM_REDUCE_SCATTER && a0 < a1)   /* kk in [a0, a1): i-a1+1 .. i-a0 */
                     b += cyc(pre, P, i - a1 + 1, a1 - a0);
-                count(g, rk[o[i]], rk[o[(i + 1) % P]], b);
+                if (!g->skipcount)
+                    count(g, rk[o[i]], rk[o[(i + 1) % P]], b);
             }
         }
     free(ord); free(prev); free(cur); free(pre);
@@ -351,7 +415,7 @@ static int gen_ring_cone(gen *g, int gi, const geo *G, int C, int w)
         goto out;
     (void)vrep;
     /* counters: every step of every position in closed form */
-    {
+    if (!g->skipcount) {
         int b0 = g->build, w0 = g->window;
         g->build = 0;
         g->window = 0;
@@ -630,13 +694,30 @@ typedef struct cls {
     int on;            /* simulate group 0 with loads */
     int nocone;        /* do not reduce a single ring by its light cone */
     int *pos;          /* per GPU: its position in its group, -1 if in none */
+    int borrowed;      /* pos belongs to the network's cache */
+    geo g0;            /* group 0's placement (pos NULL: not computed) */
 } cls;
 
 static void cls_free(cls *k)
 {
-    free(k->pos);
+    free(k->g0.pos);
+    k->g0.pos = NULL;
+    if (!k->borrowed)
+        free(k->pos);
     k->pos = NULL;
     k->on = 0;
+}
+
+static uint64_t ranks_key(const usim_coll *c)
+{
+    uint64_t h = 1469598103934665603ULL ^ (uint64_t)c->ngroups ^ ((uint64_t)c->size << 32);
+    size_t n = (size_t)c->ngroups * c->size;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (uint64_t)(uint32_t)c->ranks[i];
+        h *= 1099511628211ULL;
+        h ^= h >> 29;
+    }
+    return h;
 }
 
 /* Sorted positions of the group members in a unit; returns their number. */
@@ -657,17 +738,40 @@ static int unit_sig(usim_net *n, int kind, int u, const int *pos, int *out)
     return m;
 }
 
-/* Decide whether c's groups are equivalent (k->on).  Returns a status. */
+static int analyze_groups(usim_net *n, const usim_coll *c, cls *k);
+
+/* Decide whether c's groups are equivalent (k->on).  Returns a status.  The
+ * collectives of one job share their groups: the last answer is kept on the
+ * network, keyed by the group arrays' contents. */
 static int analyze(usim_net *n, const usim_coll *c, cls *k)
 {
-    int P = c->size, NG = c->ngroups, G = usim_net_gpus(n);
     memset(k, 0, sizeof *k);
     if (usim_net_engine(n) == USIM_ENGINE_FULL)
         return USIM_OK;
-    if (NG < 2 || P < 2) {
+    if (c->ngroups < 2 || c->size < 2) {
         k->on = 1;   /* one group: one class, no copies */
         return USIM_OK;
     }
+    uint64_t key = ranks_key(c);
+    int on;
+    int *pos = usim_net_cls_cache(n, key, c->ngroups, c->size, &on);
+    if (pos || on == 0) {
+        k->on = on;
+        k->pos = pos;
+        k->borrowed = 1;
+        return USIM_OK;
+    }
+    int rc = analyze_groups(n, c, k);
+    if (!rc && k->pos && !usim_net_cls_store(n, key, c->ngroups, c->size, k->pos))
+        k->borrowed = 1;
+    else if (!rc && !k->on)
+        usim_net_cls_store(n, key, c->ngroups, c->size, NULL);
+    return rc;
+}
+
+static int analyze_groups(usim_net *n, const usim_coll *c, cls *k)
+{
+    int P = c->size, NG = c->ngroups, G = usim_net_gpus(n);
     int nu = usim_net_units(n, USIM_UNIT_NIC);
     int gpn = usim_net_platform(n)->gpus_per_node;
     k->pos = usim_malloc((size_t)G * sizeof *k->pos);
@@ -882,7 +986,7 @@ static int candidates(usim_net *n, const usim_coll *c, usim_algo *as, usim_proto
 /* Generate the transfers of algorithm a with protocol p (count them all, and
  * store the window when build).  *steps gets the ring steps (0: not a ring). */
 static int generate(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, usim_proto p,
-                    usim_coll_result *r, gen *g, int build, int *steps)
+                    usim_coll_result *r, gen *g, int build, int *steps, int skipcount)
 {
     memset(r, 0, sizeof *r);
     *steps = 0;
@@ -891,13 +995,16 @@ static int generate(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, 
     g->net = n;
     g->c = c;
     g->build = build;
+    g->skipcount = skipcount;
     g->window = INT_MAX;
     g->wire = usim_proto_wire(p);
-    g->sent = usim_calloc((size_t)G, sizeof *g->sent);
-    g->recv = usim_calloc((size_t)G, sizeof *g->recv);
-    g->sent_cls = usim_calloc((size_t)G * USIM_NCLASS, sizeof *g->sent_cls);
-    if (!g->sent || !g->recv || !g->sent_cls)
-        return usim_set_error(USIM_ENOMEM, "out of memory counting a collective");
+    if (!skipcount) {
+        g->sent = usim_calloc((size_t)G, sizeof *g->sent);
+        g->recv = usim_calloc((size_t)G, sizeof *g->recv);
+        g->sent_cls = usim_calloc((size_t)G * USIM_NCLASS, sizeof *g->sent_cls);
+        if (!g->sent || !g->recv || !g->sent_cls)
+            return usim_set_error(USIM_ENOMEM, "out of memory counting a collective");
+    }
     r->algo = a;
     r->proto = p;
     r->channels = 1;
@@ -912,7 +1019,10 @@ static int generate(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, 
             g->wire /= usim_net_platform(n)->nvls_eff;
         for (int gi = 0; gi < NG && !rc && !g->err; gi++) {
             geo Gg;
-            if ((rc = geometry(n, c->ranks + (size_t)gi * P, P, &Gg)))
+            int own = !(gi == 0 && k->g0.pos);
+            if (!own)
+                Gg = k->g0;   /* group 0's, computed once per collective */
+            else if ((rc = geometry(n, c->ranks + (size_t)gi * P, P, &Gg)))
                 break;
             if (a == USIM_ALGO_TREE) {
                 if (!Gg.uniform || Gg.N < 2)
@@ -952,7 +1062,8 @@ static int generate(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, 
                     rc = gen_ring(g, gi, &Gg, C);
                 r->channels = C;
             }
-            free(Gg.pos);
+            if (own)
+                free(Gg.pos);
         }
     }
     if (!rc && g->err)
@@ -1056,7 +1167,7 @@ static int count_as(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, 
 {
     gen g;
     int steps;
-    int rc = generate(n, c, k, a, p, r, &g, 0, &steps);
+    int rc = generate(n, c, k, a, p, r, &g, 0, &steps, 0);
     if (!rc)
         finish_counts(n, c, k, &g, r, sent, recv);
     gen_free(&g);
@@ -1064,15 +1175,19 @@ static int count_as(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, 
 }
 
 /* Simulate algorithm a with protocol p. */
+/* Simulate algorithm a with protocol p; counted: the counters of algorithm
+ * a (they do not depend on the protocol). */
 static int run_one(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, usim_proto p,
-                   usim_coll_result *r, uint64_t *sent, uint64_t *recv)
+                   usim_coll_result *r, const usim_coll_result *counted)
 {
     gen g;
     int steps;
-    int rc = generate(n, c, k, a, p, r, &g, 1, &steps);
+    int rc = generate(n, c, k, a, p, r, &g, 1, &steps, 1);
+    for (int q = 0; q < USIM_NCLASS; q++)
+        r->max_sent[q] = counted->max_sent[q];
+    r->total_sent = counted->total_sent;
+    r->total_recv = counted->total_recv;
     if (rc || c->size == 1) {
-        if (!rc)
-            finish_counts(n, c, k, &g, r, sent, recv);
         gen_free(&g);
         return rc;
     }
@@ -1084,10 +1199,9 @@ static int run_one(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, u
                 return usim_set_error(USIM_ENOMEM, "out of memory");
             cls k2 = *k;   /* blocks share links on this network: the whole ring */
             k2.nocone = 1;
-            return run_one(n, c, &k2, a, p, r, sent, recv);
+            return run_one(n, c, &k2, a, p, r, counted);
         }
     }
-    finish_counts(n, c, k, &g, r, sent, recv);
     usim_time *fin = usim_malloc((g.n ? g.n : 1) * sizeof *fin);
     usim_loads ld = {NULL, NULL, NULL};
     if (!fin || (k->pos && build_loads(n, k, g.x, (int)g.n, &ld))) {
@@ -1147,6 +1261,10 @@ int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t
     cls k;
     if ((rc = analyze(n, c, &k)))
         return rc;
+    if (is_ring(c->type) && c->size > 1 && (rc = geometry(n, c->ranks, c->size, &k.g0))) {
+        cls_free(&k);
+        return rc;
+    }
     if (!k.on && usim_net_engine(n) == USIM_ENGINE_CLASSES) {
         cls_free(&k);
         return usim_set_error(USIM_EINVAL,
@@ -1170,12 +1288,18 @@ int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t
     }
     int best = -1;
     const usim_platform *pf = usim_net_platform(n);
+    usim_coll_result cnt[USIM_NALGO];
+    int have_cnt[USIM_NALGO] = {0};
     for (int oi = 0; oi < nc && !rc; oi++) {
         int q = order[oi];
         usim_coll_result t;
-        if (best >= 0) {
-            if ((rc = count_as(n, c, &k, as[q], ps[q], &t, NULL, NULL)))
+        if (!have_cnt[as[q]]) {   /* counters per algorithm, whatever the protocol */
+            if ((rc = count_as(n, c, &k, as[q], ps[q], &cnt[as[q]], NULL, NULL)))
                 break;
+            have_cnt[as[q]] = 1;
+        }
+        t = cnt[as[q]];
+        if (best >= 0) {
             double w = usim_proto_wire(ps[q]) / (as[q] == USIM_ALGO_NVLS ? pf->nvls_eff : 1), lb = 0;
             double bw[USIM_NCLASS] = {pf->nvl_Bps, pf->nic_Bps};
             for (int cl = 0; cl < USIM_NCLASS; cl++) {
@@ -1186,7 +1310,7 @@ int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t
             if (lb - 1 >= (double)r->duration)
                 continue;
         }
-        if ((rc = run_one(n, c, &k, as[q], ps[q], &t, NULL, NULL)))
+        if ((rc = run_one(n, c, &k, as[q], ps[q], &t, &cnt[as[q]])))
             break;
         t.estimate_s = est[q];
         if (best < 0 || t.duration < r->duration) {

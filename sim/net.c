@@ -58,6 +58,10 @@ struct usim_net {
     int ring_window;
     int engine;                      /* USIM_ENGINE_* for the collectives run on it */
     int n_classes, n_full;           /* collectives simulated by each engine */
+    /* the last class analysis (coll.c): key of the groups, answer */
+    int *cls_pos;
+    uint64_t cls_key;
+    int cls_ng, cls_p, cls_valid, cls_on;
     double lat_scale[USIM_NCLASS];   /* protocol latency factor per link class */
     /* per run */
     const usim_xfer *x;
@@ -89,6 +93,13 @@ static int nic_of(const usim_net *n, int g)
     int nics = n->p.nics_per_node > 0 && n->p.nics_per_node < n->gpn ? n->p.nics_per_node : n->gpn;
     int share = n->gpn / nics;
     return g - (g % n->gpn) % share;
+}
+
+int usim_net_class(const usim_net *n, int src, int dst)
+{
+    if (src == USIM_SWITCH || dst == USIM_SWITCH || node_of(n, src) == node_of(n, dst))
+        return USIM_CLASS_NVLINK;
+    return USIM_CLASS_NIC;
 }
 
 int usim_net_route(const usim_net *n, int src, int dst, int *links, usim_time *lat, int *cls)
@@ -171,6 +182,7 @@ void usim_net_free(usim_net *n)
         for (int l = 0; l < n->nlinks; l++)
             free(n->lq[l].f);
     free(n->lq);
+    free(n->cls_pos);
     free(n->bw);
     free(n->link_dirty);
     free(n->dirty);
@@ -189,7 +201,32 @@ int usim_net_ring_window(const usim_net *n) { return n->ring_window; }
 const usim_platform *usim_net_platform(const usim_net *n) { return &n->p; }
 int usim_net_node_of(const usim_net *n, int gpu) { return node_of(n, gpu); }
 
-void usim_net_set_engine(usim_net *n, int engine) { n->engine = engine; }
+void usim_net_set_engine(usim_net *n, int engine)
+{
+    n->engine = engine;
+    n->cls_valid = 0;
+}
+
+int *usim_net_cls_cache(usim_net *n, uint64_t key, int ng, int p, int *on)
+{
+    *on = -1;
+    if (!n->cls_valid || n->cls_key != key || n->cls_ng != ng || n->cls_p != p)
+        return NULL;
+    *on = n->cls_on;
+    return n->cls_pos;
+}
+
+int usim_net_cls_store(usim_net *n, uint64_t key, int ng, int p, int *pos)
+{
+    free(n->cls_pos);
+    n->cls_pos = pos;
+    n->cls_key = key;
+    n->cls_ng = ng;
+    n->cls_p = p;
+    n->cls_on = pos != NULL;
+    n->cls_valid = 1;
+    return 0;
+}
 int usim_net_engine(const usim_net *n) { return n->engine; }
 
 void usim_net_engine_count(usim_net *n, int classes, int *n_classes, int *n_full)
@@ -595,13 +632,15 @@ int usim_net_run_loads(usim_net *n, const usim_xfer *x, int count, const usim_lo
         int cls;
         fl->nl = x[i].src == x[i].dst ? 0 : usim_net_route(n, x[i].src, x[i].dst, fl->link, &lat, &cls);
         if (ld) {
-            fl->l0 = ld->off[i];
-            fl->nload = fl->nl ? ld->off[i + 1] - ld->off[i] : 0;
-            for (int k = fl->l0; k < fl->l0 + fl->nload; k++) {
+            int l0 = ld->off[i], nload = fl->nl ? ld->off[i + 1] - ld->off[i] : 0;
+            for (int k = l0; k < l0 + nload; k++)
                 if (ld->link[k] < 0 || ld->link[k] >= n->nlinks || ld->w[k] < 1) {
                     rc = usim_set_error(USIM_EINVAL, "transfer %d: bad link load", i);
                     goto out;
                 }
+            fl->l0 = l0;
+            fl->nload = nload;
+            for (int k = fl->l0; k < fl->l0 + fl->nload; k++) {
                 n->ld_link[k] = ld->link[k];
                 n->ld_w[k] = ld->w[k];
                 n->ld_flow[k] = i;
@@ -635,11 +674,16 @@ int usim_net_run_loads(usim_net *n, const usim_xfer *x, int count, const usim_lo
         if (fin[i] > *makespan)
             *makespan = fin[i];
     }
-    for (int l = 0; l < n->nlinks; l++)
-        USIM_CHECK(n->lq[l].n == 0);
+    for (int i = 0; i < count; i++)   /* every link the run loaded is empty again */
+        for (int k = n->fl[i].l0; k < n->fl[i].l0 + n->fl[i].nload; k++)
+            USIM_CHECK(n->lq[n->ld_link[k]].n == 0);
 out:
     if (!finish)
         free(fin);
+    if (n->fl && n->ld_link)   /* empty after success; cleared after a failure */
+        for (int i = 0; i < count; i++)
+            for (int k = n->fl[i].l0; k < n->fl[i].l0 + n->fl[i].nload; k++)
+                n->lq[n->ld_link[k]].n = 0;
     free(n->fl);
     free(n->dep_off);
     free(n->dep_list);
@@ -655,8 +699,6 @@ out:
     free(n->ld_flow);
     free(n->ld_pos);
     n->ld_link = n->ld_w = n->ld_flow = n->ld_pos = NULL;
-    for (int l = 0; l < n->nlinks; l++)   /* empty after success; cleared after a failure */
-        n->lq[l].n = 0;
     for (int i = 0; i < n->ndirty; i++)
         n->link_dirty[n->dirty[i]] = 0;
     n->ndirty = 0;

@@ -93,6 +93,12 @@ int usim_net_engine(const usim_net *n);
 /* Count one collective simulated by classes (classes > 0) or at full flow
  * level (classes == 0; < 0: count nothing) and return the totals so far. */
 void usim_net_engine_count(usim_net *n, int classes, int *n_classes, int *n_full);
+/* The class analysis of coll.c kept for the next collective on the same
+ * groups: the cached positions (or NULL with *on = 0 for "not equivalent",
+ * *on = -1 when key does not match), and storing one (n takes pos; NULL:
+ * not equivalent). */
+int *usim_net_cls_cache(usim_net *n, uint64_t key, int ng, int p, int *on);
+int usim_net_cls_store(usim_net *n, uint64_t key, int ng, int p, int *pos);
 /* Units of GPUs that share links: the GPUs behind one NIC (unit id: the
  * first of them) and the GPUs of one node (unit id: the node). */
 enum { USIM_UNIT_NIC = 0, USIM_UNIT_NODE, USIM_NUNIT };
@@ -104,6 +110,8 @@ void usim_net_unit_range(const usim_net *n, int kind, int unit, int *first, int 
 int usim_net_link_users(const usim_net *n, int l, int *side, int *first, int *count);
 /* Whether an event is queued at time t (the earliest pending one). */
 int usim_engine_next_at(const usim_engine *e, usim_time t);
+/* The link class (USIM_CLASS_*) of the route src -> dst (usim_net_route's *cls). */
+int usim_net_class(const usim_net *n, int src, int dst);
 /* Longest ring simulated step by step (usim_net_set_ring_window). */
 int usim_net_ring_window(const usim_net *n);
 const usim_platform *usim_net_platform(const usim_net *n);
