@@ -1249,6 +1249,23 @@ static int run_one(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, u
     return rc;
 }
 
+/* The per-call cost of an all-to-all (platform a2a_call_us): one fixed time
+ * per call on top of its transfers, that of the widest link class the call
+ * spans (NIC when any group has members on two nodes).  Measured on our MPI
+ * all-to-all by ulysses calibrate (doc/validation.md); 0 in the GPU presets. */
+static usim_time a2a_call_cost(usim_net *n, const usim_coll *c)
+{
+    if (c->type != USIM_A2A_DIRECT && c->type != USIM_A2A_PAIRWISE)
+        return 0;
+    const usim_platform *pf = usim_net_platform(n);
+    const int gpn = pf->gpus_per_node;
+    for (int g = 0; g < c->ngroups; g++)
+        for (int k = 1; k < c->size; k++)
+            if (c->ranks[g * c->size + k] / gpn != c->ranks[g * c->size] / gpn)
+                return pf->a2a_call[USIM_CLASS_NIC];
+    return pf->a2a_call[USIM_CLASS_NVLINK];
+}
+
 int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t *sent,
                   uint64_t *recv)
 {
@@ -1318,6 +1335,8 @@ int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t
             best = q;
         }
     }
+    if (!rc && c->size > 1)
+        r->duration += a2a_call_cost(n, c);
     if (!rc && (sent || recv)) {   /* the winner's counters */
         usim_coll_result t;
         rc = count_as(n, c, &k, as[best], ps[best], &t, sent, recv);

@@ -243,7 +243,6 @@ int usim_collmemo_run(usim_collmemo *mc, usim_net *net, const usim_coll *c, usim
     if (rc)
         return rc;
     mc->simulated++;
-    mc->classes += r->classes;
     if (mc->n == mc->cap) {
         int cap = mc->cap ? 2 * mc->cap : 16;
         usim_memo_entry *ne = usim_realloc(mc->e, (size_t)cap * sizeof *ne);

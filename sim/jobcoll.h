@@ -45,7 +45,6 @@ typedef struct usim_collmemo {
     struct usim_memo_entry *e;
     int n, cap;
     int simulated;          /* distinct collectives run on the network */
-    int classes;            /* of which by equivalence classes */
 } usim_collmemo;
 void usim_collmemo_free(usim_collmemo *mc);   /* releases the entries, keeps mc */
 /* Simulate c on net, or recall it (same type, groups and bytes). */

@@ -21,7 +21,7 @@ ulysses_sim_SOURCES = sim/cli/main.c sim/cli/opts.c sim/cli/opts.h sim/cli/outpu
 	sim/cli/output.h sim/cli/sweep.c sim/cli/plan.c sim/cli/attn.c sim/cli/coll.c
 ulysses_sim_CPPFLAGS = $(USIM_CPPFLAGS)
 ulysses_sim_CFLAGS = $(USIM_CFLAGS)
-ulysses_sim_LDADD = sim/libusim.la $(JANSSON_LIBS) -lm
+ulysses_sim_LDADD = sim/libusim.la src/libulybase_json.la $(JANSSON_LIBS) -lm
 
 # Presets: installed under $(pkgdatadir)/presets/{platforms,models}.
 simplatformsdir = $(pkgdatadir)/presets/platforms
@@ -64,7 +64,8 @@ EXTRA_DIST += sim/validate.sh sim/validation.md.in sim/tests/validate.sh sim/tes
 	sim/tests/data/huge-latency.json sim/tests/data/huge-flops.json \
 	sim/tests/data/model-bad-heads.json sim/tests/data/tiny-platform.json \
 	sim/tests/data/typo-key.json sim/tests/data/unknown-key.json sim/tests/data/model-typo.json sim/tests/data/model-40-heads.json \
-	sim/tests/data/cpu-2x2.json sim/tests/data/bad-bwd-eff.json
+	sim/tests/data/cpu-2x2.json sim/tests/data/bad-bwd-eff.json \
+	sim/tests/data/cpu-2x2-call.json sim/tests/data/bad-a2a-call.json
 
 sim_tests_test_attnjob_SOURCES = sim/tests/test_attnjob.c
 sim_tests_test_attnjob_CPPFLAGS = $(USIM_CPPFLAGS)

@@ -173,7 +173,7 @@ int usim_simulate(usim_sim *sim, const usim_model *m, const usim_job *jin, FILE 
     if ((rc = usim_layout_make(&j, &lay)))
         return rc;
     usim_jobcoll jc;
-    int before = sim->memo.simulated, before_classes = sim->memo.classes;
+    int before = sim->memo.simulated;
     rc = usim_jc_run(&sim->memo, sim->net, &j, &x, &lay, &jc);
     usim_layout_free(&lay);
     if (rc)
@@ -266,8 +266,11 @@ int usim_simulate(usim_sim *sim, const usim_model *m, const usim_job *jin, FILE 
     r->compute_s = usim_sec(busy);
     r->events = usim_engine_events(b.g.eng);
     r->collectives_simulated = sim->memo.simulated - before;
-    r->coll_classes = sim->memo.classes - before_classes;
-    r->coll_full = r->collectives_simulated - r->coll_classes;
+    for (int id = 0; id < USIM_C_N; id++)   /* the collectives this iteration uses */
+        if (jc.have[id]) {
+            r->coll_classes += jc.r[id].classes != 0;
+            r->coll_full += jc.r[id].classes == 0;
+        }
     r->engine = usim_net_engine(sim->net);
     {
         double sent[2];
