@@ -4,7 +4,13 @@
  *   all-gather, reduce-scatter, all-reduce:
  *     ring  C channel rings; across nodes one channel per rail, entering a
  *           node at local GPU c and leaving it from local GPU c-1, so every
- *           NIC carries one channel (NCCL's rings over rail-optimised nodes)
+ *           NIC carries one channel (NCCL's rings over rail-optimised nodes).
+ *           "Node" here is the NVLink domain (an NVL72 rack is one).  Full-mesh
+ *           nodes (no switch, one link per GPU pair): inside one node, one
+ *           ring per stride s coprime to the group size (order 0, s, 2s, ...),
+ *           so the rings use disjoint links; across nodes (even g) channel c
+ *           crosses the node along the c-th directed Walecki path (all g
+ *           paths together use every link once).
  *     tree  all-reduce only, multi-node: 2g channels, each a chain through
  *           the node's GPUs ending at its head (local GPU c mod g, whose NIC
  *           it uses) and a binary tree over the nodes (NCCL's double binary
@@ -138,9 +144,9 @@ static int put_all(gen *g, int src, int dst, uint64_t payload, int *deps, int nd
     return put(g, src, dst, payload, k > 0 ? deps[0] : -1, k > 1 ? deps[1] : -1, 0);
 }
 
-/* Placement of one group: N nodes of g GPUs each (uniform), pos[n*g + l] =
- * the group position of the l-th GPU (in group order) on the group's n-th
- * node (in order of first appearance). */
+/* Placement of one group: N nodes (NVLink domains) of g GPUs each (uniform),
+ * pos[n*g + l] = the group position of the l-th GPU (in group order) on the
+ * group's n-th domain (in order of first appearance). */
 typedef struct geo {
     int N, g, uniform;
     int *pos;
@@ -159,7 +165,7 @@ static int geometry(usim_net *net, const int *ranks, int P, geo *G)
     }
     int N = 0;
     for (int p = 0; p < P; p++) {
-        int nd = usim_net_node_of(net, ranks[p]), k;
+        int nd = usim_net_domain_of(net, ranks[p]), k;
         for (k = N - 1; k >= 0 && node[k] != nd; k--)
             ;
         if (k < 0)
@@ -185,10 +191,38 @@ static int geometry(usim_net *net, const int *ranks, int P, geo *G)
     return USIM_OK;
 }
 
-/* Channels of the ring algorithm: one per rail across nodes, else one. */
-static int ring_channels(const geo *G)
+/* Channels of the ring algorithm: one per rail across nodes, else one; on
+ * full-mesh nodes as described at the top. */
+static int ring_channels(usim_net *net, const geo *G)
 {
+    if (usim_net_full_mesh(net) && G->uniform && G->g > 1) {
+        if (G->N == 1)
+            return usim_mesh_ring_channels(G->g);
+        if (G->g % 2 == 0)
+            return G->g;
+    }
     return G->uniform && G->N > 1 && G->g > 1 ? G->g : 1;
+}
+
+/* The k-th stride coprime to P (1 <= stride < P). */
+static int coprime_stride(int P, int k)
+{
+    for (int s = 1; s < P; s++)
+        if (usim_gcd(s, P) == 1 && k-- == 0)
+            return s;
+    return 1;
+}
+
+/* Position k of directed Walecki path ch on g (even) vertices: paths
+ * i = 0 .. g/2-1 run i, i+1, i-1, i+2, i-2, ..., i+g/2 (together they use every
+ * edge of the complete graph once); channel ch < g/2 runs path ch forwards,
+ * channel ch >= g/2 path ch - g/2 backwards, so channel ch starts at ch. */
+static int walecki(int g, int ch, int k)
+{
+    int i = ch < g / 2 ? ch : ch - g / 2;
+    int kk = ch < g / 2 ? k : g - 1 - k;
+    int v = kk % 2 ? i + (kk + 1) / 2 : i - kk / 2;
+    return ((v % g) + g) % g;
 }
 
 /* Sum of a[j] over the cyclic range of len indices starting at j0 (pre:
@@ -201,6 +235,7 @@ static uint64_t cyc(const uint64_t *pre, int P, int j0, int len)
 
 static int gen_ring(gen *g, int gi, const geo *G, int C)
 {
+    int mesh = usim_net_full_mesh(g->net) && C > 1;
     const usim_coll *c = g->c;
     int P = c->size;
     const int *rk = c->ranks + (size_t)gi * P;
@@ -211,10 +246,14 @@ static int gen_ring(gen *g, int gi, const geo *G, int C)
         free(ord); free(prev); free(cur); free(pre);
         return usim_set_error(USIM_ENOMEM, "out of memory");
     }
-    for (int ch = 0; ch < C; ch++)
+    for (int ch = 0; ch < C; ch++) {
+        int stride = mesh && G->N == 1 ? coprime_stride(P, ch) : 0;
         for (int i = 0; i < P; i++)
             ord[ch * P + i] = C == 1 ? G->pos[i]
-                                     : G->pos[(i / G->g) * G->g + (ch + i % G->g) % G->g];
+                            : stride ? G->pos[(int)((int64_t)i * stride % P)]
+                            : mesh ? G->pos[(i / G->g) * G->g + walecki(G->g, ch, i % G->g)]
+                                   : G->pos[(i / G->g) * G->g + (ch + i % G->g) % G->g];
+    }
     for (int i = 0; i < C * P; i++)
         prev[i] = -1;
     int ar = c->type == USIM_ALLREDUCE;
@@ -519,7 +558,7 @@ static int generate(usim_net *n, const usim_coll *c, usim_algo a, usim_proto p,
                 else
                     gen_nvls(g, gi);
             } else {
-                int C = ring_channels(&Gg);
+                int C = ring_channels(n, &Gg);
                 if (gi == 0) {
                     /* the window holds about ring_window steps' worth of
                      * one-channel transfers: C channels simulate ring_window / C

@@ -3,12 +3,18 @@
  * flows that share links with max-min fairness.  Collectives built on these
  * transfers are in coll.c.
  *
- * Topology (G GPUs, g per node):
+ * Topology (G GPUs, g per node, D per NVLink domain, D a multiple of g):
  *   NVL_UP[gpu], NVL_DOWN[gpu]      GPU <-> NVSwitch, per direction
  *   NIC_TX[gpu], NIC_RX[gpu]        one NIC per GPU (rail-optimised), per direction
  *   SPINE_UP[node], SPINE_DOWN[node]  leaf -> spine, g * NIC / oversubscription
- * Route inside a node: NVL_UP[src], NVL_DOWN[dst] (latency: NVLink).
- * Route across nodes:  NIC_TX[src], SPINE_UP, SPINE_DOWN, NIC_RX[dst] (latency: NIC).
+ *   MESH[gpu][peer]                 full-mesh nodes only: one link per ordered
+ *                                   GPU pair of a node (g - 1 per GPU)
+ * Route inside an NVLink domain: NVL_UP[src], NVL_DOWN[dst] (latency: NVLink);
+ *   on a full-mesh node: MESH[src][dst] alone.  The domain is the node unless
+ *   the platform's NVLink fabric spans several nodes (an NVL72 rack: D = 72,
+ *   g = 4): then GPUs of different nodes of one domain still talk over NVLink
+ *   and their traffic never touches a NIC.
+ * Route across domains: NIC_TX[src], SPINE_UP, SPINE_DOWN, NIC_RX[dst] (latency: NIC).
  *
  * Flow model: a transfer waits for its dependencies, then for the route's
  * latency, then becomes a flow.  Flows get max-min fair rates (progressive
@@ -46,7 +52,8 @@ typedef struct linkq {
 
 struct usim_net {
     usim_platform p;
-    int gpus, gpn, nodes, nlinks;
+    int gpus, gpn, dom, nodes, nlinks;
+    int mesh_base;      /* first MESH link (full-mesh nodes), else -1 */
     double *bw;         /* per link, bytes/s */
     linkq *lq;
     usim_engine *eng;
@@ -74,6 +81,12 @@ struct usim_net {
 /* ------------------------------------------------------------ topology */
 
 static int node_of(const usim_net *n, int g) { return g / n->gpn; }
+static int domain_of(const usim_net *n, int g) { return g / n->dom; }
+
+int usim_platform_domain(const usim_platform *p)
+{
+    return p->nvl_domain > p->gpus_per_node ? p->nvl_domain : p->gpus_per_node;
+}
 
 /* The GPU whose NIC links GPU g uses: the first of the GPUs sharing its NIC. */
 static int nic_of(const usim_net *n, int g)
@@ -81,6 +94,14 @@ static int nic_of(const usim_net *n, int g)
     int nics = n->p.nics_per_node > 0 && n->p.nics_per_node < n->gpn ? n->p.nics_per_node : n->gpn;
     int share = n->gpn / nics;
     return g - (g % n->gpn) % share;
+}
+
+/* The full-mesh link src -> dst (same node): GPU src's links to its g - 1
+ * peers in local order, skipping itself. */
+static int mesh_link(const usim_net *n, int src, int dst)
+{
+    int ls = src % n->gpn, ld = dst % n->gpn;
+    return n->mesh_base + src * (n->gpn - 1) + ld - (ld > ls);
 }
 
 int usim_net_route(const usim_net *n, int src, int dst, int *links, usim_time *lat, int *cls)
@@ -92,11 +113,15 @@ int usim_net_route(const usim_net *n, int src, int dst, int *links, usim_time *l
         *cls = USIM_CLASS_NVLINK;
         return 1;
     }
-    if (node_of(n, src) == node_of(n, dst)) {
-        links[0] = USIM_LINK_NVL_UP * G + src;
-        links[1] = USIM_LINK_NVL_DOWN * G + dst;
+    if (domain_of(n, src) == domain_of(n, dst)) {
         *lat = (usim_time)llround((double)n->p.nvl_lat * n->lat_scale[USIM_CLASS_NVLINK]);
         *cls = USIM_CLASS_NVLINK;
+        if (n->mesh_base >= 0) {   /* full mesh: the domain is the node */
+            links[0] = mesh_link(n, src, dst);
+            return 1;
+        }
+        links[0] = USIM_LINK_NVL_UP * G + src;
+        links[1] = USIM_LINK_NVL_DOWN * G + dst;
         return 2;
     }
     int base = 4 * G;
@@ -120,9 +145,24 @@ usim_net *usim_net_new(const usim_platform *p, int gpus)
         goto oom;
     n->p = *p;
     n->gpus = gpus;
+    if (p->gpus_per_node < 1 || (p->nvl_domain > 0 && p->nvl_domain % p->gpus_per_node != 0) ||
+        (p->full_mesh && usim_platform_domain(p) != p->gpus_per_node) ||
+        (p->full_mesh && !(p->mesh_link_Bps > 0))) {
+        usim_set_error(USIM_EINVAL, "platform %s: the NVLink domain (%d GPUs) must be a multiple of the "
+                       "%d GPUs per node, a full-mesh node is its own domain, and its links need a "
+                       "positive bandwidth", p->name, p->nvl_domain, p->gpus_per_node);
+        usim_net_free(n);
+        return NULL;
+    }
     n->gpn = p->gpus_per_node < gpus ? p->gpus_per_node : gpus;
+    n->dom = usim_platform_domain(p) < gpus ? usim_platform_domain(p) : gpus;
     n->nodes = (gpus + n->gpn - 1) / n->gpn;
     n->nlinks = 4 * gpus + 2 * n->nodes;
+    n->mesh_base = -1;
+    if (p->full_mesh && n->gpn > 1) {
+        n->mesh_base = n->nlinks;
+        n->nlinks += gpus * (n->gpn - 1);
+    }
     n->ring_window = 64;
     n->lat_scale[USIM_CLASS_NVLINK] = n->lat_scale[USIM_CLASS_NIC] = 1;
     n->bw = usim_malloc((size_t)n->nlinks * sizeof *n->bw);
@@ -147,6 +187,9 @@ usim_net *usim_net_new(const usim_platform *p, int gpus)
     double spine = (double)nics * p->nic_Bps / (p->oversub >= 1 ? p->oversub : 1);
     for (int k = 0; k < 2 * n->nodes; k++)
         n->bw[4 * gpus + k] = spine;
+    if (n->mesh_base >= 0)
+        for (int l = n->mesh_base; l < n->nlinks; l++)
+            n->bw[l] = p->mesh_link_Bps;
     return n;
 oom:
     usim_net_free(n);
@@ -179,6 +222,8 @@ void usim_net_set_ring_window(usim_net *n, int steps) { n->ring_window = steps <
 int usim_net_ring_window(const usim_net *n) { return n->ring_window; }
 const usim_platform *usim_net_platform(const usim_net *n) { return &n->p; }
 int usim_net_node_of(const usim_net *n, int gpu) { return node_of(n, gpu); }
+int usim_net_domain_of(const usim_net *n, int gpu) { return domain_of(n, gpu); }
+int usim_net_full_mesh(const usim_net *n) { return n->mesh_base >= 0; }
 
 void usim_net_set_latency_scale(usim_net *n, double nvlink, double nic)
 {

@@ -76,6 +76,16 @@ static inline usim_time usim_ps_ceil(double x)
     return (usim_time)ceil(x);
 }
 
+static inline int usim_gcd(int a, int b)
+{
+    while (b) {
+        int t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
 /* ------------------------------------------------------------ network internals */
 
 /* The route from GPU src to GPU dst: up to 4 link ids into links, the route's
@@ -85,6 +95,12 @@ int usim_net_route(const usim_net *n, int src, int dst, int *links, usim_time *l
 int usim_net_ring_window(const usim_net *n);
 const usim_platform *usim_net_platform(const usim_net *n);
 int usim_net_node_of(const usim_net *n, int gpu);
+/* The NVLink domain of a GPU (its node unless the platform's nvl_domain spans
+ * several nodes): the unit NCCL treats as one node (intra-domain traffic
+ * never uses a NIC). */
+int usim_net_domain_of(const usim_net *n, int gpu);
+/* 1 if the nodes are full meshes of point-to-point links (no switch). */
+int usim_net_full_mesh(const usim_net *n);
 /* Route latencies are multiplied by these factors until changed (protocols). */
 void usim_net_set_latency_scale(usim_net *n, double nvlink, double nic);
 
@@ -109,6 +125,9 @@ double usim_tune_estimate(const usim_platform *pf, usim_coll_type t, const usim_
 int usim_tune_candidates(const usim_platform *pf, usim_coll_type t, const usim_group_shape *s,
                          double bytes, usim_algo want_a, usim_proto want_p, usim_algo *as,
                          usim_proto *ps, double *est, int max);
+/* Rings NCCL-style rings use inside one full-mesh node of P GPUs: one per
+ * stride coprime to P (disjoint links), i.e. Euler's phi(P). */
+int usim_mesh_ring_channels(int P);
 /* Protocol constants: wire bytes per payload byte, and latency factor per
  * link class relative to Simple. */
 double usim_proto_wire(usim_proto p);
