@@ -681,6 +681,23 @@ static int run_one(usim_net *n, const usim_coll *c, usim_algo a, usim_proto p,
     return rc;
 }
 
+/* The per-call cost of an all-to-all (platform a2a_call_us): one fixed time
+ * per call on top of its transfers, that of the widest link class the call
+ * spans (NIC when any group has members on two nodes).  Measured on our MPI
+ * all-to-all by ulysses calibrate (doc/validation.md); 0 in the GPU presets. */
+static usim_time a2a_call_cost(usim_net *n, const usim_coll *c)
+{
+    if (c->type != USIM_A2A_DIRECT && c->type != USIM_A2A_PAIRWISE)
+        return 0;
+    const usim_platform *pf = usim_net_platform(n);
+    for (int g = 0; g < c->ngroups; g++)   /* members on one NVLink domain: the NVLink cost */
+        for (int k = 1; k < c->size; k++)
+            if (usim_net_domain_of(n, c->ranks[g * c->size + k]) !=
+                usim_net_domain_of(n, c->ranks[g * c->size]))
+                return pf->a2a_call[USIM_CLASS_NIC];
+    return pf->a2a_call[USIM_CLASS_NVLINK];
+}
+
 int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t *sent,
                   uint64_t *recv)
 {
@@ -730,6 +747,8 @@ int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t
             best = k;
         }
     }
+    if (c->size > 1)
+        r->duration += a2a_call_cost(n, c);
     if (sent || recv) {   /* the winner's counters */
         usim_coll_result t;
         rc = count_as(n, c, as[best], ps[best], &t, sent, recv);

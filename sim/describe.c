@@ -91,10 +91,10 @@ static const char *const gpu_keys[] = {"model", "peak_tflops_bf16", "peak_tflops
                                        "launch_us", NULL};
 static const char *const intra_keys[] = {"fabric", "topology", "bw_GBps_per_dir",
                                          "link_bw_GBps_per_dir", "nvlink_domain_gpus", "efficiency",
-                                         "latency_us", "nvls", "nvls_efficiency", NULL};
+                                         "latency_us", "a2a_call_us", "nvls", "nvls_efficiency", NULL};
 static const char *const coll_keys[] = {"all_reduce", "all_gather", "reduce_scatter", "protocol", NULL};
 static const char *const inter_keys[] = {"fabric", "nic_bw_Gbps", "nics_per_node", "efficiency",
-                                         "latency_us", "spine_oversubscription", NULL};
+                                         "latency_us", "a2a_call_us", "spine_oversubscription", NULL};
 static const char *const model_keys[] = {"name", "description", "sources", "layers", "hidden", "heads",
                                          "kv_heads", "ffn_hidden", "vocab", "mlp", "tied_embeddings",
                                          "causal", "seq_tokens", "micro_batch", "global_batch", "dtype",
@@ -118,6 +118,7 @@ int usim_platform_load(const char *path, usim_platform *p)
     double bf16 = 0, fp16 = 0, fp32 = 0, ge = 0, ae = 0, abe = 0, hbm = 0, hbmbw = 0, resv = 0;
     int skip = 1;
     double nvbw = 0, nveff = 1, nvlat = 0, nicbw = 0, niceff = 1, niclat = 0, over = 1;
+    double nvcall = 0, niccall = 0;
     int nvls = 0;
     int64_t sms = 0;
     double tile_m = 128, tile_n = 128, k_half = 0, d_half = 0, launch_us = 0;
@@ -173,6 +174,7 @@ int usim_platform_load(const char *path, usim_platform *p)
         (rc = usim_json_int(&d, intra, "intra_node", "nvlink_domain_gpus", 0, 1, &domain)) ||
         (rc = usim_json_num(&d, intra, "intra_node", "efficiency", 0, 0, 1, &nveff)) ||
         (rc = usim_json_num(&d, intra, "intra_node", "latency_us", 1, 0, 0, &nvlat)) ||
+        (rc = usim_json_num(&d, intra, "intra_node", "a2a_call_us", 0, 0, 0, &nvcall)) ||
         (rc = usim_json_bool(&d, intra, "intra_node", "nvls", 0, &nvls)) ||
         (rc = usim_json_num(&d, intra, "intra_node", "nvls_efficiency", 0, 0, 1, &nvls_eff)) ||
         (rc = usim_json_obj(&d, root, "", "inter_node", &inter)) ||
@@ -181,6 +183,7 @@ int usim_platform_load(const char *path, usim_platform *p)
         (rc = usim_json_int(&d, inter, "inter_node", "nics_per_node", 0, 1, &nics)) ||
         (rc = usim_json_num(&d, inter, "inter_node", "efficiency", 0, 0, 1, &niceff)) ||
         (rc = usim_json_num(&d, inter, "inter_node", "latency_us", 1, 0, 0, &niclat)) ||
+        (rc = usim_json_num(&d, inter, "inter_node", "a2a_call_us", 0, 0, 0, &niccall)) ||
         (rc = usim_json_num(&d, inter, "inter_node", "spine_oversubscription", 0, 1, 0, &over)))
         goto out;
     if (json_object_get(root, "collectives")) {
@@ -260,6 +263,8 @@ int usim_platform_load(const char *path, usim_platform *p)
     p->nvl_lat = usim_ps(nvlat * 1e-6);
     p->nic_Bps = nicbw * 1e9 / 8 * niceff;
     p->nic_lat = usim_ps(niclat * 1e-6);
+    p->a2a_call[USIM_CLASS_NVLINK] = usim_ps(nvcall * 1e-6);
+    p->a2a_call[USIM_CLASS_NIC] = usim_ps(niccall * 1e-6);
     p->oversub = over;
     p->nics_per_node = (int)nics;
     p->nvls = nvls;

@@ -67,7 +67,8 @@ EXTRA_DIST += sim/validate.sh sim/validation.md.in sim/tests/validate.sh sim/tes
 	sim/tests/data/typo-key.json sim/tests/data/unknown-key.json sim/tests/data/model-typo.json sim/tests/data/model-40-heads.json \
 	sim/tests/data/cpu-2x2.json sim/tests/data/bad-bwd-eff.json \
 	sim/tests/data/mesh-with-bw.json sim/tests/data/bad-domain.json sim/tests/data/bad-topology.json \
-	sim/tests/data/mesh-nvls.json
+	sim/tests/data/mesh-nvls.json \
+	sim/tests/data/cpu-2x2-call.json sim/tests/data/bad-a2a-call.json
 
 sim_tests_test_attnjob_SOURCES = sim/tests/test_attnjob.c
 sim_tests_test_attnjob_CPPFLAGS = $(USIM_CPPFLAGS)

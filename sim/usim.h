@@ -107,6 +107,9 @@ typedef struct usim_platform {
     usim_time nvl_lat;          /* ps */
     double nic_Bps;             /* per NIC per direction, bytes/s (after efficiency) */
     usim_time nic_lat;          /* ps */
+    usim_time a2a_call[2];      /* [USIM_CLASS_NVLINK], [USIM_CLASS_NIC]: fixed cost of one all-to-all call (the MPI library's set-up
+                                   and synchronisation at the call, measured by ulysses calibrate),
+                                   ps, by the widest link class the call spans; 0 by default */
     double oversub;             /* spine oversubscription (>= 1) */
     int nics_per_node;          /* NICs (rails) per node; GPUs gpus_per_node / nics_per_node
                                    consecutive GPUs share one (0: one per GPU) */
