@@ -21,7 +21,7 @@ ulysses_sim_SOURCES = sim/cli/main.c sim/cli/opts.c sim/cli/opts.h sim/cli/outpu
 	sim/cli/output.h sim/cli/sweep.c sim/cli/plan.c sim/cli/attn.c sim/cli/coll.c
 ulysses_sim_CPPFLAGS = $(USIM_CPPFLAGS)
 ulysses_sim_CFLAGS = $(USIM_CFLAGS)
-ulysses_sim_LDADD = sim/libusim.la $(JANSSON_LIBS) -lm
+ulysses_sim_LDADD = sim/libusim.la src/libulybase_json.la $(JANSSON_LIBS) -lm
 
 # Presets: installed under $(pkgdatadir)/presets/{platforms,models}.
 simplatformsdir = $(pkgdatadir)/presets/platforms

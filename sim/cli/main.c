@@ -295,7 +295,10 @@ static int run(int argc, char **argv)
             out_csv_row(stdout, &p, &m, gpus, &rows[i]);
         break;
     case FMT_JSON:
-        out_json(stdout, &p, &m, gpus, rows, o.nmethods);
+        if (out_json(stdout, &p, &m, gpus, rows, o.nmethods)) {
+            fprintf(stderr, "ulysses-sim: cannot write the JSON output (out of memory or write error)\n");
+            return 1;
+        }
         break;
     default:
         out_table(stdout, &p, &m, rows, o.nmethods);

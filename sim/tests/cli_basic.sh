@@ -91,7 +91,7 @@ check "no head warning at a dividing degree" test "$(grep -c 'head imbalance' "$
 check "tp x cp: degrees row" grep -q "^degrees tp x sp x pp x dp  *2x4x1x4" "$tmp/c.txt"
 check "tp x cp: placement line" grep -q "^placement: ulysses: tp 2 x cp 4 inside a node; dp 4 across nodes" "$tmp/c.txt"
 "$SIM" --platform dgx-h100 --model llama-3-8b --gpus 32 --method a2a+p2p --cp 16 --ulysses 8 --format json > "$tmp/c.json"
-check "a2a+p2p is usp, placement in json" grep -q '"method": "usp", "pp": 1, "bubble_s": 0.000000, "placement": "cp a2a 8 inside a node; cp p2p 2 x dp 2 across nodes"' "$tmp/c.json"
+check "a2a+p2p is usp, placement in json" grep -q '"method": "usp", "pp": 1, "bubble_s": 0.0, "placement": "cp a2a 8 inside a node; cp p2p 2 x dp 2 across nodes"' "$tmp/c.json"
 "$SIM" --method all_gather,p2p --tp 2 --pp 2 --gpus 64 --format csv > "$tmp/c.csv"
 check "all_gather and p2p with tp 2 and pp 2 (csv)" test "$(grep -c '^\(all-gather\|ring-zigzag\),dgx-a100-40g,gpt-7b,64,16,2,1,.*,2,[0-9.]*,tp 2 inside a node; cp 16 (4 per node) x pp 2 across nodes$' "$tmp/c.csv")" -eq 2
 
