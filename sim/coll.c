@@ -4,7 +4,13 @@
  *   all-gather, reduce-scatter, all-reduce:
  *     ring  C channel rings; across nodes one channel per rail, entering a
  *           node at local GPU c and leaving it from local GPU c-1, so every
- *           NIC carries one channel (NCCL's rings over rail-optimised nodes)
+ *           NIC carries one channel (NCCL's rings over rail-optimised nodes).
+ *           "Node" here is the NVLink domain (an NVL72 rack is one).  Full-mesh
+ *           nodes (no switch, one link per GPU pair): inside one node, one
+ *           ring per stride s coprime to the group size (order 0, s, 2s, ...),
+ *           so the rings use disjoint links; across nodes (even g) channel c
+ *           crosses the node along the c-th directed Walecki path (all g
+ *           paths together use every link once).
  *     tree  all-reduce only, multi-node: 2g channels, each a chain through
  *           the node's GPUs ending at its head (local GPU c mod g, whose NIC
  *           it uses) and a binary tree over the nodes (NCCL's double binary
@@ -145,9 +151,9 @@ static int put_all(gen *g, int src, int dst, uint64_t payload, int *deps, int nd
     return put(g, src, dst, payload, k > 0 ? deps[0] : -1, k > 1 ? deps[1] : -1, 0);
 }
 
-/* Placement of one group: N nodes of g GPUs each (uniform), pos[n*g + l] =
- * the group position of the l-th GPU (in group order) on the group's n-th
- * node (in order of first appearance). */
+/* Placement of one group: N nodes (NVLink domains) of g GPUs each (uniform),
+ * pos[n*g + l] = the group position of the l-th GPU (in group order) on the
+ * group's n-th domain (in order of first appearance). */
 typedef struct geo {
     int N, g, uniform;
     int *pos;
@@ -164,17 +170,17 @@ static int geometry(usim_net *net, const int *ranks, int P, geo *G)
         G->pos = NULL;
         return usim_set_error(USIM_ENOMEM, "out of memory");
     }
-    int N = 0, nn = usim_net_units(net, USIM_UNIT_NODE);
-    int *seen = usim_malloc((size_t)nn * sizeof *seen);   /* node -> index of first appearance */
+    int N = 0, nn = usim_net_units(net, USIM_UNIT_DOMAIN);
+    int *seen = usim_malloc((size_t)nn * sizeof *seen);   /* domain -> index of first appearance */
     if (!seen) {
         free(node); free(cnt); free(idx); free(G->pos);
         G->pos = NULL;
         return usim_set_error(USIM_ENOMEM, "out of memory");
     }
     for (int p = 0; p < P; p++)
-        seen[usim_net_node_of(net, ranks[p])] = -1;
+        seen[usim_net_domain_of(net, ranks[p])] = -1;
     for (int p = 0; p < P; p++) {
-        int nd = usim_net_node_of(net, ranks[p]), k = seen[nd];
+        int nd = usim_net_domain_of(net, ranks[p]), k = seen[nd];
         if (k < 0)
             node[k = seen[nd] = N++] = nd;
         idx[p] = k;
@@ -199,10 +205,38 @@ static int geometry(usim_net *net, const int *ranks, int P, geo *G)
     return USIM_OK;
 }
 
-/* Channels of the ring algorithm: one per rail across nodes, else one. */
-static int ring_channels(const geo *G)
+/* Channels of the ring algorithm: one per rail across nodes, else one; on
+ * full-mesh nodes as described at the top. */
+static int ring_channels(usim_net *net, const geo *G)
 {
+    if (usim_net_full_mesh(net) && G->uniform && G->g > 1) {
+        if (G->N == 1)
+            return usim_mesh_ring_channels(G->g);
+        if (G->g % 2 == 0)
+            return G->g;
+    }
     return G->uniform && G->N > 1 && G->g > 1 ? G->g : 1;
+}
+
+/* The k-th stride coprime to P (1 <= stride < P). */
+static int coprime_stride(int P, int k)
+{
+    for (int s = 1; s < P; s++)
+        if (usim_gcd(s, P) == 1 && k-- == 0)
+            return s;
+    return 1;
+}
+
+/* Position k of directed Walecki path ch on g (even) vertices: paths
+ * i = 0 .. g/2-1 run i, i+1, i-1, i+2, i-2, ..., i+g/2 (together they use every
+ * edge of the complete graph once); channel ch < g/2 runs path ch forwards,
+ * channel ch >= g/2 path ch - g/2 backwards, so channel ch starts at ch. */
+static int walecki(int g, int ch, int k)
+{
+    int i = ch < g / 2 ? ch : ch - g / 2;
+    int kk = ch < g / 2 ? k : g - 1 - k;
+    int v = kk % 2 ? i + (kk + 1) / 2 : i - kk / 2;
+    return ((v % g) + g) % g;
 }
 
 /* Sum of a[j] over the cyclic range of len indices starting at j0 (pre:
@@ -211,6 +245,16 @@ static uint64_t cyc(const uint64_t *pre, int P, int j0, int len)
 {
     j0 = ((j0 % P) + P) % P;
     return pre[j0 + len] - pre[j0];
+}
+
+/* Local order of channel ch's ring inside a node (the ring index b g + l is
+ * position G->pos[b g + perm[l]]): rotation by ch, or on full-mesh nodes
+ * across nodes the ch-th directed Walecki path. */
+static void ring_perm(usim_net *net, const geo *G, int C, int ch, int *perm)
+{
+    int gl = G->g, mesh = usim_net_full_mesh(net) && C > 1;
+    for (int l = 0; l < gl; l++)
+        perm[l] = mesh ? walecki(gl, ch, l) : (ch + l) % gl;
 }
 
 /* The counters of a whole ring (no step simulated), in closed form: over
@@ -226,8 +270,9 @@ static int count_ring(gen *g, int gi, const geo *G, int C)
     const int *rk = c->ranks + (size_t)gi * P;
     uint64_t *q = usim_malloc((size_t)P * sizeof *q);
     unsigned *rm = usim_malloc((size_t)P * sizeof *rm);
-    if (!q || !rm) {
-        free(q); free(rm);
+    int *perm = usim_malloc((size_t)gl * sizeof *perm);
+    if (!q || !rm || !perm) {
+        free(q); free(rm); free(perm);
         return usim_set_error(USIM_ENOMEM, "out of memory");
     }
     uint64_t sq = 0;
@@ -241,18 +286,20 @@ static int count_ring(gen *g, int gi, const geo *G, int C)
         uint64_t T = sq;
         for (int p = 0; p < P; p++)
             T += (unsigned)ch < rm[p];
-        /* ring index i = b gl + l is position pos[b gl + (ch + l) % gl] */
-        int first = G->pos[(ch % gl)];
+        if (C == 1)
+            perm[0] = 0;
+        else
+            ring_perm(g->net, G, C, ch, perm);
+        /* ring index i = b gl + l is position pos[b gl + perm[l]] */
         for (int b = 0, i = 0; i < P; b++)
-            for (int l = 0, m = ch % gl; l < gl; l++, i++, m = m + 1 == gl ? 0 : m + 1) {
-                int pi = C == 1 ? G->pos[i] : G->pos[b * gl + m];
-                int pn = i + 1 == P ? first
-                       : C == 1 ? G->pos[i + 1]
-                       : G->pos[(l + 1 == gl ? (b + 1) * gl : b * gl) + (m + 1 == gl ? 0 : m + 1)];
+            for (int l = 0; l < gl; l++, i++) {
+                int pi = G->pos[b * gl + perm[l]];
+                int pn = i + 1 == P ? G->pos[perm[0]]
+                       : l + 1 == gl ? G->pos[(b + 1) * gl + perm[0]] : G->pos[b * gl + perm[l + 1]];
                 uint64_t ai = q[pi] + ((unsigned)ch < rm[pi]), an = q[pn] + ((unsigned)ch < rm[pn]);
                 uint64_t by = rs ? T - ai : ag ? T - an : 2 * T - ai - an;
                 int src = rk[pi], dst = rk[pn];
-                /* inside a block both ends are on one node: NVLink */
+                /* inside a block both ends are in one NVLink domain: NVLink */
                 int cl = C > 1 && l + 1 < gl ? USIM_CLASS_NVLINK : usim_net_class(g->net, src, dst);
                 if (src != dst) {
                     g->sent[src] += by;
@@ -261,17 +308,17 @@ static int count_ring(gen *g, int gi, const geo *G, int C)
                 }
             }
     }
-    free(q); free(rm);
+    free(q); free(rm); free(perm);
     return USIM_OK;
 }
 
 static int gen_ring(gen *g, int gi, const geo *G, int C)
 {
-    if (g->window == 0 && !g->build) {
-        if (g->skipcount)
-            return USIM_OK;
+    int mesh = usim_net_full_mesh(g->net) && C > 1;
+    if (g->window == 0 && !g->build && g->skipcount)
+        return USIM_OK;
+    if (g->window == 0 && !g->build && !(mesh && G->N == 1))   /* not the stride rings */
         return count_ring(g, gi, G, C);
-    }
     const usim_coll *c = g->c;
     int P = c->size;
     const int *rk = c->ranks + (size_t)gi * P;
@@ -282,10 +329,14 @@ static int gen_ring(gen *g, int gi, const geo *G, int C)
         free(ord); free(prev); free(cur); free(pre);
         return usim_set_error(USIM_ENOMEM, "out of memory");
     }
-    for (int ch = 0; ch < C; ch++)
+    for (int ch = 0; ch < C; ch++) {
+        int stride = mesh && G->N == 1 ? coprime_stride(P, ch) : 0;
         for (int i = 0; i < P; i++)
             ord[ch * P + i] = C == 1 ? G->pos[i]
-                                     : G->pos[(i / G->g) * G->g + (ch + i % G->g) % G->g];
+                            : stride ? G->pos[(int)((int64_t)i * stride % P)]
+                            : mesh ? G->pos[(i / G->g) * G->g + walecki(G->g, ch, i % G->g)]
+                                   : G->pos[(i / G->g) * G->g + (ch + i % G->g) % G->g];
+    }
     for (int i = 0; i < C * P; i++)
         prev[i] = -1;
     int ar = c->type == USIM_ALLREDUCE;
@@ -446,7 +497,18 @@ static int gen_ring_cone(gen *g, int gi, const geo *G, int C, int w)
     int ar = c->type == USIM_ALLREDUCE;
     g->nocount = 1;
     g->cone = 1;
-#define ORD(ch, j) (C == 1 ? G->pos[(j)] : G->pos[((j) / gl) * gl + ((ch) + (j) % gl) % gl])
+    int *perm = usim_malloc((size_t)C * gl * sizeof *perm);
+    if (!perm) {
+        free(prev < cur ? prev : cur);
+        rc = -usim_set_error(USIM_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (int ch = 0; ch < C; ch++)
+        if (C == 1)
+            perm[0] = 0;
+        else
+            ring_perm(g->net, G, C, ch, perm + (size_t)ch * gl);
+#define ORD(ch, j) (G->pos[((j) / gl) * gl + perm[(size_t)(ch) * gl + (j) % gl]])
     for (int k = 0; k < w && !g->err; k++) {
         int rs = c->type == USIM_REDUCE_SCATTER || (ar && k < P - 1);
         int kk = ar && k >= P - 1 ? k - (P - 1) : k;
@@ -481,6 +543,7 @@ static int gen_ring_cone(gen *g, int gi, const geo *G, int C, int w)
         int *t = prev; prev = cur; cur = t;
     }
 #undef ORD
+    free(perm);
     free(prev < cur ? prev : cur);
     g->nocount = 0;
     rc = 1;
@@ -811,9 +874,10 @@ static int analyze_groups(usim_net *n, const usim_coll *c, cls *k)
                 }
             }
         }
-        /* every unit holding the same positions as group 0's unit */
+        /* every unit holding the same positions as group 0's unit (the
+         * units that share links) */
         memset(stamp, 0, (size_t)nu * sizeof *stamp);
-        for (int gi = 1; gi < NG && ok; gi++) {
+        for (int gi = 1; gi < NG && ok && kind != USIM_UNIT_DOMAIN; gi++) {
             const int *rk = c->ranks + (size_t)gi * P;
             for (int p = 0; p < P && ok; p++) {
                 int u = usim_net_unit(n, kind, rk[p]), r = usim_net_unit(n, kind, c->ranks[p]);
@@ -881,6 +945,8 @@ static int build_loads(usim_net *n, const cls *k, const usim_xfer *x, int nx, us
     size_t ne = 0, cap = 0;
     for (int i = 0; i < nu; i++) {
         int side, first, cnt, kind = usim_net_link_users(n, links[i], &side, &first, &cnt);
+        if (kind == USIM_LINK_MESH)
+            continue;   /* one pair's link: its transfers alone */
         for (int h = first; h < first + cnt; h++) {
             if (k->pos[h] < 0)
                 continue;
@@ -917,6 +983,21 @@ static int build_loads(usim_net *n, const cls *k, const usim_xfer *x, int nx, us
         int r = usim_net_route(n, x[i].src, x[i].dst, rl, &lat, &cl);
         for (int j = 0; j < r; j++) {
             int side, first, cnt, kind = usim_net_link_users(n, rl[j], &side, &first, &cnt);
+            if (kind == USIM_LINK_MESH) {
+                if (tot == tcap) {
+                    tcap *= 2;
+                    int *a = usim_realloc(olink, tcap * sizeof *a), *b = usim_realloc(ow, tcap * sizeof *b);
+                    if (a)
+                        olink = a;
+                    if (b)
+                        ow = b;
+                    if (!a || !b)
+                        goto oom;
+                }
+                olink[tot] = rl[j];
+                ow[tot++] = 1;
+                continue;
+            }
             int g = side ? x[i].dst : x[i].src;
             load_ent key = {kind, k->pos[g], -1, 0};
             size_t lo = 0, hi = m;   /* first entry >= key */
@@ -1037,7 +1118,7 @@ static int generate(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, 
                 else
                     gen_nvls(g, gi);
             } else {
-                int C = ring_channels(&Gg);
+                int C = ring_channels(n, &Gg);
                 if (gi == 0) {
                     /* the window holds about ring_window steps' worth of
                      * one-channel transfers: C channels simulate ring_window / C
@@ -1258,10 +1339,10 @@ static usim_time a2a_call_cost(usim_net *n, const usim_coll *c)
     if (c->type != USIM_A2A_DIRECT && c->type != USIM_A2A_PAIRWISE)
         return 0;
     const usim_platform *pf = usim_net_platform(n);
-    const int gpn = pf->gpus_per_node;
-    for (int g = 0; g < c->ngroups; g++)
+    for (int g = 0; g < c->ngroups; g++)   /* members on one NVLink domain: the NVLink cost */
         for (int k = 1; k < c->size; k++)
-            if (c->ranks[g * c->size + k] / gpn != c->ranks[g * c->size] / gpn)
+            if (usim_net_domain_of(n, c->ranks[g * c->size + k]) !=
+                usim_net_domain_of(n, c->ranks[g * c->size]))
                 return pf->a2a_call[USIM_CLASS_NIC];
     return pf->a2a_call[USIM_CLASS_NVLINK];
 }

@@ -3,12 +3,18 @@
  * flows that share links with max-min fairness.  Collectives built on these
  * transfers are in coll.c.
  *
- * Topology (G GPUs, g per node):
+ * Topology (G GPUs, g per node, D per NVLink domain, D a multiple of g):
  *   NVL_UP[gpu], NVL_DOWN[gpu]      GPU <-> NVSwitch, per direction
  *   NIC_TX[gpu], NIC_RX[gpu]        one NIC per GPU (rail-optimised), per direction
  *   SPINE_UP[node], SPINE_DOWN[node]  leaf -> spine, g * NIC / oversubscription
- * Route inside a node: NVL_UP[src], NVL_DOWN[dst] (latency: NVLink).
- * Route across nodes:  NIC_TX[src], SPINE_UP, SPINE_DOWN, NIC_RX[dst] (latency: NIC).
+ *   MESH[gpu][peer]                 full-mesh nodes only: one link per ordered
+ *                                   GPU pair of a node (g - 1 per GPU)
+ * Route inside an NVLink domain: NVL_UP[src], NVL_DOWN[dst] (latency: NVLink);
+ *   on a full-mesh node: MESH[src][dst] alone.  The domain is the node unless
+ *   the platform's NVLink fabric spans several nodes (an NVL72 rack: D = 72,
+ *   g = 4): then GPUs of different nodes of one domain still talk over NVLink
+ *   and their traffic never touches a NIC.
+ * Route across domains: NIC_TX[src], SPINE_UP, SPINE_DOWN, NIC_RX[dst] (latency: NIC).
  *
  * Flow model: a transfer waits for its dependencies, then for the route's
  * latency, then becomes a flow.  Flows get max-min fair rates (progressive
@@ -51,7 +57,8 @@ typedef struct linkq {
 
 struct usim_net {
     usim_platform p;
-    int gpus, gpn, nodes, nlinks;
+    int gpus, gpn, dom, nodes, nlinks;
+    int mesh_base;      /* first MESH link (full-mesh nodes), else -1 */
     double *bw;         /* per link, bytes/s */
     linkq *lq;
     usim_engine *eng;
@@ -86,6 +93,12 @@ struct usim_net {
 /* ------------------------------------------------------------ topology */
 
 static int node_of(const usim_net *n, int g) { return g / n->gpn; }
+static int domain_of(const usim_net *n, int g) { return g / n->dom; }
+
+int usim_platform_domain(const usim_platform *p)
+{
+    return p->nvl_domain > p->gpus_per_node ? p->nvl_domain : p->gpus_per_node;
+}
 
 /* The GPU whose NIC links GPU g uses: the first of the GPUs sharing its NIC. */
 static int nic_of(const usim_net *n, int g)
@@ -95,9 +108,17 @@ static int nic_of(const usim_net *n, int g)
     return g - (g % n->gpn) % share;
 }
 
+/* The full-mesh link src -> dst (same node): GPU src's links to its g - 1
+ * peers in local order, skipping itself. */
+static int mesh_link(const usim_net *n, int src, int dst)
+{
+    int ls = src % n->gpn, ld = dst % n->gpn;
+    return n->mesh_base + src * (n->gpn - 1) + ld - (ld > ls);
+}
+
 int usim_net_class(const usim_net *n, int src, int dst)
 {
-    if (src == USIM_SWITCH || dst == USIM_SWITCH || node_of(n, src) == node_of(n, dst))
+    if (src == USIM_SWITCH || dst == USIM_SWITCH || domain_of(n, src) == domain_of(n, dst))
         return USIM_CLASS_NVLINK;
     return USIM_CLASS_NIC;
 }
@@ -111,11 +132,15 @@ int usim_net_route(const usim_net *n, int src, int dst, int *links, usim_time *l
         *cls = USIM_CLASS_NVLINK;
         return 1;
     }
-    if (node_of(n, src) == node_of(n, dst)) {
-        links[0] = USIM_LINK_NVL_UP * G + src;
-        links[1] = USIM_LINK_NVL_DOWN * G + dst;
+    if (domain_of(n, src) == domain_of(n, dst)) {
         *lat = (usim_time)llround((double)n->p.nvl_lat * n->lat_scale[USIM_CLASS_NVLINK]);
         *cls = USIM_CLASS_NVLINK;
+        if (n->mesh_base >= 0) {   /* full mesh: the domain is the node */
+            links[0] = mesh_link(n, src, dst);
+            return 1;
+        }
+        links[0] = USIM_LINK_NVL_UP * G + src;
+        links[1] = USIM_LINK_NVL_DOWN * G + dst;
         return 2;
     }
     int base = 4 * G;
@@ -139,9 +164,24 @@ usim_net *usim_net_new(const usim_platform *p, int gpus)
         goto oom;
     n->p = *p;
     n->gpus = gpus;
+    if (p->gpus_per_node < 1 || (p->nvl_domain > 0 && p->nvl_domain % p->gpus_per_node != 0) ||
+        (p->full_mesh && usim_platform_domain(p) != p->gpus_per_node) ||
+        (p->full_mesh && !(p->mesh_link_Bps > 0))) {
+        usim_set_error(USIM_EINVAL, "platform %s: the NVLink domain (%d GPUs) must be a multiple of the "
+                       "%d GPUs per node, a full-mesh node is its own domain, and its links need a "
+                       "positive bandwidth", p->name, p->nvl_domain, p->gpus_per_node);
+        usim_net_free(n);
+        return NULL;
+    }
     n->gpn = p->gpus_per_node < gpus ? p->gpus_per_node : gpus;
+    n->dom = usim_platform_domain(p) < gpus ? usim_platform_domain(p) : gpus;
     n->nodes = (gpus + n->gpn - 1) / n->gpn;
     n->nlinks = 4 * gpus + 2 * n->nodes;
+    n->mesh_base = -1;
+    if (p->full_mesh && n->gpn > 1) {
+        n->mesh_base = n->nlinks;
+        n->nlinks += gpus * (n->gpn - 1);
+    }
     n->ring_window = 64;
     n->engine = USIM_ENGINE_AUTO;
     n->lat_scale[USIM_CLASS_NVLINK] = n->lat_scale[USIM_CLASS_NIC] = 1;
@@ -167,6 +207,9 @@ usim_net *usim_net_new(const usim_platform *p, int gpus)
     double spine = (double)nics * p->nic_Bps / (p->oversub >= 1 ? p->oversub : 1);
     for (int k = 0; k < 2 * n->nodes; k++)
         n->bw[4 * gpus + k] = spine;
+    if (n->mesh_base >= 0)
+        for (int l = n->mesh_base; l < n->nlinks; l++)
+            n->bw[l] = p->mesh_link_Bps;
     return n;
 oom:
     usim_net_free(n);
@@ -200,6 +243,8 @@ void usim_net_set_ring_window(usim_net *n, int steps) { n->ring_window = steps <
 int usim_net_ring_window(const usim_net *n) { return n->ring_window; }
 const usim_platform *usim_net_platform(const usim_net *n) { return &n->p; }
 int usim_net_node_of(const usim_net *n, int gpu) { return node_of(n, gpu); }
+int usim_net_domain_of(const usim_net *n, int gpu) { return domain_of(n, gpu); }
+int usim_net_full_mesh(const usim_net *n) { return n->mesh_base >= 0; }
 
 void usim_net_set_engine(usim_net *n, int engine)
 {
@@ -243,33 +288,40 @@ void usim_net_engine_count(usim_net *n, int classes, int *n_classes, int *n_full
 
 int usim_net_units(const usim_net *n, int kind)
 {
-    return kind == USIM_UNIT_NODE ? n->nodes : n->gpus;
+    return kind == USIM_UNIT_NODE ? n->nodes
+         : kind == USIM_UNIT_DOMAIN ? (n->gpus + n->dom - 1) / n->dom : n->gpus;
 }
 
 int usim_net_unit(const usim_net *n, int kind, int gpu)
 {
-    return kind == USIM_UNIT_NODE ? node_of(n, gpu) : nic_of(n, gpu);
+    return kind == USIM_UNIT_NODE ? node_of(n, gpu) : kind == USIM_UNIT_DOMAIN ? domain_of(n, gpu)
+                                                                              : nic_of(n, gpu);
 }
 
 void usim_net_unit_range(const usim_net *n, int kind, int unit, int *first, int *count)
 {
-    if (kind == USIM_UNIT_NODE) {
-        *first = unit * n->gpn;
-    } else {
+    int size;
+    if (kind == USIM_UNIT_NIC) {
         int nics = n->p.nics_per_node > 0 && n->p.nics_per_node < n->gpn ? n->p.nics_per_node : n->gpn;
         *first = unit;
-        *count = nic_of(n, unit) == unit ? n->gpn / nics : 0;   /* not a NIC owner: no unit */
-        if (*first + *count > n->gpus)
-            *count = n->gpus - *first;
-        return;
+        size = nic_of(n, unit) == unit ? n->gpn / nics : 0;   /* not a NIC owner: no unit */
+    } else {
+        size = kind == USIM_UNIT_NODE ? n->gpn : n->dom;
+        *first = unit * size;
     }
-    *count = *first + n->gpn <= n->gpus ? n->gpn : n->gpus - *first;
+    *count = *first + size <= n->gpus ? size : n->gpus - *first;
 }
 
 int usim_net_link_users(const usim_net *n, int l, int *side, int *first, int *count)
 {
-    int G = n->gpus, kind = l < 4 * G ? l / G : l < 4 * G + n->nodes ? USIM_LINK_SPINE_UP
-                                                                      : USIM_LINK_SPINE_DOWN;
+    int G = n->gpus;
+    if (n->mesh_base >= 0 && l >= n->mesh_base) {   /* one GPU pair's link */
+        *side = 0;
+        *first = (l - n->mesh_base) / (n->gpn - 1);
+        *count = 1;
+        return USIM_LINK_MESH;
+    }
+    int kind = l < 4 * G ? l / G : l < 4 * G + n->nodes ? USIM_LINK_SPINE_UP : USIM_LINK_SPINE_DOWN;
     *side = kind == USIM_LINK_NVL_DOWN || kind == USIM_LINK_NIC_RX || kind == USIM_LINK_SPINE_DOWN;
     switch (kind) {
     case USIM_LINK_NVL_UP: case USIM_LINK_NVL_DOWN:

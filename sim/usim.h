@@ -114,11 +114,22 @@ typedef struct usim_platform {
     int nics_per_node;          /* NICs (rails) per node; GPUs gpus_per_node / nics_per_node
                                    consecutive GPUs share one (0: one per GPU) */
     int nvls;                   /* 1: the NVSwitch reduces and multicasts (NVLink SHARP) */
+    int nvl_domain;             /* GPUs per NVLink domain, a multiple of gpus_per_node (0:
+                                   gpus_per_node): traffic between two GPUs of one domain uses
+                                   NVLink only, never a NIC (72 for a GB200 NVL72 rack) */
+    int full_mesh;              /* 1: no switch inside the node; every ordered GPU pair of a node
+                                   has its own link of mesh_link_Bps (MI300X xGMI); nvl_Bps is
+                                   then the GPU's total, (gpus_per_node - 1) x mesh_link_Bps */
+    double mesh_link_Bps;       /* full_mesh: one peer link per direction, bytes/s (after
+                                   efficiency) */
     double nvls_eff;            /* achieved fraction of the NVLink rate under NVLS */
     /* forced NCCL algorithm per collective (AUTO: the tuner chooses) and protocol */
     usim_algo algo_allreduce, algo_allgather, algo_reduce_scatter;
     usim_proto proto;
 } usim_platform;
+
+/* GPUs of one NVLink domain (nvl_domain, or gpus_per_node when 0). */
+int usim_platform_domain(const usim_platform *p);
 
 /* Load a platform from a JSON file.  Errors name the file, line, column and key. */
 int usim_platform_load(const char *path, usim_platform *p);
@@ -150,7 +161,7 @@ const char *const *usim_preset_dirs(void);
 /* ----------------------------------------------------------------- network */
 
 enum { USIM_LINK_NVL_UP, USIM_LINK_NVL_DOWN, USIM_LINK_NIC_TX, USIM_LINK_NIC_RX,
-       USIM_LINK_SPINE_UP, USIM_LINK_SPINE_DOWN, USIM_NLINKKIND };
+       USIM_LINK_SPINE_UP, USIM_LINK_SPINE_DOWN, USIM_LINK_MESH, USIM_NLINKKIND };
 enum { USIM_CLASS_NVLINK = 0, USIM_CLASS_NIC = 1, USIM_NCLASS };
 
 typedef struct usim_net usim_net;

@@ -76,6 +76,16 @@ static inline usim_time usim_ps_ceil(double x)
     return (usim_time)ceil(x);
 }
 
+static inline int usim_gcd(int a, int b)
+{
+    while (b) {
+        int t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
 /* ------------------------------------------------------------ network internals */
 
 /* The route from GPU src to GPU dst: up to 4 link ids into links, the route's
@@ -99,14 +109,18 @@ void usim_net_engine_count(usim_net *n, int classes, int *n_classes, int *n_full
  * not equivalent). */
 int *usim_net_cls_cache(usim_net *n, uint64_t key, int ng, int p, int *on);
 int usim_net_cls_store(usim_net *n, uint64_t key, int ng, int p, int *pos);
-/* Units of GPUs that share links: the GPUs behind one NIC (unit id: the
- * first of them) and the GPUs of one node (unit id: the node). */
-enum { USIM_UNIT_NIC = 0, USIM_UNIT_NODE, USIM_NUNIT };
+/* Units of GPUs: the GPUs behind one NIC (unit id: the first of them) and
+ * the GPUs of one node share links; the GPUs of one NVLink domain reach each
+ * other over NVLink (routes depend on it). */
+enum { USIM_UNIT_NIC = 0, USIM_UNIT_NODE, USIM_UNIT_DOMAIN, USIM_NUNIT };
+/* Kind of a full-mesh link (one GPU pair, used by that pair alone). */
+#define USIM_LINK_MESH USIM_NLINKKIND
 int usim_net_units(const usim_net *n, int kind);
 int usim_net_unit(const usim_net *n, int kind, int gpu);
 void usim_net_unit_range(const usim_net *n, int kind, int unit, int *first, int *count);
-/* Link l's kind (USIM_LINK_*); the GPUs [first, first + count) whose
- * transfers cross it as sources (*side 0) or destinations (*side 1). */
+/* Link l's kind (USIM_LINK_*, or USIM_LINK_MESH); the GPUs [first, first +
+ * count) whose transfers cross it as sources (*side 0) or destinations
+ * (*side 1); a mesh link: its source GPU (only transfers to its peer). */
 int usim_net_link_users(const usim_net *n, int l, int *side, int *first, int *count);
 /* Whether an event is queued at time t (the earliest pending one). */
 int usim_engine_next_at(const usim_engine *e, usim_time t);
@@ -116,6 +130,12 @@ int usim_net_class(const usim_net *n, int src, int dst);
 int usim_net_ring_window(const usim_net *n);
 const usim_platform *usim_net_platform(const usim_net *n);
 int usim_net_node_of(const usim_net *n, int gpu);
+/* The NVLink domain of a GPU (its node unless the platform's nvl_domain spans
+ * several nodes): the unit NCCL treats as one node (intra-domain traffic
+ * never uses a NIC). */
+int usim_net_domain_of(const usim_net *n, int gpu);
+/* 1 if the nodes are full meshes of point-to-point links (no switch). */
+int usim_net_full_mesh(const usim_net *n);
 /* Route latencies are multiplied by these factors until changed (protocols). */
 void usim_net_set_latency_scale(usim_net *n, double nvlink, double nic);
 
@@ -140,6 +160,9 @@ double usim_tune_estimate(const usim_platform *pf, usim_coll_type t, const usim_
 int usim_tune_candidates(const usim_platform *pf, usim_coll_type t, const usim_group_shape *s,
                          double bytes, usim_algo want_a, usim_proto want_p, usim_algo *as,
                          usim_proto *ps, double *est, int max);
+/* Rings NCCL-style rings use inside one full-mesh node of P GPUs: one per
+ * stride coprime to P (disjoint links), i.e. Euler's phi(P). */
+int usim_mesh_ring_channels(int P);
 /* Protocol constants: wire bytes per payload byte, and latency factor per
  * link class relative to Simple. */
 double usim_proto_wire(usim_proto p);

@@ -153,7 +153,7 @@ int cmd_plan(int argc, char **argv)
         fprintf(stderr, "ulysses-sim: out of memory\n");
         return 1;
     }
-    int gpn = p.gpus_per_node;
+    int gpn = usim_platform_domain(&p);   /* TP stays on NVLink */
     for (int mi = 0; mi < nm; mi++) {
         usim_method me = methods[mi];
         int mg = me == USIM_MEGATRON_SP;

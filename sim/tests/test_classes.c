@@ -117,7 +117,7 @@ static void check_shape(const shape *s)
         runs_classes++;
     }
     /* the per-GPU byte check: every GPU of a group counts what its class does */
-    for (int g = 0; g < s->gpus; g += s->gpus / 4 > 0 ? s->gpus / 4 + 1 : 1) {
+    for (int g = 0; g < s->gpus; g += s->gpus - 1 > 0 ? s->gpus - 1 : 1) {   /* first and last */
         double fa[2], fb[2];
         ck_assert_int_eq(usim_sp_layer_bytes(full, &m, &j, g, fa), USIM_OK);
         ck_assert_int_eq(usim_sp_layer_bytes(cls, &m, &j, g, fb), USIM_OK);
@@ -162,6 +162,12 @@ static const shape shapes[] = {
     {"l40s-pcie-8", "gpt-1.2b", 8, RI, 4, 0, 0, 0, 0, 3, 32768, 2, 0},
     {"dgx-a100-40g", "gpt-1.2b", 64, UL, 8, 0, 0, 0, 0, 3, 30001, 2, 0},
     {"dgx-a100-40g", "gpt-1.2b", 64, ZZ, 16, 0, 0, 0, 0, 3, 30001, 2, 0},
+    /* full-mesh nodes (no NVSwitch), NVLink domains of 72 GPUs over 4-GPU nodes */
+    {"mi300x-8", "gpt-1.2b", 64, UL, 8, 0, 0, 0, 0, 3, 32768, 2, 0},
+    {"mi300x-8", "gpt-1.2b", 64, US, 16, 0, 0, 0, 4, 3, 32768, 2, 0},
+    {"mi300x-8", "gpt-1.2b", 128, MS, 8, 0, 0, 0, 0, 2, 32768, 2, 0},
+    {"gb200-nvl72", "gpt-1.2b", 144, UL, 8, 0, 0, 0, 0, 3, 32768, 2, 0},
+    {"gb200-nvl72", "gpt-1.2b", 144, ZZ, 8, 2, 0, 0, 0, 3, 32768, 2, 1},   /* 16-GPU groups on 72 */
     /* uneven: heads over the all-to-all, sequence over ranks, GQA */
     {"dgx-a100-40g", "gpt-1.2b", 48, UL, 12, 0, 0, 0, 0, 3, 30000, 2, 1},
     {"dgx-a100-40g", "llama-3-8b", 48, US, 24, 0, 0, 0, 3, 3, 50001, 2, 1},
@@ -185,12 +191,13 @@ END_TEST
  * may pick, result and per-GPU counters equal. */
 START_TEST(test_collectives_equal)
 {
-    usim_platform plats[3] = {platform_of("dgx-a100-40g"), platform_of("rails2"), platform_of("over4")};
+    usim_platform plats[4] = {platform_of("dgx-a100-40g"), platform_of("rails2"), platform_of("over4"),
+                              platform_of("mi300x-8")};
     const int G = 64;
     int ranks[64];
     uint64_t pb[16 * 16], ch[16];
     uint64_t sa[64], sb[64], ra[64], rb[64];
-    for (int pi = 0; pi < 3; pi++)
+    for (int pi = 0; pi < 4; pi++)
         for (int t = 0; t < USIM_NCOLL; t++)
             for (int stride = 1; stride <= 8; stride *= 2) {
                 int P = t == USIM_SENDRECV ? 2 : 16;
@@ -241,13 +248,14 @@ END_TEST
  * r larger, as uly_split does), and irregular chunks; every ring type. */
 START_TEST(test_single_ring_equal)
 {
-    usim_platform plats[3] = {platform_of("dgx-a100-40g"), platform_of("rails2"), platform_of("over4")};
-    static const int sizes[] = {128, 256};
+    usim_platform plats[4] = {platform_of("dgx-a100-40g"), platform_of("rails2"), platform_of("over4"),
+                              platform_of("mi300x-8")};
+    static const int sizes[] = {96, 128};
     int ranks[256];
     uint64_t ch[256], sa[256], sb[256];
     for (int i = 0; i < 256; i++)
         ranks[i] = i;
-    for (int pi = 0; pi < 3; pi++)
+    for (int pi = 0; pi < 4; pi++)
         for (int si = 0; si < 2; si++)
             for (int t = USIM_ALLGATHER; t <= USIM_ALLREDUCE; t++)
                 for (int pat = 0; pat < 3; pat++) {
