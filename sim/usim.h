@@ -230,6 +230,7 @@ typedef struct usim_coll_result {
     usim_proto proto;
     int channels;                       /* NCCL channels (rings or trees) per group */
     double estimate_s;                  /* the tuner's estimate for that choice */
+    int classes;                        /* simulated by equivalence classes (one group) */
 } usim_coll_result;
 
 /* Simulate a collective.  sent/recv (may be NULL): per-GPU byte counters of
@@ -240,6 +241,13 @@ int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r,
  * *r but duration). */
 int usim_coll_count(usim_net *n, const usim_coll *c, usim_coll_result *r,
                     uint64_t *sent, uint64_t *recv);
+/* Simulation engine of the collectives: FULL runs every flow of every GPU;
+ * CLASSES runs one group per equivalence class of groups (every group of a
+ * collective placed alike on the nodes and NICs: its copies' contention on
+ * shared links counted with multiplicities; doc/simulator.md), the same
+ * result; AUTO (default): CLASSES where the groups are equivalent, else FULL. */
+enum { USIM_ENGINE_AUTO = 0, USIM_ENGINE_FULL, USIM_ENGINE_CLASSES };
+void usim_net_set_engine(usim_net *n, int engine);
 /* Longest ring simulated step by step before extrapolating (default 64). */
 void usim_net_set_ring_window(usim_net *n, int steps);
 
@@ -310,6 +318,10 @@ typedef struct usim_result {
     int fits;
     uint64_t events;              /* engine events of the workload graph */
     int collectives_simulated;    /* distinct collectives run on the network */
+    int engine;                   /* USIM_ENGINE_* requested */
+    int coll_classes, coll_full;  /* the iteration's collectives simulated (now or from the memo)
+                                     by classes (one group per class of equivalent groups), at
+                                     full flow level */
     int64_t requested_batch;      /* the model's global batch before rounding to whole steps */
     /* Adjustments the simulation made on its own (global batch rounded up)
      * and costly choices it was given (uneven heads per rank), one line each,
@@ -326,6 +338,11 @@ void usim_sim_free(usim_sim *s);
 /* Whether communications of different streams that overlap in time share the
  * link classes of the GPU (default 1; 0: each runs at its isolated speed). */
 void usim_sim_set_contention(usim_sim *s, int on);
+/* Which engine ran the collectives of a result: "classes", "full", or both
+ * with the count at full flow level.  Returns snprintf's value. */
+int usim_engine_desc(const usim_result *r, char *buf, size_t n);
+/* Engine of the collectives (USIM_ENGINE_*; default AUTO). */
+void usim_sim_set_engine(usim_sim *s, int engine);
 /* Simulate one training iteration.  trace (may be NULL): a Chrome/Perfetto
  * trace of the iteration is written there. */
 int usim_simulate(usim_sim *s, const usim_model *m, const usim_job *j, FILE *trace,

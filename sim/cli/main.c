@@ -232,6 +232,7 @@ static int run(int argc, char **argv)
         fprintf(stderr, "ulysses-sim: %s\n", usim_last_error());
         return 1;
     }
+    usim_sim_set_engine(sim, o.engine);
     row rows[USIM_NMETHOD];
     memset(rows, 0, sizeof rows);
     int nok = 0;

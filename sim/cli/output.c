@@ -77,6 +77,7 @@ void out_table(FILE *f, const usim_platform *p, const usim_model *m, const row *
     ROW("memory per GPU [GiB]", snprintf(buf, sizeof buf, "%.1f", r->mem.total / GIB));
     ROW("  activations + logits [GiB]", snprintf(buf, sizeof buf, "%.1f", (r->mem.activations + r->mem.logits) / GIB));
     ROW("  params + grads + optimizer [GiB]", snprintf(buf, sizeof buf, "%.1f", (r->mem.params + r->mem.grads + r->mem.optim) / GIB));
+    ROW("simulation engine", usim_engine_desc(r, buf, sizeof buf));
     snprintf(buf, sizeof buf, "fits in %.0f GiB [yes/no]", p->hbm_bytes / GIB);
     char label[64];
     snprintf(label, sizeof label, "%s", buf);
@@ -116,7 +117,7 @@ void out_csv_header(FILE *f)
     fputs("method,platform,model,gpus,sp,tp,dp,ulysses_degree,ring_degree,zero,recompute,"
           "seq_tokens,global_batch_seqs,micro_steps,iter_s,compute_s,exposed_sp_s,exposed_param_s,"
           "exposed_grad_s,sp_bytes_layer_fwd_B,nvlink_sent_GB,nic_sent_GB,tflops_per_gpu,mfu_pct,"
-          "mem_GiB,fits,max_seq_tokens,error,warnings,pp,bubble_s,placement\n", f);
+          "mem_GiB,fits,max_seq_tokens,error,warnings,pp,bubble_s,placement,engine\n", f);
 }
 
 /* A quoted CSV field: "" for a quote. */
@@ -145,7 +146,7 @@ void out_csv_row(FILE *f, const usim_platform *p, const usim_model *m, int gpus,
     if (!w->ok) {
         fprintf(f, ",,,,,,,%lld,,,,,,,,,,,,,,,,", (long long)m->seq);
         csv_str(f, w->err);
-        fputs(",,,,\n", f);
+        fputs(",,,,,\n", f);
         return;
     }
     fprintf(f, "%d,%d,%d,%d,%d,%d,%s,%lld,%lld,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%.0f,%.4f,%.4f,%.2f,%.2f,%.3f,%d,",
@@ -170,6 +171,10 @@ void out_csv_row(FILE *f, const usim_platform *p, const usim_model *m, int gpus,
     usim_job_placement(p, &r->job, pl, sizeof pl);
     fprintf(f, ",%d,%.6f,", r->job.pp, r->bubble_s);
     csv_name(f, pl);
+    char eng[160];
+    usim_engine_desc(r, eng, sizeof eng);
+    fputc(',', f);
+    csv_name(f, eng);
     fputc('\n', f);
 }
 
@@ -205,6 +210,9 @@ int out_json(FILE *f, const usim_platform *p, const usim_model *m, int gpus, con
         bad |= uly_json_set_int(o, "pp", r->job.pp);
         bad |= uly_json_set_fixed(o, "bubble_s", r->bubble_s, 6);
         bad |= uly_json_set_str(o, "placement", pl);
+        char eng[160];
+        usim_engine_desc(r, eng, sizeof eng);
+        bad |= uly_json_set_str(o, "engine", eng);
         bad |= uly_json_set_int(o, "sp", r->job.sp);
         bad |= uly_json_set_int(o, "tp", r->job.tp);
         bad |= uly_json_set_int(o, "dp", r->job.dp);

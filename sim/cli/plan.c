@@ -297,6 +297,7 @@ int cmd_plan(int argc, char **argv)
         fprintf(stderr, "ulysses-sim: %s\n", usim_last_error());
         return 1;
     }
+    usim_sim_set_engine(sim, o.engine);
     int seen[USIM_NMETHOD] = {0};
     for (size_t i = 0; i < nc; i++) {
         int first = !seen[cv[i].j.method];
