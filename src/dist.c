@@ -207,26 +207,39 @@ static int auto_record(uly_dist *D, int which, int mode, double secs)
     return ULY_OK;
 }
 
-static int a2a_move(uly_dist *D, int which, int to_heads, const char *in, int64_t Hx, const int64_t *hbeg,
-                    const int64_t *hcnt, char *out)
+/* Both sides' blocks of one all-to-all for every peer (see a2a_move), the
+ * byte counters, and the copy of the own block; *send_inplace and
+ * *recv_inplace say whether every peer's block of that side is contiguous. */
+static void a2a_blocks(uly_dist *D, int which, int to_heads, const char *in, int64_t Hx, const int64_t *hbeg,
+                       const int64_t *hcnt, char *out, comm_block *send, comm_block *recv, int *send_inplace,
+                       int *recv_inplace)
 {
     const int P = D->P, r = D->rank;
     const size_t es = D->es;
-    comm_block *send = D->sbk, *recv = D->rbk;
-    int send_inplace = 1, recv_inplace = 1;
+    *send_inplace = *recv_inplace = 1;
     for (int s = 0; s < P; s++) {
         comm_block sq = seq_block(D, s, Hx, hbeg, hcnt), hd = head_block(D, s, hcnt[r]);
         send[s] = to_heads ? sq : hd;
         recv[s] = to_heads ? hd : sq;
         if (s == r)
             continue;
-        send_inplace &= block_contiguous(&send[s]);
-        recv_inplace &= block_contiguous(&recv[s]);
+        *send_inplace &= block_contiguous(&send[s]);
+        *recv_inplace &= block_contiguous(&recv[s]);
         D->vol.sent[which] += block_elems(&send[s]) * es;
         D->vol.recv[which] += block_elems(&recv[s]) * es;
     }
     if (D->nc[r] > 0)
         copy_block(out, &recv[r], in, &send[r], es);
+}
+
+static int a2a_move(uly_dist *D, int which, int to_heads, const char *in, int64_t Hx, const int64_t *hbeg,
+                    const int64_t *hcnt, char *out)
+{
+    const int P = D->P, r = D->rank;
+    const size_t es = D->es;
+    comm_block *send = D->sbk, *recv = D->rbk;
+    int send_inplace, recv_inplace;
+    a2a_blocks(D, which, to_heads, in, Hx, hbeg, hcnt, out, send, recv, &send_inplace, &recv_inplace);
     comm_block self_s = send[r], self_r = recv[r];
     send[r].rows = recv[r].rows = 0; /* the own block does not go through MPI */
     int rc;
@@ -669,21 +682,9 @@ static int ovl_start(uly_dist *D, ovl_op *o, int which, int to_heads, const char
     char *headst = seqst + D->ost_seq * es;
     char *sstage = to_heads ? seqst : headst, *rstage = to_heads ? headst : seqst;
     comm_block *send = D->sbk, *recv = pt->recv;
-    int send_inplace = 1, recv_inplace = 1;
+    int send_inplace, recv_inplace;
     o->n++;
-    for (int s = 0; s < P; s++) {
-        comm_block sq = seq_block(D, s, Hx, hbeg, hcnt), hd = head_block(D, s, hcnt[r]);
-        send[s] = to_heads ? sq : hd;
-        recv[s] = to_heads ? hd : sq;
-        if (s == r)
-            continue;
-        send_inplace &= block_contiguous(&send[s]);
-        recv_inplace &= block_contiguous(&recv[s]);
-        D->vol.sent[which] += block_elems(&send[s]) * es;
-        D->vol.recv[which] += block_elems(&recv[s]) * es;
-    }
-    if (D->nc[r] > 0)
-        copy_block(out, &recv[r], in, &send[r], es);
+    a2a_blocks(D, which, to_heads, in, Hx, hbeg, hcnt, out, send, recv, &send_inplace, &recv_inplace);
     pt->out = out;
     pt->rstage = recv_inplace ? NULL : rstage;
     int rc = ULY_OK;
