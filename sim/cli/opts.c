@@ -213,7 +213,7 @@ int opts_parse(opts *o, int argc, char **argv, int first, int mode, int *help)
         static const char *const valued[] = {
             "--platform", "--model", "--gpus", "--seq", "--method", "--sp", "--cp", "--tp", "--pp", "--dp",
             "--ulysses", "--zero", "--recompute", "--a2a", "--micro-batch", "--global-batch",
-            "--layers", "--format", "--trace", "--out", "--plot", "--plot-metric", "--seq-per-gpu", "--top", NULL};
+            "--layers", "--format", "--engine", "--trace", "--out", "--plot", "--plot-metric", "--seq-per-gpu", "--top", NULL};
         int known = 0;
         for (int k = 0; valued[k]; k++)
             if (strcmp(name, valued[k]) == 0)
@@ -288,6 +288,11 @@ int opts_parse(opts *o, int argc, char **argv, int first, int mode, int *help)
             else if (strcmp(val, "csv") == 0) o->format = FMT_CSV;
             else if (strcmp(val, "json") == 0) o->format = FMT_JSON;
             else return fail("--format: expected table, csv or json, got '%s'", val);
+        } else if (strcmp(name, "--engine") == 0) {
+            if (strcmp(val, "auto") == 0) o->engine = USIM_ENGINE_AUTO;
+            else if (strcmp(val, "full") == 0) o->engine = USIM_ENGINE_FULL;
+            else if (strcmp(val, "classes") == 0) o->engine = USIM_ENGINE_CLASSES;
+            else return fail("--engine: expected auto, full or classes, got '%s'", val);
         } else if (strcmp(name, "--trace") == 0) o->trace = val;
         else if (strcmp(name, "--out") == 0 && sweep) o->out = val;
         else if (strcmp(name, "--plot") == 0 && sweep) o->plot = val;

@@ -153,7 +153,7 @@ int cmd_plan(int argc, char **argv)
         fprintf(stderr, "ulysses-sim: out of memory\n");
         return 1;
     }
-    int gpn = p.gpus_per_node;
+    int gpn = usim_platform_domain(&p);   /* TP stays on NVLink */
     for (int mi = 0; mi < nm; mi++) {
         usim_method me = methods[mi];
         int mg = me == USIM_MEGATRON_SP;
@@ -265,6 +265,7 @@ int cmd_plan(int argc, char **argv)
         fprintf(stderr, "ulysses-sim: %s\n", usim_last_error());
         return 1;
     }
+    usim_sim_set_engine(sim, o.engine);
     int seen[USIM_NMETHOD] = {0};
     for (size_t i = 0; i < nc; i++) {
         int first = !seen[cv[i].j.method];
