@@ -997,7 +997,8 @@ static int build_loads(usim_net *n, const cls *k, const usim_xfer *x, int nx, us
             e[ne++] = (load_ent){kind, k->pos[h], links[i], 1};
         }
     }
-    qsort(e, ne, sizeof *e, ent_cmp);
+    if (ne > 0)   /* none when every link is a mesh link */
+        qsort(e, ne, sizeof *e, ent_cmp);
     size_t m = 0;
     for (size_t i = 0; i < ne; i++) {
         if (m > 0 && ent_cmp(&e[m - 1], &e[i]) == 0)
