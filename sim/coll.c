@@ -351,7 +351,8 @@ static int count_ring(gen *g, int gi, const geo *G, int C)
 
 static int gen_ring(gen *g, int gi, const geo *G, int C)
 {
-    int mesh = usim_net_full_mesh(g->net) && C > 1;
+    /* full mesh: strides inside one node, Walecki paths (even g) across nodes */
+    int mesh = usim_net_full_mesh(g->net) && C > 1 && (G->N == 1 || G->g % 2 == 0);
     if (g->window == 0 && !g->build && g->skipcount)
         return USIM_OK;
     if (g->window == 0 && !g->build && !(mesh && G->N == 1))   /* not the stride rings */

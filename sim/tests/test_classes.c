@@ -161,21 +161,21 @@ static const shape shapes[] = {
     {"a100-pcie-4", "gpt-1.2b", 4, UL, 2, 0, 0, 0, 0, 3, 32768, 2, 0},
     {"l40s-pcie-8", "gpt-1.2b", 8, RI, 4, 0, 0, 0, 0, 3, 32768, 2, 0},
     {"dgx-a100-40g", "gpt-1.2b", 64, UL, 8, 0, 0, 0, 0, 3, 30001, 2, 0},
-    {"dgx-a100-40g", "gpt-1.2b", 64, ZZ, 16, 0, 0, 0, 0, 3, 30001, 2, 0},
+    {"dgx-a100-40g", "gpt-1.2b", 64, ZZ, 16, 0, 0, 0, 0, 3, 30016, 2, 0},
     /* full-mesh nodes (no NVSwitch), NVLink domains of 72 GPUs over 4-GPU nodes */
     {"mi300x-8", "gpt-1.2b", 64, UL, 8, 0, 0, 0, 0, 3, 32768, 2, 0},
     {"mi300x-8", "gpt-1.2b", 64, US, 16, 0, 0, 0, 4, 3, 32768, 2, 0},
     {"mi300x-8", "gpt-1.2b", 128, MS, 8, 0, 0, 0, 0, 2, 32768, 2, 0},
     {"gb200-nvl72", "gpt-1.2b", 144, UL, 8, 0, 0, 0, 0, 3, 32768, 2, 0},
     {"gb200-nvl72", "gpt-1.2b", 144, ZZ, 8, 2, 0, 0, 0, 3, 32768, 2, 1},   /* 16-GPU groups on 72 */
-    /* uneven: heads over the all-to-all, sequence over ranks, GQA */
+    /* uneven: heads over the all-to-all, sequence over ranks (ulysses; zigzag methods need 2 x CP equal chunks), GQA */
     {"dgx-a100-40g", "gpt-1.2b", 48, UL, 12, 0, 0, 0, 0, 3, 30000, 2, 1},
-    {"dgx-a100-40g", "llama-3-8b", 48, US, 24, 0, 0, 0, 3, 3, 50001, 2, 1},
-    {"dgx-a100-40g", "llama-3-8b", 48, ZZ, 12, 2, 0, 0, 0, 2, 49999, 2, 0},
+    {"dgx-a100-40g", "llama-3-8b", 48, US, 24, 0, 0, 0, 3, 3, 50016, 2, 1},
+    {"dgx-a100-40g", "llama-3-8b", 48, ZZ, 12, 2, 0, 0, 0, 2, 49992, 2, 0},
     /* one ZeRO ring over 128 and 192 GPUs: its light cone */
     {"dgx-a100-40g", "gpt-1.2b", 128, UL, 8, 0, 0, 0, 0, 3, 32768, 2, 0},
     {"rails2", "gpt-1.2b", 128, MS, 8, 0, 0, 0, 0, 2, 30001, 2, 0},
-    {"over4", "llama-3-8b", 192, US, 8, 0, 0, 0, 2, 3, 30001, 2, 0},
+    {"over4", "llama-3-8b", 192, US, 8, 0, 0, 0, 2, 3, 30000, 2, 0},
     {"dgx-a100-40g", "gpt-1.2b", 128, RI, 16, 0, 0, 0, 0, 0, 32768, 2, 0},
     /* groups of 12 straddle 8-GPU nodes in two ways: the full engine runs them */
     {"dgx-a100-40g", "gpt-1.2b", 48, RI, 12, 0, 0, 0, 0, 3, 36000, 2, 1},
