@@ -269,7 +269,8 @@ static uint64_t cyc(const uint64_t *pre, int P, int j0, int len)
  * across nodes the ch-th directed Walecki path. */
 static void ring_perm(usim_net *net, const geo *G, int C, int ch, int *perm)
 {
-    int gl = G->g, mesh = usim_net_full_mesh(net) && C > 1;
+    /* as gen_ring: Walecki paths across nodes only for an even g */
+    int gl = G->g, mesh = usim_net_full_mesh(net) && C > 1 && (G->N == 1 || G->g % 2 == 0);
     for (int l = 0; l < gl; l++)
         perm[l] = mesh ? walecki(gl, ch, l) : (ch + l) % gl;
 }
