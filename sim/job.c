@@ -199,6 +199,14 @@ int usim_job_resolve(const usim_model *m, const usim_platform *p, usim_job *j)
     if (m->seq < gran)
         return usim_set_error(USIM_EINVAL, "%s: sequence %lld is shorter than %d (%s needs >= %d tokens)",
                               mn, (long long)m->seq, gran, mn, gran);
+    if (two && m->seq % (2 * (int64_t)j->sp) != 0) {
+        /* zigzag load balancing (Megatron's p2p, USP's ring, Llama-3's
+         * all-gather CP) cuts the sequence into 2 x CP equal chunks */
+        int64_t c2 = 2 * (int64_t)j->sp, lo = m->seq / c2 * c2;
+        return usim_set_error(USIM_EINVAL, "%s: sequence %lld is not a multiple of 2 x CP = %lld (zigzag "
+                              "load balancing cuts it into 2 x CP equal chunks); nearest valid: %lld or %lld",
+                              mn, (long long)m->seq, (long long)c2, (long long)lo, (long long)(lo + c2));
+    }
     return USIM_OK;
 }
 

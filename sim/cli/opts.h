@@ -41,6 +41,7 @@ typedef struct opts {
     int no_progress;
     /* plan */
     int top;
+    double mem_headroom;           /* fraction of HBM a plan must leave free (--mem-headroom) */
     int zero_set, recompute_set;   /* given on the command line (plan searches them otherwise) */
 } opts;
 

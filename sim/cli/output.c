@@ -222,6 +222,8 @@ int out_json(FILE *f, const usim_platform *p, const usim_model *m, int gpus, con
         bad |= uly_json_set_str(o, "recompute", usim_recompute_name(r->job.recompute));
         bad |= uly_json_set_int(o, "global_batch_seqs", r->global_batch);
         bad |= uly_json_set_int(o, "micro_steps", r->micro_steps);
+        bad |= uly_json_set_int(o, "micro_batch",
+                                r->global_batch / ((int64_t)r->micro_steps * (r->job.dp > 0 ? r->job.dp : 1)));
         bad |= uly_json_set_fixed(o, "iter_s", r->iter_s, 6);
         bad |= uly_json_set_fixed(o, "compute_s", r->compute_s, 6);
         bad |= uly_json_set_fixed(o, "exposed_sp_s", r->exposed_s[0], 6);

@@ -57,6 +57,11 @@ static usim_platform platform_of(const char *name)
         p.a2a_call[USIM_CLASS_NIC] = 20000000;
         return p;
     }
+    if (strcmp(name, "mesh3") == 0) {   /* full-mesh nodes of an odd GPU count: rail-order rings */
+        usim_platform p = load_platform("mi300x-8");
+        p.gpus_per_node = 3;
+        return p;
+    }
     if (strcmp(name, "over4") == 0) {
         usim_platform p = load_platform("dgx-a100-40g");
         p.oversub = 4;
@@ -161,21 +166,21 @@ static const shape shapes[] = {
     {"a100-pcie-4", "gpt-1.2b", 4, UL, 2, 0, 0, 0, 0, 3, 32768, 2, 0},
     {"l40s-pcie-8", "gpt-1.2b", 8, RI, 4, 0, 0, 0, 0, 3, 32768, 2, 0},
     {"dgx-a100-40g", "gpt-1.2b", 64, UL, 8, 0, 0, 0, 0, 3, 30001, 2, 0},
-    {"dgx-a100-40g", "gpt-1.2b", 64, ZZ, 16, 0, 0, 0, 0, 3, 30001, 2, 0},
+    {"dgx-a100-40g", "gpt-1.2b", 64, ZZ, 16, 0, 0, 0, 0, 3, 30016, 2, 0},
     /* full-mesh nodes (no NVSwitch), NVLink domains of 72 GPUs over 4-GPU nodes */
     {"mi300x-8", "gpt-1.2b", 64, UL, 8, 0, 0, 0, 0, 3, 32768, 2, 0},
     {"mi300x-8", "gpt-1.2b", 64, US, 16, 0, 0, 0, 4, 3, 32768, 2, 0},
     {"mi300x-8", "gpt-1.2b", 128, MS, 8, 0, 0, 0, 0, 2, 32768, 2, 0},
     {"gb200-nvl72", "gpt-1.2b", 144, UL, 8, 0, 0, 0, 0, 3, 32768, 2, 0},
     {"gb200-nvl72", "gpt-1.2b", 144, ZZ, 8, 2, 0, 0, 0, 3, 32768, 2, 1},   /* 16-GPU groups on 72 */
-    /* uneven: heads over the all-to-all, sequence over ranks, GQA */
+    /* uneven: heads over the all-to-all, sequence over ranks (ulysses; zigzag methods need 2 x CP equal chunks), GQA */
     {"dgx-a100-40g", "gpt-1.2b", 48, UL, 12, 0, 0, 0, 0, 3, 30000, 2, 1},
-    {"dgx-a100-40g", "llama-3-8b", 48, US, 24, 0, 0, 0, 3, 3, 50001, 2, 1},
-    {"dgx-a100-40g", "llama-3-8b", 48, ZZ, 12, 2, 0, 0, 0, 2, 49999, 2, 0},
+    {"dgx-a100-40g", "llama-3-8b", 48, US, 24, 0, 0, 0, 3, 3, 50016, 2, 1},
+    {"dgx-a100-40g", "llama-3-8b", 48, ZZ, 12, 2, 0, 0, 0, 2, 49992, 2, 0},
     /* one ZeRO ring over 128 and 192 GPUs: its light cone */
     {"dgx-a100-40g", "gpt-1.2b", 128, UL, 8, 0, 0, 0, 0, 3, 32768, 2, 0},
     {"rails2", "gpt-1.2b", 128, MS, 8, 0, 0, 0, 0, 2, 30001, 2, 0},
-    {"over4", "llama-3-8b", 192, US, 8, 0, 0, 0, 2, 3, 30001, 2, 0},
+    {"over4", "llama-3-8b", 192, US, 8, 0, 0, 0, 2, 3, 30000, 2, 0},
     {"dgx-a100-40g", "gpt-1.2b", 128, RI, 16, 0, 0, 0, 0, 0, 32768, 2, 0},
     /* groups of 12 straddle 8-GPU nodes in two ways: the full engine runs them */
     {"dgx-a100-40g", "gpt-1.2b", 48, RI, 12, 0, 0, 0, 0, 3, 36000, 2, 1},
@@ -248,15 +253,15 @@ END_TEST
  * r larger, as uly_split does), and irregular chunks; every ring type. */
 START_TEST(test_single_ring_equal)
 {
-    usim_platform plats[4] = {platform_of("dgx-a100-40g"), platform_of("rails2"), platform_of("over4"),
-                              platform_of("mi300x-8")};
+    usim_platform plats[5] = {platform_of("dgx-a100-40g"), platform_of("rails2"), platform_of("over4"),
+                              platform_of("mi300x-8"), platform_of("mesh3")};
     static const int sizes[] = {96, 128};
     int ranks[256];
     uint64_t ch[256], sa[256], sb[256];
     for (int i = 0; i < 256; i++)
         ranks[i] = i;
-    for (int pi = 0; pi < 4; pi++)
-        for (int si = 0; si < 2; si++)
+    for (int pi = 0; pi < 5; pi++)
+        for (int si = 0; si < 2 - (pi == 4); si++)   /* mesh3: 96 GPUs */
             for (int t = USIM_ALLGATHER; t <= USIM_ALLREDUCE; t++)
                 for (int pat = 0; pat < 3; pat++) {
                     int P = sizes[si];
