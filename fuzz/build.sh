@@ -5,8 +5,9 @@
 #   fuzz/build.sh replay [HARNESS...]     -> fuzz/fuzz_<h>_replay  standalone replayer (ASan + UBSan)
 #
 # HARNESS is npy (src/npy.c), sim_json (the simulator's platform/model JSON
-# loaders), args (the command-line parsers) or sim_run (the whole simulation:
-# platform + model + command line); default: all four.
+# loaders), args (the command-line parsers), sim_run (the whole simulation:
+# platform + model + command line) or agree (the drivers' option agreement);
+# default: all five.
 # CC overrides the compiler (default clang); the sim_json and args harnesses
 # need jansson (pkg-config jansson, else -ljansson).  Run from anywhere.
 set -eu
@@ -24,9 +25,9 @@ usim="$(for f in "$top"/sim/*.c; do printf '%s ' "$f"; done)$(for f in "$top"/sr
 mode=fuzzer
 case "${1:-}" in
 fuzzer|replay) mode=$1; shift ;;
--*|help) echo "usage: $0 [fuzzer|replay] [npy|sim_json|args|sim_run]..." >&2; exit 2 ;;
+-*|help) echo "usage: $0 [fuzzer|replay] [npy|sim_json|args|sim_run|agree]..." >&2; exit 2 ;;
 esac
-[ $# -gt 0 ] || set -- npy sim_json args sim_run
+[ $# -gt 0 ] || set -- npy sim_json args sim_run agree
 
 for h in "$@"; do
     case $h in
@@ -42,8 +43,11 @@ for h in "$@"; do
     sim_run)
         src="$top/sim/cli/opts.c $usim $here/fuzz_sim_run.c"
         extra="-I$top/sim -I$top/sim/cli $jansson_cflags" libs="$jansson_libs -lm" ;;
+    agree)
+        src="$top/src/cli/agree_table.c $top/src/base/base.c $here/fuzz_agree.c"
+        extra="-I$top/src/cli" libs='-lm' ;;
     *)
-        echo "$0: unknown harness '$h' (npy, sim_json, args or sim_run)" >&2
+        echo "$0: unknown harness '$h' (npy, sim_json, args, sim_run or agree)" >&2
         exit 2 ;;
     esac
     if [ "$mode" = fuzzer ]; then

@@ -35,14 +35,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* A violated promise: say which one, then abort. */
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);   \
-            abort();                                                                 \
-        }                                                                            \
-    } while (0)
+#include "check.h"
 
 #define MAX_ARGS 64
 #define ERRLEN 256

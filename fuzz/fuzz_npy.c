@@ -51,7 +51,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
     }
     /* the streaming reader on the same bytes as a file */
-    tmp_write("npy", data, size);
+    const char *tmp_path = fuzz_tmp_write(0, "fuzz_npy", data, size);
     uly_npy f;
     int fst = uly_npy_read(tmp_path, &f);
     /* (the reader alone refuses headers above 1 MiB) */

@@ -7,7 +7,7 @@ set -u
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
 top_builddir=${top_builddir:-.}
 fail=0
-for name in npy sim_json args sim_run; do
+for name in npy sim_json args sim_run agree; do
     replayer="$top_builddir/fuzz/replay_$name"
     corpus="$top_srcdir/fuzz/corpus/$name"
     if [ ! -x "$replayer" ]; then

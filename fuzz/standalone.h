@@ -11,32 +11,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The whole file in a buffer of exactly its size (NULL and a message on failure). */
+#include "base/base.h"
+
+/* The whole file (uly_read_file of the base library) in a buffer of exactly
+ * its size (NULL and a message on failure). */
 static unsigned char *fuzz_read_file(const char *path, size_t *len_out)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        perror(path);
+    char *text = NULL;
+    size_t len = 0;
+    if (uly_read_file(path, SIZE_MAX / 2, &text, &len)) {
+        fprintf(stderr, "%s\n", uly_base_last_error());
         return NULL;
     }
-    size_t cap = 1 << 16, len = 0;
-    unsigned char *buf = malloc(cap);
-    while (buf) {
-        len += fread(buf + len, 1, cap - len, f);
-        if (len < cap)
-            break;
-        unsigned char *nb = realloc(buf, cap *= 2);
-        if (!nb)
-            free(buf);
-        buf = nb;
-    }
-    fclose(f);
-    unsigned char *exact = buf ? malloc(len ? len : 1) : NULL;
+    unsigned char *exact = malloc(len ? len : 1);
     if (exact)
-        memcpy(exact, buf, len);
-    free(buf);
-    if (!exact)
+        memcpy(exact, text, len);
+    else
         fprintf(stderr, "%s: out of memory\n", path);
+    uly_base_free(text);
     *len_out = len;
     return exact;
 }

@@ -1,8 +1,8 @@
 /*
- * tmpfile.h -- one temporary file per harness process, for targets that
- * take a path (the simulator's JSON loaders, the streaming .npy reader):
- * created on first use in $TMPDIR (default /tmp), rewritten for each input,
- * removed at exit.  Included by the harnesses that need it.
+ * tmpfile.h -- temporary files for harnesses whose targets take a path (the
+ * streaming .npy reader, the simulator's JSON loaders): up to two per
+ * process, created on first use under $TMPDIR (default /tmp), rewritten for
+ * every input, removed at exit.
  */
 #ifndef ULY_FUZZ_TMPFILE_H
 #define ULY_FUZZ_TMPFILE_H
@@ -14,46 +14,52 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-static char tmp_path[256];
-static int tmp_fd = -1;
+static struct {
+    char path[256];
+    int fd;
+} fuzz_tmp[2] = {{"", -1}, {"", -1}};
 
-static void tmp_remove(void)
+static void fuzz_tmp_remove(void)
 {
-    if (tmp_fd >= 0) {
-        close(tmp_fd);
-        unlink(tmp_path);
-        tmp_fd = -1;
-    }
+    for (int k = 0; k < 2; k++)
+        if (fuzz_tmp[k].fd >= 0) {
+            close(fuzz_tmp[k].fd);
+            unlink(fuzz_tmp[k].path);
+            fuzz_tmp[k].fd = -1;
+        }
 }
 
-/* Replace the temporary file's contents with text[0..len); its path is tmp_path. */
-static void tmp_write(const char *tag, const uint8_t *text, size_t len)
+/* Replace temporary file k's contents with text[0..len); returns its path
+ * (stem names the harness in the file name). */
+static const char *fuzz_tmp_write(int k, const char *stem, const uint8_t *text, size_t len)
 {
-    if (tmp_fd < 0) {
+    if (fuzz_tmp[k].fd < 0) {
         const char *dir = getenv("TMPDIR");
         if (!dir || !*dir)
             dir = "/tmp";
-        snprintf(tmp_path, sizeof tmp_path, "%s/fuzz_%s.XXXXXX", dir, tag);
-        tmp_fd = mkstemp(tmp_path);
-        if (tmp_fd < 0) {
-            perror(tmp_path);
+        snprintf(fuzz_tmp[k].path, sizeof fuzz_tmp[k].path, "%s/%s%d.XXXXXX", dir, stem, k);
+        fuzz_tmp[k].fd = mkstemp(fuzz_tmp[k].path);
+        if (fuzz_tmp[k].fd < 0) {
+            perror(fuzz_tmp[k].path);
             abort();
         }
-        atexit(tmp_remove);
+        if (fuzz_tmp[k ? 0 : 1].fd < 0)
+            atexit(fuzz_tmp_remove);
     }
-    if (ftruncate(tmp_fd, 0) != 0) {
-        perror(tmp_path);
+    if (ftruncate(fuzz_tmp[k].fd, 0) != 0) {
+        perror(fuzz_tmp[k].path);
         abort();
     }
     size_t done = 0;
     while (done < len) {
-        ssize_t w = pwrite(tmp_fd, text + done, len - done, (off_t)done);
+        ssize_t w = pwrite(fuzz_tmp[k].fd, text + done, len - done, (off_t)done);
         if (w <= 0) {
-            perror(tmp_path);
+            perror(fuzz_tmp[k].path);
             abort();
         }
         done += (size_t)w;
     }
+    return fuzz_tmp[k].path;
 }
 
 #endif

@@ -60,6 +60,11 @@ typedef struct uly_train uly_train;
  * weights 1).  Checks that every rank passed the same configuration. */
 int uly_train_create(MPI_Comm comm, const uly_gpt_config *c, const uly_train_opts *o, uly_train **out);
 void uly_train_free(uly_train *T);
+/* Bytes that uly_train_create will allocate on this rank for the parameters,
+ * gradients, AdamW moments, partial gradients and their exchange buffers,
+ * and the activations (not counted: the attention contexts' staging, a few
+ * tables); local, no MPI.  For a memory check before creating. */
+int uly_train_memory(const uly_gpt_config *c, const uly_train_opts *o, int rank, int size, uint64_t *bytes);
 
 /* Rows [*row_begin, +*rows) and tokens [*tok_begin, +*toks) of this rank. */
 void uly_train_shard(const uly_train *T, int64_t *row_begin, int64_t *rows, int64_t *tok_begin,

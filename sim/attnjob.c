@@ -85,8 +85,8 @@ int usim_attn_simulate(const usim_platform *p, const usim_attn_job *aj, int gpu,
         r->a2a_s[w] = usim_sec(cr.duration);
         r->sent[w] = sent[gpu];
         r->recv[w] = recv[gpu];
-        /* GPU `gpu`'s bytes by link class: to GPUs of its node, and to the others */
-        int gpn = p->gpus_per_node, me = gpu / gpn;
+        /* GPU `gpu`'s bytes by link class: to GPUs of its NVLink domain, and to the others */
+        int gpn = usim_platform_domain(p), me = gpu / gpn;
         for (int k = 0; k < c.size; k++)
             if (c.ranks[k] == gpu)
                 for (int d = 0; d < c.size; d++)

@@ -4,7 +4,13 @@
  *   all-gather, reduce-scatter, all-reduce:
  *     ring  C channel rings; across nodes one channel per rail, entering a
  *           node at local GPU c and leaving it from local GPU c-1, so every
- *           NIC carries one channel (NCCL's rings over rail-optimised nodes)
+ *           NIC carries one channel (NCCL's rings over rail-optimised nodes).
+ *           "Node" here is the NVLink domain (an NVL72 rack is one).  Full-mesh
+ *           nodes (no switch, one link per GPU pair): inside one node, one
+ *           ring per stride s coprime to the group size (order 0, s, 2s, ...),
+ *           so the rings use disjoint links; across nodes (even g) channel c
+ *           crosses the node along the c-th directed Walecki path (all g
+ *           paths together use every link once).
  *     tree  all-reduce only, multi-node: 2g channels, each a chain through
  *           the node's GPUs ending at its head (local GPU c mod g, whose NIC
  *           it uses) and a binary tree over the nodes (NCCL's double binary
@@ -74,6 +80,14 @@ typedef struct gen {
     size_t n, cap;
     uint64_t *sent, *recv, *sent_cls;   /* per GPU, payload bytes over the full pattern */
     int err;
+    int nocount;        /* store only (the counters are filled in closed form) */
+    int skipcount;      /* count nothing (the caller has the counters) */
+    /* ring light cone (gen_ring_cone): node block of each stored transfer,
+     * and whether a block represents a class (its times count) */
+    int cone;
+    int *xblk;
+    size_t xblk_cap;
+    unsigned char *isrep;
 } gen;
 
 /* Count a transfer of payload bytes src -> dst and, within the window, store
@@ -83,9 +97,7 @@ static void count(gen *g, int src, int dst, uint64_t payload)
     if (src == dst)
         return;
     if (src >= 0) {
-        int links[4], cls = USIM_CLASS_NVLINK;
-        usim_time lat;
-        usim_net_route(g->net, src, dst, links, &lat, &cls);
+        int cls = usim_net_class(g->net, src, dst);
         g->sent[src] += payload;
         g->sent_cls[(size_t)src * USIM_NCLASS + cls] += payload;
     }
@@ -95,7 +107,8 @@ static void count(gen *g, int src, int dst, uint64_t payload)
 
 static int put(gen *g, int src, int dst, uint64_t payload, int d0, int d1, int step)
 {
-    count(g, src, dst, payload);
+    if (!g->nocount && !g->skipcount)
+        count(g, src, dst, payload);
     if (!g->build || step >= g->window || g->err)
         return -1;
     if (g->n == g->cap) {
@@ -138,9 +151,9 @@ static int put_all(gen *g, int src, int dst, uint64_t payload, int *deps, int nd
     return put(g, src, dst, payload, k > 0 ? deps[0] : -1, k > 1 ? deps[1] : -1, 0);
 }
 
-/* Placement of one group: N nodes of g GPUs each (uniform), pos[n*g + l] =
- * the group position of the l-th GPU (in group order) on the group's n-th
- * node (in order of first appearance). */
+/* Placement of one group: N nodes (NVLink domains) of g GPUs each (uniform),
+ * pos[n*g + l] = the group position of the l-th GPU (in group order) on the
+ * group's n-th domain (in order of first appearance). */
 typedef struct geo {
     int N, g, uniform;
     int *pos;
@@ -157,16 +170,23 @@ static int geometry(usim_net *net, const int *ranks, int P, geo *G)
         G->pos = NULL;
         return usim_set_error(USIM_ENOMEM, "out of memory");
     }
-    int N = 0;
+    int N = 0, nn = usim_net_units(net, USIM_UNIT_DOMAIN);
+    int *seen = usim_malloc((size_t)nn * sizeof *seen);   /* domain -> index of first appearance */
+    if (!seen) {
+        free(node); free(cnt); free(idx); free(G->pos);
+        G->pos = NULL;
+        return usim_set_error(USIM_ENOMEM, "out of memory");
+    }
+    for (int p = 0; p < P; p++)
+        seen[usim_net_domain_of(net, ranks[p])] = -1;
     for (int p = 0; p < P; p++) {
-        int nd = usim_net_node_of(net, ranks[p]), k;
-        for (k = N - 1; k >= 0 && node[k] != nd; k--)
-            ;
+        int nd = usim_net_domain_of(net, ranks[p]), k = seen[nd];
         if (k < 0)
-            node[k = N++] = nd;
+            node[k = seen[nd] = N++] = nd;
         idx[p] = k;
         cnt[k]++;
     }
+    free(seen);
     G->N = N;
     G->g = cnt[0];
     G->uniform = 1;
@@ -185,10 +205,38 @@ static int geometry(usim_net *net, const int *ranks, int P, geo *G)
     return USIM_OK;
 }
 
-/* Channels of the ring algorithm: one per rail across nodes, else one. */
-static int ring_channels(const geo *G)
+/* Channels of the ring algorithm: one per rail across nodes, else one; on
+ * full-mesh nodes as described at the top. */
+static int ring_channels(usim_net *net, const geo *G)
 {
+    if (usim_net_full_mesh(net) && G->uniform && G->g > 1) {
+        if (G->N == 1)
+            return usim_mesh_ring_channels(G->g);
+        if (G->g % 2 == 0)
+            return G->g;
+    }
     return G->uniform && G->N > 1 && G->g > 1 ? G->g : 1;
+}
+
+/* The k-th stride coprime to P (1 <= stride < P). */
+static int coprime_stride(int P, int k)
+{
+    for (int s = 1; s < P; s++)
+        if (usim_gcd(s, P) == 1 && k-- == 0)
+            return s;
+    return 1;
+}
+
+/* Position k of directed Walecki path ch on g (even) vertices: paths
+ * i = 0 .. g/2-1 run i, i+1, i-1, i+2, i-2, ..., i+g/2 (together they use every
+ * edge of the complete graph once); channel ch < g/2 runs path ch forwards,
+ * channel ch >= g/2 path ch - g/2 backwards, so channel ch starts at ch. */
+static int walecki(int g, int ch, int k)
+{
+    int i = ch < g / 2 ? ch : ch - g / 2;
+    int kk = ch < g / 2 ? k : g - 1 - k;
+    int v = kk % 2 ? i + (kk + 1) / 2 : i - kk / 2;
+    return ((v % g) + g) % g;
 }
 
 /* Sum of a[j] over the cyclic range of len indices starting at j0 (pre:
@@ -199,8 +247,78 @@ static uint64_t cyc(const uint64_t *pre, int P, int j0, int len)
     return pre[j0 + len] - pre[j0];
 }
 
+/* Local order of channel ch's ring inside a node (the ring index b g + l is
+ * position G->pos[b g + perm[l]]): rotation by ch, or on full-mesh nodes
+ * across nodes the ch-th directed Walecki path. */
+static void ring_perm(usim_net *net, const geo *G, int C, int ch, int *perm)
+{
+    int gl = G->g, mesh = usim_net_full_mesh(net) && C > 1;
+    for (int l = 0; l < gl; l++)
+        perm[l] = mesh ? walecki(gl, ch, l) : (ch + l) % gl;
+}
+
+/* The counters of a whole ring (no step simulated), in closed form: over
+ * its P - 1 steps, a reduce-scatter position i sends every chunk but chunk
+ * i, an all-gather position every chunk but chunk i + 1 (ring order), an
+ * all-reduce both: T - A[i], T - A[i+1], 2T - A[i] - A[i+1] per channel, T
+ * the channel's share of all chunks.  The same sums as gen_ring's prefix
+ * sums, without them. */
+static int count_ring(gen *g, int gi, const geo *G, int C)
+{
+    const usim_coll *c = g->c;
+    int P = c->size, gl = C == 1 ? 1 : G->g;
+    const int *rk = c->ranks + (size_t)gi * P;
+    uint64_t *q = usim_malloc((size_t)P * sizeof *q);
+    unsigned *rm = usim_malloc((size_t)P * sizeof *rm);
+    int *perm = usim_malloc((size_t)gl * sizeof *perm);
+    if (!q || !rm || !perm) {
+        free(q); free(rm); free(perm);
+        return usim_set_error(USIM_ENOMEM, "out of memory");
+    }
+    uint64_t sq = 0;
+    for (int p = 0; p < P; p++) {   /* part(x, ch, C) = x / C + (ch < x % C) */
+        q[p] = c->chunk_bytes[p] / (uint64_t)C;
+        rm[p] = (unsigned)(c->chunk_bytes[p] % (uint64_t)C);
+        sq += q[p];
+    }
+    int rs = c->type == USIM_REDUCE_SCATTER, ag = c->type == USIM_ALLGATHER;
+    for (int ch = 0; ch < C; ch++) {
+        uint64_t T = sq;
+        for (int p = 0; p < P; p++)
+            T += (unsigned)ch < rm[p];
+        if (C == 1)
+            perm[0] = 0;
+        else
+            ring_perm(g->net, G, C, ch, perm);
+        /* ring index i = b gl + l is position pos[b gl + perm[l]] */
+        for (int b = 0, i = 0; i < P; b++)
+            for (int l = 0; l < gl; l++, i++) {
+                int pi = G->pos[b * gl + perm[l]];
+                int pn = i + 1 == P ? G->pos[perm[0]]
+                       : l + 1 == gl ? G->pos[(b + 1) * gl + perm[0]] : G->pos[b * gl + perm[l + 1]];
+                uint64_t ai = q[pi] + ((unsigned)ch < rm[pi]), an = q[pn] + ((unsigned)ch < rm[pn]);
+                uint64_t by = rs ? T - ai : ag ? T - an : 2 * T - ai - an;
+                int src = rk[pi], dst = rk[pn];
+                /* inside a block both ends are in one NVLink domain: NVLink */
+                int cl = C > 1 && l + 1 < gl ? USIM_CLASS_NVLINK : usim_net_class(g->net, src, dst);
+                if (src != dst) {
+                    g->sent[src] += by;
+                    g->sent_cls[(size_t)src * USIM_NCLASS + cl] += by;
+                    g->recv[dst] += by;
+                }
+            }
+    }
+    free(q); free(rm); free(perm);
+    return USIM_OK;
+}
+
 static int gen_ring(gen *g, int gi, const geo *G, int C)
 {
+    int mesh = usim_net_full_mesh(g->net) && C > 1;
+    if (g->window == 0 && !g->build && g->skipcount)
+        return USIM_OK;
+    if (g->window == 0 && !g->build && !(mesh && G->N == 1))   /* not the stride rings */
+        return count_ring(g, gi, G, C);
     const usim_coll *c = g->c;
     int P = c->size;
     const int *rk = c->ranks + (size_t)gi * P;
@@ -211,10 +329,14 @@ static int gen_ring(gen *g, int gi, const geo *G, int C)
         free(ord); free(prev); free(cur); free(pre);
         return usim_set_error(USIM_ENOMEM, "out of memory");
     }
-    for (int ch = 0; ch < C; ch++)
+    for (int ch = 0; ch < C; ch++) {
+        int stride = mesh && G->N == 1 ? coprime_stride(P, ch) : 0;
         for (int i = 0; i < P; i++)
             ord[ch * P + i] = C == 1 ? G->pos[i]
-                                     : G->pos[(i / G->g) * G->g + (ch + i % G->g) % G->g];
+                            : stride ? G->pos[(int)((int64_t)i * stride % P)]
+                            : mesh ? G->pos[(i / G->g) * G->g + walecki(G->g, ch, i % G->g)]
+                                   : G->pos[(i / G->g) * G->g + (ch + i % G->g) % G->g];
+    }
     for (int i = 0; i < C * P; i++)
         prev[i] = -1;
     int ar = c->type == USIM_ALLREDUCE;
@@ -251,11 +373,183 @@ static int gen_ring(gen *g, int gi, const geo *G, int C)
                 int a0 = (w > rs_end ? w : rs_end) - rs_end, a1 = steps - rs_end;
                 if (c->type != USIM_REDUCE_SCATTER && a0 < a1)   /* kk in [a0, a1): i-a1+1 .. i-a0 */
                     b += cyc(pre, P, i - a1 + 1, a1 - a0);
-                count(g, rk[o[i]], rk[o[(i + 1) % P]], b);
+                if (!g->skipcount)
+                    count(g, rk[o[i]], rk[o[(i + 1) % P]], b);
             }
         }
     free(ord); free(prev); free(cur); free(pre);
     return USIM_OK;
+}
+
+/*
+ * Ring light cone.  A ring over N nodes of g ring positions each (one
+ * channel per rail, every channel entering node b at one GPU and leaving it
+ * from another) touches only node b's links with the transfers sent from
+ * node b's positions (its NVLink links, NICs, spine up, and the receive side
+ * of the next node's NIC and spine down, which no other block uses): the
+ * blocks of g positions share no link.  They interact only through the
+ * dependency of a block's first position on the previous block's last one,
+ * one step later.  So over the simulated window of w steps, block b's
+ * transfers are a function of the bytes sent by blocks b-w+1 .. b, and two
+ * blocks whose windows of chunk sizes are equal have the same times.  Each
+ * class of blocks is simulated by one representative with its w-1
+ * predecessors (whose earliest steps are exact: block b-j is exact up to
+ * step w-1-j, enough for b); the first block of a run has its dependency on
+ * an unsimulated block dropped, and only representatives count for the
+ * duration.  Byte counters are closed-form sums over every position.
+ * Returns 1 when a reduction was made (g holds its transfers), 0 when every
+ * block is needed (the caller generates the whole ring), or -status.
+ */
+static int gen_ring_cone(gen *g, int gi, const geo *G, int C, int w)
+{
+    const usim_coll *c = g->c;
+    int P = c->size, N = G->N, gl = G->g;
+    if (!G->uniform || N < 2 || w < 1)
+        return 0;
+    int E = w - 1 + (w + 1 + gl - 1) / gl, W = E + 1;   /* window: nodes b-E .. b */
+    if (W >= N)
+        return 0;
+    int64_t *u = usim_malloc((size_t)N * sizeof *u);
+    int *run = usim_malloc((size_t)2 * N * sizeof *run), *rep = usim_malloc((size_t)N * sizeof *rep);
+    unsigned char *need = usim_calloc((size_t)N, 1);
+    int *slot = usim_malloc((size_t)N * sizeof *slot);
+    int rc = 0;
+    if (!u || !run || !rep || !need || !slot) {
+        rc = -usim_set_error(USIM_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (int n = 0; n < N; n++) {
+        uint64_t v = c->chunk_bytes[G->pos[n * gl]];
+        u[n] = (int64_t)v;
+        for (int l = 1; l < gl; l++)
+            if (c->chunk_bytes[G->pos[n * gl + l]] != v)
+                u[n] = -1;
+        if (v > (uint64_t)INT64_MAX)
+            u[n] = -1;
+    }
+    for (int t = 0; t < 2 * N; t++) {
+        int64_t x = u[t % N];
+        run[t] = x < 0 ? 0 : t > 0 && u[(t - 1) % N] == x ? run[t - 1] + 1 : 1;
+    }
+    /* classes: uniform windows by value (first block of each), others alone */
+    int64_t vals[16];
+    int vrep[16], nv = 0, nrep = 0;
+    for (int b = 0; b < N; b++) {
+        rep[b] = 0;
+        if (run[b + N] >= W) {
+            int k;
+            for (k = 0; k < nv && vals[k] != u[b]; k++)
+                ;
+            if (k < nv)
+                continue;
+            if (nv == 16)
+                goto out;   /* too many values: no reduction */
+            vals[nv] = u[b];
+            vrep[nv++] = b;
+        }
+        rep[b] = 1;
+        nrep++;
+        if ((int64_t)nrep * w >= N)
+            goto out;
+    }
+    int nneed = 0;
+    for (int b = 0; b < N; b++)
+        if (rep[b])
+            for (int j = 0; j < w; j++) {
+                int a = ((b - j) % N + N) % N;
+                if (!need[a]) {
+                    need[a] = 1;
+                    nneed++;
+                }
+            }
+    if (nneed >= N)
+        goto out;
+    (void)vrep;
+    /* counters: every step of every position in closed form */
+    if (!g->skipcount) {
+        int b0 = g->build, w0 = g->window;
+        g->build = 0;
+        g->window = 0;
+        rc = gen_ring(g, gi, G, C);
+        g->build = b0;
+        g->window = w0;
+        if (rc) {
+            rc = -rc;
+            goto out;
+        }
+    }
+    g->isrep = usim_malloc((size_t)N);
+    int M = 0;
+    for (int b = 0; b < N; b++)
+        slot[b] = need[b] ? M++ : -1;
+    int *prev = usim_malloc((size_t)2 * C * M * gl * sizeof *prev);
+    if (!g->isrep || !prev) {
+        free(prev);
+        rc = -usim_set_error(USIM_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (int b = 0; b < N; b++)
+        g->isrep[b] = (unsigned char)rep[b];
+    int *cur = prev + (size_t)C * M * gl;
+    for (size_t i = 0; i < (size_t)C * M * gl; i++)
+        prev[i] = -1;
+    const int *rk = c->ranks + (size_t)gi * P;
+    int ar = c->type == USIM_ALLREDUCE;
+    g->nocount = 1;
+    g->cone = 1;
+    int *perm = usim_malloc((size_t)C * gl * sizeof *perm);
+    if (!perm) {
+        free(prev < cur ? prev : cur);
+        rc = -usim_set_error(USIM_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (int ch = 0; ch < C; ch++)
+        if (C == 1)
+            perm[0] = 0;
+        else
+            ring_perm(g->net, G, C, ch, perm + (size_t)ch * gl);
+#define ORD(ch, j) (G->pos[((j) / gl) * gl + perm[(size_t)(ch) * gl + (j) % gl]])
+    for (int k = 0; k < w && !g->err; k++) {
+        int rs = c->type == USIM_REDUCE_SCATTER || (ar && k < P - 1);
+        int kk = ar && k >= P - 1 ? k - (P - 1) : k;
+        for (int ch = 0; ch < C; ch++)
+            for (int b = 0; b < N; b++) {
+                if (slot[b] < 0)
+                    continue;
+                for (int l = 0; l < gl; l++) {
+                    int i = b * gl + l;
+                    int ci = rs ? (((i - kk - 1) % P) + P) % P : (((i - kk) % P) + P) % P;
+                    uint64_t by = part(c->chunk_bytes[ORD(ch, ci)], ch, C);
+                    int im = (i - 1 + P) % P, bm = im / gl;
+                    int d0 = prev[((size_t)ch * M + slot[b]) * gl + l];
+                    int d1 = slot[bm] >= 0 ? prev[((size_t)ch * M + slot[bm]) * gl + im % gl] : -1;
+                    int x = put(g, rk[ORD(ch, i)], rk[ORD(ch, (i + 1) % P)], by, d0, d1, k);
+                    cur[((size_t)ch * M + slot[b]) * gl + l] = x;
+                    if (x >= 0) {
+                        if ((size_t)x >= g->xblk_cap) {
+                            size_t cap = g->xblk_cap ? 2 * g->xblk_cap : 1024;
+                            int *nb = usim_realloc(g->xblk, cap * sizeof *nb);
+                            if (!nb) {
+                                g->err = USIM_ENOMEM;
+                                break;
+                            }
+                            g->xblk = nb;
+                            g->xblk_cap = cap;
+                        }
+                        g->xblk[x] = b;
+                    }
+                }
+            }
+        int *t = prev; prev = cur; cur = t;
+    }
+#undef ORD
+    free(perm);
+    free(prev < cur ? prev : cur);
+    g->nocount = 0;
+    rc = 1;
+out:
+    free(u); free(run); free(rep); free(need); free(slot);
+    return rc;
 }
 
 /* Binary tree over N nodes: heap order (tree 0) or mirrored (tree 1). */
@@ -446,6 +740,305 @@ static int validate(usim_net *n, const usim_coll *c)
     return USIM_OK;
 }
 
+/* ------------------------------------------------------------ equivalence classes */
+
+/*
+ * The groups of a collective run the same program.  When every group is
+ * placed alike -- the same partition of its positions over nodes and NICs,
+ * and every node and NIC holding the same multiset of group positions as the
+ * corresponding one of group 0 -- every copy of a transfer of group 0 sees
+ * links in the same state as the original at every instant (the flow engine
+ * computes the same numbers for it), so only group 0 is simulated: each of
+ * its transfers loads each link of group 0's routes once per copy crossing it
+ * (shared NICs, spine links).  doc/simulator.md section "Engine" gives the
+ * argument; anything else runs at full flow level.
+ */
+typedef struct cls {
+    int on;            /* simulate group 0 with loads */
+    int nocone;        /* do not reduce a single ring by its light cone */
+    int *pos;          /* per GPU: its position in its group, -1 if in none */
+    int borrowed;      /* pos belongs to the network's cache */
+    geo g0;            /* group 0's placement (pos NULL: not computed) */
+} cls;
+
+static void cls_free(cls *k)
+{
+    free(k->g0.pos);
+    k->g0.pos = NULL;
+    if (!k->borrowed)
+        free(k->pos);
+    k->pos = NULL;
+    k->on = 0;
+}
+
+static uint64_t ranks_key(const usim_coll *c)
+{
+    uint64_t h = 1469598103934665603ULL ^ (uint64_t)c->ngroups ^ ((uint64_t)c->size << 32);
+    size_t n = (size_t)c->ngroups * c->size;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (uint64_t)(uint32_t)c->ranks[i];
+        h *= 1099511628211ULL;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+/* Sorted positions of the group members in a unit; returns their number. */
+static int unit_sig(usim_net *n, int kind, int u, const int *pos, int *out)
+{
+    int first, cnt, m = 0;
+    usim_net_unit_range(n, kind, u, &first, &cnt);
+    for (int h = first; h < first + cnt; h++) {
+        if (pos[h] < 0)
+            continue;
+        int j = m++;
+        while (j > 0 && out[j - 1] > pos[h]) {
+            out[j] = out[j - 1];
+            j--;
+        }
+        out[j] = pos[h];
+    }
+    return m;
+}
+
+static int analyze_groups(usim_net *n, const usim_coll *c, cls *k);
+
+/* Decide whether c's groups are equivalent (k->on).  Returns a status.  The
+ * collectives of one job share their groups: the last answer is kept on the
+ * network, keyed by the group arrays' contents. */
+static int analyze(usim_net *n, const usim_coll *c, cls *k)
+{
+    memset(k, 0, sizeof *k);
+    if (usim_net_engine(n) == USIM_ENGINE_FULL)
+        return USIM_OK;
+    if (c->ngroups < 2 || c->size < 2) {
+        k->on = 1;   /* one group: one class, no copies */
+        return USIM_OK;
+    }
+    uint64_t key = ranks_key(c);
+    int on;
+    int *pos = usim_net_cls_cache(n, key, c->ngroups, c->size, &on);
+    if (pos || on == 0) {
+        k->on = on;
+        k->pos = pos;
+        k->borrowed = 1;
+        return USIM_OK;
+    }
+    int rc = analyze_groups(n, c, k);
+    if (!rc && k->pos && !usim_net_cls_store(n, key, c->ngroups, c->size, k->pos))
+        k->borrowed = 1;
+    else if (!rc && !k->on)
+        usim_net_cls_store(n, key, c->ngroups, c->size, NULL);
+    return rc;
+}
+
+static int analyze_groups(usim_net *n, const usim_coll *c, cls *k)
+{
+    int P = c->size, NG = c->ngroups, G = usim_net_gpus(n);
+    int nu = usim_net_units(n, USIM_UNIT_NIC);
+    int gpn = usim_net_platform(n)->gpus_per_node;
+    k->pos = usim_malloc((size_t)G * sizeof *k->pos);
+    int *stamp = usim_calloc((size_t)nu, sizeof *stamp), *first = usim_malloc((size_t)nu * sizeof *first);
+    int *lab0 = usim_malloc((size_t)P * sizeof *lab0);
+    int *sa = usim_malloc((size_t)(gpn + 1) * sizeof *sa), *sb = usim_malloc((size_t)(gpn + 1) * sizeof *sb);
+    int ok = 1, rc = USIM_OK;
+    if (!k->pos || !stamp || !first || !lab0 || !sa || !sb) {
+        rc = usim_set_error(USIM_ENOMEM, "out of memory");
+        ok = 0;
+        goto out;
+    }
+    for (int g = 0; g < G; g++)
+        k->pos[g] = -1;
+    for (size_t i = 0; i < (size_t)NG * P && ok; i++) {
+        int g = c->ranks[i];
+        if (k->pos[g] >= 0)
+            ok = 0;   /* a GPU in two groups */
+        k->pos[g] = (int)(i % (size_t)P);
+    }
+    for (int kind = 0; kind < USIM_NUNIT && ok; kind++) {
+        /* the same partition of positions over units in every group */
+        memset(stamp, 0, (size_t)nu * sizeof *stamp);
+        for (int gi = 0; gi < NG && ok; gi++) {
+            const int *rk = c->ranks + (size_t)gi * P;
+            for (int p = 0; p < P; p++) {
+                int u = usim_net_unit(n, kind, rk[p]);
+                if (stamp[u] != gi + 1) {
+                    stamp[u] = gi + 1;
+                    first[u] = p;
+                }
+                if (gi == 0)
+                    lab0[p] = first[u];
+                else if (first[u] != lab0[p]) {
+                    ok = 0;
+                    break;
+                }
+            }
+        }
+        /* every unit holding the same positions as group 0's unit (the
+         * units that share links) */
+        memset(stamp, 0, (size_t)nu * sizeof *stamp);
+        for (int gi = 1; gi < NG && ok && kind != USIM_UNIT_DOMAIN; gi++) {
+            const int *rk = c->ranks + (size_t)gi * P;
+            for (int p = 0; p < P && ok; p++) {
+                int u = usim_net_unit(n, kind, rk[p]), r = usim_net_unit(n, kind, c->ranks[p]);
+                if (u == r || stamp[u] == r + 1)
+                    continue;
+                int ma = unit_sig(n, kind, u, k->pos, sa), mb = unit_sig(n, kind, r, k->pos, sb);
+                if (ma != mb || memcmp(sa, sb, (size_t)ma * sizeof *sa) != 0)
+                    ok = 0;
+                stamp[u] = r + 1;
+            }
+        }
+    }
+out:
+    free(stamp); free(first); free(lab0); free(sa); free(sb);
+    if (!ok)
+        cls_free(k);
+    else
+        k->on = 1;
+    return rc;
+}
+
+typedef struct load_ent {
+    int kind, pos, link, w;
+} load_ent;
+
+static int ent_cmp(const void *a, const void *b)
+{
+    const load_ent *x = a, *y = b;
+    if (x->kind != y->kind)
+        return (x->kind > y->kind) - (x->kind < y->kind);
+    if (x->pos != y->pos)
+        return (x->pos > y->pos) - (x->pos < y->pos);
+    return (x->link > y->link) - (x->link < y->link);
+}
+
+static int int_cmp(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* The loads of group 0's transfers: transfer t loads link L (a link of group
+ * 0's routes) once per GPU behind L at t's position on L's side (its copies
+ * crossing L).  Fills ld (arrays owned by the caller: free ld->off etc.). */
+static int build_loads(usim_net *n, const cls *k, const usim_xfer *x, int nx, usim_loads *ld)
+{
+    int *links = usim_malloc((size_t)(4 * nx + 1) * sizeof *links), nl = 0;
+    int *off = usim_malloc((size_t)(nx + 1) * sizeof *off);
+    load_ent *e = NULL;
+    int *olink = NULL, *ow = NULL, rc = USIM_OK;
+    if (!links || !off)
+        goto oom;
+    for (int i = 0; i < nx; i++) {
+        if (x[i].src == x[i].dst)
+            continue;
+        usim_time lat;
+        int cl;
+        nl += usim_net_route(n, x[i].src, x[i].dst, links + nl, &lat, &cl);
+    }
+    qsort(links, (size_t)nl, sizeof *links, int_cmp);
+    int nu = 0;
+    for (int i = 0; i < nl; i++)
+        if (nu == 0 || links[i] != links[nu - 1])
+            links[nu++] = links[i];
+    size_t ne = 0, cap = 0;
+    for (int i = 0; i < nu; i++) {
+        int side, first, cnt, kind = usim_net_link_users(n, links[i], &side, &first, &cnt);
+        if (kind == USIM_LINK_MESH)
+            continue;   /* one pair's link: its transfers alone */
+        for (int h = first; h < first + cnt; h++) {
+            if (k->pos[h] < 0)
+                continue;
+            if (ne == cap) {
+                cap = cap ? 2 * cap : 256;
+                load_ent *nw = usim_realloc(e, cap * sizeof *nw);
+                if (!nw)
+                    goto oom;
+                e = nw;
+            }
+            e[ne++] = (load_ent){kind, k->pos[h], links[i], 1};
+        }
+    }
+    qsort(e, ne, sizeof *e, ent_cmp);
+    size_t m = 0;
+    for (size_t i = 0; i < ne; i++) {
+        if (m > 0 && ent_cmp(&e[m - 1], &e[i]) == 0)
+            e[m - 1].w++;
+        else
+            e[m++] = e[i];
+    }
+    /* per transfer: the entries of (kind, position) of each of its own links */
+    size_t tot = 0, tcap = (size_t)4 * nx + 16;
+    olink = usim_malloc(tcap * sizeof *olink);
+    ow = usim_malloc(tcap * sizeof *ow);
+    if (!olink || !ow)
+        goto oom;
+    for (int i = 0; i < nx; i++) {
+        off[i] = (int)tot;
+        if (x[i].src == x[i].dst)
+            continue;
+        int rl[4], cl;
+        usim_time lat;
+        int r = usim_net_route(n, x[i].src, x[i].dst, rl, &lat, &cl);
+        for (int j = 0; j < r; j++) {
+            int side, first, cnt, kind = usim_net_link_users(n, rl[j], &side, &first, &cnt);
+            if (kind == USIM_LINK_MESH) {
+                if (tot == tcap) {
+                    tcap *= 2;
+                    int *a = usim_realloc(olink, tcap * sizeof *a), *b = usim_realloc(ow, tcap * sizeof *b);
+                    if (a)
+                        olink = a;
+                    if (b)
+                        ow = b;
+                    if (!a || !b)
+                        goto oom;
+                }
+                olink[tot] = rl[j];
+                ow[tot++] = 1;
+                continue;
+            }
+            int g = side ? x[i].dst : x[i].src;
+            load_ent key = {kind, k->pos[g], -1, 0};
+            size_t lo = 0, hi = m;   /* first entry >= key */
+            while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                if (ent_cmp(&e[mid], &key) < 0)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            for (size_t q = lo; q < m && e[q].kind == kind && e[q].pos == key.pos; q++) {
+                if (tot == tcap) {
+                    tcap *= 2;
+                    int *a = usim_realloc(olink, tcap * sizeof *a), *b = usim_realloc(ow, tcap * sizeof *b);
+                    if (a)
+                        olink = a;
+                    if (b)
+                        ow = b;
+                    if (!a || !b)
+                        goto oom;
+                }
+                olink[tot] = e[q].link;
+                ow[tot++] = e[q].w;
+            }
+        }
+    }
+    if (tot > (size_t)INT_MAX)
+        goto oom;
+    off[nx] = (int)tot;
+    free(links);
+    free(e);
+    ld->off = off;
+    ld->link = olink;
+    ld->w = ow;
+    return USIM_OK;
+oom:
+    free(links); free(off); free(e); free(olink); free(ow);
+    rc = usim_set_error(USIM_ENOMEM, "out of memory for the link loads");
+    return rc;
+}
+
 #define MAX_CANDIDATES 8
 
 /* The candidate (algorithm, protocol) pairs of a valid collective; for
@@ -473,23 +1066,26 @@ static int candidates(usim_net *n, const usim_coll *c, usim_algo *as, usim_proto
 
 /* Generate the transfers of algorithm a with protocol p (count them all, and
  * store the window when build).  *steps gets the ring steps (0: not a ring). */
-static int generate(usim_net *n, const usim_coll *c, usim_algo a, usim_proto p,
-                    usim_coll_result *r, gen *g, int build, int *steps)
+static int generate(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, usim_proto p,
+                    usim_coll_result *r, gen *g, int build, int *steps, int skipcount)
 {
     memset(r, 0, sizeof *r);
     *steps = 0;
-    int P = c->size, NG = c->ngroups, G = usim_net_gpus(n);
+    int P = c->size, NG = k->on ? 1 : c->ngroups, G = usim_net_gpus(n);
     memset(g, 0, sizeof *g);
     g->net = n;
     g->c = c;
     g->build = build;
+    g->skipcount = skipcount;
     g->window = INT_MAX;
     g->wire = usim_proto_wire(p);
-    g->sent = usim_calloc((size_t)G, sizeof *g->sent);
-    g->recv = usim_calloc((size_t)G, sizeof *g->recv);
-    g->sent_cls = usim_calloc((size_t)G * USIM_NCLASS, sizeof *g->sent_cls);
-    if (!g->sent || !g->recv || !g->sent_cls)
-        return usim_set_error(USIM_ENOMEM, "out of memory counting a collective");
+    if (!skipcount) {
+        g->sent = usim_calloc((size_t)G, sizeof *g->sent);
+        g->recv = usim_calloc((size_t)G, sizeof *g->recv);
+        g->sent_cls = usim_calloc((size_t)G * USIM_NCLASS, sizeof *g->sent_cls);
+        if (!g->sent || !g->recv || !g->sent_cls)
+            return usim_set_error(USIM_ENOMEM, "out of memory counting a collective");
+    }
     r->algo = a;
     r->proto = p;
     r->channels = 1;
@@ -504,7 +1100,10 @@ static int generate(usim_net *n, const usim_coll *c, usim_algo a, usim_proto p,
             g->wire /= usim_net_platform(n)->nvls_eff;
         for (int gi = 0; gi < NG && !rc && !g->err; gi++) {
             geo Gg;
-            if ((rc = geometry(n, c->ranks + (size_t)gi * P, P, &Gg)))
+            int own = !(gi == 0 && k->g0.pos);
+            if (!own)
+                Gg = k->g0;   /* group 0's, computed once per collective */
+            else if ((rc = geometry(n, c->ranks + (size_t)gi * P, P, &Gg)))
                 break;
             if (a == USIM_ALGO_TREE) {
                 if (!Gg.uniform || Gg.N < 2)
@@ -519,7 +1118,7 @@ static int generate(usim_net *n, const usim_coll *c, usim_algo a, usim_proto p,
                 else
                     gen_nvls(g, gi);
             } else {
-                int C = ring_channels(&Gg);
+                int C = ring_channels(n, &Gg);
                 if (gi == 0) {
                     /* the window holds about ring_window steps' worth of
                      * one-channel transfers: C channels simulate ring_window / C
@@ -530,11 +1129,22 @@ static int generate(usim_net *n, const usim_coll *c, usim_algo a, usim_proto p,
                         w = 4;
                     if (*steps > w)
                         g->window = w;
+                    if (!build)
+                        g->window = 0;   /* counting only: every step in closed form */
                 }
-                rc = gen_ring(g, gi, &Gg, C);
+                int done = 0;
+                if (build && k->on && !k->nocone && c->ngroups == 1) {
+                    int w = g->window < *steps ? g->window : *steps;
+                    done = gen_ring_cone(g, gi, &Gg, C, w);
+                    if (done < 0)
+                        rc = -done;
+                }
+                if (!done && !rc)
+                    rc = gen_ring(g, gi, &Gg, C);
                 r->channels = C;
             }
-            free(Gg.pos);
+            if (own)
+                free(Gg.pos);
         }
     }
     if (!rc && g->err)
@@ -544,29 +1154,81 @@ static int generate(usim_net *n, const usim_coll *c, usim_algo a, usim_proto p,
     return rc;
 }
 
+static int pair_cmp(const void *a, const void *b)
+{
+    const int *x = a, *y = b;
+    if (x[0] != y[0])
+        return (x[0] > y[0]) - (x[0] < y[0]);
+    return (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+/* Whether no link is crossed by transfers of two node blocks (the premise
+ * of gen_ring_cone); 1 yes, 0 no, -1 out of memory. */
+static int blocks_local(usim_net *n, const gen *g)
+{
+    int *pr = usim_malloc((g->n * 4 + 1) * 2 * sizeof *pr);
+    if (!pr)
+        return -1;
+    size_t np = 0;
+    for (size_t i = 0; i < g->n; i++) {
+        if (g->x[i].src == g->x[i].dst)
+            continue;
+        int l[4], cl;
+        usim_time lat;
+        int r = usim_net_route(n, g->x[i].src, g->x[i].dst, l, &lat, &cl);
+        for (int j = 0; j < r; j++) {
+            pr[2 * np] = l[j];
+            pr[2 * np + 1] = g->xblk[i];
+            np++;
+        }
+    }
+    qsort(pr, np, 2 * sizeof *pr, pair_cmp);
+    int ok = 1;
+    for (size_t i = 1; i < np && ok; i++)
+        if (pr[2 * i] == pr[2 * i - 2] && pr[2 * i + 1] != pr[2 * i - 1])
+            ok = 0;
+    free(pr);
+    return ok;
+}
+
 static void gen_free(gen *g)
 {
+    free(g->xblk);
+    free(g->isrep);
     free(g->x);
     free(g->sent);
     free(g->recv);
     free(g->sent_cls);
 }
 
-static void finish_counts(usim_net *n, const gen *g, usim_coll_result *r, uint64_t *sent,
-                          uint64_t *recv)
+/* Totals and maxima of the counters; with classes (only group 0 counted)
+ * every group's GPU at position p counts what group 0's does. */
+static void finish_counts(usim_net *n, const usim_coll *c, const cls *k, const gen *g,
+                          usim_coll_result *r, uint64_t *sent, uint64_t *recv)
 {
     int G = usim_net_gpus(n);
     for (int i = 0; i < G; i++) {
         r->total_sent += g->sent[i];
         r->total_recv += g->recv[i];
-        for (int k = 0; k < USIM_NCLASS; k++)
-            if (g->sent_cls[(size_t)i * USIM_NCLASS + k] > r->max_sent[k])
-                r->max_sent[k] = g->sent_cls[(size_t)i * USIM_NCLASS + k];
+        for (int q = 0; q < USIM_NCLASS; q++)
+            if (g->sent_cls[(size_t)i * USIM_NCLASS + q] > r->max_sent[q])
+                r->max_sent[q] = g->sent_cls[(size_t)i * USIM_NCLASS + q];
     }
-    if (sent)
-        memcpy(sent, g->sent, (size_t)G * sizeof *sent);
-    if (recv)
-        memcpy(recv, g->recv, (size_t)G * sizeof *recv);
+    if (k->on) {
+        r->total_sent *= (uint64_t)c->ngroups;
+        r->total_recv *= (uint64_t)c->ngroups;
+    }
+    int P = c->size;
+    for (int z = 0; z < 2; z++) {
+        uint64_t *out = z ? recv : sent;
+        const uint64_t *in = z ? g->recv : g->sent;
+        if (!out)
+            continue;
+        memcpy(out, in, (size_t)G * sizeof *out);
+        if (k->on)
+            for (size_t i = (size_t)P; i < (size_t)c->ngroups * P; i++)
+                out[c->ranks[i]] = in[c->ranks[i % (size_t)P]];
+    }
 }
 
 /* Validate c and list its candidate pairs (count, or -status). */
@@ -581,42 +1243,68 @@ static int prepare(usim_net *n, const usim_coll *c, usim_coll_result *r, usim_al
 }
 
 /* Count algorithm a with protocol p without simulating it. */
-static int count_as(usim_net *n, const usim_coll *c, usim_algo a, usim_proto p,
+static int count_as(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, usim_proto p,
                     usim_coll_result *r, uint64_t *sent, uint64_t *recv)
 {
     gen g;
     int steps;
-    int rc = generate(n, c, a, p, r, &g, 0, &steps);
+    int rc = generate(n, c, k, a, p, r, &g, 0, &steps, 0);
     if (!rc)
-        finish_counts(n, &g, r, sent, recv);
+        finish_counts(n, c, k, &g, r, sent, recv);
     gen_free(&g);
     return rc;
 }
 
 /* Simulate algorithm a with protocol p. */
-static int run_one(usim_net *n, const usim_coll *c, usim_algo a, usim_proto p,
-                   usim_coll_result *r, uint64_t *sent, uint64_t *recv)
+/* Simulate algorithm a with protocol p; counted: the counters of algorithm
+ * a (they do not depend on the protocol). */
+static int run_one(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, usim_proto p,
+                   usim_coll_result *r, const usim_coll_result *counted)
 {
     gen g;
     int steps;
-    int rc = generate(n, c, a, p, r, &g, 1, &steps);
+    int rc = generate(n, c, k, a, p, r, &g, 1, &steps, 1);
+    for (int q = 0; q < USIM_NCLASS; q++)
+        r->max_sent[q] = counted->max_sent[q];
+    r->total_sent = counted->total_sent;
+    r->total_recv = counted->total_recv;
     if (rc || c->size == 1) {
-        if (!rc)
-            finish_counts(n, &g, r, sent, recv);
         gen_free(&g);
         return rc;
     }
-    finish_counts(n, &g, r, sent, recv);
+    if (g.cone) {
+        int local = blocks_local(n, &g);
+        if (local <= 0) {
+            gen_free(&g);
+            if (local < 0)
+                return usim_set_error(USIM_ENOMEM, "out of memory");
+            cls k2 = *k;   /* blocks share links on this network: the whole ring */
+            k2.nocone = 1;
+            return run_one(n, c, &k2, a, p, r, counted);
+        }
+    }
     usim_time *fin = usim_malloc((g.n ? g.n : 1) * sizeof *fin);
-    if (!fin) {
+    usim_loads ld = {NULL, NULL, NULL};
+    if (!fin || (k->pos && build_loads(n, k, g.x, (int)g.n, &ld))) {
+        free(fin);
         gen_free(&g);
         return usim_set_error(USIM_ENOMEM, "out of memory for %zu transfers", g.n);
     }
     usim_net_set_latency_scale(n, usim_proto_latency(p, USIM_CLASS_NVLINK),
                                usim_proto_latency(p, USIM_CLASS_NIC));
     usim_time mk;
-    rc = usim_net_run(n, g.x, (int)g.n, fin, &mk);
+    rc = usim_net_run_loads(n, g.x, (int)g.n, k->pos ? &ld : NULL, fin, &mk);
+    free((void *)ld.off);
+    free((void *)ld.link);
+    free((void *)ld.w);
     usim_net_set_latency_scale(n, 1, 1);
+    if (rc == USIM_OK && g.cone) {
+        /* only the representative blocks stand for the ring (gen_ring_cone) */
+        mk = 0;
+        for (size_t i = 0; i < g.n; i++)
+            if (g.isrep[g.xblk[i]] && fin[i] > mk)
+                mk = fin[i];
+    }
     if (rc == USIM_OK) {
         r->duration = mk;
         int sim_steps = g.window < steps ? g.window : steps;
@@ -627,7 +1315,7 @@ static int run_one(usim_net *n, const usim_coll *c, usim_algo a, usim_proto p,
                 rc = usim_set_error(USIM_ENOMEM, "out of memory");
             } else {
                 for (size_t i = 0; i < g.n; i++)
-                    if (fin[i] > end[g.x[i].step])
+                    if (fin[i] > end[g.x[i].step] && (!g.cone || g.isrep[g.xblk[i]]))
                         end[g.x[i].step] = fin[i];
                 int w = sim_steps / 2;
                 double period = (double)(end[sim_steps - 1] - end[sim_steps - 1 - w]) / w;
@@ -642,6 +1330,23 @@ static int run_one(usim_net *n, const usim_coll *c, usim_algo a, usim_proto p,
     return rc;
 }
 
+/* The per-call cost of an all-to-all (platform a2a_call_us): one fixed time
+ * per call on top of its transfers, that of the widest link class the call
+ * spans (NIC when any group has members on two nodes).  Measured on our MPI
+ * all-to-all by ulysses calibrate (doc/validation.md); 0 in the GPU presets. */
+static usim_time a2a_call_cost(usim_net *n, const usim_coll *c)
+{
+    if (c->type != USIM_A2A_DIRECT && c->type != USIM_A2A_PAIRWISE)
+        return 0;
+    const usim_platform *pf = usim_net_platform(n);
+    for (int g = 0; g < c->ngroups; g++)   /* members on one NVLink domain: the NVLink cost */
+        for (int k = 1; k < c->size; k++)
+            if (usim_net_domain_of(n, c->ranks[g * c->size + k]) !=
+                usim_net_domain_of(n, c->ranks[g * c->size]))
+                return pf->a2a_call[USIM_CLASS_NIC];
+    return pf->a2a_call[USIM_CLASS_NVLINK];
+}
+
 int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t *sent,
                   uint64_t *recv)
 {
@@ -651,29 +1356,49 @@ int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t
     int rc = USIM_OK, nc = prepare(n, c, r, as, ps, est);
     if (nc < 0)
         return -nc;
+    cls k;
+    if ((rc = analyze(n, c, &k)))
+        return rc;
+    if (is_ring(c->type) && c->size > 1 && (rc = geometry(n, c->ranks, c->size, &k.g0))) {
+        cls_free(&k);
+        return rc;
+    }
+    if (!k.on && usim_net_engine(n) == USIM_ENGINE_CLASSES) {
+        cls_free(&k);
+        return usim_set_error(USIM_EINVAL,
+                              "%s: its %d groups are not placed alike on the nodes and NICs, so the "
+                              "class engine cannot represent them; use --engine full or auto",
+                              usim_coll_name(c->type), c->ngroups);
+    }
     /* Every candidate at flow level; the fastest wins (on ties the one with
      * the smaller estimate).  Candidates are tried in the order of NCCL's
      * estimate, and one whose lower bound (its busiest link's wire bytes over
      * that link's bandwidth) already reaches the best time is not run: it
      * cannot win, so skipping it does not change the choice. */
     int order[MAX_CANDIDATES];
-    for (int k = 0; k < nc; k++) {
-        int j = k;
-        while (j > 0 && est[order[j - 1]] > est[k]) {
+    for (int q = 0; q < nc; q++) {
+        int j = q;
+        while (j > 0 && est[order[j - 1]] > est[q]) {
             order[j] = order[j - 1];
             j--;
         }
-        order[j] = k;
+        order[j] = q;
     }
     int best = -1;
     const usim_platform *pf = usim_net_platform(n);
-    for (int oi = 0; oi < nc; oi++) {
-        int k = order[oi];
+    usim_coll_result cnt[USIM_NALGO];
+    int have_cnt[USIM_NALGO] = {0};
+    for (int oi = 0; oi < nc && !rc; oi++) {
+        int q = order[oi];
         usim_coll_result t;
+        if (!have_cnt[as[q]]) {   /* counters per algorithm, whatever the protocol */
+            if ((rc = count_as(n, c, &k, as[q], ps[q], &cnt[as[q]], NULL, NULL)))
+                break;
+            have_cnt[as[q]] = 1;
+        }
+        t = cnt[as[q]];
         if (best >= 0) {
-            if ((rc = count_as(n, c, as[k], ps[k], &t, NULL, NULL)))
-                return rc;
-            double w = usim_proto_wire(ps[k]) / (as[k] == USIM_ALGO_NVLS ? pf->nvls_eff : 1), lb = 0;
+            double w = usim_proto_wire(ps[q]) / (as[q] == USIM_ALGO_NVLS ? pf->nvls_eff : 1), lb = 0;
             double bw[USIM_NCLASS] = {pf->nvl_Bps, pf->nic_Bps};
             for (int cl = 0; cl < USIM_NCLASS; cl++) {
                 double x = (double)t.max_sent[cl] * w * 1e12 / bw[cl];
@@ -683,18 +1408,22 @@ int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t
             if (lb - 1 >= (double)r->duration)
                 continue;
         }
-        if ((rc = run_one(n, c, as[k], ps[k], &t, NULL, NULL)))
-            return rc;
-        t.estimate_s = est[k];
+        if ((rc = run_one(n, c, &k, as[q], ps[q], &t, &cnt[as[q]])))
+            break;
+        t.estimate_s = est[q];
         if (best < 0 || t.duration < r->duration) {
             *r = t;
-            best = k;
+            best = q;
         }
     }
-    if (sent || recv) {   /* the winner's counters */
+    if (!rc && c->size > 1)
+        r->duration += a2a_call_cost(n, c);
+    if (!rc && (sent || recv)) {   /* the winner's counters */
         usim_coll_result t;
-        rc = count_as(n, c, as[best], ps[best], &t, sent, recv);
+        rc = count_as(n, c, &k, as[best], ps[best], &t, sent, recv);
     }
+    r->classes = k.on;
+    cls_free(&k);
     return rc;
 }
 
@@ -717,5 +1446,10 @@ int usim_coll_count(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64
         a = t.algo;
         p = t.proto;
     }
-    return count_as(n, c, a, p, r, sent, recv);
+    cls k;
+    if ((rc = analyze(n, c, &k)))
+        return rc;
+    rc = count_as(n, c, &k, a, p, r, sent, recv);
+    cls_free(&k);
+    return rc;
 }

@@ -89,11 +89,12 @@ static const char *const gpu_keys[] = {"model", "peak_tflops_bf16", "peak_tflops
                                        "hbm_GiB", "hbm_bw_GBps", "reserved_GiB", "sms", "gemm_tile_m",
                                        "gemm_tile_n", "gemm_k_half", "attention_head_dim_half",
                                        "launch_us", NULL};
-static const char *const intra_keys[] = {"fabric", "bw_GBps_per_dir", "efficiency", "latency_us",
-                                         "nvls", "nvls_efficiency", NULL};
+static const char *const intra_keys[] = {"fabric", "topology", "bw_GBps_per_dir",
+                                         "link_bw_GBps_per_dir", "nvlink_domain_gpus", "efficiency",
+                                         "latency_us", "a2a_call_us", "nvls", "nvls_efficiency", NULL};
 static const char *const coll_keys[] = {"all_reduce", "all_gather", "reduce_scatter", "protocol", NULL};
 static const char *const inter_keys[] = {"fabric", "nic_bw_Gbps", "nics_per_node", "efficiency",
-                                         "latency_us", "spine_oversubscription", NULL};
+                                         "latency_us", "a2a_call_us", "spine_oversubscription", NULL};
 static const char *const model_keys[] = {"name", "description", "sources", "layers", "hidden", "heads",
                                          "kv_heads", "ffn_hidden", "vocab", "mlp", "tied_embeddings",
                                          "causal", "seq_tokens", "micro_batch", "global_batch", "dtype",
@@ -110,10 +111,14 @@ int usim_platform_load(const char *path, usim_platform *p)
     }
     json_t *root = d.root, *gpu, *intra, *inter;
     const char *name = NULL;
-    int64_t gpn = 0, maxn = 0, nics = 0;
+    int64_t gpn = 0, maxn = 0, nics = 0, domain = 0;
+    const char *topo = "switch";
+    double linkbw = 0;
+    int mesh = 0;
     double bf16 = 0, fp16 = 0, fp32 = 0, ge = 0, ae = 0, abe = 0, hbm = 0, hbmbw = 0, resv = 0;
     int skip = 1;
     double nvbw = 0, nveff = 1, nvlat = 0, nicbw = 0, niceff = 1, niclat = 0, over = 1;
+    double nvcall = 0, niccall = 0;
     int nvls = 0;
     int64_t sms = 0;
     double tile_m = 128, tile_n = 128, k_half = 0, d_half = 0, launch_us = 0;
@@ -144,9 +149,32 @@ int usim_platform_load(const char *path, usim_platform *p)
         (rc = usim_json_num(&d, gpu, "gpu", "launch_us", 0, 0, 0, &launch_us)) ||
         (rc = usim_json_obj(&d, root, "", "intra_node", &intra)) ||
         (rc = usim_json_known_keys(&d, intra, "intra_node", intra_keys)) ||
-        (rc = usim_json_num(&d, intra, "intra_node", "bw_GBps_per_dir", 1, 0, 1, &nvbw)) ||
+        (rc = usim_json_str(&d, intra, "intra_node", "topology", 0, &topo)))
+        goto out;
+    if (strcmp(topo, "full_mesh") == 0)
+        mesh = 1;
+    else if (strcmp(topo, "switch") != 0) {
+        rc = usim_json_err(&d, "intra_node", "topology", "must be \"switch\" or \"full_mesh\" (got \"%s\")",
+                           topo);
+        goto out;
+    }
+    if (mesh && json_object_get(intra, "bw_GBps_per_dir")) {
+        rc = usim_json_err(&d, "intra_node", "bw_GBps_per_dir",
+                           "a full_mesh node gives link_bw_GBps_per_dir (one peer link) instead; the "
+                           "GPU's total is (gpus_per_node - 1) times it");
+        goto out;
+    }
+    if (!mesh && json_object_get(intra, "link_bw_GBps_per_dir")) {
+        rc = usim_json_err(&d, "intra_node", "link_bw_GBps_per_dir",
+                           "only for \"topology\": \"full_mesh\" (a switched node gives bw_GBps_per_dir)");
+        goto out;
+    }
+    if ((rc = usim_json_num(&d, intra, "intra_node", mesh ? "link_bw_GBps_per_dir" : "bw_GBps_per_dir", 1,
+                            0, 1, mesh ? &linkbw : &nvbw)) ||
+        (rc = usim_json_int(&d, intra, "intra_node", "nvlink_domain_gpus", 0, 1, &domain)) ||
         (rc = usim_json_num(&d, intra, "intra_node", "efficiency", 0, 0, 1, &nveff)) ||
         (rc = usim_json_num(&d, intra, "intra_node", "latency_us", 1, 0, 0, &nvlat)) ||
+        (rc = usim_json_num(&d, intra, "intra_node", "a2a_call_us", 0, 0, 0, &nvcall)) ||
         (rc = usim_json_bool(&d, intra, "intra_node", "nvls", 0, &nvls)) ||
         (rc = usim_json_num(&d, intra, "intra_node", "nvls_efficiency", 0, 0, 1, &nvls_eff)) ||
         (rc = usim_json_obj(&d, root, "", "inter_node", &inter)) ||
@@ -155,6 +183,7 @@ int usim_platform_load(const char *path, usim_platform *p)
         (rc = usim_json_int(&d, inter, "inter_node", "nics_per_node", 0, 1, &nics)) ||
         (rc = usim_json_num(&d, inter, "inter_node", "efficiency", 0, 0, 1, &niceff)) ||
         (rc = usim_json_num(&d, inter, "inter_node", "latency_us", 1, 0, 0, &niclat)) ||
+        (rc = usim_json_num(&d, inter, "inter_node", "a2a_call_us", 0, 0, 0, &niccall)) ||
         (rc = usim_json_num(&d, inter, "inter_node", "spine_oversubscription", 0, 1, 0, &over)))
         goto out;
     if (json_object_get(root, "collectives")) {
@@ -201,6 +230,16 @@ int usim_platform_load(const char *path, usim_platform *p)
     if (nics && (nics > gpn || gpn % nics != 0))
         { rc = usim_json_err(&d, "inter_node", "nics_per_node", "must divide gpus_per_node (%lld) (got %lld)",
                              (long long)gpn, (long long)nics); goto out; }
+    if (domain && (domain < gpn || domain % gpn != 0 || domain > 1000000))
+        { rc = usim_json_err(&d, "intra_node", "nvlink_domain_gpus", "must be a multiple of gpus_per_node "
+                             "(%lld) and at most 1000000 (got %lld)", (long long)gpn, (long long)domain); goto out; }
+    if (mesh && domain && domain != gpn)
+        { rc = usim_json_err(&d, "intra_node", "nvlink_domain_gpus", "a full_mesh node is its own domain "
+                             "(%lld GPUs) (got %lld)", (long long)gpn, (long long)domain); goto out; }
+    if (mesh && nvls)
+        { rc = usim_json_err(&d, "intra_node", "nvls", "a full_mesh node has no switch to reduce in"); goto out; }
+    if (mesh && gpn < 2)
+        { rc = usim_json_err(&d, "intra_node", "topology", "full_mesh needs gpus_per_node >= 2"); goto out; }
     if (resv * 1.0 >= hbm)
         { rc = usim_json_err(&d, "gpu", "reserved_GiB", "must be below hbm_GiB (%g)", hbm); goto out; }
     snprintf(p->name, sizeof p->name, "%s", name);
@@ -217,10 +256,15 @@ int usim_platform_load(const char *path, usim_platform *p)
     p->hbm_bytes = hbm * 1073741824.0;
     p->hbm_Bps = hbmbw * 1e9;
     p->reserved_bytes = resv * 1073741824.0;
-    p->nvl_Bps = nvbw * 1e9 * nveff;
+    p->full_mesh = mesh;
+    p->mesh_link_Bps = linkbw * 1e9 * nveff;
+    p->nvl_Bps = mesh ? (double)(gpn - 1) * p->mesh_link_Bps : nvbw * 1e9 * nveff;
+    p->nvl_domain = domain > gpn ? (int)domain : 0;   /* 0: the node */
     p->nvl_lat = usim_ps(nvlat * 1e-6);
     p->nic_Bps = nicbw * 1e9 / 8 * niceff;
     p->nic_lat = usim_ps(niclat * 1e-6);
+    p->a2a_call[USIM_CLASS_NVLINK] = usim_ps(nvcall * 1e-6);
+    p->a2a_call[USIM_CLASS_NIC] = usim_ps(niccall * 1e-6);
     p->oversub = over;
     p->nics_per_node = (int)nics;
     p->nvls = nvls;

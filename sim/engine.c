@@ -117,6 +117,11 @@ int usim_engine_run(usim_engine *e)
     return USIM_OK;
 }
 
+int usim_engine_next_at(const usim_engine *e, usim_time t)
+{
+    return e->n > 0 && e->heap[0].t == t;
+}
+
 usim_time usim_engine_now(const usim_engine *e)
 {
     return e->now;

@@ -45,8 +45,12 @@ int usim_estimate(const usim_platform *p, const usim_model *m, const usim_job *j
     int T = j.method == USIM_MEGATRON_SP ? 1 : j.tp;
     int C = j.method == USIM_MEGATRON_SP ? j.sp : j.sp;
     int inner = j.method == USIM_USP ? j.ulysses : C;
-    double bw = (int64_t)T * inner <= p->gpus_per_node ? p->nvl_Bps : p->nic_Bps;
-    if ((int64_t)T * C > p->gpus_per_node && j.method == USIM_USP)
+    int dom = usim_platform_domain(p);
+    double nvl = p->nvl_Bps;
+    if (p->full_mesh)   /* an all-to-all of `inner` GPUs uses inner - 1 of the peer links */
+        nvl = (inner > 2 ? inner - 1 : 1) * p->mesh_link_Bps;
+    double bw = (int64_t)T * inner <= dom ? nvl : p->nic_Bps;
+    if ((int64_t)T * C > dom && j.method == USIM_USP)
         bw = p->nic_Bps;   /* the ring part crosses nodes (its share dominates the estimate) */
     double comm = bytes / bw;
     int ring = j.method == USIM_RING || j.method == USIM_RING_ZIGZAG || j.method == USIM_USP;

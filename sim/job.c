@@ -89,7 +89,7 @@ int usim_job_resolve(const usim_model *m, const usim_platform *p, usim_job *j)
     int rc = usim_platform_check_gpus(p, j->gpus);
     if (rc)
         return rc;
-    int gpn = p->gpus_per_node;
+    int gpn = usim_platform_domain(p);   /* GPUs reachable over NVLink */
     if (j->zero < 0 || j->zero > 3)
         return usim_set_error(USIM_EINVAL, "--zero must be 0, 1, 2 or 3 (got %d)", j->zero);
     if (j->sp < 0 || j->tp < 0 || j->dp < 0 || j->ulysses < 0 || j->pp < 0)
@@ -199,6 +199,14 @@ int usim_job_resolve(const usim_model *m, const usim_platform *p, usim_job *j)
     if (m->seq < gran)
         return usim_set_error(USIM_EINVAL, "%s: sequence %lld is shorter than %d (%s needs >= %d tokens)",
                               mn, (long long)m->seq, gran, mn, gran);
+    if (two && m->seq % (2 * (int64_t)j->sp) != 0) {
+        /* zigzag load balancing (Megatron's p2p, USP's ring, Llama-3's
+         * all-gather CP) cuts the sequence into 2 x CP equal chunks */
+        int64_t c2 = 2 * (int64_t)j->sp, lo = m->seq / c2 * c2;
+        return usim_set_error(USIM_EINVAL, "%s: sequence %lld is not a multiple of 2 x CP = %lld (zigzag "
+                              "load balancing cuts it into 2 x CP equal chunks); nearest valid: %lld or %lld",
+                              mn, (long long)m->seq, (long long)c2, (long long)lo, (long long)(lo + c2));
+    }
     return USIM_OK;
 }
 
@@ -211,7 +219,8 @@ void usim_job_placement(const usim_platform *p, const usim_job *j, char *out, si
     int usp = j->method == USIM_USP;
     int dims[5] = {T, usp ? j->ulysses : C, usp ? C / j->ulysses : 1, j->dp, j->pp};
     const char *names[5] = {"tp", usp ? "cp a2a" : "cp", "cp p2p", "dp", "pp"};
-    int gpn = p->gpus_per_node;
+    int gpn = usim_platform_domain(p);   /* NVLink reach: the node, or a multi-node domain */
+    const char *unit = gpn > p->gpus_per_node ? "NVLink domain" : "node";
     int64_t span = 1;
     char in[200] = "", across[200] = "";
     for (int k = 0; k < 5; k++) {
@@ -221,8 +230,8 @@ void usim_job_placement(const usim_platform *p, const usim_job *j, char *out, si
         snprintf(item, sizeof item, "%s %d", names[k], dims[k]);
         int inside = span * dims[k] <= gpn;
         if (!inside && span < gpn)   /* straddles the node boundary */
-            snprintf(item + strlen(item), sizeof item - strlen(item), " (%lld per node)",
-                     (long long)(gpn / span));
+            snprintf(item + strlen(item), sizeof item - strlen(item), " (%lld per %s)",
+                     (long long)(gpn / span), unit);
         char *dst = inside ? in : across;
         size_t l = strlen(dst);
         snprintf(dst + l, sizeof in - l, "%s%s", l ? " x " : "", item);
@@ -231,8 +240,9 @@ void usim_job_placement(const usim_platform *p, const usim_job *j, char *out, si
     if (!*in && !*across)
         snprintf(out, outlen, "one GPU");
     else
-        snprintf(out, outlen, "%s%s%s%s%s", in, *in ? " inside a node" : "", *in && *across ? "; " : "",
-                 across, *across ? " across nodes" : "");
+        snprintf(out, outlen, "%s%s%s%s%s%s%s", in, *in ? " inside a" : "", *in ? (unit[0] == 'N' ? "n " : " ") : "",
+                 *in ? unit : "", *in && *across ? "; " : "", across,
+                 *across ? (unit[0] == 'N' ? " across NVLink domains" : " across nodes") : "");
 }
 
 /* ------------------------------------------------------------ placement */

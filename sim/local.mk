@@ -21,14 +21,15 @@ ulysses_sim_SOURCES = sim/cli/main.c sim/cli/opts.c sim/cli/opts.h sim/cli/outpu
 	sim/cli/output.h sim/cli/sweep.c sim/cli/plan.c sim/cli/attn.c sim/cli/coll.c
 ulysses_sim_CPPFLAGS = $(USIM_CPPFLAGS)
 ulysses_sim_CFLAGS = $(USIM_CFLAGS)
-ulysses_sim_LDADD = sim/libusim.la $(JANSSON_LIBS) -lm
+ulysses_sim_LDADD = sim/libusim.la src/libulybase_json.la $(JANSSON_LIBS) -lm
 
 # Presets: installed under $(pkgdatadir)/presets/{platforms,models}.
 simplatformsdir = $(pkgdatadir)/presets/platforms
 dist_simplatforms_DATA = sim/presets/platforms/dgx-a100-40g.json \
 	sim/presets/platforms/dgx-a100-80g.json sim/presets/platforms/dgx-h100.json \
 	sim/presets/platforms/dgx-h100-2to1.json sim/presets/platforms/a100-pcie-4.json \
-	sim/presets/platforms/dgx-h200.json sim/presets/platforms/l40s-pcie-8.json
+	sim/presets/platforms/dgx-h200.json sim/presets/platforms/l40s-pcie-8.json \
+	sim/presets/platforms/gb200-nvl72.json sim/presets/platforms/mi300x-8.json
 simmodelsdir = $(pkgdatadir)/presets/models
 dist_simmodels_DATA = sim/presets/models/gpt-1.2b.json sim/presets/models/gpt-7b.json \
 	sim/presets/models/gpt-30b.json sim/presets/models/llama-3-8b.json \
@@ -51,8 +52,8 @@ USIM_TEST_LIBS = sim/libusim.la $(CHECK_LIBS) $(JANSSON_LIBS) -lm
 
 check_PROGRAMS += sim/tests/test_engine sim/tests/test_net sim/tests/test_describe \
 	sim/tests/test_workload sim/tests/test_rails sim/tests/test_attnjob sim/tests/test_props \
-	sim/tests/test_golden
-TESTS += sim/tests/test_attnjob
+	sim/tests/test_golden sim/tests/test_classes
+TESTS += sim/tests/test_attnjob sim/tests/test_classes
 TESTS += sim/tests/test_engine sim/tests/test_net sim/tests/test_describe \
 	sim/tests/test_workload sim/tests/test_rails sim/tests/test_props sim/tests/test_golden \
 	sim/tests/cli_basic.sh sim/tests/cli_errors.sh sim/tests/cli_sweep.sh sim/tests/cli_plan.sh \
@@ -64,7 +65,10 @@ EXTRA_DIST += sim/validate.sh sim/validation.md.in sim/tests/validate.sh sim/tes
 	sim/tests/data/huge-latency.json sim/tests/data/huge-flops.json \
 	sim/tests/data/model-bad-heads.json sim/tests/data/tiny-platform.json \
 	sim/tests/data/typo-key.json sim/tests/data/unknown-key.json sim/tests/data/model-typo.json sim/tests/data/model-40-heads.json \
-	sim/tests/data/cpu-2x2.json sim/tests/data/bad-bwd-eff.json
+	sim/tests/data/cpu-2x2.json sim/tests/data/bad-bwd-eff.json \
+	sim/tests/data/mesh-with-bw.json sim/tests/data/bad-domain.json sim/tests/data/bad-topology.json \
+	sim/tests/data/mesh-nvls.json \
+	sim/tests/data/cpu-2x2-call.json sim/tests/data/bad-a2a-call.json
 
 sim_tests_test_attnjob_SOURCES = sim/tests/test_attnjob.c
 sim_tests_test_attnjob_CPPFLAGS = $(USIM_CPPFLAGS)
@@ -100,6 +104,11 @@ sim_tests_test_golden_SOURCES = sim/tests/test_golden.c
 sim_tests_test_golden_CPPFLAGS = $(USIM_CPPFLAGS)
 sim_tests_test_golden_CFLAGS = $(USIM_TEST_CFLAGS)
 sim_tests_test_golden_LDADD = $(USIM_TEST_LIBS)
+
+sim_tests_test_classes_SOURCES = sim/tests/test_classes.c
+sim_tests_test_classes_CPPFLAGS = $(USIM_CPPFLAGS)
+sim_tests_test_classes_CFLAGS = $(USIM_TEST_CFLAGS)
+sim_tests_test_classes_LDADD = $(USIM_TEST_LIBS)
 
 sim_tests_test_rails_SOURCES = sim/tests/test_rails.c
 sim_tests_test_rails_CPPFLAGS = $(USIM_CPPFLAGS)

@@ -3,12 +3,18 @@
  * flows that share links with max-min fairness.  Collectives built on these
  * transfers are in coll.c.
  *
- * Topology (G GPUs, g per node):
+ * Topology (G GPUs, g per node, D per NVLink domain, D a multiple of g):
  *   NVL_UP[gpu], NVL_DOWN[gpu]      GPU <-> NVSwitch, per direction
  *   NIC_TX[gpu], NIC_RX[gpu]        one NIC per GPU (rail-optimised), per direction
  *   SPINE_UP[node], SPINE_DOWN[node]  leaf -> spine, g * NIC / oversubscription
- * Route inside a node: NVL_UP[src], NVL_DOWN[dst] (latency: NVLink).
- * Route across nodes:  NIC_TX[src], SPINE_UP, SPINE_DOWN, NIC_RX[dst] (latency: NIC).
+ *   MESH[gpu][peer]                 full-mesh nodes only: one link per ordered
+ *                                   GPU pair of a node (g - 1 per GPU)
+ * Route inside an NVLink domain: NVL_UP[src], NVL_DOWN[dst] (latency: NVLink);
+ *   on a full-mesh node: MESH[src][dst] alone.  The domain is the node unless
+ *   the platform's NVLink fabric spans several nodes (an NVL72 rack: D = 72,
+ *   g = 4): then GPUs of different nodes of one domain still talk over NVLink
+ *   and their traffic never touches a NIC.
+ * Route across domains: NIC_TX[src], SPINE_UP, SPINE_DOWN, NIC_RX[dst] (latency: NIC).
  *
  * Flow model: a transfer waits for its dependencies, then for the route's
  * latency, then becomes a flow.  Flows get max-min fair rates (progressive
@@ -33,24 +39,36 @@ typedef struct flow {
     uint32_t ver;
     int nl;
     int link[4];
-    int pos[4];         /* index of this flow in link[k]'s active list */
     int state;
     int deps_left;
     int step;           /* priority class: earlier steps are served first */
+    int l0, nload;      /* its loads: entries l0 .. l0 + nload - 1 of the run's load arrays */
 } flow;
 
+/* A flow loads links: in the full simulation each link of its route once; in
+ * the class simulation (coll.c) a representative flow also stands for its
+ * copies, so it loads a link w times (w copies cross it), and may load links
+ * its own route does not use (copies of it elsewhere cross them).  A flow's
+ * rate is limited by the links of its own route. */
 typedef struct linkq {
-    int *f;             /* active flows on the link */
+    int *f;             /* load entries of the active flows on the link */
     int n, cap;
 } linkq;
 
 struct usim_net {
     usim_platform p;
-    int gpus, gpn, nodes, nlinks;
+    int gpus, gpn, dom, nodes, nlinks;
+    int mesh_base;      /* first MESH link (full-mesh nodes), else -1 */
     double *bw;         /* per link, bytes/s */
     linkq *lq;
     usim_engine *eng;
     int ring_window;
+    int engine;                      /* USIM_ENGINE_* for the collectives run on it */
+    int n_classes, n_full;           /* collectives simulated by each engine */
+    /* the last class analysis (coll.c): key of the groups, answer */
+    int *cls_pos;
+    uint64_t cls_key;
+    int cls_ng, cls_p, cls_valid, cls_on;
     double lat_scale[USIM_NCLASS];   /* protocol latency factor per link class */
     /* per run */
     const usim_xfer *x;
@@ -59,6 +77,7 @@ struct usim_net {
     int *dep_off, *dep_list;
     usim_time *finish;
     int *dirty, ndirty;
+    int *ld_link, *ld_w, *ld_flow, *ld_pos;   /* load entries of the run */
     unsigned char *link_dirty;
     int reshare_pending;
     int err;
@@ -74,6 +93,12 @@ struct usim_net {
 /* ------------------------------------------------------------ topology */
 
 static int node_of(const usim_net *n, int g) { return g / n->gpn; }
+static int domain_of(const usim_net *n, int g) { return g / n->dom; }
+
+int usim_platform_domain(const usim_platform *p)
+{
+    return p->nvl_domain > p->gpus_per_node ? p->nvl_domain : p->gpus_per_node;
+}
 
 /* The GPU whose NIC links GPU g uses: the first of the GPUs sharing its NIC. */
 static int nic_of(const usim_net *n, int g)
@@ -81,6 +106,21 @@ static int nic_of(const usim_net *n, int g)
     int nics = n->p.nics_per_node > 0 && n->p.nics_per_node < n->gpn ? n->p.nics_per_node : n->gpn;
     int share = n->gpn / nics;
     return g - (g % n->gpn) % share;
+}
+
+/* The full-mesh link src -> dst (same node): GPU src's links to its g - 1
+ * peers in local order, skipping itself. */
+static int mesh_link(const usim_net *n, int src, int dst)
+{
+    int ls = src % n->gpn, ld = dst % n->gpn;
+    return n->mesh_base + src * (n->gpn - 1) + ld - (ld > ls);
+}
+
+int usim_net_class(const usim_net *n, int src, int dst)
+{
+    if (src == USIM_SWITCH || dst == USIM_SWITCH || domain_of(n, src) == domain_of(n, dst))
+        return USIM_CLASS_NVLINK;
+    return USIM_CLASS_NIC;
 }
 
 int usim_net_route(const usim_net *n, int src, int dst, int *links, usim_time *lat, int *cls)
@@ -92,11 +132,15 @@ int usim_net_route(const usim_net *n, int src, int dst, int *links, usim_time *l
         *cls = USIM_CLASS_NVLINK;
         return 1;
     }
-    if (node_of(n, src) == node_of(n, dst)) {
-        links[0] = USIM_LINK_NVL_UP * G + src;
-        links[1] = USIM_LINK_NVL_DOWN * G + dst;
+    if (domain_of(n, src) == domain_of(n, dst)) {
         *lat = (usim_time)llround((double)n->p.nvl_lat * n->lat_scale[USIM_CLASS_NVLINK]);
         *cls = USIM_CLASS_NVLINK;
+        if (n->mesh_base >= 0) {   /* full mesh: the domain is the node */
+            links[0] = mesh_link(n, src, dst);
+            return 1;
+        }
+        links[0] = USIM_LINK_NVL_UP * G + src;
+        links[1] = USIM_LINK_NVL_DOWN * G + dst;
         return 2;
     }
     int base = 4 * G;
@@ -120,10 +164,26 @@ usim_net *usim_net_new(const usim_platform *p, int gpus)
         goto oom;
     n->p = *p;
     n->gpus = gpus;
+    if (p->gpus_per_node < 1 || (p->nvl_domain > 0 && p->nvl_domain % p->gpus_per_node != 0) ||
+        (p->full_mesh && usim_platform_domain(p) != p->gpus_per_node) ||
+        (p->full_mesh && !(p->mesh_link_Bps > 0))) {
+        usim_set_error(USIM_EINVAL, "platform %s: the NVLink domain (%d GPUs) must be a multiple of the "
+                       "%d GPUs per node, a full-mesh node is its own domain, and its links need a "
+                       "positive bandwidth", p->name, p->nvl_domain, p->gpus_per_node);
+        usim_net_free(n);
+        return NULL;
+    }
     n->gpn = p->gpus_per_node < gpus ? p->gpus_per_node : gpus;
+    n->dom = usim_platform_domain(p) < gpus ? usim_platform_domain(p) : gpus;
     n->nodes = (gpus + n->gpn - 1) / n->gpn;
     n->nlinks = 4 * gpus + 2 * n->nodes;
+    n->mesh_base = -1;
+    if (p->full_mesh && n->gpn > 1) {
+        n->mesh_base = n->nlinks;
+        n->nlinks += gpus * (n->gpn - 1);
+    }
     n->ring_window = 64;
+    n->engine = USIM_ENGINE_AUTO;
     n->lat_scale[USIM_CLASS_NVLINK] = n->lat_scale[USIM_CLASS_NIC] = 1;
     n->bw = usim_malloc((size_t)n->nlinks * sizeof *n->bw);
     n->lq = usim_calloc((size_t)n->nlinks, sizeof *n->lq);
@@ -147,6 +207,9 @@ usim_net *usim_net_new(const usim_platform *p, int gpus)
     double spine = (double)nics * p->nic_Bps / (p->oversub >= 1 ? p->oversub : 1);
     for (int k = 0; k < 2 * n->nodes; k++)
         n->bw[4 * gpus + k] = spine;
+    if (n->mesh_base >= 0)
+        for (int l = n->mesh_base; l < n->nlinks; l++)
+            n->bw[l] = p->mesh_link_Bps;
     return n;
 oom:
     usim_net_free(n);
@@ -162,6 +225,7 @@ void usim_net_free(usim_net *n)
         for (int l = 0; l < n->nlinks; l++)
             free(n->lq[l].f);
     free(n->lq);
+    free(n->cls_pos);
     free(n->bw);
     free(n->link_dirty);
     free(n->dirty);
@@ -179,6 +243,100 @@ void usim_net_set_ring_window(usim_net *n, int steps) { n->ring_window = steps <
 int usim_net_ring_window(const usim_net *n) { return n->ring_window; }
 const usim_platform *usim_net_platform(const usim_net *n) { return &n->p; }
 int usim_net_node_of(const usim_net *n, int gpu) { return node_of(n, gpu); }
+int usim_net_domain_of(const usim_net *n, int gpu) { return domain_of(n, gpu); }
+int usim_net_full_mesh(const usim_net *n) { return n->mesh_base >= 0; }
+
+void usim_net_set_engine(usim_net *n, int engine)
+{
+    n->engine = engine;
+    n->cls_valid = 0;
+}
+
+int *usim_net_cls_cache(usim_net *n, uint64_t key, int ng, int p, int *on)
+{
+    *on = -1;
+    if (!n->cls_valid || n->cls_key != key || n->cls_ng != ng || n->cls_p != p)
+        return NULL;
+    *on = n->cls_on;
+    return n->cls_pos;
+}
+
+int usim_net_cls_store(usim_net *n, uint64_t key, int ng, int p, int *pos)
+{
+    free(n->cls_pos);
+    n->cls_pos = pos;
+    n->cls_key = key;
+    n->cls_ng = ng;
+    n->cls_p = p;
+    n->cls_on = pos != NULL;
+    n->cls_valid = 1;
+    return 0;
+}
+int usim_net_engine(const usim_net *n) { return n->engine; }
+
+void usim_net_engine_count(usim_net *n, int classes, int *n_classes, int *n_full)
+{
+    if (classes > 0)
+        n->n_classes++;
+    else if (classes == 0)
+        n->n_full++;
+    if (n_classes)
+        *n_classes = n->n_classes;
+    if (n_full)
+        *n_full = n->n_full;
+}
+
+int usim_net_units(const usim_net *n, int kind)
+{
+    return kind == USIM_UNIT_NODE ? n->nodes
+         : kind == USIM_UNIT_DOMAIN ? (n->gpus + n->dom - 1) / n->dom : n->gpus;
+}
+
+int usim_net_unit(const usim_net *n, int kind, int gpu)
+{
+    return kind == USIM_UNIT_NODE ? node_of(n, gpu) : kind == USIM_UNIT_DOMAIN ? domain_of(n, gpu)
+                                                                              : nic_of(n, gpu);
+}
+
+void usim_net_unit_range(const usim_net *n, int kind, int unit, int *first, int *count)
+{
+    int size;
+    if (kind == USIM_UNIT_NIC) {
+        int nics = n->p.nics_per_node > 0 && n->p.nics_per_node < n->gpn ? n->p.nics_per_node : n->gpn;
+        *first = unit;
+        size = nic_of(n, unit) == unit ? n->gpn / nics : 0;   /* not a NIC owner: no unit */
+    } else {
+        size = kind == USIM_UNIT_NODE ? n->gpn : n->dom;
+        *first = unit * size;
+    }
+    *count = *first + size <= n->gpus ? size : n->gpus - *first;
+}
+
+int usim_net_link_users(const usim_net *n, int l, int *side, int *first, int *count)
+{
+    int G = n->gpus;
+    if (n->mesh_base >= 0 && l >= n->mesh_base) {   /* one GPU pair's link */
+        *side = 0;
+        *first = (l - n->mesh_base) / (n->gpn - 1);
+        *count = 1;
+        return USIM_LINK_MESH;
+    }
+    int kind = l < 4 * G ? l / G : l < 4 * G + n->nodes ? USIM_LINK_SPINE_UP : USIM_LINK_SPINE_DOWN;
+    *side = kind == USIM_LINK_NVL_DOWN || kind == USIM_LINK_NIC_RX || kind == USIM_LINK_SPINE_DOWN;
+    switch (kind) {
+    case USIM_LINK_NVL_UP: case USIM_LINK_NVL_DOWN:
+        *first = l - kind * G;
+        *count = 1;
+        break;
+    case USIM_LINK_NIC_TX: case USIM_LINK_NIC_RX:
+        usim_net_unit_range(n, USIM_UNIT_NIC, l - kind * G, first, count);
+        break;
+    default:
+        usim_net_unit_range(n, USIM_UNIT_NODE, (l - 4 * G) % n->nodes, first, count);
+        break;
+    }
+    return kind;
+}
 
 void usim_net_set_latency_scale(usim_net *n, double nvlink, double nic)
 {
@@ -195,9 +353,9 @@ static usim_time ps_for(double rem, double rate)
     return usim_ps_ceil(rem * 1e12 / rate);
 }
 
-static int link_add(usim_net *n, int l, int f, int k)
+static int link_add(usim_net *n, int e)
 {
-    linkq *q = &n->lq[l];
+    linkq *q = &n->lq[n->ld_link[e]];
     if (q->n == q->cap) {
         int cap = q->cap ? 2 * q->cap : 8;
         int *nf = usim_realloc(q->f, (size_t)cap * sizeof *nf);
@@ -206,33 +364,26 @@ static int link_add(usim_net *n, int l, int f, int k)
         q->f = nf;
         q->cap = cap;
     }
-    n->fl[f].pos[k] = q->n;
-    q->f[q->n++] = f;
+    n->ld_pos[e] = q->n;
+    q->f[q->n++] = e;
     return USIM_OK;
 }
 
-static void link_remove(usim_net *n, int l, int f, int k)
+static void link_remove(usim_net *n, int e)
 {
-    linkq *q = &n->lq[l];
-    int i = n->fl[f].pos[k];
+    linkq *q = &n->lq[n->ld_link[e]];
+    int i = n->ld_pos[e];
     int last = q->f[--q->n];
     q->f[i] = last;
-    if (last != f) {
-        flow *o = &n->fl[last];
-        for (int j = 0; j < o->nl; j++)
-            if (o->link[j] == l) {
-                o->pos[j] = i;
-                break;
-            }
-    }
+    n->ld_pos[last] = i;
 }
 
 static void mark_dirty(usim_net *n, const flow *f)
 {
-    for (int k = 0; k < f->nl; k++)
-        if (!n->link_dirty[f->link[k]]) {
-            n->link_dirty[f->link[k]] = 1;
-            n->dirty[n->ndirty++] = f->link[k];
+    for (int k = f->l0; k < f->l0 + f->nload; k++)
+        if (!n->link_dirty[n->ld_link[k]]) {
+            n->link_dirty[n->ld_link[k]] = 1;
+            n->dirty[n->ndirty++] = n->ld_link[k];
         }
 }
 
@@ -278,8 +429,8 @@ static void on_done(usim_engine *e, void *ctx, int64_t arg)
     if (fl->state != F_ACTIVE || fl->ver != ver)
         return;  /* superseded by a later rate change */
     usim_time now = usim_engine_now(e);
-    for (int k = 0; k < fl->nl; k++)
-        link_remove(n, fl->link[k], f, k);
+    for (int k = fl->l0; k < fl->l0 + fl->nload; k++)
+        link_remove(n, k);
     mark_dirty(n, fl);
     fl->rem = 0;
     complete(n, f, now);
@@ -301,8 +452,8 @@ static void on_activate(usim_engine *e, void *ctx, int64_t arg)
     fl->state = F_ACTIVE;
     fl->t_last = now;
     fl->rate = 0;
-    for (int k = 0; k < fl->nl; k++)
-        if (link_add(n, fl->link[k], f, k)) {
+    for (int k = fl->l0; k < fl->l0 + fl->nload; k++)
+        if (link_add(n, k)) {
             n->err = USIM_ENOMEM;
             return;
         }
@@ -315,9 +466,16 @@ static void on_reshare(usim_engine *e, void *ctx, int64_t arg)
 {
     usim_net *n = ctx;
     usim_time now = usim_engine_now(e);
-    n->reshare_pending = 0;
     if (n->err)
         return;
+    if (usim_engine_next_at(e, now)) {
+        /* other events of this instant first: the rates are computed once,
+         * after every start and end of the instant, whatever their order */
+        if (usim_engine_at(e, now, on_reshare, n, 0))
+            n->err = USIM_ENOMEM;
+        return;
+    }
+    n->reshare_pending = 0;
     n->epoch++;
     n->ncomp = 0;
     n->nls = 0;
@@ -336,28 +494,24 @@ static void on_reshare(usim_engine *e, void *ctx, int64_t arg)
         int l = n->lstack[li];
         nlinks_comp++;
         for (int j = 0; j < n->lq[l].n; j++) {
-            int f = n->lq[l].f[j];
+            int f = n->ld_flow[n->lq[l].f[j]];
             if (n->fmark[f] == n->epoch)
                 continue;
             n->fmark[f] = n->epoch;
             n->comp[n->ncomp++] = f;
             flow *fl = &n->fl[f];
-            for (int k = 0; k < fl->nl; k++)
-                if (n->lmark[fl->link[k]] != n->epoch) {
-                    n->lmark[fl->link[k]] = n->epoch;
-                    n->lstack[n->nls++] = fl->link[k];
+            for (int k = fl->l0; k < fl->l0 + fl->nload; k++)
+                if (n->lmark[n->ld_link[k]] != n->epoch) {
+                    n->lmark[n->ld_link[k]] = n->epoch;
+                    n->lstack[n->nls++] = n->ld_link[k];
                 }
         }
     }
     if (n->ncomp == 0)
         return;
-    /* bring the component up to date */
+    /* remember the rates before the recomputation */
     for (int i = 0; i < n->ncomp; i++) {
         flow *fl = &n->fl[n->comp[i]];
-        fl->rem -= fl->rate * usim_sec(now - fl->t_last);
-        if (fl->rem < 0)
-            fl->rem = 0;
-        fl->t_last = now;
         fl->old_rate = fl->rate;
         n->frozen[n->comp[i]] = 0;
     }
@@ -383,8 +537,8 @@ static void on_reshare(usim_engine *e, void *ctx, int64_t arg)
             if (n->frozen[n->comp[i]] || fl->step != step)
                 continue;
             in_class++;
-            for (int k = 0; k < fl->nl; k++)
-                n->cnt[fl->link[k]]++;
+            for (int k = fl->l0; k < fl->l0 + fl->nload; k++)
+                n->cnt[n->ld_link[k]] += n->ld_w[k];
         }
         while (in_class > 0) {
             double share = INFINITY;
@@ -416,9 +570,13 @@ static void on_reshare(usim_engine *e, void *ctx, int64_t arg)
                 left--;
                 in_class--;
                 fl->rate = share;
-                for (int k = 0; k < fl->nl; k++) {
-                    n->cap[fl->link[k]] -= share;
-                    n->cnt[fl->link[k]]--;
+                for (int k = fl->l0; k < fl->l0 + fl->nload; k++) {
+                    /* one subtraction per copy: the same operations as
+                     * freezing the copies one by one */
+                    int l = n->ld_link[k];
+                    for (int w = 0; w < n->ld_w[k]; w++)
+                        n->cap[l] -= share;
+                    n->cnt[l] -= n->ld_w[k];
                 }
             }
         }
@@ -428,6 +586,14 @@ static void on_reshare(usim_engine *e, void *ctx, int64_t arg)
         flow *fl = &n->fl[f];
         if (fl->ver > 0 && fl->rate == fl->old_rate)
             continue;   /* unchanged: its scheduled completion stands */
+        /* bytes left: updated only when the rate changes, so a flow's
+         * arithmetic depends on its own rate history alone, not on when
+         * recomputations of its component happened (the class engine relies
+         * on this) */
+        fl->rem -= fl->old_rate * usim_sec(now - fl->t_last);
+        if (fl->rem < 0)
+            fl->rem = 0;
+        fl->t_last = now;
         fl->ver++;
         if (fl->rate <= 0)
             continue;   /* starved by earlier steps: rescheduled when they end */
@@ -440,6 +606,12 @@ static void on_reshare(usim_engine *e, void *ctx, int64_t arg)
 
 int usim_net_run(usim_net *n, const usim_xfer *x, int count, usim_time *finish,
                  usim_time *makespan)
+{
+    return usim_net_run_loads(n, x, count, NULL, finish, makespan);
+}
+
+int usim_net_run_loads(usim_net *n, const usim_xfer *x, int count, const usim_loads *ld,
+                       usim_time *finish, usim_time *makespan)
 {
     int rc = USIM_OK;
     *makespan = 0;
@@ -465,7 +637,13 @@ int usim_net_run(usim_net *n, const usim_xfer *x, int count, usim_time *finish,
     n->frozen = usim_calloc((size_t)count, 1);
     usim_time *fin = finish ? finish : usim_malloc((size_t)count * sizeof *fin);
     n->finish = fin;
-    if (!n->fl || !n->dep_off || !n->dep_list || !n->comp || !n->fmark || !n->frozen || !fin) {
+    size_t nld = ld ? (size_t)ld->off[count] : (size_t)4 * count;
+    n->ld_link = usim_malloc((nld + 1) * sizeof *n->ld_link);
+    n->ld_w = usim_malloc((nld + 1) * sizeof *n->ld_w);
+    n->ld_flow = usim_malloc((nld + 1) * sizeof *n->ld_flow);
+    n->ld_pos = usim_malloc((nld + 1) * sizeof *n->ld_pos);
+    if (!n->fl || !n->dep_off || !n->dep_list || !n->comp || !n->fmark || !n->frozen || !fin ||
+        !n->ld_link || !n->ld_w || !n->ld_flow || !n->ld_pos) {
         rc = usim_set_error(USIM_ENOMEM, "out of memory for %d transfers", count);
         goto out;
     }
@@ -505,6 +683,29 @@ int usim_net_run(usim_net *n, const usim_xfer *x, int count, usim_time *finish,
         usim_time lat = 0;
         int cls;
         fl->nl = x[i].src == x[i].dst ? 0 : usim_net_route(n, x[i].src, x[i].dst, fl->link, &lat, &cls);
+        if (ld) {
+            int l0 = ld->off[i], nload = fl->nl ? ld->off[i + 1] - ld->off[i] : 0;
+            for (int k = l0; k < l0 + nload; k++)
+                if (ld->link[k] < 0 || ld->link[k] >= n->nlinks || ld->w[k] < 1) {
+                    rc = usim_set_error(USIM_EINVAL, "transfer %d: bad link load", i);
+                    goto out;
+                }
+            fl->l0 = l0;
+            fl->nload = nload;
+            for (int k = fl->l0; k < fl->l0 + fl->nload; k++) {
+                n->ld_link[k] = ld->link[k];
+                n->ld_w[k] = ld->w[k];
+                n->ld_flow[k] = i;
+            }
+        } else {
+            fl->l0 = 4 * i;
+            fl->nload = fl->nl;
+            for (int k = 0; k < fl->nl; k++) {
+                n->ld_link[4 * i + k] = fl->link[k];
+                n->ld_w[4 * i + k] = 1;
+                n->ld_flow[4 * i + k] = i;
+            }
+        }
         if (fl->deps_left == 0) {
             fl->state = F_LAT;
             if ((rc = usim_engine_at(n->eng, lat, on_activate, n, i)))
@@ -525,11 +726,16 @@ int usim_net_run(usim_net *n, const usim_xfer *x, int count, usim_time *finish,
         if (fin[i] > *makespan)
             *makespan = fin[i];
     }
-    for (int l = 0; l < n->nlinks; l++)
-        USIM_CHECK(n->lq[l].n == 0);
+    for (int i = 0; i < count; i++)   /* every link the run loaded is empty again */
+        for (int k = n->fl[i].l0; k < n->fl[i].l0 + n->fl[i].nload; k++)
+            USIM_CHECK(n->lq[n->ld_link[k]].n == 0);
 out:
     if (!finish)
         free(fin);
+    if (n->fl && n->ld_link)   /* empty after success; cleared after a failure */
+        for (int i = 0; i < count; i++)
+            for (int k = n->fl[i].l0; k < n->fl[i].l0 + n->fl[i].nload; k++)
+                n->lq[n->ld_link[k]].n = 0;
     free(n->fl);
     free(n->dep_off);
     free(n->dep_list);
@@ -540,8 +746,11 @@ out:
     n->dep_off = n->dep_list = n->comp = NULL;
     n->fmark = NULL;
     n->frozen = NULL;
-    for (int l = 0; l < n->nlinks; l++)   /* empty after success; cleared after a failure */
-        n->lq[l].n = 0;
+    free(n->ld_link);
+    free(n->ld_w);
+    free(n->ld_flow);
+    free(n->ld_pos);
+    n->ld_link = n->ld_w = n->ld_flow = n->ld_pos = NULL;
     for (int i = 0; i < n->ndirty; i++)
         n->link_dirty[n->dirty[i]] = 0;
     n->ndirty = 0;

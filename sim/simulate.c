@@ -34,6 +34,12 @@ void usim_sim_set_contention(usim_sim *s, int on)
     s->contention = on != 0;
 }
 
+void usim_sim_set_engine(usim_sim *s, int engine)
+{
+    usim_net_set_engine(s->net, engine);
+    usim_collmemo_free(&s->memo);   /* results of the other engine are not reused */
+}
+
 usim_sim *usim_sim_new(const usim_platform *p, int gpus)
 {
     usim_sim *s = usim_calloc(1, sizeof *s);
@@ -260,6 +266,12 @@ int usim_simulate(usim_sim *sim, const usim_model *m, const usim_job *jin, FILE 
     r->compute_s = usim_sec(busy);
     r->events = usim_engine_events(b.g.eng);
     r->collectives_simulated = sim->memo.simulated - before;
+    for (int id = 0; id < USIM_C_N; id++)   /* the collectives this iteration uses */
+        if (jc.have[id]) {
+            r->coll_classes += jc.r[id].classes != 0;
+            r->coll_full += jc.r[id].classes == 0;
+        }
+    r->engine = usim_net_engine(sim->net);
     {
         double sent[2];
         if ((rc = usim_sp_layer_bytes(sim, m, &j, 0, sent)))
@@ -282,6 +294,16 @@ int usim_simulate(usim_sim *sim, const usim_model *m, const usim_job *jin, FILE 
 out:
     usim_prog_free(&b);
     return rc;
+}
+
+int usim_engine_desc(const usim_result *r, char *buf, size_t n)
+{
+    if (r->coll_full == 0)
+        return snprintf(buf, n, "classes");
+    if (r->coll_classes == 0)
+        return snprintf(buf, n, r->engine == USIM_ENGINE_FULL ? "full" : "full (groups not placed alike)");
+    return snprintf(buf, n, "classes + full (%d of %d collectives at full flow level: groups not placed "
+                    "alike)", r->coll_full, r->coll_full + r->coll_classes);
 }
 
 /* ------------------------------------------------------------ byte check */

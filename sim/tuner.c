@@ -97,12 +97,23 @@ double usim_proto_latency(usim_proto p, int cls)
     return lat_ratio[p][cls];
 }
 
+int usim_mesh_ring_channels(int P)
+{
+    int c = 0;
+    for (int s = 1; s < P; s++)
+        c += usim_gcd(s, P) == 1;
+    return c > 0 ? c : 1;
+}
+
 /* Bus bandwidth of NCCL's channel rings on the group (bytes/s): one channel
  * per rail leaves each node through a different NIC, so a multi-node ring
  * moves g NICs' worth; inside the node each GPU forwards g-1 of the g
  * channels over NVLink. */
 static double ring_busbw(const usim_platform *pf, const usim_group_shape *s)
 {
+    /* full-mesh node: the disjoint rings of coll.c, one peer link each */
+    if (s->N <= 1 && pf->full_mesh && s->uniform && s->g > 1)
+        return usim_mesh_ring_channels(s->g) * pf->mesh_link_Bps;
     if (s->N <= 1)
         return pf->nvl_Bps;
     if (!s->uniform)
@@ -159,7 +170,7 @@ double usim_tune_estimate(const usim_platform *pf, usim_coll_type t, const usim_
         return lat + 2.0 * (P - 1) / P * bytes / bw;
     }
     case USIM_ALGO_NVLS: {
-        if (!pf->nvls || s->N != 1 || p != USIM_PROTO_SIMPLE)
+        if (!pf->nvls || pf->full_mesh || s->N != 1 || p != USIM_PROTO_SIMPLE)
             return -1;
         /* per GPU through its NVLink: all-reduce S (to the switch's reduction)
          * + S/P (its reduced slice, multicast); all-gather and reduce-scatter

@@ -107,15 +107,29 @@ typedef struct usim_platform {
     usim_time nvl_lat;          /* ps */
     double nic_Bps;             /* per NIC per direction, bytes/s (after efficiency) */
     usim_time nic_lat;          /* ps */
+    usim_time a2a_call[2];      /* [USIM_CLASS_NVLINK], [USIM_CLASS_NIC]: fixed cost of one all-to-all call (the MPI library's set-up
+                                   and synchronisation at the call, measured by ulysses calibrate),
+                                   ps, by the widest link class the call spans; 0 by default */
     double oversub;             /* spine oversubscription (>= 1) */
     int nics_per_node;          /* NICs (rails) per node; GPUs gpus_per_node / nics_per_node
                                    consecutive GPUs share one (0: one per GPU) */
     int nvls;                   /* 1: the NVSwitch reduces and multicasts (NVLink SHARP) */
+    int nvl_domain;             /* GPUs per NVLink domain, a multiple of gpus_per_node (0:
+                                   gpus_per_node): traffic between two GPUs of one domain uses
+                                   NVLink only, never a NIC (72 for a GB200 NVL72 rack) */
+    int full_mesh;              /* 1: no switch inside the node; every ordered GPU pair of a node
+                                   has its own link of mesh_link_Bps (MI300X xGMI); nvl_Bps is
+                                   then the GPU's total, (gpus_per_node - 1) x mesh_link_Bps */
+    double mesh_link_Bps;       /* full_mesh: one peer link per direction, bytes/s (after
+                                   efficiency) */
     double nvls_eff;            /* achieved fraction of the NVLink rate under NVLS */
     /* forced NCCL algorithm per collective (AUTO: the tuner chooses) and protocol */
     usim_algo algo_allreduce, algo_allgather, algo_reduce_scatter;
     usim_proto proto;
 } usim_platform;
+
+/* GPUs of one NVLink domain (nvl_domain, or gpus_per_node when 0). */
+int usim_platform_domain(const usim_platform *p);
 
 /* Load a platform from a JSON file.  Errors name the file, line, column and key. */
 int usim_platform_load(const char *path, usim_platform *p);
@@ -147,7 +161,7 @@ const char *const *usim_preset_dirs(void);
 /* ----------------------------------------------------------------- network */
 
 enum { USIM_LINK_NVL_UP, USIM_LINK_NVL_DOWN, USIM_LINK_NIC_TX, USIM_LINK_NIC_RX,
-       USIM_LINK_SPINE_UP, USIM_LINK_SPINE_DOWN, USIM_NLINKKIND };
+       USIM_LINK_SPINE_UP, USIM_LINK_SPINE_DOWN, USIM_LINK_MESH, USIM_NLINKKIND };
 enum { USIM_CLASS_NVLINK = 0, USIM_CLASS_NIC = 1, USIM_NCLASS };
 
 typedef struct usim_net usim_net;
@@ -216,6 +230,7 @@ typedef struct usim_coll_result {
     usim_proto proto;
     int channels;                       /* NCCL channels (rings or trees) per group */
     double estimate_s;                  /* the tuner's estimate for that choice */
+    int classes;                        /* simulated by equivalence classes (one group) */
 } usim_coll_result;
 
 /* Simulate a collective.  sent/recv (may be NULL): per-GPU byte counters of
@@ -226,6 +241,13 @@ int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r,
  * *r but duration). */
 int usim_coll_count(usim_net *n, const usim_coll *c, usim_coll_result *r,
                     uint64_t *sent, uint64_t *recv);
+/* Simulation engine of the collectives: FULL runs every flow of every GPU;
+ * CLASSES runs one group per equivalence class of groups (every group of a
+ * collective placed alike on the nodes and NICs: its copies' contention on
+ * shared links counted with multiplicities; doc/simulator.md), the same
+ * result; AUTO (default): CLASSES where the groups are equivalent, else FULL. */
+enum { USIM_ENGINE_AUTO = 0, USIM_ENGINE_FULL, USIM_ENGINE_CLASSES };
+void usim_net_set_engine(usim_net *n, int engine);
 /* Longest ring simulated step by step before extrapolating (default 64). */
 void usim_net_set_ring_window(usim_net *n, int steps);
 
@@ -296,6 +318,10 @@ typedef struct usim_result {
     int fits;
     uint64_t events;              /* engine events of the workload graph */
     int collectives_simulated;    /* distinct collectives run on the network */
+    int engine;                   /* USIM_ENGINE_* requested */
+    int coll_classes, coll_full;  /* the iteration's collectives simulated (now or from the memo)
+                                     by classes (one group per class of equivalent groups), at
+                                     full flow level */
     int64_t requested_batch;      /* the model's global batch before rounding to whole steps */
     /* Adjustments the simulation made on its own (global batch rounded up)
      * and costly choices it was given (uneven heads per rank), one line each,
@@ -312,6 +338,11 @@ void usim_sim_free(usim_sim *s);
 /* Whether communications of different streams that overlap in time share the
  * link classes of the GPU (default 1; 0: each runs at its isolated speed). */
 void usim_sim_set_contention(usim_sim *s, int on);
+/* Which engine ran the collectives of a result: "classes", "full", or both
+ * with the count at full flow level.  Returns snprintf's value. */
+int usim_engine_desc(const usim_result *r, char *buf, size_t n);
+/* Engine of the collectives (USIM_ENGINE_*; default AUTO). */
+void usim_sim_set_engine(usim_sim *s, int engine);
 /* Simulate one training iteration.  trace (may be NULL): a Chrome/Perfetto
  * trace of the iteration is written there. */
 int usim_simulate(usim_sim *s, const usim_model *m, const usim_job *j, FILE *trace,

@@ -76,15 +76,66 @@ static inline usim_time usim_ps_ceil(double x)
     return (usim_time)ceil(x);
 }
 
+static inline int usim_gcd(int a, int b)
+{
+    while (b) {
+        int t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
 /* ------------------------------------------------------------ network internals */
 
 /* The route from GPU src to GPU dst: up to 4 link ids into links, the route's
  * latency and link class (USIM_CLASS_*).  Returns the number of links. */
 int usim_net_route(const usim_net *n, int src, int dst, int *links, usim_time *lat, int *cls);
+/* Link loads of a class simulation (CSR): transfer i loads link[k] w[k] times
+ * for k in off[i] .. off[i + 1] - 1 (its own route's links among them). */
+typedef struct usim_loads {
+    const int *off, *link, *w;
+} usim_loads;
+/* usim_net_run with explicit loads (NULL: each route link once). */
+int usim_net_run_loads(usim_net *n, const usim_xfer *x, int count, const usim_loads *ld,
+                       usim_time *finish, usim_time *makespan);
+int usim_net_engine(const usim_net *n);
+/* Count one collective simulated by classes (classes > 0) or at full flow
+ * level (classes == 0; < 0: count nothing) and return the totals so far. */
+void usim_net_engine_count(usim_net *n, int classes, int *n_classes, int *n_full);
+/* The class analysis of coll.c kept for the next collective on the same
+ * groups: the cached positions (or NULL with *on = 0 for "not equivalent",
+ * *on = -1 when key does not match), and storing one (n takes pos; NULL:
+ * not equivalent). */
+int *usim_net_cls_cache(usim_net *n, uint64_t key, int ng, int p, int *on);
+int usim_net_cls_store(usim_net *n, uint64_t key, int ng, int p, int *pos);
+/* Units of GPUs: the GPUs behind one NIC (unit id: the first of them) and
+ * the GPUs of one node share links; the GPUs of one NVLink domain reach each
+ * other over NVLink (routes depend on it). */
+enum { USIM_UNIT_NIC = 0, USIM_UNIT_NODE, USIM_UNIT_DOMAIN, USIM_NUNIT };
+/* Kind of a full-mesh link (one GPU pair, used by that pair alone). */
+#define USIM_LINK_MESH USIM_NLINKKIND
+int usim_net_units(const usim_net *n, int kind);
+int usim_net_unit(const usim_net *n, int kind, int gpu);
+void usim_net_unit_range(const usim_net *n, int kind, int unit, int *first, int *count);
+/* Link l's kind (USIM_LINK_*, or USIM_LINK_MESH); the GPUs [first, first +
+ * count) whose transfers cross it as sources (*side 0) or destinations
+ * (*side 1); a mesh link: its source GPU (only transfers to its peer). */
+int usim_net_link_users(const usim_net *n, int l, int *side, int *first, int *count);
+/* Whether an event is queued at time t (the earliest pending one). */
+int usim_engine_next_at(const usim_engine *e, usim_time t);
+/* The link class (USIM_CLASS_*) of the route src -> dst (usim_net_route's *cls). */
+int usim_net_class(const usim_net *n, int src, int dst);
 /* Longest ring simulated step by step (usim_net_set_ring_window). */
 int usim_net_ring_window(const usim_net *n);
 const usim_platform *usim_net_platform(const usim_net *n);
 int usim_net_node_of(const usim_net *n, int gpu);
+/* The NVLink domain of a GPU (its node unless the platform's nvl_domain spans
+ * several nodes): the unit NCCL treats as one node (intra-domain traffic
+ * never uses a NIC). */
+int usim_net_domain_of(const usim_net *n, int gpu);
+/* 1 if the nodes are full meshes of point-to-point links (no switch). */
+int usim_net_full_mesh(const usim_net *n);
 /* Route latencies are multiplied by these factors until changed (protocols). */
 void usim_net_set_latency_scale(usim_net *n, double nvlink, double nic);
 
@@ -109,6 +160,9 @@ double usim_tune_estimate(const usim_platform *pf, usim_coll_type t, const usim_
 int usim_tune_candidates(const usim_platform *pf, usim_coll_type t, const usim_group_shape *s,
                          double bytes, usim_algo want_a, usim_proto want_p, usim_algo *as,
                          usim_proto *ps, double *est, int max);
+/* Rings NCCL-style rings use inside one full-mesh node of P GPUs: one per
+ * stride coprime to P (disjoint links), i.e. Euler's phi(P). */
+int usim_mesh_ring_channels(int P);
 /* Protocol constants: wire bytes per payload byte, and latency factor per
  * link class relative to Simple. */
 double usim_proto_wire(usim_proto p);

@@ -361,6 +361,67 @@ static int alloc_acts(uly_train *T)
     return ULY_OK;
 }
 
+/* Widths and this rank's shard (c, o, W and rank set, the config checked). */
+static void set_dims(uly_train *T)
+{
+    const uly_gpt_config *c = &T->c;
+    T->C = c->channels;
+    T->d = c->channels / c->heads;
+    T->Ckv = c->kv_heads * T->d;
+    T->Cq = T->C + 2 * T->Ckv;
+    T->dpr = T->rank / T->o.sp;
+    T->spr = T->rank % T->o.sp;
+    uly_split(T->o.batch, T->o.dp, T->dpr, &T->rb, &T->rows);
+    uly_split(c->seq, T->o.sp, T->spr, &T->tb, &T->toks);
+    T->Tn = T->rows * T->toks;
+}
+
+/* Bytes of the activations (alloc_acts) and of the buffers of alloc_all,
+ * saturating at UINT64_MAX; cuts, segments and param_layout done. */
+static uint64_t buffer_bytes(const uly_train *T)
+{
+    const double Tn = (double)T->Tn, C = (double)T->C, Ckv = (double)T->Ckv, L = (double)T->c.layers,
+                 V = (double)T->c.vocab, np = (double)T->np, W = (double)T->W;
+    const double nact = Tn * (L * (14 * C + 2 * Ckv + 4) + 15 * C + 2 * Ckv + 2 * V + 2) + 29 * 16;
+    const double nparts = T->nparts ? (double)T->nparts : 1, maxslice = np / W + 1;
+    const double total_parts = T->o.fast ? W : (double)T->o.batch * (double)T->nchunk;
+    const double dmax = (double)(T->Cq > 4 * T->C ? T->Cq : 4 * T->C);
+    double b = 4 * (4 * np + nparts * np + nact) + 8 * (maxslice + 2 * Tn + (double)T->o.batch * (double)T->c.seq +
+                                                        2 * dmax);
+    if (!T->o.fast)
+        b += 4 * (nparts * np + total_parts * maxslice);
+    return b >= 1.8e19 ? UINT64_MAX : (uint64_t)b;
+}
+
+int uly_train_memory(const uly_gpt_config *c, const uly_train_opts *o, int rank, int size, uint64_t *bytes)
+{
+    if (!c || !o || !bytes)
+        return uly_set_error(ULY_EINVAL, "configuration, options or output pointer is NULL");
+    if (size < 1 || rank < 0 || rank >= size)
+        return uly_set_error(ULY_EINVAL, "rank %d of %d ranks", rank, size);
+    uly_train *T = uly_calloc(1, sizeof *T);
+    if (!T)
+        return uly_set_error(ULY_ENOMEM, "cannot allocate the trainer");
+    T->spc = MPI_COMM_NULL;
+    T->c = *c;
+    T->o = *o;
+    T->W = size;
+    T->rank = rank;
+    int rc = check_config(&T->c, &T->o, size);
+    if (!rc) {
+        set_dims(T);
+        rc = make_cuts(T);
+    }
+    if (!rc)
+        rc = make_segments(T);
+    if (!rc) {
+        param_layout(T);
+        *bytes = buffer_bytes(T);
+    }
+    uly_train_free(T);
+    return rc;
+}
+
 static int alloc_all(uly_train *T)
 {
     int rc = make_cuts(T);
@@ -446,15 +507,7 @@ int uly_train_create(MPI_Comm comm, const uly_gpt_config *c, const uly_train_opt
         T->rank = rank;
         local = check_config(&T->c, &T->o, W);
         if (!local) {
-            T->C = c->channels;
-            T->d = c->channels / c->heads;
-            T->Ckv = c->kv_heads * T->d;
-            T->Cq = T->C + 2 * T->Ckv;
-            T->dpr = rank / T->o.sp;
-            T->spr = rank % T->o.sp;
-            uly_split(T->o.batch, T->o.dp, T->dpr, &T->rb, &T->rows);
-            uly_split(c->seq, T->o.sp, T->spr, &T->tb, &T->toks);
-            T->Tn = T->rows * T->toks;
+            set_dims(T);
             local = uly_comm_alloc(rank, W, 0, &T->w);
             if (!local)
                 local = alloc_all(T);

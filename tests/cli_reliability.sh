@@ -63,6 +63,24 @@ expect 2 "ranks disagree on --k: '$W/k.npy' on rank 0; '$W/v.npy' on rank 1" -- 
 # ---- memory: the preflight refuses what cannot fit, on the rank that cannot
 expect 2 "not enough memory: this run needs about" -- "$U" attn --seq 3G
 expect 0 "" -- "$U" attn --seq 64 --repeat 1 --force
+# the ranks of a node share its memory (MPI_COMM_TYPE_SHARED): their needs are summed before
+# comparing with MemAvailable (ULYSSES_TEST_MEM_AVAILABLE pretends the node has that many bytes).
+# `train --fast` keeps a whole model per rank, so 2 ranks need about twice what 1 rank needs.
+TM="train --fast --layers 2 --channels 256 --heads 4 --seq 8 --batch 2 --steps 1 --quiet"
+one=$(ULYSSES_TEST_MEM_AVAILABLE=1 "$U" $TM 2>&1 | sed -n 's/.*this run needs about \([0-9.]*\) MiB on rank 0.*/\1/p')
+if [ -n "$one" ]; then
+    avail=$(awk -v m="$one" 'BEGIN { printf "%d", m * 1.5 * 1048576 }')
+    expect 0 "" -- env ULYSSES_TEST_MEM_AVAILABLE=$avail "$U" $TM
+    expect 2 "not enough memory: the 2 ranks on rank 0's node need about" -- \
+        $M -x ULYSSES_TEST_MEM_AVAILABLE=$avail -np 2 "$U" $TM --dp 2
+    seen "together (rank 0: "
+    seen "(MemAvailable); use smaller sizes, more nodes, or --force"
+    expect 0 "" -- $M -x ULYSSES_TEST_MEM_AVAILABLE=$avail -np 2 "$U" $TM --dp 2 --force
+    seen "warning: the 2 ranks on rank"
+else
+    cases=$((cases + 1)); fails=$((fails + 1))
+    echo "FAIL: no memory figure from: ULYSSES_TEST_MEM_AVAILABLE=1 ulysses $TM"
+fi
 cat > "$W/ulimit.sh" <<'EOF'
 #!/bin/sh
 ulimit -v "$1" || exit 99
@@ -124,6 +142,20 @@ if grep -qiE '(^|[^_a-z"])(nan|-?inf(inity)?)([^_a-z"]|$)' "$W/out"; then
     echo "FAIL: bare nan/inf in the JSON:"; head -c 300 "$W/out"; fails=$((fails + 1))
 else
     echo "ok: no bare nan/inf in the JSON"
+fi
+
+# ulysses-sim's JSON goes through jansson too: a measured time of 0 gives an error of NaN,
+# written as null plus error_pct_nonfinite
+S="$top_builddir/ulysses-sim"
+"$U" attn --seq 64 --heads 4 --backward --repeat 1 --json > "$W/run.json" 2>/dev/null &&
+sed 's/"phase_1_ms": {\([^}]*\)"critical": [-0-9.e+]*/"phase_1_ms": {\1"critical": 0/' "$W/run.json" > "$W/run0.json"
+expect 0 '"error_pct": null, "error_pct_nonfinite": "nan"' -- \
+    "$S" attn --platform dgx-h100 --compare "$W/run0.json" --format json
+cases=$((cases + 1))
+if grep -qiE '(^|[^_a-z"])(nan|-?inf(inity)?)([^_a-z"]|$)' "$W/out"; then
+    echo "FAIL: bare nan/inf in ulysses-sim's JSON:"; head -c 300 "$W/out"; fails=$((fails + 1))
+else
+    echo "ok: no bare nan/inf in ulysses-sim's JSON"
 fi
 
 # ---- hostile paths: refused by type before anything is read or computed

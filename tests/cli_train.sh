@@ -30,7 +30,15 @@ expect 2 "a row needs --seq + 1" -- "$U" train --data "$W/short.txt" --seq 64
 expect 2 "text data has byte tokens" -- "$U" train --data "$W/short.txt" --vocab 100
 expect 2 "more documents than" -- "$U" train --seq 8 --docs 9
 expect 2 "must be in" -- "$U" train --steps 0
-expect 2 "ranks were started with different options" -- "$MPIRUN" --oversubscribe -np 1 "$U" train $M : -np 1 "$U" train $M --lr 0.01
+expect 2 "ranks disagree on --lr" -- "$MPIRUN" --oversubscribe -np 1 "$U" train $M : -np 1 "$U" train $M --lr 0.01
+# the driver's reliability (doc/reliability.md): one rank with a bad option,
+# hostile paths, duplicate outputs, memory preflight
+expect 2 "unknown option '--bogus'" -- timeout 60 "$MPIRUN" --oversubscribe -np 1 "$U" train $M : -np 1 "$U" train $M --bogus
+expect 2 "is a character device" -- "$U" train $M --data /dev/zero
+expect 2 "name the same file" -- "$U" train $M --log "$W/same" --checkpoint "$W/same"
+expect 2 "not enough memory" -- "$U" train --seq 16M --channels 4096 --layers 8 --quiet
+mkdir "$W/ckdir"
+expect 2 "outputs must be regular files" -- "$U" train $M --steps 1 --checkpoint "$W/ckdir"
 
 # the same losses for every grid (exact sums), with and without packing
 for docs in "" "--docs 3"; do

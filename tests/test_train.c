@@ -164,6 +164,17 @@ int main(int argc, char **argv)
         return fail("create");
     int64_t rb, rows, tb, toks;
     uly_train_shard(T, &rb, &rows, &tb, &toks);
+    {   /* the memory estimate covers at least the 4 parameter-sized vectors and the activations'
+           logits and refuses nonsense */
+        int size;
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+        uint64_t mem = 0, bad_mem = 0;
+        const uint64_t floor = 16 * (uint64_t)uly_train_nparams(T) + 8 * (uint64_t)(rows * toks * c.vocab);
+        if (uly_train_memory(&c, &o, rank, size, &mem) || mem < floor || mem > 64 * floor)
+            return fail("uly_train_memory out of its bounds");
+        if (uly_train_memory(&c, &o, size, size, &bad_mem) != ULY_EINVAL)
+            return fail("uly_train_memory accepted a rank out of range");
+    }
     size_t n = (size_t)(rows * toks);
     int32_t *tok = malloc((n + 1) * sizeof *tok), *tgt = malloc((n + 1) * sizeof *tgt),
             *pos = malloc((n + 1) * sizeof *pos);

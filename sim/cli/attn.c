@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/base_json.h"
 #include "jsonutil.h"
 #include "opts.h"
 
@@ -167,12 +168,33 @@ static int compare(const usim_platform *p, const usim_attn_job *j, const usim_at
             printf("| %s | %s | %.2f | %.2f | %+.1f %% |\n", label ? label : "", rows[i], meas[i], pred[i],
                    err_pct(pred[i], meas[i]));
     } else if (format == 1) {
-        printf("{\"label\": \"%s\", \"platform\": \"%s\", \"ranks\": %d, \"critical_path\": %s, \"rows\": [",
-               label ? label : "", p->name, j->gpus, m->critical ? "true" : "false");
-        for (int i = 0; i < USIM_NPHASE + 3; i++)
-            printf("%s{\"name\": \"%s\", \"measured_ms\": %.6f, \"predicted_ms\": %.6f, \"error_pct\": %.3f}",
-                   i ? ", " : "", rows[i], meas[i], pred[i], err_pct(pred[i], meas[i]));
-        printf("], \"bytes_equal\": %s}\n", bytes_ok ? "true" : "false");
+        json_t *o = json_object(), *arr = NULL;
+        int bad = !o;
+        if (!bad) {
+            bad |= uly_json_set_str(o, "label", label ? label : "");
+            bad |= uly_json_set_str(o, "platform", p->name);
+            bad |= uly_json_set_int(o, "ranks", j->gpus);
+            bad |= uly_json_set_bool(o, "critical_path", m->critical);
+            bad |= !(arr = uly_json_add_array(o, "rows"));
+        }
+        for (int i = 0; i < USIM_NPHASE + 3 && !bad; i++) {
+            json_t *x = uly_json_append_object(arr);
+            bad |= !x;
+            if (x) {
+                bad |= uly_json_set_str(x, "name", rows[i]);
+                bad |= uly_json_set_fixed(x, "measured_ms", meas[i], 6);
+                bad |= uly_json_set_fixed(x, "predicted_ms", pred[i], 6);
+                bad |= uly_json_set_fixed(x, "error_pct", err_pct(pred[i], meas[i]), 3);
+            }
+        }
+        if (!bad)
+            bad |= uly_json_set_bool(o, "bytes_equal", bytes_ok);
+        if (bad)
+            json_decref(o);
+        if (bad || uly_json_dump(stdout, o, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15))) {
+            fprintf(stderr, "ulysses-sim: attn: cannot write the JSON output (out of memory or write error)\n");
+            return 1;
+        }
     } else {
         printf("ulysses attn on %d rank%s of %s (%d per node): B=%lld N=%lld H=%lld Hkv=%lld d=%lld mask=%s\n",
                j->gpus, j->gpus > 1 ? "s" : "", p->name, p->gpus_per_node, (long long)j->batch, (long long)j->seq,
@@ -296,22 +318,49 @@ int cmd_attn(int argc, char **argv)
         return compare(&p, &j, &r, &meas, json, label);
     const char *mask = j.causal ? "causal" : "none";
     if (json) {
-        printf("{\"platform\": \"%s\", \"gpus\": %d, \"gpus_per_node\": %d, \"batch\": %lld, \"seq\": %lld, "
-               "\"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, \"mask\": \"%s\", \"dtype\": \"%s\", "
-               "\"a2a\": \"%s\"",
-               p.name, j.gpus, p.gpus_per_node, (long long)j.batch, (long long)j.seq, (long long)j.heads,
-               (long long)j.kv_heads, (long long)j.head_dim, mask, usim_dtype_name(j.dtype),
-               j.a2a == USIM_A2A_PAIRWISE ? "pairwise" : "direct");
-        for (int i = 0; i < USIM_NPHASE; i++)
-            printf(", \"phase_%d_ms\": {\"name\": \"%s\", \"predicted\": %.6f}", i, phase_names[i], 1e3 * r.phase_s[i]);
-        printf(", \"forward_ms\": %.6f, \"backward_ms\": %.6f, \"iteration_ms\": %.6f", 1e3 * r.fwd_s, 1e3 * r.bwd_s,
-               1e3 * r.iter_s);
-        printf(", \"rank\": %lld, \"bytes\": {", (long long)rank);
-        for (int w = 0; w < 8; w++)
-            printf("%s\"%s\": {\"sent\": %llu, \"recv\": %llu}", w ? ", " : "", a2a_names[w],
-                   (unsigned long long)r.sent[w], (unsigned long long)r.recv[w]);
-        printf("}, \"sent_intra_node\": %.0f, \"sent_inter_node\": %.0f}\n", r.sent_class[USIM_CLASS_NVLINK],
-               r.sent_class[USIM_CLASS_NIC]);
+        json_t *o = json_object(), *by = NULL;
+        int bad = !o;
+        if (!bad) {
+            bad |= uly_json_set_str(o, "platform", p.name);
+            bad |= uly_json_set_int(o, "gpus", j.gpus);
+            bad |= uly_json_set_int(o, "gpus_per_node", p.gpus_per_node);
+            bad |= uly_json_set_int(o, "batch", j.batch);
+            bad |= uly_json_set_int(o, "seq", j.seq);
+            bad |= uly_json_set_int(o, "heads", j.heads);
+            bad |= uly_json_set_int(o, "kv_heads", j.kv_heads);
+            bad |= uly_json_set_int(o, "head_dim", j.head_dim);
+            bad |= uly_json_set_str(o, "mask", mask);
+            bad |= uly_json_set_str(o, "dtype", usim_dtype_name(j.dtype));
+            bad |= uly_json_set_str(o, "a2a", j.a2a == USIM_A2A_PAIRWISE ? "pairwise" : "direct");
+        }
+        for (int i = 0; i < USIM_NPHASE && !bad; i++) {
+            char key[32];
+            snprintf(key, sizeof key, "phase_%d_ms", i);
+            json_t *x = uly_json_add_object(o, key);
+            bad |= !x || uly_json_set_str(x, "name", phase_names[i]) ||
+                   uly_json_set_fixed(x, "predicted", 1e3 * r.phase_s[i], 6);
+        }
+        if (!bad) {
+            bad |= uly_json_set_fixed(o, "forward_ms", 1e3 * r.fwd_s, 6);
+            bad |= uly_json_set_fixed(o, "backward_ms", 1e3 * r.bwd_s, 6);
+            bad |= uly_json_set_fixed(o, "iteration_ms", 1e3 * r.iter_s, 6);
+            bad |= uly_json_set_int(o, "rank", rank);
+            bad |= !(by = uly_json_add_object(o, "bytes"));
+        }
+        for (int w = 0; w < 8 && !bad; w++) {
+            json_t *x = uly_json_add_object(by, a2a_names[w]);
+            bad |= !x || uly_json_set_int(x, "sent", (int64_t)r.sent[w]) || uly_json_set_int(x, "recv", (int64_t)r.recv[w]);
+        }
+        if (!bad) {
+            bad |= uly_json_set_fixed(o, "sent_intra_node", r.sent_class[USIM_CLASS_NVLINK], 0);
+            bad |= uly_json_set_fixed(o, "sent_inter_node", r.sent_class[USIM_CLASS_NIC], 0);
+        }
+        if (bad)
+            json_decref(o);
+        if (bad || uly_json_dump(stdout, o, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15))) {
+            fprintf(stderr, "ulysses-sim: attn: cannot write the JSON output (out of memory or write error)\n");
+            return 1;
+        }
     } else {
         printf("ulysses attn on %d rank%s of %s (%d per node): B=%lld N=%lld H=%lld Hkv=%lld d=%lld mask=%s %s, "
                "%s all-to-all\n\n",

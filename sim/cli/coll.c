@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/base_json.h"
 #include "opts.h"
 #include "usim.h"
 
@@ -214,32 +215,41 @@ int cmd_coll(int argc, char **argv)
     }
     int nodes = (G + p.gpus_per_node - 1) / p.gpus_per_node;
     if (o.format == FMT_JSON) {
-        json_t *root = json_object(), *arr = json_array();
-        json_object_set_new(root, "op", json_string(op_name(o.op)));
-        json_object_set_new(root, "gpus", json_integer(G));
-        json_object_set_new(root, "nodes", json_integer(nodes));
-        json_object_set_new(root, "platform", json_string(p.name));
-        for (int k = 0; k < o.nsizes; k++) {
-            const coll_row *w = &rows[k];
-            json_t *r = json_object();
-            json_object_set_new(r, "bytes", json_integer(w->bytes));
-            json_object_set_new(r, "algorithm", json_string(o.op == USIM_A2A_DIRECT
-                                ? (o.a2a == USIM_A2A_PAIRWISE ? "pairwise" : "direct")
-                                : usim_algo_name(w->r.algo)));
-            json_object_set_new(r, "protocol", json_string(usim_proto_name(w->r.proto)));
-            json_object_set_new(r, "channels", json_integer(w->r.channels));
-            json_object_set_new(r, "time_us", json_real(w->time_s * 1e6));
-            json_object_set_new(r, "algbw_GBps", json_real(w->algbw));
-            json_object_set_new(r, "busbw_GBps", json_real(w->busbw));
-            json_object_set_new(r, "max_sent_nvlink_bytes", json_integer((json_int_t)w->r.max_sent[USIM_CLASS_NVLINK]));
-            json_object_set_new(r, "max_sent_nic_bytes", json_integer((json_int_t)w->r.max_sent[USIM_CLASS_NIC]));
-            json_array_append_new(arr, r);
+        /* through the base library's helpers: no key silently dropped, no bare inf/nan */
+        json_t *root = json_object(), *arr = NULL;
+        int bad = !root;
+        if (!bad) {
+            bad |= uly_json_set_str(root, "op", op_name(o.op));
+            bad |= uly_json_set_int(root, "gpus", G);
+            bad |= uly_json_set_int(root, "nodes", nodes);
+            bad |= uly_json_set_str(root, "platform", p.name);
+            bad |= !(arr = uly_json_add_array(root, "rows"));
         }
-        json_object_set_new(root, "rows", arr);
-        if (json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10)))
+        for (int k = 0; k < o.nsizes && !bad; k++) {
+            const coll_row *w = &rows[k];
+            json_t *r = uly_json_append_object(arr);
+            if (!r) {
+                bad = 1;
+                break;
+            }
+            bad |= uly_json_set_int(r, "bytes", w->bytes);
+            bad |= uly_json_set_str(r, "algorithm", o.op == USIM_A2A_DIRECT
+                                    ? (o.a2a == USIM_A2A_PAIRWISE ? "pairwise" : "direct")
+                                    : usim_algo_name(w->r.algo));
+            bad |= uly_json_set_str(r, "protocol", usim_proto_name(w->r.proto));
+            bad |= uly_json_set_int(r, "channels", w->r.channels);
+            bad |= uly_json_set_real(r, "time_us", w->time_s * 1e6);
+            bad |= uly_json_set_real(r, "algbw_GBps", w->algbw);
+            bad |= uly_json_set_real(r, "busbw_GBps", w->busbw);
+            bad |= uly_json_set_int(r, "max_sent_nvlink_bytes", (int64_t)w->r.max_sent[USIM_CLASS_NVLINK]);
+            bad |= uly_json_set_int(r, "max_sent_nic_bytes", (int64_t)w->r.max_sent[USIM_CLASS_NIC]);
+        }
+        if (bad)
+            json_decref(root);
+        if (bad || uly_json_dump(stdout, root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10))) {
+            fprintf(stderr, "ulysses-sim: coll: cannot write the JSON output (out of memory or write error)\n");
             rc = 1;
-        fputc('\n', stdout);
-        json_decref(root);
+        }
     } else if (o.format == FMT_CSV) {
         printf("op,gpus,nodes,platform,bytes,algorithm,protocol,channels,time_us,algbw_GBps,busbw_GBps,"
                "max_sent_nvlink_bytes,max_sent_nic_bytes\n");

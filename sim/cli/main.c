@@ -68,7 +68,9 @@ static const char usage[] =
     "    gpu {model, peak_tflops_bf16, peak_tflops_fp16, peak_tflops_fp32, gemm_efficiency,\n"
     "         attention_efficiency, attention_skips_masked_blocks, hbm_GiB, hbm_bw_GBps,\n"
     "         reserved_GiB},\n"
-    "    intra_node {fabric, bw_GBps_per_dir, efficiency, latency_us},\n"
+    "    intra_node {fabric, topology (switch | full_mesh), bw_GBps_per_dir (switch),\n"
+    "                link_bw_GBps_per_dir (full_mesh: one peer link), nvlink_domain_gpus,\n"
+    "                efficiency, latency_us, nvls, nvls_efficiency},\n"
     "    inter_node {fabric, nic_bw_Gbps, nics_per_node, efficiency, latency_us,\n"
     "                spine_oversubscription}\n"
     "  model: name, description, sources, layers, hidden, heads, kv_heads, ffn_hidden, vocab,\n"
@@ -230,6 +232,7 @@ static int run(int argc, char **argv)
         fprintf(stderr, "ulysses-sim: %s\n", usim_last_error());
         return 1;
     }
+    usim_sim_set_engine(sim, o.engine);
     row rows[USIM_NMETHOD];
     memset(rows, 0, sizeof rows);
     int nok = 0;
@@ -293,7 +296,10 @@ static int run(int argc, char **argv)
             out_csv_row(stdout, &p, &m, gpus, &rows[i]);
         break;
     case FMT_JSON:
-        out_json(stdout, &p, &m, gpus, rows, o.nmethods);
+        if (out_json(stdout, &p, &m, gpus, rows, o.nmethods)) {
+            fprintf(stderr, "ulysses-sim: cannot write the JSON output (out of memory or write error)\n");
+            return 1;
+        }
         break;
     default:
         out_table(stdout, &p, &m, rows, o.nmethods);

@@ -213,7 +213,8 @@ int opts_parse(opts *o, int argc, char **argv, int first, int mode, int *help)
         static const char *const valued[] = {
             "--platform", "--model", "--gpus", "--seq", "--method", "--sp", "--cp", "--tp", "--pp", "--dp",
             "--ulysses", "--zero", "--recompute", "--a2a", "--micro-batch", "--global-batch",
-            "--layers", "--format", "--trace", "--out", "--plot", "--plot-metric", "--seq-per-gpu", "--top", NULL};
+            "--layers", "--format", "--engine", "--trace", "--out", "--plot", "--plot-metric", "--seq-per-gpu",
+            "--top", "--mem-headroom", NULL};
         int known = 0;
         for (int k = 0; valued[k]; k++)
             if (strcmp(name, valued[k]) == 0)
@@ -288,6 +289,11 @@ int opts_parse(opts *o, int argc, char **argv, int first, int mode, int *help)
             else if (strcmp(val, "csv") == 0) o->format = FMT_CSV;
             else if (strcmp(val, "json") == 0) o->format = FMT_JSON;
             else return fail("--format: expected table, csv or json, got '%s'", val);
+        } else if (strcmp(name, "--engine") == 0) {
+            if (strcmp(val, "auto") == 0) o->engine = USIM_ENGINE_AUTO;
+            else if (strcmp(val, "full") == 0) o->engine = USIM_ENGINE_FULL;
+            else if (strcmp(val, "classes") == 0) o->engine = USIM_ENGINE_CLASSES;
+            else return fail("--engine: expected auto, full or classes, got '%s'", val);
         } else if (strcmp(name, "--trace") == 0) o->trace = val;
         else if (strcmp(name, "--out") == 0 && sweep) o->out = val;
         else if (strcmp(name, "--plot") == 0 && sweep) o->plot = val;
@@ -304,8 +310,16 @@ int opts_parse(opts *o, int argc, char **argv, int first, int mode, int *help)
         else if (strcmp(name, "--top") == 0 && mode == OPTS_PLAN) {
             if (parse_int_opt(name, val, 1, 1000, &o->top))
                 return EXIT_BADINPUT;
-        } else if (strcmp(name, "--top") == 0)
-            return fail("option '--top' is only valid with 'ulysses-sim plan'");
+        } else if (strcmp(name, "--mem-headroom") == 0 && mode == OPTS_PLAN) {
+            /* a percentage of HBM, "10" or "10%" */
+            char *end;
+            double v = strtod(val, &end);
+            if (end == val || (*end && strcmp(end, "%") != 0) || !(v >= 0 && v < 90))
+                return fail("--mem-headroom: expected a percentage of HBM in [0, 90) such as 10%%, got '%s'",
+                            val);
+            o->mem_headroom = v / 100;
+        } else if (strcmp(name, "--top") == 0 || strcmp(name, "--mem-headroom") == 0)
+            return fail("option '%s' is only valid with 'ulysses-sim plan'", name);
         else return fail("option '%s' is only valid with 'ulysses-sim sweep'", name);
     }
     return 0;

@@ -31,6 +31,7 @@ typedef struct opts {
     int format;
     const char *trace;
     int max_seq;
+    int engine;                   /* USIM_ENGINE_* */
     /* sweep: --sp/--tp/--pp lists (the run fields hold the first value) */
     int64_t sps[64], tps[64], pps[64];
     int nsps, ntps, npps;
@@ -40,6 +41,7 @@ typedef struct opts {
     int no_progress;
     /* plan */
     int top;
+    double mem_headroom;           /* fraction of HBM a plan must leave free (--mem-headroom) */
     int zero_set, recompute_set;   /* given on the command line (plan searches them otherwise) */
 } opts;
 

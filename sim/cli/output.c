@@ -3,6 +3,7 @@
  */
 #include <string.h>
 
+#include "base/base_json.h"
 #include "output.h"
 
 #define GIB 1073741824.0
@@ -76,6 +77,7 @@ void out_table(FILE *f, const usim_platform *p, const usim_model *m, const row *
     ROW("memory per GPU [GiB]", snprintf(buf, sizeof buf, "%.1f", r->mem.total / GIB));
     ROW("  activations + logits [GiB]", snprintf(buf, sizeof buf, "%.1f", (r->mem.activations + r->mem.logits) / GIB));
     ROW("  params + grads + optimizer [GiB]", snprintf(buf, sizeof buf, "%.1f", (r->mem.params + r->mem.grads + r->mem.optim) / GIB));
+    ROW("simulation engine", usim_engine_desc(r, buf, sizeof buf));
     snprintf(buf, sizeof buf, "fits in %.0f GiB [yes/no]", p->hbm_bytes / GIB);
     char label[64];
     snprintf(label, sizeof label, "%s", buf);
@@ -115,10 +117,14 @@ void out_csv_header(FILE *f)
     fputs("method,platform,model,gpus,sp,tp,dp,ulysses_degree,ring_degree,zero,recompute,"
           "seq_tokens,global_batch_seqs,micro_steps,iter_s,compute_s,exposed_sp_s,exposed_param_s,"
           "exposed_grad_s,sp_bytes_layer_fwd_B,nvlink_sent_GB,nic_sent_GB,tflops_per_gpu,mfu_pct,"
-          "mem_GiB,fits,max_seq_tokens,error,warnings,pp,bubble_s,placement\n", f);
+          "mem_GiB,fits,max_seq_tokens,error,warnings,pp,bubble_s,placement,engine\n", f);
 }
 
-static void csv_str(FILE *f, const char *s);
+/* A quoted CSV field: "" for a quote. */
+static void csv_str(FILE *f, const char *s)
+{
+    uly_fput_quoted(f, s, '"', 0);
+}
 
 /* A name field: quoted only when it needs to be. */
 static void csv_name(FILE *f, const char *s)
@@ -127,17 +133,6 @@ static void csv_name(FILE *f, const char *s)
         csv_str(f, s);
     else
         fputs(s, f);
-}
-
-static void csv_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"')
-            fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
 }
 
 void out_csv_row(FILE *f, const usim_platform *p, const usim_model *m, int gpus, const row *w)
@@ -151,7 +146,7 @@ void out_csv_row(FILE *f, const usim_platform *p, const usim_model *m, int gpus,
     if (!w->ok) {
         fprintf(f, ",,,,,,,%lld,,,,,,,,,,,,,,,,", (long long)m->seq);
         csv_str(f, w->err);
-        fputs(",,,,\n", f);
+        fputs(",,,,,\n", f);
         return;
     }
     fprintf(f, "%d,%d,%d,%d,%d,%d,%s,%lld,%lld,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%.0f,%.4f,%.4f,%.2f,%.2f,%.3f,%d,",
@@ -176,72 +171,88 @@ void out_csv_row(FILE *f, const usim_platform *p, const usim_model *m, int gpus,
     usim_job_placement(p, &r->job, pl, sizeof pl);
     fprintf(f, ",%d,%.6f,", r->job.pp, r->bubble_s);
     csv_name(f, pl);
+    char eng[160];
+    usim_engine_desc(r, eng, sizeof eng);
+    fputc(',', f);
+    csv_name(f, eng);
     fputc('\n', f);
 }
 
-static void json_str(FILE *f, const char *s)
+/* Through jansson (src/base/base_json.h): strings escaped by the library, a
+ * number that is not finite written as null plus "<key>_nonfinite".  One
+ * line; numbers keep the decimals of the table and CSV. */
+int out_json(FILE *f, const usim_platform *p, const usim_model *m, int gpus, const row *rows, int n)
 {
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fprintf(f, "\\%c", *s);
-        else if ((unsigned char)*s < 0x20)
-            fprintf(f, "\\u%04x", *s);
-        else
-            fputc(*s, f);
+    json_t *root = json_object(), *arr = NULL;
+    int bad = !root;
+    if (!bad) {
+        bad |= uly_json_set_str(root, "platform", p->name);
+        bad |= uly_json_set_str(root, "model", m->name);
+        bad |= uly_json_set_int(root, "gpus", gpus);
+        bad |= uly_json_set_int(root, "seq_tokens", m->seq);
+        bad |= !(arr = uly_json_add_array(root, "results"));
     }
-    fputc('"', f);
-}
-
-void out_json(FILE *f, const usim_platform *p, const usim_model *m, int gpus, const row *rows, int n)
-{
-    fprintf(f, "{\n  \"platform\": ");
-    json_str(f, p->name);
-    fprintf(f, ",\n  \"model\": ");
-    json_str(f, m->name);
-    fprintf(f, ",\n  \"gpus\": %d,\n  \"seq_tokens\": %lld,\n  \"results\": [", gpus, (long long)m->seq);
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n && !bad; i++) {
         const row *w = &rows[i];
         const usim_result *r = &w->r;
-        fprintf(f, "%s\n    {\"method\": \"%s\", ", i ? "," : "", usim_method_name(w->method));
+        json_t *o = uly_json_append_object(arr);
+        if (!o) {
+            bad = 1;
+            break;
+        }
+        bad |= uly_json_set_str(o, "method", usim_method_name(w->method));
         if (!w->ok) {
-            fprintf(f, "\"error\": ");
-            json_str(f, w->err);
-            fputc('}', f);
+            bad |= uly_json_set_str(o, "error", w->err);
             continue;
         }
         char pl[256];
         usim_job_placement(p, &r->job, pl, sizeof pl);
-        fprintf(f, "\"pp\": %d, \"bubble_s\": %.6f, \"placement\": ", r->job.pp, r->bubble_s);
-        json_str(f, pl);
-        fprintf(f, ",\n     ");
-        fprintf(f, "\"sp\": %d, \"tp\": %d, \"dp\": %d, \"ulysses_degree\": %d, \"ring_degree\": %d, "
-                   "\"zero\": %d, \"recompute\": \"%s\", \"global_batch_seqs\": %lld, \"micro_steps\": %d,\n"
-                   "     \"iter_s\": %.6f, \"compute_s\": %.6f, \"exposed_sp_s\": %.6f, "
-                   "\"exposed_param_s\": %.6f, \"exposed_grad_s\": %.6f,\n"
-                   "     \"sp_bytes_layer_fwd_B\": %.0f, \"nvlink_sent_GB\": %.4f, \"nic_sent_GB\": %.4f, "
-                   "\"tflops_per_gpu\": %.2f, \"mfu_pct\": %.2f,\n"
-                   "     \"mem_GiB\": %.3f, \"mem_params_GiB\": %.3f, \"mem_grads_GiB\": %.3f, "
-                   "\"mem_optim_GiB\": %.3f, \"mem_activations_GiB\": %.3f, \"mem_logits_GiB\": %.3f, "
-                   "\"mem_buffers_GiB\": %.3f, \"fits\": %s",
-                r->job.sp, r->job.tp, r->job.dp, r->job.ulysses, r->job.sp / r->job.ulysses,
-                r->job.zero, usim_recompute_name(r->job.recompute), (long long)r->global_batch,
-                r->micro_steps, r->iter_s, r->compute_s, r->exposed_s[0], r->exposed_s[1],
-                r->exposed_s[2], r->sp_bytes_layer_fwd, r->sent_bytes[0] / 1e9,
-                r->sent_bytes[1] / 1e9, r->tflops, 100 * r->mfu, r->mem.total / GIB,
-                r->mem.params / GIB, r->mem.grads / GIB, r->mem.optim / GIB,
-                r->mem.activations / GIB, r->mem.logits / GIB, r->mem.buffers / GIB,
-                r->fits ? "true" : "false");
+        bad |= uly_json_set_int(o, "pp", r->job.pp);
+        bad |= uly_json_set_fixed(o, "bubble_s", r->bubble_s, 6);
+        bad |= uly_json_set_str(o, "placement", pl);
+        char eng[160];
+        usim_engine_desc(r, eng, sizeof eng);
+        bad |= uly_json_set_str(o, "engine", eng);
+        bad |= uly_json_set_int(o, "sp", r->job.sp);
+        bad |= uly_json_set_int(o, "tp", r->job.tp);
+        bad |= uly_json_set_int(o, "dp", r->job.dp);
+        bad |= uly_json_set_int(o, "ulysses_degree", r->job.ulysses);
+        bad |= uly_json_set_int(o, "ring_degree", r->job.sp / r->job.ulysses);
+        bad |= uly_json_set_int(o, "zero", r->job.zero);
+        bad |= uly_json_set_str(o, "recompute", usim_recompute_name(r->job.recompute));
+        bad |= uly_json_set_int(o, "global_batch_seqs", r->global_batch);
+        bad |= uly_json_set_int(o, "micro_steps", r->micro_steps);
+        bad |= uly_json_set_int(o, "micro_batch",
+                                r->global_batch / ((int64_t)r->micro_steps * (r->job.dp > 0 ? r->job.dp : 1)));
+        bad |= uly_json_set_fixed(o, "iter_s", r->iter_s, 6);
+        bad |= uly_json_set_fixed(o, "compute_s", r->compute_s, 6);
+        bad |= uly_json_set_fixed(o, "exposed_sp_s", r->exposed_s[0], 6);
+        bad |= uly_json_set_fixed(o, "exposed_param_s", r->exposed_s[1], 6);
+        bad |= uly_json_set_fixed(o, "exposed_grad_s", r->exposed_s[2], 6);
+        bad |= uly_json_set_fixed(o, "sp_bytes_layer_fwd_B", r->sp_bytes_layer_fwd, 0);
+        bad |= uly_json_set_fixed(o, "nvlink_sent_GB", r->sent_bytes[0] / 1e9, 4);
+        bad |= uly_json_set_fixed(o, "nic_sent_GB", r->sent_bytes[1] / 1e9, 4);
+        bad |= uly_json_set_fixed(o, "tflops_per_gpu", r->tflops, 2);
+        bad |= uly_json_set_fixed(o, "mfu_pct", 100 * r->mfu, 2);
+        bad |= uly_json_set_fixed(o, "mem_GiB", r->mem.total / GIB, 3);
+        bad |= uly_json_set_fixed(o, "mem_params_GiB", r->mem.params / GIB, 3);
+        bad |= uly_json_set_fixed(o, "mem_grads_GiB", r->mem.grads / GIB, 3);
+        bad |= uly_json_set_fixed(o, "mem_optim_GiB", r->mem.optim / GIB, 3);
+        bad |= uly_json_set_fixed(o, "mem_activations_GiB", r->mem.activations / GIB, 3);
+        bad |= uly_json_set_fixed(o, "mem_logits_GiB", r->mem.logits / GIB, 3);
+        bad |= uly_json_set_fixed(o, "mem_buffers_GiB", r->mem.buffers / GIB, 3);
+        bad |= uly_json_set_bool(o, "fits", r->fits);
         if (w->has_max)
-            fprintf(f, ", \"max_seq_tokens\": %lld", (long long)w->max_seq);
-        fprintf(f, ",\n     \"requested_global_batch_seqs\": %lld, \"warnings\": [",
-                (long long)r->requested_batch);
-        for (int k = 0; k < r->nwarn; k++) {
-            if (k)
-                fputs(", ", f);
-            json_str(f, r->warn[k]);
-        }
-        fputs("]}", f);
+            bad |= uly_json_set_int(o, "max_seq_tokens", w->max_seq);
+        bad |= uly_json_set_int(o, "requested_global_batch_seqs", r->requested_batch);
+        json_t *warn = uly_json_add_array(o, "warnings");
+        bad |= !warn;
+        for (int k = 0; warn && k < r->nwarn; k++)
+            bad |= uly_json_append_str(warn, r->warn[k]);
     }
-    fprintf(f, "\n  ]\n}\n");
+    if (bad) {
+        json_decref(root);
+        return -1;
+    }
+    return uly_json_dump(f, root, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
 }

@@ -20,6 +20,7 @@ typedef struct row {
 void out_table(FILE *f, const usim_platform *p, const usim_model *m, const row *rows, int n);
 void out_csv_header(FILE *f);
 void out_csv_row(FILE *f, const usim_platform *p, const usim_model *m, int gpus, const row *r);
-void out_json(FILE *f, const usim_platform *p, const usim_model *m, int gpus, const row *rows, int n);
+/* 0, or -1 when out of memory or the write fails. */
+int out_json(FILE *f, const usim_platform *p, const usim_model *m, int gpus, const row *rows, int n);
 
 #endif

@@ -8,7 +8,9 @@
  * Search space and pruning (doc/simulator.md, "plan"): TP within a node and
  * dividing the heads; PP dividing the layers; for each structure and each
  * recompute policy only the lowest ZeRO stage that fits is kept (a higher
- * stage only adds communication); micro-batch as given (default the model's).
+ * stage only adds communication); micro-batch as given, else searched over
+ * the powers of two that divide the global batch per data-parallel rank (at
+ * most 64); a configuration fits when it leaves --mem-headroom of HBM free.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -24,17 +26,22 @@ int cmd_plan(int argc, char **argv);
 static const char plan_usage[] =
     "usage: ulysses-sim plan --platform P --model M --gpus G --seq S [--global-batch B]\n"
     "                        [--top K] [--method LIST] [--tp N] [--sp N] [--pp N] [--dp N]\n"
-    "                        [--zero S] [--recompute R] [--micro-batch N] [--format table|csv|json]\n"
+    "                        [--zero S] [--recompute R] [--micro-batch N] [--mem-headroom P%]\n"
+    "                        [--format table|csv|json]\n"
     "\n"
-    "Enumerates every valid (method, tp, cp, pp, dp, ZeRO stage, recompute) on G GPUs,\n"
-    "drops those that do not fit in memory, ranks the rest by a closed-form estimate,\n"
-    "simulates the best and prints the top K (default 5) by simulated throughput, with\n"
-    "why the others lost (memory, heads limit, communication, pipeline bubble).\n"
-    "Degrees, --zero and --recompute given on the command line restrict the search.\n"
+    "Enumerates every valid (method, tp, cp, pp, dp, ZeRO stage, recompute, micro-batch)\n"
+    "on G GPUs, drops those that do not fit in memory (leaving --mem-headroom percent of\n"
+    "HBM free, default 0), ranks the rest by a closed-form estimate, simulates the best\n"
+    "and prints the top K (default 5) by simulated throughput, with why the others lost\n"
+    "(memory, heads limit, sequence divisibility, communication, pipeline bubble).\n"
+    "Degrees, --zero, --recompute and --micro-batch given on the command line restrict\n"
+    "the search; without --micro-batch it tries 1, 2, 4, ... 64 sequences per micro-step\n"
+    "where they divide the global batch per data-parallel rank.\n"
     "Methods: all six unless --method is given (Megatron cp_comm_type names accepted).\n";
 
 typedef struct cand {
     usim_job j;
+    int64_t mb;          /* micro-batch */
     double est;          /* estimated seconds per sequence */
     row w;               /* simulated */
     int simulated;
@@ -46,6 +53,8 @@ typedef struct census {
     char inv_example[3][300];
     double oom_best_gib;    /* the smallest memory among configurations that do not fit */
     usim_job oom_best;
+    int64_t oom_best_mb;
+    int headroom_only;      /* fit in HBM, but not with the requested headroom */
 } census;
 
 static int divides(int64_t a, int64_t b) { return a > 0 && b % a == 0; }
@@ -53,7 +62,7 @@ static int divides(int64_t a, int64_t b) { return a > 0 && b % a == 0; }
 static void note_invalid(census *c, const char *msg)
 {
     c->invalid++;
-    int k = strstr(msg, "heads") ? 0 : strstr(msg, "shorter") ? 1 : 2;
+    int k = strstr(msg, "heads") ? 0 : strstr(msg, "shorter") || strstr(msg, "2 x CP") ? 1 : 2;
     int *cnt[3] = {&c->inv_heads, &c->inv_seq, &c->inv_other};
     if ((*cnt[k])++ == 0)
         snprintf(c->inv_example[k], sizeof c->inv_example[k], "%s", msg);
@@ -153,7 +162,7 @@ int cmd_plan(int argc, char **argv)
         fprintf(stderr, "ulysses-sim: out of memory\n");
         return 1;
     }
-    int gpn = p.gpus_per_node;
+    int gpn = usim_platform_domain(&p);   /* TP stays on NVLink */
     for (int mi = 0; mi < nm; mi++) {
         usim_method me = methods[mi];
         int mg = me == USIM_MEGATRON_SP;
@@ -191,56 +200,78 @@ int cmd_plan(int argc, char **argv)
                             note_invalid(&cs, usim_last_error());
                             continue;
                         }
-                        for (int rc = 0; rc <= USIM_RC_FULL; rc++) {
-                            if (o.recompute_set && rc != (int)o.recompute)
-                                continue;
-                            int fitted = 0;
-                            for (int z = 0; z <= 3 && !fitted; z++) {
-                                if (o.zero_set && z != o.zero)
+                        /* micro-batches: the given one, else powers of two dividing the
+                         * global batch per data-parallel rank (1 always) */
+                        int64_t mbs[8];
+                        int nmb = 0;
+                        if (o.micro_batch)
+                            mbs[nmb++] = o.micro_batch;
+                        else
+                            for (int64_t mb = 1; mb <= 64 && nmb < 8; mb *= 2)
+                                if (mb == 1 || (m.global_batch % ((int64_t)chk.dp * mb) == 0))
+                                    mbs[nmb++] = mb;
+                        for (int mi2 = 0; mi2 < nmb; mi2++) {
+                            usim_model mm = m;
+                            mm.micro_batch = mbs[mi2];
+                            if (mm.global_batch < mm.micro_batch)
+                                mm.global_batch = mm.micro_batch;
+                            for (int rc = 0; rc <= USIM_RC_FULL; rc++) {
+                                if (o.recompute_set && rc != (int)o.recompute)
                                     continue;
-                                usim_job j = base;
-                                j.zero = z;
-                                j.recompute = (usim_recompute)rc;
-                                usim_memory mem;
-                                int fits;
-                                if (usim_memory_estimate(&p, &m, &j, &mem, &fits)) {
-                                    note_invalid(&cs, usim_last_error());
-                                    break;
-                                }
-                                if (!fits) {
-                                    if (mem.total / 1073741824.0 < cs.oom_best_gib) {
-                                        cs.oom_best_gib = mem.total / 1073741824.0;
-                                        cs.oom_best = j;
+                                int fitted = 0;
+                                for (int z = 0; z <= 3 && !fitted; z++) {
+                                    if (o.zero_set && z != o.zero)
+                                        continue;
+                                    usim_job j = base;
+                                    j.zero = z;
+                                    j.recompute = (usim_recompute)rc;
+                                    usim_memory mem;
+                                    int fits;
+                                    if (usim_memory_estimate(&p, &mm, &j, &mem, &fits)) {
+                                        note_invalid(&cs, usim_last_error());
+                                        break;
                                     }
-                                    continue;
-                                }
-                                fitted = 1;
-                                double est;
-                                if (usim_estimate(&p, &m, &j, &est)) {
-                                    note_invalid(&cs, usim_last_error());
-                                    break;
-                                }
-                                usim_job r = j;
-                                usim_job_resolve(&m, &p, &r);
-                                int64_t per = (int64_t)r.dp * m.micro_batch;
-                                int64_t gb = (m.global_batch + per - 1) / per * per;
-                                if (nc == cap) {
-                                    cand *nv = realloc(cv, 2 * cap * sizeof *cv);
-                                    if (!nv) {
-                                        free(cv);
-                                        fprintf(stderr, "ulysses-sim: out of memory\n");
-                                        return 1;
+                                    if (fits && mem.total > p.hbm_bytes * (1 - o.mem_headroom)) {
+                                        fits = 0;
+                                        cs.headroom_only++;
                                     }
-                                    cv = nv;
-                                    cap *= 2;
+                                    if (!fits) {
+                                        if (mem.total / 1073741824.0 < cs.oom_best_gib) {
+                                            cs.oom_best_gib = mem.total / 1073741824.0;
+                                            cs.oom_best = j;
+                                            cs.oom_best_mb = mm.micro_batch;
+                                        }
+                                        continue;
+                                    }
+                                    fitted = 1;
+                                    double est;
+                                    if (usim_estimate(&p, &mm, &j, &est)) {
+                                        note_invalid(&cs, usim_last_error());
+                                        break;
+                                    }
+                                    usim_job r = j;
+                                    usim_job_resolve(&mm, &p, &r);
+                                    int64_t per = (int64_t)r.dp * mm.micro_batch;
+                                    int64_t gb = (mm.global_batch + per - 1) / per * per;
+                                    if (nc == cap) {
+                                        cand *nv = realloc(cv, 2 * cap * sizeof *cv);
+                                        if (!nv) {
+                                            free(cv);
+                                            fprintf(stderr, "ulysses-sim: out of memory\n");
+                                            return 1;
+                                        }
+                                        cv = nv;
+                                        cap *= 2;
+                                    }
+                                    memset(&cv[nc], 0, sizeof cv[nc]);
+                                    cv[nc].j = j;
+                                    cv[nc].mb = mm.micro_batch;
+                                    cv[nc].est = est / (double)gb;
+                                    nc++;
                                 }
-                                memset(&cv[nc], 0, sizeof cv[nc]);
-                                cv[nc].j = j;
-                                cv[nc].est = est / (double)gb;
-                                nc++;
+                                if (!fitted)
+                                    cs.oom++;
                             }
-                            if (!fitted)
-                                cs.oom++;
                         }
                     }
                 }
@@ -251,8 +282,9 @@ int cmd_plan(int argc, char **argv)
     if (nc == 0) {
         free(cv);
         if (cs.oom)
-            die_usage("plan: no configuration of %d GPUs fits in %.0f GiB (the smallest needs %.1f GiB); "
-                      "add GPUs or shorten --seq", G, p.hbm_bytes / 1073741824.0, cs.oom_best_gib);
+            die_usage("plan: no configuration of %d GPUs fits in %.4g GiB%s (the smallest needs %.1f GiB); "
+                      "add GPUs or shorten --seq", G, p.hbm_bytes * (1 - o.mem_headroom) / 1073741824.0,
+                      o.mem_headroom > 0 ? " (HBM less --mem-headroom)" : "", cs.oom_best_gib);
         die_usage("plan: no valid configuration of %s on %d GPUs (e.g. %s)", m.name, G,
                   cs.inv_heads ? cs.inv_example[0] : cs.inv_seq ? cs.inv_example[1] : cs.inv_example[2]);
     }
@@ -265,6 +297,7 @@ int cmd_plan(int argc, char **argv)
         fprintf(stderr, "ulysses-sim: %s\n", usim_last_error());
         return 1;
     }
+    usim_sim_set_engine(sim, o.engine);
     int seen[USIM_NMETHOD] = {0};
     for (size_t i = 0; i < nc; i++) {
         int first = !seen[cv[i].j.method];
@@ -272,7 +305,11 @@ int cmd_plan(int argc, char **argv)
         if (i >= nsim && !first)
             continue;
         cv[i].w.method = cv[i].j.method;
-        int rc = usim_simulate(sim, &m, &cv[i].j, NULL, &cv[i].w.r);
+        usim_model mm = m;
+        mm.micro_batch = cv[i].mb;
+        if (mm.global_batch < mm.micro_batch)
+            mm.global_batch = mm.micro_batch;
+        int rc = usim_simulate(sim, &mm, &cv[i].j, NULL, &cv[i].w.r);
         if (rc == USIM_OK) {
             cv[i].w.ok = 1;
             cv[i].simulated = 1;
@@ -300,29 +337,42 @@ int cmd_plan(int argc, char **argv)
             rows[i] = cv[i].w;
         if (o.format == FMT_CSV) {
             out_csv_header(stdout);
-            for (int i = 0; i < top; i++)
-                out_csv_row(stdout, &p, &m, G, &rows[i]);
+            for (int i = 0; i < top; i++) {
+                usim_model mm = m;
+                mm.micro_batch = cv[i].mb;
+                out_csv_row(stdout, &p, &mm, G, &rows[i]);
+            }
         } else {
             out_json(stdout, &p, &m, G, rows, top);
         }
         free(rows);
     } else {
-        printf("plan: %s on %d GPUs of %s, %lld tokens per sequence, global batch %lld, micro-batch %lld\n",
-               m.name, G, p.name, (long long)m.seq, (long long)m.global_batch, (long long)m.micro_batch);
-        printf("searched %d layouts (method x tp x cp x pp x dp): %d invalid; of the valid ones x recompute "
-               "policies, %d fit in %.0f GiB at no ZeRO stage, %d fit (each at its lowest fitting ZeRO "
+        char mbs[64];
+        if (o.micro_batch)
+            snprintf(mbs, sizeof mbs, "micro-batch %lld", (long long)m.micro_batch);
+        else
+            snprintf(mbs, sizeof mbs, "micro-batch searched (1, 2, 4, ... 64)");
+        double budget = p.hbm_bytes * (1 - o.mem_headroom) / 1073741824.0;
+        printf("plan: %s on %d GPUs of %s, %lld tokens per sequence, global batch %lld, %s\n",
+               m.name, G, p.name, (long long)m.seq, (long long)m.global_batch, mbs);
+        if (o.mem_headroom > 0)
+            printf("memory budget: %.1f GiB of %.0f (--mem-headroom %g%%)\n", budget,
+                   p.hbm_bytes / 1073741824.0, 100 * o.mem_headroom);
+        printf("searched %d layouts (method x tp x cp x pp x dp): %d invalid; of the valid ones x micro-batch x "
+               "recompute policies, %d fit in %.4g GiB at no ZeRO stage, %d fit (each at its lowest fitting ZeRO "
                "stage); %d simulated\n\n",
-               cs.structures, cs.invalid, cs.oom, p.hbm_bytes / 1073741824.0, cs.fit, cs.simulated);
-        printf("%-4s %-12s %-30s %-4s %-10s %9s %10s %9s %6s %8s %8s\n", "rank", "method", "degrees",
-               "zero", "recompute", "iter [s]", "Mtok/s", "TFLOP/s", "MFU %", "mem GiB", "exp. [s]");
+               cs.structures, cs.invalid, cs.oom, budget, cs.fit, cs.simulated);
+        printf("%-4s %-12s %-30s %-3s %-4s %-10s %9s %10s %9s %6s %8s %8s\n", "rank", "method", "degrees",
+               "mb", "zero", "recompute", "iter [s]", "Mtok/s", "TFLOP/s", "MFU %", "mem GiB", "exp. [s]");
         for (int i = 0; i < top; i++) {
             const usim_result *r = &cv[i].w.r;
             char dg[64];
             degrees(&r->job, dg, sizeof dg);
             double ex = r->exposed_s[0] + r->exposed_s[1] + r->exposed_s[2];
-            printf("%-4d %-12s %-30s %-4d %-10s %9.3f %10.4f %9.1f %6.1f %8.1f %8.3f\n", i + 1,
-                   usim_method_name(r->job.method), dg, r->job.zero, usim_recompute_name(r->job.recompute),
-                   r->iter_s, tokens_per_s(r) / 1e6, r->tflops, 100 * r->mfu, r->mem.total / 1073741824.0, ex);
+            printf("%-4d %-12s %-30s %-3lld %-4d %-10s %9.3f %10.4f %9.1f %6.1f %8.1f %8.3f\n", i + 1,
+                   usim_method_name(r->job.method), dg, (long long)cv[i].mb, r->job.zero,
+                   usim_recompute_name(r->job.recompute), r->iter_s, tokens_per_s(r) / 1e6, r->tflops,
+                   100 * r->mfu, r->mem.total / 1073741824.0, ex);
         }
         printf("\n");
         for (int i = 0; i < top; i++) {
@@ -349,8 +399,9 @@ int cmd_plan(int argc, char **argv)
             char dg[64], why[200];
             degrees(&cv[k].w.r.job, dg, sizeof dg);
             why_slower(&cv[k].w.r, best, why, sizeof why);
-            printf("  best %s (rank %d, %s, ZeRO-%d, recompute %s): %s\n", usim_method_name(methods[mi]), k + 1,
-                   dg, cv[k].w.r.job.zero, usim_recompute_name(cv[k].w.r.job.recompute), why);
+            printf("  best %s (rank %d, %s, micro-batch %lld, ZeRO-%d, recompute %s): %s\n",
+                   usim_method_name(methods[mi]), k + 1, dg, (long long)cv[k].mb, cv[k].w.r.job.zero,
+                   usim_recompute_name(cv[k].w.r.job.recompute), why);
         }
         for (int mi = 0; mi < nm; mi++)
             if (!seen[methods[mi]])
@@ -358,14 +409,18 @@ int cmd_plan(int argc, char **argv)
         if (cs.oom) {
             char dg[64];
             degrees(&cs.oom_best, dg, sizeof dg);
-            printf("  memory: %d do not fit at any ZeRO stage; the closest, %s %s recompute %s, needs "
-                   "%.1f GiB of %.0f\n", cs.oom, usim_method_name(cs.oom_best.method), dg,
-                   usim_recompute_name(cs.oom_best.recompute), cs.oom_best_gib, p.hbm_bytes / 1073741824.0);
+            printf("  memory: %d do not fit at any ZeRO stage; the closest, %s %s micro-batch %lld recompute %s, "
+                   "needs %.2f GiB of %.4g\n", cs.oom, usim_method_name(cs.oom_best.method), dg,
+                   (long long)cs.oom_best_mb, usim_recompute_name(cs.oom_best.recompute), cs.oom_best_gib, budget);
         }
+        if (cs.headroom_only)
+            printf("  memory headroom: %d (configuration, ZeRO stage) pairs fit in %.0f GiB but not in the "
+                   "%.1f GiB budget\n", cs.headroom_only, p.hbm_bytes / 1073741824.0, budget);
         if (cs.inv_heads)
             printf("  heads limit: %d, e.g. %s\n", cs.inv_heads, cs.inv_example[0]);
         if (cs.inv_seq)
-            printf("  sequence too short for the degree: %d, e.g. %s\n", cs.inv_seq, cs.inv_example[1]);
+            printf("  sequence length vs the degree (too short, or not a multiple of 2 x CP for zigzag): %d, "
+                   "e.g. %s\n", cs.inv_seq, cs.inv_example[1]);
         if (cs.inv_other)
             printf("  other constraints: %d, e.g. %s\n", cs.inv_other, cs.inv_example[2]);
         if ((int)nc > cs.simulated)

@@ -335,6 +335,7 @@ int cmd_sweep(int argc, char **argv)
             fprintf(stderr, "ulysses-sim: %s\n", usim_last_error());
             return 1;
         }
+        usim_sim_set_engine(sim, o.engine);
         for (int si = 0; si < o.nseqs; si++) {
             usim_model m = base;
             apply_model_overrides(&o, &m, o.seq_per_gpu ? o.seq_per_gpu * gpus : o.seqs[si]);

@@ -39,4 +39,30 @@ check "--top outside plan: message" grep -q "option '--top' is only valid with '
 "$SIM" plan --top 0 > /dev/null 2> "$tmp/t0.err"
 check "--top 0: exit 2" test $? -eq 2
 check "plan --help" "$SIM" plan --help > /dev/null
+
+# micro-batch search and memory headroom
+"$SIM" plan --platform dgx-h100 --model llama-3-8b --gpus 32 --seq 128K --global-batch 64 --mem-headroom 10% > "$tmp/h.txt"
+check "headroom: budget line" grep -q "^memory budget: 72.0 GiB of 80 (--mem-headroom 10%)" "$tmp/h.txt"
+check "micro-batch searched" grep -q "micro-batch searched (1, 2, 4, ... 64)" "$tmp/h.txt"
+check "headroom: every row within the budget" awk '/^[1-9] /{ if ($(NF-1) > 72.0) bad = 1 } END { exit bad }' "$tmp/h.txt"
+"$SIM" plan --platform dgx-h100 --model llama-3-8b --gpus 32 --seq 128K --micro-batch 2 --global-batch 64 > "$tmp/m.txt"
+check "--micro-batch 2: every row has mb 2" test "$(awk '/^[1-9] /{ print $(NF-8) }' "$tmp/m.txt" | sort -u)" = 2
+"$SIM" plan --gpus 16 --seq 128K --mem-headroom 95 > /dev/null 2> "$tmp/h.err"
+check "--mem-headroom 95: exit 2" test $? -eq 2
+check "--mem-headroom 95: message" grep -q "mem-headroom: expected a percentage of HBM in \[0, 90)" "$tmp/h.err"
+"$SIM" --mem-headroom 10 > /dev/null 2> "$tmp/h2.err"
+check "--mem-headroom outside plan: exit 2" test $? -eq 2
+# zigzag needs 2 x CP equal chunks: refused as a single run, counted as a loser by plan
+"$SIM" --method ring-zigzag --gpus 16 --seq 131000 > /dev/null 2> "$tmp/z.err"
+check "zigzag odd sequence: exit 2" test $? -eq 2
+check "zigzag odd sequence: message" grep -q "ring-zigzag: sequence 131000 is not a multiple of 2 x CP = 32 .*nearest valid: 130976 or 131008" "$tmp/z.err"
+"$SIM" plan --gpus 16 --seq 131000 --method p2p,a2a > "$tmp/z.txt"
+check "plan with an odd sequence: zigzag layouts counted as losers" grep -q "^  sequence length vs the degree .*not a multiple of 2 x CP" "$tmp/z.txt"
+# NVLink domains larger than a node: TP and CP placed inside the domain, no NIC traffic
+"$SIM" plan --platform gb200-nvl72 --model llama-3-8b --gpus 64 --seq 128K --top 3 > "$tmp/n.txt"
+check "nvl72: placement inside an NVLink domain" grep -q "^#1 [a-z-]*: .* inside an NVLink domain" "$tmp/n.txt"
+"$SIM" --platform gb200-nvl72 --model llama-3-8b --gpus 64 --seq 128K --method ulysses --format json > "$tmp/n.json"
+check "nvl72: 64 GPUs of one rack send nothing over NICs" grep -q '"nic_sent_GB": 0\.0,' "$tmp/n.json"
+"$SIM" --platform mi300x-8 --model llama-3-8b --gpus 8 --seq 64K --method ulysses,ring-zigzag > /dev/null
+check "mi300x full mesh runs" test $? -eq 0
 exit $fail

@@ -5,7 +5,9 @@
  *     node and across two nodes whose ranks share one link;
  *   - the bytes of every rank equal the plan layer's uly_plan_volume exactly,
  *     for even, uneven and GQA shapes;
- *   - gpu.attention_bwd_efficiency: loaded, defaulted, bounded.
+ *   - gpu.attention_bwd_efficiency: loaded, defaulted, bounded;
+ *   - the per-call all-to-all cost (a2a_call_us): added once per all-to-all,
+ *     the intra-node one inside a node, the inter-node one across nodes.
  */
 #include <check.h>
 #include <math.h>
@@ -147,6 +149,35 @@ START_TEST(test_bwd_efficiency_key)
 }
 END_TEST
 
+START_TEST(test_a2a_call_cost)
+{
+    /* the platforms of test_one_node and test_two_nodes_shared_link with
+     * intra_node.a2a_call_us 30 and inter_node.a2a_call_us 500: each
+     * all-to-all takes its transfers' time plus the call cost, exactly */
+    usim_platform p = load(DATA "cpu-2x2-call.json");
+    usim_attn_result r;
+    usim_attn_job j = job(2, 1000, 2, 2, 50);
+    ck_assert_int_eq(usim_attn_simulate(&p, &j, 0, &r), USIM_OK);
+    for (int w = 0; w < ULY_A2A_COUNT; w++) {
+        NEAR(r.a2a_s[w], 131e-6);
+        ck_assert_uint_eq(r.sent[w], 100000);   /* bytes do not change */
+    }
+    NEAR(r.phase_s[USIM_PH_FWD_A2A_IN], 393e-6);
+    NEAR(r.phase_s[USIM_PH_FWD_ATTN], 400e-6);
+    NEAR(r.iter_s, 131e-6 * 8 + 2400e-6);
+    j = job(4, 1000, 4, 4, 50);
+    ck_assert_int_eq(usim_attn_simulate(&p, &j, 0, &r), USIM_OK);
+    for (int w = 0; w < ULY_A2A_COUNT; w++)
+        NEAR(r.a2a_s[w], 702e-6);
+    /* default: no call cost (the GPU presets and older platform files) */
+    p = load(DATA "cpu-2x2.json");
+    ck_assert_int_eq(p.a2a_call[USIM_CLASS_NVLINK], 0);
+    ck_assert_int_eq(p.a2a_call[USIM_CLASS_NIC], 0);
+    ck_assert_int_eq(usim_platform_load(DATA "bad-a2a-call.json", &p), USIM_EFORMAT);
+    ck_assert_ptr_nonnull(strstr(usim_last_error(), "a2a_call_us"));
+}
+END_TEST
+
 START_TEST(test_bad_jobs)
 {
     usim_platform p = load(DATA "cpu-2x2.json");
@@ -170,6 +201,7 @@ static Suite *make_attnjob_suite(void)
     tcase_add_test(tc, test_two_nodes_shared_link);
     tcase_add_test(tc, test_bytes_equal_plan);
     tcase_add_test(tc, test_bwd_efficiency_key);
+    tcase_add_test(tc, test_a2a_call_cost);
     tcase_add_test(tc, test_bad_jobs);
     suite_add_tcase(s, tc);
     return s;

@@ -21,10 +21,11 @@ static void preset(const char *kind, const char *name, char *path)
 START_TEST(test_platform_presets)
 {
     static const char *const names[] = {"dgx-a100-40g", "dgx-a100-80g", "dgx-h100",
-                                        "dgx-h100-2to1", "a100-pcie-4"};
+                                        "dgx-h100-2to1", "a100-pcie-4", "dgx-h200",
+                                        "l40s-pcie-8", "gb200-nvl72", "mi300x-8"};
     char path[1024];
     usim_platform p;
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 9; i++) {
         preset("platforms", names[i], path);
         ck_assert_msg(usim_platform_load(path, &p) == USIM_OK, "%s: %s", names[i], usim_last_error());
         ck_assert_str_eq(p.name, names[i]);
@@ -42,6 +43,21 @@ START_TEST(test_platform_presets)
     usim_platform_load(path, &p);
     ck_assert(fabs(p.peak_flops[USIM_BF16] - 989e12) < 1);
     ck_assert(fabs(p.nic_Bps - 50e9 * 0.96) < 1);
+    ck_assert_int_eq(usim_platform_domain(&p), 8);
+    ck_assert_int_eq(p.full_mesh, 0);
+    /* an NVLink domain of 72 over nodes of 4; a full mesh of 7 peer links */
+    preset("platforms", "gb200-nvl72", path);
+    ck_assert_msg(usim_platform_load(path, &p) == USIM_OK, "%s", usim_last_error());
+    ck_assert_int_eq(p.gpus_per_node, 4);
+    ck_assert_int_eq(p.nvl_domain, 72);
+    ck_assert_int_eq(usim_platform_domain(&p), 72);
+    ck_assert(fabs(p.nvl_Bps - 900e9 * 0.8) < 1);
+    preset("platforms", "mi300x-8", path);
+    ck_assert_msg(usim_platform_load(path, &p) == USIM_OK, "%s", usim_last_error());
+    ck_assert_int_eq(p.full_mesh, 1);
+    ck_assert(fabs(p.mesh_link_Bps - 64e9 * 0.8) < 1);
+    ck_assert(fabs(p.nvl_Bps - 7 * 64e9 * 0.8) < 1);
+    ck_assert_int_eq(usim_platform_domain(&p), 8);
 }
 END_TEST
 
@@ -111,6 +127,17 @@ START_TEST(test_bad_platforms)
                  (const char *[]){"typo-key.json:13:", "inter_node.spine_oversubscribtion", "unknown key",
                                   "nearest valid key: 'spine_oversubscription'", NULL});
     expect_error(DATA "no-such-file.json", USIM_ENOTFOUND, (const char *[]){"no-such-file", NULL});
+    /* topology keys: a full mesh names its per-link rate, a domain whole nodes */
+    expect_error(DATA "mesh-with-bw.json", USIM_EFORMAT,
+                 (const char *[]){"mesh-with-bw.json:11:", "intra_node.bw_GBps_per_dir",
+                                  "link_bw_GBps_per_dir", NULL});
+    expect_error(DATA "bad-domain.json", USIM_EFORMAT,
+                 (const char *[]){"bad-domain.json:11:", "intra_node.nvlink_domain_gpus",
+                                  "multiple of gpus_per_node (4)", "got 6", NULL});
+    expect_error(DATA "bad-topology.json", USIM_EFORMAT,
+                 (const char *[]){"intra_node.topology", "\"switch\" or \"full_mesh\"", "fullmesh", NULL});
+    expect_error(DATA "mesh-nvls.json", USIM_EFORMAT,
+                 (const char *[]){"intra_node.nvls", "no switch", NULL});
 }
 END_TEST
 

@@ -199,6 +199,170 @@ START_TEST(test_iteration_ulysses_two_gpus)
 }
 END_TEST
 
+/* A direct all-to-all of 1 MB per pair over GPUs 0 .. G-1 (G <= 32). */
+static usim_coll_result a2a_1mb(const usim_platform *p, int G)
+{
+    static int ranks[32];
+    static uint64_t pair[32 * 32];
+    for (int i = 0; i < G; i++)
+        ranks[i] = i;
+    for (int i = 0; i < G * G; i++)
+        pair[i] = 1000000;
+    usim_net *n = usim_net_new(p, G);
+    ck_assert_ptr_nonnull(n);
+    usim_coll c = {USIM_A2A_DIRECT, 1, G, ranks, pair, NULL, 0, USIM_ALGO_AUTO, USIM_PROTO_AUTO};
+    usim_coll_result r;
+    ck_assert_int_eq(usim_coll_run(n, &c, &r, NULL, NULL), USIM_OK);
+    usim_net_free(n);
+    return r;
+}
+
+/*
+ * An NVLink domain larger than a node (an NVL72 rack in miniature): 4 GPUs per
+ * node, 16 per domain, 16 GPUs (4 nodes, one domain).  Direct all-to-all of
+ * 1 MB per pair, NVLink latency 1 us.  Every pair is inside the domain, so
+ * every flow is NVL_UP[src] -> NVL_DOWN[dst]: each up link carries 15 flows,
+ * each down link 15: max-min gives every flow 1/15 GB/s, and each 1 MB flow
+ * takes 15 ms.  Duration = 1 us + 15 ms.  No byte crosses a NIC.
+ */
+START_TEST(test_a2a_nvlink_domain_spans_nodes)
+{
+    usim_platform p = round_platform(4, 1, 5);
+    p.nvl_domain = 16;
+    usim_coll_result r = a2a_1mb(&p, 16);
+    ck_assert_int_eq(r.duration, 1 * US + 15000 * US);
+    ck_assert_uint_eq(r.max_sent[USIM_CLASS_NIC], 0);
+    ck_assert_uint_eq(r.max_sent[USIM_CLASS_NVLINK], 15000000);
+    /* the same 16 GPUs as 4 separate 4-GPU nodes: 12 of the 15 peers are
+     * behind the NIC (0.1 GB/s per GPU, 12 flows: 1/120 GB/s each; the spine
+     * carries 4 x 12 flows on 0.4 GB/s: the same share), so 1 MB takes
+     * 120 ms after the 5 us NIC latency; NVLink flows (3 per link) end first */
+    p.nvl_domain = 0;
+    r = a2a_1mb(&p, 16);
+    ck_assert_int_eq(r.duration, 5 * US + 120000 * US);
+    ck_assert_uint_eq(r.max_sent[USIM_CLASS_NIC], 12000000);
+    ck_assert_uint_eq(r.max_sent[USIM_CLASS_NVLINK], 3000000);
+}
+END_TEST
+
+/*
+ * Two NVLink domains of 16 (32 GPUs, 4 per node, one NIC per GPU at
+ * 0.1 GB/s, spine 0.4 GB/s per node).  Direct all-to-all, 1 MB per pair: per
+ * GPU 15 NVLink flows (1/15 GB/s: 15 ms) and 16 NIC flows (NIC: 0.1 GB/s / 16;
+ * the node's spine link: 0.4 GB/s / 64 -- the same 6.25 MB/s), so the
+ * cross-domain flows take 1 MB / 6.25 MB/s = 160 ms after 5 us.
+ */
+START_TEST(test_a2a_two_nvlink_domains)
+{
+    usim_platform p = round_platform(4, 1, 5);
+    p.nvl_domain = 16;
+    usim_coll_result r = a2a_1mb(&p, 32);
+    ck_assert_int_eq(r.duration, 5 * US + 160000 * US);
+    ck_assert_uint_eq(r.max_sent[USIM_CLASS_NIC], 16000000);
+    ck_assert_uint_eq(r.max_sent[USIM_CLASS_NVLINK], 15000000);
+}
+END_TEST
+
+/* A full-mesh node of 4 GPUs: one 1 GB/s link per ordered pair (the GPU's
+ * total, 3 GB/s, is what a switched node with the same nvl_Bps would give). */
+static usim_platform mesh_platform(void)
+{
+    usim_platform p = round_platform(4, 1, 5);
+    p.full_mesh = 1;
+    p.mesh_link_Bps = 1e9;
+    p.nvl_Bps = 3e9;
+    return p;
+}
+
+/*
+ * Direct all-to-all on the full mesh, 1 MB per pair: each of the 12 flows has
+ * its own link, all run in parallel at 1 GB/s: 1 us + 1 ms.  A send-recv of
+ * 3 MB between two GPUs has one link (1 GB/s): 1 us + 3 ms, where the
+ * switched node (3 GB/s up and down) takes 1 us + 1 ms.
+ */
+START_TEST(test_full_mesh_a2a_and_pair)
+{
+    usim_platform p = mesh_platform();
+    usim_net *n = usim_net_new(&p, 4);
+    ck_assert_ptr_nonnull(n);
+    int ranks[4] = {0, 1, 2, 3};
+    uint64_t pair[16];
+    for (int i = 0; i < 16; i++)
+        pair[i] = 1000000;
+    usim_coll c = {USIM_A2A_DIRECT, 1, 4, ranks, pair, NULL, 0, USIM_ALGO_AUTO, USIM_PROTO_AUTO};
+    usim_coll_result r;
+    ck_assert_int_eq(usim_coll_run(n, &c, &r, NULL, NULL), USIM_OK);
+    ck_assert_int_eq(r.duration, 1 * US + 1000 * US);
+    ck_assert_uint_eq(r.max_sent[USIM_CLASS_NVLINK], 3000000);
+    usim_coll sr = {USIM_SENDRECV, 1, 2, ranks, NULL, NULL, 3000000, USIM_ALGO_AUTO, USIM_PROTO_AUTO};
+    ck_assert_int_eq(usim_coll_run(n, &sr, &r, NULL, NULL), USIM_OK);
+    ck_assert_int_eq(r.duration, 1 * US + 3000 * US);
+    usim_net_free(n);
+    p.full_mesh = 0;
+    n = usim_net_new(&p, 4);
+    ck_assert_int_eq(usim_coll_run(n, &sr, &r, NULL, NULL), USIM_OK);
+    ck_assert_int_eq(r.duration, 1 * US + 1000 * US);
+    usim_net_free(n);
+}
+END_TEST
+
+/*
+ * Ring all-gather on the 4-GPU full mesh, 1 MB per GPU: two rings, strides 1
+ * (0 1 2 3) and 3 (0 3 2 1), on disjoint links, each carrying half of every
+ * chunk.  Each of the 3 steps is one hop of 500000 B at 1 GB/s after 1 us:
+ * 3 x 501 us (Simple; LL128's 128/120 bytes and LL's 2x lose).
+ */
+START_TEST(test_full_mesh_ring_allgather)
+{
+    usim_platform p = mesh_platform();
+    usim_net *n = usim_net_new(&p, 4);
+    int ranks[4] = {0, 1, 2, 3};
+    uint64_t chunk[4] = {1000000, 1000000, 1000000, 1000000};
+    usim_coll c = {USIM_ALLGATHER, 1, 4, ranks, NULL, chunk, 0, USIM_ALGO_AUTO, USIM_PROTO_AUTO};
+    usim_coll_result r;
+    uint64_t sent[4];
+    ck_assert_int_eq(usim_coll_run(n, &c, &r, sent, NULL), USIM_OK);
+    ck_assert_int_eq(r.algo, USIM_ALGO_RING);
+    ck_assert_int_eq(r.proto, USIM_PROTO_SIMPLE);
+    ck_assert_int_eq(r.channels, 2);
+    ck_assert_int_eq(r.duration, 3 * (1 * US + 500 * US));
+    for (int i = 0; i < 4; i++)
+        ck_assert_uint_eq(sent[i], 3000000);
+    usim_net_free(n);
+}
+END_TEST
+
+/*
+ * Ring all-gather over 2 full-mesh nodes of 4 (8 GPUs), 1 MB per GPU, NIC
+ * 0.1 GB/s: 4 channels, one per entry GPU; channel c crosses its node along
+ * directed Walecki path c (0 1 3 2, 1 2 0 3 and their reverses), so each
+ * mesh link carries one channel and each NIC one channel.  Each channel
+ * carries a quarter of every chunk (250000 B).  Mesh links are 0.2 GB/s
+ * here: a mesh hop takes 1 us + 1.25 ms, a NIC hop 5 us + 250000 B / 0.1 GB/s
+ * = 2.505 ms, and each position's sends follow one another, so the NIC
+ * positions set the pace: 7 x 2.505 ms.  (Had the channels crossed the node
+ * in the same order -- c, c+1, ..., c-1, as on a switched node -- three
+ * channels would share each link l -> l+1: 3.751 ms per hop, 7 x 3.751 ms.)
+ */
+START_TEST(test_full_mesh_two_nodes_ring)
+{
+    usim_platform p = mesh_platform();
+    p.mesh_link_Bps = 2e8;
+    p.nvl_Bps = 6e8;
+    usim_net *n = usim_net_new(&p, 8);
+    int ranks[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    uint64_t chunk[8];
+    for (int i = 0; i < 8; i++)
+        chunk[i] = 1000000;
+    usim_coll c = {USIM_ALLGATHER, 1, 8, ranks, NULL, chunk, 0, USIM_ALGO_RING, USIM_PROTO_SIMPLE};
+    usim_coll_result r;
+    ck_assert_int_eq(usim_coll_run(n, &c, &r, NULL, NULL), USIM_OK);
+    ck_assert_int_eq(r.channels, 4);
+    ck_assert_int_eq(r.duration, 7 * (5 * US + 2500 * US));
+    usim_net_free(n);
+}
+END_TEST
+
 static Suite *make_golden_suite(void)
 {
     Suite *s = suite_create("golden");
@@ -207,6 +371,11 @@ static Suite *make_golden_suite(void)
     tcase_add_test(tc, test_allgather_ll128);
     tcase_add_test(tc, test_nvls_allreduce);
     tcase_add_test(tc, test_iteration_ulysses_two_gpus);
+    tcase_add_test(tc, test_a2a_nvlink_domain_spans_nodes);
+    tcase_add_test(tc, test_a2a_two_nvlink_domains);
+    tcase_add_test(tc, test_full_mesh_a2a_and_pair);
+    tcase_add_test(tc, test_full_mesh_ring_allgather);
+    tcase_add_test(tc, test_full_mesh_two_nodes_ring);
     suite_add_tcase(s, tc);
     return s;
 }

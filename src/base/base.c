@@ -207,3 +207,17 @@ int uly_read_file(const char *path, size_t max, char **buf, size_t *len)
     *len = n;
     return ULY_READ_OK;
 }
+
+int uly_fput_quoted(FILE *f, const char *s, char quote, int drop_control)
+{
+    int rc = fputc(quote, f);
+    for (; *s && rc != EOF; s++) {
+        if (*s == quote)
+            rc = fputc(quote, f);
+        if (rc != EOF && (!drop_control || (unsigned char)*s >= 0x20))
+            rc = fputc(*s, f);
+    }
+    if (rc != EOF)
+        rc = fputc(quote, f);
+    return rc == EOF ? EOF : 0;
+}

@@ -8,7 +8,8 @@
  *   allocation hooks         with fault injection (the k-th allocation fails)
  *   checked size arithmetic  uly_mul_size, uly_mul_sizes, uly_add_size
  *   integers with K/M/G      uly_parse_int: one syntax and one semantics
- *   files                    uly_file_kind, uly_read_file (whole small files)
+ *   files                    uly_file_kind, uly_read_file (whole small files),
+ *                            uly_fput_quoted (CSV and gnuplot strings)
  *
  * JSON output through jansson is in base_json.h (it needs jansson; this
  * does not).  Not installed; nothing here is public API.  Functions are
@@ -20,6 +21,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #if defined(__GNUC__)
@@ -111,5 +113,10 @@ enum { ULY_READ_OK = 0, ULY_READ_NOTFOUND, ULY_READ_NOTREG, ULY_READ_TOOBIG, ULY
  * FIFO does not wait for a writer).  Messages start with the path.
  */
 ULY_BASE_API int uly_read_file(const char *path, size_t max, char **buf, size_t *len);
+
+/* s between two `quote` characters with each quote inside doubled (CSV's
+ * "a""b", gnuplot's 'a''b'); with drop_control, bytes below 0x20 are left
+ * out (a gnuplot command ends at a newline).  Returns 0 or EOF. */
+ULY_BASE_API int uly_fput_quoted(FILE *f, const char *s, char quote, int drop_control);
 
 #endif

@@ -22,6 +22,7 @@ int drv_open(drv *d, const char *cmd)
     memset(d, 0, sizeof *d);
     d->cmd = cmd;
     d->comm = MPI_COMM_NULL;
+    d->node = MPI_COMM_NULL;
     int inited = 0;
     MPI_Initialized(&inited);
     if (!inited) {
@@ -41,6 +42,10 @@ int drv_open(drv *d, const char *cmd)
         e = MPI_Comm_rank(d->comm, &d->rank);
     if (e == MPI_SUCCESS)
         e = MPI_Comm_size(d->comm, &d->size);
+    if (e == MPI_SUCCESS)
+        e = MPI_Comm_split_type(d->comm, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL, &d->node);
+    if (e == MPI_SUCCESS)
+        e = MPI_Comm_set_errhandler(d->node, MPI_ERRORS_RETURN);
     if (e != MPI_SUCCESS) {
         drv_mpi(d, e, "setting up the driver's communicator");
         fprintf(stderr, "%s: %s\n", cmd, d->msg);
@@ -60,6 +65,8 @@ int drv_close(drv *d, int code)
 {
     fflush(stdout);
     fflush(stderr);
+    if (d->node != MPI_COMM_NULL)
+        MPI_Comm_free(&d->node);
     if (d->comm != MPI_COMM_NULL)
         MPI_Comm_free(&d->comm);
     if (d->finalize)
@@ -215,148 +222,15 @@ int drv_sync(drv *d)
 
 /* ------------------------------------------------------------ agreement */
 
-uint64_t drv_hash(const char *s)
-{
-    if (!s)
-        return 0;
-    uint64_t h = 1469598103934665603ULL;
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ULL;
-    }
-    return h ? h : 1;
-}
-
-/* Record layout of the exchange: [version, command hash, parse status,
- * number of fields, fields...]. */
-enum { REC_VERSION, REC_CMD, REC_PARSE, REC_N, REC_HEAD, REC_LEN = REC_HEAD + DRV_AGREE_MAX };
-#define REC_MAGIC INT64_C(0x756c7973001)
-
-static int64_t field_value(const drv_field *f)
-{
-    int64_t v;
-    switch (f->kind) {
-    case DRV_F_STR:
-        return (int64_t)drv_hash(f->s);
-    case DRV_F_REAL:
-        memcpy(&v, &f->r, sizeof v);
-        return v;
-    default:
-        return f->i;
-    }
-}
-
-/* "0-2,5" into buf from the ranks whose value in column col equals v. */
-static void rank_list(char *buf, size_t len, const int64_t *tab, int P, int col, int64_t v)
-{
-    size_t n = 0;
-    buf[0] = '\0';
-    for (int r = 0; r < P && n < len; r++) {
-        if (tab[(size_t)r * REC_LEN + (size_t)col] != v)
-            continue;
-        int e = r;
-        while (e + 1 < P && tab[(size_t)(e + 1) * REC_LEN + (size_t)col] == v)
-            e++;
-        if (e > r)
-            n += (size_t)snprintf(buf + n, len - n, "%s%d-%d", n ? "," : "", r, e);
-        else
-            n += (size_t)snprintf(buf + n, len - n, "%s%d", n ? "," : "", r);
-        r = e;
-    }
-}
-
-static int count_ranks(const int64_t *tab, int P, int col, int64_t v)
-{
-    int c = 0;
-    for (int r = 0; r < P; r++)
-        c += tab[(size_t)r * REC_LEN + (size_t)col] == v;
-    return c;
-}
-
-enum { STRLEN = 256 };
-
-/* The text of a value of field f; strs: every rank's string (STR fields). */
-static void value_text(char *buf, size_t len, const drv_field *f, int64_t v, const char *str)
-{
-    switch (f->kind) {
-    case DRV_F_FLAG:
-        snprintf(buf, len, "%s", v ? "given" : "not given");
-        break;
-    case DRV_F_CHOICE: {
-        if (v < 0) {
-            snprintf(buf, len, "not given");
-            break;
-        }
-        int k = 0;
-        while (f->choices && f->choices[k] && k < v)
-            k++;
-        if (f->choices && f->choices[k] && k == v)
-            snprintf(buf, len, "%s", f->choices[k]);
-        else
-            snprintf(buf, len, "choice %" PRId64, v);
-        break;
-    }
-    case DRV_F_STR:
-        if (v == 0)
-            snprintf(buf, len, "not given");
-        else if (str)
-            snprintf(buf, len, "'%.200s'", str);
-        else
-            snprintf(buf, len, "another value");
-        break;
-    case DRV_F_REAL: {
-        double r;
-        memcpy(&r, &v, sizeof r);
-        snprintf(buf, len, "%.17g", r);
-        break;
-    }
-    default:
-        snprintf(buf, len, "%" PRId64, v);
-    }
-}
-
-/* Rank 0's message for a field whose column col differs between ranks. */
-static void describe_mismatch(char *out, size_t len, const drv *d, const drv_field *f, const int64_t *tab,
-                              int col, const char *strs)
-{
-    size_t n = (size_t)snprintf(out, len, "ranks disagree on %s:", f->name);
-    int groups = 0;
-    for (int r = 0; r < d->size && n < len; r++) {
-        int64_t v = tab[(size_t)r * REC_LEN + (size_t)col];
-        int seen = 0;
-        for (int q = 0; q < r && !seen; q++)
-            seen = tab[(size_t)q * REC_LEN + (size_t)col] == v;
-        if (seen)
-            continue;
-        if (groups == 4) {
-            n += (size_t)snprintf(out + n, len - n, "; ...");
-            break;
-        }
-        char ranks[160], val[256];
-        rank_list(ranks, sizeof ranks, tab, d->size, col, v);
-        value_text(val, sizeof val, f, v, strs ? strs + (size_t)r * STRLEN : NULL);
-        n += (size_t)snprintf(out + n, len - n, "%s %s on rank%s %s", groups ? ";" : "", val,
-                              count_ranks(tab, d->size, col, v) > 1 ? "s" : "", ranks);
-        groups++;
-    }
-}
-
 int drv_agree(drv *d, int parse, const drv_field *f, int n)
 {
-    if (n > DRV_AGREE_MAX)
-        n = DRV_AGREE_MAX; /* a programming error; the exchange stays well-formed */
-    int64_t mine[REC_LEN];
-    memset(mine, 0, sizeof mine);
-    mine[REC_VERSION] = REC_MAGIC;
-    mine[REC_CMD] = (int64_t)drv_hash(d->cmd);
-    mine[REC_PARSE] = parse;
-    mine[REC_N] = parse == DRV_PARSE_OK ? n : 0;
-    for (int i = 0; i < n && parse == DRV_PARSE_OK; i++)
-        mine[REC_HEAD + i] = field_value(&f[i]);
+    int64_t mine[DRV_REC_LEN];
+    drv_agree_record(mine, d->cmd, parse, f, n);
+    n = (int)mine[DRV_REC_N];
 
     int64_t *tab = NULL;
     if (d->size > 1) {
-        tab = uly_malloc((size_t)d->size * REC_LEN * sizeof *tab);
+        tab = uly_malloc((size_t)d->size * DRV_REC_LEN * sizeof *tab);
         /* An allocation failure here still has to take part in the exchange:
          * fall back to sending a record that marks the failure and reading
          * nothing back; the allreduce below tells everyone. */
@@ -374,7 +248,7 @@ int drv_agree(drv *d, int parse, const drv_field *f, int n)
             }
             return drv_sync(d);
         }
-        e = MPI_Allgather(mine, REC_LEN, MPI_INT64_T, tab, REC_LEN, MPI_INT64_T, d->comm);
+        e = MPI_Allgather(mine, DRV_REC_LEN, MPI_INT64_T, tab, DRV_REC_LEN, MPI_INT64_T, d->comm);
         if (e != MPI_SUCCESS) {
             drv_mpi(d, e, "MPI_Allgather (option agreement)");
             fprintf(stderr, "%s: rank %d: %s\n", d->cmd, d->rank, d->msg);
@@ -385,113 +259,97 @@ int drv_agree(drv *d, int parse, const drv_field *f, int n)
         tab = mine;
     }
     const int P = d->size;
-    int rc = 0;
+    drv_verdict v;
+    drv_agree_verdict(tab, P, &v);
     char text[1024] = "";
-    /* 1. the same program and subcommand everywhere */
-    for (int r = 0; r < P && !rc; r++)
-        if (tab[(size_t)r * REC_LEN + REC_VERSION] != REC_MAGIC || tab[(size_t)r * REC_LEN + REC_CMD] != mine[REC_CMD]) {
-            char ranks[160];
-            rank_list(ranks, sizeof ranks, tab, P, REC_CMD, tab[(size_t)r * REC_LEN + REC_CMD]);
-            snprintf(text, sizeof text, "ranks run different commands: '%s' on rank %d, another command on rank%s %s",
-                     d->cmd, d->rank, strchr(ranks, ',') || strchr(ranks, '-') ? "s" : "", ranks);
-            rc = DRV_BADINPUT;
+    if (v.cmd_differs) {
+        /* every rank sees it; rank 0 names the ranks running another command than its own */
+        if (d->rank == 0) {
+            char ranks[160] = "";
+            for (int r = 0; r < P && !ranks[0]; r++)
+                if (tab[(size_t)r * DRV_REC_LEN + DRV_REC_CMD] != mine[DRV_REC_CMD])
+                    drv_agree_ranks(ranks, sizeof ranks, tab, P, DRV_REC_CMD, tab[(size_t)r * DRV_REC_LEN + DRV_REC_CMD]);
+            if (ranks[0])
+                fprintf(stderr, "%s: ranks run different commands: '%s' on rank 0, another command on rank%s %s\n",
+                        d->cmd, d->cmd, strchr(ranks, ',') || strchr(ranks, '-') ? "s" : "", ranks);
+            else
+                fprintf(stderr, "%s: ranks run different versions of the program (the option agreement records differ)\n",
+                        d->cmd);
         }
-    if (rc) {
-        /* every rank sees it; the lowest rank holding another command speaks too */
-        if (d->rank == 0)
-            fprintf(stderr, "%s: %s\n", d->cmd, text);
         if (tab != mine)
             uly_free(tab);
-        d->code = rc;
-        return rc;
+        d->code = DRV_BADINPUT;
+        return DRV_BADINPUT;
     }
-    /* 2. parse errors: the lowest failing rank's message */
-    int first_err = -1, nhelp = 0;
-    for (int r = 0; r < P; r++) {
-        int64_t ps = tab[(size_t)r * REC_LEN + REC_PARSE];
-        if (ps == DRV_PARSE_ERROR && first_err < 0)
-            first_err = r;
-        nhelp += ps == DRV_PARSE_HELP;
-    }
-    if (first_err >= 0) {
-        int nerr = count_ranks(tab, P, REC_PARSE, DRV_PARSE_ERROR);
+    if (v.first_err >= 0) {
         if (parse == DRV_PARSE_ERROR)
             d->code = DRV_BADINPUT;
         if (tab != mine)
             uly_free(tab);
-        int code = DRV_BADINPUT;
         if (P > 1) {
             char m[1024];
             snprintf(m, sizeof m, "%s", d->msg);
-            int e = MPI_Bcast(m, (int)sizeof m, MPI_CHAR, first_err, d->comm);
+            int e = MPI_Bcast(m, (int)sizeof m, MPI_CHAR, v.first_err, d->comm);
             if (e != MPI_SUCCESS)
                 return DRV_RUNTIME;
             m[sizeof m - 1] = '\0';
             if (d->rank == 0) {
-                if (nerr < P)
+                if (v.nerr < P)
                     fprintf(stderr, "%s: %s (on rank %d; %d of %d ranks failed to parse their options)\n", d->cmd,
-                            m, first_err, nerr, P);
+                            m, v.first_err, v.nerr, P);
                 else
                     fprintf(stderr, "%s: %s\n", d->cmd, m);
             }
         } else {
             fprintf(stderr, "%s: %s\n", d->cmd, d->msg);
         }
-        return code;
+        return DRV_BADINPUT;
     }
-    if (nhelp > 0) {
-        if (nhelp < P && d->rank == 0) {
+    if (v.nhelp > 0) {
+        if (v.nhelp < P && d->rank == 0) {
             char ranks[160], others[160];
-            rank_list(ranks, sizeof ranks, tab, P, REC_PARSE, DRV_PARSE_HELP);
-            rank_list(others, sizeof others, tab, P, REC_PARSE, DRV_PARSE_OK);
+            drv_agree_ranks(ranks, sizeof ranks, tab, P, DRV_REC_PARSE, DRV_PARSE_HELP);
+            drv_agree_ranks(others, sizeof others, tab, P, DRV_REC_PARSE, DRV_PARSE_OK);
             fprintf(stderr, "%s: ranks disagree on --help: given on rank%s %s, not on rank%s %s\n", d->cmd,
-                    nhelp > 1 ? "s" : "", ranks, P - nhelp > 1 ? "s" : "", others);
+                    v.nhelp > 1 ? "s" : "", ranks, P - v.nhelp > 1 ? "s" : "", others);
         }
         if (tab != mine)
             uly_free(tab);
-        if (nhelp == P)
+        if (v.nhelp == P)
             return DRV_PARSE_HELP;
         d->code = DRV_BADINPUT;
         return DRV_BADINPUT;
     }
-    /* 3. every field equal */
-    for (int i = 0; i < n && !rc; i++) {
-        int col = REC_HEAD + i;
-        for (int r = 1; r < P; r++)
-            if (tab[(size_t)r * REC_LEN + (size_t)col] != tab[col]) {
-                rc = DRV_BADINPUT;
-                break;
-            }
-        if (!rc)
-            continue;
+    if (v.field >= 0 && v.field < n) {
+        const int i = v.field, col = DRV_REC_HEAD + i;
         /* every rank knows which field differs: the strings of a text
          * option go to rank 0 so that the message can show them */
         char *strs = NULL;
         if (f[i].kind == DRV_F_STR && P > 1) {
-            char mystr[STRLEN] = "";
+            char mystr[DRV_STRLEN] = "";
             snprintf(mystr, sizeof mystr, "%s", f[i].s ? f[i].s : "");
-            strs = d->rank == 0 ? uly_malloc((size_t)P * STRLEN) : NULL;
+            strs = d->rank == 0 ? uly_malloc((size_t)P * DRV_STRLEN) : NULL;
             int ok = strs != NULL;
             if (MPI_Bcast(&ok, 1, MPI_INT, 0, d->comm) != MPI_SUCCESS)
                 ok = 0;
-            if (ok && MPI_Gather(mystr, STRLEN, MPI_CHAR, strs, STRLEN, MPI_CHAR, 0, d->comm) != MPI_SUCCESS)
+            if (ok && MPI_Gather(mystr, DRV_STRLEN, MPI_CHAR, strs, DRV_STRLEN, MPI_CHAR, 0, d->comm) != MPI_SUCCESS)
                 ok = 0;
             if (!ok) { /* the message falls back to "another value" */
                 uly_free(strs);
                 strs = NULL;
             }
             for (int r = 0; strs && r < P; r++)
-                strs[(size_t)r * STRLEN + STRLEN - 1] = '\0';
+                strs[(size_t)r * DRV_STRLEN + DRV_STRLEN - 1] = '\0';
         }
         if (d->rank == 0) {
-            describe_mismatch(text, sizeof text, d, &f[i], tab, col, strs);
+            drv_agree_describe(text, sizeof text, P, &f[i], tab, col, strs);
             fprintf(stderr, "%s: %s\n", d->cmd, text);
         }
         uly_free(strs);
     }
     if (tab != mine)
         uly_free(tab);
-    if (rc)
-        d->code = rc;
-    return rc;
+    if (v.rc)
+        d->code = v.rc;
+    return v.rc;
 }

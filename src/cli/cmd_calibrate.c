@@ -288,7 +288,17 @@ static stats alltoall_time(cal *c, MPI_Comm comm, size_t per, char *sb, char *rb
 /* The all-to-all of `ulysses attn` itself (sequence -> heads of Q, with its
  * strided head blocks) on each node's g ranks: H = 2g heads of d = 64 fp32,
  * n_r = per / (2 x 64 x 4) tokens per rank, so that every pair moves `per`
- * bytes.  Slowest rank's time; *fail set when the context cannot be made. */
+ * bytes.  Slowest rank's time; *fail set when the context cannot be made.
+ *
+ * As the job sees it: the library's default mode (ULY_A2A_AUTO) after its
+ * measuring calls (untimed here, as in a job that has run a few steps), and
+ * buffers that are not in this core's caches: in the job the attention runs
+ * between two all-to-alls and the input was written long before, while a
+ * loop over the same buffers finds them in L2 (measured: 1.3-1.5x faster at
+ * 128 KiB-1 MiB per pair, doc/validation.md).  Each repetition therefore
+ * uses the next of several buffer sets, A2A_COLD_BYTES per rank in all. */
+#define A2A_COLD_BYTES ((size_t)32 << 20)
+#define A2A_MAX_SETS 16
 static stats ulysses_a2a_time(cal *c, size_t per, int *fail)
 {
     stats s = {0, 0, 0};
@@ -299,25 +309,37 @@ static stats ulysses_a2a_time(cal *c, size_t per, int *fail)
         nr = 1;
     a.batch = 1; a.seq = nr * c->g; a.heads = 2 * c->g; a.kv_heads = a.heads; a.head_dim = 64; a.dtype = ULY_F32;
     const size_t n = (size_t)(nr * a.heads * 64);
-    float *in = malloc(n * 4), *out = malloc(n * 4);
-    const int64_t reps = A2A_REPS(c);
+    size_t sets = A2A_COLD_BYTES / (2 * n * 4);
+    sets = sets < 2 ? 2 : sets > A2A_MAX_SETS ? A2A_MAX_SETS : sets;
+    float *in[A2A_MAX_SETS] = {NULL}, *out[A2A_MAX_SETS] = {NULL};
+    const int64_t reps = A2A_REPS(c), settle = (ULY_A2A_MODES - 1) * ULY_A2A_AUTO_SAMPLES;
     double *t = malloc((size_t)reps * sizeof *t);
     uly_dist_opts o;
     memset(&o, 0, sizeof o);
+    o.a2a_mode = ULY_A2A_AUTO;
     uly_dist *D = NULL;
-    int bad = !in || !out || !t, any;
+    int bad = !t, any;
+    for (size_t k = 0; k < sets; k++) {
+        in[k] = malloc(n * 4);
+        out[k] = malloc(n * 4);
+        bad |= !in[k] || !out[k];
+    }
     MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, c->world);
     if (!any) {
         bad = uly_dist_create(c->node, &a, &o, &D) != 0;
         MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, c->world);
     }
     if (!any) {
-        for (size_t i = 0; i < n; i++)
-            in[i] = (float)(i & 255);
-        for (int64_t it = -1; it < reps && !any; it++) {
+        for (size_t k = 0; k < sets; k++)
+            for (size_t i = 0; i < n; i++) {
+                in[k][i] = (float)(i & 255);
+                out[k][i] = 0.0f;
+            }
+        for (int64_t it = -settle - 1; it < reps && !any; it++) {
+            const size_t k = (size_t)(it + settle + 1) % sets;
             MPI_Barrier(c->world);
             double t0 = MPI_Wtime();
-            bad = uly_dist_a2a(D, ULY_A2A_Q, in, out) != 0;
+            bad = uly_dist_a2a(D, ULY_A2A_Q, in[k], out[k]) != 0;
             double loc = MPI_Wtime() - t0, mx;
             MPI_Allreduce(&loc, &mx, 1, MPI_DOUBLE, MPI_MAX, c->node);
             MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, c->world);
@@ -329,7 +351,11 @@ static stats ulysses_a2a_time(cal *c, size_t per, int *fail)
     }
     *fail |= any;
     uly_dist_free(D);
-    free(in); free(out); free(t);
+    for (size_t k = 0; k < sets; k++) {
+        free(in[k]);
+        free(out[k]);
+    }
+    free(t);
     return s;
 }
 
@@ -421,18 +447,29 @@ static void js_meas(FILE *f, int *first, const char *key, double value, const ch
 /* Bandwidth per rank of an all-to-all on g ranks: least-squares slope of the
  * median time against the bytes each rank sends, t = a + (g-1) b / bw, over
  * every measured size (falls back to the largest size alone when noise makes
- * the slope non-positive). */
-static double a2a_fit(int g, const size_t *sizes, const stats *t, int n)
+ * the slope non-positive).  *alpha (if not NULL): the intercept a, the fixed
+ * cost of one call (0 with the fallback, clipped at 0). */
+static double a2a_fit2(int g, const size_t *sizes, const stats *t, int n, double *alpha)
 {
+    if (alpha)
+        *alpha = 0;
     double sx = 0, sy = 0, sxx = 0, sxy = 0;
     for (int i = 0; i < n; i++) {
         double x = (double)(g - 1) * (double)sizes[i], y = t[i].median;
         sx += x; sy += y; sxx += x * x; sxy += x * y;
     }
     double den = n * sxx - sx * sx, slope = den > 0 ? (n * sxy - sx * sy) / den : 0;
-    if (slope > 0)
+    if (slope > 0) {
+        if (alpha)
+            *alpha = fmax(0.0, (sy - slope * sx) / n);
         return 1.0 / slope;
+    }
     return (double)(g - 1) * (double)sizes[n - 1] / t[n - 1].median;
+}
+
+static double a2a_fit(int g, const size_t *sizes, const stats *t, int n)
+{
+    return a2a_fit2(g, sizes, t, n, NULL);
 }
 
 static int write_platform(cal *c, drv_out *o, const char *out, const char *name,
@@ -465,11 +502,13 @@ static int write_platform(cal *c, drv_out *o, const char *out, const char *name,
         }
     const double attn_f = ar[0].fwd.median / peak, attn_b = ar[0].bwd.median / peak;
     /* intra-node: all-to-all on the node's ranks, t(b) = t(8 B) + (g-1) b / bw */
-    double intra_bw = 0, intra_lat = 0, inter_bw = 0, inter_lat = 0;
+    double intra_bw = 0, intra_lat = 0, inter_bw = 0, inter_lat = 0, intra_call = 0, inter_call = 0;
     const int big = nsz - 1;
     if (c->g > 1) {
-        intra_bw = a2a_fit(c->g, usizes, uly_node, nsz);
+        intra_bw = a2a_fit2(c->g, usizes, uly_node, nsz, &intra_call);
         intra_lat = pp_lat[0].median;
+        /* the simulator adds its per-transfer latency on top of the call cost */
+        intra_call = fmax(0.0, intra_call - intra_lat);
     } else {
         intra_bw = mem.median * 1e9 / 3.0;   /* one rank per node: a copy at triad speed (unused) */
         intra_lat = 1e-6;
@@ -477,9 +516,13 @@ static int write_platform(cal *c, drv_out *o, const char *out, const char *name,
     if (c->nodes > 1) {
         inter_bw = xch.median;
         inter_lat = pp_lat[1].median;
+        /* an all-to-all of 8 B per pair over all ranks moves next to nothing:
+         * its time beyond one latency is the cost of a call across nodes */
+        inter_call = fmax(0.0, a2a_world[0].median - inter_lat);
     } else {
         inter_bw = intra_bw;
         inter_lat = intra_lat;
+        inter_call = intra_call;
     }
     char host[256] = "localhost", cpu[256], nm[320];
     gethostname(host, sizeof host - 1);
@@ -509,20 +552,21 @@ static int write_platform(cal *c, drv_out *o, const char *out, const char *name,
     fprintf(f, "  \"gpu\": {\n    \"model\": \"one MPI rank (%lld thread) of %s\",\n", (long long)c->threads, cpu);
     fprintf(f, "    \"peak_tflops_bf16\": %.6g,\n    \"peak_tflops_fp16\": %.6g,\n    \"peak_tflops_fp32\": %.6g,\n",
             peak * 1e-3, peak * 1e-3, peak * 1e-3);
-    fprintf(f, "    \"gemm_efficiency\": %.4f,\n    \"attention_efficiency\": %.4f,\n", best_gemm / peak, attn_f);
+    fprintf(f, "    \"gemm_efficiency\": %.4f,\n    \"attention_efficiency\": %.4f,\n"
+               "    \"attention_bwd_efficiency\": %.4f,\n", best_gemm / peak, attn_f, attn_b);
     fprintf(f, "    \"attention_skips_masked_blocks\": true,\n");
     fprintf(f, "    \"hbm_GiB\": %.3f,\n    \"hbm_bw_GBps\": %.4g,\n    \"reserved_GiB\": 0\n  },\n",
             mem_total_gib() / c->g, mem.median);
     fprintf(f, "  \"intra_node\": {\n    \"fabric\": \"%s\",\n    \"bw_GBps_per_dir\": %.6g,\n    \"efficiency\": 1,\n"
-               "    \"latency_us\": %.4g\n  },\n",
+               "    \"latency_us\": %.4g,\n    \"a2a_call_us\": %.4g\n  },\n",
             c->g > 1 ? "MPI shared memory between the node's ranks" : "none (one rank per node): unused",
-            intra_bw * 1e-9, intra_lat * 1e6);
+            intra_bw * 1e-9, intra_lat * 1e6, intra_call * 1e6);
     fprintf(f, "  \"inter_node\": {\n    \"fabric\": \"%s\",\n    \"nic_bw_Gbps\": %.6g,\n"
                "    \"nics_per_node\": 1,\n    \"efficiency\": 1,\n    \"latency_us\": %.4g,\n"
-               "    \"spine_oversubscription\": 1\n  },\n",
+               "    \"a2a_call_us\": %.4g,\n    \"spine_oversubscription\": 1\n  },\n",
             c->nodes > 1 ? "MPI over TCP, one link per node shared by its ranks (one NIC per node)"
                          : "not measured (one node): copies of the intra-node values",
-            inter_bw * 8e-9, inter_lat * 1e6);
+            inter_bw * 8e-9, inter_lat * 1e6, inter_call * 1e6);
     /* how each number was obtained */
     fprintf(f, "  \"calibration\": {\n    \"tool\": \"ulysses calibrate %s\",\n    \"date\": \"%s\",\n"
                "    \"seconds\": %.1f,\n    \"quick\": %s,\n    \"ranks\": %d,\n    \"nodes\": %d,\n"
@@ -568,6 +612,9 @@ static int write_platform(cal *c, drv_out *o, const char *out, const char *name,
         js_meas(f, &first, "intra_node.bw_GBps_per_dir", intra_bw * 1e-9, "GB/s", how, s, 1, (int)A2A_REPS(c));
         snprintf(how, sizeof how, "MPI ping-pong of 8 B between ranks 0 and 1, half the round trip");
         js_meas(f, &first, "intra_node.latency_us", intra_lat * 1e6, "us", how, pp_lat[0], 1e6, (int)c->repeat);
+        snprintf(how, sizeof how, "intercept of the same least-squares fit (the time of a call that moves no "
+                 "bytes) minus intra_node.latency_us, which the simulator adds per transfer; clipped at 0");
+        js_meas(f, &first, "intra_node.a2a_call_us", intra_call * 1e6, "us", how, none, 0, 0);
     }
     if (c->nodes > 1) {
         snprintf(how, sizeof how, "rank i of node 2k exchanges %zu MiB with rank i of node 2k+1 (MPI_Sendrecv, both "
@@ -575,6 +622,10 @@ static int write_platform(cal *c, drv_out *o, const char *out, const char *name,
         js_meas(f, &first, "inter_node.nic_bw_Gbps", inter_bw * 8e-9, "Gbit/s", how, xch, 8e-9, (int)c->repeat);
         snprintf(how, sizeof how, "MPI ping-pong of 8 B between rank 0 and rank %d (node 1), half the round trip", c->g);
         js_meas(f, &first, "inter_node.latency_us", inter_lat * 1e6, "us", how, pp_lat[1], 1e6, (int)c->repeat);
+        snprintf(how, sizeof how, "median time of MPI_Alltoall of 8 B per pair on all %d ranks (alltoall_all below) "
+                 "minus inter_node.latency_us; clipped at 0", c->size);
+        js_meas(f, &first, "inter_node.a2a_call_us", inter_call * 1e6, "us", how, a2a_world[0], 1e6,
+                (int)A2A_REPS(c));
     }
     fprintf(f, "\n    ],\n    \"gemm\": [");
     for (int i = 0; i < ng; i++) {
@@ -635,11 +686,11 @@ static int write_platform(cal *c, drv_out *o, const char *out, const char *name,
            (long long)ar[0].seq, (long long)ar[0].d, ar[0].fwd.median, attn_f, ar[0].bwd.median, attn_b);
     printf("  memory triad           %10.2f GB/s\n", mem.median);
     if (c->g > 1)
-        printf("  intra-node             %10.3f GB/s per rank per direction, latency %.2f us\n", intra_bw * 1e-9,
-               intra_lat * 1e6);
+        printf("  intra-node             %10.3f GB/s per rank per direction, latency %.2f us, all-to-all call %.1f us\n",
+               intra_bw * 1e-9, intra_lat * 1e6, intra_call * 1e6);
     if (c->nodes > 1)
-        printf("  inter-node link        %10.3f Gbit/s per node per direction, latency %.2f us\n", inter_bw * 8e-9,
-               inter_lat * 1e6);
+        printf("  inter-node link        %10.3f Gbit/s per node per direction, latency %.2f us, all-to-all call %.1f us\n",
+               inter_bw * 8e-9, inter_lat * 1e6, inter_call * 1e6);
     printf("wrote %s\n", out);
     return 0;
 }

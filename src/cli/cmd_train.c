@@ -8,16 +8,18 @@
  */
 #include <errno.h>
 #include <math.h>
-#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <mpi.h>
 
 #include "args.h"
 #include "cli.h"
 #include "config.h"
+#include "drv.h"
 #include "ulysses_train.h"
 
 struct train_cfg {
@@ -25,7 +27,7 @@ struct train_cfg {
     double lr, wd, clip;
     int64_t docs;
     const char *data, *log, *checkpoint, *resume, *plot, *dump;
-    int fast, quiet;
+    int fast, quiet, force, text;
     int seen_kv, seen_vocab, seen_dp, seen_sp, seen_batch;
 };
 
@@ -33,51 +35,10 @@ static const char synopsis[] =
     "train [--layers L] [--channels C] [--heads H] [--kv-heads Hkv] [--seq N] [--vocab V]\n"
     "             [--batch B] [--dp D] [--sp S] [--steps K] [--lr LR] [--seed S]\n"
     "             [--data synthetic|FILE] [--docs K] [--log F.csv] [--plot F.svg]\n"
-    "             [--dump DIR] [--checkpoint F] [--resume F] [--fast]\n"
+    "             [--dump DIR] [--checkpoint F] [--resume F] [--fast] [--force]\n"
     "Run under 'mpirun -np P': P = dp * sp ranks, each holding a contiguous token shard\n"
-    "of dp's rows; the losses are bitwise identical for every dp and sp (doc/train.md).";
-
-/* The lowest failing rank's message, printed once; the common exit status. */
-static int agree_fail(int rank, int local_exit, const char *msg)
-{
-    int enc = local_exit ? rank : 1 << 30, first;
-    MPI_Allreduce(&enc, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (first == 1 << 30)
-        return 0;
-    int code = local_exit;
-    MPI_Bcast(&code, 1, MPI_INT, first, MPI_COMM_WORLD);
-    if (rank == first)
-        fprintf(stderr, "ulysses train: %s\n", msg);
-    return code;
-}
-
-/* Every rank must have resolved the same options: compare a digest. */
-static int agree_options(int rank, const struct train_cfg *c)
-{
-    uint64_t h = 0xcbf29ce484222325ULL;
-    const int64_t v[] = {c->layers, c->channels, c->heads, c->kv_heads, c->seq, c->vocab, c->batch, c->dp, c->sp,
-                         c->steps, c->seed, c->threads, c->canon_sp, c->fast, c->docs};
-    const double d[] = {c->lr, c->wd, c->clip};
-    const unsigned char *p = (const unsigned char *)v;
-    for (size_t i = 0; i < sizeof v; i++)
-        h = (h ^ p[i]) * 0x100000001b3ULL;
-    p = (const unsigned char *)d;
-    for (size_t i = 0; i < sizeof d; i++)
-        h = (h ^ p[i]) * 0x100000001b3ULL;
-    const char *s[] = {c->data, c->log, c->checkpoint, c->resume, c->plot, c->dump};
-    for (int k = 0; k < 6; k++)
-        for (const char *q = s[k] ? s[k] : "\001"; *q; q++)
-            h = (h ^ (unsigned char)*q) * 0x100000001b3ULL;
-    unsigned long long mine = h, mn, mx;
-    MPI_Allreduce(&mine, &mn, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(&mine, &mx, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
-    if (mn != mx) {
-        if (rank == 0)
-            fprintf(stderr, "ulysses train: ranks were started with different options\n");
-        return EXIT_BADINPUT;
-    }
-    return 0;
-}
+    "of dp's rows; the losses are bitwise identical for every dp and sp (doc/train.md).\n"
+    "Exit status: 0 success, 1 run-time failure, 2 bad input (doc/reliability.md).";
 
 /* ------------------------------------------------------------------ data */
 
@@ -143,45 +104,6 @@ typedef struct text_data {
     size_t len;
 } text_data;
 
-static int load_text(const char *what, const char *path, int64_t N, text_data *t, char *msg, size_t len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(msg, len, "%s %s: %s", what, path, strerror(errno));
-        return EXIT_BADINPUT;
-    }
-    size_t cap = 1 << 16, n = 0;
-    unsigned char *b = malloc(cap);
-    while (b) {
-        size_t k = fread(b + n, 1, cap - n, f);
-        n += k;
-        if (n < cap)
-            break;
-        unsigned char *nb = realloc(b, cap * 2);
-        if (!nb) {
-            free(b);
-            b = NULL;
-            break;
-        }
-        b = nb;
-        cap *= 2;
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (!b || err) {
-        free(b);
-        snprintf(msg, len, "%s %s: %s", what, path, b ? "read error" : "out of memory");
-        return b ? EXIT_BADINPUT : 1;
-    }
-    if ((int64_t)n < N + 1) {
-        free(b);
-        snprintf(msg, len, "%s %s: %zu bytes, a row needs --seq + 1 = %lld", what, path, n, (long long)N + 1);
-        return EXIT_BADINPUT;
-    }
-    t->bytes = b;
-    t->len = n;
-    return 0;
-}
 
 /* Document offsets of every row of step `step` (batch, docs + 1): docs - 1
  * random cuts (empty documents happen). */
@@ -247,15 +169,17 @@ static void make_batch(uly_train *T, const struct train_cfg *c, const text_data 
     }
 }
 
+
 /* ------------------------------------------------------------------ dump */
 
 /* Gather (rows, toks, w) blocks of every rank into (batch, seq, w) on rank 0. */
-static int gather_tokens(const struct train_cfg *c, int rank, int P, const void *mine, int64_t w, MPI_Datatype t,
-                         size_t es, void *out, void *scratch)
+static int gather_tokens(drv *d, const struct train_cfg *c, const void *mine, int64_t w, MPI_Datatype t, size_t es,
+                         void *out, void *scratch)
 {
-    int *cnt = calloc((size_t)P * 2, sizeof *cnt);
+    const int P = d->size;
+    int *cnt = drv_alloc_n(d, (size_t)P * 2, sizeof *cnt, "the gather counts (--dump)");
     if (!cnt)
-        return 1;
+        return d->code;
     int *dis = cnt + P, total = 0;
     for (int s = 0; s < P; s++) {
         int64_t rb, rn, tb, tn;
@@ -265,8 +189,8 @@ static int gather_tokens(const struct train_cfg *c, int rank, int P, const void 
         dis[s] = total;
         total += cnt[s];
     }
-    int rc = MPI_Gatherv(mine, cnt[rank], t, scratch, cnt, dis, t, 0, MPI_COMM_WORLD);
-    if (rank == 0)
+    int rc = drv_mpi(d, MPI_Gatherv(mine, cnt[d->rank], t, scratch, cnt, dis, t, 0, d->comm), "MPI_Gatherv (--dump)");
+    if (d->rank == 0 && !rc)
         for (int s = 0; s < P; s++) {
             int64_t rb, rn, tb, tn;
             uly_split(c->batch, (int)c->dp, s / (int)c->sp, &rb, &rn);
@@ -275,24 +199,27 @@ static int gather_tokens(const struct train_cfg *c, int rank, int P, const void 
                 memcpy((char *)out + (size_t)(((rb + b) * c->seq + tb) * w) * es,
                        (char *)scratch + ((size_t)dis[s] + (size_t)(b * tn * w)) * es, (size_t)(tn * w) * es);
         }
-    free(cnt);
-    return rc != MPI_SUCCESS;
+    drv_free(cnt);
+    return rc ? d->code : 0;
 }
 
-static int dump_npy(const char *dir, const char *name, uly_dtype t, int nd, const int64_t *shape, const void *x,
-                    char *msg, size_t len)
+/* One dump file, written atomically (rank 0). */
+static int dump_npy(drv *d, const char *dir, const char *name, uly_dtype t, int nd, const int64_t *shape,
+                    const void *x)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/%s.npy", dir, name);
-    if (uly_npy_write(path, t, nd, shape, x)) {
-        snprintf(msg, len, "--dump: %s", uly_last_error());
-        return 1;
+    if (snprintf(path, sizeof path, "%s/%s.npy", dir, name) >= (int)sizeof path)
+        return drv_fail(d, DRV_BADINPUT, "--dump %s: path too long", dir);
+    drv_out o = {path, "--dump", NULL, -1, 0, 0, 0, 0, 0};
+    if (drv_out_prepare(d, &o, 1, NULL, 0) || drv_out_npy(d, &o, t, nd, shape, x)) {
+        drv_out_discard(&o, 1);
+        return d->code;
     }
     return 0;
 }
 
 /* Parameters (before the step) or their gradients, one file per tensor. */
-static int dump_params(uly_train *T, const char *dir, const char *prefix, const float *base, char *msg, size_t len)
+static int dump_params(drv *d, uly_train *T, const char *dir, const char *prefix, const float *base)
 {
     for (int i = 0; i < uly_train_param_count(); i++) {
         const char *name;
@@ -301,435 +228,609 @@ static int dump_params(uly_train *T, const char *dir, const char *prefix, const 
         char fn[256];
         uly_train_param_info(T, i, &name, &nd, shape, &off);
         snprintf(fn, sizeof fn, "%s%s", prefix, name);
-        if (dump_npy(dir, fn, ULY_F32, nd, shape, base + off, msg, len))
-            return 1;
+        if (dump_npy(d, dir, fn, ULY_F32, nd, shape, base + off))
+            return d->code;
     }
     return 0;
 }
 
-/* Inputs, activations, logits, losses and gradients of the step just run (update = 0). */
-static int dump_step(uly_train *T, const struct train_cfg *c, int rank, int P, const char *dir, const int32_t *tok,
-                     const int32_t *tgt, const int32_t *pos, const int64_t *off, const uly_train_stats *st, char *msg,
-                     size_t len)
+/* Inputs, activations, logits, losses and gradients of the step just run
+ * (update = 0).  Collective; a failure is recorded in d (drv_sync follows). */
+static int dump_step(drv *d, uly_train *T, const struct train_cfg *c, const char *dir, const int32_t *tok,
+                     const int32_t *tgt, const int32_t *pos, const int64_t *off, const uly_train_stats *st)
 {
     const int64_t B = c->batch, N = c->seq, L = c->layers, wmax = c->vocab > 4 * c->channels ? c->vocab : 4 * c->channels;
-    int bad = 0;
+    const int rank = d->rank;
     float *full = NULL, *scratch = NULL;
-    double *d = NULL;
+    double *dd = NULL;
     int32_t *ibuf = NULL, *iscr = NULL;
-    full = malloc((size_t)(L * B * N * wmax) * sizeof *full);
-    scratch = malloc((size_t)(B * N * wmax) * sizeof *scratch);
-    d = malloc((size_t)(B * N) * sizeof *d);
-    ibuf = malloc((size_t)(B * N) * sizeof *ibuf);
-    iscr = malloc((size_t)(B * N) * sizeof *iscr);
-    int nomem = !full || !scratch || !d || !ibuf || !iscr, any;
-    MPI_Allreduce(&nomem, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (any) {
-        snprintf(msg, len, "--dump: cannot allocate the gather buffers");
-        bad = 1;
+    full = drv_alloc_n(d, (size_t)(L * B * N * wmax), sizeof *full, "the gather buffers (--dump)");
+    if (full)
+        scratch = drv_alloc_n(d, (size_t)(B * N * wmax), sizeof *scratch, "the gather buffers (--dump)");
+    if (scratch)
+        dd = drv_alloc_n(d, (size_t)(B * N), sizeof *dd, "the gather buffers (--dump)");
+    if (dd)
+        ibuf = drv_alloc_n(d, (size_t)(B * N), sizeof *ibuf, "the gather buffers (--dump)");
+    if (ibuf)
+        iscr = drv_alloc_n(d, (size_t)(B * N), sizeof *iscr, "the gather buffers (--dump)");
+    if (drv_sync(d))
         goto out;
-    }
     const int64_t shape2[2] = {B, N};
     const int32_t *ins[3] = {tok, tgt, pos};
     const char *inames[3] = {"tokens", "targets", "positions"};
-    for (int k = 0; k < 3 && !bad; k++) {
-        bad |= gather_tokens(c, rank, P, ins[k], 1, MPI_INT, sizeof(int32_t), ibuf, iscr);
-        if (rank == 0 && !bad) {
+    for (int k = 0; k < 3; k++) {
+        if (gather_tokens(d, c, ins[k], 1, MPI_INT, sizeof(int32_t), ibuf, iscr))
+            goto out;
+        if (rank == 0 && !d->code) {
             for (int64_t i = 0; i < B * N; i++)
-                d[i] = ibuf[i];
-            bad |= dump_npy(dir, inames[k], ULY_F64, 2, shape2, d, msg, len);
+                dd[i] = ibuf[i];
+            dump_npy(d, dir, inames[k], ULY_F64, 2, shape2, dd);
         }
     }
-    if (rank == 0 && off && !bad) {
+    if (rank == 0 && off && !d->code) {
         const int64_t sh[2] = {B, c->docs + 1};
-        double *od = malloc((size_t)(B * (c->docs + 1)) * sizeof *od);
-        if (!od)
-            bad = 1, snprintf(msg, len, "--dump: out of memory");
+        double *od = drv_alloc_n(d, (size_t)(B * (c->docs + 1)), sizeof *od, "the document offsets (--dump)");
         for (int64_t i = 0; od && i < B * (c->docs + 1); i++)
             od[i] = (double)off[i];
         if (od)
-            bad |= dump_npy(dir, "doc_offsets", ULY_F64, 2, sh, od, msg, len);
-        free(od);
+            dump_npy(d, dir, "doc_offsets", ULY_F64, 2, sh, od);
+        drv_free(od);
     }
     const char *acts[13] = {"enc", "ln1", "q", "k", "v", "atty", "res2", "ln2", "fch", "fchg", "res3", "lnf", "logits"};
-    for (int k = 0; k < 13 && !bad; k++) {
+    for (int k = 0; k < 13; k++) {
         int per_layer = k >= 1 && k <= 10;
         int64_t w = 0;
-        for (int64_t l = 0; l < (per_layer ? L : 1) && !bad; l++) {
+        for (int64_t l = 0; l < (per_layer ? L : 1); l++) {
             const float *p;
             uly_train_activation(T, acts[k], l, &p, &w);
-            bad |= gather_tokens(c, rank, P, p, w, MPI_FLOAT, sizeof(float), full + l * B * N * w, scratch);
+            if (gather_tokens(d, c, p, w, MPI_FLOAT, sizeof(float), full + l * B * N * w, scratch))
+                goto out;
         }
-        if (rank == 0 && !bad) {
+        if (rank == 0 && !d->code) {
             char fn[64];
             snprintf(fn, sizeof fn, "%s%s", k == 12 ? "" : "act_", acts[k]);
             const int64_t sh4[4] = {L, B, N, w}, sh3[3] = {B, N, w};
-            bad |= per_layer ? dump_npy(dir, fn, ULY_F32, 4, sh4, full, msg, len)
-                             : dump_npy(dir, fn, ULY_F32, 3, sh3, full, msg, len);
+            if (per_layer)
+                dump_npy(d, dir, fn, ULY_F32, 4, sh4, full);
+            else
+                dump_npy(d, dir, fn, ULY_F32, 3, sh3, full);
         }
     }
-    if (rank == 0 && !bad) {
+    if (rank == 0 && !d->code) {
         const int64_t one = 1;
         if (!c->fast) { /* the fast mode does not gather per-token losses */
-            uly_train_token_losses(T, d);
-            bad |= dump_npy(dir, "token_loss", ULY_F64, 2, shape2, d, msg, len);
+            uly_train_token_losses(T, dd);
+            dump_npy(d, dir, "token_loss", ULY_F64, 2, shape2, dd);
         }
-        bad |= dump_npy(dir, "loss", ULY_F64, 1, &one, &st->loss, msg, len);
-        bad |= dump_params(T, dir, "grad_", uly_train_grads(T), msg, len);
+        if (!d->code)
+            dump_npy(d, dir, "loss", ULY_F64, 1, &one, &st->loss);
+        if (!d->code)
+            dump_params(d, T, dir, "grad_", uly_train_grads(T));
     }
 out:
-    free(full);
-    free(scratch);
-    free(d);
-    free(ibuf);
-    free(iscr);
-    return bad;
+    drv_free(full);
+    drv_free(scratch);
+    drv_free(dd);
+    drv_free(ibuf);
+    drv_free(iscr);
+    return d->code;
 }
 
 /* ----------------------------------------------------------------- files */
 
-static int read_file(const char *path, unsigned char **out, size_t *len, char *msg, size_t mlen)
+/* Rank 0 reads a whole input file (at most max bytes) and broadcasts it:
+ * every rank computes on the same bytes.  Collective; on failure *buf is
+ * NULL on every rank and the status is agreed (drv_sync's value returned). */
+static int read_shared(drv *d, const char *what, const char *path, size_t max, unsigned char **buf, size_t *len)
 {
-    text_data t = {NULL, 0};
-    int st = load_text("--resume", path, 0, &t, msg, mlen);
-    if (st)
-        return st;
-    *out = t.bytes;
-    *len = t.len;
+    *buf = NULL;
+    *len = 0;
+    char *b = NULL;
+    size_t n = 0;
+    if (d->rank == 0) {
+        int e = uly_read_file(path, max, &b, &n);
+        if (e)
+            drv_fail(d, e == ULY_READ_NOMEM || e == ULY_READ_IO ? DRV_RUNTIME : DRV_BADINPUT, "%s %s", what,
+                     uly_base_last_error());
+    }
+    int rc = drv_sync(d);
+    uint64_t n64 = n;
+    if (!rc && d->size > 1 && drv_mpi(d, MPI_Bcast(&n64, 1, MPI_UINT64_T, 0, d->comm), "MPI_Bcast (file size)"))
+        rc = drv_sync(d);
+    if (!rc && d->rank != 0) {
+        b = drv_alloc(d, (size_t)n64 + 1, what);
+        n = (size_t)n64;
+    }
+    if (!rc)
+        rc = drv_sync(d);
+    for (size_t o = 0; !rc && d->size > 1 && o < n;) {
+        int cnt = n - o > (size_t)1 << 30 ? 1 << 30 : (int)(n - o);
+        drv_mpi(d, MPI_Bcast(b + o, cnt, MPI_BYTE, 0, d->comm), "MPI_Bcast (file content)");
+        rc = drv_sync(d);
+        o += (size_t)cnt;
+    }
+    if (rc) {
+        drv_free(b);
+        return rc;
+    }
+    *buf = (unsigned char *)b;
+    *len = n;
     return 0;
 }
 
-/* Write a whole file through a temporary name and a rename. */
-static int write_atomic(const char *path, const void *buf, size_t len, char *msg, size_t mlen)
+/* write(2) the whole buffer to fd; 0 or errno. */
+static int write_all(int fd, const void *buf, size_t len)
 {
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
-        snprintf(msg, mlen, "%s: path too long", path);
-        return EXIT_BADINPUT;
-    }
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        snprintf(msg, mlen, "%s: %s", path, strerror(errno));
-        return 1;
-    }
-    int bad = fwrite(buf, 1, len, f) != len;
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        snprintf(msg, mlen, "%s: cannot write (%s)", path, strerror(errno));
-        remove(tmp);
-        return 1;
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t k = write(fd, p, len > ((size_t)1 << 30) ? (size_t)1 << 30 : len);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            return errno;
+        p += k;
+        len -= (size_t)k;
     }
     return 0;
 }
 
-static int plot_losses(const char *file, const double *loss, const int64_t *step, int64_t n)
+/* Draw the loss curve into the prepared output o (rank 0). */
+static int plot_losses(drv *d, drv_out *o, const double *loss, const int64_t *step, int64_t n)
 {
 #ifndef GNUPLOT_PATH
     (void)loss;
     (void)step;
     (void)n;
-    fprintf(stderr, "ulysses train: --plot %s: gnuplot was not found when ulysses was configured; install "
-                    "gnuplot and re-run configure\n", file);
-    return 1;
+    return drv_fail(d, DRV_BADINPUT, "--plot %s: gnuplot was not found when ulysses was configured; install "
+                    "gnuplot and re-run configure", o->path);
 #else
     FILE *g = popen(GNUPLOT_PATH " 2>&1", "w");
-    if (!g) {
-        fprintf(stderr, "ulysses train: --plot: cannot run %s\n", GNUPLOT_PATH);
-        return 1;
-    }
-    fprintf(g, "set terminal svg size 900,600 dynamic\nset output '%s'\nset grid\n", file);
-    fprintf(g, "set xlabel 'step'\nset ylabel 'loss (nats per labelled token)'\n");
+    if (!g)
+        return drv_fail(d, DRV_RUNTIME, "--plot: cannot run %s: %s", GNUPLOT_PATH, strerror(errno));
+    fprintf(g, "set terminal svg size 900,600 dynamic\nset output ");
+    uly_fput_quoted(g, o->tmp, '\'', 1);
+    fprintf(g, "\nset grid\nset xlabel 'step'\nset ylabel 'loss (nats per labelled token)'\n");
     fprintf(g, "plot '-' using 1:2 with lines title 'training loss'\n");
     for (int64_t i = 0; i < n; i++)
         fprintf(g, "%lld %.9g\n", (long long)step[i], loss[i]);
-    fprintf(g, "e\n");
+    fprintf(g, "e\nset output\n");
     int st = pclose(g);
-    if (st != 0) {
-        fprintf(stderr, "ulysses train: --plot: gnuplot failed (status %d)\n", st);
-        return 1;
-    }
-    return 0;
+    if (st != 0)
+        return drv_fail(d, DRV_RUNTIME, "--plot %s: gnuplot failed (status %d)", o->path, st);
+    return drv_out_commit(d, o);
 #endif
 }
 
 /* ------------------------------------------------------------------ main */
 
-static int train_mpi(int argc, char **argv, int rank, int P)
+enum { O_LOG, O_CKPT, O_PLOT, NOUT };
+enum { NOPTS = 32 };
+
+static void train_options(struct train_cfg *c, arg_opt *o)
 {
-    struct train_cfg c;
-    memset(&c, 0, sizeof c);
-    c.layers = 2; c.channels = 128; c.heads = 4; c.seq = 128; c.steps = 50; c.seed = 1;
-    c.lr = 5e-3; c.wd = 0.1; c.clip = 1.0; c.data = "synthetic";
-    const arg_opt opts[] = {
-        {"layers", ARG_INT, &c.layers, 1, 1024, "L", "transformer blocks (default 2)", NULL, NULL},
-        {"channels", ARG_INT, &c.channels, 1, 1 << 16, "C", "model width, a multiple of --heads (default 128)", NULL, NULL},
-        {"heads", ARG_INT, &c.heads, 1, 1 << 12, "H", "query heads (default 4)", NULL, NULL},
-        {"kv-heads", ARG_INT, &c.kv_heads, 1, 1 << 12, "Hkv", "key/value heads, H % Hkv == 0 (default H)", NULL, &c.seen_kv},
-        {"seq", ARG_INT, &c.seq, 4, 1 << 24, "N", "tokens per row, K/M suffixes allowed (default 128)", NULL, NULL},
-        {"vocab", ARG_INT, &c.vocab, 6, 1 << 20, "V", "vocabulary (default 16 synthetic, 256 text)", NULL, &c.seen_vocab},
-        {"batch", ARG_INT, &c.batch, 1, 1 << 20, "B", "rows per step, all ranks together (default max(8, dp))", NULL, &c.seen_batch},
-        {"dp", ARG_INT, &c.dp, 1, 1 << 20, "D", "data-parallel degree (default 1)", NULL, &c.seen_dp},
-        {"sp", ARG_INT, &c.sp, 1, 1 << 20, "S", "sequence-parallel degree (default ranks / dp)", NULL, &c.seen_sp},
-        {"steps", ARG_INT, &c.steps, 1, INT64_MAX / 2, "K", "train until this many steps are done (default 50)", NULL, NULL},
-        {"lr", ARG_REAL, &c.lr, 0, 0, "LR", "AdamW learning rate (default 5e-3)", NULL, NULL},
-        {"weight-decay", ARG_REAL, &c.wd, 0, 0, "W", "AdamW decoupled weight decay of the matrices (default 0.1)", NULL, NULL},
-        {"clip", ARG_REAL, &c.clip, 0, 0, "G", "clip the gradient norm to G, 0: never (default 1)", NULL, NULL},
-        {"seed", ARG_INT, &c.seed, 0, INT64_MAX, "S", "seed of the initial weights and of the data (default 1)", NULL, NULL},
-        {"data", ARG_STR, &c.data, 0, 0, "SRC", "'synthetic' (key-value retrieval) or a text file (byte tokens)", NULL, NULL},
-        {"docs", ARG_INT, &c.docs, 1, 1 << 20, "K", "pack K documents of random lengths per row (attention stays inside each)", NULL, NULL},
-        {"dump", ARG_STR, &c.dump, 0, 0, "DIR", "write weights, inputs, activations, logits, loss and gradients of the first step as .npy", NULL, NULL},
-        {"log", ARG_STR, &c.log, 0, 0, "F.csv", "write step, loss, tokens/s and phase times per step", NULL, NULL},
-        {"plot", ARG_STR, &c.plot, 0, 0, "F.svg", "draw the loss curve with gnuplot", NULL, NULL},
-        {"checkpoint", ARG_STR, &c.checkpoint, 0, 0, "F", "write parameters and optimizer state at the end", NULL, NULL},
-        {"resume", ARG_STR, &c.resume, 0, 0, "F", "start from a checkpoint (its step count included)", NULL, NULL},
-        {"fast", ARG_FLAG, &c.fast, 0, 0, NULL, "reduce gradients with MPI_Allreduce (not bitwise across grids)", NULL, NULL},
-        {"canon-sp", ARG_INT, &c.canon_sp, 1, 64, "K", "exact sums stay identical for every SP <= K (default max(4, sp))", NULL, NULL},
-        {"threads", ARG_INT, &c.threads, 1, 1024, "T", "OpenMP threads of the attention kernel", NULL, NULL},
-        {"quiet", ARG_FLAG, &c.quiet, 0, 0, NULL, "no progress line per step", NULL, NULL},
+    const arg_opt t[] = {
+        {"layers", ARG_INT, &c->layers, 1, 1024, "L", "transformer blocks (default 2)", NULL, NULL},
+        {"channels", ARG_INT, &c->channels, 1, 1 << 16, "C", "model width, a multiple of --heads (default 128)", NULL, NULL},
+        {"heads", ARG_INT, &c->heads, 1, 1 << 12, "H", "query heads (default 4)", NULL, NULL},
+        {"kv-heads", ARG_INT, &c->kv_heads, 1, 1 << 12, "Hkv", "key/value heads, H % Hkv == 0 (default H)", NULL, &c->seen_kv},
+        {"seq", ARG_INT, &c->seq, 4, 1 << 24, "N", "tokens per row, K/M suffixes allowed (default 128)", NULL, NULL},
+        {"vocab", ARG_INT, &c->vocab, 6, 1 << 20, "V", "vocabulary (default 16 synthetic, 256 text)", NULL, &c->seen_vocab},
+        {"batch", ARG_INT, &c->batch, 1, 1 << 20, "B", "rows per step, all ranks together (default max(8, dp))", NULL, &c->seen_batch},
+        {"dp", ARG_INT, &c->dp, 1, 1 << 20, "D", "data-parallel degree (default 1)", NULL, &c->seen_dp},
+        {"sp", ARG_INT, &c->sp, 1, 1 << 20, "S", "sequence-parallel degree (default ranks / dp)", NULL, &c->seen_sp},
+        {"steps", ARG_INT, &c->steps, 1, INT64_MAX / 2, "K", "train until this many steps are done (default 50)", NULL, NULL},
+        {"lr", ARG_REAL, &c->lr, 0, 0, "LR", "AdamW learning rate (default 5e-3)", NULL, NULL},
+        {"weight-decay", ARG_REAL, &c->wd, 0, 0, "W", "AdamW decoupled weight decay of the matrices (default 0.1)", NULL, NULL},
+        {"clip", ARG_REAL, &c->clip, 0, 0, "G", "clip the gradient norm to G, 0: never (default 1)", NULL, NULL},
+        {"seed", ARG_INT, &c->seed, 0, INT64_MAX, "S", "seed of the initial weights and of the data (default 1)", NULL, NULL},
+        {"data", ARG_STR, &c->data, 0, 0, "SRC", "'synthetic' (key-value retrieval) or a text file (byte tokens; read by rank 0)", NULL, NULL},
+        {"docs", ARG_INT, &c->docs, 1, 1 << 20, "K", "pack K documents of random lengths per row (attention stays inside each)", NULL, NULL},
+        {"dump", ARG_STR, &c->dump, 0, 0, "DIR", "write weights, inputs, activations, logits, loss and gradients of the first step as .npy", NULL, NULL},
+        {"log", ARG_STR, &c->log, 0, 0, "F.csv", "write step, loss, tokens/s and phase times per step", NULL, NULL},
+        {"plot", ARG_STR, &c->plot, 0, 0, "F.svg", "draw the loss curve with gnuplot", NULL, NULL},
+        {"checkpoint", ARG_STR, &c->checkpoint, 0, 0, "F", "write parameters and optimizer state at the end (may be the --resume file)", NULL, NULL},
+        {"resume", ARG_STR, &c->resume, 0, 0, "F", "start from a checkpoint (its step count included; read by rank 0)", NULL, NULL},
+        {"fast", ARG_FLAG, &c->fast, 0, 0, NULL, "reduce gradients with MPI_Allreduce (not bitwise across grids)", NULL, NULL},
+        {"canon-sp", ARG_INT, &c->canon_sp, 1, 64, "K", "exact sums stay identical for every SP <= K (default max(4, sp))", NULL, NULL},
+        {"threads", ARG_INT, &c->threads, 1, 1024, "T", "OpenMP threads of the attention kernel", NULL, NULL},
+        {"force", ARG_FLAG, &c->force, 0, 0, NULL, "run even when the memory preflight says it will not fit", NULL, NULL},
+        {"quiet", ARG_FLAG, &c->quiet, 0, 0, NULL, "no progress line per step", NULL, NULL},
         {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
     };
+    memcpy(o, t, sizeof t);
+}
+
+/* Parse and resolve the defaults (local: every rank does the same). */
+static int train_parse(struct train_cfg *c, drv *d, int argc, char **argv)
+{
+    memset(c, 0, sizeof *c);
+    c->layers = 2; c->channels = 128; c->heads = 4; c->seq = 128; c->steps = 50; c->seed = 1;
+    c->lr = 5e-3; c->wd = 0.1; c->clip = 1.0; c->data = "synthetic";
+    arg_opt opts[NOPTS];
+    train_options(c, opts);
     char msg[1024] = "";
-    int prc = args_parse("ulysses train", argc - 1, argv + 1, opts, msg, sizeof msg);
-    if (prc == ARGS_HELP) {
-        if (rank == 0)
-            args_usage(stdout, "ulysses", synopsis, opts);
-        return 0;
+    int prc = args_parse(d->cmd, argc - 1, argv + 1, opts, msg, sizeof msg);
+    if (prc == ARGS_HELP)
+        return DRV_PARSE_HELP;
+    if (prc == ARGS_ERROR) {
+        size_t k = strlen(d->cmd);
+        drv_fail(d, DRV_BADINPUT, "%s", strncmp(msg, d->cmd, k) == 0 && msg[k] == ':' ? msg + k + 2 : msg);
+        return DRV_PARSE_ERROR;
     }
-    int st = prc == ARGS_ERROR ? EXIT_BADINPUT : 0;
-    if ((st = agree_fail(rank, st, msg)))
-        return st;
-    /* resolve defaults; adjustments are printed */
-    int text = strcmp(c.data, "synthetic") != 0;
-    if (!c.seen_kv)
-        c.kv_heads = c.heads;
-    if (!c.seen_vocab)
-        c.vocab = text ? 256 : 16;
-    if (!c.seen_dp)
-        c.dp = c.seen_sp && c.sp > 0 && P % c.sp == 0 ? P / c.sp : 1;
-    if (!c.seen_sp)
-        c.sp = P / c.dp;
-    if (!c.seen_batch)
-        c.batch = c.dp > 8 ? c.dp : 8;
-    if (!c.canon_sp)
-        c.canon_sp = c.sp > 4 ? (int)c.sp : 4;
-    if (c.dp * c.sp != P)
-        snprintf(msg, sizeof msg, "--dp %lld x --sp %lld must equal the %d ranks", (long long)c.dp, (long long)c.sp, P),
-            st = EXIT_BADINPUT;
-    else if (c.channels % c.heads)
-        snprintf(msg, sizeof msg, "--channels %lld is not a multiple of --heads %lld", (long long)c.channels,
-                 (long long)c.heads), st = EXIT_BADINPUT;
-    else if (c.heads % c.kv_heads)
-        snprintf(msg, sizeof msg, "--heads %lld is not a multiple of --kv-heads %lld", (long long)c.heads,
-                 (long long)c.kv_heads), st = EXIT_BADINPUT;
-    else if (text && c.vocab < 256)
-        snprintf(msg, sizeof msg, "--vocab %lld: text data has byte tokens, it needs 256", (long long)c.vocab),
-            st = EXIT_BADINPUT;
-    else if (!text && c.vocab < 6)
-        snprintf(msg, sizeof msg, "--vocab %lld: the synthetic task needs at least 6 tokens", (long long)c.vocab),
-            st = EXIT_BADINPUT;
-    else if (c.batch < c.dp)
-        snprintf(msg, sizeof msg, "--batch %lld is smaller than --dp %lld", (long long)c.batch, (long long)c.dp),
-            st = EXIT_BADINPUT;
-    else if (c.docs > c.seq)
-        snprintf(msg, sizeof msg, "--docs %lld: more documents than the %lld tokens of a row", (long long)c.docs,
-                 (long long)c.seq), st = EXIT_BADINPUT;
-    else if (c.seq < c.sp)
-        snprintf(msg, sizeof msg, "--seq %lld is shorter than --sp %lld", (long long)c.seq, (long long)c.sp),
-            st = EXIT_BADINPUT;
-    else if (c.canon_sp < c.sp && !c.fast)
-        snprintf(msg, sizeof msg, "--canon-sp %lld is smaller than --sp %lld", (long long)c.canon_sp, (long long)c.sp),
-            st = EXIT_BADINPUT;
-    else if (!(c.lr >= 0 && c.lr < 10) || !(c.wd >= 0 && c.wd < 10) || !(c.clip >= 0))
-        snprintf(msg, sizeof msg, "--lr, --weight-decay and --clip must be finite, >= 0 (lr, wd < 10)"),
-            st = EXIT_BADINPUT;
-    else if (c.plot && rank == 0) {
+    const int P = d->size;
+    c->text = strcmp(c->data, "synthetic") != 0;
+    if (!c->seen_kv)
+        c->kv_heads = c->heads;
+    if (!c->seen_vocab)
+        c->vocab = c->text ? 256 : 16;
+    if (!c->seen_dp)
+        c->dp = c->seen_sp && c->sp > 0 && P % c->sp == 0 ? P / c->sp : 1;
+    if (!c->seen_sp)
+        c->sp = P / c->dp;
+    if (!c->seen_batch)
+        c->batch = c->dp > 8 ? c->dp : 8;
+    if (!c->canon_sp)
+        c->canon_sp = c->sp > 4 ? (int)c->sp : 4;
+    if (c->dp * c->sp != P)
+        drv_fail(d, DRV_BADINPUT, "--dp %lld x --sp %lld must equal the %d ranks", (long long)c->dp, (long long)c->sp, P);
+    else if (c->channels % c->heads)
+        drv_fail(d, DRV_BADINPUT, "--channels %lld is not a multiple of --heads %lld", (long long)c->channels,
+                 (long long)c->heads);
+    else if (c->heads % c->kv_heads)
+        drv_fail(d, DRV_BADINPUT, "--heads %lld is not a multiple of --kv-heads %lld", (long long)c->heads,
+                 (long long)c->kv_heads);
+    else if (c->text && c->vocab < 256)
+        drv_fail(d, DRV_BADINPUT, "--vocab %lld: text data has byte tokens, it needs 256", (long long)c->vocab);
+    else if (!c->text && c->vocab < 6)
+        drv_fail(d, DRV_BADINPUT, "--vocab %lld: the synthetic task needs at least 6 tokens", (long long)c->vocab);
+    else if (c->batch < c->dp)
+        drv_fail(d, DRV_BADINPUT, "--batch %lld is smaller than --dp %lld", (long long)c->batch, (long long)c->dp);
+    else if (c->docs > c->seq)
+        drv_fail(d, DRV_BADINPUT, "--docs %lld: more documents than the %lld tokens of a row", (long long)c->docs,
+                 (long long)c->seq);
+    else if (c->seq < c->sp)
+        drv_fail(d, DRV_BADINPUT, "--seq %lld is shorter than --sp %lld", (long long)c->seq, (long long)c->sp);
+    else if (c->canon_sp < c->sp && !c->fast)
+        drv_fail(d, DRV_BADINPUT, "--canon-sp %lld is smaller than --sp %lld", (long long)c->canon_sp, (long long)c->sp);
+    else if (!(c->lr >= 0 && c->lr < 10) || !(c->wd >= 0 && c->wd < 10) || !(c->clip >= 0) || !isfinite(c->clip))
+        drv_fail(d, DRV_BADINPUT, "--lr, --weight-decay and --clip must be finite, >= 0 (lr, wd < 10)");
 #ifndef GNUPLOT_PATH
-        snprintf(msg, sizeof msg, "--plot: gnuplot was not found when ulysses was configured"), st = EXIT_BADINPUT;
+    else if (c->plot)
+        drv_fail(d, DRV_BADINPUT, "--plot: gnuplot was not found when ulysses was configured; install gnuplot and "
+                 "re-run configure");
 #endif
-    }
-    if ((st = agree_fail(rank, st, msg)))
-        return st;
-    if ((st = agree_options(rank, &c)))
-        return st;
-    if (rank == 0 && !c.seen_batch)
-        printf("ulysses train: --batch not given: %lld rows per step\n", (long long)c.batch);
-    /* data */
-    text_data td = {NULL, 0};
-    if (text)
-        st = load_text("--data", c.data, c.seq, &td, msg, sizeof msg);
-    if ((st = agree_fail(rank, st, msg))) {
-        free(td.bytes);
-        return st;
-    }
-    uly_gpt_config gc = {c.vocab, c.seq, c.layers, c.channels, c.heads, c.kv_heads};
+    else
+        return DRV_PARSE_OK;
+    return DRV_PARSE_ERROR;
+}
+
+/* Every option that changes control flow, collectives or results. */
+static int train_fields(const struct train_cfg *c, drv_field *f)
+{
+    int n = 0;
+#define FI(nm, v) f[n++] = (drv_field){nm, DRV_F_INT, (int64_t)(v), NULL, 0, NULL}
+#define FF(nm, v) f[n++] = (drv_field){nm, DRV_F_FLAG, (int64_t)(v), NULL, 0, NULL}
+#define FR(nm, v) f[n++] = (drv_field){nm, DRV_F_REAL, 0, NULL, v, NULL}
+#define FS(nm, v) f[n++] = (drv_field){nm, DRV_F_STR, 0, v, 0, NULL}
+    FI("--layers", c->layers); FI("--channels", c->channels); FI("--heads", c->heads); FI("--kv-heads", c->kv_heads);
+    FI("--seq", c->seq); FI("--vocab", c->vocab); FI("--batch", c->batch); FI("--dp", c->dp); FI("--sp", c->sp);
+    FI("--steps", c->steps); FR("--lr", c->lr); FR("--weight-decay", c->wd); FR("--clip", c->clip);
+    FI("--seed", c->seed); FS("--data", c->data); FI("--docs", c->docs); FS("--dump", c->dump); FS("--log", c->log);
+    FS("--plot", c->plot); FS("--checkpoint", c->checkpoint); FS("--resume", c->resume); FF("--fast", c->fast);
+    FI("--canon-sp", c->canon_sp); FI("--threads", c->threads); FF("--force", c->force); FF("--quiet", c->quiet);
+#undef FI
+#undef FF
+#undef FR
+#undef FS
+    return n;
+}
+
+typedef struct train_job {
+    struct train_cfg c;
+    drv_out out[NOUT];
+    text_data td;
+    unsigned char *img;     /* --resume image */
+    size_t ilen;
+    uly_train *T;
+    int32_t *row, *tok, *tgt, *pos, *drow;
+    uint8_t *nl, *dnl;
+    int64_t *off;
+    double *losses;
+    int64_t *stepno;
+    FILE *logf;
+} train_job;
+
+static void job_free(train_job *J)
+{
+    if (J->logf)
+        fclose(J->logf);
+    drv_out_discard(J->out, NOUT);
+    drv_free(J->td.bytes);
+    drv_free(J->img);
+    uly_train_free(J->T);
+    drv_free(J->row); drv_free(J->tok); drv_free(J->tgt); drv_free(J->pos); drv_free(J->drow);
+    drv_free(J->nl); drv_free(J->dnl); drv_free(J->off); drv_free(J->losses); drv_free(J->stepno);
+}
+
+static void train_gpt(const struct train_cfg *c, uly_gpt_config *gc, uly_train_opts *o)
+{
+    *gc = (uly_gpt_config){c->vocab, c->seq, c->layers, c->channels, c->heads, c->kv_heads};
+    uly_train_opts_default(o);
+    o->dp = (int)c->dp;
+    o->sp = (int)c->sp;
+    o->batch = c->batch;
+    o->fast = c->fast;
+    o->canon_sp = (int)c->canon_sp;
+    o->lr = c->lr;
+    o->weight_decay = c->wd;
+    o->grad_clip = c->clip;
+    o->seed = (uint64_t)c->seed;
+    o->kernel.threads = (int)c->threads;
+}
+
+/* Bytes this rank needs (the library's buffers, the batch buffers, the
+ * text; rank 0: the checkpoint image, the --dump gather buffers) against
+ * what it can get. */
+static int train_preflight(train_job *J, drv *d)
+{
+    const struct train_cfg *c = &J->c;
+    uly_gpt_config gc;
     uly_train_opts o;
-    uly_train_opts_default(&o);
-    o.dp = (int)c.dp;
-    o.sp = (int)c.sp;
-    o.batch = c.batch;
-    o.fast = c.fast;
-    o.canon_sp = (int)c.canon_sp;
-    o.lr = c.lr;
-    o.weight_decay = c.wd;
-    o.grad_clip = c.clip;
-    o.seed = (uint64_t)c.seed;
-    o.kernel.threads = (int)c.threads;
-    uly_train *T = NULL;
-    int rc = uly_train_create(MPI_COMM_WORLD, &gc, &o, &T);
-    if (rc) {
-        if (rank == 0)
-            fprintf(stderr, "ulysses train: %s\n", uly_last_error());
-        free(td.bytes);
-        return exit_status_of(rc);
-    }
-    if (c.resume) {
-        unsigned char *img = NULL;
-        size_t ilen = 0;
-        st = read_file(c.resume, &img, &ilen, msg, sizeof msg);
-        if ((st = agree_fail(rank, st, msg))) {
-            uly_train_free(T);
-            free(td.bytes);
-            return st;
-        }
-        rc = uly_train_checkpoint_read(T, img, ilen);
-        free(img);
-        if (rc) {
-            if (rank == 0)
-                fprintf(stderr, "ulysses train: --resume %s: %s\n", c.resume, uly_last_error());
-            uly_train_free(T);
-            free(td.bytes);
-            return exit_status_of(rc);
+    train_gpt(c, &gc, &o);
+    uint64_t lib = 0;
+    /* no early return: drv_preflight is collective over the node's ranks */
+    drv_lib(d, uly_train_memory(&gc, &o, d->rank, d->size, &lib), DRV_BADINPUT, NULL);
+    const double N = (double)c->seq, B = (double)c->batch;
+    double bufs = 3 * (N + 1) * 4 + 3 * N * 4 * B + 2 * N + (double)c->batch * (double)(c->docs + 1) * 8 +
+                  (double)c->steps * 16 + (double)J->td.len;
+    if (d->rank == 0) {
+        double np = (double)lib / 16; /* upper bound of the parameters: 4 floats each */
+        if (c->checkpoint)
+            bufs += 3 * np * 4;
+        if (c->dump) {
+            double w = (double)(c->vocab > 4 * c->channels ? c->vocab : 4 * c->channels);
+            bufs += ((double)c->layers + 1) * B * N * w * 4 + B * N * 16;
         }
     }
+    uint64_t need = lib;
+    need = bufs >= 1.8e19 || (double)need + bufs >= 1.8e19 ? UINT64_MAX : need + (uint64_t)bufs;
+    char why[256], s1[32], s2[32];
+    snprintf(why, sizeof why, "model, optimizer and activations %s, batch and files %s",
+             drv_bytes(s1, sizeof s1, lib), drv_bytes(s2, sizeof s2, (uint64_t)bufs));
+    return drv_preflight(d, d->code ? 0 : need, why, c->force);
+}
+
+/* Rank 0: the output files' temporaries (and so the directories' being
+ * writable) and the --dump directory, before any computing. */
+static int train_outputs(train_job *J, drv *d)
+{
+    const struct train_cfg *c = &J->c;
+    if (d->rank != 0)
+        return 0;
+    /* the --resume file may be the --checkpoint: it is read whole first and replaced atomically */
+    const char *inputs[1] = {c->text ? c->data : NULL};
+    if (drv_out_prepare(d, J->out, NOUT, inputs, 1))
+        return d->code;
+    if (c->dump) {
+        struct stat st;
+        if (mkdir(c->dump, 0777) != 0 && errno != EEXIST)
+            return drv_fail(d, errno == ENOSPC || errno == EROFS || errno == EIO ? DRV_RUNTIME : DRV_BADINPUT,
+                            "--dump %s: %s", c->dump, strerror(errno));
+        if (stat(c->dump, &st) != 0 || !S_ISDIR(st.st_mode))
+            return drv_fail(d, DRV_BADINPUT, "--dump %s: not a directory", c->dump);
+        if (access(c->dump, W_OK | X_OK) != 0)
+            return drv_fail(d, errno == EROFS ? DRV_RUNTIME : DRV_BADINPUT, "--dump %s: %s", c->dump,
+                            strerror(errno));
+    }
+    if (J->out[O_LOG].path) {
+        int fd = dup(J->out[O_LOG].fd);
+        J->logf = fd >= 0 ? fdopen(fd, "w") : NULL;
+        if (!J->logf) {
+            if (fd >= 0)
+                close(fd);
+            return drv_fail(d, DRV_RUNTIME, "--log %s: %s", c->log, strerror(errno));
+        }
+        fprintf(J->logf, "step,loss,tokens,tokens_per_s,t_step,t_attn,t_a2a,t_reduce,t_other\n");
+    }
+    return 0;
+}
+
+static int train_alloc(train_job *J, drv *d)
+{
+    const struct train_cfg *c = &J->c;
     int64_t rb, rows, tb, toks;
-    uly_train_shard(T, &rb, &rows, &tb, &toks);
-    const int64_t first = uly_train_steps_done(T), n = rows * toks;
-    int fail = 0;
-    int32_t *row = malloc((size_t)(c.seq + 1) * sizeof *row), *tok = malloc((size_t)n * sizeof *tok),
-            *tgt = malloc((size_t)n * sizeof *tgt), *pos = malloc((size_t)n * sizeof *pos);
-    uint8_t *nl = malloc((size_t)c.seq), *dnl = malloc((size_t)c.seq);
-    int32_t *drow = malloc((size_t)(c.seq + 1) * sizeof *drow);
-    int64_t *off = c.docs ? malloc((size_t)(c.batch * (c.docs + 1)) * sizeof *off) : NULL;
-    int64_t nsteps = c.steps > first ? c.steps - first : 0;
-    double *losses = calloc((size_t)nsteps + 1, sizeof *losses);
-    int64_t *stepno = calloc((size_t)nsteps + 1, sizeof *stepno);
-    fail = !row || !tok || !tgt || !pos || !nl || !dnl || !drow || (c.docs && !off) || !losses || !stepno;
-    if (!fail && c.dump && rank == 0 && mkdir(c.dump, 0777) != 0 && errno != EEXIST)
-        snprintf(msg, sizeof msg, "--dump %s: %s", c.dump, strerror(errno)), fail = EXIT_BADINPUT;
-    FILE *logf = NULL;
-    if (!fail && c.log && rank == 0) {
-        logf = fopen(c.log, "w");
-        if (!logf)
-            snprintf(msg, sizeof msg, "--log %s: %s", c.log, strerror(errno)), fail = EXIT_BADINPUT;
-        else
-            fprintf(logf, "step,loss,tokens,tokens_per_s,t_step,t_attn,t_a2a,t_reduce,t_other\n");
-    } else if (fail)
-        snprintf(msg, sizeof msg, "rank %d: cannot allocate the batch buffers", rank);
-    if ((st = agree_fail(rank, fail, msg)))
-        goto done;
-    if (rank == 0 && !c.quiet)
+    uly_train_shard(J->T, &rb, &rows, &tb, &toks);
+    const size_t n = (size_t)(rows * toks), N = (size_t)c->seq;
+    const int64_t nsteps = c->steps > uly_train_steps_done(J->T) ? c->steps - uly_train_steps_done(J->T) : 0;
+    if ((J->row = drv_alloc_n(d, N + 1, sizeof *J->row, "the batch buffers")) &&
+        (J->drow = drv_alloc_n(d, N + 1, sizeof *J->drow, "the batch buffers")) &&
+        (J->tok = drv_alloc_n(d, n ? n : 1, sizeof *J->tok, "the batch buffers")) &&
+        (J->tgt = drv_alloc_n(d, n ? n : 1, sizeof *J->tgt, "the batch buffers")) &&
+        (J->pos = drv_alloc_n(d, n ? n : 1, sizeof *J->pos, "the batch buffers")) &&
+        (J->nl = drv_alloc(d, N, "the batch buffers")) && (J->dnl = drv_alloc(d, N, "the batch buffers")) &&
+        (!c->docs || (J->off = drv_alloc_n(d, (size_t)(c->batch * (c->docs + 1)), sizeof *J->off,
+                                           "the document offsets"))) &&
+        (J->losses = drv_alloc_n(d, (size_t)nsteps + 1, sizeof *J->losses, "the loss history")))
+        J->stepno = drv_alloc_n(d, (size_t)nsteps + 1, sizeof *J->stepno, "the loss history");
+    return d->code;
+}
+
+/* The steps; returns the exit status (agreed). */
+static int train_run(train_job *J, drv *d)
+{
+    const struct train_cfg *c = &J->c;
+    const int rank = d->rank, P = d->size;
+    uly_train *T = J->T;
+    const int64_t first = uly_train_steps_done(T);
+    int rc;
+    if (rank == 0 && !c->quiet)
         printf("ulysses train: %lld parameters, %d ranks (dp %lld x sp %lld), %lld x %lld tokens per step%s, %s data, "
-               "%s sums; steps %lld..%lld\n", (long long)uly_train_nparams(T), P, (long long)c.dp, (long long)c.sp,
-               (long long)c.batch, (long long)c.seq, c.docs ? " (packed documents)" : "", text ? c.data : "synthetic",
-               c.fast ? "fast" : "exact", (long long)first + 1, (long long)c.steps);
-    for (int64_t s = first; s < c.steps; s++) {
-        if (off)
-            make_docs(&c, s, off);
-        make_batch(T, &c, text ? &td : NULL, s, off, row, drow, nl, dnl, tok, tgt, pos);
+               "%s sums; steps %lld..%lld\n", (long long)uly_train_nparams(T), P, (long long)c->dp, (long long)c->sp,
+               (long long)c->batch, (long long)c->seq, c->docs ? " (packed documents)" : "",
+               c->text ? c->data : "synthetic", c->fast ? "fast" : "exact", (long long)first + 1, (long long)c->steps);
+    for (int64_t s = first; s < c->steps; s++) {
+        if (J->off)
+            make_docs(c, s, J->off);
+        make_batch(T, c, c->text ? &J->td : NULL, s, J->off, J->row, J->drow, J->nl, J->dnl, J->tok, J->tgt, J->pos);
         uly_train_stats stt;
-        if (c.dump && s == first) { /* the weights this step uses, then its values without the update */
-            int dst = rank == 0 ? dump_params(T, c.dump, "", uly_train_params(T), msg, sizeof msg) : 0;
-            if ((dst = agree_fail(rank, dst, msg))) {
-                st = dst;
-                goto done;
-            }
-            rc = uly_train_step(T, tok, tgt, pos, off, c.docs, 0, &stt);
-            if (!rc && (dst = agree_fail(rank, dump_step(T, &c, rank, P, c.dump, tok, tgt, pos, off, &stt, msg,
-                                                         sizeof msg), msg))) {
-                st = dst;
-                goto done;
-            }
-            if (!rc && rank == 0)
-                printf("ulysses train: --dump %s: step %lld written (doc/train.md lists the files)\n", c.dump,
+        if (c->dump && s == first) { /* the weights this step uses, then its values without the update */
+            if (rank == 0)
+                dump_params(d, T, c->dump, "", uly_train_params(T));
+            if ((rc = drv_sync(d)))
+                return rc;
+            drv_lib(d, uly_train_step(T, J->tok, J->tgt, J->pos, J->off, c->docs, 0, &stt), 0, "step 1 (--dump)");
+            if ((rc = drv_sync(d)))
+                return rc;
+            dump_step(d, T, c, c->dump, J->tok, J->tgt, J->pos, J->off, &stt);
+            if ((rc = drv_sync(d)))
+                return rc;
+            if (rank == 0)
+                printf("ulysses train: --dump %s: step %lld written (doc/train.md lists the files)\n", c->dump,
                        (long long)s + 1);
         }
-        rc = uly_train_step(T, tok, tgt, pos, off, c.docs, 1, &stt);
-        if (rc) {
-            if (rank == 0)
-                fprintf(stderr, "ulysses train: step %lld: %s\n", (long long)s + 1, uly_last_error());
-            st = exit_status_of(rc) == EXIT_BADINPUT ? EXIT_BADINPUT : 1;
-            goto done;
-        }
-        double tv[4] = {stt.t_total, stt.t_attn, stt.t_a2a, stt.t_reduce}, tm[4];
-        MPI_Allreduce(tv, tm, 4, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-        double tps = (double)c.batch * (double)c.seq / tm[0];
+        char what[64];
+        snprintf(what, sizeof what, "step %lld", (long long)s + 1);
+        drv_lib(d, uly_train_step(T, J->tok, J->tgt, J->pos, J->off, c->docs, 1, &stt), 0, what);
+        double tv[4] = {stt.t_total, stt.t_attn, stt.t_a2a, stt.t_reduce}, tm[4] = {0, 0, 0, 0};
+        if (!d->code)
+            drv_mpi(d, MPI_Allreduce(tv, tm, 4, MPI_DOUBLE, MPI_MAX, d->comm), "MPI_Allreduce (step times)");
+        if ((rc = drv_sync(d)))
+            return rc;
+        double tps = (double)c->batch * (double)c->seq / tm[0];
         double other = tm[0] - tm[1] - tm[2] - tm[3];
-        losses[s - first] = stt.loss;
-        stepno[s - first] = s + 1;
+        J->losses[s - first] = stt.loss;
+        J->stepno[s - first] = s + 1;
         if (rank == 0) {
-            if (!c.quiet)
+            if (!c->quiet)
                 printf("step %5lld/%lld  loss %.6f  %9.0f tok/s  %.3f s (attention %2.0f%%, all-to-all %2.0f%%, "
-                       "gradient sums %2.0f%%, rest %2.0f%%)\n", (long long)s + 1, (long long)c.steps, stt.loss, tps,
+                       "gradient sums %2.0f%%, rest %2.0f%%)\n", (long long)s + 1, (long long)c->steps, stt.loss, tps,
                        tm[0], 100 * tm[1] / tm[0], 100 * tm[2] / tm[0], 100 * tm[3] / tm[0],
                        100 * (other > 0 ? other : 0) / tm[0]);
-            if (logf)
-                fprintf(logf, "%lld,%.9g,%lld,%.1f,%.6f,%.6f,%.6f,%.6f,%.6f\n", (long long)s + 1, stt.loss,
+            if (J->logf)
+                fprintf(J->logf, "%lld,%.9g,%lld,%.1f,%.6f,%.6f,%.6f,%.6f,%.6f\n", (long long)s + 1, stt.loss,
                         (long long)stt.count, tps, tm[0], tm[1], tm[2], tm[3], other);
             fflush(stdout);
         }
     }
-    if (logf) {
-        if (fclose(logf) != 0)
-            fprintf(stderr, "ulysses train: --log %s: write error\n", c.log), st = 1;
-        logf = NULL;
+    return 0;
+}
+
+/* Rank 0: commit the log, the checkpoint and the plot. */
+static int train_write(train_job *J, drv *d)
+{
+    const struct train_cfg *c = &J->c;
+    if (d->rank != 0)
+        return 0;
+    if (J->logf) {
+        int bad = fflush(J->logf) != 0 || ferror(J->logf);
+        int e = errno;
+        bad |= fclose(J->logf) != 0;
+        J->logf = NULL;
+        if (bad)
+            return drv_fail(d, DRV_RUNTIME, "--log %s: cannot write: %s", c->log, strerror(e ? e : errno));
+        if (drv_out_commit(d, &J->out[O_LOG]))
+            return d->code;
     }
-    if (c.checkpoint) {
-        int wst = 0;
-        if (rank == 0) {
-            size_t len = uly_train_checkpoint_size(T);
-            void *img = malloc(len);
-            if (!img)
-                snprintf(msg, sizeof msg, "cannot allocate the checkpoint image"), wst = 1;
-            else if (uly_train_checkpoint_write(T, img, len))
-                snprintf(msg, sizeof msg, "%s", uly_last_error()), wst = 1;
-            else
-                wst = write_atomic(c.checkpoint, img, len, msg, sizeof msg);
-            free(img);
+    if (c->checkpoint) {
+        size_t len = uly_train_checkpoint_size(J->T);
+        void *img = drv_alloc(d, len, "the checkpoint image");
+        if (!img)
+            return d->code;
+        int e = 0;
+        if (uly_train_checkpoint_write(J->T, img, len))
+            drv_fail(d, DRV_RUNTIME, "--checkpoint %s: %s", c->checkpoint, uly_last_error());
+        else if ((e = write_all(J->out[O_CKPT].fd, img, len)))
+            drv_fail(d, DRV_RUNTIME, "--checkpoint %s: cannot write: %s", c->checkpoint, strerror(e));
+        else
+            drv_out_commit(d, &J->out[O_CKPT]);
+        drv_free(img);
+        if (d->code)
+            return d->code;
+    }
+    const int64_t nsteps = c->steps - (J->stepno ? J->stepno[0] - 1 : c->steps);
+    if (c->plot && nsteps > 0 && J->stepno)
+        return plot_losses(d, &J->out[O_PLOT], J->losses, J->stepno, nsteps);
+    return 0;
+}
+
+static int train_main(train_job *J, drv *d, int argc, char **argv)
+{
+    struct train_cfg *c = &J->c;
+    int ps = train_parse(c, d, argc, argv);
+    drv_field f[DRV_AGREE_MAX];
+    int nf = ps == DRV_PARSE_OK ? train_fields(c, f) : 0;
+    int rc = drv_agree(d, ps, f, nf);
+    if (rc == DRV_PARSE_HELP) {
+        if (d->rank == 0) {
+            arg_opt opts[NOPTS];
+            train_options(c, opts);
+            args_usage(stdout, "ulysses", synopsis, opts);
         }
-        if ((wst = agree_fail(rank, wst, msg)))
-            st = wst;
+        return 0;
     }
-    if (c.plot && rank == 0 && nsteps > 0 && plot_losses(c.plot, losses, stepno, nsteps))
-        st = 1;
-    MPI_Bcast(&st, 1, MPI_INT, 0, MPI_COMM_WORLD);
-done:
-    if (logf)
-        fclose(logf);
-    free(row);
-    free(tok);
-    free(tgt);
-    free(pos);
-    free(nl);
-    free(dnl);
-    free(drow);
-    free(off);
-    free(losses);
-    free(stepno);
-    free(td.bytes);
-    uly_train_free(T);
-    return st;
+    if (rc)
+        return rc;
+    if (d->rank == 0 && !c->seen_batch)
+        printf("ulysses train: --batch not given: %lld rows per step\n", (long long)c->batch);
+    static const char *const what[NOUT] = {"--log", "--checkpoint", "--plot"};
+    const char *path[NOUT] = {c->log, c->checkpoint, c->plot};
+    for (int i = 0; i < NOUT; i++) {
+        J->out[i].path = path[i];
+        J->out[i].what = what[i];
+        J->out[i].fd = -1;
+    }
+#define STEP(call)                      \
+    do {                                \
+        (void)(call);                   \
+        if ((rc = drv_sync(d)))         \
+            return rc;                  \
+    } while (0)
+    STEP(drv_blas_warmup(d, (int)c->threads));
+    if (c->text) {
+        if ((rc = read_shared(d, "--data", c->data, (size_t)1 << 40, &J->td.bytes, &J->td.len)))
+            return rc;
+        if ((int64_t)J->td.len < c->seq + 1)
+            drv_fail(d, DRV_BADINPUT, "--data %s: %zu bytes, a row needs --seq + 1 = %lld", c->data, J->td.len,
+                     (long long)c->seq + 1);
+        STEP(0);
+    }
+    STEP(train_preflight(J, d));
+    STEP(train_outputs(J, d));
+    if (c->resume && (rc = read_shared(d, "--resume", c->resume, (size_t)1 << 40, &J->img, &J->ilen)))
+        return rc;
+    uly_gpt_config gc;
+    uly_train_opts o;
+    train_gpt(c, &gc, &o);
+    STEP(drv_lib(d, uly_train_create(d->comm, &gc, &o, &J->T), 0, NULL));
+    if (c->resume) {
+        drv_lib(d, uly_train_checkpoint_read(J->T, J->img, J->ilen), 0, "--resume");
+        if (d->code && !d->peer) { /* "--resume: ..." -> "--resume F: ..." */
+            char m[sizeof d->msg];
+            snprintf(m, sizeof m, "--resume %s%s", c->resume, d->msg + strlen("--resume"));
+            snprintf(d->msg, sizeof d->msg, "%s", m);
+        }
+        drv_free(J->img);
+        J->img = NULL;
+        STEP(0);
+    }
+    STEP(train_alloc(J, d));
+    if ((rc = train_run(J, d)))
+        return rc;
+    STEP(train_write(J, d));
+#undef STEP
+    return 0;
 }
 
 int cmd_train(int argc, char **argv)
 {
-    int inited = 0;
-    MPI_Initialized(&inited);
-    if (!inited)
-        MPI_Init(NULL, NULL);
-    int rank = 0, P = 1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &P);
-    int status = train_mpi(argc, argv, rank, P);
-    MPI_Finalize();
-    return status;
+    drv d;
+    if (drv_open(&d, "ulysses train"))
+        return DRV_RUNTIME;
+    train_job J;
+    memset(&J, 0, sizeof J);
+    for (int i = 0; i < NOUT; i++)
+        J.out[i].fd = -1;
+    int code = train_main(&J, &d, argc, argv);
+    job_free(&J);
+    return drv_close(&d, code);
 }

@@ -29,6 +29,7 @@
 #include <stdint.h>
 #include <mpi.h>
 
+#include "agree_table.h"
 #include "base/base.h"
 #include "ulysses.h"
 
@@ -43,6 +44,7 @@ enum { DRV_OK = ULY_EXIT_OK, DRV_RUNTIME = ULY_EXIT_RUNTIME, DRV_BADINPUT = ULY_
 typedef struct drv {
     const char *cmd;       /* "ulysses attn": prefix of every message */
     MPI_Comm comm;         /* private duplicate of MPI_COMM_WORLD, MPI_ERRORS_RETURN */
+    MPI_Comm node;         /* the ranks sharing this node's memory (MPI_COMM_TYPE_SHARED) */
     int rank, size;
     int code;              /* exit status of this rank's first failure; 0: none */
     int peer;              /* this rank only knows that another rank failed */
@@ -83,22 +85,7 @@ void drv_say(const drv *d, const char *fmt, ...) DRV_PRINTF(2, 3);
 
 /* ------------------------------------------------------------ agreement */
 
-typedef enum { DRV_F_INT, DRV_F_FLAG, DRV_F_CHOICE, DRV_F_STR, DRV_F_REAL } drv_field_kind;
-
-/* One option every rank must share: its name as the user types it
- * ("--repeat"), its kind and value (strings are compared by a hash of their
- * text; NULL means "not given"). */
-typedef struct drv_field {
-    const char *name;
-    drv_field_kind kind;
-    int64_t i;                    /* INT, FLAG, CHOICE */
-    const char *s;                /* STR */
-    double r;                     /* REAL (compared bitwise) */
-    const char *const *choices;   /* CHOICE: names, NULL-terminated */
-} drv_field;
-
-enum { DRV_AGREE_MAX = 60 };
-enum { DRV_PARSE_OK = 0, DRV_PARSE_HELP = 1, DRV_PARSE_ERROR = 2 };
+/* drv_field, DRV_AGREE_MAX, DRV_PARSE_*: agree_table.h (the MPI-free part). */
 
 /*
  * The one agreement exchange (collective; one MPI_Allgather, plus one
@@ -116,8 +103,6 @@ enum { DRV_PARSE_OK = 0, DRV_PARSE_HELP = 1, DRV_PARSE_ERROR = 2 };
  */
 int drv_agree(drv *d, int parse, const drv_field *f, int n);
 
-/* 64-bit FNV-1a hash of a string (0 for NULL). */
-uint64_t drv_hash(const char *s);
 
 /* ---------------------------------------------------- atomic output files */
 
@@ -166,8 +151,12 @@ typedef struct drv_mem {
 } drv_mem;
 
 void drv_mem_probe(drv_mem *m);
-/* Local: refuse (exit 2, with the numbers) when need > what the process can
- * get, unless force (then only a warning from this rank). */
+/* Collective (over the ranks of this node): refuse (exit 2, with the
+ * numbers) when need > what this process can get (RLIMIT_AS, RLIMIT_DATA),
+ * or when the needs of all ranks on this node together exceed what the node
+ * has (cgroup memory.max, MemAvailable; $ULYSSES_TEST_MEM_AVAILABLE
+ * replaces MemAvailable, a test aid), unless force (then only a warning
+ * from this rank).  Every rank must call it, even after a local failure. */
 int drv_preflight(drv *d, uint64_t need, const char *breakdown, int force);
 /* OpenMP threads a kernel will use: requested, or the OpenMP default when < 1. */
 int drv_threads(int requested);

@@ -8,6 +8,9 @@
  *   the cgroup v2 memory.max minus memory.current, for this cgroup and every
  *   ancestor (the tightest wins),
  *   MemAvailable of /proc/meminfo.
+ * The rlimits are per process; the cgroup and MemAvailable are shared by
+ * the ranks of a node (MPI_Comm_split_type SHARED), which are compared with
+ * the sum of their needs.
  * Under overcommit every malloc succeeds and the kernel's OOM killer ends the
  * job (or someone else's) later; comparing first turns that into a message.
  */
@@ -25,6 +28,7 @@
 #include <omp.h>
 #endif
 
+#include "base/base.h"
 #include "drv.h"
 
 /* A "Key:   123 kB" line of a /proc file, in bytes; 0 when absent. */
@@ -118,6 +122,11 @@ void drv_mem_probe(drv_mem *m)
     m->data_left = rlimit_left(RLIMIT_DATA, proc_kb("/proc/self/status", "VmData"));
     m->cgroup_left = cgroup_left();
     uint64_t ma = proc_kb("/proc/meminfo", "MemAvailable");
+    /* test aid (doc/reliability.md): pretend the node has this much available */
+    const char *fake = getenv("ULYSSES_TEST_MEM_AVAILABLE");
+    int64_t fv;
+    if (fake && *fake && uly_parse_int(fake, &fv) == 0 && fv > 0)
+        ma = (uint64_t)fv;
     m->mem_available = ma ? ma : UINT64_MAX;
     m->avail = UINT64_MAX;
     m->limit = "none";
@@ -132,24 +141,72 @@ void drv_mem_probe(drv_mem *m)
         }
 }
 
+/* Ranks sharing this node's memory and what they need together
+ * (collective over d->node; 1 and need when there is no node communicator). */
+static int node_need(drv *d, uint64_t need, uint64_t *sum, int *ranks)
+{
+    *sum = need;
+    *ranks = 1;
+    if (d->node == MPI_COMM_NULL)
+        return 0;
+    int e = MPI_Comm_size(d->node, ranks);
+    if (e == MPI_SUCCESS && *ranks > 1) {
+        /* saturating sum: needs are below 2^64 / ranks in any real run, but a
+         * --seq typo must not wrap around */
+        uint64_t mine = need > UINT64_MAX / (uint64_t)*ranks ? UINT64_MAX / (uint64_t)*ranks : need;
+        e = MPI_Allreduce(&mine, sum, 1, MPI_UINT64_T, MPI_SUM, d->node);
+    }
+    return drv_mpi(d, e, "summing the memory needs of the ranks on this node");
+}
+
 int drv_preflight(drv *d, uint64_t need, const char *breakdown, int force)
 {
+    uint64_t sum;
+    int ranks;
+    if (node_need(d, need, &sum, &ranks))
+        return d->code;
     drv_mem m;
     drv_mem_probe(&m);
-    if (need <= m.avail)
-        return 0;
-    char a[32], b[32];
+    /* per process: the rlimits; per node (shared by its ranks): cgroup and MemAvailable */
+    const uint64_t proc_avail = m.as_left < m.data_left ? m.as_left : m.data_left;
+    const uint64_t node_avail = m.cgroup_left < m.mem_available ? m.cgroup_left : m.mem_available;
+    const char *proc_limit = m.as_left < m.data_left ? "RLIMIT_AS (ulimit -v) minus the address space in use"
+                                                     : "RLIMIT_DATA (ulimit -d) minus the data in use";
+    const char *node_limit = m.cgroup_left < m.mem_available ? "cgroup memory.max minus memory.current"
+                                                             : "MemAvailable";
+    char a[32], b[32], c[32];
     drv_bytes(a, sizeof a, need);
-    drv_bytes(b, sizeof b, m.avail);
-    if (force) {
-        fprintf(stderr, "%s: rank %d: warning: this run needs about %s (%s) but the process can get %s (%s); "
-                        "continuing because of --force\n", d->cmd, d->rank, a, breakdown, b, m.limit);
-        return 0;
+    if (need > proc_avail) {
+        drv_bytes(b, sizeof b, proc_avail);
+        if (force) {
+            fprintf(stderr, "%s: rank %d: warning: this run needs about %s (%s) but the process can get %s (%s); "
+                            "continuing because of --force\n", d->cmd, d->rank, a, breakdown, b, proc_limit);
+            return 0;
+        }
+        return drv_fail(d, DRV_BADINPUT,
+                        "not enough memory: this run needs about %s on rank %d (%s) but the process can get %s "
+                        "(%s); use smaller sizes or more ranks, or --force to try anyway",
+                        a, d->rank, breakdown, b, proc_limit);
     }
-    return drv_fail(d, DRV_BADINPUT,
-                    "not enough memory: this run needs about %s on rank %d (%s) but the process can get %s "
-                    "(%s); use smaller sizes or more ranks, or --force to try anyway",
-                    a, d->rank, breakdown, b, m.limit);
+    if (sum > node_avail) {
+        drv_bytes(b, sizeof b, node_avail);
+        drv_bytes(c, sizeof c, sum);
+        char who[96];
+        if (ranks > 1)
+            snprintf(who, sizeof who, "the %d ranks on rank %d's node need about %s together", ranks, d->rank, c);
+        else
+            snprintf(who, sizeof who, "this run needs about %s on rank %d", c, d->rank);
+        if (force) {
+            fprintf(stderr, "%s: rank %d: warning: %s (this rank %s: %s) but the node has %s (%s); continuing "
+                            "because of --force\n", d->cmd, d->rank, who, a, breakdown, b, node_limit);
+            return 0;
+        }
+        return drv_fail(d, DRV_BADINPUT,
+                        "not enough memory: %s (rank %d: %s: %s) but the node has %s (%s); use smaller sizes, "
+                        "more nodes, or --force to try anyway",
+                        who, d->rank, a, breakdown, b, node_limit);
+    }
+    return 0;
 }
 
 /* ------------------------------------------------------------ BLAS warm-up */

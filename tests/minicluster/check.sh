@@ -6,6 +6,8 @@
 #      and the traffic really crossed node0's shaped link: the tbf qdisc sent
 #      at least the plan's bytes from node0's ranks to node1's, and throttled
 #      (overlimits > 0).
+#      The same job with --json, compared with ulysses-sim attn --compare:
+#      the bytes of the 2-node run equal the simulator's, all 8 all-to-alls.
 #   2. Teardown after success, after a failing job (exit status passed
 #      through) and after a job killed by the timeout: no namespace of the run
 #      is left and no process of the job survives.
@@ -42,7 +44,9 @@ check_gone() {
 want=$((65536 * 8 * 4 * 4))
 sh "$mc" --nodes 2 --ppn 2 --rate 100mbit --timeout 120 --exec -- sh -c \
     '$MC_MPIRUN -np 4 "$0" attn --seq 1024 --heads 4 --head-dim 64 --backward --check --repeat 3 --warmup 1 \
-     && tc -s qdisc show dev eth0' "$uly" >"$tmp/run.out" 2>"$tmp/run.err"
+     && tc -s qdisc show dev eth0 \
+     && $MC_MPIRUN -np 4 "$0" attn --seq 1024 --heads 4 --head-dim 64 --backward --repeat 1 --warmup 0 --json >"$1"' \
+    "$uly" "$tmp/run.json" >"$tmp/run.out" 2>"$tmp/run.err"
 rc=$?
 if [ "$rc" -eq 77 ]; then
     cat "$tmp/run.err"
@@ -62,6 +66,15 @@ elif [ "$sent" -gt $((want + want / 4 + 262144)) ]; then
     bad "node0's shaped link sent $sent bytes, far more than the $want planned (other traffic?)"
 fi
 if [ -z "$over" ] || [ "$over" -eq 0 ]; then bad "the 100mbit shaper never throttled (overlimits ${over:-?})"; fi
+# the bytes of the 2-node run against the simulator's for the same job (2
+# GPUs per node, as the hostfile): sim/tests/data/cpu-2x2.json
+"$top_builddir/ulysses-sim" attn --platform "$top_srcdir/sim/tests/data/cpu-2x2.json" --compare "$tmp/run.json" \
+    >"$tmp/cmp.out" 2>&1 || { cat "$tmp/cmp.out"; bad "ulysses-sim attn --compare failed on the 2-node run"; }
+if grep -q 'all-to-alls: run == simulator' "$tmp/cmp.out"; then
+    grep 'all-to-alls: run == simulator' "$tmp/cmp.out"
+else
+    cat "$tmp/cmp.out"; bad "the bytes of the 2-node run differ from the simulator's"
+fi
 check_gone "$tmp/run.err" "after success"
 
 # ---------------------------------------------------------------- 2. failures

@@ -5,9 +5,11 @@
 #   validate-local.sh [--rounds R] [--doc FILE] [--only LABEL-SUBSTRING] [--keep DIR]
 #   validate-local.sh --insert SECTION.md --doc FILE
 #
-# Configurations: 1 node x 2 ranks, 1 node x 4 ranks, 2 nodes x 2 ranks at
-# 1 Gbit/s and at 100 Mbit/s (mini-cluster, tests/minicluster/minicluster.sh;
-# skipped with a message where it cannot run).  For each, R rounds (default
+# Configurations: 1 node x 2 ranks, 1 node x 4 ranks, 2 nodes x 1 rank and
+# 2 nodes x 2 ranks, each at 1 Gbit/s and at 100 Mbit/s (mini-cluster,
+# tests/minicluster/minicluster.sh; skipped with a message where it cannot
+# run).  1 x 2 and 2 x 1 have at most one rank per core of this 2-core
+# machine; 1 x 4 and 2 x 2 put 4 ranks on 2 cores.  For each, R rounds (default
 # 3) of: `ulysses calibrate` on the configuration's ranks and nodes, then
 # `ulysses attn --backward --json` on the same ranks, then
 # `ulysses-sim attn --compare` with that round's platform file.  The table
@@ -68,14 +70,19 @@ trap 'rm -rf "$W"' EXIT
 # Everything inside the loop reads /dev/null: mpirun would otherwise eat the
 # configuration lines from its standard input.
 # The job: non-causal (the kernels' causal rate depends on the diagonal
-# blocks' share, a second shape-dependence), f32, 5 timed repetitions.
-JOB="--seq 2048 --heads 8 --head-dim 64 --backward --repeat 5 --warmup 1 --json"
+# blocks' share, a second shape-dependence), f32, 5 timed repetitions after
+# 6 untimed ones: the all-to-alls' default mode (auto) spends the first 6
+# calls of each kind trying its 3 modes, and `ulysses calibrate` times the
+# mode it then keeps.
+JOB="--seq 2048 --heads 8 --head-dim 64 --backward --repeat 5 --warmup 6 --json"
 CAL="--seq 2048 --head-dim 64 --quick"
 
 configs() {
     cat <<'EOF'
 1 node x 2 ranks|1|2|-
 1 node x 4 ranks|1|4|-
+2 nodes x 1 rank, 1 Gbit/s|2|1|1gbit
+2 nodes x 1 rank, 100 Mbit/s|2|1|100mbit
 2 nodes x 2 ranks, 1 Gbit/s|2|2|1gbit
 2 nodes x 2 ranks, 100 Mbit/s|2|2|100mbit
 EOF
@@ -83,6 +90,7 @@ EOF
 
 : >"$W/rows.jsonl"
 : >"$W/skipped"
+: >"$W/loads"
 start=$(date +%s)
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 bytes_bad=0
@@ -95,7 +103,8 @@ configs | while IFS='|' read -r label nodes ppn rate; do
     while [ "$r" -le "$rounds" ]; do
         cal="$W/cal.json" run="$W/run.json"
         rm -f "$cal" "$run"
-        echo "== $label, round $r/$rounds (load $(cut -d' ' -f1 /proc/loadavg))" >&2
+        l1=$(cut -d' ' -f1 /proc/loadavg)
+        echo "== $label, round $r/$rounds (load $l1)" >&2
         if [ "$nodes" -eq 1 ]; then
             # shellcheck disable=SC2086
             timeout 900 mpirun --oversubscribe -np "$np" "$U" calibrate $CAL --out "$cal" \
@@ -123,6 +132,7 @@ configs | while IFS='|' read -r label nodes ppn rate; do
             mkdir -p "$keep" && tag=$(echo "$label-$r" | tr -c 'A-Za-z0-9\n' '-')
             cp "$cal" "$keep/platform-$tag.json" && cp "$run" "$keep/run-$tag.json"
         fi
+        echo "$label|$l1 $(cut -d' ' -f1 /proc/loadavg)" >>"$W/loads"
         "$S" attn --platform "$cal" --compare "$run" </dev/null >&2
         "$S" attn --platform "$cal" --compare "$run" --format json --label "$label" </dev/null >>"$W/rows.jsonl" ||
             echo "bytes differ: $label round $r" >>"$W/bytes_bad"
@@ -179,6 +189,10 @@ END {
     echo "$(date -u +%Y-%m-%d), $((end - start)) s."
     echo
     cat "$W/table.md"
+    echo
+    echo "Load average (1 min) at the start and end of each round:"
+    awk -F'|' '{ if (!($1 in l)) o[++n] = $1; l[$1] = l[$1] (l[$1] == "" ? "" : ", ") $2 }
+        END { for (i = 1; i <= n; i++) printf "- %s: %s\n", o[i], l[o[i]] }' "$W/loads"
     if [ -s "$W/skipped" ]; then echo; sed 's/^/- /' "$W/skipped"; fi
     cat "$top_srcdir/tests/minicluster/validate-local-notes.md"
 } >"$W/section.md"

@@ -1,0 +1,374 @@
+/*
+ * test_classes.c -- the class engine (one group per class of equivalent
+ * groups, copies counted as link loads) against the full flow-level engine:
+ * every number of a simulated iteration (times, bytes, memory, events) must
+ * be the same bits, on many shapes -- every method, TP/PP/DP/ZeRO
+ * compositions, shared NICs, oversubscribed spines, uneven divisions -- and
+ * on single collectives.  Placements the class engine cannot represent must
+ * fall back (auto) or be refused (classes).
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "usim.h"
+
+static usim_platform load_platform(const char *name)
+{
+    char path[1024];
+    usim_platform p;
+    ck_assert_int_eq(usim_preset_path("platforms", name, path, sizeof path), USIM_OK);
+    ck_assert_msg(usim_platform_load(path, &p) == USIM_OK, "%s", usim_last_error());
+    return p;
+}
+
+static usim_model load_model(const char *name)
+{
+    char path[1024];
+    usim_model m;
+    ck_assert_int_eq(usim_preset_path("models", name, path, sizeof path), USIM_OK);
+    ck_assert_msg(usim_model_load(path, &m) == USIM_OK, "%s", usim_last_error());
+    return m;
+}
+
+/* Same bits: compare doubles as doubles (== also fails on NaN). */
+#define SAME(field) ck_assert_msg(a.field == b.field, "%s: %s: %.17g (full) vs %.17g (classes)", \
+                                  what, #field, (double)a.field, (double)b.field)
+
+typedef struct shape {
+    const char *platform;   /* preset, or "rails2" (2 NICs per 8 GPUs), "over4" (spine 4:1) */
+    const char *model;
+    int gpus, method, sp, tp, pp, dp, ulysses, zero;
+    int64_t seq, layers;
+    int fallback;           /* 1: the class engine cannot represent every collective */
+} shape;
+
+static usim_platform platform_of(const char *name)
+{
+    if (strcmp(name, "rails2") == 0) {
+        usim_platform p = load_platform("dgx-h100");
+        p.nics_per_node = 2;
+        return p;
+    }
+    if (strcmp(name, "a2acall") == 0) {   /* a fixed cost per all-to-all call */
+        usim_platform p = load_platform("dgx-a100-40g");
+        p.a2a_call[USIM_CLASS_NVLINK] = 3000000;
+        p.a2a_call[USIM_CLASS_NIC] = 20000000;
+        return p;
+    }
+    if (strcmp(name, "over4") == 0) {
+        usim_platform p = load_platform("dgx-a100-40g");
+        p.oversub = 4;
+        return p;
+    }
+    return load_platform(name);
+}
+
+static int runs_classes;
+
+static void check_shape(const shape *s)
+{
+    usim_platform p = platform_of(s->platform);
+    usim_model m = load_model(s->model);
+    if (s->seq)
+        m.seq = s->seq;
+    if (s->layers)
+        m.layers = s->layers;
+    usim_job j = {(usim_method)s->method, s->gpus, s->sp, s->tp, s->pp, s->dp, s->ulysses, s->zero,
+                  USIM_RC_FULL, USIM_A2A_DIRECT};
+    char what[200];
+    snprintf(what, sizeof what, "%s %s G=%d %s sp=%d tp=%d pp=%d dp=%d u=%d zero=%d seq=%lld",
+             s->platform, s->model, s->gpus, usim_method_name(s->method), s->sp, s->tp, s->pp,
+             s->dp, s->ulysses, s->zero, (long long)m.seq);
+    usim_result a, b;
+    usim_sim *full = usim_sim_new(&p, s->gpus), *cls = usim_sim_new(&p, s->gpus);
+    ck_assert(full && cls);
+    usim_sim_set_engine(full, USIM_ENGINE_FULL);
+    usim_sim_set_engine(cls, USIM_ENGINE_AUTO);
+    ck_assert_msg(usim_simulate(full, &m, &j, NULL, &a) == USIM_OK, "%s: %s", what, usim_last_error());
+    ck_assert_msg(usim_simulate(cls, &m, &j, NULL, &b) == USIM_OK, "%s: %s", what, usim_last_error());
+    SAME(iter_s);
+    SAME(compute_s);
+    SAME(bubble_s);
+    for (int k = 0; k < USIM_NKIND; k++) {
+        SAME(exposed_s[k]);
+        SAME(comm_s[k]);
+    }
+    for (int k = 0; k < USIM_NCLASS; k++)
+        SAME(sent_bytes[k]);
+    SAME(sp_bytes_layer_fwd);
+    SAME(tflops);
+    SAME(mfu);
+    SAME(mem.total);
+    SAME(mem.activations);
+    SAME(fits);
+    SAME(events);
+    SAME(micro_steps);
+    SAME(collectives_simulated);
+    ck_assert_int_eq(a.coll_classes, 0);
+    ck_assert(a.coll_full > 0);
+    ck_assert_int_eq(a.coll_full, b.coll_full + b.coll_classes);
+    if (s->fallback) {
+        ck_assert_msg(b.coll_full > 0, "%s: expected a fallback", what);
+    } else {
+        ck_assert_msg(b.coll_full == 0 && b.coll_classes > 0,
+                      "%s: %d collectives fell back to the full engine", what, b.coll_full);
+        runs_classes++;
+    }
+    /* the per-GPU byte check: every GPU of a group counts what its class does */
+    for (int g = 0; g < s->gpus; g += s->gpus - 1 > 0 ? s->gpus - 1 : 1) {   /* first and last */
+        double fa[2], fb[2];
+        ck_assert_int_eq(usim_sp_layer_bytes(full, &m, &j, g, fa), USIM_OK);
+        ck_assert_int_eq(usim_sp_layer_bytes(cls, &m, &j, g, fb), USIM_OK);
+        ck_assert_msg(fa[0] == fb[0] && fa[1] == fb[1], "%s: GPU %d layer bytes", what, g);
+    }
+    usim_sim_free(full);
+    usim_sim_free(cls);
+}
+
+enum { UL = USIM_ULYSSES, MS = USIM_MEGATRON_SP, RI = USIM_RING, ZZ = USIM_RING_ZIGZAG,
+       US = USIM_USP, AG = USIM_ALLGATHER_CP };
+
+static const shape shapes[] = {
+    /* every method, DP across nodes (ZeRO groups span nodes, SP groups in one) */
+    {"dgx-a100-40g", "gpt-1.2b", 64, UL, 8, 0, 0, 0, 0, 3, 32768, 2, 0},
+    {"dgx-a100-40g", "gpt-1.2b", 64, MS, 8, 0, 0, 0, 0, 3, 32768, 2, 0},
+    {"dgx-a100-40g", "gpt-1.2b", 64, RI, 8, 0, 0, 0, 0, 3, 32768, 2, 0},
+    {"dgx-a100-40g", "gpt-1.2b", 64, ZZ, 8, 0, 0, 0, 0, 3, 32768, 2, 0},
+    {"dgx-a100-40g", "gpt-1.2b", 64, US, 8, 0, 0, 0, 2, 3, 32768, 2, 0},
+    {"dgx-a100-40g", "gpt-1.2b", 64, AG, 8, 0, 0, 0, 0, 3, 32768, 2, 0},
+    /* SP groups across nodes */
+    {"dgx-a100-40g", "gpt-1.2b", 64, UL, 16, 0, 0, 0, 0, 3, 65536, 2, 0},
+    {"dgx-a100-40g", "gpt-1.2b", 64, RI, 32, 0, 0, 0, 0, 1, 65536, 2, 0},
+    {"dgx-a100-40g", "gpt-1.2b", 64, US, 32, 0, 0, 0, 4, 2, 65536, 2, 0},
+    {"dgx-a100-40g", "gpt-1.2b", 64, AG, 16, 0, 0, 0, 0, 0, 65536, 2, 0},
+    /* TP x SP x DP, PP */
+    {"dgx-a100-40g", "gpt-1.2b", 64, UL, 8, 2, 0, 0, 0, 3, 32768, 2, 0},
+    {"dgx-a100-40g", "gpt-1.2b", 64, US, 8, 2, 0, 0, 2, 1, 32768, 4, 0},
+    {"dgx-a100-40g", "gpt-1.2b", 64, RI, 4, 2, 2, 0, 0, 2, 32768, 4, 0},
+    {"dgx-a100-40g", "gpt-1.2b", 64, UL, 4, 4, 2, 0, 0, 3, 32768, 4, 0},
+    {"dgx-a100-40g", "gpt-1.2b", 64, MS, 4, 0, 4, 0, 0, 0, 32768, 4, 0},
+    /* oversubscribed spine, shared NICs (rails), PCIe platforms */
+    {"over4", "gpt-1.2b", 64, UL, 16, 0, 0, 0, 0, 3, 65536, 2, 0},
+    {"over4", "gpt-1.2b", 64, ZZ, 16, 2, 0, 0, 0, 3, 65536, 2, 0},
+    {"dgx-h100-2to1", "gpt-1.2b", 64, US, 16, 0, 0, 0, 4, 3, 65536, 2, 0},
+    {"rails2", "gpt-1.2b", 64, UL, 16, 0, 0, 0, 0, 3, 65536, 2, 0},
+    {"a2acall", "gpt-1.2b", 64, UL, 16, 0, 0, 0, 0, 3, 65536, 2, 0},
+    {"a2acall", "gpt-1.2b", 64, US, 8, 2, 0, 0, 4, 3, 65536, 2, 0},
+    {"rails2", "gpt-1.2b", 64, MS, 8, 0, 2, 0, 0, 2, 65536, 2, 0},
+    {"rails2", "gpt-1.2b", 64, AG, 4, 2, 0, 0, 0, 1, 65536, 2, 0},
+    {"a100-pcie-4", "gpt-1.2b", 4, UL, 2, 0, 0, 0, 0, 3, 32768, 2, 0},
+    {"l40s-pcie-8", "gpt-1.2b", 8, RI, 4, 0, 0, 0, 0, 3, 32768, 2, 0},
+    {"dgx-a100-40g", "gpt-1.2b", 64, UL, 8, 0, 0, 0, 0, 3, 30001, 2, 0},
+    {"dgx-a100-40g", "gpt-1.2b", 64, ZZ, 16, 0, 0, 0, 0, 3, 30016, 2, 0},
+    /* full-mesh nodes (no NVSwitch), NVLink domains of 72 GPUs over 4-GPU nodes */
+    {"mi300x-8", "gpt-1.2b", 64, UL, 8, 0, 0, 0, 0, 3, 32768, 2, 0},
+    {"mi300x-8", "gpt-1.2b", 64, US, 16, 0, 0, 0, 4, 3, 32768, 2, 0},
+    {"mi300x-8", "gpt-1.2b", 128, MS, 8, 0, 0, 0, 0, 2, 32768, 2, 0},
+    {"gb200-nvl72", "gpt-1.2b", 144, UL, 8, 0, 0, 0, 0, 3, 32768, 2, 0},
+    {"gb200-nvl72", "gpt-1.2b", 144, ZZ, 8, 2, 0, 0, 0, 3, 32768, 2, 1},   /* 16-GPU groups on 72 */
+    /* uneven: heads over the all-to-all, sequence over ranks (ulysses; zigzag methods need 2 x CP equal chunks), GQA */
+    {"dgx-a100-40g", "gpt-1.2b", 48, UL, 12, 0, 0, 0, 0, 3, 30000, 2, 1},
+    {"dgx-a100-40g", "llama-3-8b", 48, US, 24, 0, 0, 0, 3, 3, 50016, 2, 1},
+    {"dgx-a100-40g", "llama-3-8b", 48, ZZ, 12, 2, 0, 0, 0, 2, 49992, 2, 0},
+    /* one ZeRO ring over 128 and 192 GPUs: its light cone */
+    {"dgx-a100-40g", "gpt-1.2b", 128, UL, 8, 0, 0, 0, 0, 3, 32768, 2, 0},
+    {"rails2", "gpt-1.2b", 128, MS, 8, 0, 0, 0, 0, 2, 30001, 2, 0},
+    {"over4", "llama-3-8b", 192, US, 8, 0, 0, 0, 2, 3, 30000, 2, 0},
+    {"dgx-a100-40g", "gpt-1.2b", 128, RI, 16, 0, 0, 0, 0, 0, 32768, 2, 0},
+    /* groups of 12 straddle 8-GPU nodes in two ways: the full engine runs them */
+    {"dgx-a100-40g", "gpt-1.2b", 48, RI, 12, 0, 0, 0, 0, 3, 36000, 2, 1},
+};
+
+START_TEST(test_iteration_equal)
+{
+    check_shape(&shapes[_i]);
+}
+END_TEST
+
+/* Single collectives on many groups: every algorithm and protocol the tuner
+ * may pick, result and per-GPU counters equal. */
+START_TEST(test_collectives_equal)
+{
+    usim_platform plats[4] = {platform_of("dgx-a100-40g"), platform_of("rails2"), platform_of("over4"),
+                              platform_of("mi300x-8")};
+    const int G = 64;
+    int ranks[64];
+    uint64_t pb[16 * 16], ch[16];
+    uint64_t sa[64], sb[64], ra[64], rb[64];
+    for (int pi = 0; pi < 4; pi++)
+        for (int t = 0; t < USIM_NCOLL; t++)
+            for (int stride = 1; stride <= 8; stride *= 2) {
+                int P = t == USIM_SENDRECV ? 2 : 16;
+                if (t == USIM_ALLREDUCE && stride == 1)
+                    P = 8;   /* one node: nvls / ring inside a node */
+                if (stride * P > G)
+                    continue;
+                int NG = G / P;
+                /* group gi position p: GPU p*stride + gi (mod blocks) */
+                for (int gi = 0; gi < NG; gi++)
+                    for (int p = 0; p < P; p++) {
+                        int blk = stride * P, b0 = (gi / stride) * blk, off = gi % stride;
+                        ranks[gi * P + p] = b0 + off + p * stride;
+                    }
+                for (int i = 0; i < P * P; i++)
+                    pb[i] = (uint64_t)(1000003 * (i % 7 + 1)) + (uint64_t)i;
+                for (int i = 0; i < P; i++)
+                    ch[i] = 4000000 + (uint64_t)(i % 3);
+                usim_coll c = {(usim_coll_type)t, NG, P, ranks, pb, ch, 3000000, USIM_ALGO_AUTO,
+                               USIM_PROTO_AUTO};
+                usim_net *na = usim_net_new(&plats[pi], G), *nb = usim_net_new(&plats[pi], G);
+                usim_coll_result a, b;
+                usim_net_set_engine(na, USIM_ENGINE_FULL);
+                usim_net_set_engine(nb, USIM_ENGINE_CLASSES);
+                ck_assert_msg(usim_coll_run(na, &c, &a, sa, ra) == USIM_OK, "%s P=%d stride=%d: %s",
+                              usim_coll_name(c.type), P, stride, usim_last_error());
+                ck_assert_msg(usim_coll_run(nb, &c, &b, sb, rb) == USIM_OK, "%s", usim_last_error());
+                const char *what = usim_coll_name(c.type);
+                SAME(duration);
+                SAME(max_sent[0]);
+                SAME(max_sent[1]);
+                SAME(total_sent);
+                SAME(total_recv);
+                SAME(extrapolated);
+                SAME(algo);
+                SAME(proto);
+                SAME(channels);
+                ck_assert(b.classes && !a.classes);
+                ck_assert(memcmp(sa, sb, sizeof sa) == 0 && memcmp(ra, rb, sizeof ra) == 0);
+                usim_net_free(na);
+                usim_net_free(nb);
+            }
+}
+END_TEST
+
+/* One ring over every GPU (the ZeRO / data-parallel group at TP = PP = 1):
+ * reduced by its light cone.  Even chunks, chunks split unevenly (the first
+ * r larger, as uly_split does), and irregular chunks; every ring type. */
+START_TEST(test_single_ring_equal)
+{
+    usim_platform plats[4] = {platform_of("dgx-a100-40g"), platform_of("rails2"), platform_of("over4"),
+                              platform_of("mi300x-8")};
+    static const int sizes[] = {96, 128};
+    int ranks[256];
+    uint64_t ch[256], sa[256], sb[256];
+    for (int i = 0; i < 256; i++)
+        ranks[i] = i;
+    for (int pi = 0; pi < 4; pi++)
+        for (int si = 0; si < 2; si++)
+            for (int t = USIM_ALLGATHER; t <= USIM_ALLREDUCE; t++)
+                for (int pat = 0; pat < 3; pat++) {
+                    int P = sizes[si];
+                    for (int i = 0; i < P; i++)
+                        ch[i] = pat == 0 ? 3000000 : pat == 1 ? 3000000 + (i < 37 ? 2 : 0)
+                                                              : 3000000 + (uint64_t)((i * 7919) % 5) * 1000;
+                    usim_coll c = {(usim_coll_type)t, 1, P, ranks, NULL, ch, 0, USIM_ALGO_RING,
+                                   USIM_PROTO_SIMPLE};
+                    usim_net *na = usim_net_new(&plats[pi], P), *nb = usim_net_new(&plats[pi], P);
+                    usim_net_set_engine(na, USIM_ENGINE_FULL);
+                    usim_coll_result a, b, cnt;
+                    ck_assert_int_eq(usim_coll_run(na, &c, &a, sa, NULL), USIM_OK);
+                    uint64_t ev_full = usim_net_last_events(na);
+                    ck_assert_int_eq(usim_coll_run(nb, &c, &b, sb, NULL), USIM_OK);
+                    uint64_t ev_cls = usim_net_last_events(nb);
+                    char what[96];
+                    snprintf(what, sizeof what, "%s P=%d pattern %d platform %d", usim_coll_name(c.type),
+                             P, pat, pi);
+                    SAME(duration);
+                    SAME(max_sent[0]);
+                    SAME(max_sent[1]);
+                    SAME(total_sent);
+                    SAME(extrapolated);
+                    ck_assert_msg(memcmp(sa, sb, (size_t)P * sizeof *sa) == 0, "%s: counters", what);
+                    /* the closed-form counters: every chunk crosses P - 1 links per pass */
+                    ck_assert_int_eq(usim_coll_count(nb, &c, &cnt, NULL, NULL), USIM_OK);
+                    uint64_t sum = 0;
+                    for (int i = 0; i < P; i++)
+                        sum += ch[i];
+                    uint64_t want = (uint64_t)(t == USIM_ALLREDUCE ? 2 : 1) * (uint64_t)(P - 1) * sum;
+                    ck_assert(cnt.total_sent == want && a.total_sent == want && a.total_recv == want);
+                    ck_assert(cnt.max_sent[0] == a.max_sent[0] && cnt.max_sent[1] == a.max_sent[1]);
+                    /* and it was reduced: fewer events than the whole ring */
+                    if (pat == 0)
+                        ck_assert_msg(ev_cls < ev_full, "%s: %llu events vs %llu", what,
+                                      (unsigned long long)ev_cls, (unsigned long long)ev_full);
+                    usim_net_free(na);
+                    usim_net_free(nb);
+                }
+}
+END_TEST
+
+/* Asymmetric placements: auto falls back, classes is refused. */
+START_TEST(test_fallback)
+{
+    usim_platform p = platform_of("dgx-a100-40g");
+    int ranks[24];
+    for (int i = 0; i < 24; i++)
+        ranks[i] = i;   /* groups of 12 on 8-GPU nodes: 8 + 4 and 4 + 8 */
+    uint64_t ch[12];
+    for (int i = 0; i < 12; i++)
+        ch[i] = 1 << 20;
+    usim_coll c = {USIM_ALLGATHER, 2, 12, ranks, NULL, ch, 0, USIM_ALGO_AUTO, USIM_PROTO_AUTO};
+    usim_net *n = usim_net_new(&p, 24), *f = usim_net_new(&p, 24);
+    usim_coll_result a, b;
+    usim_net_set_engine(f, USIM_ENGINE_FULL);
+    ck_assert_int_eq(usim_coll_run(n, &c, &a, NULL, NULL), USIM_OK);
+    ck_assert_int_eq(usim_coll_run(f, &c, &b, NULL, NULL), USIM_OK);
+    ck_assert(!a.classes);
+    ck_assert_int_eq(a.duration, b.duration);
+    usim_net_set_engine(n, USIM_ENGINE_CLASSES);
+    ck_assert_int_eq(usim_coll_run(n, &c, &a, NULL, NULL), USIM_EINVAL);
+    ck_assert_ptr_nonnull(strstr(usim_last_error(), "not placed alike"));
+    usim_net_free(n);
+    usim_net_free(f);
+}
+END_TEST
+
+START_TEST(test_pairwise_equal)
+{
+    shape s = {"over4", "gpt-1.2b", 64, UL, 16, 0, 0, 0, 0, 3, 65536, 2, 0};
+    /* the pairwise all-to-all: steps with priorities */
+    usim_platform p = platform_of(s.platform);
+    usim_model m = load_model(s.model);
+    m.seq = s.seq;
+    m.layers = s.layers;
+    usim_job j = {USIM_ULYSSES, 64, 16, 0, 0, 0, 0, 3, USIM_RC_FULL, USIM_A2A_PAIRWISE};
+    usim_sim *full = usim_sim_new(&p, 64), *cls = usim_sim_new(&p, 64);
+    usim_sim_set_engine(full, USIM_ENGINE_FULL);
+    usim_result a, b;
+    ck_assert_int_eq(usim_simulate(full, &m, &j, NULL, &a), USIM_OK);
+    ck_assert_int_eq(usim_simulate(cls, &m, &j, NULL, &b), USIM_OK);
+    const char *what = "pairwise";
+    SAME(iter_s);
+    SAME(exposed_s[USIM_KIND_SP]);
+    SAME(sent_bytes[USIM_CLASS_NIC]);
+    ck_assert_int_eq(b.coll_full, 0);
+    usim_sim_free(full);
+    usim_sim_free(cls);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("classes");
+    TCase *t = tcase_create("equal");
+    tcase_set_timeout(t, 120);
+    tcase_add_loop_test(t, test_iteration_equal, 0, (int)(sizeof shapes / sizeof shapes[0]));
+    tcase_add_test(t, test_collectives_equal);
+    tcase_add_test(t, test_single_ring_equal);
+    tcase_add_test(t, test_fallback);
+    tcase_add_test(t, test_pairwise_equal);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *r = srunner_create(suite());
+    srunner_set_fork_status(r, CK_NOFORK);
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
