@@ -1325,11 +1325,12 @@ static void report_text(attn_job *J, double ffl, double tfl)
     if (c->backward)
         printf(", forward+backward %.2f GFLOP/s", tfl / J->tot_med * 1e-9);
     printf(" (all ranks; 4*pairs*d per head forward, 2.5x backward)\n");
-    printf("\n%-8s %16s %16s %16s %16s   (rank 0, bytes per layer)\n", "call", "sent", "expected sent", "received",
-           "expected recv");
+    const int uly = J->plan.method == ULY_METHOD_ULYSSES, cw = uly ? 6 : 8;
+    printf("\n%-*s %16s %16s %16s %16s   (rank 0, bytes per %s)\n", cw, uly ? "a2a" : "call", "sent", "expected sent",
+           "received", "expected recv", uly ? "call" : "layer");
     for (int w = 0; w < ULY_VOL_COUNT; w++)
         if (kind_shown(J, w))
-            printf("%-8s %16llu %16llu %16llu %16llu\n", uly_vol_name(w), (unsigned long long)(J->vol.sent[w] / (uint64_t)c->repeat),
+            printf("%-*s %16llu %16llu %16llu %16llu\n", cw, uly_vol_name(w), (unsigned long long)(J->vol.sent[w] / (uint64_t)c->repeat),
                (unsigned long long)J->want.sent[w], (unsigned long long)(J->vol.recv[w] / (uint64_t)c->repeat),
                (unsigned long long)J->want.recv[w]);
     printf("measured == expected on every rank: %s\n", J->vol_bad ? "NO" : "yes");
