@@ -307,6 +307,12 @@ typedef struct uly_kernel_opts {
     /* Backward schedule (same bits either way): ULY_BWD_AUTO picks by work
      * items vs threads, see doc/kernels.md. */
     int bwd_pass;
+    /* Called between blocks of work by the thread that called the kernel
+     * (OpenMP thread 0 of the kernel's team), e.g. to progress non-blocking
+     * communication while the kernel runs (uly_dist's overlap); NULL: never.
+     * It must not touch the kernel's tensors; the results do not depend on it. */
+    void (*progress)(void *user);
+    void *progress_user;
 } uly_kernel_opts;
 
 enum { ULY_BWD_AUTO = 0,   /* single pass when the (batch, KV head) items keep the threads busy */

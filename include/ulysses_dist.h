@@ -58,7 +58,29 @@ typedef struct uly_dist_opts {
     size_t max_count;            /* largest element count per MPI call and peer; 0: INT_MAX.
                                     Larger blocks go through large-count datatypes. */
     int a2a_mode;                /* ULY_A2A_AUTO, _PACK, _DATATYPE or _PIPELINE */
+    int overlap;                 /* ULY_OVERLAP_OFF (0), _ON or _AUTO, see below */
+    int overlap_chunks;          /* head chunks per rank with overlap (0: as many as the KV heads
+                                    of the rank with fewest allow, at most ULY_OVERLAP_MAX_CHUNKS) */
 } uly_dist_opts;
+
+/*
+ * Overlap of communication with computation.  Each rank's heads are split
+ * into K chunks along KV-head boundaries (chunk c of rank r: a contiguous
+ * range of its KV heads and the query heads among its own that use them;
+ * K is at most the smallest KV-head count of any rank, so GQA groups are
+ * never split between chunks and no KV head moves twice).  Forward: the
+ * input all-to-all of chunk c+1 (non-blocking per-peer messages) is in
+ * flight while attention computes chunk c, and the output all-to-all of
+ * chunk c while chunk c+1 computes; the kernel calls a progress hook
+ * between blocks so that MPI moves the data meanwhile.  Backward likewise
+ * (dO in; dQ, dK, dV out); it runs chunked exactly when its forward did.
+ * Results are bitwise identical to the non-overlapped path.  With K < 2
+ * (a rank with one KV head, or P = 1) the plain path runs.
+ */
+enum { ULY_OVERLAP_OFF = 0, ULY_OVERLAP_ON = 1,
+       ULY_OVERLAP_AUTO = 2, /* on when K >= 2 (see doc/performance.md for when it pays) */
+       ULY_OVERLAP_MODES = 3 };
+#define ULY_OVERLAP_MAX_CHUNKS 8
 
 typedef struct uly_dist uly_dist;
 
@@ -68,6 +90,14 @@ typedef struct uly_dist uly_dist;
 int uly_dist_create(MPI_Comm comm, const uly_attn_desc *a, const uly_dist_opts *opts,
                     uly_dist **out);
 void uly_dist_free(uly_dist *d);
+
+/* Switch overlap between off and the mode the context was created with, for
+ * the following forwards (and their backwards).  Local: every rank must make
+ * the same switch, or the next forward returns ULY_EMISMATCH on all ranks.
+ * ULY_EINVAL if the context was created with overlap off or mode is unknown. */
+int uly_dist_set_overlap(uly_dist *d, int mode);
+/* Head chunks the overlapped path uses (1: it cannot run, the plain path does). */
+int uly_dist_overlap_chunks(const uly_dist *d);
 
 /* This rank's sequence shard and head range. */
 void uly_dist_shard(const uly_dist *d, int64_t *token_begin, int64_t *token_count);
@@ -104,6 +134,13 @@ void uly_dist_reset_volume(uly_dist *d);
 typedef struct uly_dist_times {
     double fwd_a2a_in, fwd_attn, fwd_a2a_out;
     double bwd_a2a_in, bwd_attn, bwd_a2a_out;
+    /* Whole call, and with overlap: time inside the kernel's progress hook
+     * (MPI moving data while attention runs; not counted in *_attn), and the
+     * number of chunks (1: the plain path ran).  With overlap the a2a times
+     * are the time spent starting and completing the chunk all-to-alls
+     * outside the kernel, so in + attn + out + progress <= wall. */
+    double fwd_wall, bwd_wall, fwd_progress, bwd_progress;
+    int fwd_chunks, bwd_chunks;
 } uly_dist_times;
 void uly_dist_times_get(const uly_dist *d, uly_dist_times *t);
 
@@ -145,6 +182,9 @@ int uly_sp_tokens(const uly_sp *s, int64_t begin[2], int64_t count[2]);
  * o, which must then stay unchanged until uly_sp_bwd returns (as uly_dist). */
 int uly_sp_fwd(uly_sp *s, const void *q, const void *k, const void *v, void *o);
 int uly_sp_bwd(uly_sp *s, const void *dout, void *dq, void *dk, void *dv);
+/* The Ulysses context inside (ulysses: over all ranks; usp: the group's),
+ * owned by s; NULL for ring, zigzag and allgather. */
+uly_dist *uly_sp_dist(const uly_sp *s);
 /* The log-sum-exp of the last successful forward, laid out as
  * uly_plan_lse_layout says for this rank (NULL before a forward). */
 const void *uly_sp_lse(const uly_sp *s);

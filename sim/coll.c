@@ -81,6 +81,8 @@ typedef struct gen {
     uint64_t *sent, *recv, *sent_cls;   /* per GPU, payload bytes over the full pattern */
     int err;
     int nocount;        /* store only (the counters are filled in closed form) */
+    /* counters without per-GPU arrays (sent == NULL): maxima and totals */
+    uint64_t dmax[USIM_NCLASS], dsent, drecv;
     int skipcount;      /* count nothing (the caller has the counters) */
     /* ring light cone (gen_ring_cone): node block of each stored transfer,
      * and whether a block represents a class (its times count) */
@@ -92,9 +94,24 @@ typedef struct gen {
 
 /* Count a transfer of payload bytes src -> dst and, within the window, store
  * it with dependencies d0, d1.  Returns its index, or -1 if not stored. */
+static int count_arrays(gen *g)
+{
+    size_t G = (size_t)usim_net_gpus(g->net);
+    g->sent = usim_calloc(G, sizeof *g->sent);
+    g->recv = usim_calloc(G, sizeof *g->recv);
+    g->sent_cls = usim_calloc(G * USIM_NCLASS, sizeof *g->sent_cls);
+    if (!g->sent || !g->recv || !g->sent_cls) {
+        free(g->sent); free(g->recv); free(g->sent_cls);
+        g->sent = g->recv = g->sent_cls = NULL;
+        g->err = USIM_ENOMEM;
+        return USIM_ENOMEM;
+    }
+    return USIM_OK;
+}
+
 static void count(gen *g, int src, int dst, uint64_t payload)
 {
-    if (src == dst)
+    if (src == dst || g->err || (!g->sent && count_arrays(g)))
         return;
     if (src >= 0) {
         int cls = usim_net_class(g->net, src, dst);
@@ -252,7 +269,8 @@ static uint64_t cyc(const uint64_t *pre, int P, int j0, int len)
  * across nodes the ch-th directed Walecki path. */
 static void ring_perm(usim_net *net, const geo *G, int C, int ch, int *perm)
 {
-    int gl = G->g, mesh = usim_net_full_mesh(net) && C > 1;
+    /* as gen_ring: Walecki paths across nodes only for an even g */
+    int gl = G->g, mesh = usim_net_full_mesh(net) && C > 1 && (G->N == 1 || G->g % 2 == 0);
     for (int l = 0; l < gl; l++)
         perm[l] = mesh ? walecki(gl, ch, l) : (ch + l) % gl;
 }
@@ -268,11 +286,12 @@ static int count_ring(gen *g, int gi, const geo *G, int C)
     const usim_coll *c = g->c;
     int P = c->size, gl = C == 1 ? 1 : G->g;
     const int *rk = c->ranks + (size_t)gi * P;
-    uint64_t *q = usim_malloc((size_t)P * sizeof *q);
+    uint64_t *q = usim_malloc((size_t)P * sizeof *q), *T = usim_malloc((size_t)C * sizeof *T);
     unsigned *rm = usim_malloc((size_t)P * sizeof *rm);
-    int *perm = usim_malloc((size_t)gl * sizeof *perm);
-    if (!q || !rm || !perm) {
-        free(q); free(rm); free(perm);
+    int *perm = usim_malloc((size_t)C * gl * sizeof *perm);
+    uint64_t *acc = usim_calloc((size_t)gl * USIM_NCLASS, sizeof *acc);
+    if (!q || !T || !rm || !perm || !acc) {
+        free(q); free(T); free(rm); free(perm); free(acc);
         return usim_set_error(USIM_ENOMEM, "out of memory");
     }
     uint64_t sq = 0;
@@ -281,40 +300,60 @@ static int count_ring(gen *g, int gi, const geo *G, int C)
         rm[p] = (unsigned)(c->chunk_bytes[p] % (uint64_t)C);
         sq += q[p];
     }
-    int rs = c->type == USIM_REDUCE_SCATTER, ag = c->type == USIM_ALLGATHER;
     for (int ch = 0; ch < C; ch++) {
-        uint64_t T = sq;
+        T[ch] = sq;
         for (int p = 0; p < P; p++)
-            T += (unsigned)ch < rm[p];
+            T[ch] += (unsigned)ch < rm[p];
         if (C == 1)
             perm[0] = 0;
         else
-            ring_perm(g->net, G, C, ch, perm);
-        /* ring index i = b gl + l is position pos[b gl + perm[l]] */
-        for (int b = 0, i = 0; i < P; b++)
-            for (int l = 0; l < gl; l++, i++) {
-                int pi = G->pos[b * gl + perm[l]];
-                int pn = i + 1 == P ? G->pos[perm[0]]
-                       : l + 1 == gl ? G->pos[(b + 1) * gl + perm[0]] : G->pos[b * gl + perm[l + 1]];
+            ring_perm(g->net, G, C, ch, perm + (size_t)ch * gl);
+    }
+    int rs = c->type == USIM_REDUCE_SCATTER, ag = c->type == USIM_ALLGATHER;
+    int direct = !g->sent;   /* maxima and totals only: per block, no per-GPU arrays */
+    int nb = P / gl;
+    for (int b = 0; b < nb; b++) {
+        for (int ch = 0; ch < C; ch++) {
+            const int *pm = perm + (size_t)ch * gl;
+            /* ring index i = b gl + l is position pos[b gl + pm[l]] */
+            for (int l = 0; l < gl; l++) {
+                int i = b * gl + l;
+                int pi = G->pos[b * gl + pm[l]];
+                int pn = i + 1 == P ? G->pos[pm[0]]
+                       : l + 1 == gl ? G->pos[(b + 1) * gl + pm[0]] : G->pos[b * gl + pm[l + 1]];
                 uint64_t ai = q[pi] + ((unsigned)ch < rm[pi]), an = q[pn] + ((unsigned)ch < rm[pn]);
-                uint64_t by = rs ? T - ai : ag ? T - an : 2 * T - ai - an;
+                uint64_t by = rs ? T[ch] - ai : ag ? T[ch] - an : 2 * T[ch] - ai - an;
                 int src = rk[pi], dst = rk[pn];
+                if (src == dst)
+                    continue;
                 /* inside a block both ends are in one NVLink domain: NVLink */
                 int cl = C > 1 && l + 1 < gl ? USIM_CLASS_NVLINK : usim_net_class(g->net, src, dst);
-                if (src != dst) {
+                if (direct) {
+                    acc[(size_t)pm[l] * USIM_NCLASS + cl] += by;
+                    g->dsent += by;
+                    g->drecv += by;
+                } else {
                     g->sent[src] += by;
                     g->sent_cls[(size_t)src * USIM_NCLASS + cl] += by;
                     g->recv[dst] += by;
                 }
             }
+        }
+        if (direct)   /* block b's GPUs are complete: every channel visited them */
+            for (size_t x = 0; x < (size_t)gl * USIM_NCLASS; x++) {
+                if (acc[x] > g->dmax[x % USIM_NCLASS])
+                    g->dmax[x % USIM_NCLASS] = acc[x];
+                acc[x] = 0;
+            }
     }
-    free(q); free(rm); free(perm);
+    free(q); free(T); free(rm); free(perm); free(acc);
     return USIM_OK;
 }
 
 static int gen_ring(gen *g, int gi, const geo *G, int C)
 {
-    int mesh = usim_net_full_mesh(g->net) && C > 1;
+    /* full mesh: strides inside one node, Walecki paths (even g) across nodes */
+    int mesh = usim_net_full_mesh(g->net) && C > 1 && (G->N == 1 || G->g % 2 == 0);
     if (g->window == 0 && !g->build && g->skipcount)
         return USIM_OK;
     if (g->window == 0 && !g->build && !(mesh && G->N == 1))   /* not the stride rings */
@@ -960,7 +999,8 @@ static int build_loads(usim_net *n, const cls *k, const usim_xfer *x, int nx, us
             e[ne++] = (load_ent){kind, k->pos[h], links[i], 1};
         }
     }
-    qsort(e, ne, sizeof *e, ent_cmp);
+    if (ne > 0)   /* none when every link is a mesh link */
+        qsort(e, ne, sizeof *e, ent_cmp);
     size_t m = 0;
     for (size_t i = 0; i < ne; i++) {
         if (m > 0 && ent_cmp(&e[m - 1], &e[i]) == 0)
@@ -1071,21 +1111,16 @@ static int generate(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, 
 {
     memset(r, 0, sizeof *r);
     *steps = 0;
-    int P = c->size, NG = k->on ? 1 : c->ngroups, G = usim_net_gpus(n);
+    int P = c->size, NG = k->on ? 1 : c->ngroups;
     memset(g, 0, sizeof *g);
     g->net = n;
     g->c = c;
     g->build = build;
-    g->skipcount = skipcount;
     g->window = INT_MAX;
     g->wire = usim_proto_wire(p);
-    if (!skipcount) {
-        g->sent = usim_calloc((size_t)G, sizeof *g->sent);
-        g->recv = usim_calloc((size_t)G, sizeof *g->recv);
-        g->sent_cls = usim_calloc((size_t)G * USIM_NCLASS, sizeof *g->sent_cls);
-        if (!g->sent || !g->recv || !g->sent_cls)
-            return usim_set_error(USIM_ENOMEM, "out of memory counting a collective");
-    }
+    g->skipcount = skipcount == 1;
+    if (!skipcount && count_arrays(g))   /* 2: arrays only if a count needs them */
+        return usim_set_error(USIM_ENOMEM, "out of memory counting a collective");
     r->algo = a;
     r->proto = p;
     r->channels = 1;
@@ -1207,13 +1242,18 @@ static void finish_counts(usim_net *n, const usim_coll *c, const cls *k, const g
                           usim_coll_result *r, uint64_t *sent, uint64_t *recv)
 {
     int G = usim_net_gpus(n);
-    for (int i = 0; i < G; i++) {
+    for (int i = 0; g->sent && i < G; i++) {
         r->total_sent += g->sent[i];
         r->total_recv += g->recv[i];
         for (int q = 0; q < USIM_NCLASS; q++)
             if (g->sent_cls[(size_t)i * USIM_NCLASS + q] > r->max_sent[q])
                 r->max_sent[q] = g->sent_cls[(size_t)i * USIM_NCLASS + q];
     }
+    r->total_sent += g->dsent;
+    r->total_recv += g->drecv;
+    for (int q = 0; q < USIM_NCLASS; q++)
+        if (g->dmax[q] > r->max_sent[q])
+            r->max_sent[q] = g->dmax[q];
     if (k->on) {
         r->total_sent *= (uint64_t)c->ngroups;
         r->total_recv *= (uint64_t)c->ngroups;
@@ -1224,6 +1264,10 @@ static void finish_counts(usim_net *n, const usim_coll *c, const cls *k, const g
         const uint64_t *in = z ? g->recv : g->sent;
         if (!out)
             continue;
+        if (!in) {   /* nothing counted per GPU (no transfer) */
+            memset(out, 0, (size_t)G * sizeof *out);
+            continue;
+        }
         memcpy(out, in, (size_t)G * sizeof *out);
         if (k->on)
             for (size_t i = (size_t)P; i < (size_t)c->ngroups * P; i++)
@@ -1248,7 +1292,7 @@ static int count_as(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, 
 {
     gen g;
     int steps;
-    int rc = generate(n, c, k, a, p, r, &g, 0, &steps, 0);
+    int rc = generate(n, c, k, a, p, r, &g, 0, &steps, sent || recv ? 0 : 2);
     if (!rc)
         finish_counts(n, c, k, &g, r, sent, recv);
     gen_free(&g);

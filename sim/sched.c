@@ -237,13 +237,50 @@ int usim_graph_exposed(const usim_graph *g, usim_time end, double out[USIM_NKIND
     if (!pts)
         return usim_set_error(USIM_ENOMEM, "out of memory");
     int np = 0;
-    for (int i = 0; i < n; i++) {
-        pts[np++] = g->ops[i].start;
-        pts[np++] = g->ops[i].end;
+    /* The instants in order: each stream runs its operations one after
+     * another, so its (start, end) sequence is already sorted and a merge of
+     * the streams replaces a sort (the same list). */
+    int at[USIM_NSTREAM] = {0}, sorted = 1;
+    for (int st = 0; st < USIM_NSTREAM; st++)
+        for (int k = 0; k + 1 < 2 * g->nsq[st] && sorted; k++) {
+            const usim_op *a = &g->ops[g->sq[st][k / 2]], *b = &g->ops[g->sq[st][(k + 1) / 2]];
+            sorted = (k % 2 ? b->start >= a->end : a->end >= a->start);
+        }
+    if (sorted) {
+        pts[np++] = 0;
+        for (;;) {
+            int best = -1;
+            usim_time bt = 0;
+            for (int st = 0; st < USIM_NSTREAM; st++) {
+                if (at[st] >= 2 * g->nsq[st])
+                    continue;
+                const usim_op *o = &g->ops[g->sq[st][at[st] / 2]];
+                usim_time t = at[st] % 2 ? o->end : o->start;
+                if (best < 0 || t < bt) {
+                    best = st;
+                    bt = t;
+                }
+            }
+            if (best < 0)
+                break;
+            pts[np++] = bt;
+            at[best]++;
+        }
+        pts[np++] = end;
+        for (int i = np - 1; i > 0 && pts[i] < pts[i - 1]; i--) {   /* end in its place */
+            usim_time t = pts[i];
+            pts[i] = pts[i - 1];
+            pts[i - 1] = t;
+        }
+    } else {
+        for (int i = 0; i < n; i++) {
+            pts[np++] = g->ops[i].start;
+            pts[np++] = g->ops[i].end;
+        }
+        pts[np++] = 0;
+        pts[np++] = end;
+        qsort(pts, (size_t)np, sizeof *pts, cmp_time);
     }
-    pts[np++] = 0;
-    pts[np++] = end;
-    qsort(pts, (size_t)np, sizeof *pts, cmp_time);
     int u = 0;
     for (int i = 0; i < np; i++)
         if (u == 0 || pts[i] != pts[u - 1])

@@ -394,6 +394,81 @@ int uly_comm_alltoall_pipelined(uly_comm *c, const void *sbuf, const size_t *sco
     return code;
 }
 
+/* ------------------------------------------------- non-blocking pieces */
+
+int uly_comm_nb_init(uly_comm_nb *q, int cap)
+{
+    q->n = 0;
+    q->cap = cap > 0 ? cap : 1;
+    q->req = uly_malloc((size_t)q->cap * sizeof *q->req);
+    if (!q->req) {
+        q->cap = 0;
+        return uly_set_error(ULY_ENOMEM, "cannot allocate %d request handles", cap);
+    }
+    return ULY_OK;
+}
+
+void uly_comm_nb_free(uly_comm_nb *q)
+{
+    for (int x = 0; x < q->n; x++)
+        if (q->req[x] != MPI_REQUEST_NULL) {
+            MPI_Cancel(&q->req[x]);
+            MPI_Request_free(&q->req[x]);
+        }
+    uly_free(q->req);
+    q->req = NULL;
+    q->n = q->cap = 0;
+}
+
+size_t uly_comm_nb_pieces(const uly_comm *c, size_t n)
+{
+    return (n + c->max_count - 1) / c->max_count;
+}
+
+int uly_comm_nb_post(uly_comm *c, uly_comm_nb *q, int recv, void *buf, size_t n, size_t elem_size, int peer,
+                     int tag)
+{
+    if (uly_comm_nb_pieces(c, n) > (size_t)(q->cap - q->n))
+        return uly_set_error(ULY_EOVERFLOW, "non-blocking all-to-all: more than %d messages outstanding", q->cap);
+    MPI_Datatype base = elem_size == 8 ? MPI_DOUBLE : MPI_FLOAT;
+    for (size_t done = 0; done < n;) {
+        size_t k = n - done < c->max_count ? n - done : c->max_count;
+        char *p = (char *)buf + done * elem_size;
+        int e = recv ? MPI_Irecv(p, (int)k, base, peer, tag, c->comm, &q->req[q->n])
+                     : MPI_Isend(p, (int)k, base, peer, tag, c->comm, &q->req[q->n]);
+        if (e != MPI_SUCCESS)
+            return mpi_fail(e, recv ? "MPI_Irecv" : "MPI_Isend");
+        q->n++;
+        done += k;
+    }
+    return ULY_OK;
+}
+
+int uly_comm_nb_test(uly_comm_nb *q, int *done)
+{
+    int flag = 1;
+    if (q->n > 0) {
+        int e = MPI_Testall(q->n, q->req, &flag, MPI_STATUSES_IGNORE);
+        if (e != MPI_SUCCESS)
+            return mpi_fail(e, "MPI_Testall");
+        if (flag)
+            q->n = 0;
+    }
+    *done = flag;
+    return ULY_OK;
+}
+
+int uly_comm_nb_wait(uly_comm_nb *q)
+{
+    if (q->n == 0)
+        return ULY_OK;
+    int e = MPI_Waitall(q->n, q->req, MPI_STATUSES_IGNORE);
+    if (e != MPI_SUCCESS)
+        return mpi_fail(e, "MPI_Waitall");
+    q->n = 0;
+    return ULY_OK;
+}
+
 int uly_comm_max_over_ranks(uly_comm *c, double *x, int n)
 {
     MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_MAX, c->comm), "MPI_Allreduce (max)");

@@ -82,6 +82,32 @@ ULY_INTERNAL int uly_comm_alltoall_pipelined(uly_comm *c, const void *sbuf, cons
                                              void (*pack)(void *user, int peer),
                                              void (*unpack)(void *user, int peer), void *user);
 
+/*
+ * Non-blocking all-to-all pieces (uly_dist's overlap of communication with
+ * computation): a set of outstanding messages with room reserved up front,
+ * so that posting never allocates in the middle of a collective exchange.
+ */
+typedef struct uly_comm_nb {
+    MPI_Request *req;
+    int n, cap;
+} uly_comm_nb;
+/* Reserve room for cap messages (local). */
+ULY_INTERNAL int uly_comm_nb_init(uly_comm_nb *q, int cap);
+/* Release q; messages still outstanding are cancelled first. */
+ULY_INTERNAL void uly_comm_nb_free(uly_comm_nb *q);
+/* Messages of n elements take this many MPI messages (count limit). */
+ULY_INTERNAL size_t uly_comm_nb_pieces(const uly_comm *c, size_t n);
+/* Start receiving (recv = 1) or sending n elements of elem_size (4 or 8)
+ * bytes at buf from / to peer with tag, in pieces of at most the count
+ * limit (same order on both sides).  n = 0 posts nothing. */
+ULY_INTERNAL int uly_comm_nb_post(uly_comm *c, uly_comm_nb *q, int recv, void *buf, size_t n, size_t elem_size,
+                                  int peer, int tag);
+/* Let MPI progress q's messages (MPI_Testall); *done = 1 once all completed
+ * (q is then empty). */
+ULY_INTERNAL int uly_comm_nb_test(uly_comm_nb *q, int *done);
+/* Complete every message of q (q is empty afterwards). */
+ULY_INTERNAL int uly_comm_nb_wait(uly_comm_nb *q);
+
 /* x[0..n) = the maximum over ranks, in place (collective). */
 ULY_INTERNAL int uly_comm_max_over_ranks(uly_comm *c, double *x, int n);
 

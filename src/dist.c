@@ -11,12 +11,28 @@
  * With B = 1 the head side is contiguous and is handed to MPI directly (no
  * copy): the receive of sequence -> heads and the send of heads -> sequence.
  */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "comm.h"
 #include "internal.h"
 #include "ulysses_dist.h"
+
+/* One tensor of a chunk's non-blocking all-to-all: where it lands. */
+typedef struct ovl_part {
+    char *out;          /* destination tensor */
+    comm_block *recv;   /* (P) blocks of out, by source rank */
+    size_t *roff;       /* (P) offset of each source's block in rstage */
+    char *rstage;       /* NULL: received in place */
+} ovl_part;
+
+/* A chunk's all-to-all in flight: up to three tensors (Q, K, V or dQ, dK, dV). */
+typedef struct ovl_op {
+    int n;
+    ovl_part part[3];
+    uly_comm_nb q;
+} ovl_op;
 
 struct uly_dist {
     uly_comm *c;
@@ -44,6 +60,21 @@ struct uly_dist {
     void *expanded;            /* (B,n_r,H,d): per-query-head KV grads before the fold */
     void *owned;               /* the single allocation behind the buffers above */
     int64_t *docs;             /* own copy of the document offsets, or NULL */
+    /* overlap of communication with computation (see ulysses_dist.h) */
+    int ovl_mode;              /* ULY_OVERLAP_* for the next forward */
+    int K;                     /* head chunks per rank (1: the chunked path cannot run) */
+    int64_t *cqb, *cqc;        /* (K*P) chunk c of rank s: query heads [cqb, +cqc), at c*P + s */
+    int64_t *ckb, *ckc;        /* (K*P) the KV heads of that chunk */
+    int64_t *cqo, *cko;        /* (K) this rank's chunk c: head offset in its head-side buffers */
+    size_t ost_seq, ost_head;  /* staging elements per tensor: sequence side, head side */
+    char *ostage;              /* (2 ops x 3 tensors x (ost_seq + ost_head)) */
+    void *lse_ch;              /* B > 1: the LSE chunk by chunk, (B, cqc, N) each */
+    void *expanded2;           /* replicated KV: dV's per-query-head gradients */
+    void *ovl_owned;           /* the allocation behind the overlap buffers */
+    ovl_op op[2];              /* [0] an input all-to-all, [1] an output one */
+    int ovl_err;               /* first error of the progress hook */
+    double t_prog;             /* time inside the progress hook */
+    int fwd_chunked;           /* the last forward ran chunked: its backward does too */
     int have_fwd;
     uint64_t calls;
     uly_volume vol;
@@ -176,26 +207,39 @@ static int auto_record(uly_dist *D, int which, int mode, double secs)
     return ULY_OK;
 }
 
-static int a2a_move(uly_dist *D, int which, int to_heads, const char *in, int64_t Hx, const int64_t *hbeg,
-                    const int64_t *hcnt, char *out)
+/* Both sides' blocks of one all-to-all for every peer (see a2a_move), the
+ * byte counters, and the copy of the own block; *send_inplace and
+ * *recv_inplace say whether every peer's block of that side is contiguous. */
+static void a2a_blocks(uly_dist *D, int which, int to_heads, const char *in, int64_t Hx, const int64_t *hbeg,
+                       const int64_t *hcnt, char *out, comm_block *send, comm_block *recv, int *send_inplace,
+                       int *recv_inplace)
 {
     const int P = D->P, r = D->rank;
     const size_t es = D->es;
-    comm_block *send = D->sbk, *recv = D->rbk;
-    int send_inplace = 1, recv_inplace = 1;
+    *send_inplace = *recv_inplace = 1;
     for (int s = 0; s < P; s++) {
         comm_block sq = seq_block(D, s, Hx, hbeg, hcnt), hd = head_block(D, s, hcnt[r]);
         send[s] = to_heads ? sq : hd;
         recv[s] = to_heads ? hd : sq;
         if (s == r)
             continue;
-        send_inplace &= block_contiguous(&send[s]);
-        recv_inplace &= block_contiguous(&recv[s]);
+        *send_inplace &= block_contiguous(&send[s]);
+        *recv_inplace &= block_contiguous(&recv[s]);
         D->vol.sent[which] += block_elems(&send[s]) * es;
         D->vol.recv[which] += block_elems(&recv[s]) * es;
     }
     if (D->nc[r] > 0)
         copy_block(out, &recv[r], in, &send[r], es);
+}
+
+static int a2a_move(uly_dist *D, int which, int to_heads, const char *in, int64_t Hx, const int64_t *hbeg,
+                    const int64_t *hcnt, char *out)
+{
+    const int P = D->P, r = D->rank;
+    const size_t es = D->es;
+    comm_block *send = D->sbk, *recv = D->rbk;
+    int send_inplace, recv_inplace;
+    a2a_blocks(D, which, to_heads, in, Hx, hbeg, hcnt, out, send, recv, &send_inplace, &recv_inplace);
     comm_block self_s = send[r], self_r = recv[r];
     send[r].rows = recv[r].rows = 0; /* the own block does not go through MPI */
     int rc;
@@ -326,6 +370,12 @@ void uly_dist_free(uly_dist *D)
 {
     if (!D)
         return;
+    for (int i = 0; i < 2; i++)
+        uly_comm_nb_free(&D->op[i].q); /* before the communicator goes */
+    uly_free(D->cqb);
+    uly_free(D->ovl_owned);
+    uly_free(D->op[0].part[0].recv);
+    uly_free(D->op[0].part[0].roff);
     uly_comm_close(D->c);
     uly_free(D->nb);
     uly_free(D->sc);
@@ -333,6 +383,108 @@ void uly_dist_free(uly_dist *D)
     uly_free(D->owned);
     uly_free(D->docs);
     uly_free(D);
+}
+
+/* Sum of cnt[s] over s != r. */
+static int64_t sum_others(const int64_t *cnt, int P, int r)
+{
+    int64_t t = 0;
+    for (int s = 0; s < P; s++)
+        t += s == r ? 0 : cnt[s];
+    return t;
+}
+
+/*
+ * The chunk tables and buffers of the overlapped path.  Chunk c of rank s
+ * takes KV heads uly_split(kc[s], K, c) of its own and the query heads of
+ * [hb[s], +hc[s]) that use them; K is the smallest KV-head count over the
+ * ranks (capped by the option), so every chunk of every rank is non-empty.
+ */
+static int ovl_alloc(uly_dist *D)
+{
+    const int P = D->P, r = D->rank;
+    const int64_t B = D->a.batch, N = D->a.seq, d = D->a.head_dim, g = D->a.heads / D->a.kv_heads;
+    int64_t K = D->o.overlap_chunks ? D->o.overlap_chunks : ULY_OVERLAP_MAX_CHUNKS;
+    for (int s = 0; s < P; s++)
+        if (D->kc[s] < K)
+            K = D->kc[s];
+    D->K = K < 2 ? 1 : (int)K;
+    if (D->K < 2)
+        return ULY_OK; /* nothing to chunk: the plain path runs */
+    D->cqb = uly_calloc((size_t)(4 * K * P + 2 * K), sizeof(int64_t));
+    if (!D->cqb)
+        return uly_set_error(ULY_ENOMEM, "cannot allocate the overlap chunk tables");
+    D->cqc = D->cqb + K * P; D->ckb = D->cqc + K * P; D->ckc = D->ckb + K * P;
+    D->cqo = D->ckc + K * P; D->cko = D->cqo + K;
+    for (int s = 0; s < P; s++)
+        for (int c = 0; c < K; c++) {
+            int64_t ub, uc;
+            uly_split(D->kc[s], (int)K, c, &ub, &uc);
+            int64_t kb = D->kb[s] + ub, q0 = kb * g, q1 = (kb + uc) * g;
+            if (q0 < D->hb[s])
+                q0 = D->hb[s];
+            if (q1 > D->hb[s] + D->hc[s])
+                q1 = D->hb[s] + D->hc[s];
+            D->ckb[c * P + s] = kb;
+            D->ckc[c * P + s] = uc;
+            D->cqb[c * P + s] = q0;
+            D->cqc[c * P + s] = q1 - q0;
+        }
+    for (int c = 1; c < K; c++) {
+        D->cqo[c] = D->cqo[c - 1] + D->cqc[(c - 1) * P + r];
+        D->cko[c] = D->cko[c - 1] + D->ckc[(c - 1) * P + r];
+    }
+    /* staging per tensor: the sequence side (packed blocks of every peer's
+     * chunk heads) and, when B > 1, the head side (other ranks' tokens) */
+    int64_t seq = 0, head = 0, big = 0;
+    const int64_t n_r = D->nc[r];
+    for (int c = 0; c < K; c++) {
+        const int64_t *cnt[2] = {D->cqc + c * P, D->ckc + c * P};
+        for (int x = 0; x < 2; x++) {
+            int64_t sq = B * n_r * d * sum_others(cnt[x], P, r), hd = B * (N - n_r) * d * cnt[x][r];
+            seq = sq > seq ? sq : seq;
+            head = hd > head ? hd : head;
+            big = B * N * d * cnt[x][r] > big ? B * N * d * cnt[x][r] : big;
+        }
+    }
+    big = seq > big ? seq : big;
+    D->ost_seq = usz(seq);
+    D->ost_head = B > 1 ? usz(head) : 0;
+    const int64_t h_r = D->hc[r];
+    size_t stage = 6 * (D->ost_seq + D->ost_head) * D->es;
+    size_t lse = B > 1 ? usz(B * h_r * N) * D->es : 0;
+    size_t exp2 = D->rep ? usz(B * n_r * D->a.heads * d) * D->es : 0;
+    stage = (stage + 63) / 64 * 64;
+    lse = (lse + 63) / 64 * 64;
+    D->ovl_owned = uly_malloc(stage + lse + exp2 + 1);
+    const size_t pieces = uly_comm_nb_pieces(D->c, usz(big));
+    const int64_t cap = 3 * 2 * (int64_t)(P - 1) * (int64_t)(pieces ? pieces : 1);
+    int rc = ULY_OK;
+    if (!D->ovl_owned)
+        return uly_set_error(ULY_ENOMEM, "cannot allocate %zu bytes of overlap staging", stage + lse + exp2);
+    if (cap > INT_MAX / 2)
+        return uly_set_error(ULY_EOVERFLOW, "overlap: too many messages per all-to-all (%lld)", (long long)cap);
+    D->ostage = D->ovl_owned;
+    D->lse_ch = lse ? D->ostage + stage : NULL;
+    D->expanded2 = exp2 ? D->ostage + stage + lse : NULL;
+    /* per op and tensor: receive blocks and stage offsets, from the scratch below */
+    comm_block *blk = uly_calloc(6 * (size_t)P, sizeof *blk);
+    size_t *off = uly_calloc(6 * (size_t)P, sizeof *off);
+    if (!blk || !off) {
+        uly_free(blk);
+        uly_free(off);
+        return uly_set_error(ULY_ENOMEM, "cannot allocate overlap block tables");
+    }
+    D->op[0].part[0].recv = blk; /* owns blk; part[0].roff of op 0 owns off */
+    D->op[0].part[0].roff = off;
+    for (int i = 0; i < 2; i++)
+        for (int t = 0; t < 3; t++) {
+            D->op[i].part[t].recv = blk + (size_t)(i * 3 + t) * P;
+            D->op[i].part[t].roff = off + (size_t)(i * 3 + t) * P;
+        }
+    for (int i = 0; i < 2 && !rc; i++)
+        rc = uly_comm_nb_init(&D->op[i].q, (int)cap);
+    return rc;
 }
 
 /* Carve the buffers of a context out of one allocation. */
@@ -398,15 +550,17 @@ static int dist_alloc(uly_dist *D)
                         &D->sstage, &D->rstage, &D->expanded};
     for (int i = 0; i < 12; i++)
         *slots[i] = sizes[i][4] ? base + off[i] : NULL;
-    return ULY_OK;
+    D->K = 1;
+    D->ovl_mode = D->o.overlap;
+    return D->o.overlap != ULY_OVERLAP_OFF && P > 1 ? ovl_alloc(D) : ULY_OK;
 }
 
 /* The configuration every rank must share, with names for the messages. */
-enum { NCFG = 16 };
+enum { NCFG = 18 };
 static const char *const cfg_names[NCFG] = {
     "batch", "sequence length", "heads", "kv-heads", "head dim", "causal", "window",
     "dtype", "scale", "block_q", "block_k", "max_count", "local attention", "all-to-all mode",
-    "documents per row", "document offsets (content hash)"};
+    "documents per row", "document offsets (content hash)", "overlap", "overlap chunks"};
 
 static void cfg_values(const uly_attn_desc *a, const uly_dist_opts *o, int64_t *v)
 {
@@ -418,6 +572,7 @@ static void cfg_values(const uly_attn_desc *a, const uly_dist_opts *o, int64_t *
     v[9] = o->kernel.block_q; v[10] = o->kernel.block_k; v[11] = (int64_t)o->max_count;
     v[12] = o->attn != NULL; v[13] = o->a2a_mode;
     v[14] = a->docs; v[15] = uly_doc_hash(a);
+    v[16] = o->overlap; v[17] = o->overlap_chunks;
 }
 
 int uly_dist_create(MPI_Comm comm, const uly_attn_desc *a, const uly_dist_opts *opts,
@@ -451,6 +606,11 @@ int uly_dist_create(MPI_Comm comm, const uly_attn_desc *a, const uly_dist_opts *
                 local = uly_set_error(ULY_EINVAL, "local attention plug-in lacks fwd or bwd");
             else if (D->o.a2a_mode < ULY_A2A_AUTO || D->o.a2a_mode >= ULY_A2A_MODES)
                 local = uly_set_error(ULY_EINVAL, "unknown all-to-all mode %d", D->o.a2a_mode);
+            else if (D->o.overlap < ULY_OVERLAP_OFF || D->o.overlap >= ULY_OVERLAP_MODES)
+                local = uly_set_error(ULY_EINVAL, "unknown overlap mode %d", D->o.overlap);
+            else if (D->o.overlap_chunks < 0 || D->o.overlap_chunks > ULY_OVERLAP_MAX_CHUNKS)
+                local = uly_set_error(ULY_EINVAL, "overlap chunks must be 0 (automatic) or 1..%d (got %d)",
+                                      ULY_OVERLAP_MAX_CHUNKS, D->o.overlap_chunks);
             else if ((local = uly_comm_alloc(rank, size, D->o.max_count, &D->c)) == ULY_OK &&
                      (local = dist_alloc(D)) == ULY_OK && a->doc_offsets) {
                 /* the context keeps its own copy of the document offsets */
@@ -487,10 +647,10 @@ int uly_dist_create(MPI_Comm comm, const uly_attn_desc *a, const uly_dist_opts *
 /* Every call starts with an agreement on (kind, call number, local status). */
 static int call_agree(uly_dist *D, int kind, int local)
 {
-    static const char *const names[2] = {"the operation (forward, backward or a2a kind)",
-                                         "the call sequence"};
-    int64_t v[2] = {kind, (int64_t)D->calls++};
-    return uly_comm_agree(D->c, local, 2, v, names);
+    static const char *const names[3] = {"the operation (forward, backward or a2a kind)",
+                                         "the call sequence", "the overlap mode (uly_dist_set_overlap)"};
+    int64_t v[3] = {kind, (int64_t)D->calls++, D->ovl_mode};
+    return uly_comm_agree(D->c, local, 3, v, names);
 }
 
 static uly_kernel_opts local_opts(const uly_dist *D)
@@ -500,6 +660,270 @@ static uly_kernel_opts local_opts(const uly_dist *D)
     k.head_count = D->hc[D->rank];
     k.kv_expanded = D->rep;
     return k;
+}
+
+/* ------------------------------------------------------------ overlap */
+
+/* Tags of the chunk all-to-alls: one per tensor kind, so that an input and
+ * an output all-to-all in flight at once never match each other's messages
+ * (and two of the same kind are never in flight together). */
+#define OVL_TAG(which) (ULY_COMM_TAG_A2A + 1 + (which))
+
+/* Start one tensor of a chunk's all-to-all as part of op `o` (see a2a_move
+ * for the two sides): the own block is copied, every receive posted, then
+ * each peer's block packed (unless its side is contiguous) and sent. */
+static int ovl_start(uly_dist *D, ovl_op *o, int which, int to_heads, const char *in, int64_t Hx,
+                     const int64_t *hbeg, const int64_t *hcnt, char *out)
+{
+    const int P = D->P, r = D->rank;
+    const size_t es = D->es;
+    ovl_part *pt = &o->part[o->n];
+    char *seqst = D->ostage + (size_t)((o - D->op) * 3 + o->n) * (D->ost_seq + D->ost_head) * es;
+    char *headst = seqst + D->ost_seq * es;
+    char *sstage = to_heads ? seqst : headst, *rstage = to_heads ? headst : seqst;
+    comm_block *send = D->sbk, *recv = pt->recv;
+    int send_inplace, recv_inplace;
+    o->n++;
+    a2a_blocks(D, which, to_heads, in, Hx, hbeg, hcnt, out, send, recv, &send_inplace, &recv_inplace);
+    pt->out = out;
+    pt->rstage = recv_inplace ? NULL : rstage;
+    int rc = ULY_OK;
+    size_t roff = 0, soff = 0;
+    for (int i = 1; i < P && !rc; i++) { /* every receive first */
+        const int s = (r - i + P) % P;
+        const size_t n = block_elems(&recv[s]);
+        pt->roff[s] = roff;
+        rc = uly_comm_nb_post(D->c, &o->q, 1, recv_inplace ? out + recv[s].off * es : rstage + roff * es, n, es, s,
+                              OVL_TAG(which));
+        roff += n;
+    }
+    for (int i = 1; i < P && !rc; i++) {
+        const int s = (r + i) % P;
+        const size_t n = block_elems(&send[s]);
+        const char *buf = in + send[s].off * es;
+        if (n && !send_inplace) {
+            comm_block packed = {soff, send[s].batches, send[s].rows * send[s].len, send[s].rows, send[s].len,
+                                 send[s].len};
+            copy_block(sstage, &packed, in, &send[s], es);
+            buf = sstage + soff * es;
+            soff += n;
+        }
+        rc = uly_comm_nb_post(D->c, &o->q, 0, (void *)buf, n, es, s, OVL_TAG(which));
+    }
+    return rc;
+}
+
+/* Complete op `o`: wait for its messages, unpack what came through a stage. */
+static int ovl_finish(uly_dist *D, ovl_op *o)
+{
+    const int P = D->P, r = D->rank;
+    int rc = uly_comm_nb_wait(&o->q);
+    for (int t = 0; t < o->n && !rc; t++) {
+        const ovl_part *pt = &o->part[t];
+        if (!pt->rstage)
+            continue;
+        for (int s = 0; s < P; s++) {
+            const comm_block *b = &pt->recv[s];
+            if (s == r || !block_elems(b))
+                continue;
+            comm_block packed = {pt->roff[s], b->batches, b->rows * b->len, b->rows, b->len, b->len};
+            copy_block(pt->out, b, pt->rstage, &packed, D->es);
+        }
+    }
+    o->n = 0;
+    return rc;
+}
+
+/* The kernel's progress hook: let MPI move the messages in flight. */
+static void ovl_progress(void *user)
+{
+    uly_dist *D = user;
+    const double t0 = uly_comm_wtime();
+    for (int i = 0; i < 2; i++) {
+        int done;
+        if (D->op[i].q.n && !D->ovl_err)
+            D->ovl_err = uly_comm_nb_test(&D->op[i].q, &done);
+    }
+    D->t_prog += uly_comm_wtime() - t0;
+}
+
+/* Element offset of this rank's chunk c in a head-side buffer of x heads per
+ * chunk offset (B, N, ., d) chunk-major. */
+static size_t ovl_off(const uly_dist *D, int64_t heads_before)
+{
+    return usz(D->a.batch * D->a.seq * D->a.head_dim * heads_before) * D->es;
+}
+
+static int ovl_use(const uly_dist *D)
+{
+    return D->P > 1 && D->K >= 2 && D->ovl_mode != ULY_OVERLAP_OFF;
+}
+
+/* Kernel options of this rank's chunk c, with the progress hook. */
+static uly_kernel_opts ovl_kopts(uly_dist *D, int c)
+{
+    uly_kernel_opts k = D->o.kernel;
+    k.head_begin = D->cqb[c * D->P + D->rank];
+    k.head_count = D->cqc[c * D->P + D->rank];
+    k.kv_expanded = D->rep;
+    k.progress = ovl_progress;
+    k.progress_user = D;
+    return k;
+}
+
+/* Start the input all-to-all of chunk c: Q, K, V (forward) or dO. */
+static int ovl_start_in(uly_dist *D, int c, int fwd, const char *q, const char *k, const char *v)
+{
+    const int P = D->P;
+    ovl_op *o = &D->op[0];
+    const int64_t *qb = D->cqb + c * P, *qc = D->cqc + c * P, *kb = D->ckb + c * P, *kc = D->ckc + c * P;
+    if (!fwd)
+        return ovl_start(D, o, ULY_A2A_DO, 1, q, D->a.heads, qb, qc, (char *)D->doh + ovl_off(D, D->cqo[c]));
+    int rc = ovl_start(D, o, ULY_A2A_Q, 1, q, D->a.heads, qb, qc, (char *)D->qh + ovl_off(D, D->cqo[c]));
+    if (!rc)
+        rc = ovl_start(D, o, ULY_A2A_K, 1, k, D->a.kv_heads, kb, kc, (char *)D->kh + ovl_off(D, D->cko[c]));
+    if (!rc)
+        rc = ovl_start(D, o, ULY_A2A_V, 1, v, D->a.kv_heads, kb, kc, (char *)D->vh + ovl_off(D, D->cko[c]));
+    return rc;
+}
+
+/* Start the output all-to-all of chunk c: O (forward) or dQ, dK, dV. */
+static int ovl_start_out(uly_dist *D, int c, int fwd, char *y0, char *dk, char *dv)
+{
+    const int P = D->P;
+    ovl_op *o = &D->op[1];
+    const int64_t *qb = D->cqb + c * P, *qc = D->cqc + c * P, *kb = D->ckb + c * P, *kc = D->ckc + c * P;
+    if (fwd)
+        return ovl_start(D, o, ULY_A2A_O, 0, (char *)D->oh + ovl_off(D, D->cqo[c]), D->a.heads, qb, qc, y0);
+    int rc = ovl_start(D, o, ULY_A2A_DQ, 0, (char *)D->dqh + ovl_off(D, D->cqo[c]), D->a.heads, qb, qc, y0);
+    if (D->rep) { /* per query head into the expanded buffers; folded at the end */
+        if (!rc)
+            rc = ovl_start(D, o, ULY_A2A_DK, 0, (char *)D->dkh + ovl_off(D, D->cqo[c]), D->a.heads, qb, qc,
+                           D->expanded);
+        if (!rc)
+            rc = ovl_start(D, o, ULY_A2A_DV, 0, (char *)D->dvh + ovl_off(D, D->cqo[c]), D->a.heads, qb, qc,
+                           D->expanded2);
+    } else {
+        if (!rc)
+            rc = ovl_start(D, o, ULY_A2A_DK, 0, (char *)D->dkh + ovl_off(D, D->cko[c]), D->a.kv_heads, kb, kc, dk);
+        if (!rc)
+            rc = ovl_start(D, o, ULY_A2A_DV, 0, (char *)D->dvh + ovl_off(D, D->cko[c]), D->a.kv_heads, kb, kc, dv);
+    }
+    return rc;
+}
+
+/* LSE of chunk c: (B, cqc, N) at the chunk's offset. */
+static char *ovl_lse(const uly_dist *D, int c)
+{
+    const size_t off = usz(D->a.batch * D->a.seq * D->cqo[c]) * D->es;
+    return (D->a.batch > 1 ? (char *)D->lse_ch : (char *)D->lse) + off;
+}
+
+/*
+ * Forward (fwd = 1) or backward of the chunked path:
+ *   start in(0); finish in(0)
+ *   for c: start in(c+1) | attention(c), progressing in(c+1) and out(c-1) |
+ *          finish out(c-1); start out(c); finish in(c+1)
+ *   finish out(K-1)
+ * A failed kernel does not stop the schedule (every rank makes the same
+ * calls); its status is returned in *lrc for the caller's agreement.
+ */
+static int ovl_run(uly_dist *D, int fwd, const void *x0, const void *x1, const void *x2, void *y0, void *y1,
+                   void *y2, int *lrc, double *t_in, double *t_attn, double *t_out)
+{
+    const int K = D->K, P = D->P, r = D->rank;
+    double a = 0, tin = 0, tout = 0;
+    D->t_prog = 0;
+    D->ovl_err = ULY_OK;
+    double t = uly_comm_wtime();
+    int rc = ovl_start_in(D, 0, fwd, x0, x1, x2);
+    if (!rc)
+        rc = ovl_finish(D, &D->op[0]);
+    tin += uly_comm_wtime() - t;
+    for (int c = 0; c < K && !rc; c++) {
+        t = uly_comm_wtime();
+        if (c + 1 < K)
+            rc = ovl_start_in(D, c + 1, fwd, x0, x1, x2);
+        const double t1 = uly_comm_wtime(), p0 = D->t_prog;
+        tin += t1 - t;
+        if (rc)
+            break;
+        uly_kernel_opts ko = ovl_kopts(D, c);
+        const size_t qo = ovl_off(D, D->cqo[c]), ko_ = ovl_off(D, D->cko[c]);
+        const size_t go = D->rep ? qo : ko_; /* KV gradients: per query head when replicated */
+        char *qh = (char *)D->qh + qo, *kh = (char *)D->kh + ko_, *vh = (char *)D->vh + ko_;
+        char *oh = (char *)D->oh + qo, *lse = ovl_lse(D, c);
+        int k;
+        if (fwd)
+            k = D->o.attn ? D->o.attn->fwd(D->o.attn->user, &D->a, &ko, qh, kh, vh, oh, lse)
+                          : uly_attn_fwd(&D->a, &ko, qh, kh, vh, oh, lse);
+        else {
+            char *doh = (char *)D->doh + qo, *dqh = (char *)D->dqh + qo;
+            char *dkh = (char *)D->dkh + go, *dvh = (char *)D->dvh + go;
+            k = D->o.attn ? D->o.attn->bwd(D->o.attn->user, &D->a, &ko, qh, kh, vh, oh, lse, doh, dqh, dkh, dvh)
+                          : uly_attn_bwd(&D->a, &ko, qh, kh, vh, oh, lse, doh, dqh, dkh, dvh);
+        }
+        if (k && !*lrc)
+            *lrc = k;
+        t = uly_comm_wtime();
+        a += t - t1 - (D->t_prog - p0);
+        rc = D->ovl_err;
+        if (!rc && c > 0)
+            rc = ovl_finish(D, &D->op[1]);
+        if (!rc)
+            rc = ovl_start_out(D, c, fwd, y0, y1, y2);
+        const double t2 = uly_comm_wtime();
+        tout += t2 - t;
+        if (!rc && c + 1 < K)
+            rc = ovl_finish(D, &D->op[0]);
+        tin += uly_comm_wtime() - t2;
+    }
+    t = uly_comm_wtime();
+    if (!rc)
+        rc = ovl_finish(D, &D->op[1]);
+    if (!rc && !fwd && D->rep && D->nc[r] > 0) { /* fold the replicated KV gradients */
+        uly_attn_desc one = D->a;
+        one.batch = 1;
+        rc = uly_kv_fold(&one, 0, D->a.heads, D->a.batch * D->nc[r], D->expanded, y1);
+        if (!rc)
+            rc = uly_kv_fold(&one, 0, D->a.heads, D->a.batch * D->nc[r], D->expanded2, y2);
+    }
+    tout += uly_comm_wtime() - t;
+    if (!rc && fwd && D->a.batch > 1) { /* the LSE in (B, H_r, N) for uly_dist_lse */
+        const int64_t B = D->a.batch, N = D->a.seq, h_r = D->hc[r];
+        for (int c = 0; c < K; c++) {
+            const int64_t cc = D->cqc[c * P + r];
+            for (int64_t b = 0; b < B; b++)
+                memcpy((char *)D->lse + usz((b * h_r + D->cqo[c]) * N) * D->es,
+                       ovl_lse(D, c) + usz(b * cc * N) * D->es, usz(cc * N) * D->es);
+        }
+    }
+    if (rc) { /* leave nothing in flight */
+        uly_comm_nb_free(&D->op[0].q);
+        uly_comm_nb_free(&D->op[1].q);
+    }
+    *t_in = tin;
+    *t_attn = a;
+    *t_out = tout;
+    return rc;
+}
+
+int uly_dist_set_overlap(uly_dist *D, int mode)
+{
+    if (!D)
+        return uly_set_error(ULY_EINVAL, "distributed context is NULL");
+    if (D->o.overlap == ULY_OVERLAP_OFF)
+        return uly_set_error(ULY_EINVAL, "the context was created with overlap off");
+    if (mode != ULY_OVERLAP_OFF && mode != D->o.overlap)
+        return uly_set_error(ULY_EINVAL, "overlap mode %d: only off (%d) or the mode of creation (%d)", mode,
+                             ULY_OVERLAP_OFF, D->o.overlap);
+    D->ovl_mode = mode;
+    return ULY_OK;
+}
+
+int uly_dist_overlap_chunks(const uly_dist *D)
+{
+    return D && D->P > 1 ? D->K : 1;
 }
 
 int uly_dist_fwd(uly_dist *D, const void *q, const void *k, const void *v, void *o)
@@ -515,6 +939,21 @@ int uly_dist_fwd(uly_dist *D, const void *q, const void *k, const void *v, void 
     const int r = D->rank;
     if (D->P == 1) { /* no communication: work on the caller's tensors */
         D->qh = (void *)q; D->kh = (void *)k; D->vh = (void *)v; D->oh = o;
+    }
+    D->fwd_chunked = ovl_use(D);
+    if (D->fwd_chunked) {
+        int lrc = ULY_OK;
+        const double t0 = uly_comm_wtime();
+        rc = ovl_run(D, 1, q, k, v, o, NULL, NULL, &lrc, &D->times.fwd_a2a_in, &D->times.fwd_attn,
+                     &D->times.fwd_a2a_out);
+        if (rc)
+            return rc;
+        rc = call_agree(D, 11, lrc);
+        D->times.fwd_wall = uly_comm_wtime() - t0;
+        D->times.fwd_progress = D->t_prog;
+        D->times.fwd_chunks = D->K;
+        D->have_fwd = rc == ULY_OK;
+        return rc;
     }
     double t0 = uly_comm_wtime();
     rc = a2a_seq_to_heads(D, ULY_A2A_Q, q, D->a.heads, D->hb, D->hc, D->qh);
@@ -539,6 +978,9 @@ int uly_dist_fwd(uly_dist *D, const void *q, const void *k, const void *v, void 
     D->times.fwd_a2a_in = t1 - t0;
     D->times.fwd_attn = t2 - t1;
     D->times.fwd_a2a_out = t3 - t2;
+    D->times.fwd_wall = t3 - t0;
+    D->times.fwd_progress = 0;
+    D->times.fwd_chunks = 1;
     D->have_fwd = rc == ULY_OK;
     return rc;
 }
@@ -558,6 +1000,19 @@ int uly_dist_bwd(uly_dist *D, const void *dout, void *dq, void *dk, void *dv)
     const int r = D->rank;
     if (D->P == 1) {
         D->doh = (void *)dout; D->dqh = dq; D->dkh = dk; D->dvh = dv;
+    }
+    if (D->fwd_chunked) { /* the head-side buffers are chunk by chunk */
+        int lrc = ULY_OK;
+        const double t0 = uly_comm_wtime();
+        rc = ovl_run(D, 0, dout, NULL, NULL, dq, dk, dv, &lrc, &D->times.bwd_a2a_in, &D->times.bwd_attn,
+                     &D->times.bwd_a2a_out);
+        if (rc)
+            return rc;
+        rc = call_agree(D, 12, lrc);
+        D->times.bwd_wall = uly_comm_wtime() - t0;
+        D->times.bwd_progress = D->t_prog;
+        D->times.bwd_chunks = D->K;
+        return rc;
     }
     double t0 = uly_comm_wtime();
     rc = a2a_seq_to_heads(D, ULY_A2A_DO, dout, D->a.heads, D->hb, D->hc, D->doh);
@@ -584,6 +1039,9 @@ int uly_dist_bwd(uly_dist *D, const void *dout, void *dq, void *dk, void *dv)
     D->times.bwd_a2a_in = t1 - t0;
     D->times.bwd_attn = t2 - t1;
     D->times.bwd_a2a_out = t3 - t2;
+    D->times.bwd_wall = t3 - t0;
+    D->times.bwd_progress = 0;
+    D->times.bwd_chunks = 1;
     return rc;
 }
 

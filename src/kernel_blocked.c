@@ -36,6 +36,8 @@ struct blk_geom {
     int bwd_pass;          /* ULY_BWD_* as requested */
     const uly_vops *vops;  /* SIMD level of the fp32 row operations */
     size_t ws_bytes;       /* all threads */
+    void (*progress)(void *user); /* uly_kernel_opts.progress */
+    void *progress_user;
 };
 
 static int blk_thread_id(void)
@@ -45,6 +47,13 @@ static int blk_thread_id(void)
 #else
     return 0;
 #endif
+}
+
+/* Between blocks: the caller's progress hook, on thread 0 only. */
+static void blk_progress(const struct blk_geom *G)
+{
+    if (G->progress && blk_thread_id() == 0)
+        G->progress(G->progress_user);
 }
 
 /* The workspaces of all threads, one allocation (NULL with the message set). */
@@ -144,6 +153,8 @@ static int geom_init(const uly_attn_desc *a, const uly_kernel_opts *opts, struct
     if (opts->bwd_pass < ULY_BWD_AUTO || opts->bwd_pass > ULY_BWD_TWO)
         return uly_set_error(ULY_EINVAL, "unknown backward schedule %d", opts->bwd_pass);
     G->bwd_pass = opts->bwd_pass;
+    G->progress = opts->progress;
+    G->progress_user = opts->progress_user;
     if ((rc = uly_vops_current(&G->vops)))
         return rc;
     if (opts->threads < 0)

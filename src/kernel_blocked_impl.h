@@ -266,6 +266,7 @@ static void SFX(bwd_kv_block)(const uly_attn_desc *a, const struct blk_geom *G, 
             }
         }
     }
+    blk_progress(G);
 }
 
 static void SFX(bwd_kv_item)(const uly_attn_desc *a, const struct blk_geom *G, int64_t item,
@@ -325,6 +326,7 @@ static void SFX(bwd_q_item)(const uly_attn_desc *a, const struct blk_geom *G, in
     }
     for (int64_t i = 0; i < mq; i++)
         memcpy(dq + ((b * Nq + q0 + i) * G->hq + hl) * d, acc + i * d, (size_t)d * sizeof(REAL));
+    blk_progress(G);
 }
 
 static int SFX(fwd)(const uly_attn_desc *a, const struct blk_geom *G, const REAL *q,
@@ -343,8 +345,10 @@ static int SFX(fwd)(const uly_attn_desc *a, const struct blk_geom *G, const REAL
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
-        for (int64_t it = 0; it < items; it++)
+        for (int64_t it = 0; it < items; it++) {
             SFX(fwd_item)(a, G, it, q, k, v, o, lse, my);
+            blk_progress(G);
+        }
     }
     uly_free(ws);
     return ULY_OK;

@@ -334,6 +334,11 @@ int uly_sp_bwd(uly_sp *S, const void *dout, void *dq, void *dk, void *dv)
     return rc;
 }
 
+uly_dist *uly_sp_dist(const uly_sp *S)
+{
+    return S ? S->dist : NULL;
+}
+
 const void *uly_sp_lse(const uly_sp *S)
 {
     if (!S || !S->have_fwd)

@@ -94,6 +94,11 @@ done
 expect 0 "measured == expected on every rank: yes" -- "$MPIRUN" --oversubscribe -np 3 "$U" attn $Q --causal --a2a pack --out "$W/o3d.npy"
 expect 0 "" -- "$T" cmp "$W/o1.npy" "$W/o3d.npy"
 expect 2 "must be one of auto, pack, datatype" -- "$U" attn --a2a fast
+# overlap: chunked on 2 ranks (2 KV heads each), bitwise equal to one process (--check fails with exit 1 otherwise)
+expect 0 "overlap: 2 head chunks per rank" -- "$MPIRUN" --oversubscribe -np 2 "$U" attn --seq 96 --heads 4 --kv-heads 4 --causal --backward --overlap on --check --repeat 2
+expect 0 "\"overlap_iteration\"" -- "$MPIRUN" --oversubscribe -np 2 "$U" attn --seq 64 --heads 4 --backward --overlap auto --json --repeat 1
+expect 2 "must be one of off, on, auto" -- "$U" attn --overlap yes
+expect 2 "--overlap-chunks" -- "$U" attn --overlap on --overlap-chunks 9
 expect 0 "\"dtype\": \"f64\"" -- "$U" attn --q "$W/q64.npy" --k "$W/k.npy" --v "$W/v.npy" --json --repeat 1
 
 # ranks called with different configurations: every rank stops, exit 2
@@ -106,7 +111,7 @@ expect 2 "ranks disagree on --dtype: f64 on rank 0; not given on rank 1" -- "$MP
 # ranks with exit 2 (under timeout: a hang fails the test)
 M="timeout 60 $MPIRUN --oversubscribe"
 for opt in "--backward" "--repeat 2" "--warmup 0" "--check" "--seed 7" "--window 3" "--heads 4" \
-           "--block-q 16" "--a2a pack" "--json" "--force" "--allow-nonfinite" "--out $W/mm.npy"; do
+           "--block-q 16" "--a2a pack" "--overlap on" "--overlap-chunks 2" "--json" "--force" "--allow-nonfinite" "--out $W/mm.npy"; do
     expect 2 "ranks disagree on ${opt%% *}:" -- $M -np 1 "$U" attn --seq 64 : -np 1 "$U" attn --seq 64 $opt
 done
 expect 2 "ranks disagree on --help: given on rank 1, not on rank 0" -- $M -np 1 "$U" attn : -np 1 "$U" attn --help

@@ -171,8 +171,37 @@ START_TEST(a2a_integer_encoded)
 }
 END_TEST
 
+/* Overlap of the next check_dist calls (ULY_OVERLAP_*) and its chunk count. */
+static int g_overlap, g_chunks;
+
+/* Shapes where every rank of 2-4 holds at least two KV heads (chunked overlap). */
+static const shape ovl_shapes[] = {
+    {2, 203, 17, 17, 8, 1, 0, 0},   /* uneven H and N, causal: 4-5 heads per rank, uneven chunks */
+    {1, 77, 16, 8, 8, 0, 13, 0},    /* GQA groups of 2, window; P = 3 cuts a group (replicated KV) */
+    {2, 61, 18, 6, 4, 1, 7, 4},     /* GQA groups of 3, causal + window, 4 documents, replicated KV */
+    {3, 40, 8, 8, 16, 0, 0, 0},     /* batch 3, no mask */
+    {1, 5, 12, 4, 4, 1, 0, 0},      /* N close to P */
+};
+#define NOVL (int)(sizeof ovl_shapes / sizeof ovl_shapes[0])
+
+/* The chunk count the overlapped path must use for shape a on P ranks. */
+static int expected_chunks(const uly_attn_desc *a)
+{
+    int64_t K = g_chunks ? g_chunks : ULY_OVERLAP_MAX_CHUNKS;
+    for (int s = 0; s < P; s++) {
+        int64_t hb, hc, kb, kc;
+        uly_split(a->heads, P, s, &hb, &hc);
+        uly_kv_range(a, hb, hc, &kb, &kc);
+        if (kc < K)
+            K = kc;
+    }
+    return P > 1 && g_overlap != ULY_OVERLAP_OFF && K >= 2 ? (int)K : 1;
+}
+
 /* Forward + backward on P ranks vs the single-process kernel (bitwise) and
- * vs the fp64 reference (fp32, tolerance), and the byte counters. */
+ * vs the fp64 reference (fp32, tolerance), and the byte counters.  With
+ * g_overlap on, a second forward + backward runs with overlap switched off
+ * (uly_dist_set_overlap) and must give the same bits. */
 static void check_dist(const shape *s, uly_dtype t, size_t max_count, const uly_local_attn *plug, int mode)
 {
     uly_attn_desc a = desc_of(s, t);
@@ -199,8 +228,11 @@ static void check_dist(const shape *s, uly_dtype t, size_t max_count, const uly_
     opts.max_count = max_count;
     opts.attn = plug;
     opts.a2a_mode = mode;
+    opts.overlap = g_overlap;
+    opts.overlap_chunks = g_chunks;
     uly_dist *D;
     ck_assert_int_eq(uly_dist_create(MPI_COMM_WORLD, &a, &opts, &D), ULY_OK);
+    ck_assert_int_eq(uly_dist_overlap_chunks(D), expected_chunks(&a));
     int64_t t0, n, h0, hn;
     uly_dist_shard(D, &t0, &n);
     uly_dist_heads(D, &h0, &hn);
@@ -210,8 +242,22 @@ static void check_dist(const shape *s, uly_dtype t, size_t max_count, const uly_
     void *dq = malloc((size_t)(a.batch * n * a.heads * a.head_dim) * es + 1);
     void *dk = malloc((size_t)(a.batch * n * a.kv_heads * a.head_dim) * es + 1);
     void *dv = malloc((size_t)(a.batch * n * a.kv_heads * a.head_dim) * es + 1);
+    for (int pass = 0; pass < (g_overlap ? 2 : 1); pass++) {
+    if (pass) {
+        ck_assert_int_eq(uly_dist_set_overlap(D, ULY_OVERLAP_OFF), ULY_OK);
+        uly_dist_reset_volume(D);
+        memset(o, 0xff, (size_t)(a.batch * n * a.heads * a.head_dim) * es);
+    }
     ck_assert_int_eq(uly_dist_fwd(D, qs, ks, vs, o), ULY_OK);
     ck_assert_int_eq(uly_dist_bwd(D, ds, dq, dk, dv), ULY_OK);
+    {
+        uly_dist_times tm;
+        uly_dist_times_get(D, &tm);
+        const int want = pass ? 1 : expected_chunks(&a);
+        ck_assert_int_eq(tm.fwd_chunks, want);
+        ck_assert_int_eq(tm.bwd_chunks, want);
+        ck_assert(tm.fwd_wall >= tm.fwd_attn && tm.bwd_wall >= tm.bwd_attn);
+    }
     const char *tn = t == ULY_F32 ? "fp32" : "fp64";
     ck_assert_msg(same_tokens(o1, o, &a, a.heads, t0, n), "%s rank %d/%d: O not bitwise equal (N=%lld H=%lld Hkv=%lld)",
                   tn, rank, P, (long long)a.seq, (long long)a.heads, (long long)a.kv_heads);
@@ -257,6 +303,7 @@ static void check_dist(const shape *s, uly_dtype t, size_t max_count, const uly_
                       "dQ vs reference: %s", msg);
         free(rs); free(rg);
         free(ro); free(rdq); free(rdk); free(rdv);
+    }
     }
     uly_dist_free(D);
     free(qs); free(ks); free(vs); free(ds); free(o); free(dq); free(dk); free(dv);
@@ -362,6 +409,185 @@ START_TEST(plugin_attention)
     int64_t hb, hc;
     uly_split(shapes[3].H, P, rank, &hb, &hc);
     ck_assert_int_eq(plug_calls, hc > 0 ? 2 : 0);
+}
+END_TEST
+
+START_TEST(overlap_bitwise)
+{
+    /* chunked overlap: the same bits as one process and as the plain path,
+     * the same bytes: on with automatic chunks (fp32), on with 2 chunks and
+     * a count limit of 7 elements (fp64, every message in pieces), auto */
+    const int sh = _i / 3, var = _i % 3;
+    g_overlap = var == 2 ? ULY_OVERLAP_AUTO : ULY_OVERLAP_ON;
+    g_chunks = var == 1 ? 2 : 0;
+    check_dist(&ovl_shapes[sh], var == 1 ? ULY_F64 : ULY_F32, var == 1 ? 7 : 0, NULL, ULY_A2A_PACK);
+    g_overlap = g_chunks = 0;
+}
+END_TEST
+
+START_TEST(overlap_every_shape)
+{
+    /* overlap on for the small shapes of the other tests: chunked where every
+     * rank has two KV heads, the plain path otherwise (MQA, H < P, N < P) */
+    if (shapes[_i].N > 64)
+        return;
+    g_overlap = ULY_OVERLAP_ON;
+    check_dist(&shapes[_i], ULY_F32, 0, NULL, ULY_A2A_AUTO);
+    g_overlap = 0;
+}
+END_TEST
+
+/*
+ * Integer-encoded exactness of the chunked path: a plug-in attention whose
+ * results are integer functions of its inputs (fp64, exact), so that every
+ * element shows whether it travelled to the right rank, head and token:
+ *   O(t, h) = Q(t, h) + 2^20 K(t, kv(h)),  LSE(h, t) = Q(t, h, 0),
+ *   dQ = dO + O,  dK(t, j) = sum of dO(t, h) over the query heads h of KV
+ *   head j held (per query head with kv_expanded),  dV = 2 dK.
+ */
+static int enc_fwd(void *user, const uly_attn_desc *a, const uly_kernel_opts *o, const void *q_,
+                   const void *k_, const void *v_, void *o_, void *lse_)
+{
+    (void)user; (void)v_;
+    const double *q = q_, *k = k_;
+    double *out = o_, *lse = lse_;
+    const int64_t N = a->seq, d = a->head_dim, hq = o->head_count, g = a->heads / a->kv_heads;
+    int64_t kb, kc;
+    uly_kv_range(a, o->head_begin, hq, &kb, &kc);
+    for (int64_t b = 0; b < a->batch; b++)
+        for (int64_t t = 0; t < N; t++)
+            for (int64_t h = 0; h < hq; h++) {
+                const int64_t j = (o->head_begin + h) / g - kb;
+                for (int64_t c = 0; c < d; c++)
+                    out[((b * N + t) * hq + h) * d + c] =
+                        q[((b * N + t) * hq + h) * d + c] + 1048576.0 * k[((b * N + t) * kc + j) * d + c];
+                lse[(b * hq + h) * N + t] = q[((b * N + t) * hq + h) * d];
+            }
+    if (o->progress)
+        o->progress(o->progress_user);
+    return ULY_OK;
+}
+
+static int enc_bwd(void *user, const uly_attn_desc *a, const uly_kernel_opts *o, const void *q_,
+                   const void *k_, const void *v_, const void *o_, const void *lse_, const void *do_, void *dq_,
+                   void *dk_, void *dv_)
+{
+    (void)user; (void)q_; (void)k_; (void)v_; (void)lse_;
+    const double *out = o_, *dout = do_;
+    double *dq = dq_, *dk = dk_, *dv = dv_;
+    const int64_t N = a->seq, d = a->head_dim, hq = o->head_count, g = a->heads / a->kv_heads;
+    int64_t kb, kc;
+    uly_kv_range(a, o->head_begin, hq, &kb, &kc);
+    const int64_t hk = o->kv_expanded ? hq : kc;
+    memset(dk, 0, (size_t)(a->batch * N * hk * d) * sizeof(double));
+    for (int64_t b = 0; b < a->batch; b++)
+        for (int64_t t = 0; t < N; t++)
+            for (int64_t h = 0; h < hq; h++) {
+                const int64_t j = o->kv_expanded ? h : (o->head_begin + h) / g - kb;
+                for (int64_t c = 0; c < d; c++) {
+                    const size_t x = (size_t)(((b * N + t) * hq + h) * d + c);
+                    dq[x] = dout[x] + out[x];
+                    dk[((b * N + t) * hk + j) * d + c] += dout[x];
+                }
+            }
+    for (int64_t x = 0; x < a->batch * N * hk * d; x++)
+        dv[x] = 2 * dk[x];
+    return ULY_OK;
+}
+
+START_TEST(overlap_integer_encoded)
+{
+    const shape *s = &ovl_shapes[_i / 2];
+    uly_attn_desc a = desc_of(s, ULY_F64);
+    uly_local_attn plug = {enc_fwd, enc_bwd, NULL};
+    uly_dist_opts opts;
+    memset(&opts, 0, sizeof opts);
+    opts.attn = &plug;
+    opts.overlap = ULY_OVERLAP_ON;
+    opts.overlap_chunks = _i % 2 ? 2 : 0;
+    opts.a2a_mode = ULY_A2A_PACK;
+    uly_dist *D;
+    ck_assert_int_eq(uly_dist_create(MPI_COMM_WORLD, &a, &opts, &D), ULY_OK);
+    int64_t t0, n, h0, hn;
+    uly_dist_shard(D, &t0, &n);
+    uly_dist_heads(D, &h0, &hn);
+    const int64_t B = a.batch, d = a.head_dim, H = a.heads, Hkv = a.kv_heads, g = H / Hkv;
+    double *q = encoded(&a, H, t0, n, 0, H), *k = encoded(&a, Hkv, t0, n, 0, Hkv), *v = encoded(&a, Hkv, t0, n, 0, Hkv);
+    double *dout = encoded(&a, H, t0, n, 0, H);
+    for (int64_t x = 0; x < B * n * H * d; x++)
+        dout[x] += 0.5; /* dO differs from Q */
+    double *o = malloc((size_t)(B * n * H * d) * 8 + 8), *dq = malloc((size_t)(B * n * H * d) * 8 + 8);
+    double *dk = malloc((size_t)(B * n * Hkv * d) * 8 + 8), *dv = malloc((size_t)(B * n * Hkv * d) * 8 + 8);
+    for (int pass = 0; pass < 2; pass++) { /* chunked, then the plain path */
+        if (pass)
+            ck_assert_int_eq(uly_dist_set_overlap(D, ULY_OVERLAP_OFF), ULY_OK);
+        ck_assert_int_eq(uly_dist_fwd(D, q, k, v, o), ULY_OK);
+        ck_assert_int_eq(uly_dist_bwd(D, dout, dq, dk, dv), ULY_OK);
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t t = 0; t < n; t++)
+                for (int64_t h = 0; h < H; h++)
+                    for (int64_t c = 0; c < d; c++) {
+                        const size_t x = (size_t)(((b * n + t) * H + h) * d + c);
+                        const double wo = code(&a, H, b, t0 + t, h, c) + 1048576.0 * code(&a, Hkv, b, t0 + t, h / g, c);
+                        ck_assert_msg(o[x] == wo, "pass %d rank %d: O(%lld,%lld,%lld,%lld) = %.17g, want %.17g", pass,
+                                      rank, (long long)b, (long long)(t0 + t), (long long)h, (long long)c, o[x], wo);
+                        ck_assert_msg(dq[x] == dout[x] + wo, "pass %d rank %d: dQ(%lld,%lld,%lld,%lld) wrong", pass,
+                                      rank, (long long)b, (long long)(t0 + t), (long long)h, (long long)c);
+                    }
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t t = 0; t < n; t++)
+                for (int64_t j = 0; j < Hkv; j++)
+                    for (int64_t c = 0; c < d; c++) {
+                        double w = 0;
+                        for (int64_t h = j * g; h < (j + 1) * g; h++)
+                            w += dout[((b * n + t) * H + h) * d + c];
+                        const size_t x = (size_t)(((b * n + t) * Hkv + j) * d + c);
+                        ck_assert_msg(dk[x] == w && dv[x] == 2 * w, "pass %d rank %d: dK/dV(%lld,%lld,%lld,%lld) = %.17g/%.17g, want %.17g",
+                                      pass, rank, (long long)b, (long long)(t0 + t), (long long)j, (long long)c, dk[x], dv[x], w);
+                    }
+        const double *lse = uly_dist_lse(D);
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t h = 0; h < hn; h++)
+                for (int64_t t = 0; t < a.seq; t++)
+                    ck_assert_msg(lse[(b * hn + h) * a.seq + t] == code(&a, H, b, t, h0 + h, 0),
+                                  "pass %d rank %d: LSE(%lld,%lld,%lld) wrong", pass, rank, (long long)b,
+                                  (long long)(h0 + h), (long long)t);
+    }
+    uly_dist_free(D);
+    free(q); free(k); free(v); free(dout); free(o); free(dq); free(dk); free(dv);
+}
+END_TEST
+
+START_TEST(overlap_options)
+{
+    /* bad options are refused on every rank; set_overlap needs a context
+     * created with overlap; ranks that switch differently all get a mismatch */
+    uly_attn_desc a = desc_of(&ovl_shapes[0], ULY_F32);
+    uly_dist_opts opts;
+    memset(&opts, 0, sizeof opts);
+    uly_dist *D = NULL;
+    opts.overlap = 3;
+    ck_assert_int_eq(uly_dist_create(MPI_COMM_WORLD, &a, &opts, &D), ULY_EINVAL);
+    opts.overlap = ULY_OVERLAP_ON;
+    opts.overlap_chunks = ULY_OVERLAP_MAX_CHUNKS + 1;
+    ck_assert_int_eq(uly_dist_create(MPI_COMM_WORLD, &a, &opts, &D), ULY_EINVAL);
+    opts.overlap = ULY_OVERLAP_OFF;
+    opts.overlap_chunks = 0;
+    ck_assert_int_eq(uly_dist_create(MPI_COMM_WORLD, &a, &opts, &D), ULY_OK);
+    ck_assert_int_eq(uly_dist_set_overlap(D, ULY_OVERLAP_ON), ULY_EINVAL);
+    uly_dist_free(D);
+    if (P < 2)
+        return;
+    opts.overlap = ULY_OVERLAP_ON;
+    ck_assert_int_eq(uly_dist_create(MPI_COMM_WORLD, &a, &opts, &D), ULY_OK);
+    ck_assert_int_eq(uly_dist_set_overlap(D, rank == 1 ? ULY_OVERLAP_OFF : ULY_OVERLAP_ON), ULY_OK);
+    int64_t t0, n;
+    uly_dist_shard(D, &t0, &n);
+    float *x = calloc((size_t)(a.batch * n * a.heads * a.head_dim) + 1, sizeof(float));
+    float *o = calloc((size_t)(a.batch * n * a.heads * a.head_dim) + 1, sizeof(float));
+    ck_assert_int_eq(uly_dist_fwd(D, x, x, x, o), ULY_EMISMATCH);
+    free(x); free(o);
+    uly_dist_free(D);
 }
 END_TEST
 
@@ -497,6 +723,10 @@ static Suite *make_dist_suite(void)
     tcase_add_loop_test(te, datatype_mode, 0, NSHAPES);
     tcase_add_loop_test(te, pipeline_mode, 0, 2 * NSHAPES);
     tcase_add_test(te, plugin_attention);
+    tcase_add_loop_test(te, overlap_bitwise, 0, 3 * NOVL);
+    tcase_add_loop_test(te, overlap_every_shape, 0, NSHAPES);
+    tcase_add_loop_test(te, overlap_integer_encoded, 0, 2 * NOVL);
+    tcase_add_test(te, overlap_options);
     suite_add_tcase(s, te);
     TCase *tf = tcase_create("failures");
     tcase_add_test(tf, mismatch_all_ranks_error);

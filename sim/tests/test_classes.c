@@ -57,6 +57,11 @@ static usim_platform platform_of(const char *name)
         p.a2a_call[USIM_CLASS_NIC] = 20000000;
         return p;
     }
+    if (strcmp(name, "mesh3") == 0) {   /* full-mesh nodes of an odd GPU count: rail-order rings */
+        usim_platform p = load_platform("mi300x-8");
+        p.gpus_per_node = 3;
+        return p;
+    }
     if (strcmp(name, "over4") == 0) {
         usim_platform p = load_platform("dgx-a100-40g");
         p.oversub = 4;
@@ -248,15 +253,15 @@ END_TEST
  * r larger, as uly_split does), and irregular chunks; every ring type. */
 START_TEST(test_single_ring_equal)
 {
-    usim_platform plats[4] = {platform_of("dgx-a100-40g"), platform_of("rails2"), platform_of("over4"),
-                              platform_of("mi300x-8")};
+    usim_platform plats[5] = {platform_of("dgx-a100-40g"), platform_of("rails2"), platform_of("over4"),
+                              platform_of("mi300x-8"), platform_of("mesh3")};
     static const int sizes[] = {96, 128};
     int ranks[256];
     uint64_t ch[256], sa[256], sb[256];
     for (int i = 0; i < 256; i++)
         ranks[i] = i;
-    for (int pi = 0; pi < 4; pi++)
-        for (int si = 0; si < 2; si++)
+    for (int pi = 0; pi < 5; pi++)
+        for (int si = 0; si < 2 - (pi == 4); si++)   /* mesh3: 96 GPUs */
             for (int t = USIM_ALLGATHER; t <= USIM_ALLREDUCE; t++)
                 for (int pat = 0; pat < 3; pat++) {
                     int P = sizes[si];

@@ -114,7 +114,8 @@ static const char *const res_name[NRES] = {"O", "LSE", "dQ", "dK", "dV"};
 struct attn_cfg {
     int64_t batch, seq, heads, kv_heads, head_dim, window, seed, threads, repeat;
     int64_t block_q, block_k, max_count, warmup;
-    int causal, backward, check, json, allow_nonfinite, force, dtype, a2a;
+    int causal, backward, check, json, allow_nonfinite, force, dtype, a2a, overlap;
+    int64_t overlap_chunks;
     const char *fin[NIN], *fout[NOUT];
     int seen_batch, seen_seq, seen_heads, seen_kv, seen_dim, seen_dtype;
     const char *method_s, *doc_lens, *docs;
@@ -126,6 +127,7 @@ static const char *const dtype_names[] = {"f32", "f64", NULL};
 static const char *const a2a_names[] = {"auto", "pack", "datatype", "pipeline", NULL}; /* = ULY_A2A_* */
 static const char *const method_names[] = {"ulysses", "ring", "zigzag", "allgather", "usp", NULL}; /* = ULY_METHOD_* */
 static const char *const placement_names[] = {"ulysses-inner", "ring-inner", NULL}; /* = ULY_PLACE_* */
+static const char *const overlap_names[] = {"off", "on", "auto", NULL};                /* = ULY_OVERLAP_* */
 
 static const char synopsis[] =
     "attn [--method M [--ulysses-degree U] [--placement P] [--bf16-partials]]\n"
@@ -134,6 +136,7 @@ static const char synopsis[] =
     "            [--backward] [--check] [--seed S] [--threads T]\n"
     "            [--repeat R] [--warmup W] [--dtype f32|f64] [--q F.npy --k F.npy --v F.npy] [--out F.npy]\n"
     "            [--dout F.npy --dq F.npy --dk F.npy --dv F.npy] [--allow-nonfinite] [--force] [--json]\n"
+    "            [--overlap off|on|auto] [--overlap-chunks K]\n"
     "Run under 'mpirun -np P' for P ranks; each rank holds a sequence shard (ulysses, ring: contiguous;\n"
     "zigzag, allgather, usp: chunks j and 2R-1-j of 2R).  --check: ulysses must be bitwise equal to one\n"
     "process; every method must be within atol + rtol |ref| of the fp64 reference (doc/methods.md).\n"
@@ -170,6 +173,8 @@ static void attn_options(struct attn_cfg *c, arg_opt *o)
         {"block-q", ARG_INT, &c->block_q, 1, 65536, "n", "query rows per kernel block", NULL, NULL},
         {"block-k", ARG_INT, &c->block_k, 1, 65536, "n", "key rows per kernel block", NULL, NULL},
         {"a2a", ARG_CHOICE, &c->a2a, 0, 0, "MODE", "all-to-all data movement: auto (default: the first calls of each kind try every mode, the fastest is kept), pack, datatype, pipeline", a2a_names, NULL},
+        {"overlap", ARG_CHOICE, &c->overlap, 0, 0, "MODE", "overlap the all-to-alls with attention, head chunk by head chunk: off (default), on, auto (on when every rank has >= 2 KV heads); with on/auto every repetition also runs once without overlap, to report how much communication is hidden", overlap_names, NULL},
+        {"overlap-chunks", ARG_INT, &c->overlap_chunks, 1, ULY_OVERLAP_MAX_CHUNKS, "K", "head chunks per rank with --overlap (default: as many as the fewest KV heads of a rank, at most 8)", NULL, NULL},
         {"max-count", ARG_INT, &c->max_count, 1, INT64_MAX, "n", "largest element count per MPI call and peer", NULL, NULL},
         {"q", ARG_STR, &c->fin[T_Q], 0, 0, "F.npy", "queries, float32/float64 (B, N, H, d) or (N, H, d); read by rank 0", NULL, NULL},
         {"k", ARG_STR, &c->fin[T_K], 0, 0, "F.npy", "keys (B, N, Hkv, d)", NULL, NULL},
@@ -203,6 +208,16 @@ static const char *const phase_names[ULY_METHOD_COUNT][NPH] = {
     {"fwd a2a in (q,k,v)", "fwd ring attention", "fwd ring wait", "fwd a2a out (o)",
      "bwd a2a in (do)", "bwd ring attention", "bwd ring wait", "bwd a2a out (dq,dk,dv)"}};
 
+/* --overlap: per repetition and rank, the overlapped call and the plain
+ * reference call (walls and attention), and the kernel's MPI progress time. */
+enum { OV_FW, OV_FA, OV_FP, OV_BW, OV_BA, OV_BP, OV_RFW, OV_RFA, OV_RBW, OV_RBA, NOV };
+/* Medians over repetitions of the slowest rank: overlapped wall, attention
+ * alone (reference), communication alone (reference wall - attention), the
+ * overlapped call's own attention and MPI progress inside the kernel. */
+typedef struct ovl_fig {
+    double wall, attn, comm, attn_same, progress;
+} ovl_fig;
+
 typedef struct errstat {
     double max_abs, max_ref, worst_tol;
     size_t nonfinite, first_bad; /* non-finite results (or differences) and the first one */
@@ -233,7 +248,12 @@ typedef struct attn_job {
     drv_out out[NOUT];
     uly_dist_opts dopt;
     uly_sp *S;
+    uly_dist *D;                    /* ulysses: the Ulysses context inside S (--overlap) */
     double *times;                  /* (repeat, NPH) this rank */
+    int ovl_pair;                   /* --overlap ran chunked: each repetition also ran without */
+    int chunks;                     /* head chunks per rank of the overlapped path */
+    double *otimes;                 /* (repeat, NOV) this rank */
+    ovl_fig ovl[3];                 /* forward, backward, forward + backward */
     uly_volume vol, want;
     int vol_bad;
     stats ph[NPH];
@@ -268,9 +288,10 @@ static void job_free(attn_job *J)
     }
     drv_out_discard(J->out, NOUT);
     drv_free(J->times);
+    drv_free(J->otimes);
     drv_free(J->lstage);
     drv_free(J->docs);
-    uly_sp_free(J->S);
+    uly_sp_free(J->S); /* J->D is its Ulysses context, not ours */
 }
 
 /* ------------------------------------------------------------------ parse */
@@ -313,6 +334,8 @@ static int attn_parse(attn_job *J, drv *d, int argc, char **argv)
     else if (c->bf16 && (c->method == ULY_METHOD_ULYSSES || c->method == ULY_METHOD_ALLGATHER))
         drv_fail(d, DRV_BADINPUT, "--bf16-partials applies to the ring methods (ring, zigzag, usp): %s merges no "
                  "partial results", method_names[c->method]);
+    else if (c->overlap != ULY_OVERLAP_OFF && c->method != ULY_METHOD_ULYSSES)
+        drv_fail(d, DRV_BADINPUT, "--overlap applies to --method ulysses only");
     else if (c->doc_lens && c->docs)
         drv_fail(d, DRV_BADINPUT, "--doc-lens and --docs both give the documents: use one");
     else
@@ -335,7 +358,8 @@ static int attn_fields(const attn_job *J, drv_field *f)
     FI("--repeat", c->repeat); FI("--warmup", c->warmup);
     FC("--dtype", c->seen_dtype ? c->dtype : -1, dtype_names);
     FI("--block-q", c->block_q); FI("--block-k", c->block_k); FC("--a2a", c->a2a, a2a_names);
-    FI("--max-count", c->max_count);
+    FI("--max-count", c->max_count); FC("--overlap", c->overlap, overlap_names);
+    FI("--overlap-chunks", c->overlap_chunks);
     for (int i = 0; i < NIN; i++)
         FS(in_name[i], c->fin[i]);
     FS("--out", c->fout[W_O]); FS("--dq", c->fout[W_DQ]); FS("--dk", c->fout[W_DK]); FS("--dv", c->fout[W_DV]);
@@ -625,6 +649,8 @@ static int attn_alloc(attn_job *J, drv *d)
             J->res[i] = drv_alloc_n(d, rn[i], es, "a result shard");
     if (!d->code)
         J->times = drv_alloc_n(d, (size_t)c->repeat * NPH, sizeof(double), "the phase times");
+    if (!d->code)
+        J->otimes = drv_alloc_n(d, (size_t)c->repeat * NOV, sizeof(double), "the overlap times");
     if (d->rank == 0 && need_full(J)) {
         const size_t fn[NRES] = {J->NQ, J->NL, J->NQ, J->NKV, J->NKV};
         for (int i = 0; i < NRES && !d->code; i++)
@@ -649,6 +675,8 @@ static int attn_create(attn_job *J, drv *d)
     o->kernel.threads = (int)c->threads;
     o->max_count = (size_t)c->max_count;
     o->a2a_mode = c->a2a; /* a2a_names follows the ULY_A2A_* order */
+    o->overlap = c->overlap;
+    o->overlap_chunks = (int)c->overlap_chunks;
     uly_sp_opts so;
     memset(&so, 0, sizeof so);
     so.dist = *o;
@@ -657,7 +685,10 @@ static int attn_create(attn_job *J, drv *d)
     so.placement = J->plan.placement;
     so.bf16_partials = c->bf16;
     int st = uly_sp_create(d->comm, &J->a, &so, &J->S);
+    J->D = J->S && J->plan.method == ULY_METHOD_ULYSSES ? uly_sp_dist(J->S) : NULL;
     drv_lib(d, st, 0, NULL);
+    J->chunks = J->D ? uly_dist_overlap_chunks(J->D) : 1; /* the same on every rank */
+    J->ovl_pair = c->overlap != ULY_OVERLAP_OFF && J->chunks >= 2;
     return d->code;
 }
 
@@ -828,6 +859,49 @@ static int attn_load(attn_job *J, drv *d)
 
 /* -------------------------------------------------------------------- run */
 
+/* One forward (+ backward), overlapped or not; records its times when it >= 0. */
+static int run_once(attn_job *J, drv *d, int64_t it, int on)
+{
+    const struct attn_cfg *c = &J->c;
+    if (J->ovl_pair && uly_dist_set_overlap(J->D, on ? c->overlap : ULY_OVERLAP_OFF))
+        return ULY_EINVAL;
+    if (d->size > 1 && drv_mpi(d, MPI_Barrier(d->comm), "MPI_Barrier"))
+        return -1;
+    int st = uly_sp_fwd(J->S, J->x[T_Q], J->x[T_K], J->x[T_V], J->res[R_O]);
+    if (!st && c->backward)
+        st = uly_sp_bwd(J->S, J->x[T_DO], J->res[R_DQ], J->res[R_DK], J->res[R_DV]);
+    if (st || it < 0)
+        return st;
+    double *row = J->times + it * NPH;
+    if (!J->D) { /* the other methods: their own phases */
+        uly_sp_times t;
+        uly_sp_times_get(J->S, &t);
+        row[0] = t.fwd_in; row[1] = t.fwd_attn; row[2] = t.fwd_wait; row[3] = t.fwd_out;
+        row[4] = t.bwd_in; row[5] = t.bwd_attn; row[6] = t.bwd_wait; row[7] = t.bwd_out;
+        return st;
+    }
+    uly_dist_times t;
+    uly_dist_times_get(J->D, &t);
+    double *o = J->otimes + it * NOV;
+    if (!on) { /* the plain reference of --overlap */
+        o[OV_RFW] = t.fwd_wall; o[OV_RFA] = t.fwd_attn;
+        o[OV_RBW] = c->backward ? t.bwd_wall : 0; o[OV_RBA] = c->backward ? t.bwd_attn : 0;
+        return st;
+    }
+    o[OV_FW] = t.fwd_wall; o[OV_FA] = t.fwd_attn; o[OV_FP] = t.fwd_progress;
+    o[OV_BW] = c->backward ? t.bwd_wall : 0; o[OV_BA] = c->backward ? t.bwd_attn : 0;
+    o[OV_BP] = c->backward ? t.bwd_progress : 0;
+    /* with overlap, "a2a out" holds the rest of the wall: the output
+     * all-to-alls and the MPI progress inside the kernel */
+    row[0] = t.fwd_a2a_in; row[1] = t.fwd_attn; row[2] = 0; row[3] = t.fwd_wall - t.fwd_a2a_in - t.fwd_attn;
+    row[4] = t.bwd_a2a_in; row[5] = t.bwd_attn; row[6] = 0; row[7] = t.bwd_wall - t.bwd_a2a_in - t.bwd_attn;
+    if (t.fwd_chunks < 2) { /* the plain path: its own three phases */
+        row[3] = t.fwd_a2a_out;
+        row[7] = t.bwd_a2a_out;
+    }
+    return st;
+}
+
 static int attn_run(attn_job *J, drv *d)
 {
     const struct attn_cfg *c = &J->c;
@@ -835,21 +909,76 @@ static int attn_run(attn_job *J, drv *d)
     for (int64_t it = -c->warmup; it < c->repeat && !st; it++) {
         if (it == 0)
             uly_sp_reset_volume(J->S);
-        if (d->size > 1 && drv_mpi(d, MPI_Barrier(d->comm), "MPI_Barrier"))
+        /* --overlap: the overlapped and the plain call interleaved, the
+         * order alternating between repetitions */
+        for (int k = 0; k < 1 + J->ovl_pair && !st; k++)
+            st = run_once(J, d, it, J->ovl_pair ? (k == 0) == ((it & 1) == 0) : 1);
+        if (st < 0)
             return DRV_RUNTIME;
-        st = uly_sp_fwd(J->S, J->x[T_Q], J->x[T_K], J->x[T_V], J->res[R_O]);
-        if (!st && c->backward)
-            st = uly_sp_bwd(J->S, J->x[T_DO], J->res[R_DQ], J->res[R_DK], J->res[R_DV]);
-        if (!st && it >= 0) {
-            uly_sp_times t;
-            uly_sp_times_get(J->S, &t);
-            double *row = J->times + it * NPH;
-            row[0] = t.fwd_in; row[1] = t.fwd_attn; row[2] = t.fwd_wait; row[3] = t.fwd_out;
-            row[4] = t.bwd_in; row[5] = t.bwd_attn; row[6] = t.bwd_wait; row[7] = t.bwd_out;
-        }
     }
     drv_lib(d, st, 0, NULL);
     return d->code;
+}
+
+/* --overlap: the slowest rank's figures per repetition, medians over them. */
+static int attn_overlap(attn_job *J, drv *d)
+{
+    const struct attn_cfg *c = &J->c;
+    if (!J->ovl_pair)
+        return 0;
+    const size_t per = (size_t)c->repeat * NOV;
+    double *all = NULL, *x[15] = {NULL};
+    if (d->rank == 0) {
+        all = drv_alloc_n(d, (size_t)d->size * per, sizeof(double), "the overlap times of all ranks");
+        for (int i = 0; i < 15 && all; i++)
+            if (!(x[i] = drv_alloc_n(d, (size_t)c->repeat, sizeof(double), "the overlap times")))
+                break;
+    }
+    int ok = d->rank != 0 || x[14];
+    int rc = d->size > 1 ? drv_mpi(d, MPI_Gather(J->otimes, (int)per, MPI_DOUBLE, ok ? all : NULL, (int)per,
+                                                 MPI_DOUBLE, 0, d->comm), "MPI_Gather (overlap times)")
+                         : 0;
+    if (d->size == 1 && ok && all)
+        memcpy(all, J->otimes, per * sizeof(double));
+    if (!rc && d->rank == 0 && ok) {
+        for (int64_t it = 0; it < c->repeat; it++) {
+            /* per phase f (forward, backward, both): wall, attention alone,
+             * reference wall, same-run attention, progress: max over ranks */
+            for (int i = 0; i < 15; i++)
+                x[i][it] = 0;
+            for (int r = 0; r < d->size; r++) {
+                const double *o = all + ((size_t)r * (size_t)c->repeat + (size_t)it) * NOV;
+                const double v[3][5] = {
+                    {o[OV_FW], o[OV_RFA], o[OV_RFW], o[OV_FA], o[OV_FP]},
+                    {o[OV_BW], o[OV_RBA], o[OV_RBW], o[OV_BA], o[OV_BP]},
+                    {o[OV_FW] + o[OV_BW], o[OV_RFA] + o[OV_RBA], o[OV_RFW] + o[OV_RBW], o[OV_FA] + o[OV_BA],
+                     o[OV_FP] + o[OV_BP]}};
+                for (int f = 0; f < 3; f++)
+                    for (int k = 0; k < 5; k++)
+                        x[f * 5 + k][it] = fmax(x[f * 5 + k][it], v[f][k]);
+            }
+            for (int f = 0; f < 3; f++) /* communication alone: reference wall - attention */
+                x[f * 5 + 2][it] -= x[f * 5 + 1][it];
+        }
+        for (int f = 0; f < 3; f++) {
+            ovl_fig *g = &J->ovl[f];
+            g->wall = stats_of(x[f * 5], (size_t)c->repeat).median;
+            g->attn = stats_of(x[f * 5 + 1], (size_t)c->repeat).median;
+            g->comm = stats_of(x[f * 5 + 2], (size_t)c->repeat).median;
+            g->attn_same = stats_of(x[f * 5 + 3], (size_t)c->repeat).median;
+            g->progress = stats_of(x[f * 5 + 4], (size_t)c->repeat).median;
+        }
+    }
+    drv_free(all);
+    for (int i = 0; i < 15; i++)
+        drv_free(x[i]);
+    return d->code;
+}
+
+/* Hidden fraction of the communication: 1 - (wall - attention) / alone. */
+static double hidden_of(double wall, double attn, double comm)
+{
+    return comm > 0 ? 1.0 - (wall - attn) / comm : 0.0;
 }
 
 /* ------------------------------------------------------------ finite results */
@@ -934,11 +1063,11 @@ static int attn_measure(attn_job *J, drv *d)
     const struct attn_cfg *c = &J->c;
     uly_sp_volume(J->S, &J->vol);
     int bad = uly_plan_method_volume(&J->a, &J->plan, d->rank, &J->want) != ULY_OK, any = 0;
+    const uint64_t calls = (uint64_t)c->repeat * (uint64_t)(1 + J->ovl_pair);
     for (int w = 0; w < ULY_VOL_COUNT; w++) {
         if (!c->backward && uly_vol_backward(w)) /* the plan counts forward + backward */
             J->want.sent[w] = J->want.recv[w] = 0;
-        if (J->vol.sent[w] != J->want.sent[w] * (uint64_t)c->repeat ||
-            J->vol.recv[w] != J->want.recv[w] * (uint64_t)c->repeat)
+        if (J->vol.sent[w] != J->want.sent[w] * calls || J->vol.recv[w] != J->want.recv[w] * calls)
             bad = 1;
     }
     if (d->size > 1) {
@@ -1268,17 +1397,35 @@ static int report_json(attn_job *J, double ffl, double tfl)
         e |= uly_json_set_real(o, "fwdbwd_gflops", tfl / J->tot_med * 1e-9);
     json_t *by = uly_json_add_object(o, "bytes_rank0");
     e |= !by;
+    const uint64_t calls = (uint64_t)c->repeat * (uint64_t)(1 + J->ovl_pair);
     for (int w = 0; w < ULY_VOL_COUNT && !e; w++) {
         /* ulysses: all eight all-to-alls (zeros for the backward's without --backward) */
         if (!kind_shown(J, w) && !(J->plan.method == ULY_METHOD_ULYSSES && w < ULY_A2A_COUNT))
             continue;
         json_t *x = uly_json_add_object(by, uly_vol_name(w));
-        e |= !x || uly_json_set_int(x, "sent", (int64_t)(J->vol.sent[w] / (uint64_t)c->repeat)) ||
+        e |= !x || uly_json_set_int(x, "sent", (int64_t)(J->vol.sent[w] / calls)) ||
              uly_json_set_int(x, "expected_sent", (int64_t)J->want.sent[w]) ||
-             uly_json_set_int(x, "recv", (int64_t)(J->vol.recv[w] / (uint64_t)c->repeat)) ||
+             uly_json_set_int(x, "recv", (int64_t)(J->vol.recv[w] / calls)) ||
              uly_json_set_int(x, "expected_recv", (int64_t)J->want.recv[w]);
     }
     e |= uly_json_set_bool(o, "bytes_match_all_ranks", !J->vol_bad);
+    e |= uly_json_set_str(o, "overlap", overlap_names[c->overlap]);
+    e |= uly_json_set_int(o, "overlap_chunks", J->chunks);
+    if (J->ovl_pair && !e) {
+        static const char *const fkey[3] = {"overlap_forward", "overlap_backward", "overlap_iteration"};
+        for (int f = 0; f < (c->backward ? 3 : 1) && !e; f++) {
+            const ovl_fig *g = &J->ovl[f];
+            json_t *x = uly_json_add_object(o, fkey[f]);
+            e |= !x || uly_json_set_real(x, "wall_ms", 1e3 * g->wall) ||
+                 uly_json_set_real(x, "attention_alone_ms", 1e3 * g->attn) ||
+                 uly_json_set_real(x, "comm_alone_ms", 1e3 * g->comm) ||
+                 uly_json_set_real(x, "wall_over_attention", g->attn > 0 ? g->wall / g->attn : 0.0) ||
+                 uly_json_set_real(x, "hidden", hidden_of(g->wall, g->attn, g->comm)) ||
+                 uly_json_set_real(x, "attention_same_run_ms", 1e3 * g->attn_same) ||
+                 uly_json_set_real(x, "hidden_same_run", hidden_of(g->wall, g->attn_same, g->comm)) ||
+                 uly_json_set_real(x, "progress_ms", 1e3 * g->progress);
+        }
+    }
     if (J->checked && !e) {
         json_t *ck = uly_json_add_object(o, "check");
         e |= !ck;
@@ -1325,13 +1472,29 @@ static void report_text(attn_job *J, double ffl, double tfl)
     if (c->backward)
         printf(", forward+backward %.2f GFLOP/s", tfl / J->tot_med * 1e-9);
     printf(" (all ranks; 4*pairs*d per head forward, 2.5x backward)\n");
+    if (J->ovl_pair) {
+        printf("\noverlap: %d head chunks per rank; each repetition also ran without overlap (interleaved);\n"
+               "medians over repetitions of the slowest rank; hidden = 1 - (wall - attention) / communication alone\n",
+               J->chunks);
+        printf("%-10s %10s %13s %13s %11s %8s %15s %13s %13s\n", "phase", "wall ms", "attention ms", "comm alone ms",
+               "wall/attn", "hidden", "same-run attn", "same-run hid.", "progress ms");
+        static const char *const fname[3] = {"forward", "backward", "fwd+bwd"};
+        for (int f = 0; f < (c->backward ? 3 : 1); f++) {
+            const ovl_fig *g = &J->ovl[f];
+            printf("%-10s %10.3f %13.3f %13.3f %11.3f %7.1f%% %15.3f %12.1f%% %13.3f\n", fname[f], 1e3 * g->wall,
+                   1e3 * g->attn, 1e3 * g->comm, g->attn > 0 ? g->wall / g->attn : 0.0,
+                   100 * hidden_of(g->wall, g->attn, g->comm), 1e3 * g->attn_same,
+                   100 * hidden_of(g->wall, g->attn_same, g->comm), 1e3 * g->progress);
+        }
+    }
     const int uly = J->plan.method == ULY_METHOD_ULYSSES, cw = uly ? 6 : 8;
+    const uint64_t calls = (uint64_t)c->repeat * (uint64_t)(1 + J->ovl_pair);
     printf("\n%-*s %16s %16s %16s %16s   (rank 0, bytes per %s)\n", cw, uly ? "a2a" : "call", "sent", "expected sent",
            "received", "expected recv", uly ? "call" : "layer");
     for (int w = 0; w < ULY_VOL_COUNT; w++)
         if (kind_shown(J, w))
-            printf("%-*s %16llu %16llu %16llu %16llu\n", cw, uly_vol_name(w), (unsigned long long)(J->vol.sent[w] / (uint64_t)c->repeat),
-               (unsigned long long)J->want.sent[w], (unsigned long long)(J->vol.recv[w] / (uint64_t)c->repeat),
+            printf("%-*s %16llu %16llu %16llu %16llu\n", cw, uly_vol_name(w), (unsigned long long)(J->vol.sent[w] / calls),
+               (unsigned long long)J->want.sent[w], (unsigned long long)(J->vol.recv[w] / calls),
                (unsigned long long)J->want.recv[w]);
     printf("measured == expected on every rank: %s\n", J->vol_bad ? "NO" : "yes");
     if (J->checked) {
@@ -1437,6 +1600,7 @@ static int attn_main(attn_job *J, drv *d, int argc, char **argv)
     STEP(attn_run(J, d));
     STEP(attn_finite(J, d));
     STEP(attn_measure(J, d));
+    STEP(attn_overlap(J, d));
     STEP(attn_gather(J, d));
     STEP(attn_check(J, d));
     STEP(attn_write(J, d));

@@ -447,29 +447,18 @@ static void js_meas(FILE *f, int *first, const char *key, double value, const ch
 /* Bandwidth per rank of an all-to-all on g ranks: least-squares slope of the
  * median time against the bytes each rank sends, t = a + (g-1) b / bw, over
  * every measured size (falls back to the largest size alone when noise makes
- * the slope non-positive).  *alpha (if not NULL): the intercept a, the fixed
- * cost of one call (0 with the fallback, clipped at 0). */
-static double a2a_fit2(int g, const size_t *sizes, const stats *t, int n, double *alpha)
+ * the slope non-positive). */
+static double a2a_fit(int g, const size_t *sizes, const stats *t, int n)
 {
-    if (alpha)
-        *alpha = 0;
     double sx = 0, sy = 0, sxx = 0, sxy = 0;
     for (int i = 0; i < n; i++) {
         double x = (double)(g - 1) * (double)sizes[i], y = t[i].median;
         sx += x; sy += y; sxx += x * x; sxy += x * y;
     }
     double den = n * sxx - sx * sx, slope = den > 0 ? (n * sxy - sx * sy) / den : 0;
-    if (slope > 0) {
-        if (alpha)
-            *alpha = fmax(0.0, (sy - slope * sx) / n);
+    if (slope > 0)
         return 1.0 / slope;
-    }
     return (double)(g - 1) * (double)sizes[n - 1] / t[n - 1].median;
-}
-
-static double a2a_fit(int g, const size_t *sizes, const stats *t, int n)
-{
-    return a2a_fit2(g, sizes, t, n, NULL);
 }
 
 static int write_platform(cal *c, drv_out *o, const char *out, const char *name,
@@ -505,10 +494,13 @@ static int write_platform(cal *c, drv_out *o, const char *out, const char *name,
     double intra_bw = 0, intra_lat = 0, inter_bw = 0, inter_lat = 0, intra_call = 0, inter_call = 0;
     const int big = nsz - 1;
     if (c->g > 1) {
-        intra_bw = a2a_fit2(c->g, usizes, uly_node, nsz, &intra_call);
+        intra_bw = a2a_fit(c->g, usizes, uly_node, nsz);
         intra_lat = pp_lat[0].median;
-        /* the simulator adds its per-transfer latency on top of the call cost */
-        intra_call = fmax(0.0, intra_call - intra_lat);
+        /* the call cost: the smallest all-to-all (512 B per pair) less what
+         * the simulator already charges for it, one latency and its bytes.
+         * Not the fit's intercept: on a loaded machine the slowest sizes'
+         * outliers move the intercept by milliseconds (measured). */
+        intra_call = fmax(0.0, uly_node[0].median - intra_lat - (double)(c->g - 1) * (double)usizes[0] / intra_bw);
     } else {
         intra_bw = mem.median * 1e9 / 3.0;   /* one rank per node: a copy at triad speed (unused) */
         intra_lat = 1e-6;
@@ -612,9 +604,10 @@ static int write_platform(cal *c, drv_out *o, const char *out, const char *name,
         js_meas(f, &first, "intra_node.bw_GBps_per_dir", intra_bw * 1e-9, "GB/s", how, s, 1, (int)A2A_REPS(c));
         snprintf(how, sizeof how, "MPI ping-pong of 8 B between ranks 0 and 1, half the round trip");
         js_meas(f, &first, "intra_node.latency_us", intra_lat * 1e6, "us", how, pp_lat[0], 1e6, (int)c->repeat);
-        snprintf(how, sizeof how, "intercept of the same least-squares fit (the time of a call that moves no "
-                 "bytes) minus intra_node.latency_us, which the simulator adds per transfer; clipped at 0");
-        js_meas(f, &first, "intra_node.a2a_call_us", intra_call * 1e6, "us", how, none, 0, 0);
+        snprintf(how, sizeof how, "median time of the same all-to-all at %zu B per pair minus what the simulator "
+                 "charges for it (intra_node.latency_us and its bytes at bw_GBps_per_dir); clipped at 0", usizes[0]);
+        js_meas(f, &first, "intra_node.a2a_call_us", intra_call * 1e6, "us", how, uly_node[0], 1e6,
+                (int)A2A_REPS(c));
     }
     if (c->nodes > 1) {
         snprintf(how, sizeof how, "rank i of node 2k exchanges %zu MiB with rank i of node 2k+1 (MPI_Sendrecv, both "
