@@ -301,9 +301,9 @@ int usim_engine_desc(const usim_result *r, char *buf, size_t n)
     if (r->coll_full == 0)
         return snprintf(buf, n, "classes");
     if (r->coll_classes == 0)
-        return snprintf(buf, n, r->engine == USIM_ENGINE_FULL ? "full" : "full (groups not placed alike)");
-    return snprintf(buf, n, "classes + full (%d of %d collectives at full flow level: groups not placed "
-                    "alike)", r->coll_full, r->coll_full + r->coll_classes);
+        return snprintf(buf, n, r->engine == USIM_ENGINE_FULL ? "full" : "full (not alike)");
+    return snprintf(buf, n, "classes + full (%d of %d full)", r->coll_full,
+                    r->coll_full + r->coll_classes);
 }
 
 /* ------------------------------------------------------------ byte check */
