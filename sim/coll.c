@@ -1108,7 +1108,8 @@ static int candidates(usim_net *n, const usim_coll *c, usim_algo *as, usim_proto
  * every block's loads to be alike and inside the block.  For every GPU of
  * group 0 and every unit of GPUs sharing links (NIC, node), the positions of
  * the unit's members relative to the GPU's block must lie in the block and
- * form the same multiset for every block.  Returns 1 if so. */
+ * form the same multiset for every block.  Returns 1 if so, 0 if not, or
+ * -status. */
 static int blocks_alike(usim_net *n, const usim_coll *c, const cls *k, const geo *G)
 {
     if (!k->pos || !G->uniform || G->N < 2)
@@ -1120,7 +1121,7 @@ static int blocks_alike(usim_net *n, const usim_coll *c, const cls *k, const geo
     int *at = usim_malloc((size_t)P * sizeof *at);   /* position -> index in the ring blocks */
     if (!ref || !cur || !at) {
         free(ref); free(cur); free(at);
-        return 0;
+        return -usim_set_error(USIM_ENOMEM, "out of memory");
     }
     for (int i = 0; i < P; i++)
         at[G->pos[i]] = i;
@@ -1232,7 +1233,11 @@ static int generate(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, 
                         g->window = 0;   /* counting only: every step in closed form */
                 }
                 int done = 0;
-                if (build && k->on && !k->nocone && (c->ngroups == 1 || blocks_alike(n, c, k, &Gg))) {
+                int alike = build && k->on && !k->nocone ? c->ngroups == 1 ? 1
+                                                         : blocks_alike(n, c, k, &Gg) : 0;
+                if (alike < 0)
+                    rc = -alike;
+                if (alike > 0) {
                     int w = g->window < *steps ? g->window : *steps;
                     done = gen_ring_cone(g, gi, &Gg, C, w);
                     if (done < 0)
