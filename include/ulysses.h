@@ -151,6 +151,9 @@ enum {
 };
 /* Name of any call ("q", ..., "dv", "ring-k", ..., "ag-k", "rs-dv"). */
 const char *uly_vol_name(int which);
+/* Whether call kind `which` belongs to the backward (dO, dQ, dK, dV
+ * all-to-alls, the backward ring hops, the reduce-scatters). */
+int uly_vol_backward(int which);
 
 /* Bytes one rank sends to / receives from other ranks (itself excluded), per
  * call kind.  An all-gather counts the rank's block once per other rank
@@ -207,7 +210,10 @@ typedef struct uly_sp_plan {
 } uly_sp_plan;
 
 /* Names: "ulysses", "ring", "zigzag", "allgather", "usp"; "ulysses-inner",
- * "ring-inner".  The parsers return ULY_EINVAL for an unknown name. */
+ * "ring-inner".  The parsers return ULY_EINVAL for an unknown name.  The
+ * method parser also takes Megatron-Core's cp_comm_type names, as
+ * ulysses-sim does: a2a (ulysses), p2p (zigzag), all_gather (allgather),
+ * a2a+p2p (usp). */
 const char *uly_method_name(int method);
 int uly_method_parse(const char *name, int *method);
 const char *uly_placement_name(int placement);
@@ -221,6 +227,15 @@ int uly_sp_plan_init(uly_sp_plan *p, int method, int P, int U, int placement);
 /* The Ulysses degree usp uses when none is given: the largest divisor of P
  * that is at most H (so every group member has a head). */
 int uly_plan_usp_degree(int64_t H, int P);
+
+/* The log-sum-exp a rank holds after the forward (uly_sp_lse): query heads
+ * [*head_begin, +*head_count) of the token segments begin/count (returns
+ * their number), laid out (B, head_count, rows), rows in segment order.
+ * ulysses: its heads, all N tokens; usp: its heads (uly_plan_heads), the
+ * tokens of its ring position's chunk; ring, zigzag, allgather: all heads,
+ * its own tokens.  Over all ranks every (head, token) appears once. */
+int uly_plan_lse_layout(const uly_sp_plan *p, int64_t N, int64_t H, int rank, int64_t *head_begin,
+                        int64_t *head_count, int64_t begin[2], int64_t count[2]);
 
 /* Grid coordinates of a rank (group member u, ring position j) and back. */
 void uly_plan_grid(const uly_sp_plan *p, int rank, int *u, int *j);
@@ -384,6 +399,12 @@ typedef struct uly_npy_reader uly_npy_reader;
 int uly_npy_reader_open(const char *path, uly_npy *header, uly_npy_reader **r);
 int uly_npy_reader_read(uly_npy_reader *r, size_t first, size_t count, void *dst);
 void uly_npy_reader_close(uly_npy_reader *r);
+/* Read a whole .npy file of 64-bit signed integers ('<i8'; e.g. document
+ * offsets), with the checks of the streaming reader: *ndim, shape, *count
+ * and *data (count elements, free with uly_free).  A float file is refused
+ * (ULY_EFORMAT), as the float readers refuse '<i8'. */
+int uly_npy_read_i64(const char *path, int *ndim, int64_t shape[ULY_NPY_MAXDIM], size_t *count,
+                     int64_t **data);
 /* Write a .npy file (format 1.0, C order, little-endian). */
 int uly_npy_write(const char *path, uly_dtype dtype, int ndim,
                   const int64_t *shape, const void *data);

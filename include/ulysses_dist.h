@@ -182,6 +182,12 @@ int uly_sp_tokens(const uly_sp *s, int64_t begin[2], int64_t count[2]);
  * o, which must then stay unchanged until uly_sp_bwd returns (as uly_dist). */
 int uly_sp_fwd(uly_sp *s, const void *q, const void *k, const void *v, void *o);
 int uly_sp_bwd(uly_sp *s, const void *dout, void *dq, void *dk, void *dv);
+/* The Ulysses context inside (ulysses: over all ranks; usp: the group's),
+ * owned by s; NULL for ring, zigzag and allgather. */
+uly_dist *uly_sp_dist(const uly_sp *s);
+/* The log-sum-exp of the last successful forward, laid out as
+ * uly_plan_lse_layout says for this rank (NULL before a forward). */
+const void *uly_sp_lse(const uly_sp *s);
 /* Bytes sent / received since creation (or reset), every call kind. */
 void uly_sp_volume(const uly_sp *s, uly_volume *measured);
 void uly_sp_reset_volume(uly_sp *s);

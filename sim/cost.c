@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cost.h"
+#include "jobcoll.h"
 #include "ulysses.h"
 #include "usim.h"
 #include "usim_internal.h"
@@ -381,13 +382,14 @@ int usim_analytic_sp_bytes(const usim_model *m, const usim_job *jin, int gpu, do
             return usim_set_error(USIM_EINVAL, "uly_plan_volume: %s", uly_last_error());
         for (int w = 0; w < ULY_A2A_COUNT; w++)
             sent[w >= ULY_A2A_DO] += (double)v.sent[w] / 4 * e;   /* F32 -> model dtype */
-        if (j.method == USIM_USP && r > 1) {
-            int64_t hb, hc, kb, kc;
-            uly_split(m->heads, u, 0, &hb, &hc);
-            uly_kv_range(&a, hb, hc, &kb, &kc);
-            double kvb = b * (double)seq * (double)kc * d * e;
-            sent[0] += 2.0 * (r - 1) * kvb;
-            sent[1] += (4.0 * (r - 1) + 2) * kvb;
+        if (j.method == USIM_USP && r > 1) { /* the ring across the groups: the plan layer's hops */
+            int ie = usim_dtype_bytes(mt.dtype);
+            sent[0] += (r - 1) * (double)usim_ring_hop_bytes(m->micro_batch, m->seq, m->heads, m->kv_heads, (int64_t)d, ie,
+                                                              USIM_USP, u, r, USIM_C_HOP_F);
+            sent[1] += (r - 1) * (double)usim_ring_hop_bytes(m->micro_batch, m->seq, m->heads, m->kv_heads, (int64_t)d, ie,
+                                                              USIM_USP, u, r, USIM_C_HOP_B) +
+                       (double)usim_ring_hop_bytes(m->micro_batch, m->seq, m->heads, m->kv_heads, (int64_t)d, ie, USIM_USP, u,
+                                                   r, USIM_C_HOP_DKV);
         }
         break;
     }
@@ -401,12 +403,15 @@ int usim_analytic_sp_bytes(const usim_model *m, const usim_job *jin, int gpu, do
         sent[1] = sent[0];
         break;
     }
-    case USIM_RING: case USIM_RING_ZIGZAG: {
-        int64_t bg, n0;
-        uly_split(m->seq, P, 0, &bg, &n0);
-        double kvb = b * (double)n0 * hkv * e;
-        sent[0] += 2.0 * (P - 1) * kvb;
-        sent[1] += (4.0 * (P - 1) + 2) * kvb;
+    case USIM_RING: case USIM_RING_ZIGZAG: { /* P - 1 hops of the plan layer's size, and the return */
+        int ie = usim_dtype_bytes(mt.dtype);
+        int64_t hd = (int64_t)d;
+        sent[0] += (P - 1) * (double)usim_ring_hop_bytes(m->micro_batch, m->seq, m->heads, m->kv_heads, hd, ie, j.method, 1, P,
+                                                          USIM_C_HOP_F);
+        sent[1] += (P - 1) * (double)usim_ring_hop_bytes(m->micro_batch, m->seq, m->heads, m->kv_heads, hd, ie, j.method, 1, P,
+                                                          USIM_C_HOP_B) +
+                   (double)usim_ring_hop_bytes(m->micro_batch, m->seq, m->heads, m->kv_heads, hd, ie, j.method, 1, P,
+                                               USIM_C_HOP_DKV);
         break;
     }
     case USIM_ALLGATHER_CP: {

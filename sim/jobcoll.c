@@ -56,6 +56,32 @@ static void ring_chunks(int64_t total, int P, uint64_t mult, uint64_t *chunk)
     }
 }
 
+uint64_t usim_ring_hop_bytes(int64_t b, int64_t s, int64_t H, int64_t Hkv, int64_t d, int e, usim_method m,
+                             int U, int R, int id)
+{
+    int lm = m == USIM_RING ? ULY_METHOD_RING : m == USIM_RING_ZIGZAG ? ULY_METHOD_ZIGZAG : ULY_METHOD_USP;
+    uly_sp_plan p;
+    if ((m != USIM_RING && m != USIM_RING_ZIGZAG && m != USIM_USP) || R < 2 ||
+        uly_sp_plan_init(&p, lm, U * R, lm == ULY_METHOD_USP ? U : 0, ULY_PLACE_ULYSSES_INNER))
+        return 0;
+    uly_attn_desc a = {.batch = b, .seq = s, .heads = H, .kv_heads = Hkv, .head_dim = d, .dtype = ULY_F32};
+    uint64_t f32 = 0;
+    for (int u = 0; u < U; u++) { /* the busiest ring: the group member with the most KV heads */
+        uint64_t x = 0;
+        if (id == USIM_C_HOP_DKV) { /* position R-1 holds shard 0 last and sends its dK, dV home */
+            int last = uly_plan_grid_rank(&p, u, R - 1);
+            x = uly_plan_ring_hop(&a, &p, last, R - 1, ULY_RING_DK) + uly_plan_ring_hop(&a, &p, last, R - 1, ULY_RING_DV);
+        } else {
+            int w0 = id == USIM_C_HOP_F ? ULY_RING_K : ULY_RING_BK, w1 = id == USIM_C_HOP_F ? ULY_RING_V : ULY_RING_DV;
+            for (int w = w0; w <= w1; w++)
+                x += uly_plan_ring_hop(&a, &p, uly_plan_grid_rank(&p, u, 0), 0, w);
+        }
+        if (x > f32)
+            f32 = x;
+    }
+    return f32 / 4 * (uint64_t)e;   /* counted in f32, the model's element size */
+}
+
 int usim_jc_buf_new(const usim_layout *l, usim_jc_buf *buf)
 {
     int P = l->sp_size, Pmax = P > l->z_size ? P : l->z_size;
@@ -140,8 +166,7 @@ int usim_jc_describe(const usim_job *j, const usim_shape *x, const usim_layout *
         if (R < 2)
             return 0;
         /* K and V forward; K, V, dK, dV backward; dK, dV home after the last step */
-        uint64_t kvb = (uint64_t)x->b * (uint64_t)x->tk * (uint64_t)x->kv_l * x->d * x->e;
-        uint64_t bytes = (id == USIM_C_HOP_B ? 4 : 2) * kvb;
+        uint64_t bytes = usim_ring_hop_bytes(x->b, x->s, x->H, x->Hkv, x->d, x->e, j->method, usp ? x->u : 1, R, id);
         *c = (usim_coll){USIM_RING_SHIFT, usp ? l->ring_ng : l->sp_ng, R,
                          usp ? l->ring_ranks : l->sp_ranks, NULL, NULL, bytes, USIM_ALGO_AUTO,
                          USIM_PROTO_AUTO};

@@ -164,6 +164,11 @@ static uly_kernel_opts ag_tile(const uly_ag *g, int x)
     return o;
 }
 
+const void *uly_ag_lse(const uly_ag *g)
+{
+    return g->have_fwd ? g->L : NULL;
+}
+
 int uly_ag_fwd(uly_ag *g, const void *q, const void *k, const void *v, void *o, uly_phase_times *tm)
 {
     const int r = g->rank, ns = g->nseg[r];

@@ -49,6 +49,8 @@ ULY_INTERNAL int uly_ag_create(uly_comm *c, const uly_attn_desc *a, const uly_sp
 ULY_INTERNAL void uly_ag_free(uly_ag *g);
 ULY_INTERNAL int uly_ag_fwd(uly_ag *g, const void *q, const void *k, const void *v, void *o,
                             uly_phase_times *t);
+/* The log-sum-exp of the last forward: segment-major (B, H, c[s]) per own segment. */
+ULY_INTERNAL const void *uly_ag_lse(const uly_ag *g);
 ULY_INTERNAL int uly_ag_bwd(uly_ag *g, const void *dout, void *dq, void *dk, void *dv, uly_phase_times *t);
 
 /* Layout helpers shared by the modules.  A tensor of `rows` rows per batch

@@ -57,14 +57,18 @@
 
 /* ------------------------------------------------------------ small helpers */
 
+/* 64-bit signed integers ('<i8'): a dtype of this file only, which the
+ * float readers refuse and uly_npy_read_i64 requires. */
+#define NPY_I64 ((uly_dtype)2)
+
 static size_t elem_size(uly_dtype t)
 {
-    return t == ULY_F32 ? 4 : t == ULY_F64 ? 8 : 0;
+    return t == ULY_F32 ? 4 : t == ULY_F64 || t == NPY_I64 ? 8 : 0;
 }
 
 static const char *dtype_descr(uly_dtype t)
 {
-    return t == ULY_F32 ? "<f4" : "<f8";
+    return t == ULY_F32 ? "<f4" : t == NPY_I64 ? "<i8" : "<f8";
 }
 
 static int host_is_little_endian(void)
@@ -260,6 +264,10 @@ static int parse_descr(cursor *c, uly_dtype *dtype)
     }
     if (n == 3 && memcmp(s, "<f8", 3) == 0) {
         *dtype = ULY_F64;
+        return ULY_OK;
+    }
+    if (n == 3 && memcmp(s, "<i8", 3) == 0) {
+        *dtype = NPY_I64;
         return ULY_OK;
     }
     char name[40];
@@ -476,7 +484,7 @@ static int parse_preamble(const unsigned char *buf, size_t avail, size_t total, 
 /* Header text [hdr, hdr + hlen) at file offset pre, then the data size
  * against the total bytes of the file. */
 static int parse_head(const unsigned char *hdr, size_t pre, size_t hlen, size_t total, const char *src,
-                      npy_head *h)
+                      int ints, npy_head *h)
 {
     int st;
     memset(h, 0, sizeof *h);
@@ -484,6 +492,12 @@ static int parse_head(const unsigned char *hdr, size_t pre, size_t hlen, size_t 
     cursor c = { hdr, hdr, hdr + hlen, pre, src };
     if ((st = parse_header(&c, &h->n.dtype, &h->n.ndim, h->n.shape)))
         return st;
+    /* ints: the caller wants 64-bit integers ('<i8'), else floats */
+    if (ints && h->n.dtype != NPY_I64)
+        return npy_fail(src, ULY_EFORMAT, "dtype '%s' where 64-bit integers ('<i8') are expected",
+                        dtype_descr(h->n.dtype));
+    if (!ints && h->n.dtype == NPY_I64)
+        return npy_fail(src, ULY_EFORMAT, "dtype '<i8' (integers) where floats are expected (only '<f4' and '<f8')");
     h->es = elem_size(h->n.dtype);
     char shp[ULY_NPY_MAXDIM * 22 + 4];
     shape_text(shp, sizeof shp, h->n.ndim, h->n.shape);
@@ -509,7 +523,7 @@ static int parse_image(const unsigned char *buf, size_t len, uly_npy *out, const
     npy_head h;
     int st = parse_preamble(buf, len, len, src, &pre, &hlen);
     if (!st)
-        st = parse_head(buf + pre, pre, hlen, len, src, &h);
+        st = parse_head(buf + pre, pre, hlen, len, src, 0, &h);
     if (st)
         return st;
     h.n.data = uly_malloc(h.nbytes);
@@ -566,7 +580,7 @@ static int read_at(int fd, void *dst, size_t n, size_t off, size_t *got)
     return 0;
 }
 
-int uly_npy_reader_open(const char *path, uly_npy *header, uly_npy_reader **out)
+static int reader_open(const char *path, int ints, uly_npy *header, uly_npy_reader **out)
 {
     if (!out || !header || !path)
         return uly_set_error(ULY_EINVAL, "uly_npy_reader_open: NULL argument");
@@ -628,7 +642,7 @@ int uly_npy_reader_open(const char *path, uly_npy *header, uly_npy_reader **out)
                        : npy_fail(path, ULY_EFORMAT, "the file shrank while it was read");
     }
     if (!rc)
-        rc = parse_head(hdr, pre, hlen, total, path, &r->h);
+        rc = parse_head(hdr, pre, hlen, total, path, ints, &r->h);
     uly_free(hdr);
     if (rc) {
         uly_npy_reader_close(r);
@@ -637,6 +651,11 @@ int uly_npy_reader_open(const char *path, uly_npy *header, uly_npy_reader **out)
     *header = r->h.n;
     *out = r;
     return ULY_OK;
+}
+
+int uly_npy_reader_open(const char *path, uly_npy *header, uly_npy_reader **out)
+{
+    return reader_open(path, 0, header, out);
 }
 
 int uly_npy_reader_read(uly_npy_reader *r, size_t first, size_t count, void *dst)
@@ -693,6 +712,34 @@ int uly_npy_read(const char *path, uly_npy *out)
         return st;
     }
     *out = h;
+    return ULY_OK;
+}
+
+int uly_npy_read_i64(const char *path, int *ndim, int64_t shape[ULY_NPY_MAXDIM], size_t *count,
+                     int64_t **data)
+{
+    if (!path || !ndim || !shape || !count || !data)
+        return uly_set_error(ULY_EINVAL, "uly_npy_read_i64: NULL argument");
+    *data = NULL;
+    uly_npy_reader *r;
+    uly_npy h;
+    int st = reader_open(path, 1, &h, &r);
+    if (st)
+        return st;
+    int64_t *x = uly_malloc(h.count ? h.count * sizeof *x : 1);
+    if (!x)
+        st = npy_fail(path, ULY_ENOMEM, "out of memory: cannot allocate %zu integers", h.count);
+    if (!st)
+        st = uly_npy_reader_read(r, 0, h.count, x);
+    uly_npy_reader_close(r);
+    if (st) {
+        uly_free(x);
+        return st;
+    }
+    *ndim = h.ndim;
+    memcpy(shape, h.shape, sizeof h.shape);
+    *count = h.count;
+    *data = x;
     return ULY_OK;
 }
 

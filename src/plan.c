@@ -231,6 +231,18 @@ const char *uly_vol_name(int which)
     return uly_a2a_name(which);
 }
 
+int uly_vol_backward(int which)
+{
+    switch (which) {
+    case ULY_A2A_DO: case ULY_A2A_DQ: case ULY_A2A_DK: case ULY_A2A_DV:
+    case ULY_RING_BK: case ULY_RING_BV: case ULY_RING_DK: case ULY_RING_DV:
+    case ULY_RS_DK: case ULY_RS_DV:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 /* Elements of the block src hands dst in all-to-all `which`, from the
  * partitions alone; rep: whether KV groups are cut (uly_plan_kv_replicated). */
 static uint64_t a2a_block(const uly_attn_desc *a, int P, int rep, int which, int src, int dst)

@@ -27,8 +27,17 @@ int uly_method_parse(const char *name, int *method)
             *method = m;
             return ULY_OK;
         }
-    return uly_set_error(ULY_EINVAL, "unknown method '%s' (ulysses, ring, zigzag, allgather, usp)",
-                         name ? name : "(null)");
+    /* Megatron-Core's cp_comm_type names (its p2p ring is load-balanced: zigzag) */
+    static const struct { const char *name; int m; } alias[] = {
+        {"a2a", ULY_METHOD_ULYSSES}, {"p2p", ULY_METHOD_ZIGZAG}, {"all_gather", ULY_METHOD_ALLGATHER},
+        {"a2a+p2p", ULY_METHOD_USP}};
+    for (size_t i = 0; name && i < sizeof alias / sizeof alias[0]; i++)
+        if (strcmp(name, alias[i].name) == 0) {
+            *method = alias[i].m;
+            return ULY_OK;
+        }
+    return uly_set_error(ULY_EINVAL, "unknown method '%s' (ulysses, ring, zigzag, allgather, usp; "
+                         "Megatron cp_comm_type a2a, p2p, all_gather, a2a+p2p)", name ? name : "(null)");
 }
 
 const char *uly_placement_name(int placement)
@@ -94,6 +103,24 @@ int uly_plan_usp_degree(int64_t H, int P)
         if (P % U == 0 && U <= H)
             best = U;
     return best;
+}
+
+int uly_plan_lse_layout(const uly_sp_plan *p, int64_t N, int64_t H, int rank, int64_t *head_begin,
+                        int64_t *head_count, int64_t begin[2], int64_t count[2])
+{
+    int u, j;
+    uly_plan_heads(p, H, rank, head_begin, head_count);
+    switch (p->method) {
+    case ULY_METHOD_ULYSSES:
+        begin[0] = 0;
+        count[0] = N;
+        return 1;
+    case ULY_METHOD_USP:
+        uly_plan_grid(p, rank, &u, &j);
+        return uly_plan_chunk(p, N, j, begin, count);
+    default:
+        return uly_plan_tokens(p, N, rank, begin, count);
+    }
 }
 
 /* The plan's own consistency (callers may fill the struct by hand). */

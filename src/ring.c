@@ -240,6 +240,33 @@ static void count(uly_ring *r, int kind, uint64_t sent, uint64_t recv)
     r->vol->recv[kind] += recv;
 }
 
+/* The K/V hop after step t (forward and backward alike, counted as kinds
+ * kk and kk + 1): receive the shard of step t + 1 from the predecessor into
+ * KV[cur ^ 1] when this position holds it then, and send the shard of step
+ * t on to the successor when the successor holds it then.  Both sides
+ * evaluate the same plan function, so sends and receives match. */
+static int post_kv_hop(uly_ring *r, int t, int cur, int kk, uly_comm_req *req)
+{
+    const int j = r->j, R = r->R, next = (j + 1) % R, prev = (j + R - 1) % R;
+    const size_t es = r->es;
+    int rc = ULY_OK;
+    if (t + 1 >= R)
+        return rc;
+    if (uly_plan_ring_hold(&r->a, &r->p, j, t + 1)) {
+        size_t bytes = 2 * shard_elems(r, uly_plan_ring_src(&r->p, j, t + 1), r->hk) * es;
+        rc = uly_comm_irecv(r->c, r->KV[cur ^ 1], bytes, prev, TAG_KV, req);
+        count(r, kk, 0, bytes / 2);
+        count(r, kk + 1, 0, bytes / 2);
+    }
+    if (!rc && uly_plan_ring_hold(&r->a, &r->p, next, t + 1)) {
+        size_t bytes = 2 * shard_elems(r, uly_plan_ring_src(&r->p, j, t), r->hk) * es;
+        rc = uly_comm_isend(r->c, r->KV[cur], bytes, next, TAG_KV, req);
+        count(r, kk, bytes / 2, 0);
+        count(r, kk + 1, bytes / 2, 0);
+    }
+    return rc;
+}
+
 /* Forward tiles of the shard in `kv` (position src) merged into O, L.
  * first[x]: segment x has no tile yet. */
 static int fwd_shard(uly_ring *r, int src, const char *kv, int *first)
@@ -280,7 +307,6 @@ int uly_ring_fwd(uly_ring *r, const void *q, const void *k, const void *v, void 
 {
     const int j = r->j, R = r->R, n = r->nseg[j];
     const size_t es = r->es, qrow = (size_t)(r->hq * r->d) * es, krow = (size_t)(r->hk * r->d) * es;
-    const int next = (j + 1) % R, prev = (j + R - 1) % R;
     r->have_fwd = 0;
     uly_to_segmajor(q, r->Q, r->B, n, r->segc[j], qrow);
     uly_to_segmajor(k, r->KVown, r->B, n, r->segc[j], krow);
@@ -291,22 +317,7 @@ int uly_ring_fwd(uly_ring *r, const void *q, const void *k, const void *v, void 
     for (int t = 0; t < R; t++) {
         const int src = uly_plan_ring_src(&r->p, j, t);
         uly_comm_req req = {.n = 0};
-        int rc = ULY_OK;
-        if (t + 1 < R) {
-            const int nsrc = uly_plan_ring_src(&r->p, j, t + 1);
-            if (uly_plan_ring_hold(&r->a, &r->p, j, t + 1)) {
-                size_t bytes = 2 * shard_elems(r, nsrc, r->hk) * es;
-                rc = uly_comm_irecv(r->c, r->KV[cur ^ 1], bytes, prev, TAG_KV, &req);
-                count(r, ULY_RING_K, 0, bytes / 2);
-                count(r, ULY_RING_V, 0, bytes / 2);
-            }
-            if (!rc && uly_plan_ring_hold(&r->a, &r->p, next, t + 1)) {
-                size_t bytes = 2 * shard_elems(r, src, r->hk) * es;
-                rc = uly_comm_isend(r->c, r->KV[cur], bytes, next, TAG_KV, &req);
-                count(r, ULY_RING_K, bytes / 2, 0);
-                count(r, ULY_RING_V, bytes / 2, 0);
-            }
-        }
+        int rc = post_kv_hop(r, t, cur, ULY_RING_K, &req);
         if (rc) {
             uly_comm_wait(&req);
             return rc;
@@ -398,21 +409,7 @@ int uly_ring_bwd(uly_ring *r, const void *dout, void *dq, void *dk, void *dv, ul
         const int held = uly_plan_ring_hold(&r->a, &r->p, j, t);
         const size_t dsz = shard_elems(r, src, r->hd);
         uly_comm_req req = {.n = 0};
-        if (t + 1 < R) {
-            const int nsrc = uly_plan_ring_src(&r->p, j, t + 1);
-            if (uly_plan_ring_hold(&r->a, &r->p, j, t + 1)) {
-                size_t bytes = 2 * shard_elems(r, nsrc, r->hk) * es;
-                rc = uly_comm_irecv(r->c, r->KV[cur ^ 1], bytes, prev, TAG_KV, &req);
-                count(r, ULY_RING_BK, 0, bytes / 2);
-                count(r, ULY_RING_BV, 0, bytes / 2);
-            }
-            if (!rc && uly_plan_ring_hold(&r->a, &r->p, next, t + 1)) {
-                size_t bytes = 2 * shard_elems(r, src, r->hk) * es;
-                rc = uly_comm_isend(r->c, r->KV[cur], bytes, next, TAG_KV, &req);
-                count(r, ULY_RING_BK, bytes / 2, 0);
-                count(r, ULY_RING_BV, bytes / 2, 0);
-            }
-        }
+        rc = post_kv_hop(r, t, cur, ULY_RING_BK, &req);
         double t0 = uly_comm_wtime();
         int computed = 0;
         if (!rc && !local && held && uly_plan_ring_need(&r->a, &r->p, j, src)) {

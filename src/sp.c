@@ -22,7 +22,7 @@ struct uly_sp {
     uly_ring *ring;            /* ring, zigzag, usp */
     uly_ag *ag;                /* allgather */
     uly_local_attn plug;       /* usp: the ring as the group's local attention */
-    void *lse;                 /* ring, zigzag: (B, H, n_r) */
+    void *lse;                 /* ring, zigzag, allgather: (B, H, n_r) */
     uly_volume vol;            /* ring / all-gather counters */
     uly_phase_times fph, bph;  /* ring / all-gather phases of the last calls */
     uly_sp_times times;
@@ -127,15 +127,15 @@ static int sp_build(uly_sp *S, MPI_Comm comm)
     switch (S->p.method) {
     case ULY_METHOD_ULYSSES:
         return uly_dist_create(comm, a, &S->o.dist, &S->dist);
-    case ULY_METHOD_ALLGATHER:
-        local = uly_ag_create(S->c, a, &S->p, &ko, &S->vol, &S->ag);
-        return uly_comm_agree(S->c, local, 0, NULL, NULL);
-    case ULY_METHOD_RING: case ULY_METHOD_ZIGZAG: {
+    case ULY_METHOD_ALLGATHER: case ULY_METHOD_RING: case ULY_METHOD_ZIGZAG: {
         int64_t tb[2], tc[2];
         int ns = uly_plan_tokens(&S->p, a->seq, S->rank, tb, tc);
         size_t n = (size_t)(tc[0] + (ns > 1 ? tc[1] : 0));
-        local = uly_ring_create(S->c, a, &S->p, S->j, 0, a->heads, 0, &ko, S->o.bf16_partials, &S->vol,
-                                &S->ring);
+        if (S->p.method == ULY_METHOD_ALLGATHER)
+            local = uly_ag_create(S->c, a, &S->p, &ko, &S->vol, &S->ag);
+        else
+            local = uly_ring_create(S->c, a, &S->p, S->j, 0, a->heads, 0, &ko, S->o.bf16_partials, &S->vol,
+                                    &S->ring);
         if (!local && !(S->lse = uly_malloc((size_t)(a->batch * a->heads) * (n ? n : 1) * uly_dtype_size(a->dtype))))
             local = uly_set_error(ULY_ENOMEM, "cannot allocate the LSE of %zu tokens", n);
         return uly_comm_agree(S->c, local, 0, NULL, NULL);
@@ -270,6 +270,12 @@ int uly_sp_fwd(uly_sp *S, const void *q, const void *k, const void *v, void *o)
         break;
     case ULY_METHOD_ALLGATHER:
         local = uly_ag_fwd(S->ag, q, k, v, o, &S->fph);
+        if (!local) {
+            int64_t tb[2], tc[2];
+            int ns = uly_sp_tokens(S, tb, tc);
+            uly_lse_from_segmajor(uly_ag_lse(S->ag), S->lse, S->a.batch, S->a.heads, ns, tc,
+                                  uly_dtype_size(S->a.dtype));
+        }
         break;
     default:
         local = uly_ring_fwd(S->ring, q, k, v, o, S->lse, &S->fph);
@@ -326,6 +332,18 @@ int uly_sp_bwd(uly_sp *S, const void *dout, void *dq, void *dk, void *dv)
     S->times.bwd_wait = S->bph.wait;
     S->times.bwd_out = dt.bwd_a2a_out + S->bph.comm_out;
     return rc;
+}
+
+uly_dist *uly_sp_dist(const uly_sp *S)
+{
+    return S ? S->dist : NULL;
+}
+
+const void *uly_sp_lse(const uly_sp *S)
+{
+    if (!S || !S->have_fwd)
+        return NULL;
+    return S->dist ? uly_dist_lse(S->dist) : S->lse;
 }
 
 void uly_sp_volume(const uly_sp *S, uly_volume *m)

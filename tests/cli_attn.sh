@@ -1,7 +1,8 @@
 #!/bin/sh
 # The `ulysses` command line: help, the catalogue of bad inputs (each must
 # exit 2 with a message naming the problem), and .npy interchange (outputs on
-# 1 and 3 ranks are bitwise identical).
+# 1 and 3 ranks are bitwise identical); every sequence-parallel method
+# (--method) through the same interface, with documents (--doc-lens, --docs).
 set -u
 : "${top_builddir:=.}"
 : "${MPIRUN:=mpirun}"
@@ -47,6 +48,10 @@ expect 2 "must be one of f32, f64" -- "$U" attn --dtype f16
 expect 2 "unexpected argument" -- "$U" attn 128
 expect 2 "overflows" -- "$U" attn --batch 1048576 --seq 1G --heads 1048576 --head-dim 65536
 expect 2 "need --backward" -- "$U" attn --dq "$W/x.npy"
+expect 2 "unknown method 'frob'" -- "$U" attn --method frob
+expect 2 "--ulysses-degree applies to --method usp only" -- "$U" attn --method ring --ulysses-degree 2
+expect 2 "--placement applies to --method usp only" -- "$U" attn --placement ring-inner
+expect 2 "--bf16-partials applies to the ring methods" -- "$U" attn --method allgather --bf16-partials
 expect 2 "unknown benchmark" -- "$U" bench frobnicate
 expect 2 "must be in" -- "$U" bench kernel --repeat 0
 expect 2 "unknown option" -- "$U" bench memory --frobnicate
@@ -117,7 +122,56 @@ expect 2 "ranks disagree on --max: 4194304 on rank 0; 16777216 on rank 1" -- \
     $M -np 1 "$U" bench a2a --max 4M : -np 1 "$U" bench a2a --max 16M
 expect 0 "usage" -- $M -np 2 "$U" attn --help
 # more ranks than heads would leave ranks idle: refused on every rank, as ulysses-sim and explain do
-expect 2 "SP degree 4 exceeds the 2 attention heads (use usp" -- $M -np 4 "$U" attn --seq 64 --heads 2 --kv-heads 1
+expect 2 "SP degree 4 exceeds the 2 attention heads (use --method usp" -- $M -np 4 "$U" attn --seq 64 --heads 2 --kv-heads 1
+# ... which usp runs out of the box (U chosen and printed)
+expect 0 "usp: ulysses degree 2 chosen" -- $M -np 4 "$U" attn --method usp --seq 64 --heads 2 --kv-heads 1 --causal --backward --check --repeat 1 --warmup 0
+
+# every method through `ulysses attn`: forward + backward against the fp64
+# reference (exit 0 also asserts measured bytes == plan on every rank);
+# uneven N and heads, GQA, causal; usp as a 2 x 2 grid both ways round
+OK="|ref| (O, LSE: a quarter of it): yes"
+for m in "ring" "zigzag" "allgather" "usp --ulysses-degree 2" "usp --ulysses-degree 2 --placement ring-inner"; do
+    np=3; case "$m" in usp*) np=4 ;; esac
+    expect 0 "$OK" -- $M -np $np "$U" attn --method $m --batch 2 --seq 37 --heads 6 --kv-heads 2 --causal --backward --check --repeat 1 --warmup 0
+done
+# Megatron's cp_comm_type names
+expect 0 "method zigzag (U=1 x R=2)" -- $M -np 2 "$U" attn --method p2p --seq 40 --repeat 1 --warmup 0
+expect 0 "method usp (U=2 x R=1)" -- $M -np 2 "$U" attn --method a2a+p2p --seq 40 --repeat 1 --warmup 0
+# .npy inputs and outputs through a two-segment layout (zigzag on 3 ranks):
+# the written files are the gathered results --check compares
+expect 0 "$OK" -- $M -np 3 "$U" attn $Q --method zigzag --causal --check --out "$W/oz.npy" --dout "$W/do.npy" --dq "$W/dqz.npy" --dk "$W/dkz.npy" --dv "$W/dvz.npy"
+for x in oz dqz dkz dvz; do
+    test -s "$W/$x.npy" || { echo "FAIL: $x.npy not written"; fails=$((fails + 1)); }
+done
+expect 0 "\"method\": \"allgather\"" -- $M -np 2 "$U" attn $Q --method allgather --json --repeat 1
+# bf16 partials: the drift is reported, and fails the fp32 tolerance
+expect 1 "--check failed: O differs from the fp64 reference" -- $M -np 2 "$U" attn --method ring --bf16-partials --seq 64 --heads 2 --check --repeat 1 --warmup 0
+# the method and its degrees are agreed before any collective
+expect 2 "ranks disagree on --method: ring on rank 0; zigzag on rank 1" -- $M -np 1 "$U" attn --seq 64 --method ring : -np 1 "$U" attn --seq 64 --method zigzag
+expect 2 "ranks disagree on --method: ulysses on rank 0; usp on rank 1" -- $M -np 1 "$U" attn --seq 64 --method a2a : -np 1 "$U" attn --seq 64 --method a2a+p2p
+expect 2 "ranks disagree on --ulysses-degree: 0 on rank 0; 1 on rank 1" -- $M -np 1 "$U" attn --seq 64 --method usp : -np 1 "$U" attn --seq 64 --method usp --ulysses-degree 1
+for opt in "--bf16-partials" "--doc-lens 32,32" "--docs $W/docs.npy"; do
+    expect 2 "ranks disagree on ${opt%% *}:" -- $M -np 1 "$U" attn --seq 64 --method ring : -np 1 "$U" attn --seq 64 --method ring $opt
+done
+expect 2 "usp needs a ulysses degree dividing 2 ranks (got 4)" -- $M -np 2 "$U" attn --seq 64 --method usp --ulysses-degree 4
+
+# documents: attention never crosses one; offsets from --doc-lens or an
+# int64 .npy (B, D+1), checked
+"$T" i64 "$W/docs.npy" 2 0 10 10 37 0 30 31 37 && "$T" i64 "$W/docs1.npy" 0 0 5 37 &&
+"$T" i64 "$W/dbad0.npy" 2 1 10 10 37 0 30 31 37 && "$T" i64 "$W/dbaddec.npy" 2 0 10 9 37 0 30 31 37 &&
+"$T" i64 "$W/dbadend.npy" 2 0 10 10 36 0 30 31 37 && "$T" i64 "$W/dbadshape.npy" 3 0 37 0 37 0 37 ||
+    { echo "FAIL: npytool i64"; exit 1; }
+expect 0 "3 packed documents per batch row" -- $M -np 3 "$U" attn --method zigzag --batch 2 --seq 37 --heads 2 --docs "$W/docs.npy" --causal --backward --check --repeat 1 --warmup 0
+expect 0 "$OK" -- $M -np 4 "$U" attn --method usp --ulysses-degree 2 --batch 2 --seq 37 --heads 2 --docs "$W/docs1.npy" --backward --check --repeat 1 --warmup 0
+expect 0 "$OK" -- $M -np 2 "$U" attn --method allgather --seq 37 --heads 2 --doc-lens 5,0,20,12 --causal --backward --check --repeat 1 --warmup 0
+expect 2 "must start at 0 (got 1)" -- "$U" attn --batch 2 --seq 37 --docs "$W/dbad0.npy"
+expect 2 "decrease at entry 2 (9 < 10)" -- "$U" attn --batch 2 --seq 37 --docs "$W/dbaddec.npy"
+expect 2 "must end at the sequence length 37 (got 36)" -- "$U" attn --batch 2 --seq 37 --docs "$W/dbadend.npy"
+expect 2 "expected int64 offsets of shape (B, D+1) = (2, D+1)" -- "$U" attn --batch 2 --seq 37 --docs "$W/dbadshape.npy"
+expect 2 "where 64-bit integers ('<i8') are expected" -- "$U" attn --seq 37 --docs "$W/q.npy"
+expect 2 "No such file" -- "$U" attn --seq 37 --docs "$W/missing.npy"
+expect 2 "sums to 30, not --seq 37" -- "$U" attn --seq 37 --doc-lens 10,20
+expect 2 "--doc-lens and --docs" -- "$U" attn --seq 37 --doc-lens 37 --docs "$W/docs1.npy"
 test ! -e "$W/mm.npy" || { echo "FAIL: an output was written by a run that stopped"; fails=$((fails + 1)); }
 
 echo "$cases cases, $fails failed"

@@ -5,6 +5,8 @@
  *   npytool scaled PATH f32|f64 SCALE SEED DIM...  the same times SCALE (e.g. 1e20, 1e300)
  *   npytool nan PATH                           a (1, 4, 1, 2) float32 tensor holding a NaN
  *   npytool cmp A B                            exit 0 if shape, dtype and bits agree
+ *   npytool i64 PATH ROWS V...                 int64 ('<i8') (ROWS, n/ROWS) of the values
+ *                                              (ROWS 0: one dimension)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +44,37 @@ int main(int argc, char **argv)
         free(x);
         free(y);
         return rc ? 1 : 0;
+    }
+    if (argc >= 4 && strcmp(argv[1], "i64") == 0) {
+        long rows = strtol(argv[3], NULL, 10);
+        int n = argc - 4;
+        char hdr[128];
+        if (rows > 0)
+            snprintf(hdr, sizeof hdr, "{'descr': '<i8', 'fortran_order': False, 'shape': (%ld, %ld), }", rows,
+                     n / rows);
+        else
+            snprintf(hdr, sizeof hdr, "{'descr': '<i8', 'fortran_order': False, 'shape': (%d,), }", n);
+        size_t hl = strlen(hdr), total = 10 + hl + 1;
+        size_t pad = (64 - total % 64) % 64;
+        FILE *f = fopen(argv[2], "wb");
+        if (!f)
+            return 1;
+        unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 0, 0};
+        pre[8] = (unsigned char)((hl + pad + 1) & 0xff);
+        pre[9] = (unsigned char)((hl + pad + 1) >> 8);
+        fwrite(pre, 1, 10, f);
+        fwrite(hdr, 1, hl, f);
+        for (size_t i = 0; i < pad; i++)
+            fputc(' ', f);
+        fputc('\n', f);
+        for (int i = 0; i < n; i++) {
+            int64_t v = strtoll(argv[4 + i], NULL, 10);
+            unsigned char b[8];
+            for (int k = 0; k < 8; k++)
+                b[k] = (unsigned char)((uint64_t)v >> (8 * k));
+            fwrite(b, 1, 8, f);
+        }
+        return fclose(f) != 0;
     }
     if (argc == 3 && strcmp(argv[1], "nan") == 0) {
         float x[8] = {0.5f, 0.25f, 0, 0, 0, 0, 0, 0};

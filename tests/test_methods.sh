@@ -1,13 +1,16 @@
 #!/bin/sh
-# Every sequence-parallel method on 1, 2, 3, 4 and 8 ranks (oversubscribed;
-# 8 ranks exercise usp with more ranks than heads), each under a timeout so
-# that a hang fails instead of blocking the test run.
+# Every sequence-parallel method on 1, 3, 4 and 8 ranks (oversubscribed;
+# 1: one-position rings, bitwise; 3: odd P, uneven chunks; 4: even P, usp
+# 2 x 2 in both placements; 8: usp with more ranks than heads, the first two
+# shapes), each under a timeout so that a hang fails instead of blocking the
+# test run.  Then `ulysses bench methods` started with different options on
+# two ranks: every rank must stop with exit 2 naming the option.
 set -u
 : "${top_builddir:=.}"
 : "${MPIRUN:=mpirun}"
 export CK_FORK=no OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 status=0
-for np in 1 2 3 4 8; do
+for np in 1 3 4 8; do
     echo "== $np rank(s)"
     shapes=""
     [ "$np" -gt 4 ] && shapes=2   # 8 ranks on a small machine: the first two shapes
@@ -17,4 +20,21 @@ for np in 1 2 3 4 8; do
         status=1
     }
 done
+B="$top_builddir/ulysses bench methods --seq 32 --heads 2 --repeat 1"
+check_mismatch() {
+    want=$1; shift
+    out=$(timeout 120 "$MPIRUN" --oversubscribe "$@" 2>&1)
+    rc=$?
+    if [ "$rc" -ne 2 ] || ! printf '%s\n' "$out" | grep -q -- "$want"; then
+        echo "FAILED: exit $rc (want 2) or no '$want': $*"
+        printf '%s\n' "$out" | head -5
+        status=1
+    else
+        echo "ok: $want"
+    fi
+}
+check_mismatch "ranks disagree on --method: ring on rank 0; zigzag on rank 1" \
+    -np 1 $B --method ring : -np 1 $B --method zigzag
+check_mismatch "ranks disagree on --doc-lens:" -np 1 $B --method ring : -np 1 $B --method ring --doc-lens 16,16
+check_mismatch "ranks disagree on --bf16-partials:" -np 1 $B --method ring --bf16-partials : -np 1 $B --method ring
 exit $status

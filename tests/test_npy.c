@@ -365,6 +365,7 @@ static const struct {
 } bad_headers[] = {
     /* dtypes */
     { H("'<i4'", "False", "(2,)"), 8, ULY_EFORMAT, "unsupported dtype '<i4'" },
+    { H("'<i8'", "False", "(2,)"), 16, ULY_EFORMAT, "'<i8' (integers) where floats are expected" },
     { H("'>f4'", "False", "(2,)"), 8, ULY_EFORMAT, "big-endian dtype '>f4'" },
     { H("'>f8'", "False", "(2,)"), 16, ULY_EFORMAT, "big-endian dtype '>f8'" },
     { H("'|f4'", "False", "(2,)"), 8, ULY_EFORMAT, "unsupported dtype '|f4'" },
@@ -823,6 +824,60 @@ START_TEST(test_read_large)
 }
 END_TEST
 
+/* 64-bit integers: read exactly by uly_npy_read_i64; a float file is refused
+ * there, an integer file by the float reader. */
+START_TEST(test_read_i64)
+{
+    char path[64];
+    tmp_path(path, sizeof path);
+    const int64_t v[6] = {0, 5, -3, INT64_MAX, INT64_MIN, 1000000000000LL};
+    unsigned char img[128 + 48];
+    memset(img, ' ', sizeof img);
+    const char *h = "{'descr': '<i8', 'fortran_order': False, 'shape': (2, 3), }";
+    memcpy(img, "\x93NUMPY\x01\x00", 8);
+    img[8] = 118;  /* 10 + 118 = 128 */
+    img[9] = 0;
+    memcpy(img + 10, h, strlen(h));
+    img[127] = '\n';
+    for (int i = 0; i < 6; i++)
+        for (int k = 0; k < 8; k++)
+            img[128 + 8 * i + k] = (unsigned char)((uint64_t)v[i] >> (8 * k));
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(img, 1, sizeof img, f), sizeof img);
+    ck_assert_int_eq(fclose(f), 0);
+    int ndim;
+    int64_t shape[ULY_NPY_MAXDIM], *x = NULL;
+    size_t count;
+    ck_assert_int_eq(uly_npy_read_i64(path, &ndim, shape, &count, &x), ULY_OK);
+    ck_assert_int_eq(ndim, 2);
+    ck_assert_int_eq(shape[0], 2);
+    ck_assert_int_eq(shape[1], 3);
+    ck_assert_uint_eq(count, 6);
+    ck_assert(memcmp(x, v, sizeof v) == 0);
+    uly_free(x);
+    uly_npy n;
+    ck_assert_int_eq(uly_npy_read(path, &n), ULY_EFORMAT);
+    ck_assert_ptr_nonnull(strstr(uly_last_error(), "'<i8' (integers) where floats are expected"));
+    /* a float file where integers are expected */
+    const int64_t fs[1] = {3};
+    const double d[3] = {1, 2, 3};
+    ck_assert_int_eq(uly_npy_write(path, ULY_F64, 1, fs, d), ULY_OK);
+    x = (int64_t *)path;
+    ck_assert_int_eq(uly_npy_read_i64(path, &ndim, shape, &count, &x), ULY_EFORMAT);
+    ck_assert_ptr_null(x);
+    ck_assert_ptr_nonnull(strstr(uly_last_error(), "'<f8' where 64-bit integers ('<i8') are expected"));
+    /* truncated data */
+    f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(img, 1, sizeof img - 8, f), sizeof img - 8);
+    ck_assert_int_eq(fclose(f), 0);
+    ck_assert_int_eq(uly_npy_read_i64(path, &ndim, shape, &count, &x), ULY_EFORMAT);
+    ck_assert_ptr_nonnull(strstr(uly_last_error(), "truncated"));
+    unlink(path);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ suite */
 
 Suite *make_npy_suite(void);
@@ -838,6 +893,7 @@ Suite *make_npy_suite(void)
     tcase_add_loop_test(tc, test_roundtrip_f64, 0, nshapes);
     tcase_add_test(tc, test_write_numpy_layout);
     tcase_add_test(tc, test_read_large);
+    tcase_add_test(tc, test_read_i64);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("parse");

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ulysses.h"
 #include "usim.h"
 #include "usim_internal.h"
 
@@ -545,6 +546,71 @@ START_TEST(test_placement)
 }
 END_TEST
 
+/* The ring methods' volumes come from the plan layer, the one the MPI
+ * library's counters are tested against (tests/test_methods.c): for a
+ * sequence that splits evenly into 2R chunks, every GPU's simulated bytes
+ * per layer equal uly_plan_method_volume of its rank for the unmasked
+ * problem (the simulator makes every hop), forward and backward; uneven
+ * heads, GQA and KV heads replicated in usp groups included (exactly for
+ * the usp group members with the busiest ring, at least for the others). */
+START_TEST(test_ring_bytes_from_plan)
+{
+    usim_platform p = a100();
+    struct { int64_t hidden, heads, kv, seq; int P, u; } cases[] = {
+        {1024, 16, 16, 8192, 8, 0},     /* even */
+        {1536, 12, 12, 8208, 8, 0},     /* heads 12 over 8; N = 8208 = 513 x 16 */
+        {2048, 16, 2, 12288, 8, 4},     /* GQA, KV heads replicated in usp groups of 4 */
+        {1792, 14, 7, 8192, 8, 4},      /* 14 heads over U = 4 */
+        {1920, 15, 5, 10080, 6, 3},     /* everything odd, one node */
+    };
+    const usim_method ms[3] = {USIM_RING, USIM_RING_ZIGZAG, USIM_USP};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        usim_model m = model(2, cases[c].hidden, cases[c].heads, cases[c].kv, cases[c].seq);
+        const int P = cases[c].P;
+        usim_sim *s = usim_sim_new(&p, P);
+        for (int k = 0; k < 3; k++) {
+            if (ms[k] == USIM_USP && !cases[c].u)
+                continue;
+            usim_job j = job(ms[k], P, P);
+            j.ulysses = ms[k] == USIM_USP ? cases[c].u : 0;
+            const int lm = ms[k] == USIM_RING ? ULY_METHOD_RING : ms[k] == USIM_USP ? ULY_METHOD_USP : ULY_METHOD_ZIGZAG;
+            uly_sp_plan pl;
+            ck_assert_int_eq(uly_sp_plan_init(&pl, lm, P, j.ulysses, ULY_PLACE_ULYSSES_INNER), ULY_OK);
+            uly_attn_desc a = {.batch = 1, .seq = m.seq, .heads = m.heads, .kv_heads = m.kv_heads,
+                               .head_dim = m.hidden / m.heads, .dtype = ULY_F32};
+            for (int g = 0; g < P; g++) {
+                double sent[2], plan[2] = {0, 0};
+                ck_assert_int_eq(usim_sp_layer_bytes(s, &m, &j, g, sent), USIM_OK);
+                uly_volume v;
+                ck_assert_int_eq(uly_plan_method_volume(&a, &pl, g, &v), ULY_OK);
+                for (int w = 0; w < ULY_VOL_COUNT; w++)
+                    plan[uly_vol_backward(w)] += (double)v.sent[w] / 4 * 2;   /* f32 -> bf16 */
+                /* usp whose group members hold different KV heads: every ring carries the
+                 * busiest member's hops, so the others are over-estimated, never under */
+                int u, jj;
+                uint64_t mine = 0, most = 0;
+                uly_plan_grid(&pl, g, &u, &jj);
+                for (int x = 0; x < pl.U; x++) {
+                    uint64_t h = uly_plan_ring_hop(&a, &pl, uly_plan_grid_rank(&pl, x, 0), 0, ULY_RING_BK) +
+                                 uly_plan_ring_hop(&a, &pl, uly_plan_grid_rank(&pl, x, 0), 0, ULY_RING_DK);
+                    most = h > most ? h : most;
+                    mine = x == u ? h : mine;
+                }
+                if (mine == most)
+                    ck_assert_msg(sent[0] == plan[0] && sent[1] == plan[1],
+                                  "case %zu %s gpu %d: simulated %.0f/%.0f, plan %.0f/%.0f", c,
+                                  usim_method_name(ms[k]), g, sent[0], sent[1], plan[0], plan[1]);
+                else
+                    ck_assert_msg(sent[0] >= plan[0] && sent[1] >= plan[1] && sent[1] > 0,
+                                  "case %zu %s gpu %d: simulated %.0f/%.0f below the plan %.0f/%.0f", c,
+                                  usim_method_name(ms[k]), g, sent[0], sent[1], plan[0], plan[1]);
+            }
+        }
+        usim_sim_free(s);
+    }
+}
+END_TEST
+
 static Suite *make_workload_suite(void)
 {
     Suite *s = suite_create("workload");
@@ -552,6 +618,7 @@ static Suite *make_workload_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_bytes_even_closed_form);
     tcase_add_test(tc, test_bytes_every_method_every_shape);
+    tcase_add_test(tc, test_ring_bytes_from_plan);
     tcase_add_test(tc, test_volume_scaling);
     tcase_add_test(tc, test_bytes_with_tp);
     suite_add_tcase(s, tc);

@@ -7,6 +7,7 @@
 #ifndef ULY_CLI_H
 #define ULY_CLI_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "ulysses.h"
 #include "base/base.h"
@@ -32,5 +33,10 @@ double input_value(uint64_t seed, int which, uint64_t index);
 /* Fill (B, n, Hx, d) holding global tokens [t0, t0 + n) of tensor `which`. */
 void fill_shard(void *x, uly_dtype t, uint64_t seed, int which, int64_t B, int64_t N, int64_t t0,
                 int64_t n, int64_t Hx, int64_t d);
+
+/* Document lengths "100,37,..." (the same in every batch row, summing to N)
+ * -> offsets (B, D+1) allocated with uly_malloc; on bad text returns 1 with
+ * a message naming the problem in msg. */
+int doc_lens_offsets(const char *s, int64_t B, int64_t N, int64_t **off, int64_t *docs, char *msg, size_t len);
 
 #endif

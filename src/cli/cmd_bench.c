@@ -618,53 +618,6 @@ static int bench_a2a(int argc, char **argv)
 
 /* ------------------------------------------------------------------ methods */
 
-/* Document lengths "100,37,..." (the same for every batch row) -> offsets. */
-static int parse_doc_lens(const char *s, int64_t B, int64_t N, int64_t **off, int64_t *docs, char *msg,
-                          size_t len)
-{
-    int64_t D = 1;
-    for (const char *c = s; *c; c++)
-        D += *c == ',';
-    int64_t *o = malloc((size_t)(B * (D + 1)) * sizeof *o);
-    if (!o) {
-        snprintf(msg, len, "--doc-lens: out of memory");
-        return 1;
-    }
-    o[0] = 0;
-    const char *c = s;
-    for (int64_t i = 0; i < D; i++) {
-        char *end;
-        long long v = strtoll(c, &end, 10);
-        if (end == c || v < 0 || (*end != ',' && *end != '\0') || o[i] > N - v) {
-            snprintf(msg, len, "--doc-lens '%s': entry %lld must be a length >= 0, and the lengths must sum to "
-                     "--seq %lld", s, (long long)(i + 1), (long long)N);
-            free(o);
-            return 1;
-        }
-        o[i + 1] = o[i] + v;
-        c = *end ? end + 1 : end;
-    }
-    if (o[D] != N) {
-        snprintf(msg, len, "--doc-lens '%s' sums to %lld, not --seq %lld", s, (long long)o[D], (long long)N);
-        free(o);
-        return 1;
-    }
-    for (int64_t b = 1; b < B; b++)
-        memcpy(o + b * (D + 1), o, (size_t)(D + 1) * sizeof *o);
-    *off = o;
-    *docs = D;
-    return 0;
-}
-
-/* Max over ranks of a, and whether every rank has the same value. */
-static int all_equal_i64(int64_t v)
-{
-    int64_t mx, mn;
-    MPI_Allreduce(&v, &mx, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
-    MPI_Allreduce(&v, &mn, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
-    return mx == mn;
-}
-
 /* Rows of token segments of a (B, N, row) double tensor, into (B, n, row). */
 static void take_rows(const double *full, double *out, int64_t B, int64_t N, int64_t row, int ns,
                       const int64_t *tb, const int64_t *tc)
@@ -681,20 +634,110 @@ static void take_rows(const double *full, double *out, int64_t B, int64_t N, int
     }
 }
 
-static int bench_methods_mpi(int argc, char **argv, int rank, int P)
+/* The --check part of bench methods, local to a rank: its rows against the
+ * fp64 reference (err[i] = max abs, max rel over |ref| >= 1e-3) and against
+ * the single-process blocked kernel (bitwise).  Allocation failures are
+ * recorded in d. */
+static void methods_check(drv *d, const uly_attn_desc *a, int64_t seed, int threads, int backward, int ns,
+                          const int64_t *tb, const int64_t *tc, void *const *res, double err[4][2], int *bitwise)
+{
+    const int64_t B = a->batch, N = a->seq, H = a->heads, Hkv = a->kv_heads, hd = a->head_dim;
+    const int64_t n = tc[0] + (ns > 1 ? tc[1] : 0);
+    const size_t es = uly_dtype_size(a->dtype), NQ = (size_t)(B * N * H * hd), NK = (size_t)(B * N * Hkv * hd);
+    double *full[4] = {NULL}, *ref[4] = {NULL}, *mref = NULL;
+    void *one[5] = {NULL}, *in1[4] = {NULL};
+    char *m1 = NULL;
+    for (int i = 0; i < 4 && !d->code; i++) {
+        size_t cnt = i == 1 || i == 2 ? NK : NQ;
+        full[i] = drv_alloc_n(d, cnt, sizeof(double), "the fp64 inputs (--check)");
+        ref[i] = full[i] ? drv_alloc_n(d, i >= 2 ? NK : NQ, sizeof(double), "the fp64 reference (--check)") : NULL;
+        in1[i] = ref[i] ? drv_alloc_n(d, cnt, es, "the single-process inputs (--check)") : NULL;
+        one[i] = in1[i] ? drv_alloc_n(d, i >= 2 ? NK : NQ, es, "the single-process results (--check)") : NULL;
+    }
+    if (!d->code)
+        one[4] = drv_alloc_n(d, (size_t)(B * H * N), es, "the single-process LSE (--check)");
+    if (!d->code)
+        mref = drv_alloc_n(d, (size_t)(B * n * H * hd) + 1, sizeof(double), "the reference rows (--check)");
+    if (!d->code)
+        m1 = drv_alloc_n(d, (size_t)(B * n * H * hd) + 1, es, "the single-process rows (--check)");
+    if (!d->code) {
+        for (int i = 0; i < 4; i++) {
+            size_t cnt = i == 1 || i == 2 ? NK : NQ;
+            for (size_t e = 0; e < cnt; e++) {
+                double v = input_value((uint64_t)seed, i, e);
+                full[i][e] = a->dtype == ULY_F32 ? (double)(float)v : v;
+                if (a->dtype == ULY_F32)
+                    ((float *)in1[i])[e] = (float)v;
+                else
+                    ((double *)in1[i])[e] = v;
+            }
+        }
+        uly_attn_desc a64 = *a;
+        a64.dtype = ULY_F64;
+        uly_kernel_opts ko;
+        memset(&ko, 0, sizeof ko);
+        ko.threads = threads;
+        int st = uly_ref_fwd(&a64, full[0], full[1], full[2], ref[0], NULL);
+        if (!st && backward)
+            st = uly_ref_bwd(&a64, full[0], full[1], full[2], full[3], ref[1], ref[2], ref[3]);
+        if (!st)
+            st = uly_attn_fwd(a, &ko, in1[0], in1[1], in1[2], one[0], one[4]);
+        if (!st && backward)
+            st = uly_attn_bwd(a, &ko, in1[0], in1[1], in1[2], one[0], one[4], in1[3], one[1], one[2], one[3]);
+        drv_lib(d, st, DRV_RUNTIME, "--check");
+    }
+    for (int i = 0; i < (backward ? 4 : 1) && !d->code; i++) {
+        const int64_t Hx = i >= 2 ? Hkv : H;
+        const size_t cnt = (size_t)(B * n * Hx * hd);
+        take_rows(ref[i], mref, B, N, Hx * hd, ns, tb, tc);
+        for (int64_t b = 0; b < B; b++) { /* the same rows of the one-process result */
+            int64_t r0 = 0;
+            for (int sg = 0; sg < ns; sg++) {
+                memcpy(m1 + (size_t)((b * n + r0) * Hx * hd) * es,
+                       (char *)one[i] + (size_t)((b * N + tb[sg]) * Hx * hd) * es, (size_t)(tc[sg] * Hx * hd) * es);
+                r0 += tc[sg];
+            }
+        }
+        *bitwise &= memcmp(m1, res[i], cnt * es) == 0;
+        for (size_t e = 0; e < cnt; e++) {
+            double g = a->dtype == ULY_F32 ? ((float *)res[i])[e] : ((double *)res[i])[e];
+            double ae = fabs(g - mref[e]), re = ae / (fabs(mref[e]) > 1e-3 ? fabs(mref[e]) : 1e-3);
+            if (!(ae <= err[i][0]))
+                err[i][0] = ae;
+            if (!(re <= err[i][1]))
+                err[i][1] = re;
+        }
+    }
+    for (int i = 0; i < 4; i++) {
+        drv_free(full[i]); drv_free(ref[i]); drv_free(in1[i]); drv_free(one[i]);
+    }
+    drv_free(one[4]);
+    drv_free(mref);
+    drv_free(m1);
+}
+
+/* Everything bench methods holds, freed in one place. */
+typedef struct methods_run {
+    int64_t *off;
+    uly_sp *S;
+    void *x[4], *res[4];
+    double *tm;
+} methods_run;
+
+static int bench_methods_run(drv *dr, methods_run *M, int argc, char **argv)
 {
     int64_t batch = 1, seq = 4096, heads = 8, kv = 0, d = 64, window = 0, repeat = 3, threads = 1, seed = 1,
             udeg = 0;
     int method = 0, placement = 0, causal = 0, backward = 0, check = 0, json = 0, bf16 = 0, dtype = 0,
-        seen_method = 0;
-    const char *doc_lens = NULL;
+        seen_udeg = 0, seen_placement = 0;
+    const char *doc_lens = NULL, *method_s = NULL;
     static const char *const mnames[] = {"ulysses", "ring", "zigzag", "allgather", "usp", NULL};
     static const char *const pnames[] = {"ulysses-inner", "ring-inner", NULL};
     static const char *const dnames[] = {"f32", "f64", NULL};
     const arg_opt opts[] = {
-        {"method", ARG_CHOICE, &method, 0, 0, "M", "ulysses, ring, zigzag, allgather or usp (required)", mnames, &seen_method},
-        {"ulysses-degree", ARG_INT, &udeg, 1, 1 << 20, "U", "usp: ranks per all-to-all group (default: the largest divisor of P <= H)", NULL, NULL},
-        {"placement", ARG_CHOICE, &placement, 0, 0, "P", "usp: ulysses-inner (groups are consecutive ranks, default) or ring-inner", pnames, NULL},
+        {"method", ARG_STR, &method_s, 0, 0, "M", "ulysses, ring, zigzag, allgather or usp (required; Megatron cp_comm_type names a2a, p2p, all_gather, a2a+p2p are aliases)", NULL, NULL},
+        {"ulysses-degree", ARG_INT, &udeg, 1, 1 << 20, "U", "usp: ranks per all-to-all group (default: the largest divisor of P <= H)", NULL, &seen_udeg},
+        {"placement", ARG_CHOICE, &placement, 0, 0, "P", "usp: ulysses-inner (groups are consecutive ranks, default) or ring-inner", pnames, &seen_placement},
         {"bf16-partials", ARG_FLAG, &bf16, 0, 0, NULL, "ring methods: keep the per-step partial outputs in bf16 (emulated)", NULL, NULL},
         {"batch", ARG_INT, &batch, 1, 1 << 20, "B", "batch (default 1)", NULL, NULL},
         {"seq", ARG_INT, &seq, 1, INT64_MAX / 2, "N", "sequence length (default 4096)", NULL, NULL},
@@ -714,37 +757,52 @@ static int bench_methods_mpi(int argc, char **argv, int rank, int P)
         {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
     };
     char msg[512] = "";
-    int rc = args_parse("ulysses bench methods", argc - 1, argv + 1, opts, msg, sizeof msg);
-    if (rc == ARGS_OK && !seen_method) {
-        snprintf(msg, sizeof msg, "ulysses bench methods: --method is required");
-        rc = ARGS_ERROR;
-    }
-    if (rc == ARGS_OK && !kv)
-        kv = heads;
-    int64_t *off = NULL, docs = 0;
-    if (rc == ARGS_OK && doc_lens && parse_doc_lens(doc_lens, batch, seq, &off, &docs, msg, sizeof msg))
-        rc = ARGS_ERROR;
-    /* every rank parsed the same command line, or all stop (before any collective of the library) */
-    int64_t mine[16] = {rc, method, udeg, placement, bf16, batch, seq, heads, kv, d, window, causal, backward, check,
-                        repeat, dtype};
-    int same = 1;
-    for (int i = 0; i < 16; i++)
-        same &= all_equal_i64(mine[i]);
-    int worst = rc;
-    MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    int ps = DRV_PARSE_OK;
+    int rc = args_parse(dr->cmd, argc - 1, argv + 1, opts, msg, sizeof msg);
     if (rc == ARGS_HELP) {
-        if (rank == 0)
+        ps = DRV_PARSE_HELP;
+    } else if (rc == ARGS_ERROR) {
+        size_t k = strlen(dr->cmd);
+        drv_fail(dr, DRV_BADINPUT, "%s", strncmp(msg, dr->cmd, k) == 0 && msg[k] == ':' ? msg + k + 2 : msg);
+        ps = DRV_PARSE_ERROR;
+    } else if (!method_s) {
+        drv_fail(dr, DRV_BADINPUT, "--method is required");
+        ps = DRV_PARSE_ERROR;
+    } else if (uly_method_parse(method_s, &method)) {
+        drv_fail(dr, DRV_BADINPUT, "--method: %s", uly_last_error());
+        ps = DRV_PARSE_ERROR;
+    } else if ((seen_udeg || seen_placement) && method != ULY_METHOD_USP) {
+        drv_fail(dr, DRV_BADINPUT, "%s applies to --method usp only", seen_udeg ? "--ulysses-degree" : "--placement");
+        ps = DRV_PARSE_ERROR;
+    }
+    if (!kv)
+        kv = heads;
+    const drv_field f[] = {
+        {"--method", DRV_F_CHOICE, method, NULL, 0, mnames}, {"--ulysses-degree", DRV_F_INT, udeg, NULL, 0, NULL},
+        {"--placement", DRV_F_CHOICE, placement, NULL, 0, pnames}, {"--bf16-partials", DRV_F_FLAG, bf16, NULL, 0, NULL},
+        {"--batch", DRV_F_INT, batch, NULL, 0, NULL}, {"--seq", DRV_F_INT, seq, NULL, 0, NULL},
+        {"--heads", DRV_F_INT, heads, NULL, 0, NULL}, {"--kv-heads", DRV_F_INT, kv, NULL, 0, NULL},
+        {"--head-dim", DRV_F_INT, d, NULL, 0, NULL}, {"--causal", DRV_F_FLAG, causal, NULL, 0, NULL},
+        {"--window", DRV_F_INT, window, NULL, 0, NULL}, {"--doc-lens", DRV_F_STR, 0, doc_lens, 0, NULL},
+        {"--dtype", DRV_F_CHOICE, dtype, NULL, 0, dnames}, {"--backward", DRV_F_FLAG, backward, NULL, 0, NULL},
+        {"--check", DRV_F_FLAG, check, NULL, 0, NULL}, {"--repeat", DRV_F_INT, repeat, NULL, 0, NULL},
+        {"--threads", DRV_F_INT, threads, NULL, 0, NULL}, {"--seed", DRV_F_INT, seed, NULL, 0, NULL},
+        {"--json", DRV_F_FLAG, json, NULL, 0, NULL},
+    };
+    rc = drv_agree(dr, ps, f, (int)(sizeof f / sizeof f[0]));
+    if (rc == DRV_PARSE_HELP) {
+        if (dr->rank == 0)
             args_usage(stdout, "ulysses", "bench methods --method M [options]   (under mpirun -np P)", opts);
-        free(off);
         return 0;
     }
-    if (worst != ARGS_OK || !same) {
-        if (rank == 0)
-            fprintf(stderr, "%s\n", rc != ARGS_OK ? msg : !same ? "ulysses bench methods: ranks were started with different options"
-                                                               : "ulysses bench methods: another rank rejected its options");
-        free(off);
-        return ULY_EXIT_BADINPUT;
-    }
+    if (rc)
+        return rc;
+    const int rank = dr->rank, P = dr->size;
+    int64_t docs = 0;
+    if (doc_lens && doc_lens_offsets(doc_lens, batch, seq, &M->off, &docs, msg, sizeof msg))
+        drv_fail(dr, DRV_BADINPUT, "%s", msg); /* the same text on every rank: the same verdict */
+    if ((rc = drv_sync(dr)))
+        return rc;
     if (method == ULY_METHOD_USP && !udeg) {
         udeg = uly_plan_usp_degree(heads, P);
         if (rank == 0 && !json)
@@ -755,7 +813,7 @@ static int bench_methods_mpi(int argc, char **argv, int rank, int P)
     memset(&a, 0, sizeof a);
     a.batch = batch; a.seq = seq; a.heads = heads; a.kv_heads = kv; a.head_dim = d;
     a.causal = causal; a.window = window; a.dtype = dtype ? ULY_F64 : ULY_F32;
-    a.doc_offsets = off; a.docs = docs;
+    a.doc_offsets = M->off; a.docs = docs;
     uly_sp_opts so;
     memset(&so, 0, sizeof so);
     so.method = method;
@@ -763,81 +821,76 @@ static int bench_methods_mpi(int argc, char **argv, int rank, int P)
     so.placement = placement;
     so.bf16_partials = bf16;
     so.dist.kernel.threads = (int)threads;
-    uly_sp *S = NULL;
-    if ((rc = uly_sp_create(MPI_COMM_WORLD, &a, &so, &S))) {
-        if (rank == 0 || rc != ULY_EPEER)
-            fprintf(stderr, "ulysses bench methods: %s\n", uly_last_error());
-        free(off);
-        return exit_status_of(rc);
-    }
+    drv_lib(dr, uly_sp_create(dr->comm, &a, &so, &M->S), 0, NULL); /* collective, agreed inside */
+    if ((rc = drv_sync(dr)))
+        return rc;
     uly_sp_plan plan;
-    uly_sp_get_plan(S, &plan);
+    uly_sp_get_plan(M->S, &plan);
     int64_t tb[2], tc[2];
-    int ns = uly_sp_tokens(S, tb, tc);
+    int ns = uly_sp_tokens(M->S, tb, tc);
     const int64_t n = tc[0] + (ns > 1 ? tc[1] : 0);
     const size_t es = uly_dtype_size(a.dtype), nq = (size_t)(batch * n * heads * d), nk = (size_t)(batch * n * kv * d);
-    void *x[4], *res[4];
-    for (int i = 0; i < 4; i++) {
-        x[i] = calloc((i == 1 || i == 2 ? nk : nq) + 1, es);
-        res[i] = calloc((i >= 2 ? nk : nq) + 1, es);
-        if (!x[i] || !res[i]) {
-            fprintf(stderr, "ulysses bench methods: rank %d out of memory\n", rank);
-            MPI_Abort(MPI_COMM_WORLD, 1);
-        }
+    for (int i = 0; i < 4 && !dr->code; i++) {
+        M->x[i] = drv_alloc_n(dr, (i == 1 || i == 2 ? nk : nq) + 1, es, "an input shard");
+        M->res[i] = M->x[i] ? drv_alloc_n(dr, (i >= 2 ? nk : nq) + 1, es, "a result shard") : NULL;
+        if (!M->res[i])
+            break;
         /* the rank's rows, segment by segment, from the P-independent inputs */
         const int64_t Hx = i == 1 || i == 2 ? kv : heads;
         for (int64_t b = 0; b < batch; b++) {
             int64_t r0 = 0;
             for (int sgi = 0; sgi < ns; sgi++) {
-                fill_shard((char *)x[i] + (size_t)((b * n + r0) * Hx * d) * es, a.dtype, (uint64_t)seed, i, 1, seq,
+                fill_shard((char *)M->x[i] + (size_t)((b * n + r0) * Hx * d) * es, a.dtype, (uint64_t)seed, i, 1, seq,
                            b * seq + tb[sgi], tc[sgi], Hx, d);
                 r0 += tc[sgi];
             }
         }
     }
+    if (!dr->code)
+        M->tm = drv_alloc_n(dr, (size_t)repeat * 8, sizeof *M->tm, "the phase times");
+    if ((rc = drv_sync(dr)))
+        return rc;
     /* phases: fwd in, attn, wait, out; bwd in, attn, wait, out */
-    double *tm = calloc((size_t)repeat * 8, sizeof *tm), att[2] = {0, 0};
-    for (int64_t it = -1; it < repeat && !rc; it++) {
-        MPI_Barrier(MPI_COMM_WORLD);
-        uly_sp_reset_volume(S);
-        rc = uly_sp_fwd(S, x[0], x[1], x[2], res[0]);
-        if (!rc && backward)
-            rc = uly_sp_bwd(S, x[3], res[1], res[2], res[3]);
+    double att[2] = {0, 0};
+    int lst = 0;
+    for (int64_t it = -1; it < repeat && !lst; it++) {
+        if (drv_mpi(dr, MPI_Barrier(dr->comm), "MPI_Barrier"))
+            return drv_sync(dr);
+        uly_sp_reset_volume(M->S);
+        lst = uly_sp_fwd(M->S, M->x[0], M->x[1], M->x[2], M->res[0]);
+        if (!lst && backward)
+            lst = uly_sp_bwd(M->S, M->x[3], M->res[1], M->res[2], M->res[3]);
+        if (lst) /* the library agreed on the failure: every rank leaves here */
+            break;
         uly_sp_times t;
-        uly_sp_times_get(S, &t);
+        uly_sp_times_get(M->S, &t);
         double loc[8] = {t.fwd_in, t.fwd_attn, t.fwd_wait, t.fwd_out, t.bwd_in, t.bwd_attn, t.bwd_wait, t.bwd_out}, mx[8];
-        MPI_Allreduce(loc, mx, 8, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        if (drv_mpi(dr, MPI_Allreduce(loc, mx, 8, MPI_DOUBLE, MPI_MAX, dr->comm), "MPI_Allreduce (times)"))
+            return drv_sync(dr);
         if (it >= 0) {
             for (int c = 0; c < 8; c++)
-                tm[(size_t)c * (size_t)repeat + (size_t)it] = mx[c];
+                M->tm[(size_t)c * (size_t)repeat + (size_t)it] = mx[c];
             att[0] += t.fwd_attn;
             att[1] += t.bwd_attn;
         }
     }
-    if (rc) {
-        if (rank == 0 || rc != ULY_EPEER)
-            fprintf(stderr, "ulysses bench methods: %s\n", uly_last_error());
-        uly_sp_free(S);
-        free(off);
-        return exit_status_of(rc);
-    }
+    drv_lib(dr, lst, 0, NULL);
+    if ((rc = drv_sync(dr)))
+        return rc;
     /* bytes of the last repetition vs the plan, every rank */
     uly_volume got, want;
-    uly_sp_volume(S, &got);
+    uly_sp_volume(M->S, &got);
     uly_plan_method_volume(&a, &plan, rank, &want);
     if (!backward) /* the plan counts forward + backward */
         for (int w = 0; w < ULY_VOL_COUNT; w++)
-            if (w == ULY_A2A_DO || w == ULY_A2A_DQ || w == ULY_A2A_DK || w == ULY_A2A_DV || w == ULY_RING_BK ||
-                w == ULY_RING_BV || w == ULY_RING_DK || w == ULY_RING_DV || w == ULY_RS_DK || w == ULY_RS_DV)
+            if (uly_vol_backward(w))
                 want.sent[w] = want.recv[w] = 0;
-    int bytes_ok = memcmp(&got, &want, sizeof got) == 0, all_ok;
-    MPI_Allreduce(&bytes_ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    int bytes_ok = memcmp(&got, &want, sizeof got) == 0, all_ok = 0;
     uint64_t sums[2][ULY_VOL_COUNT], gsum[2][ULY_VOL_COUNT];
     for (int w = 0; w < ULY_VOL_COUNT; w++) {
         sums[0][w] = got.sent[w];
         sums[1][w] = want.sent[w];
     }
-    MPI_Reduce(sums, gsum, 2 * ULY_VOL_COUNT, MPI_UINT64_T, MPI_MAX, 0, MPI_COMM_WORLD);
     /* causal work per rank from the plan: this method and the two ring layouts */
     double work[3] = {0, 0, 0};
     uly_sp_plan alt[2];
@@ -851,89 +904,28 @@ static int bench_methods_mpi(int argc, char **argv, int rank, int P)
         for (int t = 0; t < P; t++)
             work[1 + k] += uly_plan_step_pairs(&a, &alt[k], rank, t);
     double wmax[3], wsum[3], amax[2], asum[2];
-    MPI_Allreduce(work, wmax, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    MPI_Allreduce(work, wsum, 3, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-    MPI_Allreduce(att, amax, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    MPI_Allreduce(att, asum, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    if (drv_mpi(dr, MPI_Allreduce(&bytes_ok, &all_ok, 1, MPI_INT, MPI_MIN, dr->comm), "MPI_Allreduce (bytes)") ||
+        drv_mpi(dr, MPI_Reduce(sums, gsum, 2 * ULY_VOL_COUNT, MPI_UINT64_T, MPI_MAX, 0, dr->comm), "MPI_Reduce (bytes)") ||
+        drv_mpi(dr, MPI_Allreduce(work, wmax, 3, MPI_DOUBLE, MPI_MAX, dr->comm), "MPI_Allreduce (work)") ||
+        drv_mpi(dr, MPI_Allreduce(work, wsum, 3, MPI_DOUBLE, MPI_SUM, dr->comm), "MPI_Allreduce (work)") ||
+        drv_mpi(dr, MPI_Allreduce(att, amax, 2, MPI_DOUBLE, MPI_MAX, dr->comm), "MPI_Allreduce (times)") ||
+        drv_mpi(dr, MPI_Allreduce(att, asum, 2, MPI_DOUBLE, MPI_SUM, dr->comm), "MPI_Allreduce (times)"))
+        return drv_sync(dr);
     /* --check: every rank compares its rows with the fp64 reference (and with
      * the single-process blocked kernel, bitwise) */
     double err[4][2] = {{0}}, gerr[4][2];
     int bitwise = 1, gbit = 1;
-    if (check) {
-        const size_t NQ = (size_t)(batch * seq * heads * d), NK = (size_t)(batch * seq * kv * d);
-        double *full[4], *ref[4];
-        for (int i = 0; i < 4; i++) {
-            size_t cnt = i == 1 || i == 2 ? NK : NQ;
-            full[i] = malloc(cnt * sizeof(double));
-            ref[i] = malloc((i >= 2 ? NK : NQ) * sizeof(double));
-            for (size_t e = 0; e < cnt; e++)
-                full[i][e] = input_value((uint64_t)seed, i, e);
-            if (a.dtype == ULY_F32)
-                for (size_t e = 0; e < cnt; e++)
-                    full[i][e] = (double)(float)full[i][e];
-        }
-        uly_attn_desc a64 = a;
-        a64.dtype = ULY_F64;
-        uly_ref_fwd(&a64, full[0], full[1], full[2], ref[0], NULL);
-        if (backward)
-            uly_ref_bwd(&a64, full[0], full[1], full[2], full[3], ref[1], ref[2], ref[3]);
-        /* the single-process blocked kernel in the run's dtype */
-        void *one[5], *in1[4];
-        for (int i = 0; i < 4; i++) {
-            size_t cnt = i == 1 || i == 2 ? NK : NQ;
-            in1[i] = malloc(cnt * es);
-            one[i] = malloc((i >= 2 ? NK : NQ) * es);
-            for (size_t e = 0; e < cnt; e++) {
-                if (a.dtype == ULY_F32)
-                    ((float *)in1[i])[e] = (float)full[i][e];
-                else
-                    ((double *)in1[i])[e] = full[i][e];
-            }
-        }
-        one[4] = malloc((size_t)(batch * heads * seq) * es);
-        uly_kernel_opts ko;
-        memset(&ko, 0, sizeof ko);
-        ko.threads = (int)threads;
-        uly_attn_fwd(&a, &ko, in1[0], in1[1], in1[2], one[0], one[4]);
-        if (backward)
-            uly_attn_bwd(&a, &ko, in1[0], in1[1], in1[2], one[0], one[4], in1[3], one[1], one[2], one[3]);
-        for (int i = 0; i < (backward ? 4 : 1); i++) {
-            const int64_t Hx = i >= 2 ? kv : heads;
-            const size_t cnt = (size_t)(batch * n * Hx * d);
-            double *mref = malloc(cnt * sizeof(double) + 8);
-            take_rows(ref[i], mref, batch, seq, Hx * d, ns, tb, tc);
-            char *m1 = malloc(cnt * es + 8);
-            for (int64_t b = 0; b < batch; b++) { /* the same rows of the one-process result */
-                int64_t r0 = 0;
-                for (int sgi = 0; sgi < ns; sgi++) {
-                    memcpy(m1 + (size_t)((b * n + r0) * Hx * d) * es,
-                           (char *)one[i] + (size_t)((b * seq + tb[sgi]) * Hx * d) * es, (size_t)(tc[sgi] * Hx * d) * es);
-                    r0 += tc[sgi];
-                }
-            }
-            bitwise &= memcmp(m1, res[i], cnt * es) == 0;
-            for (size_t e = 0; e < cnt; e++) {
-                double g = a.dtype == ULY_F32 ? ((float *)res[i])[e] : ((double *)res[i])[e];
-                double ae = fabs(g - mref[e]), re = ae / (fabs(mref[e]) > 1e-3 ? fabs(mref[e]) : 1e-3);
-                if (!(ae <= err[i][0]))
-                    err[i][0] = ae;
-                if (!(re <= err[i][1]))
-                    err[i][1] = re;
-            }
-            free(mref);
-            free(m1);
-        }
-        for (int i = 0; i < 4; i++) {
-            free(full[i]); free(ref[i]); free(in1[i]); free(one[i]);
-        }
-        free(one[4]);
-    }
-    MPI_Reduce(err, gerr, 8, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-    MPI_Allreduce(&bitwise, &gbit, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (check)
+        methods_check(dr, &a, seed, (int)threads, backward, ns, tb, tc, M->res, err, &bitwise);
+    if ((rc = drv_sync(dr)))
+        return rc;
+    if (drv_mpi(dr, MPI_Reduce(err, gerr, 8, MPI_DOUBLE, MPI_MAX, 0, dr->comm), "MPI_Reduce (errors)") ||
+        drv_mpi(dr, MPI_Allreduce(&bitwise, &gbit, 1, MPI_INT, MPI_MIN, dr->comm), "MPI_Allreduce (bitwise)"))
+        return drv_sync(dr);
     if (rank == 0) {
         stats st[8];
         for (int c = 0; c < 8; c++)
-            st[c] = stats_of(tm + (size_t)c * (size_t)repeat, (size_t)repeat);
+            st[c] = stats_of(M->tm + (size_t)c * (size_t)repeat, (size_t)repeat);
         static const char *const ph[4] = {"comm in", "attention", "ring wait", "comm out"};
         const double imb = wmax[0] / (wsum[0] / P), imb_ring = wmax[1] / (wsum[1] / P),
                      imb_zz = wmax[2] / (wsum[2] / P);
@@ -999,26 +991,29 @@ static int bench_methods_mpi(int argc, char **argv, int rank, int P)
         }
         fflush(stdout);
     }
-    int fail = !all_ok || (check && method == ULY_METHOD_ULYSSES && !gbit);
-    for (int i = 0; i < 4; i++) {
-        free(x[i]);
-        free(res[i]);
-    }
-    free(tm);
-    uly_sp_free(S);
-    free(off);
-    return fail ? 1 : 0;
+    if (!all_ok)
+        drv_fail(dr, DRV_RUNTIME, "the bytes moved differ from the plan on some rank (see the table)");
+    else if (check && method == ULY_METHOD_ULYSSES && !gbit)
+        drv_fail(dr, DRV_RUNTIME, "ulysses is not bitwise equal to one process");
+    return drv_sync(dr);
 }
 
 static int bench_methods(int argc, char **argv)
 {
-    MPI_Init(NULL, NULL);
-    int rank, P;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &P);
-    int rc = bench_methods_mpi(argc, argv, rank, P);
-    MPI_Finalize();
-    return rc;
+    drv d;
+    if (drv_open(&d, "ulysses bench methods"))
+        return DRV_RUNTIME;
+    methods_run M;
+    memset(&M, 0, sizeof M);
+    int code = bench_methods_run(&d, &M, argc, argv);
+    for (int i = 0; i < 4; i++) {
+        drv_free(M.x[i]);
+        drv_free(M.res[i]);
+    }
+    drv_free(M.tm);
+    uly_sp_free(M.S);
+    uly_free(M.off);
+    return drv_close(&d, code);
 }
 
 int cmd_bench(int argc, char **argv)
