@@ -1104,6 +1104,71 @@ static int candidates(usim_net *n, const usim_coll *c, usim_algo *as, usim_proto
                                 as, ps, est, MAX_CANDIDATES);
 }
 
+/* Several groups (their copies load the links): the light cone also needs
+ * every block's loads to be alike and inside the block.  For every GPU of
+ * group 0 and every unit of GPUs sharing links (NIC, node), the positions of
+ * the unit's members relative to the GPU's block must lie in the block and
+ * form the same multiset for every block.  Returns 1 if so, 0 if not, or
+ * -status. */
+static int blocks_alike(usim_net *n, const usim_coll *c, const cls *k, const geo *G)
+{
+    if (!k->pos || !G->uniform || G->N < 2)
+        return 0;
+    int P = c->size, gl = G->g, ok = 1;
+    int gpn = usim_net_platform(n)->gpus_per_node;
+    int *ref = usim_malloc((size_t)USIM_NUNIT * gl * (gpn + 1) * sizeof *ref);
+    int *cur = usim_malloc((size_t)(gpn + 1) * sizeof *cur);
+    int *at = usim_malloc((size_t)P * sizeof *at);   /* position -> index in the ring blocks */
+    if (!ref || !cur || !at) {
+        free(ref); free(cur); free(at);
+        return -usim_set_error(USIM_ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < P; i++)
+        at[G->pos[i]] = i;
+    for (int b = 0; b < G->N && ok; b++)
+        for (int l = 0; l < gl && ok; l++) {
+            int p = G->pos[b * gl + l];
+            for (int kind = 0; kind < USIM_NUNIT && ok; kind++) {
+                if (kind == USIM_UNIT_DOMAIN)
+                    continue;
+                int u = usim_net_unit(n, kind, c->ranks[p]), first, cnt, m = 0;
+                usim_net_unit_range(n, kind, u, &first, &cnt);
+                if (cnt > gpn) {
+                    ok = 0;
+                    break;
+                }
+                for (int h = first; h < first + cnt; h++) {
+                    int q = k->pos[h];
+                    if (q < 0)
+                        continue;
+                    /* q must be in block b: its place there */
+                    int rel = at[q] - b * gl;
+                    if (rel < 0 || rel >= gl) {
+                        ok = 0;
+                        break;
+                    }
+                    int j = m++;
+                    while (j > 0 && cur[j - 1] > rel) {
+                        cur[j] = cur[j - 1];
+                        j--;
+                    }
+                    cur[j] = rel;
+                }
+                if (!ok)
+                    break;
+                int *r = ref + ((size_t)kind * gl + l) * (gpn + 1);
+                if (b == 0) {
+                    r[0] = m;
+                    memcpy(r + 1, cur, (size_t)m * sizeof *cur);
+                } else if (r[0] != m || memcmp(r + 1, cur, (size_t)m * sizeof *cur) != 0) {
+                    ok = 0;
+                }
+            }
+        }
+    free(ref); free(cur); free(at);
+    return ok;
+}
+
 /* Generate the transfers of algorithm a with protocol p (count them all, and
  * store the window when build).  *steps gets the ring steps (0: not a ring). */
 static int generate(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, usim_proto p,
@@ -1168,7 +1233,11 @@ static int generate(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, 
                         g->window = 0;   /* counting only: every step in closed form */
                 }
                 int done = 0;
-                if (build && k->on && !k->nocone && c->ngroups == 1) {
+                int alike = build && k->on && !k->nocone ? c->ngroups == 1 ? 1
+                                                         : blocks_alike(n, c, k, &Gg) : 0;
+                if (alike < 0)
+                    rc = -alike;
+                if (alike > 0) {
                     int w = g->window < *steps ? g->window : *steps;
                     done = gen_ring_cone(g, gi, &Gg, C, w);
                     if (done < 0)

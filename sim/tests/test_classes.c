@@ -304,6 +304,49 @@ START_TEST(test_single_ring_equal)
 }
 END_TEST
 
+/* Two interleaved groups (TP 2 around a data-parallel ring): group 0 by
+ * its light cone, the other group's copies as loads on the shared NICs and
+ * spine links (fewer events than half the whole: the cone, not only the
+ * group reduction, applied). */
+START_TEST(test_interleaved_rings_equal)
+{
+    usim_platform plats[3] = {platform_of("dgx-a100-40g"), platform_of("rails2"), platform_of("over4")};
+    int ranks[256];
+    uint64_t ch[128], sa[256], sb[256];
+    for (int gi = 0; gi < 2; gi++)
+        for (int p = 0; p < 128; p++)
+            ranks[gi * 128 + p] = gi + 2 * p;
+    for (int pi = 0; pi < 3; pi++)
+        for (int t = USIM_ALLGATHER; t <= USIM_ALLREDUCE; t++)
+            for (int pat = 0; pat < 2; pat++) {
+                for (int i = 0; i < 128; i++)
+                    ch[i] = 2000000 + (pat && i < 37 ? 2 : 0);
+                usim_coll c = {(usim_coll_type)t, 2, 128, ranks, NULL, ch, 0, USIM_ALGO_RING,
+                               USIM_PROTO_SIMPLE};
+                usim_net *na = usim_net_new(&plats[pi], 256), *nb = usim_net_new(&plats[pi], 256);
+                usim_net_set_engine(na, USIM_ENGINE_FULL);
+                usim_coll_result a, b;
+                ck_assert_int_eq(usim_coll_run(na, &c, &a, sa, NULL), USIM_OK);
+                uint64_t ev_full = usim_net_last_events(na);
+                ck_assert_int_eq(usim_coll_run(nb, &c, &b, sb, NULL), USIM_OK);
+                uint64_t ev_cls = usim_net_last_events(nb);
+                char what[96];
+                snprintf(what, sizeof what, "%s interleaved pattern %d platform %d",
+                         usim_coll_name(c.type), pat, pi);
+                SAME(duration);
+                SAME(max_sent[0]);
+                SAME(max_sent[1]);
+                SAME(total_sent);
+                ck_assert_msg(memcmp(sa, sb, sizeof sa) == 0, "%s: counters", what);
+                if (pat == 0)
+                    ck_assert_msg(ev_cls * 3 < ev_full, "%s: %llu events vs %llu", what,
+                                  (unsigned long long)ev_cls, (unsigned long long)ev_full);
+                usim_net_free(na);
+                usim_net_free(nb);
+            }
+}
+END_TEST
+
 /* Asymmetric placements: auto falls back, classes is refused. */
 START_TEST(test_fallback)
 {
@@ -362,6 +405,7 @@ static Suite *suite(void)
     tcase_add_loop_test(t, test_iteration_equal, 0, (int)(sizeof shapes / sizeof shapes[0]));
     tcase_add_test(t, test_collectives_equal);
     tcase_add_test(t, test_single_ring_equal);
+    tcase_add_test(t, test_interleaved_rings_equal);
     tcase_add_test(t, test_fallback);
     tcase_add_test(t, test_pairwise_equal);
     suite_add_tcase(s, t);
