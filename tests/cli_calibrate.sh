@@ -38,7 +38,8 @@ grep -q '"gpus_per_node": 2' "$W/p.json" || bad "gpus_per_node is not the 2 rank
 grep -q '^    "attention_bwd_efficiency": [0-9]' "$W/p.json" || bad "gpu.attention_bwd_efficiency is not in the gpu block"
 [ "$(grep -c '^    "a2a_call_us": [0-9]' "$W/p.json")" -eq 2 ] ||
     bad "intra_node.a2a_call_us and inter_node.a2a_call_us are not both written"
-n=$(grep -c '"key": .*"method": .*"spread": {"median"' "$W/p.json")
+n=$(tr -d ' \n' <"$W/p.json" | grep -o '"key":"[^"]*","value":[^,]*,"unit":"[^"]*","method":"[^"]*","spread":{"median"' |
+    wc -l)
 [ "$n" -ge 6 ] || bad "only $n platform numbers carry a method and a spread (want >= 6)"
 "$S" attn --platform "$W/p.json" --gpus 2 --seq 512 --heads 4 >"$W/sim.out" 2>&1 ||
     { bad "ulysses-sim attn does not accept the calibrated platform"; cat "$W/sim.out"; }

@@ -34,6 +34,7 @@
 #include <mpi.h>
 
 #include "args.h"
+#include "base/base_json.h"
 #include "cli.h"
 #include "config.h"
 #include "drv.h"
@@ -96,10 +97,15 @@ static void set_blas_threads(int t)
 #endif
 }
 
-static void js_stats(FILE *f, const char *name, stats s, double scale)
+/* o[name] = {"median", "min", "max"} of s times scale; 0 or -1 (the
+ * helpers' failures, o NULL included). */
+static int js_stats(json_t *o, const char *name, stats s, double scale)
 {
-    fprintf(f, "\"%s\": {\"median\": %.6g, \"min\": %.6g, \"max\": %.6g}", name, s.median * scale, s.min * scale,
-            s.max * scale);
+    json_t *x = uly_json_add_object(o, name);
+    if (!x)
+        return -1;
+    return uly_json_set_real(x, "median", s.median * scale) | uly_json_set_real(x, "min", s.min * scale) |
+           uly_json_set_real(x, "max", s.max * scale);
 }
 
 /* ---------------------------------------------------------------- compute */
@@ -430,18 +436,18 @@ static double mem_total_gib(void)
     return pages > 0 && psz > 0 ? (double)pages * (double)psz / 1073741824.0 : 1.0;
 }
 
-/* One measured value of the platform: key, value, unit, how, spread. */
-static void js_meas(FILE *f, int *first, const char *key, double value, const char *unit, const char *method,
-                    stats s, double scale, int runs)
+/* One measured value of the platform, appended to array a: key, value,
+ * unit, how, spread (null without samples), samples; 0 or -1. */
+static int js_meas(json_t *a, const char *key, double value, const char *unit, const char *method, stats s,
+                   double scale, int runs)
 {
-    fprintf(f, "%s\n      {\"key\": \"%s\", \"value\": %.6g, \"unit\": \"%s\", \"method\": \"%s\", ", *first ? "" : ",",
-            key, value, unit, method);
-    if (runs > 0)
-        js_stats(f, "spread", s, scale);
-    else
-        fprintf(f, "\"spread\": null");
-    fprintf(f, ", \"samples\": %d}", runs);
-    *first = 0;
+    json_t *x = uly_json_append_object(a);
+    if (!x)
+        return -1;
+    int bad = uly_json_set_str(x, "key", key) | uly_json_set_real(x, "value", value) | uly_json_set_str(x, "unit", unit) |
+              uly_json_set_str(x, "method", method);
+    bad |= runs > 0 ? js_stats(x, "spread", s, scale) : json_object_set_new(x, "spread", json_null());
+    return bad | uly_json_set_int(x, "samples", runs);
 }
 
 /* Bandwidth per rank of an all-to-all on g ranks: least-squares slope of the
@@ -519,9 +525,6 @@ static int write_platform(cal *c, drv_out *o, const char *out, const char *name,
     char host[256] = "localhost", cpu[256], nm[320];
     gethostname(host, sizeof host - 1);
     host[sizeof host - 1] = '\0';
-    for (char *p = host; *p; p++)
-        if (*p == '"' || *p == '\\')
-            *p = '_';
     cpu_model(cpu, sizeof cpu);
     snprintf(nm, sizeof nm, "%s", name ? name : "");
     if (!name)
@@ -530,63 +533,73 @@ static int write_platform(cal *c, drv_out *o, const char *out, const char *name,
     char date[64];
     strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
 
-    int fd = dup(o->fd);
-    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (!f) {
-        if (fd >= 0)
-            close(fd);
-        return drv_fail(c->d, DRV_RUNTIME, "--out %s: cannot write: %s", out, strerror(errno));
-    }
-    fprintf(f, "{\n  \"name\": \"%s\",\n", nm);
-    fprintf(f, "  \"description\": \"Measured by ulysses calibrate on %s: %d MPI rank(s) per node as GPUs, %d node(s), "
-               "%lld thread(s) per rank\",\n", host, c->g, c->nodes, (long long)c->threads);
-    fprintf(f, "  \"gpus_per_node\": %d,\n  \"max_nodes\": %d,\n", c->g, c->nodes);
-    fprintf(f, "  \"gpu\": {\n    \"model\": \"one MPI rank (%lld thread) of %s\",\n", (long long)c->threads, cpu);
-    fprintf(f, "    \"peak_tflops_bf16\": %.6g,\n    \"peak_tflops_fp16\": %.6g,\n    \"peak_tflops_fp32\": %.6g,\n",
-            peak * 1e-3, peak * 1e-3, peak * 1e-3);
-    fprintf(f, "    \"gemm_efficiency\": %.4f,\n    \"attention_efficiency\": %.4f,\n"
-               "    \"attention_bwd_efficiency\": %.4f,\n", best_gemm / peak, attn_f, attn_b);
-    fprintf(f, "    \"attention_skips_masked_blocks\": true,\n");
-    fprintf(f, "    \"hbm_GiB\": %.3f,\n    \"hbm_bw_GBps\": %.4g,\n    \"reserved_GiB\": 0\n  },\n",
-            mem_total_gib() / c->g, mem.median);
-    fprintf(f, "  \"intra_node\": {\n    \"fabric\": \"%s\",\n    \"bw_GBps_per_dir\": %.6g,\n    \"efficiency\": 1,\n"
-               "    \"latency_us\": %.4g,\n    \"a2a_call_us\": %.4g\n  },\n",
-            c->g > 1 ? "MPI shared memory between the node's ranks" : "none (one rank per node): unused",
-            intra_bw * 1e-9, intra_lat * 1e6, intra_call * 1e6);
-    fprintf(f, "  \"inter_node\": {\n    \"fabric\": \"%s\",\n    \"nic_bw_Gbps\": %.6g,\n"
-               "    \"nics_per_node\": 1,\n    \"efficiency\": 1,\n    \"latency_us\": %.4g,\n"
-               "    \"a2a_call_us\": %.4g,\n    \"spine_oversubscription\": 1\n  },\n",
-            c->nodes > 1 ? "MPI over TCP, one link per node shared by its ranks (one NIC per node)"
-                         : "not measured (one node): copies of the intra-node values",
-            inter_bw * 8e-9, inter_lat * 1e6, inter_call * 1e6);
+    /* the file through jansson (src/base/base_json.h): keys in this order, a
+     * number that is not finite as null plus "<key>_nonfinite" */
+    int bad = 0;
+    char buf[512];
+    json_t *root = json_object(), *x, *a;
+    bad |= !root;
+    bad |= uly_json_set_str(root, "name", nm);
+    snprintf(buf, sizeof buf, "Measured by ulysses calibrate on %s: %d MPI rank(s) per node as GPUs, %d node(s), "
+             "%lld thread(s) per rank", host, c->g, c->nodes, (long long)c->threads);
+    bad |= uly_json_set_str(root, "description", buf);
+    bad |= uly_json_set_int(root, "gpus_per_node", c->g) | uly_json_set_int(root, "max_nodes", c->nodes);
+    bad |= !(x = uly_json_add_object(root, "gpu"));
+    snprintf(buf, sizeof buf, "one MPI rank (%lld thread) of %s", (long long)c->threads, cpu);
+    bad |= uly_json_set_str(x, "model", buf);
+    bad |= uly_json_set_real(x, "peak_tflops_bf16", peak * 1e-3) | uly_json_set_real(x, "peak_tflops_fp16", peak * 1e-3) |
+           uly_json_set_real(x, "peak_tflops_fp32", peak * 1e-3);
+    bad |= uly_json_set_fixed(x, "gemm_efficiency", best_gemm / peak, 4) |
+           uly_json_set_fixed(x, "attention_efficiency", attn_f, 4) |
+           uly_json_set_fixed(x, "attention_bwd_efficiency", attn_b, 4);
+    bad |= uly_json_set_bool(x, "attention_skips_masked_blocks", 1);
+    bad |= uly_json_set_fixed(x, "hbm_GiB", mem_total_gib() / c->g, 3) | uly_json_set_real(x, "hbm_bw_GBps", mem.median) |
+           uly_json_set_int(x, "reserved_GiB", 0);
+    bad |= !(x = uly_json_add_object(root, "intra_node"));
+    bad |= uly_json_set_str(x, "fabric", c->g > 1 ? "MPI shared memory between the node's ranks"
+                                                   : "none (one rank per node): unused");
+    bad |= uly_json_set_real(x, "bw_GBps_per_dir", intra_bw * 1e-9) | uly_json_set_int(x, "efficiency", 1) |
+           uly_json_set_real(x, "latency_us", intra_lat * 1e6) | uly_json_set_real(x, "a2a_call_us", intra_call * 1e6);
+    bad |= !(x = uly_json_add_object(root, "inter_node"));
+    bad |= uly_json_set_str(x, "fabric", c->nodes > 1
+                                             ? "MPI over TCP, one link per node shared by its ranks (one NIC per node)"
+                                             : "not measured (one node): copies of the intra-node values");
+    bad |= uly_json_set_real(x, "nic_bw_Gbps", inter_bw * 8e-9) | uly_json_set_int(x, "nics_per_node", 1) |
+           uly_json_set_int(x, "efficiency", 1) | uly_json_set_real(x, "latency_us", inter_lat * 1e6) |
+           uly_json_set_real(x, "a2a_call_us", inter_call * 1e6) | uly_json_set_int(x, "spine_oversubscription", 1);
     /* how each number was obtained */
-    fprintf(f, "  \"calibration\": {\n    \"tool\": \"ulysses calibrate %s\",\n    \"date\": \"%s\",\n"
-               "    \"seconds\": %.1f,\n    \"quick\": %s,\n    \"ranks\": %d,\n    \"nodes\": %d,\n"
-               "    \"ranks_per_node\": %d,\n    \"threads_per_rank\": %lld,\n    \"repetitions\": %lld,\n"
-               "    \"loadavg_before\": [%.2f, %.2f, %.2f],\n    \"loadavg_after\": [%.2f, %.2f, %.2f],\n"
-               "    \"online_cpus\": %ld,\n",
-            ULY_VERSION_STRING, date, secs, c->quick ? "true" : "false", c->size, c->nodes, c->g,
-            (long long)c->threads, (long long)c->repeat, load0[0], load0[1], load0[2], load1[0], load1[1], load1[2],
-            sysconf(_SC_NPROCESSORS_ONLN));
-    fprintf(f, "    \"platform\": [");
-    int first = 1;
+    json_t *notes = uly_json_add_object(root, "calibration");
+    bad |= !notes;
+    bad |= uly_json_set_str(notes, "tool", "ulysses calibrate " ULY_VERSION_STRING) | uly_json_set_str(notes, "date", date);
+    bad |= uly_json_set_fixed(notes, "seconds", secs, 1) | uly_json_set_bool(notes, "quick", c->quick);
+    bad |= uly_json_set_int(notes, "ranks", c->size) | uly_json_set_int(notes, "nodes", c->nodes) |
+           uly_json_set_int(notes, "ranks_per_node", c->g) | uly_json_set_int(notes, "threads_per_rank", c->threads) |
+           uly_json_set_int(notes, "repetitions", c->repeat);
+    for (int l = 0; l < 2; l++) {
+        const double *ld = l ? load1 : load0;
+        bad |= !(a = uly_json_add_array(notes, l ? "loadavg_after" : "loadavg_before"));
+        for (int i = 0; i < 3; i++)
+            bad |= json_array_append_new(a, isfinite(ld[i]) ? json_real(round(ld[i] * 100.0) / 100.0) : json_null());
+    }
+    bad |= uly_json_set_int(notes, "online_cpus", sysconf(_SC_NPROCESSORS_ONLN));
+    bad |= !(a = uly_json_add_array(notes, "platform"));
     char how[512];
     snprintf(how, sizeof how, "largest median GFLOP/s of sgemm (%d square shapes) and attention (below), "
              "all %d ranks at once: %s; the same value for bf16 and fp16 (the CPU kernels run fp32)", ng, c->size,
              peak_what);
     stats none = {0, 0, 0};
-    js_meas(f, &first, "gpu.peak_tflops_fp32", peak * 1e-3, "TFLOP/s", how, peak_s, 1e-3, (int)(c->repeat * c->size));
+    js_meas(a, "gpu.peak_tflops_fp32", peak * 1e-3, "TFLOP/s", how, peak_s, 1e-3, (int)(c->repeat * c->size));
     snprintf(how, sizeof how, "best median sgemm GFLOP/s / peak");
-    js_meas(f, &first, "gpu.gemm_efficiency", best_gemm / peak, "1", how, none, 0, 0);
+    js_meas(a, "gpu.gemm_efficiency", best_gemm / peak, "1", how, none, 0, 0);
     snprintf(how, sizeof how, "blocked attention forward, B=1 H=1 N=%lld d=%lld no mask, 4*N^2*d FLOP, GFLOP/s / peak",
              (long long)ar[0].seq, (long long)ar[0].d);
-    js_meas(f, &first, "gpu.attention_efficiency", attn_f, "1", how, ar[0].fwd, 1.0 / peak, (int)(c->repeat * c->size));
+    js_meas(a, "gpu.attention_efficiency", attn_f, "1", how, ar[0].fwd, 1.0 / peak, (int)(c->repeat * c->size));
     snprintf(how, sizeof how, "blocked attention backward, same shape, 2.5 x forward FLOP, GFLOP/s / peak");
-    js_meas(f, &first, "gpu.attention_bwd_efficiency", attn_b, "1", how, ar[0].bwd, 1.0 / peak,
+    js_meas(a, "gpu.attention_bwd_efficiency", attn_b, "1", how, ar[0].bwd, 1.0 / peak,
             (int)(c->repeat * c->size));
     snprintf(how, sizeof how, "triad a = b + s*c over 3 x %zu MiB fp32 per rank, all ranks at once, 3 x bytes / time",
              mem_bytes >> 20);
-    js_meas(f, &first, "gpu.hbm_bw_GBps", mem.median, "GB/s", how, mem, 1, (int)(c->repeat * c->size));
+    js_meas(a, "gpu.hbm_bw_GBps", mem.median, "GB/s", how, mem, 1, (int)(c->repeat * c->size));
     if (c->g > 1) {
         stats s = {intra_bw * 1e-9, intra_bw * 1e-9, intra_bw * 1e-9};
         stats lo[6], hi[6];
@@ -601,71 +614,70 @@ static int write_platform(cal *c, drv_out *o, const char *out, const char *name,
                  "1 / least-squares slope of the slowest rank's median time against (g-1) x bytes per pair "
                  "(spread: the same fit to the max and min times); a raw contiguous MPI_Alltoall gives %.4g GB/s "
                  "(alltoall_node below)", c->g, nsz, usizes[0], usizes[big], a2a_fit(c->g, sizes, a2a_node, nsz) * 1e-9);
-        js_meas(f, &first, "intra_node.bw_GBps_per_dir", intra_bw * 1e-9, "GB/s", how, s, 1, (int)A2A_REPS(c));
+        js_meas(a, "intra_node.bw_GBps_per_dir", intra_bw * 1e-9, "GB/s", how, s, 1, (int)A2A_REPS(c));
         snprintf(how, sizeof how, "MPI ping-pong of 8 B between ranks 0 and 1, half the round trip");
-        js_meas(f, &first, "intra_node.latency_us", intra_lat * 1e6, "us", how, pp_lat[0], 1e6, (int)c->repeat);
+        js_meas(a, "intra_node.latency_us", intra_lat * 1e6, "us", how, pp_lat[0], 1e6, (int)c->repeat);
         snprintf(how, sizeof how, "median time of the same all-to-all at %zu B per pair minus what the simulator "
                  "charges for it (intra_node.latency_us and its bytes at bw_GBps_per_dir); clipped at 0", usizes[0]);
-        js_meas(f, &first, "intra_node.a2a_call_us", intra_call * 1e6, "us", how, uly_node[0], 1e6,
+        js_meas(a, "intra_node.a2a_call_us", intra_call * 1e6, "us", how, uly_node[0], 1e6,
                 (int)A2A_REPS(c));
     }
     if (c->nodes > 1) {
         snprintf(how, sizeof how, "rank i of node 2k exchanges %zu MiB with rank i of node 2k+1 (MPI_Sendrecv, both "
                  "directions at once): ranks per node x bytes / slowest time, per direction", xbytes >> 20);
-        js_meas(f, &first, "inter_node.nic_bw_Gbps", inter_bw * 8e-9, "Gbit/s", how, xch, 8e-9, (int)c->repeat);
+        js_meas(a, "inter_node.nic_bw_Gbps", inter_bw * 8e-9, "Gbit/s", how, xch, 8e-9, (int)c->repeat);
         snprintf(how, sizeof how, "MPI ping-pong of 8 B between rank 0 and rank %d (node 1), half the round trip", c->g);
-        js_meas(f, &first, "inter_node.latency_us", inter_lat * 1e6, "us", how, pp_lat[1], 1e6, (int)c->repeat);
+        js_meas(a, "inter_node.latency_us", inter_lat * 1e6, "us", how, pp_lat[1], 1e6, (int)c->repeat);
         snprintf(how, sizeof how, "median time of MPI_Alltoall of 8 B per pair on all %d ranks (alltoall_all below) "
                  "minus inter_node.latency_us; clipped at 0", c->size);
-        js_meas(f, &first, "inter_node.a2a_call_us", inter_call * 1e6, "us", how, a2a_world[0], 1e6,
+        js_meas(a, "inter_node.a2a_call_us", inter_call * 1e6, "us", how, a2a_world[0], 1e6,
                 (int)A2A_REPS(c));
     }
-    fprintf(f, "\n    ],\n    \"gemm\": [");
+    bad |= !(a = uly_json_add_array(notes, "gemm"));
     for (int i = 0; i < ng; i++) {
-        fprintf(f, "%s\n      {\"m\": %lld, \"n\": %lld, \"k\": %lld, ", i ? "," : "", (long long)gr[i].n,
-                (long long)gr[i].n, (long long)gr[i].n);
-        js_stats(f, "gflops", gr[i].gflops, 1);
-        fprintf(f, "}");
+        bad |= !(x = uly_json_append_object(a));
+        bad |= uly_json_set_int(x, "m", gr[i].n) | uly_json_set_int(x, "n", gr[i].n) | uly_json_set_int(x, "k", gr[i].n);
+        bad |= js_stats(x, "gflops", gr[i].gflops, 1);
     }
-    fprintf(f, "\n    ],\n    \"attention\": [");
+    bad |= !(a = uly_json_add_array(notes, "attention"));
     for (int i = 0; i < na; i++) {
-        fprintf(f, "%s\n      {\"seq\": %lld, \"head_dim\": %lld, \"causal\": %s, ", i ? "," : "", (long long)ar[i].seq,
-                (long long)ar[i].d, ar[i].causal ? "true" : "false");
-        js_stats(f, "fwd_gflops", ar[i].fwd, 1);
-        fprintf(f, ", ");
-        js_stats(f, "bwd_gflops", ar[i].bwd, 1);
-        fprintf(f, "}");
+        bad |= !(x = uly_json_append_object(a));
+        bad |= uly_json_set_int(x, "seq", ar[i].seq) | uly_json_set_int(x, "head_dim", ar[i].d) |
+               uly_json_set_bool(x, "causal", ar[i].causal);
+        bad |= js_stats(x, "fwd_gflops", ar[i].fwd, 1) | js_stats(x, "bwd_gflops", ar[i].bwd, 1);
     }
-    fprintf(f, "\n    ]");
-    if (c->g > 1) {
-        fprintf(f, ",\n    \"ping_pong_intra_node\": {");
-        js_stats(f, "latency_us", pp_lat[0], 1e6);
-        fprintf(f, ", \"bw_GBps_4MiB\": %.6g},\n    \"alltoall_node\": [", (double)(4 << 20) / pp_bw[0].median * 1e-9);
-        for (int i = 0; i < nsz; i++) {
-            fprintf(f, "%s\n      {\"ranks\": %d, \"bytes_per_pair\": %zu, ", i ? "," : "", c->g, sizes[i]);
-            js_stats(f, "ms", a2a_node[i], 1e3);
-            fprintf(f, "}");
+    /* the node's all-to-alls (g > 1) and the ones across nodes (nodes > 1) */
+    for (int l = 0; l < 2; l++) {
+        if (l ? c->nodes <= 1 : c->g <= 1)
+            continue;
+        bad |= !(x = uly_json_add_object(notes, l ? "ping_pong_inter_node" : "ping_pong_intra_node"));
+        bad |= js_stats(x, "latency_us", pp_lat[l], 1e6);
+        bad |= uly_json_set_real(x, "bw_GBps_4MiB", (double)(4 << 20) / pp_bw[l].median * 1e-9);
+        for (int u = 0; u < (l ? 1 : 2); u++) {
+            const char *key = l ? "alltoall_all" : u ? "ulysses_alltoall_node" : "alltoall_node";
+            const size_t *sz = u ? usizes : sizes;
+            const stats *t = l ? a2a_world : u ? uly_node : a2a_node;
+            bad |= !(a = uly_json_add_array(notes, key));
+            for (int i = 0; i < nsz; i++) {
+                bad |= !(x = uly_json_append_object(a));
+                bad |= uly_json_set_int(x, "ranks", l ? c->size : c->g) | uly_json_set_int(x, "bytes_per_pair", (int64_t)sz[i]);
+                bad |= js_stats(x, "ms", t[i], 1e3);
+            }
         }
-        fprintf(f, "\n    ],\n    \"ulysses_alltoall_node\": [");
-        for (int i = 0; i < nsz; i++) {
-            fprintf(f, "%s\n      {\"ranks\": %d, \"bytes_per_pair\": %zu, ", i ? "," : "", c->g, usizes[i]);
-            js_stats(f, "ms", uly_node[i], 1e3);
-            fprintf(f, "}");
-        }
-        fprintf(f, "\n    ]");
     }
-    if (c->nodes > 1) {
-        fprintf(f, ",\n    \"ping_pong_inter_node\": {");
-        js_stats(f, "latency_us", pp_lat[1], 1e6);
-        fprintf(f, ", \"bw_GBps_4MiB\": %.6g},\n    \"alltoall_all\": [", (double)(4 << 20) / pp_bw[1].median * 1e-9);
-        for (int i = 0; i < nsz; i++) {
-            fprintf(f, "%s\n      {\"ranks\": %d, \"bytes_per_pair\": %zu, ", i ? "," : "", c->size, sizes[i]);
-            js_stats(f, "ms", a2a_world[i], 1e3);
-            fprintf(f, "}");
-        }
-        fprintf(f, "\n    ]");
+    int fd = dup(o->fd);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
+        json_decref(root);
+        return drv_fail(c->d, DRV_RUNTIME, "--out %s: cannot write: %s", out, strerror(errno));
     }
-    fprintf(f, "\n  }\n}\n");
+    if (uly_json_emit(f, root, bad, JSON_PRESERVE_ORDER | JSON_INDENT(2) | JSON_REAL_PRECISION(15))) {
+        fclose(f);
+        return drv_fail(c->d, DRV_RUNTIME, "--out %s: cannot write the platform file (out of memory, a write error "
+                        "or a --name that is not UTF-8)", out);
+    }
     int werr = ferror(f);
     if (fclose(f) != 0 || werr)
         return drv_fail(c->d, DRV_RUNTIME, "--out %s: cannot write: %s", out, strerror(errno));
