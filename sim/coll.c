@@ -958,6 +958,27 @@ static int int_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Appends (link, weight) to the two parallel arrays, doubling them when full; -1 when out of memory
+ * (the arrays stay valid for the caller to free). */
+static int push_load(int **olink, int **ow, size_t *tot, size_t *tcap, int link, int w)
+{
+    if (*tot == *tcap) {
+        size_t cap = *tcap * 2;
+        int *a = usim_realloc(*olink, cap * sizeof *a);
+        if (!a)
+            return -1;
+        *olink = a;
+        int *b = usim_realloc(*ow, cap * sizeof *b);
+        if (!b)
+            return -1;
+        *ow = b;
+        *tcap = cap;
+    }
+    (*olink)[*tot] = link;
+    (*ow)[(*tot)++] = w;
+    return 0;
+}
+
 /* The loads of group 0's transfers: transfer t loads link L (a link of group
  * 0's routes) once per GPU behind L at t's position on L's side (its copies
  * crossing L).  Fills ld (arrays owned by the caller: free ld->off etc.). */
@@ -1024,18 +1045,8 @@ static int build_loads(usim_net *n, const cls *k, const usim_xfer *x, int nx, us
         for (int j = 0; j < r; j++) {
             int side, first, cnt, kind = usim_net_link_users(n, rl[j], &side, &first, &cnt);
             if (kind == USIM_LINK_MESH) {
-                if (tot == tcap) {
-                    tcap *= 2;
-                    int *a = usim_realloc(olink, tcap * sizeof *a), *b = usim_realloc(ow, tcap * sizeof *b);
-                    if (a)
-                        olink = a;
-                    if (b)
-                        ow = b;
-                    if (!a || !b)
-                        goto oom;
-                }
-                olink[tot] = rl[j];
-                ow[tot++] = 1;
+                if (push_load(&olink, &ow, &tot, &tcap, rl[j], 1))
+                    goto oom;
                 continue;
             }
             int g = side ? x[i].dst : x[i].src;
@@ -1049,18 +1060,8 @@ static int build_loads(usim_net *n, const cls *k, const usim_xfer *x, int nx, us
                     hi = mid;
             }
             for (size_t q = lo; q < m && e[q].kind == kind && e[q].pos == key.pos; q++) {
-                if (tot == tcap) {
-                    tcap *= 2;
-                    int *a = usim_realloc(olink, tcap * sizeof *a), *b = usim_realloc(ow, tcap * sizeof *b);
-                    if (a)
-                        olink = a;
-                    if (b)
-                        ow = b;
-                    if (!a || !b)
-                        goto oom;
-                }
-                olink[tot] = e[q].link;
-                ow[tot++] = e[q].w;
+                if (push_load(&olink, &ow, &tot, &tcap, e[q].link, e[q].w))
+                    goto oom;
             }
         }
     }
