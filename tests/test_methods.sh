@@ -4,7 +4,7 @@
 # 2 x 2 in both placements; 8: usp with more ranks than heads, the first two
 # shapes), each under a timeout so that a hang fails instead of blocking the
 # test run.  Then `ulysses bench methods` started with different options on
-# two ranks: every rank must stop with exit 2 naming the option.
+# two ranks: every rank must stop with exit 2 naming the option; and --json.
 set -u
 : "${top_builddir:=.}"
 : "${MPIRUN:=mpirun}"
@@ -37,4 +37,14 @@ check_mismatch "ranks disagree on --method: ring on rank 0; zigzag on rank 1" \
     -np 1 $B --method ring : -np 1 $B --method zigzag
 check_mismatch "ranks disagree on --doc-lens:" -np 1 $B --method ring : -np 1 $B --method ring --doc-lens 16,16
 check_mismatch "ranks disagree on --bf16-partials:" -np 1 $B --method ring --bf16-partials : -np 1 $B --method ring
+# --json: one object, written through jansson, with the byte verdict
+out=$(timeout 120 "$MPIRUN" --oversubscribe -np 2 $B --method zigzag --causal --backward --check --json 2>&1)
+rc=$?
+if [ "$rc" -ne 0 ] || ! printf '%s\n' "$out" | grep -q '^{"bench": "methods", "method": "zigzag",.*"bytes_match_plan": true.*"bitwise_one_process": false}$'; then
+    echo "FAILED: bench methods --json (exit $rc)"
+    printf '%s\n' "$out" | head -5
+    status=1
+else
+    echo "ok: bench methods --json"
+fi
 exit $status

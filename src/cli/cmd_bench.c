@@ -558,16 +558,31 @@ static int a2a_size(drv *d, int64_t bytes, int64_t repeat, int json)
                                             "auto_seq_to_heads", "auto_heads_to_seq", "sendrecv", "ring_hop"};
         const char *chose_in = uly_a2a_mode_name(uly_dist_a2a_mode(D[NM - 1], ULY_A2A_Q));
         const char *chose_out = uly_a2a_mode_name(uly_dist_a2a_mode(D[NM - 1], ULY_A2A_O));
-        if (json) {
-            printf("{\"bench\": \"a2a\", \"ranks\": %d, \"bytes_per_rank\": %zu", P, elems * 4);
-            for (int c = 0; c < NC; c++)
-                printf(", \"%s_ms\": {\"median\": %.4f, \"min\": %.4f, \"max\": %.4f}", key[c],
-                       1e3 * st[c].median, 1e3 * st[c].min, 1e3 * st[c].max);
-            for (int c = 1; c < 1 + 2 * NM; c++)
-                printf(", \"%s_over_raw\": %.4f", key[c], st[c].median / st[0].median);
-            printf(", \"ring_hop_over_sendrecv\": %.4f", st[NC - 1].median / st[NC - 2].median);
-            printf(", \"auto_chose_seq_to_heads\": \"%s\", \"auto_chose_heads_to_seq\": \"%s\"}\n", chose_in,
-                   chose_out);
+        if (json) { /* through jansson: a ratio that is not finite is null plus a flag */
+            json_t *root = json_object(), *x;
+            int bad = !root;
+            char k[64];
+            if (!bad)
+                bad |= uly_json_set_str(root, "bench", "a2a") | uly_json_set_int(root, "ranks", P) |
+                       uly_json_set_int(root, "bytes_per_rank", (int64_t)(elems * 4));
+            for (int c = 0; c < NC && !bad; c++) {
+                snprintf(k, sizeof k, "%s_ms", key[c]);
+                bad |= !(x = uly_json_add_object(root, k));
+                if (!bad)
+                    bad |= uly_json_set_fixed(x, "median", 1e3 * st[c].median, 4) |
+                           uly_json_set_fixed(x, "min", 1e3 * st[c].min, 4) |
+                           uly_json_set_fixed(x, "max", 1e3 * st[c].max, 4);
+            }
+            for (int c = 1; c < 1 + 2 * NM && !bad; c++) {
+                snprintf(k, sizeof k, "%s_over_raw", key[c]);
+                bad |= uly_json_set_fixed(root, k, st[c].median / st[0].median, 4);
+            }
+            if (!bad)
+                bad |= uly_json_set_fixed(root, "ring_hop_over_sendrecv", st[NC - 1].median / st[NC - 2].median, 4) |
+                       uly_json_set_str(root, "auto_chose_seq_to_heads", chose_in) |
+                       uly_json_set_str(root, "auto_chose_heads_to_seq", chose_out);
+            if (uly_json_emit(stdout, root, bad, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15)))
+                drv_fail(d, DRV_RUNTIME, "cannot write the JSON report (out of memory or write error)");
         } else {
             printf("%10zu %8.3f |", elems * 4, 1e3 * st[0].median);
             for (int m = 0; m < NM; m++)
@@ -577,6 +592,8 @@ static int a2a_size(drv *d, int64_t bytes, int64_t repeat, int json)
         }
         fflush(stdout);
     }
+    if (!rc)
+        rc = drv_sync(d); /* rank 0's report */
     uly_sp_free(ring);
     for (int m = 0; m < NM; m++)
         uly_dist_free(D[m]);
@@ -963,30 +980,50 @@ static int bench_methods_run(drv *dr, methods_run *M, int argc, char **argv)
         static const char *const ph[4] = {"comm in", "attention", "ring wait", "comm out"};
         const double imb = wmax[0] / (wsum[0] / P), imb_ring = wmax[1] / (wsum[1] / P),
                      imb_zz = wmax[2] / (wsum[2] / P);
-        if (json) {
-            printf("{\"bench\": \"methods\", \"method\": \"%s\", \"ranks\": %d, \"ulysses_degree\": %d, \"ring_degree\": %d, "
-                   "\"placement\": \"%s\", \"batch\": %lld, \"seq\": %lld, \"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, "
-                   "\"causal\": %d, \"window\": %lld, \"docs\": %lld, \"bf16_partials\": %d",
-                   uly_method_name(method), P, plan.U, plan.R, uly_placement_name(plan.placement), (long long)batch,
-                   (long long)seq, (long long)heads, (long long)kv, (long long)d, causal, (long long)window,
-                   (long long)docs, bf16);
+        if (json) { /* through jansson: a number that is not finite is null plus a flag */
+            json_t *root = json_object();
+            int bad = !root;
+            char k[64];
+            if (!bad) {
+                bad |= uly_json_set_str(root, "bench", "methods") | uly_json_set_str(root, "method", uly_method_name(method));
+                bad |= uly_json_set_int(root, "ranks", P) | uly_json_set_int(root, "ulysses_degree", plan.U) |
+                       uly_json_set_int(root, "ring_degree", plan.R);
+                bad |= uly_json_set_str(root, "placement", uly_placement_name(plan.placement));
+                bad |= uly_json_set_int(root, "batch", batch) | uly_json_set_int(root, "seq", seq) |
+                       uly_json_set_int(root, "heads", heads) | uly_json_set_int(root, "kv_heads", kv) |
+                       uly_json_set_int(root, "head_dim", d);
+                bad |= uly_json_set_int(root, "causal", causal) | uly_json_set_int(root, "window", window) |
+                       uly_json_set_int(root, "docs", docs) | uly_json_set_int(root, "bf16_partials", bf16);
+            }
             static const char *const key[8] = {"fwd_in", "fwd_attn", "fwd_wait", "fwd_out", "bwd_in", "bwd_attn",
                                                "bwd_wait", "bwd_out"};
-            for (int c = 0; c < (backward ? 8 : 4); c++)
-                printf(", \"%s_ms\": %.4f", key[c], 1e3 * st[c].median);
-            printf(", \"work_imbalance\": %.4f, \"ring_work_imbalance\": %.4f, \"zigzag_work_imbalance\": %.4f", imb,
-                   imb_ring, imb_zz);
-            printf(", \"bytes_match_plan\": %s", all_ok ? "true" : "false");
-            for (int w = 0; w < ULY_VOL_COUNT; w++)
-                if (gsum[1][w] || gsum[0][w])
-                    printf(", \"%s_bytes_max_rank\": %llu", uly_vol_name(w), (unsigned long long)gsum[0][w]);
+            for (int c = 0; c < (backward ? 8 : 4) && !bad; c++) {
+                snprintf(k, sizeof k, "%s_ms", key[c]);
+                bad |= uly_json_set_fixed(root, k, 1e3 * st[c].median, 4);
+            }
+            if (!bad)
+                bad |= uly_json_set_fixed(root, "work_imbalance", imb, 4) |
+                       uly_json_set_fixed(root, "ring_work_imbalance", imb_ring, 4) |
+                       uly_json_set_fixed(root, "zigzag_work_imbalance", imb_zz, 4) |
+                       uly_json_set_bool(root, "bytes_match_plan", all_ok);
+            for (int w = 0; w < ULY_VOL_COUNT && !bad; w++)
+                if (gsum[1][w] || gsum[0][w]) {
+                    snprintf(k, sizeof k, "%s_bytes_max_rank", uly_vol_name(w));
+                    bad |= uly_json_set_int(root, k, (int64_t)gsum[0][w]);
+                }
             if (check) {
                 static const char *const rn[4] = {"o", "dq", "dk", "dv"};
-                for (int i = 0; i < (backward ? 4 : 1); i++)
-                    printf(", \"%s_max_abs_err\": %.3g, \"%s_max_rel_err\": %.3g", rn[i], gerr[i][0], rn[i], gerr[i][1]);
-                printf(", \"bitwise_one_process\": %s", gbit ? "true" : "false");
+                for (int i = 0; i < (backward ? 4 : 1) && !bad; i++) {
+                    snprintf(k, sizeof k, "%s_max_abs_err", rn[i]);
+                    bad |= uly_json_set_real(root, k, gerr[i][0]);
+                    snprintf(k, sizeof k, "%s_max_rel_err", rn[i]);
+                    bad |= uly_json_set_real(root, k, gerr[i][1]);
+                }
+                if (!bad)
+                    bad |= uly_json_set_bool(root, "bitwise_one_process", gbit);
             }
-            printf("}\n");
+            if (uly_json_emit(stdout, root, bad, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15)))
+                drv_fail(dr, DRV_RUNTIME, "cannot write the JSON report (out of memory or write error)");
         } else {
             printf("bench methods: %s on %d ranks (U=%d x R=%d%s%s), B=%lld N=%lld H=%lld Hkv=%lld d=%lld%s%s",
                    uly_method_name(method), P, plan.U, plan.R, plan.U > 1 && plan.R > 1 ? ", " : "",
