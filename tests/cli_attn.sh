@@ -149,7 +149,7 @@ expect 1 "--check failed: O differs from the fp64 reference" -- $M -np 2 "$U" at
 # the method and its degrees are agreed before any collective
 expect 2 "ranks disagree on --method: ring on rank 0; zigzag on rank 1" -- $M -np 1 "$U" attn --seq 64 --method ring : -np 1 "$U" attn --seq 64 --method zigzag
 expect 2 "ranks disagree on --method: ulysses on rank 0; usp on rank 1" -- $M -np 1 "$U" attn --seq 64 --method a2a : -np 1 "$U" attn --seq 64 --method a2a+p2p
-expect 2 "ranks disagree on --ulysses-degree: 0 on rank 0; 1 on rank 1" -- $M -np 1 "$U" attn --seq 64 --method usp : -np 1 "$U" attn --seq 64 --method usp --ulysses-degree 1
+expect 2 "ranks disagree on --ulysses-degree: not given on rank 0; 1 on rank 1" -- $M -np 1 "$U" attn --seq 64 --method usp : -np 1 "$U" attn --seq 64 --method usp --ulysses-degree 1
 for opt in "--bf16-partials" "--doc-lens 32,32" "--docs $W/docs.npy"; do
     expect 2 "ranks disagree on ${opt%% *}:" -- $M -np 1 "$U" attn --seq 64 --method ring : -np 1 "$U" attn --seq 64 --method ring $opt
 done

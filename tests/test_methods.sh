@@ -36,6 +36,8 @@ check_mismatch() {
 check_mismatch "ranks disagree on --method: ring on rank 0; zigzag on rank 1" \
     -np 1 $B --method ring : -np 1 $B --method zigzag
 check_mismatch "ranks disagree on --doc-lens:" -np 1 $B --method ring : -np 1 $B --method ring --doc-lens 16,16
+check_mismatch "ranks disagree on --ulysses-degree: 2 on rank 0; not given on rank 1" \
+    -np 1 $B --method usp --ulysses-degree 2 : -np 1 $B --method usp
 check_mismatch "ranks disagree on --bf16-partials:" -np 1 $B --method ring --bf16-partials : -np 1 $B --method ring
 # --json: one object, written through jansson, with the byte verdict
 out=$(timeout 120 "$MPIRUN" --oversubscribe -np 2 $B --method zigzag --causal --backward --check --json 2>&1)

@@ -157,6 +157,8 @@ static void value_text(char *buf, size_t len, const drv_field *f, int64_t v, con
             k++;
         if (f->choices && f->choices[k] && k == v)
             snprintf(buf, len, "%s", f->choices[k]);
+        else if (!f->choices) /* an optional number: -1 when not given */
+            snprintf(buf, len, "%" PRId64, v);
         else
             snprintf(buf, len, "choice %" PRId64, v);
         break;

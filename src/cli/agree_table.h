@@ -21,7 +21,7 @@ typedef struct drv_field {
     int64_t i;                    /* INT, FLAG, CHOICE */
     const char *s;                /* STR */
     double r;                     /* REAL (compared bitwise) */
-    const char *const *choices;   /* CHOICE: names, NULL-terminated */
+    const char *const *choices;   /* CHOICE: names, NULL-terminated (NULL: an optional number, -1 when not given) */
 } drv_field;
 
 enum { DRV_AGREE_MAX = 60 };

@@ -358,7 +358,7 @@ static int attn_fields(const attn_job *J, drv_field *f)
         FS(in_name[i], c->fin[i]);
     FS("--out", c->fout[W_O]); FS("--dq", c->fout[W_DQ]); FS("--dk", c->fout[W_DK]); FS("--dv", c->fout[W_DV]);
     FF("--allow-nonfinite", c->allow_nonfinite); FF("--force", c->force); FF("--json", c->json);
-    FC("--method", c->method, method_names); FI("--ulysses-degree", c->seen_udeg ? c->udeg : 0);
+    FC("--method", c->method, method_names); FC("--ulysses-degree", c->seen_udeg ? c->udeg : -1, NULL);
     FC("--placement", c->seen_placement ? c->placement : -1, placement_names); FF("--bf16-partials", c->bf16);
     FS("--doc-lens", c->doc_lens); FS("--docs", c->docs);
 #undef FI

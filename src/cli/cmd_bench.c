@@ -829,7 +829,7 @@ static int bench_methods_run(drv *dr, methods_run *M, int argc, char **argv)
     if (!kv)
         kv = heads;
     const drv_field f[] = {
-        {"--method", DRV_F_CHOICE, method, NULL, 0, mnames}, {"--ulysses-degree", DRV_F_INT, udeg, NULL, 0, NULL},
+        {"--method", DRV_F_CHOICE, method, NULL, 0, mnames}, {"--ulysses-degree", DRV_F_CHOICE, seen_udeg ? udeg : -1, NULL, 0, NULL},
         {"--placement", DRV_F_CHOICE, placement, NULL, 0, pnames}, {"--bf16-partials", DRV_F_FLAG, bf16, NULL, 0, NULL},
         {"--batch", DRV_F_INT, batch, NULL, 0, NULL}, {"--seq", DRV_F_INT, seq, NULL, 0, NULL},
         {"--heads", DRV_F_INT, heads, NULL, 0, NULL}, {"--kv-heads", DRV_F_INT, kv, NULL, 0, NULL},
