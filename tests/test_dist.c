@@ -135,21 +135,35 @@ static void check_kv_grad(const uly_attn_desc *a, const double *out, int64_t t0,
 static const int test_modes[] = {ULY_A2A_PACK, ULY_A2A_DATATYPE, ULY_A2A_PIPELINE, ULY_A2A_SHM};
 #define NMODES (int)(sizeof test_modes / sizeof test_modes[0])
 
+/* A context over MPI_COMM_WORLD for shape s in fp64 (*a set), all-to-all mode `mode`. */
+static uly_dist *dist_f64(const shape *s, int mode, uly_attn_desc *a)
+{
+    *a = desc_of(s, ULY_F64);
+    uly_dist_opts opts;
+    memset(&opts, 0, sizeof opts);
+    opts.a2a_mode = mode;
+    uly_dist *D = NULL;
+    ck_assert_int_eq(uly_dist_create(MPI_COMM_WORLD, a, &opts, &D), ULY_OK);
+    return D;
+}
+
+/* This rank's tokens [t0, +n), query heads [h0, +hn) and KV heads [k0, +kn). */
+static void ranges_of(const uly_dist *D, const uly_attn_desc *a, int64_t *t0, int64_t *n, int64_t *h0, int64_t *hn,
+                      int64_t *k0, int64_t *kn)
+{
+    uly_dist_shard(D, t0, n);
+    uly_dist_heads(D, h0, hn);
+    uly_kv_range(a, *h0, *hn, k0, kn);
+}
+
 START_TEST(a2a_integer_encoded)
 {
     /* every shape, in pack, datatype, pipelined and shared-memory mode (_i % NMODES),
      * the head side in buffers of the caller's */
-    const shape *s = &shapes[_i / NMODES];
-    uly_attn_desc a = desc_of(s, ULY_F64);
-    uly_dist_opts opts;
-    memset(&opts, 0, sizeof opts);
-    opts.a2a_mode = test_modes[_i % NMODES];
-    uly_dist *D;
-    ck_assert_int_eq(uly_dist_create(MPI_COMM_WORLD, &a, &opts, &D), ULY_OK);
+    uly_attn_desc a;
+    uly_dist *D = dist_f64(&shapes[_i / NMODES], test_modes[_i % NMODES], &a);
     int64_t t0, n, h0, hn, k0, kn;
-    uly_dist_shard(D, &t0, &n);
-    uly_dist_heads(D, &h0, &hn);
-    uly_kv_range(&a, h0, hn, &k0, &kn);
+    ranges_of(D, &a, &t0, &n, &h0, &hn, &k0, &kn);
     const int64_t B = a.batch, N = a.seq, d = a.head_dim, H = a.heads, Hkv = a.kv_heads;
     const int rep = uly_plan_kv_replicated(&a, P);
     /* sequence -> heads for Q and K */
@@ -361,13 +375,8 @@ END_TEST
  */
 START_TEST(shm_head_buffers)
 {
-    const shape *s = &shapes[_i];
-    uly_attn_desc a = desc_of(s, ULY_F64);
-    uly_dist_opts opts;
-    memset(&opts, 0, sizeof opts);
-    opts.a2a_mode = ULY_A2A_SHM;
-    uly_dist *D;
-    ck_assert_int_eq(uly_dist_create(MPI_COMM_WORLD, &a, &opts, &D), ULY_OK);
+    uly_attn_desc a;
+    uly_dist *D = dist_f64(&shapes[_i], ULY_A2A_SHM, &a);
     if (P == 1) { /* the forward works on the caller's tensors: no buffers of its own */
         ck_assert_ptr_null(uly_dist_head_buffer(D, ULY_A2A_Q));
         uly_dist_free(D);
@@ -375,9 +384,7 @@ START_TEST(shm_head_buffers)
     }
     ck_assert_ptr_null(uly_dist_head_buffer(D, ULY_A2A_COUNT));
     int64_t t0, n, h0, hn, k0, kn;
-    uly_dist_shard(D, &t0, &n);
-    uly_dist_heads(D, &h0, &hn);
-    uly_kv_range(&a, h0, hn, &k0, &kn);
+    ranges_of(D, &a, &t0, &n, &h0, &hn, &k0, &kn);
     const int64_t B = a.batch, N = a.seq, d = a.head_dim, H = a.heads, Hkv = a.kv_heads;
     const int rep = uly_plan_kv_replicated(&a, P);
     for (int w = 0; w < ULY_A2A_COUNT; w++) {
@@ -449,13 +456,8 @@ END_TEST
  * with the same choice. */
 START_TEST(auto_mode_calibrates)
 {
-    const shape *s = &shapes[3];
-    uly_attn_desc a = desc_of(s, ULY_F64);
-    uly_dist_opts opts;
-    memset(&opts, 0, sizeof opts);
-    opts.a2a_mode = ULY_A2A_AUTO;
-    uly_dist *D;
-    ck_assert_int_eq(uly_dist_create(MPI_COMM_WORLD, &a, &opts, &D), ULY_OK);
+    uly_attn_desc a;
+    uly_dist *D = dist_f64(&shapes[3], ULY_A2A_AUTO, &a);
     int64_t t0, n, h0, hn;
     uly_dist_shard(D, &t0, &n);
     uly_dist_heads(D, &h0, &hn);
