@@ -434,8 +434,11 @@ END_TEST
 
 START_TEST(shm_mode)
 {
-    /* the shared-memory all-to-all: the same bits as one process, fp32 and
-     * fp64, every shape (uneven N and H, GQA, MQA, every mask, documents) */
+    /* the shared-memory all-to-all: the same bits as one process, every
+     * shape in fp32 (uneven N and H, GQA, MQA, every mask, documents), the
+     * small ones in fp64 too */
+    if (_i % 2 && shapes[_i / 2].N > 64)
+        return;
     check_dist(&shapes[_i / 2], _i % 2 ? ULY_F64 : ULY_F32, 0, NULL, ULY_A2A_SHM);
 }
 END_TEST
