@@ -47,7 +47,12 @@ enum { ULY_A2A_AUTO = 0,     /* measured: the first calls of each all-to-all kin
        ULY_A2A_DATATYPE = 2, /* MPI derived datatypes + MPI_Alltoallw: no pack step of ours */
        ULY_A2A_PIPELINE = 3, /* per-peer MPI_Isend/Irecv; packing peer s+1 overlaps the transfer
                                 to peer s, unpacking follows each arrival */
-       ULY_A2A_MODES = 4 };
+       ULY_A2A_SHM = 4,      /* every rank on one node: the head-side buffers live in an MPI-3
+                                shared-memory window; each rank copies its rows straight into
+                                (sequence -> heads) or out of (heads -> sequence) the peers'
+                                buffers, one copy per byte; refused (ULY_EINVAL) across nodes;
+                                auto measures it whenever the ranks share a node */
+       ULY_A2A_MODES = 5 };
 /* Calls of each kind (Q, K, ..., dV) that ULY_A2A_AUTO spends measuring:
  * every mode this many times, interleaved; all modes move the same bits. */
 #define ULY_A2A_AUTO_SAMPLES 2
@@ -57,7 +62,7 @@ typedef struct uly_dist_opts {
     const uly_local_attn *attn;  /* NULL: the built-in blocked kernel */
     size_t max_count;            /* largest element count per MPI call and peer; 0: INT_MAX.
                                     Larger blocks go through large-count datatypes. */
-    int a2a_mode;                /* ULY_A2A_AUTO, _PACK, _DATATYPE or _PIPELINE */
+    int a2a_mode;                /* ULY_A2A_AUTO, _PACK, _DATATYPE, _PIPELINE or _SHM */
     int overlap;                 /* ULY_OVERLAP_OFF (0), _ON or _AUTO, see below */
     int overlap_chunks;          /* head chunks per rank with overlap (0: as many as the KV heads
                                     of the rank with fewest allow, at most ULY_OVERLAP_MAX_CHUNKS) */
@@ -85,8 +90,11 @@ enum { ULY_OVERLAP_OFF = 0, ULY_OVERLAP_ON = 1,
 typedef struct uly_dist uly_dist;
 
 /* Create a context (collective).  Checks that all ranks passed the same
- * description and options; allocates the head-sharded buffers.  The
- * communicator is duplicated; errors are returned, never fatal. */
+ * description and options; allocates the head-sharded buffers (in a
+ * shared-memory window with ULY_A2A_SHM, and with ULY_A2A_AUTO when every
+ * rank is on one node).  The communicator is duplicated; errors are
+ * returned, never fatal.  uly_dist_free is collective too (it frees the
+ * communicator and the window). */
 int uly_dist_create(MPI_Comm comm, const uly_attn_desc *a, const uly_dist_opts *opts,
                     uly_dist **out);
 void uly_dist_free(uly_dist *d);
@@ -119,11 +127,20 @@ const void *uly_dist_lse(const uly_dist *d);
  * uly_plan_kv_replicated; out is (B, n_r, Hkv, d), summed in head order). */
 int uly_dist_a2a(uly_dist *d, int which, const void *in, void *out);
 
+/* The head-side tensor of all-to-all `which` that uly_dist_fwd and
+ * uly_dist_bwd use ((B, N, H_r or Hkv_r, d); dK, dV per query head when KV is
+ * replicated), owned by the context; NULL with P = 1.  Passed to
+ * uly_dist_a2a as the head side, the all-to-all runs exactly as inside the
+ * forward and backward: with ULY_A2A_SHM the peers read and write it
+ * directly, while any other head-side buffer costs one local copy more
+ * (to or from this one).  Its content changes with every call. */
+void *uly_dist_head_buffer(uly_dist *d, int which);
+
 /* The mode all-to-all `which` uses: the one asked for, or with ULY_A2A_AUTO
  * the measured choice (ULY_A2A_AUTO while still measuring).  The same on
  * every rank. */
 int uly_dist_a2a_mode(const uly_dist *d, int which);
-/* Name of a mode: "auto", "pack", "datatype", "pipeline". */
+/* Name of a mode: "auto", "pack", "datatype", "pipeline", "shm". */
 const char *uly_a2a_mode_name(int mode);
 
 /* Bytes sent / received to / from other ranks since creation (or reset). */

@@ -15,6 +15,7 @@ struct uly_comm {
     size_t max_count;
     int *icount[4];        /* scratch: int counts / displacements for MPI_Alltoallv */
     MPI_Datatype *types[2];
+    MPI_Win win;           /* shared-memory window (uly_comm_shm_alloc), or MPI_WIN_NULL */
 };
 
 static int mpi_fail(int err, const char *what)
@@ -52,6 +53,7 @@ int uly_comm_alloc(int rank, int size, size_t max_count, uly_comm **out)
     if (!c)
         return uly_set_error(ULY_ENOMEM, "cannot allocate the communicator context");
     c->comm = MPI_COMM_NULL;
+    c->win = MPI_WIN_NULL;
     c->rank = rank;
     c->size = size;
     c->max_count = max_count && max_count < INT_MAX ? max_count : INT_MAX;
@@ -79,6 +81,7 @@ void uly_comm_close(uly_comm *c)
 {
     if (!c)
         return;
+    uly_comm_shm_free(c);
     if (c->comm != MPI_COMM_NULL)
         MPI_Comm_free(&c->comm);
     for (int i = 0; i < 4; i++)
@@ -473,6 +476,72 @@ int uly_comm_max_over_ranks(uly_comm *c, double *x, int n)
 {
     MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_MAX, c->comm), "MPI_Allreduce (max)");
     return ULY_OK;
+}
+
+/* ------------------------------------------------- shared-memory window */
+
+int uly_comm_one_node(uly_comm *c, int *one_node)
+{
+    MPI_Comm node = MPI_COMM_NULL;
+    int n = 0;
+    *one_node = 0;
+    MPI_TRY(MPI_Comm_split_type(c->comm, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node),
+            "MPI_Comm_split_type (shared memory)");
+    int e = MPI_Comm_size(node, &n);
+    MPI_Comm_free(&node);
+    if (e != MPI_SUCCESS)
+        return mpi_fail(e, "MPI_Comm_size");
+    *one_node = n == c->size;
+    return ULY_OK;
+}
+
+int uly_comm_shm_alloc(uly_comm *c, size_t bytes, char **base)
+{
+    MPI_Info info;
+    MPI_TRY(MPI_Info_create(&info), "MPI_Info_create");
+    /* each rank's segment on its own pages (and NUMA node, first touch) */
+    MPI_Info_set(info, "alloc_shared_noncontig", "true");
+    void *mine = NULL;
+    int e = MPI_Win_allocate_shared((MPI_Aint)(bytes ? bytes : 1), 1, info, c->comm, &mine, &c->win);
+    MPI_Info_free(&info);
+    if (e != MPI_SUCCESS) {
+        c->win = MPI_WIN_NULL;
+        return mpi_fail(e, "MPI_Win_allocate_shared");
+    }
+    MPI_TRY(MPI_Win_set_errhandler(c->win, MPI_ERRORS_RETURN), "MPI_Win_set_errhandler");
+    /* direct loads and stores need the unified memory model */
+    int *model = NULL, found = 0;
+    MPI_TRY(MPI_Win_get_attr(c->win, MPI_WIN_MODEL, &model, &found), "MPI_Win_get_attr");
+    if (!found || *model != MPI_WIN_UNIFIED)
+        return uly_set_error(ULY_EMPI, "the MPI library's shared-memory window is not in the unified memory model");
+    for (int s = 0; s < c->size; s++) {
+        MPI_Aint size = 0;
+        int unit = 0;
+        void *p = NULL;
+        MPI_TRY(MPI_Win_shared_query(c->win, s, &size, &unit, &p), "MPI_Win_shared_query");
+        base[s] = p;
+    }
+    /* one passive-target epoch for the window's lifetime: MPI_Win_sync is
+     * valid inside it (uly_comm_shm_sync) */
+    MPI_TRY(MPI_Win_lock_all(MPI_MODE_NOCHECK, c->win), "MPI_Win_lock_all");
+    return ULY_OK;
+}
+
+int uly_comm_shm_sync(uly_comm *c)
+{
+    MPI_TRY(MPI_Win_sync(c->win), "MPI_Win_sync");
+    MPI_TRY(MPI_Barrier(c->comm), "MPI_Barrier (shared-memory all-to-all)");
+    MPI_TRY(MPI_Win_sync(c->win), "MPI_Win_sync");
+    return ULY_OK;
+}
+
+void uly_comm_shm_free(uly_comm *c)
+{
+    if (c->win == MPI_WIN_NULL)
+        return;
+    MPI_Win_unlock_all(c->win); /* an error here means the epoch was never opened */
+    MPI_Win_free(&c->win);
+    c->win = MPI_WIN_NULL;
 }
 
 /* ------------------------------------------------- training collectives */

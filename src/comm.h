@@ -108,6 +108,25 @@ ULY_INTERNAL int uly_comm_nb_test(uly_comm_nb *q, int *done);
 /* Complete every message of q (q is empty afterwards). */
 ULY_INTERNAL int uly_comm_nb_wait(uly_comm_nb *q);
 
+/*
+ * Shared memory between the ranks of one node (the all-to-all mode
+ * ULY_A2A_SHM).  uly_comm_one_node: whether every rank of the communicator
+ * shares memory with every other (MPI_COMM_TYPE_SHARED has all of them;
+ * collective, the same answer on every rank).  uly_comm_shm_alloc: allocate
+ * `bytes` per rank in an MPI-3 shared-memory window (collective; unified
+ * memory model required) and give every rank's segment address in
+ * base[0..P) (this process's mapping); the window stays in one lock_all
+ * epoch until it is freed.  uly_comm_shm_sync: MPI_Win_sync, MPI_Barrier,
+ * MPI_Win_sync -- after it, every store any rank made to the window before
+ * the call is visible to every rank's loads, and no rank's later access
+ * happens before every rank's earlier ones (collective).  uly_comm_shm_free
+ * (collective) runs from uly_comm_close too.
+ */
+ULY_INTERNAL int uly_comm_one_node(uly_comm *c, int *one_node);
+ULY_INTERNAL int uly_comm_shm_alloc(uly_comm *c, size_t bytes, char **base);
+ULY_INTERNAL int uly_comm_shm_sync(uly_comm *c);
+ULY_INTERNAL void uly_comm_shm_free(uly_comm *c);
+
 /* x[0..n) = the maximum over ranks, in place (collective). */
 ULY_INTERNAL int uly_comm_max_over_ranks(uly_comm *c, double *x, int n);
 

@@ -47,6 +47,10 @@ struct uly_dist {
     size_t *sc, *sd, *rc, *rd; /* (P) element counts / displacements scratch */
     comm_block *sbk, *rbk;     /* (P) strided blocks scratch (datatype mode) */
     int a2a_mode;              /* ULY_A2A_* as asked for */
+    int shm;                   /* the head-side buffers are in a shared-memory window */
+    char **peer;               /* (P) every rank's head-side region (this process's mapping) */
+    void *heads_owned;         /* the head-side region when it is not in a window */
+    int ncand, cand[ULY_A2A_MODES - 1]; /* the modes ULY_A2A_AUTO measures */
     /* ULY_A2A_AUTO: per all-to-all kind, the calls measured so far, their
      * times (slowest rank after the decision) and the mode chosen (0: none yet) */
     int auto_calls[ULY_A2A_COUNT];
@@ -175,7 +179,7 @@ static int call_mode(const uly_dist *D, int which)
         return D->a2a_mode;
     if (D->auto_mode[which])
         return D->auto_mode[which];
-    return 1 + D->auto_calls[which] % (ULY_A2A_MODES - 1);
+    return D->cand[D->auto_calls[which] % D->ncand];
 }
 
 /* After a measured call: record its time; once every mode has its samples,
@@ -185,21 +189,22 @@ static int call_mode(const uly_dist *D, int which)
 static int auto_record(uly_dist *D, int which, int mode, double secs)
 {
     const int n = D->auto_calls[which]++;
-    D->auto_t[which][mode - 1][n / (ULY_A2A_MODES - 1)] = secs;
-    if (D->auto_calls[which] < (ULY_A2A_MODES - 1) * ULY_A2A_AUTO_SAMPLES)
+    (void)mode; /* = D->cand[n % D->ncand] */
+    D->auto_t[which][n % D->ncand][n / D->ncand] = secs;
+    if (D->auto_calls[which] < D->ncand * ULY_A2A_AUTO_SAMPLES)
         return ULY_OK;
     int rc = uly_comm_max_over_ranks(D->c, &D->auto_t[which][0][0], (ULY_A2A_MODES - 1) * ULY_A2A_AUTO_SAMPLES);
     if (rc)
         return rc;
     int best = 0;
     double tbest = 0;
-    for (int m = 1; m < ULY_A2A_MODES; m++) {
-        double t = D->auto_t[which][m - 1][0];
+    for (int m = 0; m < D->ncand; m++) {
+        double t = D->auto_t[which][m][0];
         for (int k = 1; k < ULY_A2A_AUTO_SAMPLES; k++)
-            if (D->auto_t[which][m - 1][k] < t)
-                t = D->auto_t[which][m - 1][k];
+            if (D->auto_t[which][m][k] < t)
+                t = D->auto_t[which][m][k];
         if (!best || t < tbest) {
-            best = m;
+            best = D->cand[m];
             tbest = t;
         }
     }
@@ -232,19 +237,95 @@ static void a2a_blocks(uly_dist *D, int which, int to_heads, const char *in, int
         copy_block(out, &recv[r], in, &send[r], es);
 }
 
+/* The head-side buffers of rank s, in the order of the all-to-all kinds
+ * (Q, K, V, O, dO, dQ, dK, dV): byte offsets in its head-side region; returns
+ * the region's size.  Every rank computes every rank's layout alike. */
+static size_t head_layout(const uly_dist *D, int s, size_t off[ULY_A2A_COUNT])
+{
+    const int64_t h = D->hc[s], kv = D->kc[s], kvg = D->rep ? h : kv;
+    const int64_t heads[ULY_A2A_COUNT] = {h, kv, kv, h, h, h, kvg, kvg};
+    size_t total = 0;
+    for (int w = 0; w < ULY_A2A_COUNT; w++) {
+        off[w] = total;
+        total += (usz(D->a.batch * D->a.seq * heads[w] * D->a.head_dim) * D->es + 63) / 64 * 64;
+    }
+    return total;
+}
+
+/*
+ * The shared-memory all-to-all (ULY_A2A_SHM).  Every rank's head-side
+ * buffer of kind `which` is in the window, at head_layout's offset in that
+ * rank's segment.  Sequence -> heads: each rank copies its rows for peer s
+ * (strided, its sequence side) straight into s's buffer (contiguous rows of
+ * its tokens); heads -> sequence: each rank copies its tokens of s's heads
+ * out of s's buffer into its own sequence side.  One copy per byte, by the
+ * rank that owns the sequence side, peers in the order r+1, r+2, ... so that
+ * the ranks spread over the peers' memory.  Ordering (the window is in the
+ * unified model and every rank holds a lock_all epoch, so loads and stores
+ * are plain memory accesses; MPI_Win_sync orders them, MPI_Barrier orders
+ * the ranks -- uly_comm_shm_sync):
+ *   sync 1: sequence -> heads: no rank still uses the buffers from an earlier
+ *           call (its kernel reading Q, a caller's copy); heads -> sequence:
+ *           every rank has finished writing its buffer (kernel, own copy).
+ *   copies
+ *   sync 2: sequence -> heads: every peer's rows have landed and are visible;
+ *           heads -> sequence: every read is done, so the owner may overwrite.
+ * A head-side tensor of the caller's other than the window's buffer is
+ * copied into it before sync 1 (heads -> sequence) or out of it after sync 2
+ * (sequence -> heads): the own copy, not counted as traffic.
+ */
+static int a2a_shm(uly_dist *D, int which, int to_heads, const char *in, int64_t Hx, const int64_t *hbeg,
+                   const int64_t *hcnt, char *out)
+{
+    const int P = D->P, r = D->rank;
+    const size_t es = D->es;
+    size_t off[ULY_A2A_COUNT];
+    head_layout(D, r, off);
+    char *win = D->peer[r] + off[which];
+    const size_t head_bytes = usz(D->a.batch * D->a.seq * hcnt[r] * D->a.head_dim) * es;
+    if (!to_heads && in && in != win && head_bytes)
+        memcpy(win, in, head_bytes);
+    comm_block *send = D->sbk, *recv = D->rbk;
+    int send_inplace, recv_inplace;
+    a2a_blocks(D, which, to_heads, to_heads ? in : win, Hx, hbeg, hcnt, to_heads ? win : out, send, recv,
+               &send_inplace, &recv_inplace);
+    int rc = uly_comm_shm_sync(D->c);
+    for (int i = 1; i < P && !rc; i++) {
+        const int s = (r + i) % P;
+        head_layout(D, s, off);
+        const comm_block mine = head_block(D, r, hcnt[s]); /* my tokens of s's heads, in s's buffer */
+        char *theirs = D->peer[s] + off[which];
+        if (to_heads)
+            copy_block(theirs, &mine, in, &send[s], es);
+        else
+            copy_block(out, &recv[s], theirs, &mine, es);
+    }
+    if (!rc)
+        rc = uly_comm_shm_sync(D->c);
+    if (!rc && to_heads && out && out != win && head_bytes)
+        memcpy(out, win, head_bytes);
+    return rc;
+}
+
 static int a2a_move(uly_dist *D, int which, int to_heads, const char *in, int64_t Hx, const int64_t *hbeg,
                     const int64_t *hcnt, char *out)
 {
     const int P = D->P, r = D->rank;
     const size_t es = D->es;
+    const int mode = P > 1 ? call_mode(D, which) : ULY_A2A_PACK;
+    const double t0 = uly_comm_wtime(); /* every mode: the whole call, own block included */
+    if (mode == ULY_A2A_SHM) {
+        int rc = a2a_shm(D, which, to_heads, in, Hx, hbeg, hcnt, out);
+        if (!rc && D->a2a_mode == ULY_A2A_AUTO && !D->auto_mode[which])
+            rc = auto_record(D, which, mode, uly_comm_wtime() - t0);
+        return rc;
+    }
     comm_block *send = D->sbk, *recv = D->rbk;
     int send_inplace, recv_inplace;
     a2a_blocks(D, which, to_heads, in, Hx, hbeg, hcnt, out, send, recv, &send_inplace, &recv_inplace);
     comm_block self_s = send[r], self_r = recv[r];
     send[r].rows = recv[r].rows = 0; /* the own block does not go through MPI */
     int rc;
-    const int mode = P > 1 ? call_mode(D, which) : ULY_A2A_PACK;
-    const double t0 = uly_comm_wtime();
     if (mode == ULY_A2A_DATATYPE) {
         rc = uly_comm_alltoallw_blocks(D->c, in, send, out, recv, es);
     } else if (mode == ULY_A2A_PIPELINE) {
@@ -292,6 +373,14 @@ static int a2a_move(uly_dist *D, int which, int to_heads, const char *in, int64_
     return rc;
 }
 
+void *uly_dist_head_buffer(uly_dist *D, int which)
+{
+    if (!D || D->P == 1 || which < 0 || which >= ULY_A2A_COUNT)
+        return NULL;
+    void *const buf[ULY_A2A_COUNT] = {D->qh, D->kh, D->vh, D->oh, D->doh, D->dqh, D->dkh, D->dvh};
+    return buf[which];
+}
+
 int uly_dist_a2a_mode(const uly_dist *D, int which)
 {
     if (!D || which < 0 || which >= ULY_A2A_COUNT)
@@ -303,7 +392,7 @@ int uly_dist_a2a_mode(const uly_dist *D, int which)
 
 const char *uly_a2a_mode_name(int mode)
 {
-    static const char *const names[ULY_A2A_MODES] = {"auto", "pack", "datatype", "pipeline"};
+    static const char *const names[ULY_A2A_MODES] = {"auto", "pack", "datatype", "pipeline", "shm"};
     return mode >= 0 && mode < ULY_A2A_MODES ? names[mode] : "unknown";
 }
 
@@ -376,11 +465,13 @@ void uly_dist_free(uly_dist *D)
     uly_free(D->ovl_owned);
     uly_free(D->op[0].part[0].recv);
     uly_free(D->op[0].part[0].roff);
-    uly_comm_close(D->c);
+    uly_comm_close(D->c); /* and the window */
     uly_free(D->nb);
     uly_free(D->sc);
     uly_free(D->sbk);
     uly_free(D->owned);
+    uly_free(D->heads_owned);
+    uly_free(D->peer);
     uly_free(D->docs);
     uly_free(D);
 }
@@ -487,6 +578,14 @@ static int ovl_alloc(uly_dist *D)
     return rc;
 }
 
+/* Whether the head-side buffers may go into a shared-memory window. */
+static int heads_shared(const uly_dist *D)
+{
+    return D->P > 1 && (D->a2a_mode == ULY_A2A_SHM || D->a2a_mode == ULY_A2A_AUTO);
+}
+
+static void heads_set(uly_dist *D, char *region);
+
 /* Carve the buffers of a context out of one allocation. */
 static int dist_alloc(uly_dist *D)
 {
@@ -495,7 +594,8 @@ static int dist_alloc(uly_dist *D)
     D->nb = uly_calloc(6 * (size_t)P, sizeof(int64_t));
     D->sc = uly_calloc(4 * (size_t)P, sizeof(size_t));
     D->sbk = uly_calloc(2 * (size_t)P, sizeof(comm_block));
-    if (!D->nb || !D->sc || !D->sbk)
+    D->peer = uly_calloc((size_t)P, sizeof(char *));
+    if (!D->nb || !D->sc || !D->sbk || !D->peer)
         return uly_set_error(ULY_ENOMEM, "cannot allocate partition tables for %d ranks", P);
     D->nc = D->nb + P; D->hb = D->nc + P; D->hc = D->hb + P; D->kb = D->hc + P; D->kc = D->kb + P;
     D->sd = D->sc + P; D->rc = D->sd + P; D->rd = D->rc + P;
@@ -509,19 +609,22 @@ static int dist_alloc(uly_dist *D)
     D->rep = uly_plan_kv_replicated(&D->a, P);
     const int64_t h_r = D->hc[r], kv_r = D->kc[r], n_r = D->nc[r];
     const int64_t kvg = D->rep ? h_r : kv_r; /* heads of the KV gradients */
-    /* element counts of each buffer; P = 1 aliases the caller's tensors */
+    /* element counts of each buffer; P = 1 aliases the caller's tensors.
+     * The head-side ones (qh ... dvh) are sized here (overflow checks) and
+     * placed by heads_place(): the staging is not needed by ULY_A2A_SHM. */
+    const int stg = P > 1 && D->a2a_mode != ULY_A2A_SHM;
     int64_t sizes[12][5] = {
-        {B, N, h_r, d, P > 1},    /* qh */
-        {B, N, kv_r, d, P > 1},   /* kh */
-        {B, N, kv_r, d, P > 1},   /* vh */
-        {B, N, h_r, d, P > 1},    /* oh */
+        {B, N, h_r, d, 0},        /* qh */
+        {B, N, kv_r, d, 0},       /* kh */
+        {B, N, kv_r, d, 0},       /* vh */
+        {B, N, h_r, d, 0},        /* oh */
         {B, h_r, N, 1, 1},        /* lse */
-        {B, N, h_r, d, P > 1},    /* doh */
-        {B, N, h_r, d, P > 1},    /* dqh */
-        {B, N, kvg, d, P > 1},    /* dkh */
-        {B, N, kvg, d, P > 1},    /* dvh */
-        {B, N, H, d, P > 1},      /* sstage: bounded by both directions' totals */
-        {B, N, H, d, P > 1},      /* rstage */
+        {B, N, h_r, d, 0},        /* doh */
+        {B, N, h_r, d, 0},        /* dqh */
+        {B, N, kvg, d, 0},        /* dkh */
+        {B, N, kvg, d, 0},        /* dvh */
+        {B, N, H, d, stg},        /* sstage: bounded by both directions' totals */
+        {B, N, H, d, stg},        /* rstage */
         {B, n_r, H, d, D->rep},   /* expanded */
     };
     /* staging: seq->heads sends B*n_r*H*d at most and receives B*N*h_r*d;
@@ -535,6 +638,9 @@ static int dist_alloc(uly_dist *D)
     for (int i = 0; i < 12; i++) {
         size_t n = 0;
         off[i] = total;
+        if (i < 9 && i != 4 && P > 1 && (uly_mul_sizes(&n, 4, sizes[i]) || uly_mul_size(n, 2 * D->es, &n)))
+            return uly_set_error(ULY_EOVERFLOW, "buffer sizes overflow size_t");
+        n = 0;
         if (sizes[i][4]) {
             if (uly_mul_sizes(&n, 4, sizes[i]) || uly_mul_size(n, D->es, &n) || total + n < total)
                 return uly_set_error(ULY_EOVERFLOW, "buffer sizes overflow size_t");
@@ -552,7 +658,67 @@ static int dist_alloc(uly_dist *D)
         *slots[i] = sizes[i][4] ? base + off[i] : NULL;
     D->K = 1;
     D->ovl_mode = D->o.overlap;
+    D->ncand = 3;
+    D->cand[0] = ULY_A2A_PACK; D->cand[1] = ULY_A2A_DATATYPE; D->cand[2] = ULY_A2A_PIPELINE;
+    D->cand[3] = ULY_A2A_SHM;
+    if (P > 1 && !heads_shared(D)) { /* private head-side buffers, allocated now */
+        size_t lay[ULY_A2A_COUNT];
+        const size_t hbytes = head_layout(D, r, lay);
+        if (!(D->heads_owned = uly_malloc(hbytes + 1)))
+            return uly_set_error(ULY_ENOMEM, "cannot allocate %zu bytes of head-sharded buffers", hbytes);
+        heads_set(D, D->heads_owned);
+    }
     return D->o.overlap != ULY_OVERLAP_OFF && P > 1 ? ovl_alloc(D) : ULY_OK;
+}
+
+/* This rank's head-side buffers in its region at head_layout's offsets. */
+static void heads_set(uly_dist *D, char *region)
+{
+    size_t off[ULY_A2A_COUNT];
+    head_layout(D, D->rank, off);
+    void **slot[ULY_A2A_COUNT] = {&D->qh, &D->kh, &D->vh, &D->oh, &D->doh, &D->dqh, &D->dkh, &D->dvh};
+    for (int w = 0; w < ULY_A2A_COUNT; w++)
+        *slot[w] = region + off[w];
+    D->peer[D->rank] = region;
+}
+
+/*
+ * Where the head-side buffers go (collective, after the communicator is
+ * attached).  With ULY_A2A_SHM or ULY_A2A_AUTO on P > 1 ranks that all share
+ * one node: a shared-memory window, every rank's segment mapped in every
+ * rank (auto then measures the shm mode too); ULY_A2A_SHM across nodes is
+ * refused; ULY_A2A_AUTO across nodes allocates them privately.  The outcome
+ * is agreed, so every rank returns the same status.
+ */
+static int heads_place(uly_dist *D)
+{
+    if (!heads_shared(D))
+        return ULY_OK; /* allocated in dist_alloc (or aliases with P = 1) */
+    static const char *const names[1] = {"all ranks on one node (MPI_COMM_TYPE_SHARED)"};
+    int one = 0;
+    int local = uly_comm_one_node(D->c, &one);
+    int64_t v = one;
+    int rc = uly_comm_agree(D->c, local, 1, &v, names);
+    if (rc)
+        return rc;
+    size_t lay[ULY_A2A_COUNT];
+    const size_t hbytes = head_layout(D, D->rank, lay);
+    if (one) {
+        local = uly_comm_shm_alloc(D->c, hbytes, D->peer);
+        if (!local) {
+            D->shm = 1;
+            D->ncand = 4; /* auto measures the shm mode too */
+            heads_set(D, D->peer[D->rank]);
+        }
+    } else if (D->a2a_mode == ULY_A2A_SHM) {
+        local = uly_set_error(ULY_EINVAL, "all-to-all mode shm needs every rank on one node (%d ranks do not "
+                              "all share memory); use pack, datatype, pipeline or auto", D->P);
+    } else if (!(D->heads_owned = uly_malloc(hbytes + 1))) {
+        local = uly_set_error(ULY_ENOMEM, "cannot allocate %zu bytes of head-sharded buffers", hbytes);
+    } else {
+        heads_set(D, D->heads_owned);
+    }
+    return uly_comm_agree(D->c, local, 0, NULL, NULL);
 }
 
 /* The configuration every rank must share, with names for the messages. */
@@ -636,6 +802,8 @@ int uly_dist_create(MPI_Comm comm, const uly_attn_desc *a, const uly_dist_opts *
     rc = uly_comm_agree_on(comm, local, NCFG, v, cfg_names);
     if (!rc)
         rc = uly_comm_attach(D->c, comm); /* collective on every rank, or on none */
+    if (!rc)
+        rc = heads_place(D);
     if (rc) {
         uly_dist_free(D);
         return rc;
@@ -908,6 +1076,25 @@ static int ovl_run(uly_dist *D, int fwd, const void *x0, const void *x1, const v
     return rc;
 }
 
+/* The chunked forward (fwd = 1) or backward as a whole: ovl_run, the
+ * agreement on the kernels' status, and the phase times. */
+static int ovl_call(uly_dist *D, int fwd, const void *x0, const void *x1, const void *x2, void *y0, void *y1,
+                    void *y2)
+{
+    uly_dist_times *T = &D->times;
+    int lrc = ULY_OK;
+    const double t0 = uly_comm_wtime();
+    int rc = ovl_run(D, fwd, x0, x1, x2, y0, y1, y2, &lrc, fwd ? &T->fwd_a2a_in : &T->bwd_a2a_in,
+                     fwd ? &T->fwd_attn : &T->bwd_attn, fwd ? &T->fwd_a2a_out : &T->bwd_a2a_out);
+    if (rc)
+        return rc;
+    rc = call_agree(D, fwd ? 11 : 12, lrc);
+    *(fwd ? &T->fwd_wall : &T->bwd_wall) = uly_comm_wtime() - t0;
+    *(fwd ? &T->fwd_progress : &T->bwd_progress) = D->t_prog;
+    *(fwd ? &T->fwd_chunks : &T->bwd_chunks) = D->K;
+    return rc;
+}
+
 int uly_dist_set_overlap(uly_dist *D, int mode)
 {
     if (!D)
@@ -942,16 +1129,7 @@ int uly_dist_fwd(uly_dist *D, const void *q, const void *k, const void *v, void 
     }
     D->fwd_chunked = ovl_use(D);
     if (D->fwd_chunked) {
-        int lrc = ULY_OK;
-        const double t0 = uly_comm_wtime();
-        rc = ovl_run(D, 1, q, k, v, o, NULL, NULL, &lrc, &D->times.fwd_a2a_in, &D->times.fwd_attn,
-                     &D->times.fwd_a2a_out);
-        if (rc)
-            return rc;
-        rc = call_agree(D, 11, lrc);
-        D->times.fwd_wall = uly_comm_wtime() - t0;
-        D->times.fwd_progress = D->t_prog;
-        D->times.fwd_chunks = D->K;
+        rc = ovl_call(D, 1, q, k, v, o, NULL, NULL);
         D->have_fwd = rc == ULY_OK;
         return rc;
     }
@@ -1001,19 +1179,8 @@ int uly_dist_bwd(uly_dist *D, const void *dout, void *dq, void *dk, void *dv)
     if (D->P == 1) {
         D->doh = (void *)dout; D->dqh = dq; D->dkh = dk; D->dvh = dv;
     }
-    if (D->fwd_chunked) { /* the head-side buffers are chunk by chunk */
-        int lrc = ULY_OK;
-        const double t0 = uly_comm_wtime();
-        rc = ovl_run(D, 0, dout, NULL, NULL, dq, dk, dv, &lrc, &D->times.bwd_a2a_in, &D->times.bwd_attn,
-                     &D->times.bwd_a2a_out);
-        if (rc)
-            return rc;
-        rc = call_agree(D, 12, lrc);
-        D->times.bwd_wall = uly_comm_wtime() - t0;
-        D->times.bwd_progress = D->t_prog;
-        D->times.bwd_chunks = D->K;
-        return rc;
-    }
+    if (D->fwd_chunked) /* the head-side buffers are chunk by chunk */
+        return ovl_call(D, 0, dout, NULL, NULL, dq, dk, dv);
     double t0 = uly_comm_wtime();
     rc = a2a_seq_to_heads(D, ULY_A2A_DO, dout, D->a.heads, D->hb, D->hc, D->doh);
     double t1 = uly_comm_wtime();

@@ -3,7 +3,8 @@
 #   - a quick calibration on 2 ranks writes a platform file (progress on
 #     stderr; every platform number with its method and spread) that
 #     ulysses-sim loads, both for a training run and for `ulysses-sim attn`;
-#   - bad options and an unwritable --out exit 2 before measuring;
+#   - bad options (a --name that is not UTF-8 included) and an unwritable
+#     --out exit 2 before measuring;
 #   - the bytes `ulysses attn` measures on rank 0 equal, call by call, the
 #     bytes `ulysses-sim attn` simulates for the same job (even, uneven and GQA
 #     shapes on 2 and 3 ranks; `ulysses attn` itself checks every rank against
@@ -49,7 +50,7 @@ grep -q 'cal-test' "$W/sim2.out" || bad "ulysses-sim does not name the calibrate
 
 # ------------------------------------------------------------ bad input
 for args in "--quick" "--out $W/x.json --repeat 0" "--out $W/x.json --bogus" \
-            "--out $W/no/such/dir/x.json --quick"; do
+            "--out $W/no/such/dir/x.json --quick" "--out $W/x.json --quick --name $(printf 'a\377b')"; do
     # shellcheck disable=SC2086
     timeout 120 "$MPIRUN" --oversubscribe -np 2 "$U" calibrate $args >"$W/out" 2>"$W/err"
     rc=$?

@@ -1,8 +1,9 @@
 /*
  * test_dist.c -- distributed Ulysses attention under mpirun (P = 1..4).
  *
- *  - each all-to-all alone, with integer-encoded elements (batch, token,
- *    head, dim) checked bit for bit, including replicated-KV folds;
+ *  - each all-to-all alone in every mode (pack, datatype, pipeline, shm),
+ *    with integer-encoded elements (batch, token, head, dim) checked bit
+ *    for bit, including replicated-KV folds;
  *  - forward + backward on P ranks bitwise equal to the single-process
  *    kernel (O, LSE, dQ, dK, dV), fp32 and fp64, and fp32 within tolerance
  *    of the fp64 reference;
@@ -107,20 +108,62 @@ static double *encoded(const uly_attn_desc *a, int64_t Hcode, int64_t t0, int64_
     return x;
 }
 
-START_TEST(a2a_integer_encoded)
+/* The KV gradient all-to-all's output on this rank's tokens [t0, +n): the
+ * sum over each KV head's query heads of their codes when KV is replicated
+ * (in was coded per query head), the KV head's own codes otherwise. */
+static void check_kv_grad(const uly_attn_desc *a, const double *out, int64_t t0, int64_t n, int rep, const char *what)
 {
-    /* every shape, in pack, datatype and pipelined mode (_i % 3) */
-    const shape *s = &shapes[_i / 3];
-    uly_attn_desc a = desc_of(s, ULY_F64);
+    const int64_t B = a->batch, d = a->head_dim, H = a->heads, Hkv = a->kv_heads, g = H / Hkv;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t kh = 0; kh < Hkv; kh++)
+                for (int64_t c = 0; c < d; c++) {
+                    double want = 0;
+                    if (rep)
+                        for (int64_t h = kh * g; h < (kh + 1) * g; h++)
+                            want += code(a, H, b, t0 + t, h, c);
+                    else
+                        want = code(a, Hkv, b, t0 + t, kh, c);
+                    ck_assert_msg(out[((b * n + t) * Hkv + kh) * d + c] == want,
+                                  "rank %d: %s element (%lld,%lld,%lld,%lld) is %g, want %g", rank, what,
+                                  (long long)b, (long long)t, (long long)kh, (long long)c,
+                                  out[((b * n + t) * Hkv + kh) * d + c], want);
+                }
+}
+
+/* The all-to-all modes the loop tests go through (_i % NMODES). */
+static const int test_modes[] = {ULY_A2A_PACK, ULY_A2A_DATATYPE, ULY_A2A_PIPELINE, ULY_A2A_SHM};
+#define NMODES (int)(sizeof test_modes / sizeof test_modes[0])
+
+/* A context over MPI_COMM_WORLD for shape s in fp64 (*a set), all-to-all mode `mode`. */
+static uly_dist *dist_f64(const shape *s, int mode, uly_attn_desc *a)
+{
+    *a = desc_of(s, ULY_F64);
     uly_dist_opts opts;
     memset(&opts, 0, sizeof opts);
-    opts.a2a_mode = _i % 3 == 0 ? ULY_A2A_PACK : _i % 3 == 1 ? ULY_A2A_DATATYPE : ULY_A2A_PIPELINE;
-    uly_dist *D;
-    ck_assert_int_eq(uly_dist_create(MPI_COMM_WORLD, &a, &opts, &D), ULY_OK);
+    opts.a2a_mode = mode;
+    uly_dist *D = NULL;
+    ck_assert_int_eq(uly_dist_create(MPI_COMM_WORLD, a, &opts, &D), ULY_OK);
+    return D;
+}
+
+/* This rank's tokens [t0, +n), query heads [h0, +hn) and KV heads [k0, +kn). */
+static void ranges_of(const uly_dist *D, const uly_attn_desc *a, int64_t *t0, int64_t *n, int64_t *h0, int64_t *hn,
+                      int64_t *k0, int64_t *kn)
+{
+    uly_dist_shard(D, t0, n);
+    uly_dist_heads(D, h0, hn);
+    uly_kv_range(a, *h0, *hn, k0, kn);
+}
+
+START_TEST(a2a_integer_encoded)
+{
+    /* every shape, in pack, datatype, pipelined and shared-memory mode (_i % NMODES),
+     * the head side in buffers of the caller's */
+    uly_attn_desc a;
+    uly_dist *D = dist_f64(&shapes[_i / NMODES], test_modes[_i % NMODES], &a);
     int64_t t0, n, h0, hn, k0, kn;
-    uly_dist_shard(D, &t0, &n);
-    uly_dist_heads(D, &h0, &hn);
-    uly_kv_range(&a, h0, hn, &k0, &kn);
+    ranges_of(D, &a, &t0, &n, &h0, &hn, &k0, &kn);
     const int64_t B = a.batch, N = a.seq, d = a.head_dim, H = a.heads, Hkv = a.kv_heads;
     const int rep = uly_plan_kv_replicated(&a, P);
     /* sequence -> heads for Q and K */
@@ -146,25 +189,10 @@ START_TEST(a2a_integer_encoded)
     }
     /* KV gradients: per query head and folded when replicated, per KV head otherwise */
     {
-        const int64_t g = H / Hkv;
         double *in = rep ? encoded(&a, H, 0, N, h0, hn) : encoded(&a, Hkv, 0, N, k0, kn);
         double *out = malloc((size_t)(B * n * Hkv * d) * sizeof(double) + 8);
         ck_assert_int_eq(uly_dist_a2a(D, ULY_A2A_DK, in, out), ULY_OK);
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t t = 0; t < n; t++)
-                for (int64_t kh = 0; kh < Hkv; kh++)
-                    for (int64_t c = 0; c < d; c++) {
-                        double want = 0;
-                        if (rep)
-                            for (int64_t h = kh * g; h < (kh + 1) * g; h++)
-                                want += code(&a, H, b, t0 + t, h, c);
-                        else
-                            want = code(&a, Hkv, b, t0 + t, kh, c);
-                        ck_assert_msg(out[((b * n + t) * Hkv + kh) * d + c] == want,
-                                      "rank %d: dK element (%lld,%lld,%lld,%lld) is %g, want %g", rank,
-                                      (long long)b, (long long)t, (long long)kh, (long long)c,
-                                      out[((b * n + t) * Hkv + kh) * d + c], want);
-                    }
+        check_kv_grad(&a, out, t0, n, rep, "dK");
         free(in); free(out);
     }
     uly_dist_free(D);
@@ -339,18 +367,97 @@ START_TEST(pipeline_mode)
 }
 END_TEST
 
+/*
+ * The shared-memory mode through the context's own head-side buffers (the
+ * path of the forward and backward, where peers write and read them
+ * directly): every kind, every element in place (integer-encoded), and the
+ * bytes counted are the plan's.  Every shape.
+ */
+START_TEST(shm_head_buffers)
+{
+    uly_attn_desc a;
+    uly_dist *D = dist_f64(&shapes[_i], ULY_A2A_SHM, &a);
+    if (P == 1) { /* the forward works on the caller's tensors: no buffers of its own */
+        ck_assert_ptr_null(uly_dist_head_buffer(D, ULY_A2A_Q));
+        uly_dist_free(D);
+        return;
+    }
+    ck_assert_ptr_null(uly_dist_head_buffer(D, ULY_A2A_COUNT));
+    int64_t t0, n, h0, hn, k0, kn;
+    ranges_of(D, &a, &t0, &n, &h0, &hn, &k0, &kn);
+    const int64_t B = a.batch, N = a.seq, d = a.head_dim, H = a.heads, Hkv = a.kv_heads;
+    const int rep = uly_plan_kv_replicated(&a, P);
+    for (int w = 0; w < ULY_A2A_COUNT; w++) {
+        const int to_heads = w == ULY_A2A_Q || w == ULY_A2A_K || w == ULY_A2A_V || w == ULY_A2A_DO;
+        const int grad = w == ULY_A2A_DK || w == ULY_A2A_DV;
+        const int kv = w == ULY_A2A_K || w == ULY_A2A_V || (grad && !rep);
+        const int64_t Hx = kv ? Hkv : H, hb = kv ? k0 : h0, hc = kv ? kn : hn;
+        const size_t hbytes = (size_t)(B * N * hc * d) * sizeof(double);
+        double *buf = uly_dist_head_buffer(D, w);
+        ck_assert_ptr_nonnull(buf);
+        if (to_heads) {
+            double *in = encoded(&a, Hx, t0, n, 0, Hx), *want = encoded(&a, Hx, 0, N, hb, hc);
+            memset(buf, 0, hbytes);
+            ck_assert_int_eq(uly_dist_a2a(D, w, in, buf), ULY_OK);
+            ck_assert_msg(memcmp(buf, want, hbytes) == 0, "rank %d: %s all-to-all misplaced elements", rank,
+                          uly_a2a_name(w));
+            free(in); free(want);
+        } else {
+            double *src = encoded(&a, Hx, 0, N, hb, hc);
+            double *out = malloc((size_t)(B * n * (grad ? Hkv : H) * d) * sizeof(double) + 8);
+            memcpy(buf, src, hbytes);
+            ck_assert_int_eq(uly_dist_a2a(D, w, buf, out), ULY_OK);
+            if (grad)
+                check_kv_grad(&a, out, t0, n, rep, uly_a2a_name(w));
+            else {
+                double *want = encoded(&a, H, t0, n, 0, H);
+                ck_assert_msg(memcmp(out, want, (size_t)(B * n * H * d) * sizeof(double)) == 0,
+                              "rank %d: %s all-to-all misplaced elements", rank, uly_a2a_name(w));
+                free(want);
+            }
+            free(src); free(out);
+        }
+    }
+    uly_volume got, want;
+    uly_dist_volume(D, &got);
+    ck_assert_int_eq(uly_plan_volume(&a, P, rank, &want), ULY_OK);
+    for (int w = 0; w < ULY_A2A_COUNT; w++)
+        ck_assert_msg(got.sent[w] == want.sent[w] && got.recv[w] == want.recv[w],
+                      "rank %d a2a %s: moved %llu / %llu bytes, the plan says %llu / %llu", rank, uly_a2a_name(w),
+                      (unsigned long long)got.sent[w], (unsigned long long)got.recv[w],
+                      (unsigned long long)want.sent[w], (unsigned long long)want.recv[w]);
+    ck_assert_int_eq(uly_dist_a2a_mode(D, ULY_A2A_Q), ULY_A2A_SHM);
+    ck_assert_str_eq(uly_a2a_mode_name(ULY_A2A_SHM), "shm");
+    uly_dist_free(D);
+}
+END_TEST
+
+START_TEST(shm_mode)
+{
+    /* the shared-memory all-to-all: the same bits as one process, fp32 and
+     * fp64, every shape (uneven N and H, GQA, MQA, every mask, documents) */
+    check_dist(&shapes[_i / 2], _i % 2 ? ULY_F64 : ULY_F32, 0, NULL, ULY_A2A_SHM);
+}
+END_TEST
+
+START_TEST(shm_overlap)
+{
+    /* shared-memory mode with overlap on: the chunked path keeps per-peer
+     * messages (in the window's buffers), the plain pass runs shm */
+    g_overlap = ULY_OVERLAP_ON;
+    g_chunks = _i % 2 ? 2 : 0;
+    check_dist(&ovl_shapes[_i / 2], ULY_F32, 0, NULL, ULY_A2A_SHM);
+    g_overlap = g_chunks = 0;
+}
+END_TEST
+
 /* The automatic mode measures every mode on its first calls of each kind,
  * then keeps one: every call moves the right elements, and every rank ends
  * with the same choice. */
 START_TEST(auto_mode_calibrates)
 {
-    const shape *s = &shapes[3];
-    uly_attn_desc a = desc_of(s, ULY_F64);
-    uly_dist_opts opts;
-    memset(&opts, 0, sizeof opts);
-    opts.a2a_mode = ULY_A2A_AUTO;
-    uly_dist *D;
-    ck_assert_int_eq(uly_dist_create(MPI_COMM_WORLD, &a, &opts, &D), ULY_OK);
+    uly_attn_desc a;
+    uly_dist *D = dist_f64(&shapes[3], ULY_A2A_AUTO, &a);
     int64_t t0, n, h0, hn;
     uly_dist_shard(D, &t0, &n);
     uly_dist_heads(D, &h0, &hn);
@@ -712,7 +819,8 @@ static Suite *make_dist_suite(void)
 {
     Suite *s = suite_create("dist");
     TCase *tc = tcase_create("a2a");
-    tcase_add_loop_test(tc, a2a_integer_encoded, 0, 3 * NSHAPES);
+    tcase_add_loop_test(tc, a2a_integer_encoded, 0, NMODES * NSHAPES);
+    tcase_add_loop_test(tc, shm_head_buffers, 0, NSHAPES);
     tcase_add_test(tc, auto_mode_calibrates);
     suite_add_tcase(s, tc);
     TCase *te = tcase_create("exact");
@@ -722,6 +830,8 @@ static Suite *make_dist_suite(void)
     tcase_add_loop_test(te, large_count_path, 2, 5);
     tcase_add_loop_test(te, datatype_mode, 0, NSHAPES);
     tcase_add_loop_test(te, pipeline_mode, 0, 2 * NSHAPES);
+    tcase_add_loop_test(te, shm_mode, 0, 2 * NSHAPES);
+    tcase_add_loop_test(te, shm_overlap, 0, 2 * NOVL);
     tcase_add_test(te, plugin_attention);
     tcase_add_loop_test(te, overlap_bitwise, 0, 3 * NOVL);
     tcase_add_loop_test(te, overlap_every_shape, 0, NSHAPES);

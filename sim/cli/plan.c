@@ -343,7 +343,12 @@ int cmd_plan(int argc, char **argv)
                 out_csv_row(stdout, &p, &mm, G, &rows[i]);
             }
         } else {
-            out_json(stdout, &p, &m, G, rows, top);
+            if (out_json(stdout, &p, &m, G, rows, top)) {
+                fprintf(stderr, "ulysses-sim: cannot write the JSON output (out of memory or write error)\n");
+                free(rows);
+                free(cv);
+                return 1;
+            }
         }
         free(rows);
     } else {

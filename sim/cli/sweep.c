@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "base/base.h"
 #include "opts.h"
 #include "output.h"
 
@@ -75,19 +76,6 @@ static const char *plot_terminal(const char *file)
     if (strcmp(dot, ".pdf") == 0)
         return "pdfcairo size 10in,6.5in font 'sans,11'";
     return NULL;
-}
-
-/* s as a gnuplot single-quoted string: '' for a quote, control characters dropped. */
-static void gp_str(FILE *g, const char *s)
-{
-    fputc('\'', g);
-    for (; *s; s++) {
-        if (*s == '\'')
-            fputs("''", g);
-        else if ((unsigned char)*s >= 0x20)
-            fputc(*s, g);
-    }
-    fputc('\'', g);
 }
 
 /* 131072 -> "128K", 1048576 -> "1M", 1000 -> "1000". */
@@ -157,7 +145,7 @@ static int plot(const char *file, const char *title, const point *pts, int n, in
     }
     fprintf(g, "set terminal %s\nset output\n", term);
     fprintf(g, "set title ");
-    gp_str(g, title);
+    uly_fput_quoted(g, title, '\'', 1);
     fprintf(g, " noenhanced\nset grid\nset key outside right top noenhanced\n");
     fprintf(g, "set xlabel '%s'\nset ylabel '%s'\n", ax_label[ax], ylabel[metric]);
     if (metric == PLOT_TIME)
@@ -241,7 +229,7 @@ static int plot(const char *file, const char *title, const point *pts, int n, in
                 break;
         }
         fprintf(g, "%s'-' using 1:2 with linespoints lw 2 pt 7 title ", s ? ", " : "");
-        gp_str(g, t);
+        uly_fput_quoted(g, t, '\'', 1);
     }
     if (any_oom)
         fprintf(g, ", '-' using 1:2 with points pt 2 ps 3 lw 2 lc rgb 'red' title 'does not fit in HBM'");

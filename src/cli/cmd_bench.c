@@ -447,9 +447,15 @@ static int bench_memory(int argc, char **argv)
 /* ------------------------------------------------------------------ a2a */
 
 /* One size: Ulysses all-to-alls in every mode next to a raw MPI_Alltoall,
- * the ring hop next to a raw MPI_Sendrecv.  Local failures are recorded in
- * d; every step that can fail on one rank is agreed (drv_sync). */
-static int a2a_size(drv *d, int64_t bytes, int64_t repeat, int json)
+ * the ring hop next to a raw MPI_Sendrecv.  Each Ulysses all-to-all runs
+ * the way the forward runs it: sequence -> heads from the caller's sequence
+ * shard into the context's own head-side Q buffer, heads -> sequence from its
+ * own O buffer into the caller's shard (uly_dist_head_buffer; the copy Q -> O
+ * between the two stands for the attention and is not timed).  The shm mode
+ * (every rank on one node only, shm = 1) writes and reads those buffers in
+ * the peers directly.  Local failures are recorded in d; every step that can
+ * fail on one rank is agreed (drv_sync). */
+static int a2a_size(drv *d, int64_t bytes, int64_t repeat, int json, int shm)
 {
     const int P = d->size, rank = d->rank;
     const int64_t H = 2 * P, hd = 128;
@@ -461,8 +467,8 @@ static int a2a_size(drv *d, int64_t bytes, int64_t repeat, int json)
     memset(&a, 0, sizeof a);
     a.batch = 1; a.seq = n_r * P; a.heads = H; a.kv_heads = H; a.head_dim = hd; a.dtype = ULY_F32;
     /* columns: raw, per mode seq->heads and heads->seq, sendrecv, ring hop */
-    enum { NM = 4, NC = 3 + 2 * NM };
-    static const int modes[NM] = {ULY_A2A_PACK, ULY_A2A_DATATYPE, ULY_A2A_PIPELINE, ULY_A2A_AUTO};
+    enum { NM = 5, NC = 3 + 2 * NM, SHM = 3 };
+    static const int modes[NM] = {ULY_A2A_PACK, ULY_A2A_DATATYPE, ULY_A2A_PIPELINE, ULY_A2A_SHM, ULY_A2A_AUTO};
     float *in = drv_alloc_n(d, elems, 4, "the a2a buffers");
     float *out = in ? drv_alloc_n(d, elems, 4, "the a2a buffers") : NULL;
     float *mid = out ? drv_alloc_n(d, elems, 4, "the a2a buffers") : NULL;
@@ -470,7 +476,11 @@ static int a2a_size(drv *d, int64_t bytes, int64_t repeat, int json)
     uly_dist *D[NM] = {NULL};
     uly_sp *ring = NULL;
     int rc = drv_sync(d);
+    for (int c = 0; tm && c < NC * repeat; c++)
+        tm[c] = NAN;
     for (int m = 0; m < NM && !rc; m++) {
+        if (m == SHM && !shm)
+            continue;
         uly_dist_opts dopt;
         memset(&dopt, 0, sizeof dopt);
         dopt.a2a_mode = modes[m];
@@ -494,9 +504,10 @@ static int a2a_size(drv *d, int64_t bytes, int64_t repeat, int json)
         in[i] = (float)i;
     /* the automatic mode measures its first calls of each kind: let it decide first */
     for (int c = 0; !rc && c < (ULY_A2A_MODES - 1) * ULY_A2A_AUTO_SAMPLES; c++) {
-        int st = uly_dist_a2a(D[NM - 1], ULY_A2A_Q, in, mid);
+        float *hq = uly_dist_head_buffer(D[NM - 1], ULY_A2A_Q), *ho = uly_dist_head_buffer(D[NM - 1], ULY_A2A_O);
+        int st = uly_dist_a2a(D[NM - 1], ULY_A2A_Q, in, hq);
         if (!st)
-            st = uly_dist_a2a(D[NM - 1], ULY_A2A_O, mid, out);
+            st = uly_dist_a2a(D[NM - 1], ULY_A2A_O, ho, out);
         drv_lib(d, st, 0, NULL);
         rc = drv_sync(d);
     }
@@ -526,15 +537,21 @@ static int a2a_size(drv *d, int64_t bytes, int64_t repeat, int json)
         if (!d->code && memcmp(out, mid, elems * 4) != 0)
             drv_fail(d, DRV_RUNTIME, "rank %d: the ring hop and MPI_Sendrecv disagree", rank);
         for (int m = 0; m < NM && !st && !d->code; m++) {
+            loc[1 + 2 * m] = loc[2 + 2 * m] = NAN;
+            if (!D[m])
+                continue;
+            float *hq = uly_dist_head_buffer(D[m], ULY_A2A_Q), *ho = uly_dist_head_buffer(D[m], ULY_A2A_O);
             memset(out, 0, elems * 4);
             drv_mpi(d, MPI_Barrier(d->comm), "MPI_Barrier");
             t0 = MPI_Wtime();
-            st = uly_dist_a2a(D[m], ULY_A2A_Q, in, mid);
+            st = uly_dist_a2a(D[m], ULY_A2A_Q, in, hq);
             loc[1 + 2 * m] = MPI_Wtime() - t0;
+            if (!st) /* B = 1, H_r = H / P: the head side holds elems elements too */
+                memcpy(ho, hq, elems * 4);
             drv_mpi(d, MPI_Barrier(d->comm), "MPI_Barrier");
             t0 = MPI_Wtime();
             if (!st)
-                st = uly_dist_a2a(D[m], ULY_A2A_O, mid, out);
+                st = uly_dist_a2a(D[m], ULY_A2A_O, ho, out);
             loc[2 + 2 * m] = MPI_Wtime() - t0;
             drv_lib(d, st, 0, NULL);
             if (!st && memcmp(in, out, elems * 4) != 0)
@@ -555,6 +572,7 @@ static int a2a_size(drv *d, int64_t bytes, int64_t repeat, int json)
         static const char *const key[NC] = {"raw", "pack_seq_to_heads", "pack_heads_to_seq",
                                             "datatype_seq_to_heads", "datatype_heads_to_seq",
                                             "pipeline_seq_to_heads", "pipeline_heads_to_seq",
+                                            "shm_seq_to_heads", "shm_heads_to_seq",
                                             "auto_seq_to_heads", "auto_heads_to_seq", "sendrecv", "ring_hop"};
         const char *chose_in = uly_a2a_mode_name(uly_dist_a2a_mode(D[NM - 1], ULY_A2A_Q));
         const char *chose_out = uly_a2a_mode_name(uly_dist_a2a_mode(D[NM - 1], ULY_A2A_O));
@@ -566,6 +584,8 @@ static int a2a_size(drv *d, int64_t bytes, int64_t repeat, int json)
                 bad |= uly_json_set_str(root, "bench", "a2a") | uly_json_set_int(root, "ranks", P) |
                        uly_json_set_int(root, "bytes_per_rank", (int64_t)(elems * 4));
             for (int c = 0; c < NC && !bad; c++) {
+                if (!shm && (c == 1 + 2 * SHM || c == 2 + 2 * SHM))
+                    continue; /* ranks on several nodes: no shm mode */
                 snprintf(k, sizeof k, "%s_ms", key[c]);
                 bad |= !(x = uly_json_add_object(root, k));
                 if (!bad)
@@ -574,6 +594,8 @@ static int a2a_size(drv *d, int64_t bytes, int64_t repeat, int json)
                            uly_json_set_fixed(x, "max", 1e3 * st[c].max, 4);
             }
             for (int c = 1; c < 1 + 2 * NM && !bad; c++) {
+                if (!shm && (c == 1 + 2 * SHM || c == 2 + 2 * SHM))
+                    continue;
                 snprintf(k, sizeof k, "%s_over_raw", key[c]);
                 bad |= uly_json_set_fixed(root, k, st[c].median / st[0].median, 4);
             }
@@ -586,7 +608,11 @@ static int a2a_size(drv *d, int64_t bytes, int64_t repeat, int json)
         } else {
             printf("%10zu %8.3f |", elems * 4, 1e3 * st[0].median);
             for (int m = 0; m < NM; m++)
-                printf(" %5.3f %5.3f |", st[1 + 2 * m].median / st[0].median, st[2 + 2 * m].median / st[0].median);
+                if (D[m])
+                    printf(" %5.3f %5.3f |", st[1 + 2 * m].median / st[0].median,
+                           st[2 + 2 * m].median / st[0].median);
+                else
+                    printf(" %5s %5s |", "n/a", "n/a");
             printf(" %8.3f %10.3f | %s, %s\n", 1e3 * st[NC - 2].median, st[NC - 1].median / st[NC - 2].median,
                    chose_in, chose_out);
         }
@@ -638,23 +664,37 @@ static int bench_a2a_mpi(drv *d, int argc, char **argv)
         drv_say(d, "run under mpirun with at least 2 ranks");
         return DRV_BADINPUT;
     }
+    /* the shm mode needs every rank on one node (the same answer on every rank) */
+    MPI_Comm node = MPI_COMM_NULL;
+    int nn = 0;
+    if (drv_mpi(d, MPI_Comm_split_type(d->comm, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL, &node),
+                "MPI_Comm_split_type") == 0 && drv_mpi(d, MPI_Comm_size(node, &nn), "MPI_Comm_size") == 0)
+        MPI_Comm_free(&node);
+    rc = drv_sync(d);
+    const int shm = nn == d->size;
+    if (rc)
+        return rc;
     if (!json && d->rank == 0) {
         printf("bench a2a: %d ranks; Ulysses all-to-all (with packing) vs raw MPI_Alltoall of the same bytes, "
                "ring hop vs raw MPI_Sendrecv, %lld repetitions, medians of the slowest rank; ratio = mode / raw\n",
                d->size, (long long)repeat);
         printf("  modes: pack = our copy + MPI_Alltoallv, dtype = derived datatypes + MPI_Alltoallw, "
-               "pipe = per-peer Isend/Irecv with pack/unpack overlapped, auto = measured choice (shown)\n");
+               "pipe = per-peer Isend/Irecv with pack/unpack overlapped, shm = direct copies between the ranks' "
+               "buffers in a shared-memory window (%s), auto = measured choice (shown)\n",
+               shm ? "all ranks on one node" : "n/a: the ranks are not on one node");
+        printf("  timed as in the forward: sequence shard -> the context's head-side Q buffer (s->h), "
+               "its O buffer -> sequence shard (h->s)\n");
         printf("%10s %8s |", "bytes/rank", "raw ms");
-        static const char *const h[4] = {"pack", "dtype", "pipe", "auto"};
-        for (int m = 0; m < 4; m++)
+        static const char *const h[5] = {"pack", "dtype", "pipe", "shm", "auto"};
+        for (int m = 0; m < 5; m++)
             printf(" %-11s |", h[m]);
         printf(" %-19s | auto chose\n%19s |", "ring: to rank+1", "");
-        for (int m = 0; m < 4; m++)
+        for (int m = 0; m < 5; m++)
             printf(" %5s %5s |", "s->h", "h->s");
         printf(" %8s %10s | s->h, h->s\n", "sendrecv", "hop ratio");
     }
     for (int64_t bytes = minb; bytes <= maxb && !rc; bytes *= 4)
-        rc = a2a_size(d, bytes, repeat, json);
+        rc = a2a_size(d, bytes, repeat, json, shm);
     return rc;
 }
 

@@ -11,9 +11,11 @@
  *              (sequence, head dim, mask)                       -> attention efficiencies
  *   memory     triad a = b + s c over arrays larger than the caches -> "HBM" bandwidth
  *   p2p        ping-pong, intra-node and inter-node            -> latencies
- *   a2a        MPI_Alltoall on each node's ranks by size        -> intra-node bandwidth
- *   exchange   every rank of node 2k with its peer on node 2k+1,
- *              both directions at once                          -> per-node link bandwidth
+ *   a2a        the all-to-all of `ulysses attn` (uly_dist_a2a) by size,
+ *              on each node's ranks                             -> intra-node bandwidth
+ *              and on all ranks across the nodes                -> per-node link bandwidth
+ *              (raw MPI_Alltoall and a node-pair MPI_Sendrecv exchange
+ *              are measured too, for the notes)
  *
  * What it is not: a benchmark suite (see `ulysses bench`), nor a model: the
  * mapping of measurements to platform keys is written down in
@@ -291,10 +293,18 @@ static stats alltoall_time(cal *c, MPI_Comm comm, size_t per, char *sb, char *rb
     return s;
 }
 
-/* The all-to-all of `ulysses attn` itself (sequence -> heads of Q, with its
- * strided head blocks) on each node's g ranks: H = 2g heads of d = 64 fp32,
- * n_r = per / (2 x 64 x 4) tokens per rank, so that every pair moves `per`
- * bytes.  Slowest rank's time; *fail set when the context cannot be made.
+/* The all-to-all of `ulysses attn` itself, with its strided head blocks, on
+ * the P ranks of comm (each node's ranks, or all ranks across the nodes):
+ * H = 2P heads of d = 64 fp32, n_r = per / (2 x 64 x 4) tokens per rank, so
+ * that every pair moves `per` bytes.  Both directions, as a layer runs four
+ * of each: Q (sequence -> heads) and O (heads -> sequence), whose costs
+ * differ by mode, either way (2 ranks: datatype O 1.3x Q, pipeline Q 2.8x
+ * O; doc/validation.md), each timed after a barrier.  Each time is that of
+ * the rank that arrives last, the shortest over ranks, as `ulysses attn`
+ * reports an all-to-all's critical path: a time over all ranks would add the
+ * barrier's exit skew, which on a loaded machine was 10x the transfer (one
+ * rank descheduled).  Per repetition, the mean of the two, returned on
+ * comm's rank 0; *fail set when the context cannot be made.
  *
  * As the job sees it: the library's default mode (ULY_A2A_AUTO) after its
  * measuring calls (untimed here, as in a job that has run a few steps), and
@@ -305,15 +315,18 @@ static stats alltoall_time(cal *c, MPI_Comm comm, size_t per, char *sb, char *rb
  * uses the next of several buffer sets, A2A_COLD_BYTES per rank in all. */
 #define A2A_COLD_BYTES ((size_t)32 << 20)
 #define A2A_MAX_SETS 16
-static stats ulysses_a2a_time(cal *c, size_t per, int *fail)
+static stats ulysses_a2a_time(cal *c, MPI_Comm comm, size_t per, int *fail)
 {
     stats s = {0, 0, 0};
+    int P, cr;
+    MPI_Comm_size(comm, &P);
+    MPI_Comm_rank(comm, &cr);
     uly_attn_desc a;
     memset(&a, 0, sizeof a);
     int64_t nr = (int64_t)(per / (2 * 64 * 4));
     if (nr < 1)
         nr = 1;
-    a.batch = 1; a.seq = nr * c->g; a.heads = 2 * c->g; a.kv_heads = a.heads; a.head_dim = 64; a.dtype = ULY_F32;
+    a.batch = 1; a.seq = nr * P; a.heads = 2 * P; a.kv_heads = a.heads; a.head_dim = 64; a.dtype = ULY_F32;
     const size_t n = (size_t)(nr * a.heads * 64);
     size_t sets = A2A_COLD_BYTES / (2 * n * 4);
     sets = sets < 2 ? 2 : sets > A2A_MAX_SETS ? A2A_MAX_SETS : sets;
@@ -332,7 +345,7 @@ static stats ulysses_a2a_time(cal *c, size_t per, int *fail)
     }
     MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, c->world);
     if (!any) {
-        bad = uly_dist_create(c->node, &a, &o, &D) != 0;
+        bad = uly_dist_create(comm, &a, &o, &D) != 0;
         MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, c->world);
     }
     if (!any) {
@@ -343,16 +356,19 @@ static stats ulysses_a2a_time(cal *c, size_t per, int *fail)
             }
         for (int64_t it = -settle - 1; it < reps && !any; it++) {
             const size_t k = (size_t)(it + settle + 1) % sets;
-            MPI_Barrier(c->world);
-            double t0 = MPI_Wtime();
-            bad = uly_dist_a2a(D, ULY_A2A_Q, in[k], out[k]) != 0;
-            double loc = MPI_Wtime() - t0, mx;
-            MPI_Allreduce(&loc, &mx, 1, MPI_DOUBLE, MPI_MAX, c->node);
+            double loc[2], crit[2];
+            for (int w = 0; w < 2; w++) {   /* Q: sequence -> heads; O: heads -> sequence */
+                MPI_Barrier(c->world);
+                double t0 = MPI_Wtime();
+                bad |= uly_dist_a2a(D, w ? ULY_A2A_O : ULY_A2A_Q, in[k], out[k]) != 0;
+                loc[w] = MPI_Wtime() - t0;
+            }
+            MPI_Allreduce(loc, crit, 2, MPI_DOUBLE, MPI_MIN, comm);
             MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, c->world);
             if (it >= 0)
-                t[it] = mx;
+                t[it] = 0.5 * (crit[0] + crit[1]);
         }
-        if (!any && c->node_rank == 0)
+        if (!any && cr == 0)
             s = stats_of(t, (size_t)reps);
     }
     *fail |= any;
@@ -366,7 +382,9 @@ static stats ulysses_a2a_time(cal *c, size_t per, int *fail)
 }
 
 /* Rank i of node 2k exchanges `bytes` with rank i of node 2k+1, both
- * directions at once; per-direction bytes per second of one node's link. */
+ * directions at once (MPI_Sendrecv); per-direction bytes per second of one
+ * node's link.  A note only: over Open MPI's TCP transport it reaches about
+ * half the rate the all-to-all gets on the same link (doc/validation.md). */
 static stats node_exchange(cal *c, size_t bytes, char *sb, char *rb)
 {
     double *bw = malloc((size_t)c->repeat * sizeof *bw);
@@ -450,28 +468,30 @@ static int js_meas(json_t *a, const char *key, double value, const char *unit, c
     return bad | uly_json_set_int(x, "samples", runs);
 }
 
-/* Bandwidth per rank of an all-to-all on g ranks: least-squares slope of the
- * median time against the bytes each rank sends, t = a + (g-1) b / bw, over
- * every measured size (falls back to the largest size alone when noise makes
- * the slope non-positive). */
-static double a2a_fit(int g, const size_t *sizes, const stats *t, int n)
+/* Bandwidth of the link that bounds an all-to-all: least-squares slope of
+ * the median time against the bytes that link carries, t = a + m b / bw for
+ * b bytes per pair (m = g - 1 for a rank's own link inside a node of g
+ * ranks; m = g x g x (nodes - 1) for a node's NIC when every rank of every
+ * node takes part), over every measured size (falls back to the largest
+ * size alone when noise makes the slope non-positive). */
+static double a2a_fit(double m, const size_t *sizes, const stats *t, int n)
 {
     double sx = 0, sy = 0, sxx = 0, sxy = 0;
     for (int i = 0; i < n; i++) {
-        double x = (double)(g - 1) * (double)sizes[i], y = t[i].median;
+        double x = m * (double)sizes[i], y = t[i].median;
         sx += x; sy += y; sxx += x * x; sxy += x * y;
     }
     double den = n * sxx - sx * sx, slope = den > 0 ? (n * sxy - sx * sy) / den : 0;
     if (slope > 0)
         return 1.0 / slope;
-    return (double)(g - 1) * (double)sizes[n - 1] / t[n - 1].median;
+    return m * (double)sizes[n - 1] / t[n - 1].median;
 }
 
 static int write_platform(cal *c, drv_out *o, const char *out, const char *name,
                           const gemm_res *gr, int ng, const attn_res *ar, int na, stats mem,
                           const stats *pp_lat, const stats *pp_bw, const size_t *sizes,
                           const stats *a2a_node, const size_t *usizes, const stats *uly_node,
-                          const stats *a2a_world, int nsz, stats xch, size_t xbytes,
+                          const stats *a2a_world, const stats *uly_world, int nsz, stats xch, size_t xbytes,
                           size_t mem_bytes, const double *load0, const double *load1, double secs)
 {
     /* peak: the best median of sgemm and of the attention kernels (efficiencies <= 1) */
@@ -500,7 +520,7 @@ static int write_platform(cal *c, drv_out *o, const char *out, const char *name,
     double intra_bw = 0, intra_lat = 0, inter_bw = 0, inter_lat = 0, intra_call = 0, inter_call = 0;
     const int big = nsz - 1;
     if (c->g > 1) {
-        intra_bw = a2a_fit(c->g, usizes, uly_node, nsz);
+        intra_bw = a2a_fit(c->g - 1, usizes, uly_node, nsz);
         intra_lat = pp_lat[0].median;
         /* the call cost: the smallest all-to-all (512 B per pair) less what
          * the simulator already charges for it, one latency and its bytes.
@@ -511,12 +531,16 @@ static int write_platform(cal *c, drv_out *o, const char *out, const char *name,
         intra_bw = mem.median * 1e9 / 3.0;   /* one rank per node: a copy at triad speed (unused) */
         intra_lat = 1e-6;
     }
+    /* inter-node: the same all-to-all on all ranks; a node's NIC carries
+     * g x g x (nodes - 1) blocks each way at once, which is what the
+     * simulator's nic_bw_Gbps (per direction, full duplex) carries */
+    const double xm = (double)c->g * c->g * (c->nodes - 1);
     if (c->nodes > 1) {
-        inter_bw = xch.median;
+        inter_bw = a2a_fit(xm, usizes, uly_world, nsz);
         inter_lat = pp_lat[1].median;
-        /* an all-to-all of 8 B per pair over all ranks moves next to nothing:
-         * its time beyond one latency is the cost of a call across nodes */
-        inter_call = fmax(0.0, a2a_world[0].median - inter_lat);
+        /* the smallest one's time beyond one latency and its bytes is the
+         * cost of a call across nodes */
+        inter_call = fmax(0.0, uly_world[0].median - inter_lat - xm * (double)usizes[0] / inter_bw);
     } else {
         inter_bw = intra_bw;
         inter_lat = intra_lat;
@@ -583,7 +607,7 @@ static int write_platform(cal *c, drv_out *o, const char *out, const char *name,
     }
     bad |= uly_json_set_int(notes, "online_cpus", sysconf(_SC_NPROCESSORS_ONLN));
     bad |= !(a = uly_json_add_array(notes, "platform"));
-    char how[512];
+    char how[1024];
     snprintf(how, sizeof how, "largest median GFLOP/s of sgemm (%d square shapes) and attention (below), "
              "all %d ranks at once: %s; the same value for bf16 and fp16 (the CPU kernels run fp32)", ng, c->size,
              peak_what);
@@ -607,13 +631,14 @@ static int write_platform(cal *c, drv_out *o, const char *out, const char *name,
             lo[i].median = uly_node[i].max;   /* slowest repetitions: lowest bandwidth */
             hi[i].median = uly_node[i].min;
         }
-        s.min = a2a_fit(c->g, usizes, lo, nsz) * 1e-9;
-        s.max = a2a_fit(c->g, usizes, hi, nsz) * 1e-9;
-        snprintf(how, sizeof how, "the all-to-all of ulysses attn (Q, sequence -> heads, strided head blocks; "
-                 "uly_dist_a2a) on each node's %d ranks (all nodes at once), %d sizes %zu B..%zu B per pair: "
-                 "1 / least-squares slope of the slowest rank's median time against (g-1) x bytes per pair "
+        s.min = a2a_fit(c->g - 1, usizes, lo, nsz) * 1e-9;
+        s.max = a2a_fit(c->g - 1, usizes, hi, nsz) * 1e-9;
+        snprintf(how, sizeof how, "the all-to-all of ulysses attn (uly_dist_a2a, strided head blocks; per "
+                 "repetition the mean of Q, sequence -> heads, and O, heads -> sequence, each the time of the "
+                 "rank that arrives last, as ulysses attn's critical path) on each node's %d ranks (all nodes at once), %d sizes %zu B..%zu B per pair: "
+                 "1 / least-squares slope of the median time against (g-1) x bytes per pair "
                  "(spread: the same fit to the max and min times); a raw contiguous MPI_Alltoall gives %.4g GB/s "
-                 "(alltoall_node below)", c->g, nsz, usizes[0], usizes[big], a2a_fit(c->g, sizes, a2a_node, nsz) * 1e-9);
+                 "(alltoall_node below)", c->g, nsz, usizes[0], usizes[big], a2a_fit(c->g - 1, sizes, a2a_node, nsz) * 1e-9);
         js_meas(a, "intra_node.bw_GBps_per_dir", intra_bw * 1e-9, "GB/s", how, s, 1, (int)A2A_REPS(c));
         snprintf(how, sizeof how, "MPI ping-pong of 8 B between ranks 0 and 1, half the round trip");
         js_meas(a, "intra_node.latency_us", intra_lat * 1e6, "us", how, pp_lat[0], 1e6, (int)c->repeat);
@@ -623,14 +648,27 @@ static int write_platform(cal *c, drv_out *o, const char *out, const char *name,
                 (int)A2A_REPS(c));
     }
     if (c->nodes > 1) {
-        snprintf(how, sizeof how, "rank i of node 2k exchanges %zu MiB with rank i of node 2k+1 (MPI_Sendrecv, both "
-                 "directions at once): ranks per node x bytes / slowest time, per direction", xbytes >> 20);
-        js_meas(a, "inter_node.nic_bw_Gbps", inter_bw * 8e-9, "Gbit/s", how, xch, 8e-9, (int)c->repeat);
+        stats s = {inter_bw * 8e-9, inter_bw * 8e-9, inter_bw * 8e-9};
+        stats lo[6], hi[6];
+        for (int i = 0; i < nsz; i++) {
+            lo[i].median = uly_world[i].max;
+            hi[i].median = uly_world[i].min;
+        }
+        s.min = a2a_fit(xm, usizes, lo, nsz) * 8e-9;
+        s.max = a2a_fit(xm, usizes, hi, nsz) * 8e-9;
+        snprintf(how, sizeof how, "the same all-to-all (mean of Q and O) on all %d ranks of the %d nodes, %d "
+                 "sizes %zu B..%zu B per pair: 1 / least-squares slope of the median time against "
+                 "the bytes a node's link carries each way at once, g x g x (nodes-1) x bytes per pair (spread: the "
+                 "same fit to the max and min times); per direction with both directions loaded, as the "
+                 "simulator's NIC; a node-pair MPI_Sendrecv exchange of %zu MiB gives %.4g Gbit/s "
+                 "(node_exchange below)", c->size, c->nodes, nsz, usizes[0], usizes[big], xbytes >> 20,
+                 xch.median * 8e-9);
+        js_meas(a, "inter_node.nic_bw_Gbps", inter_bw * 8e-9, "Gbit/s", how, s, 1, (int)A2A_REPS(c));
         snprintf(how, sizeof how, "MPI ping-pong of 8 B between rank 0 and rank %d (node 1), half the round trip", c->g);
         js_meas(a, "inter_node.latency_us", inter_lat * 1e6, "us", how, pp_lat[1], 1e6, (int)c->repeat);
-        snprintf(how, sizeof how, "median time of MPI_Alltoall of 8 B per pair on all %d ranks (alltoall_all below) "
-                 "minus inter_node.latency_us; clipped at 0", c->size);
-        js_meas(a, "inter_node.a2a_call_us", inter_call * 1e6, "us", how, a2a_world[0], 1e6,
+        snprintf(how, sizeof how, "median time of the same all-to-all at %zu B per pair minus what the simulator "
+                 "charges for it (inter_node.latency_us and its bytes at nic_bw_Gbps); clipped at 0", usizes[0]);
+        js_meas(a, "inter_node.a2a_call_us", inter_call * 1e6, "us", how, uly_world[0], 1e6,
                 (int)A2A_REPS(c));
     }
     bad |= !(a = uly_json_add_array(notes, "gemm"));
@@ -653,10 +691,15 @@ static int write_platform(cal *c, drv_out *o, const char *out, const char *name,
         bad |= !(x = uly_json_add_object(notes, l ? "ping_pong_inter_node" : "ping_pong_intra_node"));
         bad |= js_stats(x, "latency_us", pp_lat[l], 1e6);
         bad |= uly_json_set_real(x, "bw_GBps_4MiB", (double)(4 << 20) / pp_bw[l].median * 1e-9);
-        for (int u = 0; u < (l ? 1 : 2); u++) {
-            const char *key = l ? "alltoall_all" : u ? "ulysses_alltoall_node" : "alltoall_node";
+        if (l) {
+            bad |= !(x = uly_json_add_object(notes, "node_exchange"));
+            bad |= uly_json_set_int(x, "bytes_each_way", (int64_t)xbytes) | js_stats(x, "Gbps_per_dir", xch, 8e-9);
+        }
+        for (int u = 0; u < 2; u++) {
+            const char *key = l ? u ? "ulysses_alltoall_all" : "alltoall_all"
+                                : u ? "ulysses_alltoall_node" : "alltoall_node";
             const size_t *sz = u ? usizes : sizes;
-            const stats *t = l ? a2a_world : u ? uly_node : a2a_node;
+            const stats *t = l ? u ? uly_world : a2a_world : u ? uly_node : a2a_node;
             bad |= !(a = uly_json_add_array(notes, key));
             for (int i = 0; i < nsz; i++) {
                 bad |= !(x = uly_json_append_object(a));
@@ -675,8 +718,8 @@ static int write_platform(cal *c, drv_out *o, const char *out, const char *name,
     }
     if (uly_json_emit(f, root, bad, JSON_PRESERVE_ORDER | JSON_INDENT(2) | JSON_REAL_PRECISION(15))) {
         fclose(f);
-        return drv_fail(c->d, DRV_RUNTIME, "--out %s: cannot write the platform file (out of memory, a write error "
-                        "or a --name that is not UTF-8)", out);
+        return drv_fail(c->d, DRV_RUNTIME, "--out %s: cannot write the platform file (out of memory or a write "
+                        "error)", out);
     }
     int werr = ferror(f);
     if (fclose(f) != 0 || werr)
@@ -706,6 +749,15 @@ static const char synopsis[] =
     "calibrate --out FILE.json [--quick] [--name NAME] [--repeat R] [--seq N] [--head-dim d] [--threads T]\n"
     "Run under mpirun with the ranks per node (and nodes) of the jobs to predict; see doc/validation.md.";
 
+/* Whether s is valid UTF-8, by jansson's own check (json_string refuses
+ * anything else), so that what passes here is what the file can hold. */
+static int name_is_utf8(const char *s)
+{
+    json_t *t = json_string(s);
+    json_decref(t);
+    return t != NULL;
+}
+
 static int cal_main(cal *c, int argc, char **argv)
 {
     const char *out = NULL, *name = NULL;
@@ -716,7 +768,7 @@ static int cal_main(cal *c, int argc, char **argv)
     const arg_opt opts[] = {
         {"out", ARG_STR, &out, 0, 0, "FILE", "platform file to write (required)", NULL, NULL},
         {"quick", ARG_FLAG, &c->quick, 0, 0, NULL, "fewer shapes, sizes and repetitions (seconds, for tests)", NULL, NULL},
-        {"name", ARG_STR, &name, 0, 0, "NAME", "platform name (default calibrated-<hostname>)", NULL, NULL},
+        {"name", ARG_STR, &name, 0, 0, "NAME", "platform name, UTF-8 (default calibrated-<hostname>)", NULL, NULL},
         {"repeat", ARG_INT, &repeat, 1, 1000, "R", "timed repetitions per measurement (default 5, --quick 3)", NULL, NULL},
         {"seq", ARG_INT, &c->seq, 64, 1 << 20, "N", "reference attention sequence length (default 4096)", NULL, NULL},
         {"head-dim", ARG_INT, &c->head_dim, 1, 4096, "d", "reference attention head dimension (default 64)", NULL, NULL},
@@ -734,6 +786,10 @@ static int cal_main(cal *c, int argc, char **argv)
         ps = DRV_PARSE_ERROR;
     } else if (!out) {
         drv_fail(d, DRV_BADINPUT, "--out FILE is required");
+        ps = DRV_PARSE_ERROR;
+    } else if (name && !name_is_utf8(name)) {
+        /* the name goes into a JSON string: refuse it before measuring */
+        drv_fail(d, DRV_BADINPUT, "--name: not valid UTF-8 (the platform name is a JSON string)");
         ps = DRV_PARSE_ERROR;
     }
     /* one agreement on every option before any other collective */
@@ -810,12 +866,14 @@ static int cal_main(cal *c, int argc, char **argv)
         a2a_sizes[nsz++] = 4 << 20;
     const size_t big = a2a_sizes[nsz - 1], xbytes = c->quick ? (size_t)1 << 20 : (size_t)4 << 20;
     const size_t mem_bytes = c->quick ? (size_t)32 << 20 : (size_t)64 << 20;
-    c->steps = (int)ng + na + 1 + (c->g > 1 ? 1 + 2 * nsz : 0) + (c->nodes > 1 ? 2 + nsz : 0);
+    c->steps = (int)ng + na + 1 + (c->g > 1 ? 1 + 2 * nsz : 0) + (c->nodes > 1 ? 2 + 2 * nsz : 0);
 
     gemm_res gr[4];
     attn_res ar[5];
-    stats mem, pp_lat[2], pp_bw[2], a2a_node[6], uly_node[6], a2a_world[6], xch = {0, 0, 0};
+    stats mem, pp_lat[2], pp_bw[2], a2a_node[6], uly_node[6], a2a_world[6], uly_world[6], xch = {0, 0, 0};
     size_t uly_sizes[6];
+    for (int i = 0; i < nsz; i++)   /* the Ulysses all-to-all needs a whole token per pair */
+        uly_sizes[i] = a2a_sizes[i] < 512 ? 512 : a2a_sizes[i];
     memset(pp_lat, 0, sizeof pp_lat);
     memset(pp_bw, 0, sizeof pp_bw);
     int fail = 0;
@@ -849,9 +907,8 @@ static int cal_main(cal *c, int argc, char **argv)
             a2a_node[i] = alltoall_time(c, c->node, a2a_sizes[i], sb, rb);
         }
         for (int i = 0; i < nsz && !fail; i++) {
-            uly_sizes[i] = a2a_sizes[i] < 512 ? 512 : a2a_sizes[i];
-            progress(c, "Ulysses all-to-all (q) on each node's %d ranks, %zu B per pair", c->g, uly_sizes[i]);
-            uly_node[i] = ulysses_a2a_time(c, uly_sizes[i], &fail);
+            progress(c, "Ulysses all-to-all (q and o) on each node's %d ranks, %zu B per pair", c->g, uly_sizes[i]);
+            uly_node[i] = ulysses_a2a_time(c, c->node, uly_sizes[i], &fail);
         }
     }
     if (!fail && c->nodes > 1) {
@@ -863,6 +920,10 @@ static int cal_main(cal *c, int argc, char **argv)
         for (int i = 0; i < nsz; i++) {
             progress(c, "MPI_Alltoall on all %d ranks, %zu B per pair", c->size, a2a_sizes[i]);
             a2a_world[i] = alltoall_time(c, c->world, a2a_sizes[i], sb, rb);
+        }
+        for (int i = 0; i < nsz && !fail; i++) {
+            progress(c, "Ulysses all-to-all (q and o) on all %d ranks, %zu B per pair", c->size, uly_sizes[i]);
+            uly_world[i] = ulysses_a2a_time(c, c->world, uly_sizes[i], &fail);
         }
     }
     free(sb);
@@ -879,7 +940,7 @@ static int cal_main(cal *c, int argc, char **argv)
         if (c->tty)
             fputc('\n', stderr);
         write_platform(c, o, out, name, gr, (int)ng, ar, na, mem, pp_lat, pp_bw, a2a_sizes, a2a_node,
-                          uly_sizes, uly_node, a2a_world,
+                          uly_sizes, uly_node, a2a_world, uly_world,
                           nsz, xch, xbytes, mem_bytes, load0, load1, secs);
     }
     return drv_sync(d);   /* rank 0's write: every rank ends with its status */

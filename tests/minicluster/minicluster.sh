@@ -32,8 +32,8 @@
 # the hostfile names node0..node(K-1); plm_rsh_agent is mc-agent.sh, which
 # enters the node's namespace instead of ssh.  The daemons reach mpirun over
 # TCP on 198.18.0.0/15 (oob_tcp_if_include), ranks on different nodes talk
-# over btl tcp (btl_tcp_if_include), ranks on one node over shared memory
-# (btl vader).
+# over btl tcp (btl_tcp_if_include; eager up to 4 MiB), ranks on one node
+# over shared memory (btl vader).
 #
 # Teardown on every exit path (normal, error, signal): every process left in
 # the namespaces is killed, the namespaces are deleted (their veth pairs and
@@ -180,9 +180,15 @@ export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
 : "${OMP_NUM_THREADS:=1}" "${OPENBLAS_NUM_THREADS:=1}"
 export OMP_NUM_THREADS OPENBLAS_NUM_THREADS
 np=$((nodes * ppn))
+# TCP messages up to 4 MiB (+ headers) go eagerly: with the default 64 KiB,
+# a larger message waits for a rendezvous reply that the peer queues behind
+# its own bulk data on the pair's one TCP connection, and an exchange in both
+# directions runs at half the link rate (doc/minicluster.md).
+eager=4195328
 mpirun_cmd="mpirun --hostfile $workdir/hostfile --map-by slot --oversubscribe \
 --mca plm_rsh_agent $here/mc-agent.sh --mca plm_rsh_no_tree_spawn 1 --mca routed direct \
 --mca mpi_yield_when_idle 1 --mca oob_tcp_if_include 198.18.0.0/15 --mca btl self,vader,tcp --mca btl_tcp_if_include 198.18.0.0/15 \
+--mca btl_tcp_eager_limit $eager --mca btl_tcp_rndv_eager_limit $eager --mca btl_tcp_max_send_size $eager \
 -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS"
 if [ "$quiet" -eq 0 ]; then
     {
