@@ -88,10 +88,10 @@ int usim_attn_simulate(const usim_platform *p, const usim_attn_job *aj, int gpu,
         /* GPU `gpu`'s bytes by link class: to GPUs of its NVLink domain, and to the others */
         int gpn = usim_platform_domain(p), me = gpu / gpn;
         for (int k = 0; k < c.size; k++)
-            if (c.ranks[k] == gpu)
+            if (usim_coll_rank(&c, 0, k) == gpu)
                 for (int d = 0; d < c.size; d++)
                     if (d != k)
-                        r->sent_class[c.ranks[d] / gpn == me ? USIM_CLASS_NVLINK : USIM_CLASS_NIC] +=
+                        r->sent_class[usim_coll_rank(&c, 0, d) / gpn == me ? USIM_CLASS_NVLINK : USIM_CLASS_NIC] +=
                             (double)c.pair_bytes[(size_t)k * (size_t)c.size + (size_t)d];
     }
     if (rc)

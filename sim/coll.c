@@ -68,11 +68,234 @@ static int slices(uint64_t bytes)
     return k < 1 ? 1 : k > MAX_SLICES ? MAX_SLICES : (int)k;
 }
 
+/* ------------------------------------------------------------ group descriptions */
+
+/*
+ * A collective's groups given as a grid (usim_coll.grid) are never listed:
+ * the class engine needs group 0's ranks, the position of a GPU in its group,
+ * and the placement of group 0 on NVLink domains, all of which follow from the
+ * digits.  The grid is refined so that every unit size (GPUs per NIC, per
+ * node, per NVLink domain) is a digit boundary; each digit then lies below or
+ * above each unit size, and every group is placed like group 0 (the same
+ * digits vary inside a unit), which is the class condition of analyze.  A
+ * grid that cannot be refined, or the full engine, lists the ranks instead.
+ */
+#define RG_MAX (USIM_GRID_MAXDIM + USIM_NUNIT)
+typedef struct rgrid {
+    int on;                     /* the grid is used (else: rank arrays) */
+    int nd;                     /* digits sorted by stride, refined at the unit sizes */
+    int n[RG_MAX], stride[RG_MAX];
+    int64_t fw[RG_MAX];         /* weight of the digit in the index g * size + p */
+    int64_t M;                  /* GPUs covered: [0, M) */
+    int P;
+    int dom;                    /* GPUs per NVLink domain (the geometry's node) */
+    /* position digits below / above the domain size, by increasing weight */
+    int nlo, nhi, lo[RG_MAX], hi[RG_MAX];
+    int64_t blo;                /* largest within-domain weight sum */
+} rgrid;
+
+/* The chunk of position p of a ring collective. */
+static uint64_t chunk_at(const usim_coll *c, int p)
+{
+    if (c->chunk_bytes)
+        return c->chunk_bytes[p];
+    int64_t q = c->chunk_total / c->size, r = c->chunk_total % c->size;
+    return (uint64_t)(q + (p < r)) * c->chunk_mult;
+}
+
+static uint64_t chunk_sum(const usim_coll *c)
+{
+    if (!c->chunk_bytes)
+        return (uint64_t)c->chunk_total * c->chunk_mult;
+    uint64_t S = 0;
+    for (int p = 0; p < c->size; p++)
+        S += c->chunk_bytes[p];
+    return S;
+}
+
+/* GPU of index i = g * size + p. */
+static int grid_rank(const rgrid *R, int64_t i)
+{
+    int64_t h = 0;
+    for (int k = 0; k < R->nd; k++)
+        h += (i / R->fw[k]) % R->n[k] * R->stride[k];
+    return (int)h;
+}
+
+/* Position of GPU h in its group, -1 if in none. */
+static int grid_pos(const rgrid *R, int h)
+{
+    if (h < 0 || h >= R->M)
+        return -1;
+    int64_t p = 0;
+    for (int k = 0; k < R->nd; k++)
+        if (R->fw[k] < R->P)
+            p += (int64_t)(h / R->stride[k] % R->n[k]) * R->fw[k];
+    return (int)p;
+}
+
+/* Build R from c->grid on net n.  Returns 1 if usable, 0 if the ranks must
+ * be listed (no grid, bad grid, or unit sizes across digits). */
+static int grid_make(usim_net *n, const usim_coll *c, rgrid *R)
+{
+    memset(R, 0, sizeof *R);
+    const usim_grid *gd = c->grid;
+    if (c->ranks || !gd || gd->ndim < 0 || gd->ndim > USIM_GRID_MAXDIM)
+        return 0;
+    int64_t fw = 1, G = usim_net_gpus(n), at_p = c->size == 1;
+    R->P = c->size;
+    for (int k = 0; k < gd->ndim; k++) {
+        if (gd->dim[k].n < 1 || gd->dim[k].stride < 1)
+            return 0;
+        if (gd->dim[k].n > 1) {   /* insertion by stride */
+            int j = R->nd++;
+            while (j > 0 && R->stride[j - 1] > gd->dim[k].stride) {
+                R->n[j] = R->n[j - 1];
+                R->stride[j] = R->stride[j - 1];
+                R->fw[j] = R->fw[j - 1];
+                j--;
+            }
+            R->n[j] = gd->dim[k].n;
+            R->stride[j] = gd->dim[k].stride;
+            R->fw[j] = fw;
+        }
+        fw *= gd->dim[k].n;
+        at_p |= fw == c->size;
+        if (fw > G)
+            return 0;
+    }
+    if (fw != (int64_t)c->ngroups * c->size || !at_p)
+        return 0;
+    /* a bijection onto [0, M): strides 1, n0, n0 n1, ... */
+    int64_t s = 1;
+    for (int k = 0; k < R->nd; k++) {
+        if (R->stride[k] != s)
+            return 0;
+        s *= R->n[k];
+    }
+    R->M = s;
+    for (int kind = 0; kind < USIM_NUNIT; kind++) {
+        int first, U;
+        usim_net_unit_range(n, kind, 0, &first, &U);
+        if (kind == USIM_UNIT_DOMAIN)
+            R->dom = U;
+        if (U >= R->M)
+            continue;
+        if (R->M % U)
+            return 0;
+        for (int k = 0; k < R->nd; k++) {
+            int64_t lo = R->stride[k], hi = lo * R->n[k];
+            if (U <= lo || U >= hi)
+                continue;
+            if (U % lo || hi % U || R->nd == RG_MAX)
+                return 0;
+            int a = (int)(U / lo);
+            for (int j = R->nd; j > k + 1; j--) {
+                R->n[j] = R->n[j - 1];
+                R->stride[j] = R->stride[j - 1];
+                R->fw[j] = R->fw[j - 1];
+            }
+            R->nd++;
+            R->n[k + 1] = R->n[k] / a;
+            R->stride[k + 1] = U;
+            R->fw[k + 1] = R->fw[k] * a;
+            R->n[k] = a;
+            break;
+        }
+    }
+    for (int k = 0; k < R->nd; k++) {
+        if (R->fw[k] >= R->P)
+            continue;
+        int *list = R->stride[k] < R->dom ? R->lo : R->hi, *cnt = R->stride[k] < R->dom ? &R->nlo : &R->nhi;
+        int j = (*cnt)++;
+        while (j > 0 && R->fw[list[j - 1]] > R->fw[k]) {
+            list[j] = list[j - 1];
+            j--;
+        }
+        list[j] = k;
+        if (R->stride[k] < R->dom)
+            R->blo += (int64_t)(R->n[k] - 1) * R->fw[k];
+    }
+    R->on = 1;
+    return 1;
+}
+
+/* The position of ring index b g + l of group 0's geometry: the b-th NVLink
+ * domain in order of first appearance (the above-domain digits, least
+ * weighty first), its l-th position in group order. */
+static int grid_geo_pos(const rgrid *R, int b, int l)
+{
+    int64_t p = 0;
+    for (int j = 0; j < R->nlo; j++) {
+        int k = R->lo[j];
+        p += (int64_t)(l % R->n[k]) * R->fw[k];
+        l /= R->n[k];
+    }
+    for (int j = 0; j < R->nhi; j++) {
+        int k = R->hi[j];
+        p += (int64_t)(b % R->n[k]) * R->fw[k];
+        b /= R->n[k];
+    }
+    return (int)p;
+}
+
+/* A copy of c with its ranks listed (*arr to free), for the paths that walk
+ * every group. */
+static int grid_list(const usim_coll *c, usim_coll *out, int **arr)
+{
+    *out = *c;
+    *arr = NULL;
+    const usim_grid *gd = c->grid;
+    if (!gd)
+        return usim_set_error(USIM_EINVAL, "%s: neither ranks nor a grid", usim_coll_name(c->type));
+    size_t tot = (size_t)c->ngroups * (size_t)c->size;
+    int64_t fw = 1;
+    for (int k = 0; k < gd->ndim && gd->ndim <= USIM_GRID_MAXDIM; k++) {
+        if (gd->dim[k].n < 1 || gd->dim[k].stride < 0)
+            break;
+        fw *= gd->dim[k].n;
+    }
+    if (gd->ndim < 0 || gd->ndim > USIM_GRID_MAXDIM || fw != (int64_t)tot)
+        return usim_set_error(USIM_EINVAL, "%s: the grid does not describe %d groups of %d",
+                              usim_coll_name(c->type), c->ngroups, c->size);
+    int *a = usim_malloc((tot ? tot : 1) * sizeof *a);
+    if (!a)
+        return usim_set_error(USIM_ENOMEM, "out of memory");
+    for (size_t i = 0; i < tot; i++) {
+        int64_t h = 0, x = (int64_t)i;
+        for (int k = 0; k < gd->ndim; k++) {
+            h += x % gd->dim[k].n * gd->dim[k].stride;
+            x /= gd->dim[k].n;
+        }
+        a[i] = h > INT_MAX ? -1 : (int)h;
+    }
+    out->ranks = a;
+    out->grid = NULL;
+    *arr = a;
+    return USIM_OK;
+}
+
+int usim_coll_rank(const usim_coll *c, int g, int p)
+{
+    int64_t i = (int64_t)g * c->size + p;
+    if (c->ranks)
+        return c->ranks[i];
+    int64_t h = 0;
+    for (int k = 0; k < c->grid->ndim; k++) {
+        h += i % c->grid->dim[k].n * c->grid->dim[k].stride;
+        i /= c->grid->dim[k].n;
+    }
+    return (int)h;
+}
+
 /* ------------------------------------------------------------ generation */
 
+struct cls;
 typedef struct gen {
     usim_net *net;
     const usim_coll *c;
+    const rgrid *rg;    /* the grid of c (rg->on), else ranks are listed */
+    int byslot;         /* counters indexed by group position (grid classes), else by GPU */
     int build;          /* store transfers (else count only) */
     int window;         /* transfers of steps >= window are counted, not stored */
     double wire;        /* bytes on the wire per payload byte */
@@ -92,11 +315,24 @@ typedef struct gen {
     unsigned char *isrep;
 } gen;
 
+/* GPU of position x of group gi. */
+static inline int rk_at(const gen *g, int gi, int x)
+{
+    return g->rg->on ? grid_rank(g->rg, (int64_t)gi * g->c->size + x)
+                     : g->c->ranks[(size_t)gi * g->c->size + x];
+}
+
+/* Counter index of GPU h: h, or its position when counting by slot. */
+static inline int slot_of(const gen *g, int h)
+{
+    return g->byslot ? grid_pos(g->rg, h) : h;
+}
+
 /* Count a transfer of payload bytes src -> dst and, within the window, store
  * it with dependencies d0, d1.  Returns its index, or -1 if not stored. */
 static int count_arrays(gen *g)
 {
-    size_t G = (size_t)usim_net_gpus(g->net);
+    size_t G = g->byslot ? (size_t)g->c->size : (size_t)usim_net_gpus(g->net);
     g->sent = usim_calloc(G, sizeof *g->sent);
     g->recv = usim_calloc(G, sizeof *g->recv);
     g->sent_cls = usim_calloc(G * USIM_NCLASS, sizeof *g->sent_cls);
@@ -114,12 +350,12 @@ static void count(gen *g, int src, int dst, uint64_t payload)
     if (src == dst || g->err || (!g->sent && count_arrays(g)))
         return;
     if (src >= 0) {
-        int cls = usim_net_class(g->net, src, dst);
-        g->sent[src] += payload;
-        g->sent_cls[(size_t)src * USIM_NCLASS + cls] += payload;
+        int cls = usim_net_class(g->net, src, dst), s = slot_of(g, src);
+        g->sent[s] += payload;
+        g->sent_cls[(size_t)s * USIM_NCLASS + cls] += payload;
     }
     if (dst >= 0)
-        g->recv[dst] += payload;
+        g->recv[slot_of(g, dst)] += payload;
 }
 
 static int put(gen *g, int src, int dst, uint64_t payload, int d0, int d1, int step)
@@ -173,12 +409,32 @@ static int put_all(gen *g, int src, int dst, uint64_t payload, int *deps, int nd
  * group's n-th domain (in order of first appearance). */
 typedef struct geo {
     int N, g, uniform;
-    int *pos;
+    int *pos;            /* NULL: from the grid rg */
+    const rgrid *rg;
 } geo;
 
-static int geometry(usim_net *net, const int *ranks, int P, geo *G)
+static inline int geo_pos(const geo *G, int i)
+{
+    return G->pos ? G->pos[i] : grid_geo_pos(G->rg, i / G->g, i % G->g);
+}
+
+/* Group gi's placement: from the grid R (any group is placed as group 0), or
+ * from its listed ranks. */
+static int geometry(usim_net *net, const usim_coll *c, const rgrid *R, int gi, geo *G)
 {
     memset(G, 0, sizeof *G);
+    int P = c->size;
+    if (R->on) {
+        G->rg = R;
+        G->uniform = 1;
+        G->N = G->g = 1;
+        for (int j = 0; j < R->nlo; j++)
+            G->g *= R->n[R->lo[j]];
+        for (int j = 0; j < R->nhi; j++)
+            G->N *= R->n[R->hi[j]];
+        return USIM_OK;
+    }
+    const int *ranks = c->ranks + (size_t)gi * P;
     int *node = usim_malloc((size_t)P * sizeof *node), *cnt = usim_calloc((size_t)P, sizeof *cnt);
     int *idx = usim_malloc((size_t)P * sizeof *idx);
     G->pos = usim_malloc((size_t)P * sizeof *G->pos);
@@ -275,55 +531,111 @@ static void ring_perm(usim_net *net, const geo *G, int C, int ch, int *perm)
         perm[l] = mesh ? walecki(gl, ch, l) : (ch + l) % gl;
 }
 
+/* The chunk size shared by every position of block b (ring indices b gl ..
+ * b gl + gl - 1 of G), or -1 if they differ.  From a grid with split chunks
+ * in O(digits): block b holds positions A(b) + [0, blo] (A(b) and A(b) + blo
+ * among them), and the first chunk_total % size positions are one larger. */
+static int64_t block_value(const usim_coll *c, const geo *G, int b, int gl)
+{
+    uint64_t v;
+    if (!G->pos && !c->chunk_bytes && gl == G->g) {
+        int64_t q = c->chunk_total / c->size, r = c->chunk_total % c->size;
+        uint64_t v1 = (uint64_t)(q + 1) * c->chunk_mult, v0 = (uint64_t)q * c->chunk_mult;
+        int64_t a = 0;   /* A(b): the above-domain digits of b */
+        for (int j = 0; j < G->rg->nhi; j++) {
+            int k = G->rg->hi[j];
+            a += (int64_t)(b % G->rg->n[k]) * G->rg->fw[k];
+            b /= G->rg->n[k];
+        }
+        if (a + G->rg->blo < r)
+            v = v1;
+        else if (a >= r || v0 == v1)
+            v = v0;
+        else
+            return -1;
+    } else {
+        v = chunk_at(c, geo_pos(G, b * gl));
+        for (int l = 1; l < gl; l++)
+            if (chunk_at(c, geo_pos(G, b * gl + l)) != v)
+                return -1;
+    }
+    return v > (uint64_t)INT64_MAX ? -1 : (int64_t)v;
+}
+
 /* The counters of a whole ring (no step simulated), in closed form: over
  * its P - 1 steps, a reduce-scatter position i sends every chunk but chunk
  * i, an all-gather position every chunk but chunk i + 1 (ring order), an
  * all-reduce both: T - A[i], T - A[i+1], 2T - A[i] - A[i+1] per channel, T
  * the channel's share of all chunks.  The same sums as gen_ring's prefix
- * sums, without them. */
+ * sums, without them.  Maxima and totals only (no per-GPU arrays): a block
+ * whose chunks and whose successor's are one size each, the same sizes as
+ * the block before, counts what that block did (same bytes, same link
+ * classes: NVLink inside the block, NIC to the next), so runs of alike
+ * blocks cost one block. */
 static int count_ring(gen *g, int gi, const geo *G, int C)
 {
     const usim_coll *c = g->c;
-    int P = c->size, gl = C == 1 ? 1 : G->g;
-    const int *rk = c->ranks + (size_t)gi * P;
-    uint64_t *q = usim_malloc((size_t)P * sizeof *q), *T = usim_malloc((size_t)C * sizeof *T);
-    unsigned *rm = usim_malloc((size_t)P * sizeof *rm);
+    int P = c->size, gl = C == 1 ? 1 : G->g, split = !c->chunk_bytes;
+    uint64_t *q = split ? NULL : usim_malloc((size_t)P * sizeof *q);
+    uint64_t *T = usim_malloc((size_t)C * sizeof *T);
+    unsigned *rm = split ? NULL : usim_malloc((size_t)P * sizeof *rm);
     int *perm = usim_malloc((size_t)C * gl * sizeof *perm);
     uint64_t *acc = usim_calloc((size_t)gl * USIM_NCLASS, sizeof *acc);
-    if (!q || !T || !rm || !perm || !acc) {
+    if ((!split && (!q || !rm)) || !T || !perm || !acc) {
         free(q); free(T); free(rm); free(perm); free(acc);
         return usim_set_error(USIM_ENOMEM, "out of memory");
     }
     uint64_t sq = 0;
-    for (int p = 0; p < P; p++) {   /* part(x, ch, C) = x / C + (ch < x % C) */
+    for (int p = 0; !split && p < P; p++) {   /* part(x, ch, C) = x / C + (ch < x % C) */
         q[p] = c->chunk_bytes[p] / (uint64_t)C;
         rm[p] = (unsigned)(c->chunk_bytes[p] % (uint64_t)C);
         sq += q[p];
     }
+    int64_t sp_q = split ? c->chunk_total / P : 0, sp_r = split ? c->chunk_total % P : 0;
+    uint64_t v1 = (uint64_t)(sp_q + 1) * c->chunk_mult, v0 = (uint64_t)sp_q * c->chunk_mult;
     for (int ch = 0; ch < C; ch++) {
-        T[ch] = sq;
-        for (int p = 0; p < P; p++)
-            T[ch] += (unsigned)ch < rm[p];
+        if (split) {
+            T[ch] = (uint64_t)sp_r * part(v1, ch, C) + (uint64_t)(P - sp_r) * part(v0, ch, C);
+        } else {
+            T[ch] = sq;
+            for (int p = 0; p < P; p++)
+                T[ch] += (unsigned)ch < rm[p];
+        }
         if (C == 1)
             perm[0] = 0;
         else
             ring_perm(g->net, G, C, ch, perm + (size_t)ch * gl);
     }
+#define AV(p) (split ? part(chunk_at(c, p), ch, C) : q[p] + ((unsigned)ch < rm[p]))
     int rs = c->type == USIM_REDUCE_SCATTER, ag = c->type == USIM_ALLGATHER;
     int direct = !g->sent;   /* maxima and totals only: per block, no per-GPU arrays */
     int nb = P / gl;
+    int skip = direct && (C > 1 || (G->uniform && G->N > 1 && G->g == 1));
+    int64_t pk0 = -1, pk1 = -1;   /* the last block counted, its sizes and bytes */
+    uint64_t psum = 0;
     for (int b = 0; b < nb; b++) {
+        int64_t k0 = -1, k1 = -1;
+        if (skip) {
+            k0 = block_value(c, G, b, gl);
+            k1 = block_value(c, G, b + 1 == nb ? 0 : b + 1, gl);
+            if (k0 >= 0 && k1 >= 0 && k0 == pk0 && k1 == pk1) {
+                g->dsent += psum;
+                g->drecv += psum;
+                continue;
+            }
+        }
+        uint64_t bsum = 0;
         for (int ch = 0; ch < C; ch++) {
             const int *pm = perm + (size_t)ch * gl;
             /* ring index i = b gl + l is position pos[b gl + pm[l]] */
             for (int l = 0; l < gl; l++) {
                 int i = b * gl + l;
-                int pi = G->pos[b * gl + pm[l]];
-                int pn = i + 1 == P ? G->pos[pm[0]]
-                       : l + 1 == gl ? G->pos[(b + 1) * gl + pm[0]] : G->pos[b * gl + pm[l + 1]];
-                uint64_t ai = q[pi] + ((unsigned)ch < rm[pi]), an = q[pn] + ((unsigned)ch < rm[pn]);
+                int pi = geo_pos(G, b * gl + pm[l]);
+                int pn = i + 1 == P ? geo_pos(G, pm[0])
+                       : l + 1 == gl ? geo_pos(G, (b + 1) * gl + pm[0]) : geo_pos(G, b * gl + pm[l + 1]);
+                uint64_t ai = AV(pi), an = AV(pn);
                 uint64_t by = rs ? T[ch] - ai : ag ? T[ch] - an : 2 * T[ch] - ai - an;
-                int src = rk[pi], dst = rk[pn];
+                int src = rk_at(g, gi, pi), dst = rk_at(g, gi, pn);
                 if (src == dst)
                     continue;
                 /* inside a block both ends are in one NVLink domain: NVLink */
@@ -332,19 +644,25 @@ static int count_ring(gen *g, int gi, const geo *G, int C)
                     acc[(size_t)pm[l] * USIM_NCLASS + cl] += by;
                     g->dsent += by;
                     g->drecv += by;
+                    bsum += by;
                 } else {
-                    g->sent[src] += by;
-                    g->sent_cls[(size_t)src * USIM_NCLASS + cl] += by;
-                    g->recv[dst] += by;
+                    int s = slot_of(g, src);
+                    g->sent[s] += by;
+                    g->sent_cls[(size_t)s * USIM_NCLASS + cl] += by;
+                    g->recv[slot_of(g, dst)] += by;
                 }
             }
         }
+#undef AV
         if (direct)   /* block b's GPUs are complete: every channel visited them */
             for (size_t x = 0; x < (size_t)gl * USIM_NCLASS; x++) {
                 if (acc[x] > g->dmax[x % USIM_NCLASS])
                     g->dmax[x % USIM_NCLASS] = acc[x];
                 acc[x] = 0;
             }
+        pk0 = k0;
+        pk1 = k1;
+        psum = bsum;
     }
     free(q); free(T); free(rm); free(perm); free(acc);
     return USIM_OK;
@@ -360,7 +678,6 @@ static int gen_ring(gen *g, int gi, const geo *G, int C)
         return count_ring(g, gi, G, C);
     const usim_coll *c = g->c;
     int P = c->size;
-    const int *rk = c->ranks + (size_t)gi * P;
     int *ord = usim_malloc((size_t)C * P * sizeof *ord);
     int *prev = usim_malloc((size_t)C * P * sizeof *prev), *cur = usim_malloc((size_t)C * P * sizeof *cur);
     uint64_t *pre = usim_malloc((size_t)(2 * P + 1) * sizeof *pre);
@@ -371,10 +688,10 @@ static int gen_ring(gen *g, int gi, const geo *G, int C)
     for (int ch = 0; ch < C; ch++) {
         int stride = mesh && G->N == 1 ? coprime_stride(P, ch) : 0;
         for (int i = 0; i < P; i++)
-            ord[ch * P + i] = C == 1 ? G->pos[i]
-                            : stride ? G->pos[(int)((int64_t)i * stride % P)]
-                            : mesh ? G->pos[(i / G->g) * G->g + walecki(G->g, ch, i % G->g)]
-                                   : G->pos[(i / G->g) * G->g + (ch + i % G->g) % G->g];
+            ord[ch * P + i] = C == 1 ? geo_pos(G, i)
+                            : stride ? geo_pos(G, (int)((int64_t)i * stride % P))
+                            : mesh ? geo_pos(G, (i / G->g) * G->g + walecki(G->g, ch, i % G->g))
+                                   : geo_pos(G, (i / G->g) * G->g + (ch + i % G->g) % G->g);
     }
     for (int i = 0; i < C * P; i++)
         prev[i] = -1;
@@ -387,9 +704,9 @@ static int gen_ring(gen *g, int gi, const geo *G, int C)
             const int *o = ord + ch * P;
             for (int i = 0; i < P; i++) {
                 int ci = rs ? (((i - kk - 1) % P) + P) % P : (((i - kk) % P) + P) % P;
-                uint64_t b = part(c->chunk_bytes[o[ci]], ch, C);
+                uint64_t b = part(chunk_at(c, o[ci]), ch, C);
                 /* my previous send, and what I received in the previous step */
-                cur[ch * P + i] = put(g, rk[o[i]], rk[o[(i + 1) % P]], b, prev[ch * P + i],
+                cur[ch * P + i] = put(g, rk_at(g, gi, o[i]), rk_at(g, gi, o[(i + 1) % P]), b, prev[ch * P + i],
                                       prev[ch * P + (i - 1 + P) % P], k);
             }
         }
@@ -403,7 +720,7 @@ static int gen_ring(gen *g, int gi, const geo *G, int C)
             const int *o = ord + ch * P;
             pre[0] = 0;
             for (int j = 0; j < 2 * P; j++)
-                pre[j + 1] = pre[j] + part(c->chunk_bytes[o[j % P]], ch, C);
+                pre[j + 1] = pre[j] + part(chunk_at(c, o[j % P]), ch, C);
             int rs_end = c->type == USIM_REDUCE_SCATTER ? steps : ar ? P - 1 : 0;
             for (int i = 0; i < P; i++) {
                 uint64_t b = 0;
@@ -413,7 +730,7 @@ static int gen_ring(gen *g, int gi, const geo *G, int C)
                 if (c->type != USIM_REDUCE_SCATTER && a0 < a1)   /* kk in [a0, a1): i-a1+1 .. i-a0 */
                     b += cyc(pre, P, i - a1 + 1, a1 - a0);
                 if (!g->skipcount)
-                    count(g, rk[o[i]], rk[o[(i + 1) % P]], b);
+                    count(g, rk_at(g, gi, o[i]), rk_at(g, gi, o[(i + 1) % P]), b);
             }
         }
     free(ord); free(prev); free(cur); free(pre);
@@ -458,13 +775,7 @@ static int gen_ring_cone(gen *g, int gi, const geo *G, int C, int w)
         goto out;
     }
     for (int n = 0; n < N; n++) {
-        uint64_t v = c->chunk_bytes[G->pos[n * gl]];
-        u[n] = (int64_t)v;
-        for (int l = 1; l < gl; l++)
-            if (c->chunk_bytes[G->pos[n * gl + l]] != v)
-                u[n] = -1;
-        if (v > (uint64_t)INT64_MAX)
-            u[n] = -1;
+        u[n] = block_value(c, G, n, gl);
     }
     for (int t = 0; t < 2 * N; t++) {
         int64_t x = u[t % N];
@@ -520,6 +831,10 @@ static int gen_ring_cone(gen *g, int gi, const geo *G, int C, int w)
     g->isrep = usim_malloc((size_t)N);
     int M = 0;
     for (int b = 0; b < N; b++)
+        if (need[b])
+            run[M++] = b;   /* the needed blocks in order (run is free now) */
+    M = 0;
+    for (int b = 0; b < N; b++)
         slot[b] = need[b] ? M++ : -1;
     int *prev = usim_malloc((size_t)2 * C * M * gl * sizeof *prev);
     if (!g->isrep || !prev) {
@@ -532,7 +847,6 @@ static int gen_ring_cone(gen *g, int gi, const geo *G, int C, int w)
     int *cur = prev + (size_t)C * M * gl;
     for (size_t i = 0; i < (size_t)C * M * gl; i++)
         prev[i] = -1;
-    const int *rk = c->ranks + (size_t)gi * P;
     int ar = c->type == USIM_ALLREDUCE;
     g->nocount = 1;
     g->cone = 1;
@@ -547,22 +861,21 @@ static int gen_ring_cone(gen *g, int gi, const geo *G, int C, int w)
             perm[0] = 0;
         else
             ring_perm(g->net, G, C, ch, perm + (size_t)ch * gl);
-#define ORD(ch, j) (G->pos[((j) / gl) * gl + perm[(size_t)(ch) * gl + (j) % gl]])
+#define ORD(ch, j) geo_pos(G, ((j) / gl) * gl + perm[(size_t)(ch) * gl + (j) % gl])
     for (int k = 0; k < w && !g->err; k++) {
         int rs = c->type == USIM_REDUCE_SCATTER || (ar && k < P - 1);
         int kk = ar && k >= P - 1 ? k - (P - 1) : k;
         for (int ch = 0; ch < C; ch++)
-            for (int b = 0; b < N; b++) {
-                if (slot[b] < 0)
-                    continue;
+            for (int bi = 0; bi < M; bi++) {
+                int b = run[bi];
                 for (int l = 0; l < gl; l++) {
                     int i = b * gl + l;
                     int ci = rs ? (((i - kk - 1) % P) + P) % P : (((i - kk) % P) + P) % P;
-                    uint64_t by = part(c->chunk_bytes[ORD(ch, ci)], ch, C);
+                    uint64_t by = part(chunk_at(c, ORD(ch, ci)), ch, C);
                     int im = (i - 1 + P) % P, bm = im / gl;
                     int d0 = prev[((size_t)ch * M + slot[b]) * gl + l];
                     int d1 = slot[bm] >= 0 ? prev[((size_t)ch * M + slot[bm]) * gl + im % gl] : -1;
-                    int x = put(g, rk[ORD(ch, i)], rk[ORD(ch, (i + 1) % P)], by, d0, d1, k);
+                    int x = put(g, rk_at(g, gi, ORD(ch, i)), rk_at(g, gi, ORD(ch, (i + 1) % P)), by, d0, d1, k);
                     cur[((size_t)ch * M + slot[b]) * gl + l] = x;
                     if (x >= 0) {
                         if ((size_t)x >= g->xblk_cap) {
@@ -613,11 +926,8 @@ static int tree_child(int n, int N, int t, int s)
 static int gen_tree(gen *g, int gi, const geo *G)
 {
     const usim_coll *c = g->c;
-    int P = c->size, N = G->N, gl = G->g, C = 2 * gl;
-    const int *rk = c->ranks + (size_t)gi * P;
-    uint64_t S = 0;
-    for (int p = 0; p < P; p++)
-        S += c->chunk_bytes[p];
+    int N = G->N, gl = G->g, C = 2 * gl;
+    uint64_t S = chunk_sum(c);
     int *ord = usim_malloc((size_t)N * sizeof *ord);
     int *st = usim_malloc((size_t)N * (7 + 2 * gl) * sizeof *st);
     if (!ord || !st) {
@@ -643,7 +953,7 @@ static int gen_tree(gen *g, int gi, const geo *G)
             st[i] = -1;
         uint64_t cb = part(S, ch, C);
         int K = slices(cb);
-#define GPU(n, l) rk[G->pos[(n) * gl + (((l) % gl) + gl) % gl]]
+#define GPU(n, l) rk_at(g, gi, geo_pos(G, (n) * gl + (((l) % gl) + gl) % gl))
         for (int k = 0; k < K; k++) {
             uint64_t b = part(cb, k, K);
             for (int oi = N - 1; oi >= 0; oi--) {   /* reduce: children before parents */
@@ -692,12 +1002,9 @@ static void gen_nvls(gen *g, int gi)
 {
     const usim_coll *c = g->c;
     int P = c->size;
-    const int *rk = c->ranks + (size_t)gi * P;
-    uint64_t S = 0;
-    for (int p = 0; p < P; p++)
-        S += c->chunk_bytes[p];
+    uint64_t S = chunk_sum(c);
     for (int p = 0; p < P; p++) {
-        uint64_t mine = c->chunk_bytes[p], up, dn;
+        uint64_t mine = chunk_at(c, p), up, dn;
         switch (c->type) {
         case USIM_ALLGATHER: up = mine; dn = S; break;             /* multicast store */
         case USIM_REDUCE_SCATTER: up = S; dn = mine; break;        /* switch-side reduction */
@@ -705,8 +1012,8 @@ static void gen_nvls(gen *g, int gi)
         }
         int K = slices(up > dn ? up : dn), pu = -1, pd = -1;
         for (int k = 0; k < K; k++) {
-            pu = put(g, rk[p], USIM_SWITCH, part(up, k, K), pu, -1, 0);
-            pd = put(g, USIM_SWITCH, rk[p], part(dn, k, K), pu, pd, 0);
+            pu = put(g, rk_at(g, gi, p), USIM_SWITCH, part(up, k, K), pu, -1, 0);
+            pd = put(g, USIM_SWITCH, rk_at(g, gi, p), part(dn, k, K), pu, pd, 0);
         }
     }
 }
@@ -715,13 +1022,12 @@ static void gen_p2p(gen *g, int gi)
 {
     const usim_coll *c = g->c;
     int P = c->size;
-    const int *rk = c->ranks + (size_t)gi * P;
     switch (c->type) {
     case USIM_A2A_DIRECT:
         for (int s = 0; s < P; s++)
             for (int d = 0; d < P; d++)
                 if (s != d)
-                    put(g, rk[s], rk[d], c->pair_bytes[(size_t)s * P + d], -1, -1, 0);
+                    put(g, rk_at(g, gi, s), rk_at(g, gi, d), c->pair_bytes[(size_t)s * P + d], -1, -1, 0);
         break;
     case USIM_A2A_PAIRWISE: {
         /* step k: p -> p+k, after my previous send and the send I received */
@@ -736,7 +1042,7 @@ static void gen_p2p(gen *g, int gi)
         for (int k = 1; k < P; k++) {
             for (int p = 0; p < P; p++) {
                 int d = (p + k) % P;
-                cur[p] = put(g, rk[p], rk[d], c->pair_bytes[(size_t)p * P + d], prev[p],
+                cur[p] = put(g, rk_at(g, gi, p), rk_at(g, gi, d), c->pair_bytes[(size_t)p * P + d], prev[p],
                              prev[((p - (k - 1)) % P + P) % P], k - 1);
             }
             memcpy(prev, cur, (size_t)P * sizeof *prev);
@@ -746,10 +1052,10 @@ static void gen_p2p(gen *g, int gi)
     }
     case USIM_RING_SHIFT:
         for (int p = 0; p < P; p++)
-            put(g, rk[p], rk[(p + 1) % P], c->bytes, -1, -1, 0);
+            put(g, rk_at(g, gi, p), rk_at(g, gi, (p + 1) % P), c->bytes, -1, -1, 0);
         break;
     case USIM_SENDRECV:
-        put(g, rk[0], rk[1], c->bytes, -1, -1, 0);
+        put(g, rk_at(g, gi, 0), rk_at(g, gi, 1), c->bytes, -1, -1, 0);
         break;
     default:
         break;
@@ -768,8 +1074,10 @@ static int validate(usim_net *n, const usim_coll *c)
         return usim_set_error(USIM_EINVAL, "send-recv needs groups of 2 (got %d)", P);
     if ((c->type == USIM_A2A_DIRECT || c->type == USIM_A2A_PAIRWISE) && !c->pair_bytes)
         return usim_set_error(USIM_EINVAL, "all-to-all without a byte matrix");
-    if (is_ring(c->type) && !c->chunk_bytes)
+    if (is_ring(c->type) && !c->chunk_bytes && (c->chunk_total < 0 || (c->chunk_total == 0 && c->chunk_mult == 0)))
         return usim_set_error(USIM_EINVAL, "ring collective without chunk sizes");
+    if (!c->ranks)
+        return USIM_OK;   /* a grid: checked by grid_make */
     if (c->algo < 0 || c->algo >= USIM_NALGO || c->proto < 0 || c->proto >= USIM_NPROTO)
         return usim_set_error(USIM_EINVAL, "%s: bad algorithm or protocol", usim_coll_name(c->type));
     for (size_t i = 0; i < (size_t)P * NG; i++)
@@ -797,8 +1105,15 @@ typedef struct cls {
     int nocone;        /* do not reduce a single ring by its light cone */
     int *pos;          /* per GPU: its position in its group, -1 if in none */
     int borrowed;      /* pos belongs to the network's cache */
-    geo g0;            /* group 0's placement (pos NULL: not computed) */
+    geo g0;            /* group 0's placement (N == 0: not computed) */
+    rgrid rg;          /* the groups as a grid (rg.on), else listed in c->ranks */
 } cls;
+
+/* Position of GPU h in its group (-1: none), from the grid or the analysis. */
+static inline int cls_pos(const cls *k, int h)
+{
+    return k->rg.on ? grid_pos(&k->rg, h) : k->pos[h];
+}
 
 static void cls_free(cls *k)
 {
@@ -808,6 +1123,7 @@ static void cls_free(cls *k)
         free(k->pos);
     k->pos = NULL;
     k->on = 0;
+    k->g0.N = 0;
 }
 
 static uint64_t ranks_key(const usim_coll *c)
@@ -850,6 +1166,10 @@ static int analyze(usim_net *n, const usim_coll *c, cls *k)
     memset(k, 0, sizeof *k);
     if (usim_net_engine(n) == USIM_ENGINE_FULL)
         return USIM_OK;
+    if (grid_make(n, c, &k->rg)) {
+        k->on = 1;   /* refined grid: every group placed as group 0 (grid_make) */
+        return USIM_OK;
+    }
     if (c->ngroups < 2 || c->size < 2) {
         k->on = 1;   /* one group: one class, no copies */
         return USIM_OK;
@@ -1008,7 +1328,8 @@ static int build_loads(usim_net *n, const cls *k, const usim_xfer *x, int nx, us
         if (kind == USIM_LINK_MESH)
             continue;   /* one pair's link: its transfers alone */
         for (int h = first; h < first + cnt; h++) {
-            if (k->pos[h] < 0)
+            int ph = cls_pos(k, h);
+            if (ph < 0)
                 continue;
             if (ne == cap) {
                 cap = cap ? 2 * cap : 256;
@@ -1017,7 +1338,7 @@ static int build_loads(usim_net *n, const cls *k, const usim_xfer *x, int nx, us
                     goto oom;
                 e = nw;
             }
-            e[ne++] = (load_ent){kind, k->pos[h], links[i], 1};
+            e[ne++] = (load_ent){kind, ph, links[i], 1};
         }
     }
     if (ne > 0)   /* none when every link is a mesh link */
@@ -1050,7 +1371,7 @@ static int build_loads(usim_net *n, const cls *k, const usim_xfer *x, int nx, us
                 continue;
             }
             int g = side ? x[i].dst : x[i].src;
-            load_ent key = {kind, k->pos[g], -1, 0};
+            load_ent key = {kind, cls_pos(k, g), -1, 0};
             size_t lo = 0, hi = m;   /* first entry >= key */
             while (lo < hi) {
                 size_t mid = (lo + hi) / 2;
@@ -1084,7 +1405,8 @@ oom:
 
 /* The candidate (algorithm, protocol) pairs of a valid collective; for
  * non-ring types one pair (none, Simple).  Returns the count or -status. */
-static int candidates(usim_net *n, const usim_coll *c, usim_algo *as, usim_proto *ps, double *est)
+static int candidates(usim_net *n, const usim_coll *c, const rgrid *R, usim_algo *as, usim_proto *ps,
+                      double *est)
 {
     if (!is_ring(c->type) || c->size == 1) {
         as[0] = USIM_ALGO_AUTO;
@@ -1093,14 +1415,12 @@ static int candidates(usim_net *n, const usim_coll *c, usim_algo *as, usim_proto
         return 1;
     }
     geo G0;
-    int rc = geometry(n, c->ranks, c->size, &G0);
+    int rc = geometry(n, c, R, 0, &G0);
     if (rc)
         return -rc;
     usim_group_shape sh = {G0.N, G0.g, G0.uniform};
     free(G0.pos);
-    uint64_t S = 0;
-    for (int p = 0; p < c->size; p++)
-        S += c->chunk_bytes[p];
+    uint64_t S = chunk_sum(c);
     return usim_tune_candidates(usim_net_platform(n), c->type, &sh, (double)S, c->algo, c->proto,
                                 as, ps, est, MAX_CANDIDATES);
 }
@@ -1113,6 +1433,8 @@ static int candidates(usim_net *n, const usim_coll *c, usim_algo *as, usim_proto
  * -status. */
 static int blocks_alike(usim_net *n, const usim_coll *c, const cls *k, const geo *G)
 {
+    if (k->rg.on)   /* a refined grid: units are digits below the domain's (grid_make) */
+        return G->uniform && G->N >= 2;
     if (!k->pos || !G->uniform || G->N < 2)
         return 0;
     int P = c->size, gl = G->g, ok = 1;
@@ -1181,6 +1503,8 @@ static int generate(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, 
     memset(g, 0, sizeof *g);
     g->net = n;
     g->c = c;
+    g->rg = &k->rg;
+    g->byslot = k->rg.on && k->on;
     g->build = build;
     g->window = INT_MAX;
     g->wire = usim_proto_wire(p);
@@ -1201,10 +1525,10 @@ static int generate(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, 
             g->wire /= usim_net_platform(n)->nvls_eff;
         for (int gi = 0; gi < NG && !rc && !g->err; gi++) {
             geo Gg;
-            int own = !(gi == 0 && k->g0.pos);
+            int own = !(gi == 0 && k->g0.N);
             if (!own)
                 Gg = k->g0;   /* group 0's, computed once per collective */
-            else if ((rc = geometry(n, c->ranks + (size_t)gi * P, P, &Gg)))
+            else if ((rc = geometry(n, c, &k->rg, gi, &Gg)))
                 break;
             if (a == USIM_ALGO_TREE) {
                 if (!Gg.uniform || Gg.N < 2)
@@ -1259,40 +1583,37 @@ static int generate(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, 
     return rc;
 }
 
-static int pair_cmp(const void *a, const void *b)
-{
-    const int *x = a, *y = b;
-    if (x[0] != y[0])
-        return (x[0] > y[0]) - (x[0] < y[0]);
-    return (x[1] > y[1]) - (x[1] < y[1]);
-}
-
 /* Whether no link is crossed by transfers of two node blocks (the premise
- * of gen_ring_cone); 1 yes, 0 no, -1 out of memory. */
+ * of gen_ring_cone); 1 yes, 0 no, -1 out of memory.  Each link is tagged with
+ * the first block seen on it (1 + block), then the tags are cleared. */
 static int blocks_local(usim_net *n, const gen *g)
 {
-    int *pr = usim_malloc((g->n * 4 + 1) * 2 * sizeof *pr);
-    if (!pr)
+    int *tag = usim_net_link_tags(n);
+    int *seen = usim_malloc((g->n * 4 + 1) * sizeof *seen);
+    if (!tag || !seen) {
+        free(seen);
         return -1;
-    size_t np = 0;
-    for (size_t i = 0; i < g->n; i++) {
+    }
+    size_t ns = 0;
+    int ok = 1;
+    for (size_t i = 0; i < g->n && ok; i++) {
         if (g->x[i].src == g->x[i].dst)
             continue;
         int l[4], cl;
         usim_time lat;
         int r = usim_net_route(n, g->x[i].src, g->x[i].dst, l, &lat, &cl);
         for (int j = 0; j < r; j++) {
-            pr[2 * np] = l[j];
-            pr[2 * np + 1] = g->xblk[i];
-            np++;
+            if (tag[l[j]] == 0) {
+                tag[l[j]] = g->xblk[i] + 1;
+                seen[ns++] = l[j];
+            } else if (tag[l[j]] != g->xblk[i] + 1) {
+                ok = 0;
+            }
         }
     }
-    qsort(pr, np, 2 * sizeof *pr, pair_cmp);
-    int ok = 1;
-    for (size_t i = 1; i < np && ok; i++)
-        if (pr[2 * i] == pr[2 * i - 2] && pr[2 * i + 1] != pr[2 * i - 1])
-            ok = 0;
-    free(pr);
+    for (size_t i = 0; i < ns; i++)
+        tag[seen[i]] = 0;
+    free(seen);
     return ok;
 }
 
@@ -1307,12 +1628,14 @@ static void gen_free(gen *g)
 }
 
 /* Totals and maxima of the counters; with classes (only group 0 counted)
- * every group's GPU at position p counts what group 0's does. */
+ * every group's GPU at position p counts what group 0's does.  sent / recv:
+ * per-GPU arrays (may be NULL); one >= 0: *one_sent gets GPU one's bytes. */
 static void finish_counts(usim_net *n, const usim_coll *c, const cls *k, const gen *g,
-                          usim_coll_result *r, uint64_t *sent, uint64_t *recv)
+                          usim_coll_result *r, uint64_t *sent, uint64_t *recv, int one,
+                          uint64_t *one_sent)
 {
-    int G = usim_net_gpus(n);
-    for (int i = 0; g->sent && i < G; i++) {
+    int G = usim_net_gpus(n), S = g->byslot ? c->size : G;
+    for (int i = 0; g->sent && i < S; i++) {
         r->total_sent += g->sent[i];
         r->total_recv += g->recv[i];
         for (int q = 0; q < USIM_NCLASS; q++)
@@ -1329,6 +1652,15 @@ static void finish_counts(usim_net *n, const usim_coll *c, const cls *k, const g
         r->total_recv *= (uint64_t)c->ngroups;
     }
     int P = c->size;
+    if (one >= 0 && one_sent) {
+        /* the counter standing for GPU one: its own, or its position's in group 0 */
+        int at = one;
+        if (g->byslot)
+            at = grid_pos(&k->rg, one);
+        else if (k->on && c->ngroups > 1)
+            at = k->pos[one] < 0 ? -1 : c->ranks[k->pos[one]];
+        *one_sent = g->sent && at >= 0 ? g->sent[at] : 0;
+    }
     for (int z = 0; z < 2; z++) {
         uint64_t *out = z ? recv : sent;
         const uint64_t *in = z ? g->recv : g->sent;
@@ -1336,6 +1668,13 @@ static void finish_counts(usim_net *n, const usim_coll *c, const cls *k, const g
             continue;
         if (!in) {   /* nothing counted per GPU (no transfer) */
             memset(out, 0, (size_t)G * sizeof *out);
+            continue;
+        }
+        if (g->byslot) {
+            for (int h = 0; h < G; h++) {
+                int p = grid_pos(&k->rg, h);
+                out[h] = p >= 0 ? in[p] : 0;
+            }
             continue;
         }
         memcpy(out, in, (size_t)G * sizeof *out);
@@ -1353,18 +1692,20 @@ static int prepare(usim_net *n, const usim_coll *c, usim_coll_result *r, usim_al
     int rc = validate(n, c);
     if (rc)
         return -rc;
-    return candidates(n, c, as, ps, est);
+    rgrid R;
+    grid_make(n, c, &R);
+    return candidates(n, c, &R, as, ps, est);
 }
 
 /* Count algorithm a with protocol p without simulating it. */
 static int count_as(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, usim_proto p,
-                    usim_coll_result *r, uint64_t *sent, uint64_t *recv)
+                    usim_coll_result *r, uint64_t *sent, uint64_t *recv, int one, uint64_t *one_sent)
 {
     gen g;
     int steps;
-    int rc = generate(n, c, k, a, p, r, &g, 0, &steps, sent || recv ? 0 : 2);
+    int rc = generate(n, c, k, a, p, r, &g, 0, &steps, sent || recv || one_sent ? 0 : 2);
     if (!rc)
-        finish_counts(n, c, k, &g, r, sent, recv);
+        finish_counts(n, c, k, &g, r, sent, recv, one, one_sent);
     gen_free(&g);
     return rc;
 }
@@ -1399,7 +1740,8 @@ static int run_one(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, u
     }
     usim_time *fin = usim_malloc((g.n ? g.n : 1) * sizeof *fin);
     usim_loads ld = {NULL, NULL, NULL};
-    if (!fin || (k->pos && build_loads(n, k, g.x, (int)g.n, &ld))) {
+    int loads = c->ngroups > 1 && (k->pos || k->rg.on);   /* copies of group 0 */
+    if (!fin || (loads && build_loads(n, k, g.x, (int)g.n, &ld))) {
         free(fin);
         gen_free(&g);
         return usim_set_error(USIM_ENOMEM, "out of memory for %zu transfers", g.n);
@@ -1407,7 +1749,7 @@ static int run_one(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, u
     usim_net_set_latency_scale(n, usim_proto_latency(p, USIM_CLASS_NVLINK),
                                usim_proto_latency(p, USIM_CLASS_NIC));
     usim_time mk;
-    rc = usim_net_run_loads(n, g.x, (int)g.n, k->pos ? &ld : NULL, fin, &mk);
+    rc = usim_net_run_loads(n, g.x, (int)g.n, loads ? &ld : NULL, fin, &mk);
     free((void *)ld.off);
     free((void *)ld.link);
     free((void *)ld.w);
@@ -1448,22 +1790,44 @@ static int run_one(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, u
  * per call on top of its transfers, that of the widest link class the call
  * spans (NIC when any group has members on two nodes).  Measured on our MPI
  * all-to-all by ulysses calibrate (doc/validation.md); 0 in the GPU presets. */
-static usim_time a2a_call_cost(usim_net *n, const usim_coll *c)
+static usim_time a2a_call_cost(usim_net *n, const usim_coll *c, const cls *k)
 {
     if (c->type != USIM_A2A_DIRECT && c->type != USIM_A2A_PAIRWISE)
         return 0;
     const usim_platform *pf = usim_net_platform(n);
-    for (int g = 0; g < c->ngroups; g++)   /* members on one NVLink domain: the NVLink cost */
-        for (int k = 1; k < c->size; k++)
-            if (usim_net_domain_of(n, c->ranks[g * c->size + k]) !=
-                usim_net_domain_of(n, c->ranks[g * c->size]))
+    /* members on one NVLink domain: the NVLink cost; groups placed alike
+     * (classes) have group 0's answer */
+    for (int g = 0; g < (k->on ? 1 : c->ngroups); g++)
+        for (int q = 1; q < c->size; q++)
+            if (usim_net_domain_of(n, usim_coll_rank(c, g, q)) != usim_net_domain_of(n, usim_coll_rank(c, g, 0)))
                 return pf->a2a_call[USIM_CLASS_NIC];
     return pf->a2a_call[USIM_CLASS_NVLINK];
+}
+
+/* A collective given by a grid that the class engine does not take (the full
+ * engine, or unit sizes across its digits): run with its ranks listed.
+ * Returns 1 when done (*rc set), 0 to go on with the grid. */
+static int listed(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t *sent, uint64_t *recv,
+                  int one, uint64_t *one_sent, int count, int *rc)
+{
+    rgrid R;
+    if (c->ranks || (usim_net_engine(n) != USIM_ENGINE_FULL && grid_make(n, c, &R)))
+        return 0;
+    usim_coll l;
+    int *arr;
+    if (!(*rc = grid_list(c, &l, &arr)))
+        *rc = one_sent ? usim_coll_count_gpu(n, &l, one, r, one_sent)
+            : count ? usim_coll_count(n, &l, r, sent, recv) : usim_coll_run(n, &l, r, sent, recv);
+    free(arr);
+    return 1;
 }
 
 int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t *sent,
                   uint64_t *recv)
 {
+    int lrc;
+    if (listed(n, c, r, sent, recv, -1, NULL, 0, &lrc))
+        return lrc;
     usim_algo as[MAX_CANDIDATES];
     usim_proto ps[MAX_CANDIDATES];
     double est[MAX_CANDIDATES];
@@ -1473,7 +1837,7 @@ int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t
     cls k;
     if ((rc = analyze(n, c, &k)))
         return rc;
-    if (is_ring(c->type) && c->size > 1 && (rc = geometry(n, c->ranks, c->size, &k.g0))) {
+    if (is_ring(c->type) && c->size > 1 && (rc = geometry(n, c, &k.rg, 0, &k.g0))) {
         cls_free(&k);
         return rc;
     }
@@ -1506,7 +1870,7 @@ int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t
         int q = order[oi];
         usim_coll_result t;
         if (!have_cnt[as[q]]) {   /* counters per algorithm, whatever the protocol */
-            if ((rc = count_as(n, c, &k, as[q], ps[q], &cnt[as[q]], NULL, NULL)))
+            if ((rc = count_as(n, c, &k, as[q], ps[q], &cnt[as[q]], NULL, NULL, -1, NULL)))
                 break;
             have_cnt[as[q]] = 1;
         }
@@ -1531,18 +1895,20 @@ int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t
         }
     }
     if (!rc && c->size > 1)
-        r->duration += a2a_call_cost(n, c);
+        r->duration += a2a_call_cost(n, c, &k);
     if (!rc && (sent || recv)) {   /* the winner's counters */
         usim_coll_result t;
-        rc = count_as(n, c, &k, as[best], ps[best], &t, sent, recv);
+        rc = count_as(n, c, &k, as[best], ps[best], &t, sent, recv, -1, NULL);
     }
     r->classes = k.on;
     cls_free(&k);
     return rc;
 }
 
-int usim_coll_count(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t *sent,
-                    uint64_t *recv)
+/* usim_coll_count for per-GPU arrays (sent, recv) or one GPU's bytes sent
+ * (one, *one_sent). */
+static int count_coll(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t *sent,
+                      uint64_t *recv, int one, uint64_t *one_sent)
 {
     usim_algo as[MAX_CANDIDATES];
     usim_proto ps[MAX_CANDIDATES];
@@ -1563,7 +1929,27 @@ int usim_coll_count(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64
     cls k;
     if ((rc = analyze(n, c, &k)))
         return rc;
-    rc = count_as(n, c, &k, a, p, r, sent, recv);
+    rc = count_as(n, c, &k, a, p, r, sent, recv, one, one_sent);
     cls_free(&k);
     return rc;
+}
+
+int usim_coll_count(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t *sent,
+                    uint64_t *recv)
+{
+    int lrc;
+    if (listed(n, c, r, sent, recv, -1, NULL, 1, &lrc))
+        return lrc;
+    return count_coll(n, c, r, sent, recv, -1, NULL);
+}
+
+int usim_coll_count_gpu(usim_net *n, const usim_coll *c, int gpu, usim_coll_result *r, uint64_t *sent)
+{
+    int lrc;
+    *sent = 0;
+    if (gpu < 0 || gpu >= usim_net_gpus(n))
+        return usim_set_error(USIM_EINVAL, "GPU %d out of range", gpu);
+    if (listed(n, c, r, NULL, NULL, gpu, sent, 1, &lrc))
+        return lrc;
+    return count_coll(n, c, r, NULL, NULL, gpu, sent);
 }

@@ -249,11 +249,15 @@ void usim_job_placement(const usim_platform *p, const usim_job *j, char *out, si
 
 void usim_layout_free(usim_layout *l)
 {
-    free(l->sp_ranks);
-    free(l->ring_ranks);
-    free(l->z_ranks);
-    free(l->tp_ranks);
-    free(l->pp_ranks);
+    (void)l;   /* nothing allocated */
+}
+
+/* Append digit (n, stride) to a grid (least significant first). */
+static void grid_dim(usim_grid *g, int n, int stride)
+{
+    g->dim[g->ndim].n = n;
+    g->dim[g->ndim].stride = stride;
+    g->ndim++;
 }
 
 int usim_layout_make(const usim_job *j, usim_layout *l)
@@ -265,69 +269,51 @@ int usim_layout_make(const usim_job *j, usim_layout *l)
     int T = megatron ? j->sp : (j->tp ? j->tp : 1), C = megatron ? 1 : j->sp;
     int D = j->dp, S = j->pp ? j->pp : 1;
     int u = megatron ? 1 : j->ulysses, r = C / u;
-    l->sp_ranks = usim_malloc((size_t)G * sizeof *l->sp_ranks);
-    l->z_ranks = usim_malloc((size_t)G * sizeof *l->z_ranks);
-    l->ring_ranks = usim_malloc((size_t)G * sizeof *l->ring_ranks);
-    l->tp_ranks = usim_malloc((size_t)G * sizeof *l->tp_ranks);
-    l->pp_ranks = usim_malloc((size_t)G * sizeof *l->pp_ranks);
-    if (!l->sp_ranks || !l->z_ranks || !l->ring_ranks || !l->tp_ranks || !l->pp_ranks) {
-        usim_layout_free(l);
-        return usim_set_error(USIM_ENOMEM, "out of memory");
-    }
-#define RANK(t, c, d, s) ((t) + T * ((c) + C * ((d) + D * (s))))
     /* tensor-parallel groups: T consecutive ranks */
     l->tp_size = T;
     l->tp_ng = G / T;
-    for (int i = 0; i < G; i++)
-        l->tp_ranks[i] = i;
-    int k = 0;
+    grid_dim(&l->tp, G, 1);
     if (megatron) {
         /* megatron-sp: its SP collectives run on the tensor-parallel groups */
         l->sp_size = T;
         l->sp_ng = G / T;
-        for (int i = 0; i < G; i++)
-            l->sp_ranks[i] = i;
+        grid_dim(&l->sp, G, 1);
     } else {
         /* all-to-all groups (usp): u consecutive context positions (ring position q, member a:
          * context position c = q u + a); ring groups: the r positions {q u + a}.  The other
-         * methods' collectives run on whole context groups. */
+         * methods' collectives run on whole context groups.  Index order (least significant
+         * first): a, q, t, d, s. */
         int ua = j->method == USIM_USP ? u : C, ra = C / ua;
         l->sp_size = ua;
         l->sp_ng = G / ua;
-        for (int s = 0; s < S; s++)
-            for (int d = 0; d < D; d++)
-                for (int t = 0; t < T; t++)
-                    for (int q = 0; q < ra; q++)
-                        for (int a = 0; a < ua; a++)
-                            l->sp_ranks[k++] = RANK(t, q * ua + a, d, s);
+        grid_dim(&l->sp, ua, T);
+        grid_dim(&l->sp, ra, T * ua);
+        grid_dim(&l->sp, T, 1);
+        grid_dim(&l->sp, D, T * C);
+        grid_dim(&l->sp, S, T * C * D);
     }
+    /* ring groups: q, a, t, d, s */
     l->ring_size = r;
     l->ring_ng = G / r;
-    k = 0;
-    for (int s = 0; s < S; s++)
-        for (int d = 0; d < D; d++)
-            for (int t = 0; t < T; t++)
-                for (int a = 0; a < u; a++)
-                    for (int q = 0; q < r; q++)
-                        l->ring_ranks[k++] = RANK(t, q * u + a, d, s);
-    /* ZeRO / data-parallel groups: the ranks holding the same parameters (same t, same stage) */
+    grid_dim(&l->ring, r, T * u);
+    grid_dim(&l->ring, u, T);
+    grid_dim(&l->ring, T, 1);
+    grid_dim(&l->ring, D, T * C);
+    grid_dim(&l->ring, S, T * C * D);
+    /* ZeRO / data-parallel groups: the ranks holding the same parameters (same t, same
+     * stage): c, d, t, s */
     l->z_size = C * D;
     l->z_ng = T * S;
-    k = 0;
-    for (int s = 0; s < S; s++)
-        for (int t = 0; t < T; t++)
-            for (int d = 0; d < D; d++)
-                for (int c = 0; c < C; c++)
-                    l->z_ranks[k++] = RANK(t, c, d, s);
-    /* pipeline groups: one rank per stage */
+    grid_dim(&l->z, C, T);
+    grid_dim(&l->z, D, T * C);
+    grid_dim(&l->z, T, 1);
+    grid_dim(&l->z, S, T * C * D);
+    /* pipeline groups: one rank per stage: s, t, c, d */
     l->pp_size = S;
     l->pp_ng = G / S;
-    k = 0;
-    for (int d = 0; d < D; d++)
-        for (int c = 0; c < C; c++)
-            for (int t = 0; t < T; t++)
-                for (int s = 0; s < S; s++)
-                    l->pp_ranks[k++] = RANK(t, c, d, s);
-#undef RANK
+    grid_dim(&l->pp, S, T * C * D);
+    grid_dim(&l->pp, T, 1);
+    grid_dim(&l->pp, C, T);
+    grid_dim(&l->pp, D, T * C);
     return USIM_OK;
 }

@@ -9,17 +9,18 @@
 
 #include "usim.h"
 
-/* Groups of a resolved job: ng groups of size GPUs each, row-major. */
+/* Groups of a resolved job: ng groups of size GPUs each, described by
+ * strides (usim_grid: no list of G ranks). */
 typedef struct usim_layout {
-    int *sp_ranks;   /* SP groups (ulysses / megatron / ring), or usp a2a groups */
+    usim_grid sp;    /* SP groups (ulysses / megatron / ring), or usp a2a groups */
     int sp_ng, sp_size;
-    int *ring_ranks; /* usp ring groups */
+    usim_grid ring;  /* usp ring groups */
     int ring_ng, ring_size;
-    int *z_ranks;    /* ZeRO / DP groups */
+    usim_grid z;     /* ZeRO / DP groups */
     int z_ng, z_size;
-    int *tp_ranks;   /* tensor-parallel groups (consecutive ranks) */
+    usim_grid tp;    /* tensor-parallel groups (consecutive ranks) */
     int tp_ng, tp_size;
-    int *pp_ranks;   /* pipeline groups: stage s of group g at [g * pp_size + s] */
+    usim_grid pp;    /* pipeline groups: stage s of group g at index g * pp_size + s */
     int pp_ng, pp_size;
 } usim_layout;
 

@@ -47,13 +47,14 @@ static void a2a_pairs(const usim_shape *x, int64_t seq, int P, int which, uint64
         }
 }
 
-static void ring_chunks(int64_t total, int P, uint64_t mult, uint64_t *chunk)
+/* A collective of type t on groups (ng, P, grid) whose chunks are total
+ * elements split over the P positions as uly_split does (the first total % P
+ * one larger), mult bytes each: described, not listed. */
+static usim_coll ring_coll(usim_coll_type t, int ng, int P, const usim_grid *grid, int64_t total,
+                           uint64_t mult)
 {
-    for (int p = 0; p < P; p++) {
-        int64_t beg, cnt;
-        uly_split(total, P, p, &beg, &cnt);
-        chunk[p] = (uint64_t)cnt * mult;
-    }
+    return (usim_coll){.type = t, .ngroups = ng, .size = P, .grid = grid, .chunk_total = total,
+                       .chunk_mult = mult, .algo = USIM_ALGO_AUTO, .proto = USIM_PROTO_AUTO};
 }
 
 uint64_t usim_ring_hop_bytes(int64_t b, int64_t s, int64_t H, int64_t Hkv, int64_t d, int e, usim_method m,
@@ -84,11 +85,7 @@ uint64_t usim_ring_hop_bytes(int64_t b, int64_t s, int64_t H, int64_t Hkv, int64
 
 int usim_jc_buf_new(const usim_layout *l, usim_jc_buf *buf)
 {
-    int P = l->sp_size, Pmax = P > l->z_size ? P : l->z_size;
-    if (l->ring_size > Pmax)
-        Pmax = l->ring_size;
-    if (l->tp_size > Pmax)
-        Pmax = l->tp_size;
+    int P = l->sp_size, Pmax = P;   /* listed chunks: the all-gather CP's (sp groups) */
     buf->pb = usim_malloc((size_t)P * P * sizeof *buf->pb);
     buf->ch = usim_malloc((size_t)Pmax * sizeof *buf->ch);
     if (!buf->pb || !buf->ch) {
@@ -117,23 +114,22 @@ int usim_jc_describe(const usim_job *j, const usim_shape *x, const usim_layout *
         if (j->method == USIM_USP)
             uly_split(x->s, x->r, 0, &b0, &seq);   /* the first (largest) sequence slice */
         a2a_pairs(x, seq, P, id - USIM_C_A2A0, buf->pb);
-        *c = (usim_coll){j->a2a, l->sp_ng, P, l->sp_ranks, buf->pb, NULL, 0, USIM_ALGO_AUTO, USIM_PROTO_AUTO};
+        *c = (usim_coll){.type = j->a2a, .ngroups = l->sp_ng, .size = P, .grid = &l->sp, .pair_bytes = buf->pb,
+                         .algo = USIM_ALGO_AUTO, .proto = USIM_PROTO_AUTO};
         return 1;
     }
     switch (id) {
     case USIM_C_AG: case USIM_C_RS:
         if (j->method == USIM_MEGATRON_SP) {
-            ring_chunks(x->s, P, (uint64_t)x->b * x->h * x->e, buf->ch);
-            *c = (usim_coll){id == USIM_C_AG ? USIM_ALLGATHER : USIM_REDUCE_SCATTER, l->sp_ng, P,
-                             l->sp_ranks, NULL, buf->ch, 0, USIM_ALGO_AUTO, USIM_PROTO_AUTO};
+            *c = ring_coll(id == USIM_C_AG ? USIM_ALLGATHER : USIM_REDUCE_SCATTER, l->sp_ng, P, &l->sp, x->s,
+                           (uint64_t)x->b * x->h * x->e);
             return 1;
         }
         if (x->T < 2)
             return 0;
         /* composed tensor parallelism: the context shard's tokens over the tensor group */
-        ring_chunks(x->n, x->T, (uint64_t)x->b * x->h * x->e, buf->ch);
-        *c = (usim_coll){id == USIM_C_AG ? USIM_ALLGATHER : USIM_REDUCE_SCATTER, l->tp_ng, l->tp_size,
-                         l->tp_ranks, NULL, buf->ch, 0, USIM_ALGO_AUTO, USIM_PROTO_AUTO};
+        *c = ring_coll(id == USIM_C_AG ? USIM_ALLGATHER : USIM_REDUCE_SCATTER, l->tp_ng, l->tp_size, &l->tp,
+                       x->n, (uint64_t)x->b * x->h * x->e);
         return 1;
     case USIM_C_KV_AG: case USIM_C_DKV_RS: {
         if (j->method != USIM_ALLGATHER_CP || P < 2)
@@ -147,16 +143,18 @@ int usim_jc_describe(const usim_job *j, const usim_shape *x, const usim_layout *
             int nseg = uly_plan_tokens(&pl, x->s, r, bgn, cnt);
             buf->ch[r] = (uint64_t)(cnt[0] + (nseg > 1 ? cnt[1] : 0)) * row;
         }
-        *c = (usim_coll){id == USIM_C_KV_AG ? USIM_ALLGATHER : USIM_REDUCE_SCATTER, l->sp_ng, P,
-                         l->sp_ranks, NULL, buf->ch, 0, USIM_ALGO_AUTO, USIM_PROTO_AUTO};
+        *c = (usim_coll){.type = id == USIM_C_KV_AG ? USIM_ALLGATHER : USIM_REDUCE_SCATTER, .ngroups = l->sp_ng,
+                         .size = P, .grid = &l->sp, .chunk_bytes = buf->ch, .algo = USIM_ALGO_AUTO,
+                         .proto = USIM_PROTO_AUTO};
         return 1;
     }
     case USIM_C_PP:
         if (l->pp_size < 2)
             return 0;
         /* one micro-batch's activations (sequence layout of a GPU) to the next stage */
-        *c = (usim_coll){USIM_RING_SHIFT, l->pp_ng, l->pp_size, l->pp_ranks, NULL, NULL,
-                         (uint64_t)x->b * (uint64_t)x->tok * (uint64_t)x->h * (uint64_t)x->e, USIM_ALGO_AUTO, USIM_PROTO_AUTO};
+        *c = (usim_coll){.type = USIM_RING_SHIFT, .ngroups = l->pp_ng, .size = l->pp_size, .grid = &l->pp,
+                         .bytes = (uint64_t)x->b * (uint64_t)x->tok * (uint64_t)x->h * (uint64_t)x->e,
+                         .algo = USIM_ALGO_AUTO, .proto = USIM_PROTO_AUTO};
         return 1;
     case USIM_C_HOP_F: case USIM_C_HOP_B: case USIM_C_HOP_DKV: {
         if (j->method != USIM_RING && j->method != USIM_RING_ZIGZAG && j->method != USIM_USP)
@@ -167,9 +165,9 @@ int usim_jc_describe(const usim_job *j, const usim_shape *x, const usim_layout *
             return 0;
         /* K and V forward; K, V, dK, dV backward; dK, dV home after the last step */
         uint64_t bytes = usim_ring_hop_bytes(x->b, x->s, x->H, x->Hkv, x->d, x->e, j->method, usp ? x->u : 1, R, id);
-        *c = (usim_coll){USIM_RING_SHIFT, usp ? l->ring_ng : l->sp_ng, R,
-                         usp ? l->ring_ranks : l->sp_ranks, NULL, NULL, bytes, USIM_ALGO_AUTO,
-                         USIM_PROTO_AUTO};
+        *c = (usim_coll){.type = USIM_RING_SHIFT, .ngroups = usp ? l->ring_ng : l->sp_ng, .size = R,
+                         .grid = usp ? &l->ring : &l->sp, .bytes = bytes, .algo = USIM_ALGO_AUTO,
+                         .proto = USIM_PROTO_AUTO};
         return 1;
     }
     default:
@@ -207,8 +205,7 @@ int usim_jc_describe(const usim_job *j, const usim_shape *x, const usim_layout *
     count = id == USIM_C_POST_AG ? x->gpu_params
           : (id == USIM_C_E_AG || id == USIM_C_E_RS || id == USIM_C_E_AR) ? x->emb_params
           : x->layer_params;
-    ring_chunks((int64_t)llround(count), l->z_size, (uint64_t)x->e, buf->ch);
-    *c = (usim_coll){t, l->z_ng, l->z_size, l->z_ranks, NULL, buf->ch, 0, USIM_ALGO_AUTO, USIM_PROTO_AUTO};
+    *c = ring_coll(t, l->z_ng, l->z_size, &l->z, (int64_t)llround(count), (uint64_t)x->e);
     return 1;
 }
 
@@ -253,11 +250,22 @@ int usim_collmemo_run(usim_collmemo *mc, usim_net *net, const usim_coll *c, usim
     k = fnv(k, &c->type, sizeof c->type);
     k = fnv(k, &c->ngroups, sizeof c->ngroups);
     k = fnv(k, &c->size, sizeof c->size);
-    k = fnv(k, c->ranks, (size_t)c->ngroups * c->size * sizeof *c->ranks);
+    /* the groups by their description: a grid's digits, or the listed ranks */
+    if (c->ranks)
+        k = fnv(k, c->ranks, (size_t)c->ngroups * c->size * sizeof *c->ranks);
+    else
+        for (int d = 0; d < c->grid->ndim; d++) {
+            k = fnv(k, &c->grid->dim[d].n, sizeof c->grid->dim[d].n);
+            k = fnv(k, &c->grid->dim[d].stride, sizeof c->grid->dim[d].stride);
+        }
     if (c->pair_bytes)
         k = fnv(k, c->pair_bytes, (size_t)c->size * c->size * sizeof *c->pair_bytes);
     if (c->chunk_bytes)
         k = fnv(k, c->chunk_bytes, (size_t)c->size * sizeof *c->chunk_bytes);
+    else {
+        k = fnv(k, &c->chunk_total, sizeof c->chunk_total);
+        k = fnv(k, &c->chunk_mult, sizeof c->chunk_mult);
+    }
     k = fnv(k, &c->bytes, sizeof c->bytes);
     for (int i = 0; i < mc->n; i++)
         if (mc->e[i].key == k) {

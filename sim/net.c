@@ -59,8 +59,10 @@ struct usim_net {
     usim_platform p;
     int gpus, gpn, dom, nodes, nlinks;
     int mesh_base;      /* first MESH link (full-mesh nodes), else -1 */
-    double *bw;         /* per link, bytes/s */
-    linkq *lq;
+    double bw_kind[4];  /* bytes/s of NVLink, NIC, spine and mesh links (link_bw) */
+    linkq *lq;          /* mostly untouched: a class simulation loads few links */
+    int *lq_used, nused, capused;   /* links whose queue was allocated (freed at the end) */
+    int *link_tag;      /* usim_net_link_tags: zero between uses */
     usim_engine *eng;
     int ring_window;
     int engine;                      /* USIM_ENGINE_* for the collectives run on it */
@@ -93,6 +95,15 @@ struct usim_net {
 /* ------------------------------------------------------------ topology */
 
 static int node_of(const usim_net *n, int g) { return g / n->gpn; }
+
+/* Bandwidth of link l from its kind (no per-link array: a network of 10^6
+ * GPUs has 4 x 10^6 links, of which a simulation touches a few thousand). */
+static double link_bw(const usim_net *n, int l)
+{
+    int G = n->gpus;
+    return l < 2 * G ? n->bw_kind[0] : l < 4 * G ? n->bw_kind[1]
+         : l < 4 * G + 2 * n->nodes ? n->bw_kind[2] : n->bw_kind[3];
+}
 static int domain_of(const usim_net *n, int g) { return g / n->dom; }
 
 int usim_platform_domain(const usim_platform *p)
@@ -185,7 +196,6 @@ usim_net *usim_net_new(const usim_platform *p, int gpus)
     n->ring_window = 64;
     n->engine = USIM_ENGINE_AUTO;
     n->lat_scale[USIM_CLASS_NVLINK] = n->lat_scale[USIM_CLASS_NIC] = 1;
-    n->bw = usim_malloc((size_t)n->nlinks * sizeof *n->bw);
     n->lq = usim_calloc((size_t)n->nlinks, sizeof *n->lq);
     n->link_dirty = usim_calloc((size_t)n->nlinks, 1);
     n->dirty = usim_malloc((size_t)n->nlinks * sizeof *n->dirty);
@@ -194,22 +204,15 @@ usim_net *usim_net_new(const usim_platform *p, int gpus)
     n->cap = usim_malloc((size_t)n->nlinks * sizeof *n->cap);
     n->cnt = usim_malloc((size_t)n->nlinks * sizeof *n->cnt);
     n->eng = usim_engine_new();
-    if (!n->bw || !n->lq || !n->link_dirty || !n->dirty || !n->lstack || !n->lmark || !n->cap ||
+    if (!n->lq || !n->link_dirty || !n->dirty || !n->lstack || !n->lmark || !n->cap ||
         !n->cnt || !n->eng)
         goto oom;
-    for (int g = 0; g < gpus; g++) {
-        n->bw[USIM_LINK_NVL_UP * gpus + g] = p->nvl_Bps;
-        n->bw[USIM_LINK_NVL_DOWN * gpus + g] = p->nvl_Bps;
-        n->bw[USIM_LINK_NIC_TX * gpus + g] = p->nic_Bps;
-        n->bw[USIM_LINK_NIC_RX * gpus + g] = p->nic_Bps;
-    }
+    n->bw_kind[0] = p->nvl_Bps;
+    n->bw_kind[1] = p->nic_Bps;
     int nics = p->nics_per_node > 0 && p->nics_per_node < n->gpn ? p->nics_per_node : n->gpn;
     double spine = (double)nics * p->nic_Bps / (p->oversub >= 1 ? p->oversub : 1);
-    for (int k = 0; k < 2 * n->nodes; k++)
-        n->bw[4 * gpus + k] = spine;
-    if (n->mesh_base >= 0)
-        for (int l = n->mesh_base; l < n->nlinks; l++)
-            n->bw[l] = p->mesh_link_Bps;
+    n->bw_kind[2] = spine;
+    n->bw_kind[3] = p->mesh_link_Bps;
     return n;
 oom:
     usim_net_free(n);
@@ -221,12 +224,12 @@ void usim_net_free(usim_net *n)
 {
     if (!n)
         return;
-    if (n->lq)
-        for (int l = 0; l < n->nlinks; l++)
-            free(n->lq[l].f);
+    for (int i = 0; n->lq && i < n->nused; i++)
+        free(n->lq[n->lq_used[i]].f);
     free(n->lq);
+    free(n->lq_used);
+    free(n->link_tag);
     free(n->cls_pos);
-    free(n->bw);
     free(n->link_dirty);
     free(n->dirty);
     free(n->lstack);
@@ -238,6 +241,13 @@ void usim_net_free(usim_net *n)
 }
 
 int usim_net_gpus(const usim_net *n) { return n->gpus; }
+
+int *usim_net_link_tags(usim_net *n)
+{
+    if (!n->link_tag)
+        n->link_tag = usim_calloc((size_t)n->nlinks, sizeof *n->link_tag);
+    return n->link_tag;
+}
 uint64_t usim_net_last_events(const usim_net *n) { return n->last_events; }
 void usim_net_set_ring_window(usim_net *n, int steps) { n->ring_window = steps < 4 ? 4 : steps; }
 int usim_net_ring_window(const usim_net *n) { return n->ring_window; }
@@ -356,11 +366,21 @@ static usim_time ps_for(double rem, double rate)
 static int link_add(usim_net *n, int e)
 {
     linkq *q = &n->lq[n->ld_link[e]];
+    if (q->cap == 0 && n->nused == n->capused) {
+        int cap = n->capused ? 2 * n->capused : 256;
+        int *nu = usim_realloc(n->lq_used, (size_t)cap * sizeof *nu);
+        if (!nu)
+            return USIM_ENOMEM;
+        n->lq_used = nu;
+        n->capused = cap;
+    }
     if (q->n == q->cap) {
         int cap = q->cap ? 2 * q->cap : 8;
         int *nf = usim_realloc(q->f, (size_t)cap * sizeof *nf);
         if (!nf)
             return USIM_ENOMEM;
+        if (q->cap == 0)
+            n->lq_used[n->nused++] = n->ld_link[e];
         q->f = nf;
         q->cap = cap;
     }
@@ -516,7 +536,7 @@ static void on_reshare(usim_engine *e, void *ctx, int64_t arg)
         n->frozen[n->comp[i]] = 0;
     }
     for (int li = 0; li < n->nls; li++)
-        n->cap[n->lstack[li]] = n->bw[n->lstack[li]];
+        n->cap[n->lstack[li]] = link_bw(n, n->lstack[li]);
     /* Priority classes by step, earliest first: progressive filling among
      * the flows of one step on the capacity the earlier steps left.  Within a
      * step the rates are max-min fair.  (A transfer of a later step -- a
@@ -545,7 +565,7 @@ static void on_reshare(usim_engine *e, void *ctx, int64_t arg)
             for (int li = 0; li < n->nls; li++) {
                 int l = n->lstack[li];
                 if (n->cnt[l] > 0) {
-                    double c = n->cap[l] > USIM_TOL_CAP_REL * n->bw[l] ? n->cap[l] : 0;
+                    double c = n->cap[l] > USIM_TOL_CAP_REL * link_bw(n, l) ? n->cap[l] : 0;
                     double sh = c / n->cnt[l];
                     if (sh < share)
                         share = sh;
@@ -561,7 +581,7 @@ static void on_reshare(usim_engine *e, void *ctx, int64_t arg)
                 int hit = 0;
                 for (int k = 0; k < fl->nl && !hit; k++) {
                     int l = fl->link[k];
-                    double c = n->cap[l] > USIM_TOL_CAP_REL * n->bw[l] ? n->cap[l] : 0;
+                    double c = n->cap[l] > USIM_TOL_CAP_REL * link_bw(n, l) ? n->cap[l] : 0;
                     hit = n->cnt[l] > 0 && c / n->cnt[l] <= lim;
                 }
                 if (!hit)

@@ -26,7 +26,6 @@ struct usim_sim {
     usim_net *net;
     usim_collmemo memo;
     int contention;
-    uint64_t *scratch_sent;
 };
 
 void usim_sim_set_contention(usim_sim *s, int on)
@@ -51,8 +50,7 @@ usim_sim *usim_sim_new(const usim_platform *p, int gpus)
     s->gpus = gpus;
     s->contention = 1;
     s->net = usim_net_new(p, gpus);
-    s->scratch_sent = usim_calloc((size_t)gpus, sizeof *s->scratch_sent);
-    if (!s->net || !s->scratch_sent) {
+    if (!s->net) {
         usim_sim_free(s);
         usim_set_error(USIM_ENOMEM, "out of memory");
         return NULL;
@@ -66,7 +64,6 @@ void usim_sim_free(usim_sim *s)
         return;
     usim_net_free(s->net);
     usim_collmemo_free(&s->memo);
-    free(s->scratch_sent);
     free(s);
 }
 
@@ -361,9 +358,10 @@ int usim_sp_layer_bytes(usim_sim *sim, const usim_model *m, const usim_job *jin,
                 c.algo = res.algo;
                 c.proto = res.proto;
             }
-            if ((rc = usim_coll_count(sim->net, &c, &res, sim->scratch_sent, NULL)))
+            uint64_t one;
+            if ((rc = usim_coll_count_gpu(sim->net, &c, gpu, &res, &one)))
                 break;
-            gpu_bytes[o->coll] = (double)sim->scratch_sent[gpu];
+            gpu_bytes[o->coll] = (double)one;
             counted[o->coll] = 1;
         }
         sent[o->pass == USIM_PASS_BWD] += o->mult * gpu_bytes[o->coll];

@@ -203,11 +203,26 @@ typedef enum usim_coll_type {
 const char *usim_coll_name(usim_coll_type t);
 
 /*
+ * Groups described by strides instead of a rank list: the index i = g * size
+ * + p of position p of group g, written in mixed radix with digit k in
+ * [0, dim[k].n) (digit 0 least significant), is the GPU
+ * sum_k digit_k * dim[k].stride.  The product of the n is ngroups * size.
+ * (A job's groups are such grids: rank = t + T (c + C (d + D s)).)
+ */
+#define USIM_GRID_MAXDIM 8
+typedef struct usim_grid {
+    int ndim;
+    struct { int n, stride; } dim[USIM_GRID_MAXDIM];
+} usim_grid;
+
+/*
  * A collective run by ngroups disjoint groups at once.  ranks: ngroups x size
- * GPU ids (row g = group g, position order).  For all-to-alls, pair_bytes is a
- * size x size matrix [src_pos * size + dst_pos] (diagonal ignored) used by every
- * group; for rings, chunk_bytes[pos] is the chunk of position pos; for
- * RING_SHIFT and SENDRECV, bytes is sent by each sender.
+ * GPU ids (row g = group g, position order), or NULL and grid describes them.
+ * For all-to-alls, pair_bytes is a size x size matrix [src_pos * size +
+ * dst_pos] (diagonal ignored) used by every group; for rings, chunk_bytes[pos]
+ * is the chunk of position pos (NULL: chunk_total elements split over the
+ * positions as uly_split does, the first chunk_total % size one larger, times
+ * chunk_mult bytes); for RING_SHIFT and SENDRECV, bytes is sent by each sender.
  */
 typedef struct usim_coll {
     usim_coll_type type;
@@ -219,6 +234,9 @@ typedef struct usim_coll {
     usim_algo algo;       /* all-gather, reduce-scatter, all-reduce: AUTO = the platform's
                              forced choice, else the tuner's */
     usim_proto proto;     /* AUTO likewise */
+    const usim_grid *grid;          /* when ranks is NULL */
+    int64_t chunk_total;            /* when chunk_bytes is NULL */
+    uint64_t chunk_mult;
 } usim_coll;
 
 typedef struct usim_coll_result {

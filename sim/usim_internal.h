@@ -122,6 +122,10 @@ void usim_net_unit_range(const usim_net *n, int kind, int unit, int *first, int 
  * count) whose transfers cross it as sources (*side 0) or destinations
  * (*side 1); a mesh link: its source GPU (only transfers to its peer). */
 int usim_net_link_users(const usim_net *n, int l, int *side, int *first, int *count);
+/* One int per link, all zero, for a caller that sets some and puts them back
+ * to zero before returning (allocated on first use, untouched pages cost
+ * nothing); NULL when out of memory. */
+int *usim_net_link_tags(usim_net *n);
 /* Whether an event is queued at time t (the earliest pending one). */
 int usim_engine_next_at(const usim_engine *e, usim_time t);
 /* The link class (USIM_CLASS_*) of the route src -> dst (usim_net_route's *cls). */
@@ -138,6 +142,12 @@ int usim_net_domain_of(const usim_net *n, int gpu);
 int usim_net_full_mesh(const usim_net *n);
 /* Route latencies are multiplied by these factors until changed (protocols). */
 void usim_net_set_latency_scale(usim_net *n, double nvlink, double nic);
+
+/* GPU of position p of group g of a collective (listed ranks or grid). */
+int usim_coll_rank(const usim_coll *c, int g, int p);
+/* usim_coll_count for one GPU: *sent = the bytes it sends (cost independent
+ * of the GPU count when the class engine takes c). */
+int usim_coll_count_gpu(usim_net *n, const usim_coll *c, int gpu, usim_coll_result *r, uint64_t *sent);
 
 /* ------------------------------------------------------------ NCCL tuner (tuner.c) */
 

@@ -293,12 +293,18 @@ static stats alltoall_time(cal *c, MPI_Comm comm, size_t per, char *sb, char *rb
     return s;
 }
 
-/* The all-to-all of `ulysses attn` itself (sequence -> heads of Q, with its
- * strided head blocks) on the P ranks of comm (each node's ranks, or all
- * ranks across the nodes): H = 2P heads of d = 64 fp32, n_r = per / (2 x 64
- * x 4) tokens per rank, so that every pair moves `per` bytes.  Slowest
- * rank's time, returned on comm's rank 0; *fail set when the context cannot
- * be made.
+/* The all-to-all of `ulysses attn` itself, with its strided head blocks, on
+ * the P ranks of comm (each node's ranks, or all ranks across the nodes):
+ * H = 2P heads of d = 64 fp32, n_r = per / (2 x 64 x 4) tokens per rank, so
+ * that every pair moves `per` bytes.  Both directions, as a layer runs four
+ * of each: Q (sequence -> heads) and O (heads -> sequence), whose costs
+ * differ by mode, either way (2 ranks: datatype O 1.3x Q, pipeline Q 2.8x
+ * O; doc/validation.md), each timed after a barrier.  Each time is that of
+ * the rank that arrives last, the shortest over ranks, as `ulysses attn`
+ * reports an all-to-all's critical path: a time over all ranks would add the
+ * barrier's exit skew, which on a loaded machine was 10x the transfer (one
+ * rank descheduled).  Per repetition, the mean of the two, returned on
+ * comm's rank 0; *fail set when the context cannot be made.
  *
  * As the job sees it: the library's default mode (ULY_A2A_AUTO) after its
  * measuring calls (untimed here, as in a job that has run a few steps), and
@@ -350,14 +356,17 @@ static stats ulysses_a2a_time(cal *c, MPI_Comm comm, size_t per, int *fail)
             }
         for (int64_t it = -settle - 1; it < reps && !any; it++) {
             const size_t k = (size_t)(it + settle + 1) % sets;
-            MPI_Barrier(c->world);
-            double t0 = MPI_Wtime();
-            bad = uly_dist_a2a(D, ULY_A2A_Q, in[k], out[k]) != 0;
-            double loc = MPI_Wtime() - t0, mx;
-            MPI_Allreduce(&loc, &mx, 1, MPI_DOUBLE, MPI_MAX, comm);
+            double loc[2], crit[2];
+            for (int w = 0; w < 2; w++) {   /* Q: sequence -> heads; O: heads -> sequence */
+                MPI_Barrier(c->world);
+                double t0 = MPI_Wtime();
+                bad |= uly_dist_a2a(D, w ? ULY_A2A_O : ULY_A2A_Q, in[k], out[k]) != 0;
+                loc[w] = MPI_Wtime() - t0;
+            }
+            MPI_Allreduce(loc, crit, 2, MPI_DOUBLE, MPI_MIN, comm);
             MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, c->world);
             if (it >= 0)
-                t[it] = mx;
+                t[it] = 0.5 * (crit[0] + crit[1]);
         }
         if (!any && cr == 0)
             s = stats_of(t, (size_t)reps);
@@ -624,9 +633,10 @@ static int write_platform(cal *c, drv_out *o, const char *out, const char *name,
         }
         s.min = a2a_fit(c->g - 1, usizes, lo, nsz) * 1e-9;
         s.max = a2a_fit(c->g - 1, usizes, hi, nsz) * 1e-9;
-        snprintf(how, sizeof how, "the all-to-all of ulysses attn (Q, sequence -> heads, strided head blocks; "
-                 "uly_dist_a2a) on each node's %d ranks (all nodes at once), %d sizes %zu B..%zu B per pair: "
-                 "1 / least-squares slope of the slowest rank's median time against (g-1) x bytes per pair "
+        snprintf(how, sizeof how, "the all-to-all of ulysses attn (uly_dist_a2a, strided head blocks; per "
+                 "repetition the mean of Q, sequence -> heads, and O, heads -> sequence, each the time of the "
+                 "rank that arrives last, as ulysses attn's critical path) on each node's %d ranks (all nodes at once), %d sizes %zu B..%zu B per pair: "
+                 "1 / least-squares slope of the median time against (g-1) x bytes per pair "
                  "(spread: the same fit to the max and min times); a raw contiguous MPI_Alltoall gives %.4g GB/s "
                  "(alltoall_node below)", c->g, nsz, usizes[0], usizes[big], a2a_fit(c->g - 1, sizes, a2a_node, nsz) * 1e-9);
         js_meas(a, "intra_node.bw_GBps_per_dir", intra_bw * 1e-9, "GB/s", how, s, 1, (int)A2A_REPS(c));
@@ -646,8 +656,8 @@ static int write_platform(cal *c, drv_out *o, const char *out, const char *name,
         }
         s.min = a2a_fit(xm, usizes, lo, nsz) * 8e-9;
         s.max = a2a_fit(xm, usizes, hi, nsz) * 8e-9;
-        snprintf(how, sizeof how, "the all-to-all of ulysses attn (uly_dist_a2a) on all %d ranks of the %d nodes, %d "
-                 "sizes %zu B..%zu B per pair: 1 / least-squares slope of the slowest rank's median time against "
+        snprintf(how, sizeof how, "the same all-to-all (mean of Q and O) on all %d ranks of the %d nodes, %d "
+                 "sizes %zu B..%zu B per pair: 1 / least-squares slope of the median time against "
                  "the bytes a node's link carries each way at once, g x g x (nodes-1) x bytes per pair (spread: the "
                  "same fit to the max and min times); per direction with both directions loaded, as the "
                  "simulator's NIC; a node-pair MPI_Sendrecv exchange of %zu MiB gives %.4g Gbit/s "
@@ -897,7 +907,7 @@ static int cal_main(cal *c, int argc, char **argv)
             a2a_node[i] = alltoall_time(c, c->node, a2a_sizes[i], sb, rb);
         }
         for (int i = 0; i < nsz && !fail; i++) {
-            progress(c, "Ulysses all-to-all (q) on each node's %d ranks, %zu B per pair", c->g, uly_sizes[i]);
+            progress(c, "Ulysses all-to-all (q and o) on each node's %d ranks, %zu B per pair", c->g, uly_sizes[i]);
             uly_node[i] = ulysses_a2a_time(c, c->node, uly_sizes[i], &fail);
         }
     }
@@ -912,7 +922,7 @@ static int cal_main(cal *c, int argc, char **argv)
             a2a_world[i] = alltoall_time(c, c->world, a2a_sizes[i], sb, rb);
         }
         for (int i = 0; i < nsz && !fail; i++) {
-            progress(c, "Ulysses all-to-all (q) on all %d ranks, %zu B per pair", c->size, uly_sizes[i]);
+            progress(c, "Ulysses all-to-all (q and o) on all %d ranks, %zu B per pair", c->size, uly_sizes[i]);
             uly_world[i] = ulysses_a2a_time(c, c->world, uly_sizes[i], &fail);
         }
     }

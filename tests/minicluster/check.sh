@@ -8,6 +8,11 @@
 #      (overlimits > 0).
 #      The same job with --json, compared with ulysses-sim attn --compare:
 #      the bytes of the 2-node run equal the simulator's, all 8 all-to-alls.
+#      ulysses calibrate --quick on the same 2 x 2 nodes: the platform has 2
+#      GPUs per node and 2 nodes, and the link rate it measures with the
+#      all-to-all across the nodes is the shaped 100 Mbit/s within 30 %
+#      (a node-pair exchange under Open MPI's default TCP rendezvous measured
+#      48 Mbit/s; doc/minicluster.md).
 #   2. Teardown after success, after a failing job (exit status passed
 #      through) and after a job killed by the timeout: no namespace of the run
 #      is left and no process of the job survives.
@@ -45,8 +50,9 @@ want=$((65536 * 8 * 4 * 4))
 sh "$mc" --nodes 2 --ppn 2 --rate 100mbit --timeout 120 --exec -- sh -c \
     '$MC_MPIRUN -np 4 "$0" attn --seq 1024 --heads 4 --head-dim 64 --backward --check --repeat 3 --warmup 1 \
      && tc -s qdisc show dev eth0 \
-     && $MC_MPIRUN -np 4 "$0" attn --seq 1024 --heads 4 --head-dim 64 --backward --repeat 1 --warmup 0 --json >"$1"' \
-    "$uly" "$tmp/run.json" >"$tmp/run.out" 2>"$tmp/run.err"
+     && $MC_MPIRUN -np 4 "$0" attn --seq 1024 --heads 4 --head-dim 64 --backward --repeat 1 --warmup 0 --json >"$1" \
+     && $MC_MPIRUN -np 4 "$0" calibrate --quick --seq 256 --repeat 2 --out "$2" >"$2.out" 2>&1' \
+    "$uly" "$tmp/run.json" "$tmp/cal.json" >"$tmp/run.out" 2>"$tmp/run.err"
 rc=$?
 if [ "$rc" -eq 77 ]; then
     cat "$tmp/run.err"
@@ -75,6 +81,18 @@ if grep -q 'all-to-alls: run == simulator' "$tmp/cmp.out"; then
 else
     cat "$tmp/cmp.out"; bad "the bytes of the 2-node run differ from the simulator's"
 fi
+# the calibrated platform of the 2 x 2 mini-cluster
+cat "$tmp/cal.json.out" 2>/dev/null
+nic=$(sed -n 's/^ *"nic_bw_Gbps": \([0-9.e+-]*\),*$/\1/p' "$tmp/cal.json" 2>/dev/null | head -n 1)
+if [ -z "$nic" ]; then
+    bad "calibrate on the mini-cluster wrote no inter_node.nic_bw_Gbps"
+else
+    echo "calibrated inter-node link: $nic Gbit/s per direction (shaped: 0.1)"
+    awk -v x="$nic" 'BEGIN { exit !(x >= 0.07 && x <= 0.13) }' ||
+        bad "calibrated link $nic Gbit/s, not the shaped 0.1 Gbit/s within 30 %"
+fi
+grep -q '"gpus_per_node": 2,' "$tmp/cal.json" 2>/dev/null && grep -q '"max_nodes": 2,' "$tmp/cal.json" ||
+    bad "the calibrated platform is not 2 nodes x 2 GPUs"
 check_gone "$tmp/run.err" "after success"
 
 # ---------------------------------------------------------------- 2. failures

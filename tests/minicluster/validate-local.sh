@@ -183,7 +183,7 @@ END {
     echo "prediction: \`ulysses-sim attn --platform <that file> --compare <the run>\`."
     echo "Measured phases: medians over the 5 repetitions of the critical path (all-to-alls: the"
     echo "last rank to arrive, attention: the slowest rank); forward and iteration: the slowest rank's"
-    echo "sum per repetition.  Each row gives the median over $rounds rounds (last column: every round's"
+    echo "sum per repetition.  Each row gives the median over $rounds round(s) (last column: every round's"
     echo "measurement).  The bytes of every run equal the simulator's: $([ "$bytes_bad" -eq 0 ] && echo yes || echo NO)."
     echo "Machine: $(getconf _NPROCESSORS_ONLN) CPUs shared with other users, load average $load0 before and $load1 after;"
     echo "$(date -u +%Y-%m-%d), $((end - start)) s."
