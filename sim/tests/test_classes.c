@@ -129,6 +129,22 @@ static void check_shape(const shape *s)
         ck_assert_int_eq(usim_sp_layer_bytes(cls, &m, &j, g, fb), USIM_OK);
         ck_assert_msg(fa[0] == fb[0] && fa[1] == fb[1], "%s: GPU %d layer bytes", what, g);
     }
+    /* the groups' ranks and placement decoded from their grids everywhere (as groups of
+     * more than 65536 GPUs are) instead of listed: the same bits */
+    {
+        usim_result c2;
+        usim_sim *dec = usim_sim_new(&p, s->gpus);
+        ck_assert(dec);
+        int old = usim_test_grid_list_max(0);
+        ck_assert_msg(usim_simulate(dec, &m, &j, NULL, &c2) == USIM_OK, "%s: %s", what, usim_last_error());
+        usim_test_grid_list_max(old);
+        ck_assert_msg(c2.iter_s == b.iter_s && c2.sent_bytes[0] == b.sent_bytes[0] &&
+                      c2.sent_bytes[1] == b.sent_bytes[1] && c2.sp_bytes_layer_fwd == b.sp_bytes_layer_fwd &&
+                      c2.exposed_s[USIM_KIND_PARAM] == b.exposed_s[USIM_KIND_PARAM] &&
+                      c2.exposed_s[USIM_KIND_GRAD] == b.exposed_s[USIM_KIND_GRAD] && c2.events == b.events,
+                      "%s: decoded grids differ", what);
+        usim_sim_free(dec);
+    }
     usim_sim_free(full);
     usim_sim_free(cls);
 }
@@ -376,6 +392,9 @@ START_TEST(test_grid_equal)
     int ranks[64];
     uint64_t pb[64 * 64], ch[64];
     uint64_t sa[64], sb[64], ra[64], rb[64];
+    /* small groups have their ranks listed from the grid; 0: decoded everywhere, as
+     * groups of more than 65536 are */
+    for (int lm = 0; lm < 2; lm++)
     for (int pi = 0; pi < 3; pi++)
         for (size_t gi = 0; gi < sizeof grids / sizeof grids[0]; gi++)
             for (int t = 0; t < USIM_NCOLL; t++)
@@ -385,6 +404,7 @@ START_TEST(test_grid_equal)
                         continue;
                     if (P > 16 && !(t >= USIM_ALLGATHER && t <= USIM_ALLREDUCE))
                         continue;
+                    usim_test_grid_list_max(lm ? 65536 : 0);
                     usim_grid gr = {grids[gi].nd, {{0, 0}}};
                     for (int d = 0; d < grids[gi].nd; d++) {
                         gr.dim[d].n = grids[gi].n[d];
@@ -441,7 +461,9 @@ START_TEST(test_grid_equal)
                     }
                     usim_net_free(na);
                     usim_net_free(nb);
+                    usim_test_grid_list_max(lm ? 65536 : 0);
                 }
+    usim_test_grid_list_max(65536);
 }
 END_TEST
 
