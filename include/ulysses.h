@@ -323,6 +323,10 @@ enum { ULY_BWD_AUTO = 0,   /* single pass when the (batch, KV head) items keep t
  * ULY_BWD_TWO (or a negative -status when they are invalid). */
 int uly_attn_bwd_schedule(const uly_attn_desc *a, const uly_kernel_opts *opts);
 
+/* Bytes of workspace the blocked kernels allocate per call for these
+ * arguments (all threads; the larger of forward and backward). */
+int uly_attn_workspace(const uly_attn_desc *a, const uly_kernel_opts *opts, size_t *bytes);
+
 /* The SIMD level of the kernels' element-wise parts (exp, row max and sum,
  * dS): "avx512", "avx2" or "baseline" -- the best this CPU runs, unless the
  * environment variable ULY_ISA or uly_kernel_set_isa chose one.  Every level

@@ -19,8 +19,16 @@
 #include "internal.h"
 #include "vexp.h"
 
-#define ULY_DEFAULT_BQ 128
-#define ULY_DEFAULT_BK 256
+/* Default block sizes (rows of Q and of K/V per block), forward and
+ * backward apart, chosen by measurement (doc/performance.md): OpenBLAS
+ * packs both operands of every GEMM call, so the K and V blocks are packed
+ * once per query block and the Q block once per key block; taller blocks
+ * amortise that, up to what stays in the L2 cache.  They depend neither on
+ * the thread count nor on the SIMD level, so neither changes the bits. */
+#define ULY_FWD_BQ 512
+#define ULY_FWD_BK 256
+#define ULY_BWD_BQ 256
+#define ULY_BWD_BK 512
 
 struct blk_geom {
     int64_t bq, bk;        /* block sizes */
@@ -35,6 +43,7 @@ struct blk_geom {
     int expanded;
     int bwd_pass;          /* ULY_BWD_* as requested */
     const uly_vops *vops;  /* SIMD level of the fp32 row operations */
+    size_t ws_per;         /* workspace elements per thread */
     size_t ws_bytes;       /* all threads */
     void (*progress)(void *user); /* uly_kernel_opts.progress */
     void *progress_user;
@@ -63,6 +72,31 @@ static void *blk_workspace(const struct blk_geom *G)
     if (!ws)
         uly_set_error(ULY_ENOMEM, "blocked attention: cannot allocate %zu bytes of workspace", G->ws_bytes);
     return ws;
+}
+
+/* Workspace elements per thread.  Forward: S (bq x bk), O_acc (bq x d),
+ * m, l (bq each).  Backward: S, dP (bq x bk each), then either dK, dV of
+ * this head and folded (4 x bk x d) or dQ_acc (bq x d), then D (bq). */
+static int64_t blk_ws_fwd(int64_t bq, int64_t bk, int64_t d)
+{
+    return bq * bk + bq * d + 2 * bq;
+}
+
+static int64_t blk_ws_bwd(int64_t bq, int64_t bk, int64_t d)
+{
+    return 2 * bq * bk + (bq > 4 * bk ? bq : 4 * bk) * d + bq;
+}
+
+/* The query heads held, [*h_first, *h_end), that use local KV head kvl. */
+static void blk_group_heads(const struct blk_geom *G, int64_t kvl, int64_t *h_first, int64_t *h_end)
+{
+    const int64_t kvg = G->kvb + kvl;
+    *h_first = kvg * G->g;
+    *h_end = (kvg + 1) * G->g;
+    if (*h_first < G->hb)
+        *h_first = G->hb;
+    if (*h_end > G->hb + G->hq)
+        *h_end = G->hb + G->hq;
 }
 
 /* Single pass when its work items, one per (batch, KV head), keep the
@@ -107,7 +141,8 @@ static int blk_bwd_single(const struct blk_geom *G, int64_t items)
 #undef DS_ROW
 #undef SFX
 
-static int geom_init(const uly_attn_desc *a, const uly_kernel_opts *opts, struct blk_geom *G)
+/* The geometry of one forward (fwd = 1) or backward (fwd = 0) call. */
+static int geom_init(const uly_attn_desc *a, const uly_kernel_opts *opts, int fwd, struct blk_geom *G)
 {
     int rc = uly_attn_desc_check(a);
     if (rc)
@@ -117,8 +152,8 @@ static int geom_init(const uly_attn_desc *a, const uly_kernel_opts *opts, struct
     if (!opts)
         opts = &def;
     memset(G, 0, sizeof *G);
-    G->bq = opts->block_q ? opts->block_q : ULY_DEFAULT_BQ;
-    G->bk = opts->block_k ? opts->block_k : ULY_DEFAULT_BK;
+    G->bq = opts->block_q ? opts->block_q : fwd ? ULY_FWD_BQ : ULY_BWD_BQ;
+    G->bk = opts->block_k ? opts->block_k : fwd ? ULY_FWD_BK : ULY_BWD_BK;
     if (G->bq < 1 || G->bk < 1 || G->bq > 65536 || G->bk > 65536)
         return uly_set_error(ULY_EINVAL, "block sizes must be in 1..65536 (got %lld x %lld)",
                              (long long)G->bq, (long long)G->bk);
@@ -155,8 +190,6 @@ static int geom_init(const uly_attn_desc *a, const uly_kernel_opts *opts, struct
     G->bwd_pass = opts->bwd_pass;
     G->progress = opts->progress;
     G->progress_user = opts->progress_user;
-    if ((rc = uly_vops_current(&G->vops)))
-        return rc;
     if (opts->threads < 0)
         return uly_set_error(ULY_EINVAL, "threads must be >= 0 (got %d)", opts->threads);
 #ifdef _OPENMP
@@ -164,10 +197,10 @@ static int geom_init(const uly_attn_desc *a, const uly_kernel_opts *opts, struct
 #else
     G->threads = 1;
 #endif
+    /* bq, bk <= 65536 and d <= the BLAS int range: no overflow in int64_t */
+    G->ws_per = (size_t)(fwd ? blk_ws_fwd(G->bq, G->bk, a->head_dim) : blk_ws_bwd(G->bq, G->bk, a->head_dim));
     size_t per;
-    if (uly_mul_size(a->dtype == ULY_F32 ? ws_elems_f32(G->bq, G->bk, a->head_dim)
-                                         : ws_elems_f64(G->bq, G->bk, a->head_dim),
-                     uly_dtype_size(a->dtype), &per) ||
+    if (uly_mul_size(G->ws_per, uly_dtype_size(a->dtype), &per) ||
         uly_mul_size(per, (size_t)G->threads, &G->ws_bytes))
         return uly_set_error(ULY_EOVERFLOW, "workspace size overflows");
     return ULY_OK;
@@ -201,7 +234,9 @@ int uly_attn_fwd(const uly_attn_desc *a, const uly_kernel_opts *opts,
                  const void *q, const void *k, const void *v, void *o, void *lse)
 {
     struct blk_geom G;
-    int rc = geom_init(a, opts, &G);
+    int rc = geom_init(a, opts, 1, &G);
+    if (!rc)
+        rc = uly_vops_current(&G.vops);
     if (rc)
         return rc;
     if (!q || !k || !v || !o || !lse)
@@ -221,7 +256,9 @@ int uly_attn_bwd(const uly_attn_desc *a, const uly_kernel_opts *opts,
                  const void *lse, const void *dout, void *dq, void *dk, void *dv)
 {
     struct blk_geom G;
-    int rc = geom_init(a, opts, &G);
+    int rc = geom_init(a, opts, 0, &G);
+    if (!rc)
+        rc = uly_vops_current(&G.vops);
     if (rc)
         return rc;
     if (!q || !k || !v || !o || !lse || !dout || !dq || !dk || !dv)
@@ -239,10 +276,24 @@ int uly_attn_bwd(const uly_attn_desc *a, const uly_kernel_opts *opts,
 int uly_attn_bwd_schedule(const uly_attn_desc *a, const uly_kernel_opts *opts)
 {
     struct blk_geom G;
-    int rc = geom_init(a, opts, &G);
+    int rc = geom_init(a, opts, 0, &G);
     if (rc)
         return -rc;
     return blk_bwd_single(&G, a->batch * G.hk) ? ULY_BWD_SINGLE : ULY_BWD_TWO;
+}
+
+int uly_attn_workspace(const uly_attn_desc *a, const uly_kernel_opts *opts, size_t *bytes)
+{
+    struct blk_geom F, B;
+    int rc = geom_init(a, opts, 1, &F);
+    if (!rc)
+        rc = geom_init(a, opts, 0, &B);
+    if (rc)
+        return rc;
+    if (!bytes)
+        return uly_set_error(ULY_EINVAL, "uly_attn_workspace: NULL result");
+    *bytes = F.ws_bytes > B.ws_bytes ? F.ws_bytes : B.ws_bytes;
+    return ULY_OK;
 }
 
 #define FOLD_BODY(T)                                                                    \

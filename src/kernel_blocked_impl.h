@@ -37,14 +37,6 @@
  * results are bitwise reproducible.
  */
 
-/* Per-thread workspace, in elements of REAL. */
-static size_t SFX(ws_elems)(int64_t bq, int64_t bk, int64_t d)
-{
-    /* S (bq x bk), dP (bq x bk), acc (max(bq, 4 bk) x d), m, l, D (bq each) */
-    int64_t acc = bq > 4 * bk ? bq : 4 * bk;
-    return (size_t)(2 * bq * bk + acc * d + 3 * bq);
-}
-
 /* S = scale * Q K^T for one block; masked entries set to -inf.  q0, k0 are
  * local rows; the mask is evaluated at global positions (+ qoff, + koff). */
 static void SFX(block_scores)(const uly_attn_desc *a, const struct blk_geom *G, int64_t b,
@@ -117,9 +109,9 @@ static void SFX(fwd_item)(const uly_attn_desc *a, const struct blk_geom *G, int6
     const REAL *qp = q + ((b * Nq + q0) * G->hq + hl) * d;
     const REAL *kp = k + (b * Nk * G->hk + kvl) * d;
     const REAL *vp = v + (b * Nk * G->hk + kvl) * d;
-    REAL *S = ws;                       // (bq, bk)
-    REAL *acc = ws + 2 * bq * bk;       // (mq, d)
-    REAL *m = acc + (bq > 4 * bk ? bq : 4 * bk) * d; // (bq)
+    REAL *S = ws;                       // (bq, bk): layout of blk_ws_fwd
+    REAL *acc = ws + bq * bk;           // (mq, d)
+    REAL *m = acc + bq * d;             // (bq)
     REAL *l = m + bq;                   // (bq)
     for (int64_t i = 0; i < mq; i++) {
         m[i] = -INFINITY;
@@ -208,18 +200,14 @@ static void SFX(bwd_kv_block)(const uly_attn_desc *a, const struct blk_geom *G, 
     const int64_t Nq = G->qrows, Nk = G->krows, d = a->head_dim, bq = G->bq, bk = G->bk;
     const int64_t k0 = kb * bk, nk = Nk - k0 < bk ? Nk - k0 : bk;
     const int64_t ldq = G->hq * d, ldk = G->hk * d;
-    const int64_t kvg = G->kvb + kvl;
-    int64_t h_first = kvg * G->g, h_end = (kvg + 1) * G->g;
-    if (h_first < G->hb)
-        h_first = G->hb;
-    if (h_end > G->hb + G->hq)
-        h_end = G->hb + G->hq;
+    int64_t h_first, h_end;
+    blk_group_heads(G, kvl, &h_first, &h_end);
     const REAL *kp = k + ((b * Nk + k0) * G->hk + kvl) * d;
     const REAL *vp = v + ((b * Nk + k0) * G->hk + kvl) * d;
     REAL *S = ws, *dP = ws + bq * bk;
     REAL *dKh = ws + 2 * bq * bk, *dVh = dKh + bk * d; // (nk, d) each: this head
     REAL *dKs = dVh + bk * d, *dVs = dKs + bk * d;     // (nk, d) each: folded
-    REAL *D = dKh + (bq > 4 * bk ? bq : 4 * bk) * d + 2 * bq;
+    REAL *D = dKh + (bq > 4 * bk ? bq : 4 * bk) * d; // (bq): layout of blk_ws_bwd
     int64_t qb0, qb1;
     SFX(query_blocks)(a, G, b, k0, nk, &qb0, &qb1);
     for (int64_t hg = h_first; hg < h_end; hg++) {
@@ -284,12 +272,8 @@ static void SFX(bwd_single_item)(const uly_attn_desc *a, const struct blk_geom *
                                  REAL *ws)
 {
     const int64_t kvl = item % G->hk, b = item / G->hk, d = a->head_dim;
-    const int64_t kvg = G->kvb + kvl;
-    int64_t h_first = kvg * G->g, h_end = (kvg + 1) * G->g;
-    if (h_first < G->hb)
-        h_first = G->hb;
-    if (h_end > G->hb + G->hq)
-        h_end = G->hb + G->hq;
+    int64_t h_first, h_end;
+    blk_group_heads(G, kvl, &h_first, &h_end);
     for (int64_t i = 0; i < G->qrows && h_first < h_end; i++) /* dQ rows of this group's heads */
         memset(dq + ((b * G->qrows + i) * G->hq + (h_first - G->hb)) * d, 0,
                (size_t)((h_end - h_first) * d) * sizeof(REAL));
@@ -312,7 +296,7 @@ static void SFX(bwd_q_item)(const uly_attn_desc *a, const struct blk_geom *G, in
     const REAL *kp = k + (b * Nk * G->hk + kvl) * d;
     const REAL *vp = v + (b * Nk * G->hk + kvl) * d;
     REAL *S = ws, *dP = ws + bq * bk, *acc = ws + 2 * bq * bk;
-    REAL *D = acc + (bq > 4 * bk ? bq : 4 * bk) * d + 2 * bq;
+    REAL *D = acc + (bq > 4 * bk ? bq : 4 * bk) * d;
     SFX(rows_D)(mq, d, dop, op, ldq, D);
     memset(acc, 0, (size_t)(mq * d) * sizeof *acc);
     int64_t kb0, kb1;
@@ -336,7 +320,7 @@ static int SFX(fwd)(const uly_attn_desc *a, const struct blk_geom *G, const REAL
     if (!ws)
         return ULY_ENOMEM;
     const int64_t items = a->batch * G->hq * G->nqb;
-    const size_t per = SFX(ws_elems)(G->bq, G->bk, a->head_dim);
+    const size_t per = G->ws_per;
 #ifdef _OPENMP
 #pragma omp parallel num_threads(G->threads)
 #endif
@@ -364,7 +348,7 @@ static int SFX(bwd)(const uly_attn_desc *a, const struct blk_geom *G, const REAL
     const int64_t kv_items = a->batch * G->hk * G->nkb;
     const int64_t q_items = a->batch * G->hq * G->nqb;
     const int64_t single_items = a->batch * G->hk;
-    const size_t per = SFX(ws_elems)(G->bq, G->bk, a->head_dim);
+    const size_t per = G->ws_per;
     const int single = blk_bwd_single(G, single_items);
 #ifdef _OPENMP
 #pragma omp parallel num_threads(G->threads)

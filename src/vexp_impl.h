@@ -53,36 +53,58 @@ static inline __attribute__((always_inline)) VF VSFX(exp)(VF x)
     return (VF)((VI)y & keep);
 }
 
-/* Load up to VL elements, padding with `fill`. */
-static inline __attribute__((always_inline)) VF VSFX(load)(const float *x, int64_t n, float fill)
+/* Whole vectors: plain (unaligned) loads and stores that stay in registers. */
+static inline __attribute__((always_inline)) VF VSFX(load)(const float *x)
 {
     VF v;
-    if (n >= VL) {
-        memcpy(&v, x, sizeof v);
-        return v;
-    }
-    v = VSFX(splat)(fill);
-    for (int64_t l = 0; l < n; l++)
-        v[l] = x[l];
+    memcpy(&v, x, sizeof v);
     return v;
 }
 
-static inline __attribute__((always_inline)) void VSFX(store)(float *x, int64_t n, VF v)
+static inline __attribute__((always_inline)) void VSFX(store)(float *x, VF v)
 {
-    if (n >= VL) {
-        memcpy(x, &v, sizeof v);
-        return;
-    }
-    for (int64_t l = 0; l < n; l++)
-        x[l] = v[l];
+    memcpy(x, &v, sizeof v);
+}
+
+/* The last n < VL elements, padded with `fill` (through a buffer, so that
+ * the whole-vector loop above never goes through memory). */
+static inline __attribute__((always_inline)) VF VSFX(load_tail)(const float *x, int64_t n, float fill)
+{
+    float buf[VL];
+    for (int l = 0; l < VL; l++)
+        buf[l] = l < n ? x[l] : fill;
+    return VSFX(load)(buf);
+}
+
+static inline __attribute__((always_inline)) void VSFX(store_tail)(float *x, int64_t n, VF v)
+{
+    float buf[VL];
+    VSFX(store)(buf, v);
+    memcpy(x, buf, (size_t)n * sizeof *x);
 }
 
 /* The 8-lane pieces of v, in element order. */
-static inline __attribute__((always_inline)) V8 VSFX(part)(VF v, int i)
+#if VL == 16
+#define VSFX_PART(v, i)                                                                                  \
+    ((i) == 0 ? __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7)                                      \
+              : __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15))
+#else
+#define VSFX_PART(v, i) (v)
+#endif
+
+static inline __attribute__((always_inline)) V8 VSFX(vmax8)(V8 m, V8 h)
 {
-    V8 h;
-    memcpy(&h, (const char *)&v + 32 * i, sizeof h);
-    return h;
+    V8I gt = h > m;
+    return (V8)(((V8I)h & gt) | ((V8I)m & ~gt));
+}
+
+static inline __attribute__((always_inline)) V8 VSFX(max_into)(V8 m, VF v)
+{
+    m = VSFX(vmax8)(m, VSFX_PART(v, 0));
+#if VL == 16
+    m = VSFX(vmax8)(m, VSFX_PART(v, 1));
+#endif
+    return m;
 }
 
 static float VSFX(row_max)(const float *x, int64_t n)
@@ -90,29 +112,41 @@ static float VSFX(row_max)(const float *x, int64_t n)
     V8 m;
     for (int l = 0; l < 8; l++)
         m[l] = -INFINITY;
-    for (int64_t j = 0; j < n; j += VL) {
-        VF v = VSFX(load)(x + j, n - j, -INFINITY);
-        for (int i = 0; i < VL / 8; i++) {
-            V8 h = VSFX(part)(v, i);
-            V8I gt = h > m;
-            m = (V8)(((V8I)h & gt) | ((V8I)m & ~gt));
-        }
-    }
+    int64_t j = 0;
+    for (; j + VL <= n; j += VL)
+        m = VSFX(max_into)(m, VSFX(load)(x + j));
+    if (j < n)
+        m = VSFX(max_into)(m, VSFX(load_tail)(x + j, n - j, -INFINITY));
     float r = m[0];
     for (int l = 1; l < 8; l++)
         r = m[l] > r ? m[l] : r;
     return r;
 }
 
+/* acc += the 8-lane pieces of v, low then high */
+static inline __attribute__((always_inline)) V8 VSFX(sum_into)(V8 acc, VF v)
+{
+    acc += VSFX_PART(v, 0);
+#if VL == 16
+    acc += VSFX_PART(v, 1);
+#endif
+    return acc;
+}
+
 static float VSFX(exp_shift_sum)(float *x, int64_t n, float shift)
 {
     V8 acc = {0, 0, 0, 0, 0, 0, 0, 0};
     const VF s = VSFX(splat)(shift);
-    for (int64_t j = 0; j < n; j += VL) {
-        VF v = VSFX(exp)(VSFX(load)(x + j, n - j, -INFINITY) - s);
-        VSFX(store)(x + j, n - j, v);
-        for (int i = 0; i < VL / 8; i++)
-            acc += VSFX(part)(v, i);
+    int64_t j = 0;
+    for (; j + VL <= n; j += VL) {
+        VF v = VSFX(exp)(VSFX(load)(x + j) - s);
+        VSFX(store)(x + j, v);
+        acc = VSFX(sum_into)(acc, v);
+    }
+    if (j < n) { /* padding with -inf gives exp = 0: adds +0 */
+        VF v = VSFX(exp)(VSFX(load_tail)(x + j, n - j, -INFINITY) - s);
+        VSFX(store_tail)(x + j, n - j, v);
+        acc = VSFX(sum_into)(acc, v);
     }
     return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
@@ -120,12 +154,14 @@ static float VSFX(exp_shift_sum)(float *x, int64_t n, float shift)
 static void VSFX(ds_row)(const float *p, float *dp, int64_t n, float D)
 {
     const VF Dv = VSFX(splat)(D);
-    for (int64_t j = 0; j < n; j += VL) {
-        VF a = VSFX(load)(p + j, n - j, 0), b = VSFX(load)(dp + j, n - j, 0);
-        VSFX(store)(dp + j, n - j, a * (b - Dv));
-    }
+    int64_t j = 0;
+    for (; j + VL <= n; j += VL)
+        VSFX(store)(dp + j, VSFX(load)(p + j) * (VSFX(load)(dp + j) - Dv));
+    if (j < n)
+        VSFX(store_tail)(dp + j, n - j, VSFX(load_tail)(p + j, n - j, 0) * (VSFX(load_tail)(dp + j, n - j, 0) - Dv));
 }
 
+#undef VSFX_PART
 #undef VF
 #undef VI
 #undef V8

@@ -135,6 +135,9 @@ static const shape shapes[] = {
     {1, 300, 2, 2, 64, 1, 64, 0, 0},
     {1, 513, 1, 1, 64, 0, 0, 0, 0},
     {1, 65, 8, 1, 16, 0, 200, 16, 16},
+    /* default blocks over several forward and backward blocks (forward 512 x 256, backward 256 x 512) */
+    {1, 1100, 2, 1, 32, 1, 0, 0, 0},
+    {1, 1100, 2, 2, 16, 0, 300, 0, 0},
 };
 #define NSHAPES (int)(sizeof shapes / sizeof shapes[0])
 
@@ -155,11 +158,14 @@ static int same_bits(const void *x, const void *y, size_t n)
     return memcmp(x, y, n) == 0;
 }
 
-/* Every thread count gives the same bits; so does every head subset. */
+/* Every thread count gives the same bits; so does every head subset.  With
+ * given small blocks, and with the default blocks (forward and backward
+ * differ) over a sequence of several of them. */
 START_TEST(deterministic_threads_and_subsets)
 {
-    const shape s = {2, 97, 6, 2, 16, 1, 0, 16, 32};
-    const uly_dtype t = _i ? ULY_F64 : ULY_F32;
+    static const shape shp[2] = {{2, 97, 6, 2, 16, 1, 0, 16, 32}, {1, 1100, 6, 2, 8, 1, 0, 0, 0}};
+    const shape s = shp[_i / 2];
+    const uly_dtype t = _i % 2 ? ULY_F64 : ULY_F32;
     uly_attn_desc a = desc_of(&s, t);
     tu_problem p;
     tu_problem_init(&p, &a, 7);
@@ -272,6 +278,39 @@ START_TEST(rejects_bad_arguments)
 }
 END_TEST
 
+/* uly_attn_workspace: the larger of the forward's and the backward's
+ * per-thread workspace (kernel_blocked.c's layouts), times the threads. */
+START_TEST(workspace_size)
+{
+    uly_attn_desc a;
+    memset(&a, 0, sizeof a);
+    a.batch = 1; a.seq = 1000; a.heads = 2; a.kv_heads = 2; a.head_dim = 64; a.dtype = ULY_F32;
+    uly_kernel_opts o;
+    memset(&o, 0, sizeof o);
+    o.threads = 3;
+    size_t b = 0;
+    /* default blocks: forward 512 x 256: 512*256 + 512*64 + 2*512; backward
+     * 256 x 512: 2*256*512 + 4*512*64 + 256 (the larger) */
+    ck_assert_int_eq(uly_attn_workspace(&a, &o, &b), ULY_OK);
+    ck_assert_uint_eq(b, (size_t)3 * 4 * (2 * 256 * 512 + 4 * 512 * 64 + 256));
+    /* given blocks, clamped to the sequence; fp64: forward 100 x 1000 */
+    o.block_q = 100; o.block_k = 4000; o.threads = 1;
+    a.dtype = ULY_F64;
+    ck_assert_int_eq(uly_attn_workspace(&a, &o, &b), ULY_OK);
+    const size_t fwd = 100 * 1000 + 100 * 64 + 200, bwd = 2 * 100 * 1000 + 4 * 1000 * 64 + 100;
+    ck_assert_uint_eq(b, 8 * (fwd > bwd ? fwd : bwd));
+    a.seq = 64; /* forward 64 x 64 (+ 128), backward 2*64*64 + 4*64*64 + 64 */
+    ck_assert_int_eq(uly_attn_workspace(&a, NULL, &b), ULY_OK);
+    ck_assert_uint_eq(b % 8, 0);
+    o.block_q = 0; o.block_k = 0; o.threads = 2;
+    ck_assert_int_eq(uly_attn_workspace(&a, &o, &b), ULY_OK);
+    ck_assert_uint_eq(b, (size_t)2 * 8 * (2 * 64 * 64 + 4 * 64 * 64 + 64));
+    o.block_q = -1;
+    ck_assert_int_eq(uly_attn_workspace(&a, &o, &b), ULY_EINVAL);
+    o.block_q = 0;
+    ck_assert_int_eq(uly_attn_workspace(&a, &o, NULL), ULY_EINVAL);
+}
+END_TEST
 
 /* ------------------------------------------------ documents and tiles */
 
@@ -765,7 +804,8 @@ static Suite *make_blocked_suite(void)
     suite_add_tcase(s, tc);
     TCase *td = tcase_create("determinism");
     tcase_set_timeout(td, 120);
-    tcase_add_loop_test(td, deterministic_threads_and_subsets, 0, 2);
+    tcase_add_loop_test(td, deterministic_threads_and_subsets, 0, 4);
+    tcase_add_test(td, workspace_size);
     tcase_add_test(td, rejects_bad_arguments);
     suite_add_tcase(s, td);
     TCase *tt = tcase_create("documents_tiles");

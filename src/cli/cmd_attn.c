@@ -570,10 +570,13 @@ static uint64_t attn_need(const attn_job *J, char *why, size_t len)
     }
     if (pl->method == ULY_METHOD_ALLGATHER) /* K, V, dK, dV and their staging over all N tokens */
         lib = bsum(lib, (5 * B * nr * H * d + 7 * B * N * (uint64_t)a->kv_heads * d) * es);
-    const uint64_t bq = (uint64_t)(c->block_q ? c->block_q : 128), bk = (uint64_t)(c->block_k ? c->block_k : 256);
-    const uint64_t bqc = bq < N ? bq : N, bkc = bk < N ? bk : N;
-    const int threads = drv_threads((int)c->threads);
-    const uint64_t ws = (uint64_t)threads * (2 * bqc * bkc + (bqc > 4 * bkc ? bqc : 4 * bkc) * d + 3 * bqc) * es;
+    uly_kernel_opts ko;
+    memset(&ko, 0, sizeof ko);
+    ko.block_q = c->block_q;
+    ko.block_k = c->block_k;
+    ko.threads = drv_threads((int)c->threads);
+    size_t wsb = 0; /* the kernels' own figure (an invalid shape is refused later, by the kernel) */
+    const uint64_t ws = uly_attn_workspace(a, &ko, &wsb) ? 0 : (uint64_t)wsb;
     uint64_t r0 = 0;
     if (J->rank == 0) {
         const uint64_t NQ = J->NQ, NKV = J->NKV, NL = J->NL;

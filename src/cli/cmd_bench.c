@@ -104,6 +104,7 @@ typedef struct kvariant {
     const char *isa;   /* SIMD level to force, NULL: the default */
     int bwd;           /* ULY_BWD_* */
     int threads;
+    int64_t bq, bk;    /* block sizes, 0: as given (or the kernel's defaults) */
     int fwd_only;      /* time the forward only */
     double *tf, *tb;   /* GFLOP/s per repetition: forward, forward+backward */
 } kvariant;
@@ -131,7 +132,7 @@ static int bench_kernel(int argc, char **argv)
         {"forward-only", ARG_FLAG, &no_bwd, 0, 0, NULL, "skip forward+backward", NULL, NULL},
         {"isa", ARG_CHOICE, &isa_i, 0, 0, "L", "SIMD level of exp and the row operations: auto (the best), avx512, avx2 or baseline (default: ULY_ISA, else the best)", isa_choices, NULL},
         {"bwd", ARG_CHOICE, &bwd_pass, 0, 0, "S", "backward schedule: auto, single (5 GEMMs per block pair) or two (7) (default auto)", bwd_choices, NULL},
-        {"compare", ARG_FLAG, &compare, 0, 0, NULL, "also time, in the same run, the other backward schedule and every other SIMD level this CPU runs", NULL, NULL},
+        {"compare", ARG_FLAG, &compare, 0, 0, NULL, "also time, in the same run, the other backward schedule, every other SIMD level this CPU runs and (without --block-q/-k) the blocks of 128 x 256 used before the per-direction defaults", NULL, NULL},
         {"json", ARG_FLAG, &json, 0, 0, NULL, "one JSON object per run", NULL, NULL},
         {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
     };
@@ -186,6 +187,10 @@ static int bench_kernel(int argc, char **argv)
         var[nv].isa = levels[l]; var[nv].bwd = bwd_pass; var[nv].threads = (int)threads; nv++;
     }
     uly_kernel_set_isa(isa0);
+    if (compare && !bq && !bk) { /* the previous default blocks, both directions */
+        snprintf(var[nv].label, sizeof var[nv].label, "blocks 128 x 256");
+        var[nv].bwd = bwd_pass; var[nv].threads = (int)threads; var[nv].bq = 128; var[nv].bk = 256; nv++;
+    }
     const size_t nq = (size_t)(batch * seq * heads * d), nl = (size_t)(batch * heads * seq);
     const size_t ng = (size_t)(gemm * gemm);
     /* every buffer in one table: allocated through the library's hooks,
@@ -234,6 +239,10 @@ static int bench_kernel(int argc, char **argv)
             uly_kernel_opts kv = ko;
             kv.threads = var[i].threads;
             kv.bwd_pass = var[i].bwd;
+            if (var[i].bq)
+                kv.block_q = var[i].bq;
+            if (var[i].bk)
+                kv.block_k = var[i].bk;
             uly_kernel_set_isa(var[i].isa ? var[i].isa : isa0);
             t1 = now_seconds();
             rc = uly_attn_fwd(&a, &kv, q, k, v, o, lse);
@@ -337,7 +346,7 @@ static int bench_kernel(int argc, char **argv)
             char l1[96], l2[96];
             snprintf(l1, sizeof l1, "forward, %s", var[i].label);
             snprintf(l2, sizeof l2, "fwd+bwd, %s", var[i].label);
-            if (!var[i].isa && var[i].threads == (int)threads) /* the other backward schedule: fwd is the same */
+            if (!var[i].isa && !var[i].bq && var[i].threads == (int)threads) /* the other backward schedule: fwd is the same */
                 goto fwdbwd;
             printf("%-26s %12.2f %12.2f %12.2f %10.3f   x %.3f of the first row\n", l1, sf[i].median, sf[i].min,
                    sf[i].max, sf[i].median / sg.median, sf[i].median / sf[0].median);
@@ -411,8 +420,15 @@ static int bench_memory(int argc, char **argv)
      * plus the kernel workspace per thread (independent of N) */
     const double tensor = (double)seq * (double)heads * (double)d * 4.0;
     const double tensors = 8 * tensor + (double)seq * (double)heads * 4.0;
-    const double bq = 128, bk = 256, acc = bq > 4 * bk ? bq : 4 * bk;
-    const double ws = (double)threads * (2 * bq * bk + acc * (double)d + 3 * bq) * 4.0;
+    uly_attn_desc wa;
+    memset(&wa, 0, sizeof wa);
+    wa.batch = 1; wa.seq = seq; wa.heads = heads; wa.kv_heads = heads; wa.head_dim = d; wa.causal = !full;
+    wa.dtype = ULY_F32;
+    uly_kernel_opts wo;
+    memset(&wo, 0, sizeof wo);
+    wo.threads = (int)threads;
+    size_t wsb = 0; /* the child's attention ran with this shape: it is valid */
+    const double ws = uly_attn_workspace(&wa, &wo, &wsb) ? 0 : (double)wsb;
     const double bound = tensors + ws, rss = (double)ru.ru_maxrss * 1024.0;
     if (json) {
         json_t *o = json_object();
