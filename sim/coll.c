@@ -448,9 +448,12 @@ static int geometry(usim_net *net, const usim_coll *c, const rgrid *R, int gi, g
             G->g *= R->n[R->lo[j]];
         for (int j = 0; j < R->nhi; j++)
             G->N *= R->n[R->hi[j]];
-        if (P <= GRID_LIST_MAX && (G->pos = usim_malloc((size_t)P * sizeof *G->pos)))
+        if (P <= GRID_LIST_MAX) {
+            if (!(G->pos = usim_malloc((size_t)P * sizeof *G->pos)))
+                return usim_set_error(USIM_ENOMEM, "out of memory");
             for (int i = 0; i < P; i++)
                 G->pos[i] = grid_geo_pos(R, i / G->g, i % G->g);
+        }
         return USIM_OK;
     }
     const int *ranks = c->ranks + (size_t)gi * P;
@@ -669,6 +672,10 @@ static int count_ring(gen *g, int gi, const geo *G, int C)
     int64_t pk0 = -1, pk1 = -1;   /* the last block counted, its sizes and bytes */
     uint64_t psum = 0;
     int64_t *u = skip ? usim_malloc((size_t)nb * sizeof *u) : NULL;
+    if (skip && !u) {
+        free(q); free(T); free(rm); free(perm); free(acc);
+        return usim_set_error(USIM_ENOMEM, "out of memory");
+    }
     if (u)
         block_values(c, G, gl, nb, u);
     for (int b = 0; b < nb; b++) {
@@ -1561,9 +1568,12 @@ static int generate(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, 
     g->c = c;
     g->rg = &k->rg;
     g->byslot = k->rg.on && k->on;
-    if (k->rg.on && P <= GRID_LIST_MAX && (g->rk0 = usim_malloc((size_t)P * sizeof *g->rk0)))
+    if (k->rg.on && P <= GRID_LIST_MAX) {
+        if (!(g->rk0 = usim_malloc((size_t)P * sizeof *g->rk0)))
+            return usim_set_error(USIM_ENOMEM, "out of memory for the transfers");
         for (int x = 0; x < P; x++)
             g->rk0[x] = grid_rank(&k->rg, x);
+    }
     g->build = build;
     g->window = INT_MAX;
     g->wire = usim_proto_wire(p);
