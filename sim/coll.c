@@ -840,9 +840,9 @@ static int gen_ring_cone(gen *g, int gi, const geo *G, int C, int w)
         goto out;
     }
     block_values(c, G, gl, N, u);
-    for (int t = 0; t < 2 * N; t++) {
-        int64_t x = u[t % N];
-        run[t] = x < 0 ? 0 : t > 0 && u[(t - 1) % N] == x ? run[t - 1] + 1 : 1;
+    for (int t = 0; t < 2 * N; t++) {   /* cyclic: t and t - N are the same block */
+        int64_t x = u[t < N ? t : t - N];
+        run[t] = x < 0 ? 0 : t > 0 && u[t - 1 < N ? t - 1 : t - 1 - N] == x ? run[t - 1] + 1 : 1;
     }
     /* classes: uniform windows by value (first block of each), others alone */
     int64_t vals[16];
