@@ -296,6 +296,7 @@ typedef struct gen {
     const usim_coll *c;
     const rgrid *rg;    /* the grid of c (rg->on), else ranks are listed */
     int byslot;         /* counters indexed by group position (grid classes), else by GPU */
+    int *rk0;           /* group 0's ranks from the grid, listed when the group is small */
     int build;          /* store transfers (else count only) */
     int window;         /* transfers of steps >= window are counted, not stored */
     double wire;        /* bytes on the wire per payload byte */
@@ -318,8 +319,23 @@ typedef struct gen {
 /* GPU of position x of group gi. */
 static inline int rk_at(const gen *g, int gi, int x)
 {
+    if (g->rk0 && gi == 0)
+        return g->rk0[x];
     return g->rg->on ? grid_rank(g->rg, (int64_t)gi * g->c->size + x)
                      : g->c->ranks[(size_t)gi * g->c->size + x];
+}
+
+/* Groups up to this size have their geometry and group 0's ranks listed from
+ * the grid (a lookup per transfer instead of a decode); larger ones (a ring
+ * over 10^6 GPUs) are decoded where used. */
+static int grid_list_max = 65536;
+#define GRID_LIST_MAX grid_list_max
+
+int usim_test_grid_list_max(int n)
+{
+    int old = grid_list_max;
+    grid_list_max = n;
+    return old;
 }
 
 /* Counter index of GPU h: h, or its position when counting by slot. */
@@ -432,6 +448,12 @@ static int geometry(usim_net *net, const usim_coll *c, const rgrid *R, int gi, g
             G->g *= R->n[R->lo[j]];
         for (int j = 0; j < R->nhi; j++)
             G->N *= R->n[R->hi[j]];
+        if (P <= GRID_LIST_MAX) {
+            if (!(G->pos = usim_malloc((size_t)P * sizeof *G->pos)))
+                return usim_set_error(USIM_ENOMEM, "out of memory");
+            for (int i = 0; i < P; i++)
+                G->pos[i] = grid_geo_pos(R, i / G->g, i % G->g);
+        }
         return USIM_OK;
     }
     const int *ranks = c->ranks + (size_t)gi * P;
@@ -562,6 +584,42 @@ static int64_t block_value(const usim_coll *c, const geo *G, int b, int gl)
     return v > (uint64_t)INT64_MAX ? -1 : (int64_t)v;
 }
 
+/* u[b] = block_value(c, G, b, gl) for every block b < nb.  From a grid with
+ * split chunks the first position of a block, A(b), grows with b, so the
+ * blocks are a run of larger chunks, the blocks holding position
+ * chunk_total % size - 1 and its successor, and a run of smaller chunks:
+ * two binary searches. */
+static void block_values(const usim_coll *c, const geo *G, int gl, int nb, int64_t *u)
+{
+    if (G->pos || c->chunk_bytes || gl != G->g || c->chunk_total % c->size == 0) {
+        for (int b = 0; b < nb; b++)
+            u[b] = block_value(c, G, b, gl);
+        return;
+    }
+    int64_t r = c->chunk_total % c->size, blo = G->rg->blo;
+    int lo = 0, hi = nb;   /* b1: first block with A(b) + blo >= r */
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (grid_geo_pos(G->rg, mid, 0) + blo >= r)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    int b1 = lo;
+    hi = nb;              /* b2: first block with A(b) >= r */
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (grid_geo_pos(G->rg, mid, 0) >= r)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    int b2 = lo;
+    int64_t v1 = b1 > 0 ? block_value(c, G, 0, gl) : -1, v0 = b2 < nb ? block_value(c, G, b2, gl) : -1;
+    for (int b = 0; b < nb; b++)
+        u[b] = b < b1 ? v1 : b >= b2 ? v0 : block_value(c, G, b, gl);
+}
+
 /* The counters of a whole ring (no step simulated), in closed form: over
  * its P - 1 steps, a reduce-scatter position i sends every chunk but chunk
  * i, an all-gather position every chunk but chunk i + 1 (ring order), an
@@ -613,11 +671,18 @@ static int count_ring(gen *g, int gi, const geo *G, int C)
     int skip = direct && (C > 1 || (G->uniform && G->N > 1 && G->g == 1));
     int64_t pk0 = -1, pk1 = -1;   /* the last block counted, its sizes and bytes */
     uint64_t psum = 0;
+    int64_t *u = skip ? usim_malloc((size_t)nb * sizeof *u) : NULL;
+    if (skip && !u) {
+        free(q); free(T); free(rm); free(perm); free(acc);
+        return usim_set_error(USIM_ENOMEM, "out of memory");
+    }
+    if (u)
+        block_values(c, G, gl, nb, u);
     for (int b = 0; b < nb; b++) {
         int64_t k0 = -1, k1 = -1;
-        if (skip) {
-            k0 = block_value(c, G, b, gl);
-            k1 = block_value(c, G, b + 1 == nb ? 0 : b + 1, gl);
+        if (u) {
+            k0 = u[b];
+            k1 = u[b + 1 == nb ? 0 : b + 1];
             if (k0 >= 0 && k1 >= 0 && k0 == pk0 && k1 == pk1) {
                 g->dsent += psum;
                 g->drecv += psum;
@@ -664,7 +729,7 @@ static int count_ring(gen *g, int gi, const geo *G, int C)
         pk1 = k1;
         psum = bsum;
     }
-    free(q); free(T); free(rm); free(perm); free(acc);
+    free(q); free(T); free(rm); free(perm); free(acc); free(u);
     return USIM_OK;
 }
 
@@ -774,12 +839,10 @@ static int gen_ring_cone(gen *g, int gi, const geo *G, int C, int w)
         rc = -usim_set_error(USIM_ENOMEM, "out of memory");
         goto out;
     }
-    for (int n = 0; n < N; n++) {
-        u[n] = block_value(c, G, n, gl);
-    }
-    for (int t = 0; t < 2 * N; t++) {
-        int64_t x = u[t % N];
-        run[t] = x < 0 ? 0 : t > 0 && u[(t - 1) % N] == x ? run[t - 1] + 1 : 1;
+    block_values(c, G, gl, N, u);
+    for (int t = 0; t < 2 * N; t++) {   /* cyclic: t and t - N are the same block */
+        int64_t x = u[t < N ? t : t - N];
+        run[t] = x < 0 ? 0 : t > 0 && u[t - 1 < N ? t - 1 : t - 1 - N] == x ? run[t - 1] + 1 : 1;
     }
     /* classes: uniform windows by value (first block of each), others alone */
     int64_t vals[16];
@@ -1505,6 +1568,12 @@ static int generate(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, 
     g->c = c;
     g->rg = &k->rg;
     g->byslot = k->rg.on && k->on;
+    if (k->rg.on && P <= GRID_LIST_MAX) {
+        if (!(g->rk0 = usim_malloc((size_t)P * sizeof *g->rk0)))
+            return usim_set_error(USIM_ENOMEM, "out of memory for the transfers");
+        for (int x = 0; x < P; x++)
+            g->rk0[x] = grid_rank(&k->rg, x);
+    }
     g->build = build;
     g->window = INT_MAX;
     g->wire = usim_proto_wire(p);
@@ -1619,6 +1688,7 @@ static int blocks_local(usim_net *n, const gen *g)
 
 static void gen_free(gen *g)
 {
+    free(g->rk0);
     free(g->xblk);
     free(g->isrep);
     free(g->x);

@@ -149,6 +149,11 @@ int usim_coll_rank(const usim_coll *c, int g, int p);
  * of the GPU count when the class engine takes c). */
 int usim_coll_count_gpu(usim_net *n, const usim_coll *c, int gpu, usim_coll_result *r, uint64_t *sent);
 
+/* Tests: groups of at most n positions given by a grid have their ranks and
+ * placement listed once per collective (default 65536); larger ones are
+ * decoded where used.  Returns the previous value. */
+int usim_test_grid_list_max(int n);
+
 /* ------------------------------------------------------------ NCCL tuner (tuner.c) */
 
 /* Shape of one group of a collective: N nodes with g of its GPUs each

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "usim.h"
+#include "usim_internal.h"
 
 static usim_platform load_platform(const char *name)
 {
@@ -128,6 +129,22 @@ static void check_shape(const shape *s)
         ck_assert_int_eq(usim_sp_layer_bytes(cls, &m, &j, g, fb), USIM_OK);
         ck_assert_msg(fa[0] == fb[0] && fa[1] == fb[1], "%s: GPU %d layer bytes", what, g);
     }
+    /* the groups' ranks and placement decoded from their grids everywhere (as groups of
+     * more than 65536 GPUs are) instead of listed: the same bits */
+    {
+        usim_result c2;
+        usim_sim *dec = usim_sim_new(&p, s->gpus);
+        ck_assert(dec);
+        int old = usim_test_grid_list_max(0);
+        ck_assert_msg(usim_simulate(dec, &m, &j, NULL, &c2) == USIM_OK, "%s: %s", what, usim_last_error());
+        usim_test_grid_list_max(old);
+        ck_assert_msg(c2.iter_s == b.iter_s && c2.sent_bytes[0] == b.sent_bytes[0] &&
+                      c2.sent_bytes[1] == b.sent_bytes[1] && c2.sp_bytes_layer_fwd == b.sp_bytes_layer_fwd &&
+                      c2.exposed_s[USIM_KIND_PARAM] == b.exposed_s[USIM_KIND_PARAM] &&
+                      c2.exposed_s[USIM_KIND_GRAD] == b.exposed_s[USIM_KIND_GRAD] && c2.events == b.events,
+                      "%s: decoded grids differ", what);
+        usim_sim_free(dec);
+    }
     usim_sim_free(full);
     usim_sim_free(cls);
 }
@@ -182,6 +199,13 @@ static const shape shapes[] = {
     {"rails2", "gpt-1.2b", 128, MS, 8, 0, 0, 0, 0, 2, 30001, 2, 0},
     {"over4", "llama-3-8b", 192, US, 8, 0, 0, 0, 2, 3, 30000, 2, 0},
     {"dgx-a100-40g", "gpt-1.2b", 128, RI, 16, 0, 0, 0, 0, 0, 32768, 2, 0},
+    /* uneven sequence shards (ring and megatron-sp accept any length; zigzag needs 2 x CP
+     * equal chunks), alone and under TP, across nodes, with GQA */
+    {"dgx-a100-40g", "gpt-1.2b", 64, RI, 16, 0, 0, 0, 0, 3, 30001, 2, 0},
+    {"over4", "gpt-1.2b", 128, RI, 8, 2, 0, 0, 0, 3, 30003, 2, 0},
+    {"rails2", "llama-3-8b", 64, RI, 32, 0, 0, 0, 0, 1, 49999, 2, 0},
+    {"dgx-a100-40g", "gpt-1.2b", 64, MS, 16, 0, 0, 0, 0, 3, 30001, 2, 0},
+    {"dgx-a100-40g", "gpt-1.2b", 128, UL, 8, 2, 0, 0, 0, 0, 30001, 2, 0},
     /* groups of 12 straddle 8-GPU nodes in two ways: the full engine runs them */
     {"dgx-a100-40g", "gpt-1.2b", 48, RI, 12, 0, 0, 0, 0, 3, 36000, 2, 1},
 };
@@ -347,6 +371,131 @@ START_TEST(test_interleaved_rings_equal)
 }
 END_TEST
 
+/* Groups given by strides (usim_grid, as the simulator places a job's groups)
+ * against the same groups listed and run by the full engine: every collective
+ * type, grids whose unit sizes cut a digit (refined), transposed grids, chunks
+ * given by their split (uneven) or listed; result, per-GPU counters and the
+ * one-GPU count equal. */
+START_TEST(test_grid_equal)
+{
+    usim_platform plats[3] = {platform_of("rails2"), platform_of("over4"), platform_of("mi300x-8")};
+    const int G = 64;
+    /* (position digits..., group digits...): least significant first (one group of every
+     * GPU: test_single_ring_equal) */
+    static const struct { int P, nd; int n[4], s[4]; } grids[] = {
+        {16, 2, {16, 4}, {1, 16}},          /* consecutive 16: two nodes each */
+        {16, 2, {16, 4}, {4, 1}},           /* stride 4, groups interleaved */
+        {16, 3, {4, 4, 4}, {1, 16, 4}},     /* positions split over two digits */
+        {8, 3, {2, 4, 8}, {1, 16, 2}},      /* 2 x 4 positions, one per NIC pair */
+        {32, 2, {32, 2}, {2, 1}},           /* two interleaved rings over every node */
+    };
+    int ranks[64];
+    uint64_t pb[64 * 64], ch[64];
+    uint64_t sa[64], sb[64], ra[64], rb[64];
+    /* small groups have their ranks listed from the grid; 0: decoded everywhere, as
+     * groups of more than 65536 are */
+    for (int lm = 0; lm < 2; lm++)
+    for (int pi = 0; pi < 3; pi++)
+        for (size_t gi = 0; gi < sizeof grids / sizeof grids[0]; gi++)
+            for (int t = 0; t < USIM_NCOLL; t++)
+                for (int split = 0; split < 2; split++) {
+                    int P = grids[gi].P, NG = G / P;
+                    if (t == USIM_SENDRECV || (split && !(t >= USIM_ALLGATHER && t <= USIM_ALLREDUCE)))
+                        continue;
+                    if (P > 16 && !(t >= USIM_ALLGATHER && t <= USIM_ALLREDUCE))
+                        continue;
+                    usim_test_grid_list_max(lm ? 65536 : 0);
+                    usim_grid gr = {grids[gi].nd, {{0, 0}}};
+                    for (int d = 0; d < grids[gi].nd; d++) {
+                        gr.dim[d].n = grids[gi].n[d];
+                        gr.dim[d].stride = grids[gi].s[d];
+                    }
+                    for (int i = 0; i < NG * P; i++) {
+                        int x = i, h = 0;
+                        for (int d = 0; d < gr.ndim; d++) {
+                            h += x % gr.dim[d].n * gr.dim[d].stride;
+                            x /= gr.dim[d].n;
+                        }
+                        ranks[i] = h;
+                    }
+                    for (int i = 0; i < P * P; i++)
+                        pb[i] = (uint64_t)(1000003 * (i % 7 + 1)) + (uint64_t)i;
+                    int64_t total = 3000037;   /* split: the first 37 % P positions one larger */
+                    for (int i = 0; i < P; i++)
+                        ch[i] = split ? (uint64_t)(total / P + (i < total % P)) * 2 : 4000000 + (uint64_t)(i % 3);
+                    usim_coll la = {.type = (usim_coll_type)t, .ngroups = NG, .size = P, .ranks = ranks,
+                                    .pair_bytes = pb, .chunk_bytes = ch, .bytes = 3000000};
+                    usim_coll lb = {.type = (usim_coll_type)t, .ngroups = NG, .size = P, .grid = &gr,
+                                    .pair_bytes = pb, .chunk_bytes = split ? NULL : ch, .chunk_total = total,
+                                    .chunk_mult = 2, .bytes = 3000000};
+                    usim_net *na = usim_net_new(&plats[pi], G), *nb = usim_net_new(&plats[pi], G);
+                    usim_coll_result a, b;
+                    usim_net_set_engine(na, USIM_ENGINE_FULL);
+                    usim_net_set_ring_window(na, 16);   /* extrapolated rings, and a quicker test */
+                    usim_net_set_ring_window(nb, 16);
+                    char what[96];
+                    snprintf(what, sizeof what, "%s grid %zu split %d platform %d", usim_coll_name(la.type), gi,
+                             split, pi);
+                    ck_assert_msg(usim_coll_run(na, &la, &a, sa, ra) == USIM_OK, "%s: %s", what, usim_last_error());
+                    ck_assert_msg(usim_coll_run(nb, &lb, &b, sb, rb) == USIM_OK, "%s: %s", what, usim_last_error());
+                    SAME(duration);
+                    SAME(max_sent[0]);
+                    SAME(max_sent[1]);
+                    SAME(total_sent);
+                    SAME(total_recv);
+                    SAME(extrapolated);
+                    SAME(algo);
+                    SAME(proto);
+                    SAME(channels);
+                    ck_assert_msg(b.classes && !a.classes, "%s: classes %d", what, b.classes);
+                    ck_assert_msg(memcmp(sa, sb, sizeof sa) == 0 && memcmp(ra, rb, sizeof ra) == 0,
+                                  "%s: per-GPU counters", what);
+                    lb.algo = b.algo;   /* count the pattern that ran (as usim_sp_layer_bytes does) */
+                    lb.proto = b.proto;
+                    for (int h = 0; h < G; h += 7) {
+                        uint64_t one;
+                        usim_coll_result cr;
+                        ck_assert_int_eq(usim_coll_count_gpu(nb, &lb, h, &cr, &one), USIM_OK);
+                        ck_assert_msg(one == sa[h], "%s: GPU %d counts %llu, full %llu", what, h,
+                                      (unsigned long long)one, (unsigned long long)sa[h]);
+                    }
+                    usim_net_free(na);
+                    usim_net_free(nb);
+                    usim_test_grid_list_max(lm ? 65536 : 0);
+                }
+    usim_test_grid_list_max(65536);
+}
+END_TEST
+
+/* A grid whose groups straddle nodes in two ways (12 on 8-GPU nodes) is
+ * listed and found not alike: auto runs it at full flow level, classes
+ * refuses it. */
+START_TEST(test_grid_fallback)
+{
+    usim_platform p = platform_of("dgx-a100-40g");
+    usim_grid gr = {2, {{12, 1}, {2, 12}}};
+    usim_coll c = {.type = USIM_ALLGATHER, .ngroups = 2, .size = 12, .grid = &gr, .chunk_total = 12 << 20,
+                   .chunk_mult = 1};
+    usim_net *n = usim_net_new(&p, 24), *f = usim_net_new(&p, 24);
+    usim_coll_result a, b;
+    usim_net_set_engine(f, USIM_ENGINE_FULL);
+    ck_assert_int_eq(usim_coll_run(n, &c, &a, NULL, NULL), USIM_OK);
+    ck_assert_int_eq(usim_coll_run(f, &c, &b, NULL, NULL), USIM_OK);
+    ck_assert(!a.classes && !b.classes);
+    ck_assert_int_eq(a.duration, b.duration);
+    usim_net_set_engine(n, USIM_ENGINE_CLASSES);
+    ck_assert_int_eq(usim_coll_run(n, &c, &a, NULL, NULL), USIM_EINVAL);
+    ck_assert_ptr_nonnull(strstr(usim_last_error(), "not placed alike"));
+    /* a grid that does not describe the groups is refused */
+    usim_grid bad = {1, {{12, 1}}};
+    c.grid = &bad;
+    usim_net_set_engine(n, USIM_ENGINE_AUTO);
+    ck_assert_int_eq(usim_coll_run(n, &c, &a, NULL, NULL), USIM_EINVAL);
+    usim_net_free(n);
+    usim_net_free(f);
+}
+END_TEST
+
 /* Asymmetric placements: auto falls back, classes is refused. */
 START_TEST(test_fallback)
 {
@@ -407,6 +556,8 @@ static Suite *suite(void)
     tcase_add_test(t, test_single_ring_equal);
     tcase_add_test(t, test_interleaved_rings_equal);
     tcase_add_test(t, test_fallback);
+    tcase_add_test(t, test_grid_equal);
+    tcase_add_test(t, test_grid_fallback);
     tcase_add_test(t, test_pairwise_equal);
     suite_add_tcase(s, t);
     return s;
