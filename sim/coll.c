@@ -924,7 +924,20 @@ static int gen_ring_cone(gen *g, int gi, const geo *G, int C, int w)
             perm[0] = 0;
         else
             ring_perm(g->net, G, C, ch, perm + (size_t)ch * gl);
+    /* the GPUs of the needed blocks, looked up instead of decoded per transfer */
+    int *brk = usim_malloc((size_t)M * gl * sizeof *brk);
+    if (!brk) {
+        free(perm);
+        free(prev < cur ? prev : cur);
+        rc = -usim_set_error(USIM_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (int bi = 0; bi < M; bi++)
+        for (int l = 0; l < gl; l++)
+            brk[(size_t)bi * gl + l] = rk_at(g, gi, geo_pos(G, run[bi] * gl + l));
 #define ORD(ch, j) geo_pos(G, ((j) / gl) * gl + perm[(size_t)(ch) * gl + (j) % gl])
+#define RKO(ch, j) (slot[(j) / gl] >= 0 ? brk[(size_t)slot[(j) / gl] * gl + perm[(size_t)(ch) * gl + (j) % gl]] \
+                                        : rk_at(g, gi, ORD(ch, j)))
     for (int k = 0; k < w && !g->err; k++) {
         int rs = c->type == USIM_REDUCE_SCATTER || (ar && k < P - 1);
         int kk = ar && k >= P - 1 ? k - (P - 1) : k;
@@ -938,7 +951,7 @@ static int gen_ring_cone(gen *g, int gi, const geo *G, int C, int w)
                     int im = (i - 1 + P) % P, bm = im / gl;
                     int d0 = prev[((size_t)ch * M + slot[b]) * gl + l];
                     int d1 = slot[bm] >= 0 ? prev[((size_t)ch * M + slot[bm]) * gl + im % gl] : -1;
-                    int x = put(g, rk_at(g, gi, ORD(ch, i)), rk_at(g, gi, ORD(ch, (i + 1) % P)), by, d0, d1, k);
+                    int x = put(g, RKO(ch, i), RKO(ch, (i + 1) % P), by, d0, d1, k);
                     cur[((size_t)ch * M + slot[b]) * gl + l] = x;
                     if (x >= 0) {
                         if ((size_t)x >= g->xblk_cap) {
@@ -958,6 +971,8 @@ static int gen_ring_cone(gen *g, int gi, const geo *G, int C, int w)
         int *t = prev; prev = cur; cur = t;
     }
 #undef ORD
+#undef RKO
+    free(brk);
     free(perm);
     free(prev < cur ? prev : cur);
     g->nocount = 0;
