@@ -133,7 +133,22 @@ static int agree(MPI_Comm comm, int rank, int size, int local_status, int n, con
 int uly_comm_agree(uly_comm *c, int local_status, int n, const int64_t *vals,
                const char *const *names)
 {
-    return agree(c->comm, c->rank, c->size, local_status, n, vals, names);
+    /* with a shared-memory window, the agreement also orders the ranks'
+     * accesses to it: every access before it, on any rank, happens before
+     * every access after it (Win_sync, a collective no rank leaves before
+     * all entered, Win_sync; see uly_comm_shm_sync) */
+    if (c->win != MPI_WIN_NULL) { /* a failure here still joins the agreement */
+        int e = MPI_Win_sync(c->win);
+        if (e != MPI_SUCCESS && !local_status)
+            local_status = mpi_fail(e, "MPI_Win_sync");
+    }
+    int rc = agree(c->comm, c->rank, c->size, local_status, n, vals, names);
+    if (c->win != MPI_WIN_NULL) {
+        int e = MPI_Win_sync(c->win);
+        if (e != MPI_SUCCESS && !rc)
+            rc = mpi_fail(e, "MPI_Win_sync");
+    }
+    return rc;
 }
 
 int uly_comm_agree_on(MPI_Comm comm, int local_status, int n, const int64_t *vals,

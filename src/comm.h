@@ -119,7 +119,8 @@ ULY_INTERNAL int uly_comm_nb_wait(uly_comm_nb *q);
  * epoch until it is freed.  uly_comm_shm_sync: MPI_Win_sync, MPI_Barrier,
  * MPI_Win_sync -- after it, every store any rank made to the window before
  * the call is visible to every rank's loads, and no rank's later access
- * happens before every rank's earlier ones (collective).  uly_comm_shm_free
+ * happens before every rank's earlier ones (collective); uly_comm_agree
+ * orders the window's accesses the same way.  uly_comm_shm_free
  * (collective) runs from uly_comm_close too.
  */
 ULY_INTERNAL int uly_comm_one_node(uly_comm *c, int *one_node);

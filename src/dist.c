@@ -260,19 +260,30 @@ static size_t head_layout(const uly_dist *D, int s, size_t off[ULY_A2A_COUNT])
  * its tokens); heads -> sequence: each rank copies its tokens of s's heads
  * out of s's buffer into its own sequence side.  One copy per byte, by the
  * rank that owns the sequence side, peers in the order r+1, r+2, ... so that
- * the ranks spread over the peers' memory.  Ordering (the window is in the
- * unified model and every rank holds a lock_all epoch, so loads and stores
- * are plain memory accesses; MPI_Win_sync orders them, MPI_Barrier orders
- * the ranks -- uly_comm_shm_sync):
- *   sync 1: sequence -> heads: no rank still uses the buffers from an earlier
- *           call (its kernel reading Q, a caller's copy); heads -> sequence:
- *           every rank has finished writing its buffer (kernel, own copy).
- *   copies
- *   sync 2: sequence -> heads: every peer's rows have landed and are visible;
- *           heads -> sequence: every read is done, so the owner may overwrite.
+ * the ranks spread over the peers' memory.
+ *
+ * Ordering.  The window is in the unified memory model and every rank holds
+ * a lock_all epoch on it, so the copies are plain loads and stores;
+ * MPI_Win_sync orders a process's accesses against the synchronisation that
+ * follows or precedes it, and a collective orders the processes:
+ * uly_comm_shm_sync is Win_sync, Barrier, Win_sync, and every agreement
+ * (uly_comm_agree: one MPI_Allreduce) is bracketed by Win_sync the same way.
+ * One such point per all-to-all, where a raw all-to-all synchronises too:
+ *   sequence -> heads: copies, then sync: every peer's rows have landed in
+ *     every buffer and are visible to its owner (its kernel, its copy out);
+ *   heads -> sequence: sync, then copies: every owner has finished writing
+ *     its buffer (kernel, copy in) before anyone reads it.
+ * The other two hazards -- writing into a buffer its owner still reads (an
+ * earlier call's kernel or copy out), overwriting a buffer peers still read
+ * (an earlier heads -> sequence) -- cannot happen: each public call
+ * (uly_dist_fwd, uly_dist_bwd, uly_dist_a2a) starts with an agreement that
+ * no rank leaves before every rank has finished its previous call, and
+ * within one call no buffer is written after peers read it or read by its
+ * owner while peers write it (Q, K, V, dO are written once before the
+ * kernel; O, dQ, dK, dV are written by the kernel before they are read).
  * A head-side tensor of the caller's other than the window's buffer is
- * copied into it before sync 1 (heads -> sequence) or out of it after sync 2
- * (sequence -> heads): the own copy, not counted as traffic.
+ * copied into it first (heads -> sequence) or out of it last (sequence ->
+ * heads): the own copy, not counted as traffic.
  */
 static int a2a_shm(uly_dist *D, int which, int to_heads, const char *in, int64_t Hx, const int64_t *hbeg,
                    const int64_t *hcnt, char *out)
@@ -289,7 +300,7 @@ static int a2a_shm(uly_dist *D, int which, int to_heads, const char *in, int64_t
     int send_inplace, recv_inplace;
     a2a_blocks(D, which, to_heads, to_heads ? in : win, Hx, hbeg, hcnt, to_heads ? win : out, send, recv,
                &send_inplace, &recv_inplace);
-    int rc = uly_comm_shm_sync(D->c);
+    int rc = to_heads ? ULY_OK : uly_comm_shm_sync(D->c);
     for (int i = 1; i < P && !rc; i++) {
         const int s = (r + i) % P;
         head_layout(D, s, off);
@@ -300,7 +311,7 @@ static int a2a_shm(uly_dist *D, int which, int to_heads, const char *in, int64_t
         else
             copy_block(out, &recv[s], theirs, &mine, es);
     }
-    if (!rc)
+    if (!rc && to_heads)
         rc = uly_comm_shm_sync(D->c);
     if (!rc && to_heads && out && out != win && head_bytes)
         memcpy(out, win, head_bytes);

@@ -434,8 +434,12 @@ END_TEST
 
 START_TEST(shm_mode)
 {
-    /* the shared-memory all-to-all: the same bits as one process, fp32 and
-     * fp64, every shape (uneven N and H, GQA, MQA, every mask, documents) */
+    /* the shared-memory all-to-all: the same bits as one process in fp32
+     * and fp64, every shape up to N = 64 (uneven N and H, N < P, H < P, GQA,
+     * MQA, every mask, documents); the N = 1001 shapes' all-to-alls are
+     * checked element by element in a2a_integer_encoded and shm_head_buffers */
+    if (shapes[_i / 2].N > 64)
+        return;
     check_dist(&shapes[_i / 2], _i % 2 ? ULY_F64 : ULY_F32, 0, NULL, ULY_A2A_SHM);
 }
 END_TEST
@@ -443,10 +447,11 @@ END_TEST
 START_TEST(shm_overlap)
 {
     /* shared-memory mode with overlap on: the chunked path keeps per-peer
-     * messages (in the window's buffers), the plain pass runs shm */
+     * messages (in the window's buffers), the plain pass runs shm; automatic
+     * chunks on even shapes, 2 on odd ones */
     g_overlap = ULY_OVERLAP_ON;
     g_chunks = _i % 2 ? 2 : 0;
-    check_dist(&ovl_shapes[_i / 2], ULY_F32, 0, NULL, ULY_A2A_SHM);
+    check_dist(&ovl_shapes[_i], ULY_F32, 0, NULL, ULY_A2A_SHM);
     g_overlap = g_chunks = 0;
 }
 END_TEST
@@ -831,7 +836,7 @@ static Suite *make_dist_suite(void)
     tcase_add_loop_test(te, datatype_mode, 0, NSHAPES);
     tcase_add_loop_test(te, pipeline_mode, 0, 2 * NSHAPES);
     tcase_add_loop_test(te, shm_mode, 0, 2 * NSHAPES);
-    tcase_add_loop_test(te, shm_overlap, 0, 2 * NOVL);
+    tcase_add_loop_test(te, shm_overlap, 0, NOVL);
     tcase_add_test(te, plugin_attention);
     tcase_add_loop_test(te, overlap_bitwise, 0, 3 * NOVL);
     tcase_add_loop_test(te, overlap_every_shape, 0, NSHAPES);
