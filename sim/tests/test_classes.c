@@ -246,7 +246,7 @@ START_TEST(test_collectives_equal)
                 for (int i = 0; i < P; i++)
                     ch[i] = 4000000 + (uint64_t)(i % 3);
                 usim_coll c = {(usim_coll_type)t, NG, P, ranks, pb, ch, 3000000, USIM_ALGO_AUTO,
-                               USIM_PROTO_AUTO};
+                               USIM_PROTO_AUTO, NULL, 0, 0};
                 usim_net *na = usim_net_new(&plats[pi], G), *nb = usim_net_new(&plats[pi], G);
                 usim_coll_result a, b;
                 usim_net_set_engine(na, USIM_ENGINE_FULL);
@@ -293,7 +293,7 @@ START_TEST(test_single_ring_equal)
                         ch[i] = pat == 0 ? 3000000 : pat == 1 ? 3000000 + (i < 37 ? 2 : 0)
                                                               : 3000000 + (uint64_t)((i * 7919) % 5) * 1000;
                     usim_coll c = {(usim_coll_type)t, 1, P, ranks, NULL, ch, 0, USIM_ALGO_RING,
-                                   USIM_PROTO_SIMPLE};
+                                   USIM_PROTO_SIMPLE, NULL, 0, 0};
                     usim_net *na = usim_net_new(&plats[pi], P), *nb = usim_net_new(&plats[pi], P);
                     usim_net_set_engine(na, USIM_ENGINE_FULL);
                     usim_coll_result a, b, cnt;
@@ -346,7 +346,7 @@ START_TEST(test_interleaved_rings_equal)
                 for (int i = 0; i < 128; i++)
                     ch[i] = 2000000 + (pat && i < 37 ? 2 : 0);
                 usim_coll c = {(usim_coll_type)t, 2, 128, ranks, NULL, ch, 0, USIM_ALGO_RING,
-                               USIM_PROTO_SIMPLE};
+                               USIM_PROTO_SIMPLE, NULL, 0, 0};
                 usim_net *na = usim_net_new(&plats[pi], 256), *nb = usim_net_new(&plats[pi], 256);
                 usim_net_set_engine(na, USIM_ENGINE_FULL);
                 usim_coll_result a, b;
@@ -506,7 +506,7 @@ START_TEST(test_fallback)
     uint64_t ch[12];
     for (int i = 0; i < 12; i++)
         ch[i] = 1 << 20;
-    usim_coll c = {USIM_ALLGATHER, 2, 12, ranks, NULL, ch, 0, USIM_ALGO_AUTO, USIM_PROTO_AUTO};
+    usim_coll c = {USIM_ALLGATHER, 2, 12, ranks, NULL, ch, 0, USIM_ALGO_AUTO, USIM_PROTO_AUTO, NULL, 0, 0};
     usim_net *n = usim_net_new(&p, 24), *f = usim_net_new(&p, 24);
     usim_coll_result a, b;
     usim_net_set_engine(f, USIM_ENGINE_FULL);

@@ -65,7 +65,7 @@ START_TEST(test_allgather_two_rails)
     usim_net *n = usim_net_new(&p, 4);
     int ranks[4] = {0, 1, 2, 3};
     uint64_t chunk[4] = {1000000, 1000000, 1000000, 1000000};
-    usim_coll c = {USIM_ALLGATHER, 1, 4, ranks, NULL, chunk, 0, USIM_ALGO_AUTO, USIM_PROTO_AUTO};
+    usim_coll c = {USIM_ALLGATHER, 1, 4, ranks, NULL, chunk, 0, USIM_ALGO_AUTO, USIM_PROTO_AUTO, NULL, 0, 0};
     usim_coll_result r;
     uint64_t sent[4];
     ck_assert_int_eq(usim_coll_run(n, &c, &r, sent, NULL), USIM_OK);
@@ -94,7 +94,7 @@ START_TEST(test_allgather_ll128)
     usim_net *n = usim_net_new(&p, 4);
     int ranks[4] = {0, 1, 2, 3};
     uint64_t chunk[4] = {1000000, 1000000, 1000000, 1000000};
-    usim_coll c = {USIM_ALLGATHER, 1, 4, ranks, NULL, chunk, 0, USIM_ALGO_RING, USIM_PROTO_LL128};
+    usim_coll c = {USIM_ALLGATHER, 1, 4, ranks, NULL, chunk, 0, USIM_ALGO_RING, USIM_PROTO_LL128, NULL, 0, 0};
     usim_coll_result r;
     ck_assert_int_eq(usim_coll_run(n, &c, &r, NULL, NULL), USIM_OK);
     ck_assert_int_eq(r.proto, USIM_PROTO_LL128);
@@ -119,7 +119,7 @@ START_TEST(test_nvls_allreduce)
     usim_net *n = usim_net_new(&p, 4);
     int ranks[4] = {0, 1, 2, 3};
     uint64_t chunk[4] = {1000000, 1000000, 1000000, 1000000};
-    usim_coll c = {USIM_ALLREDUCE, 1, 4, ranks, NULL, chunk, 0, USIM_ALGO_NVLS, USIM_PROTO_AUTO};
+    usim_coll c = {USIM_ALLREDUCE, 1, 4, ranks, NULL, chunk, 0, USIM_ALGO_NVLS, USIM_PROTO_AUTO, NULL, 0, 0};
     usim_coll_result r;
     uint64_t sent[4], recv[4];
     ck_assert_int_eq(usim_coll_run(n, &c, &r, sent, recv), USIM_OK);
@@ -210,7 +210,7 @@ static usim_coll_result a2a_1mb(const usim_platform *p, int G)
         pair[i] = 1000000;
     usim_net *n = usim_net_new(p, G);
     ck_assert_ptr_nonnull(n);
-    usim_coll c = {USIM_A2A_DIRECT, 1, G, ranks, pair, NULL, 0, USIM_ALGO_AUTO, USIM_PROTO_AUTO};
+    usim_coll c = {USIM_A2A_DIRECT, 1, G, ranks, pair, NULL, 0, USIM_ALGO_AUTO, USIM_PROTO_AUTO, NULL, 0, 0};
     usim_coll_result r;
     ck_assert_int_eq(usim_coll_run(n, &c, &r, NULL, NULL), USIM_OK);
     usim_net_free(n);
@@ -289,12 +289,12 @@ START_TEST(test_full_mesh_a2a_and_pair)
     uint64_t pair[16];
     for (int i = 0; i < 16; i++)
         pair[i] = 1000000;
-    usim_coll c = {USIM_A2A_DIRECT, 1, 4, ranks, pair, NULL, 0, USIM_ALGO_AUTO, USIM_PROTO_AUTO};
+    usim_coll c = {USIM_A2A_DIRECT, 1, 4, ranks, pair, NULL, 0, USIM_ALGO_AUTO, USIM_PROTO_AUTO, NULL, 0, 0};
     usim_coll_result r;
     ck_assert_int_eq(usim_coll_run(n, &c, &r, NULL, NULL), USIM_OK);
     ck_assert_int_eq(r.duration, 1 * US + 1000 * US);
     ck_assert_uint_eq(r.max_sent[USIM_CLASS_NVLINK], 3000000);
-    usim_coll sr = {USIM_SENDRECV, 1, 2, ranks, NULL, NULL, 3000000, USIM_ALGO_AUTO, USIM_PROTO_AUTO};
+    usim_coll sr = {USIM_SENDRECV, 1, 2, ranks, NULL, NULL, 3000000, USIM_ALGO_AUTO, USIM_PROTO_AUTO, NULL, 0, 0};
     ck_assert_int_eq(usim_coll_run(n, &sr, &r, NULL, NULL), USIM_OK);
     ck_assert_int_eq(r.duration, 1 * US + 3000 * US);
     usim_net_free(n);
@@ -318,7 +318,7 @@ START_TEST(test_full_mesh_ring_allgather)
     usim_net *n = usim_net_new(&p, 4);
     int ranks[4] = {0, 1, 2, 3};
     uint64_t chunk[4] = {1000000, 1000000, 1000000, 1000000};
-    usim_coll c = {USIM_ALLGATHER, 1, 4, ranks, NULL, chunk, 0, USIM_ALGO_AUTO, USIM_PROTO_AUTO};
+    usim_coll c = {USIM_ALLGATHER, 1, 4, ranks, NULL, chunk, 0, USIM_ALGO_AUTO, USIM_PROTO_AUTO, NULL, 0, 0};
     usim_coll_result r;
     uint64_t sent[4];
     ck_assert_int_eq(usim_coll_run(n, &c, &r, sent, NULL), USIM_OK);
@@ -354,7 +354,7 @@ START_TEST(test_full_mesh_two_nodes_ring)
     uint64_t chunk[8];
     for (int i = 0; i < 8; i++)
         chunk[i] = 1000000;
-    usim_coll c = {USIM_ALLGATHER, 1, 8, ranks, NULL, chunk, 0, USIM_ALGO_RING, USIM_PROTO_SIMPLE};
+    usim_coll c = {USIM_ALLGATHER, 1, 8, ranks, NULL, chunk, 0, USIM_ALGO_RING, USIM_PROTO_SIMPLE, NULL, 0, 0};
     usim_coll_result r;
     ck_assert_int_eq(usim_coll_run(n, &c, &r, NULL, NULL), USIM_OK);
     ck_assert_int_eq(r.channels, 4);

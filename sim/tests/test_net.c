@@ -293,7 +293,7 @@ START_TEST(test_window_counts)
         ch[i] = 100000 + 7 * (uint64_t)i * i + (uint64_t)i % 3;
     usim_coll_type types[3] = {USIM_ALLGATHER, USIM_REDUCE_SCATTER, USIM_ALLREDUCE};
     for (int k = 0; k < 3; k++) {
-        usim_coll c = {types[k], 1, 64, ranks_id, NULL, ch, 0, USIM_ALGO_RING, USIM_PROTO_SIMPLE};
+        usim_coll c = {types[k], 1, 64, ranks_id, NULL, ch, 0, USIM_ALGO_RING, USIM_PROTO_SIMPLE, NULL, 0, 0};
         usim_coll_result full, win;
         uint64_t s1[64], r1[64], s2[64], r2[64];
         usim_net_set_ring_window(n, 100000);

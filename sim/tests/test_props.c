@@ -171,7 +171,7 @@ START_TEST(test_collective_monotone)
         for (int i = 0; i < G * G; i++)
             pairs[i] = per / (uint64_t)G + (uint64_t)(urand() * 100);
         usim_coll col = {types[c % 5], 1, G, ranks, pairs, chunks, 0, USIM_ALGO_AUTO,
-                         USIM_PROTO_AUTO};
+                         USIM_PROTO_AUTO, NULL, 0, 0};
         usim_net *n = usim_net_new(&p, G);
         usim_coll_result r0;
         ck_assert_int_eq(usim_coll_run(n, &col, &r0, NULL, NULL), USIM_OK);
