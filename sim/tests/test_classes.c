@@ -36,6 +36,9 @@ static usim_model load_model(const char *name)
 /* Same bits: compare doubles as doubles (== also fails on NaN). */
 #define SAME(field) ck_assert_msg(a.field == b.field, "%s: %s: %.17g (full) vs %.17g (classes)", \
                                   what, #field, (double)a.field, (double)b.field)
+/* Every field of two usim_coll_result a (full) and b (classes). */
+#define SAME_RESULT() do { SAME(duration); SAME(max_sent[0]); SAME(max_sent[1]); SAME(total_sent); \
+                           SAME(total_recv); SAME(extrapolated); SAME(algo); SAME(proto); SAME(channels); } while (0)
 
 typedef struct shape {
     const char *platform;   /* preset, or "rails2" (2 NICs per 8 GPUs), "over4" (spine 4:1) */
@@ -255,15 +258,7 @@ START_TEST(test_collectives_equal)
                               usim_coll_name(c.type), P, stride, usim_last_error());
                 ck_assert_msg(usim_coll_run(nb, &c, &b, sb, rb) == USIM_OK, "%s", usim_last_error());
                 const char *what = usim_coll_name(c.type);
-                SAME(duration);
-                SAME(max_sent[0]);
-                SAME(max_sent[1]);
-                SAME(total_sent);
-                SAME(total_recv);
-                SAME(extrapolated);
-                SAME(algo);
-                SAME(proto);
-                SAME(channels);
+                SAME_RESULT();
                 ck_assert(b.classes && !a.classes);
                 ck_assert(memcmp(sa, sb, sizeof sa) == 0 && memcmp(ra, rb, sizeof ra) == 0);
                 usim_net_free(na);
@@ -438,15 +433,7 @@ START_TEST(test_grid_equal)
                              split, pi);
                     ck_assert_msg(usim_coll_run(na, &la, &a, sa, ra) == USIM_OK, "%s: %s", what, usim_last_error());
                     ck_assert_msg(usim_coll_run(nb, &lb, &b, sb, rb) == USIM_OK, "%s: %s", what, usim_last_error());
-                    SAME(duration);
-                    SAME(max_sent[0]);
-                    SAME(max_sent[1]);
-                    SAME(total_sent);
-                    SAME(total_recv);
-                    SAME(extrapolated);
-                    SAME(algo);
-                    SAME(proto);
-                    SAME(channels);
+                    SAME_RESULT();
                     ck_assert_msg(b.classes && !a.classes, "%s: classes %d", what, b.classes);
                     ck_assert_msg(memcmp(sa, sb, sizeof sa) == 0 && memcmp(ra, rb, sizeof ra) == 0,
                                   "%s: per-GPU counters", what);
