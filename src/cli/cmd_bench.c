@@ -654,16 +654,7 @@ static int bench_a2a_mpi(drv *d, int argc, char **argv)
         {"json", ARG_FLAG, &json, 0, 0, NULL, "one JSON object per size", NULL, NULL},
         {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
     };
-    char msg[512];
-    int ps = DRV_PARSE_OK;
-    int rc = args_parse(d->cmd, argc - 1, argv + 1, opts, msg, sizeof msg);
-    if (rc == ARGS_HELP) {
-        ps = DRV_PARSE_HELP;
-    } else if (rc == ARGS_ERROR) {
-        size_t k = strlen(d->cmd);
-        drv_fail(d, DRV_BADINPUT, "%s", strncmp(msg, d->cmd, k) == 0 && msg[k] == ':' ? msg + k + 2 : msg);
-        ps = DRV_PARSE_ERROR;
-    }
+    int rc, ps = drv_parse(d, argc, argv, opts);
     const drv_field f[] = {
         {"--min", DRV_F_INT, minb, NULL, 0, NULL}, {"--max", DRV_F_INT, maxb, NULL, 0, NULL},
         {"--repeat", DRV_F_INT, repeat, NULL, 0, NULL}, {"--json", DRV_F_FLAG, json, NULL, 0, NULL},
@@ -864,14 +855,9 @@ static int bench_methods_run(drv *dr, methods_run *M, int argc, char **argv)
         {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
     };
     char msg[512] = "";
-    int ps = DRV_PARSE_OK;
-    int rc = args_parse(dr->cmd, argc - 1, argv + 1, opts, msg, sizeof msg);
-    if (rc == ARGS_HELP) {
-        ps = DRV_PARSE_HELP;
-    } else if (rc == ARGS_ERROR) {
-        size_t k = strlen(dr->cmd);
-        drv_fail(dr, DRV_BADINPUT, "%s", strncmp(msg, dr->cmd, k) == 0 && msg[k] == ':' ? msg + k + 2 : msg);
-        ps = DRV_PARSE_ERROR;
+    int rc, ps = drv_parse(dr, argc, argv, opts);
+    if (ps != DRV_PARSE_OK) {
+        /* help or a parse error: recorded by drv_parse */
     } else if (!method_s) {
         drv_fail(dr, DRV_BADINPUT, "--method is required");
         ps = DRV_PARSE_ERROR;

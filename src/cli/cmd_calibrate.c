@@ -776,14 +776,9 @@ static int cal_main(cal *c, int argc, char **argv)
         {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
     };
     drv *d = c->d;
-    char msg[1024] = "";
-    int prc = args_parse(d->cmd, argc - 1, argv + 1, opts, msg, sizeof msg), ps = DRV_PARSE_OK;
-    if (prc == ARGS_HELP) {
-        ps = DRV_PARSE_HELP;
-    } else if (prc == ARGS_ERROR) {
-        size_t k = strlen(d->cmd);
-        drv_fail(d, DRV_BADINPUT, "%s", strncmp(msg, d->cmd, k) == 0 && msg[k] == ':' ? msg + k + 2 : msg);
-        ps = DRV_PARSE_ERROR;
+    int ps = drv_parse(d, argc, argv, opts);
+    if (ps != DRV_PARSE_OK) {
+        /* help or a parse error: recorded by drv_parse */
     } else if (!out) {
         drv_fail(d, DRV_BADINPUT, "--out FILE is required");
         ps = DRV_PARSE_ERROR;
