@@ -47,6 +47,10 @@ struct blk_geom {
     size_t ws_bytes;       /* all threads */
     void (*progress)(void *user); /* uly_kernel_opts.progress */
     void *progress_user;
+    void (*rows)(void *user, int event, int64_t end); /* uly_kernel_opts.rows */
+    void *rows_user;
+    int stream;            /* rows called block by block (one thread, in order) */
+    int64_t *rows_seen;    /* (4) the last end given per event */
 };
 
 static int blk_thread_id(void)
@@ -63,6 +67,32 @@ static void blk_progress(const struct blk_geom *G)
 {
     if (G->progress && blk_thread_id() == 0)
         G->progress(G->progress_user);
+}
+
+/* The caller's rows hook: event `ev` for rows below end, once per larger end. */
+static void blk_rows(const struct blk_geom *G, int ev, int64_t end)
+{
+    if (G->rows && end > G->rows_seen[ev]) {
+        G->rows_seen[ev] = end;
+        G->rows(G->rows_user, ev, end);
+    }
+}
+
+/* The rows hook around a whole call: with block-by-block calls off, every
+ * row is needed before the work starts (called by the calling thread). */
+static void blk_rows_begin(const struct blk_geom *G)
+{
+    if (G->rows && !G->stream) {
+        blk_rows(G, ULY_ROWS_NEED_Q, G->qrows);
+        blk_rows(G, ULY_ROWS_NEED_K, G->krows);
+    }
+}
+
+static void blk_rows_end(const struct blk_geom *G, int fwd)
+{
+    blk_rows(G, ULY_ROWS_DONE_Q, G->qrows);
+    if (!fwd)
+        blk_rows(G, ULY_ROWS_DONE_K, G->krows);
 }
 
 /* The workspaces of all threads, one allocation (NULL with the message set). */
@@ -190,6 +220,8 @@ static int geom_init(const uly_attn_desc *a, const uly_kernel_opts *opts, int fw
     G->bwd_pass = opts->bwd_pass;
     G->progress = opts->progress;
     G->progress_user = opts->progress_user;
+    G->rows = opts->rows;
+    G->rows_user = opts->rows_user;
     if (opts->threads < 0)
         return uly_set_error(ULY_EINVAL, "threads must be >= 0 (got %d)", opts->threads);
 #ifdef _OPENMP
@@ -241,6 +273,9 @@ int uly_attn_fwd(const uly_attn_desc *a, const uly_kernel_opts *opts,
         return rc;
     if (!q || !k || !v || !o || !lse)
         return uly_set_error(ULY_EINVAL, "blocked forward: NULL tensor");
+    int64_t seen[4] = {0, 0, 0, 0};
+    G.rows_seen = seen;
+    G.stream = G.rows && G.threads == 1;
     struct blas_threads bt;
     blas_enter(&bt);
     if (a->dtype == ULY_F32)
@@ -263,6 +298,9 @@ int uly_attn_bwd(const uly_attn_desc *a, const uly_kernel_opts *opts,
         return rc;
     if (!q || !k || !v || !o || !lse || !dout || !dq || !dk || !dv)
         return uly_set_error(ULY_EINVAL, "blocked backward: NULL tensor");
+    int64_t seen[4] = {0, 0, 0, 0};
+    G.rows_seen = seen;
+    G.stream = G.rows && G.threads == 1 && blk_bwd_single(&G, a->batch * G.hk);
     struct blas_threads bt;
     blas_enter(&bt);
     if (a->dtype == ULY_F32)

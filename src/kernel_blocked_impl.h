@@ -118,10 +118,14 @@ static void SFX(fwd_item)(const uly_attn_desc *a, const struct blk_geom *G, int6
         l[i] = 0;
     }
     memset(acc, 0, (size_t)(mq * d) * sizeof *acc);
+    if (G->stream)
+        blk_rows(G, ULY_ROWS_NEED_Q, q0 + mq);
     int64_t kb0, kb1;
     SFX(key_blocks)(a, G, b, q0, mq, &kb0, &kb1);
     for (int64_t kb = kb0; kb < kb1; kb++) {
         const int64_t k0 = kb * bk, nk = Nk - k0 < bk ? Nk - k0 : bk;
+        if (G->stream)
+            blk_rows(G, ULY_ROWS_NEED_K, k0 + nk);
         SFX(block_scores)(a, G, b, qp, ldq, kp + k0 * ldk, ldk, q0, mq, k0, nk, (REAL)G->scale, S, bk);
         for (int64_t i = 0; i < mq; i++) {
             REAL *row = S + i * bk;
@@ -158,6 +162,8 @@ static void SFX(fwd_item)(const uly_attn_desc *a, const struct blk_geom *G, int6
             oi[c] = ai[c] * inv;
         lse[(b * G->hq + hl) * Nq + q0 + i] = m[i] + log(l[i]);
     }
+    if (G->stream && b == a->batch - 1 && hl == G->hq - 1) /* the last (batch, head): rows final */
+        blk_rows(G, ULY_ROWS_DONE_Q, q0 + mq);
 }
 
 /* D_i = sum_c dO_ic O_ic for the rows of one query block (accumulated in double). */
@@ -210,6 +216,8 @@ static void SFX(bwd_kv_block)(const uly_attn_desc *a, const struct blk_geom *G, 
     REAL *D = dKh + (bq > 4 * bk ? bq : 4 * bk) * d; // (bq): layout of blk_ws_bwd
     int64_t qb0, qb1;
     SFX(query_blocks)(a, G, b, k0, nk, &qb0, &qb1);
+    if (G->stream)
+        blk_rows(G, ULY_ROWS_NEED_K, k0 + nk);
     for (int64_t hg = h_first; hg < h_end; hg++) {
         const int64_t hl = hg - G->hb;
         memset(dKh, 0, (size_t)(2 * bk * d) * sizeof *dKh);
@@ -218,6 +226,8 @@ static void SFX(bwd_kv_block)(const uly_attn_desc *a, const struct blk_geom *G, 
             const REAL *qp = q + ((b * Nq + q0) * G->hq + hl) * d;
             const REAL *dop = dout + ((b * Nq + q0) * G->hq + hl) * d;
             const REAL *op = o + ((b * Nq + q0) * G->hq + hl) * d;
+            if (G->stream)
+                blk_rows(G, ULY_ROWS_NEED_Q, q0 + mq);
             SFX(rows_D)(mq, d, dop, op, ldq, D);
             SFX(block_dS)(a, G, b, qp, dop, ldq, kp, vp, ldk, q0, mq, k0, nk,
                           lse + (b * G->hq + hl) * Nq + q0, D, S, dP);
@@ -254,6 +264,8 @@ static void SFX(bwd_kv_block)(const uly_attn_desc *a, const struct blk_geom *G, 
             }
         }
     }
+    if (G->stream && b == a->batch - 1 && kvl == G->hk - 1) /* the last (batch, KV head): rows final */
+        blk_rows(G, ULY_ROWS_DONE_K, k0 + nk);
     blk_progress(G);
 }
 
@@ -321,6 +333,7 @@ static int SFX(fwd)(const uly_attn_desc *a, const struct blk_geom *G, const REAL
         return ULY_ENOMEM;
     const int64_t items = a->batch * G->hq * G->nqb;
     const size_t per = G->ws_per;
+    blk_rows_begin(G);
 #ifdef _OPENMP
 #pragma omp parallel num_threads(G->threads)
 #endif
@@ -334,6 +347,7 @@ static int SFX(fwd)(const uly_attn_desc *a, const struct blk_geom *G, const REAL
             blk_progress(G);
         }
     }
+    blk_rows_end(G, 1);
     uly_free(ws);
     return ULY_OK;
 }
@@ -350,6 +364,7 @@ static int SFX(bwd)(const uly_attn_desc *a, const struct blk_geom *G, const REAL
     const int64_t single_items = a->batch * G->hk;
     const size_t per = G->ws_per;
     const int single = blk_bwd_single(G, single_items);
+    blk_rows_begin(G);
 #ifdef _OPENMP
 #pragma omp parallel num_threads(G->threads)
 #endif
@@ -374,6 +389,7 @@ static int SFX(bwd)(const uly_attn_desc *a, const struct blk_geom *G, const REAL
                 SFX(bwd_q_item)(a, G, it, q, k, v, o, lse, dout, dq, my);
         }
     }
+    blk_rows_end(G, 0);
     uly_free(ws);
     return ULY_OK;
 }

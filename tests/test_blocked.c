@@ -775,6 +775,189 @@ START_TEST(paths_same_bits)
 }
 END_TEST
 
+/* The rows hook: a tensor whose rows are handed over only when the kernel
+ * asks for them (poisoned with NaN until then), or snapshotted when the
+ * kernel says they are final.  lse = 1: (B*H, N) rows are columns. */
+typedef struct lazy_t {
+    const char *src;
+    char *dst;
+    int64_t B, N, W; /* (B, N, W) or, lse, (B*W, N) */
+    int lse;
+} lazy_t;
+
+static void lazy_rows(const lazy_t *x, size_t es, int64_t from, int64_t to)
+{
+    if (x->lse) {
+        for (int64_t r = 0; r < x->B * x->W; r++)
+            memcpy(x->dst + (size_t)(r * x->N + from) * es, x->src + (size_t)(r * x->N + from) * es,
+                   (size_t)(to - from) * es);
+        return;
+    }
+    for (int64_t b = 0; b < x->B; b++)
+        memcpy(x->dst + (size_t)((b * x->N + from) * x->W) * es, x->src + (size_t)((b * x->N + from) * x->W) * es,
+               (size_t)((to - from) * x->W) * es);
+}
+
+typedef struct lazy {
+    size_t es;
+    lazy_t side[4][4]; /* per event: the tensors it moves */
+    int n[4];
+    int64_t end[4];
+    int calls[4];
+    int bad;
+} lazy;
+
+static void lazy_hook(void *user, int ev, int64_t end)
+{
+    lazy *L = user;
+    if (ev < 0 || ev > 3 || end <= L->end[ev]) {
+        L->bad = 1;
+        return;
+    }
+    for (int x = 0; x < L->n[ev]; x++)
+        lazy_rows(&L->side[ev][x], L->es, L->end[ev], end);
+    L->end[ev] = end;
+    L->calls[ev]++;
+}
+
+static lazy_t lazy_of(const void *src, void *dst, int64_t B, int64_t N, int64_t W, int lse)
+{
+    return (lazy_t){src, dst, B, N, W, lse};
+}
+
+/* With the rows hook, inputs arrive only when asked for and outputs are
+ * taken when announced final: the results are the bits of a call without
+ * it, every input row is asked for before use (a row not yet handed over is
+ * NaN), and no output row changes after it was announced. */
+START_TEST(rows_hook_lazy)
+{
+    const path_case *c = &path_cases[_i / 2];
+    const uly_dtype t = _i % 2 ? ULY_F64 : ULY_F32;
+    const size_t es = uly_dtype_size(t);
+    int64_t off[2][6] = {{0, 11, 30, 30, 61, 61}, {0, 1, 20, 33, 47, 61}};
+    uly_attn_desc a;
+    memset(&a, 0, sizeof a);
+    a.batch = c->B; a.seq = c->N; a.heads = c->H; a.kv_heads = c->Hkv; a.head_dim = c->d; a.dtype = t;
+    a.causal = c->causal; a.window = c->window;
+    if (c->docs) {
+        a.doc_offsets = &off[0][0];
+        a.docs = 5;
+    }
+    const int64_t B = c->B, d = c->d, hq = c->hc ? c->hc : c->H, nq = c->qc ? c->qc : c->N;
+    const int64_t nk = c->kc ? c->kc : c->N;
+    int64_t kvb, kvc;
+    uly_kv_range(&a, c->hb, hq, &kvb, &kvc);
+    const int64_t hk = c->hc ? kvc : c->Hkv, hg = c->hc ? hq : hk;
+    const size_t n_q = (size_t)(B * nq * hq * d), n_k = (size_t)(B * nk * hk * d);
+    const size_t n_g = (size_t)(B * nk * hg * d), n_l = (size_t)(B * hq * nq);
+    const size_t ns[9] = {n_q, n_k, n_k, n_q, n_q, n_l, n_q, n_g, n_g}; /* Q K V dO | O LSE dQ dK dV */
+    void *ref[9], *got[9], *lz[6], *snap[5];
+    uint64_t st = 4242 + (uint64_t)_i;
+    for (int x = 0; x < 9; x++) {
+        ref[x] = malloc(ns[x] * es);
+        got[x] = malloc(ns[x] * es);
+    }
+    for (int x = 0; x < 4; x++)
+        for (size_t i = 0; i < ns[x]; i++) {
+            st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+            double u = (double)(st >> 11) / 4503599627370496.0 - 1.0;
+            if (t == ULY_F32)
+                ((float *)ref[x])[i] = (float)u;
+            else
+                ((double *)ref[x])[i] = u;
+        }
+    for (int x = 0; x < 6; x++) /* lazy copies of Q K V dO O LSE */
+        lz[x] = malloc(ns[x] * es);
+    for (int x = 0; x < 5; x++)
+        snap[x] = malloc(ns[4 + x] * es);
+    uly_kernel_opts o;
+    memset(&o, 0, sizeof o);
+    o.block_q = 8;
+    o.block_k = 16;
+    o.head_begin = c->hb;
+    o.head_count = c->hc;
+    o.kv_expanded = c->hc != 0;
+    o.q_begin = c->qb; o.q_count = c->qc; o.k_begin = c->kb; o.k_count = c->kc;
+    o.threads = 1;
+    ck_assert_int_eq(uly_attn_fwd(&a, &o, ref[0], ref[1], ref[2], ref[4], ref[5]), ULY_OK);
+    ck_assert_int_eq(uly_attn_bwd(&a, &o, ref[0], ref[1], ref[2], ref[4], ref[5], ref[3], ref[6], ref[7], ref[8]),
+                     ULY_OK);
+    static const char *const names[9] = {"Q", "K", "V", "dO", "O", "LSE", "dQ", "dK", "dV"};
+    for (int sched = ULY_BWD_AUTO; sched <= ULY_BWD_TWO; sched++)
+        for (int th = 1; th <= 3; th += 2) {
+            o.bwd_pass = sched;
+            o.threads = th;
+            for (int x = 0; x < 6; x++)
+                memset(lz[x], 0xff, ns[x] * es); /* NaN until handed over */
+            for (int x = 4; x < 9; x++)
+                memset(got[x], 0x5a, ns[x] * es);
+            for (int x = 0; x < 5; x++)
+                memset(snap[x], 0x33, ns[4 + x] * es);
+            lazy L;
+            memset(&L, 0, sizeof L);
+            L.es = es;
+            L.n[ULY_ROWS_NEED_Q] = 1;
+            L.side[ULY_ROWS_NEED_Q][0] = lazy_of(ref[0], lz[0], B, nq, hq * d, 0);
+            L.n[ULY_ROWS_NEED_K] = 2;
+            L.side[ULY_ROWS_NEED_K][0] = lazy_of(ref[1], lz[1], B, nk, hk * d, 0);
+            L.side[ULY_ROWS_NEED_K][1] = lazy_of(ref[2], lz[2], B, nk, hk * d, 0);
+            L.n[ULY_ROWS_DONE_Q] = 2;
+            L.side[ULY_ROWS_DONE_Q][0] = lazy_of(got[4], snap[0], B, nq, hq * d, 0);
+            L.side[ULY_ROWS_DONE_Q][1] = lazy_of(got[5], snap[1], B, nq, hq, 1);
+            o.rows = lazy_hook;
+            o.rows_user = &L;
+            ck_assert_int_eq(uly_attn_fwd(&a, &o, lz[0], lz[1], lz[2], got[4], got[5]), ULY_OK);
+            ck_assert_msg(!L.bad, "forward: an event's end did not grow");
+            ck_assert_int_eq(L.end[ULY_ROWS_NEED_Q], nq);
+            ck_assert_int_eq(L.end[ULY_ROWS_DONE_Q], nq);
+            if (th == 1 && nk > o.block_k)
+                ck_assert_int_gt(L.calls[ULY_ROWS_NEED_K], 1); /* one thread: block by block */
+            ck_assert_msg(same_bits(snap[0], got[4], ns[4] * es) && same_bits(snap[1], got[5], ns[5] * es),
+                          "%s: O or LSE changed after its rows were announced final", c->name);
+            /* backward: Q, dO, O, LSE on the query side; the forward's O, LSE */
+            for (int x = 0; x < 4; x++)
+                memset(lz[x], 0xff, ns[x] * es);
+            memset(&L, 0, sizeof L);
+            L.es = es;
+            L.n[ULY_ROWS_NEED_Q] = 4;
+            L.side[ULY_ROWS_NEED_Q][0] = lazy_of(ref[0], lz[0], B, nq, hq * d, 0);
+            L.side[ULY_ROWS_NEED_Q][1] = lazy_of(ref[3], lz[3], B, nq, hq * d, 0);
+            L.side[ULY_ROWS_NEED_Q][2] = lazy_of(ref[4], lz[4], B, nq, hq * d, 0);
+            L.side[ULY_ROWS_NEED_Q][3] = lazy_of(ref[5], lz[5], B, nq, hq, 1);
+            L.n[ULY_ROWS_NEED_K] = 2;
+            L.side[ULY_ROWS_NEED_K][0] = lazy_of(ref[1], lz[1], B, nk, hk * d, 0);
+            L.side[ULY_ROWS_NEED_K][1] = lazy_of(ref[2], lz[2], B, nk, hk * d, 0);
+            L.n[ULY_ROWS_DONE_Q] = 1;
+            L.side[ULY_ROWS_DONE_Q][0] = lazy_of(got[6], snap[2], B, nq, hq * d, 0);
+            L.n[ULY_ROWS_DONE_K] = 2;
+            L.side[ULY_ROWS_DONE_K][0] = lazy_of(got[7], snap[3], B, nk, hg * d, 0);
+            L.side[ULY_ROWS_DONE_K][1] = lazy_of(got[8], snap[4], B, nk, hg * d, 0);
+            ck_assert_int_eq(uly_attn_bwd(&a, &o, lz[0], lz[1], lz[2], lz[4], lz[5], lz[3], got[6], got[7], got[8]),
+                             ULY_OK);
+            ck_assert_msg(!L.bad, "backward: an event's end did not grow");
+            ck_assert_int_eq(L.end[ULY_ROWS_DONE_Q], nq);
+            ck_assert_int_eq(L.end[ULY_ROWS_DONE_K], nk);
+            if (th == 1 && uly_attn_bwd_schedule(&a, &o) == ULY_BWD_SINGLE && nk > o.block_k)
+                ck_assert_int_gt(L.calls[ULY_ROWS_DONE_K], 1);
+            for (int x = 4; x < 9; x++)
+                ck_assert_msg(same_bits(ref[x], got[x], ns[x] * es), "%s %s: %s differs with the rows hook (%s, %d threads)",
+                              t == ULY_F32 ? "fp32" : "fp64", c->name, names[x],
+                              sched == ULY_BWD_SINGLE ? "single pass" : sched == ULY_BWD_TWO ? "two passes" : "auto", th);
+            for (int x = 2; x < 5; x++)
+                ck_assert_msg(same_bits(snap[x], got[4 + x], ns[4 + x] * es),
+                              "%s: %s changed after its rows were announced final", c->name, names[4 + x]);
+        }
+    for (int x = 0; x < 9; x++) {
+        free(ref[x]);
+        free(got[x]);
+    }
+    for (int x = 0; x < 6; x++)
+        free(lz[x]);
+    for (int x = 0; x < 5; x++)
+        free(snap[x]);
+}
+END_TEST
+
 START_TEST(isa_and_schedule_arguments)
 {
     ck_assert_int_eq(uly_kernel_set_isa("sse9"), ULY_EINVAL);
@@ -819,6 +1002,7 @@ static Suite *make_blocked_suite(void)
     tcase_set_timeout(tp, 120);
     tcase_add_test(tp, vops_levels_same_bits);
     tcase_add_loop_test(tp, paths_same_bits, 0, 2 * NPATHS);
+    tcase_add_loop_test(tp, rows_hook_lazy, 0, 2 * NPATHS);
     tcase_add_test(tp, isa_and_schedule_arguments);
     suite_add_tcase(s, tp);
     return s;
