@@ -37,6 +37,8 @@ typedef struct uly_vops {
     float (*row_max)(const float *x, int64_t n);
     /* x = exp(x - shift) in place; returns the sum of the new x */
     float (*exp_shift_sum)(float *x, int64_t n, float shift);
+    /* p = exp(x - shift), x = +0; returns the sum of p (same bits as above) */
+    float (*exp_shift_sum_to)(float *x, float *p, int64_t n, float shift);
     /* ds = p * (dp - D), written over dp */
     void (*ds_row)(const float *p, float *dp, int64_t n, float D);
 } uly_vops;
@@ -64,6 +66,17 @@ static inline double uly_exp_shift_sum_f64(double *x, int64_t n, double shift)
     for (int64_t j = 0; j < n; j++) {
         x[j] = exp(x[j] - shift);
         lane[j & 7] += x[j];
+    }
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
+static inline double uly_exp_shift_sum_to_f64(double *x, double *p, int64_t n, double shift)
+{
+    double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t j = 0; j < n; j++) {
+        p[j] = exp(x[j] - shift);
+        x[j] = 0;
+        lane[j & 7] += p[j];
     }
     return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }

@@ -197,6 +197,28 @@ static float VSFX(exp_shift_sum)(float *x, int64_t n, float shift)
     return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
+/* p = exp(x - shift) and x = +0 (the same operations as exp_shift_sum;
+ * the zeros let the next block's S = Q K^T accumulate with beta = 1). */
+static float VSFX(exp_shift_sum_to)(float *x, float *p, int64_t n, float shift)
+{
+    V8 acc = {0, 0, 0, 0, 0, 0, 0, 0};
+    const VF s = VSFX(splat)(shift), z = VSFX(splat)(0.0f);
+    int64_t j = 0;
+    for (; j + VL <= n; j += VL) {
+        VF v = VSFX(exp)(VSFX(load)(x + j) - s);
+        VSFX(store)(p + j, v);
+        VSFX(store)(x + j, z);
+        acc = VSFX(sum_into)(acc, v);
+    }
+    if (j < n) {
+        VF v = VSFX(exp)(VSFX(load_tail)(x + j, n - j, -INFINITY) - s);
+        VSFX(store_tail)(p + j, n - j, v);
+        VSFX(store_tail)(x + j, n - j, z);
+        acc = VSFX(sum_into)(acc, v);
+    }
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
 static void VSFX(ds_row)(const float *p, float *dp, int64_t n, float D)
 {
     const VF Dv = VSFX(splat)(D);
