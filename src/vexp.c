@@ -22,30 +22,38 @@
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(ULY_NO_CLONES)
 #define ULY_HAVE_LEVELS 1
+#include <immintrin.h>
 #endif
 
+/* VLEVEL: which max/min instructions vexp_impl.h may use (0: none). */
 #define VL 8
+#define VLEVEL 0
 #define VSFX(n) uly_vx_base_##n
 #include "vexp_impl.h"
 #undef VL
+#undef VLEVEL
 #undef VSFX
 
 #ifdef ULY_HAVE_LEVELS
 #pragma GCC push_options
 #pragma GCC target("avx2")
 #define VL 8
+#define VLEVEL 1
 #define VSFX(n) uly_vx_avx2_##n
 #include "vexp_impl.h"
 #undef VL
+#undef VLEVEL
 #undef VSFX
 #pragma GCC pop_options
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl")
 #define VL 16
+#define VLEVEL 2
 #define VSFX(n) uly_vx_avx512_##n
 #include "vexp_impl.h"
 #undef VL
+#undef VLEVEL
 #undef VSFX
 #pragma GCC pop_options
 #endif

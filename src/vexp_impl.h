@@ -10,11 +10,13 @@
 
 typedef float VSFX(vf) __attribute__((vector_size(VL * 4)));
 typedef int32_t VSFX(vi) __attribute__((vector_size(VL * 4)));
+typedef uint32_t VSFX(vu) __attribute__((vector_size(VL * 4)));
 typedef float VSFX(v8) __attribute__((vector_size(32)));
 typedef int32_t VSFX(v8i) __attribute__((vector_size(32)));
 
 #define VF VSFX(vf)
 #define VI VSFX(vi)
+#define VU VSFX(vu)
 #define V8 VSFX(v8)
 #define V8I VSFX(v8i)
 
@@ -31,14 +33,41 @@ static inline __attribute__((always_inline)) VF VSFX(select)(VI mask, VF a, VF b
     return (VF)(((VI)a & mask) | ((VI)b & ~mask));
 }
 
+/* a > b ? a : b and a < b ? a : b, lane by lane: the semantics of the x86
+ * max/min instructions, one instruction where the level has them (the
+ * generic form costs a compare and a blend).  Same bits either way. */
+static inline __attribute__((always_inline)) VF VSFX(vmax)(VF a, VF b)
+{
+#if VLEVEL == 2
+    return (VF)_mm512_max_ps((__m512)a, (__m512)b);
+#elif VLEVEL == 1
+    return (VF)_mm256_max_ps((__m256)a, (__m256)b);
+#else
+    return VSFX(select)(a > b, a, b);
+#endif
+}
+
+static inline __attribute__((always_inline)) VF VSFX(vmin)(VF a, VF b)
+{
+#if VLEVEL == 2
+    return (VF)_mm512_min_ps((__m512)a, (__m512)b);
+#elif VLEVEL == 1
+    return (VF)_mm256_min_ps((__m256)a, (__m256)b);
+#else
+    return VSFX(select)(a < b, a, b);
+#endif
+}
+
 static inline __attribute__((always_inline)) VF VSFX(exp)(VF x)
 {
     const VF lo = VSFX(splat)(-87.3f), hi = VSFX(splat)(88.0f);
     VI keep = x >= lo;
-    VF xc = VSFX(select)(keep, x, lo);
-    xc = VSFX(select)(xc > hi, hi, xc);
+    /* = keep ? x : lo, then xc > hi ? hi : xc (equal values where they differ) */
+    VF xc = VSFX(vmin)(VSFX(vmax)(x, lo), hi);
     VF t = xc * VSFX(splat)(1.44269504088896341f);
-    VF nf = (t + VSFX(splat)(12582912.0f)) - VSFX(splat)(12582912.0f);
+    /* n = round(t): 1.5 * 2^23 + t holds n in its low mantissa bits */
+    VF tm = t + VSFX(splat)(12582912.0f);
+    VF nf = tm - VSFX(splat)(12582912.0f);
     VF r = xc - nf * VSFX(splat)(0.693359375f);
     r = r - nf * VSFX(splat)(-2.12194440e-4f);
     VF p = VSFX(splat)(1.9875691500E-4f);
@@ -48,7 +77,9 @@ static inline __attribute__((always_inline)) VF VSFX(exp)(VF x)
     p = p * r + VSFX(splat)(1.6666665459E-1f);
     p = p * r + VSFX(splat)(5.0000001201E-1f);
     VF y = p * r * r + r + VSFX(splat)(1.0f);
-    VI e = (__builtin_convertvector(nf, VI) + 127) << 23;
+    /* 2^n: the bits of tm are 0x4b400000 + n (|n| <= 127); shifted left by
+     * 23 only the n + 127 part stays, as with (int)nf + 127 << 23 */
+    VI e = (VI)(((VU)tm + 127) << 23);
     y = y * (VF)e;
     return (VF)((VI)y & keep);
 }
@@ -92,31 +123,46 @@ static inline __attribute__((always_inline)) void VSFX(store_tail)(float *x, int
 #define VSFX_PART(v, i) (v)
 #endif
 
-static inline __attribute__((always_inline)) V8 VSFX(vmax8)(V8 m, V8 h)
-{
-    V8I gt = h > m;
-    return (V8)(((V8I)h & gt) | ((V8I)m & ~gt));
-}
-
-static inline __attribute__((always_inline)) V8 VSFX(max_into)(V8 m, VF v)
-{
-    m = VSFX(vmax8)(m, VSFX_PART(v, 0));
-#if VL == 16
-    m = VSFX(vmax8)(m, VSFX_PART(v, 1));
-#endif
-    return m;
-}
-
+/* Row max with four independent chains: element j goes to accumulator
+ * (j / 8) mod 4, lane j mod 8, in increasing j; then the accumulators are
+ * combined as max(max(a0, a1), max(a2, a3)) and the lanes in order.  With
+ * 16 lanes a vector holds two accumulators side by side (a0|a1, a2|a3):
+ * the same assignment.  max(a, b) is a > b ? a : b everywhere. */
 static float VSFX(row_max)(const float *x, int64_t n)
 {
-    V8 m;
-    for (int l = 0; l < 8; l++)
-        m[l] = -INFINITY;
+#if VL == 16
+    VF m01 = VSFX(splat)(-INFINITY), m23 = m01;
     int64_t j = 0;
-    for (; j + VL <= n; j += VL)
-        m = VSFX(max_into)(m, VSFX(load)(x + j));
-    if (j < n)
-        m = VSFX(max_into)(m, VSFX(load_tail)(x + j, n - j, -INFINITY));
+    for (; j + 32 <= n; j += 32) {
+        m01 = VSFX(vmax)(VSFX(load)(x + j), m01);
+        m23 = VSFX(vmax)(VSFX(load)(x + j + 16), m23);
+    }
+    if (j + 16 <= n) {
+        m01 = VSFX(vmax)(VSFX(load)(x + j), m01);
+        j += 16;
+        if (j < n)
+            m23 = VSFX(vmax)(VSFX(load_tail)(x + j, n - j, -INFINITY), m23);
+    } else if (j < n) {
+        m01 = VSFX(vmax)(VSFX(load_tail)(x + j, n - j, -INFINITY), m01);
+    }
+    V8 a0 = VSFX_PART(m01, 0), a1 = VSFX_PART(m01, 1), a2 = VSFX_PART(m23, 0), a3 = VSFX_PART(m23, 1);
+#else
+    VF a[4];
+    for (int c = 0; c < 4; c++)
+        a[c] = VSFX(splat)(-INFINITY);
+    int64_t j = 0;
+    for (; j + 32 <= n; j += 32)
+        for (int c = 0; c < 4; c++)
+            a[c] = VSFX(vmax)(VSFX(load)(x + j + 8 * c), a[c]);
+    for (int c = 0; j < n; c++, j += 8)
+        a[c] = VSFX(vmax)(j + 8 <= n ? VSFX(load)(x + j) : VSFX(load_tail)(x + j, n - j, -INFINITY), a[c]);
+    V8 a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];
+#endif
+    V8I g01 = a0 > a1, g23 = a2 > a3;
+    V8 m01f = (V8)(((V8I)a0 & g01) | ((V8I)a1 & ~g01));
+    V8 m23f = (V8)(((V8I)a2 & g23) | ((V8I)a3 & ~g23));
+    V8I g = m01f > m23f;
+    V8 m = (V8)(((V8I)m01f & g) | ((V8I)m23f & ~g));
     float r = m[0];
     for (int l = 1; l < 8; l++)
         r = m[l] > r ? m[l] : r;
@@ -164,5 +210,6 @@ static void VSFX(ds_row)(const float *p, float *dp, int64_t n, float D)
 #undef VSFX_PART
 #undef VF
 #undef VI
+#undef VU
 #undef V8
 #undef V8I
