@@ -16,6 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "comm.h"
 #include "internal.h"
@@ -101,6 +104,10 @@ struct uly_dist {
 
 static size_t usz(int64_t x) { return (size_t)x; }
 
+/* The shm heads -> sequence all-to-all streams its copies (non-temporal
+ * stores) from this many bytes copied by a rank in one call. */
+#define ULY_SHM_STREAM_BYTES ((size_t)8 << 20)
+
 /* Elements of a block. */
 static size_t block_elems(const comm_block *b)
 {
@@ -129,6 +136,63 @@ static void copy_block(char *dst, const comm_block *db, const char *src, const c
         for (size_t t = 0; t < sb->rows; t++)
             memcpy(d0 + t * db->stride * es, s0 + t * sb->stride * es, sb->len * es);
     }
+}
+
+/*
+ * Copy n bytes with non-temporal stores where the CPU has them (SSE2, every
+ * x86-64): the destination lines are written whole without being read into
+ * the cache first (no read-for-ownership) and without evicting the cache.
+ * For the shm all-to-all's large copies, whose destination is not read
+ * again soon: one 1 KiB row at a time, a copy of 64 MiB by rows took 27 ms
+ * against 72 ms with memcpy (which streams only single copies above its
+ * own threshold) on the Xeon of doc/performance.md, one process alone.
+ * Same bytes as memcpy.
+ */
+static void copy_stream(char *dst, const char *src, size_t n)
+{
+#if defined(__SSE2__)
+    size_t head = (16 - ((uintptr_t)dst & 15)) & 15;
+    if (head > n)
+        head = n;
+    memcpy(dst, src, head);
+    dst += head; src += head; n -= head;
+    for (; n >= 64; n -= 64, dst += 64, src += 64) {
+        const __m128i a = _mm_loadu_si128((const __m128i *)(const void *)src);
+        const __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(src + 16));
+        const __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(src + 32));
+        const __m128i d = _mm_loadu_si128((const __m128i *)(const void *)(src + 48));
+        _mm_stream_si128((__m128i *)(void *)dst, a);
+        _mm_stream_si128((__m128i *)(void *)(dst + 16), b);
+        _mm_stream_si128((__m128i *)(void *)(dst + 32), c);
+        _mm_stream_si128((__m128i *)(void *)(dst + 48), d);
+    }
+#endif
+    memcpy(dst, src, n);
+}
+
+/* Order the non-temporal stores before what follows (the flag that
+ * publishes them). */
+static void stream_fence(void)
+{
+#if defined(__SSE2__)
+    _mm_sfence();
+#endif
+}
+
+/* copy_block with non-temporal stores, row by row. */
+static void copy_block_stream(char *dst, const comm_block *db, const char *src, const comm_block *sb, size_t es)
+{
+    for (size_t b = 0; b < sb->batches; b++) {
+        char *d0 = dst + (db->off + b * db->bstride) * es;
+        const char *s0 = src + (sb->off + b * sb->bstride) * es;
+        if (db->stride == sb->len && sb->stride == sb->len) {
+            copy_stream(d0, s0, sb->rows * sb->len * es);
+            continue;
+        }
+        for (size_t t = 0; t < sb->rows; t++)
+            copy_stream(d0 + t * db->stride * es, s0 + t * sb->stride * es, sb->len * es);
+    }
+    stream_fence();
 }
 
 /*
@@ -325,6 +389,14 @@ static int a2a_shm(uly_dist *D, int which, int to_heads, const char *in, int64_t
     a2a_blocks(D, which, to_heads, to_heads ? in : win, Hx, hbeg, hcnt, to_heads ? win : out, send, recv,
                &send_inplace, &recv_inplace);
     uly_comm_shm_ready(c, v);
+    /* large heads -> sequence exchanges stream their stores into this
+     * rank's shard (copy_stream), which is not read again before the cache
+     * has turned over.  Not sequence -> heads: streamed into the peers'
+     * window memory, its copies ran 2.4 x slower (doc/performance.md). */
+    size_t mine_bytes = 0; /* what this rank copies */
+    for (int s = 0; s < P && !to_heads; s++)
+        mine_bytes += s == r ? 0 : block_elems(&recv[s]) * es;
+    const int stream = mine_bytes >= ULY_SHM_STREAM_BYTES;
     unsigned char *st = D->shm_state; /* per peer: 0 to visit, 1 copied, 2 left out */
     memset(st, 0, usz(P));
     for (int left = P - 1; left > 0;) {
@@ -340,10 +412,12 @@ static int a2a_shm(uly_dist *D, int which, int to_heads, const char *in, int64_t
                 head_layout(D, s, off);
                 const comm_block mine = head_block(D, r, hcnt[s]); /* my tokens of s's heads, in s's buffer */
                 char *theirs = D->peer[s] + off[which];
+                void (*copy)(char *, const comm_block *, const char *, const comm_block *, size_t) =
+                    stream ? copy_block_stream : copy_block;
                 if (to_heads)
-                    copy_block(theirs, &mine, in, &send[s], es);
+                    copy(theirs, &mine, in, &send[s], es);
                 else
-                    copy_block(out, &recv[s], theirs, &mine, es);
+                    copy(out, &recv[s], theirs, &mine, es);
                 uly_comm_shm_done(c, s, v);
             }
             st[s] = ok ? 1 : 2;

@@ -526,6 +526,37 @@ START_TEST(shm_back_to_back)
 }
 END_TEST
 
+/* Heads -> sequence exchanges large enough for the shm mode's streaming
+ * copies (non-temporal stores, from 8 MiB per rank and call), with rows of
+ * 129 doubles (not 16-byte multiples): the same bits as memcpy, through the
+ * context's own buffer and through one of the caller's. */
+START_TEST(shm_stream_copies)
+{
+    if (P == 1)
+        return;
+    const shape big = {1, 6001, 6, 6, 129, 0, 0, 0};
+    uly_attn_desc a;
+    uly_dist *D = dist_f64(&big, ULY_A2A_SHM, &a);
+    int64_t t0, n, h0, hn, k0, kn;
+    ranges_of(D, &a, &t0, &n, &h0, &hn, &k0, &kn);
+    const int64_t N = a.seq, d = a.head_dim, H = a.heads;
+    const size_t hbytes = (size_t)(N * hn * d) * sizeof(double), sbytes = (size_t)(n * H * d) * sizeof(double);
+    double *want = encoded(&a, H, t0, n, 0, H), *out = malloc(sbytes + 8), *mine = malloc(hbytes + 8);
+    for (int k = 0; k < 2; k++) {
+        const int w = k ? ULY_A2A_DQ : ULY_A2A_O;
+        double *src = encoded_at(&a, H, 0, N, h0, hn, 0), *head = k ? mine : uly_dist_head_buffer(D, w);
+        memcpy(head, src, hbytes);
+        memset(out, 0xff, sbytes);
+        ck_assert_int_eq(uly_dist_a2a(D, w, head, out), ULY_OK);
+        ck_assert_msg(memcmp(out, want, sbytes) == 0, "rank %d: %s streamed all-to-all misplaced elements", rank,
+                      uly_a2a_name(w));
+        free(src);
+    }
+    free(want); free(out); free(mine);
+    uly_dist_free(D);
+}
+END_TEST
+
 /* Shared-memory mode, ranks that disagree on the all-to-all (rank 0 asks
  * for Q, the others for O) or with a NULL buffer on one rank: every rank
  * returns the error, none waits for a peer that will not come, and the
@@ -929,6 +960,7 @@ static Suite *make_dist_suite(void)
     tcase_add_loop_test(tc, a2a_integer_encoded, 0, NMODES * NSHAPES);
     tcase_add_loop_test(tc, shm_head_buffers, 0, NSHAPES);
     tcase_add_test(tc, shm_back_to_back);
+    tcase_add_test(tc, shm_stream_copies);
     tcase_add_test(tc, auto_mode_calibrates);
     suite_add_tcase(s, tc);
     TCase *te = tcase_create("exact");
