@@ -9,6 +9,7 @@
  */
 #include <cblas.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <limits.h>
 #include <string.h>
 #ifdef _OPENMP
@@ -43,6 +44,7 @@ struct blk_geom {
     int expanded;
     int bwd_pass;          /* ULY_BWD_* as requested */
     const uly_vops *vops;  /* SIMD level of the fp32 row operations */
+    int fwd_zero_pass;     /* forward: S by beta = 0, P in place (uly_kernel_fwd_zero_pass) */
     size_t ws_per;         /* workspace elements per thread */
     size_t ws_bytes;       /* all threads */
     void (*progress)(void *user); /* uly_kernel_opts.progress */
@@ -104,12 +106,23 @@ static void *blk_workspace(const struct blk_geom *G)
     return ws;
 }
 
-/* Workspace elements per thread.  Forward: S (bq x bk), O_acc (bq x d),
+/* The forward's S = scale Q K^T as the BLAS's own beta = 0 zeroing pass
+ * followed by P = exp(S - m) in place (1), or (0, the default) with beta = 1
+ * on an S that the exp pass leaves at +0 while it writes P to a buffer of
+ * its own.  Same bits; the switch exists so that tests can prove it. */
+static atomic_int fwd_zero_pass;
+
+void uly_kernel_fwd_zero_pass(int on)
+{
+    atomic_store_explicit(&fwd_zero_pass, on ? 1 : 0, memory_order_relaxed);
+}
+
+/* Workspace elements per thread.  Forward: S, P (bq x bk each), O_acc (bq x d),
  * m, l (bq each).  Backward: S, dP (bq x bk each), then either dK, dV of
  * this head and folded (4 x bk x d) or dQ_acc (bq x d), then D (bq). */
 static int64_t blk_ws_fwd(int64_t bq, int64_t bk, int64_t d)
 {
-    return bq * bk + bq * d + 2 * bq;
+    return 2 * bq * bk + bq * d + 2 * bq;
 }
 
 static int64_t blk_ws_bwd(int64_t bq, int64_t bk, int64_t d)
@@ -147,6 +160,7 @@ static int blk_bwd_single(const struct blk_geom *G, int64_t items)
 #define GEMM cblas_sgemm
 #define ROW_MAX(x, n) G->vops->row_max(x, n)
 #define EXP_SHIFT_SUM(x, n, s) G->vops->exp_shift_sum(x, n, s)
+#define EXP_SHIFT_SUM_TO(x, p, n, s) G->vops->exp_shift_sum_to(x, p, n, s)
 #define DS_ROW(p, dp, n, D) G->vops->ds_row(p, dp, n, D)
 #define SFX(name) name##_f32
 #include "kernel_blocked_impl.h"
@@ -154,6 +168,7 @@ static int blk_bwd_single(const struct blk_geom *G, int64_t items)
 #undef GEMM
 #undef ROW_MAX
 #undef EXP_SHIFT_SUM
+#undef EXP_SHIFT_SUM_TO
 #undef DS_ROW
 #undef SFX
 
@@ -161,6 +176,7 @@ static int blk_bwd_single(const struct blk_geom *G, int64_t items)
 #define GEMM cblas_dgemm
 #define ROW_MAX uly_row_max_f64
 #define EXP_SHIFT_SUM uly_exp_shift_sum_f64
+#define EXP_SHIFT_SUM_TO uly_exp_shift_sum_to_f64
 #define DS_ROW uly_ds_row_f64
 #define SFX(name) name##_f64
 #include "kernel_blocked_impl.h"
@@ -168,6 +184,7 @@ static int blk_bwd_single(const struct blk_geom *G, int64_t items)
 #undef GEMM
 #undef ROW_MAX
 #undef EXP_SHIFT_SUM
+#undef EXP_SHIFT_SUM_TO
 #undef DS_ROW
 #undef SFX
 
@@ -218,6 +235,7 @@ static int geom_init(const uly_attn_desc *a, const uly_kernel_opts *opts, int fw
     if (opts->bwd_pass < ULY_BWD_AUTO || opts->bwd_pass > ULY_BWD_TWO)
         return uly_set_error(ULY_EINVAL, "unknown backward schedule %d", opts->bwd_pass);
     G->bwd_pass = opts->bwd_pass;
+    G->fwd_zero_pass = atomic_load_explicit(&fwd_zero_pass, memory_order_relaxed);
     G->progress = opts->progress;
     G->progress_user = opts->progress_user;
     G->rows = opts->rows;

@@ -8,7 +8,7 @@
  *
  * Forward (per work item = batch b, local head h, query block): online
  * softmax over the visible key blocks, two GEMMs per block:
- *   S   = scale * Q_blk K_blk^T                  (mq x nk)
+ *   S   = scale * Q_blk K_blk^T                  (mq x nk, beta = 1 on zeros)
  *   m'  = max(m, rowmax S);  P = exp(S - m');  c = exp(m - m')
  *   l   = c l + rowsum P;    O_acc = c O_acc + P V_blk
  * then O = O_acc / l and LSE = m + log l.
@@ -41,11 +41,12 @@
  * local rows; the mask is evaluated at global positions (+ qoff, + koff). */
 static void SFX(block_scores)(const uly_attn_desc *a, const struct blk_geom *G, int64_t b,
                               const REAL *qp, int64_t ldq, const REAL *kp, int64_t ldk, int64_t q0,
-                              int64_t mq, int64_t k0, int64_t nk, REAL scale, REAL *S, int64_t lds)
+                              int64_t mq, int64_t k0, int64_t nk, REAL scale, REAL beta, REAL *S,
+                              int64_t lds)
 {
     const int64_t d = a->head_dim, gq0 = G->qoff + q0, gk0 = G->koff + k0;
     GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mq, (int)nk, (int)d, scale, qp, (int)ldq,
-         kp, (int)ldk, 0, S, (int)lds);
+         kp, (int)ldk, beta, S, (int)lds);
     int64_t lo_first, hi_first, lo_last, hi_last;
     uly_visible_range(a, b, gq0, &lo_first, &hi_first);
     uly_visible_range(a, b, gq0 + mq - 1, &lo_last, &hi_last);
@@ -109,8 +110,10 @@ static void SFX(fwd_item)(const uly_attn_desc *a, const struct blk_geom *G, int6
     const REAL *qp = q + ((b * Nq + q0) * G->hq + hl) * d;
     const REAL *kp = k + (b * Nk * G->hk + kvl) * d;
     const REAL *vp = v + (b * Nk * G->hk + kvl) * d;
+    const int zp = G->fwd_zero_pass;    // S zeroed by the BLAS (beta = 0), P in place
     REAL *S = ws;                       // (bq, bk): layout of blk_ws_fwd
-    REAL *acc = ws + bq * bk;           // (mq, d)
+    REAL *P = zp ? S : ws + bq * bk;    // (bq, bk)
+    REAL *acc = ws + 2 * bq * bk;       // (mq, d)
     REAL *m = acc + bq * d;             // (bq)
     REAL *l = m + bq;                   // (bq)
     for (int64_t i = 0; i < mq; i++) {
@@ -118,6 +121,12 @@ static void SFX(fwd_item)(const uly_attn_desc *a, const struct blk_geom *G, int6
         l[i] = 0;
     }
     memset(acc, 0, (size_t)(mq * d) * sizeof *acc);
+    /* S starts at +0 and the exp pass leaves +0 behind while it writes P
+     * to its own buffer, so S = scale Q K^T runs with beta = 1: the same
+     * bits as beta = 0, which only adds a pass zeroing S before the same
+     * accumulation (doc/performance.md, tests/test_blocked.c) */
+    if (!zp)
+        memset(S, 0, (size_t)(mq * bk) * sizeof *S);
     if (G->stream)
         blk_rows(G, ULY_ROWS_NEED_Q, q0 + mq);
     int64_t kb0, kb1;
@@ -126,17 +135,17 @@ static void SFX(fwd_item)(const uly_attn_desc *a, const struct blk_geom *G, int6
         const int64_t k0 = kb * bk, nk = Nk - k0 < bk ? Nk - k0 : bk;
         if (G->stream)
             blk_rows(G, ULY_ROWS_NEED_K, k0 + nk);
-        SFX(block_scores)(a, G, b, qp, ldq, kp + k0 * ldk, ldk, q0, mq, k0, nk, (REAL)G->scale, S, bk);
+        SFX(block_scores)(a, G, b, qp, ldq, kp + k0 * ldk, ldk, q0, mq, k0, nk, (REAL)G->scale, zp ? 0 : 1, S, bk);
         for (int64_t i = 0; i < mq; i++) {
-            REAL *row = S + i * bk;
+            REAL *row = S + i * bk, *prow = P + i * bk;
             REAL mx = ROW_MAX(row, nk);
             REAL mnew = mx > m[i] ? mx : m[i];
             if (mnew == -INFINITY) { /* nothing visible yet in this row */
                 for (int64_t j = 0; j < nk; j++)
-                    row[j] = 0;
+                    row[j] = prow[j] = 0;
                 continue;
             }
-            REAL rs = EXP_SHIFT_SUM(row, nk, mnew);
+            REAL rs = zp ? EXP_SHIFT_SUM(row, nk, mnew) : EXP_SHIFT_SUM_TO(row, prow, nk, mnew);
             REAL corr = m[i] == -INFINITY ? 0 : (REAL)exp((double)m[i] - (double)mnew);
             l[i] = l[i] * corr + rs;
             m[i] = mnew;
@@ -146,7 +155,7 @@ static void SFX(fwd_item)(const uly_attn_desc *a, const struct blk_geom *G, int6
                     ai[c] *= corr;
             }
         }
-        GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mq, (int)d, (int)nk, 1, S, (int)bk,
+        GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mq, (int)d, (int)nk, 1, P, (int)bk,
              vp + k0 * ldk, (int)ldk, 1, acc, (int)d);
     }
     for (int64_t i = 0; i < mq; i++) {
@@ -184,7 +193,7 @@ static void SFX(block_dS)(const uly_attn_desc *a, const struct blk_geom *G, int6
                           const REAL *D, REAL *S, REAL *dP)
 {
     const int64_t d = a->head_dim, bk = G->bk;
-    SFX(block_scores)(a, G, b, qp, ldq, kp, ldk, q0, mq, k0, nk, (REAL)G->scale, S, bk);
+    SFX(block_scores)(a, G, b, qp, ldq, kp, ldk, q0, mq, k0, nk, (REAL)G->scale, 0, S, bk);
     for (int64_t i = 0; i < mq; i++) {
         if (lse_rows[i] == -INFINITY) /* a row that sees nothing: P = 0 */
             memset(S + i * bk, 0, (size_t)nk * sizeof *S);

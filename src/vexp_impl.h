@@ -3,9 +3,10 @@
  * (see vexp.h for the contract).  Included by vexp.c with
  *   VL       lanes per vector (8 or 16)
  *   VSFX(n)  n with the level's suffix
- * inside a `#pragma GCC target` region for the level.  Reductions always
- * fold into 8 accumulators in element order, whatever VL is, so that every
- * level gives the same bits.
+ * inside a `#pragma GCC target` region for the level, with VLEVEL (2:
+ * AVX-512, 1: AVX2, 0: none) choosing the max/min instructions.  The
+ * reductions assign elements to accumulators the same way whatever VL is,
+ * so that every level gives the same bits.
  */
 
 typedef float VSFX(vf) __attribute__((vector_size(VL * 4)));
@@ -58,30 +59,32 @@ static inline __attribute__((always_inline)) VF VSFX(vmin)(VF a, VF b)
 #endif
 }
 
+/* exp(x): clamp to [-88, 88]; n = round(x log2 e) with the 1.5 * 2^23
+ * trick; r = x - n ln 2 in two steps (Cody-Waite); e^r = 1 + r + r^2 P(r)
+ * with P of degree 4 (Chebyshev fit on [-ln2/2, ln2/2], 8e-9 relative);
+ * times 2^n built in the exponent bits.  For x <= -87.68 (-inf included)
+ * n = -127, whose exponent bits are 0: the product is exactly +0 without a
+ * mask. */
 static inline __attribute__((always_inline)) VF VSFX(exp)(VF x)
 {
-    const VF lo = VSFX(splat)(-87.3f), hi = VSFX(splat)(88.0f);
-    VI keep = x >= lo;
-    /* = keep ? x : lo, then xc > hi ? hi : xc (equal values where they differ) */
-    VF xc = VSFX(vmin)(VSFX(vmax)(x, lo), hi);
+    /* max(x, -88) then min(., 88) (x > lo ? x : lo; x < hi ? x : hi) */
+    VF xc = VSFX(vmin)(VSFX(vmax)(x, VSFX(splat)(-88.0f)), VSFX(splat)(88.0f));
     VF t = xc * VSFX(splat)(1.44269504088896341f);
     /* n = round(t): 1.5 * 2^23 + t holds n in its low mantissa bits */
     VF tm = t + VSFX(splat)(12582912.0f);
     VF nf = tm - VSFX(splat)(12582912.0f);
     VF r = xc - nf * VSFX(splat)(0.693359375f);
     r = r - nf * VSFX(splat)(-2.12194440e-4f);
-    VF p = VSFX(splat)(1.9875691500E-4f);
-    p = p * r + VSFX(splat)(1.3981999507E-3f);
-    p = p * r + VSFX(splat)(8.3334519073E-3f);
-    p = p * r + VSFX(splat)(4.1665795894E-2f);
-    p = p * r + VSFX(splat)(1.6666665459E-1f);
-    p = p * r + VSFX(splat)(5.0000001201E-1f);
+    VF p = VSFX(splat)(1.3926175889e-3f);
+    p = p * r + VSFX(splat)(8.3631733432e-3f);
+    p = p * r + VSFX(splat)(4.1666556150e-2f);
+    p = p * r + VSFX(splat)(1.6666577756e-1f);
+    p = p * r + VSFX(splat)(0.5f);
     VF y = p * r * r + r + VSFX(splat)(1.0f);
-    /* 2^n: the bits of tm are 0x4b400000 + n (|n| <= 127); shifted left by
-     * 23 only the n + 127 part stays, as with (int)nf + 127 << 23 */
+    /* 2^n: the bits of tm are 0x4b400000 + n (-127 <= n <= 127); shifted
+     * left by 23 only n + 127 stays, in the exponent field (0 for n = -127) */
     VI e = (VI)(((VU)tm + 127) << 23);
-    y = y * (VF)e;
-    return (VF)((VI)y & keep);
+    return y * (VF)e;
 }
 
 /* Whole vectors: plain (unaligned) loads and stores that stay in registers. */
@@ -169,32 +172,78 @@ static float VSFX(row_max)(const float *x, int64_t n)
     return r;
 }
 
-/* acc += the 8-lane pieces of v, low then high */
-static inline __attribute__((always_inline)) V8 VSFX(sum_into)(V8 acc, VF v)
+/* p = exp(x - shift) (p == x: in place; else x = +0 afterwards), and the
+ * sum of p over 16 accumulators: element j goes to accumulator j mod 16 in
+ * increasing j (two 8-lane vectors at 8 lanes), combined as a_l + a_(l+8)
+ * then ((s0+s1)+(s2+s3))+((s4+s5)+(s6+s7)).  Padding lanes hold exp(-inf)
+ * = +0 and add nothing. */
+static inline __attribute__((always_inline)) float VSFX(exp_rows)(float *x, float *p, int64_t n, float shift,
+                                                                  const int zero)
 {
-    acc += VSFX_PART(v, 0);
+    const VF s = VSFX(splat)(shift), z = VSFX(splat)(0.0f);
+    int64_t j = 0;
+#define VSFX_EXP_ONE(v, j)                                                                               \
+    do {                                                                                                 \
+        v = VSFX(exp)(VSFX(load)(x + (j)) - s);                                                          \
+        VSFX(store)(p + (j), v);                                                                         \
+        if (zero)                                                                                        \
+            VSFX(store)(x + (j), z);                                                                     \
+    } while (0)
+#define VSFX_EXP_TAIL(v, j)                                                                              \
+    do {                                                                                                 \
+        v = VSFX(exp)(VSFX(load_tail)(x + (j), n - (j), -INFINITY) - s);                                  \
+        VSFX(store_tail)(p + (j), n - (j), v);                                                           \
+        if (zero)                                                                                        \
+            VSFX(store_tail)(x + (j), n - (j), z);                                                       \
+    } while (0)
 #if VL == 16
-    acc += VSFX_PART(v, 1);
+    VF acc = VSFX(splat)(0.0f), v;
+    for (; j + 16 <= n; j += 16) {
+        VSFX_EXP_ONE(v, j);
+        acc += v;
+    }
+    if (j < n) {
+        VSFX_EXP_TAIL(v, j);
+        acc += v;
+    }
+    V8 a8 = VSFX_PART(acc, 0) + VSFX_PART(acc, 1);
+#else
+    VF a0 = VSFX(splat)(0.0f), a1 = a0, v, w;
+    for (; j + 16 <= n; j += 16) {
+        VSFX_EXP_ONE(v, j);
+        VSFX_EXP_ONE(w, j + 8);
+        a0 += v;
+        a1 += w;
+    }
+    if (j + 8 <= n) {
+        VSFX_EXP_ONE(v, j);
+        a0 += v;
+        j += 8;
+        if (j < n) {
+            VSFX_EXP_TAIL(w, j);
+            a1 += w;
+        }
+    } else if (j < n) {
+        VSFX_EXP_TAIL(v, j);
+        a0 += v;
+    }
+    V8 a8 = a0 + a1;
 #endif
-    return acc;
+#undef VSFX_EXP_ONE
+#undef VSFX_EXP_TAIL
+    return ((a8[0] + a8[1]) + (a8[2] + a8[3])) + ((a8[4] + a8[5]) + (a8[6] + a8[7]));
 }
 
 static float VSFX(exp_shift_sum)(float *x, int64_t n, float shift)
 {
-    V8 acc = {0, 0, 0, 0, 0, 0, 0, 0};
-    const VF s = VSFX(splat)(shift);
-    int64_t j = 0;
-    for (; j + VL <= n; j += VL) {
-        VF v = VSFX(exp)(VSFX(load)(x + j) - s);
-        VSFX(store)(x + j, v);
-        acc = VSFX(sum_into)(acc, v);
-    }
-    if (j < n) { /* padding with -inf gives exp = 0: adds +0 */
-        VF v = VSFX(exp)(VSFX(load_tail)(x + j, n - j, -INFINITY) - s);
-        VSFX(store_tail)(x + j, n - j, v);
-        acc = VSFX(sum_into)(acc, v);
-    }
-    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    return VSFX(exp_rows)(x, x, n, shift, 0);
+}
+
+/* p = exp(x - shift) and x = +0 (the bits of exp_shift_sum; the zeros let
+ * the next block's S = Q K^T accumulate with beta = 1). */
+static float VSFX(exp_shift_sum_to)(float *x, float *p, int64_t n, float shift)
+{
+    return VSFX(exp_rows)(x, p, n, shift, 1);
 }
 
 static void VSFX(ds_row)(const float *p, float *dp, int64_t n, float D)
