@@ -1503,6 +1503,55 @@ static int candidates(usim_net *n, const usim_coll *c, const rgrid *R, usim_algo
                                 as, ps, est, MAX_CANDIDATES);
 }
 
+/* Whether no group lists a GPU twice (a grid is a bijection), so that every
+ * ring transfer crosses a link and pays its latency; 1 yes, 0 no, -status. */
+static int members_distinct(usim_net *n, const usim_coll *c)
+{
+    if (!c->ranks)
+        return 1;
+    int G = usim_net_gpus(n), ok = 1;
+    int *tag = usim_calloc((size_t)G, sizeof *tag);
+    if (!tag)
+        return -usim_set_error(USIM_ENOMEM, "out of memory");
+    for (int gi = 0; gi < c->ngroups && ok; gi++)
+        for (int p = 0; p < c->size; p++) {
+            int h = c->ranks[(size_t)gi * c->size + p];
+            if (tag[h] == gi + 1) {
+                ok = 0;
+                break;
+            }
+            tag[h] = gi + 1;
+        }
+    free(tag);
+    return ok;
+}
+
+/* A lower bound on the duration run_one gives a ring with protocol p, from
+ * latency alone: the transfer of ring position i at step k waits for the same
+ * position's transfer of step k - 1 (dependency d0 in gen_ring and
+ * gen_ring_cone), then for one route latency, so the last transfer of
+ * every step ends at least Lmin after the last one of the step before, Lmin
+ * the smaller of the two route latencies with p's factors (usim_net_route's
+ * arithmetic), and the first step ends at Lmin or later.  Hence the window's
+ * makespan is >= w Lmin and its step period >= Lmin, and the extrapolated
+ * duration mk + llround(period (steps - w)) >= steps Lmin (every operation
+ * monotone, the integers exact in double).  A ring over 10^6 GPUs runs
+ * about 2 10^6 dependent steps: this bound, not the link bytes, is what
+ * lets the search skip the protocols with the larger latencies. */
+static usim_time ring_latency_bound(usim_net *n, const usim_coll *c, usim_proto p)
+{
+    const usim_platform *pf = usim_net_platform(n);
+    usim_time lv = (usim_time)llround((double)pf->nvl_lat * usim_proto_latency(p, USIM_CLASS_NVLINK));
+    usim_time ln = (usim_time)llround((double)pf->nic_lat * usim_proto_latency(p, USIM_CLASS_NIC));
+    int64_t steps = (int64_t)(c->type == USIM_ALLREDUCE ? 2 : 1) * (c->size - 1);
+    return (lv < ln ? lv : ln) * steps;
+}
+
+usim_time usim_test_ring_latency_bound(usim_net *n, const usim_coll *c, usim_proto p)
+{
+    return ring_latency_bound(n, c, p);
+}
+
 /* Several groups (their copies load the links): the light cone also needs
  * every block's loads to be alike and inside the block.  For every GPU of
  * group 0 and every unit of GPUs sharing links (NIC, node), the positions of
@@ -1947,7 +1996,7 @@ int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t
         }
         order[j] = q;
     }
-    int best = -1;
+    int best = -1, distinct = -1;
     const usim_platform *pf = usim_net_platform(n);
     usim_coll_result cnt[USIM_NALGO];
     int have_cnt[USIM_NALGO] = {0};
@@ -1967,6 +2016,15 @@ int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t
                 double x = (double)t.max_sent[cl] * w * 1e12 / bw[cl];
                 if (x > lb)
                     lb = x;
+            }
+            if (as[q] == USIM_ALGO_RING && is_ring(c->type) && c->size > 1) {
+                if (distinct < 0 && (distinct = members_distinct(n, c)) < 0) {
+                    rc = -distinct;
+                    break;
+                }
+                double ll = distinct ? (double)ring_latency_bound(n, c, ps[q]) : 0;
+                if (ll > lb)
+                    lb = ll;
             }
             if (lb - 1 >= (double)r->duration)
                 continue;

@@ -533,6 +533,57 @@ START_TEST(test_pairwise_equal)
 }
 END_TEST
 
+/* The candidate search skips a protocol whose lower bound (busiest link's
+ * bytes, or the ring's steps times its smallest route latency) reaches the
+ * best time so far: the choice must be the one of trying every protocol.
+ * Single rings of 256 and 4096 GPUs (grids, chunks split unevenly), small
+ * chunks (latency-bound: the latency bound prunes) and large ones; every
+ * explicit protocol's duration is at least its bound. */
+START_TEST(test_search_pruning)
+{
+    usim_platform plats[3] = {platform_of("dgx-a100-40g"), platform_of("rails2"), platform_of("mi300x-8")};
+    static const usim_proto protos[3] = {USIM_PROTO_LL, USIM_PROTO_LL128, USIM_PROTO_SIMPLE};
+    static int ranks[256];
+    int pruned = 0;
+    for (int i = 0; i < 256; i++)
+        ranks[i] = i;
+    for (int pi = 0; pi < 3; pi++)
+        for (int P = 256; P <= 4096; P *= 16)
+            for (int big = 0; big < 2; big++)
+                for (int t = USIM_ALLGATHER; t <= USIM_ALLREDUCE; t++) {
+                    usim_grid gr = {1, {{P, 1}}};
+                    usim_coll c = {.type = (usim_coll_type)t, .ngroups = 1, .size = P,
+                                   .ranks = P == 256 && big ? ranks : NULL, .grid = &gr,
+                                   .chunk_total = big ? 50000037 : (int64_t)P * 3 + 5, .chunk_mult = 2,
+                                   .algo = USIM_ALGO_RING, .proto = USIM_PROTO_AUTO};
+                    usim_net *n = usim_net_new(&plats[pi], P);
+                    usim_coll_result r, e[3];
+                    char what[96];
+                    snprintf(what, sizeof what, "%s P=%d big %d platform %d", usim_coll_name(c.type), P, big, pi);
+                    ck_assert_msg(usim_coll_run(n, &c, &r, NULL, NULL) == USIM_OK, "%s: %s", what,
+                                  usim_last_error());
+                    usim_time best = -1;
+                    for (int k = 0; k < 3; k++) {
+                        c.proto = protos[k];
+                        ck_assert_msg(usim_coll_run(n, &c, &e[k], NULL, NULL) == USIM_OK, "%s: %s", what,
+                                      usim_last_error());
+                        usim_time lb = usim_test_ring_latency_bound(n, &c, protos[k]);
+                        ck_assert_msg(e[k].duration >= lb, "%s proto %d: %lld ps below its bound %lld", what,
+                                      (int)protos[k], (long long)e[k].duration, (long long)lb);
+                        pruned += lb > r.duration;
+                        if (best < 0 || e[k].duration < best)
+                            best = e[k].duration;
+                        if (e[k].proto == r.proto)
+                            ck_assert_msg(e[k].duration == r.duration, "%s: the choice's time", what);
+                    }
+                    ck_assert_msg(r.duration == best, "%s: chose %lld ps, best %lld", what,
+                                  (long long)r.duration, (long long)best);
+                    usim_net_free(n);
+                }
+    ck_assert_msg(pruned > 0, "no case exercised the latency bound");
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("classes");
@@ -546,6 +597,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_grid_equal);
     tcase_add_test(t, test_grid_fallback);
     tcase_add_test(t, test_pairwise_equal);
+    tcase_add_test(t, test_search_pruning);
     suite_add_tcase(s, t);
     return s;
 }
