@@ -313,7 +313,26 @@ typedef struct uly_kernel_opts {
      * It must not touch the kernel's tensors; the results do not depend on it. */
     void (*progress)(void *user);
     void *progress_user;
+    /* Rows as they are needed and as they become final (uly_dist's overlap
+     * waits for each source rank's piece only when the kernel reaches it):
+     * rows(rows_user, ULY_ROWS_NEED_Q, end) before the kernel reads
+     * query-side rows (Q, O, dO, LSE; tile-relative) below end for the first
+     * time, ULY_ROWS_NEED_K before key-side rows (K, V) below end;
+     * ULY_ROWS_DONE_Q once O and LSE (forward) or dQ (backward) rows below
+     * end are final for every head, ULY_ROWS_DONE_K once dK, dV rows are.
+     * Always called by the thread that called the kernel.  With one thread
+     * (and the single-pass backward) the calls come block by block in the
+     * kernel's fixed order; otherwise NEED comes once with the full row
+     * counts before any work.  Every successful call ends with DONE for the
+     * full counts.  Each call of an event has a larger end than the last
+     * one of that event in the same kernel call; NULL: never called.
+     * The kernel's order and blocks are the same with or without it, so the
+     * results do not depend on it. */
+    void (*rows)(void *user, int event, int64_t end);
+    void *rows_user;
 } uly_kernel_opts;
+
+enum { ULY_ROWS_NEED_Q = 0, ULY_ROWS_NEED_K = 1, ULY_ROWS_DONE_Q = 2, ULY_ROWS_DONE_K = 3 };
 
 enum { ULY_BWD_AUTO = 0,   /* single pass when the (batch, KV head) items keep the threads busy */
        ULY_BWD_SINGLE = 1, /* one KV-outer pass per (batch, KV head): 5 GEMMs per block pair */

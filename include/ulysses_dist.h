@@ -74,11 +74,17 @@ typedef struct uly_dist_opts {
  * range of its KV heads and the query heads among its own that use them;
  * K is at most the smallest KV-head count of any rank, so GQA groups are
  * never split between chunks and no KV head moves twice).  Forward: the
- * input all-to-all of chunk c+1 (non-blocking per-peer messages) is in
- * flight while attention computes chunk c, and the output all-to-all of
- * chunk c while chunk c+1 computes; the kernel calls a progress hook
- * between blocks so that MPI moves the data meanwhile.  Backward likewise
- * (dO in; dQ, dK, dV out); it runs chunked exactly when its forward did.
+ * input all-to-all of chunk c+1 (non-blocking per-peer messages, K and V
+ * before Q) is in flight while attention computes chunk c, and the output
+ * all-to-all of chunk c while chunk c+1 computes; the kernel calls a
+ * progress hook between blocks so that MPI moves the data meanwhile.
+ * Within a chunk the work goes source rank by source rank: the kernel's
+ * rows hook (uly_kernel_opts.rows) waits for a source's block of Q, K, V
+ * only when the kernel first reaches that source's rows, in its fixed
+ * order, and sends each source's block of O as soon as its rows are final.
+ * Backward likewise (dO in, waited for per source; dK, dV out per source as
+ * their key blocks finish; dQ once the chunk is done); it runs chunked
+ * exactly when its forward did.
  * Results are bitwise identical to the non-overlapped path.  With K < 2
  * (a rank with one KV head, or P = 1) the plain path runs.
  */
@@ -151,8 +157,11 @@ void uly_dist_reset_volume(uly_dist *d);
 typedef struct uly_dist_times {
     double fwd_a2a_in, fwd_attn, fwd_a2a_out;
     double bwd_a2a_in, bwd_attn, bwd_a2a_out;
-    /* Whole call, and with overlap: time inside the kernel's progress hook
-     * (MPI moving data while attention runs; not counted in *_attn), and the
+    /* Whole call, and with overlap: time inside the kernel's hooks (MPI
+     * moving data while attention runs; not counted in *_attn): the wall
+     * time of waiting for a source's block, the CPU time of the
+     * non-blocking tests and sends (their wall time beyond it is the OS
+     * running another process, as during the kernel's own work), and the
      * number of chunks (1: the plain path ran).  With overlap the a2a times
      * are the time spent starting and completing the chunk all-to-alls
      * outside the kernel, so in + attn + out + progress <= wall. */

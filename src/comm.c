@@ -487,6 +487,18 @@ int uly_comm_nb_wait(uly_comm_nb *q)
     return ULY_OK;
 }
 
+int uly_comm_nb_wait_some(uly_comm_nb *q, int first, int n)
+{
+    if (first >= q->n || n <= 0)
+        return ULY_OK; /* completed by a test that emptied q */
+    if (n > q->n - first)
+        n = q->n - first;
+    int e = MPI_Waitall(n, q->req + first, MPI_STATUSES_IGNORE);
+    if (e != MPI_SUCCESS)
+        return mpi_fail(e, "MPI_Waitall");
+    return ULY_OK;
+}
+
 int uly_comm_max_over_ranks(uly_comm *c, double *x, int n)
 {
     MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_MAX, c->comm), "MPI_Allreduce (max)");

@@ -107,6 +107,9 @@ ULY_INTERNAL int uly_comm_nb_post(uly_comm *c, uly_comm_nb *q, int recv, void *b
 ULY_INTERNAL int uly_comm_nb_test(uly_comm_nb *q, int *done);
 /* Complete every message of q (q is empty afterwards). */
 ULY_INTERNAL int uly_comm_nb_wait(uly_comm_nb *q);
+/* Complete the n messages of q posted at positions [first, first + n)
+ * (the others stay in flight); nothing if q was emptied since. */
+ULY_INTERNAL int uly_comm_nb_wait_some(uly_comm_nb *q, int first, int n);
 
 /*
  * Shared memory between the ranks of one node (the all-to-all mode

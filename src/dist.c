@@ -11,20 +11,31 @@
  * With B = 1 the head side is contiguous and is handed to MPI directly (no
  * copy): the receive of sequence -> heads and the send of heads -> sequence.
  */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "comm.h"
 #include "internal.h"
 #include "ulysses_dist.h"
 
-/* One tensor of a chunk's non-blocking all-to-all: where it lands. */
+/* One tensor of a chunk's non-blocking all-to-all, source by source: the
+ * receives are posted at its start, each peer's block is sent (and the own
+ * one copied) when its rows are ready, and each source's block is waited for
+ * (and unpacked) when its rows are needed. */
 typedef struct ovl_part {
-    char *out;          /* destination tensor */
-    comm_block *recv;   /* (P) blocks of out, by source rank */
-    size_t *roff;       /* (P) offset of each source's block in rstage */
-    char *rstage;       /* NULL: received in place */
+    int tag;
+    const char *in;           /* source tensor */
+    char *out;                /* destination tensor */
+    comm_block *send, *recv;  /* (P) blocks of in / out, by peer */
+    size_t *soff, *roff;      /* (P) offset of each peer's block in sstage / rstage */
+    int *rfirst, *rn;         /* (P) each source's receive requests in the op's queue */
+    unsigned char *got;       /* (P) the source's block is in out */
+    unsigned char *sent;      /* (P) the block for that peer is sent (own: copied) */
+    char *sstage;             /* NULL: sent in place */
+    char *rstage;             /* NULL: received in place */
 } ovl_part;
 
 /* A chunk's all-to-all in flight: up to three tensors (Q, K, V or dQ, dK, dV). */
@@ -75,9 +86,11 @@ struct uly_dist {
     void *lse_ch;              /* B > 1: the LSE chunk by chunk, (B, cqc, N) each */
     void *expanded2;           /* replicated KV: dV's per-query-head gradients */
     void *ovl_owned;           /* the allocation behind the overlap buffers */
-    ovl_op op[2];              /* [0] an input all-to-all, [1] an output one */
-    int ovl_err;               /* first error of the progress hook */
-    double t_prog;             /* time inside the progress hook */
+    void *ovl_tab[4];          /* the allocations behind the ops' per-peer tables */
+    ovl_op op[4];              /* input all-to-alls of even / odd chunks, then output ones */
+    int ovl_c, ovl_fwd;        /* the chunk the kernel runs, and in which direction */
+    int ovl_err;               /* first error of the kernel's hooks */
+    double t_prog;             /* time inside the kernel's hooks */
     int fwd_chunked;           /* the last forward ran chunked: its backward does too */
     int have_fwd;
     uint64_t calls;
@@ -215,9 +228,8 @@ static int auto_record(uly_dist *D, int which, int mode, double secs)
 /* Both sides' blocks of one all-to-all for every peer (see a2a_move), the
  * byte counters, and the copy of the own block; *send_inplace and
  * *recv_inplace say whether every peer's block of that side is contiguous. */
-static void a2a_blocks(uly_dist *D, int which, int to_heads, const char *in, int64_t Hx, const int64_t *hbeg,
-                       const int64_t *hcnt, char *out, comm_block *send, comm_block *recv, int *send_inplace,
-                       int *recv_inplace)
+static void a2a_tables(uly_dist *D, int which, int to_heads, int64_t Hx, const int64_t *hbeg, const int64_t *hcnt,
+                       comm_block *send, comm_block *recv, int *send_inplace, int *recv_inplace)
 {
     const int P = D->P, r = D->rank;
     const size_t es = D->es;
@@ -233,8 +245,16 @@ static void a2a_blocks(uly_dist *D, int which, int to_heads, const char *in, int
         D->vol.sent[which] += block_elems(&send[s]) * es;
         D->vol.recv[which] += block_elems(&recv[s]) * es;
     }
+}
+
+static void a2a_blocks(uly_dist *D, int which, int to_heads, const char *in, int64_t Hx, const int64_t *hbeg,
+                       const int64_t *hcnt, char *out, comm_block *send, comm_block *recv, int *send_inplace,
+                       int *recv_inplace)
+{
+    const int r = D->rank;
+    a2a_tables(D, which, to_heads, Hx, hbeg, hcnt, send, recv, send_inplace, recv_inplace);
     if (D->nc[r] > 0)
-        copy_block(out, &recv[r], in, &send[r], es);
+        copy_block(out, &recv[r], in, &send[r], D->es);
 }
 
 /* The head-side buffers of rank s, in the order of the all-to-all kinds
@@ -470,12 +490,12 @@ void uly_dist_free(uly_dist *D)
 {
     if (!D)
         return;
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 4; i++)
         uly_comm_nb_free(&D->op[i].q); /* before the communicator goes */
     uly_free(D->cqb);
     uly_free(D->ovl_owned);
-    uly_free(D->op[0].part[0].recv);
-    uly_free(D->op[0].part[0].roff);
+    for (int i = 0; i < 4; i++)
+        uly_free(D->ovl_tab[i]);
     uly_comm_close(D->c); /* and the window */
     uly_free(D->nb);
     uly_free(D->sc);
@@ -553,7 +573,7 @@ static int ovl_alloc(uly_dist *D)
     D->ost_seq = usz(seq);
     D->ost_head = B > 1 ? usz(head) : 0;
     const int64_t h_r = D->hc[r];
-    size_t stage = 6 * (D->ost_seq + D->ost_head) * D->es;
+    size_t stage = 12 * (D->ost_seq + D->ost_head) * D->es;
     size_t lse = B > 1 ? usz(B * h_r * N) * D->es : 0;
     size_t exp2 = D->rep ? usz(B * n_r * D->a.heads * d) * D->es : 0;
     stage = (stage + 63) / 64 * 64;
@@ -569,22 +589,24 @@ static int ovl_alloc(uly_dist *D)
     D->ostage = D->ovl_owned;
     D->lse_ch = lse ? D->ostage + stage : NULL;
     D->expanded2 = exp2 ? D->ostage + stage + lse : NULL;
-    /* per op and tensor: receive blocks and stage offsets, from the scratch below */
-    comm_block *blk = uly_calloc(6 * (size_t)P, sizeof *blk);
-    size_t *off = uly_calloc(6 * (size_t)P, sizeof *off);
-    if (!blk || !off) {
-        uly_free(blk);
-        uly_free(off);
+    /* per op and tensor: the per-peer tables of ovl_part */
+    const size_t np = 12 * (size_t)P;
+    comm_block *blk = D->ovl_tab[0] = uly_calloc(2 * np, sizeof *blk);
+    size_t *off = D->ovl_tab[1] = uly_calloc(2 * np, sizeof *off);
+    int *idx = D->ovl_tab[2] = uly_calloc(2 * np, sizeof *idx);
+    unsigned char *flag = D->ovl_tab[3] = uly_calloc(2 * np, 1);
+    if (!blk || !off || !idx || !flag)
         return uly_set_error(ULY_ENOMEM, "cannot allocate overlap block tables");
-    }
-    D->op[0].part[0].recv = blk; /* owns blk; part[0].roff of op 0 owns off */
-    D->op[0].part[0].roff = off;
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 4; i++)
         for (int t = 0; t < 3; t++) {
-            D->op[i].part[t].recv = blk + (size_t)(i * 3 + t) * P;
-            D->op[i].part[t].roff = off + (size_t)(i * 3 + t) * P;
+            const size_t x = (size_t)(i * 3 + t) * 2 * (size_t)P;
+            ovl_part *pt = &D->op[i].part[t];
+            pt->send = blk + x; pt->recv = blk + x + P;
+            pt->soff = off + x; pt->roff = off + x + P;
+            pt->rfirst = idx + x; pt->rn = idx + x + P;
+            pt->sent = flag + x; pt->got = flag + x + P;
         }
-    for (int i = 0; i < 2 && !rc; i++)
+    for (int i = 0; i < 4 && !rc; i++)
         rc = uly_comm_nb_init(&D->op[i].q, (int)cap);
     return rc;
 }
@@ -843,87 +865,174 @@ static uly_kernel_opts local_opts(const uly_dist *D)
 
 /* ------------------------------------------------------------ overlap */
 
-/* Tags of the chunk all-to-alls: one per tensor kind, so that an input and
- * an output all-to-all in flight at once never match each other's messages
- * (and two of the same kind are never in flight together). */
-#define OVL_TAG(which) (ULY_COMM_TAG_A2A + 1 + (which))
+/* Tags of the chunk all-to-alls: one per tensor kind and chunk parity, so
+ * that the input all-to-alls of two chunks, or the output ones, in flight
+ * at once and an input and an output one never match each other's messages
+ * (two of the same kind and parity are never in flight together). */
+#define OVL_TAG(which, c) (ULY_COMM_TAG_A2A + 1 + (which) + ULY_A2A_COUNT * ((c) & 1))
+#define OVL_IN(D, c) (&(D)->op[(c) & 1])
+#define OVL_OUT(D, c) (&(D)->op[2 + ((c) & 1)])
 
-/* Start one tensor of a chunk's all-to-all as part of op `o` (see a2a_move
- * for the two sides): the own block is copied, every receive posted, then
- * each peer's block packed (unless its side is contiguous) and sent. */
-static int ovl_start(uly_dist *D, ovl_op *o, int which, int to_heads, const char *in, int64_t Hx,
-                     const int64_t *hbeg, const int64_t *hcnt, char *out)
+/* Send the block of tensor pt for peer s (packed unless its side is
+ * contiguous), or copy the own block; once. */
+static int ovl_send(uly_dist *D, ovl_op *o, ovl_part *pt, int s)
+{
+    const size_t es = D->es;
+    if (pt->sent[s])
+        return ULY_OK;
+    pt->sent[s] = 1;
+    if (s == D->rank) {
+        if (D->nc[s] > 0)
+            copy_block(pt->out, &pt->recv[s], pt->in, &pt->send[s], es);
+        return ULY_OK;
+    }
+    const comm_block *b = &pt->send[s];
+    const size_t n = block_elems(b);
+    const char *buf = pt->in + b->off * es;
+    if (n && pt->sstage) {
+        comm_block packed = {pt->soff[s], b->batches, b->rows * b->len, b->rows, b->len, b->len};
+        copy_block(pt->sstage, &packed, pt->in, b, es);
+        buf = pt->sstage + pt->soff[s] * es;
+    }
+    return uly_comm_nb_post(D->c, &o->q, 0, (void *)buf, n, es, s, pt->tag);
+}
+
+/* Wait for source s's block of tensor pt and unpack it; once. */
+static int ovl_recv(uly_dist *D, ovl_op *o, ovl_part *pt, int s)
+{
+    if (pt->got[s])
+        return ULY_OK;
+    int rc = uly_comm_nb_wait_some(&o->q, pt->rfirst[s], pt->rn[s]);
+    if (rc)
+        return rc;
+    pt->got[s] = 1;
+    const comm_block *b = &pt->recv[s];
+    if (pt->rstage && block_elems(b)) {
+        comm_block packed = {pt->roff[s], b->batches, b->rows * b->len, b->rows, b->len, b->len};
+        copy_block(pt->out, b, pt->rstage, &packed, D->es);
+    }
+    return ULY_OK;
+}
+
+/* Add one tensor of chunk c's all-to-all to op `o` (see a2a_move for the
+ * two sides): every receive is posted; with send_now every block is sent
+ * (the own one copied) at once, otherwise by ovl_send when it is ready. */
+static int ovl_start(uly_dist *D, ovl_op *o, int c, int which, int to_heads, const char *in, int64_t Hx,
+                     const int64_t *hbeg, const int64_t *hcnt, char *out, int send_now)
 {
     const int P = D->P, r = D->rank;
     const size_t es = D->es;
     ovl_part *pt = &o->part[o->n];
     char *seqst = D->ostage + (size_t)((o - D->op) * 3 + o->n) * (D->ost_seq + D->ost_head) * es;
     char *headst = seqst + D->ost_seq * es;
-    char *sstage = to_heads ? seqst : headst, *rstage = to_heads ? headst : seqst;
-    comm_block *send = D->sbk, *recv = pt->recv;
     int send_inplace, recv_inplace;
     o->n++;
-    a2a_blocks(D, which, to_heads, in, Hx, hbeg, hcnt, out, send, recv, &send_inplace, &recv_inplace);
+    a2a_tables(D, which, to_heads, Hx, hbeg, hcnt, pt->send, pt->recv, &send_inplace, &recv_inplace);
+    pt->tag = OVL_TAG(which, c);
+    pt->in = in;
     pt->out = out;
-    pt->rstage = recv_inplace ? NULL : rstage;
+    pt->sstage = send_inplace ? NULL : to_heads ? seqst : headst;
+    pt->rstage = recv_inplace ? NULL : to_heads ? headst : seqst;
     int rc = ULY_OK;
     size_t roff = 0, soff = 0;
+    for (int s = 0; s < P; s++) {
+        pt->sent[s] = 0;
+        pt->got[s] = s == r;
+        pt->rfirst[s] = pt->rn[s] = 0;
+    }
     for (int i = 1; i < P && !rc; i++) { /* every receive first */
         const int s = (r - i + P) % P;
-        const size_t n = block_elems(&recv[s]);
+        const size_t n = block_elems(&pt->recv[s]);
         pt->roff[s] = roff;
-        rc = uly_comm_nb_post(D->c, &o->q, 1, recv_inplace ? out + recv[s].off * es : rstage + roff * es, n, es, s,
-                              OVL_TAG(which));
+        pt->rfirst[s] = o->q.n;
+        rc = uly_comm_nb_post(D->c, &o->q, 1, pt->rstage ? pt->rstage + roff * es : out + pt->recv[s].off * es, n,
+                              es, s, pt->tag);
+        pt->rn[s] = o->q.n - pt->rfirst[s];
         roff += n;
     }
-    for (int i = 1; i < P && !rc; i++) {
+    for (int i = 1; i < P; i++) {
         const int s = (r + i) % P;
-        const size_t n = block_elems(&send[s]);
-        const char *buf = in + send[s].off * es;
-        if (n && !send_inplace) {
-            comm_block packed = {soff, send[s].batches, send[s].rows * send[s].len, send[s].rows, send[s].len,
-                                 send[s].len};
-            copy_block(sstage, &packed, in, &send[s], es);
-            buf = sstage + soff * es;
-            soff += n;
-        }
-        rc = uly_comm_nb_post(D->c, &o->q, 0, (void *)buf, n, es, s, OVL_TAG(which));
+        pt->soff[s] = soff;
+        soff += pt->sstage ? block_elems(&pt->send[s]) : 0;
     }
+    for (int i = 0; i < P && send_now && !rc; i++)
+        rc = ovl_send(D, o, pt, (r + i) % P);
     return rc;
 }
 
-/* Complete op `o`: wait for its messages, unpack what came through a stage. */
+/* Complete op `o`: send what is not sent yet, wait for every message,
+ * unpack what came through a stage and was not unpacked yet. */
 static int ovl_finish(uly_dist *D, ovl_op *o)
 {
-    const int P = D->P, r = D->rank;
-    int rc = uly_comm_nb_wait(&o->q);
-    for (int t = 0; t < o->n && !rc; t++) {
-        const ovl_part *pt = &o->part[t];
-        if (!pt->rstage)
-            continue;
-        for (int s = 0; s < P; s++) {
-            const comm_block *b = &pt->recv[s];
-            if (s == r || !block_elems(b))
-                continue;
-            comm_block packed = {pt->roff[s], b->batches, b->rows * b->len, b->rows, b->len, b->len};
-            copy_block(pt->out, b, pt->rstage, &packed, D->es);
-        }
-    }
+    const int P = D->P;
+    int rc = ULY_OK;
+    for (int t = 0; t < o->n && !rc; t++)
+        for (int s = 0; s < P && !rc; s++)
+            rc = ovl_send(D, o, &o->part[t], s);
+    if (!rc)
+        rc = uly_comm_nb_wait(&o->q);
+    for (int t = 0; t < o->n && !rc; t++)
+        for (int s = 0; s < P && !rc; s++)
+            rc = ovl_recv(D, o, &o->part[t], s); /* the requests are complete: unpacks only */
     o->n = 0;
     return rc;
 }
 
-/* The kernel's progress hook: let MPI move the messages in flight. */
+/* CPU time of the calling thread (seconds). */
+static double thread_cpu(void)
+{
+    struct timespec t;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) != 0)
+        return 0;
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The kernel's progress hook: let MPI move the messages in flight.  Its
+ * cost is counted as CPU time: MPI_Testall never waits, so the rest of its
+ * wall time is the OS running another process on this core (with more
+ * ranks than cores Open MPI yields the core when a test finds nothing),
+ * which the kernel's own time counts alike. */
 static void ovl_progress(void *user)
 {
     uly_dist *D = user;
-    const double t0 = uly_comm_wtime();
-    for (int i = 0; i < 2; i++) {
+    const double c0 = thread_cpu();
+    for (int i = 0; i < 4; i++) {
         int done;
         if (D->op[i].q.n && !D->ovl_err)
             D->ovl_err = uly_comm_nb_test(&D->op[i].q, &done);
     }
-    D->t_prog += uly_comm_wtime() - t0;
+    D->t_prog += thread_cpu() - c0;
+}
+
+/*
+ * The kernel's rows hook for chunk D->ovl_c: a source's block of an input
+ * tensor is waited for when the kernel first reaches its rows (sources in
+ * sequence order, the kernel's fixed order), and an output block is sent as
+ * soon as the kernel says its rows are final.  Which tensors: the input op
+ * holds K, V, Q (forward) or dO; the output op O or dQ, dK, dV.
+ */
+static void ovl_rows(void *user, int ev, int64_t end)
+{
+    uly_dist *D = user;
+    const int P = D->P, c = D->ovl_c, fwd = D->ovl_fwd;
+    const double t0 = uly_comm_wtime(), c0 = thread_cpu();
+    int t0_, t1_, need = ev == ULY_ROWS_NEED_Q || ev == ULY_ROWS_NEED_K;
+    ovl_op *o = need ? OVL_IN(D, c) : OVL_OUT(D, c);
+    switch (ev) {
+    case ULY_ROWS_NEED_Q: t0_ = fwd ? 2 : 0; t1_ = t0_ + 1; break;
+    case ULY_ROWS_NEED_K: t0_ = 0; t1_ = fwd ? 2 : 0; break;
+    case ULY_ROWS_DONE_Q: t0_ = 0; t1_ = 1; break;
+    default: t0_ = 1; t1_ = fwd ? 1 : 3; break;
+    }
+    for (int s = 0; s < P && !D->ovl_err; s++) {
+        if (need ? D->nb[s] >= end : D->nb[s] + D->nc[s] > end)
+            break;
+        for (int t = t0_; t < t1_ && !D->ovl_err; t++)
+            D->ovl_err = need ? ovl_recv(D, o, &o->part[t], s) : ovl_send(D, o, &o->part[t], s);
+    }
+    /* waiting for a block is exposed communication (wall time); a send
+     * never waits (CPU time, as in ovl_progress) */
+    D->t_prog += need ? uly_comm_wtime() - t0 : thread_cpu() - c0;
 }
 
 /* Element offset of this rank's chunk c in a head-side buffer of x heads per
@@ -938,7 +1047,7 @@ static int ovl_use(const uly_dist *D)
     return D->P > 1 && D->K >= 2 && D->ovl_mode != ULY_OVERLAP_OFF;
 }
 
-/* Kernel options of this rank's chunk c, with the progress hook. */
+/* Kernel options of this rank's chunk c, with the progress and rows hooks. */
 static uly_kernel_opts ovl_kopts(uly_dist *D, int c)
 {
     uly_kernel_opts k = D->o.kernel;
@@ -947,46 +1056,52 @@ static uly_kernel_opts ovl_kopts(uly_dist *D, int c)
     k.kv_expanded = D->rep;
     k.progress = ovl_progress;
     k.progress_user = D;
+    k.rows = ovl_rows;
+    k.rows_user = D;
     return k;
 }
 
-/* Start the input all-to-all of chunk c: Q, K, V (forward) or dO. */
+/* Start the input all-to-all of chunk c: K, V, then Q (forward; in that
+ * order, since every query row needs the keys) or dO. */
 static int ovl_start_in(uly_dist *D, int c, int fwd, const char *q, const char *k, const char *v)
 {
     const int P = D->P;
-    ovl_op *o = &D->op[0];
+    ovl_op *o = OVL_IN(D, c);
     const int64_t *qb = D->cqb + c * P, *qc = D->cqc + c * P, *kb = D->ckb + c * P, *kc = D->ckc + c * P;
     if (!fwd)
-        return ovl_start(D, o, ULY_A2A_DO, 1, q, D->a.heads, qb, qc, (char *)D->doh + ovl_off(D, D->cqo[c]));
-    int rc = ovl_start(D, o, ULY_A2A_Q, 1, q, D->a.heads, qb, qc, (char *)D->qh + ovl_off(D, D->cqo[c]));
+        return ovl_start(D, o, c, ULY_A2A_DO, 1, q, D->a.heads, qb, qc, (char *)D->doh + ovl_off(D, D->cqo[c]), 1);
+    int rc = ovl_start(D, o, c, ULY_A2A_K, 1, k, D->a.kv_heads, kb, kc, (char *)D->kh + ovl_off(D, D->cko[c]), 1);
     if (!rc)
-        rc = ovl_start(D, o, ULY_A2A_K, 1, k, D->a.kv_heads, kb, kc, (char *)D->kh + ovl_off(D, D->cko[c]));
+        rc = ovl_start(D, o, c, ULY_A2A_V, 1, v, D->a.kv_heads, kb, kc, (char *)D->vh + ovl_off(D, D->cko[c]), 1);
     if (!rc)
-        rc = ovl_start(D, o, ULY_A2A_V, 1, v, D->a.kv_heads, kb, kc, (char *)D->vh + ovl_off(D, D->cko[c]));
+        rc = ovl_start(D, o, c, ULY_A2A_Q, 1, q, D->a.heads, qb, qc, (char *)D->qh + ovl_off(D, D->cqo[c]), 1);
     return rc;
 }
 
-/* Start the output all-to-all of chunk c: O (forward) or dQ, dK, dV. */
+/* Post the receives of chunk c's output all-to-all, O (forward) or dQ, dK,
+ * dV; the blocks go out as the kernel finishes their rows (ovl_rows). */
 static int ovl_start_out(uly_dist *D, int c, int fwd, char *y0, char *dk, char *dv)
 {
     const int P = D->P;
-    ovl_op *o = &D->op[1];
+    ovl_op *o = OVL_OUT(D, c);
     const int64_t *qb = D->cqb + c * P, *qc = D->cqc + c * P, *kb = D->ckb + c * P, *kc = D->ckc + c * P;
     if (fwd)
-        return ovl_start(D, o, ULY_A2A_O, 0, (char *)D->oh + ovl_off(D, D->cqo[c]), D->a.heads, qb, qc, y0);
-    int rc = ovl_start(D, o, ULY_A2A_DQ, 0, (char *)D->dqh + ovl_off(D, D->cqo[c]), D->a.heads, qb, qc, y0);
+        return ovl_start(D, o, c, ULY_A2A_O, 0, (char *)D->oh + ovl_off(D, D->cqo[c]), D->a.heads, qb, qc, y0, 0);
+    int rc = ovl_start(D, o, c, ULY_A2A_DQ, 0, (char *)D->dqh + ovl_off(D, D->cqo[c]), D->a.heads, qb, qc, y0, 0);
     if (D->rep) { /* per query head into the expanded buffers; folded at the end */
         if (!rc)
-            rc = ovl_start(D, o, ULY_A2A_DK, 0, (char *)D->dkh + ovl_off(D, D->cqo[c]), D->a.heads, qb, qc,
-                           D->expanded);
+            rc = ovl_start(D, o, c, ULY_A2A_DK, 0, (char *)D->dkh + ovl_off(D, D->cqo[c]), D->a.heads, qb, qc,
+                           D->expanded, 0);
         if (!rc)
-            rc = ovl_start(D, o, ULY_A2A_DV, 0, (char *)D->dvh + ovl_off(D, D->cqo[c]), D->a.heads, qb, qc,
-                           D->expanded2);
+            rc = ovl_start(D, o, c, ULY_A2A_DV, 0, (char *)D->dvh + ovl_off(D, D->cqo[c]), D->a.heads, qb, qc,
+                           D->expanded2, 0);
     } else {
         if (!rc)
-            rc = ovl_start(D, o, ULY_A2A_DK, 0, (char *)D->dkh + ovl_off(D, D->cko[c]), D->a.kv_heads, kb, kc, dk);
+            rc = ovl_start(D, o, c, ULY_A2A_DK, 0, (char *)D->dkh + ovl_off(D, D->cko[c]), D->a.kv_heads, kb, kc, dk,
+                           0);
         if (!rc)
-            rc = ovl_start(D, o, ULY_A2A_DV, 0, (char *)D->dvh + ovl_off(D, D->cko[c]), D->a.kv_heads, kb, kc, dv);
+            rc = ovl_start(D, o, c, ULY_A2A_DV, 0, (char *)D->dvh + ovl_off(D, D->cko[c]), D->a.kv_heads, kb, kc, dv,
+                           0);
     }
     return rc;
 }
@@ -1000,9 +1115,12 @@ static char *ovl_lse(const uly_dist *D, int c)
 
 /*
  * Forward (fwd = 1) or backward of the chunked path:
- *   start in(0); finish in(0)
- *   for c: start in(c+1) | attention(c), progressing in(c+1) and out(c-1) |
- *          finish out(c-1); start out(c); finish in(c+1)
+ *   start in(0)
+ *   for c: start in(c+1); post the receives of out(c) |
+ *          attention(c): waits for each source's block of in(c) when it
+ *          reaches its rows, sends each block of out(c) when its rows are
+ *          final, progresses everything in flight between blocks |
+ *          finish in(c); send the rest of out(c); finish out(c-1)
  *   finish out(K-1)
  * A failed kernel does not stop the schedule (every rank makes the same
  * calls); its status is returned in *lrc for the caller's agreement.
@@ -1016,18 +1134,27 @@ static int ovl_run(uly_dist *D, int fwd, const void *x0, const void *x1, const v
     D->ovl_err = ULY_OK;
     double t = uly_comm_wtime();
     int rc = ovl_start_in(D, 0, fwd, x0, x1, x2);
-    if (!rc)
-        rc = ovl_finish(D, &D->op[0]);
     tin += uly_comm_wtime() - t;
     for (int c = 0; c < K && !rc; c++) {
         t = uly_comm_wtime();
         if (c + 1 < K)
             rc = ovl_start_in(D, c + 1, fwd, x0, x1, x2);
-        const double t1 = uly_comm_wtime(), p0 = D->t_prog;
+        double t1 = uly_comm_wtime();
         tin += t1 - t;
+        if (!rc)
+            rc = ovl_start_out(D, c, fwd, y0, y1, y2);
+        if (!rc && D->o.attn) /* a plug-in may ignore the rows hook: all of in(c) first */
+            rc = ovl_finish(D, OVL_IN(D, c));
+        t = uly_comm_wtime();
+        tout += t - t1;
         if (rc)
             break;
         uly_kernel_opts ko = ovl_kopts(D, c);
+        if (D->o.attn)
+            ko.rows = NULL;
+        D->ovl_c = c;
+        D->ovl_fwd = fwd;
+        const double p0 = D->t_prog;
         const size_t qo = ovl_off(D, D->cqo[c]), ko_ = ovl_off(D, D->cko[c]);
         const size_t go = D->rep ? qo : ko_; /* KV gradients: per query head when replicated */
         char *qh = (char *)D->qh + qo, *kh = (char *)D->kh + ko_, *vh = (char *)D->vh + ko_;
@@ -1044,22 +1171,23 @@ static int ovl_run(uly_dist *D, int fwd, const void *x0, const void *x1, const v
         }
         if (k && !*lrc)
             *lrc = k;
-        t = uly_comm_wtime();
-        a += t - t1 - (D->t_prog - p0);
+        t1 = uly_comm_wtime();
+        a += t1 - t - (D->t_prog - p0);
         rc = D->ovl_err;
-        if (!rc && c > 0)
-            rc = ovl_finish(D, &D->op[1]);
         if (!rc)
-            rc = ovl_start_out(D, c, fwd, y0, y1, y2);
-        const double t2 = uly_comm_wtime();
-        tout += t2 - t;
-        if (!rc && c + 1 < K)
-            rc = ovl_finish(D, &D->op[0]);
-        tin += uly_comm_wtime() - t2;
+            rc = ovl_finish(D, OVL_IN(D, c));
+        t = uly_comm_wtime();
+        tin += t - t1;
+        for (int x = 0; x < OVL_OUT(D, c)->n && !rc; x++) /* what the kernel did not send */
+            for (int s = 0; s < P && !rc; s++)
+                rc = ovl_send(D, OVL_OUT(D, c), &OVL_OUT(D, c)->part[x], s);
+        if (!rc && c > 0)
+            rc = ovl_finish(D, OVL_OUT(D, c - 1));
+        tout += uly_comm_wtime() - t;
     }
     t = uly_comm_wtime();
     if (!rc)
-        rc = ovl_finish(D, &D->op[1]);
+        rc = ovl_finish(D, OVL_OUT(D, K - 1));
     if (!rc && !fwd && D->rep && D->nc[r] > 0) { /* fold the replicated KV gradients */
         uly_attn_desc one = D->a;
         one.batch = 1;
@@ -1077,10 +1205,11 @@ static int ovl_run(uly_dist *D, int fwd, const void *x0, const void *x1, const v
                        ovl_lse(D, c) + usz(b * cc * N) * D->es, usz(cc * N) * D->es);
         }
     }
-    if (rc) { /* leave nothing in flight */
-        uly_comm_nb_free(&D->op[0].q);
-        uly_comm_nb_free(&D->op[1].q);
-    }
+    if (rc) /* leave nothing in flight */
+        for (int i = 0; i < 4; i++) {
+            uly_comm_nb_free(&D->op[i].q);
+            D->op[i].n = 0;
+        }
     *t_in = tin;
     *t_attn = a;
     *t_out = tout;

@@ -31,6 +31,11 @@ ULY_INTERNAL void uly_clear_error(void);
  * through uly_malloc / uly_calloc so that a test can make the k-th
  * allocation fail (see uly_test_fail_alloc_at). */
 
+/* Tests: the blocked forward computes S with the BLAS zeroing it (beta = 0)
+ * and P in place when on, else (the default) with beta = 1 on the zeros
+ * its exp pass leaves behind.  Process-wide; call it outside kernel calls. */
+ULY_INTERNAL void uly_kernel_fwd_zero_pass(int on);
+
 /* A 64-bit FNV-1a hash of the document offsets (0 without documents), so
  * that ranks can agree on their content with one value. */
 ULY_INTERNAL int64_t uly_doc_hash(const uly_attn_desc *a);

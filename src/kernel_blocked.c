@@ -9,6 +9,7 @@
  */
 #include <cblas.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <limits.h>
 #include <string.h>
 #ifdef _OPENMP
@@ -43,10 +44,15 @@ struct blk_geom {
     int expanded;
     int bwd_pass;          /* ULY_BWD_* as requested */
     const uly_vops *vops;  /* SIMD level of the fp32 row operations */
+    int fwd_zero_pass;     /* forward: S by beta = 0, P in place (uly_kernel_fwd_zero_pass) */
     size_t ws_per;         /* workspace elements per thread */
     size_t ws_bytes;       /* all threads */
     void (*progress)(void *user); /* uly_kernel_opts.progress */
     void *progress_user;
+    void (*rows)(void *user, int event, int64_t end); /* uly_kernel_opts.rows */
+    void *rows_user;
+    int stream;            /* rows called block by block (one thread, in order) */
+    int64_t *rows_seen;    /* (4) the last end given per event */
 };
 
 static int blk_thread_id(void)
@@ -65,6 +71,32 @@ static void blk_progress(const struct blk_geom *G)
         G->progress(G->progress_user);
 }
 
+/* The caller's rows hook: event `ev` for rows below end, once per larger end. */
+static void blk_rows(const struct blk_geom *G, int ev, int64_t end)
+{
+    if (G->rows && end > G->rows_seen[ev]) {
+        G->rows_seen[ev] = end;
+        G->rows(G->rows_user, ev, end);
+    }
+}
+
+/* The rows hook around a whole call: with block-by-block calls off, every
+ * row is needed before the work starts (called by the calling thread). */
+static void blk_rows_begin(const struct blk_geom *G)
+{
+    if (G->rows && !G->stream) {
+        blk_rows(G, ULY_ROWS_NEED_Q, G->qrows);
+        blk_rows(G, ULY_ROWS_NEED_K, G->krows);
+    }
+}
+
+static void blk_rows_end(const struct blk_geom *G, int fwd)
+{
+    blk_rows(G, ULY_ROWS_DONE_Q, G->qrows);
+    if (!fwd)
+        blk_rows(G, ULY_ROWS_DONE_K, G->krows);
+}
+
 /* The workspaces of all threads, one allocation (NULL with the message set). */
 static void *blk_workspace(const struct blk_geom *G)
 {
@@ -74,12 +106,23 @@ static void *blk_workspace(const struct blk_geom *G)
     return ws;
 }
 
-/* Workspace elements per thread.  Forward: S (bq x bk), O_acc (bq x d),
+/* The forward's S = scale Q K^T as the BLAS's own beta = 0 zeroing pass
+ * followed by P = exp(S - m) in place (1), or (0, the default) with beta = 1
+ * on an S that the exp pass leaves at +0 while it writes P to a buffer of
+ * its own.  Same bits; the switch exists so that tests can prove it. */
+static atomic_int fwd_zero_pass;
+
+void uly_kernel_fwd_zero_pass(int on)
+{
+    atomic_store_explicit(&fwd_zero_pass, on ? 1 : 0, memory_order_relaxed);
+}
+
+/* Workspace elements per thread.  Forward: S, P (bq x bk each), O_acc (bq x d),
  * m, l (bq each).  Backward: S, dP (bq x bk each), then either dK, dV of
  * this head and folded (4 x bk x d) or dQ_acc (bq x d), then D (bq). */
 static int64_t blk_ws_fwd(int64_t bq, int64_t bk, int64_t d)
 {
-    return bq * bk + bq * d + 2 * bq;
+    return 2 * bq * bk + bq * d + 2 * bq;
 }
 
 static int64_t blk_ws_bwd(int64_t bq, int64_t bk, int64_t d)
@@ -117,6 +160,7 @@ static int blk_bwd_single(const struct blk_geom *G, int64_t items)
 #define GEMM cblas_sgemm
 #define ROW_MAX(x, n) G->vops->row_max(x, n)
 #define EXP_SHIFT_SUM(x, n, s) G->vops->exp_shift_sum(x, n, s)
+#define EXP_SHIFT_SUM_TO(x, p, n, s) G->vops->exp_shift_sum_to(x, p, n, s)
 #define DS_ROW(p, dp, n, D) G->vops->ds_row(p, dp, n, D)
 #define SFX(name) name##_f32
 #include "kernel_blocked_impl.h"
@@ -124,6 +168,7 @@ static int blk_bwd_single(const struct blk_geom *G, int64_t items)
 #undef GEMM
 #undef ROW_MAX
 #undef EXP_SHIFT_SUM
+#undef EXP_SHIFT_SUM_TO
 #undef DS_ROW
 #undef SFX
 
@@ -131,6 +176,7 @@ static int blk_bwd_single(const struct blk_geom *G, int64_t items)
 #define GEMM cblas_dgemm
 #define ROW_MAX uly_row_max_f64
 #define EXP_SHIFT_SUM uly_exp_shift_sum_f64
+#define EXP_SHIFT_SUM_TO uly_exp_shift_sum_to_f64
 #define DS_ROW uly_ds_row_f64
 #define SFX(name) name##_f64
 #include "kernel_blocked_impl.h"
@@ -138,6 +184,7 @@ static int blk_bwd_single(const struct blk_geom *G, int64_t items)
 #undef GEMM
 #undef ROW_MAX
 #undef EXP_SHIFT_SUM
+#undef EXP_SHIFT_SUM_TO
 #undef DS_ROW
 #undef SFX
 
@@ -188,8 +235,11 @@ static int geom_init(const uly_attn_desc *a, const uly_kernel_opts *opts, int fw
     if (opts->bwd_pass < ULY_BWD_AUTO || opts->bwd_pass > ULY_BWD_TWO)
         return uly_set_error(ULY_EINVAL, "unknown backward schedule %d", opts->bwd_pass);
     G->bwd_pass = opts->bwd_pass;
+    G->fwd_zero_pass = atomic_load_explicit(&fwd_zero_pass, memory_order_relaxed);
     G->progress = opts->progress;
     G->progress_user = opts->progress_user;
+    G->rows = opts->rows;
+    G->rows_user = opts->rows_user;
     if (opts->threads < 0)
         return uly_set_error(ULY_EINVAL, "threads must be >= 0 (got %d)", opts->threads);
 #ifdef _OPENMP
@@ -241,6 +291,9 @@ int uly_attn_fwd(const uly_attn_desc *a, const uly_kernel_opts *opts,
         return rc;
     if (!q || !k || !v || !o || !lse)
         return uly_set_error(ULY_EINVAL, "blocked forward: NULL tensor");
+    int64_t seen[4] = {0, 0, 0, 0};
+    G.rows_seen = seen;
+    G.stream = G.rows && G.threads == 1;
     struct blas_threads bt;
     blas_enter(&bt);
     if (a->dtype == ULY_F32)
@@ -263,6 +316,9 @@ int uly_attn_bwd(const uly_attn_desc *a, const uly_kernel_opts *opts,
         return rc;
     if (!q || !k || !v || !o || !lse || !dout || !dq || !dk || !dv)
         return uly_set_error(ULY_EINVAL, "blocked backward: NULL tensor");
+    int64_t seen[4] = {0, 0, 0, 0};
+    G.rows_seen = seen;
+    G.stream = G.rows && G.threads == 1 && blk_bwd_single(&G, a->batch * G.hk);
     struct blas_threads bt;
     blas_enter(&bt);
     if (a->dtype == ULY_F32)

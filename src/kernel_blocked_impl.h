@@ -8,7 +8,7 @@
  *
  * Forward (per work item = batch b, local head h, query block): online
  * softmax over the visible key blocks, two GEMMs per block:
- *   S   = scale * Q_blk K_blk^T                  (mq x nk)
+ *   S   = scale * Q_blk K_blk^T                  (mq x nk, beta = 1 on zeros)
  *   m'  = max(m, rowmax S);  P = exp(S - m');  c = exp(m - m')
  *   l   = c l + rowsum P;    O_acc = c O_acc + P V_blk
  * then O = O_acc / l and LSE = m + log l.
@@ -41,11 +41,12 @@
  * local rows; the mask is evaluated at global positions (+ qoff, + koff). */
 static void SFX(block_scores)(const uly_attn_desc *a, const struct blk_geom *G, int64_t b,
                               const REAL *qp, int64_t ldq, const REAL *kp, int64_t ldk, int64_t q0,
-                              int64_t mq, int64_t k0, int64_t nk, REAL scale, REAL *S, int64_t lds)
+                              int64_t mq, int64_t k0, int64_t nk, REAL scale, REAL beta, REAL *S,
+                              int64_t lds)
 {
     const int64_t d = a->head_dim, gq0 = G->qoff + q0, gk0 = G->koff + k0;
     GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mq, (int)nk, (int)d, scale, qp, (int)ldq,
-         kp, (int)ldk, 0, S, (int)lds);
+         kp, (int)ldk, beta, S, (int)lds);
     int64_t lo_first, hi_first, lo_last, hi_last;
     uly_visible_range(a, b, gq0, &lo_first, &hi_first);
     uly_visible_range(a, b, gq0 + mq - 1, &lo_last, &hi_last);
@@ -109,8 +110,10 @@ static void SFX(fwd_item)(const uly_attn_desc *a, const struct blk_geom *G, int6
     const REAL *qp = q + ((b * Nq + q0) * G->hq + hl) * d;
     const REAL *kp = k + (b * Nk * G->hk + kvl) * d;
     const REAL *vp = v + (b * Nk * G->hk + kvl) * d;
+    const int zp = G->fwd_zero_pass;    // S zeroed by the BLAS (beta = 0), P in place
     REAL *S = ws;                       // (bq, bk): layout of blk_ws_fwd
-    REAL *acc = ws + bq * bk;           // (mq, d)
+    REAL *P = zp ? S : ws + bq * bk;    // (bq, bk)
+    REAL *acc = ws + 2 * bq * bk;       // (mq, d)
     REAL *m = acc + bq * d;             // (bq)
     REAL *l = m + bq;                   // (bq)
     for (int64_t i = 0; i < mq; i++) {
@@ -118,21 +121,31 @@ static void SFX(fwd_item)(const uly_attn_desc *a, const struct blk_geom *G, int6
         l[i] = 0;
     }
     memset(acc, 0, (size_t)(mq * d) * sizeof *acc);
+    /* S starts at +0 and the exp pass leaves +0 behind while it writes P
+     * to its own buffer, so S = scale Q K^T runs with beta = 1: the same
+     * bits as beta = 0, which only adds a pass zeroing S before the same
+     * accumulation (doc/performance.md, tests/test_blocked.c) */
+    if (!zp)
+        memset(S, 0, (size_t)(mq * bk) * sizeof *S);
+    if (G->stream)
+        blk_rows(G, ULY_ROWS_NEED_Q, q0 + mq);
     int64_t kb0, kb1;
     SFX(key_blocks)(a, G, b, q0, mq, &kb0, &kb1);
     for (int64_t kb = kb0; kb < kb1; kb++) {
         const int64_t k0 = kb * bk, nk = Nk - k0 < bk ? Nk - k0 : bk;
-        SFX(block_scores)(a, G, b, qp, ldq, kp + k0 * ldk, ldk, q0, mq, k0, nk, (REAL)G->scale, S, bk);
+        if (G->stream)
+            blk_rows(G, ULY_ROWS_NEED_K, k0 + nk);
+        SFX(block_scores)(a, G, b, qp, ldq, kp + k0 * ldk, ldk, q0, mq, k0, nk, (REAL)G->scale, zp ? 0 : 1, S, bk);
         for (int64_t i = 0; i < mq; i++) {
-            REAL *row = S + i * bk;
+            REAL *row = S + i * bk, *prow = P + i * bk;
             REAL mx = ROW_MAX(row, nk);
             REAL mnew = mx > m[i] ? mx : m[i];
             if (mnew == -INFINITY) { /* nothing visible yet in this row */
                 for (int64_t j = 0; j < nk; j++)
-                    row[j] = 0;
+                    row[j] = prow[j] = 0;
                 continue;
             }
-            REAL rs = EXP_SHIFT_SUM(row, nk, mnew);
+            REAL rs = zp ? EXP_SHIFT_SUM(row, nk, mnew) : EXP_SHIFT_SUM_TO(row, prow, nk, mnew);
             REAL corr = m[i] == -INFINITY ? 0 : (REAL)exp((double)m[i] - (double)mnew);
             l[i] = l[i] * corr + rs;
             m[i] = mnew;
@@ -142,7 +155,7 @@ static void SFX(fwd_item)(const uly_attn_desc *a, const struct blk_geom *G, int6
                     ai[c] *= corr;
             }
         }
-        GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mq, (int)d, (int)nk, 1, S, (int)bk,
+        GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mq, (int)d, (int)nk, 1, P, (int)bk,
              vp + k0 * ldk, (int)ldk, 1, acc, (int)d);
     }
     for (int64_t i = 0; i < mq; i++) {
@@ -158,6 +171,8 @@ static void SFX(fwd_item)(const uly_attn_desc *a, const struct blk_geom *G, int6
             oi[c] = ai[c] * inv;
         lse[(b * G->hq + hl) * Nq + q0 + i] = m[i] + log(l[i]);
     }
+    if (G->stream && b == a->batch - 1 && hl == G->hq - 1) /* the last (batch, head): rows final */
+        blk_rows(G, ULY_ROWS_DONE_Q, q0 + mq);
 }
 
 /* D_i = sum_c dO_ic O_ic for the rows of one query block (accumulated in double). */
@@ -178,7 +193,7 @@ static void SFX(block_dS)(const uly_attn_desc *a, const struct blk_geom *G, int6
                           const REAL *D, REAL *S, REAL *dP)
 {
     const int64_t d = a->head_dim, bk = G->bk;
-    SFX(block_scores)(a, G, b, qp, ldq, kp, ldk, q0, mq, k0, nk, (REAL)G->scale, S, bk);
+    SFX(block_scores)(a, G, b, qp, ldq, kp, ldk, q0, mq, k0, nk, (REAL)G->scale, 0, S, bk);
     for (int64_t i = 0; i < mq; i++) {
         if (lse_rows[i] == -INFINITY) /* a row that sees nothing: P = 0 */
             memset(S + i * bk, 0, (size_t)nk * sizeof *S);
@@ -210,6 +225,8 @@ static void SFX(bwd_kv_block)(const uly_attn_desc *a, const struct blk_geom *G, 
     REAL *D = dKh + (bq > 4 * bk ? bq : 4 * bk) * d; // (bq): layout of blk_ws_bwd
     int64_t qb0, qb1;
     SFX(query_blocks)(a, G, b, k0, nk, &qb0, &qb1);
+    if (G->stream)
+        blk_rows(G, ULY_ROWS_NEED_K, k0 + nk);
     for (int64_t hg = h_first; hg < h_end; hg++) {
         const int64_t hl = hg - G->hb;
         memset(dKh, 0, (size_t)(2 * bk * d) * sizeof *dKh);
@@ -218,6 +235,8 @@ static void SFX(bwd_kv_block)(const uly_attn_desc *a, const struct blk_geom *G, 
             const REAL *qp = q + ((b * Nq + q0) * G->hq + hl) * d;
             const REAL *dop = dout + ((b * Nq + q0) * G->hq + hl) * d;
             const REAL *op = o + ((b * Nq + q0) * G->hq + hl) * d;
+            if (G->stream)
+                blk_rows(G, ULY_ROWS_NEED_Q, q0 + mq);
             SFX(rows_D)(mq, d, dop, op, ldq, D);
             SFX(block_dS)(a, G, b, qp, dop, ldq, kp, vp, ldk, q0, mq, k0, nk,
                           lse + (b * G->hq + hl) * Nq + q0, D, S, dP);
@@ -254,6 +273,8 @@ static void SFX(bwd_kv_block)(const uly_attn_desc *a, const struct blk_geom *G, 
             }
         }
     }
+    if (G->stream && b == a->batch - 1 && kvl == G->hk - 1) /* the last (batch, KV head): rows final */
+        blk_rows(G, ULY_ROWS_DONE_K, k0 + nk);
     blk_progress(G);
 }
 
@@ -321,6 +342,7 @@ static int SFX(fwd)(const uly_attn_desc *a, const struct blk_geom *G, const REAL
         return ULY_ENOMEM;
     const int64_t items = a->batch * G->hq * G->nqb;
     const size_t per = G->ws_per;
+    blk_rows_begin(G);
 #ifdef _OPENMP
 #pragma omp parallel num_threads(G->threads)
 #endif
@@ -334,6 +356,7 @@ static int SFX(fwd)(const uly_attn_desc *a, const struct blk_geom *G, const REAL
             blk_progress(G);
         }
     }
+    blk_rows_end(G, 1);
     uly_free(ws);
     return ULY_OK;
 }
@@ -350,6 +373,7 @@ static int SFX(bwd)(const uly_attn_desc *a, const struct blk_geom *G, const REAL
     const int64_t single_items = a->batch * G->hk;
     const size_t per = G->ws_per;
     const int single = blk_bwd_single(G, single_items);
+    blk_rows_begin(G);
 #ifdef _OPENMP
 #pragma omp parallel num_threads(G->threads)
 #endif
@@ -374,6 +398,7 @@ static int SFX(bwd)(const uly_attn_desc *a, const struct blk_geom *G, const REAL
                 SFX(bwd_q_item)(a, G, it, q, k, v, o, lse, dout, dq, my);
         }
     }
+    blk_rows_end(G, 0);
     uly_free(ws);
     return ULY_OK;
 }

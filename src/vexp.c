@@ -22,39 +22,47 @@
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(ULY_NO_CLONES)
 #define ULY_HAVE_LEVELS 1
+#include <immintrin.h>
 #endif
 
+/* VLEVEL: which max/min instructions vexp_impl.h may use (0: none). */
 #define VL 8
+#define VLEVEL 0
 #define VSFX(n) uly_vx_base_##n
 #include "vexp_impl.h"
 #undef VL
+#undef VLEVEL
 #undef VSFX
 
 #ifdef ULY_HAVE_LEVELS
 #pragma GCC push_options
 #pragma GCC target("avx2")
 #define VL 8
+#define VLEVEL 1
 #define VSFX(n) uly_vx_avx2_##n
 #include "vexp_impl.h"
 #undef VL
+#undef VLEVEL
 #undef VSFX
 #pragma GCC pop_options
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl")
 #define VL 16
+#define VLEVEL 2
 #define VSFX(n) uly_vx_avx512_##n
 #include "vexp_impl.h"
 #undef VL
+#undef VLEVEL
 #undef VSFX
 #pragma GCC pop_options
 #endif
 
 static const uly_vops levels[ULY_ISA_COUNT] = {
-    {ULY_ISA_BASELINE, uly_vx_base_row_max, uly_vx_base_exp_shift_sum, uly_vx_base_ds_row},
+    {ULY_ISA_BASELINE, uly_vx_base_row_max, uly_vx_base_exp_shift_sum, uly_vx_base_exp_shift_sum_to, uly_vx_base_ds_row},
 #ifdef ULY_HAVE_LEVELS
-    {ULY_ISA_AVX2, uly_vx_avx2_row_max, uly_vx_avx2_exp_shift_sum, uly_vx_avx2_ds_row},
-    {ULY_ISA_AVX512, uly_vx_avx512_row_max, uly_vx_avx512_exp_shift_sum, uly_vx_avx512_ds_row},
+    {ULY_ISA_AVX2, uly_vx_avx2_row_max, uly_vx_avx2_exp_shift_sum, uly_vx_avx2_exp_shift_sum_to, uly_vx_avx2_ds_row},
+    {ULY_ISA_AVX512, uly_vx_avx512_row_max, uly_vx_avx512_exp_shift_sum, uly_vx_avx512_exp_shift_sum_to, uly_vx_avx512_ds_row},
 #endif
 };
 

@@ -10,15 +10,19 @@
  *   - no contraction into FMA (the kernels are built with -ffp-contract=off)
  *     and every lane performs the same IEEE operations in the same order,
  *     whatever the vector width;
- *   - row reductions use 8 accumulators, element j going to accumulator
- *     j mod 8 in increasing j (the 16-lane level adds its low then its high
- *     half), combined at the end as ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7)).
+ *   - the row sum uses 16 accumulators, element j going to accumulator
+ *     j mod 16 in increasing j (two vectors at 8 lanes), combined at the end
+ *     as s_l = a_l + a_(l+8), then ((s0+s1)+(s2+s3))+((s4+s5)+(s6+s7));
+ *   - the row max, exact whatever the order but for the sign of a zero,
+ *     uses four chains in the same order at every level (vexp_impl.h).
  *
  * exp: Cephes-style expf.  x = n ln2 + r with |r| <= ln2/2 (n rounded with
- * the 1.5*2^23 trick, exact IEEE arithmetic), a degree-6 polynomial for e^r,
- * and 2^n built in the exponent bits.  About 2 ulp on [-87, 88]; inputs
- * below -87.3 (including -inf, used for masked scores) give exactly 0.
- * Inputs must not be NaN (the driver rejects non-finite tensors).
+ * the 1.5*2^23 trick, exact IEEE arithmetic), e^r = 1 + r + r^2 P(r) with
+ * P of degree 4, and 2^n built in the exponent bits.  Within 1.05 ulp of
+ * exp on [-87.3, 88] (every 13th float checked); results below 2^-126
+ * are subnormal, and inputs below -87.68 (including -inf, used for masked
+ * scores) give exactly 0.  Inputs must not be NaN (the driver rejects
+ * non-finite tensors).
  */
 #ifndef ULY_VEXP_H
 #define ULY_VEXP_H
@@ -37,6 +41,8 @@ typedef struct uly_vops {
     float (*row_max)(const float *x, int64_t n);
     /* x = exp(x - shift) in place; returns the sum of the new x */
     float (*exp_shift_sum)(float *x, int64_t n, float shift);
+    /* p = exp(x - shift), x = +0; returns the sum of p (same bits as above) */
+    float (*exp_shift_sum_to)(float *x, float *p, int64_t n, float shift);
     /* ds = p * (dp - D), written over dp */
     void (*ds_row)(const float *p, float *dp, int64_t n, float D);
 } uly_vops;
@@ -58,14 +64,34 @@ static inline double uly_row_max_f64(const double *x, int64_t n)
     return m;
 }
 
+/* The row sum's combination of 16 accumulators (as the float levels). */
+static inline double uly_lanes16_sum_f64(const double *a)
+{
+    double s[8];
+    for (int l = 0; l < 8; l++)
+        s[l] = a[l] + a[l + 8];
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
 static inline double uly_exp_shift_sum_f64(double *x, int64_t n, double shift)
 {
-    double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    double lane[16] = {0};
     for (int64_t j = 0; j < n; j++) {
         x[j] = exp(x[j] - shift);
-        lane[j & 7] += x[j];
+        lane[j & 15] += x[j];
     }
-    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    return uly_lanes16_sum_f64(lane);
+}
+
+static inline double uly_exp_shift_sum_to_f64(double *x, double *p, int64_t n, double shift)
+{
+    double lane[16] = {0};
+    for (int64_t j = 0; j < n; j++) {
+        p[j] = exp(x[j] - shift);
+        x[j] = 0;
+        lane[j & 15] += p[j];
+    }
+    return uly_lanes16_sum_f64(lane);
 }
 
 static inline void uly_ds_row_f64(const double *p, double *dp, int64_t n, double D)

@@ -3,18 +3,21 @@
  * (see vexp.h for the contract).  Included by vexp.c with
  *   VL       lanes per vector (8 or 16)
  *   VSFX(n)  n with the level's suffix
- * inside a `#pragma GCC target` region for the level.  Reductions always
- * fold into 8 accumulators in element order, whatever VL is, so that every
- * level gives the same bits.
+ * inside a `#pragma GCC target` region for the level, with VLEVEL (2:
+ * AVX-512, 1: AVX2, 0: none) choosing the max/min instructions.  The
+ * reductions assign elements to accumulators the same way whatever VL is,
+ * so that every level gives the same bits.
  */
 
 typedef float VSFX(vf) __attribute__((vector_size(VL * 4)));
 typedef int32_t VSFX(vi) __attribute__((vector_size(VL * 4)));
+typedef uint32_t VSFX(vu) __attribute__((vector_size(VL * 4)));
 typedef float VSFX(v8) __attribute__((vector_size(32)));
 typedef int32_t VSFX(v8i) __attribute__((vector_size(32)));
 
 #define VF VSFX(vf)
 #define VI VSFX(vi)
+#define VU VSFX(vu)
 #define V8 VSFX(v8)
 #define V8I VSFX(v8i)
 
@@ -31,26 +34,57 @@ static inline __attribute__((always_inline)) VF VSFX(select)(VI mask, VF a, VF b
     return (VF)(((VI)a & mask) | ((VI)b & ~mask));
 }
 
+/* a > b ? a : b and a < b ? a : b, lane by lane: the semantics of the x86
+ * max/min instructions, one instruction where the level has them (the
+ * generic form costs a compare and a blend).  Same bits either way. */
+static inline __attribute__((always_inline)) VF VSFX(vmax)(VF a, VF b)
+{
+#if VLEVEL == 2
+    return (VF)_mm512_max_ps((__m512)a, (__m512)b);
+#elif VLEVEL == 1
+    return (VF)_mm256_max_ps((__m256)a, (__m256)b);
+#else
+    return VSFX(select)(a > b, a, b);
+#endif
+}
+
+static inline __attribute__((always_inline)) VF VSFX(vmin)(VF a, VF b)
+{
+#if VLEVEL == 2
+    return (VF)_mm512_min_ps((__m512)a, (__m512)b);
+#elif VLEVEL == 1
+    return (VF)_mm256_min_ps((__m256)a, (__m256)b);
+#else
+    return VSFX(select)(a < b, a, b);
+#endif
+}
+
+/* exp(x): clamp to [-88, 88]; n = round(x log2 e) with the 1.5 * 2^23
+ * trick; r = x - n ln 2 in two steps (Cody-Waite); e^r = 1 + r + r^2 P(r)
+ * with P of degree 4 (Chebyshev fit on [-ln2/2, ln2/2], 8e-9 relative);
+ * times 2^n built in the exponent bits.  For x <= -87.68 (-inf included)
+ * n = -127, whose exponent bits are 0: the product is exactly +0 without a
+ * mask. */
 static inline __attribute__((always_inline)) VF VSFX(exp)(VF x)
 {
-    const VF lo = VSFX(splat)(-87.3f), hi = VSFX(splat)(88.0f);
-    VI keep = x >= lo;
-    VF xc = VSFX(select)(keep, x, lo);
-    xc = VSFX(select)(xc > hi, hi, xc);
+    /* max(x, -88) then min(., 88) (x > lo ? x : lo; x < hi ? x : hi) */
+    VF xc = VSFX(vmin)(VSFX(vmax)(x, VSFX(splat)(-88.0f)), VSFX(splat)(88.0f));
     VF t = xc * VSFX(splat)(1.44269504088896341f);
-    VF nf = (t + VSFX(splat)(12582912.0f)) - VSFX(splat)(12582912.0f);
+    /* n = round(t): 1.5 * 2^23 + t holds n in its low mantissa bits */
+    VF tm = t + VSFX(splat)(12582912.0f);
+    VF nf = tm - VSFX(splat)(12582912.0f);
     VF r = xc - nf * VSFX(splat)(0.693359375f);
     r = r - nf * VSFX(splat)(-2.12194440e-4f);
-    VF p = VSFX(splat)(1.9875691500E-4f);
-    p = p * r + VSFX(splat)(1.3981999507E-3f);
-    p = p * r + VSFX(splat)(8.3334519073E-3f);
-    p = p * r + VSFX(splat)(4.1665795894E-2f);
-    p = p * r + VSFX(splat)(1.6666665459E-1f);
-    p = p * r + VSFX(splat)(5.0000001201E-1f);
+    VF p = VSFX(splat)(1.3926175889e-3f);
+    p = p * r + VSFX(splat)(8.3631733432e-3f);
+    p = p * r + VSFX(splat)(4.1666556150e-2f);
+    p = p * r + VSFX(splat)(1.6666577756e-1f);
+    p = p * r + VSFX(splat)(0.5f);
     VF y = p * r * r + r + VSFX(splat)(1.0f);
-    VI e = (__builtin_convertvector(nf, VI) + 127) << 23;
-    y = y * (VF)e;
-    return (VF)((VI)y & keep);
+    /* 2^n: the bits of tm are 0x4b400000 + n (-127 <= n <= 127); shifted
+     * left by 23 only n + 127 stays, in the exponent field (0 for n = -127) */
+    VI e = (VI)(((VU)tm + 127) << 23);
+    return y * (VF)e;
 }
 
 /* Whole vectors: plain (unaligned) loads and stores that stay in registers. */
@@ -92,63 +126,124 @@ static inline __attribute__((always_inline)) void VSFX(store_tail)(float *x, int
 #define VSFX_PART(v, i) (v)
 #endif
 
-static inline __attribute__((always_inline)) V8 VSFX(vmax8)(V8 m, V8 h)
-{
-    V8I gt = h > m;
-    return (V8)(((V8I)h & gt) | ((V8I)m & ~gt));
-}
-
-static inline __attribute__((always_inline)) V8 VSFX(max_into)(V8 m, VF v)
-{
-    m = VSFX(vmax8)(m, VSFX_PART(v, 0));
-#if VL == 16
-    m = VSFX(vmax8)(m, VSFX_PART(v, 1));
-#endif
-    return m;
-}
-
+/* Row max with four independent chains: element j goes to accumulator
+ * (j / 8) mod 4, lane j mod 8, in increasing j; then the accumulators are
+ * combined as max(max(a0, a1), max(a2, a3)) and the lanes in order.  With
+ * 16 lanes a vector holds two accumulators side by side (a0|a1, a2|a3):
+ * the same assignment.  max(a, b) is a > b ? a : b everywhere. */
 static float VSFX(row_max)(const float *x, int64_t n)
 {
-    V8 m;
-    for (int l = 0; l < 8; l++)
-        m[l] = -INFINITY;
+#if VL == 16
+    VF m01 = VSFX(splat)(-INFINITY), m23 = m01;
     int64_t j = 0;
-    for (; j + VL <= n; j += VL)
-        m = VSFX(max_into)(m, VSFX(load)(x + j));
-    if (j < n)
-        m = VSFX(max_into)(m, VSFX(load_tail)(x + j, n - j, -INFINITY));
+    for (; j + 32 <= n; j += 32) {
+        m01 = VSFX(vmax)(VSFX(load)(x + j), m01);
+        m23 = VSFX(vmax)(VSFX(load)(x + j + 16), m23);
+    }
+    if (j + 16 <= n) {
+        m01 = VSFX(vmax)(VSFX(load)(x + j), m01);
+        j += 16;
+        if (j < n)
+            m23 = VSFX(vmax)(VSFX(load_tail)(x + j, n - j, -INFINITY), m23);
+    } else if (j < n) {
+        m01 = VSFX(vmax)(VSFX(load_tail)(x + j, n - j, -INFINITY), m01);
+    }
+    V8 a0 = VSFX_PART(m01, 0), a1 = VSFX_PART(m01, 1), a2 = VSFX_PART(m23, 0), a3 = VSFX_PART(m23, 1);
+#else
+    VF a[4];
+    for (int c = 0; c < 4; c++)
+        a[c] = VSFX(splat)(-INFINITY);
+    int64_t j = 0;
+    for (; j + 32 <= n; j += 32)
+        for (int c = 0; c < 4; c++)
+            a[c] = VSFX(vmax)(VSFX(load)(x + j + 8 * c), a[c]);
+    for (int c = 0; j < n; c++, j += 8)
+        a[c] = VSFX(vmax)(j + 8 <= n ? VSFX(load)(x + j) : VSFX(load_tail)(x + j, n - j, -INFINITY), a[c]);
+    V8 a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];
+#endif
+    V8I g01 = a0 > a1, g23 = a2 > a3;
+    V8 m01f = (V8)(((V8I)a0 & g01) | ((V8I)a1 & ~g01));
+    V8 m23f = (V8)(((V8I)a2 & g23) | ((V8I)a3 & ~g23));
+    V8I g = m01f > m23f;
+    V8 m = (V8)(((V8I)m01f & g) | ((V8I)m23f & ~g));
     float r = m[0];
     for (int l = 1; l < 8; l++)
         r = m[l] > r ? m[l] : r;
     return r;
 }
 
-/* acc += the 8-lane pieces of v, low then high */
-static inline __attribute__((always_inline)) V8 VSFX(sum_into)(V8 acc, VF v)
+/* p = exp(x - shift) (p == x: in place; else x = +0 afterwards), and the
+ * sum of p over 16 accumulators: element j goes to accumulator j mod 16 in
+ * increasing j (two 8-lane vectors at 8 lanes), combined as a_l + a_(l+8)
+ * then ((s0+s1)+(s2+s3))+((s4+s5)+(s6+s7)).  Padding lanes hold exp(-inf)
+ * = +0 and add nothing. */
+static inline __attribute__((always_inline)) float VSFX(exp_rows)(float *x, float *p, int64_t n, float shift,
+                                                                  const int zero)
 {
-    acc += VSFX_PART(v, 0);
+    const VF s = VSFX(splat)(shift), z = VSFX(splat)(0.0f);
+    int64_t j = 0;
+#define VSFX_EXP_ONE(v, j)                                                                               \
+    do {                                                                                                 \
+        v = VSFX(exp)(VSFX(load)(x + (j)) - s);                                                          \
+        VSFX(store)(p + (j), v);                                                                         \
+        if (zero)                                                                                        \
+            VSFX(store)(x + (j), z);                                                                     \
+    } while (0)
+#define VSFX_EXP_TAIL(v, j)                                                                              \
+    do {                                                                                                 \
+        v = VSFX(exp)(VSFX(load_tail)(x + (j), n - (j), -INFINITY) - s);                                  \
+        VSFX(store_tail)(p + (j), n - (j), v);                                                           \
+        if (zero)                                                                                        \
+            VSFX(store_tail)(x + (j), n - (j), z);                                                       \
+    } while (0)
 #if VL == 16
-    acc += VSFX_PART(v, 1);
+    VF acc = VSFX(splat)(0.0f), v;
+    for (; j + 16 <= n; j += 16) {
+        VSFX_EXP_ONE(v, j);
+        acc += v;
+    }
+    if (j < n) {
+        VSFX_EXP_TAIL(v, j);
+        acc += v;
+    }
+    V8 a8 = VSFX_PART(acc, 0) + VSFX_PART(acc, 1);
+#else
+    VF a0 = VSFX(splat)(0.0f), a1 = a0, v, w;
+    for (; j + 16 <= n; j += 16) {
+        VSFX_EXP_ONE(v, j);
+        VSFX_EXP_ONE(w, j + 8);
+        a0 += v;
+        a1 += w;
+    }
+    if (j + 8 <= n) {
+        VSFX_EXP_ONE(v, j);
+        a0 += v;
+        j += 8;
+        if (j < n) {
+            VSFX_EXP_TAIL(w, j);
+            a1 += w;
+        }
+    } else if (j < n) {
+        VSFX_EXP_TAIL(v, j);
+        a0 += v;
+    }
+    V8 a8 = a0 + a1;
 #endif
-    return acc;
+#undef VSFX_EXP_ONE
+#undef VSFX_EXP_TAIL
+    return ((a8[0] + a8[1]) + (a8[2] + a8[3])) + ((a8[4] + a8[5]) + (a8[6] + a8[7]));
 }
 
 static float VSFX(exp_shift_sum)(float *x, int64_t n, float shift)
 {
-    V8 acc = {0, 0, 0, 0, 0, 0, 0, 0};
-    const VF s = VSFX(splat)(shift);
-    int64_t j = 0;
-    for (; j + VL <= n; j += VL) {
-        VF v = VSFX(exp)(VSFX(load)(x + j) - s);
-        VSFX(store)(x + j, v);
-        acc = VSFX(sum_into)(acc, v);
-    }
-    if (j < n) { /* padding with -inf gives exp = 0: adds +0 */
-        VF v = VSFX(exp)(VSFX(load_tail)(x + j, n - j, -INFINITY) - s);
-        VSFX(store_tail)(x + j, n - j, v);
-        acc = VSFX(sum_into)(acc, v);
-    }
-    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    return VSFX(exp_rows)(x, x, n, shift, 0);
+}
+
+/* p = exp(x - shift) and x = +0 (the bits of exp_shift_sum; the zeros let
+ * the next block's S = Q K^T accumulate with beta = 1). */
+static float VSFX(exp_shift_sum_to)(float *x, float *p, int64_t n, float shift)
+{
+    return VSFX(exp_rows)(x, p, n, shift, 1);
 }
 
 static void VSFX(ds_row)(const float *p, float *dp, int64_t n, float D)
@@ -164,5 +259,6 @@ static void VSFX(ds_row)(const float *p, float *dp, int64_t n, float D)
 #undef VSFX_PART
 #undef VF
 #undef VI
+#undef VU
 #undef V8
 #undef V8I

@@ -209,6 +209,8 @@ static const shape ovl_shapes[] = {
     {2, 61, 18, 6, 4, 1, 7, 4},     /* GQA groups of 3, causal + window, 4 documents, replicated KV */
     {3, 40, 8, 8, 16, 0, 0, 0},     /* batch 3, no mask */
     {1, 5, 12, 4, 4, 1, 0, 0},      /* N close to P */
+    {2, 3, 8, 8, 4, 1, 0, 0},       /* N < P: a source with an empty shard, batch 2 (staged) */
+    {1, 130, 8, 8, 8, 0, 0, 3},     /* blocks straddle uneven shards, 3 documents, received in place */
 };
 #define NOVL (int)(sizeof ovl_shapes / sizeof ovl_shapes[0])
 

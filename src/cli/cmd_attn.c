@@ -173,7 +173,7 @@ static void attn_options(struct attn_cfg *c, arg_opt *o)
         {"block-q", ARG_INT, &c->block_q, 1, 65536, "n", "query rows per kernel block", NULL, NULL},
         {"block-k", ARG_INT, &c->block_k, 1, 65536, "n", "key rows per kernel block", NULL, NULL},
         {"a2a", ARG_CHOICE, &c->a2a, 0, 0, "MODE", "all-to-all data movement: auto (default: the first calls of each kind try every mode, the fastest is kept), pack, datatype, pipeline, shm (one node: copies straight between the ranks' buffers in shared memory)", a2a_names, NULL},
-        {"overlap", ARG_CHOICE, &c->overlap, 0, 0, "MODE", "overlap the all-to-alls with attention, head chunk by head chunk: off (default), on, auto (on when every rank has >= 2 KV heads); with on/auto every repetition also runs once without overlap, to report how much communication is hidden", overlap_names, NULL},
+        {"overlap", ARG_CHOICE, &c->overlap, 0, 0, "MODE", "overlap the all-to-alls with attention, head chunk by head chunk and source rank by source rank: off (default), on, auto (on when every rank has >= 2 KV heads); with on/auto every repetition also runs once without overlap, to report how much communication is hidden", overlap_names, NULL},
         {"overlap-chunks", ARG_INT, &c->overlap_chunks, 1, ULY_OVERLAP_MAX_CHUNKS, "K", "head chunks per rank with --overlap (default: as many as the fewest KV heads of a rank, at most 8)", NULL, NULL},
         {"max-count", ARG_INT, &c->max_count, 1, INT64_MAX, "n", "largest element count per MPI call and peer", NULL, NULL},
         {"q", ARG_STR, &c->fin[T_Q], 0, 0, "F.npy", "queries, float32/float64 (B, N, H, d) or (N, H, d); read by rank 0", NULL, NULL},
