@@ -584,40 +584,80 @@ static int64_t block_value(const usim_coll *c, const geo *G, int b, int gl)
     return v > (uint64_t)INT64_MAX ? -1 : (int64_t)v;
 }
 
-/* u[b] = block_value(c, G, b, gl) for every block b < nb.  From a grid with
- * split chunks the first position of a block, A(b), grows with b, so the
- * blocks are a run of larger chunks, the blocks holding position
- * chunk_total % size - 1 and its successor, and a run of smaller chunks:
- * two binary searches. */
-static void block_values(const usim_coll *c, const geo *G, int gl, int nb, int64_t *u)
+/* Runs of blocks: blocks [b0, b1) all have block_value v (v < 0: chunks of
+ * several sizes, each block alone).  Adjacent runs of one value >= 0 are one
+ * run (the first and the last run may still share a value: the ring wraps). */
+typedef struct bseg {
+    int b0, b1;
+    int64_t v;
+} bseg;
+
+static int seg_push(bseg **s, int *ns, int *cap, int b0, int b1, int64_t v)
 {
-    if (G->pos || c->chunk_bytes || gl != G->g || c->chunk_total % c->size == 0) {
-        for (int b = 0; b < nb; b++)
-            u[b] = block_value(c, G, b, gl);
-        return;
+    if (*ns > 0 && v >= 0 && (*s)[*ns - 1].v == v && (*s)[*ns - 1].b1 == b0) {
+        (*s)[*ns - 1].b1 = b1;
+        return USIM_OK;
     }
-    int64_t r = c->chunk_total % c->size, blo = G->rg->blo;
-    int lo = 0, hi = nb;   /* b1: first block with A(b) + blo >= r */
-    while (lo < hi) {
-        int mid = lo + (hi - lo) / 2;
-        if (grid_geo_pos(G->rg, mid, 0) + blo >= r)
-            hi = mid;
-        else
-            lo = mid + 1;
+    if (*ns == *cap) {
+        int nc = *cap ? 2 * *cap : 8;
+        bseg *t = usim_realloc(*s, (size_t)nc * sizeof *t);
+        if (!t)
+            return usim_set_error(USIM_ENOMEM, "out of memory");
+        *s = t;
+        *cap = nc;
     }
-    int b1 = lo;
-    hi = nb;              /* b2: first block with A(b) >= r */
-    while (lo < hi) {
-        int mid = lo + (hi - lo) / 2;
-        if (grid_geo_pos(G->rg, mid, 0) >= r)
-            hi = mid;
-        else
-            lo = mid + 1;
+    (*s)[(*ns)++] = (bseg){b0, b1, v};
+    return USIM_OK;
+}
+
+/* The block values of blocks 0 .. nb-1 as runs (*out, freed by the caller):
+ * the number of runs, or -status.  From a grid with split chunks in
+ * O(log nb + blocks holding both sizes) (two binary searches: block b holds
+ * positions A(b) + [0, blo] with A growing in b, so the blocks are a run of
+ * larger chunks, the blocks holding position chunk_total % size - 1 and its
+ * successor, and a run of smaller chunks; even chunks: one run), else one block_value per block. */
+static int block_segs(const usim_coll *c, const geo *G, int gl, int nb, bseg **out)
+{
+    bseg *s = NULL;
+    int ns = 0, cap = 0, rc = USIM_OK;
+    if (G->pos || c->chunk_bytes || gl != G->g) {
+        for (int b = 0; b < nb && !rc; b++)
+            rc = seg_push(&s, &ns, &cap, b, b + 1, block_value(c, G, b, gl));
+    } else if (c->chunk_total % c->size == 0) {
+        rc = seg_push(&s, &ns, &cap, 0, nb, block_value(c, G, 0, gl));
+    } else {
+        int64_t r = c->chunk_total % c->size, blo = G->rg->blo;
+        int lo = 0, hi = nb;   /* b1: first block with A(b) + blo >= r */
+        while (lo < hi) {
+            int mid = lo + (hi - lo) / 2;
+            if (grid_geo_pos(G->rg, mid, 0) + blo >= r)
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        int b1 = lo;
+        hi = nb;              /* b2: first block with A(b) >= r */
+        while (lo < hi) {
+            int mid = lo + (hi - lo) / 2;
+            if (grid_geo_pos(G->rg, mid, 0) >= r)
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        int b2 = lo;
+        if (b1 > 0)
+            rc = seg_push(&s, &ns, &cap, 0, b1, block_value(c, G, 0, gl));
+        for (int b = b1; b < b2 && !rc; b++)
+            rc = seg_push(&s, &ns, &cap, b, b + 1, block_value(c, G, b, gl));
+        if (b2 < nb && !rc)
+            rc = seg_push(&s, &ns, &cap, b2, nb, block_value(c, G, b2, gl));
     }
-    int b2 = lo;
-    int64_t v1 = b1 > 0 ? block_value(c, G, 0, gl) : -1, v0 = b2 < nb ? block_value(c, G, b2, gl) : -1;
-    for (int b = 0; b < nb; b++)
-        u[b] = b < b1 ? v1 : b >= b2 ? v0 : block_value(c, G, b, gl);
+    if (rc) {
+        free(s);
+        return -rc;
+    }
+    *out = s;
+    return ns;
 }
 
 /* The counters of a whole ring (no step simulated), in closed form: over
@@ -671,21 +711,27 @@ static int count_ring(gen *g, int gi, const geo *G, int C)
     int skip = direct && (C > 1 || (G->uniform && G->N > 1 && G->g == 1));
     int64_t pk0 = -1, pk1 = -1;   /* the last block counted, its sizes and bytes */
     uint64_t psum = 0;
-    int64_t *u = skip ? usim_malloc((size_t)nb * sizeof *u) : NULL;
-    if (skip && !u) {
+    bseg *u = NULL;
+    int nu = skip ? block_segs(c, G, gl, nb, &u) : 0;
+    if (nu < 0) {
         free(q); free(T); free(rm); free(perm); free(acc);
-        return usim_set_error(USIM_ENOMEM, "out of memory");
+        return -nu;
     }
-    if (u)
-        block_values(c, G, gl, nb, u);
-    for (int b = 0; b < nb; b++) {
+    for (int b = 0, si = 0; b < nb; b++) {
         int64_t k0 = -1, k1 = -1;
         if (u) {
-            k0 = u[b];
-            k1 = u[b + 1 == nb ? 0 : b + 1];
+            while (u[si].b1 <= b)
+                si++;
+            k0 = u[si].v;
+            k1 = b + 1 == nb ? u[0].v : b + 1 < u[si].b1 ? k0 : u[si + 1].v;
             if (k0 >= 0 && k1 >= 0 && k0 == pk0 && k1 == pk1) {
-                g->dsent += psum;
-                g->drecv += psum;
+                /* so are the blocks up to the run's last but one: the same bytes */
+                int e = b + 1 < u[si].b1 ? u[si].b1 - 1 : b + 1;
+                if (e <= b)
+                    e = b + 1;
+                g->dsent += psum * (uint64_t)(e - b);
+                g->drecv += psum * (uint64_t)(e - b);
+                b = e - 1;
                 continue;
             }
         }
@@ -821,6 +867,12 @@ static int gen_ring(gen *g, int gi, const geo *G, int C)
  * Returns 1 when a reduction was made (g holds its transfers), 0 when every
  * block is needed (the caller generates the whole ring), or -status.
  */
+static int int_asc(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
 static int gen_ring_cone(gen *g, int gi, const geo *G, int C, int w)
 {
     const usim_coll *c = g->c;
@@ -830,54 +882,71 @@ static int gen_ring_cone(gen *g, int gi, const geo *G, int C, int w)
     int E = w - 1 + (w + 1 + gl - 1) / gl, W = E + 1;   /* window: nodes b-E .. b */
     if (W >= N)
         return 0;
-    int64_t *u = usim_malloc((size_t)N * sizeof *u);
-    int *run = usim_malloc((size_t)2 * N * sizeof *run), *rep = usim_malloc((size_t)N * sizeof *rep);
-    unsigned char *need = usim_calloc((size_t)N, 1);
-    int *slot = usim_malloc((size_t)N * sizeof *slot);
-    int rc = 0;
-    if (!u || !run || !rep || !need || !slot) {
+    /* The blocks' chunk sizes as runs (few: O(1) from a grid with split
+     * chunks), so that nothing below is O(N). */
+    bseg *u = NULL;
+    int nu = block_segs(c, G, gl, N, &u);
+    if (nu < 0)
+        return nu;
+    int *reps = NULL, *need = NULL, *nbr = NULL, nrep = 0, M = 0, rc = 0;
+    int64_t capr = N / w + 1;   /* nrep * w >= N: no reduction */
+    if (!(reps = usim_malloc((size_t)capr * sizeof *reps))) {
         rc = -usim_set_error(USIM_ENOMEM, "out of memory");
         goto out;
     }
-    block_values(c, G, gl, N, u);
-    for (int t = 0; t < 2 * N; t++) {   /* cyclic: t and t - N are the same block */
-        int64_t x = u[t < N ? t : t - N];
-        run[t] = x < 0 ? 0 : t > 0 && u[t - 1 < N ? t - 1 : t - 1 - N] == x ? run[t - 1] + 1 : 1;
-    }
-    /* classes: uniform windows by value (first block of each), others alone */
+    /* classes: block b's window of W blocks (b-E .. b, cyclic) holds one
+     * value: one class per value (its first such block represents it), else
+     * b alone.  The window holds one value iff b's run, continued backwards
+     * over the wrap, has W blocks or more. */
     int64_t vals[16];
-    int vrep[16], nv = 0, nrep = 0;
-    for (int b = 0; b < N; b++) {
-        rep[b] = 0;
-        if (run[b + N] >= W) {
-            int k;
-            for (k = 0; k < nv && vals[k] != u[b]; k++)
-                ;
-            if (k < nv)
-                continue;
-            if (nv == 16)
-                goto out;   /* too many values: no reduction */
-            vals[nv] = u[b];
-            vrep[nv++] = b;
+    int nv = 0;
+    int wrap = nu > 1 && u[0].v >= 0 && u[nu - 1].v == u[0].v;   /* the last run goes on into the first */
+    for (int si = 0; si < nu; si++) {
+        int64_t v = u[si].v;
+        /* blocks b0 + k with k < alone stand alone; the others have uniform windows */
+        int64_t before = nu == 1 && v >= 0 ? N : si == 0 && wrap ? u[nu - 1].b1 - u[nu - 1].b0 : 0;
+        int64_t alone = v < 0 ? u[si].b1 - u[si].b0 : W - 1 - before;
+        if (alone < 0)
+            alone = 0;
+        if (alone > u[si].b1 - u[si].b0)
+            alone = u[si].b1 - u[si].b0;
+        for (int b = u[si].b0; b < u[si].b0 + alone; b++) {
+            if ((int64_t)(nrep + 1) * w >= N)
+                goto out;
+            reps[nrep++] = b;
         }
-        rep[b] = 1;
-        nrep++;
-        if ((int64_t)nrep * w >= N)
-            goto out;
-    }
-    int nneed = 0;
-    for (int b = 0; b < N; b++)
-        if (rep[b])
-            for (int j = 0; j < w; j++) {
-                int a = ((b - j) % N + N) % N;
-                if (!need[a]) {
-                    need[a] = 1;
-                    nneed++;
-                }
+        if (u[si].b0 + alone < u[si].b1) {
+            int k;
+            for (k = 0; k < nv && vals[k] != v; k++)
+                ;
+            if (k == nv) {
+                if (nv == 16)
+                    goto out;   /* too many values: no reduction */
+                vals[nv++] = v;
+                if ((int64_t)(nrep + 1) * w >= N)
+                    goto out;
+                reps[nrep++] = u[si].b0 + (int)alone;
             }
-    if (nneed >= N)
+        }
+    }
+    /* the needed blocks: every representative with its w - 1 predecessors */
+    if (!(need = usim_malloc((size_t)nrep * w * sizeof *need))) {
+        rc = -usim_set_error(USIM_ENOMEM, "out of memory");
         goto out;
-    (void)vrep;
+    }
+    for (int i = 0; i < nrep; i++)
+        for (int j = 0; j < w; j++)
+            need[M++] = ((reps[i] - j) % N + N) % N;
+    qsort(need, (size_t)M, sizeof *need, int_asc);
+    {
+        int m = 0;
+        for (int i = 0; i < M; i++)
+            if (m == 0 || need[m - 1] != need[i])
+                need[m++] = need[i];
+        M = m;
+    }
+    if (M >= N)
+        goto out;
     /* counters: every step of every position in closed form */
     if (!g->skipcount) {
         int b0 = g->build, w0 = g->window;
@@ -891,22 +960,26 @@ static int gen_ring_cone(gen *g, int gi, const geo *G, int C, int w)
             goto out;
         }
     }
-    g->isrep = usim_malloc((size_t)N);
-    int M = 0;
-    for (int b = 0; b < N; b++)
-        if (need[b])
-            run[M++] = b;   /* the needed blocks in order (run is free now) */
-    M = 0;
-    for (int b = 0; b < N; b++)
-        slot[b] = need[b] ? M++ : -1;
+    /* per needed block (slot): whether it represents, the slots of its
+     * neighbours (-1: not simulated) */
+    g->isrep = usim_calloc((size_t)M, 1);
+    nbr = usim_malloc((size_t)2 * M * sizeof *nbr);
     int *prev = usim_malloc((size_t)2 * C * M * gl * sizeof *prev);
-    if (!g->isrep || !prev) {
+    if (!g->isrep || !nbr || !prev) {
         free(prev);
         rc = -usim_set_error(USIM_ENOMEM, "out of memory");
         goto out;
     }
-    for (int b = 0; b < N; b++)
-        g->isrep[b] = (unsigned char)rep[b];
+    for (int i = 0; i < nrep; i++) {
+        int *f = bsearch(&reps[i], need, (size_t)M, sizeof *need, int_asc);
+        g->isrep[f - need] = 1;
+    }
+    for (int bi = 0; bi < M; bi++)
+        for (int z = 0; z < 2; z++) {
+            int nb = z ? (need[bi] + 1) % N : (need[bi] - 1 + N) % N;
+            int *f = bsearch(&nb, need, (size_t)M, sizeof *need, int_asc);
+            nbr[2 * bi + z] = f ? (int)(f - need) : -1;
+        }
     int *cur = prev + (size_t)C * M * gl;
     for (size_t i = 0; i < (size_t)C * M * gl; i++)
         prev[i] = -1;
@@ -934,25 +1007,26 @@ static int gen_ring_cone(gen *g, int gi, const geo *G, int C, int w)
     }
     for (int bi = 0; bi < M; bi++)
         for (int l = 0; l < gl; l++)
-            brk[(size_t)bi * gl + l] = rk_at(g, gi, geo_pos(G, run[bi] * gl + l));
+            brk[(size_t)bi * gl + l] = rk_at(g, gi, geo_pos(G, need[bi] * gl + l));
 #define ORD(ch, j) geo_pos(G, ((j) / gl) * gl + perm[(size_t)(ch) * gl + (j) % gl])
-#define RKO(ch, j) (slot[(j) / gl] >= 0 ? brk[(size_t)slot[(j) / gl] * gl + perm[(size_t)(ch) * gl + (j) % gl]] \
-                                        : rk_at(g, gi, ORD(ch, j)))
+#define RKO(ch, j, s) ((s) >= 0 ? brk[(size_t)(s) * gl + perm[(size_t)(ch) * gl + (j) % gl]] \
+                                : rk_at(g, gi, ORD(ch, j)))
     for (int k = 0; k < w && !g->err; k++) {
         int rs = c->type == USIM_REDUCE_SCATTER || (ar && k < P - 1);
         int kk = ar && k >= P - 1 ? k - (P - 1) : k;
         for (int ch = 0; ch < C; ch++)
             for (int bi = 0; bi < M; bi++) {
-                int b = run[bi];
+                int b = need[bi];
                 for (int l = 0; l < gl; l++) {
                     int i = b * gl + l;
                     int ci = rs ? (((i - kk - 1) % P) + P) % P : (((i - kk) % P) + P) % P;
                     uint64_t by = part(chunk_at(c, ORD(ch, ci)), ch, C);
-                    int im = (i - 1 + P) % P, bm = im / gl;
-                    int d0 = prev[((size_t)ch * M + slot[b]) * gl + l];
-                    int d1 = slot[bm] >= 0 ? prev[((size_t)ch * M + slot[bm]) * gl + im % gl] : -1;
-                    int x = put(g, RKO(ch, i), RKO(ch, (i + 1) % P), by, d0, d1, k);
-                    cur[((size_t)ch * M + slot[b]) * gl + l] = x;
+                    int im = (i - 1 + P) % P;
+                    int sm = l > 0 ? bi : nbr[2 * bi], sn = l + 1 < gl ? bi : nbr[2 * bi + 1];
+                    int d0 = prev[((size_t)ch * M + bi) * gl + l];
+                    int d1 = sm >= 0 ? prev[((size_t)ch * M + sm) * gl + im % gl] : -1;
+                    int x = put(g, RKO(ch, i, bi), RKO(ch, (i + 1) % P, sn), by, d0, d1, k);
+                    cur[((size_t)ch * M + bi) * gl + l] = x;
                     if (x >= 0) {
                         if ((size_t)x >= g->xblk_cap) {
                             size_t cap = g->xblk_cap ? 2 * g->xblk_cap : 1024;
@@ -964,7 +1038,7 @@ static int gen_ring_cone(gen *g, int gi, const geo *G, int C, int w)
                             g->xblk = nb;
                             g->xblk_cap = cap;
                         }
-                        g->xblk[x] = b;
+                        g->xblk[x] = bi;   /* its slot: g->isrep is per slot */
                     }
                 }
             }
@@ -978,7 +1052,7 @@ static int gen_ring_cone(gen *g, int gi, const geo *G, int C, int w)
     g->nocount = 0;
     rc = 1;
 out:
-    free(u); free(run); free(rep); free(need); free(slot);
+    free(u); free(reps); free(need); free(nbr);
     return rc;
 }
 
@@ -1503,6 +1577,55 @@ static int candidates(usim_net *n, const usim_coll *c, const rgrid *R, usim_algo
                                 as, ps, est, MAX_CANDIDATES);
 }
 
+/* Whether no group lists a GPU twice (a grid is a bijection), so that every
+ * ring transfer crosses a link and pays its latency; 1 yes, 0 no, -status. */
+static int members_distinct(usim_net *n, const usim_coll *c)
+{
+    if (!c->ranks)
+        return 1;
+    int G = usim_net_gpus(n), ok = 1;
+    int *tag = usim_calloc((size_t)G, sizeof *tag);
+    if (!tag)
+        return -usim_set_error(USIM_ENOMEM, "out of memory");
+    for (int gi = 0; gi < c->ngroups && ok; gi++)
+        for (int p = 0; p < c->size; p++) {
+            int h = c->ranks[(size_t)gi * c->size + p];
+            if (tag[h] == gi + 1) {
+                ok = 0;
+                break;
+            }
+            tag[h] = gi + 1;
+        }
+    free(tag);
+    return ok;
+}
+
+/* A lower bound on the duration run_one gives a ring with protocol p, from
+ * latency alone: the transfer of ring position i at step k waits for the same
+ * position's transfer of step k - 1 (dependency d0 in gen_ring and
+ * gen_ring_cone), then for one route latency, so the last transfer of
+ * every step ends at least Lmin after the last one of the step before, Lmin
+ * the smaller of the two route latencies with p's factors (usim_net_route's
+ * arithmetic), and the first step ends at Lmin or later.  Hence the window's
+ * makespan is >= w Lmin and its step period >= Lmin, and the extrapolated
+ * duration mk + llround(period (steps - w)) >= steps Lmin (every operation
+ * monotone, the integers exact in double).  A ring over 10^6 GPUs runs
+ * about 2 10^6 dependent steps: this bound, not the link bytes, is what
+ * lets the search skip the protocols with the larger latencies. */
+static usim_time ring_latency_bound(usim_net *n, const usim_coll *c, usim_proto p)
+{
+    const usim_platform *pf = usim_net_platform(n);
+    usim_time lv = (usim_time)llround((double)pf->nvl_lat * usim_proto_latency(p, USIM_CLASS_NVLINK));
+    usim_time ln = (usim_time)llround((double)pf->nic_lat * usim_proto_latency(p, USIM_CLASS_NIC));
+    int64_t steps = (int64_t)(c->type == USIM_ALLREDUCE ? 2 : 1) * (c->size - 1);
+    return (lv < ln ? lv : ln) * steps;
+}
+
+usim_time usim_test_ring_latency_bound(usim_net *n, const usim_coll *c, usim_proto p)
+{
+    return ring_latency_bound(n, c, p);
+}
+
 /* Several groups (their copies load the links): the light cone also needs
  * every block's loads to be alike and inside the block.  For every GPU of
  * group 0 and every unit of GPUs sharing links (NIC, node), the positions of
@@ -1947,7 +2070,7 @@ int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t
         }
         order[j] = q;
     }
-    int best = -1;
+    int best = -1, distinct = -1;
     const usim_platform *pf = usim_net_platform(n);
     usim_coll_result cnt[USIM_NALGO];
     int have_cnt[USIM_NALGO] = {0};
@@ -1967,6 +2090,15 @@ int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t
                 double x = (double)t.max_sent[cl] * w * 1e12 / bw[cl];
                 if (x > lb)
                     lb = x;
+            }
+            if (as[q] == USIM_ALGO_RING && is_ring(c->type) && c->size > 1) {
+                if (distinct < 0 && (distinct = members_distinct(n, c)) < 0) {
+                    rc = -distinct;
+                    break;
+                }
+                double ll = distinct ? (double)ring_latency_bound(n, c, ps[q]) : 0;
+                if (ll > lb)
+                    lb = ll;
             }
             if (lb - 1 >= (double)r->duration)
                 continue;

@@ -153,6 +153,9 @@ int usim_coll_count_gpu(usim_net *n, const usim_coll *c, int gpu, usim_coll_resu
  * placement listed once per collective (default 65536); larger ones are
  * decoded where used.  Returns the previous value. */
 int usim_test_grid_list_max(int n);
+/* Tests: the latency lower bound the candidate search uses to skip a ring
+ * protocol (coll.c, ring_latency_bound). */
+usim_time usim_test_ring_latency_bound(usim_net *n, const usim_coll *c, usim_proto p);
 
 /* ------------------------------------------------------------ NCCL tuner (tuner.c) */
 

@@ -533,6 +533,118 @@ START_TEST(test_pairwise_equal)
 }
 END_TEST
 
+/* One ring over 512 GPUs given by a grid, chunks split unevenly (the first
+ * chunk_total % 512 positions one element larger): the light cone finds
+ * its classes from runs of block sizes (binary searches on the grid), with
+ * the size change inside a block, on a block boundary, near the wrap, or
+ * none; positions in GPU order, and transposed (position digits across the
+ * NVLink domains: every block holds positions 64 apart, and many blocks
+ * hold both sizes).  Against the same ring listed, at full flow level, and
+ * reduced (fewer events) where the classes are few. */
+START_TEST(test_cone_runs_equal)
+{
+    usim_platform plats[2] = {platform_of("dgx-a100-40g"), platform_of("rails2")};
+    static const struct { int nd; int n[2], s[2]; } grids[] = {
+        {1, {512, 1}, {1, 0}},
+        {2, {8, 64}, {64, 1}},
+    };
+    static const int64_t rem[] = {0, 1, 7, 8, 200, 511};
+    static int ranks[512];
+    static uint64_t ch[512], sa[512], sb[512];
+    const int P = 512;
+    for (int pi = 0; pi < 2; pi++)
+        for (size_t gi = 0; gi < sizeof grids / sizeof grids[0]; gi++)
+            for (size_t ri = 0; ri < sizeof rem / sizeof rem[0]; ri++)
+                for (int t = USIM_ALLGATHER; t <= USIM_ALLREDUCE; t++) {
+                    usim_grid gr = {grids[gi].nd, {{0, 0}}};
+                    for (int d = 0; d < gr.ndim; d++) {
+                        gr.dim[d].n = grids[gi].n[d];
+                        gr.dim[d].stride = grids[gi].s[d];
+                    }
+                    for (int i = 0; i < P; i++)
+                        ranks[i] = usim_coll_rank(&(usim_coll){.size = P, .ngroups = 1, .grid = &gr}, 0, i);
+                    int64_t total = (int64_t)P * 1000 + rem[ri];
+                    for (int i = 0; i < P; i++)
+                        ch[i] = (uint64_t)(total / P + (i < total % P)) * 2;
+                    usim_coll la = {.type = (usim_coll_type)t, .ngroups = 1, .size = P, .ranks = ranks,
+                                    .chunk_bytes = ch, .algo = USIM_ALGO_RING, .proto = USIM_PROTO_SIMPLE};
+                    usim_coll lb = {.type = (usim_coll_type)t, .ngroups = 1, .size = P, .grid = &gr,
+                                    .chunk_total = total, .chunk_mult = 2, .algo = USIM_ALGO_RING,
+                                    .proto = USIM_PROTO_SIMPLE};
+                    usim_net *na = usim_net_new(&plats[pi], P), *nb = usim_net_new(&plats[pi], P);
+                    usim_coll_result a, b;
+                    usim_net_set_engine(na, USIM_ENGINE_FULL);
+                    usim_net_set_ring_window(na, 32);   /* 4 steps: 5-block windows */
+                    usim_net_set_ring_window(nb, 32);
+                    char what[96];
+                    snprintf(what, sizeof what, "%s grid %zu remainder %lld platform %d",
+                             usim_coll_name(la.type), gi, (long long)rem[ri], pi);
+                    ck_assert_msg(usim_coll_run(na, &la, &a, sa, NULL) == USIM_OK, "%s: %s", what, usim_last_error());
+                    uint64_t ev_full = usim_net_last_events(na);
+                    ck_assert_msg(usim_coll_run(nb, &lb, &b, sb, NULL) == USIM_OK, "%s: %s", what, usim_last_error());
+                    uint64_t ev_cls = usim_net_last_events(nb);
+                    SAME_RESULT();
+                    ck_assert_msg(memcmp(sa, sb, sizeof sa) == 0, "%s: per-GPU counters", what);
+                    if (gi == 0 || rem[ri] == 0)   /* transposed and split: too many classes to reduce */
+                        ck_assert_msg(ev_cls < ev_full / 2, "%s: %llu events vs %llu", what,
+                                      (unsigned long long)ev_cls, (unsigned long long)ev_full);
+                    usim_net_free(na);
+                    usim_net_free(nb);
+                }
+}
+END_TEST
+
+/* The candidate search skips a protocol whose lower bound (busiest link's
+ * bytes, or the ring's steps times its smallest route latency) reaches the
+ * best time so far: the choice must be the one of trying every protocol.
+ * Single rings of 256 and 4096 GPUs (grids, chunks split unevenly), small
+ * chunks (latency-bound: the latency bound prunes) and large ones; every
+ * explicit protocol's duration is at least its bound. */
+START_TEST(test_search_pruning)
+{
+    usim_platform plats[3] = {platform_of("dgx-a100-40g"), platform_of("rails2"), platform_of("mi300x-8")};
+    static const usim_proto protos[3] = {USIM_PROTO_LL, USIM_PROTO_LL128, USIM_PROTO_SIMPLE};
+    static int ranks[256];
+    int pruned = 0;
+    for (int i = 0; i < 256; i++)
+        ranks[i] = i;
+    for (int pi = 0; pi < 3; pi++)
+        for (int P = 256; P <= 4096; P *= 16)
+            for (int big = 0; big < 2; big++)
+                for (int t = USIM_ALLGATHER; t <= USIM_ALLREDUCE; t++) {
+                    usim_grid gr = {1, {{P, 1}}};
+                    usim_coll c = {.type = (usim_coll_type)t, .ngroups = 1, .size = P,
+                                   .ranks = P == 256 && big ? ranks : NULL, .grid = &gr,
+                                   .chunk_total = big ? 50000037 : (int64_t)P * 3 + 5, .chunk_mult = 2,
+                                   .algo = USIM_ALGO_RING, .proto = USIM_PROTO_AUTO};
+                    usim_net *n = usim_net_new(&plats[pi], P);
+                    usim_coll_result r, e[3];
+                    char what[96];
+                    snprintf(what, sizeof what, "%s P=%d big %d platform %d", usim_coll_name(c.type), P, big, pi);
+                    ck_assert_msg(usim_coll_run(n, &c, &r, NULL, NULL) == USIM_OK, "%s: %s", what,
+                                  usim_last_error());
+                    usim_time best = -1;
+                    for (int k = 0; k < 3; k++) {
+                        c.proto = protos[k];
+                        ck_assert_msg(usim_coll_run(n, &c, &e[k], NULL, NULL) == USIM_OK, "%s: %s", what,
+                                      usim_last_error());
+                        usim_time lb = usim_test_ring_latency_bound(n, &c, protos[k]);
+                        ck_assert_msg(e[k].duration >= lb, "%s proto %d: %lld ps below its bound %lld", what,
+                                      (int)protos[k], (long long)e[k].duration, (long long)lb);
+                        pruned += lb > r.duration;
+                        if (best < 0 || e[k].duration < best)
+                            best = e[k].duration;
+                        if (e[k].proto == r.proto)
+                            ck_assert_msg(e[k].duration == r.duration, "%s: the choice's time", what);
+                    }
+                    ck_assert_msg(r.duration == best, "%s: chose %lld ps, best %lld", what,
+                                  (long long)r.duration, (long long)best);
+                    usim_net_free(n);
+                }
+    ck_assert_msg(pruned > 0, "no case exercised the latency bound");
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("classes");
@@ -546,6 +658,8 @@ static Suite *suite(void)
     tcase_add_test(t, test_grid_equal);
     tcase_add_test(t, test_grid_fallback);
     tcase_add_test(t, test_pairwise_equal);
+    tcase_add_test(t, test_search_pruning);
+    tcase_add_test(t, test_cone_runs_equal);
     suite_add_tcase(s, t);
     return s;
 }
