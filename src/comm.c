@@ -156,10 +156,10 @@ int uly_comm_agree(uly_comm *c, int local_status, int n, const int64_t *vals,
         int rc = uly_comm_agree_begin(c, local_status, n, vals, names);
         return rc ? rc : uly_comm_agree_end(c);
     }
-    /* with a shared-memory window, the agreement also orders the ranks'
-     * accesses to it: every access before it, on any rank, happens before
-     * every access after it (Win_sync, a collective no rank leaves before
-     * all entered, Win_sync; see uly_comm_shm_sync) */
+    /* with a shared-memory window not started yet (its allocation being
+     * agreed), the agreement also orders the ranks' accesses to it: every
+     * access before it, on any rank, happens before every access after it
+     * (Win_sync, a collective no rank leaves before all entered, Win_sync) */
     if (c->win != MPI_WIN_NULL) { /* a failure here still joins the agreement */
         int e = MPI_Win_sync(c->win);
         if (e != MPI_SUCCESS && !local_status)
@@ -616,7 +616,10 @@ int uly_comm_shm_alloc(uly_comm *c, size_t bytes, char **base)
     /* each rank's segment on its own pages (and NUMA node, first touch) */
     MPI_Info_set(info, "alloc_shared_noncontig", "true");
     void *mine = NULL;
-    int e = MPI_Win_allocate_shared((MPI_Aint)(head + bytes), 1, info, c->comm, &mine, &c->win);
+    /* + SHM_LINE: segments may start anywhere (8 bytes apart here); the
+     * control block starts at the first line boundary, at the same offset
+     * in every process (the mappings are page-aligned) */
+    int e = MPI_Win_allocate_shared((MPI_Aint)(SHM_LINE + head + bytes), 1, info, c->comm, &mine, &c->win);
     MPI_Info_free(&info);
     if (e != MPI_SUCCESS) {
         c->win = MPI_WIN_NULL;
@@ -633,8 +636,8 @@ int uly_comm_shm_alloc(uly_comm *c, size_t bytes, char **base)
         int unit = 0;
         void *p = NULL;
         MPI_TRY(MPI_Win_shared_query(c->win, s, &size, &unit, &p), "MPI_Win_shared_query");
-        c->ctl[s] = p;
-        base[s] = (char *)p + head;
+        c->ctl[s] = (char *)p + ((SHM_LINE - (uintptr_t)p % SHM_LINE) % SHM_LINE);
+        base[s] = c->ctl[s] + head;
     }
     /* the own control block starts at zero; the caller's agreement that
      * follows (MPI, bracketed by Win_sync) publishes it before any use */

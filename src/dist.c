@@ -120,8 +120,10 @@ static int block_contiguous(const comm_block *b)
     return (b->rows <= 1 || b->stride == b->len) && (b->batches <= 1 || b->bstride == b->rows * b->len);
 }
 
-/* Copy block sb of src into block db of dst (same batches x rows x len). */
-static void copy_block(char *dst, const comm_block *db, const char *src, const comm_block *sb, size_t es)
+/* Copy block sb of src into block db of dst (same batches x rows x len),
+ * each contiguous run with cp (memcpy, or copy_stream). */
+static void copy_block_with(char *dst, const comm_block *db, const char *src, const comm_block *sb, size_t es,
+                            void *(*cp)(void *, const void *, size_t))
 {
     if (block_elems(sb) == 0 || (dst == src && db->off == sb->off && db->stride == sb->stride &&
                                  db->bstride == sb->bstride))
@@ -130,12 +132,17 @@ static void copy_block(char *dst, const comm_block *db, const char *src, const c
         char *d0 = dst + (db->off + b * db->bstride) * es;
         const char *s0 = src + (sb->off + b * sb->bstride) * es;
         if (db->stride == sb->len && sb->stride == sb->len) {
-            memcpy(d0, s0, sb->rows * sb->len * es);
+            cp(d0, s0, sb->rows * sb->len * es);
             continue;
         }
         for (size_t t = 0; t < sb->rows; t++)
-            memcpy(d0 + t * db->stride * es, s0 + t * sb->stride * es, sb->len * es);
+            cp(d0 + t * db->stride * es, s0 + t * sb->stride * es, sb->len * es);
     }
+}
+
+static void copy_block(char *dst, const comm_block *db, const char *src, const comm_block *sb, size_t es)
+{
+    copy_block_with(dst, db, src, sb, es, memcpy);
 }
 
 /*
@@ -148,8 +155,10 @@ static void copy_block(char *dst, const comm_block *db, const char *src, const c
  * own threshold) on the Xeon of doc/performance.md, one process alone.
  * Same bytes as memcpy.
  */
-static void copy_stream(char *dst, const char *src, size_t n)
+static void *copy_stream(void *dst_, const void *src_, size_t n)
 {
+    char *dst = dst_;
+    const char *src = src_;
 #if defined(__SSE2__)
     size_t head = (16 - ((uintptr_t)dst & 15)) & 15;
     if (head > n)
@@ -168,6 +177,7 @@ static void copy_stream(char *dst, const char *src, size_t n)
     }
 #endif
     memcpy(dst, src, n);
+    return dst_;
 }
 
 /* Order the non-temporal stores before what follows (the flag that
@@ -179,19 +189,10 @@ static void stream_fence(void)
 #endif
 }
 
-/* copy_block with non-temporal stores, row by row. */
+/* copy_block with non-temporal stores, fenced. */
 static void copy_block_stream(char *dst, const comm_block *db, const char *src, const comm_block *sb, size_t es)
 {
-    for (size_t b = 0; b < sb->batches; b++) {
-        char *d0 = dst + (db->off + b * db->bstride) * es;
-        const char *s0 = src + (sb->off + b * sb->bstride) * es;
-        if (db->stride == sb->len && sb->stride == sb->len) {
-            copy_stream(d0, s0, sb->rows * sb->len * es);
-            continue;
-        }
-        for (size_t t = 0; t < sb->rows; t++)
-            copy_stream(d0 + t * db->stride * es, s0 + t * sb->stride * es, sb->len * es);
-    }
+    copy_block_with(dst, db, src, sb, es, copy_stream);
     stream_fence();
 }
 
