@@ -326,9 +326,10 @@ static inline int rk_at(const gen *g, int gi, int x)
 }
 
 /* Groups up to this size have their geometry and group 0's ranks listed from
- * the grid (a lookup per transfer instead of a decode); larger ones (a ring
- * over 10^6 GPUs) are decoded where used. */
-static int grid_list_max = 65536;
+ * the grid (a lookup per transfer instead of a decode); larger ones (the
+ * ZeRO ring over 65536 GPUs and more) are decoded where used: listing costs
+ * O(P) per generation, while the ring's light cone reads a few blocks. */
+static int grid_list_max = 4096;
 #define GRID_LIST_MAX grid_list_max
 
 int usim_test_grid_list_max(int n)
