@@ -2097,7 +2097,7 @@ int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t
             if (x > lb)
                 lb = x;
         }
-        if (as[q] == USIM_ALGO_RING && is_ring(c->type) && c->size > 1) {
+        if (nc > 1 && as[q] == USIM_ALGO_RING && is_ring(c->type) && c->size > 1) {
             if (distinct < 0 && (distinct = members_distinct(n, c)) < 0) {
                 rc = -distinct;
                 break;
