@@ -146,7 +146,8 @@ static void SFX(fwd_item)(const uly_attn_desc *a, const struct blk_geom *G, int6
                 continue;
             }
             REAL rs = zp ? EXP_SHIFT_SUM(row, nk, mnew) : EXP_SHIFT_SUM_TO(row, prow, nk, mnew);
-            REAL corr = m[i] == -INFINITY ? 0 : (REAL)exp((double)m[i] - (double)mnew);
+            /* exp(0) = 1 exactly: no call when the max did not move */
+            REAL corr = m[i] == -INFINITY ? 0 : m[i] == mnew ? 1 : (REAL)exp((double)m[i] - (double)mnew);
             l[i] = l[i] * corr + rs;
             m[i] = mnew;
             if (corr != 1) {

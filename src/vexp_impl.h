@@ -70,9 +70,10 @@ static inline __attribute__((always_inline)) VF VSFX(exp)(VF x)
     /* max(x, -88) then min(., 88) (x > lo ? x : lo; x < hi ? x : hi) */
     VF xc = VSFX(vmin)(VSFX(vmax)(x, VSFX(splat)(-88.0f)), VSFX(splat)(88.0f));
     VF t = xc * VSFX(splat)(1.44269504088896341f);
-    /* n = round(t): 1.5 * 2^23 + t holds n in its low mantissa bits */
-    VF tm = t + VSFX(splat)(12582912.0f);
-    VF nf = tm - VSFX(splat)(12582912.0f);
+    /* n = round(t): tm = 1.5 * 2^23 + 127 + t, an integer in [2^23, 2^24)
+     * whose low mantissa bits hold n + 127 */
+    VF tm = t + VSFX(splat)(12583039.0f);
+    VF nf = tm - VSFX(splat)(12583039.0f);
     VF r = xc - nf * VSFX(splat)(0.693359375f);
     r = r - nf * VSFX(splat)(-2.12194440e-4f);
     VF p = VSFX(splat)(1.3926175889e-3f);
@@ -81,9 +82,10 @@ static inline __attribute__((always_inline)) VF VSFX(exp)(VF x)
     p = p * r + VSFX(splat)(1.6666577756e-1f);
     p = p * r + VSFX(splat)(0.5f);
     VF y = p * r * r + r + VSFX(splat)(1.0f);
-    /* 2^n: the bits of tm are 0x4b400000 + n (-127 <= n <= 127); shifted
-     * left by 23 only n + 127 stays, in the exponent field (0 for n = -127) */
-    VI e = (VI)(((VU)tm + 127) << 23);
+    /* 2^n: the bits of tm are 0x4b400000 + n + 127 (-127 <= n <= 127);
+     * shifted left by 23 only n + 127 stays, in the exponent field (0 for
+     * n = -127) */
+    VI e = (VI)((VU)tm << 23);
     return y * (VF)e;
 }
 
