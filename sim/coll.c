@@ -326,9 +326,10 @@ static inline int rk_at(const gen *g, int gi, int x)
 }
 
 /* Groups up to this size have their geometry and group 0's ranks listed from
- * the grid (a lookup per transfer instead of a decode); larger ones (a ring
- * over 10^6 GPUs) are decoded where used. */
-static int grid_list_max = 65536;
+ * the grid (a lookup per transfer instead of a decode); larger ones (the
+ * ZeRO ring over 65536 GPUs and more) are decoded where used: listing costs
+ * O(P) per generation, while the ring's light cone reads a few blocks. */
+static int grid_list_max = 4096;
 #define GRID_LIST_MAX grid_list_max
 
 int usim_test_grid_list_max(int n)
@@ -2057,11 +2058,17 @@ int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t
                               usim_coll_name(c->type), c->ngroups);
     }
     /* Every candidate at flow level; the fastest wins (on ties the one with
-     * the smaller estimate).  Candidates are tried in the order of NCCL's
-     * estimate, and one whose lower bound (its busiest link's wire bytes over
-     * that link's bandwidth) already reaches the best time is not run: it
-     * cannot win, so skipping it does not change the choice. */
-    int order[MAX_CANDIDATES];
+     * the smaller estimate: rank[q], the place of q in NCCL's estimate
+     * order).  A candidate whose lower bound (its busiest link's wire bytes
+     * over that link's bandwidth, and for a ring its steps times its smallest
+     * route latency) already reaches the best time is not run: it cannot
+     * win, so skipping it does not change the choice.  Candidates are tried
+     * in the order of their lower bounds, so that the likely winner runs
+     * first and prunes the others (a ring over 16384 GPUs: LL, estimated
+     * second, prunes LL128); the choice is still the fastest, ties to the
+     * smaller estimate: a candidate ranked before the best so far is skipped
+     * only when its bound is strictly above the best time. */
+    int order[MAX_CANDIDATES], rank[MAX_CANDIDATES];
     for (int q = 0; q < nc; q++) {
         int j = q;
         while (j > 0 && est[order[j - 1]] > est[q]) {
@@ -2070,43 +2077,56 @@ int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t
         }
         order[j] = q;
     }
+    for (int oi = 0; oi < nc; oi++)
+        rank[order[oi]] = oi;
     int best = -1, distinct = -1;
     const usim_platform *pf = usim_net_platform(n);
     usim_coll_result cnt[USIM_NALGO];
     int have_cnt[USIM_NALGO] = {0};
-    for (int oi = 0; oi < nc && !rc; oi++) {
-        int q = order[oi];
-        usim_coll_result t;
+    double lbs[MAX_CANDIDATES];
+    for (int q = 0; q < nc && !rc; q++) {
         if (!have_cnt[as[q]]) {   /* counters per algorithm, whatever the protocol */
             if ((rc = count_as(n, c, &k, as[q], ps[q], &cnt[as[q]], NULL, NULL, -1, NULL)))
                 break;
             have_cnt[as[q]] = 1;
         }
-        t = cnt[as[q]];
-        if (best >= 0) {
-            double w = usim_proto_wire(ps[q]) / (as[q] == USIM_ALGO_NVLS ? pf->nvls_eff : 1), lb = 0;
-            double bw[USIM_NCLASS] = {pf->nvl_Bps, pf->nic_Bps};
-            for (int cl = 0; cl < USIM_NCLASS; cl++) {
-                double x = (double)t.max_sent[cl] * w * 1e12 / bw[cl];
-                if (x > lb)
-                    lb = x;
-            }
-            if (as[q] == USIM_ALGO_RING && is_ring(c->type) && c->size > 1) {
-                if (distinct < 0 && (distinct = members_distinct(n, c)) < 0) {
-                    rc = -distinct;
-                    break;
-                }
-                double ll = distinct ? (double)ring_latency_bound(n, c, ps[q]) : 0;
-                if (ll > lb)
-                    lb = ll;
-            }
-            if (lb - 1 >= (double)r->duration)
-                continue;
+        double w = usim_proto_wire(ps[q]) / (as[q] == USIM_ALGO_NVLS ? pf->nvls_eff : 1), lb = 0;
+        double bw[USIM_NCLASS] = {pf->nvl_Bps, pf->nic_Bps};
+        for (int cl = 0; cl < USIM_NCLASS; cl++) {
+            double x = (double)cnt[as[q]].max_sent[cl] * w * 1e12 / bw[cl];
+            if (x > lb)
+                lb = x;
         }
+        if (nc > 1 && as[q] == USIM_ALGO_RING && is_ring(c->type) && c->size > 1) {
+            if (distinct < 0 && (distinct = members_distinct(n, c)) < 0) {
+                rc = -distinct;
+                break;
+            }
+            double ll = distinct ? (double)ring_latency_bound(n, c, ps[q]) : 0;
+            if (ll > lb)
+                lb = ll;
+        }
+        lbs[q] = lb;
+    }
+    int try[MAX_CANDIDATES];   /* by lower bound, then by estimate */
+    for (int oi = 0; oi < nc && !rc; oi++) {
+        int q = order[oi], j = oi;
+        while (j > 0 && lbs[try[j - 1]] > lbs[q]) {
+            try[j] = try[j - 1];
+            j--;
+        }
+        try[j] = q;
+    }
+    for (int ti = 0; ti < nc && !rc; ti++) {
+        int q = try[ti];
+        usim_coll_result t = cnt[as[q]];
+        if (best >= 0 && (rank[q] > rank[best] ? lbs[q] - 1 >= (double)r->duration
+                                               : lbs[q] - 1 > (double)r->duration))
+            continue;
         if ((rc = run_one(n, c, &k, as[q], ps[q], &t, &cnt[as[q]])))
             break;
         t.estimate_s = est[q];
-        if (best < 0 || t.duration < r->duration) {
+        if (best < 0 || t.duration < r->duration || (t.duration == r->duration && rank[q] < rank[best])) {
             *r = t;
             best = q;
         }

@@ -58,7 +58,7 @@ TESTS += sim/tests/test_engine sim/tests/test_net sim/tests/test_describe \
 	sim/tests/test_workload sim/tests/test_rails sim/tests/test_props sim/tests/test_golden \
 	sim/tests/cli_basic.sh sim/tests/cli_errors.sh sim/tests/cli_sweep.sh sim/tests/cli_plan.sh \
 	sim/tests/symbols.sh sim/tests/validate.sh sim/tests/cli_coll.sh
-EXTRA_DIST += sim/validate.sh sim/validation.md.in sim/tests/validate.sh sim/tests/cli_coll.sh \
+EXTRA_DIST += sim/validate.sh sim/bench-scale.sh sim/validation.md.in sim/tests/validate.sh sim/tests/cli_coll.sh \
 	sim/tests/cli_plan.sh sim/tests/cli_basic.sh sim/tests/cli_errors.sh sim/tests/cli_sweep.sh sim/tests/symbols.sh \
 	sim/tests/data/bad-syntax.json sim/tests/data/missing-key.json \
 	sim/tests/data/wrong-type.json sim/tests/data/zero-bw.json \

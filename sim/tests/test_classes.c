@@ -388,7 +388,8 @@ START_TEST(test_grid_equal)
     uint64_t pb[64 * 64], ch[64];
     uint64_t sa[64], sb[64], ra[64], rb[64];
     /* small groups have their ranks listed from the grid; 0: decoded everywhere, as
-     * groups of more than 65536 are */
+     * large groups are */
+    int list_max = usim_test_grid_list_max(65536);
     for (int lm = 0; lm < 2; lm++)
     for (int pi = 0; pi < 3; pi++)
         for (size_t gi = 0; gi < sizeof grids / sizeof grids[0]; gi++)
@@ -450,7 +451,7 @@ START_TEST(test_grid_equal)
                     usim_net_free(nb);
                     usim_test_grid_list_max(lm ? 65536 : 0);
                 }
-    usim_test_grid_list_max(65536);
+    usim_test_grid_list_max(list_max);
 }
 END_TEST
 
@@ -597,9 +598,12 @@ END_TEST
 /* The candidate search skips a protocol whose lower bound (busiest link's
  * bytes, or the ring's steps times its smallest route latency) reaches the
  * best time so far: the choice must be the one of trying every protocol.
- * Single rings of 256 and 4096 GPUs (grids, chunks split unevenly), small
- * chunks (latency-bound: the latency bound prunes) and large ones; every
- * explicit protocol's duration is at least its bound. */
+ * Candidates are tried in the order of their bounds, not of the estimates:
+ * the choice (ties to the smaller estimate) must be the one of trying every
+ * protocol.  Single rings of 256 to 16384 GPUs (grids, chunks split
+ * unevenly; 256 also listed), small chunks (latency-bound: the latency
+ * bound prunes) and large ones; every explicit protocol's duration is at
+ * least its bound. */
 START_TEST(test_search_pruning)
 {
     usim_platform plats[3] = {platform_of("dgx-a100-40g"), platform_of("rails2"), platform_of("mi300x-8")};
@@ -609,7 +613,7 @@ START_TEST(test_search_pruning)
     for (int i = 0; i < 256; i++)
         ranks[i] = i;
     for (int pi = 0; pi < 3; pi++)
-        for (int P = 256; P <= 4096; P *= 16)
+        for (int P = 256; P <= 16384; P *= 4)
             for (int big = 0; big < 2; big++)
                 for (int t = USIM_ALLGATHER; t <= USIM_ALLREDUCE; t++) {
                     usim_grid gr = {1, {{P, 1}}};
@@ -635,8 +639,13 @@ START_TEST(test_search_pruning)
                         if (best < 0 || e[k].duration < best)
                             best = e[k].duration;
                         if (e[k].proto == r.proto)
-                            ck_assert_msg(e[k].duration == r.duration, "%s: the choice's time", what);
+                            ck_assert_msg(e[k].duration == r.duration && e[k].estimate_s == r.estimate_s,
+                                          "%s: the choice's time", what);
                     }
+                    /* ties: the protocol with the smaller estimate */
+                    for (int k = 0; k < 3; k++)
+                        if (e[k].duration == best && e[k].proto != r.proto)
+                            ck_assert_msg(e[k].estimate_s >= r.estimate_s, "%s: tie to the larger estimate", what);
                     ck_assert_msg(r.duration == best, "%s: chose %lld ps, best %lld", what,
                                   (long long)r.duration, (long long)best);
                     usim_net_free(n);

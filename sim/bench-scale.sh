@@ -1,0 +1,28 @@
+#!/bin/bash
+# sim/bench-scale.sh -- the simulator's cost at cluster scale (make bench-sim, doc/performance.md):
+# CPU time (user + sys) of `ulysses-sim --gpus G --method ulysses` at 1024 and 1048576 GPUs,
+# medians of REPEAT interleaved runs, and their ratio (target <= 3); then the CPU time of the
+# 10 800-configuration sweep (target < 30 s).  CPU time, not wall clock: the figures hold on a
+# loaded machine.  ULYSSES_SIM: the binary (default ./ulysses-sim); REPEAT (default 7).
+set -eu
+sim=${ULYSSES_SIM:-./ulysses-sim}
+repeat=${REPEAT:-7}
+case $repeat in ''|*[!0-9]*|0) echo "bench-scale.sh: REPEAT must be a positive integer" >&2; exit 2;; esac
+[ -x "$sim" ] || { echo "bench-scale.sh: $sim is not an executable" >&2; exit 2; }
+TIMEFORMAT='%3U %3S'
+cpu() {   # CPU seconds of one run of the simulator with the given arguments
+    local t
+    t=$( { time "$sim" "$@" > /dev/null; } 2>&1 ) || { echo "bench-scale.sh: $sim $* failed: $t" >&2; exit 1; }
+    echo "$t" | awk '{ printf "%.3f\n", $1 + $2 }'
+}
+median() { tr ' ' '\n' | grep . | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+small= large=
+for _ in $(seq "$repeat"); do
+    small="$small $(cpu --gpus 1024 --method ulysses)"
+    large="$large $(cpu --gpus 1048576 --method ulysses)"
+done
+ms=$(echo "$small" | median)
+ml=$(echo "$large" | median)
+awk -v a="$ms" -v b="$ml" -v n="$repeat" 'BEGIN { printf "ulysses-sim --method ulysses, CPU time, medians of %d: 1024 GPUs %.1f ms, 1048576 GPUs %.1f ms, ratio %.2f (target <= 3)\n", n, a * 1000, b * 1000, b / a }'
+sw=$(cpu sweep --seq 1K:200K:+1K --gpus 8:2048 --method all)
+echo "ulysses-sim sweep --seq 1K:200K:+1K --gpus 8:2048 --method all (10800 configurations): CPU time $sw s (target < 30 s)"
