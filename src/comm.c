@@ -2,6 +2,8 @@
  * comm.c -- the only code that calls MPI.  See comm.h.
  */
 #include <limits.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,18 @@ struct uly_comm {
     int *icount[4];        /* scratch: int counts / displacements for MPI_Alltoallv */
     MPI_Datatype *types[2];
     MPI_Win win;           /* shared-memory window (uly_comm_shm_alloc), or MPI_WIN_NULL */
+    /* the window's control blocks (see "shared-memory window" below) */
+    char **ctl;            /* (P) every rank's control block, this process's mapping */
+    int shm_on;            /* agreements and flags go through the control blocks */
+    int shm_err;           /* first MPI_Win_sync failure of the flag functions */
+    uint64_t ag_seq;       /* agreements so far (the same count on every rank) */
+    uint64_t op_sub;       /* flag operations since the last agreement */
+    int ag_pending;        /* the last agreement is published, not yet settled */
+    int ag_local;          /* its local status */
+    int ag_n;              /* its values */
+    int64_t ag_vals[32];
+    const char *const *ag_names;
+    unsigned char *ag_peer; /* (P) 0: peer's slot not seen yet, 1: pair agrees, 2: it does not */
 };
 
 static int mpi_fail(int err, const char *what)
@@ -62,6 +76,9 @@ int uly_comm_alloc(int rank, int size, size_t max_count, uly_comm **out)
         ok = (c->icount[i] = uly_calloc((size_t)size, sizeof(int))) != NULL;
     for (int i = 0; i < 2 && ok; i++)
         ok = (c->types[i] = uly_calloc((size_t)size, sizeof(MPI_Datatype))) != NULL;
+    /* the shared-memory tables too: nothing may fail locally inside the collective uly_comm_shm_alloc */
+    ok = ok && (c->ctl = uly_calloc((size_t)size, sizeof *c->ctl)) != NULL;
+    ok = ok && (c->ag_peer = uly_calloc((size_t)size, 1)) != NULL;
     if (!ok) {
         uly_comm_close(c);
         return uly_set_error(ULY_ENOMEM, "cannot allocate per-rank count arrays for %d ranks", size);
@@ -88,6 +105,8 @@ void uly_comm_close(uly_comm *c)
         uly_free(c->icount[i]);
     for (int i = 0; i < 2; i++)
         uly_free(c->types[i]);
+    uly_free(c->ctl);
+    uly_free(c->ag_peer);
     uly_free(c);
 }
 
@@ -133,10 +152,14 @@ static int agree(MPI_Comm comm, int rank, int size, int local_status, int n, con
 int uly_comm_agree(uly_comm *c, int local_status, int n, const int64_t *vals,
                const char *const *names)
 {
-    /* with a shared-memory window, the agreement also orders the ranks'
-     * accesses to it: every access before it, on any rank, happens before
-     * every access after it (Win_sync, a collective no rank leaves before
-     * all entered, Win_sync; see uly_comm_shm_sync) */
+    if (c->shm_on) { /* through the window's control blocks */
+        int rc = uly_comm_agree_begin(c, local_status, n, vals, names);
+        return rc ? rc : uly_comm_agree_end(c);
+    }
+    /* with a shared-memory window not started yet (its allocation being
+     * agreed), the agreement also orders the ranks' accesses to it: every
+     * access before it, on any rank, happens before every access after it
+     * (Win_sync, a collective no rank leaves before all entered, Win_sync) */
     if (c->win != MPI_WIN_NULL) { /* a failure here still joins the agreement */
         int e = MPI_Win_sync(c->win);
         if (e != MPI_SUCCESS && !local_status)
@@ -522,14 +545,81 @@ int uly_comm_one_node(uly_comm *c, int *one_node)
     return ULY_OK;
 }
 
+/*
+ * Control blocks.  Each rank's segment of the window starts with its control
+ * block, written by the ranks as described here, and the caller's `bytes`
+ * follow it:
+ *   slot[2]  the rank's agreements (status, values, the failure message),
+ *            published by setting seq to the agreement's number; two slots
+ *            by parity, because a rank can publish agreement k + 1 while a
+ *            peer still reads its slot of agreement k, but not k + 2 (it
+ *            settles k + 1 first, which needs that peer's slot k + 1, which
+ *            the peer publishes after settling k);
+ *   ready    the rank's buffers may be accessed by the peers for operation v
+ *            (uly_comm_shm_ready);
+ *   from[s]  peer s is done with this rank's buffers for operation v
+ *            (uly_comm_shm_done).
+ * Every field is written by one rank only, flags hold increasing values, so
+ * nothing is ever reset.  Flags are C11 atomics (lock-free, so valid between
+ * processes sharing the memory): a release store after MPI_Win_sync on the
+ * writing side, an acquire load followed by MPI_Win_sync on the reading side
+ * (MPI-3.1 section 11.7: in the unified model MPI_Win_sync plus a process
+ * synchronisation order the window's loads and stores; here the flag is the
+ * synchronisation).  Waiting loops call sched_yield: ranks may outnumber
+ * the cores.
+ */
+enum { SHM_MAXV = 32, SHM_MSG = 512, SHM_LINE = 64 };
+
+typedef struct shm_slot {
+    _Alignas(SHM_LINE) _Atomic uint64_t seq;
+    int64_t status;        /* 0: ok; otherwise this rank failed (message in msg) */
+    int64_t n;
+    int64_t vals[SHM_MAXV];
+    char msg[SHM_MSG];
+} shm_slot;
+
+typedef struct shm_flag {
+    _Alignas(SHM_LINE) _Atomic uint64_t v;
+} shm_flag;
+
+typedef struct shm_ctl {
+    shm_slot slot[2];
+    shm_flag ready;
+    shm_flag from[]; /* (P) */
+} shm_ctl;
+
+static size_t ctl_bytes(int P)
+{
+    return (sizeof(shm_ctl) + (size_t)P * sizeof(shm_flag) + SHM_LINE - 1) / SHM_LINE * SHM_LINE;
+}
+
+static shm_ctl *ctl_of(const uly_comm *c, int s)
+{
+    return (shm_ctl *)(void *)c->ctl[s];
+}
+
+static void shm_sync_window(uly_comm *c)
+{
+    int e = MPI_Win_sync(c->win);
+    if (e != MPI_SUCCESS && !c->shm_err)
+        c->shm_err = mpi_fail(e, "MPI_Win_sync");
+}
+
 int uly_comm_shm_alloc(uly_comm *c, size_t bytes, char **base)
 {
+    _Atomic uint64_t probe;
+    if (!atomic_is_lock_free(&probe))
+        return uly_set_error(ULY_EMPI, "64-bit atomics are not lock-free here: no shared-memory flags");
+    const size_t head = ctl_bytes(c->size);
     MPI_Info info;
     MPI_TRY(MPI_Info_create(&info), "MPI_Info_create");
     /* each rank's segment on its own pages (and NUMA node, first touch) */
     MPI_Info_set(info, "alloc_shared_noncontig", "true");
     void *mine = NULL;
-    int e = MPI_Win_allocate_shared((MPI_Aint)(bytes ? bytes : 1), 1, info, c->comm, &mine, &c->win);
+    /* + SHM_LINE: segments may start anywhere (8 bytes apart here); the
+     * control block starts at the first line boundary, at the same offset
+     * in every process (the mappings are page-aligned) */
+    int e = MPI_Win_allocate_shared((MPI_Aint)(SHM_LINE + head + bytes), 1, info, c->comm, &mine, &c->win);
     MPI_Info_free(&info);
     if (e != MPI_SUCCESS) {
         c->win = MPI_WIN_NULL;
@@ -546,20 +636,174 @@ int uly_comm_shm_alloc(uly_comm *c, size_t bytes, char **base)
         int unit = 0;
         void *p = NULL;
         MPI_TRY(MPI_Win_shared_query(c->win, s, &size, &unit, &p), "MPI_Win_shared_query");
-        base[s] = p;
+        c->ctl[s] = (char *)p + ((SHM_LINE - (uintptr_t)p % SHM_LINE) % SHM_LINE);
+        base[s] = c->ctl[s] + head;
     }
+    /* the own control block starts at zero; the caller's agreement that
+     * follows (MPI, bracketed by Win_sync) publishes it before any use */
+    shm_ctl *me = ctl_of(c, c->rank);
+    for (int i = 0; i < 2; i++)
+        atomic_init(&me->slot[i].seq, 0);
+    atomic_init(&me->ready.v, 0);
+    for (int s = 0; s < c->size; s++)
+        atomic_init(&me->from[s].v, 0);
     /* one passive-target epoch for the window's lifetime: MPI_Win_sync is
-     * valid inside it (uly_comm_shm_sync) */
+     * valid inside it */
     MPI_TRY(MPI_Win_lock_all(MPI_MODE_NOCHECK, c->win), "MPI_Win_lock_all");
     return ULY_OK;
 }
 
-int uly_comm_shm_sync(uly_comm *c)
+void uly_comm_shm_start(uly_comm *c)
 {
-    MPI_TRY(MPI_Win_sync(c->win), "MPI_Win_sync");
-    MPI_TRY(MPI_Barrier(c->comm), "MPI_Barrier (shared-memory all-to-all)");
-    MPI_TRY(MPI_Win_sync(c->win), "MPI_Win_sync");
+    c->shm_on = c->win != MPI_WIN_NULL;
+}
+
+void uly_comm_shm_pause(void)
+{
+    sched_yield();
+}
+
+int uly_comm_agree_begin(uly_comm *c, int local_status, int n, const int64_t *vals, const char *const *names)
+{
+    if (!c->shm_on)
+        return uly_comm_agree(c, local_status, n, vals, names);
+    if (c->ag_pending) /* never two open at once: settle the last one first */
+        (void)uly_comm_agree_end(c);
+    if (n > SHM_MAXV)
+        n = SHM_MAXV;
+    c->ag_seq++;
+    c->op_sub = 0;
+    c->ag_local = local_status;
+    c->ag_n = n;
+    c->ag_names = names;
+    for (int i = 0; i < n; i++)
+        c->ag_vals[i] = vals[i];
+    memset(c->ag_peer, 0, (size_t)c->size);
+    shm_slot *sl = &ctl_of(c, c->rank)->slot[c->ag_seq & 1];
+    sl->status = local_status != 0;
+    sl->n = n;
+    for (int i = 0; i < n; i++)
+        sl->vals[i] = vals[i];
+    if (local_status)
+        snprintf(sl->msg, sizeof sl->msg, "%s", uly_last_error());
+    shm_sync_window(c); /* every earlier access of this rank first */
+    atomic_store_explicit(&sl->seq, c->ag_seq, memory_order_release);
+    c->ag_pending = 1;
+    /* a rank that failed touches no buffer: it settles at once (the others
+     * see its status and leave it out of every exchange) */
+    return local_status ? uly_comm_agree_end(c) : ULY_OK;
+}
+
+/* Peer s's slot of the pending agreement, or NULL if not published yet. */
+static const shm_slot *peer_slot(uly_comm *c, int s)
+{
+    const shm_slot *sl = &ctl_of(c, s)->slot[c->ag_seq & 1];
+    if (atomic_load_explicit(&sl->seq, memory_order_acquire) < c->ag_seq)
+        return NULL;
+    shm_sync_window(c);
+    return sl;
+}
+
+int uly_comm_agree_peer(uly_comm *c, int s)
+{
+    if (!c->ag_pending)
+        return 1;
+    if (!c->ag_peer[s]) {
+        const shm_slot *sl = peer_slot(c, s);
+        if (!sl)
+            return -1;
+        int same = !sl->status && !c->ag_local && sl->n == c->ag_n;
+        for (int i = 0; i < c->ag_n && same; i++)
+            same = sl->vals[i] == c->ag_vals[i];
+        c->ag_peer[s] = same ? 1 : 2;
+    }
+    return c->ag_peer[s] == 1;
+}
+
+int uly_comm_agree_end(uly_comm *c)
+{
+    if (!c->ag_pending)
+        return ULY_OK;
+    const int P = c->size, n = c->ag_n;
+    int failed = -1, odd = -1, odd_n = 0;
+    int64_t mx[SHM_MAXV], mn[SHM_MAXV];
+    for (int i = 0; i < n; i++)
+        mx[i] = mn[i] = c->ag_vals[i];
+    for (int s = 0; s < P; s++) {
+        const shm_slot *sl;
+        while (!(sl = peer_slot(c, s)))
+            sched_yield();
+        if (sl->status && failed < 0)
+            failed = s;
+        for (int i = 0; i < n && i < sl->n; i++) {
+            mx[i] = sl->vals[i] > mx[i] ? sl->vals[i] : mx[i];
+            mn[i] = sl->vals[i] < mn[i] ? sl->vals[i] : mn[i];
+        }
+        if (sl->n != n && odd < 0) /* a different agreement altogether */
+            odd = s, odd_n = (int)sl->n;
+    }
+    /* every slot seen: only now may this rank publish its next agreement */
+    c->ag_pending = 0;
+    if (failed >= 0) {
+        if (c->ag_local)
+            return c->ag_local; /* keep this rank's own message */
+        char msg[SHM_MSG];
+        snprintf(msg, sizeof msg, "%s", ctl_of(c, failed)->slot[c->ag_seq & 1].msg);
+        return uly_set_error(ULY_EPEER, "rank %d failed: %s", failed, msg);
+    }
+    if (odd >= 0)
+        return uly_set_error(ULY_EMISMATCH, "ranks disagree on the agreement itself (%d values on rank %d, %d here)",
+                             odd_n, odd, n);
+    for (int i = 0; i < n; i++)
+        if (mx[i] != mn[i])
+            return uly_set_error(ULY_EMISMATCH, "ranks disagree on %s (values from %lld to %lld)", c->ag_names[i],
+                                 (long long)mn[i], (long long)mx[i]);
+    if (c->shm_err) {
+        int e = c->shm_err;
+        c->shm_err = 0;
+        return e;
+    }
     return ULY_OK;
+}
+
+uint64_t uly_comm_shm_op(uly_comm *c)
+{
+    return (c->ag_seq << 16) | ++c->op_sub;
+}
+
+void uly_comm_shm_ready(uly_comm *c, uint64_t v)
+{
+    shm_sync_window(c);
+    atomic_store_explicit(&ctl_of(c, c->rank)->ready.v, v, memory_order_release);
+}
+
+int uly_comm_shm_is_ready(uly_comm *c, int s, uint64_t v)
+{
+    if (atomic_load_explicit(&ctl_of(c, s)->ready.v, memory_order_acquire) < v)
+        return 0;
+    shm_sync_window(c);
+    return 1;
+}
+
+void uly_comm_shm_done(uly_comm *c, int s, uint64_t v)
+{
+    shm_sync_window(c);
+    atomic_store_explicit(&ctl_of(c, s)->from[c->rank].v, v, memory_order_release);
+}
+
+int uly_comm_shm_is_done(uly_comm *c, int s, uint64_t v)
+{
+    if (atomic_load_explicit(&ctl_of(c, c->rank)->from[s].v, memory_order_acquire) < v)
+        return 0;
+    shm_sync_window(c);
+    return 1;
+}
+
+int uly_comm_shm_error(uly_comm *c)
+{
+    int e = c->shm_err;
+    c->shm_err = 0;
+    return e;
 }
 
 void uly_comm_shm_free(uly_comm *c)
@@ -569,6 +813,7 @@ void uly_comm_shm_free(uly_comm *c)
     MPI_Win_unlock_all(c->win); /* an error here means the epoch was never opened */
     MPI_Win_free(&c->win);
     c->win = MPI_WIN_NULL;
+    c->shm_on = 0;
 }
 
 /* ------------------------------------------------- training collectives */

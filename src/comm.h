@@ -117,19 +117,50 @@ ULY_INTERNAL int uly_comm_nb_wait_some(uly_comm_nb *q, int first, int n);
  * shares memory with every other (MPI_COMM_TYPE_SHARED has all of them;
  * collective, the same answer on every rank).  uly_comm_shm_alloc: allocate
  * `bytes` per rank in an MPI-3 shared-memory window (collective; unified
- * memory model required) and give every rank's segment address in
- * base[0..P) (this process's mapping); the window stays in one lock_all
- * epoch until it is freed.  uly_comm_shm_sync: MPI_Win_sync, MPI_Barrier,
- * MPI_Win_sync -- after it, every store any rank made to the window before
- * the call is visible to every rank's loads, and no rank's later access
- * happens before every rank's earlier ones (collective); uly_comm_agree
- * orders the window's accesses the same way.  uly_comm_shm_free
+ * memory model and lock-free 64-bit atomics required) behind a control
+ * block per rank, and give every rank's bytes' address in base[0..P) (this
+ * process's mapping); the window stays in one lock_all epoch until it is
+ * freed.  uly_comm_shm_start: once every rank has agreed (uly_comm_agree)
+ * that the allocation succeeded everywhere, agreements and the flags below
+ * go through the control blocks instead of MPI.  uly_comm_shm_free
  * (collective) runs from uly_comm_close too.
+ *
+ * Split agreement (the same outcome as uly_comm_agree, in two steps, so that
+ * shared-memory exchanges can start with the peers already there):
+ * uly_comm_agree_begin publishes this rank's status and values; with a
+ * local failure, or without shm_start, it settles at once and returns the
+ * outcome.  uly_comm_agree_peer(s): 1 if peer s has published and it and
+ * this rank both succeeded with equal values (they may exchange), 0 if not
+ * (they must not), -1 if s has not published yet.  uly_comm_agree_end waits
+ * for every rank and returns the outcome (ULY_OK when nothing is pending).
+ * Every agreement is a begin and an end on every rank, in the same order.
+ *
+ * Flags, for one exchange (operation) after an agreement: v =
+ * uly_comm_shm_op(c) (the same on every rank, increasing);
+ * uly_comm_shm_ready(v): this rank's buffers may be accessed by peers for
+ * v; uly_comm_shm_is_ready(s, v): peer s said so; uly_comm_shm_done(s, v):
+ * this rank is done with peer s's buffers for v; uly_comm_shm_is_done(s,
+ * v): peer s is done with this rank's.  Release / acquire atomics with
+ * MPI_Win_sync on both sides: the accesses before a flag happen before the
+ * accesses after seeing it.  uly_comm_shm_pause yields the core while
+ * waiting.  uly_comm_shm_error: the first MPI_Win_sync failure since the
+ * last call (ULY_OK if none).
  */
 ULY_INTERNAL int uly_comm_one_node(uly_comm *c, int *one_node);
 ULY_INTERNAL int uly_comm_shm_alloc(uly_comm *c, size_t bytes, char **base);
-ULY_INTERNAL int uly_comm_shm_sync(uly_comm *c);
+ULY_INTERNAL void uly_comm_shm_start(uly_comm *c);
 ULY_INTERNAL void uly_comm_shm_free(uly_comm *c);
+ULY_INTERNAL int uly_comm_agree_begin(uly_comm *c, int local_status, int n, const int64_t *vals,
+                                      const char *const *names);
+ULY_INTERNAL int uly_comm_agree_peer(uly_comm *c, int s);
+ULY_INTERNAL int uly_comm_agree_end(uly_comm *c);
+ULY_INTERNAL uint64_t uly_comm_shm_op(uly_comm *c);
+ULY_INTERNAL void uly_comm_shm_ready(uly_comm *c, uint64_t v);
+ULY_INTERNAL int uly_comm_shm_is_ready(uly_comm *c, int s, uint64_t v);
+ULY_INTERNAL void uly_comm_shm_done(uly_comm *c, int s, uint64_t v);
+ULY_INTERNAL int uly_comm_shm_is_done(uly_comm *c, int s, uint64_t v);
+ULY_INTERNAL void uly_comm_shm_pause(void);
+ULY_INTERNAL int uly_comm_shm_error(uly_comm *c);
 
 /* x[0..n) = the maximum over ranks, in place (collective). */
 ULY_INTERNAL int uly_comm_max_over_ranks(uly_comm *c, double *x, int n);

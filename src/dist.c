@@ -16,6 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "comm.h"
 #include "internal.h"
@@ -60,6 +63,7 @@ struct uly_dist {
     int a2a_mode;              /* ULY_A2A_* as asked for */
     int shm;                   /* the head-side buffers are in a shared-memory window */
     char **peer;               /* (P) every rank's head-side region (this process's mapping) */
+    unsigned char *shm_state;  /* (P) a2a_shm's per-peer progress */
     void *heads_owned;         /* the head-side region when it is not in a window */
     int ncand, cand[ULY_A2A_MODES - 1]; /* the modes ULY_A2A_AUTO measures */
     /* ULY_A2A_AUTO: per all-to-all kind, the calls measured so far, their
@@ -100,6 +104,10 @@ struct uly_dist {
 
 static size_t usz(int64_t x) { return (size_t)x; }
 
+/* The shm heads -> sequence all-to-all streams its copies (non-temporal
+ * stores) from this many bytes copied by a rank in one call. */
+#define ULY_SHM_STREAM_BYTES ((size_t)8 << 20)
+
 /* Elements of a block. */
 static size_t block_elems(const comm_block *b)
 {
@@ -112,8 +120,10 @@ static int block_contiguous(const comm_block *b)
     return (b->rows <= 1 || b->stride == b->len) && (b->batches <= 1 || b->bstride == b->rows * b->len);
 }
 
-/* Copy block sb of src into block db of dst (same batches x rows x len). */
-static void copy_block(char *dst, const comm_block *db, const char *src, const comm_block *sb, size_t es)
+/* Copy block sb of src into block db of dst (same batches x rows x len),
+ * each contiguous run with cp (memcpy, or copy_stream). */
+static void copy_block_with(char *dst, const comm_block *db, const char *src, const comm_block *sb, size_t es,
+                            void *(*cp)(void *, const void *, size_t))
 {
     if (block_elems(sb) == 0 || (dst == src && db->off == sb->off && db->stride == sb->stride &&
                                  db->bstride == sb->bstride))
@@ -122,12 +132,68 @@ static void copy_block(char *dst, const comm_block *db, const char *src, const c
         char *d0 = dst + (db->off + b * db->bstride) * es;
         const char *s0 = src + (sb->off + b * sb->bstride) * es;
         if (db->stride == sb->len && sb->stride == sb->len) {
-            memcpy(d0, s0, sb->rows * sb->len * es);
+            cp(d0, s0, sb->rows * sb->len * es);
             continue;
         }
         for (size_t t = 0; t < sb->rows; t++)
-            memcpy(d0 + t * db->stride * es, s0 + t * sb->stride * es, sb->len * es);
+            cp(d0 + t * db->stride * es, s0 + t * sb->stride * es, sb->len * es);
     }
+}
+
+static void copy_block(char *dst, const comm_block *db, const char *src, const comm_block *sb, size_t es)
+{
+    copy_block_with(dst, db, src, sb, es, memcpy);
+}
+
+/*
+ * Copy n bytes with non-temporal stores where the CPU has them (SSE2, every
+ * x86-64): the destination lines are written whole without being read into
+ * the cache first (no read-for-ownership) and without evicting the cache.
+ * For the shm all-to-all's large copies, whose destination is not read
+ * again soon: one 1 KiB row at a time, a copy of 64 MiB by rows took 27 ms
+ * against 72 ms with memcpy (which streams only single copies above its
+ * own threshold) on the Xeon of doc/performance.md, one process alone.
+ * Same bytes as memcpy.
+ */
+static void *copy_stream(void *dst_, const void *src_, size_t n)
+{
+    char *dst = dst_;
+    const char *src = src_;
+#if defined(__SSE2__)
+    size_t head = (16 - ((uintptr_t)dst & 15)) & 15;
+    if (head > n)
+        head = n;
+    memcpy(dst, src, head);
+    dst += head; src += head; n -= head;
+    for (; n >= 64; n -= 64, dst += 64, src += 64) {
+        const __m128i a = _mm_loadu_si128((const __m128i *)(const void *)src);
+        const __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(src + 16));
+        const __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(src + 32));
+        const __m128i d = _mm_loadu_si128((const __m128i *)(const void *)(src + 48));
+        _mm_stream_si128((__m128i *)(void *)dst, a);
+        _mm_stream_si128((__m128i *)(void *)(dst + 16), b);
+        _mm_stream_si128((__m128i *)(void *)(dst + 32), c);
+        _mm_stream_si128((__m128i *)(void *)(dst + 48), d);
+    }
+#endif
+    memcpy(dst, src, n);
+    return dst_;
+}
+
+/* Order the non-temporal stores before what follows (the flag that
+ * publishes them). */
+static void stream_fence(void)
+{
+#if defined(__SSE2__)
+    _mm_sfence();
+#endif
+}
+
+/* copy_block with non-temporal stores, fenced. */
+static void copy_block_stream(char *dst, const comm_block *db, const char *src, const comm_block *sb, size_t es)
+{
+    copy_block_with(dst, db, src, sb, es, copy_stream);
+    stream_fence();
 }
 
 /*
@@ -279,60 +345,97 @@ static size_t head_layout(const uly_dist *D, int s, size_t off[ULY_A2A_COUNT])
  * (strided, its sequence side) straight into s's buffer (contiguous rows of
  * its tokens); heads -> sequence: each rank copies its tokens of s's heads
  * out of s's buffer into its own sequence side.  One copy per byte, by the
- * rank that owns the sequence side, peers in the order r+1, r+2, ... so that
- * the ranks spread over the peers' memory.
+ * rank that owns the sequence side.
  *
- * Ordering.  The window is in the unified memory model and every rank holds
- * a lock_all epoch on it, so the copies are plain loads and stores;
- * MPI_Win_sync orders a process's accesses against the synchronisation that
- * follows or precedes it, and a collective orders the processes:
- * uly_comm_shm_sync is Win_sync, Barrier, Win_sync, and every agreement
- * (uly_comm_agree: one MPI_Allreduce) is bracketed by Win_sync the same way.
- * One such point per all-to-all, where a raw all-to-all synchronises too:
- *   sequence -> heads: copies, then sync: every peer's rows have landed in
- *     every buffer and are visible to its owner (its kernel, its copy out);
- *   heads -> sequence: sync, then copies: every owner has finished writing
- *     its buffer (kernel, copy in) before anyone reads it.
- * The other two hazards -- writing into a buffer its owner still reads (an
- * earlier call's kernel or copy out), overwriting a buffer peers still read
- * (an earlier heads -> sequence) -- cannot happen: each public call
- * (uly_dist_fwd, uly_dist_bwd, uly_dist_a2a) starts with an agreement that
- * no rank leaves before every rank has finished its previous call, and
- * within one call no buffer is written after peers read it or read by its
- * owner while peers write it (Q, K, V, dO are written once before the
- * kernel; O, dQ, dK, dV are written by the kernel before they are read).
- * A head-side tensor of the caller's other than the window's buffer is
- * copied into it first (heads -> sequence) or out of it last (sequence ->
- * heads): the own copy, not counted as traffic.
+ * Synchronisation: per peer, through the flags of the window's control
+ * blocks (comm.h), never a barrier.  Each call is one operation v:
+ *   1. this rank says its buffer is ready for v (after copying a head-side
+ *      tensor of the caller's into it, for heads -> sequence);
+ *   2. it visits the peers r+1, r+2, ... again and again, and with each one
+ *      that is ready for v (and agreed: uly_comm_agree_peer, for the first
+ *      exchange after an agreement) makes its copy and says it is done with
+ *      that peer's buffer; while nobody new is there it yields the core;
+ *   3. it waits until every peer is done with its own buffer.
+ * Sequence -> heads: after 3, every peer's rows are in this rank's buffer
+ * (its kernel or its copy out may read them).  Heads -> sequence: after 3,
+ * no peer reads this rank's buffer any more, so the next write into it (the
+ * kernel of the next forward, a copy in) cannot race with a late reader.
+ * A peer is ready for v only once it has finished everything it did with
+ * its buffers before (including waiting, in its step 3, for this rank's
+ * earlier copies), so a write never lands in a buffer its owner still reads
+ * and a read never sees a buffer its owner still writes.  Flags hold
+ * increasing values and are never reset; a flag of a later operation also
+ * says "ready" for an earlier one, which is only possible when the earlier
+ * exchange with that peer is already done.
+ * The call's agreement (call_agree_open) is published before step 1 and
+ * settled after step 3: a rank that failed locally returns before touching
+ * any buffer, its peers leave it out of the exchange (uly_comm_agree_peer)
+ * and every rank returns the agreement's error.
  */
 static int a2a_shm(uly_dist *D, int which, int to_heads, const char *in, int64_t Hx, const int64_t *hbeg,
                    const int64_t *hcnt, char *out)
 {
     const int P = D->P, r = D->rank;
     const size_t es = D->es;
+    uly_comm *c = D->c;
     size_t off[ULY_A2A_COUNT];
     head_layout(D, r, off);
     char *win = D->peer[r] + off[which];
     const size_t head_bytes = usz(D->a.batch * D->a.seq * hcnt[r] * D->a.head_dim) * es;
+    const uint64_t v = uly_comm_shm_op(c);
     if (!to_heads && in && in != win && head_bytes)
-        memcpy(win, in, head_bytes);
+        memcpy(win, in, head_bytes); /* no peer reads it: they were done with it (step 3 of the last call) */
     comm_block *send = D->sbk, *recv = D->rbk;
     int send_inplace, recv_inplace;
     a2a_blocks(D, which, to_heads, to_heads ? in : win, Hx, hbeg, hcnt, to_heads ? win : out, send, recv,
                &send_inplace, &recv_inplace);
-    int rc = to_heads ? ULY_OK : uly_comm_shm_sync(D->c);
-    for (int i = 1; i < P && !rc; i++) {
-        const int s = (r + i) % P;
-        head_layout(D, s, off);
-        const comm_block mine = head_block(D, r, hcnt[s]); /* my tokens of s's heads, in s's buffer */
-        char *theirs = D->peer[s] + off[which];
-        if (to_heads)
-            copy_block(theirs, &mine, in, &send[s], es);
-        else
-            copy_block(out, &recv[s], theirs, &mine, es);
+    uly_comm_shm_ready(c, v);
+    /* large heads -> sequence exchanges stream their stores into this
+     * rank's shard (copy_stream), which is not read again before the cache
+     * has turned over.  Not sequence -> heads: streamed into the peers'
+     * window memory, its copies ran 2.4 x slower (doc/performance.md). */
+    size_t mine_bytes = 0; /* what this rank copies */
+    for (int s = 0; s < P && !to_heads; s++)
+        mine_bytes += s == r ? 0 : block_elems(&recv[s]) * es;
+    const int stream = mine_bytes >= ULY_SHM_STREAM_BYTES;
+    unsigned char *st = D->shm_state; /* per peer: 0 to visit, 1 copied, 2 left out */
+    memset(st, 0, usz(P));
+    for (int left = P - 1; left > 0;) {
+        int moved = 0;
+        for (int i = 1; i < P; i++) {
+            const int s = (r + i) % P;
+            if (st[s])
+                continue;
+            const int ok = uly_comm_agree_peer(c, s);
+            if (ok < 0 || (ok && !uly_comm_shm_is_ready(c, s, v)))
+                continue;
+            if (ok) {
+                head_layout(D, s, off);
+                const comm_block mine = head_block(D, r, hcnt[s]); /* my tokens of s's heads, in s's buffer */
+                char *theirs = D->peer[s] + off[which];
+                void (*copy)(char *, const comm_block *, const char *, const comm_block *, size_t) =
+                    stream ? copy_block_stream : copy_block;
+                if (to_heads)
+                    copy(theirs, &mine, in, &send[s], es);
+                else
+                    copy(out, &recv[s], theirs, &mine, es);
+                uly_comm_shm_done(c, s, v);
+            }
+            st[s] = ok ? 1 : 2;
+            left--;
+            moved = 1;
+        }
+        if (!moved)
+            uly_comm_shm_pause();
     }
-    if (!rc && to_heads)
-        rc = uly_comm_shm_sync(D->c);
+    for (int i = 1; i < P; i++) {
+        const int s = (r + i) % P;
+        while (st[s] == 1 && !uly_comm_shm_is_done(c, s, v))
+            uly_comm_shm_pause();
+    }
+    int rc = uly_comm_agree_end(c);
+    if (!rc)
+        rc = uly_comm_shm_error(c);
     if (!rc && to_heads && out && out != win && head_bytes)
         memcpy(out, win, head_bytes);
     return rc;
@@ -351,12 +454,14 @@ static int a2a_move(uly_dist *D, int which, int to_heads, const char *in, int64_
             rc = auto_record(D, which, mode, uly_comm_wtime() - t0);
         return rc;
     }
+    int rc = uly_comm_agree_end(D->c); /* the call's agreement, before any MPI call */
+    if (rc)
+        return rc;
     comm_block *send = D->sbk, *recv = D->rbk;
     int send_inplace, recv_inplace;
     a2a_blocks(D, which, to_heads, in, Hx, hbeg, hcnt, out, send, recv, &send_inplace, &recv_inplace);
     comm_block self_s = send[r], self_r = recv[r];
     send[r].rows = recv[r].rows = 0; /* the own block does not go through MPI */
-    int rc;
     if (mode == ULY_A2A_DATATYPE) {
         rc = uly_comm_alltoallw_blocks(D->c, in, send, out, recv, es);
     } else if (mode == ULY_A2A_PIPELINE) {
@@ -440,6 +545,7 @@ static int a2a_heads_to_seq(uly_dist *D, int which, const char *in, int64_t Hout
 }
 
 static int call_agree(uly_dist *D, int kind, int local);
+static int call_agree_open(uly_dist *D, int kind, int local);
 
 /* KV gradients back to sequence shards: per KV head, or per query head then folded. */
 static int a2a_kv_grad(uly_dist *D, int which, const char *in, char *out)
@@ -466,7 +572,7 @@ int uly_dist_a2a(uly_dist *D, int which, const void *in, void *out)
         local = uly_set_error(ULY_EINVAL, "unknown all-to-all %d", which);
     else if ((!in || !out) && D->nc[D->rank] > 0)
         local = uly_set_error(ULY_EINVAL, "all-to-all %s: NULL buffer", uly_a2a_name(which));
-    int rc = call_agree(D, 100 + which, local);
+    int rc = call_agree_open(D, 100 + which, local);
     if (rc)
         return rc;
     switch (which) {
@@ -503,6 +609,7 @@ void uly_dist_free(uly_dist *D)
     uly_free(D->owned);
     uly_free(D->heads_owned);
     uly_free(D->peer);
+    uly_free(D->shm_state);
     uly_free(D->docs);
     uly_free(D);
 }
@@ -628,7 +735,8 @@ static int dist_alloc(uly_dist *D)
     D->sc = uly_calloc(4 * (size_t)P, sizeof(size_t));
     D->sbk = uly_calloc(2 * (size_t)P, sizeof(comm_block));
     D->peer = uly_calloc((size_t)P, sizeof(char *));
-    if (!D->nb || !D->sc || !D->sbk || !D->peer)
+    D->shm_state = uly_calloc((size_t)P, 1);
+    if (!D->nb || !D->sc || !D->sbk || !D->peer || !D->shm_state)
         return uly_set_error(ULY_ENOMEM, "cannot allocate partition tables for %d ranks", P);
     D->nc = D->nb + P; D->hb = D->nc + P; D->hc = D->hb + P; D->kb = D->hc + P; D->kc = D->kb + P;
     D->sd = D->sc + P; D->rc = D->sd + P; D->rd = D->rc + P;
@@ -751,7 +859,10 @@ static int heads_place(uly_dist *D)
     } else {
         heads_set(D, D->heads_owned);
     }
-    return uly_comm_agree(D->c, local, 0, NULL, NULL);
+    rc = uly_comm_agree(D->c, local, 0, NULL, NULL);
+    if (!rc && D->shm) /* every rank has its window: agreements and flags through it from now on */
+        uly_comm_shm_start(D->c);
+    return rc;
 }
 
 /* The configuration every rank must share, with names for the messages. */
@@ -846,12 +957,24 @@ int uly_dist_create(MPI_Comm comm, const uly_attn_desc *a, const uly_dist_opts *
 }
 
 /* Every call starts with an agreement on (kind, call number, local status). */
+static const char *const call_names[3] = {"the operation (forward, backward or a2a kind)", "the call sequence",
+                                          "the overlap mode (uly_dist_set_overlap)"};
+
 static int call_agree(uly_dist *D, int kind, int local)
 {
-    static const char *const names[3] = {"the operation (forward, backward or a2a kind)",
-                                         "the call sequence", "the overlap mode (uly_dist_set_overlap)"};
     int64_t v[3] = {kind, (int64_t)D->calls++, D->ovl_mode};
-    return uly_comm_agree(D->c, local, 3, v, names);
+    return uly_comm_agree(D->c, local, 3, v, call_names);
+}
+
+/* The same agreement, left open when the window's flags carry it: the next
+ * all-to-all settles it (a2a_shm after exchanging with the peers already
+ * there, any other mode before its first MPI call), and so does every other
+ * path before anything collective (uly_comm_agree_end).  A local failure is
+ * settled at once and returned. */
+static int call_agree_open(uly_dist *D, int kind, int local)
+{
+    int64_t v[3] = {kind, (int64_t)D->calls++, D->ovl_mode};
+    return uly_comm_agree_begin(D->c, local, 3, v, call_names);
 }
 
 static uly_kernel_opts local_opts(const uly_dist *D)
@@ -1260,10 +1383,14 @@ int uly_dist_fwd(uly_dist *D, const void *q, const void *k, const void *v, void 
     int local = ULY_OK;
     if ((!q || !k || !v || !o) && D->nc[D->rank] > 0)
         local = uly_set_error(ULY_EINVAL, "forward: NULL tensor on rank %d", D->rank);
-    int rc = call_agree(D, 1, local);
+    D->have_fwd = 0; /* a failed forward leaves none (peers may write the head-side buffers before
+                      * the agreement below settles) */
+    int rc = call_agree_open(D, 1, local);
     if (rc)
         return rc;
     const int r = D->rank;
+    if (ovl_use(D) && (rc = uly_comm_agree_end(D->c)))
+        return rc;
     if (D->P == 1) { /* no communication: work on the caller's tensors */
         D->qh = (void *)q; D->kh = (void *)k; D->vh = (void *)v; D->oh = o;
     }
@@ -1289,7 +1416,7 @@ int uly_dist_fwd(uly_dist *D, const void *q, const void *k, const void *v, void 
     if (rc)
         return rc;
     double t2 = uly_comm_wtime();
-    rc = call_agree(D, 11, lrc); /* a failed local kernel stops every rank here */
+    rc = call_agree_open(D, 11, lrc); /* a failed local kernel stops every rank here */
     if (!rc)
         rc = a2a_heads_to_seq(D, ULY_A2A_O, D->oh, D->a.heads, D->hb, D->hc, o);
     double t3 = uly_comm_wtime();
@@ -1312,7 +1439,7 @@ int uly_dist_bwd(uly_dist *D, const void *dout, void *dq, void *dk, void *dv)
         local = uly_set_error(ULY_EINVAL, "backward called without a successful forward");
     else if ((!dout || !dq || !dk || !dv) && D->nc[D->rank] > 0)
         local = uly_set_error(ULY_EINVAL, "backward: NULL tensor on rank %d", D->rank);
-    int rc = call_agree(D, 2, local);
+    int rc = call_agree_open(D, 2, local);
     if (rc)
         return rc;
     const int r = D->rank;
@@ -1320,7 +1447,7 @@ int uly_dist_bwd(uly_dist *D, const void *dout, void *dq, void *dk, void *dv)
         D->doh = (void *)dout; D->dqh = dq; D->dkh = dk; D->dvh = dv;
     }
     if (D->fwd_chunked) /* the head-side buffers are chunk by chunk */
-        return ovl_call(D, 0, dout, NULL, NULL, dq, dk, dv);
+        return (rc = uly_comm_agree_end(D->c)) ? rc : ovl_call(D, 0, dout, NULL, NULL, dq, dk, dv);
     double t0 = uly_comm_wtime();
     rc = a2a_seq_to_heads(D, ULY_A2A_DO, dout, D->a.heads, D->hb, D->hc, D->doh);
     double t1 = uly_comm_wtime();
@@ -1335,7 +1462,7 @@ int uly_dist_bwd(uly_dist *D, const void *dout, void *dq, void *dk, void *dv)
     if (rc)
         return rc;
     double t2 = uly_comm_wtime();
-    rc = call_agree(D, 12, lrc);
+    rc = call_agree_open(D, 12, lrc);
     if (!rc)
         rc = a2a_heads_to_seq(D, ULY_A2A_DQ, D->dqh, D->a.heads, D->hb, D->hc, dq);
     if (!rc)

@@ -3,7 +3,8 @@
  *
  *  - each all-to-all alone in every mode (pack, datatype, pipeline, shm),
  *    with integer-encoded elements (batch, token, head, dim) checked bit
- *    for bit, including replicated-KV folds;
+ *    for bit, including replicated-KV folds; many shm all-to-alls back to
+ *    back (the flags' buffer reuse);
  *  - forward + backward on P ranks bitwise equal to the single-process
  *    kernel (O, LSE, dQ, dK, dV), fp32 and fp64, and fp32 within tolerance
  *    of the fp64 reference;
@@ -458,6 +459,136 @@ START_TEST(shm_overlap)
 }
 END_TEST
 
+/*
+ * Many shared-memory all-to-alls back to back, with no synchronisation of
+ * the test's own in between: two contexts of different shapes, every kind
+ * in a fixed pseudo-random order (the same on every rank), the head side
+ * through the context's own buffers (written and read directly, right after
+ * the previous call on that buffer returned) or through buffers of the
+ * caller's.  Every element carries the call's number, so a peer that copied
+ * too early (stale data) or too late (the next call's data, or a write into
+ * a buffer its owner still reads) shows up bit for bit.
+ */
+static double *encoded_at(const uly_attn_desc *a, int64_t Hcode, int64_t t0, int64_t n, int64_t h0, int64_t hn,
+                          double tag)
+{
+    double *x = encoded(a, Hcode, t0, n, h0, hn);
+    for (int64_t i = 0; i < a->batch * n * hn * a->head_dim; i++)
+        x[i] += tag;
+    return x;
+}
+
+START_TEST(shm_back_to_back)
+{
+    if (P == 1)
+        return;
+    uly_attn_desc a[2];
+    uly_dist *D[2] = {dist_f64(&shapes[1], ULY_A2A_SHM, &a[0]), dist_f64(&shapes[4], ULY_A2A_SHM, &a[1])};
+    unsigned seed = 12345u;
+    for (int it = 0; it < 120; it++) {
+        seed = seed * 1103515245u + 12345u;
+        const int x = (int)((seed >> 16) % 2), w = (int)((seed >> 8) % ULY_A2A_COUNT);
+        const int own = (int)((seed >> 20) % 4) != 0; /* mostly the context's own buffers */
+        const uly_attn_desc *ad = &a[x];
+        int64_t t0, n, h0, hn, k0, kn;
+        ranges_of(D[x], ad, &t0, &n, &h0, &hn, &k0, &kn);
+        const int64_t B = ad->batch, N = ad->seq, d = ad->head_dim, H = ad->heads, Hkv = ad->kv_heads;
+        const int rep = uly_plan_kv_replicated(ad, P);
+        if ((w == ULY_A2A_DK || w == ULY_A2A_DV) && rep)
+            continue; /* folded sums: covered by shm_head_buffers */
+        const int to_heads = w == ULY_A2A_Q || w == ULY_A2A_K || w == ULY_A2A_V || w == ULY_A2A_DO;
+        const int kv = w == ULY_A2A_K || w == ULY_A2A_V || w == ULY_A2A_DK || w == ULY_A2A_DV;
+        const int64_t Hx = kv ? Hkv : H, hb = kv ? k0 : h0, hc = kv ? kn : hn;
+        const size_t hbytes = (size_t)(B * N * hc * d) * sizeof(double), sbytes = (size_t)(B * n * Hx * d) * 8;
+        const double tag = 1e6 * (it + 1);
+        double *head = own ? uly_dist_head_buffer(D[x], w) : malloc(hbytes + 8);
+        double *seq = malloc(sbytes + 8);
+        if (to_heads) {
+            double *in = encoded_at(ad, Hx, t0, n, 0, Hx, tag), *want = encoded_at(ad, Hx, 0, N, hb, hc, tag);
+            ck_assert_int_eq(uly_dist_a2a(D[x], w, in, head), ULY_OK);
+            ck_assert_msg(memcmp(head, want, hbytes) == 0, "rank %d call %d: %s all-to-all misplaced elements",
+                          rank, it, uly_a2a_name(w));
+            free(in); free(want);
+        } else {
+            double *src = encoded_at(ad, Hx, 0, N, hb, hc, tag), *want = encoded_at(ad, Hx, t0, n, 0, Hx, tag);
+            memcpy(head, src, hbytes);
+            ck_assert_int_eq(uly_dist_a2a(D[x], w, head, seq), ULY_OK);
+            ck_assert_msg(memcmp(seq, want, sbytes) == 0, "rank %d call %d: %s all-to-all misplaced elements",
+                          rank, it, uly_a2a_name(w));
+            free(src); free(want);
+        }
+        if (!own)
+            free(head);
+        free(seq);
+    }
+    uly_dist_free(D[0]);
+    uly_dist_free(D[1]);
+}
+END_TEST
+
+/* Heads -> sequence exchanges large enough for the shm mode's streaming
+ * copies (non-temporal stores, from 8 MiB per rank and call), with rows of
+ * 129 doubles (not 16-byte multiples): the same bits as memcpy, through the
+ * context's own buffer and through one of the caller's. */
+START_TEST(shm_stream_copies)
+{
+    if (P == 1)
+        return;
+    const shape big = {1, 6001, 6, 6, 129, 0, 0, 0};
+    uly_attn_desc a;
+    uly_dist *D = dist_f64(&big, ULY_A2A_SHM, &a);
+    int64_t t0, n, h0, hn, k0, kn;
+    ranges_of(D, &a, &t0, &n, &h0, &hn, &k0, &kn);
+    const int64_t N = a.seq, d = a.head_dim, H = a.heads;
+    const size_t hbytes = (size_t)(N * hn * d) * sizeof(double), sbytes = (size_t)(n * H * d) * sizeof(double);
+    double *want = encoded(&a, H, t0, n, 0, H), *out = malloc(sbytes + 8), *mine = malloc(hbytes + 8);
+    for (int k = 0; k < 2; k++) {
+        const int w = k ? ULY_A2A_DQ : ULY_A2A_O;
+        double *src = encoded_at(&a, H, 0, N, h0, hn, 0), *head = k ? mine : uly_dist_head_buffer(D, w);
+        memcpy(head, src, hbytes);
+        memset(out, 0xff, sbytes);
+        ck_assert_int_eq(uly_dist_a2a(D, w, head, out), ULY_OK);
+        ck_assert_msg(memcmp(out, want, sbytes) == 0, "rank %d: %s streamed all-to-all misplaced elements", rank,
+                      uly_a2a_name(w));
+        free(src);
+    }
+    free(want); free(out); free(mine);
+    uly_dist_free(D);
+}
+END_TEST
+
+/* Shared-memory mode, ranks that disagree on the all-to-all (rank 0 asks
+ * for Q, the others for O) or with a NULL buffer on one rank: every rank
+ * returns the error, none waits for a peer that will not come, and the
+ * context works afterwards. */
+START_TEST(shm_disagreement)
+{
+    if (P == 1)
+        return;
+    uly_attn_desc a;
+    uly_dist *D = dist_f64(&shapes[0], ULY_A2A_SHM, &a);
+    int64_t t0, n, h0, hn, k0, kn;
+    ranges_of(D, &a, &t0, &n, &h0, &hn, &k0, &kn);
+    const int64_t B = a.batch, N = a.seq, d = a.head_dim, H = a.heads;
+    double *seq = encoded(&a, H, t0, n, 0, H), *head = uly_dist_head_buffer(D, rank == 0 ? ULY_A2A_Q : ULY_A2A_O);
+    double *out = malloc((size_t)(B * n * H * d) * sizeof(double) + 8);
+    const double t = MPI_Wtime();
+    int rc = rank == 0 ? uly_dist_a2a(D, ULY_A2A_Q, seq, head) : uly_dist_a2a(D, ULY_A2A_O, head, out);
+    ck_assert_int_eq(rc, ULY_EMISMATCH);
+    ck_assert_ptr_nonnull(strstr(uly_last_error(), "operation"));
+    rc = uly_dist_a2a(D, ULY_A2A_Q, rank == P - 1 ? NULL : seq, uly_dist_head_buffer(D, ULY_A2A_Q));
+    if (n > 0)
+        ck_assert_int_eq(rc, rank == P - 1 ? ULY_EINVAL : ULY_EPEER);
+    ck_assert(MPI_Wtime() - t < 10);
+    /* and then a correct call */
+    double *q = uly_dist_head_buffer(D, ULY_A2A_Q), *want = encoded(&a, H, 0, N, h0, hn);
+    ck_assert_int_eq(uly_dist_a2a(D, ULY_A2A_Q, seq, q), ULY_OK);
+    ck_assert(memcmp(q, want, (size_t)(B * N * hn * d) * sizeof(double)) == 0);
+    free(seq); free(out); free(want);
+    uly_dist_free(D);
+}
+END_TEST
+
 /* The automatic mode measures every mode on its first calls of each kind,
  * then keeps one: every call moves the right elements, and every rank ends
  * with the same choice. */
@@ -828,6 +959,8 @@ static Suite *make_dist_suite(void)
     TCase *tc = tcase_create("a2a");
     tcase_add_loop_test(tc, a2a_integer_encoded, 0, NMODES * NSHAPES);
     tcase_add_loop_test(tc, shm_head_buffers, 0, NSHAPES);
+    tcase_add_test(tc, shm_back_to_back);
+    tcase_add_test(tc, shm_stream_copies);
     tcase_add_test(tc, auto_mode_calibrates);
     suite_add_tcase(s, tc);
     TCase *te = tcase_create("exact");
@@ -848,6 +981,7 @@ static Suite *make_dist_suite(void)
     TCase *tf = tcase_create("failures");
     tcase_add_test(tf, mismatch_all_ranks_error);
     tcase_add_test(tf, failing_rank_stops_all);
+    tcase_add_test(tf, shm_disagreement);
     tcase_add_test(tf, alloc_failure_stops_all);
     suite_add_tcase(s, tf);
     return s;
