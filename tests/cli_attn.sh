@@ -54,6 +54,8 @@ expect 2 "--placement applies to --method usp only" -- "$U" attn --placement rin
 expect 2 "--bf16-partials applies to the ring methods" -- "$U" attn --method allgather --bf16-partials
 expect 2 "unknown benchmark" -- "$U" bench frobnicate
 expect 2 "must be in" -- "$U" bench kernel --repeat 0
+expect 2 "needs --threads 1" -- "$U" bench kernel --cpu-time --threads 2
+expect 2 "needs --threads 1" -- "$U" bench kernel --cpu-time --scale-threads 2
 expect 2 "unknown option" -- "$U" bench memory --frobnicate
 expect 2 "at least 2 ranks" -- "$U" bench a2a
 

@@ -113,7 +113,7 @@ static int bench_kernel(int argc, char **argv)
 {
     int64_t seq = 8192, d = 128, heads = 1, batch = 1, threads = 1, repeat = 5, gemm = 2048, bq = 0, bk = 0;
     int64_t threads2 = 0;
-    int causal = 0, json = 0, no_bwd = 0, compare = 0;
+    int causal = 0, json = 0, no_bwd = 0, compare = 0, cpu_time = 0;
     int isa_i = 0, bwd_pass = ULY_BWD_AUTO; /* choice indices: isa_choices, ULY_BWD_* */
     static const char *const isa_choices[] = {"default", "auto", "avx512", "avx2", "baseline", NULL};
     static const char *const bwd_choices[] = {"auto", "single", "two", NULL};
@@ -133,12 +133,18 @@ static int bench_kernel(int argc, char **argv)
         {"isa", ARG_CHOICE, &isa_i, 0, 0, "L", "SIMD level of exp and the row operations: auto (the best), avx512, avx2 or baseline (default: ULY_ISA, else the best)", isa_choices, NULL},
         {"bwd", ARG_CHOICE, &bwd_pass, 0, 0, "S", "backward schedule: auto, single (5 GEMMs per block pair) or two (7) (default auto)", bwd_choices, NULL},
         {"compare", ARG_FLAG, &compare, 0, 0, NULL, "also time, in the same run, the other backward schedule, every other SIMD level this CPU runs and (without --block-q/-k) the blocks of 128 x 256 used before the per-direction defaults", NULL, NULL},
+        {"cpu-time", ARG_FLAG, &cpu_time, 0, 0, NULL, "time every call by the process's CPU time instead of the wall clock (on a loaded machine; 1 thread only)", NULL, NULL},
         {"json", ARG_FLAG, &json, 0, 0, NULL, "one JSON object per run", NULL, NULL},
         {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
     };
     int rc = parse_or_help("ulysses bench kernel", "bench kernel [options]", argc, argv, opts);
     if (rc >= 0)
         return rc;
+    if (cpu_time && (threads != 1 || threads2 > 0)) { /* CPU time adds up the threads */
+        fprintf(stderr, "ulysses bench kernel: --cpu-time needs --threads 1 and no --scale-threads\n");
+        return ULY_EXIT_BADINPUT;
+    }
+    double (*const clk)(void) = cpu_time ? cpu_seconds : now_seconds;
     if (isa_i > 0 && (rc = uly_kernel_set_isa(isa_choices[isa_i]))) {
         fprintf(stderr, "ulysses bench kernel: --isa: %s\n", uly_last_error());
         return ULY_EXIT_BADINPUT;
@@ -229,10 +235,10 @@ static int bench_kernel(int argc, char **argv)
     /* warm-up of each, then interleaved repetitions */
     for (int64_t it = -1; it < repeat && !rc; it++) {
         set_blas_threads((int)threads);
-        double t0 = now_seconds();
+        double t0 = clk();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)gemm, (int)gemm, (int)gemm, 1, ga, (int)gemm,
                     gb, (int)gemm, 0, gc, (int)gemm);
-        double t1 = now_seconds();
+        double t1 = clk();
         if (it >= 0)
             tg[it] = gfl / (t1 - t0) * 1e-9;
         for (int i = 0; i < nv && !rc; i++) {
@@ -244,12 +250,12 @@ static int bench_kernel(int argc, char **argv)
             if (var[i].bk)
                 kv.block_k = var[i].bk;
             uly_kernel_set_isa(var[i].isa ? var[i].isa : isa0);
-            t1 = now_seconds();
+            t1 = clk();
             rc = uly_attn_fwd(&a, &kv, q, k, v, o, lse);
-            double t2 = now_seconds();
+            double t2 = clk();
             if (!rc && !no_bwd)
                 rc = uly_attn_bwd(&a, &kv, q, k, v, o, lse, dout, dq, dk, dv);
-            double t3 = now_seconds();
+            double t3 = clk();
             if (rc)
                 break;
             if (it >= 0) {
@@ -284,6 +290,7 @@ static int bench_kernel(int argc, char **argv)
             bad |= uly_json_set_int(root, "heads", heads) | uly_json_set_int(root, "head_dim", d);
             bad |= uly_json_set_bool(root, "causal", causal);
             bad |= uly_json_set_int(root, "threads", threads) | uly_json_set_int(root, "repeat", repeat);
+            bad |= uly_json_set_str(root, "clock", cpu_time ? "cpu" : "wall");
             bad |= uly_json_set_str(root, "cpu", cpu) | uly_json_set_str(root, "blas_core", blas_core());
             bad |= uly_json_set_str(root, "simd", isa0);
             bad |= uly_json_set_str(root, "bwd_schedule", sched == ULY_BWD_SINGLE ? "single" : "two");
@@ -331,9 +338,10 @@ static int bench_kernel(int argc, char **argv)
             report_failed = 1;
         }
     } else {
-        printf("bench kernel: B=%lld N=%lld H=%lld d=%lld %s, %lld thread%s, %lld repetitions (interleaved)\n",
+        printf("bench kernel: B=%lld N=%lld H=%lld d=%lld %s, %lld thread%s, %lld repetitions (interleaved), %s\n",
                (long long)batch, (long long)seq, (long long)heads, (long long)d, causal ? "causal" : "no mask",
-               (long long)threads, threads > 1 ? "s" : "", (long long)repeat);
+               (long long)threads, threads > 1 ? "s" : "", (long long)repeat,
+               cpu_time ? "process CPU time" : "wall clock");
         printf("cpu: %s; OpenBLAS core %s; kernels: simd %s, backward %s\n", cpu, blas_core(), isa0, bwd_name(sched));
         printf("%-26s %12s %12s %12s %10s\n", "GFLOP/s", "median", "min", "max", "/ sgemm");
         printf("%-26s %12.2f %12.2f %12.2f %10s\n", "sgemm (reference)", sg.median, sg.min, sg.max, "1.000");
