@@ -700,12 +700,10 @@ static const path_case path_cases[] = {
 };
 #define NPATHS (int)(sizeof path_cases / sizeof path_cases[0])
 
-START_TEST(paths_same_bits)
+/* The problem of a path case (B = 2 rows of 5 documents when it has them). */
+static uly_attn_desc path_desc(const path_case *c, uly_dtype t)
 {
-    const path_case *c = &path_cases[_i / 2];
-    const uly_dtype t = _i % 2 ? ULY_F64 : ULY_F32;
-    const size_t es = uly_dtype_size(t);
-    int64_t off[2][6] = {{0, 11, 30, 30, 61, 61}, {0, 1, 20, 33, 47, 61}};
+    static const int64_t off[2][6] = {{0, 11, 30, 30, 61, 61}, {0, 1, 20, 33, 47, 61}};
     uly_attn_desc a;
     memset(&a, 0, sizeof a);
     a.batch = c->B; a.seq = c->N; a.heads = c->H; a.kv_heads = c->Hkv; a.head_dim = c->d; a.dtype = t;
@@ -714,6 +712,15 @@ START_TEST(paths_same_bits)
         a.doc_offsets = &off[0][0];
         a.docs = 5;
     }
+    return a;
+}
+
+START_TEST(paths_same_bits)
+{
+    const path_case *c = &path_cases[_i / 2];
+    const uly_dtype t = _i % 2 ? ULY_F64 : ULY_F32;
+    const size_t es = uly_dtype_size(t);
+    const uly_attn_desc a = path_desc(c, t);
     const int64_t hq = c->hc ? c->hc : c->H, nq = c->qc ? c->qc : c->N, nk = c->kc ? c->kc : c->N;
     int64_t kvb, kvc;
     uly_kv_range(&a, c->hb, hq, &kvb, &kvc);
@@ -851,15 +858,7 @@ START_TEST(rows_hook_lazy)
     const path_case *c = &path_cases[_i / 2];
     const uly_dtype t = _i % 2 ? ULY_F64 : ULY_F32;
     const size_t es = uly_dtype_size(t);
-    int64_t off[2][6] = {{0, 11, 30, 30, 61, 61}, {0, 1, 20, 33, 47, 61}};
-    uly_attn_desc a;
-    memset(&a, 0, sizeof a);
-    a.batch = c->B; a.seq = c->N; a.heads = c->H; a.kv_heads = c->Hkv; a.head_dim = c->d; a.dtype = t;
-    a.causal = c->causal; a.window = c->window;
-    if (c->docs) {
-        a.doc_offsets = &off[0][0];
-        a.docs = 5;
-    }
+    const uly_attn_desc a = path_desc(c, t);
     const int64_t B = c->B, d = c->d, hq = c->hc ? c->hc : c->H, nq = c->qc ? c->qc : c->N;
     const int64_t nk = c->kc ? c->kc : c->N;
     int64_t kvb, kvc;
