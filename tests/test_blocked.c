@@ -715,6 +715,39 @@ static uly_attn_desc path_desc(const path_case *c, uly_dtype t)
     return a;
 }
 
+/* A path case's head, query and key ranges, in small blocks (8 x 16). */
+static uly_kernel_opts path_opts(const path_case *c)
+{
+    uly_kernel_opts o;
+    memset(&o, 0, sizeof o);
+    o.block_q = 8;
+    o.block_k = 16;
+    o.head_begin = c->hb;
+    o.head_count = c->hc;
+    o.kv_expanded = c->hc != 0;
+    o.q_begin = c->qb; o.q_count = c->qc; o.k_begin = c->kb; o.k_count = c->kc;
+    return o;
+}
+
+/* The next uniform value in [-1, 1) of the generator *st (64-bit LCG). */
+static double lcg_sym(uint64_t *st)
+{
+    *st = *st * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (double)(*st >> 11) / 4503599627370496.0 - 1.0;
+}
+
+/* n values of lcg_sym in dtype t. */
+static void fill_sym(void *x, size_t n, uly_dtype t, uint64_t *st)
+{
+    for (size_t i = 0; i < n; i++) {
+        const double u = lcg_sym(st);
+        if (t == ULY_F32)
+            ((float *)x)[i] = (float)u;
+        else
+            ((double *)x)[i] = u;
+    }
+}
+
 START_TEST(paths_same_bits)
 {
     const path_case *c = &path_cases[_i / 2];
@@ -732,23 +765,9 @@ START_TEST(paths_same_bits)
     const size_t nin[4] = {n_q, n_k, n_k, n_q};
     for (int x = 0; x < 4; x++) {
         in[x] = malloc(nin[x] * es);
-        for (size_t i = 0; i < nin[x]; i++) {
-            st = st * 6364136223846793005ULL + 1442695040888963407ULL;
-            double u = (double)(st >> 11) / 4503599627370496.0 - 1.0; /* [-1, 1) */
-            if (t == ULY_F32)
-                ((float *)in[x])[i] = (float)u;
-            else
-                ((double *)in[x])[i] = u;
-        }
+        fill_sym(in[x], nin[x], t, &st);
     }
-    uly_kernel_opts o;
-    memset(&o, 0, sizeof o);
-    o.block_q = 8;
-    o.block_k = 16;
-    o.head_begin = c->hb;
-    o.head_count = c->hc;
-    o.kv_expanded = c->hc != 0;
-    o.q_begin = c->qb; o.q_count = c->qc; o.k_begin = c->kb; o.k_count = c->kc;
+    uly_kernel_opts o = path_opts(c);
     const size_t ns[5] = {n_q, n_l, n_q, n_g, n_g};
     void *ref[5] = {NULL}, *got[5];
     for (int x = 0; x < 5; x++)
@@ -874,26 +893,12 @@ START_TEST(rows_hook_lazy)
         got[x] = malloc(ns[x] * es);
     }
     for (int x = 0; x < 4; x++)
-        for (size_t i = 0; i < ns[x]; i++) {
-            st = st * 6364136223846793005ULL + 1442695040888963407ULL;
-            double u = (double)(st >> 11) / 4503599627370496.0 - 1.0;
-            if (t == ULY_F32)
-                ((float *)ref[x])[i] = (float)u;
-            else
-                ((double *)ref[x])[i] = u;
-        }
+        fill_sym(ref[x], ns[x], t, &st);
     for (int x = 0; x < 6; x++) /* lazy copies of Q K V dO O LSE */
         lz[x] = malloc(ns[x] * es);
     for (int x = 0; x < 5; x++)
         snap[x] = malloc(ns[4 + x] * es);
-    uly_kernel_opts o;
-    memset(&o, 0, sizeof o);
-    o.block_q = 8;
-    o.block_k = 16;
-    o.head_begin = c->hb;
-    o.head_count = c->hc;
-    o.kv_expanded = c->hc != 0;
-    o.q_begin = c->qb; o.q_count = c->qc; o.k_begin = c->kb; o.k_count = c->kc;
+    uly_kernel_opts o = path_opts(c);
     o.threads = 1;
     ck_assert_int_eq(uly_attn_fwd(&a, &o, ref[0], ref[1], ref[2], ref[4], ref[5]), ULY_OK);
     ck_assert_int_eq(uly_attn_bwd(&a, &o, ref[0], ref[1], ref[2], ref[4], ref[5], ref[3], ref[6], ref[7], ref[8]),
@@ -983,8 +988,7 @@ END_TEST
  * either sign, underflow or are huge. */
 static float special_value(uint64_t *st, int i)
 {
-    *st = *st * 6364136223846793005ULL + 1442695040888963407ULL;
-    double u = (double)(*st >> 11) / 4503599627370496.0 - 1.0; /* [-1, 1) */
+    const double u = lcg_sym(st);
     switch (i % 11) {
     case 3: return -0.0f;
     case 5: return (float)(u * 1e30);
