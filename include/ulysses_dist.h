@@ -153,6 +153,30 @@ const char *uly_a2a_mode_name(int mode);
 void uly_dist_volume(const uly_dist *d, uly_volume *measured);
 void uly_dist_reset_volume(uly_dist *d);
 
+/*
+ * Where one forward or backward call's time went, measured on this rank in
+ * the call itself: wall time and CPU time of the calling thread (seconds).
+ * The kernel's arithmetic is kernel - wait - send - test; everything else of
+ * the call's wall time is exposed communication (with overlap: starting and
+ * completing the chunk all-to-alls outside the kernel and the time in the
+ * kernel's hooks; without: the blocking all-to-alls).  Wall time beyond CPU
+ * time is time this rank was not running (waiting for a message, or the OS
+ * running another process on its core).
+ */
+typedef struct uly_ovl_account {
+    double wall, wall_cpu;     /* the whole call */
+    double kernel, kernel_cpu; /* inside the kernel calls, hooks included */
+    double wait, wait_cpu;     /* hooks: waiting for a source's input block and unpacking it */
+    double wait_ready;         /* of wait: blocks that had arrived (complete at the first test) */
+    double wait_first;         /* of wait: chunk 0's blocks (no earlier chunk to hide behind) */
+    double wait_max;           /* the longest single wait */
+    double send, send_cpu;     /* hooks: packing and posting output blocks */
+    double test, test_cpu;     /* hooks: MPI_Testall between blocks */
+    int waits, waits_ready;    /* blocks waited for; of them, complete at the first test */
+    double kernel_end, end;    /* CLOCK_MONOTONIC seconds (the same clock on every rank of a
+                                  node): the end of the last kernel call, of the call */
+} uly_ovl_account;
+
 /* Wall time (seconds) of the phases of the last forward and backward. */
 typedef struct uly_dist_times {
     double fwd_a2a_in, fwd_attn, fwd_a2a_out;
@@ -167,8 +191,40 @@ typedef struct uly_dist_times {
      * outside the kernel, so in + attn + out + progress <= wall. */
     double fwd_wall, bwd_wall, fwd_progress, bwd_progress;
     int fwd_chunks, bwd_chunks;
+    /* Where the call's time went (forward, backward), plain or overlapped. */
+    uly_ovl_account fwd_acc, bwd_acc;
 } uly_dist_times;
 void uly_dist_times_get(const uly_dist *d, uly_dist_times *t);
+
+/*
+ * Event trace of the overlapped calls (uly_dist_trace): every wait for a
+ * source's input block and every send of an output block made inside the
+ * kernel's hooks, every kernel call, and the starts and completions of the
+ * chunk all-to-alls outside the kernel, in the order they happened.
+ */
+enum {
+    ULY_OVL_EV_WAIT,   /* inside the kernel: a source's input block waited for and unpacked */
+    ULY_OVL_EV_SEND,   /* inside the kernel: an output block packed and posted (own: copied) */
+    ULY_OVL_EV_KERNEL, /* one chunk's kernel call, hooks included */
+    ULY_OVL_EV_START,  /* outside the kernel: chunk all-to-alls started (receives posted, inputs sent) */
+    ULY_OVL_EV_FINISH, /* outside the kernel: chunk all-to-alls completed (and the KV fold) */
+    ULY_OVL_EV_AGREE   /* the agreement on the kernels' status at the end of the call */
+};
+typedef struct uly_ovl_event {
+    double start;       /* seconds since the call's entry */
+    double wall, cpu;   /* wall time and CPU time of this thread (seconds) */
+    int fwd;            /* 1 forward, 0 backward */
+    int chunk;          /* head chunk (-1: none) */
+    int kind;           /* ULY_OVL_EV_* */
+    int which;          /* WAIT, SEND: the tensor (ULY_A2A_*); else -1 */
+    int peer;           /* WAIT: the source rank; SEND: the destination; else -1 */
+    int ready;          /* WAIT: the block had arrived (the first MPI_Testall completed it) */
+} uly_ovl_event;
+/* Record the overlapped calls' events into ev[0..cap) from now on (ev NULL:
+ * stop); events beyond cap are counted but not stored. */
+int uly_dist_trace(uly_dist *d, uly_ovl_event *ev, size_t cap);
+/* Events recorded since the last uly_dist_trace (may exceed its cap). */
+size_t uly_dist_trace_count(const uly_dist *d);
 
 /* ------------------------------------------------------ every method */
 

@@ -522,6 +522,19 @@ int uly_comm_nb_wait_some(uly_comm_nb *q, int first, int n)
     return ULY_OK;
 }
 
+int uly_comm_nb_test_some(uly_comm_nb *q, int first, int n, int *done)
+{
+    *done = 1;
+    if (first >= q->n || n <= 0)
+        return ULY_OK;
+    if (n > q->n - first)
+        n = q->n - first;
+    int e = MPI_Testall(n, q->req + first, done, MPI_STATUSES_IGNORE);
+    if (e != MPI_SUCCESS)
+        return mpi_fail(e, "MPI_Testall");
+    return ULY_OK;
+}
+
 int uly_comm_max_over_ranks(uly_comm *c, double *x, int n)
 {
     MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_MAX, c->comm), "MPI_Allreduce (max)");

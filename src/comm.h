@@ -110,6 +110,9 @@ ULY_INTERNAL int uly_comm_nb_wait(uly_comm_nb *q);
 /* Complete the n messages of q posted at positions [first, first + n)
  * (the others stay in flight); nothing if q was emptied since. */
 ULY_INTERNAL int uly_comm_nb_wait_some(uly_comm_nb *q, int first, int n);
+/* Test the n messages of q at [first, first + n) without waiting: *done = 1
+ * when all of them are complete (or q was emptied since). */
+ULY_INTERNAL int uly_comm_nb_test_some(uly_comm_nb *q, int first, int n, int *done);
 
 /*
  * Shared memory between the ranks of one node (the all-to-all mode

@@ -24,12 +24,21 @@
 #include "internal.h"
 #include "ulysses_dist.h"
 
+/* The least time (s) between two MPI tests of the kernel's progress hook.
+ * Within a node the receiver copies a message (CMA) when it waits for it,
+ * so the tests only move it earlier, and with more ranks than cores every
+ * test that finds nothing to do yields the core (Open MPI's
+ * mpi_yield_when_idle): measured at 4 ranks on 2 cores, N = 8192, the
+ * tests after every block took 400-850 ms of wall time per iteration and
+ * rank, against 300 ms at most one per 20 ms (doc/performance.md). */
+#define OVL_TEST_EVERY 0.02
+
 /* One tensor of a chunk's non-blocking all-to-all, source by source: the
  * receives are posted at its start, each peer's block is sent (and the own
  * one copied) when its rows are ready, and each source's block is waited for
  * (and unpacked) when its rows are needed. */
 typedef struct ovl_part {
-    int tag;
+    int tag, which;
     const char *in;           /* source tensor */
     char *out;                /* destination tensor */
     comm_block *send, *recv;  /* (P) blocks of in / out, by peer */
@@ -95,6 +104,11 @@ struct uly_dist {
     int ovl_c, ovl_fwd;        /* the chunk the kernel runs, and in which direction */
     int ovl_err;               /* first error of the kernel's hooks */
     double t_prog;             /* time inside the kernel's hooks */
+    uly_ovl_account *acc;      /* the running call's account */
+    double t_call;             /* the running call's start (uly_comm_wtime) */
+    double t_test, test_every; /* the progress hook's last MPI test, and the least time between two */
+    uly_ovl_event *tr;         /* event trace (uly_dist_trace), or NULL */
+    size_t tr_cap, tr_n;
     int fwd_chunked;           /* the last forward ran chunked: its backward does too */
     int have_fwd;
     uint64_t calls;
@@ -799,6 +813,7 @@ static int dist_alloc(uly_dist *D)
         *slots[i] = sizes[i][4] ? base + off[i] : NULL;
     D->K = 1;
     D->ovl_mode = D->o.overlap;
+    D->test_every = OVL_TEST_EVERY;
     D->ncand = 3;
     D->cand[0] = ULY_A2A_PACK; D->cand[1] = ULY_A2A_DATATYPE; D->cand[2] = ULY_A2A_PIPELINE;
     D->cand[3] = ULY_A2A_SHM;
@@ -1052,6 +1067,7 @@ static int ovl_start(uly_dist *D, ovl_op *o, int c, int which, int to_heads, con
     o->n++;
     a2a_tables(D, which, to_heads, Hx, hbeg, hcnt, pt->send, pt->recv, &send_inplace, &recv_inplace);
     pt->tag = OVL_TAG(which, c);
+    pt->which = which;
     pt->in = in;
     pt->out = out;
     pt->sstage = send_inplace ? NULL : to_heads ? seqst : headst;
@@ -1110,21 +1126,86 @@ static double thread_cpu(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* The kernel's progress hook: let MPI move the messages in flight.  Its
- * cost is counted as CPU time: MPI_Testall never waits, so the rest of its
- * wall time is the OS running another process on this core (with more
- * ranks than cores Open MPI yields the core when a test finds nothing),
- * which the kernel's own time counts alike. */
+/* Record one event of the running call in the trace, if any. */
+static void ovl_event(uly_dist *D, int kind, int which, int peer, int ready, double t0, double wall, double cpu)
+{
+    if (!D->tr)
+        return;
+    if (D->tr_n < D->tr_cap)
+        D->tr[D->tr_n] = (uly_ovl_event){t0 - D->t_call, wall, cpu, D->ovl_fwd,
+                                         kind == ULY_OVL_EV_AGREE ? -1 : D->ovl_c, kind, which, peer, ready};
+    D->tr_n++;
+}
+
+/* CLOCK_MONOTONIC (seconds): one clock for every process of a node. */
+static double mono_now(void)
+{
+    struct timespec t;
+    if (clock_gettime(CLOCK_MONOTONIC, &t) != 0)
+        return 0;
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The kernel's progress hook: let MPI move the messages in flight.  With
+ * more ranks than cores Open MPI yields the core when a test finds nothing
+ * to do, so its wall time can exceed its CPU time by the OS running
+ * another process; both are accounted. */
 static void ovl_progress(void *user)
 {
     uly_dist *D = user;
+    const double t0 = uly_comm_wtime();
+    if (t0 - D->t_test < D->test_every)
+        return;
+    D->t_test = t0;
     const double c0 = thread_cpu();
     for (int i = 0; i < 4; i++) {
         int done;
         if (D->op[i].q.n && !D->ovl_err)
             D->ovl_err = uly_comm_nb_test(&D->op[i].q, &done);
     }
-    D->t_prog += thread_cpu() - c0;
+    D->acc->test += uly_comm_wtime() - t0;
+    D->acc->test_cpu += thread_cpu() - c0;
+}
+
+/* Hook: wait for source s's block of input tensor pt and unpack it, accounted. */
+static int ovl_need(uly_dist *D, ovl_op *o, ovl_part *pt, int s)
+{
+    if (pt->got[s])
+        return ULY_OK;
+    uly_ovl_account *A = D->acc;
+    const double t0 = uly_comm_wtime(), c0 = thread_cpu();
+    int ready = 0;
+    int rc = uly_comm_nb_test_some(&o->q, pt->rfirst[s], pt->rn[s], &ready);
+    if (!rc)
+        rc = ovl_recv(D, o, pt, s);
+    const double w = uly_comm_wtime() - t0, u = thread_cpu() - c0;
+    A->wait += w;
+    A->wait_cpu += u;
+    A->waits++;
+    if (ready) {
+        A->wait_ready += w;
+        A->waits_ready++;
+    }
+    if (D->ovl_c == 0)
+        A->wait_first += w;
+    if (w > A->wait_max)
+        A->wait_max = w;
+    ovl_event(D, ULY_OVL_EV_WAIT, pt->which, s, ready, t0, w, u);
+    return rc;
+}
+
+/* Hook: pack and post the block of output tensor pt for peer s, accounted. */
+static int ovl_done(uly_dist *D, ovl_op *o, ovl_part *pt, int s)
+{
+    if (pt->sent[s])
+        return ULY_OK;
+    const double t0 = uly_comm_wtime(), c0 = thread_cpu();
+    const int rc = ovl_send(D, o, pt, s);
+    const double w = uly_comm_wtime() - t0, u = thread_cpu() - c0;
+    D->acc->send += w;
+    D->acc->send_cpu += u;
+    ovl_event(D, ULY_OVL_EV_SEND, pt->which, s, 0, t0, w, u);
+    return rc;
 }
 
 /*
@@ -1138,7 +1219,6 @@ static void ovl_rows(void *user, int ev, int64_t end)
 {
     uly_dist *D = user;
     const int P = D->P, c = D->ovl_c, fwd = D->ovl_fwd;
-    const double t0 = uly_comm_wtime(), c0 = thread_cpu();
     int t0_, t1_, need = ev == ULY_ROWS_NEED_Q || ev == ULY_ROWS_NEED_K;
     ovl_op *o = need ? OVL_IN(D, c) : OVL_OUT(D, c);
     switch (ev) {
@@ -1151,11 +1231,8 @@ static void ovl_rows(void *user, int ev, int64_t end)
         if (need ? D->nb[s] >= end : D->nb[s] + D->nc[s] > end)
             break;
         for (int t = t0_; t < t1_ && !D->ovl_err; t++)
-            D->ovl_err = need ? ovl_recv(D, o, &o->part[t], s) : ovl_send(D, o, &o->part[t], s);
+            D->ovl_err = need ? ovl_need(D, o, &o->part[t], s) : ovl_done(D, o, &o->part[t], s);
     }
-    /* waiting for a block is exposed communication (wall time); a send
-     * never waits (CPU time, as in ovl_progress) */
-    D->t_prog += need ? uly_comm_wtime() - t0 : thread_cpu() - c0;
 }
 
 /* Element offset of this rank's chunk c in a head-side buffer of x heads per
@@ -1193,11 +1270,22 @@ static int ovl_start_in(uly_dist *D, int c, int fwd, const char *q, const char *
     const int64_t *qb = D->cqb + c * P, *qc = D->cqc + c * P, *kb = D->ckb + c * P, *kc = D->ckc + c * P;
     if (!fwd)
         return ovl_start(D, o, c, ULY_A2A_DO, 1, q, D->a.heads, qb, qc, (char *)D->doh + ovl_off(D, D->cqo[c]), 1);
-    int rc = ovl_start(D, o, c, ULY_A2A_K, 1, k, D->a.kv_heads, kb, kc, (char *)D->kh + ovl_off(D, D->cko[c]), 1);
+    int rc = ovl_start(D, o, c, ULY_A2A_K, 1, k, D->a.kv_heads, kb, kc, (char *)D->kh + ovl_off(D, D->cko[c]), 0);
     if (!rc)
-        rc = ovl_start(D, o, c, ULY_A2A_V, 1, v, D->a.kv_heads, kb, kc, (char *)D->vh + ovl_off(D, D->cko[c]), 1);
+        rc = ovl_start(D, o, c, ULY_A2A_V, 1, v, D->a.kv_heads, kb, kc, (char *)D->vh + ovl_off(D, D->cko[c]), 0);
     if (!rc)
-        rc = ovl_start(D, o, c, ULY_A2A_Q, 1, q, D->a.heads, qb, qc, (char *)D->qh + ovl_off(D, D->cqo[c]), 1);
+        rc = ovl_start(D, o, c, ULY_A2A_Q, 1, q, D->a.heads, qb, qc, (char *)D->qh + ovl_off(D, D->cqo[c]), 0);
+    /* every peer's first query block needs all of K and V: those go out
+     * first, to every peer, then Q; the own blocks are copied last */
+    for (int i = 1; i < P && !rc; i++) {
+        rc = ovl_send(D, o, &o->part[0], (D->rank + i) % P);
+        if (!rc)
+            rc = ovl_send(D, o, &o->part[1], (D->rank + i) % P);
+    }
+    for (int i = 1; i < P && !rc; i++)
+        rc = ovl_send(D, o, &o->part[2], (D->rank + i) % P);
+    for (int x = 0; x < 3 && !rc; x++)
+        rc = ovl_send(D, o, &o->part[x], D->rank);
     return rc;
 }
 
@@ -1252,14 +1340,15 @@ static int ovl_run(uly_dist *D, int fwd, const void *x0, const void *x1, const v
                    void *y2, int *lrc, double *t_in, double *t_attn, double *t_out)
 {
     const int K = D->K, P = D->P, r = D->rank;
-    double a = 0, tin = 0, tout = 0;
-    D->t_prog = 0;
+    uly_ovl_account *A = D->acc;
+    double tin = 0, tout = 0;
     D->ovl_err = ULY_OK;
-    double t = uly_comm_wtime();
+    D->ovl_fwd = fwd;
+    D->ovl_c = 0;
+    double t = uly_comm_wtime(), u = thread_cpu();
     int rc = ovl_start_in(D, 0, fwd, x0, x1, x2);
     tin += uly_comm_wtime() - t;
     for (int c = 0; c < K && !rc; c++) {
-        t = uly_comm_wtime();
         if (c + 1 < K)
             rc = ovl_start_in(D, c + 1, fwd, x0, x1, x2);
         double t1 = uly_comm_wtime();
@@ -1268,20 +1357,21 @@ static int ovl_run(uly_dist *D, int fwd, const void *x0, const void *x1, const v
             rc = ovl_start_out(D, c, fwd, y0, y1, y2);
         if (!rc && D->o.attn) /* a plug-in may ignore the rows hook: all of in(c) first */
             rc = ovl_finish(D, OVL_IN(D, c));
-        t = uly_comm_wtime();
-        tout += t - t1;
+        const double t2 = uly_comm_wtime();
+        ovl_event(D, ULY_OVL_EV_START, -1, -1, 0, t, t2 - t, thread_cpu() - u);
+        tout += t2 - t1;
         if (rc)
             break;
         uly_kernel_opts ko = ovl_kopts(D, c);
         if (D->o.attn)
             ko.rows = NULL;
         D->ovl_c = c;
-        D->ovl_fwd = fwd;
-        const double p0 = D->t_prog;
         const size_t qo = ovl_off(D, D->cqo[c]), ko_ = ovl_off(D, D->cko[c]);
         const size_t go = D->rep ? qo : ko_; /* KV gradients: per query head when replicated */
         char *qh = (char *)D->qh + qo, *kh = (char *)D->kh + ko_, *vh = (char *)D->vh + ko_;
         char *oh = (char *)D->oh + qo, *lse = ovl_lse(D, c);
+        t = uly_comm_wtime();
+        u = thread_cpu();
         int k;
         if (fwd)
             k = D->o.attn ? D->o.attn->fwd(D->o.attn->user, &D->a, &ko, qh, kh, vh, oh, lse)
@@ -1295,20 +1385,30 @@ static int ovl_run(uly_dist *D, int fwd, const void *x0, const void *x1, const v
         if (k && !*lrc)
             *lrc = k;
         t1 = uly_comm_wtime();
-        a += t1 - t - (D->t_prog - p0);
+        double u1 = thread_cpu();
+        A->kernel += t1 - t;
+        A->kernel_cpu += u1 - u;
+        A->kernel_end = mono_now();
+        ovl_event(D, ULY_OVL_EV_KERNEL, -1, -1, 0, t, t1 - t, u1 - u);
+        t = t1;
+        u = u1;
         rc = D->ovl_err;
         if (!rc)
             rc = ovl_finish(D, OVL_IN(D, c));
-        t = uly_comm_wtime();
-        tin += t - t1;
+        t1 = uly_comm_wtime();
+        tin += t1 - t;
         for (int x = 0; x < OVL_OUT(D, c)->n && !rc; x++) /* what the kernel did not send */
             for (int s = 0; s < P && !rc; s++)
                 rc = ovl_send(D, OVL_OUT(D, c), &OVL_OUT(D, c)->part[x], s);
         if (!rc && c > 0)
             rc = ovl_finish(D, OVL_OUT(D, c - 1));
-        tout += uly_comm_wtime() - t;
+        tout += uly_comm_wtime() - t1;
+        ovl_event(D, ULY_OVL_EV_FINISH, -1, -1, 0, t, uly_comm_wtime() - t, thread_cpu() - u);
+        t = uly_comm_wtime();
+        u = thread_cpu();
     }
     t = uly_comm_wtime();
+    u = thread_cpu();
     if (!rc)
         rc = ovl_finish(D, OVL_OUT(D, K - 1));
     if (!rc && !fwd && D->rep && D->nc[r] > 0) { /* fold the replicated KV gradients */
@@ -1318,7 +1418,6 @@ static int ovl_run(uly_dist *D, int fwd, const void *x0, const void *x1, const v
         if (!rc)
             rc = uly_kv_fold(&one, 0, D->a.heads, D->a.batch * D->nc[r], D->expanded2, y2);
     }
-    tout += uly_comm_wtime() - t;
     if (!rc && fwd && D->a.batch > 1) { /* the LSE in (B, H_r, N) for uly_dist_lse */
         const int64_t B = D->a.batch, N = D->a.seq, h_r = D->hc[r];
         for (int c = 0; c < K; c++) {
@@ -1328,13 +1427,16 @@ static int ovl_run(uly_dist *D, int fwd, const void *x0, const void *x1, const v
                        ovl_lse(D, c) + usz(b * cc * N) * D->es, usz(cc * N) * D->es);
         }
     }
+    tout += uly_comm_wtime() - t;
+    ovl_event(D, ULY_OVL_EV_FINISH, -1, -1, 0, t, uly_comm_wtime() - t, thread_cpu() - u);
     if (rc) /* leave nothing in flight */
         for (int i = 0; i < 4; i++) {
             uly_comm_nb_free(&D->op[i].q);
             D->op[i].n = 0;
         }
+    D->t_prog = A->wait + A->send + A->test;
     *t_in = tin;
-    *t_attn = a;
+    *t_attn = A->kernel - D->t_prog;
     *t_out = tout;
     return rc;
 }
@@ -1345,17 +1447,40 @@ static int ovl_call(uly_dist *D, int fwd, const void *x0, const void *x1, const 
                     void *y2)
 {
     uly_dist_times *T = &D->times;
+    uly_ovl_account *A = D->acc = fwd ? &T->fwd_acc : &T->bwd_acc;
+    memset(A, 0, sizeof *A);
     int lrc = ULY_OK;
-    const double t0 = uly_comm_wtime();
+    const double t0 = D->t_call = uly_comm_wtime(), c0 = thread_cpu();
     int rc = ovl_run(D, fwd, x0, x1, x2, y0, y1, y2, &lrc, fwd ? &T->fwd_a2a_in : &T->bwd_a2a_in,
                      fwd ? &T->fwd_attn : &T->bwd_attn, fwd ? &T->fwd_a2a_out : &T->bwd_a2a_out);
     if (rc)
         return rc;
+    const double t1 = uly_comm_wtime(), c1 = thread_cpu();
     rc = call_agree(D, fwd ? 11 : 12, lrc);
-    *(fwd ? &T->fwd_wall : &T->bwd_wall) = uly_comm_wtime() - t0;
+    const double t2 = uly_comm_wtime(), c2 = thread_cpu();
+    ovl_event(D, ULY_OVL_EV_AGREE, -1, -1, 0, t1, t2 - t1, c2 - c1);
+    A->wall = t2 - t0;
+    A->wall_cpu = c2 - c0;
+    A->end = mono_now();
+    *(fwd ? &T->fwd_wall : &T->bwd_wall) = A->wall;
     *(fwd ? &T->fwd_progress : &T->bwd_progress) = D->t_prog;
     *(fwd ? &T->fwd_chunks : &T->bwd_chunks) = D->K;
     return rc;
+}
+
+int uly_dist_trace(uly_dist *D, uly_ovl_event *ev, size_t cap)
+{
+    if (!D)
+        return uly_set_error(ULY_EINVAL, "distributed context is NULL");
+    D->tr = ev;
+    D->tr_cap = ev ? cap : 0;
+    D->tr_n = 0;
+    return ULY_OK;
+}
+
+size_t uly_dist_trace_count(const uly_dist *D)
+{
+    return D ? D->tr_n : 0;
 }
 
 int uly_dist_set_overlap(uly_dist *D, int mode)
@@ -1374,6 +1499,19 @@ int uly_dist_set_overlap(uly_dist *D, int mode)
 int uly_dist_overlap_chunks(const uly_dist *D)
 {
     return D && D->P > 1 ? D->K : 1;
+}
+
+/* The account of a plain call: its wall and the kernel's, no hooks. */
+static void plain_account(uly_ovl_account *A, double wall, double wall_cpu, double kernel, double kernel_cpu,
+                          double kernel_end)
+{
+    memset(A, 0, sizeof *A);
+    A->kernel_end = kernel_end;
+    A->end = mono_now();
+    A->wall = wall;
+    A->wall_cpu = wall_cpu;
+    A->kernel = kernel;
+    A->kernel_cpu = kernel_cpu;
 }
 
 int uly_dist_fwd(uly_dist *D, const void *q, const void *k, const void *v, void *o)
@@ -1400,13 +1538,13 @@ int uly_dist_fwd(uly_dist *D, const void *q, const void *k, const void *v, void 
         D->have_fwd = rc == ULY_OK;
         return rc;
     }
-    double t0 = uly_comm_wtime();
+    double t0 = uly_comm_wtime(), c0 = thread_cpu();
     rc = a2a_seq_to_heads(D, ULY_A2A_Q, q, D->a.heads, D->hb, D->hc, D->qh);
     if (!rc)
         rc = a2a_seq_to_heads(D, ULY_A2A_K, k, D->a.kv_heads, D->kb, D->kc, D->kh);
     if (!rc)
         rc = a2a_seq_to_heads(D, ULY_A2A_V, v, D->a.kv_heads, D->kb, D->kc, D->vh);
-    double t1 = uly_comm_wtime();
+    double t1 = uly_comm_wtime(), c1 = thread_cpu();
     int lrc = ULY_OK;
     if (!rc && D->hc[r] > 0) {
         uly_kernel_opts ko = local_opts(D);
@@ -1415,11 +1553,12 @@ int uly_dist_fwd(uly_dist *D, const void *q, const void *k, const void *v, void 
     }
     if (rc)
         return rc;
-    double t2 = uly_comm_wtime();
+    double t2 = uly_comm_wtime(), c2 = thread_cpu(), k2 = mono_now();
     rc = call_agree_open(D, 11, lrc); /* a failed local kernel stops every rank here */
     if (!rc)
         rc = a2a_heads_to_seq(D, ULY_A2A_O, D->oh, D->a.heads, D->hb, D->hc, o);
     double t3 = uly_comm_wtime();
+    plain_account(&D->times.fwd_acc, t3 - t0, thread_cpu() - c0, t2 - t1, c2 - c1, k2);
     D->times.fwd_a2a_in = t1 - t0;
     D->times.fwd_attn = t2 - t1;
     D->times.fwd_a2a_out = t3 - t2;
@@ -1448,9 +1587,9 @@ int uly_dist_bwd(uly_dist *D, const void *dout, void *dq, void *dk, void *dv)
     }
     if (D->fwd_chunked) /* the head-side buffers are chunk by chunk */
         return (rc = uly_comm_agree_end(D->c)) ? rc : ovl_call(D, 0, dout, NULL, NULL, dq, dk, dv);
-    double t0 = uly_comm_wtime();
+    double t0 = uly_comm_wtime(), c0 = thread_cpu();
     rc = a2a_seq_to_heads(D, ULY_A2A_DO, dout, D->a.heads, D->hb, D->hc, D->doh);
-    double t1 = uly_comm_wtime();
+    double t1 = uly_comm_wtime(), c1 = thread_cpu();
     int lrc = ULY_OK;
     if (!rc && D->hc[r] > 0) {
         uly_kernel_opts ko = local_opts(D);
@@ -1461,7 +1600,7 @@ int uly_dist_bwd(uly_dist *D, const void *dout, void *dq, void *dk, void *dv)
     }
     if (rc)
         return rc;
-    double t2 = uly_comm_wtime();
+    double t2 = uly_comm_wtime(), c2 = thread_cpu(), k2 = mono_now();
     rc = call_agree_open(D, 12, lrc);
     if (!rc)
         rc = a2a_heads_to_seq(D, ULY_A2A_DQ, D->dqh, D->a.heads, D->hb, D->hc, dq);
@@ -1470,6 +1609,7 @@ int uly_dist_bwd(uly_dist *D, const void *dout, void *dq, void *dk, void *dv)
     if (!rc)
         rc = a2a_kv_grad(D, ULY_A2A_DV, D->dvh, dv);
     double t3 = uly_comm_wtime();
+    plain_account(&D->times.bwd_acc, t3 - t0, thread_cpu() - c0, t2 - t1, c2 - c1, k2);
     D->times.bwd_a2a_in = t1 - t0;
     D->times.bwd_attn = t2 - t1;
     D->times.bwd_a2a_out = t3 - t2;

@@ -100,6 +100,18 @@ expect 2 "must be one of auto, pack, datatype" -- "$U" attn --a2a fast
 expect 0 "overlap: 2 head chunks per rank" -- "$MPIRUN" --oversubscribe -np 2 "$U" attn --seq 96 --heads 4 --kv-heads 4 --causal --backward --overlap on --check --repeat 2
 expect 0 "\"overlap_iteration\"" -- "$MPIRUN" --oversubscribe -np 2 "$U" attn --seq 64 --heads 4 --backward --overlap auto --json --repeat 1
 expect 2 "must be one of off, on, auto" -- "$U" attn --overlap yes
+# the overlap's exposed-time table and its event trace (every rank's waits, sends, kernel calls)
+expect 0 "exposed communication, every rank in the same run" -- "$MPIRUN" --oversubscribe -np 2 "$U" attn --seq 64 --heads 4 --backward --overlap on --repeat 2 --overlap-trace "$W/trace.csv"
+cases=$((cases + 1))
+if ! head -n 1 "$W/trace.csv" | grep -q "^rank,rep,phase,chunk,event,tensor,peer,arrived,start_ms,wall_ms,cpu_ms$" ||
+   [ "$(grep -c '^[01],[01],forward,[01],wait,[qkv],[01],' "$W/trace.csv")" -ne 24 ] ||
+   [ "$(grep -c '^[01],[01],backward,[01],wait,do,[01],' "$W/trace.csv")" -ne 8 ] ||
+   [ "$(grep -c ',kernel,' "$W/trace.csv")" -ne 16 ]; then
+    echo "FAIL: --overlap-trace: expected 24 forward and 8 backward waits (2 ranks, 2 repetitions, 2 chunks), 16 kernel calls"; fails=$((fails + 1))
+    cat "$W/trace.csv"
+fi
+expect 2 "--overlap-trace needs --overlap" -- "$U" attn --overlap-trace "$W/t.csv"
+expect 1 "--overlap-trace $W/no/t.csv" -- "$MPIRUN" --oversubscribe -np 2 "$U" attn --seq 64 --heads 4 --overlap on --repeat 1 --overlap-trace "$W/no/t.csv"
 expect 2 "--overlap-chunks" -- "$U" attn --overlap on --overlap-chunks 9
 expect 0 "\"dtype\": \"f64\"" -- "$U" attn --q "$W/q64.npy" --k "$W/k.npy" --v "$W/v.npy" --json --repeat 1
 

@@ -229,6 +229,23 @@ static int expected_chunks(const uly_attn_desc *a)
     return P > 1 && g_overlap != ULY_OVERLAP_OFF && K >= 2 ? (int)K : 1;
 }
 
+/* The account of one call (uly_ovl_account): the hooks' times are parts of
+ * the kernel's, the kernel's of the call's; at most max_waits waits (one per
+ * tensor and source, the own one excepted), none on the plain path. */
+static void check_account(const uly_ovl_account *A, int chunks, int max_waits)
+{
+    const double eps = 1e-9;
+    ck_assert(A->wall >= 0 && A->kernel >= 0 && A->wait >= 0 && A->send >= 0 && A->test >= 0);
+    ck_assert(A->wall + eps >= A->kernel);
+    ck_assert(A->kernel + eps >= A->wait + A->send + A->test);
+    ck_assert(A->wait + eps >= A->wait_ready && A->wait + eps >= A->wait_first && A->wait + eps >= A->wait_max);
+    ck_assert_int_le(A->waits_ready, A->waits);
+    ck_assert_int_le(A->waits, max_waits);
+    ck_assert(A->end >= A->kernel_end);
+    if (chunks == 1)
+        ck_assert(A->wait == 0 && A->send == 0 && A->test == 0 && A->waits == 0);
+}
+
 /* Forward + backward on P ranks vs the single-process kernel (bitwise) and
  * vs the fp64 reference (fp32, tolerance), and the byte counters.  With
  * g_overlap on, a second forward + backward runs with overlap switched off
@@ -279,6 +296,8 @@ static void check_dist(const shape *s, uly_dtype t, size_t max_count, const uly_
         uly_dist_reset_volume(D);
         memset(o, 0xff, (size_t)(a.batch * n * a.heads * a.head_dim) * es);
     }
+    uly_ovl_event ev[512];
+    ck_assert_int_eq(uly_dist_trace(D, ev, 512), ULY_OK);
     ck_assert_int_eq(uly_dist_fwd(D, qs, ks, vs, o), ULY_OK);
     ck_assert_int_eq(uly_dist_bwd(D, ds, dq, dk, dv), ULY_OK);
     {
@@ -288,6 +307,25 @@ static void check_dist(const shape *s, uly_dtype t, size_t max_count, const uly_
         ck_assert_int_eq(tm.fwd_chunks, want);
         ck_assert_int_eq(tm.bwd_chunks, want);
         ck_assert(tm.fwd_wall >= tm.fwd_attn && tm.bwd_wall >= tm.bwd_attn);
+        check_account(&tm.fwd_acc, want, want > 1 && !plug ? 3 * (P - 1) * want : 0);
+        check_account(&tm.bwd_acc, want, want > 1 && !plug ? (P - 1) * want : 0);
+        /* the trace: one event per wait, one kernel event per chunk, in time order per kind */
+        const size_t ne = uly_dist_trace_count(D);
+        ck_assert_uint_le(ne, 512);
+        int waits = 0, kernels = 0;
+        for (size_t i = 0; i < ne; i++) {
+            ck_assert(ev[i].wall >= 0 && ev[i].start >= 0 && ev[i].cpu >= 0);
+            waits += ev[i].kind == ULY_OVL_EV_WAIT;
+            kernels += ev[i].kind == ULY_OVL_EV_KERNEL;
+            if (ev[i].kind == ULY_OVL_EV_WAIT)
+                ck_assert(ev[i].peer >= 0 && ev[i].peer < P && ev[i].peer != rank && ev[i].chunk >= 0 &&
+                          ev[i].chunk < want && (ev[i].fwd ? ev[i].which == ULY_A2A_Q || ev[i].which == ULY_A2A_K ||
+                                                                 ev[i].which == ULY_A2A_V
+                                                           : ev[i].which == ULY_A2A_DO));
+        }
+        ck_assert_int_eq(waits, tm.fwd_acc.waits + tm.bwd_acc.waits);
+        ck_assert_int_eq(kernels, want > 1 ? 2 * want : 0); /* the plain path records nothing */
+        ck_assert_int_eq(uly_dist_trace(D, NULL, 0), ULY_OK);
     }
     const char *tn = t == ULY_F32 ? "fp32" : "fp64";
     ck_assert_msg(same_tokens(o1, o, &a, a.heads, t0, n), "%s rank %d/%d: O not bitwise equal (N=%lld H=%lld Hkv=%lld)",

@@ -20,6 +20,7 @@
  *   shards) -> run -> finite results -> measure -> gather -> check -> write
  *   -> report -> verdict.
  */
+#include <errno.h>
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -116,7 +117,7 @@ struct attn_cfg {
     int64_t block_q, block_k, max_count, warmup;
     int causal, backward, check, json, allow_nonfinite, force, dtype, a2a, overlap;
     int64_t overlap_chunks;
-    const char *fin[NIN], *fout[NOUT];
+    const char *fin[NIN], *fout[NOUT], *trace;
     int seen_batch, seen_seq, seen_heads, seen_kv, seen_dim, seen_dtype;
     const char *method_s, *doc_lens, *docs;
     int method, placement, bf16, seen_udeg, seen_placement;
@@ -136,7 +137,7 @@ static const char synopsis[] =
     "            [--backward] [--check] [--seed S] [--threads T]\n"
     "            [--repeat R] [--warmup W] [--dtype f32|f64] [--q F.npy --k F.npy --v F.npy] [--out F.npy]\n"
     "            [--dout F.npy --dq F.npy --dk F.npy --dv F.npy] [--allow-nonfinite] [--force] [--json]\n"
-    "            [--overlap off|on|auto] [--overlap-chunks K]\n"
+    "            [--overlap off|on|auto] [--overlap-chunks K] [--overlap-trace F.csv]\n"
     "Run under 'mpirun -np P' for P ranks; each rank holds a sequence shard (ulysses, ring: contiguous;\n"
     "zigzag, allgather, usp: chunks j and 2R-1-j of 2R).  --check: ulysses must be bitwise equal to one\n"
     "process; every method must be within atol + rtol |ref| of the fp64 reference (doc/methods.md).\n"
@@ -175,6 +176,7 @@ static void attn_options(struct attn_cfg *c, arg_opt *o)
         {"a2a", ARG_CHOICE, &c->a2a, 0, 0, "MODE", "all-to-all data movement: auto (default: the first calls of each kind try every mode, the fastest is kept), pack, datatype, pipeline, shm (one node: copies straight between the ranks' buffers in shared memory)", a2a_names, NULL},
         {"overlap", ARG_CHOICE, &c->overlap, 0, 0, "MODE", "overlap the all-to-alls with attention, head chunk by head chunk and source rank by source rank: off (default), on, auto (on when every rank has >= 2 KV heads); with on/auto every repetition also runs once without overlap, to report how much communication is hidden", overlap_names, NULL},
         {"overlap-chunks", ARG_INT, &c->overlap_chunks, 1, ULY_OVERLAP_MAX_CHUNKS, "K", "head chunks per rank with --overlap (default: as many as the fewest KV heads of a rank, at most 8)", NULL, NULL},
+        {"overlap-trace", ARG_STR, &c->trace, 0, 0, "F.csv", "with --overlap: write every overlapped call's events (waits for input blocks, sends of output blocks, kernel calls, chunk starts and completions) of every rank to F.csv (doc/cli.md)", NULL, NULL},
         {"max-count", ARG_INT, &c->max_count, 1, INT64_MAX, "n", "largest element count per MPI call and peer", NULL, NULL},
         {"q", ARG_STR, &c->fin[T_Q], 0, 0, "F.npy", "queries, float32/float64 (B, N, H, d) or (N, H, d); read by rank 0", NULL, NULL},
         {"k", ARG_STR, &c->fin[T_K], 0, 0, "F.npy", "keys (B, N, Hkv, d)", NULL, NULL},
@@ -208,15 +210,32 @@ static const char *const phase_names[ULY_METHOD_COUNT][NPH] = {
     {"fwd a2a in (q,k,v)", "fwd ring attention", "fwd ring wait", "fwd a2a out (o)",
      "bwd a2a in (do)", "bwd ring attention", "bwd ring wait", "bwd a2a out (dq,dk,dv)"}};
 
-/* --overlap: per repetition and rank, the overlapped call and the plain
- * reference call (walls and attention), and the kernel's MPI progress time. */
-enum { OV_FW, OV_FA, OV_FP, OV_BW, OV_BA, OV_BP, OV_RFW, OV_RFA, OV_RBW, OV_RBA, NOV };
-/* Medians over repetitions of the slowest rank: overlapped wall, attention
- * alone (reference), communication alone (reference wall - attention), the
- * overlapped call's own attention and MPI progress inside the kernel. */
+/* --overlap: per repetition and rank, the accounts (uly_ovl_account) of the
+ * overlapped call and of the plain reference call, forward and backward, as
+ * NACC doubles each: overlapped forward, backward, plain forward, backward. */
+enum { AC_WALL, AC_WALL_CPU, AC_KERNEL, AC_KERNEL_CPU, AC_WAIT, AC_WAIT_CPU, AC_WAIT_READY, AC_WAIT_FIRST,
+       AC_WAIT_MAX, AC_SEND, AC_SEND_CPU, AC_TEST, AC_TEST_CPU, AC_WAITS, AC_WAITS_READY, AC_KERNEL_END, AC_END, NACC };
+#define NOV (4 * NACC)
+/* Per phase (forward, backward, both), medians over repetitions of: the
+ * slowest rank's overlapped wall and attention alone (plain call's kernel);
+ * the means over ranks of the communication alone (plain wall - kernel),
+ * the exposed time (overlapped wall - kernel arithmetic) and its parts;
+ * hidden = 1 - sum of exposed / sum of communication alone over ranks, and
+ * the lowest rank's own hidden fraction. */
+enum { OF_WALL, OF_ATTN, OF_COMM, OF_EXPOSED, OF_HIDDEN, OF_WORST, OF_OUTSIDE, OF_WAIT, OF_WAIT_READY,
+       OF_WAIT_FIRST, OF_WAIT_MAX, OF_SEND, OF_TEST, OF_EXPOSED_CPU, OF_COMM_CPU, OF_WAITS, OF_WAITS_READY,
+       OF_IMB_COMM, OF_IMB_EXPOSED, OF_HIDDEN_NET, OF_WORST_NET, NOF };
 typedef struct ovl_fig {
-    double wall, attn, comm, attn_same, progress;
+    double v[NOF];
 } ovl_fig;
+/* --json names of the OF_* figures, and which are times (printed in ms). */
+static const char *const ovl_key[NOF] = {
+    "wall_ms", "attention_alone_ms", "comm_alone_ms", "exposed_ms", "hidden", "hidden_worst_rank", "outside_kernel_ms",
+    "wait_ms", "wait_arrived_ms", "wait_chunk0_ms", "wait_max_ms", "send_ms", "test_ms", "exposed_cpu_ms",
+    "comm_alone_cpu_ms", "waits", "waits_arrived", "comm_alone_imbalance_ms", "exposed_imbalance_ms",
+    "hidden_net", "hidden_net_worst_rank"};
+static const char ovl_ms[NOF] = {1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0};
+
 
 typedef struct errstat {
     double max_abs, max_ref, worst_tol;
@@ -252,7 +271,11 @@ typedef struct attn_job {
     double *times;                  /* (repeat, NPH) this rank */
     int ovl_pair;                   /* --overlap ran chunked: each repetition also ran without */
     int chunks;                     /* head chunks per rank of the overlapped path */
-    double *otimes;                 /* (repeat, NOV) this rank */
+    double *otimes;                 /* (repeat, NOV) this rank: the accounts */
+    FILE *trace;                    /* rank 0 with --overlap-trace: the file */
+    uly_ovl_event *ev;              /* --overlap-trace: this rank's events, */
+    int64_t *ev_rep;                /* the repetition of each, */
+    size_t nev, cap_ev;             /* how many (stored), room for how many */
     ovl_fig ovl[3];                 /* forward, backward, forward + backward */
     uly_volume vol, want;
     int vol_bad;
@@ -289,6 +312,10 @@ static void job_free(attn_job *J)
     drv_out_discard(J->out, NOUT);
     drv_free(J->times);
     drv_free(J->otimes);
+    drv_free(J->ev);
+    drv_free(J->ev_rep);
+    if (J->trace)
+        fclose(J->trace);
     drv_free(J->lstage);
     drv_free(J->docs);
     uly_sp_free(J->S); /* J->D is its Ulysses context, not ours */
@@ -330,6 +357,8 @@ static int attn_parse(attn_job *J, drv *d, int argc, char **argv)
                  "partial results", method_names[c->method]);
     else if (c->overlap != ULY_OVERLAP_OFF && c->method != ULY_METHOD_ULYSSES)
         drv_fail(d, DRV_BADINPUT, "--overlap applies to --method ulysses only");
+    else if (c->trace && c->overlap == ULY_OVERLAP_OFF)
+        drv_fail(d, DRV_BADINPUT, "--overlap-trace needs --overlap on or auto");
     else if (c->doc_lens && c->docs)
         drv_fail(d, DRV_BADINPUT, "--doc-lens and --docs both give the documents: use one");
     else
@@ -353,7 +382,7 @@ static int attn_fields(const attn_job *J, drv_field *f)
     FC("--dtype", c->seen_dtype ? c->dtype : -1, dtype_names);
     FI("--block-q", c->block_q); FI("--block-k", c->block_k); FC("--a2a", c->a2a, a2a_names);
     FI("--max-count", c->max_count); FC("--overlap", c->overlap, overlap_names);
-    FI("--overlap-chunks", c->overlap_chunks);
+    FI("--overlap-chunks", c->overlap_chunks); FS("--overlap-trace", c->trace);
     for (int i = 0; i < NIN; i++)
         FS(in_name[i], c->fin[i]);
     FS("--out", c->fout[W_O]); FS("--dq", c->fout[W_DQ]); FS("--dk", c->fout[W_DK]); FS("--dv", c->fout[W_DV]);
@@ -648,6 +677,15 @@ static int attn_alloc(attn_job *J, drv *d)
         J->times = drv_alloc_n(d, (size_t)c->repeat * NPH, sizeof(double), "the phase times");
     if (!d->code)
         J->otimes = drv_alloc_n(d, (size_t)c->repeat * NOV, sizeof(double), "the overlap times");
+    if (c->trace && !d->code) { /* per overlapped call: every wait and send, kernel calls, starts, completions */
+        const size_t chunks = ULY_OVERLAP_MAX_CHUNKS, P = (size_t)d->size;
+        J->cap_ev = (size_t)c->repeat * 2 * (8 * P * chunks + 3 * chunks + 8);
+        J->ev = drv_alloc_n(d, J->cap_ev, sizeof *J->ev, "the overlap trace");
+        if (J->ev)
+            J->ev_rep = drv_alloc_n(d, J->cap_ev, sizeof *J->ev_rep, "the overlap trace");
+        if (J->ev_rep && d->rank == 0 && !(J->trace = fopen(c->trace, "w")))
+            drv_fail(d, DRV_RUNTIME, "--overlap-trace %s: %s", c->trace, strerror(errno));
+    }
     if (d->rank == 0 && need_full(J)) {
         const size_t fn[NRES] = {J->NQ, J->NL, J->NQ, J->NKV, J->NKV};
         for (int i = 0; i < NRES && !d->code; i++)
@@ -856,17 +894,39 @@ static int attn_load(attn_job *J, drv *d)
 
 /* -------------------------------------------------------------------- run */
 
+/* An account as NACC doubles (AC_*). */
+static void acc_flat(const uly_ovl_account *a, double *o)
+{
+    o[AC_WALL] = a->wall; o[AC_WALL_CPU] = a->wall_cpu; o[AC_KERNEL] = a->kernel; o[AC_KERNEL_CPU] = a->kernel_cpu;
+    o[AC_WAIT] = a->wait; o[AC_WAIT_CPU] = a->wait_cpu; o[AC_WAIT_READY] = a->wait_ready;
+    o[AC_WAIT_FIRST] = a->wait_first; o[AC_WAIT_MAX] = a->wait_max; o[AC_SEND] = a->send;
+    o[AC_SEND_CPU] = a->send_cpu; o[AC_TEST] = a->test; o[AC_TEST_CPU] = a->test_cpu;
+    o[AC_WAITS] = a->waits; o[AC_WAITS_READY] = a->waits_ready;
+    o[AC_KERNEL_END] = a->kernel_end; o[AC_END] = a->end;
+}
+
 /* One forward (+ backward), overlapped or not; records its times when it >= 0. */
 static int run_once(attn_job *J, drv *d, int64_t it, int on)
 {
     const struct attn_cfg *c = &J->c;
     if (J->ovl_pair && uly_dist_set_overlap(J->D, on ? c->overlap : ULY_OVERLAP_OFF))
         return ULY_EINVAL;
+    const int tracing = J->ev && J->ovl_pair && on && it >= 0;
+    if (tracing)
+        uly_dist_trace(J->D, J->ev + J->nev, J->cap_ev - J->nev);
     if (d->size > 1 && drv_mpi(d, MPI_Barrier(d->comm), "MPI_Barrier"))
         return -1;
     int st = uly_sp_fwd(J->S, J->x[T_Q], J->x[T_K], J->x[T_V], J->res[R_O]);
     if (!st && c->backward)
         st = uly_sp_bwd(J->S, J->x[T_DO], J->res[R_DQ], J->res[R_DK], J->res[R_DV]);
+    if (tracing) {
+        size_t n = uly_dist_trace_count(J->D);
+        n = n < J->cap_ev - J->nev ? n : J->cap_ev - J->nev;
+        for (size_t i = 0; i < n; i++)
+            J->ev_rep[J->nev + i] = it;
+        J->nev += n;
+        uly_dist_trace(J->D, NULL, 0);
+    }
     if (st || it < 0)
         return st;
     double *row = J->times + it * NPH;
@@ -879,15 +939,16 @@ static int run_once(attn_job *J, drv *d, int64_t it, int on)
     }
     uly_dist_times t;
     uly_dist_times_get(J->D, &t);
-    double *o = J->otimes + it * NOV;
-    if (!on) { /* the plain reference of --overlap */
-        o[OV_RFW] = t.fwd_wall; o[OV_RFA] = t.fwd_attn;
-        o[OV_RBW] = c->backward ? t.bwd_wall : 0; o[OV_RBA] = c->backward ? t.bwd_attn : 0;
-        return st;
+    if (J->ovl_pair) {
+        double *o = J->otimes + it * NOV + (on ? 0 : 2 * NACC);
+        acc_flat(&t.fwd_acc, o);
+        if (c->backward)
+            acc_flat(&t.bwd_acc, o + NACC);
+        else
+            memset(o + NACC, 0, NACC * sizeof *o);
+        if (!on) /* the plain reference of --overlap */
+            return st;
     }
-    o[OV_FW] = t.fwd_wall; o[OV_FA] = t.fwd_attn; o[OV_FP] = t.fwd_progress;
-    o[OV_BW] = c->backward ? t.bwd_wall : 0; o[OV_BA] = c->backward ? t.bwd_attn : 0;
-    o[OV_BP] = c->backward ? t.bwd_progress : 0;
     /* with overlap, "a2a out" holds the rest of the wall: the output
      * all-to-alls and the MPI progress inside the kernel */
     row[0] = t.fwd_a2a_in; row[1] = t.fwd_attn; row[2] = 0; row[3] = t.fwd_wall - t.fwd_a2a_in - t.fwd_attn;
@@ -917,65 +978,165 @@ static int attn_run(attn_job *J, drv *d)
     return d->code;
 }
 
-/* --overlap: the slowest rank's figures per repetition, medians over them. */
+/* --overlap: one repetition's figures (OF_*) of phase f (0 forward, 1
+ * backward, 2 both) from every rank's accounts all[r * stride + .]. */
+static void ovl_rep_figs(const double *all, int P, size_t stride, int f, double *v)
+{
+    double sum_exp = 0, sum_comm = 0, sum_exp_net = 0, sum_comm_net = 0;
+    double last[2][2] = {{0, 0}, {0, 0}}; /* overlapped, plain; forward, backward: the last kernel's end */
+    for (int r = 0; r < P; r++)
+        for (int i = 0; i < 2; i++)
+            for (int ph = 0; ph < 2; ph++)
+                last[i][ph] = fmax(last[i][ph], all[(size_t)r * stride + (size_t)(2 * i + ph) * NACC + AC_KERNEL_END]);
+    for (int k = 0; k < NOF; k++)
+        v[k] = 0;
+    v[OF_WORST] = v[OF_WORST_NET] = INFINITY;
+    for (int r = 0; r < P; r++) {
+        /* imbalance: after its last kernel, the time until the last rank's
+         * last kernel ended (at most the rest of the call) */
+        double imb[2] = {0, 0};
+        for (int i = 0; i < 2; i++)
+            for (int ph = 0; ph < 2; ph++)
+                if (f == 2 || f == ph) {
+                    const double *y = all + (size_t)r * stride + (size_t)(2 * i + ph) * NACC;
+                    imb[i] += fmax(0, fmin(last[i][ph] - y[AC_KERNEL_END], y[AC_END] - y[AC_KERNEL_END]));
+                }
+        double x[2][NACC] = {{0}}; /* overlapped, plain: phase f's account (sums for f = 2) */
+        for (int i = 0; i < 2; i++)
+            for (int ph = 0; ph < 2; ph++)
+                if (f == 2 || f == ph)
+                    for (int k = 0; k < NACC; k++) {
+                        const double y = all[(size_t)r * stride + (size_t)(2 * i + ph) * NACC + (size_t)k];
+                        x[i][k] = k == AC_WAIT_MAX ? fmax(x[i][k], y) : x[i][k] + y;
+                    }
+        const double *o = x[0], *p = x[1];
+        const double hooks = o[AC_WAIT] + o[AC_SEND] + o[AC_TEST];
+        const double hooks_cpu = o[AC_WAIT_CPU] + o[AC_SEND_CPU] + o[AC_TEST_CPU];
+        const double exposed = o[AC_WALL] - (o[AC_KERNEL] - hooks);
+        const double comm = p[AC_WALL] - p[AC_KERNEL];
+        v[OF_WALL] = fmax(v[OF_WALL], o[AC_WALL]);
+        v[OF_ATTN] = fmax(v[OF_ATTN], p[AC_KERNEL]);
+        v[OF_COMM] += comm / P;
+        v[OF_EXPOSED] += exposed / P;
+        v[OF_OUTSIDE] += (o[AC_WALL] - o[AC_KERNEL]) / P;
+        v[OF_WAIT] += o[AC_WAIT] / P;
+        v[OF_WAIT_READY] += o[AC_WAIT_READY] / P;
+        v[OF_WAIT_FIRST] += o[AC_WAIT_FIRST] / P;
+        v[OF_WAIT_MAX] = fmax(v[OF_WAIT_MAX], o[AC_WAIT_MAX]);
+        v[OF_SEND] += o[AC_SEND] / P;
+        v[OF_TEST] += o[AC_TEST] / P;
+        v[OF_EXPOSED_CPU] += (o[AC_WALL_CPU] - (o[AC_KERNEL_CPU] - hooks_cpu)) / P;
+        v[OF_COMM_CPU] += (p[AC_WALL_CPU] - p[AC_KERNEL_CPU]) / P;
+        v[OF_WAITS] += o[AC_WAITS] / P;
+        v[OF_WAITS_READY] += o[AC_WAITS_READY] / P;
+        v[OF_WORST] = fmin(v[OF_WORST], comm > 0 ? 1 - exposed / comm : 0);
+        v[OF_IMB_EXPOSED] += imb[0] / P;
+        v[OF_IMB_COMM] += imb[1] / P;
+        v[OF_WORST_NET] = fmin(v[OF_WORST_NET], comm - imb[1] > 0 ? 1 - (exposed - imb[0]) / (comm - imb[1]) : 0);
+        sum_exp += exposed;
+        sum_comm += comm;
+        sum_exp_net += exposed - imb[0];
+        sum_comm_net += comm - imb[1];
+    }
+    v[OF_HIDDEN] = sum_comm > 0 ? 1 - sum_exp / sum_comm : 0;
+    v[OF_HIDDEN_NET] = sum_comm_net > 0 ? 1 - sum_exp_net / sum_comm_net : 0;
+}
+
+/* --overlap-trace: every rank's events to rank 0, one CSV line each. */
+enum { EV_REP, EV_FWD, EV_CHUNK, EV_KIND, EV_WHICH, EV_PEER, EV_READY, EV_START, EV_WALL, EV_CPU, NEV };
+static int attn_trace(attn_job *J, drv *d)
+{
+    if (!J->ev)
+        return 0;
+    static const char *const kind[] = {"wait", "send", "kernel", "start", "finish", "agree"};
+    double *mine = drv_alloc_n(d, J->nev * NEV + 1, sizeof(double), "the overlap trace");
+    int *cnt = NULL, *dsp = NULL;
+    double *all = NULL;
+    int n = (int)(J->nev * NEV), total = 0;
+    if (d->rank == 0 && mine) {
+        cnt = drv_alloc_n(d, (size_t)d->size, sizeof *cnt, "the overlap trace");
+        dsp = cnt ? drv_alloc_n(d, (size_t)d->size, sizeof *dsp, "the overlap trace") : NULL;
+    }
+    if (drv_sync(d))
+        goto out;
+    for (size_t i = 0; i < J->nev; i++) {
+        const uly_ovl_event *e = &J->ev[i];
+        double *x = mine + i * NEV;
+        x[EV_REP] = (double)J->ev_rep[i]; x[EV_FWD] = e->fwd; x[EV_CHUNK] = e->chunk; x[EV_KIND] = e->kind;
+        x[EV_WHICH] = e->which; x[EV_PEER] = e->peer; x[EV_READY] = e->ready;
+        x[EV_START] = e->start; x[EV_WALL] = e->wall; x[EV_CPU] = e->cpu;
+    }
+    if (drv_mpi(d, MPI_Gather(&n, 1, MPI_INT, cnt, 1, MPI_INT, 0, d->comm), "MPI_Gather (trace counts)"))
+        goto out;
+    if (d->rank == 0) {
+        for (int r = 0; r < d->size; r++) {
+            dsp[r] = total;
+            total += cnt[r];
+        }
+        all = drv_alloc_n(d, (size_t)total + 1, sizeof(double), "the overlap trace of all ranks");
+    }
+    if (drv_sync(d) || drv_mpi(d, MPI_Gatherv(mine, n, MPI_DOUBLE, all, cnt, dsp, MPI_DOUBLE, 0, d->comm),
+                               "MPI_Gatherv (trace)"))
+        goto out;
+    if (d->rank == 0) {
+        FILE *f = J->trace;
+        fprintf(f, "rank,rep,phase,chunk,event,tensor,peer,arrived,start_ms,wall_ms,cpu_ms\n");
+        for (int r = 0; r < d->size; r++)
+            for (int i = 0; i < cnt[r]; i += NEV) {
+                const double *x = all + dsp[r] + i;
+                const int which = (int)x[EV_WHICH];
+                fprintf(f, "%d,%d,%s,%d,%s,%s,%d,%d,%.4f,%.4f,%.4f\n", r, (int)x[EV_REP],
+                        x[EV_FWD] != 0 ? "forward" : "backward", (int)x[EV_CHUNK], kind[(int)x[EV_KIND]],
+                        which >= 0 ? uly_vol_name(which) : "", (int)x[EV_PEER], (int)x[EV_READY], 1e3 * x[EV_START],
+                        1e3 * x[EV_WALL], 1e3 * x[EV_CPU]);
+            }
+        if (fclose(J->trace) != 0)
+            drv_fail(d, DRV_RUNTIME, "--overlap-trace %s: %s", J->c.trace, strerror(errno));
+        J->trace = NULL;
+    }
+out:
+    drv_free(mine);
+    drv_free(cnt);
+    drv_free(dsp);
+    drv_free(all);
+    return d->code;
+}
+
+/* --overlap: the figures of every repetition, medians over them. */
 static int attn_overlap(attn_job *J, drv *d)
 {
     const struct attn_cfg *c = &J->c;
     if (!J->ovl_pair)
         return 0;
     const size_t per = (size_t)c->repeat * NOV;
-    double *all = NULL, *x[15] = {NULL};
+    double *all = NULL, *x[NOF] = {NULL};
     if (d->rank == 0) {
         all = drv_alloc_n(d, (size_t)d->size * per, sizeof(double), "the overlap times of all ranks");
-        for (int i = 0; i < 15 && all; i++)
+        for (int i = 0; i < NOF && all; i++)
             if (!(x[i] = drv_alloc_n(d, (size_t)c->repeat, sizeof(double), "the overlap times")))
                 break;
     }
-    int ok = d->rank != 0 || x[14];
+    int ok = d->rank != 0 || x[NOF - 1];
     int rc = d->size > 1 ? drv_mpi(d, MPI_Gather(J->otimes, (int)per, MPI_DOUBLE, ok ? all : NULL, (int)per,
                                                  MPI_DOUBLE, 0, d->comm), "MPI_Gather (overlap times)")
                          : 0;
     if (d->size == 1 && ok && all)
         memcpy(all, J->otimes, per * sizeof(double));
-    if (!rc && d->rank == 0 && ok) {
-        for (int64_t it = 0; it < c->repeat; it++) {
-            /* per phase f (forward, backward, both): wall, attention alone,
-             * reference wall, same-run attention, progress: max over ranks */
-            for (int i = 0; i < 15; i++)
-                x[i][it] = 0;
-            for (int r = 0; r < d->size; r++) {
-                const double *o = all + ((size_t)r * (size_t)c->repeat + (size_t)it) * NOV;
-                const double v[3][5] = {
-                    {o[OV_FW], o[OV_RFA], o[OV_RFW], o[OV_FA], o[OV_FP]},
-                    {o[OV_BW], o[OV_RBA], o[OV_RBW], o[OV_BA], o[OV_BP]},
-                    {o[OV_FW] + o[OV_BW], o[OV_RFA] + o[OV_RBA], o[OV_RFW] + o[OV_RBW], o[OV_FA] + o[OV_BA],
-                     o[OV_FP] + o[OV_BP]}};
-                for (int f = 0; f < 3; f++)
-                    for (int k = 0; k < 5; k++)
-                        x[f * 5 + k][it] = fmax(x[f * 5 + k][it], v[f][k]);
-            }
-            for (int f = 0; f < 3; f++) /* communication alone: reference wall - attention */
-                x[f * 5 + 2][it] -= x[f * 5 + 1][it];
-        }
+    if (!rc && d->rank == 0 && ok)
         for (int f = 0; f < 3; f++) {
-            ovl_fig *g = &J->ovl[f];
-            g->wall = stats_of(x[f * 5], (size_t)c->repeat).median;
-            g->attn = stats_of(x[f * 5 + 1], (size_t)c->repeat).median;
-            g->comm = stats_of(x[f * 5 + 2], (size_t)c->repeat).median;
-            g->attn_same = stats_of(x[f * 5 + 3], (size_t)c->repeat).median;
-            g->progress = stats_of(x[f * 5 + 4], (size_t)c->repeat).median;
+            for (int64_t it = 0; it < c->repeat; it++) {
+                double v[NOF];
+                ovl_rep_figs(all + (size_t)it * NOV, d->size, per, f, v);
+                for (int k = 0; k < NOF; k++)
+                    x[k][it] = v[k];
+            }
+            for (int k = 0; k < NOF; k++)
+                J->ovl[f].v[k] = stats_of(x[k], (size_t)c->repeat).median;
         }
-    }
     drv_free(all);
-    for (int i = 0; i < 15; i++)
+    for (int i = 0; i < NOF; i++)
         drv_free(x[i]);
     return d->code;
-}
-
-/* Hidden fraction of the communication: 1 - (wall - attention) / alone. */
-static double hidden_of(double wall, double attn, double comm)
-{
-    return comm > 0 ? 1.0 - (wall - attn) / comm : 0.0;
 }
 
 /* ------------------------------------------------------------ finite results */
@@ -1411,16 +1572,12 @@ static int report_json(attn_job *J, double ffl, double tfl)
     if (J->ovl_pair && !e) {
         static const char *const fkey[3] = {"overlap_forward", "overlap_backward", "overlap_iteration"};
         for (int f = 0; f < (c->backward ? 3 : 1) && !e; f++) {
-            const ovl_fig *g = &J->ovl[f];
+            const double *g = J->ovl[f].v;
             json_t *x = uly_json_add_object(o, fkey[f]);
-            e |= !x || uly_json_set_real(x, "wall_ms", 1e3 * g->wall) ||
-                 uly_json_set_real(x, "attention_alone_ms", 1e3 * g->attn) ||
-                 uly_json_set_real(x, "comm_alone_ms", 1e3 * g->comm) ||
-                 uly_json_set_real(x, "wall_over_attention", g->attn > 0 ? g->wall / g->attn : 0.0) ||
-                 uly_json_set_real(x, "hidden", hidden_of(g->wall, g->attn, g->comm)) ||
-                 uly_json_set_real(x, "attention_same_run_ms", 1e3 * g->attn_same) ||
-                 uly_json_set_real(x, "hidden_same_run", hidden_of(g->wall, g->attn_same, g->comm)) ||
-                 uly_json_set_real(x, "progress_ms", 1e3 * g->progress);
+            e |= !x;
+            for (int k = 0; k < NOF && !e; k++)
+                e |= uly_json_set_real(x, ovl_key[k], ovl_ms[k] ? 1e3 * g[k] : g[k]);
+            e |= !e && uly_json_set_real(x, "wall_over_attention", g[OF_ATTN] > 0 ? g[OF_WALL] / g[OF_ATTN] : 0.0);
         }
     }
     if (J->checked && !e) {
@@ -1470,19 +1627,39 @@ static void report_text(attn_job *J, double ffl, double tfl)
         printf(", forward+backward %.2f GFLOP/s", tfl / J->tot_med * 1e-9);
     printf(" (all ranks; 4*pairs*d per head forward, 2.5x backward)\n");
     if (J->ovl_pair) {
-        printf("\noverlap: %d head chunks per rank; each repetition also ran without overlap (interleaved);\n"
-               "medians over repetitions of the slowest rank; hidden = 1 - (wall - attention) / communication alone\n",
-               J->chunks);
-        printf("%-10s %10s %13s %13s %11s %8s %15s %13s %13s\n", "phase", "wall ms", "attention ms", "comm alone ms",
-               "wall/attn", "hidden", "same-run attn", "same-run hid.", "progress ms");
         static const char *const fname[3] = {"forward", "backward", "fwd+bwd"};
-        for (int f = 0; f < (c->backward ? 3 : 1); f++) {
-            const ovl_fig *g = &J->ovl[f];
-            printf("%-10s %10.3f %13.3f %13.3f %11.3f %7.1f%% %15.3f %12.1f%% %13.3f\n", fname[f], 1e3 * g->wall,
-                   1e3 * g->attn, 1e3 * g->comm, g->attn > 0 ? g->wall / g->attn : 0.0,
-                   100 * hidden_of(g->wall, g->attn, g->comm), 1e3 * g->attn_same,
-                   100 * hidden_of(g->wall, g->attn_same, g->comm), 1e3 * g->progress);
+        const int nf = c->backward ? 3 : 1;
+        printf("\noverlap: %d head chunks per rank; each repetition ran the overlapped and the plain call "
+               "(interleaved), medians over repetitions\n"
+               "%-10s %10s %13s %10s   (slowest rank; attention alone: the plain call's kernel)\n",
+               J->chunks, "phase", "wall ms", "attention ms", "wall/attn");
+        for (int f = 0; f < nf; f++) {
+            const double *g = J->ovl[f].v;
+            printf("%-10s %10.3f %13.3f %10.3f\n", fname[f], 1e3 * g[OF_WALL], 1e3 * g[OF_ATTN],
+                   g[OF_ATTN] > 0 ? g[OF_WALL] / g[OF_ATTN] : 0.0);
         }
+        printf("\nexposed communication, every rank in the same run (means over ranks):\n"
+               "  comm alone = plain call's wall - its kernel; exposed = overlapped call's wall - its kernel's "
+               "arithmetic\n"
+               "  (time in the kernel - time in its hooks); hidden = 1 - sum exposed / sum comm alone; "
+               "cpu: the same in CPU time\n"
+               "%-10s %10s %10s %7s %7s | %9s %9s %7s %7s | %8s %8s %8s %8s %8s %8s | %8s %8s\n", "phase",
+               "comm ms", "exposed ms", "hidden", "worst", "imb. comm", "imb. exp.", "hidden", "worst", "outside",
+               "waits", "arrived", "chunk 0", "sends", "tests", "cpu comm", "cpu exp.");
+        for (int f = 0; f < nf; f++) {
+            const double *g = J->ovl[f].v;
+            printf("%-10s %10.3f %10.3f %6.1f%% %6.1f%% | %9.3f %9.3f %6.1f%% %6.1f%% | %8.3f %8.3f %8.3f %8.3f %8.3f "
+                   "%8.3f | %8.3f %8.3f\n",
+                   fname[f], 1e3 * g[OF_COMM], 1e3 * g[OF_EXPOSED], 100 * g[OF_HIDDEN], 100 * g[OF_WORST],
+                   1e3 * g[OF_IMB_COMM], 1e3 * g[OF_IMB_EXPOSED], 100 * g[OF_HIDDEN_NET], 100 * g[OF_WORST_NET],
+                   1e3 * g[OF_OUTSIDE], 1e3 * g[OF_WAIT], 1e3 * g[OF_WAIT_READY], 1e3 * g[OF_WAIT_FIRST],
+                   1e3 * g[OF_SEND], 1e3 * g[OF_TEST], 1e3 * g[OF_COMM_CPU], 1e3 * g[OF_EXPOSED_CPU]);
+        }
+        printf("  worst: the lowest rank's own hidden fraction.  imb.: of comm alone / exposed, the wait after a rank's "
+               "last kernel\n  for the last rank's (load imbalance); the second hidden, worst exclude it from both.  "
+               "outside: wall time\n  outside the kernel; waits: for input blocks inside the kernel, %.1f per rank, %.1f "
+               "of them already\n  arrived, longest %.3f ms; sends, tests: inside the kernel (doc/performance.md)\n",
+               J->ovl[nf - 1].v[OF_WAITS], J->ovl[nf - 1].v[OF_WAITS_READY], 1e3 * J->ovl[nf - 1].v[OF_WAIT_MAX]);
     }
     const int uly = J->plan.method == ULY_METHOD_ULYSSES, cw = uly ? 6 : 8;
     const uint64_t calls = (uint64_t)c->repeat * (uint64_t)(1 + J->ovl_pair);
@@ -1591,6 +1768,7 @@ static int attn_main(attn_job *J, drv *d, int argc, char **argv)
     STEP(attn_finite(J, d));
     STEP(attn_measure(J, d));
     STEP(attn_overlap(J, d));
+    STEP(attn_trace(J, d));
     STEP(attn_gather(J, d));
     STEP(attn_check(J, d));
     STEP(attn_write(J, d));
