@@ -24,13 +24,9 @@
 #include "internal.h"
 #include "ulysses_dist.h"
 
-/* The least time (s) between two MPI tests of the kernel's progress hook.
- * Within a node the receiver copies a message (CMA) when it waits for it,
- * so the tests only move it earlier, and with more ranks than cores every
- * test that finds nothing to do yields the core (Open MPI's
- * mpi_yield_when_idle): measured at 4 ranks on 2 cores, N = 8192, the
- * tests after every block took 400-850 ms of wall time per iteration and
- * rank, against 300 ms at most one per 20 ms (doc/performance.md). */
+/* The least time (s) between two MPI tests of the kernel's progress hook,
+ * when the ranks are not all on one node (on one node it makes none; see
+ * ovl_progress). */
 #define OVL_TEST_EVERY 0.02
 
 /* One tensor of a chunk's non-blocking all-to-all, source by source: the
@@ -106,7 +102,7 @@ struct uly_dist {
     double t_prog;             /* time inside the kernel's hooks */
     uly_ovl_account *acc;      /* the running call's account */
     double t_call;             /* the running call's start (uly_comm_wtime) */
-    double t_test, test_every; /* the progress hook's last MPI test, and the least time between two */
+    double t_test;             /* the progress hook's last MPI test */
     uly_ovl_event *tr;         /* event trace (uly_dist_trace), or NULL */
     size_t tr_cap, tr_n;
     int fwd_chunked;           /* the last forward ran chunked: its backward does too */
@@ -813,7 +809,6 @@ static int dist_alloc(uly_dist *D)
         *slots[i] = sizes[i][4] ? base + off[i] : NULL;
     D->K = 1;
     D->ovl_mode = D->o.overlap;
-    D->test_every = OVL_TEST_EVERY;
     D->ncand = 3;
     D->cand[0] = ULY_A2A_PACK; D->cand[1] = ULY_A2A_DATATYPE; D->cand[2] = ULY_A2A_PIPELINE;
     D->cand[3] = ULY_A2A_SHM;
@@ -1146,15 +1141,26 @@ static double mono_now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* The kernel's progress hook: let MPI move the messages in flight.  With
- * more ranks than cores Open MPI yields the core when a test finds nothing
- * to do, so its wall time can exceed its CPU time by the OS running
- * another process; both are accounted. */
+/*
+ * The kernel's progress hook: let MPI move the messages in flight, at most
+ * every OVL_TEST_EVERY, and not at all when every rank is on one node (the
+ * head-side buffers in a shared window): there the receiver copies a
+ * message (CMA) when it waits for it, so a test only moves that copy
+ * earlier on the same core, while with more ranks than cores every test
+ * that finds nothing to do yields the core (Open MPI's
+ * mpi_yield_when_idle).  Measured with 4 ranks on 2 cores, N = 8192
+ * (doc/performance.md, overlap "Round four"): tests after every block
+ * 400-870 ms of wall time per rank and iteration, at most every 20 ms
+ * 300-870 ms, none 0 ms, with the waits for input blocks unchanged.  The
+ * wall and CPU time of the tests are both accounted.
+ */
 static void ovl_progress(void *user)
 {
     uly_dist *D = user;
+    if (D->shm)
+        return;
     const double t0 = uly_comm_wtime();
-    if (t0 - D->t_test < D->test_every)
+    if (t0 - D->t_test < OVL_TEST_EVERY)
         return;
     D->t_test = t0;
     const double c0 = thread_cpu();
@@ -1349,6 +1355,7 @@ static int ovl_run(uly_dist *D, int fwd, const void *x0, const void *x1, const v
     int rc = ovl_start_in(D, 0, fwd, x0, x1, x2);
     tin += uly_comm_wtime() - t;
     for (int c = 0; c < K && !rc; c++) {
+        D->ovl_c = c;
         if (c + 1 < K)
             rc = ovl_start_in(D, c + 1, fwd, x0, x1, x2);
         double t1 = uly_comm_wtime();
@@ -1365,7 +1372,6 @@ static int ovl_run(uly_dist *D, int fwd, const void *x0, const void *x1, const v
         uly_kernel_opts ko = ovl_kopts(D, c);
         if (D->o.attn)
             ko.rows = NULL;
-        D->ovl_c = c;
         const size_t qo = ovl_off(D, D->cqo[c]), ko_ = ovl_off(D, D->cko[c]);
         const size_t go = D->rep ? qo : ko_; /* KV gradients: per query head when replicated */
         char *qh = (char *)D->qh + qo, *kh = (char *)D->kh + ko_, *vh = (char *)D->vh + ko_;
