@@ -1256,8 +1256,15 @@ static int validate(usim_net *n, const usim_coll *c)
 typedef struct cls {
     int on;            /* simulate group 0 with loads */
     int nocone;        /* do not reduce a single ring by its light cone */
-    int *pos;          /* per GPU: its position in its group, -1 if in none */
+    int *pos;          /* per GPU: its position in its group, -1 if in none; then
+                        * the number of classes and, with several, their tables */
     int borrowed;      /* pos belongs to the network's cache */
+    /* classes of groups (analyze_groups): nrep of them (1: every group
+     * alike); with several, per GPU its label class * size + position (-1:
+     * in no group), per group its class, per class its representative group
+     * and its number of groups */
+    int nrep;
+    const int *lab, *gcls, *rep, *csize;
     geo g0;            /* group 0's placement (N == 0: not computed) */
     rgrid rg;          /* the groups as a grid (rg.on), else listed in c->ranks */
 } cls;
@@ -1266,6 +1273,27 @@ typedef struct cls {
 static inline int cls_pos(const cls *k, int h)
 {
     return k->rg.on ? grid_pos(&k->rg, h) : k->pos[h];
+}
+
+/* The class tables stored after pos (analyze_groups), for G GPUs and NG groups. */
+static void cls_decode(cls *k, int G, int NG)
+{
+    k->nrep = 1;
+    k->lab = k->gcls = k->rep = k->csize = NULL;
+    if (!k->pos || k->pos[G] <= 1)
+        return;
+    k->nrep = k->pos[G];
+    k->lab = k->pos + G + 1;
+    k->gcls = k->lab + G;
+    k->rep = k->gcls + NG;
+    k->csize = k->rep + k->nrep;
+}
+
+/* Label of GPU h in the link loads: its position, or with several classes
+ * its class and position. */
+static inline int cls_lab(const cls *k, int h)
+{
+    return k->lab ? k->lab[h] : cls_pos(k, h);
 }
 
 static void cls_free(cls *k)
@@ -1277,6 +1305,8 @@ static void cls_free(cls *k)
     k->pos = NULL;
     k->on = 0;
     k->g0.N = 0;
+    k->nrep = 1;
+    k->lab = k->gcls = k->rep = k->csize = NULL;
 }
 
 static uint64_t ranks_key(const usim_coll *c)
@@ -1317,6 +1347,7 @@ static int analyze_groups(usim_net *n, const usim_coll *c, cls *k);
 static int analyze(usim_net *n, const usim_coll *c, cls *k)
 {
     memset(k, 0, sizeof *k);
+    k->nrep = 1;
     if (usim_net_engine(n) == USIM_ENGINE_FULL)
         return USIM_OK;
     if (grid_make(n, c, &k->rg)) {
@@ -1334,6 +1365,7 @@ static int analyze(usim_net *n, const usim_coll *c, cls *k)
         k->on = on;
         k->pos = pos;
         k->borrowed = 1;
+        cls_decode(k, usim_net_gpus(n), c->ngroups);
         return USIM_OK;
     }
     int rc = analyze_groups(n, c, k);
@@ -1344,70 +1376,175 @@ static int analyze(usim_net *n, const usim_coll *c, cls *k)
     return rc;
 }
 
+/* 64-bit hash of n ints. */
+static uint64_t ints_hash(const int *v, size_t n)
+{
+    uint64_t h = 1469598103934665603ULL ^ (uint64_t)n;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (uint64_t)(uint32_t)v[i];
+        h *= 1099511628211ULL;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+/* Classes of groups by signature: sig (NG rows of len ints, row gi the
+ * signature of group gi) -> gcls[gi], numbered by first appearance (group
+ * 0's class is 0).  Returns the number of classes, or -1 out of memory. */
+static int sig_classes(const int *sig, size_t len, int NG, int *gcls, int *rep)
+{
+    size_t tb = 16;
+    while (tb < (size_t)2 * NG)
+        tb *= 2;
+    int *tab = usim_malloc(tb * sizeof *tab);
+    uint64_t *hs = usim_malloc((size_t)NG * sizeof *hs);
+    if (!tab || !hs) {
+        free(tab); free(hs);
+        return -1;
+    }
+    for (size_t i = 0; i < tb; i++)
+        tab[i] = -1;
+    int nc = 0;
+    for (int gi = 0; gi < NG; gi++) {
+        const int *s = sig + (size_t)gi * len;
+        uint64_t h = ints_hash(s, len);
+        size_t at = (size_t)h & (tb - 1);
+        for (;; at = (at + 1) & (tb - 1)) {
+            int q = tab[at];
+            if (q < 0) {
+                tab[at] = nc;
+                hs[nc] = h;
+                rep[nc] = gi;
+                gcls[gi] = nc++;
+                break;
+            }
+            if (hs[q] == h && memcmp(sig + (size_t)rep[q] * len, s, len * sizeof *s) == 0) {
+                gcls[gi] = q;
+                break;
+            }
+        }
+    }
+    free(tab); free(hs);
+    return nc;
+}
+
+/*
+ * Classes of groups (colour refinement): groups start in one class per
+ * partition of their positions over NICs, nodes and NVLink domains
+ * (condition 2: the same transfers, routes and latencies); a class is then
+ * split by the multisets of labels (class, position) that the NIC and node
+ * of each of its positions hold, until no class splits.  In the end every
+ * group of a class has the same partition as the class's representative,
+ * and every unit holding its position p holds the same labels as the unit
+ * holding the representative's position p (condition 3 with labels): each
+ * copy of a representative's transfer sees its links in the same state, as
+ * with one class.  k->on when some groups share a class (fewer classes than
+ * groups); one class is the single-class case of analyze.
+ */
 static int analyze_groups(usim_net *n, const usim_coll *c, cls *k)
 {
     int P = c->size, NG = c->ngroups, G = usim_net_gpus(n);
     int nu = usim_net_units(n, USIM_UNIT_NIC);
     int gpn = usim_net_platform(n)->gpus_per_node;
-    k->pos = usim_malloc((size_t)G * sizeof *k->pos);
     int *stamp = usim_calloc((size_t)nu, sizeof *stamp), *first = usim_malloc((size_t)nu * sizeof *first);
-    int *lab0 = usim_malloc((size_t)P * sizeof *lab0);
-    int *sa = usim_malloc((size_t)(gpn + 1) * sizeof *sa), *sb = usim_malloc((size_t)(gpn + 1) * sizeof *sb);
-    int ok = 1, rc = USIM_OK;
-    if (!k->pos || !stamp || !first || !lab0 || !sa || !sb) {
+    int *gcls = usim_malloc((size_t)NG * sizeof *gcls), *rep = usim_malloc((size_t)NG * sizeof *rep);
+    int *lab = usim_malloc((size_t)G * sizeof *lab);
+    size_t len1 = (size_t)USIM_NUNIT * P, len2 = 1 + (size_t)2 * P * (gpn + 1);
+    int *sig = usim_malloc((size_t)NG * (len1 > len2 ? len1 : len2) * sizeof *sig);
+    int ok = 1, rc = USIM_OK, nc = 0;
+    k->pos = usim_malloc((size_t)(G + 1) * sizeof *k->pos);
+    if (!k->pos || !stamp || !first || !gcls || !rep || !lab || !sig) {
         rc = usim_set_error(USIM_ENOMEM, "out of memory");
         ok = 0;
         goto out;
     }
     for (int g = 0; g < G; g++)
-        k->pos[g] = -1;
+        k->pos[g] = lab[g] = -1;
+    k->pos[G] = 1;
     for (size_t i = 0; i < (size_t)NG * P && ok; i++) {
         int g = c->ranks[i];
         if (k->pos[g] >= 0)
             ok = 0;   /* a GPU in two groups */
         k->pos[g] = (int)(i % (size_t)P);
     }
-    for (int kind = 0; kind < USIM_NUNIT && ok; kind++) {
-        /* the same partition of positions over units in every group */
+    if (!ok)
+        goto out;
+    /* the partition of each group's positions over units of every kind */
+    for (int kind = 0; kind < USIM_NUNIT; kind++) {
         memset(stamp, 0, (size_t)nu * sizeof *stamp);
-        for (int gi = 0; gi < NG && ok; gi++) {
+        for (int gi = 0; gi < NG; gi++) {
             const int *rk = c->ranks + (size_t)gi * P;
+            int *s = sig + (size_t)gi * len1 + (size_t)kind * P;
             for (int p = 0; p < P; p++) {
                 int u = usim_net_unit(n, kind, rk[p]);
                 if (stamp[u] != gi + 1) {
                     stamp[u] = gi + 1;
                     first[u] = p;
                 }
-                if (gi == 0)
-                    lab0[p] = first[u];
-                else if (first[u] != lab0[p]) {
-                    ok = 0;
-                    break;
-                }
-            }
-        }
-        /* every unit holding the same positions as group 0's unit (the
-         * units that share links) */
-        memset(stamp, 0, (size_t)nu * sizeof *stamp);
-        for (int gi = 1; gi < NG && ok && kind != USIM_UNIT_DOMAIN; gi++) {
-            const int *rk = c->ranks + (size_t)gi * P;
-            for (int p = 0; p < P && ok; p++) {
-                int u = usim_net_unit(n, kind, rk[p]), r = usim_net_unit(n, kind, c->ranks[p]);
-                if (u == r || stamp[u] == r + 1)
-                    continue;
-                int ma = unit_sig(n, kind, u, k->pos, sa), mb = unit_sig(n, kind, r, k->pos, sb);
-                if (ma != mb || memcmp(sa, sb, (size_t)ma * sizeof *sa) != 0)
-                    ok = 0;
-                stamp[u] = r + 1;
+                s[p] = first[u];
             }
         }
     }
+    if ((nc = sig_classes(sig, len1, NG, gcls, rep)) < 0)
+        goto oom;
+    /* refine by the labels the NICs and nodes of each position hold */
+    for (;;) {
+        for (int gi = 0; gi < NG; gi++)
+            for (int p = 0; p < P; p++)
+                lab[c->ranks[(size_t)gi * P + p]] = gcls[gi] * P + p;
+        for (int gi = 0; gi < NG; gi++) {
+            const int *rk = c->ranks + (size_t)gi * P;
+            int *s = sig + (size_t)gi * len2;
+            size_t m = 0;
+            s[m++] = gcls[gi];
+            for (int kind = 0; kind < USIM_UNIT_DOMAIN; kind++)
+                for (int p = 0; p < P; p++) {
+                    int cnt = unit_sig(n, kind, usim_net_unit(n, kind, rk[p]), lab, s + m + 1);
+                    s[m] = cnt;
+                    m += 1 + (size_t)cnt;
+                }
+            for (; m < len2; m++)
+                s[m] = -2;
+        }
+        int nn = sig_classes(sig, len2, NG, gcls, rep);
+        if (nn < 0)
+            goto oom;
+        if (nn == nc)
+            break;
+        nc = nn;
+    }
+    if (nc >= NG) {
+        ok = 0;   /* no two groups alike: the full engine */
+        goto out;
+    }
+    if (nc > 1) {
+        /* pos, then nc, labels, classes of the groups, representatives, class sizes */
+        size_t tot = (size_t)G + 1 + (size_t)G + (size_t)NG + 2 * (size_t)nc;
+        int *a = usim_realloc(k->pos, tot * sizeof *a);
+        if (!a)
+            goto oom;
+        k->pos = a;
+        a[G] = nc;
+        memcpy(a + G + 1, lab, (size_t)G * sizeof *a);
+        memcpy(a + 2 * (size_t)G + 1, gcls, (size_t)NG * sizeof *a);
+        int *rp = a + 2 * (size_t)G + 1 + NG, *cs = rp + nc;
+        memcpy(rp, rep, (size_t)nc * sizeof *a);
+        memset(cs, 0, (size_t)nc * sizeof *cs);
+        for (int gi = 0; gi < NG; gi++)
+            cs[gcls[gi]]++;
+    }
+    goto out;
+oom:
+    rc = usim_set_error(USIM_ENOMEM, "out of memory");
+    ok = 0;
 out:
-    free(stamp); free(first); free(lab0); free(sa); free(sb);
+    free(stamp); free(first); free(gcls); free(rep); free(lab); free(sig);
     if (!ok)
         cls_free(k);
-    else
+    else {
         k->on = 1;
+        cls_decode(k, G, NG);
+    }
     return rc;
 }
 
@@ -1481,7 +1618,7 @@ static int build_loads(usim_net *n, const cls *k, const usim_xfer *x, int nx, us
         if (kind == USIM_LINK_MESH)
             continue;   /* one pair's link: its transfers alone */
         for (int h = first; h < first + cnt; h++) {
-            int ph = cls_pos(k, h);
+            int ph = cls_lab(k, h);
             if (ph < 0)
                 continue;
             if (ne == cap) {
@@ -1524,7 +1661,7 @@ static int build_loads(usim_net *n, const cls *k, const usim_xfer *x, int nx, us
                 continue;
             }
             int g = side ? x[i].dst : x[i].src;
-            load_ent key = {kind, cls_pos(k, g), -1, 0};
+            load_ent key = {kind, cls_lab(k, g), -1, 0};
             size_t lo = 0, hi = m;   /* first entry >= key */
             while (lo < hi) {
                 size_t mid = (lo + hi) / 2;
@@ -1701,7 +1838,8 @@ static int generate(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, 
 {
     memset(r, 0, sizeof *r);
     *steps = 0;
-    int P = c->size, NG = k->on ? 1 : c->ngroups;
+    /* groups simulated: every one, or one per class (its representative) */
+    int P = c->size, NG = k->on ? k->nrep : c->ngroups;
     memset(g, 0, sizeof *g);
     g->net = n;
     g->c = c;
@@ -1717,7 +1855,8 @@ static int generate(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, 
     g->window = INT_MAX;
     g->wire = usim_proto_wire(p);
     g->skipcount = skipcount == 1;
-    if (!skipcount && count_arrays(g))   /* 2: arrays only if a count needs them */
+    /* 2: arrays only if a count needs them, or to weigh several classes */
+    if ((!skipcount || (skipcount == 2 && k->nrep > 1)) && count_arrays(g))
         return usim_set_error(USIM_ENOMEM, "out of memory counting a collective");
     r->algo = a;
     r->proto = p;
@@ -1726,12 +1865,13 @@ static int generate(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, 
         return USIM_OK;
     int rc = USIM_OK;
     if (!is_ring(c->type)) {
-        for (int gi = 0; gi < NG && !g->err; gi++)
-            gen_p2p(g, gi);
+        for (int ri = 0; ri < NG && !g->err; ri++)
+            gen_p2p(g, k->rep ? k->rep[ri] : ri);
     } else {
         if (a == USIM_ALGO_NVLS)
             g->wire /= usim_net_platform(n)->nvls_eff;
-        for (int gi = 0; gi < NG && !rc && !g->err; gi++) {
+        for (int ri = 0; ri < NG && !rc && !g->err; ri++) {
+            int gi = k->rep ? k->rep[ri] : ri;
             geo Gg;
             int own = !(gi == 0 && k->g0.N);
             if (!own)
@@ -1766,8 +1906,8 @@ static int generate(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, 
                         g->window = 0;   /* counting only: every step in closed form */
                 }
                 int done = 0;
-                int alike = build && k->on && !k->nocone ? c->ngroups == 1 ? 1
-                                                         : blocks_alike(n, c, k, &Gg) : 0;
+                int alike = build && k->on && !k->nocone && k->nrep == 1
+                            ? c->ngroups == 1 ? 1 : blocks_alike(n, c, k, &Gg) : 0;
                 if (alike < 0)
                     rc = -alike;
                 if (alike > 0) {
@@ -1845,8 +1985,10 @@ static void finish_counts(usim_net *n, const usim_coll *c, const cls *k, const g
 {
     int G = usim_net_gpus(n), S = g->byslot ? c->size : G;
     for (int i = 0; g->sent && i < S; i++) {
-        r->total_sent += g->sent[i];
-        r->total_recv += g->recv[i];
+        /* several classes: a representative's GPU counts for its class's groups */
+        uint64_t mult = k->nrep > 1 ? k->lab[i] < 0 ? 0 : (uint64_t)k->csize[k->lab[i] / c->size] : 1;
+        r->total_sent += g->sent[i] * mult;
+        r->total_recv += g->recv[i] * mult;
         for (int q = 0; q < USIM_NCLASS; q++)
             if (g->sent_cls[(size_t)i * USIM_NCLASS + q] > r->max_sent[q])
                 r->max_sent[q] = g->sent_cls[(size_t)i * USIM_NCLASS + q];
@@ -1856,7 +1998,7 @@ static void finish_counts(usim_net *n, const usim_coll *c, const cls *k, const g
     for (int q = 0; q < USIM_NCLASS; q++)
         if (g->dmax[q] > r->max_sent[q])
             r->max_sent[q] = g->dmax[q];
-    if (k->on) {
+    if (k->on && k->nrep == 1) {
         r->total_sent *= (uint64_t)c->ngroups;
         r->total_recv *= (uint64_t)c->ngroups;
     }
@@ -1866,6 +2008,9 @@ static void finish_counts(usim_net *n, const usim_coll *c, const cls *k, const g
         int at = one;
         if (g->byslot)
             at = grid_pos(&k->rg, one);
+        else if (k->on && k->nrep > 1)
+            at = k->lab[one] < 0 ? -1
+               : c->ranks[(size_t)k->rep[k->lab[one] / P] * P + k->lab[one] % P];
         else if (k->on && c->ngroups > 1)
             at = k->pos[one] < 0 ? -1 : c->ranks[k->pos[one]];
         *one_sent = g->sent && at >= 0 ? g->sent[at] : 0;
@@ -1887,7 +2032,10 @@ static void finish_counts(usim_net *n, const usim_coll *c, const cls *k, const g
             continue;
         }
         memcpy(out, in, (size_t)G * sizeof *out);
-        if (k->on)
+        if (k->on && k->nrep > 1)
+            for (size_t i = 0; i < (size_t)c->ngroups * P; i++)
+                out[c->ranks[i]] = in[c->ranks[(size_t)k->rep[k->gcls[i / P]] * P + i % P]];
+        else if (k->on)
             for (size_t i = (size_t)P; i < (size_t)c->ngroups * P; i++)
                 out[c->ranks[i]] = in[c->ranks[i % (size_t)P]];
     }
@@ -2006,8 +2154,8 @@ static usim_time a2a_call_cost(usim_net *n, const usim_coll *c, const cls *k)
     const usim_platform *pf = usim_net_platform(n);
     /* members on one NVLink domain: the NVLink cost; groups placed alike
      * (classes) have group 0's answer */
-    for (int g = 0; g < (k->on ? 1 : c->ngroups); g++)
-        for (int q = 1; q < c->size; q++)
+    for (int ri = 0; ri < (k->on ? k->nrep : c->ngroups); ri++)
+        for (int q = 1, g = k->rep ? k->rep[ri] : ri; q < c->size; q++)
             if (usim_net_domain_of(n, usim_coll_rank(c, g, q)) != usim_net_domain_of(n, usim_coll_rank(c, g, 0)))
                 return pf->a2a_call[USIM_CLASS_NIC];
     return pf->a2a_call[USIM_CLASS_NVLINK];
@@ -2137,7 +2285,7 @@ int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t
         usim_coll_result t;
         rc = count_as(n, c, &k, as[best], ps[best], &t, sent, recv, -1, NULL);
     }
-    r->classes = k.on;
+    r->classes = k.on ? k.nrep : 0;
     cls_free(&k);
     return rc;
 }

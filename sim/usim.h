@@ -248,7 +248,8 @@ typedef struct usim_coll_result {
     usim_proto proto;
     int channels;                       /* NCCL channels (rings or trees) per group */
     double estimate_s;                  /* the tuner's estimate for that choice */
-    int classes;                        /* simulated by equivalence classes (one group) */
+    int classes;                        /* simulated by equivalence classes: their number (one
+                                           group each), 0 at full flow level */
 } usim_coll_result;
 
 /* Simulate a collective.  sent/recv (may be NULL): per-GPU byte counters of
