@@ -874,22 +874,27 @@ static int int_asc(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static int gen_ring_cone(gen *g, int gi, const geo *G, int C, int w)
+static int cone_run(gen *g, int gi, const geo *G, int C, int w, const int *reps, int nrep);
+static int cone_windows(gen *g, int gi, const geo *G, int C, int w, const int *bval, int W);
+
+static int gen_ring_cone(gen *g, int gi, const geo *G, int C, int w, const int *bval)
 {
     const usim_coll *c = g->c;
-    int P = c->size, N = G->N, gl = G->g;
+    int N = G->N, gl = G->g;
     if (!G->uniform || N < 2 || w < 1)
         return 0;
     int E = w - 1 + (w + 1 + gl - 1) / gl, W = E + 1;   /* window: nodes b-E .. b */
     if (W >= N)
         return 0;
+    if (bval)
+        return cone_windows(g, gi, G, C, w, bval, W);
     /* The blocks' chunk sizes as runs (few: O(1) from a grid with split
      * chunks), so that nothing below is O(N). */
     bseg *u = NULL;
     int nu = block_segs(c, G, gl, N, &u);
     if (nu < 0)
         return nu;
-    int *reps = NULL, *need = NULL, *nbr = NULL, nrep = 0, M = 0, rc = 0;
+    int *reps = NULL, nrep = 0, rc = 0;
     int64_t capr = N / w + 1;   /* nrep * w >= N: no reduction */
     if (!(reps = usim_malloc((size_t)capr * sizeof *reps))) {
         rc = -usim_set_error(USIM_ENOMEM, "out of memory");
@@ -930,6 +935,20 @@ static int gen_ring_cone(gen *g, int gi, const geo *G, int C, int w)
             }
         }
     }
+    rc = cone_run(g, gi, G, C, w, reps, nrep);
+out:
+    free(u); free(reps);
+    return rc;
+}
+
+/* The light cone of representative blocks reps[0 .. nrep - 1] (distinct):
+ * each with its w - 1 predecessors.  Returns 1 when generated, 0 when that
+ * is no reduction (the whole ring runs), or -status. */
+static int cone_run(gen *g, int gi, const geo *G, int C, int w, const int *reps, int nrep)
+{
+    const usim_coll *c = g->c;
+    int P = c->size, N = G->N, gl = G->g;
+    int *need = NULL, *nbr = NULL, M = 0, rc = 0;
     /* the needed blocks: every representative with its w - 1 predecessors */
     if (!(need = usim_malloc((size_t)nrep * w * sizeof *need))) {
         rc = -usim_set_error(USIM_ENOMEM, "out of memory");
@@ -995,7 +1014,8 @@ static int gen_ring_cone(gen *g, int gi, const geo *G, int C, int w)
     }
     for (int ch = 0; ch < C; ch++)
         if (C == 1)
-            perm[0] = 0;
+            for (int l = 0; l < gl; l++)
+                perm[l] = l;   /* one channel: ring order is block order */
         else
             ring_perm(g->net, G, C, ch, perm + (size_t)ch * gl);
     /* the GPUs of the needed blocks, looked up instead of decoded per transfer */
@@ -1053,7 +1073,124 @@ static int gen_ring_cone(gen *g, int gi, const geo *G, int C, int w)
     g->nocount = 0;
     rc = 1;
 out:
-    free(u); free(reps); free(need); free(nbr);
+    free(need); free(nbr);
+    return rc;
+}
+
+/* Classes of blocks by their windows: block b's class is the sequence of
+ * block values bval[b - W + 1 .. b] (cyclic), bval an id of everything a
+ * block's transfers depend on besides their dependencies (gen_ring_uneven);
+ * the first block of each class represents it.  Then the cone of the
+ * representatives (cone_run): 1, 0 (no reduction) or -status. */
+static int cone_windows(gen *g, int gi, const geo *G, int C, int w, const int *bval, int W)
+{
+    int N = G->N, nrep = 0, rc = 0;
+    size_t tb = 16;
+    while (tb < (size_t)2 * N)
+        tb *= 2;
+    int *tab = usim_malloc(tb * sizeof *tab), *reps = usim_malloc((size_t)N * sizeof *reps);
+    int *cl = usim_malloc((size_t)N * sizeof *cl);
+    uint64_t *hs = usim_malloc((size_t)N * sizeof *hs);
+    if (!tab || !reps || !cl || !hs) {
+        free(tab); free(reps); free(cl); free(hs);
+        return -usim_set_error(USIM_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < tb; i++)
+        tab[i] = -1;
+#define WIN(b, j) bval[(((b) - (W - 1) + (j)) % N + N) % N]
+    /* m: an earlier block whose window is b's (checked), or b itself (a new
+     * class).  Window(b + 1) is window(b) shifted by one plus bval[b + 1],
+     * so it equals window(m + 1) iff bval[b + 1] == bval[m + 1]: along a
+     * periodic stretch every block is found in O(1); elsewhere by a hash of
+     * its window, compared entry by entry. */
+    for (int b = 0, m = -1; b < N; b++) {
+        if (m >= 0 && m + 1 < b && bval[b] == bval[m + 1]) {
+            m++;
+            cl[b] = cl[m];
+            continue;
+        }
+        uint64_t h = 1469598103934665603ULL;
+        for (int j = 0; j < W; j++) {
+            h ^= (uint64_t)(uint32_t)WIN(b, j);
+            h *= 1099511628211ULL;
+            h ^= h >> 29;
+        }
+        size_t at = (size_t)h & (tb - 1);
+        for (;; at = (at + 1) & (tb - 1)) {
+            int q = tab[at];
+            if (q < 0) {
+                tab[at] = nrep;
+                hs[nrep] = h;
+                cl[b] = nrep;
+                reps[nrep++] = m = b;
+                break;
+            }
+            if (hs[q] != h)
+                continue;
+            int j = 0;
+            while (j < W && WIN(reps[q], j) == WIN(b, j))
+                j++;
+            if (j == W) {
+                cl[b] = q;
+                m = reps[q];
+                break;
+            }
+        }
+        if ((int64_t)nrep * 2 > N)
+            goto out;   /* hardly a reduction: the whole ring */
+    }
+#undef WIN
+    rc = cone_run(g, gi, G, C, w, reps, nrep);
+out:
+    free(tab); free(reps); free(cl); free(hs);
+    return rc;
+}
+
+/* One ring (one channel, in position order) over a group placed unevenly on
+ * its NVLink domains, such as the ZeRO ring over every GPU when the last
+ * domain is partial (65536 GPUs in 72-GPU domains: 910 full, one of 16): by
+ * its light cone with one position per block.  Every transfer of the ring
+ * has its links to itself (a position sends to its successor only, after
+ * its own previous send; checked on the transfers, blocks_local), so what a
+ * position's transfer depends on besides its dependencies is its chunk
+ * size and its route (NVLink or NIC): the block value.  Blocks whose
+ * windows of values are the same sequence have the same times (the cone's
+ * argument, with the values in place of the chunk sizes of alike blocks);
+ * each class is one representative with its w - 1 predecessors.  Returns 1
+ * when generated, 0 when not reduced, or -status. */
+static int gen_ring_uneven(gen *g, int gi, const geo *G, int w)
+{
+    const usim_coll *c = g->c;
+    int P = c->size;
+    if (!G->pos || P < 4)
+        return 0;
+    geo S = *G;   /* blocks of one ring position */
+    S.N = P;
+    S.g = 1;
+    S.uniform = 1;
+    int *bval = usim_malloc((size_t)P * sizeof *bval), nv = 0, rc;
+    uint64_t vals[64];
+    int vcls[64];
+    if (!bval)
+        return -usim_set_error(USIM_ENOMEM, "out of memory");
+    for (int i = 0; i < P; i++) {
+        int a = rk_at(g, gi, geo_pos(G, i)), b = rk_at(g, gi, geo_pos(G, (i + 1) % P));
+        uint64_t v = chunk_at(c, geo_pos(G, i));
+        int cl = a == b ? -1 : usim_net_class(g->net, a, b), k;
+        for (k = 0; k < nv && !(vals[k] == v && vcls[k] == cl); k++)
+            ;
+        if (k == nv) {
+            if (nv == 64) {
+                free(bval);
+                return 0;   /* too many values: no reduction */
+            }
+            vals[nv] = v;
+            vcls[nv++] = cl;
+        }
+        bval[i] = k;
+    }
+    rc = gen_ring_cone(g, gi, &S, 1, w, bval);
+    free(bval);
     return rc;
 }
 
@@ -1912,7 +2049,8 @@ static int generate(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, 
                     rc = -alike;
                 if (alike > 0) {
                     int w = g->window < *steps ? g->window : *steps;
-                    done = gen_ring_cone(g, gi, &Gg, C, w);
+                    done = !Gg.uniform && C == 1 && c->ngroups == 1 ? gen_ring_uneven(g, gi, &Gg, w)
+                                                                    : gen_ring_cone(g, gi, &Gg, C, w, NULL);
                     if (done < 0)
                         rc = -done;
                 }

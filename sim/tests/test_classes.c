@@ -779,6 +779,55 @@ START_TEST(test_multiclass_equal)
 }
 END_TEST
 
+/* One ring over a group placed unevenly on its NVLink domains (a partial last
+ * node or domain: 300 GPUs on 8-GPU nodes, 400 on 72-GPU domains): one
+ * channel in position order, reduced by its light cone with one position per
+ * block and classes by windows of (chunk, route) values.  Even chunks, the
+ * first 37 larger, irregular chunks, and a permuted order (no reduction);
+ * every ring type, against the full engine, with a window of 16 steps. */
+START_TEST(test_uneven_ring_equal)
+{
+    static const char *plats[] = {"dgx-a100-40g", "rails2", "over4", "mi300x-8", "mesh3", "gb200-nvl72"};
+    static const int sizes[] = {300, 300, 300, 300, 301, 400};
+    static int ranks[400];
+    static uint64_t ch[400], sa[400], sb[400];
+    for (int pi = 0; pi < 6; pi++)
+        for (int t = USIM_ALLGATHER; t <= USIM_ALLREDUCE; t++)
+            for (int pat = 0; pat < 4; pat++) {
+                usim_platform pl = platform_of(plats[pi]);
+                int P = sizes[pi];
+                for (int i = 0; i < P; i++) {
+                    ranks[i] = pat == 3 ? (int)(((int64_t)i * 7) % P) : i;
+                    ch[i] = pat == 0 || pat == 3 ? 3000000 : pat == 1 ? 3000000 + (i < 37 ? 2 : 0)
+                                                 : 3000000 + (uint64_t)((i * 7919) % 5) * 1000;
+                }
+                usim_coll c = {(usim_coll_type)t, 1, P, ranks, NULL, ch, 0, USIM_ALGO_RING,
+                               USIM_PROTO_SIMPLE, NULL, 0, 0};
+                usim_net *na = usim_net_new(&pl, P), *nb = usim_net_new(&pl, P);
+                ck_assert(na && nb);
+                usim_net_set_ring_window(na, 16);
+                usim_net_set_ring_window(nb, 16);
+                usim_net_set_engine(na, USIM_ENGINE_FULL);
+                usim_coll_result a, b;
+                char what[96];
+                snprintf(what, sizeof what, "%s P=%d pattern %d on %s", usim_coll_name(c.type), P, pat,
+                         plats[pi]);
+                ck_assert_msg(usim_coll_run(na, &c, &a, sa, NULL) == USIM_OK, "%s: %s", what, usim_last_error());
+                uint64_t ev_full = usim_net_last_events(na);
+                ck_assert_msg(usim_coll_run(nb, &c, &b, sb, NULL) == USIM_OK, "%s: %s", what, usim_last_error());
+                uint64_t ev_cls = usim_net_last_events(nb);
+                SAME_RESULT();
+                ck_assert_msg(a.extrapolated > 0, "%s: not a long ring", what);
+                ck_assert_msg(memcmp(sa, sb, (size_t)P * sizeof *sa) == 0, "%s: counters", what);
+                if (pat <= 1)   /* reduced: fewer events than the whole window */
+                    ck_assert_msg(ev_cls * 2 < ev_full, "%s: %llu events vs %llu", what,
+                                  (unsigned long long)ev_cls, (unsigned long long)ev_full);
+                usim_net_free(na);
+                usim_net_free(nb);
+            }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("classes");
@@ -795,6 +844,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_search_pruning);
     tcase_add_test(t, test_cone_runs_equal);
     tcase_add_test(t, test_multiclass_equal);
+    tcase_add_test(t, test_uneven_ring_equal);
     suite_add_tcase(s, t);
     return s;
 }
