@@ -1848,8 +1848,39 @@ static int candidates(usim_net *n, const usim_coll *c, const rgrid *R, usim_algo
     usim_group_shape sh = {G0.N, G0.g, G0.uniform};
     free(G0.pos);
     uint64_t S = chunk_sum(c);
-    return usim_tune_candidates(usim_net_platform(n), c->type, &sh, (double)S, c->algo, c->proto,
-                                as, ps, est, MAX_CANDIDATES);
+    int nc = usim_tune_candidates(usim_net_platform(n), c->type, &sh, (double)S, c->algo, c->proto,
+                                  as, ps, est, MAX_CANDIDATES);
+    if (nc <= 1 || !c->ranks || c->ngroups < 2 || c->algo != USIM_ALGO_AUTO)
+        return nc;
+    /* Listed groups may be placed differently from group 0: a tree or NVLS
+     * that some group cannot run (a tree needs >= 2 domains holding equally
+     * many of its GPUs, NVLS one domain) is not a candidate.  (Grids place
+     * every group as group 0.) */
+    int tree_ok = 1, nvls_ok = 1, any = 0;
+    for (int q = 0; q < nc; q++)
+        any |= as[q] == USIM_ALGO_TREE || as[q] == USIM_ALGO_NVLS;
+    for (int gi = 1; any && gi < c->ngroups && (tree_ok || nvls_ok); gi++) {
+        geo Gg;
+        int grc = geometry(n, c, R, gi, &Gg);
+        if (grc)
+            return -grc;
+        tree_ok &= Gg.uniform && Gg.N >= 2;
+        nvls_ok &= Gg.N == 1;
+        free(Gg.pos);
+    }
+    int m = 0;
+    for (int q = 0; q < nc; q++)
+        m += (as[q] != USIM_ALGO_TREE || tree_ok) && (as[q] != USIM_ALGO_NVLS || nvls_ok);
+    if (m == 0)
+        return nc;   /* the platform forces it: refused when generated */
+    m = 0;
+    for (int q = 0; q < nc; q++)
+        if ((as[q] != USIM_ALGO_TREE || tree_ok) && (as[q] != USIM_ALGO_NVLS || nvls_ok)) {
+            as[m] = as[q];
+            ps[m] = ps[q];
+            est[m++] = est[q];
+        }
+    return m;
 }
 
 /* Whether no group lists a GPU twice (a grid is a bijection), so that every
@@ -2020,7 +2051,7 @@ static int generate(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, 
                     rc = usim_set_error(USIM_EINVAL, "%s: groups are placed differently on the nodes",
                                         usim_coll_name(c->type));
                 else
-                    rc = gen_tree(g, gi, &Gg), r->channels = 2 * Gg.g;
+                    rc = gen_tree(g, gi, &Gg), r->channels = gi == 0 ? 2 * Gg.g : r->channels;
             } else if (a == USIM_ALGO_NVLS) {
                 if (Gg.N != 1)
                     rc = usim_set_error(USIM_EINVAL, "%s: groups are placed differently on the nodes",
@@ -2056,7 +2087,8 @@ static int generate(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, 
                 }
                 if (!done && !rc)
                     rc = gen_ring(g, gi, &Gg, C);
-                r->channels = C;
+                if (gi == 0)   /* group 0's (groups placed differently may differ) */
+                    r->channels = C;
             }
             if (own)
                 free(Gg.pos);
