@@ -874,6 +874,67 @@ static int int_asc(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Classes of keys by hash (open addressing): class q has hash hs[q] and a
+ * representative key; same(ctx, q) compares a new key with q's. */
+typedef struct ctab {
+    int *tab;
+    uint64_t *hs;
+    size_t tb;
+    int n;
+} ctab;
+
+static int ctab_init(ctab *t, int max)
+{
+    t->tb = 16;
+    while (t->tb < (size_t)2 * max)
+        t->tb *= 2;
+    t->n = 0;
+    t->tab = usim_malloc(t->tb * sizeof *t->tab);
+    t->hs = usim_malloc((size_t)(max > 0 ? max : 1) * sizeof *t->hs);
+    if (!t->tab || !t->hs) {
+        free(t->tab); free(t->hs);
+        return usim_set_error(USIM_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < t->tb; i++)
+        t->tab[i] = -1;
+    return USIM_OK;
+}
+
+/* The class of a key of hash h, or a new one (number t->n - 1, *added). */
+static int ctab_class(ctab *t, uint64_t h, int (*same)(const void *ctx, int q), const void *ctx, int *added)
+{
+    *added = 0;
+    for (size_t at = (size_t)h & (t->tb - 1);; at = (at + 1) & (t->tb - 1)) {
+        int q = t->tab[at];
+        if (q < 0) {
+            t->tab[at] = t->n;
+            t->hs[t->n] = h;
+            *added = 1;
+            return t->n++;
+        }
+        if (t->hs[q] == h && same(ctx, q))
+            return q;
+    }
+}
+
+static void ctab_free(ctab *t)
+{
+    free(t->tab);
+    free(t->hs);
+}
+
+/* 64-bit hash of n ints. */
+static uint64_t ints_hash(const int *v, size_t n)
+{
+    uint64_t h = 1469598103934665603ULL ^ (uint64_t)n;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (uint64_t)(uint32_t)v[i];
+        h *= 1099511628211ULL;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
 static int cone_run(gen *g, int gi, const geo *G, int C, int w, const int *reps, int nrep);
 static int cone_windows(gen *g, int gi, const geo *G, int C, int w, const int *bval, int W);
 
@@ -1082,22 +1143,33 @@ out:
  * block's transfers depend on besides their dependencies (gen_ring_uneven);
  * the first block of each class represents it.  Then the cone of the
  * representatives (cone_run): 1, 0 (no reduction) or -status. */
+typedef struct wins {
+    const int *bval, *reps;
+    int N, W, b;
+    int *buf;
+} wins;
+
+#define WIN(x, b, j) (x)->bval[(((b) - ((x)->W - 1) + (j)) % (x)->N + (x)->N) % (x)->N]
+static int win_same(const void *ctx, int q)
+{
+    const wins *x = ctx;
+    for (int j = 0; j < x->W; j++)
+        if (WIN(x, x->reps[q], j) != x->buf[j])
+            return 0;
+    return 1;
+}
+
 static int cone_windows(gen *g, int gi, const geo *G, int C, int w, const int *bval, int W)
 {
-    int N = G->N, nrep = 0, rc = 0;
-    size_t tb = 16;
-    while (tb < (size_t)2 * N)
-        tb *= 2;
-    int *tab = usim_malloc(tb * sizeof *tab), *reps = usim_malloc((size_t)N * sizeof *reps);
-    int *cl = usim_malloc((size_t)N * sizeof *cl);
-    uint64_t *hs = usim_malloc((size_t)N * sizeof *hs);
-    if (!tab || !reps || !cl || !hs) {
-        free(tab); free(reps); free(cl); free(hs);
+    int N = G->N, rc = 0;
+    ctab t = {NULL, NULL, 0, 0};
+    int *reps = usim_malloc((size_t)N * sizeof *reps), *cl = usim_malloc((size_t)N * sizeof *cl);
+    int *buf = usim_malloc((size_t)W * sizeof *buf);
+    if (!reps || !cl || !buf || ctab_init(&t, N)) {
+        free(reps); free(cl); free(buf);
         return -usim_set_error(USIM_ENOMEM, "out of memory");
     }
-    for (size_t i = 0; i < tb; i++)
-        tab[i] = -1;
-#define WIN(b, j) bval[(((b) - (W - 1) + (j)) % N + N) % N]
+    wins x = {bval, reps, N, W, 0, buf};
     /* m: an earlier block whose window is b's (checked), or b itself (a new
      * class).  Window(b + 1) is window(b) shifted by one plus bval[b + 1],
      * so it equals window(m + 1) iff bval[b + 1] == bval[m + 1]: along a
@@ -1109,42 +1181,23 @@ static int cone_windows(gen *g, int gi, const geo *G, int C, int w, const int *b
             cl[b] = cl[m];
             continue;
         }
-        uint64_t h = 1469598103934665603ULL;
-        for (int j = 0; j < W; j++) {
-            h ^= (uint64_t)(uint32_t)WIN(b, j);
-            h *= 1099511628211ULL;
-            h ^= h >> 29;
-        }
-        size_t at = (size_t)h & (tb - 1);
-        for (;; at = (at + 1) & (tb - 1)) {
-            int q = tab[at];
-            if (q < 0) {
-                tab[at] = nrep;
-                hs[nrep] = h;
-                cl[b] = nrep;
-                reps[nrep++] = m = b;
-                break;
-            }
-            if (hs[q] != h)
-                continue;
-            int j = 0;
-            while (j < W && WIN(reps[q], j) == WIN(b, j))
-                j++;
-            if (j == W) {
-                cl[b] = q;
-                m = reps[q];
-                break;
-            }
-        }
-        if ((int64_t)nrep * 2 > N)
+        for (int j = 0; j < W; j++)
+            buf[j] = WIN(&x, b, j);
+        int added;
+        cl[b] = ctab_class(&t, ints_hash(buf, (size_t)W), win_same, &x, &added);
+        if (added)
+            reps[cl[b]] = b;
+        m = reps[cl[b]];
+        if ((int64_t)t.n * 2 > N)
             goto out;   /* hardly a reduction: the whole ring */
     }
-#undef WIN
-    rc = cone_run(g, gi, G, C, w, reps, nrep);
+    rc = cone_run(g, gi, G, C, w, reps, t.n);
 out:
-    free(tab); free(reps); free(cl); free(hs);
+    ctab_free(&t);
+    free(reps); free(cl); free(buf);
     return rc;
 }
+#undef WIN
 
 /* One ring (one channel, in position order) over a group placed unevenly on
  * its NVLink domains, such as the ZeRO ring over every GPU when the last
@@ -1513,55 +1566,38 @@ static int analyze(usim_net *n, const usim_coll *c, cls *k)
     return rc;
 }
 
-/* 64-bit hash of n ints. */
-static uint64_t ints_hash(const int *v, size_t n)
-{
-    uint64_t h = 1469598103934665603ULL ^ (uint64_t)n;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (uint64_t)(uint32_t)v[i];
-        h *= 1099511628211ULL;
-        h ^= h >> 29;
-    }
-    return h;
-}
-
 /* Classes of groups by signature: sig (NG rows of len ints, row gi the
  * signature of group gi) -> gcls[gi], numbered by first appearance (group
  * 0's class is 0).  Returns the number of classes, or -1 out of memory. */
+typedef struct sigs {
+    const int *sig;
+    size_t len;
+    const int *rep;
+    int gi;
+} sigs;
+
+static int sig_same(const void *ctx, int q)
+{
+    const sigs *x = ctx;
+    return memcmp(x->sig + (size_t)x->rep[q] * x->len, x->sig + (size_t)x->gi * x->len,
+                  x->len * sizeof *x->sig) == 0;
+}
+
 static int sig_classes(const int *sig, size_t len, int NG, int *gcls, int *rep)
 {
-    size_t tb = 16;
-    while (tb < (size_t)2 * NG)
-        tb *= 2;
-    int *tab = usim_malloc(tb * sizeof *tab);
-    uint64_t *hs = usim_malloc((size_t)NG * sizeof *hs);
-    if (!tab || !hs) {
-        free(tab); free(hs);
+    ctab t;
+    if (ctab_init(&t, NG))
         return -1;
-    }
-    for (size_t i = 0; i < tb; i++)
-        tab[i] = -1;
-    int nc = 0;
+    sigs x = {sig, len, rep, 0};
     for (int gi = 0; gi < NG; gi++) {
-        const int *s = sig + (size_t)gi * len;
-        uint64_t h = ints_hash(s, len);
-        size_t at = (size_t)h & (tb - 1);
-        for (;; at = (at + 1) & (tb - 1)) {
-            int q = tab[at];
-            if (q < 0) {
-                tab[at] = nc;
-                hs[nc] = h;
-                rep[nc] = gi;
-                gcls[gi] = nc++;
-                break;
-            }
-            if (hs[q] == h && memcmp(sig + (size_t)rep[q] * len, s, len * sizeof *s) == 0) {
-                gcls[gi] = q;
-                break;
-            }
-        }
+        int added;
+        x.gi = gi;
+        gcls[gi] = ctab_class(&t, ints_hash(sig + (size_t)gi * len, len), sig_same, &x, &added);
+        if (added)
+            rep[gcls[gi]] = gi;
     }
-    free(tab); free(hs);
+    int nc = t.n;
+    ctab_free(&t);
     return nc;
 }
 
