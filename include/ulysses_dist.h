@@ -52,7 +52,15 @@ enum { ULY_A2A_AUTO = 0,     /* measured: the first calls of each all-to-all kin
                                 (sequence -> heads) or out of (heads -> sequence) the peers'
                                 buffers, one copy per byte; refused (ULY_EINVAL) across nodes;
                                 auto measures it whenever the ranks share a node */
-       ULY_A2A_MODES = 5 };
+       ULY_A2A_CMA = 5,      /* every rank on one node: each rank pulls its blocks out of the
+                                peers' memory (their sequence shards, or their head-side
+                                tensors) with cross-memory attach (process_vm_readv), one
+                                kernel copy per byte into its own buffer, like Open MPI's
+                                single-copy path; flags as in shm.  Where the system forbids
+                                it (ptrace policy: EPERM; no system call: ENOSYS) the context
+                                uses shm instead, on every rank, and says why
+                                (uly_dist_a2a_note); auto measures it when it works */
+       ULY_A2A_MODES = 6 };
 /* Calls of each kind (Q, K, ..., dV) that ULY_A2A_AUTO spends measuring:
  * every mode this many times, interleaved; all modes move the same bits. */
 #define ULY_A2A_AUTO_SAMPLES 2
@@ -62,7 +70,7 @@ typedef struct uly_dist_opts {
     const uly_local_attn *attn;  /* NULL: the built-in blocked kernel */
     size_t max_count;            /* largest element count per MPI call and peer; 0: INT_MAX.
                                     Larger blocks go through large-count datatypes. */
-    int a2a_mode;                /* ULY_A2A_AUTO, _PACK, _DATATYPE, _PIPELINE or _SHM */
+    int a2a_mode;                /* ULY_A2A_AUTO, _PACK, _DATATYPE, _PIPELINE, _SHM or _CMA */
     int overlap;                 /* ULY_OVERLAP_OFF (0), _ON or _AUTO, see below */
     int overlap_chunks;          /* head chunks per rank with overlap (0: as many as the KV heads
                                     of the rank with fewest allow, at most ULY_OVERLAP_MAX_CHUNKS) */
@@ -146,8 +154,12 @@ void *uly_dist_head_buffer(uly_dist *d, int which);
  * the measured choice (ULY_A2A_AUTO while still measuring).  The same on
  * every rank. */
 int uly_dist_a2a_mode(const uly_dist *d, int which);
-/* Name of a mode: "auto", "pack", "datatype", "pipeline", "shm". */
+/* Name of a mode: "auto", "pack", "datatype", "pipeline", "shm", "cma". */
 const char *uly_a2a_mode_name(int mode);
+/* Why the context does not use every mode it was asked for (ULY_A2A_CMA
+ * running as ULY_A2A_SHM, or ULY_A2A_AUTO not measuring cma, when a rank
+ * cannot read its peers' memory), or NULL.  The same on every rank. */
+const char *uly_dist_a2a_note(const uly_dist *d);
 
 /* Bytes sent / received to / from other ranks since creation (or reset). */
 void uly_dist_volume(const uly_dist *d, uly_volume *measured);

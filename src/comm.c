@@ -1,12 +1,20 @@
 /*
- * comm.c -- the only code that calls MPI.  See comm.h.
+ * comm.c -- the only code that calls MPI (and cross-memory attach).  See comm.h.
  */
+#define _GNU_SOURCE /* process_vm_readv */
+#include "config.h"
+
+#include <errno.h>
 #include <limits.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#ifdef HAVE_PROCESS_VM_READV
+#include <sys/uio.h>
+#endif
 
 #include "comm.h"
 #include "internal.h"
@@ -30,6 +38,9 @@ struct uly_comm {
     int64_t ag_vals[32];
     const char *const *ag_names;
     unsigned char *ag_peer; /* (P) 0: peer's slot not seen yet, 1: pair agrees, 2: it does not */
+    int64_t *pid;          /* (P) every rank's process id (uly_comm_cma_probe), or NULL */
+    void *iov;             /* 2 x cma_iov struct iovec: uly_comm_cma_read's lists */
+    int cma_iov;           /* entries per list (IOV_MAX) */
 };
 
 static int mpi_fail(int err, const char *what)
@@ -107,6 +118,8 @@ void uly_comm_close(uly_comm *c)
         uly_free(c->types[i]);
     uly_free(c->ctl);
     uly_free(c->ag_peer);
+    uly_free(c->pid);
+    uly_free(c->iov);
     uly_free(c);
 }
 
@@ -569,9 +582,11 @@ int uly_comm_one_node(uly_comm *c, int *one_node)
  *            settles k + 1 first, which needs that peer's slot k + 1, which
  *            the peer publishes after settling k);
  *   ready    the rank's buffers may be accessed by the peers for operation v
- *            (uly_comm_shm_ready);
+ *            (uly_comm_shm_ready), with the address of the buffer the peers
+ *            read by cross-memory attach (uly_comm_shm_ready_at);
  *   from[s]  peer s is done with this rank's buffers for operation v
- *            (uly_comm_shm_done).
+ *            (uly_comm_shm_done), and failed for v if bad == v (its message
+ *            in its own control block's msg).
  * Every field is written by one rank only, flags hold increasing values, so
  * nothing is ever reset.  Flags are C11 atomics (lock-free, so valid between
  * processes sharing the memory): a release store after MPI_Win_sync on the
@@ -593,10 +608,13 @@ typedef struct shm_slot {
 
 typedef struct shm_flag {
     _Alignas(SHM_LINE) _Atomic uint64_t v;
+    uint64_t addr; /* ready: the buffer's address in its owner's process (written before v) */
+    uint64_t bad;  /* from[s]: the operation for which peer s failed (written before v) */
 } shm_flag;
 
 typedef struct shm_ctl {
     shm_slot slot[2];
+    char msg[SHM_MSG]; /* this rank's last failure in an exchange (uly_comm_shm_done_failed) */
     shm_flag ready;
     shm_flag from[]; /* (P) */
 } shm_ctl;
@@ -658,8 +676,11 @@ int uly_comm_shm_alloc(uly_comm *c, size_t bytes, char **base)
     for (int i = 0; i < 2; i++)
         atomic_init(&me->slot[i].seq, 0);
     atomic_init(&me->ready.v, 0);
-    for (int s = 0; s < c->size; s++)
+    me->ready.addr = 0;
+    for (int s = 0; s < c->size; s++) {
         atomic_init(&me->from[s].v, 0);
+        me->from[s].bad = 0;
+    }
     /* one passive-target epoch for the window's lifetime: MPI_Win_sync is
      * valid inside it */
     MPI_TRY(MPI_Win_lock_all(MPI_MODE_NOCHECK, c->win), "MPI_Win_lock_all");
@@ -786,8 +807,19 @@ uint64_t uly_comm_shm_op(uly_comm *c)
 
 void uly_comm_shm_ready(uly_comm *c, uint64_t v)
 {
+    uly_comm_shm_ready_at(c, v, NULL);
+}
+
+void uly_comm_shm_ready_at(uly_comm *c, uint64_t v, const void *addr)
+{
+    ctl_of(c, c->rank)->ready.addr = (uint64_t)(uintptr_t)addr;
     shm_sync_window(c);
     atomic_store_explicit(&ctl_of(c, c->rank)->ready.v, v, memory_order_release);
+}
+
+uint64_t uly_comm_shm_peer_addr(uly_comm *c, int s)
+{
+    return ctl_of(c, s)->ready.addr;
 }
 
 int uly_comm_shm_is_ready(uly_comm *c, int s, uint64_t v)
@@ -802,6 +834,26 @@ void uly_comm_shm_done(uly_comm *c, int s, uint64_t v)
 {
     shm_sync_window(c);
     atomic_store_explicit(&ctl_of(c, s)->from[c->rank].v, v, memory_order_release);
+}
+
+void uly_comm_shm_done_failed(uly_comm *c, int s, uint64_t v, const char *msg)
+{
+    if (msg) {
+        char *mine = ctl_of(c, c->rank)->msg;
+        if (mine != msg)
+            snprintf(mine, SHM_MSG, "%s", msg);
+        ctl_of(c, s)->from[c->rank].bad = v;
+    }
+    uly_comm_shm_done(c, s, v);
+}
+
+int uly_comm_shm_peer_failed(uly_comm *c, int s, uint64_t v)
+{
+    if (ctl_of(c, c->rank)->from[s].bad != v)
+        return ULY_OK;
+    char msg[SHM_MSG];
+    snprintf(msg, sizeof msg, "%s", ctl_of(c, s)->msg);
+    return uly_set_error(ULY_EPEER, "rank %d failed: %s", s, msg);
 }
 
 int uly_comm_shm_is_done(uly_comm *c, int s, uint64_t v)
@@ -827,6 +879,138 @@ void uly_comm_shm_free(uly_comm *c)
     MPI_Win_free(&c->win);
     c->win = MPI_WIN_NULL;
     c->shm_on = 0;
+}
+
+/* ------------------------------------------------- cross-memory attach */
+
+/* Tests: when nonzero, every cross-memory read of this process fails with
+ * this errno, as under a ptrace policy that forbids it.  Exported with the
+ * uly_ prefix but not in the public header. */
+void uly_test_cma_errno(int e);
+static int cma_test_errno;
+void uly_test_cma_errno(int e) { cma_test_errno = e; }
+
+/* One process_vm_readv, or the test's failure. */
+static long cma_readv(int64_t pid, const void *lv, unsigned long ln, const void *rv, unsigned long rn)
+{
+    if (cma_test_errno) {
+        errno = cma_test_errno;
+        return -1;
+    }
+#ifdef HAVE_PROCESS_VM_READV
+    return (long)process_vm_readv((pid_t)pid, lv, ln, rv, rn, 0);
+#else
+    (void)pid; (void)lv; (void)ln; (void)rv; (void)rn;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+int uly_comm_cma_probe(uly_comm *c, int *usable)
+{
+    const int P = c->size;
+    *usable = 0;
+    /* the tables first, agreed: a failure there is an error, not a reason to fall back */
+    int local = ULY_OK;
+    int64_t *all = uly_calloc((size_t)(2 * P), sizeof *all);
+    long nv = sysconf(_SC_IOV_MAX);
+    c->cma_iov = nv > 0 && nv < 65536 ? (int)nv : 1024;
+    if (!all || !(c->pid = uly_calloc((size_t)P, sizeof *c->pid)))
+        local = uly_set_error(ULY_ENOMEM, "cannot allocate the process ids of %d ranks", P);
+#ifdef HAVE_PROCESS_VM_READV
+    else if (!(c->iov = uly_calloc((size_t)(2 * c->cma_iov), sizeof(struct iovec))))
+        local = uly_set_error(ULY_ENOMEM, "cannot allocate %d I/O vectors", 2 * c->cma_iov);
+#endif
+    int rc = uly_comm_agree(c, local, 0, NULL, NULL);
+    if (rc) {
+        uly_free(all);
+        return rc;
+    }
+    /* every rank's process id and the address of a word of its own, known
+     * to the others by its value; each rank reads every peer's */
+    volatile uint64_t word = 0x756c7973u + (uint64_t)c->rank;
+    int64_t mine[2] = {(int64_t)getpid(), (int64_t)(uintptr_t)&word};
+    int e = MPI_Allgather(mine, 2, MPI_INT64_T, all, 2, MPI_INT64_T, c->comm);
+    if (e != MPI_SUCCESS)
+        local = mpi_fail(e, "MPI_Allgather (process ids)");
+    for (int s = 0; s < P && !local; s++) {
+        c->pid[s] = all[2 * s];
+        if (s == c->rank)
+            continue;
+        uint64_t got = 0;
+#ifdef HAVE_PROCESS_VM_READV
+        struct iovec lv = {&got, sizeof got}, rv = {(void *)(uintptr_t)all[2 * s + 1], sizeof got};
+        long n = cma_readv(c->pid[s], &lv, 1, &rv, 1);
+#else
+        long n = cma_readv(c->pid[s], NULL, 0, NULL, 0);
+#endif
+        if (n != (long)sizeof got)
+            local = uly_set_error(ULY_EMPI, "process_vm_readv from rank %d failed on rank %d: %s", s, c->rank,
+                                  n < 0 ? strerror(errno) : "short read");
+        else if (got != 0x756c7973u + (uint64_t)s)
+            local = uly_set_error(ULY_EMPI, "process_vm_readv from rank %d read a wrong value on rank %d", s,
+                                  c->rank);
+    }
+    uly_free(all);
+    /* settled before `word` goes: every peer has read it by then */
+    rc = uly_comm_agree(c, local, 0, NULL, NULL);
+    if (rc == ULY_EPEER) { /* keep the failing rank's own words */
+        const char *m = uly_last_error(), *t = strstr(m, ": ");
+        if (t)
+            uly_set_error(ULY_EMPI, "%s", t + 2);
+    }
+    *usable = rc == ULY_OK;
+    return ULY_OK;
+}
+
+int uly_comm_cma_read(uly_comm *c, int s, char *dst, const comm_block *db, uint64_t src, const comm_block *sb,
+                      size_t es)
+{
+#ifdef HAVE_PROCESS_VM_READV
+    if (!c->pid)
+        return uly_set_error(ULY_EINVAL, "cross-memory attach was not set up");
+    struct iovec *lv = c->iov, *rv = lv + c->cma_iov;
+    const size_t len = db->len * es, rows = db->batches * db->rows;
+    if (sb->len != db->len || sb->batches * sb->rows != rows)
+        return uly_set_error(ULY_EINVAL, "cross-memory read: the two sides' blocks differ");
+    int nl = 0, nr = 0;
+    size_t want = 0;
+    /* rows in order on both sides, adjacent rows merged into one vector; a
+     * call whenever a list is full */
+    for (size_t i = 0; i < rows && len; i++) {
+        char *l = dst + (db->off + (i / db->rows) * db->bstride + (i % db->rows) * db->stride) * es;
+        const uint64_t rr = src + (sb->off + (i / sb->rows) * sb->bstride + (i % sb->rows) * sb->stride) * es;
+        const int lm = nl && (char *)lv[nl - 1].iov_base + lv[nl - 1].iov_len == l;
+        const int rm = nr && (uint64_t)(uintptr_t)rv[nr - 1].iov_base + rv[nr - 1].iov_len == rr;
+        if ((!lm && nl == c->cma_iov) || (!rm && nr == c->cma_iov)) {
+            long got = cma_readv(c->pid[s], lv, (unsigned long)nl, rv, (unsigned long)nr);
+            if (got != (long)want)
+                return uly_set_error(ULY_EMPI, "cross-memory attach (process_vm_readv) from rank %d failed: %s", s,
+                                     got < 0 ? strerror(errno) : "short read");
+            nl = nr = 0;
+            want = 0;
+        }
+        if (nl && lm)
+            lv[nl - 1].iov_len += len;
+        else
+            lv[nl++] = (struct iovec){l, len};
+        if (nr && rm)
+            rv[nr - 1].iov_len += len;
+        else
+            rv[nr++] = (struct iovec){(void *)(uintptr_t)rr, len};
+        want += len;
+    }
+    if (want) {
+        long got = cma_readv(c->pid[s], lv, (unsigned long)nl, rv, (unsigned long)nr);
+        if (got != (long)want)
+            return uly_set_error(ULY_EMPI, "cross-memory attach (process_vm_readv) from rank %d failed: %s", s,
+                                 got < 0 ? strerror(errno) : "short read");
+    }
+    return ULY_OK;
+#else
+    (void)c; (void)s; (void)dst; (void)db; (void)src; (void)sb; (void)es;
+    return uly_set_error(ULY_EMPI, "cross-memory attach (process_vm_readv) is not available on this system");
+#endif
 }
 
 /* ------------------------------------------------- training collectives */

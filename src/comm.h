@@ -165,6 +165,37 @@ ULY_INTERNAL int uly_comm_shm_is_done(uly_comm *c, int s, uint64_t v);
 ULY_INTERNAL void uly_comm_shm_pause(void);
 ULY_INTERNAL int uly_comm_shm_error(uly_comm *c);
 
+/*
+ * Cross-memory attach (the all-to-all mode ULY_A2A_CMA): a rank reads a
+ * peer's private memory with process_vm_readv, one kernel copy into its own
+ * buffer, as Open MPI's single-copy path does.  Flags as above, plus:
+ * uly_comm_shm_ready_at(v, addr) says ready for v and publishes the address
+ * (in this process) of the buffer the peers will read; uly_comm_shm_peer_addr(s)
+ * is peer s's, valid once uly_comm_shm_is_ready(s, v).
+ * uly_comm_shm_done_failed(s, v, msg): done with s's buffer for v, and with
+ * msg != NULL this rank failed in the exchange (msg kept in its control
+ * block); uly_comm_shm_peer_failed(s, v) after uly_comm_shm_is_done(s, v):
+ * ULY_EPEER with s's message if s failed for v, else ULY_OK.
+ *
+ * uly_comm_cma_probe (collective, before uly_comm_shm_start): every rank's
+ * process id, and a test read of every peer's memory; *usable = 1 if every
+ * rank read every peer's, the same on every rank, else 0 with the first
+ * failure's message in uly_last_error() (EPERM under a ptrace policy that
+ * forbids it, ENOSYS without the system call).  Returns an error only when
+ * its tables cannot be allocated or MPI fails (agreed too).
+ * uly_comm_cma_read: copy the rows of block sb of peer s's memory at
+ * address src (element offsets from there) into block db of dst (the same
+ * number of rows of the same length, in order), with as few vectors as the
+ * rows allow and at most IOV_MAX per system call.
+ */
+ULY_INTERNAL void uly_comm_shm_ready_at(uly_comm *c, uint64_t v, const void *addr);
+ULY_INTERNAL uint64_t uly_comm_shm_peer_addr(uly_comm *c, int s);
+ULY_INTERNAL void uly_comm_shm_done_failed(uly_comm *c, int s, uint64_t v, const char *msg);
+ULY_INTERNAL int uly_comm_shm_peer_failed(uly_comm *c, int s, uint64_t v);
+ULY_INTERNAL int uly_comm_cma_probe(uly_comm *c, int *usable);
+ULY_INTERNAL int uly_comm_cma_read(uly_comm *c, int s, char *dst, const comm_block *db, uint64_t src,
+                                   const comm_block *sb, size_t es);
+
 /* x[0..n) = the maximum over ranks, in place (collective). */
 ULY_INTERNAL int uly_comm_max_over_ranks(uly_comm *c, double *x, int n);
 

@@ -67,6 +67,8 @@ struct uly_dist {
     comm_block *sbk, *rbk;     /* (P) strided blocks scratch (datatype mode) */
     int a2a_mode;              /* ULY_A2A_* as asked for */
     int shm;                   /* the head-side buffers are in a shared-memory window */
+    int cma;                   /* cross-memory attach works between every pair of ranks */
+    char note[512];            /* why the mode asked for is not used (empty: it is) */
     char **peer;               /* (P) every rank's head-side region (this process's mapping) */
     unsigned char *shm_state;  /* (P) a2a_shm's per-peer progress */
     void *heads_owned;         /* the head-side region when it is not in a window */
@@ -383,7 +385,7 @@ static size_t head_layout(const uly_dist *D, int s, size_t off[ULY_A2A_COUNT])
  * and every rank returns the agreement's error.
  */
 static int a2a_shm(uly_dist *D, int which, int to_heads, const char *in, int64_t Hx, const int64_t *hbeg,
-                   const int64_t *hcnt, char *out)
+                   const int64_t *hcnt, char *out, int cma)
 {
     const int P = D->P, r = D->rank;
     const size_t es = D->es;
@@ -393,23 +395,33 @@ static int a2a_shm(uly_dist *D, int which, int to_heads, const char *in, int64_t
     char *win = D->peer[r] + off[which];
     const size_t head_bytes = usz(D->a.batch * D->a.seq * hcnt[r] * D->a.head_dim) * es;
     const uint64_t v = uly_comm_shm_op(c);
-    if (!to_heads && in && in != win && head_bytes)
+    /* what this rank's peers access: its window buffer (shm), or the
+     * tensor they read with cross-memory attach (cma: the sequence shard,
+     * or the head-side tensor, wherever it is) */
+    const char *src = in;
+    char *dst = out;
+    if (!cma && !to_heads && in && in != win && head_bytes)
         memcpy(win, in, head_bytes); /* no peer reads it: they were done with it (step 3 of the last call) */
+    if (!cma || !in)
+        src = to_heads ? in : win;
+    if (!cma || !out)
+        dst = to_heads ? win : out;
     comm_block *send = D->sbk, *recv = D->rbk;
     int send_inplace, recv_inplace;
-    a2a_blocks(D, which, to_heads, to_heads ? in : win, Hx, hbeg, hcnt, to_heads ? win : out, send, recv,
-               &send_inplace, &recv_inplace);
-    uly_comm_shm_ready(c, v);
+    a2a_blocks(D, which, to_heads, src, Hx, hbeg, hcnt, dst, send, recv, &send_inplace, &recv_inplace);
+    uly_comm_shm_ready_at(c, v, src);
     /* large heads -> sequence exchanges stream their stores into this
      * rank's shard (copy_stream), which is not read again before the cache
      * has turned over.  Not sequence -> heads: streamed into the peers'
      * window memory, its copies ran 2.4 x slower (doc/performance.md). */
     size_t mine_bytes = 0; /* what this rank copies */
-    for (int s = 0; s < P && !to_heads; s++)
+    for (int s = 0; s < P && !to_heads && !cma; s++)
         mine_bytes += s == r ? 0 : block_elems(&recv[s]) * es;
     const int stream = mine_bytes >= ULY_SHM_STREAM_BYTES;
     unsigned char *st = D->shm_state; /* per peer: 0 to visit, 1 copied, 2 left out */
     memset(st, 0, usz(P));
+    int failed = ULY_OK; /* cma: this rank's first failed read */
+    char why[512] = "";
     for (int left = P - 1; left > 0;) {
         int moved = 0;
         for (int i = 1; i < P; i++) {
@@ -419,7 +431,16 @@ static int a2a_shm(uly_dist *D, int which, int to_heads, const char *in, int64_t
             const int ok = uly_comm_agree_peer(c, s);
             if (ok < 0 || (ok && !uly_comm_shm_is_ready(c, s, v)))
                 continue;
-            if (ok) {
+            if (ok && cma && !failed) {
+                /* pull: s's block for this rank, from s's memory into this rank's own */
+                const comm_block theirs =
+                    to_heads ? (comm_block){usz(hbeg[r] * D->a.head_dim), usz(D->a.batch),
+                                            usz(D->nc[s] * Hx * D->a.head_dim), usz(D->nc[s]),
+                                            usz(hcnt[r] * D->a.head_dim), usz(Hx * D->a.head_dim)}
+                             : head_block(D, r, hcnt[s]);
+                if ((failed = uly_comm_cma_read(c, s, dst, &recv[s], uly_comm_shm_peer_addr(c, s), &theirs, es)))
+                    snprintf(why, sizeof why, "%s", uly_last_error());
+            } else if (ok && !cma) {
                 head_layout(D, s, off);
                 const comm_block mine = head_block(D, r, hcnt[s]); /* my tokens of s's heads, in s's buffer */
                 char *theirs = D->peer[s] + off[which];
@@ -438,6 +459,11 @@ static int a2a_shm(uly_dist *D, int which, int to_heads, const char *in, int64_t
         if (!moved)
             uly_comm_shm_pause();
     }
+    /* cma: done with every peer only now, with this rank's status, so that
+     * every rank learns from its readers whether any of them failed */
+    for (int i = 1; i < P && cma; i++)
+        if (st[(r + i) % P] == 1)
+            uly_comm_shm_done_failed(c, (r + i) % P, v, failed ? why : NULL);
     for (int i = 1; i < P; i++) {
         const int s = (r + i) % P;
         while (st[s] == 1 && !uly_comm_shm_is_done(c, s, v))
@@ -446,7 +472,12 @@ static int a2a_shm(uly_dist *D, int which, int to_heads, const char *in, int64_t
     int rc = uly_comm_agree_end(c);
     if (!rc)
         rc = uly_comm_shm_error(c);
-    if (!rc && to_heads && out && out != win && head_bytes)
+    if (!rc && failed)
+        rc = uly_set_error(failed, "%s", why);
+    for (int i = 1; i < P && !rc && cma; i++)
+        if (st[(r + i) % P] == 1)
+            rc = uly_comm_shm_peer_failed(c, (r + i) % P, v);
+    if (!rc && !cma && to_heads && out && out != win && head_bytes)
         memcpy(out, win, head_bytes);
     return rc;
 }
@@ -458,8 +489,8 @@ static int a2a_move(uly_dist *D, int which, int to_heads, const char *in, int64_
     const size_t es = D->es;
     const int mode = P > 1 ? call_mode(D, which) : ULY_A2A_PACK;
     const double t0 = uly_comm_wtime(); /* every mode: the whole call, own block included */
-    if (mode == ULY_A2A_SHM) {
-        int rc = a2a_shm(D, which, to_heads, in, Hx, hbeg, hcnt, out);
+    if (mode == ULY_A2A_SHM || mode == ULY_A2A_CMA) {
+        int rc = a2a_shm(D, which, to_heads, in, Hx, hbeg, hcnt, out, mode == ULY_A2A_CMA);
         if (!rc && D->a2a_mode == ULY_A2A_AUTO && !D->auto_mode[which])
             rc = auto_record(D, which, mode, uly_comm_wtime() - t0);
         return rc;
@@ -536,9 +567,14 @@ int uly_dist_a2a_mode(const uly_dist *D, int which)
     return D->auto_mode[which];
 }
 
+const char *uly_dist_a2a_note(const uly_dist *D)
+{
+    return D && D->note[0] ? D->note : NULL;
+}
+
 const char *uly_a2a_mode_name(int mode)
 {
-    static const char *const names[ULY_A2A_MODES] = {"auto", "pack", "datatype", "pipeline", "shm"};
+    static const char *const names[ULY_A2A_MODES] = {"auto", "pack", "datatype", "pipeline", "shm", "cma"};
     return mode >= 0 && mode < ULY_A2A_MODES ? names[mode] : "unknown";
 }
 
@@ -731,7 +767,7 @@ static int ovl_alloc(uly_dist *D)
 /* Whether the head-side buffers may go into a shared-memory window. */
 static int heads_shared(const uly_dist *D)
 {
-    return D->P > 1 && (D->a2a_mode == ULY_A2A_SHM || D->a2a_mode == ULY_A2A_AUTO);
+    return D->P > 1 && (D->a2a_mode == ULY_A2A_SHM || D->a2a_mode == ULY_A2A_CMA || D->a2a_mode == ULY_A2A_AUTO);
 }
 
 static void heads_set(uly_dist *D, char *region);
@@ -763,7 +799,7 @@ static int dist_alloc(uly_dist *D)
     /* element counts of each buffer; P = 1 aliases the caller's tensors.
      * The head-side ones (qh ... dvh) are sized here (overflow checks) and
      * placed by heads_place(): the staging is not needed by ULY_A2A_SHM. */
-    const int stg = P > 1 && D->a2a_mode != ULY_A2A_SHM;
+    const int stg = P > 1 && D->a2a_mode != ULY_A2A_SHM && D->a2a_mode != ULY_A2A_CMA;
     int64_t sizes[12][5] = {
         {B, N, h_r, d, 0},        /* qh */
         {B, N, kv_r, d, 0},       /* kh */
@@ -812,6 +848,7 @@ static int dist_alloc(uly_dist *D)
     D->ncand = 3;
     D->cand[0] = ULY_A2A_PACK; D->cand[1] = ULY_A2A_DATATYPE; D->cand[2] = ULY_A2A_PIPELINE;
     D->cand[3] = ULY_A2A_SHM;
+    D->cand[4] = ULY_A2A_CMA;
     if (P > 1 && !heads_shared(D)) { /* private head-side buffers, allocated now */
         size_t lay[ULY_A2A_COUNT];
         const size_t hbytes = head_layout(D, r, lay);
@@ -861,15 +898,34 @@ static int heads_place(uly_dist *D)
             D->ncand = 4; /* auto measures the shm mode too */
             heads_set(D, D->peer[D->rank]);
         }
-    } else if (D->a2a_mode == ULY_A2A_SHM) {
-        local = uly_set_error(ULY_EINVAL, "all-to-all mode shm needs every rank on one node (%d ranks do not "
-                              "all share memory); use pack, datatype, pipeline or auto", D->P);
+    } else if (D->a2a_mode == ULY_A2A_SHM || D->a2a_mode == ULY_A2A_CMA) {
+        local = uly_set_error(ULY_EINVAL, "all-to-all mode %s needs every rank on one node (%d ranks do not "
+                              "all share memory); use pack, datatype, pipeline or auto",
+                              uly_a2a_mode_name(D->a2a_mode), D->P);
     } else if (!(D->heads_owned = uly_malloc(hbytes + 1))) {
         local = uly_set_error(ULY_ENOMEM, "cannot allocate %zu bytes of head-sharded buffers", hbytes);
     } else {
         heads_set(D, D->heads_owned);
     }
     rc = uly_comm_agree(D->c, local, 0, NULL, NULL);
+    if (!rc && D->shm && D->a2a_mode != ULY_A2A_SHM) {
+        /* cma (asked for, or measured by auto) if every rank can read every
+         * other's memory; the outcome is agreed, so a failure anywhere
+         * (EPERM under a ptrace policy, ENOSYS) makes every rank use shm */
+        int usable = 0;
+        rc = uly_comm_cma_probe(D->c, &usable);
+        if (rc)
+            return rc;
+        if (usable) {
+            D->cma = 1;
+            D->ncand = 5;
+        } else {
+            snprintf(D->note, sizeof D->note, "all-to-all mode cma unavailable (%s): %s", uly_last_error(),
+                     D->a2a_mode == ULY_A2A_CMA ? "using shm" : "auto measures the others");
+            if (D->a2a_mode == ULY_A2A_CMA)
+                D->a2a_mode = ULY_A2A_SHM;
+        }
+    }
     if (!rc && D->shm) /* every rank has its window: agreements and flags through it from now on */
         uly_comm_shm_start(D->c);
     return rc;

@@ -1,7 +1,7 @@
 /*
  * test_dist.c -- distributed Ulysses attention under mpirun (P = 1..4).
  *
- *  - each all-to-all alone in every mode (pack, datatype, pipeline, shm),
+ *  - each all-to-all alone in every mode (pack, datatype, pipeline, shm, cma),
  *    with integer-encoded elements (batch, token, head, dim) checked bit
  *    for bit, including replicated-KV folds; many shm all-to-alls back to
  *    back (the flags' buffer reuse);
@@ -133,7 +133,7 @@ static void check_kv_grad(const uly_attn_desc *a, const double *out, int64_t t0,
 }
 
 /* The all-to-all modes the loop tests go through (_i % NMODES). */
-static const int test_modes[] = {ULY_A2A_PACK, ULY_A2A_DATATYPE, ULY_A2A_PIPELINE, ULY_A2A_SHM};
+static const int test_modes[] = {ULY_A2A_PACK, ULY_A2A_DATATYPE, ULY_A2A_PIPELINE, ULY_A2A_SHM, ULY_A2A_CMA};
 #define NMODES (int)(sizeof test_modes / sizeof test_modes[0])
 
 /* A context over MPI_COMM_WORLD for shape s in fp64 (*a set), all-to-all mode `mode`. */
@@ -146,6 +146,17 @@ static uly_dist *dist_f64(const shape *s, int mode, uly_attn_desc *a)
     uly_dist *D = NULL;
     ck_assert_int_eq(uly_dist_create(MPI_COMM_WORLD, a, &opts, &D), ULY_OK);
     return D;
+}
+
+/* Test hook of the library (comm.c): every cross-memory read of this
+ * process fails with errno e (0: they run normally). */
+void uly_test_cma_errno(int e);
+
+/* The mode a context asked for `mode` runs: cma falls back to shm (on every
+ * rank, with a note) where the system forbids cross-memory attach. */
+static int mode_run(const uly_dist *D, int mode)
+{
+    return mode == ULY_A2A_CMA && uly_dist_a2a_note(D) ? ULY_A2A_SHM : mode;
 }
 
 /* This rank's tokens [t0, +n), query heads [h0, +hn) and KV heads [k0, +kn). */
@@ -416,8 +427,10 @@ END_TEST
  */
 START_TEST(shm_head_buffers)
 {
+    /* _i < NSHAPES: shm; then cma (pulls out of the peers' memory) */
+    const int mode = _i < NSHAPES ? ULY_A2A_SHM : ULY_A2A_CMA;
     uly_attn_desc a;
-    uly_dist *D = dist_f64(&shapes[_i], ULY_A2A_SHM, &a);
+    uly_dist *D = dist_f64(&shapes[_i % NSHAPES], mode, &a);
     if (P == 1) { /* the forward works on the caller's tensors: no buffers of its own */
         ck_assert_ptr_null(uly_dist_head_buffer(D, ULY_A2A_Q));
         uly_dist_free(D);
@@ -467,8 +480,9 @@ START_TEST(shm_head_buffers)
                       "rank %d a2a %s: moved %llu / %llu bytes, the plan says %llu / %llu", rank, uly_a2a_name(w),
                       (unsigned long long)got.sent[w], (unsigned long long)got.recv[w],
                       (unsigned long long)want.sent[w], (unsigned long long)want.recv[w]);
-    ck_assert_int_eq(uly_dist_a2a_mode(D, ULY_A2A_Q), ULY_A2A_SHM);
+    ck_assert_int_eq(uly_dist_a2a_mode(D, ULY_A2A_Q), mode_run(D, mode));
     ck_assert_str_eq(uly_a2a_mode_name(ULY_A2A_SHM), "shm");
+    ck_assert_str_eq(uly_a2a_mode_name(ULY_A2A_CMA), "cma");
     uly_dist_free(D);
 }
 END_TEST
@@ -479,9 +493,10 @@ START_TEST(shm_mode)
      * and fp64, every shape up to N = 64 (uneven N and H, N < P, H < P, GQA,
      * MQA, every mask, documents); the N = 1001 shapes' all-to-alls are
      * checked element by element in a2a_integer_encoded and shm_head_buffers */
-    if (shapes[_i / 2].N > 64)
+    const int j = _i % (2 * NSHAPES); /* then the same with cma */
+    if (shapes[j / 2].N > 64)
         return;
-    check_dist(&shapes[_i / 2], _i % 2 ? ULY_F64 : ULY_F32, 0, NULL, ULY_A2A_SHM);
+    check_dist(&shapes[j / 2], j % 2 ? ULY_F64 : ULY_F32, 0, NULL, _i < 2 * NSHAPES ? ULY_A2A_SHM : ULY_A2A_CMA);
 }
 END_TEST
 
@@ -492,7 +507,7 @@ START_TEST(shm_overlap)
      * chunks on even shapes, 2 on odd ones */
     g_overlap = ULY_OVERLAP_ON;
     g_chunks = _i % 2 ? 2 : 0;
-    check_dist(&ovl_shapes[_i], ULY_F32, 0, NULL, ULY_A2A_SHM);
+    check_dist(&ovl_shapes[_i % NOVL], ULY_F32, 0, NULL, _i < NOVL ? ULY_A2A_SHM : ULY_A2A_CMA);
     g_overlap = g_chunks = 0;
 }
 END_TEST
@@ -520,8 +535,9 @@ START_TEST(shm_back_to_back)
 {
     if (P == 1)
         return;
+    const int mode = _i ? ULY_A2A_CMA : ULY_A2A_SHM; /* cma: peers read the caller's tensors too */
     uly_attn_desc a[2];
-    uly_dist *D[2] = {dist_f64(&shapes[1], ULY_A2A_SHM, &a[0]), dist_f64(&shapes[4], ULY_A2A_SHM, &a[1])};
+    uly_dist *D[2] = {dist_f64(&shapes[1], mode, &a[0]), dist_f64(&shapes[4], mode, &a[1])};
     unsigned seed = 12345u;
     for (int it = 0; it < 120; it++) {
         seed = seed * 1103515245u + 12345u;
@@ -604,7 +620,7 @@ START_TEST(shm_disagreement)
     if (P == 1)
         return;
     uly_attn_desc a;
-    uly_dist *D = dist_f64(&shapes[0], ULY_A2A_SHM, &a);
+    uly_dist *D = dist_f64(&shapes[0], _i ? ULY_A2A_CMA : ULY_A2A_SHM, &a);
     int64_t t0, n, h0, hn, k0, kn;
     ranges_of(D, &a, &t0, &n, &h0, &hn, &k0, &kn);
     const int64_t B = a.batch, N = a.seq, d = a.head_dim, H = a.heads;
@@ -623,6 +639,86 @@ START_TEST(shm_disagreement)
     ck_assert_int_eq(uly_dist_a2a(D, ULY_A2A_Q, seq, q), ULY_OK);
     ck_assert(memcmp(q, want, (size_t)(B * N * hn * d) * sizeof(double)) == 0);
     free(seq); free(out); free(want);
+    uly_dist_free(D);
+}
+END_TEST
+
+/* Cross-memory attach forbidden on one rank (as under a ptrace policy):
+ * every rank runs shm instead, with the same note naming the failure, and
+ * moves the right elements; auto leaves cma out the same way. */
+START_TEST(cma_fallback)
+{
+    if (P == 1)
+        return;
+    for (int k = 0; k < 2; k++) {
+        const int mode = k ? ULY_A2A_AUTO : ULY_A2A_CMA;
+        if (rank == P - 1)
+            uly_test_cma_errno(1); /* EPERM */
+        uly_attn_desc a;
+        uly_dist *D = dist_f64(&shapes[0], mode, &a);
+        uly_test_cma_errno(0);
+        const char *note = uly_dist_a2a_note(D);
+        ck_assert_ptr_nonnull(note);
+        char want_rank[32];
+        snprintf(want_rank, sizeof want_rank, "on rank %d", P - 1);
+        ck_assert_msg(strstr(note, "process_vm_readv") && strstr(note, want_rank), "rank %d: note '%s'", rank,
+                      note);
+        int64_t t0, n, h0, hn, k0, kn;
+        ranges_of(D, &a, &t0, &n, &h0, &hn, &k0, &kn);
+        const int64_t B = a.batch, N = a.seq, d = a.head_dim, H = a.heads;
+        double *in = encoded(&a, H, t0, n, 0, H), *want = encoded(&a, H, 0, N, h0, hn);
+        double *mid = malloc((size_t)(B * N * hn * d) * sizeof(double) + 8);
+        for (int c = 0; c < (ULY_A2A_MODES - 1) * ULY_A2A_AUTO_SAMPLES; c++) {
+            ck_assert_int_eq(uly_dist_a2a(D, ULY_A2A_Q, in, mid), ULY_OK);
+            ck_assert(memcmp(mid, want, (size_t)(B * N * hn * d) * sizeof(double)) == 0);
+            if (!k)
+                break;
+        }
+        ck_assert_int_ne(uly_dist_a2a_mode(D, ULY_A2A_Q), ULY_A2A_CMA);
+        if (!k)
+            ck_assert_int_eq(uly_dist_a2a_mode(D, ULY_A2A_Q), ULY_A2A_SHM);
+        free(in); free(want); free(mid);
+        uly_dist_free(D);
+    }
+}
+END_TEST
+
+/* A cross-memory read failing in the middle of an all-to-all on one rank
+ * (after the context found it working): that rank returns the failure,
+ * every other rank ULY_EPEER with its message, none hangs, in both
+ * directions; the next call works. */
+START_TEST(cma_read_failure)
+{
+    if (P == 1)
+        return;
+    uly_attn_desc a;
+    uly_dist *D = dist_f64(&shapes[0], ULY_A2A_CMA, &a);
+    if (uly_dist_a2a_note(D)) { /* not allowed here: nothing to fail */
+        uly_dist_free(D);
+        return;
+    }
+    int64_t t0, n, h0, hn, k0, kn;
+    ranges_of(D, &a, &t0, &n, &h0, &hn, &k0, &kn);
+    const int64_t B = a.batch, N = a.seq, d = a.head_dim, H = a.heads;
+    double *seq = encoded(&a, H, t0, n, 0, H), *want = encoded(&a, H, 0, N, h0, hn);
+    double *head = malloc((size_t)(B * N * hn * d) * sizeof(double) + 8);
+    double *back = malloc((size_t)(B * n * H * d) * sizeof(double) + 8);
+    const double t = MPI_Wtime();
+    const int victim = 1 % P;
+    for (int dir = 0; dir < 2; dir++) {
+        if (rank == victim)
+            uly_test_cma_errno(14); /* EFAULT */
+        int rc = dir ? uly_dist_a2a(D, ULY_A2A_O, want, back) : uly_dist_a2a(D, ULY_A2A_Q, seq, head);
+        uly_test_cma_errno(0);
+        ck_assert_int_eq(rc, rank == victim ? ULY_EMPI : ULY_EPEER);
+        ck_assert_msg(strstr(uly_last_error(), "process_vm_readv"), "rank %d: '%s'", rank, uly_last_error());
+    }
+    ck_assert(MPI_Wtime() - t < 10);
+    ck_assert_int_eq(uly_dist_a2a(D, ULY_A2A_Q, seq, head), ULY_OK);
+    ck_assert(memcmp(head, want, (size_t)(B * N * hn * d) * sizeof(double)) == 0);
+    ck_assert_int_eq(uly_dist_a2a(D, ULY_A2A_O, head, back), ULY_OK);
+    ck_assert(memcmp(back, seq, (size_t)(B * n * H * d) * sizeof(double)) == 0);
+    free(seq); free(want); free(head); free(back);
     uly_dist_free(D);
 }
 END_TEST
@@ -651,7 +747,8 @@ START_TEST(auto_mode_calibrates)
         ck_assert_int_eq(uly_dist_a2a(D, ULY_A2A_O, mid, back), ULY_OK);
         ck_assert_msg(memcmp(back, in, (size_t)(B * n * H * d) * sizeof(double)) == 0,
                       "rank %d call %d: O all-to-all misplaced elements", rank, c);
-        if (c == (ULY_A2A_MODES - 1) * ULY_A2A_AUTO_SAMPLES - 2)
+        /* 5 modes measured on one node, 4 where cma is not allowed */
+        if (c == (ULY_A2A_MODES - 1 - (uly_dist_a2a_note(D) != NULL)) * ULY_A2A_AUTO_SAMPLES - 2)
             ck_assert_int_eq(uly_dist_a2a_mode(D, ULY_A2A_Q), ULY_A2A_AUTO); /* still measuring */
     }
     int m[2] = {uly_dist_a2a_mode(D, ULY_A2A_Q), uly_dist_a2a_mode(D, ULY_A2A_O)}, lo[2], hi[2];
@@ -996,8 +1093,8 @@ static Suite *make_dist_suite(void)
     Suite *s = suite_create("dist");
     TCase *tc = tcase_create("a2a");
     tcase_add_loop_test(tc, a2a_integer_encoded, 0, NMODES * NSHAPES);
-    tcase_add_loop_test(tc, shm_head_buffers, 0, NSHAPES);
-    tcase_add_test(tc, shm_back_to_back);
+    tcase_add_loop_test(tc, shm_head_buffers, 0, 2 * NSHAPES);
+    tcase_add_loop_test(tc, shm_back_to_back, 0, 2);
     tcase_add_test(tc, shm_stream_copies);
     tcase_add_test(tc, auto_mode_calibrates);
     suite_add_tcase(s, tc);
@@ -1008,8 +1105,8 @@ static Suite *make_dist_suite(void)
     tcase_add_loop_test(te, large_count_path, 2, 5);
     tcase_add_loop_test(te, datatype_mode, 0, NSHAPES);
     tcase_add_loop_test(te, pipeline_mode, 0, 2 * NSHAPES);
-    tcase_add_loop_test(te, shm_mode, 0, 2 * NSHAPES);
-    tcase_add_loop_test(te, shm_overlap, 0, NOVL);
+    tcase_add_loop_test(te, shm_mode, 0, 4 * NSHAPES);
+    tcase_add_loop_test(te, shm_overlap, 0, 2 * NOVL);
     tcase_add_test(te, plugin_attention);
     tcase_add_loop_test(te, overlap_bitwise, 0, 3 * NOVL);
     tcase_add_loop_test(te, overlap_every_shape, 0, NSHAPES);
@@ -1019,7 +1116,9 @@ static Suite *make_dist_suite(void)
     TCase *tf = tcase_create("failures");
     tcase_add_test(tf, mismatch_all_ranks_error);
     tcase_add_test(tf, failing_rank_stops_all);
-    tcase_add_test(tf, shm_disagreement);
+    tcase_add_loop_test(tf, shm_disagreement, 0, 2);
+    tcase_add_test(tf, cma_fallback);
+    tcase_add_test(tf, cma_read_failure);
     tcase_add_test(tf, alloc_failure_stops_all);
     suite_add_tcase(s, tf);
     return s;

@@ -9,8 +9,8 @@
  * dividing the heads; PP dividing the layers; for each structure and each
  * recompute policy only the lowest ZeRO stage that fits is kept (a higher
  * stage only adds communication); micro-batch as given, else searched over
- * the powers of two that divide the global batch per data-parallel rank (at
- * most 64); a configuration fits when it leaves --mem-headroom of HBM free.
+ * every divisor of the global batch per data-parallel rank up to 64 (1
+ * always); a configuration fits when it leaves --mem-headroom of HBM free.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -22,6 +22,9 @@
 #include "output.h"
 
 int cmd_plan(int argc, char **argv);
+
+/* The largest micro-batch plan searches without --micro-batch. */
+enum { PLAN_MB_MAX = 64 };
 
 static const char plan_usage[] =
     "usage: ulysses-sim plan --platform P --model M --gpus G --seq S [--global-batch B]\n"
@@ -35,8 +38,8 @@ static const char plan_usage[] =
     "and prints the top K (default 5) by simulated throughput, with why the others lost\n"
     "(memory, heads limit, sequence divisibility, communication, pipeline bubble).\n"
     "Degrees, --zero, --recompute and --micro-batch given on the command line restrict\n"
-    "the search; without --micro-batch it tries 1, 2, 4, ... 64 sequences per micro-step\n"
-    "where they divide the global batch per data-parallel rank.\n"
+    "the search; without --micro-batch it tries every micro-batch of up to 64 sequences\n"
+    "that divides the global batch per data-parallel rank (1 always).\n"
     "Methods: all six unless --method is given (Megatron cp_comm_type names accepted).\n";
 
 typedef struct cand {
@@ -200,14 +203,14 @@ int cmd_plan(int argc, char **argv)
                             note_invalid(&cs, usim_last_error());
                             continue;
                         }
-                        /* micro-batches: the given one, else powers of two dividing the
-                         * global batch per data-parallel rank (1 always) */
-                        int64_t mbs[8];
+                        /* micro-batches: the given one, else every divisor of the
+                         * global batch per data-parallel rank up to PLAN_MB_MAX (1 always) */
+                        int64_t mbs[PLAN_MB_MAX];
                         int nmb = 0;
                         if (o.micro_batch)
                             mbs[nmb++] = o.micro_batch;
                         else
-                            for (int64_t mb = 1; mb <= 64 && nmb < 8; mb *= 2)
+                            for (int64_t mb = 1; mb <= PLAN_MB_MAX; mb++)
                                 if (mb == 1 || (m.global_batch % ((int64_t)chk.dp * mb) == 0))
                                     mbs[nmb++] = mb;
                         for (int mi2 = 0; mi2 < nmb; mi2++) {
@@ -356,7 +359,7 @@ int cmd_plan(int argc, char **argv)
         if (o.micro_batch)
             snprintf(mbs, sizeof mbs, "micro-batch %lld", (long long)m.micro_batch);
         else
-            snprintf(mbs, sizeof mbs, "micro-batch searched (1, 2, 4, ... 64)");
+            snprintf(mbs, sizeof mbs, "micro-batch searched (divisors up to %d)", PLAN_MB_MAX);
         double budget = p.hbm_bytes * (1 - o.mem_headroom) / 1073741824.0;
         printf("plan: %s on %d GPUs of %s, %lld tokens per sequence, global batch %lld, %s\n",
                m.name, G, p.name, (long long)m.seq, (long long)m.global_batch, mbs);

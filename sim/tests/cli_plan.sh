@@ -43,8 +43,12 @@ check "plan --help" "$SIM" plan --help > /dev/null
 # micro-batch search and memory headroom
 "$SIM" plan --platform dgx-h100 --model llama-3-8b --gpus 32 --seq 128K --global-batch 64 --mem-headroom 10% > "$tmp/h.txt"
 check "headroom: budget line" grep -q "^memory budget: 72.0 GiB of 80 (--mem-headroom 10%)" "$tmp/h.txt"
-check "micro-batch searched" grep -q "micro-batch searched (1, 2, 4, ... 64)" "$tmp/h.txt"
+check "micro-batch searched" grep -q "micro-batch searched (divisors up to 64)" "$tmp/h.txt"
 check "headroom: every row within the budget" awk '/^[1-9] /{ if ($(NF-1) > 72.0) bad = 1 } END { exit bad }' "$tmp/h.txt"
+# every divisor is tried, not only powers of two: with 12 sequences on 8 GPUs a micro-batch of 3
+# (dp 1: 12 = 4 x 3) or 6 is among the simulated rows
+"$SIM" plan --platform dgx-h100 --model llama-3-8b --gpus 8 --seq 32K --global-batch 12 --top 10 > "$tmp/d.txt"
+check "micro-batch 3 or 6 searched" sh -c "awk '/^[1-9]/{ print \$(NF-8) }' '$tmp/d.txt' | grep -qx '[36]'"
 "$SIM" plan --platform dgx-h100 --model llama-3-8b --gpus 32 --seq 128K --micro-batch 2 --global-batch 64 > "$tmp/m.txt"
 check "--micro-batch 2: every row has mb 2" test "$(awk '/^[1-9] /{ print $(NF-8) }' "$tmp/m.txt" | sort -u)" = 2
 "$SIM" plan --gpus 16 --seq 128K --mem-headroom 95 > /dev/null 2> "$tmp/h.err"

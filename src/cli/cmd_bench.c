@@ -477,9 +477,11 @@ static int bench_memory(int argc, char **argv)
  * own O buffer into the caller's shard (uly_dist_head_buffer; the copy Q -> O
  * between the two stands for the attention and is not timed).  The shm mode
  * (every rank on one node only, shm = 1) writes and reads those buffers in
- * the peers directly.  Local failures are recorded in d; every step that can
+ * the peers directly; the cma mode (also one node) reads the peers' sequence
+ * shards or head-side buffers with process_vm_readv, its column n/a where
+ * the system forbids it (a note says why).  Local failures are recorded in d; every step that can
  * fail on one rank is agreed (drv_sync). */
-static int a2a_size(drv *d, int64_t bytes, int64_t repeat, int json, int shm)
+static int a2a_size(drv *d, int64_t bytes, int64_t minb, int64_t repeat, int json, int shm)
 {
     const int P = d->size, rank = d->rank;
     const int64_t H = 2 * P, hd = 128;
@@ -491,8 +493,9 @@ static int a2a_size(drv *d, int64_t bytes, int64_t repeat, int json, int shm)
     memset(&a, 0, sizeof a);
     a.batch = 1; a.seq = n_r * P; a.heads = H; a.kv_heads = H; a.head_dim = hd; a.dtype = ULY_F32;
     /* columns: raw, per mode seq->heads and heads->seq, sendrecv, ring hop */
-    enum { NM = 5, NC = 3 + 2 * NM, SHM = 3 };
-    static const int modes[NM] = {ULY_A2A_PACK, ULY_A2A_DATATYPE, ULY_A2A_PIPELINE, ULY_A2A_SHM, ULY_A2A_AUTO};
+    enum { NM = 6, NC = 3 + 2 * NM, SHM = 3, CMA = 4 };
+    static const int modes[NM] = {ULY_A2A_PACK, ULY_A2A_DATATYPE, ULY_A2A_PIPELINE, ULY_A2A_SHM, ULY_A2A_CMA,
+                                  ULY_A2A_AUTO};
     float *in = drv_alloc_n(d, elems, 4, "the a2a buffers");
     float *out = in ? drv_alloc_n(d, elems, 4, "the a2a buffers") : NULL;
     float *mid = out ? drv_alloc_n(d, elems, 4, "the a2a buffers") : NULL;
@@ -503,13 +506,19 @@ static int a2a_size(drv *d, int64_t bytes, int64_t repeat, int json, int shm)
     for (int c = 0; tm && c < NC * repeat; c++)
         tm[c] = NAN;
     for (int m = 0; m < NM && !rc; m++) {
-        if (m == SHM && !shm)
+        if ((m == SHM || m == CMA) && !shm)
             continue;
         uly_dist_opts dopt;
         memset(&dopt, 0, sizeof dopt);
         dopt.a2a_mode = modes[m];
         drv_lib(d, uly_dist_create(d->comm, &a, &dopt, &D[m]), 0, NULL);
         rc = drv_sync(d);
+        if (!rc && m == CMA && uly_dist_a2a_note(D[m])) { /* running as shm: not a cma column */
+            if (bytes == minb)
+                drv_say(d, "note: %s", uly_dist_a2a_note(D[m]));
+            uly_dist_free(D[m]);
+            D[m] = NULL;
+        }
     }
     if (!rc) {
         /* the ring exchange: a ring context over the same ranks (its shape
@@ -597,6 +606,7 @@ static int a2a_size(drv *d, int64_t bytes, int64_t repeat, int json, int shm)
                                             "datatype_seq_to_heads", "datatype_heads_to_seq",
                                             "pipeline_seq_to_heads", "pipeline_heads_to_seq",
                                             "shm_seq_to_heads", "shm_heads_to_seq",
+                                            "cma_seq_to_heads", "cma_heads_to_seq",
                                             "auto_seq_to_heads", "auto_heads_to_seq", "sendrecv", "ring_hop"};
         const char *chose_in = uly_a2a_mode_name(uly_dist_a2a_mode(D[NM - 1], ULY_A2A_Q));
         const char *chose_out = uly_a2a_mode_name(uly_dist_a2a_mode(D[NM - 1], ULY_A2A_O));
@@ -608,8 +618,8 @@ static int a2a_size(drv *d, int64_t bytes, int64_t repeat, int json, int shm)
                 bad |= uly_json_set_str(root, "bench", "a2a") | uly_json_set_int(root, "ranks", P) |
                        uly_json_set_int(root, "bytes_per_rank", (int64_t)(elems * 4));
             for (int c = 0; c < NC && !bad; c++) {
-                if (!shm && (c == 1 + 2 * SHM || c == 2 + 2 * SHM))
-                    continue; /* ranks on several nodes: no shm mode */
+                if (c >= 1 && c < 1 + 2 * NM && !D[(c - 1) / 2])
+                    continue; /* ranks on several nodes: no shm or cma mode; cma not allowed here */
                 snprintf(k, sizeof k, "%s_ms", key[c]);
                 bad |= !(x = uly_json_add_object(root, k));
                 if (!bad)
@@ -618,7 +628,7 @@ static int a2a_size(drv *d, int64_t bytes, int64_t repeat, int json, int shm)
                            uly_json_set_fixed(x, "max", 1e3 * st[c].max, 4);
             }
             for (int c = 1; c < 1 + 2 * NM && !bad; c++) {
-                if (!shm && (c == 1 + 2 * SHM || c == 2 + 2 * SHM))
+                if (!D[(c - 1) / 2])
                     continue;
                 snprintf(k, sizeof k, "%s_over_raw", key[c]);
                 bad |= uly_json_set_fixed(root, k, st[c].median / st[0].median, 4);
@@ -695,21 +705,22 @@ static int bench_a2a_mpi(drv *d, int argc, char **argv)
                d->size, (long long)repeat);
         printf("  modes: pack = our copy + MPI_Alltoallv, dtype = derived datatypes + MPI_Alltoallw, "
                "pipe = per-peer Isend/Irecv with pack/unpack overlapped, shm = direct copies between the ranks' "
-               "buffers in a shared-memory window (%s), auto = measured choice (shown)\n",
+               "buffers in a shared-memory window (%s), cma = each rank reads its blocks out of the peers' memory "
+               "with process_vm_readv (one node, where allowed), auto = measured choice (shown)\n",
                shm ? "all ranks on one node" : "n/a: the ranks are not on one node");
         printf("  timed as in the forward: sequence shard -> the context's head-side Q buffer (s->h), "
                "its O buffer -> sequence shard (h->s)\n");
         printf("%10s %8s |", "bytes/rank", "raw ms");
-        static const char *const h[5] = {"pack", "dtype", "pipe", "shm", "auto"};
-        for (int m = 0; m < 5; m++)
+        static const char *const h[6] = {"pack", "dtype", "pipe", "shm", "cma", "auto"};
+        for (int m = 0; m < 6; m++)
             printf(" %-11s |", h[m]);
         printf(" %-19s | auto chose\n%19s |", "ring: to rank+1", "");
-        for (int m = 0; m < 5; m++)
+        for (int m = 0; m < 6; m++)
             printf(" %5s %5s |", "s->h", "h->s");
         printf(" %8s %10s | s->h, h->s\n", "sendrecv", "hop ratio");
     }
     for (int64_t bytes = minb; bytes <= maxb && !rc; bytes *= 4)
-        rc = a2a_size(d, bytes, repeat, json, shm);
+        rc = a2a_size(d, bytes, minb, repeat, json, shm);
     return rc;
 }
 

@@ -51,6 +51,10 @@ static const char synopsis[] =
 /* ------------------------------------------------------------ helpers */
 
 /* "3-7", "5", or "none" for [begin, begin + count) */
+/* Room for any rng() ("-9223372036854775808-9223372036854775807") and any
+ * segs() (two of them and a comma). */
+enum { RNG_LEN = 48, SEGS_LEN = 2 * RNG_LEN + 1 };
+
 static const char *rng(char *buf, size_t len, int64_t begin, int64_t count)
 {
     if (count <= 0)
@@ -334,7 +338,7 @@ static int explain_ulysses(const xcfg *c, xp_fig *fig)
             goto done;
         }
     const int rep = uly_plan_kv_replicated(a, P);
-    char b1[32], b2[32], b3[32], b4[32];
+    char b1[RNG_LEN], b2[RNG_LEN], b3[RNG_LEN], b4[RNG_LEN];
 
     printf("ulysses explain: DeepSpeed-Ulysses sequence parallelism, one attention layer\n");
     printf("(every term is defined in doc/glossary.md)\n\n");
@@ -399,11 +403,11 @@ static int explain_ulysses(const xcfg *c, xp_fig *fig)
             ellipsis(r, P);
             continue;
         }
-        char s1[96], s2[96];
+        char s1[4 * RNG_LEN + 32], s2[4 * RNG_LEN + 32];
         snprintf(s1, sizeof s1, "Q t%s x h%s, KV t%s x kv%s", rng(b1, sizeof b1, u.tb[r], u.tn[r]),
                  rng(b2, sizeof b2, 0, a->heads), rng(b3, sizeof b3, u.tb[r], u.tn[r]),
                  rng(b4, sizeof b4, 0, a->kv_heads));
-        char k1[32];
+        char k1[RNG_LEN];
         snprintf(s2, sizeof s2, "Q t%s x h%s, KV t%s x kv%s%s", rng(b1, sizeof b1, 0, a->seq),
                  rng(b2, sizeof b2, u.hb[r], u.hn[r]), rng(b3, sizeof b3, 0, a->seq),
                  rng(k1, sizeof k1, u.kb[r], u.kn[r]), rep && u.kn[r] ? "*" : "");
@@ -616,7 +620,7 @@ static int explain_megatron(const xcfg *c, xp_fig *fig)
     memset(&u, 0, sizeof u);
     uint64_t *ag = calloc((size_t)P * (size_t)P, sizeof *ag), *rs = calloc((size_t)P * (size_t)P, sizeof *rs);
     int rc = 0;
-    char b1[32], b2[32], b3[32];
+    char b1[RNG_LEN], b2[RNG_LEN], b3[RNG_LEN];
     if (!ag || !rs || uparts_make(a, P, &u)) {
         fprintf(stderr, "ulysses explain: out of memory\n");
         rc = 1;
@@ -751,7 +755,7 @@ done:
 /* "0-3" or "0-1,14-15" for token segments */
 static const char *segs(char *buf, size_t len, int n, const int64_t *b, const int64_t *c)
 {
-    char x[48], y[48];
+    char x[RNG_LEN], y[RNG_LEN];
     if (n == 2 && c[1] > 0)
         snprintf(buf, len, "%s,%s", rng(x, sizeof x, b[0], c[0]), rng(y, sizeof y, b[1], c[1]));
     else
@@ -775,7 +779,7 @@ static int explain_ring(const xcfg *c, xp_fig *fig)
     const int R = pl->R, U = pl->U, T = uly_plan_steps(pl);
     const uint64_t es = uly_dtype_size(a->dtype);
     const int usp = pl->method == ULY_METHOD_USP, ag = pl->method == ULY_METHOD_ALLGATHER;
-    char b1[64], b2[64], b3[64];
+    char b1[SEGS_LEN], b2[SEGS_LEN], b3[SEGS_LEN];
     int rc = 0;
     uly_volume *vol = calloc((size_t)P, sizeof *vol);
     double *work = calloc((size_t)P * (size_t)T, sizeof *work);
