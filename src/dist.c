@@ -24,9 +24,8 @@
 #include "internal.h"
 #include "ulysses_dist.h"
 
-/* The least time (s) between two MPI tests of the kernel's progress hook,
- * when the ranks are not all on one node (on one node it makes none; see
- * ovl_progress). */
+/* The least time (s) between two MPI tests of the kernel's progress hook
+ * (none within a node with cross-memory attach; see ovl_progress). */
 #define OVL_TEST_EVERY 0.02
 
 /* One tensor of a chunk's non-blocking all-to-all, source by source: the
@@ -1199,9 +1198,10 @@ static double mono_now(void)
 
 /*
  * The kernel's progress hook: let MPI move the messages in flight, at most
- * every OVL_TEST_EVERY, and not at all when every rank is on one node (the
- * head-side buffers in a shared window): there the receiver copies a
- * message (CMA) when it waits for it, so a test only moves that copy
+ * every OVL_TEST_EVERY, and not at all when every rank is on one node and
+ * can read every other's memory (D->cma, probed at creation): there Open
+ * MPI's receiver copies a large message with cross-memory attach when it
+ * waits for it, so a test only moves that copy
  * earlier on the same core, while with more ranks than cores every test
  * that finds nothing to do yields the core (Open MPI's
  * mpi_yield_when_idle).  Measured with 4 ranks on 2 cores, N = 8192
@@ -1213,7 +1213,7 @@ static double mono_now(void)
 static void ovl_progress(void *user)
 {
     uly_dist *D = user;
-    if (D->shm)
+    if (D->cma)
         return;
     const double t0 = uly_comm_wtime();
     if (t0 - D->t_test < OVL_TEST_EVERY)
