@@ -36,7 +36,7 @@
 
 #ifdef ULY_HAVE_LEVELS
 #pragma GCC push_options
-#pragma GCC target("avx2")
+#pragma GCC target("avx2,fma")
 #define VL 8
 #define VLEVEL 1
 #define VSFX(n) uly_vx_avx2_##n
@@ -47,7 +47,7 @@
 #pragma GCC pop_options
 
 #pragma GCC push_options
-#pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl")
+#pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl,fma")
 #define VL 16
 #define VLEVEL 2
 #define VSFX(n) uly_vx_avx512_##n
@@ -59,10 +59,10 @@
 #endif
 
 static const uly_vops levels[ULY_ISA_COUNT] = {
-    {ULY_ISA_BASELINE, uly_vx_base_row_max, uly_vx_base_exp_shift_sum, uly_vx_base_exp_shift_sum_to, uly_vx_base_ds_row},
+    {ULY_ISA_BASELINE, uly_vx_base_row_max, uly_vx_base_exp2_shift_sum, uly_vx_base_exp2_shift_sum_to, uly_vx_base_ds_row},
 #ifdef ULY_HAVE_LEVELS
-    {ULY_ISA_AVX2, uly_vx_avx2_row_max, uly_vx_avx2_exp_shift_sum, uly_vx_avx2_exp_shift_sum_to, uly_vx_avx2_ds_row},
-    {ULY_ISA_AVX512, uly_vx_avx512_row_max, uly_vx_avx512_exp_shift_sum, uly_vx_avx512_exp_shift_sum_to, uly_vx_avx512_ds_row},
+    {ULY_ISA_AVX2, uly_vx_avx2_row_max, uly_vx_avx2_exp2_shift_sum, uly_vx_avx2_exp2_shift_sum_to, uly_vx_avx2_ds_row},
+    {ULY_ISA_AVX512, uly_vx_avx512_row_max, uly_vx_avx512_exp2_shift_sum, uly_vx_avx512_exp2_shift_sum_to, uly_vx_avx512_ds_row},
 #endif
 };
 
@@ -81,10 +81,11 @@ static int isa_supported(int isa)
 #ifdef ULY_HAVE_LEVELS
     __builtin_cpu_init();
     if (isa == ULY_ISA_AVX2)
-        return __builtin_cpu_supports("avx2");
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     if (isa == ULY_ISA_AVX512)
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("fma");
 #endif
     return 0;
 }

@@ -1,5 +1,5 @@
 /*
- * vexp.h -- the element-wise parts of softmax (exp, row max, row sum, dS),
+ * vexp.h -- the element-wise parts of softmax (2^x, row max, row sum, dS),
  * vectorised with GCC/Clang vector extensions and compiled for three x86-64
  * levels: AVX-512 (16 lanes), AVX2 (8 lanes) and the baseline ISA (8 lanes
  * emulated with SSE2).  src/vexp.c instantiates src/vexp_impl.h once per
@@ -9,26 +9,31 @@
  * All levels give bit-identical results:
  *   - no contraction into FMA (the kernels are built with -ffp-contract=off)
  *     and every lane performs the same IEEE operations in the same order,
- *     whatever the vector width;
+ *     whatever the vector width; the fused multiply-adds of the polynomial
+ *     are explicit: the instruction at AVX2 (which requires FMA3) and
+ *     AVX-512, uly_fmaf_exact (below, correctly rounded) at the baseline;
  *   - the row sum uses 16 accumulators, element j going to accumulator
  *     j mod 16 in increasing j (two vectors at 8 lanes), combined at the end
  *     as s_l = a_l + a_(l+8), then ((s0+s1)+(s2+s3))+((s4+s5)+(s6+s7));
  *   - the row max, exact whatever the order but for the sign of a zero,
  *     uses four chains in the same order at every level (vexp_impl.h).
  *
- * exp: Cephes-style expf.  x = n ln2 + r with |r| <= ln2/2 (n rounded with
- * the 1.5*2^23 trick, exact IEEE arithmetic), e^r = 1 + r + r^2 P(r) with
- * P of degree 4, and 2^n built in the exponent bits.  Within 1.05 ulp of
- * exp on [-87.3, 88] (every 13th float checked); results below 2^-126
- * are subnormal, and inputs below -87.68 (including -inf, used for masked
- * scores) give exactly 0.  Inputs must not be NaN (the driver rejects
- * non-finite tensors).
+ * The kernels work in base 2: the scores are computed as log2(e) scale
+ * Q K^T, so softmax needs 2^(s - m) and no multiplication by log2(e) or
+ * Cody-Waite reduction per score.  2^x: x = n + f with n = round(x) (the
+ * 1.5*2^23 trick) and f = x - n exact, |f| <= 1/2; 2^f = 1 + f P(f) with
+ * P of degree 5; 2^n built in the exponent bits.  Within 1.15 ulp of
+ * exp2 on [-126, 1] (every 61st float checked against libm in double);
+ * results below 2^-126 are subnormal, and inputs below -126.5 (including
+ * -inf, used for masked scores) give exactly 0.  Inputs must not be NaN
+ * (the driver rejects non-finite tensors).
  */
 #ifndef ULY_VEXP_H
 #define ULY_VEXP_H
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -39,10 +44,13 @@ typedef struct uly_vops {
     int isa;
     /* max of x[0..n) (-inf for n = 0) */
     float (*row_max)(const float *x, int64_t n);
-    /* x = exp(x - shift) in place; returns the sum of the new x */
-    float (*exp_shift_sum)(float *x, int64_t n, float shift);
-    /* p = exp(x - shift), x = +0; returns the sum of p (same bits as above) */
-    float (*exp_shift_sum_to)(float *x, float *p, int64_t n, float shift);
+    /* x = 2^(x - shift) in place (x - shift clamped to [-127, 127]);
+     * returns the sum of the new x */
+    float (*exp2_shift_sum)(float *x, int64_t n, float shift);
+    /* p = 2^(x - shift), x = +0, for x <= shift (no upper clamp: the
+     * forward's shift is the row max); returns the sum of p (the bits of
+     * exp2_shift_sum) */
+    float (*exp2_shift_sum_to)(float *x, float *p, int64_t n, float shift);
     /* ds = p * (dp - D), written over dp */
     void (*ds_row)(const float *p, float *dp, int64_t n, float D);
 } uly_vops;
@@ -55,7 +63,35 @@ ULY_INTERNAL const uly_vops *uly_vops_level(int isa);
 /* Name of a level: "avx512", "avx2", "baseline". */
 ULY_INTERNAL const char *uly_isa_name(int isa);
 
-/* Double precision: the same contracts with libm's exp and 8 scalar lanes. */
+/* a b + c rounded once to float, as a fused multiply-add instruction
+ * computes it, for CPUs without one.  a b is exact in double (24 + 24
+ * bits), s = a b + c rounds once to 53 bits, and rounding s to float is then
+ * the correct rounding of a b + c unless s is exactly halfway between two
+ * floats (the low 29 bits of its significand 1 then 28 zeros) or below the
+ * normal float range.  Only there is the sum redone: TwoSum gives the exact
+ * error e of s, and s rounded to odd (one double ulp toward zero when e has
+ * the other sign, then the last bit set) rounds correctly to float (Boldo
+ * and Melquiond, "Emulation of FMA and correctly rounded sums: proved
+ * algorithms using rounding to odd", IEEE Trans. Computers 57(4), 2008). */
+static inline float uly_fmaf_exact(float a, float b, float c)
+{
+    const double p = (double)a * (double)b;
+    double s = p + (double)c;
+    uint64_t u;
+    memcpy(&u, &s, sizeof u);
+    if ((u & 0x1fffffffu) == 0x10000000u || fabs(s) < 0x1p-126) {
+        const double bb = s - p, e = (p - (s - bb)) + ((double)c - bb);
+        if (e != 0) {
+            if ((e < 0) != (s < 0))
+                u -= 1;
+            u |= 1;
+            memcpy(&s, &u, sizeof s);
+        }
+    }
+    return (float)s;
+}
+
+/* Double precision: the same contracts with libm's exp2 and 8 scalar lanes. */
 static inline double uly_row_max_f64(const double *x, int64_t n)
 {
     double m = -INFINITY;
@@ -73,21 +109,21 @@ static inline double uly_lanes16_sum_f64(const double *a)
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
-static inline double uly_exp_shift_sum_f64(double *x, int64_t n, double shift)
+static inline double uly_exp2_shift_sum_f64(double *x, int64_t n, double shift)
 {
     double lane[16] = {0};
     for (int64_t j = 0; j < n; j++) {
-        x[j] = exp(x[j] - shift);
+        x[j] = exp2(x[j] - shift);
         lane[j & 15] += x[j];
     }
     return uly_lanes16_sum_f64(lane);
 }
 
-static inline double uly_exp_shift_sum_to_f64(double *x, double *p, int64_t n, double shift)
+static inline double uly_exp2_shift_sum_to_f64(double *x, double *p, int64_t n, double shift)
 {
     double lane[16] = {0};
     for (int64_t j = 0; j < n; j++) {
-        p[j] = exp(x[j] - shift);
+        p[j] = exp2(x[j] - shift);
         x[j] = 0;
         lane[j & 15] += p[j];
     }
