@@ -874,22 +874,88 @@ static int int_asc(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static int gen_ring_cone(gen *g, int gi, const geo *G, int C, int w)
+/* Classes of keys by hash (open addressing): class q has hash hs[q] and a
+ * representative key; same(ctx, q) compares a new key with q's. */
+typedef struct ctab {
+    int *tab;
+    uint64_t *hs;
+    size_t tb;
+    int n;
+} ctab;
+
+static int ctab_init(ctab *t, int max)
+{
+    t->tb = 16;
+    while (t->tb < (size_t)2 * max)
+        t->tb *= 2;
+    t->n = 0;
+    t->tab = usim_malloc(t->tb * sizeof *t->tab);
+    t->hs = usim_malloc((size_t)(max > 0 ? max : 1) * sizeof *t->hs);
+    if (!t->tab || !t->hs) {
+        free(t->tab); free(t->hs);
+        return usim_set_error(USIM_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < t->tb; i++)
+        t->tab[i] = -1;
+    return USIM_OK;
+}
+
+/* The class of a key of hash h, or a new one (number t->n - 1, *added). */
+static int ctab_class(ctab *t, uint64_t h, int (*same)(const void *ctx, int q), const void *ctx, int *added)
+{
+    *added = 0;
+    for (size_t at = (size_t)h & (t->tb - 1);; at = (at + 1) & (t->tb - 1)) {
+        int q = t->tab[at];
+        if (q < 0) {
+            t->tab[at] = t->n;
+            t->hs[t->n] = h;
+            *added = 1;
+            return t->n++;
+        }
+        if (t->hs[q] == h && same(ctx, q))
+            return q;
+    }
+}
+
+static void ctab_free(ctab *t)
+{
+    free(t->tab);
+    free(t->hs);
+}
+
+/* 64-bit hash of n ints. */
+static uint64_t ints_hash(const int *v, size_t n)
+{
+    uint64_t h = 1469598103934665603ULL ^ (uint64_t)n;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (uint64_t)(uint32_t)v[i];
+        h *= 1099511628211ULL;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+static int cone_run(gen *g, int gi, const geo *G, int C, int w, const int *reps, int nrep);
+static int cone_windows(gen *g, int gi, const geo *G, int C, int w, const int *bval, int W);
+
+static int gen_ring_cone(gen *g, int gi, const geo *G, int C, int w, const int *bval)
 {
     const usim_coll *c = g->c;
-    int P = c->size, N = G->N, gl = G->g;
+    int N = G->N, gl = G->g;
     if (!G->uniform || N < 2 || w < 1)
         return 0;
     int E = w - 1 + (w + 1 + gl - 1) / gl, W = E + 1;   /* window: nodes b-E .. b */
     if (W >= N)
         return 0;
+    if (bval)
+        return cone_windows(g, gi, G, C, w, bval, W);
     /* The blocks' chunk sizes as runs (few: O(1) from a grid with split
      * chunks), so that nothing below is O(N). */
     bseg *u = NULL;
     int nu = block_segs(c, G, gl, N, &u);
     if (nu < 0)
         return nu;
-    int *reps = NULL, *need = NULL, *nbr = NULL, nrep = 0, M = 0, rc = 0;
+    int *reps = NULL, nrep = 0, rc = 0;
     int64_t capr = N / w + 1;   /* nrep * w >= N: no reduction */
     if (!(reps = usim_malloc((size_t)capr * sizeof *reps))) {
         rc = -usim_set_error(USIM_ENOMEM, "out of memory");
@@ -930,6 +996,20 @@ static int gen_ring_cone(gen *g, int gi, const geo *G, int C, int w)
             }
         }
     }
+    rc = cone_run(g, gi, G, C, w, reps, nrep);
+out:
+    free(u); free(reps);
+    return rc;
+}
+
+/* The light cone of representative blocks reps[0 .. nrep - 1] (distinct):
+ * each with its w - 1 predecessors.  Returns 1 when generated, 0 when that
+ * is no reduction (the whole ring runs), or -status. */
+static int cone_run(gen *g, int gi, const geo *G, int C, int w, const int *reps, int nrep)
+{
+    const usim_coll *c = g->c;
+    int P = c->size, N = G->N, gl = G->g;
+    int *need = NULL, *nbr = NULL, M = 0, rc = 0;
     /* the needed blocks: every representative with its w - 1 predecessors */
     if (!(need = usim_malloc((size_t)nrep * w * sizeof *need))) {
         rc = -usim_set_error(USIM_ENOMEM, "out of memory");
@@ -995,7 +1075,8 @@ static int gen_ring_cone(gen *g, int gi, const geo *G, int C, int w)
     }
     for (int ch = 0; ch < C; ch++)
         if (C == 1)
-            perm[0] = 0;
+            for (int l = 0; l < gl; l++)
+                perm[l] = l;   /* one channel: ring order is block order */
         else
             ring_perm(g->net, G, C, ch, perm + (size_t)ch * gl);
     /* the GPUs of the needed blocks, looked up instead of decoded per transfer */
@@ -1053,7 +1134,116 @@ static int gen_ring_cone(gen *g, int gi, const geo *G, int C, int w)
     g->nocount = 0;
     rc = 1;
 out:
-    free(u); free(reps); free(need); free(nbr);
+    free(need); free(nbr);
+    return rc;
+}
+
+/* Classes of blocks by their windows: block b's class is the sequence of
+ * block values bval[b - W + 1 .. b] (cyclic), bval an id of everything a
+ * block's transfers depend on besides their dependencies (gen_ring_uneven);
+ * the first block of each class represents it.  Then the cone of the
+ * representatives (cone_run): 1, 0 (no reduction) or -status. */
+typedef struct wins {
+    const int *bval, *reps;
+    int N, W, b;
+    int *buf;
+} wins;
+
+#define WIN(x, b, j) (x)->bval[(((b) - ((x)->W - 1) + (j)) % (x)->N + (x)->N) % (x)->N]
+static int win_same(const void *ctx, int q)
+{
+    const wins *x = ctx;
+    for (int j = 0; j < x->W; j++)
+        if (WIN(x, x->reps[q], j) != x->buf[j])
+            return 0;
+    return 1;
+}
+
+static int cone_windows(gen *g, int gi, const geo *G, int C, int w, const int *bval, int W)
+{
+    int N = G->N, rc = 0;
+    ctab t = {NULL, NULL, 0, 0};
+    int *reps = usim_malloc((size_t)N * sizeof *reps), *cl = usim_malloc((size_t)N * sizeof *cl);
+    int *buf = usim_malloc((size_t)W * sizeof *buf);
+    if (!reps || !cl || !buf || ctab_init(&t, N)) {
+        free(reps); free(cl); free(buf);
+        return -usim_set_error(USIM_ENOMEM, "out of memory");
+    }
+    wins x = {bval, reps, N, W, 0, buf};
+    /* m: an earlier block whose window is b's (checked), or b itself (a new
+     * class).  Window(b + 1) is window(b) shifted by one plus bval[b + 1],
+     * so it equals window(m + 1) iff bval[b + 1] == bval[m + 1]: along a
+     * periodic stretch every block is found in O(1); elsewhere by a hash of
+     * its window, compared entry by entry. */
+    for (int b = 0, m = -1; b < N; b++) {
+        if (m >= 0 && m + 1 < b && bval[b] == bval[m + 1]) {
+            m++;
+            cl[b] = cl[m];
+            continue;
+        }
+        for (int j = 0; j < W; j++)
+            buf[j] = WIN(&x, b, j);
+        int added;
+        cl[b] = ctab_class(&t, ints_hash(buf, (size_t)W), win_same, &x, &added);
+        if (added)
+            reps[cl[b]] = b;
+        m = reps[cl[b]];
+        if ((int64_t)t.n * 2 > N)
+            goto out;   /* hardly a reduction: the whole ring */
+    }
+    rc = cone_run(g, gi, G, C, w, reps, t.n);
+out:
+    ctab_free(&t);
+    free(reps); free(cl); free(buf);
+    return rc;
+}
+#undef WIN
+
+/* One ring (one channel, in position order) over a group placed unevenly on
+ * its NVLink domains, such as the ZeRO ring over every GPU when the last
+ * domain is partial (65536 GPUs in 72-GPU domains: 910 full, one of 16): by
+ * its light cone with one position per block.  Every transfer of the ring
+ * has its links to itself (a position sends to its successor only, after
+ * its own previous send; checked on the transfers, blocks_local), so what a
+ * position's transfer depends on besides its dependencies is its chunk
+ * size and its route (NVLink or NIC): the block value.  Blocks whose
+ * windows of values are the same sequence have the same times (the cone's
+ * argument, with the values in place of the chunk sizes of alike blocks);
+ * each class is one representative with its w - 1 predecessors.  Returns 1
+ * when generated, 0 when not reduced, or -status. */
+static int gen_ring_uneven(gen *g, int gi, const geo *G, int w)
+{
+    const usim_coll *c = g->c;
+    int P = c->size;
+    if (!G->pos || P < 4)
+        return 0;
+    geo S = *G;   /* blocks of one ring position */
+    S.N = P;
+    S.g = 1;
+    S.uniform = 1;
+    int *bval = usim_malloc((size_t)P * sizeof *bval), nv = 0, rc;
+    uint64_t vals[64];
+    int vcls[64];
+    if (!bval)
+        return -usim_set_error(USIM_ENOMEM, "out of memory");
+    for (int i = 0; i < P; i++) {
+        int a = rk_at(g, gi, geo_pos(G, i)), b = rk_at(g, gi, geo_pos(G, (i + 1) % P));
+        uint64_t v = chunk_at(c, geo_pos(G, i));
+        int cl = a == b ? -1 : usim_net_class(g->net, a, b), k;
+        for (k = 0; k < nv && !(vals[k] == v && vcls[k] == cl); k++)
+            ;
+        if (k == nv) {
+            if (nv == 64) {
+                free(bval);
+                return 0;   /* too many values: no reduction */
+            }
+            vals[nv] = v;
+            vcls[nv++] = cl;
+        }
+        bval[i] = k;
+    }
+    rc = gen_ring_cone(g, gi, &S, 1, w, bval);
+    free(bval);
     return rc;
 }
 
@@ -1256,8 +1446,15 @@ static int validate(usim_net *n, const usim_coll *c)
 typedef struct cls {
     int on;            /* simulate group 0 with loads */
     int nocone;        /* do not reduce a single ring by its light cone */
-    int *pos;          /* per GPU: its position in its group, -1 if in none */
+    int *pos;          /* per GPU: its position in its group, -1 if in none; then
+                        * the number of classes and, with several, their tables */
     int borrowed;      /* pos belongs to the network's cache */
+    /* classes of groups (analyze_groups): nrep of them (1: every group
+     * alike); with several, per GPU its label class * size + position (-1:
+     * in no group), per group its class, per class its representative group
+     * and its number of groups */
+    int nrep;
+    const int *lab, *gcls, *rep, *csize;
     geo g0;            /* group 0's placement (N == 0: not computed) */
     rgrid rg;          /* the groups as a grid (rg.on), else listed in c->ranks */
 } cls;
@@ -1266,6 +1463,27 @@ typedef struct cls {
 static inline int cls_pos(const cls *k, int h)
 {
     return k->rg.on ? grid_pos(&k->rg, h) : k->pos[h];
+}
+
+/* The class tables stored after pos (analyze_groups), for G GPUs and NG groups. */
+static void cls_decode(cls *k, int G, int NG)
+{
+    k->nrep = 1;
+    k->lab = k->gcls = k->rep = k->csize = NULL;
+    if (!k->pos || k->pos[G] <= 1)
+        return;
+    k->nrep = k->pos[G];
+    k->lab = k->pos + G + 1;
+    k->gcls = k->lab + G;
+    k->rep = k->gcls + NG;
+    k->csize = k->rep + k->nrep;
+}
+
+/* Label of GPU h in the link loads: its position, or with several classes
+ * its class and position. */
+static inline int cls_lab(const cls *k, int h)
+{
+    return k->lab ? k->lab[h] : cls_pos(k, h);
 }
 
 static void cls_free(cls *k)
@@ -1277,6 +1495,8 @@ static void cls_free(cls *k)
     k->pos = NULL;
     k->on = 0;
     k->g0.N = 0;
+    k->nrep = 1;
+    k->lab = k->gcls = k->rep = k->csize = NULL;
 }
 
 static uint64_t ranks_key(const usim_coll *c)
@@ -1317,6 +1537,7 @@ static int analyze_groups(usim_net *n, const usim_coll *c, cls *k);
 static int analyze(usim_net *n, const usim_coll *c, cls *k)
 {
     memset(k, 0, sizeof *k);
+    k->nrep = 1;
     if (usim_net_engine(n) == USIM_ENGINE_FULL)
         return USIM_OK;
     if (grid_make(n, c, &k->rg)) {
@@ -1334,6 +1555,7 @@ static int analyze(usim_net *n, const usim_coll *c, cls *k)
         k->on = on;
         k->pos = pos;
         k->borrowed = 1;
+        cls_decode(k, usim_net_gpus(n), c->ngroups);
         return USIM_OK;
     }
     int rc = analyze_groups(n, c, k);
@@ -1344,70 +1566,158 @@ static int analyze(usim_net *n, const usim_coll *c, cls *k)
     return rc;
 }
 
+/* Classes of groups by signature: sig (NG rows of len ints, row gi the
+ * signature of group gi) -> gcls[gi], numbered by first appearance (group
+ * 0's class is 0).  Returns the number of classes, or -1 out of memory. */
+typedef struct sigs {
+    const int *sig;
+    size_t len;
+    const int *rep;
+    int gi;
+} sigs;
+
+static int sig_same(const void *ctx, int q)
+{
+    const sigs *x = ctx;
+    return memcmp(x->sig + (size_t)x->rep[q] * x->len, x->sig + (size_t)x->gi * x->len,
+                  x->len * sizeof *x->sig) == 0;
+}
+
+static int sig_classes(const int *sig, size_t len, int NG, int *gcls, int *rep)
+{
+    ctab t;
+    if (ctab_init(&t, NG))
+        return -1;
+    sigs x = {sig, len, rep, 0};
+    for (int gi = 0; gi < NG; gi++) {
+        int added;
+        x.gi = gi;
+        gcls[gi] = ctab_class(&t, ints_hash(sig + (size_t)gi * len, len), sig_same, &x, &added);
+        if (added)
+            rep[gcls[gi]] = gi;
+    }
+    int nc = t.n;
+    ctab_free(&t);
+    return nc;
+}
+
+/*
+ * Classes of groups (colour refinement): groups start in one class per
+ * partition of their positions over NICs, nodes and NVLink domains
+ * (condition 2: the same transfers, routes and latencies); a class is then
+ * split by the multisets of labels (class, position) that the NIC and node
+ * of each of its positions hold, until no class splits.  In the end every
+ * group of a class has the same partition as the class's representative,
+ * and every unit holding its position p holds the same labels as the unit
+ * holding the representative's position p (condition 3 with labels): each
+ * copy of a representative's transfer sees its links in the same state, as
+ * with one class.  k->on when some groups share a class (fewer classes than
+ * groups); one class is the single-class case of analyze.
+ */
 static int analyze_groups(usim_net *n, const usim_coll *c, cls *k)
 {
     int P = c->size, NG = c->ngroups, G = usim_net_gpus(n);
     int nu = usim_net_units(n, USIM_UNIT_NIC);
     int gpn = usim_net_platform(n)->gpus_per_node;
-    k->pos = usim_malloc((size_t)G * sizeof *k->pos);
     int *stamp = usim_calloc((size_t)nu, sizeof *stamp), *first = usim_malloc((size_t)nu * sizeof *first);
-    int *lab0 = usim_malloc((size_t)P * sizeof *lab0);
-    int *sa = usim_malloc((size_t)(gpn + 1) * sizeof *sa), *sb = usim_malloc((size_t)(gpn + 1) * sizeof *sb);
-    int ok = 1, rc = USIM_OK;
-    if (!k->pos || !stamp || !first || !lab0 || !sa || !sb) {
+    int *gcls = usim_malloc((size_t)NG * sizeof *gcls), *rep = usim_malloc((size_t)NG * sizeof *rep);
+    int *lab = usim_malloc((size_t)G * sizeof *lab);
+    size_t len1 = (size_t)USIM_NUNIT * P, len2 = 1 + (size_t)2 * P * (gpn + 1);
+    int *sig = usim_malloc((size_t)NG * (len1 > len2 ? len1 : len2) * sizeof *sig);
+    int ok = 1, rc = USIM_OK, nc = 0;
+    k->pos = usim_malloc((size_t)(G + 1) * sizeof *k->pos);
+    if (!k->pos || !stamp || !first || !gcls || !rep || !lab || !sig) {
         rc = usim_set_error(USIM_ENOMEM, "out of memory");
         ok = 0;
         goto out;
     }
     for (int g = 0; g < G; g++)
-        k->pos[g] = -1;
+        k->pos[g] = lab[g] = -1;
+    k->pos[G] = 1;
     for (size_t i = 0; i < (size_t)NG * P && ok; i++) {
         int g = c->ranks[i];
         if (k->pos[g] >= 0)
             ok = 0;   /* a GPU in two groups */
         k->pos[g] = (int)(i % (size_t)P);
     }
-    for (int kind = 0; kind < USIM_NUNIT && ok; kind++) {
-        /* the same partition of positions over units in every group */
+    if (!ok)
+        goto out;
+    /* the partition of each group's positions over units of every kind */
+    for (int kind = 0; kind < USIM_NUNIT; kind++) {
         memset(stamp, 0, (size_t)nu * sizeof *stamp);
-        for (int gi = 0; gi < NG && ok; gi++) {
+        for (int gi = 0; gi < NG; gi++) {
             const int *rk = c->ranks + (size_t)gi * P;
+            int *s = sig + (size_t)gi * len1 + (size_t)kind * P;
             for (int p = 0; p < P; p++) {
                 int u = usim_net_unit(n, kind, rk[p]);
                 if (stamp[u] != gi + 1) {
                     stamp[u] = gi + 1;
                     first[u] = p;
                 }
-                if (gi == 0)
-                    lab0[p] = first[u];
-                else if (first[u] != lab0[p]) {
-                    ok = 0;
-                    break;
-                }
-            }
-        }
-        /* every unit holding the same positions as group 0's unit (the
-         * units that share links) */
-        memset(stamp, 0, (size_t)nu * sizeof *stamp);
-        for (int gi = 1; gi < NG && ok && kind != USIM_UNIT_DOMAIN; gi++) {
-            const int *rk = c->ranks + (size_t)gi * P;
-            for (int p = 0; p < P && ok; p++) {
-                int u = usim_net_unit(n, kind, rk[p]), r = usim_net_unit(n, kind, c->ranks[p]);
-                if (u == r || stamp[u] == r + 1)
-                    continue;
-                int ma = unit_sig(n, kind, u, k->pos, sa), mb = unit_sig(n, kind, r, k->pos, sb);
-                if (ma != mb || memcmp(sa, sb, (size_t)ma * sizeof *sa) != 0)
-                    ok = 0;
-                stamp[u] = r + 1;
+                s[p] = first[u];
             }
         }
     }
+    if ((nc = sig_classes(sig, len1, NG, gcls, rep)) < 0)
+        goto oom;
+    /* refine by the labels the NICs and nodes of each position hold */
+    for (;;) {
+        for (int gi = 0; gi < NG; gi++)
+            for (int p = 0; p < P; p++)
+                lab[c->ranks[(size_t)gi * P + p]] = gcls[gi] * P + p;
+        for (int gi = 0; gi < NG; gi++) {
+            const int *rk = c->ranks + (size_t)gi * P;
+            int *s = sig + (size_t)gi * len2;
+            size_t m = 0;
+            s[m++] = gcls[gi];
+            for (int kind = 0; kind < USIM_UNIT_DOMAIN; kind++)
+                for (int p = 0; p < P; p++) {
+                    int cnt = unit_sig(n, kind, usim_net_unit(n, kind, rk[p]), lab, s + m + 1);
+                    s[m] = cnt;
+                    m += 1 + (size_t)cnt;
+                }
+            for (; m < len2; m++)
+                s[m] = -2;
+        }
+        int nn = sig_classes(sig, len2, NG, gcls, rep);
+        if (nn < 0)
+            goto oom;
+        if (nn == nc)
+            break;
+        nc = nn;
+    }
+    if (nc >= NG) {
+        ok = 0;   /* no two groups alike: the full engine */
+        goto out;
+    }
+    if (nc > 1) {
+        /* pos, then nc, labels, classes of the groups, representatives, class sizes */
+        size_t tot = (size_t)G + 1 + (size_t)G + (size_t)NG + 2 * (size_t)nc;
+        int *a = usim_realloc(k->pos, tot * sizeof *a);
+        if (!a)
+            goto oom;
+        k->pos = a;
+        a[G] = nc;
+        memcpy(a + G + 1, lab, (size_t)G * sizeof *a);
+        memcpy(a + 2 * (size_t)G + 1, gcls, (size_t)NG * sizeof *a);
+        int *rp = a + 2 * (size_t)G + 1 + NG, *cs = rp + nc;
+        memcpy(rp, rep, (size_t)nc * sizeof *a);
+        memset(cs, 0, (size_t)nc * sizeof *cs);
+        for (int gi = 0; gi < NG; gi++)
+            cs[gcls[gi]]++;
+    }
+    goto out;
+oom:
+    rc = usim_set_error(USIM_ENOMEM, "out of memory");
+    ok = 0;
 out:
-    free(stamp); free(first); free(lab0); free(sa); free(sb);
+    free(stamp); free(first); free(gcls); free(rep); free(lab); free(sig);
     if (!ok)
         cls_free(k);
-    else
+    else {
         k->on = 1;
+        cls_decode(k, G, NG);
+    }
     return rc;
 }
 
@@ -1481,7 +1791,7 @@ static int build_loads(usim_net *n, const cls *k, const usim_xfer *x, int nx, us
         if (kind == USIM_LINK_MESH)
             continue;   /* one pair's link: its transfers alone */
         for (int h = first; h < first + cnt; h++) {
-            int ph = cls_pos(k, h);
+            int ph = cls_lab(k, h);
             if (ph < 0)
                 continue;
             if (ne == cap) {
@@ -1524,7 +1834,7 @@ static int build_loads(usim_net *n, const cls *k, const usim_xfer *x, int nx, us
                 continue;
             }
             int g = side ? x[i].dst : x[i].src;
-            load_ent key = {kind, cls_pos(k, g), -1, 0};
+            load_ent key = {kind, cls_lab(k, g), -1, 0};
             size_t lo = 0, hi = m;   /* first entry >= key */
             while (lo < hi) {
                 size_t mid = (lo + hi) / 2;
@@ -1574,8 +1884,39 @@ static int candidates(usim_net *n, const usim_coll *c, const rgrid *R, usim_algo
     usim_group_shape sh = {G0.N, G0.g, G0.uniform};
     free(G0.pos);
     uint64_t S = chunk_sum(c);
-    return usim_tune_candidates(usim_net_platform(n), c->type, &sh, (double)S, c->algo, c->proto,
-                                as, ps, est, MAX_CANDIDATES);
+    int nc = usim_tune_candidates(usim_net_platform(n), c->type, &sh, (double)S, c->algo, c->proto,
+                                  as, ps, est, MAX_CANDIDATES);
+    if (nc <= 1 || !c->ranks || c->ngroups < 2 || c->algo != USIM_ALGO_AUTO)
+        return nc;
+    /* Listed groups may be placed differently from group 0: a tree or NVLS
+     * that some group cannot run (a tree needs >= 2 domains holding equally
+     * many of its GPUs, NVLS one domain) is not a candidate.  (Grids place
+     * every group as group 0.) */
+    int tree_ok = 1, nvls_ok = 1, any = 0;
+    for (int q = 0; q < nc; q++)
+        any |= as[q] == USIM_ALGO_TREE || as[q] == USIM_ALGO_NVLS;
+    for (int gi = 1; any && gi < c->ngroups && (tree_ok || nvls_ok); gi++) {
+        geo Gg;
+        int grc = geometry(n, c, R, gi, &Gg);
+        if (grc)
+            return -grc;
+        tree_ok &= Gg.uniform && Gg.N >= 2;
+        nvls_ok &= Gg.N == 1;
+        free(Gg.pos);
+    }
+    int m = 0;
+    for (int q = 0; q < nc; q++)
+        m += (as[q] != USIM_ALGO_TREE || tree_ok) && (as[q] != USIM_ALGO_NVLS || nvls_ok);
+    if (m == 0)
+        return nc;   /* the platform forces it: refused when generated */
+    m = 0;
+    for (int q = 0; q < nc; q++)
+        if ((as[q] != USIM_ALGO_TREE || tree_ok) && (as[q] != USIM_ALGO_NVLS || nvls_ok)) {
+            as[m] = as[q];
+            ps[m] = ps[q];
+            est[m++] = est[q];
+        }
+    return m;
 }
 
 /* Whether no group lists a GPU twice (a grid is a bijection), so that every
@@ -1701,7 +2042,8 @@ static int generate(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, 
 {
     memset(r, 0, sizeof *r);
     *steps = 0;
-    int P = c->size, NG = k->on ? 1 : c->ngroups;
+    /* groups simulated: every one, or one per class (its representative) */
+    int P = c->size, NG = k->on ? k->nrep : c->ngroups;
     memset(g, 0, sizeof *g);
     g->net = n;
     g->c = c;
@@ -1717,7 +2059,8 @@ static int generate(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, 
     g->window = INT_MAX;
     g->wire = usim_proto_wire(p);
     g->skipcount = skipcount == 1;
-    if (!skipcount && count_arrays(g))   /* 2: arrays only if a count needs them */
+    /* 2: arrays only if a count needs them, or to weigh several classes */
+    if ((!skipcount || (skipcount == 2 && k->nrep > 1)) && count_arrays(g))
         return usim_set_error(USIM_ENOMEM, "out of memory counting a collective");
     r->algo = a;
     r->proto = p;
@@ -1726,12 +2069,13 @@ static int generate(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, 
         return USIM_OK;
     int rc = USIM_OK;
     if (!is_ring(c->type)) {
-        for (int gi = 0; gi < NG && !g->err; gi++)
-            gen_p2p(g, gi);
+        for (int ri = 0; ri < NG && !g->err; ri++)
+            gen_p2p(g, k->rep ? k->rep[ri] : ri);
     } else {
         if (a == USIM_ALGO_NVLS)
             g->wire /= usim_net_platform(n)->nvls_eff;
-        for (int gi = 0; gi < NG && !rc && !g->err; gi++) {
+        for (int ri = 0; ri < NG && !rc && !g->err; ri++) {
+            int gi = k->rep ? k->rep[ri] : ri;
             geo Gg;
             int own = !(gi == 0 && k->g0.N);
             if (!own)
@@ -1743,7 +2087,7 @@ static int generate(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, 
                     rc = usim_set_error(USIM_EINVAL, "%s: groups are placed differently on the nodes",
                                         usim_coll_name(c->type));
                 else
-                    rc = gen_tree(g, gi, &Gg), r->channels = 2 * Gg.g;
+                    rc = gen_tree(g, gi, &Gg), r->channels = gi == 0 ? 2 * Gg.g : r->channels;
             } else if (a == USIM_ALGO_NVLS) {
                 if (Gg.N != 1)
                     rc = usim_set_error(USIM_EINVAL, "%s: groups are placed differently on the nodes",
@@ -1766,19 +2110,21 @@ static int generate(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, 
                         g->window = 0;   /* counting only: every step in closed form */
                 }
                 int done = 0;
-                int alike = build && k->on && !k->nocone ? c->ngroups == 1 ? 1
-                                                         : blocks_alike(n, c, k, &Gg) : 0;
+                int alike = build && k->on && !k->nocone && k->nrep == 1
+                            ? c->ngroups == 1 ? 1 : blocks_alike(n, c, k, &Gg) : 0;
                 if (alike < 0)
                     rc = -alike;
                 if (alike > 0) {
                     int w = g->window < *steps ? g->window : *steps;
-                    done = gen_ring_cone(g, gi, &Gg, C, w);
+                    done = !Gg.uniform && C == 1 && c->ngroups == 1 ? gen_ring_uneven(g, gi, &Gg, w)
+                                                                    : gen_ring_cone(g, gi, &Gg, C, w, NULL);
                     if (done < 0)
                         rc = -done;
                 }
                 if (!done && !rc)
                     rc = gen_ring(g, gi, &Gg, C);
-                r->channels = C;
+                if (gi == 0)   /* group 0's (groups placed differently may differ) */
+                    r->channels = C;
             }
             if (own)
                 free(Gg.pos);
@@ -1845,8 +2191,10 @@ static void finish_counts(usim_net *n, const usim_coll *c, const cls *k, const g
 {
     int G = usim_net_gpus(n), S = g->byslot ? c->size : G;
     for (int i = 0; g->sent && i < S; i++) {
-        r->total_sent += g->sent[i];
-        r->total_recv += g->recv[i];
+        /* several classes: a representative's GPU counts for its class's groups */
+        uint64_t mult = k->nrep > 1 ? k->lab[i] < 0 ? 0 : (uint64_t)k->csize[k->lab[i] / c->size] : 1;
+        r->total_sent += g->sent[i] * mult;
+        r->total_recv += g->recv[i] * mult;
         for (int q = 0; q < USIM_NCLASS; q++)
             if (g->sent_cls[(size_t)i * USIM_NCLASS + q] > r->max_sent[q])
                 r->max_sent[q] = g->sent_cls[(size_t)i * USIM_NCLASS + q];
@@ -1856,7 +2204,7 @@ static void finish_counts(usim_net *n, const usim_coll *c, const cls *k, const g
     for (int q = 0; q < USIM_NCLASS; q++)
         if (g->dmax[q] > r->max_sent[q])
             r->max_sent[q] = g->dmax[q];
-    if (k->on) {
+    if (k->on && k->nrep == 1) {
         r->total_sent *= (uint64_t)c->ngroups;
         r->total_recv *= (uint64_t)c->ngroups;
     }
@@ -1866,6 +2214,9 @@ static void finish_counts(usim_net *n, const usim_coll *c, const cls *k, const g
         int at = one;
         if (g->byslot)
             at = grid_pos(&k->rg, one);
+        else if (k->on && k->nrep > 1)
+            at = k->lab[one] < 0 ? -1
+               : c->ranks[(size_t)k->rep[k->lab[one] / P] * P + k->lab[one] % P];
         else if (k->on && c->ngroups > 1)
             at = k->pos[one] < 0 ? -1 : c->ranks[k->pos[one]];
         *one_sent = g->sent && at >= 0 ? g->sent[at] : 0;
@@ -1887,7 +2238,10 @@ static void finish_counts(usim_net *n, const usim_coll *c, const cls *k, const g
             continue;
         }
         memcpy(out, in, (size_t)G * sizeof *out);
-        if (k->on)
+        if (k->on && k->nrep > 1)
+            for (size_t i = 0; i < (size_t)c->ngroups * P; i++)
+                out[c->ranks[i]] = in[c->ranks[(size_t)k->rep[k->gcls[i / P]] * P + i % P]];
+        else if (k->on)
             for (size_t i = (size_t)P; i < (size_t)c->ngroups * P; i++)
                 out[c->ranks[i]] = in[c->ranks[i % (size_t)P]];
     }
@@ -2006,8 +2360,8 @@ static usim_time a2a_call_cost(usim_net *n, const usim_coll *c, const cls *k)
     const usim_platform *pf = usim_net_platform(n);
     /* members on one NVLink domain: the NVLink cost; groups placed alike
      * (classes) have group 0's answer */
-    for (int g = 0; g < (k->on ? 1 : c->ngroups); g++)
-        for (int q = 1; q < c->size; q++)
+    for (int ri = 0; ri < (k->on ? k->nrep : c->ngroups); ri++)
+        for (int q = 1, g = k->rep ? k->rep[ri] : ri; q < c->size; q++)
             if (usim_net_domain_of(n, usim_coll_rank(c, g, q)) != usim_net_domain_of(n, usim_coll_rank(c, g, 0)))
                 return pf->a2a_call[USIM_CLASS_NIC];
     return pf->a2a_call[USIM_CLASS_NVLINK];
@@ -2137,7 +2491,7 @@ int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t
         usim_coll_result t;
         rc = count_as(n, c, &k, as[best], ps[best], &t, sent, recv, -1, NULL);
     }
-    r->classes = k.on;
+    r->classes = k.on ? k.nrep : 0;
     cls_free(&k);
     return rc;
 }

@@ -246,9 +246,10 @@ typedef struct usim_coll_result {
     int extrapolated;                   /* ring steps beyond the simulated window */
     usim_algo algo;                     /* algorithm and protocol run (ring collectives) */
     usim_proto proto;
-    int channels;                       /* NCCL channels (rings or trees) per group */
+    int channels;                       /* NCCL channels (rings or trees) of group 0 */
     double estimate_s;                  /* the tuner's estimate for that choice */
-    int classes;                        /* simulated by equivalence classes (one group) */
+    int classes;                        /* simulated by equivalence classes: their number (one
+                                           group each), 0 at full flow level */
 } usim_coll_result;
 
 /* Simulate a collective.  sent/recv (may be NULL): per-GPU byte counters of

@@ -31,6 +31,10 @@
 #define ULY_BWD_BQ 256
 #define ULY_BWD_BK 512
 
+/* log2(e) and ln(2): the kernels work with scores in base 2 (vexp.h). */
+#define BLK_LOG2E 1.44269504088896340736
+#define BLK_LN2 0.693147180559945309417
+
 struct blk_geom {
     int64_t bq, bk;        /* block sizes */
     int64_t nqb, nkb;      /* number of query / key blocks */
@@ -39,7 +43,8 @@ struct blk_geom {
     int64_t g;             /* query heads per KV head (global) */
     int64_t qoff, qrows;   /* query rows held: global positions [qoff, qoff + qrows) */
     int64_t koff, krows;   /* key rows held: global positions [koff, koff + krows) */
-    double scale;
+    double scale;          /* softmax scale (1/sqrt(d) unless set) */
+    double scale2;         /* scale log2(e): the scores in base 2 */
     int threads;
     int expanded;
     int bwd_pass;          /* ULY_BWD_* as requested */
@@ -107,7 +112,7 @@ static void *blk_workspace(const struct blk_geom *G)
 }
 
 /* The forward's S = scale Q K^T as the BLAS's own beta = 0 zeroing pass
- * followed by P = exp(S - m) in place (1), or (0, the default) with beta = 1
+ * followed by P = 2^(S - m) in place (1), or (0, the default) with beta = 1
  * on an S that the exp pass leaves at +0 while it writes P to a buffer of
  * its own.  Same bits; the switch exists so that tests can prove it. */
 static atomic_int fwd_zero_pass;
@@ -159,32 +164,32 @@ static int blk_bwd_single(const struct blk_geom *G, int64_t items)
 #define REAL float
 #define GEMM cblas_sgemm
 #define ROW_MAX(x, n) G->vops->row_max(x, n)
-#define EXP_SHIFT_SUM(x, n, s) G->vops->exp_shift_sum(x, n, s)
-#define EXP_SHIFT_SUM_TO(x, p, n, s) G->vops->exp_shift_sum_to(x, p, n, s)
+#define EXP2_SHIFT_SUM(x, n, s) G->vops->exp2_shift_sum(x, n, s)
+#define EXP2_SHIFT_SUM_TO(x, p, n, s) G->vops->exp2_shift_sum_to(x, p, n, s)
 #define DS_ROW(p, dp, n, D) G->vops->ds_row(p, dp, n, D)
 #define SFX(name) name##_f32
 #include "kernel_blocked_impl.h"
 #undef REAL
 #undef GEMM
 #undef ROW_MAX
-#undef EXP_SHIFT_SUM
-#undef EXP_SHIFT_SUM_TO
+#undef EXP2_SHIFT_SUM
+#undef EXP2_SHIFT_SUM_TO
 #undef DS_ROW
 #undef SFX
 
 #define REAL double
 #define GEMM cblas_dgemm
 #define ROW_MAX uly_row_max_f64
-#define EXP_SHIFT_SUM uly_exp_shift_sum_f64
-#define EXP_SHIFT_SUM_TO uly_exp_shift_sum_to_f64
+#define EXP2_SHIFT_SUM uly_exp2_shift_sum_f64
+#define EXP2_SHIFT_SUM_TO uly_exp2_shift_sum_to_f64
 #define DS_ROW uly_ds_row_f64
 #define SFX(name) name##_f64
 #include "kernel_blocked_impl.h"
 #undef REAL
 #undef GEMM
 #undef ROW_MAX
-#undef EXP_SHIFT_SUM
-#undef EXP_SHIFT_SUM_TO
+#undef EXP2_SHIFT_SUM
+#undef EXP2_SHIFT_SUM_TO
 #undef DS_ROW
 #undef SFX
 
@@ -231,6 +236,7 @@ static int geom_init(const uly_attn_desc *a, const uly_kernel_opts *opts, int fw
     G->nqb = (G->qrows + G->bq - 1) / G->bq;
     G->nkb = (G->krows + G->bk - 1) / G->bk;
     G->scale = uly_attn_scale(a);
+    G->scale2 = G->scale * BLK_LOG2E;
     G->expanded = opts->kv_expanded ? 1 : 0;
     if (opts->bwd_pass < ULY_BWD_AUTO || opts->bwd_pass > ULY_BWD_TWO)
         return uly_set_error(ULY_EINVAL, "unknown backward schedule %d", opts->bwd_pass);

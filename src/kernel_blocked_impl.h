@@ -3,21 +3,24 @@
  * generic element type and instantiated by kernel_blocked.c for float and
  * double.  Included with these macros defined:
  *   REAL   element type        GEMM   cblas_sgemm / cblas_dgemm
- *   ROW_MAX, EXP_SHIFT_SUM, DS_ROW   row operations of vexp.h
+ *   ROW_MAX, EXP2_SHIFT_SUM(_TO), DS_ROW   row operations of vexp.h
  *   SFX(name) name with a type suffix
+ *
+ * Scores are kept in base 2 (vexp.h): S = scale log2(e) Q K^T, so that
+ * exp(scale q.k - x) = 2^(S - x log2(e)) needs no multiplication per score.
  *
  * Forward (per work item = batch b, local head h, query block): online
  * softmax over the visible key blocks, two GEMMs per block:
- *   S   = scale * Q_blk K_blk^T                  (mq x nk, beta = 1 on zeros)
- *   m'  = max(m, rowmax S);  P = exp(S - m');  c = exp(m - m')
+ *   S   = scale log2(e) * Q_blk K_blk^T          (mq x nk, beta = 1 on zeros)
+ *   m'  = max(m, rowmax S);  P = 2^(S - m');  c = 2^(m - m')
  *   l   = c l + rowsum P;    O_acc = c O_acc + P V_blk
- * then O = O_acc / l and LSE = m + log l.
+ * then O = O_acc / l and LSE = m ln 2 + log l (natural log, in double).
  *
  * Backward (FlashAttention-2 recomputation) in two deterministic passes, so
  * that no output element is ever accumulated by two threads:
  *   pass KV, per (b, KV head, key block): for each of its query heads in
  *     increasing order, for each visible query block in increasing order:
- *       P = exp(S - LSE), dP = dO V^T, dS = P (dP - D)   with D = rowsum(dO O)
+ *       P = 2^(S - LSE log2(e)), dP = dO V^T, dS = P (dP - D)   with D = rowsum(dO O)
  *       dV_h += P^T dO,  dK_h += scale dS^T Q
  *     then dK = dK_h0 + dK_h1 + ... (left fold; or stored per head when
  *     kv_expanded), same for dV.
@@ -37,7 +40,7 @@
  * results are bitwise reproducible.
  */
 
-/* S = scale * Q K^T for one block; masked entries set to -inf.  q0, k0 are
+/* S = scale * Q K^T for one block (scale: G->scale2, base 2); masked entries set to -inf.  q0, k0 are
  * local rows; the mask is evaluated at global positions (+ qoff, + koff). */
 static void SFX(block_scores)(const uly_attn_desc *a, const struct blk_geom *G, int64_t b,
                               const REAL *qp, int64_t ldq, const REAL *kp, int64_t ldk, int64_t q0,
@@ -135,7 +138,8 @@ static void SFX(fwd_item)(const uly_attn_desc *a, const struct blk_geom *G, int6
         const int64_t k0 = kb * bk, nk = Nk - k0 < bk ? Nk - k0 : bk;
         if (G->stream)
             blk_rows(G, ULY_ROWS_NEED_K, k0 + nk);
-        SFX(block_scores)(a, G, b, qp, ldq, kp + k0 * ldk, ldk, q0, mq, k0, nk, (REAL)G->scale, zp ? 0 : 1, S, bk);
+        SFX(block_scores)(a, G, b, qp, ldq, kp + k0 * ldk, ldk, q0, mq, k0, nk, (REAL)G->scale2, zp ? 0 : 1, S,
+                          bk);
         for (int64_t i = 0; i < mq; i++) {
             REAL *row = S + i * bk, *prow = P + i * bk;
             REAL mx = ROW_MAX(row, nk);
@@ -145,9 +149,9 @@ static void SFX(fwd_item)(const uly_attn_desc *a, const struct blk_geom *G, int6
                     row[j] = prow[j] = 0;
                 continue;
             }
-            REAL rs = zp ? EXP_SHIFT_SUM(row, nk, mnew) : EXP_SHIFT_SUM_TO(row, prow, nk, mnew);
-            /* exp(0) = 1 exactly: no call when the max did not move */
-            REAL corr = m[i] == -INFINITY ? 0 : m[i] == mnew ? 1 : (REAL)exp((double)m[i] - (double)mnew);
+            REAL rs = zp ? EXP2_SHIFT_SUM(row, nk, mnew) : EXP2_SHIFT_SUM_TO(row, prow, nk, mnew);
+            /* 2^0 = 1 exactly: no call when the max did not move */
+            REAL corr = m[i] == -INFINITY ? 0 : m[i] == mnew ? 1 : (REAL)exp2((double)m[i] - (double)mnew);
             l[i] = l[i] * corr + rs;
             m[i] = mnew;
             if (corr != 1) {
@@ -170,7 +174,7 @@ static void SFX(fwd_item)(const uly_attn_desc *a, const struct blk_geom *G, int6
         const REAL *ai = acc + i * d;
         for (int64_t c = 0; c < d; c++)
             oi[c] = ai[c] * inv;
-        lse[(b * G->hq + hl) * Nq + q0 + i] = m[i] + log(l[i]);
+        lse[(b * G->hq + hl) * Nq + q0 + i] = (REAL)((double)m[i] * BLK_LN2 + log((double)l[i]));
     }
     if (G->stream && b == a->batch - 1 && hl == G->hq - 1) /* the last (batch, head): rows final */
         blk_rows(G, ULY_ROWS_DONE_Q, q0 + mq);
@@ -194,12 +198,12 @@ static void SFX(block_dS)(const uly_attn_desc *a, const struct blk_geom *G, int6
                           const REAL *D, REAL *S, REAL *dP)
 {
     const int64_t d = a->head_dim, bk = G->bk;
-    SFX(block_scores)(a, G, b, qp, ldq, kp, ldk, q0, mq, k0, nk, (REAL)G->scale, 0, S, bk);
+    SFX(block_scores)(a, G, b, qp, ldq, kp, ldk, q0, mq, k0, nk, (REAL)G->scale2, 0, S, bk);
     for (int64_t i = 0; i < mq; i++) {
         if (lse_rows[i] == -INFINITY) /* a row that sees nothing: P = 0 */
             memset(S + i * bk, 0, (size_t)nk * sizeof *S);
         else
-            EXP_SHIFT_SUM(S + i * bk, nk, lse_rows[i]);
+            EXP2_SHIFT_SUM(S + i * bk, nk, (REAL)((double)lse_rows[i] * BLK_LOG2E));
     }
     GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mq, (int)nk, (int)d, 1, dop, (int)ldq, vp,
          (int)ldk, 0, dP, (int)bk);

@@ -1,5 +1,5 @@
 /*
- * vexp.h -- the element-wise parts of softmax (exp, row max, row sum, dS),
+ * vexp.h -- the element-wise parts of softmax (2^x, row max, row sum, dS),
  * vectorised with GCC/Clang vector extensions and compiled for three x86-64
  * levels: AVX-512 (16 lanes), AVX2 (8 lanes) and the baseline ISA (8 lanes
  * emulated with SSE2).  src/vexp.c instantiates src/vexp_impl.h once per
@@ -16,13 +16,15 @@
  *   - the row max, exact whatever the order but for the sign of a zero,
  *     uses four chains in the same order at every level (vexp_impl.h).
  *
- * exp: Cephes-style expf.  x = n ln2 + r with |r| <= ln2/2 (n rounded with
- * the 1.5*2^23 trick, exact IEEE arithmetic), e^r = 1 + r + r^2 P(r) with
- * P of degree 4, and 2^n built in the exponent bits.  Within 1.05 ulp of
- * exp on [-87.3, 88] (every 13th float checked); results below 2^-126
- * are subnormal, and inputs below -87.68 (including -inf, used for masked
- * scores) give exactly 0.  Inputs must not be NaN (the driver rejects
- * non-finite tensors).
+ * The kernels work in base 2: the scores are computed as log2(e) scale
+ * Q K^T, so softmax needs 2^(s - m) and no multiplication by log2(e) or
+ * Cody-Waite reduction per score.  2^x: x = n + f with n = round(x) (the
+ * 1.5*2^23 trick) and f = x - n exact, |f| <= 1/2; 2^f = 1 + f P(f) with
+ * P of degree 5; 2^n built in the exponent bits.  Within 1.15 ulp of
+ * exp2 on [-126, 1] (every 61st float checked against libm in double);
+ * results below 2^-126 are subnormal, and inputs below -126.5 (including
+ * -inf, used for masked scores) give exactly 0.  Inputs must not be NaN
+ * (the driver rejects non-finite tensors).
  */
 #ifndef ULY_VEXP_H
 #define ULY_VEXP_H
@@ -39,10 +41,13 @@ typedef struct uly_vops {
     int isa;
     /* max of x[0..n) (-inf for n = 0) */
     float (*row_max)(const float *x, int64_t n);
-    /* x = exp(x - shift) in place; returns the sum of the new x */
-    float (*exp_shift_sum)(float *x, int64_t n, float shift);
-    /* p = exp(x - shift), x = +0; returns the sum of p (same bits as above) */
-    float (*exp_shift_sum_to)(float *x, float *p, int64_t n, float shift);
+    /* x = 2^(x - shift) in place (x - shift clamped to [-127, 127]);
+     * returns the sum of the new x */
+    float (*exp2_shift_sum)(float *x, int64_t n, float shift);
+    /* p = 2^(x - shift), x = +0, for x <= shift (no upper clamp: the
+     * forward's shift is the row max); returns the sum of p (the bits of
+     * exp2_shift_sum) */
+    float (*exp2_shift_sum_to)(float *x, float *p, int64_t n, float shift);
     /* ds = p * (dp - D), written over dp */
     void (*ds_row)(const float *p, float *dp, int64_t n, float D);
 } uly_vops;
@@ -55,7 +60,7 @@ ULY_INTERNAL const uly_vops *uly_vops_level(int isa);
 /* Name of a level: "avx512", "avx2", "baseline". */
 ULY_INTERNAL const char *uly_isa_name(int isa);
 
-/* Double precision: the same contracts with libm's exp and 8 scalar lanes. */
+/* Double precision: the same contracts with libm's exp2 and 8 scalar lanes. */
 static inline double uly_row_max_f64(const double *x, int64_t n)
 {
     double m = -INFINITY;
@@ -73,21 +78,21 @@ static inline double uly_lanes16_sum_f64(const double *a)
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
-static inline double uly_exp_shift_sum_f64(double *x, int64_t n, double shift)
+static inline double uly_exp2_shift_sum_f64(double *x, int64_t n, double shift)
 {
     double lane[16] = {0};
     for (int64_t j = 0; j < n; j++) {
-        x[j] = exp(x[j] - shift);
+        x[j] = exp2(x[j] - shift);
         lane[j & 15] += x[j];
     }
     return uly_lanes16_sum_f64(lane);
 }
 
-static inline double uly_exp_shift_sum_to_f64(double *x, double *p, int64_t n, double shift)
+static inline double uly_exp2_shift_sum_to_f64(double *x, double *p, int64_t n, double shift)
 {
     double lane[16] = {0};
     for (int64_t j = 0; j < n; j++) {
-        p[j] = exp(x[j] - shift);
+        p[j] = exp2(x[j] - shift);
         x[j] = 0;
         lane[j & 15] += p[j];
     }

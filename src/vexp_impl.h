@@ -59,29 +59,30 @@ static inline __attribute__((always_inline)) VF VSFX(vmin)(VF a, VF b)
 #endif
 }
 
-/* exp(x): clamp to [-88, 88]; n = round(x log2 e) with the 1.5 * 2^23
- * trick; r = x - n ln 2 in two steps (Cody-Waite); e^r = 1 + r + r^2 P(r)
- * with P of degree 4 (Chebyshev fit on [-ln2/2, ln2/2], 8e-9 relative);
- * times 2^n built in the exponent bits.  For x <= -87.68 (-inf included)
- * n = -127, whose exponent bits are 0: the product is exactly +0 without a
- * mask. */
-static inline __attribute__((always_inline)) VF VSFX(exp)(VF x)
+/* 2^x: clamp below at -127 (and above at 127 when clamp_hi; the forward's
+ * x = s - max <= 0 needs no upper clamp, and min(x, 127) = x there, so the
+ * two give the same bits); n = round(x) with the 1.5 * 2^23 trick;
+ * f = x - n, exact, |f| <= 1/2; 2^f = 1 + f P(f) with P of degree 5
+ * (Chebyshev interpolation of (2^f - 1) / f on [-1/2, 1/2]); times 2^n
+ * built in the exponent bits.  For x <= -126.5 (-inf included) n = -127,
+ * whose exponent bits are 0: the product is exactly +0 without a mask. */
+static inline __attribute__((always_inline)) VF VSFX(exp2)(VF x, const int clamp_hi)
 {
-    /* max(x, -88) then min(., 88) (x > lo ? x : lo; x < hi ? x : hi) */
-    VF xc = VSFX(vmin)(VSFX(vmax)(x, VSFX(splat)(-88.0f)), VSFX(splat)(88.0f));
-    VF t = xc * VSFX(splat)(1.44269504088896341f);
-    /* n = round(t): tm = 1.5 * 2^23 + 127 + t, an integer in [2^23, 2^24)
-     * whose low mantissa bits hold n + 127 */
-    VF tm = t + VSFX(splat)(12583039.0f);
+    VF xc = VSFX(vmax)(x, VSFX(splat)(-127.0f));
+    if (clamp_hi)
+        xc = VSFX(vmin)(xc, VSFX(splat)(127.0f));
+    /* tm = 1.5 * 2^23 + 127 + xc, an integer in [2^23, 2^24) whose low
+     * mantissa bits hold n + 127 */
+    VF tm = xc + VSFX(splat)(12583039.0f);
     VF nf = tm - VSFX(splat)(12583039.0f);
-    VF r = xc - nf * VSFX(splat)(0.693359375f);
-    r = r - nf * VSFX(splat)(-2.12194440e-4f);
-    VF p = VSFX(splat)(1.3926175889e-3f);
-    p = p * r + VSFX(splat)(8.3631733432e-3f);
-    p = p * r + VSFX(splat)(4.1666556150e-2f);
-    p = p * r + VSFX(splat)(1.6666577756e-1f);
-    p = p * r + VSFX(splat)(0.5f);
-    VF y = p * r * r + r + VSFX(splat)(1.0f);
+    VF f = xc - nf;
+    VF p = VSFX(splat)(1.5453162945e-4f);
+    p = p * f + VSFX(splat)(1.3390863365e-3f);
+    p = p * f + VSFX(splat)(9.6180825573e-3f);
+    p = p * f + VSFX(splat)(5.5503571142e-2f);
+    p = p * f + VSFX(splat)(2.4022650761e-1f);
+    p = p * f + VSFX(splat)(6.9314718803e-1f);
+    VF y = p * f + VSFX(splat)(1.0f);
     /* 2^n: the bits of tm are 0x4b400000 + n + 127 (-127 <= n <= 127);
      * shifted left by 23 only n + 127 stays, in the exponent field (0 for
      * n = -127) */
@@ -174,10 +175,11 @@ static float VSFX(row_max)(const float *x, int64_t n)
     return r;
 }
 
-/* p = exp(x - shift) (p == x: in place; else x = +0 afterwards), and the
- * sum of p over 16 accumulators: element j goes to accumulator j mod 16 in
+/* p = 2^(x - shift) (p == x: in place; else x = +0 afterwards, and
+ * x - shift <= 0 is required: no upper clamp), and the sum of p over 16
+ * accumulators: element j goes to accumulator j mod 16 in
  * increasing j (two 8-lane vectors at 8 lanes), combined as a_l + a_(l+8)
- * then ((s0+s1)+(s2+s3))+((s4+s5)+(s6+s7)).  Padding lanes hold exp(-inf)
+ * then ((s0+s1)+(s2+s3))+((s4+s5)+(s6+s7)).  Padding lanes hold 2^-inf
  * = +0 and add nothing. */
 static inline __attribute__((always_inline)) float VSFX(exp_rows)(float *x, float *p, int64_t n, float shift,
                                                                   const int zero)
@@ -186,14 +188,14 @@ static inline __attribute__((always_inline)) float VSFX(exp_rows)(float *x, floa
     int64_t j = 0;
 #define VSFX_EXP_ONE(v, j)                                                                               \
     do {                                                                                                 \
-        v = VSFX(exp)(VSFX(load)(x + (j)) - s);                                                          \
+        v = VSFX(exp2)(VSFX(load)(x + (j)) - s, !zero);                                                      \
         VSFX(store)(p + (j), v);                                                                         \
         if (zero)                                                                                        \
             VSFX(store)(x + (j), z);                                                                     \
     } while (0)
 #define VSFX_EXP_TAIL(v, j)                                                                              \
     do {                                                                                                 \
-        v = VSFX(exp)(VSFX(load_tail)(x + (j), n - (j), -INFINITY) - s);                                  \
+        v = VSFX(exp2)(VSFX(load_tail)(x + (j), n - (j), -INFINITY) - s, !zero);                             \
         VSFX(store_tail)(p + (j), n - (j), v);                                                           \
         if (zero)                                                                                        \
             VSFX(store_tail)(x + (j), n - (j), z);                                                       \
@@ -236,14 +238,14 @@ static inline __attribute__((always_inline)) float VSFX(exp_rows)(float *x, floa
     return ((a8[0] + a8[1]) + (a8[2] + a8[3])) + ((a8[4] + a8[5]) + (a8[6] + a8[7]));
 }
 
-static float VSFX(exp_shift_sum)(float *x, int64_t n, float shift)
+static float VSFX(exp2_shift_sum)(float *x, int64_t n, float shift)
 {
     return VSFX(exp_rows)(x, x, n, shift, 0);
 }
 
-/* p = exp(x - shift) and x = +0 (the bits of exp_shift_sum; the zeros let
- * the next block's S = Q K^T accumulate with beta = 1). */
-static float VSFX(exp_shift_sum_to)(float *x, float *p, int64_t n, float shift)
+/* p = 2^(x - shift) and x = +0, for x <= shift (the bits of exp2_shift_sum;
+ * the zeros let the next block's S = Q K^T accumulate with beta = 1). */
+static float VSFX(exp2_shift_sum_to)(float *x, float *p, int64_t n, float shift)
 {
     return VSFX(exp_rows)(x, p, n, shift, 1);
 }

@@ -606,7 +606,7 @@ END_TEST
 
 /* The row operations of every level this CPU runs, bitwise, on rows of
  * every length 0..70 (all tails) holding normal values, values near the
- * clamps, zeros of both signs and -inf. */
+ * clamps of 2^x, zeros of both signs and -inf. */
 START_TEST(vops_levels_same_bits)
 {
     const uly_vops *base = uly_vops_level(ULY_ISA_BASELINE);
@@ -626,8 +626,8 @@ START_TEST(vops_levels_same_bits)
             for (int j = 0; j < n; j++) {
                 st = st * 6364136223846793005ULL + 1442695040888963407ULL;
                 double u = (double)(st >> 11) / 9007199254740992.0; /* [0, 1) */
-                const float special[8] = {-INFINITY, -0.0f, 0.0f, -87.29f, -87.31f, 87.9f, -200.0f, 1e-30f};
-                x[j] = j % 9 == 8 ? special[(j / 9) % 8] : (float)(u * 60.0 - 40.0);
+                const float special[8] = {-INFINITY, -0.0f, 0.0f, -126.4f, -126.6f, 126.9f, -200.0f, 1e-30f};
+                x[j] = j % 9 == 8 ? special[(j / 9) % 8] : (float)(u * 90.0 - 60.0);
                 p[j] = (float)u;
                 d0[j] = d1[j] = (float)(u * 3.0 - 1.5);
             }
@@ -636,14 +636,23 @@ START_TEST(vops_levels_same_bits)
             const float shift = n ? m0 : 0.0f;
             memcpy(y0, x, sizeof x);
             memcpy(y1, x, sizeof x);
-            float s0 = base->exp_shift_sum(y0, n, shift == -INFINITY ? 0.0f : shift);
-            float s1 = v->exp_shift_sum(y1, n, shift == -INFINITY ? 0.0f : shift);
+            float s0 = base->exp2_shift_sum(y0, n, shift == -INFINITY ? 0.0f : shift);
+            float s1 = v->exp2_shift_sum(y1, n, shift == -INFINITY ? 0.0f : shift);
             ck_assert_msg(memcmp(&s0, &s1, 4) == 0, "%s exp sum n=%d: %a vs %a", uly_isa_name(isa), n, s0, s1);
             ck_assert_msg(memcmp(y0, y1, (size_t)n * 4) == 0, "%s exp n=%d differs", uly_isa_name(isa), n);
-            /* exp_shift_sum_to: the same bits into p, +0 left in x */
+            /* in place with x - shift up to ~280: the upper clamp, the same at every level */
+            float z0[NMAX], z1[NMAX];
+            memcpy(z0, x, sizeof x);
+            memcpy(z1, x, sizeof x);
+            float t0 = base->exp2_shift_sum(z0, n, -150.0f), t1 = v->exp2_shift_sum(z1, n, -150.0f);
+            ck_assert_msg(memcmp(&t0, &t1, 4) == 0, "%s exp sum, clamped, n=%d: %a vs %a", uly_isa_name(isa), n, t0,
+                          t1);
+            ck_assert_msg(memcmp(z0, z1, (size_t)n * 4) == 0, "%s exp, clamped, n=%d differs", uly_isa_name(isa), n);
+            /* exp2_shift_sum_to (x <= shift: the row max): the same bits
+             * into p, +0 left in x */
             float xs[NMAX], pt[NMAX];
             memcpy(xs, x, sizeof x);
-            float s2 = v->exp_shift_sum_to(xs, pt, n, shift == -INFINITY ? 0.0f : shift);
+            float s2 = v->exp2_shift_sum_to(xs, pt, n, shift == -INFINITY ? 0.0f : shift);
             ck_assert_msg(memcmp(&s0, &s2, 4) == 0, "%s exp sum to n=%d: %a vs %a", uly_isa_name(isa), n, s0, s2);
             ck_assert_msg(memcmp(y0, pt, (size_t)n * 4) == 0, "%s exp to n=%d differs", uly_isa_name(isa), n);
             for (int j = 0; j < n; j++)
@@ -655,24 +664,32 @@ START_TEST(vops_levels_same_bits)
         }
     }
     printf("vops: %d level(s) beyond the baseline compared bitwise\n", tested);
-    /* exp itself: within 2 ulp of libm's exp on [-87.3, 88] (1.05 measured) */
+    /* 2^x itself: within 2 ulp of libm's exp2 on [-126, 127] (1.15 measured) */
     float e[1];
-    for (double t = -87.3; t <= 88.0; t += 0.0137) {
+    for (double t = -126.0; t <= 127.0; t += 0.0137) {
         e[0] = (float)t;
-        base->exp_shift_sum(e, 1, 0.0f);
-        double ref = exp((double)(float)t);
-        ck_assert_msg(fabs(e[0] - ref) <= 2 * ref * 0x1p-23, "exp(%g) = %a, libm %a", t, e[0], ref);
+        base->exp2_shift_sum(e, 1, 0.0f);
+        double ref = exp2((double)(float)t);
+        ck_assert_msg(fabs(e[0] - ref) <= 2 * ref * 0x1p-23, "2^%g = %a, libm %a", t, e[0], ref);
     }
-    /* below -87.68 exactly +0 (n = -127), -inf included; subnormal above */
-    const float zero_in[4] = {-87.7f, -88.0f, -1000.0f, -INFINITY};
+    /* exact at the integers; above 127 clamped to 2^127 (in place only) */
+    const float pow_in[4] = {-3.0f, 0.0f, 10.0f, 1000.0f}, pow_out[4] = {0.125f, 1.0f, 1024.0f, 0x1p127f};
+    for (int i = 0; i < 4; i++) {
+        e[0] = pow_in[i];
+        base->exp2_shift_sum(e, 1, 0.0f);
+        ck_assert_msg(e[0] == pow_out[i], "2^%g = %a", pow_in[i], e[0]);
+    }
+    /* below -126.5 exactly +0 (n = -127), -inf included; subnormal above */
+    const float zero_in[4] = {-126.6f, -127.0f, -1000.0f, -INFINITY};
     for (int i = 0; i < 4; i++) {
         e[0] = zero_in[i];
-        base->exp_shift_sum(e, 1, 0.0f);
-        ck_assert_msg(memcmp(&e[0], &(float){0.0f}, 4) == 0, "exp(%g) = %a, not +0", zero_in[i], e[0]);
+        base->exp2_shift_sum(e, 1, 0.0f);
+        ck_assert_msg(memcmp(&e[0], &(float){0.0f}, 4) == 0, "2^%g = %a, not +0", zero_in[i], e[0]);
     }
-    e[0] = -87.6f;
-    base->exp_shift_sum(e, 1, 0.0f);
-    ck_assert_msg(e[0] > 0 && e[0] < 0x1p-126f && fabs(e[0] - exp((double)-87.6f)) <= 0x1p-148, "exp(-87.6) = %a", e[0]);
+    e[0] = -126.4f;
+    base->exp2_shift_sum(e, 1, 0.0f);
+    ck_assert_msg(e[0] > 0 && e[0] < 0x1p-126f && fabs(e[0] - exp2((double)-126.4f)) <= 0x1p-148, "2^-126.4 = %a",
+                  e[0]);
 }
 END_TEST
 

@@ -4,8 +4,9 @@
  * every number of a simulated iteration (times, bytes, memory, events) must
  * be the same bits, on many shapes -- every method, TP/PP/DP/ZeRO
  * compositions, shared NICs, oversubscribed spines, uneven divisions -- and
- * on single collectives.  Placements the class engine cannot represent must
- * fall back (auto) or be refused (classes).
+ * on single collectives; groups placed in several ways by one group per class
+ * of alike groups.  Placements the class engine cannot represent (no two
+ * groups alike) must fall back (auto) or be refused (classes).
  */
 #include <check.h>
 #include <stdio.h>
@@ -192,10 +193,11 @@ static const shape shapes[] = {
     {"mi300x-8", "gpt-1.2b", 64, US, 16, 0, 0, 0, 4, 3, 32768, 2, 0},
     {"mi300x-8", "gpt-1.2b", 128, MS, 8, 0, 0, 0, 0, 2, 32768, 2, 0},
     {"gb200-nvl72", "gpt-1.2b", 144, UL, 8, 0, 0, 0, 0, 3, 32768, 2, 0},
-    {"gb200-nvl72", "gpt-1.2b", 144, ZZ, 8, 2, 0, 0, 0, 3, 32768, 2, 1},   /* 16-GPU groups on 72 */
-    /* uneven: heads over the all-to-all, sequence over ranks (ulysses; zigzag methods need 2 x CP equal chunks), GQA */
-    {"dgx-a100-40g", "gpt-1.2b", 48, UL, 12, 0, 0, 0, 0, 3, 30000, 2, 1},
-    {"dgx-a100-40g", "llama-3-8b", 48, US, 24, 0, 0, 0, 3, 3, 50016, 2, 1},
+    {"gb200-nvl72", "gpt-1.2b", 144, ZZ, 8, 2, 0, 0, 0, 3, 32768, 2, 0},   /* 16-GPU groups on 72: 2 classes */
+    /* uneven: heads over the all-to-all, sequence over ranks (ulysses; zigzag methods need 2 x CP
+     * equal chunks), GQA; groups of 12 and 24 on 8-GPU nodes: several classes of groups */
+    {"dgx-a100-40g", "gpt-1.2b", 48, UL, 12, 0, 0, 0, 0, 3, 30000, 2, 0},
+    {"dgx-a100-40g", "llama-3-8b", 48, US, 24, 0, 0, 0, 3, 3, 50016, 2, 0},
     {"dgx-a100-40g", "llama-3-8b", 48, ZZ, 12, 2, 0, 0, 0, 2, 49992, 2, 0},
     /* one ZeRO ring over 128 and 192 GPUs: its light cone */
     {"dgx-a100-40g", "gpt-1.2b", 128, UL, 8, 0, 0, 0, 0, 3, 32768, 2, 0},
@@ -209,8 +211,9 @@ static const shape shapes[] = {
     {"rails2", "llama-3-8b", 64, RI, 32, 0, 0, 0, 0, 1, 49999, 2, 0},
     {"dgx-a100-40g", "gpt-1.2b", 64, MS, 16, 0, 0, 0, 0, 3, 30001, 2, 0},
     {"dgx-a100-40g", "gpt-1.2b", 128, UL, 8, 2, 0, 0, 0, 0, 30001, 2, 0},
-    /* groups of 12 straddle 8-GPU nodes in two ways: the full engine runs them */
-    {"dgx-a100-40g", "gpt-1.2b", 48, RI, 12, 0, 0, 0, 0, 3, 36000, 2, 1},
+    /* groups of 12 straddle 8-GPU nodes in two ways: two classes of groups (the full engine
+     * ran them before there were several classes) */
+    {"dgx-a100-40g", "gpt-1.2b", 48, RI, 12, 0, 0, 0, 0, 3, 36000, 2, 0},
 };
 
 START_TEST(test_iteration_equal)
@@ -654,6 +657,180 @@ START_TEST(test_search_pruning)
 }
 END_TEST
 
+/* Groups placed in several ways (groups of 12 or 6 on 8-GPU nodes, of 16 or
+ * 32 on 72-GPU NVLink domains, half nodes paired across nodes, idle GPUs):
+ * one group per class of alike groups, with the loads of every class on the
+ * shared NICs, nodes and spines.  Every collective type (all-reduce also
+ * forced to the ring and the tree) against the full engine: result, per-GPU
+ * counters, the count path, one GPU's bytes, the cached analysis. */
+typedef struct mcase {
+    const char *platform;
+    int gpus, P, NG, layout;   /* 0: consecutive from GPU 0; 1: half nodes paired (P = 8);
+                                * 64: consecutive from GPU 64 (group 0 across two NVLink domains) */
+    int nclasses;              /* the classes expected for groups of P */
+} mcase;
+
+static void mc_ranks(const mcase *m, int *ranks)
+{
+    if (m->layout != 1) {
+        for (int i = 0; i < m->NG * m->P; i++)
+            ranks[i] = m->layout + i;
+        return;
+    }
+    /* four 8-GPU nodes: (n0 lo, n1 lo), (n0 hi, n2 lo), (n1 hi, n3 lo), (n2 hi, n3 hi) */
+    static const int halves[4][2] = {{0, 8}, {4, 16}, {12, 24}, {20, 28}};
+    for (int g = 0; g < 4; g++)
+        for (int p = 0; p < 8; p++)
+            ranks[g * 8 + p] = halves[g][p / 4] + p % 4;
+}
+
+START_TEST(test_multiclass_equal)
+{
+    static const mcase cases[] = {
+        {"dgx-a100-40g", 48, 12, 4, 0, 2},
+        {"dgx-a100-40g", 52, 12, 4, 0, 2},    /* GPUs 48-51 (half a node) in no group */
+        {"rails2", 96, 12, 8, 0, 2},
+        {"over4", 96, 12, 8, 0, 2},
+        {"a2acall", 48, 12, 4, 0, 2},
+        {"mi300x-8", 48, 12, 4, 0, 2},
+        {"gb200-nvl72", 288, 16, 13, 64, 2},
+        {"gb200-nvl72", 288, 16, 18, 0, 2},   /* group 0 in one domain: NVLS left out */
+        {"rails2", 96, 6, 16, 0, 4},          /* likewise in one node */
+        {"gb200-nvl72", 288, 32, 7, 64, 4},
+        {"over4", 32, 8, 4, 1, 2},
+        {"rails2", 32, 8, 4, 1, 2},
+    };
+    static int ranks[288], pairs[288];
+    static uint64_t pb[32 * 32], ch[32];
+    static uint64_t sa[288], sb[288], ra[288], rb[288];
+    int runs = 0;
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const mcase *m = &cases[ci];
+        usim_platform p = platform_of(m->platform);
+        int P = m->P, NG = m->NG, G = m->gpus;
+        mc_ranks(m, ranks);
+        for (int g = 0; g < NG; g++)   /* send/recv: the first two positions of each group */
+            for (int q = 0; q < 2; q++)
+                pairs[g * 2 + q] = ranks[g * P + q];
+        for (int i = 0; i < P * P; i++)
+            pb[i] = (uint64_t)(700001 * (i % 5 + 1)) + (uint64_t)i;
+        for (int i = 0; i < P; i++)
+            ch[i] = 3000000 + (uint64_t)(i % 3);
+        for (int t = 0; t < USIM_NCOLL; t++)
+            for (int algo = USIM_ALGO_AUTO; algo <= USIM_ALGO_TREE; algo++) {
+                if (algo != USIM_ALGO_AUTO && t != USIM_ALLREDUCE)
+                    continue;
+                if (algo == USIM_ALGO_TREE && m->layout == 0)
+                    continue;   /* not even group 0 can run the tree (refused by the tuner) */
+                int sr = t == USIM_SENDRECV;
+                usim_coll c = {(usim_coll_type)t, NG, sr ? 2 : P, sr ? pairs : ranks, pb, ch, 5000000,
+                               (usim_algo)algo, USIM_PROTO_AUTO, NULL, 0, 0};
+                char what[160];
+                snprintf(what, sizeof what, "%s G=%d P=%d layout %d: %s algo %d", m->platform, G, c.size,
+                         m->layout, usim_coll_name(c.type), algo);
+                usim_net *na = usim_net_new(&p, G), *nb = usim_net_new(&p, G);
+                ck_assert(na && nb);
+                usim_coll_result a, b, b2;
+                usim_net_set_engine(na, USIM_ENGINE_FULL);
+                usim_net_set_engine(nb, USIM_ENGINE_CLASSES);
+                int rca = usim_coll_run(na, &c, &a, sa, ra);
+                if (rca != USIM_OK) {
+                    /* a forced tree that some group's placement cannot run (every group needs
+                     * >= 2 domains holding equally many of its GPUs) is refused by both engines;
+                     * the automatic choice leaves it out (and NVLS when not every group is in
+                     * one domain) */
+                    ck_assert_msg(algo == USIM_ALGO_TREE, "%s: %s", what, usim_last_error());
+                    ck_assert_msg(strstr(usim_last_error(), "placed differently") != NULL ||
+                                  strstr(usim_last_error(), "does not apply") != NULL, "%s: %s", what,
+                                  usim_last_error());
+                    ck_assert_int_eq(usim_coll_run(nb, &c, &b, sb, rb), rca);
+                    usim_net_free(na);
+                    usim_net_free(nb);
+                    continue;
+                }
+                ck_assert_msg(usim_coll_run(nb, &c, &b, sb, rb) == USIM_OK, "%s: %s", what, usim_last_error());
+                SAME_RESULT();
+                ck_assert_msg(memcmp(sa, sb, (size_t)G * sizeof *sa) == 0 &&
+                              memcmp(ra, rb, (size_t)G * sizeof *ra) == 0, "%s: per-GPU counters", what);
+                ck_assert_int_eq(a.classes, 0);
+                if (!sr)
+                    ck_assert_msg(b.classes == m->nclasses, "%s: %d classes", what, b.classes);
+                /* the analysis kept on the network: the same again */
+                ck_assert_int_eq(usim_coll_run(nb, &c, &b2, NULL, NULL), USIM_OK);
+                ck_assert_msg(b2.duration == b.duration && b2.classes == b.classes, "%s: cached", what);
+                /* counting only: totals, maxima and one GPU's bytes */
+                ck_assert_int_eq(usim_coll_count(na, &c, &a, NULL, NULL), USIM_OK);
+                ck_assert_int_eq(usim_coll_count(nb, &c, &b, NULL, NULL), USIM_OK);
+                ck_assert_msg(a.total_sent == b.total_sent && a.total_recv == b.total_recv &&
+                              a.max_sent[0] == b.max_sent[0] && a.max_sent[1] == b.max_sent[1],
+                              "%s: counts", what);
+                int hs[4] = {0, 5, G / 2 + 1, G - 1};
+                for (int hi = 0; hi < 4; hi++) {
+                    int h = hs[hi];
+                    uint64_t oa, ob;
+                    ck_assert_int_eq(usim_coll_count_gpu(na, &c, h, &a, &oa), USIM_OK);
+                    ck_assert_int_eq(usim_coll_count_gpu(nb, &c, h, &b, &ob), USIM_OK);
+                    ck_assert_msg(oa == ob && oa == sa[h], "%s: GPU %d bytes %llu vs %llu", what, h,
+                                  (unsigned long long)oa, (unsigned long long)ob);
+                }
+                runs++;
+                usim_net_free(na);
+                usim_net_free(nb);
+            }
+    }
+    ck_assert_int_ge(runs, 70);
+}
+END_TEST
+
+/* One ring over a group placed unevenly on its NVLink domains (a partial last
+ * node or domain: 300 GPUs on 8-GPU nodes, 400 on 72-GPU domains): one
+ * channel in position order, reduced by its light cone with one position per
+ * block and classes by windows of (chunk, route) values.  Even chunks, the
+ * first 37 larger, irregular chunks, and a permuted order (no reduction);
+ * every ring type, against the full engine, with a window of 16 steps. */
+START_TEST(test_uneven_ring_equal)
+{
+    static const char *plats[] = {"dgx-a100-40g", "rails2", "over4", "mi300x-8", "mesh3", "gb200-nvl72"};
+    static const int sizes[] = {300, 300, 300, 300, 301, 400};
+    static int ranks[400];
+    static uint64_t ch[400], sa[400], sb[400];
+    for (int pi = 0; pi < 6; pi++)
+        for (int t = USIM_ALLGATHER; t <= USIM_ALLREDUCE; t++)
+            for (int pat = 0; pat < 4; pat++) {
+                usim_platform pl = platform_of(plats[pi]);
+                int P = sizes[pi];
+                for (int i = 0; i < P; i++) {
+                    ranks[i] = pat == 3 ? (int)(((int64_t)i * 7) % P) : i;
+                    ch[i] = pat == 0 || pat == 3 ? 3000000 : pat == 1 ? 3000000 + (i < 37 ? 2 : 0)
+                                                 : 3000000 + (uint64_t)((i * 7919) % 5) * 1000;
+                }
+                usim_coll c = {(usim_coll_type)t, 1, P, ranks, NULL, ch, 0, USIM_ALGO_RING,
+                               USIM_PROTO_SIMPLE, NULL, 0, 0};
+                usim_net *na = usim_net_new(&pl, P), *nb = usim_net_new(&pl, P);
+                ck_assert(na && nb);
+                usim_net_set_ring_window(na, 16);
+                usim_net_set_ring_window(nb, 16);
+                usim_net_set_engine(na, USIM_ENGINE_FULL);
+                usim_coll_result a, b;
+                char what[96];
+                snprintf(what, sizeof what, "%s P=%d pattern %d on %s", usim_coll_name(c.type), P, pat,
+                         plats[pi]);
+                ck_assert_msg(usim_coll_run(na, &c, &a, sa, NULL) == USIM_OK, "%s: %s", what, usim_last_error());
+                uint64_t ev_full = usim_net_last_events(na);
+                ck_assert_msg(usim_coll_run(nb, &c, &b, sb, NULL) == USIM_OK, "%s: %s", what, usim_last_error());
+                uint64_t ev_cls = usim_net_last_events(nb);
+                SAME_RESULT();
+                ck_assert_msg(a.extrapolated > 0, "%s: not a long ring", what);
+                ck_assert_msg(memcmp(sa, sb, (size_t)P * sizeof *sa) == 0, "%s: counters", what);
+                if (pat <= 1)   /* reduced: fewer events than the whole window */
+                    ck_assert_msg(ev_cls * 2 < ev_full, "%s: %llu events vs %llu", what,
+                                  (unsigned long long)ev_cls, (unsigned long long)ev_full);
+                usim_net_free(na);
+                usim_net_free(nb);
+            }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("classes");
@@ -669,6 +846,8 @@ static Suite *suite(void)
     tcase_add_test(t, test_pairwise_equal);
     tcase_add_test(t, test_search_pruning);
     tcase_add_test(t, test_cone_runs_equal);
+    tcase_add_test(t, test_multiclass_equal);
+    tcase_add_test(t, test_uneven_ring_equal);
     suite_add_tcase(s, t);
     return s;
 }
