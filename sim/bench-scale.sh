@@ -2,8 +2,10 @@
 # sim/bench-scale.sh -- the simulator's cost at cluster scale (make bench-sim, doc/performance.md):
 # CPU time (user + sys) of `ulysses-sim --gpus G --method ulysses` at 1024 and 1048576 GPUs,
 # medians of REPEAT interleaved runs, and their ratio (target <= 3); then the CPU time of the
-# 10 800-configuration sweep (target < 30 s).  CPU time, not wall clock: the figures hold on a
-# loaded machine.  ULYSSES_SIM: the binary (default ./ulysses-sim); REPEAT (default 7).
+# 10 800-configuration sweep (target < 30 s); the same ratio for the pairwise all-to-all on GB200
+# NVL72 (groups placed in several ways, a ring over a partial NVLink domain).  CPU time, not wall
+# clock: the figures hold on a loaded machine.  ULYSSES_SIM: the binary (default ./ulysses-sim);
+# REPEAT (default 7).
 set -eu
 sim=${ULYSSES_SIM:-./ulysses-sim}
 repeat=${REPEAT:-7}
@@ -24,5 +26,15 @@ done
 ms=$(echo "$small" | median)
 ml=$(echo "$large" | median)
 awk -v a="$ms" -v b="$ml" -v n="$repeat" 'BEGIN { printf "ulysses-sim --method ulysses, CPU time, medians of %d: 1024 GPUs %.1f ms, 1048576 GPUs %.1f ms, ratio %.2f (target <= 3)\n", n, a * 1000, b * 1000, b / a }'
+# groups placed in several ways (Ulysses groups of 32 on 72-GPU NVLink domains: classes of groups)
+# and the ZeRO ring over a partial last domain (its light cone by windows)
+gs= gl=
+for _ in $(seq "$repeat"); do
+    gs="$gs $(cpu --gpus 1024 --method ulysses --a2a pairwise --platform gb200-nvl72)"
+    gl="$gl $(cpu --gpus 1048576 --method ulysses --a2a pairwise --platform gb200-nvl72)"
+done
+gms=$(echo "$gs" | median)
+gml=$(echo "$gl" | median)
+awk -v a="$gms" -v b="$gml" -v n="$repeat" 'BEGIN { printf "ulysses-sim --method ulysses --a2a pairwise --platform gb200-nvl72, CPU time, medians of %d: 1024 GPUs %.1f ms, 1048576 GPUs %.1f ms, ratio %.2f\n", n, a * 1000, b * 1000, b / a }'
 sw=$(cpu sweep --seq 1K:200K:+1K --gpus 8:2048 --method all)
 echo "ulysses-sim sweep --seq 1K:200K:+1K --gpus 8:2048 --method all (10800 configurations): CPU time $sw s (target < 30 s)"

@@ -261,13 +261,20 @@ static int grid_list(const usim_coll *c, usim_coll *out, int **arr)
     int *a = usim_malloc((tot ? tot : 1) * sizeof *a);
     if (!a)
         return usim_set_error(USIM_ENOMEM, "out of memory");
+    /* index i's digits (least significant first) as an odometer: h is
+     * sum digit_k * stride_k */
+    int dig[USIM_GRID_MAXDIM] = {0};
+    int64_t h = 0;
     for (size_t i = 0; i < tot; i++) {
-        int64_t h = 0, x = (int64_t)i;
-        for (int k = 0; k < gd->ndim; k++) {
-            h += x % gd->dim[k].n * gd->dim[k].stride;
-            x /= gd->dim[k].n;
-        }
         a[i] = h > INT_MAX ? -1 : (int)h;
+        for (int k = 0; k < gd->ndim; k++) {
+            if (++dig[k] < gd->dim[k].n) {
+                h += gd->dim[k].stride;
+                break;
+            }
+            h -= (int64_t)(gd->dim[k].n - 1) * gd->dim[k].stride;
+            dig[k] = 0;
+        }
     }
     out->ranks = a;
     out->grid = NULL;

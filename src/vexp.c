@@ -36,7 +36,7 @@
 
 #ifdef ULY_HAVE_LEVELS
 #pragma GCC push_options
-#pragma GCC target("avx2")
+#pragma GCC target("avx2,fma")
 #define VL 8
 #define VLEVEL 1
 #define VSFX(n) uly_vx_avx2_##n
@@ -47,7 +47,7 @@
 #pragma GCC pop_options
 
 #pragma GCC push_options
-#pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl")
+#pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl,fma")
 #define VL 16
 #define VLEVEL 2
 #define VSFX(n) uly_vx_avx512_##n
@@ -81,10 +81,11 @@ static int isa_supported(int isa)
 #ifdef ULY_HAVE_LEVELS
     __builtin_cpu_init();
     if (isa == ULY_ISA_AVX2)
-        return __builtin_cpu_supports("avx2");
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     if (isa == ULY_ISA_AVX512)
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("fma");
 #endif
     return 0;
 }

@@ -9,7 +9,9 @@
  * All levels give bit-identical results:
  *   - no contraction into FMA (the kernels are built with -ffp-contract=off)
  *     and every lane performs the same IEEE operations in the same order,
- *     whatever the vector width;
+ *     whatever the vector width; the fused multiply-adds of the polynomial
+ *     are explicit: the instruction at AVX2 (which requires FMA3) and
+ *     AVX-512, uly_fmaf_exact (below, correctly rounded) at the baseline;
  *   - the row sum uses 16 accumulators, element j going to accumulator
  *     j mod 16 in increasing j (two vectors at 8 lanes), combined at the end
  *     as s_l = a_l + a_(l+8), then ((s0+s1)+(s2+s3))+((s4+s5)+(s6+s7));
@@ -31,6 +33,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -59,6 +62,34 @@ ULY_INTERNAL int uly_vops_current(const uly_vops **out);
 ULY_INTERNAL const uly_vops *uly_vops_level(int isa);
 /* Name of a level: "avx512", "avx2", "baseline". */
 ULY_INTERNAL const char *uly_isa_name(int isa);
+
+/* a b + c rounded once to float, as a fused multiply-add instruction
+ * computes it, for CPUs without one.  a b is exact in double (24 + 24
+ * bits), s = a b + c rounds once to 53 bits, and rounding s to float is then
+ * the correct rounding of a b + c unless s is exactly halfway between two
+ * floats (the low 29 bits of its significand 1 then 28 zeros) or below the
+ * normal float range.  Only there is the sum redone: TwoSum gives the exact
+ * error e of s, and s rounded to odd (one double ulp toward zero when e has
+ * the other sign, then the last bit set) rounds correctly to float (Boldo
+ * and Melquiond, "Emulation of FMA and correctly rounded sums: proved
+ * algorithms using rounding to odd", IEEE Trans. Computers 57(4), 2008). */
+static inline float uly_fmaf_exact(float a, float b, float c)
+{
+    const double p = (double)a * (double)b;
+    double s = p + (double)c;
+    uint64_t u;
+    memcpy(&u, &s, sizeof u);
+    if ((u & 0x1fffffffu) == 0x10000000u || fabs(s) < 0x1p-126) {
+        const double bb = s - p, e = (p - (s - bb)) + ((double)c - bb);
+        if (e != 0) {
+            if ((e < 0) != (s < 0))
+                u -= 1;
+            u |= 1;
+            memcpy(&s, &u, sizeof s);
+        }
+    }
+    return (float)s;
+}
 
 /* Double precision: the same contracts with libm's exp2 and 8 scalar lanes. */
 static inline double uly_row_max_f64(const double *x, int64_t n)

@@ -4,7 +4,8 @@
  *   VL       lanes per vector (8 or 16)
  *   VSFX(n)  n with the level's suffix
  * inside a `#pragma GCC target` region for the level, with VLEVEL (2:
- * AVX-512, 1: AVX2, 0: none) choosing the max/min instructions.  The
+ * AVX-512, 1: AVX2, 0: the baseline, SSE on x86-64) choosing the max/min
+ * and fused multiply-add instructions.  The
  * reductions assign elements to accumulators the same way whatever VL is,
  * so that every level gives the same bits.
  */
@@ -34,6 +35,21 @@ static inline __attribute__((always_inline)) VF VSFX(select)(VI mask, VF a, VF b
     return (VF)(((VI)a & mask) | ((VI)b & ~mask));
 }
 
+#if VLEVEL == 0 && defined(ULY_HAVE_LEVELS)
+/* The baseline's 8 lanes as two SSE vectors: maxps / minps (max: 1). */
+static inline __attribute__((always_inline)) VF VSFX(sse_halves)(VF a, VF b, const int max)
+{
+    __m128 a4[2], b4[2];
+    memcpy(a4, &a, sizeof a4);
+    memcpy(b4, &b, sizeof b4);
+    for (int h = 0; h < 2; h++)
+        a4[h] = max ? _mm_max_ps(a4[h], b4[h]) : _mm_min_ps(a4[h], b4[h]);
+    VF r;
+    memcpy(&r, a4, sizeof r);
+    return r;
+}
+#endif
+
 /* a > b ? a : b and a < b ? a : b, lane by lane: the semantics of the x86
  * max/min instructions, one instruction where the level has them (the
  * generic form costs a compare and a blend).  Same bits either way. */
@@ -43,6 +59,8 @@ static inline __attribute__((always_inline)) VF VSFX(vmax)(VF a, VF b)
     return (VF)_mm512_max_ps((__m512)a, (__m512)b);
 #elif VLEVEL == 1
     return (VF)_mm256_max_ps((__m256)a, (__m256)b);
+#elif defined(ULY_HAVE_LEVELS)
+    return VSFX(sse_halves)(a, b, 1);
 #else
     return VSFX(select)(a > b, a, b);
 #endif
@@ -54,8 +72,26 @@ static inline __attribute__((always_inline)) VF VSFX(vmin)(VF a, VF b)
     return (VF)_mm512_min_ps((__m512)a, (__m512)b);
 #elif VLEVEL == 1
     return (VF)_mm256_min_ps((__m256)a, (__m256)b);
+#elif defined(ULY_HAVE_LEVELS)
+    return VSFX(sse_halves)(a, b, 0);
 #else
     return VSFX(select)(a < b, a, b);
+#endif
+}
+
+/* a b + c rounded once: the FMA instruction where the level has it, the
+ * exact emulation of vexp.h otherwise (the same bits). */
+static inline __attribute__((always_inline)) VF VSFX(fma)(VF a, VF b, VF c)
+{
+#if VLEVEL == 2
+    return (VF)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
+#elif VLEVEL == 1
+    return (VF)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
+#else
+    VF r;
+    for (int l = 0; l < VL; l++)
+        r[l] = uly_fmaf_exact(a[l], b[l], c[l]);
+    return r;
 #endif
 }
 
@@ -63,7 +99,8 @@ static inline __attribute__((always_inline)) VF VSFX(vmin)(VF a, VF b)
  * x = s - max <= 0 needs no upper clamp, and min(x, 127) = x there, so the
  * two give the same bits); n = round(x) with the 1.5 * 2^23 trick;
  * f = x - n, exact, |f| <= 1/2; 2^f = 1 + f P(f) with P of degree 5
- * (Chebyshev interpolation of (2^f - 1) / f on [-1/2, 1/2]); times 2^n
+ * (Chebyshev interpolation of (2^f - 1) / f on [-1/2, 1/2]) by Horner's
+ * rule in fused multiply-adds; times 2^n
  * built in the exponent bits.  For x <= -126.5 (-inf included) n = -127,
  * whose exponent bits are 0: the product is exactly +0 without a mask. */
 static inline __attribute__((always_inline)) VF VSFX(exp2)(VF x, const int clamp_hi)
@@ -77,12 +114,12 @@ static inline __attribute__((always_inline)) VF VSFX(exp2)(VF x, const int clamp
     VF nf = tm - VSFX(splat)(12583039.0f);
     VF f = xc - nf;
     VF p = VSFX(splat)(1.5453162945e-4f);
-    p = p * f + VSFX(splat)(1.3390863365e-3f);
-    p = p * f + VSFX(splat)(9.6180825573e-3f);
-    p = p * f + VSFX(splat)(5.5503571142e-2f);
-    p = p * f + VSFX(splat)(2.4022650761e-1f);
-    p = p * f + VSFX(splat)(6.9314718803e-1f);
-    VF y = p * f + VSFX(splat)(1.0f);
+    p = VSFX(fma)(p, f, VSFX(splat)(1.3390863365e-3f));
+    p = VSFX(fma)(p, f, VSFX(splat)(9.6180825573e-3f));
+    p = VSFX(fma)(p, f, VSFX(splat)(5.5503571142e-2f));
+    p = VSFX(fma)(p, f, VSFX(splat)(2.4022650761e-1f));
+    p = VSFX(fma)(p, f, VSFX(splat)(6.9314718803e-1f));
+    VF y = VSFX(fma)(p, f, VSFX(splat)(1.0f));
     /* 2^n: the bits of tm are 0x4b400000 + n + 127 (-127 <= n <= 127);
      * shifted left by 23 only n + 127 stays, in the exponent field (0 for
      * n = -127) */

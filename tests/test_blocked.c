@@ -693,6 +693,51 @@ START_TEST(vops_levels_same_bits)
 }
 END_TEST
 
+/* The baseline level's fused multiply-add: correctly rounded, i.e. equal to
+ * libm's fmaf, on random triples and on the cases where rounding a b + c
+ * to double first lands exactly halfway between two floats (a b = 2^-24 -
+ * j^2 2^-70 beside c = 1 + 2^-23 or 1 + 2^-22: the plain double sum would
+ * round the tie to even, the exact value lies below it), on both signs, and
+ * on results below the normal float range. */
+START_TEST(fmaf_exact_rounding)
+{
+    uint64_t st = 99;
+    for (int i = 0; i < 2000000; i++) {
+        float v[3];
+        for (int k = 0; k < 3; k++) {
+            st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+            uint32_t bits = (uint32_t)(st >> 32);
+            /* exponents near one another most of the time, so that a b and c overlap */
+            if (i % 4)
+                bits = (bits & 0x807fffffu) | ((uint32_t)(120 + (st >> 20) % 16) << 23);
+            memcpy(&v[k], &bits, 4);
+        }
+        if (isnan(v[0]) || isnan(v[1]) || isnan(v[2]))
+            continue;
+        float r = uly_fmaf_exact(v[0], v[1], v[2]), ref = fmaf(v[0], v[1], v[2]);
+        ck_assert_msg(memcmp(&r, &ref, 4) == 0 || (isnan(r) && isnan(ref)), "fma(%a, %a, %a) = %a, libm %a", v[0],
+                      v[1], v[2], r, ref);
+    }
+    int ties = 0;
+    for (int j = 1; j <= 4000; j++)
+        for (int sg = 0; sg < 4; sg++) {
+            const float a = 1.0f - (float)j * 0x1p-23f, b = 0x1p-24f * (1.0f + (float)j * 0x1p-23f);
+            const float c = sg & 1 ? 1.0f + 0x1p-22f : 1.0f + 0x1p-23f, m = sg & 2 ? -1.0f : 1.0f;
+            const double s = (double)a * (double)b + (double)c;
+            ties += (float)s != fmaf(a, b, c);
+            float r = uly_fmaf_exact(m * a, b, m * c), ref = fmaf(m * a, b, m * c);
+            ck_assert_msg(memcmp(&r, &ref, 4) == 0, "fma(%a, %a, %a) = %a, libm %a", m * a, b, m * c, r, ref);
+        }
+    ck_assert_msg(ties > 0, "no double-rounding case was constructed");
+    for (int j = 1; j < 1000; j++) { /* subnormal results */
+        const float a = 0x1p-70f * (1.0f + (float)j * 0x1p-20f), b = 0x1p-70f * (1.0f - (float)j * 0x1p-21f);
+        const float c = -0x1p-140f * (float)(j % 7);
+        float r = uly_fmaf_exact(a, b, c), ref = fmaf(a, b, c);
+        ck_assert_msg(memcmp(&r, &ref, 4) == 0, "fma(%a, %a, %a) = %a, libm %a", a, b, c, r, ref);
+    }
+}
+END_TEST
+
 typedef struct path_case {
     const char *name;
     int64_t B, N, H, Hkv, d;
@@ -1184,6 +1229,7 @@ static Suite *make_blocked_suite(void)
     TCase *tp = tcase_create("code_paths");
     tcase_set_timeout(tp, 120);
     tcase_add_test(tp, vops_levels_same_bits);
+    tcase_add_test(tp, fmaf_exact_rounding);
     tcase_add_loop_test(tp, paths_same_bits, 0, 2 * NPATHS);
     tcase_add_loop_test(tp, rows_hook_lazy, 0, 2 * NPATHS);
     tcase_add_test(tp, isa_and_schedule_arguments);
