@@ -407,8 +407,12 @@ static int a2a_shm(uly_dist *D, int which, int to_heads, const char *in, int64_t
         dst = to_heads ? win : out;
     comm_block *send = D->sbk, *recv = D->rbk;
     int send_inplace, recv_inplace;
-    a2a_blocks(D, which, to_heads, src, Hx, hbeg, hcnt, dst, send, recv, &send_inplace, &recv_inplace);
+    a2a_tables(D, which, to_heads, Hx, hbeg, hcnt, send, recv, &send_inplace, &recv_inplace);
     uly_comm_shm_ready_at(c, v, src);
+    /* the own block is copied while no peer is ready (below), never before
+     * saying ready: the peers need not wait for it (it touches other rows
+     * of this rank's buffers than theirs, and only reads the shared one) */
+    int own = D->nc[r] > 0;
     /* large heads -> sequence exchanges stream their stores into this
      * rank's shard (copy_stream), which is not read again before the cache
      * has turned over.  Not sequence -> heads: streamed into the peers'
@@ -455,9 +459,15 @@ static int a2a_shm(uly_dist *D, int which, int to_heads, const char *in, int64_t
             left--;
             moved = 1;
         }
-        if (!moved)
+        if (!moved && own) {
+            copy_block(dst, &recv[r], src, &send[r], es);
+            own = 0;
+        } else if (!moved) {
             uly_comm_shm_pause();
+        }
     }
+    if (own)
+        copy_block(dst, &recv[r], src, &send[r], es);
     /* cma: done with every peer only now, with this rank's status, so that
      * every rank learns from its readers whether any of them failed */
     for (int i = 1; i < P && cma; i++)
