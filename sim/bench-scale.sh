@@ -18,23 +18,21 @@ cpu() {   # CPU seconds of one run of the simulator with the given arguments
     echo "$t" | awk '{ printf "%.3f\n", $1 + $2 }'
 }
 median() { tr ' ' '\n' | grep . | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
-small= large=
-for _ in $(seq "$repeat"); do
-    small="$small $(cpu --gpus 1024 --method ulysses)"
-    large="$large $(cpu --gpus 1048576 --method ulysses)"
-done
-ms=$(echo "$small" | median)
-ml=$(echo "$large" | median)
-awk -v a="$ms" -v b="$ml" -v n="$repeat" 'BEGIN { printf "ulysses-sim --method ulysses, CPU time, medians of %d: 1024 GPUs %.1f ms, 1048576 GPUs %.1f ms, ratio %.2f (target <= 3)\n", n, a * 1000, b * 1000, b / a }'
+# ratio LABEL ARGS...: medians of REPEAT interleaved runs at 1024 and 1048576 GPUs and their ratio
+ratio() {
+    local label=$1 small= large= ms ml
+    shift
+    for _ in $(seq "$repeat"); do
+        small="$small $(cpu --gpus 1024 --method ulysses "$@")"
+        large="$large $(cpu --gpus 1048576 --method ulysses "$@")"
+    done
+    ms=$(echo "$small" | median)
+    ml=$(echo "$large" | median)
+    awk -v a="$ms" -v b="$ml" -v n="$repeat" -v l="$label" 'BEGIN { printf "ulysses-sim --method ulysses%s, CPU time, medians of %d: 1024 GPUs %.1f ms, 1048576 GPUs %.1f ms, ratio %.2f%s\n", l, n, a * 1000, b * 1000, b / a, l == "" ? " (target <= 3)" : "" }'
+}
+ratio ""
 # groups placed in several ways (Ulysses groups of 32 on 72-GPU NVLink domains: classes of groups)
 # and the ZeRO ring over a partial last domain (its light cone by windows)
-gs= gl=
-for _ in $(seq "$repeat"); do
-    gs="$gs $(cpu --gpus 1024 --method ulysses --a2a pairwise --platform gb200-nvl72)"
-    gl="$gl $(cpu --gpus 1048576 --method ulysses --a2a pairwise --platform gb200-nvl72)"
-done
-gms=$(echo "$gs" | median)
-gml=$(echo "$gl" | median)
-awk -v a="$gms" -v b="$gml" -v n="$repeat" 'BEGIN { printf "ulysses-sim --method ulysses --a2a pairwise --platform gb200-nvl72, CPU time, medians of %d: 1024 GPUs %.1f ms, 1048576 GPUs %.1f ms, ratio %.2f\n", n, a * 1000, b * 1000, b / a }'
+ratio " --a2a pairwise --platform gb200-nvl72" --a2a pairwise --platform gb200-nvl72
 sw=$(cpu sweep --seq 1K:200K:+1K --gpus 8:2048 --method all)
 echo "ulysses-sim sweep --seq 1K:200K:+1K --gpus 8:2048 --method all (10800 configurations): CPU time $sw s (target < 30 s)"
