@@ -47,10 +47,16 @@ n=$(tr -d ' \n' <"$W/p.json" | grep -o '"key":"[^"]*","value":[^,]*,"unit":"[^"]
 "$S" --platform "$W/p.json" --gpus 2 --model gpt-1.2b --seq 4096 --method ulysses >"$W/sim2.out" 2>&1 ||
     { bad "ulysses-sim does not accept the calibrated platform"; cat "$W/sim2.out"; }
 grep -q 'cal-test' "$W/sim2.out" || bad "ulysses-sim does not name the calibrated platform"
+grep -q 'uly_dist_a2a, mode auto,' "$W/p.json" || bad "the all-to-all's method does not name the mode (auto)"
+# --a2a: the mode the jobs to predict use is the one measured
+timeout 300 "$MPIRUN" --oversubscribe -np 2 "$U" calibrate --quick --seq 256 --repeat 2 --a2a shm \
+    --out "$W/shm.json" >"$W/out" 2>"$W/err" || { bad "calibrate --a2a shm exited $?"; tail -5 "$W/err"; }
+grep -q 'uly_dist_a2a, mode shm,' "$W/shm.json" || bad "calibrate --a2a shm: the method does not name mode shm"
 
 # ------------------------------------------------------------ bad input
 for args in "--quick" "--out $W/x.json --repeat 0" "--out $W/x.json --bogus" \
-            "--out $W/no/such/dir/x.json --quick" "--out $W/x.json --quick --name $(printf 'a\377b')"; do
+            "--out $W/no/such/dir/x.json --quick" "--out $W/x.json --quick --name $(printf 'a\377b')" \
+            "--out $W/x.json --quick --a2a bogus"; do
     # shellcheck disable=SC2086
     timeout 120 "$MPIRUN" --oversubscribe -np 2 "$U" calibrate $args >"$W/out" 2>"$W/err"
     rc=$?

@@ -25,6 +25,10 @@ int cmd_calibrate(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_explain(int argc, char **argv);   /* no MPI */
 
+/* Names of the all-to-all modes, indexed by ULY_A2A_* (auto, pack, ...),
+ * NULL-terminated: the choices of --a2a. */
+extern const char *const a2a_mode_names[];
+
 /* Deterministic input value of element `index` of tensor `which` (0 q,
  * 1 k, 2 v, 3 dout) for a seed: uniform in [-1, 1), independent of how the
  * tensor is sharded. */

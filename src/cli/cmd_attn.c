@@ -125,7 +125,7 @@ struct attn_cfg {
 };
 
 static const char *const dtype_names[] = {"f32", "f64", NULL};
-static const char *const a2a_names[] = {"auto", "pack", "datatype", "pipeline", "shm", "cma", NULL}; /* = ULY_A2A_* */
+const char *const a2a_mode_names[] = {"auto", "pack", "datatype", "pipeline", "shm", "cma", NULL}; /* = ULY_A2A_* */
 static const char *const method_names[] = {"ulysses", "ring", "zigzag", "allgather", "usp", NULL}; /* = ULY_METHOD_* */
 static const char *const placement_names[] = {"ulysses-inner", "ring-inner", NULL}; /* = ULY_PLACE_* */
 static const char *const overlap_names[] = {"off", "on", "auto", NULL};                /* = ULY_OVERLAP_* */
@@ -173,7 +173,7 @@ static void attn_options(struct attn_cfg *c, arg_opt *o)
         {"dtype", ARG_CHOICE, &c->dtype, 0, 0, "T", "element type f32 or f64 (default f32, or that of --q)", dtype_names, &c->seen_dtype},
         {"block-q", ARG_INT, &c->block_q, 1, 65536, "n", "query rows per kernel block", NULL, NULL},
         {"block-k", ARG_INT, &c->block_k, 1, 65536, "n", "key rows per kernel block", NULL, NULL},
-        {"a2a", ARG_CHOICE, &c->a2a, 0, 0, "MODE", "all-to-all data movement: auto (default: the first calls of each kind try every mode, the fastest is kept), pack, datatype, pipeline, shm (one node: copies straight between the ranks' buffers in shared memory), cma (one node: each rank reads its blocks out of the peers' memory with process_vm_readv; shm where the system forbids it, with a note)", a2a_names, NULL},
+        {"a2a", ARG_CHOICE, &c->a2a, 0, 0, "MODE", "all-to-all data movement: auto (default: the first calls of each kind try every mode, the fastest is kept), pack, datatype, pipeline, shm (one node: copies straight between the ranks' buffers in shared memory), cma (one node: each rank reads its blocks out of the peers' memory with process_vm_readv; shm where the system forbids it, with a note)", a2a_mode_names, NULL},
         {"overlap", ARG_CHOICE, &c->overlap, 0, 0, "MODE", "overlap the all-to-alls with attention, head chunk by head chunk and source rank by source rank: off (default), on, auto (on when every rank has >= 2 KV heads); with on/auto every repetition also runs once without overlap, to report how much communication is hidden", overlap_names, NULL},
         {"overlap-chunks", ARG_INT, &c->overlap_chunks, 1, ULY_OVERLAP_MAX_CHUNKS, "K", "head chunks per rank with --overlap (default: as many as the fewest KV heads of a rank, at most 8)", NULL, NULL},
         {"overlap-trace", ARG_STR, &c->trace, 0, 0, "F.csv", "with --overlap: write every overlapped call's events (waits for input blocks, sends of output blocks, kernel calls, chunk starts and completions) of every rank to F.csv (doc/cli.md)", NULL, NULL},
@@ -380,7 +380,7 @@ static int attn_fields(const attn_job *J, drv_field *f)
     FF("--backward", c->backward); FF("--check", c->check); FI("--seed", c->seed);
     FI("--repeat", c->repeat); FI("--warmup", c->warmup);
     FC("--dtype", c->seen_dtype ? c->dtype : -1, dtype_names);
-    FI("--block-q", c->block_q); FI("--block-k", c->block_k); FC("--a2a", c->a2a, a2a_names);
+    FI("--block-q", c->block_q); FI("--block-k", c->block_k); FC("--a2a", c->a2a, a2a_mode_names);
     FI("--max-count", c->max_count); FC("--overlap", c->overlap, overlap_names);
     FI("--overlap-chunks", c->overlap_chunks); FS("--overlap-trace", c->trace);
     for (int i = 0; i < NIN; i++)
@@ -709,7 +709,7 @@ static int attn_create(attn_job *J, drv *d)
     o->kernel.block_k = c->block_k;
     o->kernel.threads = (int)c->threads;
     o->max_count = (size_t)c->max_count;
-    o->a2a_mode = c->a2a; /* a2a_names follows the ULY_A2A_* order */
+    o->a2a_mode = c->a2a; /* a2a_mode_names follows the ULY_A2A_* order */
     o->overlap = c->overlap;
     o->overlap_chunks = (int)c->overlap_chunks;
     uly_sp_opts so;

@@ -52,6 +52,7 @@ typedef struct cal {
     MPI_Comm world, node, leaders;   /* leaders: rank 0 of every node (others MPI_COMM_NULL) */
     int rank, size, node_rank, g, nodes, node_id;
     int quick;
+    int a2a;                         /* --a2a: the all-to-all mode measured (ULY_A2A_*) */
     int64_t repeat, threads, seq, head_dim;
     int tty;                         /* rank 0's stderr is a terminal */
     int step, steps;
@@ -331,11 +332,12 @@ static stats ulysses_a2a_time(cal *c, MPI_Comm comm, size_t per, int *fail)
     size_t sets = A2A_COLD_BYTES / (2 * n * 4);
     sets = sets < 2 ? 2 : sets > A2A_MAX_SETS ? A2A_MAX_SETS : sets;
     float *in[A2A_MAX_SETS] = {NULL}, *out[A2A_MAX_SETS] = {NULL};
-    const int64_t reps = A2A_REPS(c), settle = (ULY_A2A_MODES - 1) * ULY_A2A_AUTO_SAMPLES;
+    /* auto's measuring calls are left out of the timed repetitions */
+    const int64_t reps = A2A_REPS(c), settle = c->a2a == ULY_A2A_AUTO ? (ULY_A2A_MODES - 1) * ULY_A2A_AUTO_SAMPLES : 0;
     double *t = malloc((size_t)reps * sizeof *t);
     uly_dist_opts o;
     memset(&o, 0, sizeof o);
-    o.a2a_mode = ULY_A2A_AUTO;
+    o.a2a_mode = c->a2a;
     uly_dist *D = NULL;
     int bad = !t, any;
     for (size_t k = 0; k < sets; k++) {
@@ -633,12 +635,12 @@ static int write_platform(cal *c, drv_out *o, const char *out, const char *name,
         }
         s.min = a2a_fit(c->g - 1, usizes, lo, nsz) * 1e-9;
         s.max = a2a_fit(c->g - 1, usizes, hi, nsz) * 1e-9;
-        snprintf(how, sizeof how, "the all-to-all of ulysses attn (uly_dist_a2a, strided head blocks; per "
+        snprintf(how, sizeof how, "the all-to-all of ulysses attn (uly_dist_a2a, mode %s, strided head blocks; per "
                  "repetition the mean of Q, sequence -> heads, and O, heads -> sequence, each the time of the "
                  "rank that arrives last, as ulysses attn's critical path) on each node's %d ranks (all nodes at once), %d sizes %zu B..%zu B per pair: "
                  "1 / least-squares slope of the median time against (g-1) x bytes per pair "
                  "(spread: the same fit to the max and min times); a raw contiguous MPI_Alltoall gives %.4g GB/s "
-                 "(alltoall_node below)", c->g, nsz, usizes[0], usizes[big], a2a_fit(c->g - 1, sizes, a2a_node, nsz) * 1e-9);
+                 "(alltoall_node below)", a2a_mode_names[c->a2a], c->g, nsz, usizes[0], usizes[big], a2a_fit(c->g - 1, sizes, a2a_node, nsz) * 1e-9);
         js_meas(a, "intra_node.bw_GBps_per_dir", intra_bw * 1e-9, "GB/s", how, s, 1, (int)A2A_REPS(c));
         snprintf(how, sizeof how, "MPI ping-pong of 8 B between ranks 0 and 1, half the round trip");
         js_meas(a, "intra_node.latency_us", intra_lat * 1e6, "us", how, pp_lat[0], 1e6, (int)c->repeat);
@@ -747,6 +749,7 @@ static int write_platform(cal *c, drv_out *o, const char *out, const char *name,
 
 static const char synopsis[] =
     "calibrate --out FILE.json [--quick] [--name NAME] [--repeat R] [--seq N] [--head-dim d] [--threads T]\n"
+    "          [--a2a MODE]\n"
     "Run under mpirun with the ranks per node (and nodes) of the jobs to predict; see doc/validation.md.";
 
 /* Whether s is valid UTF-8, by jansson's own check (json_string refuses
@@ -773,6 +776,7 @@ static int cal_main(cal *c, int argc, char **argv)
         {"seq", ARG_INT, &c->seq, 64, 1 << 20, "N", "reference attention sequence length (default 4096)", NULL, NULL},
         {"head-dim", ARG_INT, &c->head_dim, 1, 4096, "d", "reference attention head dimension (default 64)", NULL, NULL},
         {"threads", ARG_INT, &c->threads, 1, 1024, "T", "OpenMP/BLAS threads per rank (default 1)", NULL, NULL},
+        {"a2a", ARG_CHOICE, &c->a2a, 0, 0, "MODE", "the all-to-all mode to measure, as ulysses attn --a2a: auto (default), pack, datatype, pipeline, shm, cma (shm and cma: every rank on one node); calibrate with the mode the jobs to predict use", a2a_mode_names, NULL},
         {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
     };
     drv *d = c->d;
@@ -792,7 +796,7 @@ static int cal_main(cal *c, int argc, char **argv)
         {"--out", DRV_F_STR, 0, out, 0, NULL},          {"--quick", DRV_F_FLAG, c->quick, NULL, 0, NULL},
         {"--name", DRV_F_STR, 0, name, 0, NULL},        {"--repeat", DRV_F_INT, repeat, NULL, 0, NULL},
         {"--seq", DRV_F_INT, c->seq, NULL, 0, NULL},    {"--head-dim", DRV_F_INT, c->head_dim, NULL, 0, NULL},
-        {"--threads", DRV_F_INT, c->threads, NULL, 0, NULL},
+        {"--threads", DRV_F_INT, c->threads, NULL, 0, NULL}, {"--a2a", DRV_F_CHOICE, c->a2a, NULL, 0, a2a_mode_names},
     };
     int rc = drv_agree(d, ps, f, ps == DRV_PARSE_OK ? (int)(sizeof f / sizeof f[0]) : 0);
     if (rc == DRV_PARSE_HELP) {
@@ -821,6 +825,10 @@ static int cal_main(cal *c, int argc, char **argv)
         drv_fail(d, DRV_BADINPUT, "%s (a platform has equal nodes numbered node-major: use a hostfile with equal "
                  "slots and --map-by slot)",
                  gmin != gmax ? "nodes hold different numbers of ranks" : "ranks are not numbered node by node");
+    else if ((c->a2a == ULY_A2A_SHM || c->a2a == ULY_A2A_CMA) && c->nodes > 1)
+        drv_fail(d, DRV_BADINPUT, "--a2a %s needs every rank on one node, and these ranks are on %d nodes "
+                 "(calibrate measures the all-to-all across the nodes too): use auto, pack, datatype or pipeline",
+                 a2a_mode_names[c->a2a], c->nodes);
     if ((rc = drv_sync(d)))
         return rc;
     c->node_id = c->rank / c->g;

@@ -51,7 +51,8 @@ sh "$mc" --nodes 2 --ppn 2 --rate 100mbit --timeout 120 --exec -- sh -c \
     '$MC_MPIRUN -np 4 "$0" attn --seq 1024 --heads 4 --head-dim 64 --backward --check --repeat 3 --warmup 1 \
      && tc -s qdisc show dev eth0 \
      && $MC_MPIRUN -np 4 "$0" attn --seq 1024 --heads 4 --head-dim 64 --backward --repeat 1 --warmup 0 --json >"$1" \
-     && $MC_MPIRUN -np 4 "$0" calibrate --quick --seq 256 --repeat 2 --out "$2" >"$2.out" 2>&1' \
+     && $MC_MPIRUN -np 4 "$0" calibrate --quick --seq 256 --repeat 2 --out "$2" >"$2.out" 2>&1 \
+     && { $MC_MPIRUN -np 4 "$0" calibrate --quick --a2a shm --out "$2.shm" >"$2.shm.out" 2>&1; echo $? >"$2.shm.rc"; }' \
     "$uly" "$tmp/run.json" "$tmp/cal.json" >"$tmp/run.out" 2>"$tmp/run.err"
 rc=$?
 if [ "$rc" -eq 77 ]; then
@@ -93,6 +94,9 @@ else
 fi
 grep -q '"gpus_per_node": 2,' "$tmp/cal.json" 2>/dev/null && grep -q '"max_nodes": 2,' "$tmp/cal.json" ||
     bad "the calibrated platform is not 2 nodes x 2 GPUs"
+# a one-node all-to-all mode is refused across nodes, before measuring
+[ "$(cat "$tmp/cal.json.shm.rc" 2>/dev/null)" = 2 ] && grep -q 'needs every rank on one node' "$tmp/cal.json.shm.out" ||
+    { bad "calibrate --a2a shm on 2 nodes: want exit 2 naming the one-node rule"; cat "$tmp/cal.json.shm.out" 2>/dev/null; }
 check_gone "$tmp/run.err" "after success"
 
 # ---------------------------------------------------------------- 2. failures
