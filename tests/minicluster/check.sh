@@ -47,7 +47,7 @@ check_gone() {
 # node0 (ranks 0, 1) -> node1 (ranks 2, 3): 4 pairs; 1 warm-up + 3 timed
 # iterations.  --check then gathers to rank 0 (node1 -> node0: not counted).
 want=$((65536 * 8 * 4 * 4))
-sh "$mc" --nodes 2 --ppn 2 --rate 100mbit --timeout 120 --exec -- sh -c \
+sh "$mc" --nodes 2 --ppn 2 --rate 100mbit --timeout 180 --exec -- sh -c \
     '$MC_MPIRUN -np 4 "$0" attn --seq 1024 --heads 4 --head-dim 64 --backward --check --repeat 3 --warmup 1 \
      && tc -s qdisc show dev eth0 \
      && $MC_MPIRUN -np 4 "$0" attn --seq 1024 --heads 4 --head-dim 64 --backward --repeat 1 --warmup 0 --json >"$1" \
