@@ -53,6 +53,8 @@ typedef struct cal {
     int rank, size, node_rank, g, nodes, node_id;
     int quick;
     int a2a;                         /* --a2a: the all-to-all mode measured (ULY_A2A_*) */
+    int a2a_fell_back;               /* rank 0: cma not allowed (uly_dist_a2a_note, said once): cma ran as
+                                        shm, auto left it out */
     int64_t repeat, threads, seq, head_dim;
     int tty;                         /* rank 0's stderr is a terminal */
     int step, steps;
@@ -349,6 +351,10 @@ static stats ulysses_a2a_time(cal *c, MPI_Comm comm, size_t per, int *fail)
     if (!any) {
         bad = uly_dist_create(comm, &a, &o, &D) != 0;
         MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, c->world);
+        if (!any && !c->a2a_fell_back && uly_dist_a2a_note(D)) { /* a mode the system does not allow: never silent */
+            drv_say(c->d, "note: %s", uly_dist_a2a_note(D));
+            c->a2a_fell_back = 1;
+        }
     }
     if (!any) {
         for (size_t k = 0; k < sets; k++)
@@ -635,12 +641,13 @@ static int write_platform(cal *c, drv_out *o, const char *out, const char *name,
         }
         s.min = a2a_fit(c->g - 1, usizes, lo, nsz) * 1e-9;
         s.max = a2a_fit(c->g - 1, usizes, hi, nsz) * 1e-9;
-        snprintf(how, sizeof how, "the all-to-all of ulysses attn (uly_dist_a2a, mode %s, strided head blocks; per "
+        snprintf(how, sizeof how, "the all-to-all of ulysses attn (uly_dist_a2a, mode %s%s, strided head blocks; per "
                  "repetition the mean of Q, sequence -> heads, and O, heads -> sequence, each the time of the "
                  "rank that arrives last, as ulysses attn's critical path) on each node's %d ranks (all nodes at once), %d sizes %zu B..%zu B per pair: "
                  "1 / least-squares slope of the median time against (g-1) x bytes per pair "
                  "(spread: the same fit to the max and min times); a raw contiguous MPI_Alltoall gives %.4g GB/s "
-                 "(alltoall_node below)", a2a_mode_names[c->a2a], c->g, nsz, usizes[0], usizes[big], a2a_fit(c->g - 1, sizes, a2a_node, nsz) * 1e-9);
+                 "(alltoall_node below)", a2a_mode_names[c->a2a],
+                 c->a2a_fell_back && c->a2a == ULY_A2A_CMA ? " run as shm: not allowed on this system" : "", c->g, nsz, usizes[0], usizes[big], a2a_fit(c->g - 1, sizes, a2a_node, nsz) * 1e-9);
         js_meas(a, "intra_node.bw_GBps_per_dir", intra_bw * 1e-9, "GB/s", how, s, 1, (int)A2A_REPS(c));
         snprintf(how, sizeof how, "MPI ping-pong of 8 B between ranks 0 and 1, half the round trip");
         js_meas(a, "intra_node.latency_us", intra_lat * 1e6, "us", how, pp_lat[0], 1e6, (int)c->repeat);
