@@ -184,6 +184,8 @@ typedef struct uly_ovl_account {
     double wait_max;           /* the longest single wait */
     double send, send_cpu;     /* hooks: packing and posting output blocks */
     double test, test_cpu;     /* hooks: MPI_Testall between blocks */
+    double copy, copy_cpu;     /* every rank on one node: the block copies themselves (in and
+                                  out, in the hooks or not; the floor overlap cannot hide) */
     int waits, waits_ready;    /* blocks waited for; of them, complete at the first test */
     double kernel_end, end;    /* CLOCK_MONOTONIC seconds (the same clock on every rank of a
                                   node): the end of the last kernel call, of the call */
