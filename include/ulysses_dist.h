@@ -218,7 +218,8 @@ void uly_dist_times_get(const uly_dist *d, uly_dist_times *t);
  */
 enum {
     ULY_OVL_EV_WAIT,   /* inside the kernel: a source's input block waited for and unpacked */
-    ULY_OVL_EV_SEND,   /* inside the kernel: an output block packed and posted (own: copied) */
+    ULY_OVL_EV_SEND,   /* inside the kernel: an output block packed and posted (own: copied);
+                          through the shared window: this rank's rows copied out of peer's chunk */
     ULY_OVL_EV_KERNEL, /* one chunk's kernel call, hooks included */
     ULY_OVL_EV_START,  /* outside the kernel: chunk all-to-alls started (receives posted, inputs sent) */
     ULY_OVL_EV_FINISH, /* outside the kernel: chunk all-to-alls completed (and the KV fold) */

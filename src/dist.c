@@ -112,7 +112,7 @@ struct uly_dist {
     int ovs;                   /* this path runs (else per-peer MPI messages) */
     uint64_t ovs_seq;          /* overlapped calls so far (the same on every rank) */
     char **ovs_area;           /* (P) every rank's flag area (this process's mapping) */
-    uint64_t *ovs_seen;        /* (P) the highest input flag value seen reached, by source */
+    uint64_t *ovs_seen;        /* (P x 4) the last input flag value waited for, by source and step */
     unsigned char *ovs_got;    /* (K x 2 x P) output block of (chunk, kind, source) copied out */
     uint64_t ovs_pub[2];       /* the done flags of the running chunk last published */
     char *ovs_y[3];            /* the running call's sequence-side outputs */
@@ -783,13 +783,13 @@ static int ovl_alloc(uly_dist *D)
     for (int i = 0; i < 4 && !rc; i++)
         rc = uly_comm_nb_init(&D->op[i].q, (int)cap);
     /* the tables of the path through the window (used if heads_place makes one) */
-    D->ovs_tab = uly_calloc(1, (size_t)P * (sizeof(char *) + sizeof(uint64_t)) + 2 * (size_t)(K * P));
+    D->ovs_tab = uly_calloc(1, (size_t)P * (sizeof(char *) + 4 * sizeof(uint64_t)) + 2 * (size_t)(K * P));
     if (!rc && !D->ovs_tab)
         rc = uly_set_error(ULY_ENOMEM, "cannot allocate overlap flag tables");
     if (!rc) {
         D->ovs_area = D->ovs_tab;
         D->ovs_seen = (uint64_t *)(void *)(D->ovs_area + P);
-        D->ovs_got = (unsigned char *)(D->ovs_seen + P);
+        D->ovs_got = (unsigned char *)(D->ovs_seen + 4 * P);
     }
     return rc;
 }
@@ -1293,17 +1293,11 @@ static void ovl_progress(void *user)
     D->acc->test_cpu += thread_cpu() - c0;
 }
 
-/* Hook: wait for source s's block of input tensor pt and unpack it, accounted. */
-static int ovl_need(uly_dist *D, ovl_op *o, ovl_part *pt, int s)
+/* Account a wait of the kernel's hooks for source s's block of tensor
+ * `which`, started at t0 (wall) and c0 (CPU); ready: it had arrived. */
+static void ovl_waited(uly_dist *D, int which, int s, int ready, double t0, double c0)
 {
-    if (pt->got[s])
-        return ULY_OK;
     uly_ovl_account *A = D->acc;
-    const double t0 = uly_comm_wtime(), c0 = thread_cpu();
-    int ready = 0;
-    int rc = uly_comm_nb_test_some(&o->q, pt->rfirst[s], pt->rn[s], &ready);
-    if (!rc)
-        rc = ovl_recv(D, o, pt, s);
     const double w = uly_comm_wtime() - t0, u = thread_cpu() - c0;
     A->wait += w;
     A->wait_cpu += u;
@@ -1316,7 +1310,20 @@ static int ovl_need(uly_dist *D, ovl_op *o, ovl_part *pt, int s)
         A->wait_first += w;
     if (w > A->wait_max)
         A->wait_max = w;
-    ovl_event(D, ULY_OVL_EV_WAIT, pt->which, s, ready, t0, w, u);
+    ovl_event(D, ULY_OVL_EV_WAIT, which, s, ready, t0, w, u);
+}
+
+/* Hook: wait for source s's block of input tensor pt and unpack it, accounted. */
+static int ovl_need(uly_dist *D, ovl_op *o, ovl_part *pt, int s)
+{
+    if (pt->got[s])
+        return ULY_OK;
+    const double t0 = uly_comm_wtime(), c0 = thread_cpu();
+    int ready = 0;
+    int rc = uly_comm_nb_test_some(&o->q, pt->rfirst[s], pt->rn[s], &ready);
+    if (!rc)
+        rc = ovl_recv(D, o, pt, s);
+    ovl_waited(D, pt->which, s, ready, t0, c0);
     return rc;
 }
 
@@ -1505,8 +1512,8 @@ static int ovl_tail(uly_dist *D, int fwd, void *y1, void *y2)
  * per byte, as in the plain shm mode, chunk by chunk.
  *   in:  each rank copies its rows of chunk c straight into every peer's
  *        chunk buffer (qh, kh, vh or doh, at the peer's chunk offset) and
- *        raises its input flag in that peer's flag area: K, V (step 2), then
- *        Q or dO (step 3); the peer's kernel waits for a source's flag when
+ *        raises its input flag in that peer's flag area: K (step 1), V (2),
+ *        then Q or dO (step 3); the peer's kernel waits for a source's flag when
  *        it first reaches that source's rows (ovs_rows);
  *   out: the kernel raises the done flag of (chunk, kind) in its own area
  *        as output rows become final (kind 0: O or dQ, kind 1: dK and dV),
@@ -1597,7 +1604,7 @@ static void ovs_start_in(uly_dist *D, int c, int fwd, const char *x0, const char
 {
     const int P = D->P, r = D->rank;
     const double t0 = uly_comm_wtime(), c0 = thread_cpu();
-    for (int step = fwd ? 2 : 3; step <= 3; step++)
+    for (int step = fwd ? 2 : 3; step <= 3; step++) /* K and V, then Q (dO) */
         for (int i = 1; i <= P; i++) {
             const int s = (r + i) % P;
             const int ws[3] = {step == 3 ? (fwd ? ULY_A2A_Q : ULY_A2A_DO) : ULY_A2A_K, ULY_A2A_V, -1};
@@ -1608,9 +1615,9 @@ static void ovs_start_in(uly_dist *D, int c, int fwd, const char *x0, const char
                 const comm_block src = seq_block(D, s, q ? D->a.heads : D->a.kv_heads, hb, hc);
                 const comm_block dst = head_block(D, r, hc[s]);
                 copy_block(ovs_chunk(D, s, c, w), &dst, xs[j], &src, D->es);
+                if (s != r) /* step 1: K, 2: V, 3: Q or dO */
+                    uly_comm_shm_flag_set(D->c, ovs_flag(D, s, OVS_IN(D, r)), ovs_in_value(D, c, step == 3 ? 3 : 1 + j));
             }
-            if (s != r)
-                uly_comm_shm_flag_set(D->c, ovs_flag(D, s, OVS_IN(D, r)), ovs_in_value(D, c, step));
         }
     ovs_copied(D, uly_comm_wtime() - t0, thread_cpu() - c0);
 }
@@ -1625,7 +1632,7 @@ static int ovs_wait_flag(uly_dist *D, const void *flag, uint64_t v)
     return 0;
 }
 
-/* Wait for the input steps of chunk c up to `step` of the sources whose rows
+/* Wait for input step `step` of the running chunk from the sources whose rows
  * start below end (sequence order), accounted as the kernel's waits when
  * acct (inside the kernel's hooks). */
 static void ovs_need(uly_dist *D, int step, int64_t end, int acct)
@@ -1633,28 +1640,14 @@ static void ovs_need(uly_dist *D, int step, int64_t end, int acct)
     const int P = D->P, r = D->rank;
     const uint64_t v = ovs_in_value(D, D->ovl_c, step);
     for (int s = 0; s < P && D->nb[s] < end; s++) {
-        if (s == r || D->ovs_seen[s] >= v)
+        if (s == r || D->ovs_seen[4 * s + step] >= v)
             continue;
         const double t0 = uly_comm_wtime(), c0 = thread_cpu();
         const int ready = ovs_wait_flag(D, ovs_flag(D, r, OVS_IN(D, s)), v);
-        D->ovs_seen[s] = v;
-        if (!acct)
-            continue;
-        uly_ovl_account *A = D->acc;
-        const double w = uly_comm_wtime() - t0, u = thread_cpu() - c0;
-        A->wait += w;
-        A->wait_cpu += u;
-        A->waits++;
-        if (ready) {
-            A->wait_ready += w;
-            A->waits_ready++;
-        }
-        if (D->ovl_c == 0)
-            A->wait_first += w;
-        if (w > A->wait_max)
-            A->wait_max = w;
-        ovl_event(D, ULY_OVL_EV_WAIT, step == 3 ? (D->ovl_fwd ? ULY_A2A_Q : ULY_A2A_DO) : ULY_A2A_K, s, ready, t0,
-                  w, u);
+        D->ovs_seen[4 * s + step] = v;
+        if (acct)
+            ovl_waited(D, step == 3 ? (D->ovl_fwd ? ULY_A2A_Q : ULY_A2A_DO) : step == 2 ? ULY_A2A_V : ULY_A2A_K, s,
+                       ready, t0, c0);
     }
 }
 
@@ -1730,8 +1723,12 @@ static void ovs_progress(uly_dist *D)
 static void ovs_rows(uly_dist *D, int ev, int64_t end)
 {
     if (ev == ULY_ROWS_NEED_Q || ev == ULY_ROWS_NEED_K) {
-        if (D->ovl_fwd || ev == ULY_ROWS_NEED_Q) /* the backward's K, V are there since the forward */
-            ovs_need(D, ev == ULY_ROWS_NEED_Q ? 3 : 2, end, 1);
+        if (ev == ULY_ROWS_NEED_Q) {
+            ovs_need(D, 3, end, 1);
+        } else if (D->ovl_fwd) { /* the backward's K, V are there since the forward */
+            ovs_need(D, 1, end, 1);
+            ovs_need(D, 2, end, 1);
+        }
         return;
     }
     int n = 0;
