@@ -326,8 +326,7 @@ static double median_of(const double *x, int n)
  * more than ULY_A2A_AUTO_MARGIN: one lucky sample of a two-copy mode (or an
  * unlucky one of shm) must not decide (doc/performance.md, all-to-all
  * "Round five").  Every rank computes the same from the same times. */
-int uly_dist_auto_pick(const int *cand, int ncand, const double t[][ULY_A2A_AUTO_SAMPLES]); /* and tests/test_dist.c */
-int uly_dist_auto_pick(const int *cand, int ncand, const double t[][ULY_A2A_AUTO_SAMPLES])
+static int auto_pick(const int *cand, int ncand, const double t[][ULY_A2A_AUTO_SAMPLES])
 {
     int best = 0, single = 0;
     double tbest = 0, tsingle = 0;
@@ -343,9 +342,16 @@ int uly_dist_auto_pick(const int *cand, int ncand, const double t[][ULY_A2A_AUTO
     return best;
 }
 
+/* Test hook (tests/test_dist.c): auto_pick. */
+int uly_test_auto_pick(const int *cand, int ncand, const double t[][ULY_A2A_AUTO_SAMPLES]);
+int uly_test_auto_pick(const int *cand, int ncand, const double t[][ULY_A2A_AUTO_SAMPLES])
+{
+    return auto_pick(cand, ncand, t);
+}
+
 /* After a measured call: record its time; once every mode has its samples,
  * take the slowest rank's times (one allreduce, at the same call on every
- * rank since all ranks make the same calls) and keep uly_dist_auto_pick's
+ * rank since all ranks make the same calls) and keep auto_pick's
  * mode. */
 static int auto_record(uly_dist *D, int which, int mode, double secs)
 {
@@ -357,7 +363,7 @@ static int auto_record(uly_dist *D, int which, int mode, double secs)
     int rc = uly_comm_max_over_ranks(D->c, &D->auto_t[which][0][0], (ULY_A2A_MODES - 1) * ULY_A2A_AUTO_SAMPLES);
     if (rc)
         return rc;
-    D->auto_mode[which] = uly_dist_auto_pick(D->cand, D->ncand, (const double(*)[ULY_A2A_AUTO_SAMPLES])D->auto_t[which]);
+    D->auto_mode[which] = auto_pick(D->cand, D->ncand, (const double(*)[ULY_A2A_AUTO_SAMPLES])D->auto_t[which]);
     return ULY_OK;
 }
 

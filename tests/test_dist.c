@@ -751,7 +751,7 @@ START_TEST(cma_read_failure)
 END_TEST
 
 /* The library's choice from auto's measured times (dist.c). */
-int uly_dist_auto_pick(const int *cand, int ncand, const double t[][ULY_A2A_AUTO_SAMPLES]);
+int uly_test_auto_pick(const int *cand, int ncand, const double t[][ULY_A2A_AUTO_SAMPLES]);
 
 /* auto's choice: the smallest median; a two-copy mode replaces the best of
  * shm and cma only when faster by more than the margin; one fast sample
@@ -763,25 +763,25 @@ START_TEST(auto_pick_rules)
     const double m = ULY_A2A_AUTO_MARGIN;
     /* pack, datatype, pipeline, shm, cma: medians 3, 1.6, 2, 1, 1.2 */
     double t[5][ULY_A2A_AUTO_SAMPLES] = {{3, 3, 3}, {1.6, 1.6, 1.6}, {2, 2, 2}, {1, 1, 1}, {1.2, 1.2, 1.2}};
-    ck_assert_int_eq(uly_dist_auto_pick(five, 5, t), ULY_A2A_SHM);
+    ck_assert_int_eq(uly_test_auto_pick(five, 5, t), ULY_A2A_SHM);
     /* one lucky datatype call, two slow shm calls of three: medians decide (shm) */
     t[1][0] = 0.2; t[3][1] = 5;
-    ck_assert_int_eq(uly_dist_auto_pick(five, 5, t), ULY_A2A_SHM);
+    ck_assert_int_eq(uly_test_auto_pick(five, 5, t), ULY_A2A_SHM);
     /* datatype faster, but within the margin: shm stays */
     t[1][0] = t[1][1] = t[1][2] = 1 - m / 2;
-    ck_assert_int_eq(uly_dist_auto_pick(five, 5, t), ULY_A2A_SHM);
+    ck_assert_int_eq(uly_test_auto_pick(five, 5, t), ULY_A2A_SHM);
     /* datatype faster by more than the margin: datatype */
     t[1][0] = t[1][1] = t[1][2] = 1 - 2 * m;
-    ck_assert_int_eq(uly_dist_auto_pick(five, 5, t), ULY_A2A_DATATYPE);
+    ck_assert_int_eq(uly_test_auto_pick(five, 5, t), ULY_A2A_DATATYPE);
     /* cma the best single-copy mode: the margin is against cma */
     double u[5][ULY_A2A_AUTO_SAMPLES] = {{3, 3, 3}, {0.95, 0.95, 0.95}, {2, 2, 2}, {1.5, 1.5, 1.5}, {1, 1, 1}};
-    ck_assert_int_eq(uly_dist_auto_pick(five, 5, u), ULY_A2A_CMA);
+    ck_assert_int_eq(uly_test_auto_pick(five, 5, u), ULY_A2A_CMA);
     u[4][0] = u[4][1] = u[4][2] = 2;
-    ck_assert_int_eq(uly_dist_auto_pick(five, 5, u), ULY_A2A_DATATYPE);
+    ck_assert_int_eq(uly_test_auto_pick(five, 5, u), ULY_A2A_DATATYPE);
     /* across nodes (no single-copy mode): the smallest median */
-    ck_assert_int_eq(uly_dist_auto_pick(five, 3, u), ULY_A2A_DATATYPE);
+    ck_assert_int_eq(uly_test_auto_pick(five, 3, u), ULY_A2A_DATATYPE);
     u[2][1] = u[2][2] = 0.5;
-    ck_assert_int_eq(uly_dist_auto_pick(five, 3, u), ULY_A2A_PIPELINE);
+    ck_assert_int_eq(uly_test_auto_pick(five, 3, u), ULY_A2A_PIPELINE);
 }
 END_TEST
 
