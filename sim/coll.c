@@ -1352,11 +1352,12 @@ static int gen_tree(gen *g, int gi, const geo *G)
 }
 
 /*
- * The tree's symmetry.  When one group fills N whole nodes (NVLink domain =
- * node, one NIC per GPU, switched NVLink) and every channel carries the same
- * bytes, the network and the transfers of gen_tree are invariant under
+ * The tree's symmetry.  When one group sits on N nodes, g GPUs on each (NVLink
+ * domain = node, one NIC per GPU, switched NVLink; the node's other GPUs idle),
+ * and every channel carries the same bytes, the network and the transfers of gen_tree are invariant under
  *   rotation  rho_r: local GPU l -> l + r of every node, channel (t, h) -> (t, h + r)
- *             (every GPU of a node alike behind the NVSwitch, each with its NIC);
+ *             (the group's GPUs of a node alike behind the NVSwitch, each with
+ *             its NIC);
  *   mirror    sigma: node n -> N-1-n, channel (t, h) -> (1-t, h)
  *             (tree 1 is tree 0 mirrored, nodes alike behind the spine).
  * Every channel is the image of channel 0 under one of these 2g maps, so each
@@ -1378,22 +1379,17 @@ static int tree_symmetric(usim_net *n, const usim_coll *c, int classes, const rg
     t.c = c;
     t.rg = R;
     for (int b = 0; b < G->N; b++) {
-        int h0 = rk_at(&t, 0, geo_pos(G, b * G->g)), first, cnt;
-        int node = usim_net_node_of(n, h0);
-        usim_net_unit_range(n, USIM_UNIT_NODE, node, &first, &cnt);
-        if (cnt != G->g || usim_net_domain_of(n, h0) != usim_net_domain_of(n, first) ||
-            usim_net_domain_of(n, first) != usim_net_domain_of(n, first + cnt - 1) ||
-            (first > 0 && usim_net_domain_of(n, first - 1) == usim_net_domain_of(n, first)) ||
-            (first + cnt < usim_net_gpus(n) &&
-             usim_net_domain_of(n, first + cnt) == usim_net_domain_of(n, first)))
-            return 0;   /* the domain is not exactly this node */
+        int h0 = rk_at(&t, 0, geo_pos(G, b * G->g)), node = usim_net_node_of(n, h0);
+        int nf, nc, df, dc;
+        usim_net_unit_range(n, USIM_UNIT_NODE, node, &nf, &nc);
+        usim_net_unit_range(n, USIM_UNIT_DOMAIN, usim_net_domain_of(n, h0), &df, &dc);
+        if (nf != df || nc != dc)
+            return 0;   /* the block (an NVLink domain) is not one node behind one spine port */
         for (int l = 0; l < G->g; l++) {
-            int h = rk_at(&t, 0, geo_pos(G, b * G->g + l));
-            if (usim_net_node_of(n, h) != node || usim_net_unit(n, USIM_UNIT_NIC, h) != h)
-                return 0;   /* a GPU of another node, or a shared NIC */
-            usim_net_unit_range(n, USIM_UNIT_NIC, h, &first, &cnt);
-            if (cnt != 1)
-                return 0;
+            int h = rk_at(&t, 0, geo_pos(G, b * G->g + l)), first, cnt;
+            usim_net_unit_range(n, USIM_UNIT_NIC, usim_net_unit(n, USIM_UNIT_NIC, h), &first, &cnt);
+            if (first != h || cnt != 1)
+                return 0;   /* a NIC shared with another GPU */
         }
     }
     return 1;
