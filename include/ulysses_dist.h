@@ -62,8 +62,13 @@ enum { ULY_A2A_AUTO = 0,     /* measured: the first calls of each all-to-all kin
                                 (uly_dist_a2a_note); auto measures it when it works */
        ULY_A2A_MODES = 6 };
 /* Calls of each kind (Q, K, ..., dV) that ULY_A2A_AUTO spends measuring:
- * every mode this many times, interleaved; all modes move the same bits. */
-#define ULY_A2A_AUTO_SAMPLES 2
+ * every mode this many times, interleaved; all modes move the same bits.
+ * The mode kept has the smallest median (of the slowest rank's times), except
+ * that a mode copying each byte twice (pack, datatype, pipeline) replaces
+ * the faster of shm and cma only if its median is lower by more than
+ * ULY_A2A_AUTO_MARGIN (a fraction of the single-copy mode's). */
+#define ULY_A2A_AUTO_SAMPLES 3
+#define ULY_A2A_AUTO_MARGIN 0.10
 
 typedef struct uly_dist_opts {
     uly_kernel_opts kernel;      /* block sizes and threads (head range is set by the library) */

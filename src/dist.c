@@ -70,6 +70,7 @@ struct uly_dist {
     char note[512];            /* why the mode asked for is not used (empty: it is) */
     char **peer;               /* (P) every rank's head-side region (this process's mapping) */
     unsigned char *shm_state;  /* (P) a2a_shm's per-peer progress */
+    struct row_copy *shm_rows; /* (P) a2a_shm's copies of one pass */
     void *heads_owned;         /* the head-side region when it is not in a window */
     int ncand, cand[ULY_A2A_MODES - 1]; /* the modes ULY_A2A_AUTO measures */
     /* ULY_A2A_AUTO: per all-to-all kind, the calls measured so far, their
@@ -118,6 +119,11 @@ static size_t usz(int64_t x) { return (size_t)x; }
 /* The shm heads -> sequence all-to-all streams its copies (non-temporal
  * stores) from this many bytes copied by a rank in one call. */
 #define ULY_SHM_STREAM_BYTES ((size_t)8 << 20)
+/* Sequence -> heads streams its stores into the peers' buffers from this
+ * many bytes written by a rank in one call (doc/performance.md, all-to-all
+ * "Round five": below it the copy is too short to matter, and the reader
+ * finds small blocks in the cache). */
+#define ULY_SHM_STREAM_TO_HEADS_BYTES ((size_t)256 << 10)
 
 /* Elements of a block. */
 static size_t block_elems(const comm_block *b)
@@ -200,11 +206,39 @@ static void stream_fence(void)
 #endif
 }
 
-/* copy_block with non-temporal stores, fenced. */
-static void copy_block_stream(char *dst, const comm_block *db, const char *src, const comm_block *sb, size_t es)
+/* One block of a row-interleaved copy (copy_rows). */
+typedef struct row_copy {
+    char *dst;
+    const char *src;
+    comm_block db, sb;
+} row_copy;
+
+/*
+ * Copy n blocks that share their batches and rows (every peer's block of
+ * one all-to-all: the rank's tokens), row by row across the blocks: row t
+ * of block 0, of block 1, ..., then row t + 1.  With the blocks in the
+ * order of their heads, the sequence side is walked once in address order
+ * (a whole row of H d elements, instead of one peer's H_s d elements of
+ * every row per pass, each in a different page when a row is a page), and
+ * each block's other side is filled front to back.  Streamed (copy_stream,
+ * fenced) or not; same bytes as copy_block of each block.
+ */
+static void copy_rows(const row_copy *x, int n, size_t es, int stream)
 {
-    copy_block_with(dst, db, src, sb, es, copy_stream);
-    stream_fence();
+    if (n <= 0)
+        return;
+    void *(*cp)(void *, const void *, size_t) = stream ? copy_stream : memcpy;
+    const size_t batches = x[0].sb.batches, rows = x[0].sb.rows;
+    for (size_t b = 0; b < batches; b++)
+        for (size_t t = 0; t < rows; t++)
+            for (int k = 0; k < n; k++) {
+                const comm_block *db = &x[k].db, *sb = &x[k].sb;
+                if (sb->len)
+                    cp(x[k].dst + (db->off + b * db->bstride + t * db->stride) * es,
+                       x[k].src + (sb->off + b * sb->bstride + t * sb->stride) * es, sb->len * es);
+            }
+    if (stream)
+        stream_fence();
 }
 
 /*
@@ -272,10 +306,53 @@ static int call_mode(const uly_dist *D, int which)
     return D->cand[D->auto_calls[which] % D->ncand];
 }
 
+/* Median of n values (n <= ULY_A2A_AUTO_SAMPLES; the upper one for even n). */
+static double median_of(const double *x, int n)
+{
+    double v[ULY_A2A_AUTO_SAMPLES];
+    for (int i = 0; i < n; i++) { /* insertion sort */
+        int j = i;
+        for (; j > 0 && v[j - 1] > x[i]; j--)
+            v[j] = v[j - 1];
+        v[j] = x[i];
+    }
+    return v[n / 2];
+}
+
+/* The mode auto keeps, from the slowest rank's time of every measured call
+ * (t[m][k]: call k of candidate cand[m]): the smallest median; but a mode
+ * that copies each byte twice (pack, datatype, pipeline) replaces the best
+ * single-copy mode (shm, cma) only when its median is below that mode's by
+ * more than ULY_A2A_AUTO_MARGIN: one lucky sample of a two-copy mode (or an
+ * unlucky one of shm) must not decide (doc/performance.md, all-to-all
+ * "Round five").  Every rank computes the same from the same times. */
+static int auto_pick(const int *cand, int ncand, const double t[][ULY_A2A_AUTO_SAMPLES])
+{
+    int best = 0, single = 0;
+    double tbest = 0, tsingle = 0;
+    for (int m = 0; m < ncand; m++) {
+        const double t_m = median_of(t[m], ULY_A2A_AUTO_SAMPLES);
+        if (!best || t_m < tbest)
+            best = cand[m], tbest = t_m;
+        if ((cand[m] == ULY_A2A_SHM || cand[m] == ULY_A2A_CMA) && (!single || t_m < tsingle))
+            single = cand[m], tsingle = t_m;
+    }
+    if (single && best != single && tbest >= tsingle * (1 - ULY_A2A_AUTO_MARGIN))
+        best = single;
+    return best;
+}
+
+/* Test hook (tests/test_dist.c): auto_pick. */
+int uly_test_auto_pick(const int *cand, int ncand, const double t[][ULY_A2A_AUTO_SAMPLES]);
+int uly_test_auto_pick(const int *cand, int ncand, const double t[][ULY_A2A_AUTO_SAMPLES])
+{
+    return auto_pick(cand, ncand, t);
+}
+
 /* After a measured call: record its time; once every mode has its samples,
  * take the slowest rank's times (one allreduce, at the same call on every
- * rank since all ranks make the same calls) and keep the mode with the
- * smallest best time. */
+ * rank since all ranks make the same calls) and keep auto_pick's
+ * mode. */
 static int auto_record(uly_dist *D, int which, int mode, double secs)
 {
     const int n = D->auto_calls[which]++;
@@ -286,19 +363,7 @@ static int auto_record(uly_dist *D, int which, int mode, double secs)
     int rc = uly_comm_max_over_ranks(D->c, &D->auto_t[which][0][0], (ULY_A2A_MODES - 1) * ULY_A2A_AUTO_SAMPLES);
     if (rc)
         return rc;
-    int best = 0;
-    double tbest = 0;
-    for (int m = 0; m < D->ncand; m++) {
-        double t = D->auto_t[which][m][0];
-        for (int k = 1; k < ULY_A2A_AUTO_SAMPLES; k++)
-            if (D->auto_t[which][m][k] < t)
-                t = D->auto_t[which][m][k];
-        if (!best || t < tbest) {
-            best = D->cand[m];
-            tbest = t;
-        }
-    }
-    D->auto_mode[which] = best;
+    D->auto_mode[which] = auto_pick(D->cand, D->ncand, (const double(*)[ULY_A2A_AUTO_SAMPLES])D->auto_t[which]);
     return ULY_OK;
 }
 
@@ -362,10 +427,12 @@ static size_t head_layout(const uly_dist *D, int s, size_t off[ULY_A2A_COUNT])
  * blocks (comm.h), never a barrier.  Each call is one operation v:
  *   1. this rank says its buffer is ready for v (after copying a head-side
  *      tensor of the caller's into it, for heads -> sequence);
- *   2. it visits the peers r+1, r+2, ... again and again, and with each one
- *      that is ready for v (and agreed: uly_comm_agree_peer, for the first
- *      exchange after an agreement) makes its copy and says it is done with
- *      that peer's buffer; while nobody new is there it yields the core;
+ *   2. it looks at its peers again and again; the ones ready for v (and
+ *      agreed: uly_comm_agree_peer, for the first exchange after an
+ *      agreement) are copied together, row by row (copy_rows: the sequence
+ *      side is read once in address order), with the own block if not yet
+ *      copied, and it says it is done with each of their buffers; while
+ *      nobody new is there it copies its own block or yields the core;
  *   3. it waits until every peer is done with its own buffer.
  * Sequence -> heads: after 3, every peer's rows are in this rank's buffer
  * (its kernel or its copy out may read them).  Heads -> sequence: after 3,
@@ -413,29 +480,74 @@ static int a2a_shm(uly_dist *D, int which, int to_heads, const char *in, int64_t
      * saying ready: the peers need not wait for it (it touches other rows
      * of this rank's buffers than theirs, and only reads the shared one) */
     int own = D->nc[r] > 0;
-    /* large heads -> sequence exchanges stream their stores into this
-     * rank's shard (copy_stream), which is not read again before the cache
-     * has turned over.  Not sequence -> heads: streamed into the peers'
-     * window memory, its copies ran 2.4 x slower (doc/performance.md). */
-    size_t mine_bytes = 0; /* what this rank copies */
-    for (int s = 0; s < P && !to_heads && !cma; s++)
-        mine_bytes += s == r ? 0 : block_elems(&recv[s]) * es;
-    const int stream = mine_bytes >= ULY_SHM_STREAM_BYTES;
-    unsigned char *st = D->shm_state; /* per peer: 0 to visit, 1 copied, 2 left out */
+    /* Stores streamed past the cache (copy_stream): sequence -> heads from
+     * ULY_SHM_STREAM_TO_HEADS_BYTES written per call (into the peers'
+     * buffers, whose lines their owners read last: a plain store first
+     * fetches each line from the owner's cache, a streamed one writes it
+     * whole), heads -> sequence from ULY_SHM_STREAM_BYTES (into this rank's
+     * shard, not read again before the cache has turned over); measured in
+     * doc/performance.md, all-to-all "Round three" and "Round five". */
+    size_t mine_bytes = 0; /* what this rank copies to or from its peers */
+    for (int s = 0; s < P && !cma; s++)
+        mine_bytes += s == r ? 0 : block_elems(to_heads ? &send[s] : &recv[s]) * es;
+    const int stream = mine_bytes >= (to_heads ? ULY_SHM_STREAM_TO_HEADS_BYTES : ULY_SHM_STREAM_BYTES);
+    unsigned char *st = D->shm_state; /* per peer: 0 to visit, 1 copied, 2 left out, 3 in this pass */
     memset(st, 0, usz(P));
     int failed = ULY_OK; /* cma: this rank's first failed read */
     char why[512] = "";
     for (int left = P - 1; left > 0;) {
         int moved = 0;
-        for (int i = 1; i < P; i++) {
+        if (!cma) {
+            /* shm: every peer ready now (and the own block, if not yet
+             * copied), copied together row by row in the order of their
+             * heads (copy_rows) */
+            row_copy *x = D->shm_rows;
+            int n = 0, peers = 0;
+            for (int s = 0; s < P; s++) {
+                if (s == r) {
+                    if (own)
+                        x[n++] = (row_copy){dst, src, recv[r], send[r]};
+                    continue;
+                }
+                if (st[s])
+                    continue;
+                const int ok = uly_comm_agree_peer(c, s);
+                if (ok < 0 || (ok && !uly_comm_shm_is_ready(c, s, v)))
+                    continue;
+                if (!ok) { /* left out: it failed or disagreed */
+                    st[s] = 2;
+                    left--;
+                    moved = 1;
+                    continue;
+                }
+                head_layout(D, s, off);
+                char *theirs = D->peer[s] + off[which];
+                const comm_block mine = head_block(D, r, hcnt[s]); /* my tokens of s's heads, in s's buffer */
+                x[n++] = to_heads ? (row_copy){theirs, in, mine, send[s]} : (row_copy){out, theirs, recv[s], mine};
+                st[s] = 3; /* copied in this pass */
+                peers++;
+            }
+            if (peers) {
+                copy_rows(x, n, es, stream);
+                own = 0;
+                for (int s = 0; s < P; s++) /* after copy_rows' fence: the flag publishes the copies */
+                    if (st[s] == 3) {
+                        uly_comm_shm_done(c, s, v);
+                        st[s] = 1;
+                    }
+                left -= peers;
+                moved = 1;
+            }
+        }
+        for (int i = 1; i < P && cma; i++) {
             const int s = (r + i) % P;
             if (st[s])
                 continue;
             const int ok = uly_comm_agree_peer(c, s);
             if (ok < 0 || (ok && !uly_comm_shm_is_ready(c, s, v)))
                 continue;
-            if (ok && cma && !failed) {
-                /* pull: s's block for this rank, from s's memory into this rank's own */
+            if (ok && !failed) {
+                /* cma, pull: s's block for this rank, from s's memory into this rank's own */
                 const comm_block theirs =
                     to_heads ? (comm_block){usz(hbeg[r] * D->a.head_dim), usz(D->a.batch),
                                             usz(D->nc[s] * Hx * D->a.head_dim), usz(D->nc[s]),
@@ -443,17 +555,6 @@ static int a2a_shm(uly_dist *D, int which, int to_heads, const char *in, int64_t
                              : head_block(D, r, hcnt[s]);
                 if ((failed = uly_comm_cma_read(c, s, dst, &recv[s], uly_comm_shm_peer_addr(c, s), &theirs, es)))
                     snprintf(why, sizeof why, "%s", uly_last_error());
-            } else if (ok && !cma) {
-                head_layout(D, s, off);
-                const comm_block mine = head_block(D, r, hcnt[s]); /* my tokens of s's heads, in s's buffer */
-                char *theirs = D->peer[s] + off[which];
-                void (*copy)(char *, const comm_block *, const char *, const comm_block *, size_t) =
-                    stream ? copy_block_stream : copy_block;
-                if (to_heads)
-                    copy(theirs, &mine, in, &send[s], es);
-                else
-                    copy(out, &recv[s], theirs, &mine, es);
-                uly_comm_shm_done(c, s, v);
             }
             st[s] = ok ? 1 : 2;
             left--;
@@ -665,6 +766,7 @@ void uly_dist_free(uly_dist *D)
     uly_free(D->heads_owned);
     uly_free(D->peer);
     uly_free(D->shm_state);
+    uly_free(D->shm_rows);
     uly_free(D->docs);
     uly_free(D);
 }
@@ -791,7 +893,8 @@ static int dist_alloc(uly_dist *D)
     D->sbk = uly_calloc(2 * (size_t)P, sizeof(comm_block));
     D->peer = uly_calloc((size_t)P, sizeof(char *));
     D->shm_state = uly_calloc((size_t)P, 1);
-    if (!D->nb || !D->sc || !D->sbk || !D->peer || !D->shm_state)
+    D->shm_rows = uly_calloc((size_t)P, sizeof *D->shm_rows);
+    if (!D->nb || !D->sc || !D->sbk || !D->peer || !D->shm_state || !D->shm_rows)
         return uly_set_error(ULY_ENOMEM, "cannot allocate partition tables for %d ranks", P);
     D->nc = D->nb + P; D->hb = D->nc + P; D->hc = D->hb + P; D->kb = D->hc + P; D->kc = D->kb + P;
     D->sd = D->sc + P; D->rc = D->sd + P; D->rd = D->rc + P;

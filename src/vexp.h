@@ -11,7 +11,10 @@
  *     and every lane performs the same IEEE operations in the same order,
  *     whatever the vector width; the fused multiply-adds of the polynomial
  *     are explicit: the instruction at AVX2 (which requires FMA3) and
- *     AVX-512, uly_fmaf_exact (below, correctly rounded) at the baseline;
+ *     AVX-512; at the baseline, SSE2 doubles rounded once on each step's
+ *     float grid (vexp_impl.h: exact for the polynomial's inputs, every
+ *     one of them checked), and uly_fmaf_exact (below, correctly rounded)
+ *     where the build has no SIMD levels (not x86-64);
  *   - the row sum uses 16 accumulators, element j going to accumulator
  *     j mod 16 in increasing j (two vectors at 8 lanes), combined at the end
  *     as s_l = a_l + a_(l+8), then ((s0+s1)+(s2+s3))+((s4+s5)+(s6+s7));
@@ -64,8 +67,9 @@ ULY_INTERNAL const uly_vops *uly_vops_level(int isa);
 ULY_INTERNAL const char *uly_isa_name(int isa);
 
 /* a b + c rounded once to float, as a fused multiply-add instruction
- * computes it, for CPUs without one.  a b is exact in double (24 + 24
- * bits), s = a b + c rounds once to 53 bits, and rounding s to float is then
+ * computes it, for CPUs without one (the baseline of builds without SIMD
+ * levels).  a b is exact in double (24 + 24 bits), s = a b + c rounds once
+ * to 53 bits, and rounding s to float is then
  * the correct rounding of a b + c unless s is exactly halfway between two
  * floats (the low 29 bits of its significand 1 then 28 zeros) or below the
  * normal float range.  Only there is the sum redone: TwoSum gives the exact
@@ -90,6 +94,11 @@ static inline float uly_fmaf_exact(float a, float b, float c)
     }
     return (float)s;
 }
+
+/* The first float f > 0 where the 2^f polynomial's step p1 = fma(p2, f, c1)
+ * reaches 1/4 (the baseline's grids change there: vexp_impl.h; the tests
+ * find it again from libm's fmaf). */
+#define ULY_EXP2_P1_QUARTER 0x1.5e0292p-3
 
 /* Double precision: the same contracts with libm's exp2 and 8 scalar lanes. */
 static inline double uly_row_max_f64(const double *x, int64_t n)

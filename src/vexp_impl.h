@@ -95,6 +95,63 @@ static inline __attribute__((always_inline)) VF VSFX(fma)(VF a, VF b, VF c)
 #endif
 }
 
+#if VLEVEL == 0 && defined(ULY_HAVE_LEVELS)
+/* 2^f = 1 + f P(f) for the baseline (SSE2): the Horner steps of VSFX(exp2)
+ * below, each the correctly rounded p f + c of a fused multiply-add, four
+ * lanes as two pairs of doubles.  p f is exact in double (24 + 24 bits).
+ * Each step's result lies in one binade [2^e, 2^(e+1)) for every float f
+ * in [-1/2, 1/2] (all 2^31 of them enumerated: doc/kernels.md), so adding
+ * p f to c + M, M = 1.5 * 2^(e+29) (the sum exact), rounds the exact p f + c
+ * once, to the multiples of 2^(e-23), the float grid of that binade, ties
+ * to even as the float would; subtracting M (exact) leaves the float, in
+ * double.  No double rounding, no correction: the bits of the instruction. */
+static inline __attribute__((always_inline)) __m128d uly_vx_fma_grid(__m128d p, __m128d f, double cm, double m)
+{
+    return _mm_sub_pd(_mm_add_pd(_mm_mul_pd(p, f), _mm_set1_pd(cm)), _mm_set1_pd(m));
+}
+
+/* 2^f on two lanes, returned as M + 2^f (the last subtraction left to the
+ * caller).  Two steps cross a power of two, where M doubles (1.5 * 2^(e+28)
+ * added to both c + M and M): y = fma(p0, f, 1) reaches 1 exactly when
+ * f >= 0 (p0 > 0), and p1 = fma(p2, f, c1) reaches 1/4 exactly when
+ * f >= ULY_EXP2_P1_QUARTER: for f > 0 every step grows with f (positive
+ * coefficients, monotone rounding), and below 1/4 the exact value rounds
+ * on the finer grid, from 1/4 up (or within half a finer ulp under it,
+ * where both grids give 1/4) on the coarser one.  Both masks come from f,
+ * off the chain of dependent operations. */
+static inline __attribute__((always_inline)) __m128d uly_vx_poly2(__m128d f)
+{
+    const __m128d up1 = _mm_and_pd(_mm_cmpge_pd(f, _mm_set1_pd(ULY_EXP2_P1_QUARTER)), _mm_set1_pd(0x1.8p+26));
+    const __m128d up0 = _mm_and_pd(_mm_cmpge_pd(f, _mm_setzero_pd()), _mm_set1_pd(0x1.8p+28));
+    __m128d p = uly_vx_fma_grid(_mm_set1_pd(1.5453162945e-4f), f, 1.3390863365e-3f + 0x1.8p+19, 0x1.8p+19);
+    p = uly_vx_fma_grid(p, f, 9.6180825573e-3f + 0x1.8p+22, 0x1.8p+22);
+    p = uly_vx_fma_grid(p, f, 5.5503571142e-2f + 0x1.8p+24, 0x1.8p+24);
+    p = _mm_sub_pd(_mm_add_pd(_mm_mul_pd(p, f), _mm_add_pd(_mm_set1_pd(2.4022650761e-1f + 0x1.8p+26), up1)),
+                   _mm_add_pd(_mm_set1_pd(0x1.8p+26), up1));
+    p = uly_vx_fma_grid(p, f, 6.9314718803e-1f + 0x1.8p+28, 0x1.8p+28);
+    return _mm_add_pd(_mm_mul_pd(p, f), _mm_add_pd(_mm_set1_pd(1.0 + 0x1.8p+28), up0));
+}
+
+/* VSFX(exp2) below on four lanes, in SSE2.  y = 2^f is read from the bits
+ * of M + y: their low 32 bits are y / 2^-24 (f < 0, M = 1.5 * 2^28) or
+ * y / 2^-23 (f >= 0, M = 1.5 * 2^29), an integer k below 2^25, and the
+ * float's bits are k + (125 << 23), or k + (126 << 23).  (f is never NaN:
+ * a NaN x becomes -127 at the clamp.) */
+static inline __attribute__((always_inline)) __m128 uly_vx_exp2_sse2(__m128 x, const int clamp_hi)
+{
+    __m128 xc = _mm_max_ps(x, _mm_set1_ps(-127.0f));
+    if (clamp_hi)
+        xc = _mm_min_ps(xc, _mm_set1_ps(127.0f));
+    const __m128 tm = _mm_add_ps(xc, _mm_set1_ps(12583039.0f));
+    const __m128 f = _mm_sub_ps(xc, _mm_sub_ps(tm, _mm_set1_ps(12583039.0f)));
+    const __m128d lo = uly_vx_poly2(_mm_cvtps_pd(f)), hi = uly_vx_poly2(_mm_cvtps_pd(_mm_movehl_ps(f, f)));
+    const __m128i k = _mm_castps_si128(_mm_shuffle_ps(_mm_castpd_ps(lo), _mm_castpd_ps(hi), _MM_SHUFFLE(2, 0, 2, 0)));
+    const __m128i up = _mm_and_si128(_mm_castps_si128(_mm_cmpge_ps(f, _mm_setzero_ps())), _mm_set1_epi32(1 << 23));
+    const __m128 y = _mm_castsi128_ps(_mm_add_epi32(k, _mm_add_epi32(_mm_set1_epi32(125 << 23), up)));
+    return _mm_mul_ps(y, _mm_castsi128_ps(_mm_slli_epi32(_mm_castps_si128(tm), 23)));
+}
+#endif
+
 /* 2^x: clamp below at -127 (and above at 127 when clamp_hi; the forward's
  * x = s - max <= 0 needs no upper clamp, and min(x, 127) = x there, so the
  * two give the same bits); n = round(x) with the 1.5 * 2^23 trick;
@@ -105,6 +162,15 @@ static inline __attribute__((always_inline)) VF VSFX(fma)(VF a, VF b, VF c)
  * whose exponent bits are 0: the product is exactly +0 without a mask. */
 static inline __attribute__((always_inline)) VF VSFX(exp2)(VF x, const int clamp_hi)
 {
+#if VLEVEL == 0 && defined(ULY_HAVE_LEVELS)
+    __m128 h[2];
+    memcpy(h, &x, sizeof h);
+    h[0] = uly_vx_exp2_sse2(h[0], clamp_hi);
+    h[1] = uly_vx_exp2_sse2(h[1], clamp_hi);
+    VF r;
+    memcpy(&r, h, sizeof r);
+    return r;
+#else
     VF xc = VSFX(vmax)(x, VSFX(splat)(-127.0f));
     if (clamp_hi)
         xc = VSFX(vmin)(xc, VSFX(splat)(127.0f));
@@ -125,6 +191,7 @@ static inline __attribute__((always_inline)) VF VSFX(exp2)(VF x, const int clamp
      * n = -127) */
     VI e = (VI)((VU)tm << 23);
     return y * (VF)e;
+#endif
 }
 
 /* Whole vectors: plain (unaligned) loads and stores that stay in registers. */

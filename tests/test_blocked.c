@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "testutil.h"
 #include "vexp.h"
@@ -693,6 +694,88 @@ START_TEST(vops_levels_same_bits)
 }
 END_TEST
 
+/* 2^x for |x| <= 1/2 is the polynomial alone (n = 0; +-1 at x = +-1/2,
+ * ties to even): at every level it must be the Horner chain of libm's fmaf,
+ * bit for bit.  The baseline rounds each step on the float grid of the
+ * binade its result lies in (vexp_impl.h), which is exact only if the
+ * result stays where the code assumes: swept here on every 509th float of
+ * [-1/2, 1/2], on every float around the point where p1 reaches 1/4 (which
+ * must be ULY_EXP2_P1_QUARTER), densely next to f = 0 (y next to 1), at
+ * the ends of the range and on subnormal f. */
+static float exp2_poly_fmaf(float f)
+{
+    static const float c[6] = {1.3390863365e-3f, 9.6180825573e-3f, 5.5503571142e-2f,
+                               2.4022650761e-1f, 6.9314718803e-1f, 1.0f};
+    float p = 1.5453162945e-4f;
+    for (int k = 0; k < 6; k++)
+        p = fmaf(p, f, c[k]);
+    return p;
+}
+
+static void poly_check_range(uint32_t lo, uint32_t hi, uint32_t step, long *checked)
+{
+    enum { NB = 4096 };
+    static float x[NB], y[NB], ref[NB];
+    for (int sg = 0; sg < 2; sg++) {
+        uint32_t u = lo;
+        while (u <= hi) {
+            int n = 0;
+            for (; n < NB && u <= hi; n++, u = u + step < u ? hi + 1 : u + step) {
+                uint32_t bits = u | (sg ? 0x80000000u : 0u);
+                memcpy(&x[n], &bits, 4);
+                /* n = round(x) ties to even, as the kernels do: +-1 at +-1/2 */
+                const float nf = (x[n] + 12583039.0f) - 12583039.0f;
+                ref[n] = ldexpf(exp2_poly_fmaf(x[n] - nf), (int)nf);
+            }
+            for (int isa = 0; isa < ULY_ISA_COUNT; isa++) {
+                const uly_vops *v = uly_vops_level(isa);
+                if (!v)
+                    continue;
+                memcpy(y, x, (size_t)n * 4);
+                v->exp2_shift_sum(y, n, 0.0f);
+                if (memcmp(y, ref, (size_t)n * 4))
+                    for (int j = 0; j < n; j++)
+                        ck_assert_msg(memcmp(&y[j], &ref[j], 4) == 0, "%s: 2^%a = %a, fmaf chain %a",
+                                      uly_isa_name(isa), x[j], y[j], ref[j]);
+                *checked += n;
+            }
+        }
+    }
+}
+
+START_TEST(exp2_poly_is_fmaf_chain)
+{
+    /* ULY_TEST_EXP2_ALL=1: every float of [-1/2, 1/2] (2^31 values, minutes) */
+    const char *all = getenv("ULY_TEST_EXP2_ALL");
+    const uint32_t step = all && !strcmp(all, "1") ? 1 : 509;
+    long checked = 0;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+    poly_check_range(0, 0x3f000000u, step, &checked); /* [0, 1/2], both signs */
+    /* p1 = fma(p2, f, c3) crosses 1/4: find the first f > 0 where it does */
+    uint32_t cross = 0x3e000000u; /* 0.125 */
+    for (; cross < 0x3e800000u; cross++) {
+        float f, p = 1.5453162945e-4f;
+        memcpy(&f, &cross, 4);
+        p = fmaf(fmaf(fmaf(fmaf(p, f, 1.3390863365e-3f), f, 9.6180825573e-3f), f, 5.5503571142e-2f), f,
+                 2.4022650761e-1f);
+        if (p >= 0.25f)
+            break;
+    }
+    ck_assert_uint_lt(cross, 0x3e800000u);
+    float fq;
+    memcpy(&fq, &cross, 4);
+    ck_assert_msg(fq == (float)ULY_EXP2_P1_QUARTER, "p1 reaches 1/4 at f = %a, not %a", fq, ULY_EXP2_P1_QUARTER);
+    poly_check_range(cross - 30000, cross + 30000, 1, &checked);
+    poly_check_range(0x32000000u, 0x35000000u, 61, &checked); /* |f| near 2^-27..2^-21: y next to 1 */
+    poly_check_range(0x3effff00u, 0x3f000000u, 1, &checked);   /* |f| up to 1/2 */
+    poly_check_range(0, 0x00001000u, 1, &checked);             /* subnormal f */
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+    printf("2^f: %ld values compared with the fmaf chain (%.2f s of CPU)\n", checked,
+           (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+}
+END_TEST
+
 /* The baseline level's fused multiply-add: correctly rounded, i.e. equal to
  * libm's fmaf, on random triples and on the cases where rounding a b + c
  * to double first lands exactly halfway between two floats (a b = 2^-24 -
@@ -1230,6 +1313,7 @@ static Suite *make_blocked_suite(void)
     tcase_set_timeout(tp, 120);
     tcase_add_test(tp, vops_levels_same_bits);
     tcase_add_test(tp, fmaf_exact_rounding);
+    tcase_add_test(tp, exp2_poly_is_fmaf_chain);
     tcase_add_loop_test(tp, paths_same_bits, 0, 2 * NPATHS);
     tcase_add_loop_test(tp, rows_hook_lazy, 0, 2 * NPATHS);
     tcase_add_test(tp, isa_and_schedule_arguments);

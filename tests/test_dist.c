@@ -168,6 +168,38 @@ static void ranges_of(const uly_dist *D, const uly_attn_desc *a, int64_t *t0, in
     uly_kv_range(a, *h0, *hn, k0, kn);
 }
 
+/* The Q all-to-all of shapes[0] in fp64 under one mode (the shm and cma
+ * failure tests): the context, this rank's coded sequence shard seq
+ * (B, n, H, d), the head side want it must become (B, N, hn, d), and a
+ * buffer of each size (head, back). */
+typedef struct q_case {
+    uly_attn_desc a;
+    uly_dist *D;
+    size_t seq_bytes, head_bytes;
+    double *seq, *want, *head, *back;
+} q_case;
+
+static void q_case_open(q_case *x, int mode)
+{
+    x->D = dist_f64(&shapes[0], mode, &x->a);
+    int64_t t0, n, h0, hn, k0, kn;
+    ranges_of(x->D, &x->a, &t0, &n, &h0, &hn, &k0, &kn);
+    const int64_t B = x->a.batch, N = x->a.seq, d = x->a.head_dim, H = x->a.heads;
+    x->seq_bytes = (size_t)(B * n * H * d) * sizeof(double);
+    x->head_bytes = (size_t)(B * N * hn * d) * sizeof(double);
+    x->seq = encoded(&x->a, H, t0, n, 0, H);
+    x->want = encoded(&x->a, H, 0, N, h0, hn);
+    x->head = malloc(x->head_bytes + 8);
+    x->back = malloc(x->seq_bytes + 8);
+    ck_assert(x->seq && x->want && x->head && x->back);
+}
+
+static void q_case_close(q_case *x)
+{
+    free(x->seq); free(x->want); free(x->head); free(x->back);
+    uly_dist_free(x->D);
+}
+
 START_TEST(a2a_integer_encoded)
 {
     /* every shape, in pack, datatype, pipelined and shared-memory mode (_i % NMODES),
@@ -596,6 +628,16 @@ START_TEST(shm_stream_copies)
     const int64_t N = a.seq, d = a.head_dim, H = a.heads;
     const size_t hbytes = (size_t)(N * hn * d) * sizeof(double), sbytes = (size_t)(n * H * d) * sizeof(double);
     double *want = encoded(&a, H, t0, n, 0, H), *out = malloc(sbytes + 8), *mine = malloc(hbytes + 8);
+    /* sequence -> heads (streamed from 256 KiB per rank and call), into the
+     * context's buffer and into one of the caller's */
+    double *heads = encoded_at(&a, H, 0, N, h0, hn, 0);
+    for (int k = 0; k < 2; k++) {
+        double *dst = k ? mine : uly_dist_head_buffer(D, ULY_A2A_Q);
+        memset(dst, 0xff, hbytes);
+        ck_assert_int_eq(uly_dist_a2a(D, ULY_A2A_Q, want, dst), ULY_OK);
+        ck_assert_msg(memcmp(dst, heads, hbytes) == 0, "rank %d: streamed Q all-to-all misplaced elements", rank);
+    }
+    free(heads);
     for (int k = 0; k < 2; k++) {
         const int w = k ? ULY_A2A_DQ : ULY_A2A_O;
         double *src = encoded_at(&a, H, 0, N, h0, hn, 0), *head = k ? mine : uly_dist_head_buffer(D, w);
@@ -619,27 +661,23 @@ START_TEST(shm_disagreement)
 {
     if (P == 1)
         return;
-    uly_attn_desc a;
-    uly_dist *D = dist_f64(&shapes[0], _i ? ULY_A2A_CMA : ULY_A2A_SHM, &a);
-    int64_t t0, n, h0, hn, k0, kn;
-    ranges_of(D, &a, &t0, &n, &h0, &hn, &k0, &kn);
-    const int64_t B = a.batch, N = a.seq, d = a.head_dim, H = a.heads;
-    double *seq = encoded(&a, H, t0, n, 0, H), *head = uly_dist_head_buffer(D, rank == 0 ? ULY_A2A_Q : ULY_A2A_O);
-    double *out = malloc((size_t)(B * n * H * d) * sizeof(double) + 8);
+    q_case x;
+    q_case_open(&x, _i ? ULY_A2A_CMA : ULY_A2A_SHM);
+    uly_dist *D = x.D;
+    double *head = uly_dist_head_buffer(D, rank == 0 ? ULY_A2A_Q : ULY_A2A_O);
     const double t = MPI_Wtime();
-    int rc = rank == 0 ? uly_dist_a2a(D, ULY_A2A_Q, seq, head) : uly_dist_a2a(D, ULY_A2A_O, head, out);
+    int rc = rank == 0 ? uly_dist_a2a(D, ULY_A2A_Q, x.seq, head) : uly_dist_a2a(D, ULY_A2A_O, head, x.back);
     ck_assert_int_eq(rc, ULY_EMISMATCH);
     ck_assert_ptr_nonnull(strstr(uly_last_error(), "operation"));
-    rc = uly_dist_a2a(D, ULY_A2A_Q, rank == P - 1 ? NULL : seq, uly_dist_head_buffer(D, ULY_A2A_Q));
-    if (n > 0)
+    rc = uly_dist_a2a(D, ULY_A2A_Q, rank == P - 1 ? NULL : x.seq, uly_dist_head_buffer(D, ULY_A2A_Q));
+    if (x.seq_bytes > 0)
         ck_assert_int_eq(rc, rank == P - 1 ? ULY_EINVAL : ULY_EPEER);
     ck_assert(MPI_Wtime() - t < 10);
     /* and then a correct call */
-    double *q = uly_dist_head_buffer(D, ULY_A2A_Q), *want = encoded(&a, H, 0, N, h0, hn);
-    ck_assert_int_eq(uly_dist_a2a(D, ULY_A2A_Q, seq, q), ULY_OK);
-    ck_assert(memcmp(q, want, (size_t)(B * N * hn * d) * sizeof(double)) == 0);
-    free(seq); free(out); free(want);
-    uly_dist_free(D);
+    double *q = uly_dist_head_buffer(D, ULY_A2A_Q);
+    ck_assert_int_eq(uly_dist_a2a(D, ULY_A2A_Q, x.seq, q), ULY_OK);
+    ck_assert(memcmp(q, x.want, x.head_bytes) == 0);
+    q_case_close(&x);
 }
 END_TEST
 
@@ -654,8 +692,9 @@ START_TEST(cma_fallback)
         const int mode = k ? ULY_A2A_AUTO : ULY_A2A_CMA;
         if (rank == P - 1)
             uly_test_cma_errno(1); /* EPERM */
-        uly_attn_desc a;
-        uly_dist *D = dist_f64(&shapes[0], mode, &a);
+        q_case x;
+        q_case_open(&x, mode);
+        uly_dist *D = x.D;
         uly_test_cma_errno(0);
         const char *note = uly_dist_a2a_note(D);
         ck_assert_ptr_nonnull(note);
@@ -663,22 +702,16 @@ START_TEST(cma_fallback)
         snprintf(want_rank, sizeof want_rank, "on rank %d", P - 1);
         ck_assert_msg(strstr(note, "process_vm_readv") && strstr(note, want_rank), "rank %d: note '%s'", rank,
                       note);
-        int64_t t0, n, h0, hn, k0, kn;
-        ranges_of(D, &a, &t0, &n, &h0, &hn, &k0, &kn);
-        const int64_t B = a.batch, N = a.seq, d = a.head_dim, H = a.heads;
-        double *in = encoded(&a, H, t0, n, 0, H), *want = encoded(&a, H, 0, N, h0, hn);
-        double *mid = malloc((size_t)(B * N * hn * d) * sizeof(double) + 8);
         for (int c = 0; c < (ULY_A2A_MODES - 1) * ULY_A2A_AUTO_SAMPLES; c++) {
-            ck_assert_int_eq(uly_dist_a2a(D, ULY_A2A_Q, in, mid), ULY_OK);
-            ck_assert(memcmp(mid, want, (size_t)(B * N * hn * d) * sizeof(double)) == 0);
+            ck_assert_int_eq(uly_dist_a2a(D, ULY_A2A_Q, x.seq, x.head), ULY_OK);
+            ck_assert(memcmp(x.head, x.want, x.head_bytes) == 0);
             if (!k)
                 break;
         }
         ck_assert_int_ne(uly_dist_a2a_mode(D, ULY_A2A_Q), ULY_A2A_CMA);
         if (!k)
             ck_assert_int_eq(uly_dist_a2a_mode(D, ULY_A2A_Q), ULY_A2A_SHM);
-        free(in); free(want); free(mid);
-        uly_dist_free(D);
+        q_case_close(&x);
     }
 }
 END_TEST
@@ -691,35 +724,64 @@ START_TEST(cma_read_failure)
 {
     if (P == 1)
         return;
-    uly_attn_desc a;
-    uly_dist *D = dist_f64(&shapes[0], ULY_A2A_CMA, &a);
-    if (uly_dist_a2a_note(D)) { /* not allowed here: nothing to fail */
-        uly_dist_free(D);
+    q_case x;
+    q_case_open(&x, ULY_A2A_CMA);
+    if (uly_dist_a2a_note(x.D)) { /* not allowed here: nothing to fail */
+        q_case_close(&x);
         return;
     }
-    int64_t t0, n, h0, hn, k0, kn;
-    ranges_of(D, &a, &t0, &n, &h0, &hn, &k0, &kn);
-    const int64_t B = a.batch, N = a.seq, d = a.head_dim, H = a.heads;
-    double *seq = encoded(&a, H, t0, n, 0, H), *want = encoded(&a, H, 0, N, h0, hn);
-    double *head = malloc((size_t)(B * N * hn * d) * sizeof(double) + 8);
-    double *back = malloc((size_t)(B * n * H * d) * sizeof(double) + 8);
+    uly_dist *D = x.D;
     const double t = MPI_Wtime();
     const int victim = 1 % P;
     for (int dir = 0; dir < 2; dir++) {
         if (rank == victim)
             uly_test_cma_errno(14); /* EFAULT */
-        int rc = dir ? uly_dist_a2a(D, ULY_A2A_O, want, back) : uly_dist_a2a(D, ULY_A2A_Q, seq, head);
+        int rc = dir ? uly_dist_a2a(D, ULY_A2A_O, x.want, x.back) : uly_dist_a2a(D, ULY_A2A_Q, x.seq, x.head);
         uly_test_cma_errno(0);
         ck_assert_int_eq(rc, rank == victim ? ULY_EMPI : ULY_EPEER);
         ck_assert_msg(strstr(uly_last_error(), "process_vm_readv"), "rank %d: '%s'", rank, uly_last_error());
     }
     ck_assert(MPI_Wtime() - t < 10);
-    ck_assert_int_eq(uly_dist_a2a(D, ULY_A2A_Q, seq, head), ULY_OK);
-    ck_assert(memcmp(head, want, (size_t)(B * N * hn * d) * sizeof(double)) == 0);
-    ck_assert_int_eq(uly_dist_a2a(D, ULY_A2A_O, head, back), ULY_OK);
-    ck_assert(memcmp(back, seq, (size_t)(B * n * H * d) * sizeof(double)) == 0);
-    free(seq); free(want); free(head); free(back);
-    uly_dist_free(D);
+    ck_assert_int_eq(uly_dist_a2a(D, ULY_A2A_Q, x.seq, x.head), ULY_OK);
+    ck_assert(memcmp(x.head, x.want, x.head_bytes) == 0);
+    ck_assert_int_eq(uly_dist_a2a(D, ULY_A2A_O, x.head, x.back), ULY_OK);
+    ck_assert(memcmp(x.back, x.seq, x.seq_bytes) == 0);
+    q_case_close(&x);
+}
+END_TEST
+
+/* The library's choice from auto's measured times (dist.c). */
+int uly_test_auto_pick(const int *cand, int ncand, const double t[][ULY_A2A_AUTO_SAMPLES]);
+
+/* auto's choice: the smallest median; a two-copy mode replaces the best of
+ * shm and cma only when faster by more than the margin; one fast sample
+ * (or one slow sample of shm) does not decide. */
+START_TEST(auto_pick_rules)
+{
+    ck_assert_int_eq(ULY_A2A_AUTO_SAMPLES, 3);
+    const int five[5] = {ULY_A2A_PACK, ULY_A2A_DATATYPE, ULY_A2A_PIPELINE, ULY_A2A_SHM, ULY_A2A_CMA};
+    const double m = ULY_A2A_AUTO_MARGIN;
+    /* pack, datatype, pipeline, shm, cma: medians 3, 1.6, 2, 1, 1.2 */
+    double t[5][ULY_A2A_AUTO_SAMPLES] = {{3, 3, 3}, {1.6, 1.6, 1.6}, {2, 2, 2}, {1, 1, 1}, {1.2, 1.2, 1.2}};
+    ck_assert_int_eq(uly_test_auto_pick(five, 5, t), ULY_A2A_SHM);
+    /* one lucky datatype call, two slow shm calls of three: medians decide (shm) */
+    t[1][0] = 0.2; t[3][1] = 5;
+    ck_assert_int_eq(uly_test_auto_pick(five, 5, t), ULY_A2A_SHM);
+    /* datatype faster, but within the margin: shm stays */
+    t[1][0] = t[1][1] = t[1][2] = 1 - m / 2;
+    ck_assert_int_eq(uly_test_auto_pick(five, 5, t), ULY_A2A_SHM);
+    /* datatype faster by more than the margin: datatype */
+    t[1][0] = t[1][1] = t[1][2] = 1 - 2 * m;
+    ck_assert_int_eq(uly_test_auto_pick(five, 5, t), ULY_A2A_DATATYPE);
+    /* cma the best single-copy mode: the margin is against cma */
+    double u[5][ULY_A2A_AUTO_SAMPLES] = {{3, 3, 3}, {0.95, 0.95, 0.95}, {2, 2, 2}, {1.5, 1.5, 1.5}, {1, 1, 1}};
+    ck_assert_int_eq(uly_test_auto_pick(five, 5, u), ULY_A2A_CMA);
+    u[4][0] = u[4][1] = u[4][2] = 2;
+    ck_assert_int_eq(uly_test_auto_pick(five, 5, u), ULY_A2A_DATATYPE);
+    /* across nodes (no single-copy mode): the smallest median */
+    ck_assert_int_eq(uly_test_auto_pick(five, 3, u), ULY_A2A_DATATYPE);
+    u[2][1] = u[2][2] = 0.5;
+    ck_assert_int_eq(uly_test_auto_pick(five, 3, u), ULY_A2A_PIPELINE);
 }
 END_TEST
 
@@ -1097,6 +1159,7 @@ static Suite *make_dist_suite(void)
     tcase_add_loop_test(tc, shm_back_to_back, 0, 2);
     tcase_add_test(tc, shm_stream_copies);
     tcase_add_test(tc, auto_mode_calibrates);
+    tcase_add_test(tc, auto_pick_rules);
     suite_add_tcase(s, tc);
     TCase *te = tcase_create("exact");
     tcase_set_timeout(te, 0);

@@ -71,11 +71,11 @@ trap 'rm -rf "$W"' EXIT
 # configuration lines from its standard input.
 # The job: non-causal (the kernels' causal rate depends on the diagonal
 # blocks' share, a second shape-dependence), f32, 5 timed repetitions after
-# 10 untimed ones: the all-to-alls' default mode (auto) spends the first
-# calls of each kind trying its modes (2 calls each: 3 modes across nodes,
-# 5 with shm and cma on one node), and `ulysses calibrate` times the mode it
-# then keeps.
-JOB="--seq 2048 --heads 8 --head-dim 64 --backward --repeat 5 --warmup 10 --json"
+# 15 untimed ones: the all-to-alls' default mode (auto) spends the first
+# calls of each kind trying its modes (ULY_A2A_AUTO_SAMPLES = 3 calls each:
+# 3 modes across nodes, 5 with shm and cma on one node), and `ulysses
+# calibrate` times the mode it then keeps.
+JOB="--seq 2048 --heads 8 --head-dim 64 --backward --repeat 5 --warmup 15 --json"
 CAL="--seq 2048 --head-dim 64 --quick"
 
 configs() {
