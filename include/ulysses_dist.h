@@ -189,6 +189,8 @@ typedef struct uly_ovl_account {
     double wait_max;           /* the longest single wait */
     double send, send_cpu;     /* hooks: packing and posting output blocks */
     double test, test_cpu;     /* hooks: MPI_Testall between blocks */
+    double copy, copy_cpu;     /* every rank on one node: the block copies themselves (in and
+                                  out, in the hooks or not; the floor overlap cannot hide) */
     int waits, waits_ready;    /* blocks waited for; of them, complete at the first test */
     double kernel_end, end;    /* CLOCK_MONOTONIC seconds (the same clock on every rank of a
                                   node): the end of the last kernel call, of the call */
@@ -221,7 +223,8 @@ void uly_dist_times_get(const uly_dist *d, uly_dist_times *t);
  */
 enum {
     ULY_OVL_EV_WAIT,   /* inside the kernel: a source's input block waited for and unpacked */
-    ULY_OVL_EV_SEND,   /* inside the kernel: an output block packed and posted (own: copied) */
+    ULY_OVL_EV_SEND,   /* inside the kernel: an output block packed and posted (own: copied);
+                          through the shared window: this rank's rows copied out of peer's chunk */
     ULY_OVL_EV_KERNEL, /* one chunk's kernel call, hooks included */
     ULY_OVL_EV_START,  /* outside the kernel: chunk all-to-alls started (receives posted, inputs sent) */
     ULY_OVL_EV_FINISH, /* outside the kernel: chunk all-to-alls completed (and the KV fold) */

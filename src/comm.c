@@ -871,6 +871,25 @@ int uly_comm_shm_error(uly_comm *c)
     return e;
 }
 
+void uly_comm_shm_flag_init(void *flag)
+{
+    atomic_init((_Atomic uint64_t *)flag, 0);
+}
+
+void uly_comm_shm_flag_set(uly_comm *c, void *flag, uint64_t v)
+{
+    shm_sync_window(c);
+    atomic_store_explicit((_Atomic uint64_t *)flag, v, memory_order_release);
+}
+
+int uly_comm_shm_flag_reached(uly_comm *c, const void *flag, uint64_t v)
+{
+    if (atomic_load_explicit((_Atomic uint64_t *)(uintptr_t)flag, memory_order_acquire) < v)
+        return 0;
+    shm_sync_window(c);
+    return 1;
+}
+
 void uly_comm_shm_free(uly_comm *c)
 {
     if (c->win == MPI_WIN_NULL)

@@ -166,6 +166,20 @@ ULY_INTERNAL void uly_comm_shm_pause(void);
 ULY_INTERNAL int uly_comm_shm_error(uly_comm *c);
 
 /*
+ * Flags of the window's users (uly_dist's overlapped path): a 64-bit word,
+ * 8-byte aligned, in the caller's bytes of some rank's segment, written by
+ * one rank only with increasing values, read by any.  uly_comm_shm_flag_init
+ * zeroes a flag of this rank's own segment before the agreement that
+ * publishes it; uly_comm_shm_flag_set: MPI_Win_sync, then a release store
+ * (this rank's accesses before it happen before a peer's after seeing it);
+ * uly_comm_shm_flag_reached: 1 once the flag holds at least v (acquire load,
+ * then MPI_Win_sync), else 0 at once.
+ */
+ULY_INTERNAL void uly_comm_shm_flag_init(void *flag);
+ULY_INTERNAL void uly_comm_shm_flag_set(uly_comm *c, void *flag, uint64_t v);
+ULY_INTERNAL int uly_comm_shm_flag_reached(uly_comm *c, const void *flag, uint64_t v);
+
+/*
  * Cross-memory attach (the all-to-all mode ULY_A2A_CMA): a rank reads a
  * peer's private memory with process_vm_readv, one kernel copy into its own
  * buffer, as Open MPI's single-copy path does.  Flags as above, plus:

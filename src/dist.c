@@ -107,6 +107,17 @@ struct uly_dist {
     double t_test;             /* the progress hook's last MPI test */
     uly_ovl_event *tr;         /* event trace (uly_dist_trace), or NULL */
     size_t tr_cap, tr_n;
+    /* the overlapped path through the window (every rank on one node, K >= 2):
+     * senders copy straight into the peers' chunk buffers, receivers copy
+     * straight out of them; per-chunk flags in each rank's flag area */
+    int ovs;                   /* this path runs (else per-peer MPI messages) */
+    uint64_t ovs_seq;          /* overlapped calls so far (the same on every rank) */
+    char **ovs_area;           /* (P) every rank's flag area (this process's mapping) */
+    uint64_t *ovs_seen;        /* (P x 4) the last input flag value waited for, by source and step */
+    unsigned char *ovs_got;    /* (K x 2 x P) output block of (chunk, kind, source) copied out */
+    uint64_t ovs_pub[2];       /* the done flags of the running chunk last published */
+    char *ovs_y[3];            /* the running call's sequence-side outputs */
+    void *ovs_tab;             /* the allocation behind the tables above */
     int fwd_chunked;           /* the last forward ran chunked: its backward does too */
     int have_fwd;
     uint64_t calls;
@@ -755,6 +766,7 @@ void uly_dist_free(uly_dist *D)
     for (int i = 0; i < 4; i++)
         uly_comm_nb_free(&D->op[i].q); /* before the communicator goes */
     uly_free(D->cqb);
+    uly_free(D->ovs_tab);
     uly_free(D->ovl_owned);
     for (int i = 0; i < 4; i++)
         uly_free(D->ovl_tab[i]);
@@ -872,7 +884,41 @@ static int ovl_alloc(uly_dist *D)
         }
     for (int i = 0; i < 4 && !rc; i++)
         rc = uly_comm_nb_init(&D->op[i].q, (int)cap);
+    /* the tables of the path through the window (used if heads_place makes one) */
+    D->ovs_tab = uly_calloc(1, (size_t)P * (sizeof(char *) + 4 * sizeof(uint64_t)) + 2 * (size_t)(K * P));
+    if (!rc && !D->ovs_tab)
+        rc = uly_set_error(ULY_ENOMEM, "cannot allocate overlap flag tables");
+    if (!rc) {
+        D->ovs_area = D->ovs_tab;
+        D->ovs_seen = (uint64_t *)(void *)(D->ovs_area + P);
+        D->ovs_got = (unsigned char *)(D->ovs_seen + 4 * P);
+    }
     return rc;
+}
+
+/* Bytes of a rank's flag area for the overlapped path through the window
+ * (after its head-side buffers): one cache line per flag, input flags and
+ * release flags per peer, done flags per chunk and kind (OVS_IN, ...). */
+enum { OVS_LINE = 64 };
+#define OVS_IN(D, s) (s)
+#define OVS_REL(D, s) ((D)->P + (s))
+#define OVS_DONE(D, c, kind) (2 * (D)->P + 2 * (c) + (kind))
+static size_t ovs_bytes(const uly_dist *D)
+{
+    return D->K >= 2 && D->ovs_tab ? (size_t)(2 * D->P + 2 * D->K) * OVS_LINE : 0;
+}
+
+/* After the window is allocated: every rank's flag area, the own zeroed. */
+static void ovs_place(uly_dist *D)
+{
+    if (!ovs_bytes(D))
+        return;
+    size_t lay[ULY_A2A_COUNT];
+    for (int s = 0; s < D->P; s++)
+        D->ovs_area[s] = D->peer[s] + head_layout(D, s, lay);
+    for (int i = 0; i < 2 * D->P + 2 * D->K; i++)
+        uly_comm_shm_flag_init(D->ovs_area[D->rank] + (size_t)i * OVS_LINE);
+    D->ovs = 1;
 }
 
 /* Whether the head-side buffers may go into a shared-memory window. */
@@ -1004,11 +1050,12 @@ static int heads_place(uly_dist *D)
     size_t lay[ULY_A2A_COUNT];
     const size_t hbytes = head_layout(D, D->rank, lay);
     if (one) {
-        local = uly_comm_shm_alloc(D->c, hbytes, D->peer);
+        local = uly_comm_shm_alloc(D->c, hbytes + ovs_bytes(D), D->peer);
         if (!local) {
             D->shm = 1;
             D->ncand = 4; /* auto measures the shm mode too */
             heads_set(D, D->peer[D->rank]);
+            ovs_place(D);
         }
     } else if (D->a2a_mode == ULY_A2A_SHM || D->a2a_mode == ULY_A2A_CMA) {
         local = uly_set_error(ULY_EINVAL, "all-to-all mode %s needs every rank on one node (%d ranks do not "
@@ -1323,9 +1370,16 @@ static double mono_now(void)
  * 300-870 ms, none 0 ms, with the waits for input blocks unchanged.  The
  * wall and CPU time of the tests are both accounted.
  */
+static void ovs_progress(uly_dist *D);
+static void ovs_rows(uly_dist *D, int ev, int64_t end);
+
 static void ovl_progress(void *user)
 {
     uly_dist *D = user;
+    if (D->ovs) {
+        ovs_progress(D);
+        return;
+    }
     if (D->cma)
         return;
     const double t0 = uly_comm_wtime();
@@ -1342,17 +1396,11 @@ static void ovl_progress(void *user)
     D->acc->test_cpu += thread_cpu() - c0;
 }
 
-/* Hook: wait for source s's block of input tensor pt and unpack it, accounted. */
-static int ovl_need(uly_dist *D, ovl_op *o, ovl_part *pt, int s)
+/* Account a wait of the kernel's hooks for source s's block of tensor
+ * `which`, started at t0 (wall) and c0 (CPU); ready: it had arrived. */
+static void ovl_waited(uly_dist *D, int which, int s, int ready, double t0, double c0)
 {
-    if (pt->got[s])
-        return ULY_OK;
     uly_ovl_account *A = D->acc;
-    const double t0 = uly_comm_wtime(), c0 = thread_cpu();
-    int ready = 0;
-    int rc = uly_comm_nb_test_some(&o->q, pt->rfirst[s], pt->rn[s], &ready);
-    if (!rc)
-        rc = ovl_recv(D, o, pt, s);
     const double w = uly_comm_wtime() - t0, u = thread_cpu() - c0;
     A->wait += w;
     A->wait_cpu += u;
@@ -1365,7 +1413,20 @@ static int ovl_need(uly_dist *D, ovl_op *o, ovl_part *pt, int s)
         A->wait_first += w;
     if (w > A->wait_max)
         A->wait_max = w;
-    ovl_event(D, ULY_OVL_EV_WAIT, pt->which, s, ready, t0, w, u);
+    ovl_event(D, ULY_OVL_EV_WAIT, which, s, ready, t0, w, u);
+}
+
+/* Hook: wait for source s's block of input tensor pt and unpack it, accounted. */
+static int ovl_need(uly_dist *D, ovl_op *o, ovl_part *pt, int s)
+{
+    if (pt->got[s])
+        return ULY_OK;
+    const double t0 = uly_comm_wtime(), c0 = thread_cpu();
+    int ready = 0;
+    int rc = uly_comm_nb_test_some(&o->q, pt->rfirst[s], pt->rn[s], &ready);
+    if (!rc)
+        rc = ovl_recv(D, o, pt, s);
+    ovl_waited(D, pt->which, s, ready, t0, c0);
     return rc;
 }
 
@@ -1393,6 +1454,10 @@ static int ovl_done(uly_dist *D, ovl_op *o, ovl_part *pt, int s)
 static void ovl_rows(void *user, int ev, int64_t end)
 {
     uly_dist *D = user;
+    if (D->ovs) {
+        ovs_rows(D, ev, end);
+        return;
+    }
     const int P = D->P, c = D->ovl_c, fwd = D->ovl_fwd;
     int t0_, t1_, need = ev == ULY_ROWS_NEED_Q || ev == ULY_ROWS_NEED_K;
     ovl_op *o = need ? OVL_IN(D, c) : OVL_OUT(D, c);
@@ -1499,6 +1564,354 @@ static char *ovl_lse(const uly_dist *D, int c)
     return (D->a.batch > 1 ? (char *)D->lse_ch : (char *)D->lse) + off;
 }
 
+/* Chunk c's kernel (forward or backward) on this rank's chunk buffers, with
+ * the hooks (a plug-in gets the progress hook only: it may read its inputs
+ * in any order, so they are all there before it runs). */
+static int ovl_kernel(uly_dist *D, int c, int fwd)
+{
+    uly_kernel_opts ko = ovl_kopts(D, c);
+    if (D->o.attn)
+        ko.rows = NULL;
+    const size_t qo = ovl_off(D, D->cqo[c]), ko_ = ovl_off(D, D->cko[c]);
+    const size_t go = D->rep ? qo : ko_; /* KV gradients: per query head when replicated */
+    char *qh = (char *)D->qh + qo, *kh = (char *)D->kh + ko_, *vh = (char *)D->vh + ko_;
+    char *oh = (char *)D->oh + qo, *lse = ovl_lse(D, c);
+    if (fwd)
+        return D->o.attn ? D->o.attn->fwd(D->o.attn->user, &D->a, &ko, qh, kh, vh, oh, lse)
+                         : uly_attn_fwd(&D->a, &ko, qh, kh, vh, oh, lse);
+    char *doh = (char *)D->doh + qo, *dqh = (char *)D->dqh + qo;
+    char *dkh = (char *)D->dkh + go, *dvh = (char *)D->dvh + go;
+    return D->o.attn ? D->o.attn->bwd(D->o.attn->user, &D->a, &ko, qh, kh, vh, oh, lse, doh, dqh, dkh, dvh)
+                     : uly_attn_bwd(&D->a, &ko, qh, kh, vh, oh, lse, doh, dqh, dkh, dvh);
+}
+
+/* After the last chunk: fold the replicated KV gradients (backward), put the
+ * LSE in (B, H_r, N) for uly_dist_lse (forward, B > 1). */
+static int ovl_tail(uly_dist *D, int fwd, void *y1, void *y2)
+{
+    const int K = D->K, P = D->P, r = D->rank;
+    int rc = ULY_OK;
+    if (!fwd && D->rep && D->nc[r] > 0) {
+        uly_attn_desc one = D->a;
+        one.batch = 1;
+        rc = uly_kv_fold(&one, 0, D->a.heads, D->a.batch * D->nc[r], D->expanded, y1);
+        if (!rc)
+            rc = uly_kv_fold(&one, 0, D->a.heads, D->a.batch * D->nc[r], D->expanded2, y2);
+    }
+    if (!rc && fwd && D->a.batch > 1) {
+        const int64_t B = D->a.batch, N = D->a.seq, h_r = D->hc[r];
+        for (int c = 0; c < K; c++) {
+            const int64_t cc = D->cqc[c * P + r];
+            for (int64_t b = 0; b < B; b++)
+                memcpy((char *)D->lse + usz((b * h_r + D->cqo[c]) * N) * D->es,
+                       ovl_lse(D, c) + usz(b * cc * N) * D->es, usz(cc * N) * D->es);
+        }
+    }
+    return rc;
+}
+
+/*
+ * The overlapped path through the window (every rank on one node): one copy
+ * per byte, as in the plain shm mode, chunk by chunk.
+ *   in:  each rank copies its rows of chunk c straight into every peer's
+ *        chunk buffer (qh, kh, vh or doh, at the peer's chunk offset) and
+ *        raises its input flag in that peer's flag area: K (step 1), V (2),
+ *        then Q or dO (step 3); the peer's kernel waits for a source's flag when
+ *        it first reaches that source's rows (ovs_rows);
+ *   out: the kernel raises the done flag of (chunk, kind) in its own area
+ *        as output rows become final (kind 0: O or dQ, kind 1: dK and dV),
+ *        valued by how many sources' rows are final; each rank copies its
+ *        rows out of a peer's chunk buffer once that peer's flag covers it,
+ *        between kernel blocks (ovs_progress), after each chunk, and at the
+ *        end (waiting);
+ *   end: each rank raises a release flag in every peer's area once it has
+ *        copied everything out of it, and returns only when every peer's
+ *        inputs have arrived and every peer has released its buffers.
+ * So no peer touches a rank's buffers after its call returns, and every
+ * rank is in the call (the agreement before it is settled) before anything
+ * is written into its buffers: the invariants of the shm all-to-all, whose
+ * calls can come before and after.  Flag values grow with every call
+ * (ovs_seq, the same on every rank): in = seq * 64 + 3 c + step, done =
+ * seq << 24 | sources final, release = seq.  Nothing here can fail: a
+ * failed kernel still raises its done flags, its status goes to the
+ * agreement after the call, so no rank waits for one that returned.
+ */
+static void *ovs_flag(const uly_dist *D, int s, int i)
+{
+    return D->ovs_area[s] + (size_t)i * OVS_LINE;
+}
+
+static uint64_t ovs_in_value(const uly_dist *D, int c, int step)
+{
+    return D->ovs_seq * 64 + (uint64_t)(3 * c + step);
+}
+
+static uint64_t ovs_done_value(const uly_dist *D, int n)
+{
+    return (D->ovs_seq << 24) | (uint64_t)n;
+}
+
+/* Heads of rank s's chunks before chunk c, per query head (q) or KV head. */
+static int64_t ovs_before(const uly_dist *D, int q, int c, int s)
+{
+    const int64_t *cnt = q ? D->cqc : D->ckc;
+    int64_t h = 0;
+    for (int i = 0; i < c; i++)
+        h += cnt[i * D->P + s];
+    return h;
+}
+
+/* Whether tensor `which` has a block per query head (KV gradients: when
+ * the KV heads are replicated), else per KV head. */
+static int ovs_per_query(const uly_dist *D, int which)
+{
+    return which == ULY_A2A_Q || which == ULY_A2A_DO || which == ULY_A2A_O || which == ULY_A2A_DQ ||
+           (D->rep && (which == ULY_A2A_DK || which == ULY_A2A_DV));
+}
+
+/* The byte counters of one overlapped call, as the plain path counts them. */
+static void ovs_count(uly_dist *D, int fwd)
+{
+    static const int wf[4] = {ULY_A2A_Q, ULY_A2A_K, ULY_A2A_V, ULY_A2A_O};
+    static const int wb[4] = {ULY_A2A_DO, ULY_A2A_DQ, ULY_A2A_DK, ULY_A2A_DV};
+    const int P = D->P;
+    int x, y;
+    for (int c = 0; c < D->K; c++)
+        for (int i = 0; i < 4; i++) {
+            const int w = fwd ? wf[i] : wb[i], q = ovs_per_query(D, w);
+            a2a_tables(D, w, w != ULY_A2A_O && w != ULY_A2A_DQ && w != ULY_A2A_DK && w != ULY_A2A_DV,
+                       q ? D->a.heads : D->a.kv_heads, (q ? D->cqb : D->ckb) + c * P, (q ? D->cqc : D->ckc) + c * P,
+                       D->sbk, D->rbk, &x, &y);
+        }
+}
+
+/* Rank s's chunk c of head-side tensor `which` (this process's mapping). */
+static char *ovs_chunk(const uly_dist *D, int s, int c, int which)
+{
+    size_t off[ULY_A2A_COUNT];
+    head_layout(D, s, off);
+    return D->peer[s] + off[which] + ovl_off(D, ovs_before(D, ovs_per_query(D, which), c, s));
+}
+
+/* Account a copy of wall time w and CPU time u. */
+static void ovs_copied(uly_dist *D, double w, double u)
+{
+    D->acc->copy += w;
+    D->acc->copy_cpu += u;
+}
+
+/* Chunk c's input all-to-all: this rank's rows of every input tensor straight
+ * into every peer's chunk buffers (K and V to every peer first: every peer's
+ * first query block needs them), a flag after each step; the own rows last. */
+static void ovs_start_in(uly_dist *D, int c, int fwd, const char *x0, const char *x1, const char *x2)
+{
+    const int P = D->P, r = D->rank;
+    const double t0 = uly_comm_wtime(), c0 = thread_cpu();
+    for (int step = fwd ? 2 : 3; step <= 3; step++) /* K and V, then Q (dO) */
+        for (int i = 1; i <= P; i++) {
+            const int s = (r + i) % P;
+            const int ws[3] = {step == 3 ? (fwd ? ULY_A2A_Q : ULY_A2A_DO) : ULY_A2A_K, ULY_A2A_V, -1};
+            const char *xs[2] = {step == 3 ? x0 : x1, x2};
+            for (int j = 0; j < (step == 3 ? 1 : 2); j++) {
+                const int w = ws[j], q = ovs_per_query(D, w);
+                const int64_t *hb = (q ? D->cqb : D->ckb) + c * P, *hc = (q ? D->cqc : D->ckc) + c * P;
+                const comm_block src = seq_block(D, s, q ? D->a.heads : D->a.kv_heads, hb, hc);
+                const comm_block dst = head_block(D, r, hc[s]);
+                copy_block(ovs_chunk(D, s, c, w), &dst, xs[j], &src, D->es);
+                if (s != r) /* step 1: K, 2: V, 3: Q or dO */
+                    uly_comm_shm_flag_set(D->c, ovs_flag(D, s, OVS_IN(D, r)), ovs_in_value(D, c, step == 3 ? 3 : 1 + j));
+            }
+        }
+    ovs_copied(D, uly_comm_wtime() - t0, thread_cpu() - c0);
+}
+
+/* Wait until source s's input flag reaches v; returns whether it had. */
+static int ovs_wait_flag(uly_dist *D, const void *flag, uint64_t v)
+{
+    if (uly_comm_shm_flag_reached(D->c, flag, v))
+        return 1;
+    while (!uly_comm_shm_flag_reached(D->c, flag, v))
+        uly_comm_shm_pause();
+    return 0;
+}
+
+/* Wait for input step `step` of the running chunk from the sources whose rows
+ * start below end (sequence order), accounted as the kernel's waits when
+ * acct (inside the kernel's hooks). */
+static void ovs_need(uly_dist *D, int step, int64_t end, int acct)
+{
+    const int P = D->P, r = D->rank;
+    const uint64_t v = ovs_in_value(D, D->ovl_c, step);
+    for (int s = 0; s < P && D->nb[s] < end; s++) {
+        if (s == r || D->ovs_seen[4 * s + step] >= v)
+            continue;
+        const double t0 = uly_comm_wtime(), c0 = thread_cpu();
+        const int ready = ovs_wait_flag(D, ovs_flag(D, r, OVS_IN(D, s)), v);
+        D->ovs_seen[4 * s + step] = v;
+        if (acct)
+            ovl_waited(D, step == 3 ? (D->ovl_fwd ? ULY_A2A_Q : ULY_A2A_DO) : step == 2 ? ULY_A2A_V : ULY_A2A_K, s,
+                       ready, t0, c0);
+    }
+}
+
+/* Raise the done flag of the running chunk's output kind: the rows of the
+ * first n sources are final. */
+static void ovs_publish(uly_dist *D, int kind, int n)
+{
+    const uint64_t v = ovs_done_value(D, n);
+    if (v <= D->ovs_pub[kind])
+        return;
+    D->ovs_pub[kind] = v;
+    uly_comm_shm_flag_set(D->c, ovs_flag(D, D->rank, OVS_DONE(D, D->ovl_c, kind)), v);
+}
+
+/* Copy this rank's rows of output kind `kind` of chunk c out of rank s's
+ * chunk buffers into the call's outputs (replicated KV: the per-query-head
+ * buffers the tail folds). */
+static void ovs_pull(uly_dist *D, int c, int kind, int s)
+{
+    const int P = D->P, r = D->rank;
+    const int ws[2] = {kind ? ULY_A2A_DK : D->ovl_fwd ? ULY_A2A_O : ULY_A2A_DQ, kind ? ULY_A2A_DV : -1};
+    for (int j = 0; j < 2 && ws[j] >= 0; j++) {
+        const int w = ws[j], q = ovs_per_query(D, w);
+        const int64_t *hb = (q ? D->cqb : D->ckb) + c * P, *hc = (q ? D->cqc : D->ckc) + c * P;
+        char *out = !kind ? D->ovs_y[0] : D->rep ? (j ? D->expanded2 : D->expanded) : D->ovs_y[1 + j];
+        const comm_block dst = seq_block(D, s, q ? D->a.heads : D->a.kv_heads, hb, hc);
+        const comm_block src = head_block(D, r, hc[s]);
+        copy_block(out, &dst, ovs_chunk(D, s, c, w), &src, D->es);
+    }
+}
+
+/* Copy out every output block of chunks up to `upto` whose rows are final
+ * (wait: waiting for each), accounted as the kernel's sends when acct. */
+static void ovs_collect(uly_dist *D, int upto, int wait, int acct)
+{
+    const int P = D->P, r = D->rank, kinds = D->ovl_fwd ? 1 : 2;
+    const uint64_t v = ovs_done_value(D, r + 1);
+    for (int c = 0; c <= upto; c++)
+        for (int kind = 0; kind < kinds; kind++)
+            for (int i = 1; i <= P; i++) {
+                const int s = (r + i) % P;
+                unsigned char *got = &D->ovs_got[(c * 2 + kind) * P + s];
+                if (*got)
+                    continue;
+                const void *f = ovs_flag(D, s, OVS_DONE(D, c, kind));
+                if (D->nc[r] > 0 && !uly_comm_shm_flag_reached(D->c, f, v)) {
+                    if (!wait)
+                        continue;
+                    ovs_wait_flag(D, f, v);
+                }
+                *got = 1;
+                const double t0 = uly_comm_wtime(), c0 = thread_cpu();
+                ovs_pull(D, c, kind, s);
+                const double w = uly_comm_wtime() - t0, u = thread_cpu() - c0;
+                ovs_copied(D, w, u);
+                if (acct) {
+                    D->acc->send += w;
+                    D->acc->send_cpu += u;
+                    ovl_event(D, ULY_OVL_EV_SEND, kind ? ULY_A2A_DK : D->ovl_fwd ? ULY_A2A_O : ULY_A2A_DQ, s, 0, t0,
+                              w, u);
+                }
+            }
+}
+
+/* The kernel's progress hook: copy out what the peers have finished. */
+static void ovs_progress(uly_dist *D)
+{
+    ovs_collect(D, D->ovl_c, 0, 1);
+}
+
+/* The kernel's rows hook: wait for the sources' inputs (NEED), raise the
+ * done flags (DONE). */
+static void ovs_rows(uly_dist *D, int ev, int64_t end)
+{
+    if (ev == ULY_ROWS_NEED_Q || ev == ULY_ROWS_NEED_K) {
+        if (ev == ULY_ROWS_NEED_Q) {
+            ovs_need(D, 3, end, 1);
+        } else if (D->ovl_fwd) { /* the backward's K, V are there since the forward */
+            ovs_need(D, 1, end, 1);
+            ovs_need(D, 2, end, 1);
+        }
+        return;
+    }
+    int n = 0;
+    while (n < D->P && D->nb[n] + D->nc[n] <= end)
+        n++;
+    ovs_publish(D, ev == ULY_ROWS_DONE_Q ? 0 : 1, n);
+}
+
+/* ovl_run through the window (see above). */
+static int ovs_run(uly_dist *D, int fwd, const void *x0, const void *x1, const void *x2, void *y0, void *y1,
+                   void *y2, int *lrc, double *t_in, double *t_attn, double *t_out)
+{
+    const int K = D->K, P = D->P, r = D->rank;
+    uly_ovl_account *A = D->acc;
+    double tin = 0, tout = 0;
+    D->ovs_seq++;
+    D->ovl_err = ULY_OK;
+    D->ovl_fwd = fwd;
+    D->ovl_c = 0;
+    D->ovs_y[0] = y0;
+    D->ovs_y[1] = y1;
+    D->ovs_y[2] = y2;
+    memset(D->ovs_got, 0, 2 * (size_t)(K * P));
+    ovs_count(D, fwd);
+    double t = uly_comm_wtime(), u = thread_cpu();
+    ovs_start_in(D, 0, fwd, x0, x1, x2);
+    for (int c = 0; c < K; c++) {
+        D->ovl_c = c;
+        D->ovs_pub[0] = D->ovs_pub[1] = 0;
+        if (c + 1 < K)
+            ovs_start_in(D, c + 1, fwd, x0, x1, x2);
+        if (D->o.attn) { /* a plug-in gets all of its inputs first */
+            ovs_need(D, 2, D->a.seq, 0);
+            ovs_need(D, 3, D->a.seq, 0);
+        }
+        double t1 = uly_comm_wtime();
+        ovl_event(D, ULY_OVL_EV_START, -1, -1, 0, t, t1 - t, thread_cpu() - u);
+        tin += t1 - t;
+        t = t1;
+        u = thread_cpu();
+        const int k = ovl_kernel(D, c, fwd);
+        if (k && !*lrc)
+            *lrc = k;
+        t1 = uly_comm_wtime();
+        const double u1 = thread_cpu();
+        A->kernel += t1 - t;
+        A->kernel_cpu += u1 - u;
+        A->kernel_end = mono_now();
+        ovl_event(D, ULY_OVL_EV_KERNEL, -1, -1, 0, t, t1 - t, u1 - u);
+        t = t1;
+        u = u1;
+        /* every output row of the chunk is final now (also after a failed
+         * kernel or a plug-in that does not announce rows) */
+        ovs_publish(D, 0, P);
+        if (!fwd)
+            ovs_publish(D, 1, P);
+        ovs_need(D, 3, D->a.seq, 0); /* what a failed kernel did not wait for */
+        ovs_collect(D, c, 0, 0);
+        tout += uly_comm_wtime() - t;
+        ovl_event(D, ULY_OVL_EV_FINISH, -1, -1, 0, t, uly_comm_wtime() - t, thread_cpu() - u);
+        t = uly_comm_wtime();
+        u = thread_cpu();
+    }
+    ovs_collect(D, K - 1, 1, 0);
+    for (int i = 1; i < P; i++) /* done with every peer's buffers */
+        uly_comm_shm_flag_set(D->c, ovs_flag(D, (r + i) % P, OVS_REL(D, r)), D->ovs_seq);
+    for (int i = 1; i < P; i++) /* and every peer with this rank's */
+        ovs_wait_flag(D, ovs_flag(D, r, OVS_REL(D, (r + i) % P)), D->ovs_seq);
+    const int rc = ovl_tail(D, fwd, y1, y2);
+    if (rc && !*lrc)
+        *lrc = rc;
+    tout += uly_comm_wtime() - t;
+    ovl_event(D, ULY_OVL_EV_FINISH, -1, -1, 0, t, uly_comm_wtime() - t, thread_cpu() - u);
+    D->t_prog = A->wait + A->send + A->test;
+    *t_in = tin;
+    *t_attn = A->kernel - D->t_prog;
+    *t_out = tout;
+    return ULY_OK;
+}
+
 /*
  * Forward (fwd = 1) or backward of the chunked path:
  *   start in(0)
@@ -1514,7 +1927,7 @@ static char *ovl_lse(const uly_dist *D, int c)
 static int ovl_run(uly_dist *D, int fwd, const void *x0, const void *x1, const void *x2, void *y0, void *y1,
                    void *y2, int *lrc, double *t_in, double *t_attn, double *t_out)
 {
-    const int K = D->K, P = D->P, r = D->rank;
+    const int K = D->K, P = D->P;
     uly_ovl_account *A = D->acc;
     double tin = 0, tout = 0;
     D->ovl_err = ULY_OK;
@@ -1538,25 +1951,9 @@ static int ovl_run(uly_dist *D, int fwd, const void *x0, const void *x1, const v
         tout += t2 - t1;
         if (rc)
             break;
-        uly_kernel_opts ko = ovl_kopts(D, c);
-        if (D->o.attn)
-            ko.rows = NULL;
-        const size_t qo = ovl_off(D, D->cqo[c]), ko_ = ovl_off(D, D->cko[c]);
-        const size_t go = D->rep ? qo : ko_; /* KV gradients: per query head when replicated */
-        char *qh = (char *)D->qh + qo, *kh = (char *)D->kh + ko_, *vh = (char *)D->vh + ko_;
-        char *oh = (char *)D->oh + qo, *lse = ovl_lse(D, c);
         t = uly_comm_wtime();
         u = thread_cpu();
-        int k;
-        if (fwd)
-            k = D->o.attn ? D->o.attn->fwd(D->o.attn->user, &D->a, &ko, qh, kh, vh, oh, lse)
-                          : uly_attn_fwd(&D->a, &ko, qh, kh, vh, oh, lse);
-        else {
-            char *doh = (char *)D->doh + qo, *dqh = (char *)D->dqh + qo;
-            char *dkh = (char *)D->dkh + go, *dvh = (char *)D->dvh + go;
-            k = D->o.attn ? D->o.attn->bwd(D->o.attn->user, &D->a, &ko, qh, kh, vh, oh, lse, doh, dqh, dkh, dvh)
-                          : uly_attn_bwd(&D->a, &ko, qh, kh, vh, oh, lse, doh, dqh, dkh, dvh);
-        }
+        const int k = ovl_kernel(D, c, fwd);
         if (k && !*lrc)
             *lrc = k;
         t1 = uly_comm_wtime();
@@ -1586,22 +1983,8 @@ static int ovl_run(uly_dist *D, int fwd, const void *x0, const void *x1, const v
     u = thread_cpu();
     if (!rc)
         rc = ovl_finish(D, OVL_OUT(D, K - 1));
-    if (!rc && !fwd && D->rep && D->nc[r] > 0) { /* fold the replicated KV gradients */
-        uly_attn_desc one = D->a;
-        one.batch = 1;
-        rc = uly_kv_fold(&one, 0, D->a.heads, D->a.batch * D->nc[r], D->expanded, y1);
-        if (!rc)
-            rc = uly_kv_fold(&one, 0, D->a.heads, D->a.batch * D->nc[r], D->expanded2, y2);
-    }
-    if (!rc && fwd && D->a.batch > 1) { /* the LSE in (B, H_r, N) for uly_dist_lse */
-        const int64_t B = D->a.batch, N = D->a.seq, h_r = D->hc[r];
-        for (int c = 0; c < K; c++) {
-            const int64_t cc = D->cqc[c * P + r];
-            for (int64_t b = 0; b < B; b++)
-                memcpy((char *)D->lse + usz((b * h_r + D->cqo[c]) * N) * D->es,
-                       ovl_lse(D, c) + usz(b * cc * N) * D->es, usz(cc * N) * D->es);
-        }
-    }
+    if (!rc)
+        rc = ovl_tail(D, fwd, y1, y2);
     tout += uly_comm_wtime() - t;
     ovl_event(D, ULY_OVL_EV_FINISH, -1, -1, 0, t, uly_comm_wtime() - t, thread_cpu() - u);
     if (rc) /* leave nothing in flight */
@@ -1626,8 +2009,9 @@ static int ovl_call(uly_dist *D, int fwd, const void *x0, const void *x1, const 
     memset(A, 0, sizeof *A);
     int lrc = ULY_OK;
     const double t0 = D->t_call = uly_comm_wtime(), c0 = thread_cpu();
-    int rc = ovl_run(D, fwd, x0, x1, x2, y0, y1, y2, &lrc, fwd ? &T->fwd_a2a_in : &T->bwd_a2a_in,
-                     fwd ? &T->fwd_attn : &T->bwd_attn, fwd ? &T->fwd_a2a_out : &T->bwd_a2a_out);
+    int rc = (D->ovs ? ovs_run : ovl_run)(D, fwd, x0, x1, x2, y0, y1, y2, &lrc,
+                                          fwd ? &T->fwd_a2a_in : &T->bwd_a2a_in, fwd ? &T->fwd_attn : &T->bwd_attn,
+                                          fwd ? &T->fwd_a2a_out : &T->bwd_a2a_out);
     if (rc)
         return rc;
     const double t1 = uly_comm_wtime(), c1 = thread_cpu();

@@ -274,8 +274,11 @@ static int expected_chunks(const uly_attn_desc *a)
 
 /* The account of one call (uly_ovl_account): the hooks' times are parts of
  * the kernel's, the kernel's of the call's; at most max_waits waits (one per
- * tensor and source, the own one excepted), none on the plain path. */
-static void check_account(const uly_ovl_account *A, int chunks, int max_waits)
+ * tensor and source, the own one excepted), none on the plain path; block
+ * copies timed only on the chunked path through the shared window (window:
+ * the head-side buffers are in one, every rank on one node), where every
+ * rank copies (its own rows at least). */
+static void check_account(const uly_ovl_account *A, int chunks, int max_waits, int window)
 {
     const double eps = 1e-9;
     ck_assert(A->wall >= 0 && A->kernel >= 0 && A->wait >= 0 && A->send >= 0 && A->test >= 0);
@@ -287,6 +290,11 @@ static void check_account(const uly_ovl_account *A, int chunks, int max_waits)
     ck_assert(A->end >= A->kernel_end);
     if (chunks == 1)
         ck_assert(A->wait == 0 && A->send == 0 && A->test == 0 && A->waits == 0);
+    ck_assert(A->copy >= 0 && A->copy_cpu >= 0 && A->wall + eps >= A->copy);
+    if (chunks > 1 && window)
+        ck_assert_msg(A->copy > 0 && A->test == 0, "rank %d: the chunked path did not go through the window", rank);
+    else
+        ck_assert_msg(A->copy == 0, "rank %d: block copies timed outside the window's chunked path", rank);
 }
 
 /* Forward + backward on P ranks vs the single-process kernel (bitwise) and
@@ -350,8 +358,9 @@ static void check_dist(const shape *s, uly_dtype t, size_t max_count, const uly_
         ck_assert_int_eq(tm.fwd_chunks, want);
         ck_assert_int_eq(tm.bwd_chunks, want);
         ck_assert(tm.fwd_wall >= tm.fwd_attn && tm.bwd_wall >= tm.bwd_attn);
-        check_account(&tm.fwd_acc, want, want > 1 && !plug ? 3 * (P - 1) * want : 0);
-        check_account(&tm.bwd_acc, want, want > 1 && !plug ? (P - 1) * want : 0);
+        const int window = mode == ULY_A2A_SHM || mode == ULY_A2A_CMA || mode == ULY_A2A_AUTO;
+        check_account(&tm.fwd_acc, want, want > 1 && !plug ? 3 * (P - 1) * want : 0, window);
+        check_account(&tm.bwd_acc, want, want > 1 && !plug ? (P - 1) * want : 0, window);
         /* the trace: one event per wait, one kernel event per chunk, in time order per kind */
         const size_t ne = uly_dist_trace_count(D);
         ck_assert_uint_le(ne, 512);
@@ -534,12 +543,13 @@ END_TEST
 
 START_TEST(shm_overlap)
 {
-    /* shared-memory mode with overlap on: the chunked path keeps per-peer
-     * messages (in the window's buffers), the plain pass runs shm; automatic
-     * chunks on even shapes, 2 on odd ones */
+    /* shared-memory mode with overlap on: the chunked path copies straight
+     * into and out of the peers' chunk buffers in the window, the plain
+     * pass runs shm; automatic chunks on even shapes, 2 on odd ones; fp32
+     * in shm mode, fp64 in cma mode (the window path too) */
     g_overlap = ULY_OVERLAP_ON;
     g_chunks = _i % 2 ? 2 : 0;
-    check_dist(&ovl_shapes[_i % NOVL], ULY_F32, 0, NULL, _i < NOVL ? ULY_A2A_SHM : ULY_A2A_CMA);
+    check_dist(&ovl_shapes[_i % NOVL], _i < NOVL ? ULY_F32 : ULY_F64, 0, NULL, _i < NOVL ? ULY_A2A_SHM : ULY_A2A_CMA);
     g_overlap = g_chunks = 0;
 }
 END_TEST
@@ -856,13 +866,16 @@ END_TEST
 
 START_TEST(overlap_bitwise)
 {
-    /* chunked overlap: the same bits as one process and as the plain path,
-     * the same bytes: on with automatic chunks (fp32), on with 2 chunks and
-     * a count limit of 7 elements (fp64, every message in pieces), auto */
+    /* chunked overlap with per-peer messages (pack mode: no window): the
+     * same bits as one process and as the plain path, the same bytes: on
+     * with automatic chunks (fp32), on with 2 chunks and a count limit of 7
+     * elements (fp64, every message in pieces); then auto overlap in auto
+     * mode (the window path on one node) */
     const int sh = _i / 3, var = _i % 3;
     g_overlap = var == 2 ? ULY_OVERLAP_AUTO : ULY_OVERLAP_ON;
     g_chunks = var == 1 ? 2 : 0;
-    check_dist(&ovl_shapes[sh], var == 1 ? ULY_F64 : ULY_F32, var == 1 ? 7 : 0, NULL, ULY_A2A_PACK);
+    check_dist(&ovl_shapes[sh], var == 1 ? ULY_F64 : ULY_F32, var == 1 ? 7 : 0, NULL,
+               var == 2 ? ULY_A2A_AUTO : ULY_A2A_PACK);
     g_overlap = g_chunks = 0;
 }
 END_TEST
@@ -939,7 +952,8 @@ static int enc_bwd(void *user, const uly_attn_desc *a, const uly_kernel_opts *o,
 
 START_TEST(overlap_integer_encoded)
 {
-    const shape *s = &ovl_shapes[_i / 2];
+    /* per-peer messages (pack mode) on even _i / 2, the window (shm) on odd */
+    const shape *s = &ovl_shapes[_i / 4];
     uly_attn_desc a = desc_of(s, ULY_F64);
     uly_local_attn plug = {enc_fwd, enc_bwd, NULL};
     uly_dist_opts opts;
@@ -947,7 +961,7 @@ START_TEST(overlap_integer_encoded)
     opts.attn = &plug;
     opts.overlap = ULY_OVERLAP_ON;
     opts.overlap_chunks = _i % 2 ? 2 : 0;
-    opts.a2a_mode = ULY_A2A_PACK;
+    opts.a2a_mode = (_i / 2) % 2 ? ULY_A2A_SHM : ULY_A2A_PACK;
     uly_dist *D;
     ck_assert_int_eq(uly_dist_create(MPI_COMM_WORLD, &a, &opts, &D), ULY_OK);
     int64_t t0, n, h0, hn;
@@ -1150,6 +1164,45 @@ START_TEST(alloc_failure_stops_all)
 }
 END_TEST
 
+/* The chunked path (window and per-peer messages) with the kernel's
+ * workspace failing on one rank, in chunk 0 or 1 of the forward or of the
+ * backward: that rank returns ULY_ENOMEM, every other ULY_EPEER, none waits
+ * for a peer that gave up, and the context works afterwards. */
+START_TEST(overlap_failure_stops_all)
+{
+    if (P == 1)
+        return;
+    const shape *s = &ovl_shapes[3]; /* 8 heads: 2 chunks on 4 ranks */
+    uly_attn_desc a = desc_of(s, ULY_F32);
+    uly_dist_opts opts;
+    memset(&opts, 0, sizeof opts);
+    opts.overlap = ULY_OVERLAP_ON;
+    opts.a2a_mode = _i % 2 ? ULY_A2A_PACK : ULY_A2A_SHM;
+    uly_dist *D;
+    ck_assert_int_eq(uly_dist_create(MPI_COMM_WORLD, &a, &opts, &D), ULY_OK);
+    ck_assert_int_ge(uly_dist_overlap_chunks(D), 2);
+    int64_t t0, n;
+    uly_dist_shard(D, &t0, &n);
+    const size_t sz = (size_t)(a.batch * n * a.heads * a.head_dim) * sizeof(float) + 4;
+    float *x = calloc(1, sz), *o = malloc(sz), *g1 = malloc(sz), *g2 = malloc(sz), *g3 = malloc(sz);
+    const int victim = P - 1, at = 1 + (_i / 2) % 2, bwd = _i >= 4;
+    const double t = MPI_Wtime();
+    if (bwd)
+        ck_assert_int_eq(uly_dist_fwd(D, x, x, x, o), ULY_OK);
+    if (rank == victim)
+        uly_test_fail_alloc_at(at); /* the kernel of chunk at - 1 */
+    int rc = bwd ? uly_dist_bwd(D, x, g1, g2, g3) : uly_dist_fwd(D, x, x, x, o);
+    uly_test_fail_alloc_at(0);
+    ck_assert_msg(rc == (rank == victim ? ULY_ENOMEM : ULY_EPEER), "rank %d: %s failure in chunk %d gave %d",
+                  rank, bwd ? "backward" : "forward", at - 1, rc);
+    ck_assert(MPI_Wtime() - t < 30);
+    ck_assert_int_eq(uly_dist_fwd(D, x, x, x, o), ULY_OK);
+    ck_assert_int_eq(uly_dist_bwd(D, x, g1, g2, g3), ULY_OK);
+    free(x); free(o); free(g1); free(g2); free(g3);
+    uly_dist_free(D);
+}
+END_TEST
+
 static Suite *make_dist_suite(void)
 {
     Suite *s = suite_create("dist");
@@ -1173,7 +1226,7 @@ static Suite *make_dist_suite(void)
     tcase_add_test(te, plugin_attention);
     tcase_add_loop_test(te, overlap_bitwise, 0, 3 * NOVL);
     tcase_add_loop_test(te, overlap_every_shape, 0, NSHAPES);
-    tcase_add_loop_test(te, overlap_integer_encoded, 0, 2 * NOVL);
+    tcase_add_loop_test(te, overlap_integer_encoded, 0, 4 * NOVL);
     tcase_add_test(te, overlap_options);
     suite_add_tcase(s, te);
     TCase *tf = tcase_create("failures");
@@ -1183,6 +1236,7 @@ static Suite *make_dist_suite(void)
     tcase_add_test(tf, cma_fallback);
     tcase_add_test(tf, cma_read_failure);
     tcase_add_test(tf, alloc_failure_stops_all);
+    tcase_add_loop_test(tf, overlap_failure_stops_all, 0, 8);
     suite_add_tcase(s, tf);
     return s;
 }

@@ -214,7 +214,8 @@ static const char *const phase_names[ULY_METHOD_COUNT][NPH] = {
  * overlapped call and of the plain reference call, forward and backward, as
  * NACC doubles each: overlapped forward, backward, plain forward, backward. */
 enum { AC_WALL, AC_WALL_CPU, AC_KERNEL, AC_KERNEL_CPU, AC_WAIT, AC_WAIT_CPU, AC_WAIT_READY, AC_WAIT_FIRST,
-       AC_WAIT_MAX, AC_SEND, AC_SEND_CPU, AC_TEST, AC_TEST_CPU, AC_WAITS, AC_WAITS_READY, AC_KERNEL_END, AC_END, NACC };
+       AC_WAIT_MAX, AC_SEND, AC_SEND_CPU, AC_TEST, AC_TEST_CPU, AC_WAITS, AC_WAITS_READY, AC_KERNEL_END, AC_END,
+       AC_COPY, AC_COPY_CPU, NACC };
 #define NOV (4 * NACC)
 /* Per phase (forward, backward, both), medians over repetitions of: the
  * slowest rank's overlapped wall and attention alone (plain call's kernel);
@@ -224,7 +225,7 @@ enum { AC_WALL, AC_WALL_CPU, AC_KERNEL, AC_KERNEL_CPU, AC_WAIT, AC_WAIT_CPU, AC_
  * the lowest rank's own hidden fraction. */
 enum { OF_WALL, OF_ATTN, OF_COMM, OF_EXPOSED, OF_HIDDEN, OF_WORST, OF_OUTSIDE, OF_WAIT, OF_WAIT_READY,
        OF_WAIT_FIRST, OF_WAIT_MAX, OF_SEND, OF_TEST, OF_EXPOSED_CPU, OF_COMM_CPU, OF_WAITS, OF_WAITS_READY,
-       OF_IMB_COMM, OF_IMB_EXPOSED, OF_HIDDEN_NET, OF_WORST_NET, NOF };
+       OF_IMB_COMM, OF_IMB_EXPOSED, OF_HIDDEN_NET, OF_WORST_NET, OF_HIDDEN_CPU, OF_COPY_CPU, NOF };
 typedef struct ovl_fig {
     double v[NOF];
 } ovl_fig;
@@ -233,8 +234,8 @@ static const char *const ovl_key[NOF] = {
     "wall_ms", "attention_alone_ms", "comm_alone_ms", "exposed_ms", "hidden", "hidden_worst_rank", "outside_kernel_ms",
     "wait_ms", "wait_arrived_ms", "wait_chunk0_ms", "wait_max_ms", "send_ms", "test_ms", "exposed_cpu_ms",
     "comm_alone_cpu_ms", "waits", "waits_arrived", "comm_alone_imbalance_ms", "exposed_imbalance_ms",
-    "hidden_net", "hidden_net_worst_rank"};
-static const char ovl_ms[NOF] = {1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0};
+    "hidden_net", "hidden_net_worst_rank", "hidden_cpu", "copy_cpu_ms"};
+static const char ovl_ms[NOF] = {1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 1};
 
 
 typedef struct errstat {
@@ -905,6 +906,7 @@ static void acc_flat(const uly_ovl_account *a, double *o)
     o[AC_SEND_CPU] = a->send_cpu; o[AC_TEST] = a->test; o[AC_TEST_CPU] = a->test_cpu;
     o[AC_WAITS] = a->waits; o[AC_WAITS_READY] = a->waits_ready;
     o[AC_KERNEL_END] = a->kernel_end; o[AC_END] = a->end;
+    o[AC_COPY] = a->copy; o[AC_COPY_CPU] = a->copy_cpu;
 }
 
 /* One forward (+ backward), overlapped or not; records its times when it >= 0. */
@@ -984,7 +986,7 @@ static int attn_run(attn_job *J, drv *d)
  * backward, 2 both) from every rank's accounts all[r * stride + .]. */
 static void ovl_rep_figs(const double *all, int P, size_t stride, int f, double *v)
 {
-    double sum_exp = 0, sum_comm = 0, sum_exp_net = 0, sum_comm_net = 0;
+    double sum_exp = 0, sum_comm = 0, sum_exp_net = 0, sum_comm_net = 0, sum_exp_cpu = 0, sum_comm_cpu = 0;
     double last[2][2] = {{0, 0}, {0, 0}}; /* overlapped, plain; forward, backward: the last kernel's end */
     for (int r = 0; r < P; r++)
         for (int i = 0; i < 2; i++)
@@ -1029,6 +1031,9 @@ static void ovl_rep_figs(const double *all, int P, size_t stride, int f, double 
         v[OF_TEST] += o[AC_TEST] / P;
         v[OF_EXPOSED_CPU] += (o[AC_WALL_CPU] - (o[AC_KERNEL_CPU] - hooks_cpu)) / P;
         v[OF_COMM_CPU] += (p[AC_WALL_CPU] - p[AC_KERNEL_CPU]) / P;
+        v[OF_COPY_CPU] += o[AC_COPY_CPU] / P;
+        sum_exp_cpu += o[AC_WALL_CPU] - (o[AC_KERNEL_CPU] - hooks_cpu);
+        sum_comm_cpu += p[AC_WALL_CPU] - p[AC_KERNEL_CPU];
         v[OF_WAITS] += o[AC_WAITS] / P;
         v[OF_WAITS_READY] += o[AC_WAITS_READY] / P;
         v[OF_WORST] = fmin(v[OF_WORST], comm > 0 ? 1 - exposed / comm : 0);
@@ -1042,6 +1047,7 @@ static void ovl_rep_figs(const double *all, int P, size_t stride, int f, double 
     }
     v[OF_HIDDEN] = sum_comm > 0 ? 1 - sum_exp / sum_comm : 0;
     v[OF_HIDDEN_NET] = sum_comm_net > 0 ? 1 - sum_exp_net / sum_comm_net : 0;
+    v[OF_HIDDEN_CPU] = sum_comm_cpu > 0 ? 1 - sum_exp_cpu / sum_comm_cpu : 0;
 }
 
 /* --overlap-trace: every rank's events to rank 0, one CSV line each. */
@@ -1645,22 +1651,25 @@ static void report_text(attn_job *J, double ffl, double tfl)
                "arithmetic\n"
                "  (time in the kernel - time in its hooks); hidden = 1 - sum exposed / sum comm alone; "
                "cpu: the same in CPU time\n"
-               "%-10s %10s %10s %7s %7s | %9s %9s %7s %7s | %8s %8s %8s %8s %8s %8s | %8s %8s\n", "phase",
+               "%-10s %10s %10s %7s %7s | %9s %9s %7s %7s | %8s %8s %8s %8s %8s %8s | %8s %8s %7s %8s\n", "phase",
                "comm ms", "exposed ms", "hidden", "worst", "imb. comm", "imb. exp.", "hidden", "worst", "outside",
-               "waits", "arrived", "chunk 0", "sends", "tests", "cpu comm", "cpu exp.");
+               "waits", "arrived", "chunk 0", "sends", "tests", "cpu comm", "cpu exp.", "hidden", "copies");
         for (int f = 0; f < nf; f++) {
             const double *g = J->ovl[f].v;
             printf("%-10s %10.3f %10.3f %6.1f%% %6.1f%% | %9.3f %9.3f %6.1f%% %6.1f%% | %8.3f %8.3f %8.3f %8.3f %8.3f "
-                   "%8.3f | %8.3f %8.3f\n",
+                   "%8.3f | %8.3f %8.3f %6.1f%% %8.3f\n",
                    fname[f], 1e3 * g[OF_COMM], 1e3 * g[OF_EXPOSED], 100 * g[OF_HIDDEN], 100 * g[OF_WORST],
                    1e3 * g[OF_IMB_COMM], 1e3 * g[OF_IMB_EXPOSED], 100 * g[OF_HIDDEN_NET], 100 * g[OF_WORST_NET],
                    1e3 * g[OF_OUTSIDE], 1e3 * g[OF_WAIT], 1e3 * g[OF_WAIT_READY], 1e3 * g[OF_WAIT_FIRST],
-                   1e3 * g[OF_SEND], 1e3 * g[OF_TEST], 1e3 * g[OF_COMM_CPU], 1e3 * g[OF_EXPOSED_CPU]);
+                   1e3 * g[OF_SEND], 1e3 * g[OF_TEST], 1e3 * g[OF_COMM_CPU], 1e3 * g[OF_EXPOSED_CPU],
+                   100 * g[OF_HIDDEN_CPU], 1e3 * g[OF_COPY_CPU]);
         }
         printf("  worst: the lowest rank's own hidden fraction.  imb.: of comm alone / exposed, the wait after a rank's "
                "last kernel\n  for the last rank's (load imbalance); the second hidden, worst exclude it from both.  "
                "outside: wall time\n  outside the kernel; waits: for input blocks inside the kernel, %.1f per rank, %.1f "
-               "of them already\n  arrived, longest %.3f ms; sends, tests: inside the kernel (doc/performance.md)\n",
+               "of them already\n  arrived, longest %.3f ms; sends, tests: inside the kernel; copies: CPU time of the "
+               "block copies\n  of the overlapped call (one node: straight into / out of the peers' window; the "
+               "floor) (doc/performance.md)\n",
                J->ovl[nf - 1].v[OF_WAITS], J->ovl[nf - 1].v[OF_WAITS_READY], 1e3 * J->ovl[nf - 1].v[OF_WAIT_MAX]);
     }
     const int uly = J->plan.method == ULY_METHOD_ULYSSES, cw = uly ? 6 : 8;
