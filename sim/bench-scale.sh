@@ -3,7 +3,8 @@
 # CPU time (user + sys) of `ulysses-sim --gpus G --method ulysses` at 1024 and 1048576 GPUs,
 # medians of REPEAT interleaved runs, and their ratio (target <= 3); then the CPU time of the
 # 10 800-configuration sweep (target < 30 s); the same ratio for the pairwise all-to-all on GB200
-# NVL72 (groups placed in several ways, a ring over a partial NVLink domain).  CPU time, not wall
+# NVL72 (groups placed in several ways, a ring over a partial NVLink domain); ZeRO 0 at 1024 GPUs
+# (the tree all-reduce).  CPU time, not wall
 # clock: the figures hold on a loaded machine.  ULYSSES_SIM: the binary (default ./ulysses-sim);
 # REPEAT (default 7).
 set -eu
@@ -34,5 +35,9 @@ ratio ""
 # groups placed in several ways (Ulysses groups of 32 on 72-GPU NVLink domains: classes of groups)
 # and the ZeRO ring over a partial last domain (its light cone by windows)
 ratio " --a2a pairwise --platform gb200-nvl72" --a2a pairwise --platform gb200-nvl72
+# ZeRO 0: the gradient all-reduce runs NCCL's tree over 128 nodes (its 16 channels reduced to one)
+nz=$(( repeat < 3 ? repeat : 3 )) z0=
+for _ in $(seq "$nz"); do z0="$z0 $(cpu --gpus 1024 --method ulysses --zero 0)"; done
+echo "ulysses-sim --gpus 1024 --method ulysses --zero 0 (tree all-reduce), CPU time, median of $nz: $(echo "$z0" | median) s (target < 1 s)"
 sw=$(cpu sweep --seq 1K:200K:+1K --gpus 8:2048 --method all)
 echo "ulysses-sim sweep --seq 1K:200K:+1K --gpus 8:2048 --method all (10800 configurations): CPU time $sw s (target < 30 s)"

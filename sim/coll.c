@@ -321,6 +321,7 @@ typedef struct gen {
     int *xblk;
     size_t xblk_cap;
     unsigned char *isrep;
+    int tree_sym;       /* tree: channel 0 alone stands for all (tree_symmetric) */
 } gen;
 
 /* GPU of position x of group gi. */
@@ -1273,10 +1274,12 @@ static int tree_child(int n, int N, int t, int s)
     return t ? N - 1 - ch : ch;
 }
 
+/* The tree all-reduce over C = 2g channels; only channel 0 is generated when
+ * g->tree_sym (tree_symmetric: the other channels are its images). */
 static int gen_tree(gen *g, int gi, const geo *G)
 {
     const usim_coll *c = g->c;
-    int N = G->N, gl = G->g, C = 2 * gl;
+    int N = G->N, gl = G->g, C = 2 * gl, nch = g->tree_sym ? 1 : C;
     uint64_t S = chunk_sum(c);
     int *ord = usim_malloc((size_t)N * sizeof *ord);
     int *st = usim_malloc((size_t)N * (7 + 2 * gl) * sizeof *st);
@@ -1288,7 +1291,7 @@ static int gen_tree(gen *g, int gi, const geo *G)
     int *dn_prev = st + 4 * N;        /* 2 per node */
     int *cu_prev = st + 6 * N;        /* gl per node (chain reduce edges) */
     int *cd_prev = cu_prev + (size_t)N * gl;
-    for (int ch = 0; ch < C; ch++) {
+    for (int ch = 0; ch < nch; ch++) {
         int h = ch % gl, t = ch / gl;
         /* top-down order: breadth first from the root */
         int root = t ? N - 1 : 0, no = 0;
@@ -1345,6 +1348,119 @@ static int gen_tree(gen *g, int gi, const geo *G)
 #undef GPU
     }
     free(ord); free(st);
+    return USIM_OK;
+}
+
+/*
+ * The tree's symmetry.  When one group sits on N nodes, g GPUs on each (NVLink
+ * domain = node, one NIC per GPU, switched NVLink; the node's other GPUs idle),
+ * and every channel carries the same bytes, the network and the transfers of gen_tree are invariant under
+ *   rotation  rho_r: local GPU l -> l + r of every node, channel (t, h) -> (t, h + r)
+ *             (the group's GPUs of a node alike behind the NVSwitch, each with
+ *             its NIC);
+ *   mirror    sigma: node n -> N-1-n, channel (t, h) -> (1-t, h)
+ *             (tree 1 is tree 0 mirrored, nodes alike behind the spine).
+ * Every channel is the image of channel 0 under one of these 2g maps, so each
+ * transfer's 2g copies have the same history and each link is in the state of
+ * its image: the g NVLink ups of a node are one link, the g NIC transmitters
+ * one, and so on.  Channel 0 alone is simulated on that quotient: a transfer
+ * is limited by node b's links of local GPU 0 and loads, once per copy crossing
+ * them, node b's and node N-1-b's (the spine links: g copies each).  Exactly
+ * the class engine's argument (doc/simulator.md §3) with channels for groups.
+ * Returns 1 when the symmetry holds, 0 when not, -1 out of memory.
+ */
+static int tree_symmetric(usim_net *n, const usim_coll *c, int classes, const rgrid *R, const geo *G)
+{
+    if (usim_net_engine(n) == USIM_ENGINE_FULL || !classes || c->ngroups != 1 || !G->uniform ||
+        G->N < 2 || usim_net_full_mesh(n) || chunk_sum(c) % (uint64_t)(2 * G->g) != 0)
+        return 0;
+    gen t;   /* rank lookups only */
+    memset(&t, 0, sizeof t);
+    t.c = c;
+    t.rg = R;
+    for (int b = 0; b < G->N; b++) {
+        int h0 = rk_at(&t, 0, geo_pos(G, b * G->g)), node = usim_net_node_of(n, h0);
+        int nf, nc, df, dc;
+        usim_net_unit_range(n, USIM_UNIT_NODE, node, &nf, &nc);
+        usim_net_unit_range(n, USIM_UNIT_DOMAIN, usim_net_domain_of(n, h0), &df, &dc);
+        if (nf != df || nc != dc)
+            return 0;   /* the block (an NVLink domain) is not one node behind one spine port */
+        for (int l = 0; l < G->g; l++) {
+            int h = rk_at(&t, 0, geo_pos(G, b * G->g + l)), first, cnt;
+            usim_net_unit_range(n, USIM_UNIT_NIC, usim_net_unit(n, USIM_UNIT_NIC, h), &first, &cnt);
+            if (first != h || cnt != 1)
+                return 0;   /* a NIC shared with another GPU */
+        }
+    }
+    return 1;
+}
+
+/* The loads and limiting links of channel 0's transfers on the quotient
+ * (tree_symmetric).  Arrays owned by the caller (ld->off, link, w, route). */
+static int tree_loads(usim_net *n, const gen *g, const geo *G, usim_loads *ld)
+{
+    int nx = (int)g->n, N = G->N, gl = G->g, nodes = usim_net_units(n, USIM_UNIT_NODE);
+    int *off = usim_malloc((size_t)(nx + 1) * sizeof *off);
+    int *lk = usim_malloc(((size_t)8 * nx + 1) * sizeof *lk);
+    int *w = usim_malloc(((size_t)8 * nx + 1) * sizeof *w);
+    int *rt = usim_malloc(((size_t)4 * nx + 1) * sizeof *rt);
+    int *blk = usim_malloc((size_t)nodes * sizeof *blk);      /* physical node -> tree node */
+    int *head = usim_malloc((size_t)N * 2 * sizeof *head);    /* tree node -> local GPUs 0, 1 */
+    if (!off || !lk || !w || !rt || !blk || !head) {
+        free(off); free(lk); free(w); free(rt); free(blk); free(head);
+        return usim_set_error(USIM_ENOMEM, "out of memory for the link loads");
+    }
+    for (int b = 0; b < N; b++) {
+        head[2 * b] = rk_at(g, 0, geo_pos(G, b * gl));
+        head[2 * b + 1] = rk_at(g, 0, geo_pos(G, b * gl + (gl > 1)));
+        blk[usim_net_node_of(n, head[2 * b])] = b;
+    }
+    int tot = 0;
+    for (int i = 0; i < nx; i++) {
+        off[i] = tot;
+        const usim_xfer *x = &g->x[i];
+        for (int j = 0; j < 4; j++)
+            rt[4 * i + j] = -1;
+        if (x->src == x->dst)
+            continue;
+        int b = blk[usim_net_node_of(n, x->src)], e = blk[usim_net_node_of(n, x->dst)], nl;
+        int l[4], m[4], cl;
+        usim_time lat;
+        if (b == e) {   /* a chain hop: node b's NVLink up and down of local GPU 0 */
+            usim_net_route(n, head[2 * b], head[2 * b + 1], l, &lat, &cl);
+            usim_net_route(n, head[2 * b + 1], head[2 * b], m, &lat, &cl);
+            l[1] = m[1];
+            int sb = N - 1 - b;
+            usim_net_route(n, head[2 * sb], head[2 * sb + 1], m, &lat, &cl);
+            int mu = m[0];
+            usim_net_route(n, head[2 * sb + 1], head[2 * sb], m, &lat, &cl);
+            m[0] = mu;
+            nl = 2;
+        } else {        /* a tree edge between heads (local GPU 0) */
+            nl = usim_net_route(n, x->src, x->dst, l, &lat, &cl);
+            usim_net_route(n, head[2 * (N - 1 - b)], head[2 * (N - 1 - e)], m, &lat, &cl);
+        }
+        for (int j = 0; j < nl; j++) {
+            int spine = nl == 4 && (j == 1 || j == 2), cw = spine ? gl : 1;
+            rt[4 * i + j] = l[j];
+            lk[tot] = l[j];
+            w[tot++] = cw;
+            if (m[j] == l[j])
+                w[tot - 1] += cw;   /* the middle node (N odd) is its own mirror */
+        }
+        for (int j = 0; j < nl; j++)
+            if (m[j] != l[j]) {
+                lk[tot] = m[j];
+                w[tot++] = nl == 4 && (j == 1 || j == 2) ? gl : 1;
+            }
+    }
+    off[nx] = tot;
+    free(blk);
+    free(head);
+    ld->off = off;
+    ld->link = lk;
+    ld->w = w;
+    ld->route = rt;
     return USIM_OK;
 }
 
@@ -2093,8 +2209,14 @@ static int generate(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, 
                 if (!Gg.uniform || Gg.N < 2)
                     rc = usim_set_error(USIM_EINVAL, "%s: groups are placed differently on the nodes",
                                         usim_coll_name(c->type));
-                else
-                    rc = gen_tree(g, gi, &Gg), r->channels = gi == 0 ? 2 * Gg.g : r->channels;
+                else {
+                    int sym = build && !own ? tree_symmetric(n, c, k->on, &k->rg, &Gg) : 0;
+                    if (sym < 0)
+                        rc = -sym;
+                    g->tree_sym = sym > 0;
+                    if (!rc)
+                        rc = gen_tree(g, gi, &Gg), r->channels = gi == 0 ? 2 * Gg.g : r->channels;
+                }
             } else if (a == USIM_ALGO_NVLS) {
                 if (Gg.N != 1)
                     rc = usim_set_error(USIM_EINVAL, "%s: groups are placed differently on the nodes",
@@ -2309,9 +2431,10 @@ static int run_one(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, u
         }
     }
     usim_time *fin = usim_malloc((g.n ? g.n : 1) * sizeof *fin);
-    usim_loads ld = {NULL, NULL, NULL};
-    int loads = c->ngroups > 1 && (k->pos || k->rg.on);   /* copies of group 0 */
-    if (!fin || (loads && build_loads(n, k, g.x, (int)g.n, &ld))) {
+    usim_loads ld = {NULL, NULL, NULL, NULL};
+    int loads = (c->ngroups > 1 && (k->pos || k->rg.on)) || g.tree_sym;   /* copies of group 0 */
+    if (!fin || (loads && (g.tree_sym ? tree_loads(n, &g, &k->g0, &ld)
+                                      : build_loads(n, k, g.x, (int)g.n, &ld)))) {
         free(fin);
         gen_free(&g);
         return usim_set_error(USIM_ENOMEM, "out of memory for %zu transfers", g.n);
@@ -2323,6 +2446,7 @@ static int run_one(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, u
     free((void *)ld.off);
     free((void *)ld.link);
     free((void *)ld.w);
+    free((void *)ld.route);
     usim_net_set_latency_scale(n, 1, 1);
     if (rc == USIM_OK && g.cone) {
         /* only the representative blocks stand for the ring (gen_ring_cone) */

@@ -710,6 +710,18 @@ int usim_net_run_loads(usim_net *n, const usim_xfer *x, int count, const usim_lo
                     rc = usim_set_error(USIM_EINVAL, "transfer %d: bad link load", i);
                     goto out;
                 }
+            if (ld->route && fl->nl) {
+                int m = 0;
+                while (m < 4 && ld->route[4 * i + m] >= 0)
+                    m++;
+                for (int k = 0; k < m; k++)
+                    if (ld->route[4 * i + k] >= n->nlinks) {
+                        rc = usim_set_error(USIM_EINVAL, "transfer %d: bad link", i);
+                        goto out;
+                    }
+                memcpy(fl->link, ld->route + 4 * i, (size_t)m * sizeof *fl->link);
+                fl->nl = m;
+            }
             fl->l0 = l0;
             fl->nload = nload;
             for (int k = fl->l0; k < fl->l0 + fl->nload; k++) {

@@ -95,6 +95,9 @@ int usim_net_route(const usim_net *n, int src, int dst, int *links, usim_time *l
  * for k in off[i] .. off[i + 1] - 1 (its own route's links among them). */
 typedef struct usim_loads {
     const int *off, *link, *w;
+    /* NULL, or 4 entries per transfer: the links that limit its rate in
+     * place of its route's (-1 ends the list; a quotient of the network) */
+    const int *route;
 } usim_loads;
 /* usim_net_run with explicit loads (NULL: each route link once). */
 int usim_net_run_loads(usim_net *n, const usim_xfer *x, int count, const usim_loads *ld,

@@ -831,6 +831,79 @@ START_TEST(test_uneven_ring_equal)
 }
 END_TEST
 
+/* The tree all-reduce of one group: channel 0 alone on the quotient of the
+ * network by the channels' rotations and the trees' mirror (tree_symmetric
+ * in coll.c), against every channel of every node at full flow level.  Node
+ * counts odd and even (the middle node its own mirror), GPUs in order, nodes
+ * and GPUs permuted, half of each node's GPUs (the rest idle); bytes that
+ * split evenly over the 2g channels (reduced), that do not (not reduced), and
+ * one slice; Simple and LL; platforms where the symmetry holds and where it
+ * does not (shared NICs, 72-GPU NVLink domains, full-mesh nodes). */
+START_TEST(test_tree_symmetric_equal)
+{
+    static const char *const plats[] = {"dgx-a100-40g", "over4", "dgx-h100", "g4", "g2",
+                                        "rails2", "gb200-nvl72", "mi300x-8"};
+    static const int sym_ok[] = {1, 1, 1, 1, 1, 0, 0, 0};
+    static const int nodes[] = {2, 3, 5, 8, 13};
+    int ranks[13 * 72];
+    uint64_t sa[13 * 72], sb[13 * 72], ra[13 * 72], rb[13 * 72];
+    for (size_t pi = 0; pi < sizeof plats / sizeof plats[0]; pi++) {
+        usim_platform pf;
+        if (strcmp(plats[pi], "g4") == 0 || strcmp(plats[pi], "g2") == 0) {
+            pf = load_platform("dgx-a100-40g");
+            pf.gpus_per_node = plats[pi][1] - '0';
+        } else {
+            pf = platform_of(plats[pi]);
+        }
+        int gpn = pf.gpus_per_node, dom = usim_platform_domain(&pf);
+        for (size_t ni = 0; ni < sizeof nodes / sizeof nodes[0]; ni++)
+            for (int pl = 0; pl < 3; pl++)
+                for (int bi = 0; bi < 3; bi++)
+                    for (int pr = 0; pr < 2; pr++) {
+                        int N = nodes[ni], G = N * dom, gl = pl == 2 ? dom / 2 : dom, P = N * gl;
+                        if (gl < 1 || G > 13 * 72 || (pl == 2 && dom < 2) || (dom > gpn && N > 3))
+                            continue;
+                        for (int b = 0; b < N; b++)
+                            for (int l = 0; l < gl; l++) {
+                                /* permuted nodes and GPUs, or every other GPU of a node */
+                                int bb = pl == 1 ? N % 2 ? (2 * b + 1) % N : N - 1 - b : b;
+                                int ll = pl == 1 ? gl - 1 - l : pl == 2 ? 2 * l : l;
+                                ranks[b * gl + l] = bb * dom + ll;
+                            }
+                        int64_t S = bi == 0 ? (int64_t)2 * gl * 1600000 : bi == 1 ? (int64_t)2 * gl * 1600000 + 3
+                                                                                    : (int64_t)2 * gl * 100;
+                        usim_coll c = {.type = USIM_ALLREDUCE, .ngroups = 1, .size = P, .ranks = ranks,
+                                       .algo = USIM_ALGO_TREE, .proto = pr ? USIM_PROTO_LL : USIM_PROTO_SIMPLE,
+                                       .chunk_total = S, .chunk_mult = 1};
+                        usim_net *na = usim_net_new(&pf, G), *nb = usim_net_new(&pf, G);
+                        usim_net_set_engine(na, USIM_ENGINE_FULL);
+                        usim_net_set_engine(nb, USIM_ENGINE_CLASSES);
+                        usim_coll_result a, b;
+                        char what[128];
+                        snprintf(what, sizeof what, "tree on %s, %d nodes, placement %d, bytes %lld, %s",
+                                 plats[pi], N, pl, (long long)S, pr ? "LL" : "Simple");
+                        ck_assert_msg(usim_coll_run(na, &c, &a, sa, ra) == USIM_OK, "%s: %s", what,
+                                      usim_last_error());
+                        uint64_t ev_full = usim_net_last_events(na);
+                        ck_assert_msg(usim_coll_run(nb, &c, &b, sb, rb) == USIM_OK, "%s: %s", what,
+                                      usim_last_error());
+                        uint64_t ev_cls = usim_net_last_events(nb);
+                        SAME_RESULT();
+                        ck_assert_msg(a.algo == USIM_ALGO_TREE && a.channels == 2 * gl, "%s", what);
+                        ck_assert_msg(memcmp(sa, sb, (size_t)G * sizeof *sa) == 0 &&
+                                      memcmp(ra, rb, (size_t)G * sizeof *ra) == 0, "%s: counters", what);
+                        /* reduced exactly when the symmetry holds */
+                        int reduced = sym_ok[pi] && bi != 1 && dom == gpn;
+                        ck_assert_msg(reduced ? ev_cls < ev_full : ev_cls == ev_full,
+                                      "%s: %llu events vs %llu at full flow level", what,
+                                      (unsigned long long)ev_cls, (unsigned long long)ev_full);
+                        usim_net_free(na);
+                        usim_net_free(nb);
+                    }
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("classes");
@@ -848,6 +921,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_cone_runs_equal);
     tcase_add_test(t, test_multiclass_equal);
     tcase_add_test(t, test_uneven_ring_equal);
+    tcase_add_test(t, test_tree_symmetric_equal);
     suite_add_tcase(s, t);
     return s;
 }
