@@ -17,7 +17,7 @@ status=0
 run() { # name dp sp args...
     name=$1 dp=$2 sp=$3
     shift 3
-    timeout 120 "$MPIRUN" --oversubscribe ${TEST_TRAIN_DOCS:+-x TEST_TRAIN_DOCS} -np $((dp * sp)) "$bin" "$dp" "$sp" "$@" > "$tmp/$name" 2>&1 || {
+    timeout 300 "$MPIRUN" --oversubscribe ${TEST_TRAIN_DOCS:+-x TEST_TRAIN_DOCS} -np $((dp * sp)) "$bin" "$dp" "$sp" "$@" > "$tmp/$name" 2>&1 || {
         echo "FAIL: $name (dp $dp sp $sp: $*) exited with $?"; cat "$tmp/$name"; status=1; }
 }
 
