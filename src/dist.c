@@ -1841,6 +1841,23 @@ static void ovs_rows(uly_dist *D, int ev, int64_t end)
     ovs_publish(D, ev == ULY_ROWS_DONE_Q ? 0 : 1, n);
 }
 
+/* Chunk c's kernel, accounted (wall and CPU time, end stamp, trace event)
+ * from *t, *u, which it advances to its end; a failure goes to *lrc. */
+static void ovl_timed_kernel(uly_dist *D, int c, int fwd, int *lrc, double *t, double *u)
+{
+    uly_ovl_account *A = D->acc;
+    const int k = ovl_kernel(D, c, fwd);
+    if (k && !*lrc)
+        *lrc = k;
+    const double t1 = uly_comm_wtime(), u1 = thread_cpu();
+    A->kernel += t1 - *t;
+    A->kernel_cpu += u1 - *u;
+    A->kernel_end = mono_now();
+    ovl_event(D, ULY_OVL_EV_KERNEL, -1, -1, 0, *t, t1 - *t, u1 - *u);
+    *t = t1;
+    *u = u1;
+}
+
 /* ovl_run through the window (see above). */
 static int ovs_run(uly_dist *D, int fwd, const void *x0, const void *x1, const void *x2, void *y0, void *y1,
                    void *y2, int *lrc, double *t_in, double *t_attn, double *t_out)
@@ -1873,17 +1890,7 @@ static int ovs_run(uly_dist *D, int fwd, const void *x0, const void *x1, const v
         tin += t1 - t;
         t = t1;
         u = thread_cpu();
-        const int k = ovl_kernel(D, c, fwd);
-        if (k && !*lrc)
-            *lrc = k;
-        t1 = uly_comm_wtime();
-        const double u1 = thread_cpu();
-        A->kernel += t1 - t;
-        A->kernel_cpu += u1 - u;
-        A->kernel_end = mono_now();
-        ovl_event(D, ULY_OVL_EV_KERNEL, -1, -1, 0, t, t1 - t, u1 - u);
-        t = t1;
-        u = u1;
+        ovl_timed_kernel(D, c, fwd, lrc, &t, &u);
         /* every output row of the chunk is final now (also after a failed
          * kernel or a plug-in that does not announce rows) */
         ovs_publish(D, 0, P);
@@ -1954,17 +1961,7 @@ static int ovl_run(uly_dist *D, int fwd, const void *x0, const void *x1, const v
             break;
         t = uly_comm_wtime();
         u = thread_cpu();
-        const int k = ovl_kernel(D, c, fwd);
-        if (k && !*lrc)
-            *lrc = k;
-        t1 = uly_comm_wtime();
-        double u1 = thread_cpu();
-        A->kernel += t1 - t;
-        A->kernel_cpu += u1 - u;
-        A->kernel_end = mono_now();
-        ovl_event(D, ULY_OVL_EV_KERNEL, -1, -1, 0, t, t1 - t, u1 - u);
-        t = t1;
-        u = u1;
+        ovl_timed_kernel(D, c, fwd, lrc, &t, &u);
         rc = D->ovl_err;
         if (!rc)
             rc = ovl_finish(D, OVL_IN(D, c));
