@@ -150,9 +150,8 @@ static int block_contiguous(const comm_block *b)
 }
 
 /* Copy block sb of src into block db of dst (same batches x rows x len),
- * each contiguous run with cp (memcpy, or copy_stream). */
-static void copy_block_with(char *dst, const comm_block *db, const char *src, const comm_block *sb, size_t es,
-                            void *(*cp)(void *, const void *, size_t))
+ * each contiguous run with one memcpy. */
+static void copy_block(char *dst, const comm_block *db, const char *src, const comm_block *sb, size_t es)
 {
     if (block_elems(sb) == 0 || (dst == src && db->off == sb->off && db->stride == sb->stride &&
                                  db->bstride == sb->bstride))
@@ -161,17 +160,12 @@ static void copy_block_with(char *dst, const comm_block *db, const char *src, co
         char *d0 = dst + (db->off + b * db->bstride) * es;
         const char *s0 = src + (sb->off + b * sb->bstride) * es;
         if (db->stride == sb->len && sb->stride == sb->len) {
-            cp(d0, s0, sb->rows * sb->len * es);
+            memcpy(d0, s0, sb->rows * sb->len * es);
             continue;
         }
         for (size_t t = 0; t < sb->rows; t++)
-            cp(d0 + t * db->stride * es, s0 + t * sb->stride * es, sb->len * es);
+            memcpy(d0 + t * db->stride * es, s0 + t * sb->stride * es, sb->len * es);
     }
-}
-
-static void copy_block(char *dst, const comm_block *db, const char *src, const comm_block *sb, size_t es)
-{
-    copy_block_with(dst, db, src, sb, es, memcpy);
 }
 
 /*
