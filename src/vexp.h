@@ -95,6 +95,16 @@ static inline float uly_fmaf_exact(float a, float b, float c)
     return (float)s;
 }
 
+/* The 2^f polynomial on f in [-1/2, 1/2], 2^f = 1 + f (C1 + f (C2 + ... +
+ * f C6)), evaluated by Horner's rule in fused multiply-adds at every SIMD
+ * level (vexp_impl.h; its error against exp2 in doc/kernels.md). */
+#define ULY_EXP2_C6 1.5453162945e-4f
+#define ULY_EXP2_C5 1.3390863365e-3f
+#define ULY_EXP2_C4 9.6180825573e-3f
+#define ULY_EXP2_C3 5.5503571142e-2f
+#define ULY_EXP2_C2 2.4022650761e-1f
+#define ULY_EXP2_C1 6.9314718803e-1f
+
 /* The first float f > 0 where the 2^f polynomial's step p1 = fma(p2, f, c1)
  * reaches 1/4 (the baseline's grids change there: vexp_impl.h; the tests
  * find it again from libm's fmaf). */

@@ -123,12 +123,12 @@ static inline __attribute__((always_inline)) __m128d uly_vx_poly2(__m128d f)
 {
     const __m128d up1 = _mm_and_pd(_mm_cmpge_pd(f, _mm_set1_pd(ULY_EXP2_P1_QUARTER)), _mm_set1_pd(0x1.8p+26));
     const __m128d up0 = _mm_and_pd(_mm_cmpge_pd(f, _mm_setzero_pd()), _mm_set1_pd(0x1.8p+28));
-    __m128d p = uly_vx_fma_grid(_mm_set1_pd(1.5453162945e-4f), f, 1.3390863365e-3f + 0x1.8p+19, 0x1.8p+19);
-    p = uly_vx_fma_grid(p, f, 9.6180825573e-3f + 0x1.8p+22, 0x1.8p+22);
-    p = uly_vx_fma_grid(p, f, 5.5503571142e-2f + 0x1.8p+24, 0x1.8p+24);
-    p = _mm_sub_pd(_mm_add_pd(_mm_mul_pd(p, f), _mm_add_pd(_mm_set1_pd(2.4022650761e-1f + 0x1.8p+26), up1)),
+    __m128d p = uly_vx_fma_grid(_mm_set1_pd(ULY_EXP2_C6), f, ULY_EXP2_C5 + 0x1.8p+19, 0x1.8p+19);
+    p = uly_vx_fma_grid(p, f, ULY_EXP2_C4 + 0x1.8p+22, 0x1.8p+22);
+    p = uly_vx_fma_grid(p, f, ULY_EXP2_C3 + 0x1.8p+24, 0x1.8p+24);
+    p = _mm_sub_pd(_mm_add_pd(_mm_mul_pd(p, f), _mm_add_pd(_mm_set1_pd(ULY_EXP2_C2 + 0x1.8p+26), up1)),
                    _mm_add_pd(_mm_set1_pd(0x1.8p+26), up1));
-    p = uly_vx_fma_grid(p, f, 6.9314718803e-1f + 0x1.8p+28, 0x1.8p+28);
+    p = uly_vx_fma_grid(p, f, ULY_EXP2_C1 + 0x1.8p+28, 0x1.8p+28);
     return _mm_add_pd(_mm_mul_pd(p, f), _mm_add_pd(_mm_set1_pd(1.0 + 0x1.8p+28), up0));
 }
 
@@ -179,12 +179,12 @@ static inline __attribute__((always_inline)) VF VSFX(exp2)(VF x, const int clamp
     VF tm = xc + VSFX(splat)(12583039.0f);
     VF nf = tm - VSFX(splat)(12583039.0f);
     VF f = xc - nf;
-    VF p = VSFX(splat)(1.5453162945e-4f);
-    p = VSFX(fma)(p, f, VSFX(splat)(1.3390863365e-3f));
-    p = VSFX(fma)(p, f, VSFX(splat)(9.6180825573e-3f));
-    p = VSFX(fma)(p, f, VSFX(splat)(5.5503571142e-2f));
-    p = VSFX(fma)(p, f, VSFX(splat)(2.4022650761e-1f));
-    p = VSFX(fma)(p, f, VSFX(splat)(6.9314718803e-1f));
+    VF p = VSFX(splat)(ULY_EXP2_C6);
+    p = VSFX(fma)(p, f, VSFX(splat)(ULY_EXP2_C5));
+    p = VSFX(fma)(p, f, VSFX(splat)(ULY_EXP2_C4));
+    p = VSFX(fma)(p, f, VSFX(splat)(ULY_EXP2_C3));
+    p = VSFX(fma)(p, f, VSFX(splat)(ULY_EXP2_C2));
+    p = VSFX(fma)(p, f, VSFX(splat)(ULY_EXP2_C1));
     VF y = VSFX(fma)(p, f, VSFX(splat)(1.0f));
     /* 2^n: the bits of tm are 0x4b400000 + n + 127 (-127 <= n <= 127);
      * shifted left by 23 only n + 127 stays, in the exponent field (0 for

@@ -704,9 +704,9 @@ END_TEST
  * the ends of the range and on subnormal f. */
 static float exp2_poly_fmaf(float f)
 {
-    static const float c[6] = {1.3390863365e-3f, 9.6180825573e-3f, 5.5503571142e-2f,
-                               2.4022650761e-1f, 6.9314718803e-1f, 1.0f};
-    float p = 1.5453162945e-4f;
+    static const float c[6] = {ULY_EXP2_C5, ULY_EXP2_C4, ULY_EXP2_C3,
+                               ULY_EXP2_C2, ULY_EXP2_C1, 1.0f};
+    float p = ULY_EXP2_C6;
     for (int k = 0; k < 6; k++)
         p = fmaf(p, f, c[k]);
     return p;
@@ -755,10 +755,10 @@ START_TEST(exp2_poly_is_fmaf_chain)
     /* p1 = fma(p2, f, c3) crosses 1/4: find the first f > 0 where it does */
     uint32_t cross = 0x3e000000u; /* 0.125 */
     for (; cross < 0x3e800000u; cross++) {
-        float f, p = 1.5453162945e-4f;
+        float f, p = ULY_EXP2_C6;
         memcpy(&f, &cross, 4);
-        p = fmaf(fmaf(fmaf(fmaf(p, f, 1.3390863365e-3f), f, 9.6180825573e-3f), f, 5.5503571142e-2f), f,
-                 2.4022650761e-1f);
+        p = fmaf(fmaf(fmaf(fmaf(p, f, ULY_EXP2_C5), f, ULY_EXP2_C4), f, ULY_EXP2_C3), f,
+                 ULY_EXP2_C2);
         if (p >= 0.25f)
             break;
     }
