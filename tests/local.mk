@@ -83,6 +83,9 @@ tests_npytool_LDADD = $(TEST_LIBS)
 tests_npytool_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
 TESTS += tests/cli_attn.sh tests/cli_reliability.sh tests/symbols.sh tests/cli_calibrate.sh
 EXTRA_DIST += tests/cli_attn.sh tests/cli_reliability.sh tests/symbols.sh tests/lsan.supp tests/cli_calibrate.sh
+# doc/reliability.md's status table, every row run (needs both programs and mpirun).
+TESTS += tests/doc_status.sh
+EXTRA_DIST += tests/doc_status.sh
 
 endif
 
