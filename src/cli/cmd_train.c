@@ -573,7 +573,7 @@ static int train_preflight(train_job *J, drv *d)
     train_gpt(c, &gc, &o);
     uint64_t lib = 0;
     /* no early return: drv_preflight is collective over the node's ranks */
-    drv_lib(d, uly_train_memory(&gc, &o, d->rank, d->size, &lib), DRV_BADINPUT, NULL);
+    drv_lib(d, uly_train_memory(&gc, &o, d->rank, d->size, &lib), 0, NULL); /* bad configuration 2, out of memory 1 */
     const double N = (double)c->seq, B = (double)c->batch;
     double bufs = 3 * (N + 1) * 4 + 3 * N * 4 * B + 2 * N + (double)c->batch * (double)(c->docs + 1) * 8 +
                   (double)c->steps * 16 + (double)J->td.len;
