@@ -114,3 +114,7 @@ sim_tests_test_rails_SOURCES = sim/tests/test_rails.c
 sim_tests_test_rails_CPPFLAGS = $(USIM_CPPFLAGS)
 sim_tests_test_rails_CFLAGS = $(USIM_TEST_CFLAGS)
 sim_tests_test_rails_LDADD = $(USIM_TEST_LIBS)
+
+# The output files' rule (src/base/base_out.h) on ulysses-sim's outputs.
+TESTS += sim/tests/cli_outputs.sh
+EXTRA_DIST += sim/tests/cli_outputs.sh

@@ -172,9 +172,9 @@ expect 2 "--out $W/dir/: is a directory" -- "$U" attn --seq 32 --out "$W/dir/"
 expect 2 "--out $W/nodir/: names a directory, not a file" -- "$U" attn --seq 32 --out "$W/nodir/"
 expect 2 "--out and --dq name the same file" -- "$U" attn --seq 32 --backward --out "$W/x.npy" --dq "$W/x.npy"
 expect 2 "--out and --dq name the same file" -- "$U" attn --seq 32 --backward --out "$W/x.npy" --dq "$W/dir/../x.npy"
-expect 2 "--out $W/q.npy is also an input ($W/q.npy): writing it would destroy the input" -- "$U" attn $Q --out "$W/q.npy"
+expect 2 "--out $W/q.npy is also an input (--q $W/q.npy): writing it would destroy the input" -- "$U" attn $Q --out "$W/q.npy"
 ln "$W/k.npy" "$W/hardlink.npy"
-expect 2 "--dq $W/hardlink.npy is also an input ($W/k.npy)" -- "$U" attn $Q --backward --dq "$W/hardlink.npy"
+expect 2 "--dq $W/hardlink.npy is also an input (--k $W/k.npy)" -- "$U" attn $Q --backward --dq "$W/hardlink.npy"
 expect 2 "/nonexistent/dir: No such file or directory" -- "$U" attn --seq 32 --out /nonexistent/dir/o.npy
 "$T" cmp "$W/q.npy" "$W/q.npy" || { echo "FAIL: the input was damaged"; fails=$((fails + 1)); }
 ls "$W"/.*tmp* >/dev/null 2>&1 && { echo "FAIL: a refused run left a temporary file"; fails=$((fails + 1)); }

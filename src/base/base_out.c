@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,82 @@ static int canonical(const uly_out *o, char *out, size_t len)
     out[k] = '/';
     memcpy(out + k + 1, base, strlen(base) + 1);
     return 0;
+}
+
+/* ---------------------------------------------- removal on SIGTERM/SIGINT/SIGHUP */
+
+/* The temporaries alive in this process, so that a run stopped by SIGTERM
+ * (mpirun aborting a job), SIGINT or SIGHUP removes them before it dies.
+ * Only signals whose disposition was the default are caught; the handler
+ * unlinks (async-signal-safe), restores the default and re-raises. */
+enum { LIVE_MAX = 32 };
+static char live_path[LIVE_MAX][PATH_MAX];
+static volatile sig_atomic_t live_used[LIVE_MAX];
+static const int live_signals[] = {SIGTERM, SIGINT, SIGHUP};
+static int live_installed;
+
+static void live_handler(int sig)
+{
+    for (int i = 0; i < LIVE_MAX; i++)
+        if (live_used[i])
+            unlink(live_path[i]);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void live_install(void)
+{
+    if (live_installed)
+        return;
+    live_installed = 1;
+    for (size_t k = 0; k < sizeof live_signals / sizeof live_signals[0]; k++) {
+        struct sigaction old, sa;
+        if (sigaction(live_signals[k], NULL, &old) != 0 || (old.sa_flags & SA_SIGINFO) ||
+            old.sa_handler != SIG_DFL)
+            continue;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = live_handler;
+        sigemptyset(&sa.sa_mask);
+        sigaction(live_signals[k], &sa, NULL);
+    }
+}
+
+/* Register tmp; returns its slot, or -1 when the table is full (the next
+ * run's stale-temporary removal still covers it). */
+static int live_add(const char *tmp)
+{
+    if (strlen(tmp) >= PATH_MAX)
+        return -1;
+    live_install();
+    for (int i = 0; i < LIVE_MAX; i++)
+        if (!live_used[i]) {
+            memcpy(live_path[i], tmp, strlen(tmp) + 1);
+            live_used[i] = 1;
+            return i;
+        }
+    return -1;
+}
+
+static void live_drop(const char *tmp)
+{
+    for (int i = 0; i < LIVE_MAX; i++)
+        if (live_used[i] && strcmp(live_path[i], tmp) == 0) {
+            live_used[i] = 0;
+            return;
+        }
+}
+
+/* Forget o's temporary (closed, its name freed): it was renamed, removed or
+ * is kept on purpose. */
+static void tmp_forget(uly_out *o)
+{
+    if (o->tmp)
+        live_drop(o->tmp);
+    if (o->fd >= 0)
+        close(o->fd);
+    o->fd = -1;
+    uly_base_free(o->tmp);
+    o->tmp = NULL;
 }
 
 static int64_t mtime_ns(const struct stat *st)
@@ -220,6 +297,7 @@ static int create_tmp(uly_out *o)
                                       o->path, dir);
         }
     }
+    live_add(o->tmp);
     /* mkostemp makes 0600; give the result the permissions a plain create would */
     mode_t mask = umask(0);
     umask(mask);
@@ -244,11 +322,7 @@ void uly_out_discard(uly_out *outs, int n)
     for (int i = 0; i < n; i++) {
         if (outs[i].tmp)
             unlink(outs[i].tmp);
-        if (outs[i].fd >= 0)
-            close(outs[i].fd); /* after the unlink: the lock covers it until then */
-        outs[i].fd = -1;
-        uly_base_free(outs[i].tmp);
-        outs[i].tmp = NULL;
+        tmp_forget(&outs[i]); /* closed after the unlink: the lock covers it until then */
         outs[i].ready = 0;
     }
 }
@@ -370,10 +444,7 @@ int uly_out_commit(uly_out *outs, int n)
                                     "result is in %s)%s", o->what, o->path,
                                     o->existed ? "replaced or removed" : "created", o->tmp,
                                     uly_out_note(o, note, sizeof note));
-        close(o->fd);
-        o->fd = -1;
-        uly_base_free(o->tmp);
-        o->tmp = NULL; /* keep the file */
+        tmp_forget(o); /* keep the file */
         return rc;
     }
     for (int i = 0; i < n; i++) {
@@ -390,19 +461,12 @@ int uly_out_commit(uly_out *outs, int n)
                                  : uly_base_set_error(ULY_EXIT_RUNTIME,
                                                       "%s %s: cannot rename the finished file into place: %s%s",
                                                       o->what, o->path, strerror(e), note);
-            if (e == EEXIST) {
-                close(o->fd);
-                o->fd = -1;
-                uly_base_free(o->tmp);
-                o->tmp = NULL;
-            }
+            if (e == EEXIST)
+                tmp_forget(o); /* keep the file */
             return rc;
         }
         o->committed = 1;
-        close(o->fd);
-        o->fd = -1;
-        uly_base_free(o->tmp);
-        o->tmp = NULL;
+        tmp_forget(o);
     }
     for (int i = 0; i < n; i++) {
         if (!outs[i].path)
