@@ -55,7 +55,8 @@ static const char usage[] =
     "  --layers N              override the model's layer count\n"
     "  --format F              table | csv | json (default table)\n"
     "  --trace FILE            write a Chrome/Perfetto trace of one iteration\n"
-    "                          (FILE gets a .METHOD suffix when several methods run)\n"
+    "                          (FILE gets a .METHOD suffix when several methods run;\n"
+    "                          written to temporaries, renamed when every method ran)\n"
     "  --max-seq               also find the longest sequence that fits in memory\n"
     "  --engine E              auto | classes | full (default auto): collectives by one\n"
     "                          group per class of alike groups (same numbers), or every\n"
@@ -95,6 +96,8 @@ static const char sweep_usage[] =
     "when it is a terminal.  --plot draws the metric (default iteration time) against\n"
     "the first swept axis with gnuplot, in the format the extension names (svg, png,\n"
     "pdf; others are refused); points that do not fit in memory are marked.\n"
+    "--out and --plot are created (as temporaries) before the sweep and renamed together\n"
+    "once both are complete; neither may be the --platform or --model file or the other.\n"
     "Other options as for ulysses-sim (see ulysses-sim --help).\n";
 
 static const char presets_usage[] =
