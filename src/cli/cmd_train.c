@@ -401,8 +401,10 @@ static int plot_losses(drv *d, drv_out *o, const double *loss, const int64_t *st
         fprintf(g, "%lld %.9g\n", (long long)step[i], loss[i]);
     fprintf(g, "e\nset output\n");
     int st = pclose(g);
+    char note[512];
     if (st != 0)
-        return drv_fail(d, DRV_RUNTIME, "--plot %s: gnuplot failed (status %d)", o->path, st);
+        return drv_fail(d, DRV_RUNTIME, "--plot %s: gnuplot failed (status %d)%s", o->path, st,
+                        uly_out_note(o, note, sizeof note));
     return drv_out_ready(d, o);
 #endif
 }
