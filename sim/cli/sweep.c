@@ -322,7 +322,7 @@ int cmd_sweep(int argc, char **argv)
     point *pts = calloc((size_t)total, sizeof *pts);
     if (!pts) {
         fprintf(stderr, "ulysses-sim: out of memory\n");
-        return 1;
+        goto fail;
     }
     out_csv_header(out);
     int failures = 0;
@@ -331,7 +331,7 @@ int cmd_sweep(int argc, char **argv)
         usim_sim *sim = usim_sim_new(&p, gpus);
         if (!sim) {
             fprintf(stderr, "ulysses-sim: %s\n", usim_last_error());
-            return 1;
+            goto fail;
         }
         usim_sim_set_engine(sim, o.engine);
         for (int si = 0; si < o.nseqs; si++) {
@@ -356,7 +356,8 @@ int cmd_sweep(int argc, char **argv)
                             } else {
                                 if (rc != USIM_EINVAL) {
                                     fprintf(stderr, "ulysses-sim: %s\n", usim_last_error());
-                                    return 1;
+                                    usim_sim_free(sim);
+                                    goto fail;
                                 }
                                 snprintf(w.err, sizeof w.err, "%s", usim_last_error());
                                 failures++;
@@ -371,10 +372,12 @@ int cmd_sweep(int argc, char **argv)
         }
         usim_sim_free(sim);
     }
-    if (out != stdout ? files_ready(&files[F_OUT], out) != 0 : fflush(out) != 0) {
-        if (out == stdout)
+    FILE *csv = out;
+    out = stdout; /* closed by files_ready */
+    if (csv != stdout ? files_ready(&files[F_OUT], csv) != 0 : fflush(csv) != 0) {
+        if (csv == stdout)
             fprintf(stderr, "ulysses-sim: error writing the CSV\n");
-        return 1;
+        goto fail;
     }
     if (failures)
         fprintf(stderr, "ulysses-sim: %d of %d configurations could not run (see the error column)\n",
@@ -408,4 +411,9 @@ int cmd_sweep(int argc, char **argv)
     if (!rc)
         rc = files_commit();
     return rc;
+fail: /* the outputs' temporaries are removed at exit (files.h) */
+    if (out != stdout)
+        fclose(out);
+    free(pts);
+    return 1;
 }

@@ -120,7 +120,8 @@ if mount -t tmpfs -o size=16k tmpfs "$tmp/mnt" 2> /dev/null; then
     cp "$MNT/t.json" "$tmp/t.keep"
     "$SIM" --method ulysses --trace "$MNT/t.json" > "$tmp/out" 2> "$tmp/err"
     st=$?
-    if [ $st -eq 1 ] && grep -q -- "--trace $MNT/t.json: cannot write: No space left on device" "$tmp/err"; then
+    if [ $st -eq 1 ] && grep -q -- "--trace $MNT/t.json: cannot write: No space left on device" "$tmp/err" &&
+        [ "$(wc -l < "$tmp/err")" -eq 1 ]; then
         echo "ok: --trace on a full disk: exit 1: $(cat "$tmp/err")"
     else
         echo "FAIL: --trace on a full disk: exit $st: $(cat "$tmp/err")"; fail=1
@@ -131,7 +132,8 @@ if mount -t tmpfs -o size=16k tmpfs "$tmp/mnt" 2> /dev/null; then
     cp "$MNT/s.csv" "$tmp/s2.keep"
     "$SIM" sweep --seq 8K:1M --gpus 64,128 --out "$MNT/s.csv" > "$tmp/out" 2> "$tmp/err"
     st=$?
-    if [ $st -eq 1 ] && grep -q -- "--out $MNT/s.csv: cannot write: No space left on device" "$tmp/err"; then
+    if [ $st -eq 1 ] && grep -q -- "--out $MNT/s.csv: cannot write: No space left on device" "$tmp/err" &&
+        [ "$(wc -l < "$tmp/err")" -eq 1 ]; then
         echo "ok: sweep --out on a full disk: exit 1: $(cat "$tmp/err")"
     else
         echo "FAIL: sweep --out on a full disk: exit $st: $(cat "$tmp/err")"; fail=1
