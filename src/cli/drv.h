@@ -12,8 +12,9 @@
  *   - drv_sync: agreement on a status (after each step that can fail on one
  *     rank), so that every rank stops together with the same exit status and
  *     the message of the lowest failing rank is printed once (by rank 0);
- *   - atomic output files (outfile.c) and the memory preflight and OpenBLAS
- *     warm-up (preflight.c).
+ *   - output files (outfile.c, over src/base/base_out.c, the rule both
+ *     programs share) and the memory preflight and OpenBLAS warm-up
+ *     (preflight.c).
  *
  * Exit statuses, identical on every rank: 0 success, 1 run-time failure
  * (I/O, memory, MPI, non-finite results, a failed --check), 2 bad input or
