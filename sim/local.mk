@@ -17,7 +17,7 @@ sim_libusim_la_CFLAGS = $(USIM_CFLAGS)
 sim_libusim_la_LIBADD = src/libulyplan.la $(JANSSON_LIBS) -lm
 
 bin_PROGRAMS += ulysses-sim
-ulysses_sim_SOURCES = sim/cli/main.c sim/cli/opts.c sim/cli/opts.h sim/cli/output.c \
+ulysses_sim_SOURCES = sim/cli/main.c sim/cli/opts.c sim/cli/opts.h sim/cli/output.c sim/cli/files.c sim/cli/files.h \
 	sim/cli/output.h sim/cli/sweep.c sim/cli/plan.c sim/cli/attn.c sim/cli/coll.c
 ulysses_sim_CPPFLAGS = $(USIM_CPPFLAGS)
 ulysses_sim_CFLAGS = $(USIM_CFLAGS)
@@ -114,3 +114,7 @@ sim_tests_test_rails_SOURCES = sim/tests/test_rails.c
 sim_tests_test_rails_CPPFLAGS = $(USIM_CPPFLAGS)
 sim_tests_test_rails_CFLAGS = $(USIM_TEST_CFLAGS)
 sim_tests_test_rails_LDADD = $(USIM_TEST_LIBS)
+
+# The output files' rule (src/base/base_out.h) on ulysses-sim's outputs.
+TESTS += sim/tests/cli_outputs.sh
+EXTRA_DIST += sim/tests/cli_outputs.sh

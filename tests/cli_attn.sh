@@ -112,7 +112,7 @@ if ! head -n 1 "$W/trace.csv" | grep -q "^rank,rep,phase,chunk,event,tensor,peer
     cat "$W/trace.csv"
 fi
 expect 2 "--overlap-trace needs --overlap" -- "$U" attn --overlap-trace "$W/t.csv"
-expect 1 "--overlap-trace $W/no/t.csv" -- "$MPIRUN" --oversubscribe -np 2 "$U" attn --seq 64 --heads 4 --overlap on --repeat 1 --overlap-trace "$W/no/t.csv"
+expect 2 "--overlap-trace $W/no/t.csv: directory $W/no: No such file or directory" -- "$MPIRUN" --oversubscribe -np 2 "$U" attn --seq 64 --heads 4 --overlap on --repeat 1 --overlap-trace "$W/no/t.csv"
 expect 2 "--overlap-chunks" -- "$U" attn --overlap on --overlap-chunks 9
 expect 0 "\"dtype\": \"f64\"" -- "$U" attn --q "$W/q64.npy" --k "$W/k.npy" --v "$W/v.npy" --json --repeat 1
 

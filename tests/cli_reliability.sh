@@ -172,9 +172,9 @@ expect 2 "--out $W/dir/: is a directory" -- "$U" attn --seq 32 --out "$W/dir/"
 expect 2 "--out $W/nodir/: names a directory, not a file" -- "$U" attn --seq 32 --out "$W/nodir/"
 expect 2 "--out and --dq name the same file" -- "$U" attn --seq 32 --backward --out "$W/x.npy" --dq "$W/x.npy"
 expect 2 "--out and --dq name the same file" -- "$U" attn --seq 32 --backward --out "$W/x.npy" --dq "$W/dir/../x.npy"
-expect 2 "--out $W/q.npy is also an input ($W/q.npy): writing it would destroy the input" -- "$U" attn $Q --out "$W/q.npy"
+expect 2 "--out $W/q.npy is also an input (--q $W/q.npy): writing it would destroy the input" -- "$U" attn $Q --out "$W/q.npy"
 ln "$W/k.npy" "$W/hardlink.npy"
-expect 2 "--dq $W/hardlink.npy is also an input ($W/k.npy)" -- "$U" attn $Q --backward --dq "$W/hardlink.npy"
+expect 2 "--dq $W/hardlink.npy is also an input (--k $W/k.npy)" -- "$U" attn $Q --backward --dq "$W/hardlink.npy"
 expect 2 "/nonexistent/dir: No such file or directory" -- "$U" attn --seq 32 --out /nonexistent/dir/o.npy
 "$T" cmp "$W/q.npy" "$W/q.npy" || { echo "FAIL: the input was damaged"; fails=$((fails + 1)); }
 ls "$W"/.*tmp* >/dev/null 2>&1 && { echo "FAIL: a refused run left a temporary file"; fails=$((fails + 1)); }
@@ -238,6 +238,126 @@ if mount -t tmpfs -o size=64k tmpfs "$W/mnt" 2>/dev/null; then
     MNT=""
 else
     echo "skipped: disk-full and read-only cases (cannot mount a tmpfs here)"
+fi
+
+# ---- outputs: one rule for every output of every subcommand (src/base/base_out.h).
+# No output may be an input or another output; all outputs of a run are
+# written and fsync'ed before any is renamed, so a failure replaces nothing;
+# a killed run's temporary is removed by the next run, a live run's is not.
+
+# same FILE COPY: FILE is byte-identical to COPY
+same() {
+    cases=$((cases + 1))
+    if cmp -s "$1" "$2"; then echo "ok: $1 unchanged"; else echo "FAIL: $1 was changed"; fails=$((fails + 1)); fi
+}
+# ntmp DIR NAME: how many temporaries of output NAME are in DIR
+ntmp() {
+    ls -a "$1" | grep -c "^\.$2\.tmp"
+}
+cp "$W/q.npy" "$W/q.keep"
+expect 2 "--overlap-trace $W/q.npy is also an input (--q $W/q.npy): writing it would destroy the input" -- \
+    "$U" attn $Q --overlap on --overlap-trace "$W/q.npy"
+same "$W/q.npy" "$W/q.keep"
+cp "$W/q.npy" "$W/do.npy"
+cp "$W/do.npy" "$W/do.keep"
+expect 2 "--dk $W/do.npy is also an input (--dout $W/do.npy)" -- "$U" attn $Q --dout "$W/do.npy" --dk "$W/do.npy"
+same "$W/do.npy" "$W/do.keep"
+expect 2 "--out and --overlap-trace name the same file" -- \
+    "$U" attn --seq 32 --overlap on --out "$W/ot.npy" --overlap-trace "$W/ot.npy"
+expect 0 "" -- "$U" train --steps 1 --quiet --checkpoint "$W/keep.bin"
+cp "$W/keep.bin" "$W/keep.copy"
+expect 2 "--log $W/keep.bin is also an input (--resume $W/keep.bin): writing it would destroy the input" -- \
+    "$U" train --steps 2 --quiet --resume "$W/keep.bin" --log "$W/keep.bin"
+same "$W/keep.bin" "$W/keep.copy"
+expect 2 "--plot $W/keep.bin is also an input (--resume $W/keep.bin)" -- \
+    "$U" train --steps 2 --quiet --resume "$W/keep.bin" --plot "$W/keep.bin"
+same "$W/keep.bin" "$W/keep.copy"
+head -c 4096 "$top_srcdir/doc/reliability.md" > "$W/text.txt"
+cp "$W/text.txt" "$W/text.keep"
+expect 2 "--checkpoint $W/text.txt is also an input (--data $W/text.txt)" -- \
+    "$U" train --steps 1 --quiet --seq 64 --data "$W/text.txt" --checkpoint "$W/text.txt"
+same "$W/text.txt" "$W/text.keep"
+expect 0 "" -- "$U" train --steps 2 --quiet --resume "$W/keep.bin" --checkpoint "$W/keep.bin"  # in place: allowed
+expect 2 "--svg $W/nodir/x.svg: directory $W/nodir: No such file or directory" -- \
+    "$U" explain --ranks 2 --svg "$W/nodir/x.svg"
+
+# two outputs, the second created by another process while the run is
+# stopped: nothing is renamed, not even the first
+"$U" attn --seq 256 --repeat 30 --backward --out "$W/m_o.npy" --dq "$W/m_dq.npy" >/dev/null 2>"$W/race_a" &
+pid=$!
+wait_tmp m_dq.npy
+kill -STOP $pid
+"$T" write "$W/m_dq.npy" f32 8 2 2
+cp "$W/m_dq.npy" "$W/m_dq.keep"
+kill -CONT $pid
+wait $pid
+ra=$?
+cases=$((cases + 1))
+if [ "$ra" -eq 1 ] && grep -q -- "--dq $W/m_dq.npy was created by another process during this run; not overwritten" "$W/race_a" &&
+    grep -q "no output was replaced: --out, --dq keep their previous content" "$W/race_a" && [ ! -e "$W/m_o.npy" ]; then
+    echo "ok: one output created meanwhile: exit 1, no output renamed"
+else
+    echo "FAIL: created meanwhile: exit $ra, --out exists: $([ -e "$W/m_o.npy" ] && echo yes || echo no)"
+    sed 's/^/  | /' "$W/race_a" | head -3; fails=$((fails + 1))
+fi
+same "$W/m_dq.npy" "$W/m_dq.keep"
+rm -f "$W"/.m_dq.npy.tmp*
+
+# a killed run: stopped once its temporary exists, another run of the same
+# output leaves that temporary alone (its owner lives); killed (-9), the
+# temporary stays; the next run removes it and says so
+"$U" attn --seq 256 --repeat 300 --out "$W/k9.npy" >/dev/null 2>&1 &
+pid=$!
+wait_tmp k9.npy
+kill -STOP $pid
+expect 0 "" -- "$U" attn --seq 32 --repeat 1 --out "$W/k9.npy"
+cases=$((cases + 1))
+if [ "$(ntmp "$W" k9.npy)" -eq 1 ] && ! grep -q removed "$W/err"; then
+    echo "ok: a live (stopped) run's temporary is left alone"
+else
+    echo "FAIL: the stopped run's temporary: $(ntmp "$W" k9.npy) left; $(cat "$W/err")"; fails=$((fails + 1))
+fi
+kill -9 $pid
+wait $pid 2>/dev/null
+cases=$((cases + 1))
+if [ "$(ntmp "$W" k9.npy)" -eq 1 ]; then echo "ok: kill -9 leaves its temporary"; else
+    echo "FAIL: after kill -9: $(ntmp "$W" k9.npy) temporaries"; fails=$((fails + 1)); fi
+expect 0 "note: --out $W/k9.npy: removed 1 temporary file left by an interrupted run" -- \
+    "$U" attn --seq 32 --repeat 1 --out "$W/k9.npy"
+cases=$((cases + 1))
+if [ "$(ntmp "$W" k9.npy)" -eq 0 ]; then echo "ok: the next run removed it"; else
+    echo "FAIL: $(ntmp "$W" k9.npy) temporaries of k9.npy left"; fails=$((fails + 1)); fi
+# SIGTERM (mpirun aborting a job, timeout): the run removes its own temporaries
+"$U" attn --seq 256 --repeat 300 --backward --out "$W/tm.npy" --dq "$W/tm_dq.npy" >/dev/null 2>&1 &
+pid=$!
+wait_tmp tm_dq.npy
+kill -TERM $pid
+wait $pid 2>/dev/null
+cases=$((cases + 1))
+if [ "$(ntmp "$W" tm.npy)" -eq 0 ] && [ "$(ntmp "$W" tm_dq.npy)" -eq 0 ]; then
+    echo "ok: SIGTERM: no temporary left"
+else
+    echo "FAIL: SIGTERM left $(ls -a "$W" | grep tmp)"; fails=$((fails + 1))
+fi
+
+# a full disk with several outputs: every temporary is written before any
+# rename, so the failure on --dq leaves the previous O, dQ, dK, dV
+if mount -t tmpfs -o size=150k tmpfs "$W/mnt" 2>/dev/null; then
+    MNT="$W/mnt"
+    F="--out $MNT/o.npy --dq $MNT/dq.npy --dk $MNT/dk.npy --dv $MNT/dv.npy"
+    expect 0 "" -- $M -np 2 "$U" attn --seq 128 --heads 2 --head-dim 16 --backward --repeat 1 $F
+    for f in o dq dk dv; do cp "$MNT/$f.npy" "$W/$f.prev"; done
+    expect 1 "--dq $MNT/dq.npy: cannot write" -- \
+        $M -np 2 "$U" attn --seq 512 --heads 2 --head-dim 16 --backward --repeat 1 $F
+    seen "No space left on device (no output was replaced: --out, --dq, --dk, --dv keep their previous content)"
+    for f in o dq dk dv; do same "$MNT/$f.npy" "$W/$f.prev"; done
+    cases=$((cases + 1))
+    if ls -a "$MNT" | grep -q tmp; then echo "FAIL: temporary left on the full disk"; fails=$((fails + 1)); else
+        echo "ok: no temporary left"; fi
+    umount "$MNT"
+    MNT=""
+else
+    echo "skipped: several outputs on a full disk (cannot mount a tmpfs here)"
 fi
 
 echo "$cases cases, $fails failed"

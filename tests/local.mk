@@ -150,3 +150,10 @@ reliability-table: ulysses$(EXEEXT) ulysses-sim$(EXEEXT) tests/npytool$(EXEEXT)
 	@$(AM_TESTS_ENVIRONMENT) $(SHELL) $(abs_top_srcdir)/tests/reliability_table.sh
 .PHONY: reliability-table
 CLEANFILES += tests/*.valgrind.log sim/tests/*.valgrind.log fuzz/*.valgrind.log sim.valgrind.log
+
+# The output files' helper of both programs (src/base/base_out.c): no MPI, no BLAS.
+check_PROGRAMS += tests/test_base_out
+TESTS += tests/test_base_out
+tests_test_base_out_SOURCES = tests/test_base_out.c
+tests_test_base_out_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_test_base_out_LDADD = src/libulybase.la $(CHECK_LIBS)

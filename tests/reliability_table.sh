@@ -9,6 +9,7 @@
 #   top_builddir=BUILD sh tests/reliability_table.sh
 set -u
 : "${top_builddir:=.}"
+: "${top_srcdir:=.}"
 : "${MPIRUN:=mpirun}"
 U="$top_builddir/ulysses"
 S="$top_builddir/ulysses-sim"
@@ -142,6 +143,13 @@ one "output a directory" -- $U attn --seq 32 --out "$W/dir"
 one "output a FIFO" -- $U attn --seq 32 --out "$W/fifo"
 one "output in a missing directory" -- $U attn --seq 32 --out /nonexistent/dir/o.npy
 one "train --log == --checkpoint" -- $U train --steps 1 --log "$W/same" --checkpoint "$W/same"
+one "--overlap-trace == --q" -- $U attn $Q --overlap on --overlap-trace "$W/q.npy"
+$U train --steps 1 --quiet --checkpoint "$W/ck.bin" >/dev/null 2>&1
+one "train --log == --resume" -- $U train --steps 2 --resume "$W/ck.bin" --log "$W/ck.bin"
+cp "$top_srcdir/sim/presets/platforms/dgx-a100-40g.json" "$W/plat.json" 2>/dev/null
+one "ulysses-sim --trace == --platform" -- $S --platform "$W/plat.json" --method ulysses --trace "$W/plat.json"
+one "ulysses-sim sweep --out == --plot" -- $S sweep --seq 8K --out "$W/p.svg" --plot "$W/p.svg"
+one "ulysses-sim sweep --plot in a missing directory" -- $S sweep --seq 8K:1M --plot /nonexistent/dir/p.svg
 # racing writers: A stopped between its checks and its commit, B writes the path, A continues
 timeout 120 "$U" attn --seq 256 --repeat 300 --out "$W/race.npy" >/dev/null 2>"$W/race_a" &
 pid=$!

@@ -13,6 +13,7 @@
 
 #include "config.h"
 #include "opts.h"
+#include "files.h"
 #include "output.h"
 
 int cmd_sweep(int argc, char **argv);
@@ -54,7 +55,8 @@ static const char usage[] =
     "  --layers N              override the model's layer count\n"
     "  --format F              table | csv | json (default table)\n"
     "  --trace FILE            write a Chrome/Perfetto trace of one iteration\n"
-    "                          (FILE gets a .METHOD suffix when several methods run)\n"
+    "                          (FILE gets a .METHOD suffix when several methods run;\n"
+    "                          written to temporaries, renamed when every method ran)\n"
     "  --max-seq               also find the longest sequence that fits in memory\n"
     "  --engine E              auto | classes | full (default auto): collectives by one\n"
     "                          group per class of alike groups (same numbers), or every\n"
@@ -94,6 +96,8 @@ static const char sweep_usage[] =
     "when it is a terminal.  --plot draws the metric (default iteration time) against\n"
     "the first swept axis with gnuplot, in the format the extension names (svg, png,\n"
     "pdf; others are refused); points that do not fit in memory are marked.\n"
+    "--out and --plot are created (as temporaries) before the sweep and renamed together\n"
+    "once both are complete; neither may be the --platform or --model file or the other.\n"
     "Other options as for ulysses-sim (see ulysses-sim --help).\n";
 
 static const char presets_usage[] =
@@ -225,7 +229,28 @@ static int run(int argc, char **argv)
     }
     usim_platform p;
     usim_model m;
-    load_inputs(&o, &p, &m);
+    uly_in ins[2];
+    load_inputs_files(&o, &p, &m, ins);
+    /* --trace: one file per method when there are several; every trace
+     * checked and created as a temporary before simulating, all renamed at
+     * the end (files.h) */
+    static char tpath[USIM_NMETHOD][1100];
+    uly_out touts[USIM_NMETHOD];
+    memset(touts, 0, sizeof touts);
+    for (int i = 0; o.trace && i < o.nmethods; i++) {
+        if (o.nmethods > 1) {
+            const char *dot = strrchr(o.trace, '.');
+            size_t stem = dot && dot > strrchr(o.trace, '/') ? (size_t)(dot - o.trace) : strlen(o.trace);
+            snprintf(tpath[i], sizeof tpath[i], "%.*s.%s%s", (int)stem, o.trace, usim_method_name(o.methods[i]),
+                     dot && stem < strlen(o.trace) ? dot : ".json");
+        } else {
+            snprintf(tpath[i], sizeof tpath[i], "%s", o.trace);
+        }
+        touts[i].path = tpath[i];
+        touts[i].what = "--trace";
+    }
+    if (o.trace)
+        files_prepare(touts, o.nmethods, ins, 2);
     int gpus = o.ngpus ? (int)o.gpus[0] : 64;
     if (usim_platform_check_gpus(&p, gpus))
         die_usage("%s", usim_last_error());
@@ -251,28 +276,22 @@ static int run(int argc, char **argv)
                 die_usage("%s", usim_last_error());
             }
             snprintf(w->err, sizeof w->err, "%s", usim_last_error());
+            if (touts[i].path) { /* no trace for a method that cannot run: its previous one stays */
+                uly_out_discard(&touts[i], 1);
+                touts[i].path = NULL;
+            }
             continue;
         }
         FILE *tf = NULL;
-        if (o.trace) {
-            char path[1100];
-            if (o.nmethods > 1) {
-                const char *dot = strrchr(o.trace, '.');
-                size_t stem = dot && dot > strrchr(o.trace, '/') ? (size_t)(dot - o.trace) : strlen(o.trace);
-                snprintf(path, sizeof path, "%.*s.%s%s", (int)stem, o.trace, usim_method_name(w->method),
-                         dot && stem < strlen(o.trace) ? dot : ".json");
-            } else {
-                snprintf(path, sizeof path, "%s", o.trace);
-            }
-            tf = fopen(path, "w");
-            if (!tf) {
-                usim_sim_free(sim);
-                die_usage("--trace: cannot write %s", path);
-            }
+        if (touts[i].path && !(tf = files_open(&touts[i]))) {
+            usim_sim_free(sim);
+            return 1;
         }
         int rc = usim_simulate(sim, &m, &j, tf, &w->r);
-        if (tf && fclose(tf) && !rc)
-            rc = USIM_EIO;
+        if (tf && files_ready(&touts[i], tf)) {
+            usim_sim_free(sim);
+            return 1;
+        }
         if (rc) {
             fprintf(stderr, "ulysses-sim: %s: %s\n", usim_method_name(w->method), usim_last_error());
             usim_sim_free(sim);
@@ -292,6 +311,8 @@ static int run(int argc, char **argv)
     usim_sim_free(sim);
     if (nok == 0)   /* no method can run this configuration: report the first reason */
         die_usage("%s", rows[0].err);
+    if (files_commit())
+        return 1;
     switch (o.format) {
     case FMT_CSV:
         out_csv_header(stdout);

@@ -327,12 +327,19 @@ int opts_parse(opts *o, int argc, char **argv, int first, int mode, int *help)
 
 int load_inputs(const opts *o, usim_platform *p, usim_model *m)
 {
-    char path[1024];
-    if (usim_preset_path("platforms", o->platform, path, sizeof path) ||
-        usim_platform_load(path, p))
+    uly_in ins[2];
+    return load_inputs_files(o, p, m, ins);
+}
+
+int load_inputs_files(const opts *o, usim_platform *p, usim_model *m, uly_in ins[2])
+{
+    static char ppath[1024], mpath[1024];
+    if (usim_preset_path("platforms", o->platform, ppath, sizeof ppath) || usim_platform_load(ppath, p))
         die_usage("--platform: %s", usim_last_error());
-    if (usim_preset_path("models", o->model, path, sizeof path) || usim_model_load(path, m))
+    if (usim_preset_path("models", o->model, mpath, sizeof mpath) || usim_model_load(mpath, m))
         die_usage("--model: %s", usim_last_error());
+    ins[0] = (uly_in){ppath, "--platform", NULL};
+    ins[1] = (uly_in){mpath, "--model", NULL};
     return 0;
 }
 

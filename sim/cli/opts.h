@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include "usim.h"
 #include "base/base.h"
+#include "base/base_out.h"
 
 enum { EXIT_BADINPUT = ULY_EXIT_BADINPUT };
 enum { FMT_TABLE = 0, FMT_CSV, FMT_JSON };
@@ -64,6 +65,9 @@ int parse_list(const char *s, int64_t *out, int max, int *n);
 
 /* Load platform/model (preset name or file) with one-line errors. */
 int load_inputs(const opts *o, usim_platform *p, usim_model *m);
+/* The same, and the files read (for the outputs' checks, base_out.h):
+ * ins[0] --platform, ins[1] --model. */
+int load_inputs_files(const opts *o, usim_platform *p, usim_model *m, uly_in ins[2]);
 /* Apply --micro-batch/--global-batch/--layers and the sequence to a model. */
 int apply_model_overrides(const opts *o, usim_model *m, int64_t seq);
 usim_job make_job(const opts *o, usim_method m, int gpus);

@@ -4,9 +4,11 @@
  * methods, one CSV row each; progress bar on a terminal; optional plot
  * through gnuplot in the format the file's extension names (svg, png, pdf).
  *
- * gnuplot never sees the plot's file name: the file is opened here and
+ * gnuplot never sees the plot's file name: the plot's temporary (files.h)
  * becomes gnuplot's standard output (`set output` without a name); every
- * other string in the script (titles from preset names) is escaped.
+ * other string in the script (titles from preset names) is escaped.  Both
+ * outputs are checked and created before the sweep starts and renamed
+ * together once the CSV and the plot are complete.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -22,6 +24,7 @@
 #include "config.h"
 #include "base/base.h"
 #include "opts.h"
+#include "files.h"
 #include "output.h"
 
 int cmd_sweep(int argc, char **argv);
@@ -89,37 +92,32 @@ static void tick_label(int64_t v, char *buf, size_t n)
         snprintf(buf, n, "%lld", (long long)v);
 }
 
-static int plot(const char *file, const char *title, const point *pts, int n, int ax, int metric)
+/* Draw into fd, the plot's temporary (file names the format). */
+static int plot(const char *file, int fd, const char *title, const point *pts, int n, int ax, int metric)
 {
     const char *term = plot_terminal(file);
 #ifndef GNUPLOT_PATH
     (void)term;
+    (void)fd;
     (void)title;
     (void)pts;
     (void)n;
     (void)ax;
     (void)metric;
     fprintf(stderr, "ulysses-sim: --plot %s: gnuplot was not found when ulysses-sim was configured; "
-                    "install gnuplot and re-run configure (the CSV was written)\n", file);
+                    "install gnuplot and re-run configure\n", file);
     return 1;
 #else
     static const char *const ylabel[] = {"iteration time [s]", "throughput, Megatron formula [TFLOP/s/GPU]",
                                          "exposed communication [s]", "memory per GPU [GiB]"};
-    int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-    if (fd < 0) {
-        fprintf(stderr, "ulysses-sim: --plot: cannot write %s: %s\n", file, strerror(errno));
-        return 1;
-    }
     int pfd[2];
     if (pipe(pfd) != 0) {
-        close(fd);
         fprintf(stderr, "ulysses-sim: --plot: pipe: %s\n", strerror(errno));
         return 1;
     }
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
-        close(fd);
         close(pfd[0]);
         close(pfd[1]);
         fprintf(stderr, "ulysses-sim: --plot: fork: %s\n", strerror(errno));
@@ -131,12 +129,10 @@ static int plot(const char *file, const char *title, const point *pts, int n, in
         dup2(fd, 1);
         close(pfd[0]);
         close(pfd[1]);
-        close(fd);
         execl(GNUPLOT_PATH, "gnuplot", (char *)NULL);
         _exit(127);
     }
     close(pfd[0]);
-    close(fd);
     FILE *g = fdopen(pfd[1], "w");
     if (!g) {
         close(pfd[1]);
@@ -281,11 +277,17 @@ int cmd_sweep(int argc, char **argv)
         die_usage("sweep: output is CSV");
     if (o.plot && !plot_terminal(o.plot))
         die_usage("--plot %s: the extension must name the format: .svg, .png or .pdf", o.plot);
+#ifndef GNUPLOT_PATH
+    if (o.plot)
+        die_usage("--plot %s: gnuplot was not found when ulysses-sim was configured; install gnuplot and re-run "
+                  "configure", o.plot);
+#endif
     if (o.seq_per_gpu && o.nseqs)
         die_usage("sweep: --seq and --seq-per-gpu are exclusive (weak scaling sets the sequence)");
     usim_platform p;
     usim_model base;
-    load_inputs(&o, &p, &base);
+    uly_in ins[2];
+    load_inputs_files(&o, &p, &base, ins);
     if (o.ngpus == 0) {
         o.gpus[0] = 64;
         o.ngpus = 1;
@@ -303,16 +305,24 @@ int cmd_sweep(int argc, char **argv)
     for (int i = 0; i < o.ngpus; i++)
         if (usim_platform_check_gpus(&p, (int)o.gpus[i]))
             die_usage("%s", usim_last_error());
+    /* the outputs, checked and created before the sweep (files.h) */
+    enum { F_OUT, F_PLOT, NF };
+    uly_out files[NF];
+    memset(files, 0, sizeof files);
+    files[F_OUT] = (uly_out){.path = o.out, .what = "--out"};
+    files[F_PLOT] = (uly_out){.path = o.plot, .what = "--plot"};
+    if (o.out || o.plot)
+        files_prepare(files, NF, ins, 2);
     FILE *out = stdout;
-    if (o.out && !(out = fopen(o.out, "w")))
-        die_usage("--out: cannot write %s", o.out);
+    if (o.out && !(out = files_open(&files[F_OUT])))
+        return 1;
     int total = o.ngpus * o.nseqs * nsp * ntp * npp * o.nmethods, done = 0;
     /* a bar on the terminal, unless the CSV rows are going to that terminal too */
     int bar = !o.no_progress && isatty(2) && (o.out || !isatty(1));
     point *pts = calloc((size_t)total, sizeof *pts);
     if (!pts) {
         fprintf(stderr, "ulysses-sim: out of memory\n");
-        return 1;
+        goto fail;
     }
     out_csv_header(out);
     int failures = 0;
@@ -321,7 +331,7 @@ int cmd_sweep(int argc, char **argv)
         usim_sim *sim = usim_sim_new(&p, gpus);
         if (!sim) {
             fprintf(stderr, "ulysses-sim: %s\n", usim_last_error());
-            return 1;
+            goto fail;
         }
         usim_sim_set_engine(sim, o.engine);
         for (int si = 0; si < o.nseqs; si++) {
@@ -346,7 +356,8 @@ int cmd_sweep(int argc, char **argv)
                             } else {
                                 if (rc != USIM_EINVAL) {
                                     fprintf(stderr, "ulysses-sim: %s\n", usim_last_error());
-                                    return 1;
+                                    usim_sim_free(sim);
+                                    goto fail;
                                 }
                                 snprintf(w.err, sizeof w.err, "%s", usim_last_error());
                                 failures++;
@@ -361,9 +372,12 @@ int cmd_sweep(int argc, char **argv)
         }
         usim_sim_free(sim);
     }
-    if (out != stdout ? fclose(out) != 0 : fflush(out) != 0) {
-        fprintf(stderr, "ulysses-sim: error writing the CSV\n");
-        return 1;
+    FILE *csv = out;
+    out = stdout; /* closed by files_ready */
+    if (csv != stdout ? files_ready(&files[F_OUT], csv) != 0 : fflush(csv) != 0) {
+        if (csv == stdout)
+            fprintf(stderr, "ulysses-sim: error writing the CSV\n");
+        goto fail;
     }
     if (failures)
         fprintf(stderr, "ulysses-sim: %d of %d configurations could not run (see the error column)\n",
@@ -389,8 +403,17 @@ int cmd_sweep(int argc, char **argv)
         } else {
             snprintf(title, sizeof title, "%s on %s: %s", base.name, p.name, methods);
         }
-        rc = plot(o.plot, title, pts, total, ax, o.plot_metric);
+        rc = plot(o.plot, files[F_PLOT].fd, title, pts, total, ax, o.plot_metric);
+        if (!rc)
+            rc = files_ready(&files[F_PLOT], NULL);
     }
     free(pts);
+    if (!rc)
+        rc = files_commit();
     return rc;
+fail: /* the outputs' temporaries are removed at exit (files.h) */
+    if (out != stdout)
+        fclose(out);
+    free(pts);
+    return 1;
 }

@@ -12,7 +12,8 @@
  *                            uly_fput_quoted (CSV and gnuplot strings)
  *
  * JSON output through jansson is in base_json.h (it needs jansson; this
- * does not).  Not installed; nothing here is public API.  Functions are
+ * does not); output files (no output is an input, all committed together)
+ * are in base_out.h.  Not installed; nothing here is public API.  Functions are
  * uly_-prefixed and hidden from the shared library.
  */
 #ifndef ULY_BASE_H

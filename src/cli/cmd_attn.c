@@ -17,8 +17,9 @@
  *   warm-up -> resolve (rank 0 reads the .npy headers) -> plan (shapes,
  *   memory preflight, output files prepared) -> allocate -> create the
  *   distributed context -> load (rank 0 streams the inputs and scatters the
- *   shards) -> run -> finite results -> measure -> gather -> check -> write
- *   -> report -> verdict.
+ *   shards) -> run -> finite results -> measure -> trace -> gather -> check -> write
+ *   (every output into its temporary, then all renamed together) -> report
+ *   -> verdict.
  */
 #include <errno.h>
 #include <float.h>
@@ -26,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 #include <mpi.h>
@@ -108,7 +110,8 @@ int doc_lens_offsets(const char *s, int64_t B, int64_t N, int64_t **off, int64_t
 
 enum { T_Q, T_K, T_V, T_DO, NIN };               /* inputs */
 enum { R_O, R_LSE, R_DQ, R_DK, R_DV, NRES };     /* results */
-enum { W_O, W_DQ, W_DK, W_DV, NOUT };            /* output files */
+enum { W_O, W_DQ, W_DK, W_DV, NOUT };            /* output tensors */
+enum { W_TRACE = NOUT, NFILE };                  /* output files: the tensors and --overlap-trace */
 static const char *const in_name[NIN] = {"--q", "--k", "--v", "--dout"};
 static const char *const res_name[NRES] = {"O", "LSE", "dQ", "dK", "dV"};
 
@@ -265,7 +268,7 @@ typedef struct attn_job {
     void *full[NRES];               /* rank 0: gathered results */
     void *lstage;                   /* rank 0: one rank's LSE on its way */
     double inmax[NIN];              /* max |x| over all ranks */
-    drv_out out[NOUT];
+    drv_out out[NFILE];             /* rank 0: every output, committed together */
     uly_dist_opts dopt;
     uly_sp *S;
     uly_dist *D;                    /* ulysses: the Ulysses context inside S (--overlap) */
@@ -273,7 +276,6 @@ typedef struct attn_job {
     int ovl_pair;                   /* --overlap ran chunked: each repetition also ran without */
     int chunks;                     /* head chunks per rank of the overlapped path */
     double *otimes;                 /* (repeat, NOV) this rank: the accounts */
-    FILE *trace;                    /* rank 0 with --overlap-trace: the file */
     uly_ovl_event *ev;              /* --overlap-trace: this rank's events, */
     int64_t *ev_rep;                /* the repetition of each, */
     size_t nev, cap_ev;             /* how many (stored), room for how many */
@@ -310,13 +312,11 @@ static void job_free(attn_job *J)
         drv_free(J->res[i]);
         drv_free(J->full[i]);
     }
-    drv_out_discard(J->out, NOUT);
+    drv_out_discard(J->out, NFILE);
     drv_free(J->times);
     drv_free(J->otimes);
     drv_free(J->ev);
     drv_free(J->ev_rep);
-    if (J->trace)
-        fclose(J->trace);
     drv_free(J->lstage);
     drv_free(J->docs);
     uly_sp_free(J->S); /* J->D is its Ulysses context, not ours */
@@ -649,15 +649,18 @@ static int attn_plan(attn_job *J, drv *d)
     if (drv_preflight(d, need, why, J->c.force))
         return d->code;
     if (d->rank == 0) {
-        static const char *const what[NOUT] = {"--out", "--dq", "--dk", "--dv"};
-        for (int i = 0; i < NOUT; i++) {
-            J->out[i].path = J->c.fout[i];
+        /* every output against every input and each other, before any computing */
+        static const char *const what[NFILE] = {"--out", "--dq", "--dk", "--dv", "--overlap-trace"};
+        for (int i = 0; i < NFILE; i++) {
+            J->out[i].path = i == W_TRACE ? J->c.trace : J->c.fout[i];
             J->out[i].what = what[i];
         }
-        return drv_out_prepare(d, J->out, NOUT, J->c.fin, NIN);
+        drv_in ins[NIN + 1];
+        for (int i = 0; i < NIN; i++)
+            ins[i] = (drv_in){J->c.fin[i], in_name[i], NULL};
+        ins[NIN] = (drv_in){J->c.docs, "--docs", NULL};
+        return drv_out_prepare(d, J->out, NFILE, ins, NIN + 1);
     }
-    for (int i = 0; i < NOUT; i++)
-        J->out[i].fd = -1;
     return 0;
 }
 
@@ -684,8 +687,6 @@ static int attn_alloc(attn_job *J, drv *d)
         J->ev = drv_alloc_n(d, J->cap_ev, sizeof *J->ev, "the overlap trace");
         if (J->ev)
             J->ev_rep = drv_alloc_n(d, J->cap_ev, sizeof *J->ev_rep, "the overlap trace");
-        if (J->ev_rep && d->rank == 0 && !(J->trace = fopen(c->trace, "w")))
-            drv_fail(d, DRV_RUNTIME, "--overlap-trace %s: %s", c->trace, strerror(errno));
     }
     if (d->rank == 0 && need_full(J)) {
         const size_t fn[NRES] = {J->NQ, J->NL, J->NQ, J->NKV, J->NKV};
@@ -1087,7 +1088,15 @@ static int attn_trace(attn_job *J, drv *d)
                                "MPI_Gatherv (trace)"))
         goto out;
     if (d->rank == 0) {
-        FILE *f = J->trace;
+        drv_out *o = &J->out[W_TRACE];
+        int fd = dup(o->fd);
+        FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+        if (!f) {
+            if (fd >= 0)
+                close(fd);
+            drv_fail(d, DRV_RUNTIME, "--overlap-trace %s: %s", o->path, strerror(errno));
+            goto out;
+        }
         fprintf(f, "rank,rep,phase,chunk,event,tensor,peer,arrived,start_ms,wall_ms,cpu_ms\n");
         for (int r = 0; r < d->size; r++)
             for (int i = 0; i < cnt[r]; i += NEV) {
@@ -1098,9 +1107,17 @@ static int attn_trace(attn_job *J, drv *d)
                         which >= 0 ? uly_vol_name(which) : "", (int)x[EV_PEER], (int)x[EV_READY], 1e3 * x[EV_START],
                         1e3 * x[EV_WALL], 1e3 * x[EV_CPU]);
             }
-        if (fclose(J->trace) != 0)
-            drv_fail(d, DRV_RUNTIME, "--overlap-trace %s: %s", J->c.trace, strerror(errno));
-        J->trace = NULL;
+        errno = 0;
+        int bad = fflush(f) != 0 || ferror(f);
+        int e = errno;
+        bad |= fclose(f) != 0;
+        if (bad) {
+            char note[512];
+            drv_fail(d, DRV_RUNTIME, "--overlap-trace %s: cannot write: %s%s", o->path,
+                     strerror(e ? e : errno ? errno : EIO), uly_out_note(o, note, sizeof note));
+        } else {
+            drv_out_ready(d, o);
+        }
     }
 out:
     drv_free(mine);
@@ -1482,6 +1499,9 @@ static int attn_check(attn_job *J, drv *d)
 
 /* ------------------------------------------------------------------ write */
 
+/* Rank 0: every tensor written and fsync'ed into its temporary (a full disk
+ * fails here, before anything is replaced), then every output (the trace
+ * included) renamed into place together. */
 static int attn_write(attn_job *J, drv *d)
 {
     if (d->rank != 0)
@@ -1495,6 +1515,8 @@ static int attn_write(attn_job *J, drv *d)
         int64_t shape[4] = {a->batch, a->seq, Hx, a->head_dim};
         drv_out_npy(d, &J->out[i], a->dtype, 4, shape, J->full[res_of[i]]);
     }
+    if (!d->code)
+        drv_out_commit(d, J->out, NFILE);
     return d->code;
 }
 
@@ -1796,7 +1818,7 @@ int cmd_attn(int argc, char **argv)
         return DRV_RUNTIME;
     attn_job J;
     memset(&J, 0, sizeof J);
-    drv_out_init(J.out, NOUT);
+    drv_out_init(J.out, NFILE);
     int code = attn_main(&J, &d, argc, argv);
     job_free(&J);
     return drv_close(&d, code);

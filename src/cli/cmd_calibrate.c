@@ -733,7 +733,7 @@ static int write_platform(cal *c, drv_out *o, const char *out, const char *name,
     int werr = ferror(f);
     if (fclose(f) != 0 || werr)
         return drv_fail(c->d, DRV_RUNTIME, "--out %s: cannot write: %s", out, strerror(errno));
-    int rc = drv_out_commit(c->d, o);
+    int rc = drv_out_ready(c->d, o) || drv_out_commit(c->d, o, 1) ? c->d->code : 0;
     if (rc)
         return rc;
     printf("calibrated %d rank(s) on %d node(s) in %.1f s (load average %.2f before, %.2f after; %ld CPUs)\n",

@@ -19,6 +19,7 @@
 
 #include "args.h"
 #include "cli.h"
+#include "base/base_out.h"
 #include "explain.h"
 
 #include <unistd.h>
@@ -1211,22 +1212,24 @@ int cmd_explain(int argc, char **argv)
             fprintf(stderr, "ulysses explain: --svg %s: the file name must end in .svg, .png or .pdf\n", svg);
             return EXIT_BADINPUT;
         }
-        /* the directory must exist and be writable */
-        char dir[4096];
-        const char *slash = strrchr(svg, '/');
-        if (slash)
-            snprintf(dir, sizeof dir, "%.*s", (int)(slash - svg) + (slash == svg), svg);
-        else
-            snprintf(dir, sizeof dir, ".");
-        if (access(dir, W_OK) != 0) {
-            fprintf(stderr, "ulysses explain: --svg %s: directory %s: %s\n", svg, dir, strerror(errno));
-            return EXIT_BADINPUT;
-        }
         if (!xp_draw_available()) {
             fprintf(stderr, "ulysses explain: --svg: this build has no drawing support (configure found no "
                             "cairo; Debian: apt-get install libcairo2-dev, then reconfigure)\n");
             return EXIT_BADINPUT;
         }
+    }
+    /* the output's checks and its temporary (base_out.h), before computing */
+    uly_out out = {.path = svg, .what = "--svg"};
+    uly_out_init(&out, 1);
+    if (svg) {
+        int orc = uly_out_prepare(&out, 1, NULL, 0);
+        if (orc) {
+            fprintf(stderr, "ulysses explain: %s\n", uly_base_last_error());
+            return orc;
+        }
+        if (out.stale)
+            fprintf(stderr, "ulysses explain: note: --svg %s: removed %d temporary file%s left by an interrupted "
+                    "run\n", svg, out.stale, out.stale > 1 ? "s" : "");
     }
     xp_fig fig;
     memset(&fig, 0, sizeof fig);
@@ -1243,12 +1246,17 @@ int cmd_explain(int argc, char **argv)
     }
     if (!rc && svg) {
         char err[512];
-        rc = xp_draw(&fig, svg, err, sizeof err);
+        rc = xp_draw(&fig, svg, out.tmp, err, sizeof err);
+        if (!rc && (uly_out_ready(&out) || uly_out_commit(&out, 1))) {
+            snprintf(err, sizeof err, "%s", uly_base_last_error());
+            rc = ULY_EXIT_RUNTIME;
+        }
         if (rc)
             fprintf(stderr, "ulysses explain: %s\n", err);
         else
             printf("\nfigure written to %s\n", svg);
     }
+    uly_out_discard(&out, 1);
     xp_fig_free(&fig);
     return rc;
 }

@@ -203,6 +203,11 @@ static int gather_tokens(drv *d, const struct train_cfg *c, const void *mine, in
     return rc ? d->code : 0;
 }
 
+/* The run's inputs (--data, --resume), which no output may be: set by
+ * train_outputs, read by dump_npy (rank 0). */
+enum { I_DATA, I_RESUME, NIN };
+static drv_in train_ins[NIN];
+
 /* One dump file, written atomically (rank 0). */
 static int dump_npy(drv *d, const char *dir, const char *name, uly_dtype t, int nd, const int64_t *shape,
                     const void *x)
@@ -210,8 +215,9 @@ static int dump_npy(drv *d, const char *dir, const char *name, uly_dtype t, int 
     char path[4096];
     if (snprintf(path, sizeof path, "%s/%s.npy", dir, name) >= (int)sizeof path)
         return drv_fail(d, DRV_BADINPUT, "--dump %s: path too long", dir);
-    drv_out o = {path, "--dump", NULL, -1, 0, 0, 0, 0, 0};
-    if (drv_out_prepare(d, &o, 1, NULL, 0) || drv_out_npy(d, &o, t, nd, shape, x)) {
+    drv_out o = {.path = path, .what = "--dump"};
+    if (drv_out_prepare(d, &o, 1, train_ins, NIN) || drv_out_npy(d, &o, t, nd, shape, x) ||
+        drv_out_commit(d, &o, 1)) {
         drv_out_discard(&o, 1);
         return d->code;
     }
@@ -395,9 +401,11 @@ static int plot_losses(drv *d, drv_out *o, const double *loss, const int64_t *st
         fprintf(g, "%lld %.9g\n", (long long)step[i], loss[i]);
     fprintf(g, "e\nset output\n");
     int st = pclose(g);
+    char note[512];
     if (st != 0)
-        return drv_fail(d, DRV_RUNTIME, "--plot %s: gnuplot failed (status %d)", o->path, st);
-    return drv_out_commit(d, o);
+        return drv_fail(d, DRV_RUNTIME, "--plot %s: gnuplot failed (status %d)%s", o->path, st,
+                        uly_out_note(o, note, sizeof note));
+    return drv_out_ready(d, o);
 #endif
 }
 
@@ -601,9 +609,11 @@ static int train_outputs(train_job *J, drv *d)
     const struct train_cfg *c = &J->c;
     if (d->rank != 0)
         return 0;
-    /* the --resume file may be the --checkpoint: it is read whole first and replaced atomically */
-    const char *inputs[1] = {c->text ? c->data : NULL};
-    if (drv_out_prepare(d, J->out, NOUT, inputs, 1))
+    /* no output may be an input, except that the --checkpoint may be the
+     * --resume file: it is read whole first and replaced atomically */
+    train_ins[I_DATA] = (drv_in){c->text ? c->data : NULL, "--data", NULL};
+    train_ins[I_RESUME] = (drv_in){c->resume, "--resume", "--checkpoint"};
+    if (drv_out_prepare(d, J->out, NOUT, train_ins, NIN))
         return d->code;
     if (c->dump) {
         struct stat st;
@@ -709,8 +719,8 @@ static int train_run(train_job *J, drv *d)
     return 0;
 }
 
-/* Rank 0: commit the log (the steps done so far). */
-static int commit_log(train_job *J, drv *d)
+/* Rank 0: finish the log (the steps done so far): flushed, closed, fsync'ed. */
+static int finish_log(train_job *J, drv *d)
 {
     if (!J->logf)
         return 0;
@@ -719,18 +729,23 @@ static int commit_log(train_job *J, drv *d)
     int e = errno;
     bad |= fclose(J->logf) != 0;
     J->logf = NULL;
-    if (bad)
-        return drv_fail(d, DRV_RUNTIME, "--log %s: cannot write: %s", J->c.log, strerror(e ? e : errno));
-    return drv_out_commit(d, &J->out[O_LOG]);
+    if (bad) {
+        char note[512];
+        return drv_fail(d, DRV_RUNTIME, "--log %s: cannot write: %s%s", J->c.log, strerror(e ? e : errno),
+                        uly_out_note(&J->out[O_LOG], note, sizeof note));
+    }
+    return drv_out_ready(d, &J->out[O_LOG]);
 }
 
-/* Rank 0: commit the log, the checkpoint and the plot. */
+/* Rank 0: the log, the checkpoint and the plot written into their
+ * temporaries (a full disk fails here, before anything is replaced), then
+ * renamed into place together. */
 static int train_write(train_job *J, drv *d)
 {
     const struct train_cfg *c = &J->c;
     if (d->rank != 0)
         return 0;
-    if (commit_log(J, d))
+    if (finish_log(J, d))
         return d->code;
     if (c->checkpoint) {
         size_t len = uly_train_checkpoint_size(J->T);
@@ -738,20 +753,27 @@ static int train_write(train_job *J, drv *d)
         if (!img)
             return d->code;
         int e = 0;
+        char note[512];
         if (uly_train_checkpoint_write(J->T, img, len))
             drv_fail(d, DRV_RUNTIME, "--checkpoint %s: %s", c->checkpoint, uly_last_error());
         else if ((e = write_all(J->out[O_CKPT].fd, img, len)))
-            drv_fail(d, DRV_RUNTIME, "--checkpoint %s: cannot write: %s", c->checkpoint, strerror(e));
+            drv_fail(d, DRV_RUNTIME, "--checkpoint %s: cannot write: %s%s", c->checkpoint, strerror(e),
+                     uly_out_note(&J->out[O_CKPT], note, sizeof note));
         else
-            drv_out_commit(d, &J->out[O_CKPT]);
+            drv_out_ready(d, &J->out[O_CKPT]);
         drv_free(img);
         if (d->code)
             return d->code;
     }
     const int64_t nsteps = c->steps - (J->stepno ? J->stepno[0] - 1 : c->steps);
-    if (c->plot && nsteps > 0 && J->stepno)
-        return plot_losses(d, &J->out[O_PLOT], J->losses, J->stepno, nsteps);
-    return 0;
+    if (c->plot && nsteps > 0 && J->stepno) {
+        if (plot_losses(d, &J->out[O_PLOT], J->losses, J->stepno, nsteps))
+            return d->code;
+    } else if (c->plot) { /* no step ran: nothing to draw, the previous plot stays */
+        drv_out_discard(&J->out[O_PLOT], 1);
+        J->out[O_PLOT].path = NULL;
+    }
+    return drv_out_commit(d, J->out, NOUT);
 }
 
 static int train_main(train_job *J, drv *d, int argc, char **argv)
@@ -776,7 +798,6 @@ static int train_main(train_job *J, drv *d, int argc, char **argv)
     for (int i = 0; i < NOUT; i++) {
         J->out[i].path = path[i];
         J->out[i].what = what[i];
-        J->out[i].fd = -1;
     }
 #define STEP(call) DRV_STEP(d, call)
     STEP(drv_blas_warmup(d, (int)c->threads));
@@ -812,7 +833,7 @@ static int train_main(train_job *J, drv *d, int argc, char **argv)
         if (d->rank == 0 && J->logf) { /* keep the steps done; the failure itself was reported */
             drv d0 = *d;
             d0.code = 0;
-            if (commit_log(J, &d0) == 0)
+            if (finish_log(J, &d0) == 0 && drv_out_commit(&d0, &J->out[O_LOG], 1) == 0)
                 fprintf(stderr, "%s: --log %s: the steps done before the failure are kept\n", d->cmd, c->log);
             else
                 fprintf(stderr, "%s: %s\n", d->cmd, d0.msg);

@@ -12,8 +12,9 @@
  *   - drv_sync: agreement on a status (after each step that can fail on one
  *     rank), so that every rank stops together with the same exit status and
  *     the message of the lowest failing rank is printed once (by rank 0);
- *   - atomic output files (outfile.c) and the memory preflight and OpenBLAS
- *     warm-up (preflight.c).
+ *   - output files (outfile.c, over src/base/base_out.c, the rule both
+ *     programs share) and the memory preflight and OpenBLAS warm-up
+ *     (preflight.c).
  *
  * Exit statuses, identical on every rank: 0 success, 1 run-time failure
  * (I/O, memory, MPI, non-finite results, a failed --check), 2 bad input or
@@ -31,6 +32,7 @@
 
 #include "agree_table.h"
 #include "base/base.h"
+#include "base/base_out.h"
 #include "ulysses.h"
 
 #if defined(__GNUC__)
@@ -124,37 +126,29 @@ int drv_agree(drv *d, int parse, const drv_field *f, int n);
 /* ---------------------------------------------------- atomic output files */
 
 /*
- * An output file is written to a temporary file in its own directory (which
- * is created, and so checked writable, before any computing), flushed,
- * fsync'ed and renamed over the destination; the directory is then
- * fsync'ed.  A failure at any point leaves the previous file untouched.
- * Another process that replaced or created the destination meanwhile is
- * detected: the commit then fails (exit 1) instead of overwriting it.
+ * The output files of a subcommand: src/base/base_out.h (one rule for both
+ * programs: an output is never an input or another output; all outputs are
+ * temporaries written and fsync'ed first and renamed together at the end; a
+ * killed run's temporaries are removed by the next run).  These wrap it for
+ * the MPI driver: failures are recorded in d (drv_fail) with the exit status
+ * base_out chose, and rank 0 prints a note for each stale temporary removed.
+ * Only rank 0 prepares, writes and commits; the caller agrees on the status
+ * (drv_sync) after each step.
  */
-typedef struct drv_out {
-    const char *path;     /* destination */
-    const char *what;     /* option name for messages ("--out") */
-    char *tmp;            /* temporary file, NULL when none */
-    int fd;               /* open on tmp, -1 when none */
-    int existed;          /* the destination existed when it was prepared */
-    uint64_t dev, ino;    /* its identity then */
-    int64_t mtime_ns, size;
-} drv_out;
+typedef uly_out drv_out;
+typedef uly_in drv_in;
 
-/* Local checks before computing (no collective): outputs must be distinct
- * files (by resolved directory and name, and by identity when they exist),
- * none may be one of the inputs, none may be a directory or a special file.
- * Then each temporary file is created.  Exit status 2 for a refused path,
- * 1 when a temporary cannot be created (with the path and errno's text).
- * outs[i].path NULL entries are skipped. */
-int drv_out_prepare(drv *d, drv_out *outs, int n, const char *const *inputs, int ninputs);
-/* Write the whole content through the library's .npy writer, then commit
- * (fsync, rename, fsync of the directory).  Exit status 1 on failure. */
+/* Before computing: the checks, then the temporaries (base_out.h). */
+int drv_out_prepare(drv *d, drv_out *outs, int n, const drv_in *ins, int nin);
+/* Write the whole content of o through the library's .npy writer and fsync
+ * it (no rename yet: drv_out_commit).  Exit status 1 on failure. */
 int drv_out_npy(drv *d, drv_out *o, uly_dtype t, int ndim, const int64_t *shape, const void *data);
-/* Commit an output whose content the caller wrote through o->fd (e.g. a
- * FILE from fdopen(dup(o->fd)), flushed and closed first): fsync, rename,
- * fsync of the directory.  Exit status 1 on failure. */
-int drv_out_commit(drv *d, drv_out *o);
+/* The caller wrote o's content (through a FILE from fdopen(dup(o->fd)),
+ * flushed and closed, or through o->tmp by name): fsync it. */
+int drv_out_ready(drv *d, drv_out *o);
+/* Rename every prepared output of outs[0..n) into place (each ready).
+ * Exit status 1 on failure, naming what was and was not committed. */
+int drv_out_commit(drv *d, drv_out *outs, int n);
 /* Remove the temporary file of every output not committed. */
 void drv_out_discard(drv_out *outs, int n);
 /* Mark outputs as holding nothing yet (so that drv_out_discard is safe). */

@@ -62,9 +62,10 @@ typedef struct xp_fig {
 
 void xp_fig_free(xp_fig *f);
 
-/* Render f to path (.svg, .png or .pdf by extension).  0 on success; else a
- * message in err and 2 (bad path or extension) or 1 (drawing failed). */
-int xp_draw(const xp_fig *f, const char *path, char *err, size_t errlen);
+/* Render f into the file `file` in the format of path's extension (.svg,
+ * .png or .pdf; file is path's temporary, base_out.h).  0 on success; else a
+ * message naming path in err and 2 (bad extension) or 1 (drawing failed). */
+int xp_draw(const xp_fig *f, const char *path, const char *file, char *err, size_t errlen);
 
 /* Whether xp_draw is available in this build (cairo found by configure). */
 int xp_draw_available(void);

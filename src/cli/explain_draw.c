@@ -19,9 +19,10 @@
 
 int xp_draw_available(void) { return 0; }
 
-int xp_draw(const xp_fig *f, const char *path, char *err, size_t errlen)
+int xp_draw(const xp_fig *f, const char *path, const char *file, char *err, size_t errlen)
 {
     (void)f;
+    (void)file;
     snprintf(err, errlen, "%s: this build has no drawing support (no cairo)", path);
     return 2;
 }
@@ -328,7 +329,7 @@ static void fig_size(const xp_fig *f, double bh, double *W, double *H)
     *H = ceil(h);
 }
 
-int xp_draw(const xp_fig *f, const char *path, char *err, size_t errlen)
+int xp_draw(const xp_fig *f, const char *path, const char *file, char *err, size_t errlen)
 {
     const char *dot = strrchr(path, '.');
     int kind = !dot ? -1 : !strcmp(dot, ".svg") ? 0 : !strcmp(dot, ".png") ? 1 : !strcmp(dot, ".pdf") ? 2 : -1;
@@ -340,9 +341,9 @@ int xp_draw(const xp_fig *f, const char *path, char *err, size_t errlen)
     fig_size(f, bh, &W, &H);
     cairo_surface_t *s;
     if (kind == 0) {
-        s = cairo_svg_surface_create(path, W, H);
+        s = cairo_svg_surface_create(file, W, H);
     } else if (kind == 2) {
-        s = cairo_pdf_surface_create(path, W, H);
+        s = cairo_pdf_surface_create(file, W, H);
         /* reproducible output: no creation date */
         if (cairo_surface_status(s) == CAIRO_STATUS_SUCCESS)
             cairo_pdf_surface_set_metadata(s, CAIRO_PDF_METADATA_CREATOR, "ulysses explain");
@@ -362,7 +363,7 @@ int xp_draw(const xp_fig *f, const char *path, char *err, size_t errlen)
     cairo_status_t st = cairo_status(cr);
     cairo_destroy(cr);
     if (st == CAIRO_STATUS_SUCCESS && kind == 1)
-        st = cairo_surface_write_to_png(s, path);
+        st = cairo_surface_write_to_png(s, file);
     cairo_surface_finish(s);
     if (st == CAIRO_STATUS_SUCCESS)
         st = cairo_surface_status(s);
