@@ -14,7 +14,7 @@ const char *usim_strerror(int status)
 {
     static const char *const text[USIM_NSTATUS] = {
         "success", "invalid argument", "out of memory", "input/output error",
-        "malformed input", "not found"};
+        "malformed input", "not found", "over the work budget"};
     if (status < 0 || status >= USIM_NSTATUS)
         return "unknown error";
     return text[status];
