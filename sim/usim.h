@@ -46,6 +46,10 @@ const char *usim_last_error(void);
 /* ------------------------------------------------------------------ engine */
 
 typedef int64_t usim_time;                  /* picoseconds */
+/* The largest duration the engine represents (about 46 days): a computed
+ * transfer time at or above it is saturated to it, and every command refuses
+ * a result that reaches it instead of printing it. */
+#define USIM_TIME_LIMIT_PS 4000000000000000000LL
 #define USIM_PS_PER_S 1000000000000LL
 #define USIM_PS_PER_US 1000000LL
 

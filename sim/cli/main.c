@@ -94,6 +94,10 @@ static const char sweep_usage[] =
     "when it is a terminal.  --plot draws the metric (default iteration time) against\n"
     "the first swept axis with gnuplot, in the format the extension names (svg, png,\n"
     "pdf; others are refused); points that do not fit in memory are marked.\n"
+    "Limits: --gpus and --seq lists of at most 4096 values, --sp/--tp/--pp of at most 64,\n"
+    "and at most 100000 configurations in all (the product of the list lengths and the\n"
+    "methods; more is refused before anything runs).  Exit 2 when no configuration\n"
+    "could run (each row's reason is in its error column).\n"
     "Other options as for ulysses-sim (see ulysses-sim --help).\n";
 
 static const char presets_usage[] =
@@ -144,31 +148,36 @@ static int list_kind(const char *kind, const char *name_only)
                 size_t n;
                 fprintf(stderr, "ulysses-sim: preset file %s\n", path);
                 while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-                    fwrite(buf, 1, n, stdout);
+                    if (fwrite(buf, 1, n, stdout) != n)
+                        break;
                 fclose(f);
                 return 1;
             }
             found++;
             if (strcmp(kind, "platforms") == 0) {
                 usim_platform p;
+                char nm[OUT_SAFE];
+                out_safe(names[i], nm);   /* a file name: escaped like any text from files */
                 if (usim_platform_load(path, &p)) {
-                    printf("  %-16s (invalid: %s)\n", names[i], usim_last_error());
+                    printf("  %-16s (invalid: %s)\n", nm, usim_last_error());
                     continue;
                 }
                 printf("  %-16s %d GPUs/node, %.0f TFLOP/s bf16, %.0f GiB HBM, intra-node %.0f GB/s/dir, "
                        "NIC %.0f GB/s/dir (effective)%s\n",
-                       names[i], p.gpus_per_node, p.peak_flops[USIM_BF16] / 1e12,
+                       nm, p.gpus_per_node, p.peak_flops[USIM_BF16] / 1e12,
                        p.hbm_bytes / 1073741824.0, p.nvl_Bps / 1e9, p.nic_Bps / 1e9,
                        p.max_nodes == 1 ? ", single node" : "");
             } else {
                 usim_model m;
+                char nm[OUT_SAFE];
+                out_safe(names[i], nm);
                 if (usim_model_load(path, &m)) {
-                    printf("  %-16s (invalid: %s)\n", names[i], usim_last_error());
+                    printf("  %-16s (invalid: %s)\n", nm, usim_last_error());
                     continue;
                 }
                 printf("  %-16s %.2fB params, %lld layers, hidden %lld, %lld heads (%lld KV), "
                        "ffn %lld, vocab %lld\n",
-                       names[i], usim_model_params(&m) / 1e9, (long long)m.layers,
+                       nm, usim_model_params(&m) / 1e9, (long long)m.layers,
                        (long long)m.hidden, (long long)m.heads, (long long)m.kv_heads,
                        (long long)m.ffn, (long long)m.vocab);
             }
@@ -315,7 +324,7 @@ static int run(int argc, char **argv)
     return 0;
 }
 
-int main(int argc, char **argv)
+static int dispatch(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "presets") == 0)
         return cmd_presets(argc, argv);
@@ -338,4 +347,19 @@ int main(int argc, char **argv)
         return 0;
     }
     return run(argc, argv);
+}
+
+int main(int argc, char **argv)
+{
+    int rc = dispatch(argc, argv);
+    /* whatever the command, output that did not reach stdout is a failure
+     * (a full disk, a closed pipe), never exit 0 */
+    int bad = fflush(stdout) != 0 || ferror(stdout);
+    if (fclose(stdout) != 0)
+        bad = 1;
+    if (bad && rc == 0) {   /* a failed command has said why already */
+        fprintf(stderr, "ulysses-sim: error writing the output to stdout\n");
+        return 1;
+    }
+    return rc;
 }

@@ -307,7 +307,8 @@ int cmd_plan(int argc, char **argv)
             die_usage("plan: no configuration of %d GPUs fits in %.4g GiB%s (the smallest needs %.1f GiB); "
                       "add GPUs or shorten --seq", G, p.hbm_bytes * (1 - o.mem_headroom) / 1073741824.0,
                       o.mem_headroom > 0 ? " (HBM less --mem-headroom)" : "", cs.oom_best_gib);
-        die_usage("plan: no valid configuration of %s on %d GPUs (e.g. %s)", m.name, G,
+        char mn[OUT_SAFE];
+        die_usage("plan: no valid configuration of %s on %d GPUs (e.g. %s)", out_safe(m.name, mn), G,
                   cs.inv_heads ? cs.inv_example[0] : cs.inv_seq ? cs.inv_example[1] : cs.inv_example[2]);
     }
     qsort(cv, nc, sizeof *cv, by_est);
@@ -421,8 +422,9 @@ int cmd_plan(int argc, char **argv)
         else
             snprintf(mbs, sizeof mbs, "micro-batch searched (divisors up to %d)", PLAN_MB_MAX);
         double budget = p.hbm_bytes * (1 - o.mem_headroom) / 1073741824.0;
+        char mn[OUT_SAFE], pn[OUT_SAFE];
         printf("plan: %s on %d GPUs of %s, %lld tokens per sequence, global batch %lld, %s\n",
-               m.name, G, p.name, (long long)m.seq, (long long)m.global_batch, mbs);
+               out_safe(m.name, mn), G, out_safe(p.name, pn), (long long)m.seq, (long long)m.global_batch, mbs);
         if (o.mem_headroom > 0)
             printf("memory budget: %.1f GiB of %.0f (--mem-headroom %g%%)\n", budget,
                    p.hbm_bytes / 1073741824.0, 100 * o.mem_headroom);
