@@ -34,6 +34,11 @@ enum { PLAN_MB_MAX = 64 };
  * says how many; the search stays bounded at any accepted GPU count. */
 #define PLAN_SIM_WORK 50000000ULL
 #define PLAN_TOTAL_WORK 500000000ULL
+/* The most GPUs plan searches: the work budgets bound the network part of
+ * each simulation, not the per-GPU parts (layouts, class analysis), which at
+ * a million GPUs take hours over a search's candidates; 16384 plans in about
+ * 17 s (doc/simulator.md, "plan"). */
+enum { PLAN_MAX_GPUS = 16384 };
 
 static const char plan_usage[] =
     "usage: ulysses-sim plan --platform P --model M --gpus G --seq S [--global-batch B]\n"
@@ -50,9 +55,9 @@ static const char plan_usage[] =
     "the search; without --micro-batch it tries every micro-batch of up to 64 sequences\n"
     "that divides the global batch per data-parallel rank (1 always).\n"
     "Methods: all six unless --method is given (Megatron cp_comm_type names accepted).\n"
-    "--top K: at most 1000; G: at most 1048576 (as for ulysses-sim).  The search is\n"
-    "bounded: each simulation has a work budget of 5e7 network work units (about a second)\n"
-    "and the plan one of 5e8; a candidate over its budget, or left when the plan's is\n"
+    "--top K: at most 1000; G: at most 16384 (one configuration: ulysses-sim, up to 1048576).\n"
+    "The search is bounded: each simulation has a work budget of 5e7 network work units\n"
+    "(about a second) and the plan one of 5e8; a candidate over its budget, or left when the plan's is\n"
     "spent, is not simulated, and the table says how many.  A progress line is drawn on\n"
     "stderr when it is a terminal (--no-progress: none).  Exit 2 when no configuration\n"
     "can be simulated (none valid, none fits, every one over its budget).\n";
@@ -163,6 +168,9 @@ int cmd_plan(int argc, char **argv)
     usim_model m;
     load_inputs(&o, &p, &m);
     int G = o.ngpus ? (int)o.gpus[0] : 64;
+    if (G > PLAN_MAX_GPUS)
+        die_usage("plan: --gpus %d is more than the %d GPUs plan searches in bounded time (simulate one "
+                  "configuration with ulysses-sim --gpus %d, or plan on fewer GPUs)", G, PLAN_MAX_GPUS, G);
     if (usim_platform_check_gpus(&p, G))
         die_usage("%s", usim_last_error());
     apply_model_overrides(&o, &m, o.nseqs ? o.seqs[0] : 0);
