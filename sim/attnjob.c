@@ -58,6 +58,16 @@ int usim_attn_simulate(const usim_platform *p, const usim_attn_job *aj, int gpu,
     int rc = usim_job_resolve(&m, p, &j);
     if (rc)
         return rc;
+    /* every tensor below 2^60 bytes, as for training jobs (simulate.c): the
+     * byte counters are uint64 and never saturate */
+    double tensor = (double)aj->batch * (double)aj->seq * (double)aj->heads * (double)aj->head_dim *
+                    (double)(usim_dtype_bytes(aj->dtype) + 4);
+    if (!(tensor < 1152921504606846976.0))
+        return usim_set_error(USIM_EINVAL,
+                              "sizes cannot be represented: batch %lld x %lld tokens x %lld heads x head-dim "
+                              "%lld is a %.3g-byte tensor (limit 2^60); reduce --seq or --batch",
+                              (long long)aj->batch, (long long)aj->seq, (long long)aj->heads,
+                              (long long)aj->head_dim, tensor);
     usim_shape x;
     usim_shape_make(&m, &j, &x);
     usim_layout l;
@@ -82,6 +92,12 @@ int usim_attn_simulate(const usim_platform *p, const usim_attn_job *aj, int gpu,
             continue;
         if ((rc = usim_coll_run(net, &c, &cr, sent, recv)))
             break;
+        if (cr.duration >= USIM_TIME_LIMIT_PS || cr.duration < 0) {
+            rc = usim_set_error(USIM_EINVAL, "simulated time cannot be represented: all-to-all %d takes more "
+                                "than the %.3g s the simulator keeps in int64 picoseconds; reduce --seq, "
+                                "--batch or --heads", w, USIM_TIME_LIMIT_PS * 1e-12);
+            break;
+        }
         r->a2a_s[w] = usim_sec(cr.duration);
         r->sent[w] = sent[gpu];
         r->recv[w] = recv[gpu];
@@ -111,6 +127,12 @@ int usim_attn_simulate(const usim_platform *p, const usim_attn_job *aj, int gpu,
     r->fwd_s = r->phase_s[0] + r->phase_s[1] + r->phase_s[2];
     r->bwd_s = r->phase_s[3] + r->phase_s[4] + r->phase_s[5];
     r->iter_s = r->fwd_s + r->bwd_s;
+    if (!(r->iter_s < USIM_TIME_LIMIT_PS * 1e-12)) {
+        rc = usim_set_error(USIM_EINVAL, "simulated time cannot be represented: the attention takes %.3g s, "
+                            "more than the %.3g s the simulator keeps in int64 picoseconds; reduce --seq, "
+                            "--batch or --heads", r->iter_s, USIM_TIME_LIMIT_PS * 1e-12);
+        memset(r, 0, sizeof *r);
+    }
 out:
     free(sent);
     free(recv);

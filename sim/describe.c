@@ -3,10 +3,13 @@
  * errors, preset lookup, dtype names, parameter counts.
  */
 #define _POSIX_C_SOURCE 200809L   /* stat */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include "base/base.h"
 
 #include "usim.h"
 #include "usim_internal.h"
@@ -61,8 +64,15 @@ int usim_preset_path(const char *kind, const char *name, char *out, size_t outle
     if (pathlike) {
         if ((size_t)snprintf(out, outlen, "%s", name) >= outlen)
             return usim_set_error(USIM_EINVAL, "path too long: %s", name);
-        if (!is_file(out))
-            return usim_set_error(USIM_ENOTFOUND, "%s: no such file", name);
+        /* a path names what is there: missing, or a directory, FIFO or
+         * device (which the reader refuses by name too) */
+        struct stat st;
+        if (stat(out, &st) != 0)
+            return errno == ENOENT ? usim_set_error(USIM_ENOTFOUND, "%s: no such file", name)
+                                   : usim_set_error(USIM_EIO, "%s: %s", name, strerror(errno));
+        if (!S_ISREG(st.st_mode))
+            return usim_set_error(USIM_EINVAL, "%s: is %s, not a regular file (a JSON description)", name,
+                                  uly_file_kind(st.st_mode));
         return USIM_OK;
     }
     for (const char *const *d = usim_preset_dirs(); *d; d++) {

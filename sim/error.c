@@ -14,7 +14,7 @@ const char *usim_strerror(int status)
 {
     static const char *const text[USIM_NSTATUS] = {
         "success", "invalid argument", "out of memory", "input/output error",
-        "malformed input", "not found"};
+        "malformed input", "not found", "over the work budget"};
     if (status < 0 || status >= USIM_NSTATUS)
         return "unknown error";
     return text[status];
@@ -30,10 +30,15 @@ const char *usim_last_error(void)
 
 int usim_set_error(int status, const char *fmt, ...)
 {
+    /* messages hold names, keys and strings read from files: every one is
+     * made safe to print here (uly_sanitize), once for every caller */
+    char raw[1024], safe[1024];
     va_list ap;
     va_start(ap, fmt);
-    uly_base_vset_error(status, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    uly_sanitize(safe, sizeof safe, raw);
+    uly_base_set_error(status, "%s", safe);
     return status;
 }
 

@@ -187,8 +187,17 @@ int usim_json_int(usim_jdoc *d, json_t *obj, const char *parent, const char *key
     int rc = member(d, obj, parent, key, required, &v);
     if (rc || !v)
         return rc;
+    if (json_is_real(v)) {
+        /* JSON has one number type; the integers of these files are written
+         * as digits only (8e0 and 8.0 are read as real numbers) */
+        double x = json_real_value(v);
+        if (x == floor(x) && fabs(x) < 9e15)
+            return usim_json_err(d, parent, key, "expected an integer written as digits only, got the real "
+                                 "number %.17g (write %.0f, without a decimal point or exponent)", x, x);
+        return usim_json_err(d, parent, key, "expected an integer, got the fraction %.17g", x);
+    }
     if (!json_is_integer(v))
-        return usim_json_err(d, parent, key, "expected an integer, got %s", json_is_real(v) ? "a fraction" : type_name(v));
+        return usim_json_err(d, parent, key, "expected an integer, got %s", type_name(v));
     int64_t x = (int64_t)json_integer_value(v);
     if (x < lo)
         return usim_json_err(d, parent, key, "must be >= %lld (got %lld)", (long long)lo, (long long)x);

@@ -83,6 +83,9 @@ struct usim_net {
     unsigned char *link_dirty;
     int reshare_pending;
     int err;
+    /* work budget (usim_net_set_work_limit): flow and link visits of the
+     * rate recomputations; over the limit, the run stops with USIM_ELIMIT */
+    uint64_t work, work_limit;
     /* scratch for recomputation */
     int *comp, *lstack, ncomp, nls;
     uint32_t *fmark, *lmark, epoch;
@@ -482,6 +485,28 @@ static void on_activate(usim_engine *e, void *ctx, int64_t arg)
 }
 
 /* Max-min fair rates for the component of flows reachable from dirty links. */
+/* Add w to the run's work; over the budget, the run fails (its queue drains). */
+static int charge(usim_net *n, uint64_t w)
+{
+    n->work += w;
+    if (n->work_limit && n->work > n->work_limit) {
+        n->err = USIM_ELIMIT;
+        return 1;
+    }
+    return 0;
+}
+
+void usim_net_set_work_limit(usim_net *n, uint64_t limit)
+{
+    n->work_limit = limit;
+    n->work = 0;
+}
+
+uint64_t usim_net_work(const usim_net *n)
+{
+    return n->work;
+}
+
 static void on_reshare(usim_engine *e, void *ctx, int64_t arg)
 {
     usim_net *n = ctx;
@@ -529,6 +554,8 @@ static void on_reshare(usim_engine *e, void *ctx, int64_t arg)
     }
     if (n->ncomp == 0)
         return;
+    if (charge(n, (uint64_t)n->ncomp + (uint64_t)n->nls))
+        return;
     /* remember the rates before the recomputation */
     for (int i = 0; i < n->ncomp; i++) {
         flow *fl = &n->fl[n->comp[i]];
@@ -561,6 +588,8 @@ static void on_reshare(usim_engine *e, void *ctx, int64_t arg)
                 n->cnt[n->ld_link[k]] += n->ld_w[k];
         }
         while (in_class > 0) {
+            if (charge(n, (uint64_t)n->ncomp + (uint64_t)n->nls))
+                return;
             double share = INFINITY;
             for (int li = 0; li < n->nls; li++) {
                 int l = n->lstack[li];
@@ -637,6 +666,9 @@ int usim_net_run_loads(usim_net *n, const usim_xfer *x, int count, const usim_lo
     *makespan = 0;
     if (count == 0)
         return USIM_OK;
+    if (n->work_limit && (n->work += (uint64_t)count) > n->work_limit)
+        return usim_set_error(USIM_ELIMIT, "the network simulation exceeded its work budget of %llu "
+                              "flow-rate updates", (unsigned long long)n->work_limit);
     for (int i = 0; i < count; i++) {
         int s_ok = x[i].src >= 0 && x[i].src < n->gpus, d_ok = x[i].dst >= 0 && x[i].dst < n->gpus;
         if (!((s_ok && d_ok) || (s_ok && x[i].dst == USIM_SWITCH) ||
@@ -746,6 +778,11 @@ int usim_net_run_loads(usim_net *n, const usim_xfer *x, int count, const usim_lo
     }
     usim_engine_run(n->eng);
     n->last_events = usim_engine_events(n->eng);
+    if (n->err == USIM_ELIMIT) {
+        rc = usim_set_error(USIM_ELIMIT, "the network simulation exceeded its work budget of %llu "
+                            "flow-rate updates", (unsigned long long)n->work_limit);
+        goto out;
+    }
     if (n->err) {
         rc = usim_set_error(USIM_ENOMEM, "out of memory during a network simulation");
         goto out;

@@ -26,7 +26,19 @@ struct usim_sim {
     usim_net *net;
     usim_collmemo memo;
     int contention;
+    uint64_t work_limit;
 };
+
+void usim_sim_set_work_limit(usim_sim *s, uint64_t limit)
+{
+    s->work_limit = limit;
+    usim_net_set_work_limit(s->net, limit);
+}
+
+uint64_t usim_sim_work(const usim_sim *s)
+{
+    return usim_net_work(s->net);
+}
 
 void usim_sim_set_contention(usim_sim *s, int on)
 {
@@ -171,6 +183,7 @@ int usim_simulate(usim_sim *sim, const usim_model *m, const usim_job *jin, FILE 
         return rc;
     usim_jobcoll jc;
     int before = sim->memo.simulated;
+    usim_net_set_work_limit(sim->net, sim->work_limit);   /* the budget is per simulation */
     rc = usim_jc_run(&sim->memo, sim->net, &j, &x, &lay, &jc);
     usim_layout_free(&lay);
     if (rc)

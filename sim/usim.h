@@ -36,6 +36,7 @@ typedef enum usim_status {
     USIM_EIO,      /* a file could not be opened, read or written */
     USIM_EFORMAT,  /* a JSON file is malformed, misses a key or has a wrong type */
     USIM_ENOTFOUND,/* a preset or file does not exist */
+    USIM_ELIMIT,   /* a simulation exceeded the work budget it was given */
     USIM_NSTATUS
 } usim_status;
 
@@ -45,6 +46,10 @@ const char *usim_last_error(void);
 /* ------------------------------------------------------------------ engine */
 
 typedef int64_t usim_time;                  /* picoseconds */
+/* The largest duration the engine represents (about 46 days): a computed
+ * transfer time at or above it is saturated to it, and every command refuses
+ * a result that reaches it instead of printing it. */
+#define USIM_TIME_LIMIT_PS 4000000000000000000LL
 #define USIM_PS_PER_S 1000000000000LL
 #define USIM_PS_PER_US 1000000LL
 
@@ -189,6 +194,11 @@ int usim_net_run(usim_net *n, const usim_xfer *x, int count, usim_time *finish,
                  usim_time *makespan);
 /* Events executed by the last run (for tests and benchmarks). */
 uint64_t usim_net_last_events(const usim_net *n);
+/* A budget of work (flow and link visits of the max-min rate recomputations,
+ * plus one per transfer) for the runs from now on, counted from zero; a run
+ * over it fails with USIM_ELIMIT.  0: unlimited (the default). */
+void usim_net_set_work_limit(usim_net *n, uint64_t limit);
+uint64_t usim_net_work(const usim_net *n);
 
 typedef enum usim_coll_type {
     USIM_A2A_DIRECT = 0,  /* every pair at once */
@@ -362,6 +372,11 @@ void usim_sim_set_contention(usim_sim *s, int on);
 int usim_engine_desc(const usim_result *r, char *buf, size_t n);
 /* Engine of the collectives (USIM_ENGINE_*; default AUTO). */
 void usim_sim_set_engine(usim_sim *s, int engine);
+/* A network work budget for each usim_simulate from now on (see
+ * usim_net_set_work_limit; 0: unlimited, the default): a simulation over it
+ * fails with USIM_ELIMIT.  usim_sim_work: the work of the last simulation. */
+void usim_sim_set_work_limit(usim_sim *s, uint64_t limit);
+uint64_t usim_sim_work(const usim_sim *s);
 /* Simulate one training iteration.  trace (may be NULL): a Chrome/Perfetto
  * trace of the iteration is written there. */
 int usim_simulate(usim_sim *s, const usim_model *m, const usim_job *j, FILE *trace,

@@ -68,8 +68,8 @@ static inline double usim_sec(usim_time t)
  * rounded up, except within USIM_TOL_PS_* of an integer. */
 static inline usim_time usim_ps_ceil(double x)
 {
-    if (!(x < 4e18))
-        return (usim_time)4e18;   /* saturate (about 46 days) */
+    if (!(x < (double)USIM_TIME_LIMIT_PS))
+        return USIM_TIME_LIMIT_PS;   /* saturate (about 46 days); refused by the callers */
     double r = nearbyint(x);
     if (fabs(x - r) <= USIM_TOL_PS_REL * x + USIM_TOL_PS_ABS)
         return (usim_time)r;

@@ -14,6 +14,7 @@
 #include "base/base_json.h"
 #include "jsonutil.h"
 #include "opts.h"
+#include "output.h"
 
 int cmd_attn(int argc, char **argv);
 
@@ -28,6 +29,8 @@ static const char attn_usage[] =
     "all-to-all in (q, k, v), attention, all-to-all out (o), and the same for the backward\n"
     "(do in; dq, dk, dv out), plus the bytes rank R (default 0) sends and receives in each\n"
     "all-to-all.  Shape defaults are those of `ulysses attn`: B=1 N=1024 H=8 Hkv=H d=64, fp32.\n"
+    "Maxima: P 4096, N 2^40 (1024G), B, H, Hkv 2^20, d 65536, R < P; a shape whose tensors\n"
+    "reach 2^60 bytes or whose time exceeds 4e6 s (int64 picoseconds) is refused (exit 2).\n"
     "\n"
     "--compare RUN.json reads the output of `ulysses attn --backward --json` (its job: ranks,\n"
     "shape, mask, dtype) and prints, per phase and for forward, backward and iteration, the\n"
@@ -102,14 +105,15 @@ static void load_run(const char *path, usim_attn_job *j, measured *m)
     if (!json_is_true(bw))
         die_usage("attn: --compare %s: the run has no backward (run ulysses attn with --backward)", path);
     const char *ms = json_string_value(mask), *ds = json_string_value(dt);
+    char safe[OUT_SAFE];
     if (!strcmp(ms, "none"))
         j->causal = 0;
     else if (!strcmp(ms, "causal"))
         j->causal = 1;
     else
-        die_usage("attn: --compare %s: mask '%s' is not modelled (none or causal)", path, ms);
+        die_usage("attn: --compare %s: mask '%s' is not modelled (none or causal)", path, out_safe(ms, safe));
     if (strcmp(ds, "f32") != 0)
-        die_usage("attn: --compare %s: dtype '%s' is not modelled (f32)", path, ds);
+        die_usage("attn: --compare %s: dtype '%s' is not modelled (f32)", path, out_safe(ds, safe));
     j->dtype = USIM_FP32;
     for (int i = 0; i < USIM_NPHASE; i++) {
         char key[32];
@@ -152,6 +156,7 @@ static int compare(const usim_platform *p, const usim_attn_job *j, const usim_at
 {
     const char *rows[USIM_NPHASE + 3];
     double meas[USIM_NPHASE + 3], pred[USIM_NPHASE + 3];
+    char pn[OUT_SAFE];
     for (int i = 0; i < USIM_NPHASE; i++) {
         rows[i] = phase_names[i];
         meas[i] = m->phase_ms[i];
@@ -189,13 +194,13 @@ static int compare(const usim_platform *p, const usim_attn_job *j, const usim_at
         }
         if (!bad)
             bad |= uly_json_set_bool(o, "bytes_equal", bytes_ok);
-        if (uly_json_emit(stdout, o, bad, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15))) {
+        if (uly_json_emit(stdout, o, bad, JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(15))) {
             fprintf(stderr, "ulysses-sim: attn: cannot write the JSON output (out of memory or write error)\n");
             return 1;
         }
     } else {
         printf("ulysses attn on %d rank%s of %s (%d per node): B=%lld N=%lld H=%lld Hkv=%lld d=%lld mask=%s\n",
-               j->gpus, j->gpus > 1 ? "s" : "", p->name, p->gpus_per_node, (long long)j->batch, (long long)j->seq,
+               j->gpus, j->gpus > 1 ? "s" : "", out_safe(p->name, pn), p->gpus_per_node, (long long)j->batch, (long long)j->seq,
                (long long)j->heads, (long long)j->kv_heads, (long long)j->head_dim, j->causal ? "causal" : "none");
         printf("measured: %s\n\n", m->critical ? "medians over repetitions of the critical path (slowest rank's "
                "compute, last-arriving rank's all-to-all)" : "medians over ranks x repetitions");
@@ -218,6 +223,7 @@ static int compare(const usim_platform *p, const usim_attn_job *j, const usim_at
 int cmd_attn(int argc, char **argv)
 {
     const char *platform = NULL;
+    char pn[OUT_SAFE];
     usim_attn_job j;
     memset(&j, 0, sizeof j);
     j.batch = 1; j.seq = 1024; j.heads = 8; j.kv_heads = 0; j.head_dim = 64; j.dtype = USIM_FP32;
@@ -248,13 +254,13 @@ int cmd_attn(int argc, char **argv)
             platform = v;
         } else if (!strcmp(a, "--gpus")) {
             shape_given = 1;
-            j.gpus = (int)count_arg(a, v, 1 << 20);
+            j.gpus = (int)count_arg(a, v, 4096);
         } else if (!strcmp(a, "--batch")) {
             shape_given = 1;
             j.batch = count_arg(a, v, 1 << 20);
         } else if (!strcmp(a, "--seq")) {
             shape_given = 1;
-            j.seq = count_arg(a, v, INT64_MAX / 2);
+            j.seq = count_arg(a, v, (int64_t)1 << 40);
         } else if (!strcmp(a, "--heads")) {
             shape_given = 1;
             j.heads = count_arg(a, v, 1 << 20);
@@ -353,14 +359,14 @@ int cmd_attn(int argc, char **argv)
             bad |= uly_json_set_fixed(o, "sent_intra_node", r.sent_class[USIM_CLASS_NVLINK], 0);
             bad |= uly_json_set_fixed(o, "sent_inter_node", r.sent_class[USIM_CLASS_NIC], 0);
         }
-        if (uly_json_emit(stdout, o, bad, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15))) {
+        if (uly_json_emit(stdout, o, bad, JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(15))) {
             fprintf(stderr, "ulysses-sim: attn: cannot write the JSON output (out of memory or write error)\n");
             return 1;
         }
     } else {
         printf("ulysses attn on %d rank%s of %s (%d per node): B=%lld N=%lld H=%lld Hkv=%lld d=%lld mask=%s %s, "
                "%s all-to-all\n\n",
-               j.gpus, j.gpus > 1 ? "s" : "", p.name, p.gpus_per_node, (long long)j.batch, (long long)j.seq,
+               j.gpus, j.gpus > 1 ? "s" : "", out_safe(p.name, pn), p.gpus_per_node, (long long)j.batch, (long long)j.seq,
                (long long)j.heads, (long long)j.kv_heads, (long long)j.head_dim, mask, usim_dtype_name(j.dtype),
                j.a2a == USIM_A2A_PAIRWISE ? "pairwise" : "direct");
         printf("%-26s %14s\n", "phase", "predicted ms");

@@ -17,6 +17,7 @@
 
 #include "base/base_json.h"
 #include "opts.h"
+#include "output.h"
 #include "usim.h"
 
 static const char coll_usage[] =
@@ -26,9 +27,11 @@ static const char coll_usage[] =
     "bandwidth in nccl-tests' conventions (see doc/simulator.md, section 4).\n"
     "\n"
     "  --op OP            all-reduce | all-gather | reduce-scatter | all-to-all\n"
-    "  --gpus G           number of GPUs (whole nodes once it spans nodes)\n"
+    "  --gpus G           number of GPUs (whole nodes once it spans nodes), at most\n"
+    "                     65536 (all-to-all: 2048, its G x G pair matrix); the time\n"
+    "                     grows with G (all-reduce at 65536 runs for minutes)\n"
     "  --bytes S          nccl-tests size per rank: 256M, a list 1M,4M or a range\n"
-    "                     1M:1G:x2 (K, M, G = 1024-based)\n"
+    "                     1M:1G:x2 (K, M, G = 1024-based), at most 1T, 64 sizes\n"
     "  --platform P       cluster description (default dgx-a100-40g)\n"
     "  --algo A           auto | ring | tree | nvls (all-to-all: direct | pairwise)\n"
     "  --proto P          auto | LL | LL128 | Simple\n"
@@ -132,6 +135,9 @@ static int parse(coll_opts *o, int argc, char **argv)
             die_usage("coll: --algo: %s", usim_last_error());
         }
     }
+    if (o->op == USIM_A2A_DIRECT && o->gpus > 2048)
+        die_usage("coll: --gpus %lld: all-to-all is simulated on at most 2048 GPUs (its %lld x %lld pair "
+                  "matrix)", (long long)o->gpus, (long long)o->gpus, (long long)o->gpus);
     if (o->op == USIM_A2A_DIRECT && o->proto != USIM_PROTO_AUTO && o->proto != USIM_PROTO_SIMPLE)
         die_usage("coll: --proto: all-to-all is modelled with the Simple protocol only");
     return 0;
@@ -201,6 +207,15 @@ int cmd_coll(int argc, char **argv)
             rc = rc == USIM_EINVAL ? EXIT_BADINPUT : 1;
             break;
         }
+        if (w->r.duration >= USIM_TIME_LIMIT_PS || w->r.duration < 0) {
+            /* a saturated time is not a result */
+            fprintf(stderr, "ulysses-sim: coll: %s of %lld bytes on %d GPUs takes more than the %.3g s "
+                            "(%.0f days) the simulator represents in int64 picoseconds; check the "
+                            "platform's bandwidths and latencies\n", op_name(o.op), (long long)S, G,
+                    USIM_TIME_LIMIT_PS * 1e-12, USIM_TIME_LIMIT_PS * 1e-12 / 86400);
+            rc = EXIT_BADINPUT;
+            break;
+        }
         w->time_s = (double)w->r.duration * 1e-12;
         w->algbw = w->time_s > 0 ? (double)S / w->time_s / 1e9 : 0;
         w->busbw = w->algbw * (o.op == USIM_ALLREDUCE ? 2 * (n - 1) / n : (n - 1) / n);
@@ -214,6 +229,7 @@ int cmd_coll(int argc, char **argv)
         return rc;
     }
     int nodes = (G + p.gpus_per_node - 1) / p.gpus_per_node;
+    char pn[OUT_SAFE];
     if (o.format == FMT_JSON) {
         /* through the base library's helpers: no key silently dropped, no bare inf/nan */
         json_t *root = json_object(), *arr = NULL;
@@ -244,7 +260,7 @@ int cmd_coll(int argc, char **argv)
             bad |= uly_json_set_int(r, "max_sent_nvlink_bytes", (int64_t)w->r.max_sent[USIM_CLASS_NVLINK]);
             bad |= uly_json_set_int(r, "max_sent_nic_bytes", (int64_t)w->r.max_sent[USIM_CLASS_NIC]);
         }
-        if (uly_json_emit(stdout, root, bad, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10))) {
+        if (uly_json_emit(stdout, root, bad, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(10))) {
             fprintf(stderr, "ulysses-sim: coll: cannot write the JSON output (out of memory or write error)\n");
             rc = 1;
         }
@@ -254,7 +270,7 @@ int cmd_coll(int argc, char **argv)
         for (int k = 0; k < o.nsizes; k++) {
             const coll_row *w = &rows[k];
             printf("%s,%d,%d,%s,%lld,%s,%s,%d,%.3f,%.3f,%.3f,%llu,%llu\n", op_name(o.op), G, nodes,
-                   p.name, (long long)w->bytes,
+                   out_safe(p.name, pn), (long long)w->bytes,
                    o.op == USIM_A2A_DIRECT ? (o.a2a == USIM_A2A_PAIRWISE ? "pairwise" : "direct")
                                            : usim_algo_name(w->r.algo),
                    usim_proto_name(w->r.proto), w->r.channels, w->time_s * 1e6, w->algbw, w->busbw,
@@ -263,7 +279,7 @@ int cmd_coll(int argc, char **argv)
         }
     } else {
         printf("%s on %d GPUs of %s (%d node%s x %d), nccl-tests conventions\n\n", op_name(o.op), G,
-               p.name, nodes, nodes > 1 ? "s" : "", G < p.gpus_per_node ? G : p.gpus_per_node);
+               out_safe(p.name, pn), nodes, nodes > 1 ? "s" : "", G < p.gpus_per_node ? G : p.gpus_per_node);
         printf("%14s %10s %9s %8s %12s %12s %12s\n", "size [B]", "algorithm", "protocol", "channels",
                "time [us]", "algbw [GB/s]", "busbw [GB/s]");
         for (int k = 0; k < o.nsizes; k++) {

@@ -36,12 +36,14 @@ static const char usage[] =
     "options:\n"
     "  --platform PRESET|FILE  cluster description (default dgx-a100-40g)\n"
     "  --model PRESET|FILE     model description (default gpt-7b)\n"
-    "  --gpus N                number of GPUs (default 64)\n"
-    "  --seq N                 tokens per sequence, 128K = 131072 (default: the model's)\n"
+    "  --gpus N                number of GPUs, at most 1048576 (default 64)\n"
+    "  --seq N                 tokens per sequence, 128K = 131072 (default: the model's),\n"
+    "                          at most 2^40 = 1024G\n"
     "  --method LIST           ulysses,megatron-sp,ring,ring-zigzag,usp,all-gather or all\n"
     "                          (default all); Megatron cp_comm_type names a2a, p2p,\n"
     "                          all_gather, a2a+p2p are accepted\n"
-    "  --sp N, --cp N          sequence/context-parallel degree (TP degree for megatron-sp)\n"
+    "  --sp N, --cp N          sequence/context-parallel degree (TP degree for megatron-sp);\n"
+    "                          this and --tp, --pp, --dp, --ulysses: at most 1M\n"
     "  --tp N                  tensor-parallel degree composed with the method (Megatron TP\n"
     "                          with sequence parallelism; megatron-sp: = --sp)\n"
     "  --pp N                  pipeline stages, 1F1B (must divide the layers)\n"
@@ -50,9 +52,9 @@ static const char usage[] =
     "  --zero S                ZeRO stage 0-3 (default 3)\n"
     "  --recompute R           none | selective | full (default full)\n"
     "  --a2a ALGO              direct | pairwise all-to-all (default direct)\n"
-    "  --micro-batch N         sequences per micro-step per data-parallel rank\n"
-    "  --global-batch N        sequences per iteration\n"
-    "  --layers N              override the model's layer count\n"
+    "  --micro-batch N         sequences per micro-step per data-parallel rank (at most 1M)\n"
+    "  --global-batch N        sequences per iteration (at most 1G)\n"
+    "  --layers N              override the model's layer count (at most 100000)\n"
     "  --format F              table | csv | json (default table)\n"
     "  --trace FILE            write a Chrome/Perfetto trace of one iteration\n"
     "                          (FILE gets a .METHOD suffix when several methods run;\n"
@@ -98,6 +100,10 @@ static const char sweep_usage[] =
     "pdf; others are refused); points that do not fit in memory are marked.\n"
     "--out and --plot are created (as temporaries) before the sweep and renamed together\n"
     "once both are complete; neither may be the --platform or --model file or the other.\n"
+    "Limits: --gpus and --seq lists of at most 4096 values, --sp/--tp/--pp of at most 64,\n"
+    "and at most 100000 configurations in all (the product of the list lengths and the\n"
+    "methods; more is refused before anything runs).  Exit 2 when no configuration\n"
+    "could run (each row's reason is in its error column).\n"
     "Other options as for ulysses-sim (see ulysses-sim --help).\n";
 
 static const char presets_usage[] =
@@ -148,31 +154,36 @@ static int list_kind(const char *kind, const char *name_only)
                 size_t n;
                 fprintf(stderr, "ulysses-sim: preset file %s\n", path);
                 while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-                    fwrite(buf, 1, n, stdout);
+                    if (fwrite(buf, 1, n, stdout) != n)
+                        break;
                 fclose(f);
                 return 1;
             }
             found++;
             if (strcmp(kind, "platforms") == 0) {
                 usim_platform p;
+                char nm[OUT_SAFE];
+                out_safe(names[i], nm);   /* a file name: escaped like any text from files */
                 if (usim_platform_load(path, &p)) {
-                    printf("  %-16s (invalid: %s)\n", names[i], usim_last_error());
+                    printf("  %-16s (invalid: %s)\n", nm, usim_last_error());
                     continue;
                 }
                 printf("  %-16s %d GPUs/node, %.0f TFLOP/s bf16, %.0f GiB HBM, intra-node %.0f GB/s/dir, "
                        "NIC %.0f GB/s/dir (effective)%s\n",
-                       names[i], p.gpus_per_node, p.peak_flops[USIM_BF16] / 1e12,
+                       nm, p.gpus_per_node, p.peak_flops[USIM_BF16] / 1e12,
                        p.hbm_bytes / 1073741824.0, p.nvl_Bps / 1e9, p.nic_Bps / 1e9,
                        p.max_nodes == 1 ? ", single node" : "");
             } else {
                 usim_model m;
+                char nm[OUT_SAFE];
+                out_safe(names[i], nm);
                 if (usim_model_load(path, &m)) {
-                    printf("  %-16s (invalid: %s)\n", names[i], usim_last_error());
+                    printf("  %-16s (invalid: %s)\n", nm, usim_last_error());
                     continue;
                 }
                 printf("  %-16s %.2fB params, %lld layers, hidden %lld, %lld heads (%lld KV), "
                        "ffn %lld, vocab %lld\n",
-                       names[i], usim_model_params(&m) / 1e9, (long long)m.layers,
+                       nm, usim_model_params(&m) / 1e9, (long long)m.layers,
                        (long long)m.hidden, (long long)m.heads, (long long)m.kv_heads,
                        (long long)m.ffn, (long long)m.vocab);
             }
@@ -336,7 +347,7 @@ static int run(int argc, char **argv)
     return 0;
 }
 
-int main(int argc, char **argv)
+static int dispatch(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "presets") == 0)
         return cmd_presets(argc, argv);
@@ -359,4 +370,19 @@ int main(int argc, char **argv)
         return 0;
     }
     return run(argc, argv);
+}
+
+int main(int argc, char **argv)
+{
+    int rc = dispatch(argc, argv);
+    /* whatever the command, output that did not reach stdout is a failure
+     * (a full disk, a closed pipe), never exit 0 */
+    int bad = fflush(stdout) != 0 || ferror(stdout);
+    if (fclose(stdout) != 0)
+        bad = 1;
+    if (bad && rc == 0) {   /* a failed command has said why already */
+        fprintf(stderr, "ulysses-sim: error writing the output to stdout\n");
+        return 1;
+    }
+    return rc;
 }

@@ -206,7 +206,7 @@ int opts_parse(opts *o, int argc, char **argv, int first, int mode, int *help)
             o->max_seq = 1;
             continue;
         }
-        if (strcmp(name, "--no-progress") == 0 && sweep && !val) {
+        if (strcmp(name, "--no-progress") == 0 && (sweep || mode == OPTS_PLAN) && !val) {
             o->no_progress = 1;
             continue;
         }
@@ -240,6 +240,9 @@ int opts_parse(opts *o, int argc, char **argv, int first, int mode, int *help)
                 return fail("--seq: expected %s, got '%s'",
                           sweep ? "a positive count (128K allowed), a list or a range a:b" :
                                   "a positive token count (e.g. 131072 or 128K)", val);
+            for (int k = 0; k < o->nseqs; k++)
+                if (o->seqs[k] > ((int64_t)1 << 40))
+                    return fail("--seq: %lld is more than 2^40 = 1099511627776 tokens", (long long)o->seqs[k]);
         }
         else if (sweep && (strcmp(name, "--sp") == 0 || strcmp(name, "--cp") == 0 ||
                            strcmp(name, "--tp") == 0 || strcmp(name, "--pp") == 0)) {

@@ -3,8 +3,15 @@
  */
 #include <string.h>
 
+#include "base/base.h"
 #include "base/base_json.h"
 #include "output.h"
+
+const char *out_safe(const char *s, char *buf)
+{
+    uly_sanitize(buf, OUT_SAFE, s);
+    return buf;
+}
 
 #define GIB 1073741824.0
 
@@ -18,8 +25,9 @@ void out_table(FILE *f, const usim_platform *p, const usim_model *m, const row *
             r0 = &rows[i].r;
             break;
         }
-    fprintf(f, "%s on %d GPUs of %s, %lld tokens per sequence, %s\n", m->name,
-            r0 ? r0->job.gpus : 0, p->name, (long long)m->seq, usim_dtype_name(m->dtype));
+    char mn[OUT_SAFE], pn[OUT_SAFE];
+    fprintf(f, "%s on %d GPUs of %s, %lld tokens per sequence, %s\n", out_safe(m->name, mn),
+            r0 ? r0->job.gpus : 0, out_safe(p->name, pn), (long long)m->seq, usim_dtype_name(m->dtype));
     if (r0)
         fprintf(f, "global batch %lld sequences (%d micro-steps of %lld), ZeRO-%d, recompute %s\n\n",
                 (long long)r0->global_batch, r0->micro_steps, (long long)m->micro_batch, r0->job.zero,
@@ -94,7 +102,7 @@ void out_table(FILE *f, const usim_platform *p, const usim_model *m, const row *
     if (zig && m->causal && !p->attn_causal_skip)
         fprintf(f, "\nnote: %s's attention kernels compute masked blocks "
                    "(attention_skips_masked_blocks = false), so zigzag balancing saves no work",
-                p->name);
+                pn);
     for (int i = 0; i < n; i++)
         if (!rows[i].ok)
             fprintf(f, "\n%s: not run: %s", usim_method_name(rows[i].method), rows[i].err);
@@ -126,9 +134,12 @@ static void csv_str(FILE *f, const char *s)
     uly_fput_quoted(f, s, '"', 0);
 }
 
-/* A name field: quoted only when it needs to be. */
-static void csv_name(FILE *f, const char *s)
+/* A name field (from a file: control and bidi characters escaped), quoted
+ * only when it needs to be. */
+static void csv_name(FILE *f, const char *raw)
 {
+    char s[OUT_SAFE];
+    out_safe(raw, s);
     if (strpbrk(s, ",\"\n\r"))
         csv_str(f, s);
     else
@@ -250,5 +261,5 @@ int out_json(FILE *f, const usim_platform *p, const usim_model *m, int gpus, con
         for (int k = 0; warn && k < r->nwarn; k++)
             bad |= uly_json_append_str(warn, r->warn[k]);
     }
-    return uly_json_emit(f, root, bad, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
+    return uly_json_emit(f, root, bad, JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(15));
 }

@@ -20,6 +20,11 @@ typedef struct row {
 void out_table(FILE *f, const usim_platform *p, const usim_model *m, const row *rows, int n);
 void out_csv_header(FILE *f);
 void out_csv_row(FILE *f, const usim_platform *p, const usim_model *m, int gpus, const row *r);
+/* s (a name or key read from a file) made safe to print: uly_sanitize of
+ * src/base into buf (of OUT_SAFE bytes); returns buf. */
+#define OUT_SAFE 512
+const char *out_safe(const char *s, char *buf);
+
 /* 0, or -1 when out of memory or the write fails. */
 int out_json(FILE *f, const usim_platform *p, const usim_model *m, int gpus, const row *rows, int n);
 

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "opts.h"
 #include "output.h"
@@ -26,11 +27,24 @@ int cmd_plan(int argc, char **argv);
 /* The largest micro-batch plan searches without --micro-batch. */
 enum { PLAN_MB_MAX = 64 };
 
+/* Work budgets of the simulations (network work units: flow and link visits
+ * of the rate recomputations, see usim_net_set_work_limit; about 5e7 a second
+ * on one core): each candidate's, and the whole plan's.  A candidate over its
+ * budget, or left when the plan's is spent, is not simulated, and the table
+ * says how many; the search stays bounded at any accepted GPU count. */
+#define PLAN_SIM_WORK 50000000ULL
+#define PLAN_TOTAL_WORK 500000000ULL
+/* The most GPUs plan searches: the work budgets bound the network part of
+ * each simulation, not the per-GPU parts (layouts, class analysis), which at
+ * a million GPUs take hours over a search's candidates; 16384 plans in about
+ * 17 s (doc/simulator.md, "plan"). */
+enum { PLAN_MAX_GPUS = 16384 };
+
 static const char plan_usage[] =
     "usage: ulysses-sim plan --platform P --model M --gpus G --seq S [--global-batch B]\n"
     "                        [--top K] [--method LIST] [--tp N] [--sp N] [--pp N] [--dp N]\n"
     "                        [--zero S] [--recompute R] [--micro-batch N] [--mem-headroom P%]\n"
-    "                        [--format table|csv|json]\n"
+    "                        [--format table|csv|json] [--no-progress]\n"
     "\n"
     "Enumerates every valid (method, tp, cp, pp, dp, ZeRO stage, recompute, micro-batch)\n"
     "on G GPUs, drops those that do not fit in memory (leaving --mem-headroom percent of\n"
@@ -40,7 +54,13 @@ static const char plan_usage[] =
     "Degrees, --zero, --recompute and --micro-batch given on the command line restrict\n"
     "the search; without --micro-batch it tries every micro-batch of up to 64 sequences\n"
     "that divides the global batch per data-parallel rank (1 always).\n"
-    "Methods: all six unless --method is given (Megatron cp_comm_type names accepted).\n";
+    "Methods: all six unless --method is given (Megatron cp_comm_type names accepted).\n"
+    "--top K: at most 1000; G: at most 16384 (one configuration: ulysses-sim, up to 1048576).\n"
+    "The search is bounded: each simulation has a work budget of 5e7 network work units\n"
+    "(about a second) and the plan one of 5e8; a candidate over its budget, or left when the plan's is\n"
+    "spent, is not simulated, and the table says how many.  A progress line is drawn on\n"
+    "stderr when it is a terminal (--no-progress: none).  Exit 2 when no configuration\n"
+    "can be simulated (none valid, none fits, every one over its budget).\n";
 
 typedef struct cand {
     usim_job j;
@@ -48,6 +68,7 @@ typedef struct cand {
     double est;          /* estimated seconds per sequence */
     row w;               /* simulated */
     int simulated;
+    int want;            /* chosen for simulation */
 } cand;
 
 typedef struct census {
@@ -58,6 +79,9 @@ typedef struct census {
     usim_job oom_best;
     int64_t oom_best_mb;
     int headroom_only;      /* fit in HBM, but not with the requested headroom */
+    int over_sim, over_total;   /* not simulated: over their own work budget, the plan's spent */
+    int sim_failed;             /* the simulation refused them (e.g. times not representable) */
+    char sim_fail_example[300];
 } census;
 
 static int divides(int64_t a, int64_t b) { return a > 0 && b % a == 0; }
@@ -144,6 +168,9 @@ int cmd_plan(int argc, char **argv)
     usim_model m;
     load_inputs(&o, &p, &m);
     int G = o.ngpus ? (int)o.gpus[0] : 64;
+    if (G > PLAN_MAX_GPUS)
+        die_usage("plan: --gpus %d is more than the %d GPUs plan searches in bounded time (simulate one "
+                  "configuration with ulysses-sim --gpus %d, or plan on fewer GPUs)", G, PLAN_MAX_GPUS, G);
     if (usim_platform_check_gpus(&p, G))
         die_usage("%s", usim_last_error());
     apply_model_overrides(&o, &m, o.nseqs ? o.seqs[0] : 0);
@@ -288,7 +315,8 @@ int cmd_plan(int argc, char **argv)
             die_usage("plan: no configuration of %d GPUs fits in %.4g GiB%s (the smallest needs %.1f GiB); "
                       "add GPUs or shorten --seq", G, p.hbm_bytes * (1 - o.mem_headroom) / 1073741824.0,
                       o.mem_headroom > 0 ? " (HBM less --mem-headroom)" : "", cs.oom_best_gib);
-        die_usage("plan: no valid configuration of %s on %d GPUs (e.g. %s)", m.name, G,
+        char mn[OUT_SAFE];
+        die_usage("plan: no valid configuration of %s on %d GPUs (e.g. %s)", out_safe(m.name, mn), G,
                   cs.inv_heads ? cs.inv_example[0] : cs.inv_seq ? cs.inv_example[1] : cs.inv_example[2]);
     }
     qsort(cv, nc, sizeof *cv, by_est);
@@ -302,29 +330,70 @@ int cmd_plan(int argc, char **argv)
     }
     usim_sim_set_engine(sim, o.engine);
     int seen[USIM_NMETHOD] = {0};
+    /* the candidates to simulate: the best nsim estimates and each method's best */
+    size_t todo = 0, ndone = 0;
     for (size_t i = 0; i < nc; i++) {
         int first = !seen[cv[i].j.method];
         seen[cv[i].j.method] = 1;
-        if (i >= nsim && !first)
+        cv[i].want = i < nsim || first;
+        todo += (size_t)cv[i].want;
+    }
+    int bar = !o.no_progress && isatty(2);
+    uint64_t spent = 0;
+    for (size_t i = 0; i < nc; i++) {
+        if (!cv[i].want)
             continue;
+        if (bar) {
+            fprintf(stderr, "\rplan: simulating %zu of %zu candidates on %d GPUs", ndone + 1, todo, G);
+            fflush(stderr);
+        }
+        ndone++;
+        if (spent >= PLAN_TOTAL_WORK) {
+            cs.over_total++;
+            continue;
+        }
+        uint64_t left = PLAN_TOTAL_WORK - spent;
+        usim_sim_set_work_limit(sim, left < PLAN_SIM_WORK ? left : PLAN_SIM_WORK);
         cv[i].w.method = cv[i].j.method;
         usim_model mm = m;
         mm.micro_batch = cv[i].mb;
         if (mm.global_batch < mm.micro_batch)
             mm.global_batch = mm.micro_batch;
         int rc = usim_simulate(sim, &mm, &cv[i].j, NULL, &cv[i].w.r);
+        spent += usim_sim_work(sim);
         if (rc == USIM_OK) {
             cv[i].w.ok = 1;
             cv[i].simulated = 1;
             cs.simulated++;
-        } else if (rc != USIM_EINVAL) {
+        } else if (rc == USIM_ELIMIT) {
+            if (left < PLAN_SIM_WORK)
+                cs.over_total++;
+            else
+                cs.over_sim++;
+        } else if (rc == USIM_EINVAL) {
+            cs.sim_failed++;
+            if (!cs.sim_fail_example[0])
+                snprintf(cs.sim_fail_example, sizeof cs.sim_fail_example, "%s", usim_last_error());
+        } else {
             usim_sim_free(sim);
             free(cv);
             fprintf(stderr, "ulysses-sim: %s\n", usim_last_error());
             return 1;
         }
     }
+    if (bar)
+        fputc('\n', stderr);
     usim_sim_free(sim);
+    if (cs.simulated == 0) {
+        /* nothing to rank: say why, never an empty table */
+        free(cv);
+        if (cs.sim_failed)
+            die_usage("plan: %d configurations of %d GPUs fit, but none can be simulated (e.g. %s)", cs.fit, G,
+                      cs.sim_fail_example);
+        die_usage("plan: %d configurations of %d GPUs fit, but every one tried is over the simulation work "
+                  "budget (%d over their own, %d left when the plan's was spent); restrict the search "
+                  "(--method, --tp, --sp, --pp) or plan for fewer GPUs", cs.fit, G, cs.over_sim, cs.over_total);
+    }
     qsort(cv, nc, sizeof *cv, by_sim);
     int top = o.top < cs.simulated ? o.top : cs.simulated;
     const usim_result *best = &cv[0].w.r;
@@ -361,8 +430,9 @@ int cmd_plan(int argc, char **argv)
         else
             snprintf(mbs, sizeof mbs, "micro-batch searched (divisors up to %d)", PLAN_MB_MAX);
         double budget = p.hbm_bytes * (1 - o.mem_headroom) / 1073741824.0;
+        char mn[OUT_SAFE], pn[OUT_SAFE];
         printf("plan: %s on %d GPUs of %s, %lld tokens per sequence, global batch %lld, %s\n",
-               m.name, G, p.name, (long long)m.seq, (long long)m.global_batch, mbs);
+               out_safe(m.name, mn), G, out_safe(p.name, pn), (long long)m.seq, (long long)m.global_batch, mbs);
         if (o.mem_headroom > 0)
             printf("memory budget: %.1f GiB of %.0f (--mem-headroom %g%%)\n", budget,
                    p.hbm_bytes / 1073741824.0, 100 * o.mem_headroom);
@@ -431,9 +501,18 @@ int cmd_plan(int argc, char **argv)
                    "e.g. %s\n", cs.inv_seq, cs.inv_example[1]);
         if (cs.inv_other)
             printf("  other constraints: %d, e.g. %s\n", cs.inv_other, cs.inv_example[2]);
-        if ((int)nc > cs.simulated)
+        int skipped = cs.over_sim + cs.over_total + cs.sim_failed;
+        if ((int)nc > cs.simulated + skipped)
             printf("  not simulated: %d fitting configurations whose estimate ranks below the %d simulated\n",
-                   (int)nc - cs.simulated, cs.simulated);
+                   (int)nc - cs.simulated - skipped, cs.simulated);
+        if (cs.over_sim)
+            printf("  not simulated: %d over the work budget of one simulation (%.0e network work units)\n",
+                   cs.over_sim, (double)PLAN_SIM_WORK);
+        if (cs.over_total)
+            printf("  not simulated: %d left when the plan's work budget (%.0e units) was spent\n",
+                   cs.over_total, (double)PLAN_TOTAL_WORK);
+        if (cs.sim_failed)
+            printf("  not simulated: %d refused by the simulation, e.g. %s\n", cs.sim_failed, cs.sim_fail_example);
     }
     free(cv);
     if (fflush(stdout)) {

@@ -29,6 +29,10 @@
 
 int cmd_sweep(int argc, char **argv);
 
+/* The most configurations one sweep runs (the product of the list lengths
+ * and the methods): a sweep is refused above it before anything runs. */
+#define SWEEP_MAX_CONFIGS 100000
+
 static void progress(int done, int total)
 {
     int width = 40, fill = total ? done * width / total : width;
@@ -305,6 +309,12 @@ int cmd_sweep(int argc, char **argv)
     for (int i = 0; i < o.ngpus; i++)
         if (usim_platform_check_gpus(&p, (int)o.gpus[i]))
             die_usage("%s", usim_last_error());
+    /* the count in int64: each factor is at most MAX_LIST (4096) */
+    int64_t count = (int64_t)o.ngpus * o.nseqs * nsp * ntp * npp * o.nmethods;
+    if (count > SWEEP_MAX_CONFIGS)
+        die_usage("sweep: %lld configurations (%d GPU counts x %d sequences x %d sp x %d tp x %d pp x %d methods) "
+                  "is more than the %d one sweep runs; split the sweep or use fewer values",
+                  (long long)count, o.ngpus, o.nseqs, nsp, ntp, npp, o.nmethods, SWEEP_MAX_CONFIGS);
     /* the outputs, checked and created before the sweep (files.h) */
     enum { F_OUT, F_PLOT, NF };
     uly_out files[NF];
@@ -316,7 +326,7 @@ int cmd_sweep(int argc, char **argv)
     FILE *out = stdout;
     if (o.out && !(out = files_open(&files[F_OUT])))
         return 1;
-    int total = o.ngpus * o.nseqs * nsp * ntp * npp * o.nmethods, done = 0;
+    int total = (int)count, done = 0;
     /* a bar on the terminal, unless the CSV rows are going to that terminal too */
     int bar = !o.no_progress && isatty(2) && (o.out || !isatty(1));
     point *pts = calloc((size_t)total, sizeof *pts);
@@ -379,6 +389,13 @@ int cmd_sweep(int argc, char **argv)
             fprintf(stderr, "ulysses-sim: error writing the CSV\n");
         goto fail;
     }
+    if (failures == total) {
+        /* no row has a result: the inputs admit nothing */
+        fprintf(stderr, "ulysses-sim: sweep: none of the %d configurations could run (see the error column)\n",
+                total);
+        free(pts);
+        return EXIT_BADINPUT;
+    }
     if (failures)
         fprintf(stderr, "ulysses-sim: %d of %d configurations could not run (see the error column)\n",
                 failures, total);
@@ -391,17 +408,19 @@ int cmd_sweep(int argc, char **argv)
             ax++;
         if (nval[ax] < 2)
             ax = o.ngpus > 1 ? AX_GPUS : AX_SEQ;
-        char title[300], methods[120] = "";
+        char title[1300], methods[120] = "", bn[OUT_SAFE], pn[OUT_SAFE];
+        out_safe(base.name, bn);
+        out_safe(p.name, pn);
         for (int i = 0; i < o.nmethods; i++)
             snprintf(methods + strlen(methods), sizeof methods - strlen(methods), "%s%s", i ? ", " : "",
                      usim_method_name(o.methods[i]));
         if (o.seq_per_gpu) {
             char lab[32];
             tick_label(o.seq_per_gpu, lab, sizeof lab);
-            snprintf(title, sizeof title, "%s on %s: %s (weak scaling, %s tokens per GPU)", base.name,
-                     p.name, methods, lab);
+            snprintf(title, sizeof title, "%s on %s: %s (weak scaling, %s tokens per GPU)", bn,
+                     pn, methods, lab);
         } else {
-            snprintf(title, sizeof title, "%s on %s: %s", base.name, p.name, methods);
+            snprintf(title, sizeof title, "%s on %s: %s", bn, pn, methods);
         }
         rc = plot(o.plot, files[F_PLOT].fd, title, pts, total, ax, o.plot_metric);
         if (!rc)

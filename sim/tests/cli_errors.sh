@@ -71,4 +71,98 @@ expect "model-typo.json:.*key 'kv_head': unknown key (nearest valid key: 'kv_hea
 expect "ring: simulated time cannot be represented: .* more than the 3.33e+05 s" --method ring --micro-batch 1024 --layers 1 --seq 64M
 expect "ulysses: 1073741824 micro-steps .* is more than the 400000 layer-steps" --method ulysses --gpus 8 --global-batch 1G
 expect "sizes cannot be represented: micro-batch 1048576 x 1099511627776 tokens" --method ring --micro-batch 1M --seq 1099511627776
+# ---------------------------------------------------------------------------
+# Bounds, saturation and messages: every accepted size has a limit the program
+# serves; a saturated quantity or an empty result is an error, never a result;
+# text from files is printed escaped.
+# ---------------------------------------------------------------------------
+# a sweep whose configuration count overflows an int is refused before anything runs
+expect "sweep: 68719476736 configurations (4096 GPU counts x 4096 sequences x 64 sp x 64 tp x 1 pp x 1 methods) is more than the 100000" \
+    sweep --seq 1K:4096K:+1K --gpus 8:32768:+8 --sp 1:64:+1 --tp 1:64:+1 --method ulysses --no-progress
+expect "sweep: 100400 configurations .* more than the 100000" sweep --seq 1K:400K:+1K --gpus 8:2008:+8 --method ulysses
+# plan: refused above its maximum at once; at the maximum it finishes, bounded
+expect "plan: --gpus 16385 is more than the 16384 GPUs plan searches" plan --gpus 16385
+expect "plan: --gpus 1048576 is more than the 16384 GPUs plan searches" plan --gpus 1048576
+if timeout 120 "$SIM" plan --gpus 16384 --method ulysses,usp --no-progress > "$tmp/plan" 2> "$tmp/err" &&
+   grep -q "^1 " "$tmp/plan" && [ ! -s "$tmp/err" ]; then
+    echo "ok: plan --gpus 16384 --method ulysses,usp finished with a ranking"
+else
+    echo "FAIL: plan --gpus 16384: exit or time-out, or no ranking:"; cat "$tmp/plan" "$tmp/err"; fail=1
+fi
+# plan: an empty result is an error saying why, not an empty table
+expect "plan: [0-9]* configurations of 64 GPUs fit, but none can be simulated (e.g. .*micro-steps" \
+    plan --global-batch 1000000
+# saturated sizes and times are refused, never printed
+expect "attn: --seq '4611686018427387904': expected an integer in 1..1099511627776" \
+    attn --platform dgx-h100 --gpus 8 --seq 4611686018427387904
+expect "attn: sizes cannot be represented: .* (limit 2^60)" attn --platform dgx-h100 --gpus 8 --seq 1G --heads 1M --head-dim 1024
+expect "attn: simulated time cannot be represented: the attention takes" attn --platform dgx-h100 --gpus 8 --seq 1024G
+expect "--seq: 1099511627777 is more than 2^40" --seq 1099511627777
+sed 's/"bw_GBps_per_dir": *[0-9.e+]*/"bw_GBps_per_dir": 1e-300/' "$top_srcdir/sim/presets/platforms/dgx-h100.json" > "$tmp/slow.json"
+expect "coll: all-to-all of 1073741824 bytes on 8 GPUs takes more than the 4e+06 s" \
+    coll --op all-to-all --gpus 8 --bytes 1G --platform "$tmp/slow.json"
+expect "coll: --gpus 4096: all-to-all is simulated on at most 2048 GPUs" coll --op all-to-all --gpus 4096 --bytes 1M
+# every row of a sweep failed: exit 2 (the rows keep their error column)
+"$SIM" sweep --method ulysses --sp 64 --no-progress > "$tmp/out" 2> "$tmp/err"; st=$?
+if [ $st -eq 2 ] && grep -q "none of the 1 configurations could run" "$tmp/err" && grep -q "SP degree 64 exceeds" "$tmp/out"; then
+    echo "ok: sweep with every row failed -> exit 2: $(cat "$tmp/err")"
+else
+    echo "FAIL: sweep with every row failed: exit $st"; cat "$tmp/err"; fail=1
+fi
+# a write error on stdout is a failure with a message, for every command
+if [ -w /dev/full ]; then
+    for cmd in "presets dgx-h100" "presets" "--method ulysses" "--help" "coll --op all-reduce --gpus 8 --bytes 1M"; do
+        # shellcheck disable=SC2086
+        "$SIM" $cmd > /dev/full 2> "$tmp/err"; st=$?
+        if [ $st -eq 1 ] && grep -q "error writing the output" "$tmp/err"; then
+            echo "ok: $cmd > /dev/full -> exit 1: $(tail -1 "$tmp/err")"
+        else
+            echo "FAIL: $cmd > /dev/full: exit $st, expected 1 with a message"; cat "$tmp/err"; fail=1
+        fi
+    done
+else
+    echo "skip: /dev/full is not available"
+fi
+# description paths that are not regular files are named by kind
+expect "--platform: /dev/zero: is a character device, not a regular file" --platform /dev/zero
+expect "--platform: /dev/null: is a character device, not a regular file" --platform /dev/null
+mkdir "$tmp/dir.json"
+expect "--model: $tmp/dir.json: is a directory, not a regular file" --model "$tmp/dir.json"
+if mkfifo "$tmp/fifo.json" 2>/dev/null; then
+    # a FIFO with no writer: refused by kind at once, never waited on
+    st=0; timeout 10 "$SIM" --platform "$tmp/fifo.json" > "$tmp/out" 2> "$tmp/err" || st=$?
+    if [ $st -eq 2 ] && grep -q "fifo.json: is a FIFO (named pipe), not a regular file" "$tmp/err"; then
+        echo "ok: --platform FIFO -> $(cat "$tmp/err")"
+    else
+        echo "FAIL: --platform FIFO: exit $st: $(cat "$tmp/err")"; fail=1
+    fi
+else
+    echo "skip: mkfifo is not available"
+fi
+# an integer key written as a real number is named as such
+sed 's/"gpus_per_node": *8/"gpus_per_node": 8e0/' "$top_srcdir/sim/presets/platforms/dgx-h100.json" > "$tmp/real.json"
+expect "key 'gpus_per_node': expected an integer written as digits only, got the real number 8 (write 8," --platform "$tmp/real.json"
+sed 's/"gpus_per_node": *8/"gpus_per_node": 8.5/' "$top_srcdir/sim/presets/platforms/dgx-h100.json" > "$tmp/frac.json"
+expect "key 'gpus_per_node': expected an integer, got the fraction 8.5" --platform "$tmp/frac.json"
+# a platform name with ESC, CR, LF and U+202E is printed escaped in every text output
+esc=$(printf '\033'); cr=$(printf '\r')
+sed "s/\"name\": *\"dgx-h100\"/\"name\": \"evil\\\\u001b[31mred\\\\r\\\\nX\\\\u202Ertl\"/" \
+    "$top_srcdir/sim/presets/platforms/dgx-h100.json" > "$tmp/hostile.json"
+for cmd in "--method ulysses" "plan --gpus 16 --method ulysses --no-progress" "coll --op all-reduce --gpus 8 --bytes 1M" \
+           "attn --gpus 8" "--method ulysses --format csv" "--method ulysses --format json"; do
+    # shellcheck disable=SC2086
+    "$SIM" $cmd --platform "$tmp/hostile.json" > "$tmp/out" 2> "$tmp/err"; st=$?
+    if [ $st -ne 0 ]; then echo "FAIL: hostile name, $cmd: exit $st"; cat "$tmp/err"; fail=1; continue; fi
+    if grep -q "$esc" "$tmp/out" || grep -q "$cr" "$tmp/out" || grep -q "$(printf '\342\200\256')" "$tmp/out"; then
+        echo "FAIL: hostile name, $cmd: a raw ESC, CR or U+202E reached stdout"; fail=1; continue
+    fi
+    if ! grep -qi 'evil\(\\x1b\|\\u001b\)\[31mred\\r\\nX\\u202Ertl' "$tmp/out"; then
+        echo "FAIL: hostile name, $cmd: the escaped name is not in the output:"; head -3 "$tmp/out"; fail=1; continue
+    fi
+    echo "ok: hostile platform name escaped: $cmd"
+done
+# ... and in messages: a key with an ESC is escaped in the error
+printf '{"name":"x","bad\\u001b[2Jkey":1}\n' > "$tmp/hostile-key.json"
+expect "key 'bad\\\\x1b\[2Jkey': unknown key" --platform "$tmp/hostile-key.json"
+if grep -q "$esc" "$tmp/err"; then echo "FAIL: a raw ESC reached stderr"; fail=1; fi
 exit $fail

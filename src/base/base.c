@@ -221,3 +221,100 @@ int uly_fput_quoted(FILE *f, const char *s, char quote, int drop_control)
         rc = fputc(quote, f);
     return rc == EOF ? EOF : 0;
 }
+
+/* ------------------------------------------------------- text from files */
+
+/* Length of the valid UTF-8 sequence at s and its code point, or 0 when the
+ * byte at s does not start one (overlong forms, surrogates and values above
+ * U+10FFFF are invalid). */
+static int utf8_char(const unsigned char *s, uint32_t *cp)
+{
+    unsigned c = s[0];
+    int len;
+    uint32_t v, min;
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    }
+    if (c >= 0xc2 && c <= 0xdf) { len = 2; v = c & 0x1f; min = 0x80; }
+    else if (c >= 0xe0 && c <= 0xef) { len = 3; v = c & 0x0f; min = 0x800; }
+    else if (c >= 0xf0 && c <= 0xf4) { len = 4; v = c & 0x07; min = 0x10000; }
+    else return 0;
+    for (int i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        v = (v << 6) | (s[i] & 0x3f);
+    }
+    if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+        return 0;
+    *cp = v;
+    return len;
+}
+
+static int needs_escape(uint32_t cp)
+{
+    return cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp <= 0x9f) || cp == 0x061c || cp == 0x200e ||
+           cp == 0x200f || cp == 0x2028 || cp == 0x2029 || (cp >= 0x202a && cp <= 0x202e) ||
+           (cp >= 0x2066 && cp <= 0x2069);
+}
+
+/* The next piece of the sanitised form of s: into out (at most 8 bytes, not
+ * terminated), its length in *olen; returns the bytes of s consumed. */
+static size_t sanitize_step(const char *s, char out[8], size_t *olen)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    uint32_t cp;
+    int len = utf8_char(u, &cp);
+    if (len == 0) {
+        *olen = (size_t)snprintf(out, 8, "\\x%02x", u[0]);
+        return 1;
+    }
+    if (!needs_escape(cp)) {
+        memcpy(out, s, (size_t)len);
+        *olen = (size_t)len;
+        return (size_t)len;
+    }
+    if (cp == '\n' || cp == '\r' || cp == '\t') {
+        out[0] = '\\';
+        out[1] = cp == '\n' ? 'n' : cp == '\r' ? 'r' : 't';
+        *olen = 2;
+    } else if (cp < 0x80) {
+        *olen = (size_t)snprintf(out, 8, "\\x%02x", (unsigned)cp);
+    } else {
+        *olen = (size_t)snprintf(out, 8, "\\u%04X", (unsigned)cp);
+    }
+    return (size_t)len;
+}
+
+size_t uly_sanitize(char *dst, size_t n, const char *s)
+{
+    size_t need = 0, at = 0;
+    int full = 0;
+    while (*s) {
+        char piece[8];
+        size_t pl;
+        s += sanitize_step(s, piece, &pl);
+        if (!full && n > 0 && at + pl < n) {
+            memcpy(dst + at, piece, pl);
+            at += pl;
+        } else {
+            full = 1;
+        }
+        need += pl;
+    }
+    if (n > 0)
+        dst[at] = '\0';
+    return need;
+}
+
+int uly_fput_sanitized(FILE *f, const char *s)
+{
+    while (*s) {
+        char piece[8];
+        size_t pl;
+        s += sanitize_step(s, piece, &pl);
+        if (fwrite(piece, 1, pl, f) != pl)
+            return EOF;
+    }
+    return 0;
+}

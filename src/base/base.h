@@ -10,6 +10,8 @@
  *   integers with K/M/G      uly_parse_int: one syntax and one semantics
  *   files                    uly_file_kind, uly_read_file (whole small files),
  *                            uly_fput_quoted (CSV and gnuplot strings)
+ *   text from files          uly_sanitize, uly_fput_sanitized: names and keys
+ *                            read from files, made safe to print
  *
  * JSON output through jansson is in base_json.h (it needs jansson; this
  * does not); output files (no output is an input, all committed together)
@@ -119,5 +121,23 @@ ULY_BASE_API int uly_read_file(const char *path, size_t max, char **buf, size_t 
  * "a""b", gnuplot's 'a''b'); with drop_control, bytes below 0x20 are left
  * out (a gnuplot command ends at a newline).  Returns 0 or EOF. */
 ULY_BASE_API int uly_fput_quoted(FILE *f, const char *s, char quote, int drop_control);
+
+/*
+ * Text that came from a file (a platform's name, a JSON key, a dtype string)
+ * made safe to print on a terminal: every character that could move the
+ * cursor, recolour, rewrite or reorder the line is written as a visible
+ * escape instead -- C0 controls and DEL (\n, \r, \t, else \xHH: ESC is
+ * \x1b), C1 controls (U+0080..U+009F), the line and paragraph separators
+ * U+2028/U+2029 and the bidirectional formatting characters (U+061C,
+ * U+200E, U+200F, U+202A..U+202E, U+2066..U+2069) as \uXXXX, and a byte
+ * that is not part of valid UTF-8 as \xHH.  Everything else is unchanged.
+ *
+ * uly_sanitize writes at most n bytes to dst (NUL-terminated when n > 0,
+ * never cutting a character or an escape) and returns the length the whole
+ * result needs, as snprintf does.  uly_fput_sanitized writes to f and
+ * returns 0 or EOF.
+ */
+ULY_BASE_API size_t uly_sanitize(char *dst, size_t n, const char *s);
+ULY_BASE_API int uly_fput_sanitized(FILE *f, const char *s);
 
 #endif
