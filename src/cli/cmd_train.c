@@ -796,6 +796,8 @@ static int train_main(train_job *J, drv *d, int argc, char **argv)
     uly_train_opts o;
     train_gpt(c, &gc, &o);
     STEP(drv_lib(d, uly_train_create(d->comm, &gc, &o, &J->T), 0, NULL));
+    if (uly_train_a2a_note(J->T)) /* a mode the system does not allow: never silent */
+        drv_say(d, "note: %s", uly_train_a2a_note(J->T));
     if (c->resume) {
         drv_lib(d, uly_train_checkpoint_read(J->T, J->img, J->ilen), 0, "--resume");
         if (d->code && !d->peer) { /* "--resume: ..." -> "--resume F: ..." */
