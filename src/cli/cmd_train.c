@@ -591,7 +591,7 @@ static int train_preflight(train_job *J, drv *d)
     char why[256], s1[32], s2[32];
     snprintf(why, sizeof why, "model, optimizer and activations %s, batch and files %s",
              drv_bytes(s1, sizeof s1, lib), drv_bytes(s2, sizeof s2, (uint64_t)bufs));
-    return drv_preflight(d, d->code ? 0 : need, why, c->force);
+    return drv_preflight(d, d->code ? 0 : need, 0, why, c->force);
 }
 
 /* Rank 0: the output files' temporaries (and so the directories' being
