@@ -114,6 +114,19 @@ run 0 "$NOTE" -- train --layers 2 --channels 128 --heads 4 --seq 2K --batch 1 --
 notes 1 "no shared-memory window"
 clean
 
+# Open MPI's osc_sm_backing_directory moves the window's file: the check follows it
+mkdir "$W/small" && mount -t tmpfs -o size=4M tmpfs "$W/small" || { echo "FAIL: mount in the namespace"; exit 1; }
+umount /dev/shm && mount -t tmpfs -o size=64M tmpfs /dev/shm || { echo "FAIL: remount in the namespace"; exit 1; }
+export OMPI_MCA_osc_sm_backing_directory="$W/small"
+run 1 "all-to-all mode shm: the shared-memory window needs 32.0 MiB in $W/small" -- $A --a2a shm
+unset OMPI_MCA_osc_sm_backing_directory
+cases=$((cases + 1))
+[ -z "$(ls -A "$W/small")" ] && echo "ok: $W/small empty" || bad "left in $W/small: $(ls -A "$W/small")"
+umount "$W/small"
+run 0 "" -- $A --a2a shm
+clean
+umount /dev/shm && mount -t tmpfs -o size=16M tmpfs /dev/shm || { echo "FAIL: remount in the namespace"; exit 1; }
+
 # bench a2a: shm and cma columns n/a, auto falls back, both said once
 run 0 "the shm and cma columns are n/a" "$NOTE" -- bench a2a --min 1M --max 1M --repeat 1
 notes 1 "the shm and cma columns are n/a"
