@@ -100,8 +100,11 @@ clean
 # the same results with and without the window: the fallback's bits match pack's
 run 0 "" -- attn --seq 8K --heads 4 --head-dim 32 --window 4 --repeat 1 --warmup 0 --out "$W/auto.npy"
 run 0 "" -- attn --seq 8K --heads 4 --head-dim 32 --window 4 --repeat 1 --warmup 0 --a2a pack --out "$W/pack.npy"
-cases=$((cases + 1))
-cmp -s "$W/auto.npy" "$W/pack.npy" && echo "ok: fallback output == pack output" || bad "fallback output differs from pack"
+run 0 "$NOTE" -- attn --seq 8K --heads 4 --head-dim 32 --window 4 --repeat 1 --warmup 0 --overlap on --out "$W/ovl.npy"
+for f in auto ovl; do
+    cases=$((cases + 1))
+    cmp -s "$W/$f.npy" "$W/pack.npy" && echo "ok: fallback output ($f) == pack output" || bad "fallback output ($f) differs from pack"
+done
 clean
 
 # train: the first layer's window does not fit
