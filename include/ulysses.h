@@ -41,6 +41,9 @@ typedef enum uly_status {
     ULY_EMPI,       /* an MPI call failed */
     ULY_ENONFINITE, /* input contains NaN or Inf */
     ULY_EPEER,      /* another rank failed; this rank stopped with it */
+    ULY_EUNAVAIL,   /* a resource the requested mode needs is not available (the
+                       shared-memory window: /dev/shm space, address space);
+                       the same on every rank, nothing of it left behind */
     ULY_NSTATUS
 } uly_status;
 

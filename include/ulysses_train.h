@@ -60,6 +60,10 @@ typedef struct uly_train uly_train;
  * weights 1).  Checks that every rank passed the same configuration. */
 int uly_train_create(MPI_Comm comm, const uly_gpt_config *c, const uly_train_opts *o, uly_train **out);
 void uly_train_free(uly_train *T);
+/* Why the layers' attention contexts do not use every all-to-all mode (the
+ * first layer's uly_dist_a2a_note that is not NULL: no shared-memory window
+ * where /dev/shm or the address space cannot hold it, no cma), or NULL. */
+const char *uly_train_a2a_note(const uly_train *T);
 /* Bytes that uly_train_create will allocate on this rank for the parameters,
  * gradients, AdamW moments, partial gradients and their exchange buffers,
  * and the activations (not counted: the attention contexts' staging, a few

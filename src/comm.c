@@ -11,6 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #ifdef HAVE_PROCESS_VM_READV
 #include <sys/uio.h>
@@ -636,21 +639,140 @@ static void shm_sync_window(uly_comm *c)
         c->shm_err = mpi_fail(e, "MPI_Win_sync");
 }
 
-int uly_comm_shm_alloc(uly_comm *c, size_t bytes, char **base)
+/*
+ * What a window costs, checked before MPI_Win_allocate_shared.  Open MPI's
+ * osc/sm (4.x, 5.x) puts the whole window in one file of its backing
+ * directory (osc_sm_backing_directory, /dev/shm by default), created by
+ * rank 0 and mapped whole by every rank: the segments rounded to pages, a
+ * page, and a small state per rank.  Inside that call a rank that fails
+ * (the file system full, a mapping refused by RLIMIT_AS) returns while its
+ * peers wait in the call's collectives for ever, and the file it made stays
+ * behind; so every rank checks first that the call cannot fail for want of
+ * space, and the ranks agree before any of them calls it.
+ */
+static const char *shm_backing_dir(void)
+{
+    const char *d = getenv("OMPI_MCA_osc_sm_backing_directory");
+    if (d && *d)
+        return d;
+    if (access("/dev/shm", W_OK) == 0)
+        return "/dev/shm";
+    d = getenv("TMPDIR"); /* Open MPI's session directory, under the temporary directory */
+    return d && *d ? d : "/tmp";
+}
+
+static const char *shm_bytes(char *buf, size_t len, uint64_t b)
+{
+    if (b >= (uint64_t)1 << 30)
+        snprintf(buf, len, "%.2f GiB", (double)b / (double)(1 << 30));
+    else
+        snprintf(buf, len, "%.1f MiB", (double)b / (double)(1 << 20));
+    return buf;
+}
+
+/* This process's address space in use (VmSize), in bytes; 0 if unknown. */
+static uint64_t shm_vm_size(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "VmSize:", 7) == 0) {
+            if (sscanf(line + 7, "%llu", &kb) != 1)
+                kb = 0;
+            break;
+        }
+    fclose(f);
+    return (uint64_t)kb * 1024;
+}
+
+/* Whether this process can afford a window file of `file` bytes (P segments)
+ * and `reserve` bytes more of address space: ULY_OK or ULY_EUNAVAIL. */
+static int shm_affordable(const uly_comm *c, uint64_t file, uint64_t reserve)
+{
+    char a[32], b[32], r[32];
+    const char *dir = shm_backing_dir();
+    struct statvfs fs;
+    if (statvfs(dir, &fs) == 0) {
+        const uint64_t free_b = (uint64_t)fs.f_bavail * (uint64_t)fs.f_frsize;
+        if (file > free_b)
+            return uly_set_error(ULY_EUNAVAIL, "the shared-memory window needs %s in %s (%d segments, one per "
+                                 "rank) but %s has %s free", shm_bytes(a, sizeof a, file), dir, c->size, dir,
+                                 shm_bytes(b, sizeof b, free_b));
+    }
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        const uint64_t used = shm_vm_size(), lim = (uint64_t)rl.rlim_cur;
+        const uint64_t left = lim > used ? lim - used : 0;
+        if (file > left || reserve > left - file)
+            return uly_set_error(ULY_EUNAVAIL, "rank %d can map %s more (RLIMIT_AS, ulimit -v, less the address "
+                                 "space in use) but every rank maps the whole shared-memory window, %s (%d segments), "
+                                 "and needs %s beside it", c->rank, shm_bytes(a, sizeof a, left),
+                                 shm_bytes(b, sizeof b, file), c->size, shm_bytes(r, sizeof r, reserve));
+    }
+    return ULY_OK;
+}
+
+int uly_comm_agree_status(uly_comm *c, int local_status, int *failed)
+{
+    *failed = -1;
+    int64_t key = local_status ? (int64_t)(c->size - c->rank) : 0, res = 0;
+    MPI_TRY(MPI_Allreduce(&key, &res, 1, MPI_INT64_T, MPI_MAX, c->comm), "MPI_Allreduce (agreement)");
+    if (res == 0)
+        return ULY_OK;
+    const int from = c->size - (int)res;
+    struct {
+        int64_t status;
+        char msg[SHM_MSG];
+    } m;
+    memset(&m, 0, sizeof m);
+    if (c->rank == from) {
+        m.status = local_status;
+        snprintf(m.msg, sizeof m.msg, "%s", uly_last_error());
+    }
+    MPI_TRY(MPI_Bcast(&m, (int)sizeof m, MPI_BYTE, from, c->comm), "MPI_Bcast (error message)");
+    m.msg[sizeof m.msg - 1] = '\0';
+    *failed = from;
+    const int st = m.status > ULY_OK && m.status < ULY_NSTATUS ? (int)m.status : ULY_EMPI;
+    return uly_set_error(st, "%s", m.msg);
+}
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+int uly_comm_shm_alloc(uly_comm *c, size_t bytes, size_t reserve, char **base)
 {
     _Atomic uint64_t probe;
+    int local = ULY_OK;
     if (!atomic_is_lock_free(&probe))
-        return uly_set_error(ULY_EMPI, "64-bit atomics are not lock-free here: no shared-memory flags");
+        local = uly_set_error(ULY_EMPI, "64-bit atomics are not lock-free here: no shared-memory flags");
     const size_t head = ctl_bytes(c->size);
+    const long pg = sysconf(_SC_PAGESIZE);
+    const uint64_t page = pg > 0 ? (uint64_t)pg : 4096;
+    /* + SHM_LINE: segments may start anywhere (8 bytes apart here); the
+     * control block starts at the first line boundary, at the same offset
+     * in every process (the mappings are page-aligned) */
+    const uint64_t seg = (uint64_t)SHM_LINE + head + bytes;
+    const uint64_t cap = (UINT64_MAX / 2) / (uint64_t)c->size; /* saturating: a sum that cannot be had */
+    uint64_t mine = seg > cap ? cap : (seg + page - 1) / page * page, sum = 0;
+    MPI_TRY(MPI_Allreduce(&mine, &sum, 1, MPI_UINT64_T, MPI_SUM, c->comm), "MPI_Allreduce (window size)");
+    /* the segments, a page, and osc/sm's per-rank state (a page per rank is ample) */
+    const uint64_t file = sum + (uint64_t)(c->size + 2) * page;
+    if (!local)
+        local = shm_affordable(c, file, reserve);
+    int who;
+    int rc = uly_comm_agree_status(c, local, &who);
+    if (rc)
+        return rc; /* no rank calls MPI_Win_allocate_shared: nothing to clean up */
     MPI_Info info;
     MPI_TRY(MPI_Info_create(&info), "MPI_Info_create");
     /* each rank's segment on its own pages (and NUMA node, first touch) */
     MPI_Info_set(info, "alloc_shared_noncontig", "true");
-    void *mine = NULL;
-    /* + SHM_LINE: segments may start anywhere (8 bytes apart here); the
-     * control block starts at the first line boundary, at the same offset
-     * in every process (the mappings are page-aligned) */
-    int e = MPI_Win_allocate_shared((MPI_Aint)(SHM_LINE + head + bytes), 1, info, c->comm, &mine, &c->win);
+    void *mine_p = NULL;
+    int e = MPI_Win_allocate_shared((MPI_Aint)seg, 1, info, c->comm, &mine_p, &c->win);
     MPI_Info_free(&info);
     if (e != MPI_SUCCESS) {
         c->win = MPI_WIN_NULL;
@@ -669,6 +791,19 @@ int uly_comm_shm_alloc(uly_comm *c, size_t bytes, char **base)
         MPI_TRY(MPI_Win_shared_query(c->win, s, &size, &unit, &p), "MPI_Win_shared_query");
         c->ctl[s] = (char *)p + ((SHM_LINE - (uintptr_t)p % SHM_LINE) % SHM_LINE);
         base[s] = c->ctl[s] + head;
+    }
+    /* The file is sparse: its pages are taken from the file system at the
+     * first write, where a full one raises SIGBUS (another window, or any
+     * other user of it, may have taken the space since the check).  Each
+     * rank takes its own segment's pages now, first touch by their owner,
+     * and a refusal becomes this rank's failure (EFAULT: the file system
+     * is full; older kernels without MADV_POPULATE_WRITE: EINVAL, skipped). */
+    const uintptr_t lo = (uintptr_t)mine_p / page * page, hi = ((uintptr_t)mine_p + seg + page - 1) / page * page;
+    if (seg && madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE) != 0 && errno != EINVAL) {
+        char a[32];
+        return uly_set_error(ULY_EUNAVAIL, "rank %d cannot get the pages of its %s of the shared-memory window in "
+                             "%s: %s", c->rank, shm_bytes(a, sizeof a, seg), shm_backing_dir(),
+                             errno == EFAULT ? "the file system is full" : strerror(errno));
     }
     /* the own control block starts at zero; the caller's agreement that
      * follows (MPI, bracketed by Win_sync) publishes it before any use */

@@ -39,6 +39,11 @@ ULY_INTERNAL double uly_comm_wtime(void);
  */
 ULY_INTERNAL int uly_comm_agree(uly_comm *c, int local_status, int n, const int64_t *vals,
                const char *const *names);
+/* An agreement on a status alone that tells every rank the same thing:
+ * ULY_OK if no rank failed; otherwise the lowest failing rank (*failed),
+ * its status returned and its message set, verbatim, on every rank.  Not
+ * through the control blocks: before uly_comm_shm_start only. */
+ULY_INTERNAL int uly_comm_agree_status(uly_comm *c, int local_status, int *failed);
 /* The same on a communicator of the caller's (before comm_attach). */
 ULY_INTERNAL int uly_comm_agree_on(MPI_Comm comm, int local_status, int n, const int64_t *vals,
                   const char *const *names);
@@ -123,7 +128,15 @@ ULY_INTERNAL int uly_comm_nb_test_some(uly_comm_nb *q, int first, int n, int *do
  * memory model and lock-free 64-bit atomics required) behind a control
  * block per rank, and give every rank's bytes' address in base[0..P) (this
  * process's mapping); the window stays in one lock_all epoch until it is
- * freed.  uly_comm_shm_start: once every rank has agreed (uly_comm_agree)
+ * freed.  Before any rank calls MPI_Win_allocate_shared the ranks agree
+ * that every one of them can afford it: the window's file fits in the free
+ * space of the MPI library's backing directory (/dev/shm) and in every
+ * rank's address space (RLIMIT_AS) with `reserve` bytes beside it;
+ * otherwise every rank returns ULY_EUNAVAIL with the same message and no
+ * window exists anywhere.  After the call each rank takes its own
+ * segment's pages (ULY_EUNAVAIL, on that rank, where the file system
+ * refuses them): the caller agrees on the outcome, and frees the window
+ * (uly_comm_shm_free, collective) when a rank failed.  uly_comm_shm_start: once every rank has agreed (uly_comm_agree)
  * that the allocation succeeded everywhere, agreements and the flags below
  * go through the control blocks instead of MPI.  uly_comm_shm_free
  * (collective) runs from uly_comm_close too.
@@ -150,7 +163,7 @@ ULY_INTERNAL int uly_comm_nb_test_some(uly_comm_nb *q, int first, int n, int *do
  * last call (ULY_OK if none).
  */
 ULY_INTERNAL int uly_comm_one_node(uly_comm *c, int *one_node);
-ULY_INTERNAL int uly_comm_shm_alloc(uly_comm *c, size_t bytes, char **base);
+ULY_INTERNAL int uly_comm_shm_alloc(uly_comm *c, size_t bytes, size_t reserve, char **base);
 ULY_INTERNAL void uly_comm_shm_start(uly_comm *c);
 ULY_INTERNAL void uly_comm_shm_free(uly_comm *c);
 ULY_INTERNAL int uly_comm_agree_begin(uly_comm *c, int local_status, int n, const int64_t *vals,

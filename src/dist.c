@@ -67,7 +67,7 @@ struct uly_dist {
     int a2a_mode;              /* ULY_A2A_* as asked for */
     int shm;                   /* the head-side buffers are in a shared-memory window */
     int cma;                   /* cross-memory attach works between every pair of ranks */
-    char note[512];            /* why the mode asked for is not used (empty: it is) */
+    char note[768];            /* why the mode asked for is not used (empty: it is) */
     char **peer;               /* (P) every rank's head-side region (this process's mapping) */
     unsigned char *shm_state;  /* (P) a2a_shm's per-peer progress */
     struct row_copy *shm_rows; /* (P) a2a_shm's copies of one pass */
@@ -1023,12 +1023,47 @@ static void heads_set(uly_dist *D, char *region)
     D->peer[D->rank] = region;
 }
 
+/* Address space the context still needs beside its window: the kernels'
+ * workspace of one call (a local-attention plug-in's own is not known),
+ * and ULY_WINDOW_SLACK for MPI and the threads. */
+#define ULY_WINDOW_SLACK ((size_t)32 << 20)
+static uly_kernel_opts local_opts(const uly_dist *D);
+static size_t heads_reserve(const uly_dist *D)
+{
+    size_t ws = 0;
+    if (!D->o.attn && D->hc[D->rank] > 0) {
+        uly_kernel_opts ko = local_opts(D);
+        if (uly_attn_workspace(&D->a, &ko, &ws))
+            ws = 0;
+    }
+    return ws > SIZE_MAX - ULY_WINDOW_SLACK ? SIZE_MAX : ws + ULY_WINDOW_SLACK;
+}
+
+/* Back to private head-side buffers after a window that not every rank
+ * could have (collective: the window, where it exists, is freed). */
+static void heads_unshare(uly_dist *D)
+{
+    uly_comm_shm_free(D->c);
+    D->shm = 0;
+    D->ovs = 0;
+    D->ncand = 3;
+    for (int s = 0; s < D->P; s++)
+        D->peer[s] = NULL;
+    if (D->ovs_area)
+        for (int s = 0; s < D->P; s++)
+            D->ovs_area[s] = NULL;
+}
+
 /*
  * Where the head-side buffers go (collective, after the communicator is
  * attached).  With ULY_A2A_SHM or ULY_A2A_AUTO on P > 1 ranks that all share
  * one node: a shared-memory window, every rank's segment mapped in every
  * rank (auto then measures the shm mode too); ULY_A2A_SHM across nodes is
- * refused; ULY_A2A_AUTO across nodes allocates them privately.  The outcome
+ * refused; ULY_A2A_AUTO across nodes allocates them privately.  A window
+ * that not every rank can afford (/dev/shm space, address space; checked
+ * before it is made, see uly_comm_shm_alloc) is ULY_EUNAVAIL for
+ * ULY_A2A_SHM and ULY_A2A_CMA, the same message on every rank; ULY_A2A_AUTO
+ * then allocates privately and says why (uly_dist_a2a_note).  The outcome
  * is agreed, so every rank returns the same status.
  */
 static int heads_place(uly_dist *D)
@@ -1044,22 +1079,44 @@ static int heads_place(uly_dist *D)
         return rc;
     size_t lay[ULY_A2A_COUNT];
     const size_t hbytes = head_layout(D, D->rank, lay);
+    int private = !one;
     if (one) {
-        local = uly_comm_shm_alloc(D->c, hbytes + ovs_bytes(D), D->peer);
+        local = uly_comm_shm_alloc(D->c, hbytes + ovs_bytes(D), heads_reserve(D), D->peer);
         if (!local) {
             D->shm = 1;
             D->ncand = 4; /* auto measures the shm mode too */
             heads_set(D, D->peer[D->rank]);
             ovs_place(D);
         }
+        int who = -1;
+        const int st = uly_comm_agree_status(D->c, local, &who); /* the same on every rank */
+        if (st == ULY_EUNAVAIL && D->a2a_mode == ULY_A2A_AUTO) {
+            snprintf(D->note, sizeof D->note, "all-to-all: no shared-memory window (%s): auto falls back to pack, "
+                     "datatype and pipeline", uly_last_error());
+            heads_unshare(D);
+            private = 1;
+        } else if (st == ULY_EUNAVAIL) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", uly_last_error());
+            return uly_set_error(ULY_EUNAVAIL, "all-to-all mode %s: %s", uly_a2a_mode_name(D->a2a_mode), why);
+        } else if (st) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", uly_last_error());
+            return who == D->rank ? uly_set_error(st, "%s", why)
+                                  : uly_set_error(ULY_EPEER, "rank %d failed: %s", who, why);
+        }
+        local = ULY_OK;
     } else if (D->a2a_mode == ULY_A2A_SHM || D->a2a_mode == ULY_A2A_CMA) {
         local = uly_set_error(ULY_EINVAL, "all-to-all mode %s needs every rank on one node (%d ranks do not "
                               "all share memory); use pack, datatype, pipeline or auto",
                               uly_a2a_mode_name(D->a2a_mode), D->P);
-    } else if (!(D->heads_owned = uly_malloc(hbytes + 1))) {
-        local = uly_set_error(ULY_ENOMEM, "cannot allocate %zu bytes of head-sharded buffers", hbytes);
-    } else {
-        heads_set(D, D->heads_owned);
+        private = 0;
+    }
+    if (private) {
+        if (!(D->heads_owned = uly_malloc(hbytes + 1)))
+            local = uly_set_error(ULY_ENOMEM, "cannot allocate %zu bytes of head-sharded buffers", hbytes);
+        else
+            heads_set(D, D->heads_owned);
     }
     rc = uly_comm_agree(D->c, local, 0, NULL, NULL);
     if (!rc && D->shm && D->a2a_mode != ULY_A2A_SHM) {

@@ -20,6 +20,7 @@ static const char *const status_text[ULY_NSTATUS] = {
     [ULY_EMPI] = "MPI error",
     [ULY_ENONFINITE] = "non-finite input",
     [ULY_EPEER] = "another rank failed",
+    [ULY_EUNAVAIL] = "resource not available",
 };
 
 const char *uly_strerror(int status)

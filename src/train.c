@@ -265,6 +265,14 @@ void uly_train_shard(const uly_train *T, int64_t *row_begin, int64_t *rows, int6
 
 /* ------------------------------------------------------------- lifecycle */
 
+const char *uly_train_a2a_note(const uly_train *T)
+{
+    for (int64_t l = 0; T && T->dist && l < T->c.layers; l++)
+        if (T->dist[l] && uly_dist_a2a_note(T->dist[l]))
+            return uly_dist_a2a_note(T->dist[l]);
+    return NULL;
+}
+
 void uly_train_free(uly_train *T)
 {
     if (!T)

@@ -176,7 +176,7 @@ static void attn_options(struct attn_cfg *c, arg_opt *o)
         {"dtype", ARG_CHOICE, &c->dtype, 0, 0, "T", "element type f32 or f64 (default f32, or that of --q)", dtype_names, &c->seen_dtype},
         {"block-q", ARG_INT, &c->block_q, 1, 65536, "n", "query rows per kernel block", NULL, NULL},
         {"block-k", ARG_INT, &c->block_k, 1, 65536, "n", "key rows per kernel block", NULL, NULL},
-        {"a2a", ARG_CHOICE, &c->a2a, 0, 0, "MODE", "all-to-all data movement: auto (default: the first calls of each kind try every mode 3 times; the smallest median is kept, but pack, datatype or pipeline replace shm or cma only when more than 10 % faster), pack, datatype, pipeline, shm (one node: copies straight between the ranks' buffers in shared memory), cma (one node: each rank reads its blocks out of the peers' memory with process_vm_readv; shm where the system forbids it, with a note)", a2a_mode_names, NULL},
+        {"a2a", ARG_CHOICE, &c->a2a, 0, 0, "MODE", "all-to-all data movement: auto (default: the first calls of each kind try every mode 3 times; the smallest median is kept, but pack, datatype or pipeline replace shm or cma only when more than 10 % faster), pack, datatype, pipeline, shm (one node: copies straight between the ranks' buffers in shared memory), cma (one node: each rank reads its blocks out of the peers' memory with process_vm_readv; shm where the system forbids it, with a note); where the shared-memory window does not fit (/dev/shm, address space) auto falls back to pack, datatype and pipeline with a note, shm and cma exit 1", a2a_mode_names, NULL},
         {"overlap", ARG_CHOICE, &c->overlap, 0, 0, "MODE", "overlap the all-to-alls with attention, head chunk by head chunk and source rank by source rank: off (default), on, auto (on when every rank has >= 2 KV heads); with on/auto every repetition also runs once without overlap, to report how much communication is hidden", overlap_names, NULL},
         {"overlap-chunks", ARG_INT, &c->overlap_chunks, 1, ULY_OVERLAP_MAX_CHUNKS, "K", "head chunks per rank with --overlap (default: as many as the fewest KV heads of a rank, at most 8)", NULL, NULL},
         {"overlap-trace", ARG_STR, &c->trace, 0, 0, "F.csv", "with --overlap: write every overlapped call's events (waits for input blocks, sends of output blocks, kernel calls, chunk starts and completions) of every rank to F.csv (doc/cli.md)", NULL, NULL},
@@ -567,7 +567,18 @@ static uint64_t bsum(uint64_t a, uint64_t b)
  * its shards, the library's head-sharded buffers (as src/dist.c lays them
  * out), the kernel workspaces, rank 0's input staging, gathered results and
  * --check's single-process run and fp64 reference. */
-static uint64_t attn_need(const attn_job *J, char *why, size_t len)
+/* Bytes of group rank s's segment of the shared-memory window: its
+ * head-side buffers (src/dist.c, head_layout), Ng tokens of its heads. */
+static uint64_t window_segment(const uly_attn_desc *a, uint64_t Ng, int U, int s, int rep, uint64_t es)
+{
+    int64_t hb, hc, kb, kc;
+    uly_split(a->heads, U, s, &hb, &hc);
+    uly_kv_range(a, hb, hc, &kb, &kc);
+    const uint64_t kvg = (uint64_t)(rep ? hc : kc);
+    return (uint64_t)a->batch * Ng * (uint64_t)a->head_dim * (4 * (uint64_t)hc + 2 * (uint64_t)kc + 2 * kvg) * es;
+}
+
+static uint64_t attn_need(const attn_job *J, int node_ranks, uint64_t *mapped, char *why, size_t len)
 {
     const uly_attn_desc *a = &J->a;
     const struct attn_cfg *c = &J->c;
@@ -586,11 +597,25 @@ static uint64_t attn_need(const attn_job *J, char *why, size_t len)
     const uint64_t Ng = (uint64_t)J->lrows, Ug = (uint64_t)pl->U;
     const int rep = uly_plan_kv_replicated(a, pl->U);
     uint64_t lib = B * hr * Ng * es; /* lse */
+    /* --a2a shm / cma on one node: no staging, and every rank maps the
+     * window's P segments -- its own in lib, the others' in *mapped (address
+     * space: each is memory once, in its owner's need).  auto maps them only
+     * where every rank can (the library checks, else falls back to pack). */
+    const int window = Ug > 1 && (c->a2a == ULY_A2A_SHM || c->a2a == ULY_A2A_CMA) && node_ranks == J->P &&
+                       (pl->method == ULY_METHOD_ULYSSES || pl->method == ULY_METHOD_USP);
+    *mapped = 0;
     if (Ug > 1) {
         uint64_t kvg = rep ? hr : kvr;
         uint64_t stage = B * nr * H * d > B * Ng * hr * d ? B * nr * H * d : B * Ng * hr * d;
+        if (window)
+            stage = 0;
         lib = bsum(lib, (B * Ng * d * (4 * hr + 2 * kvr + 2 * kvg) + 2 * stage + (rep ? B * nr * H * d : 0)) * es);
     }
+    int gr = 0, gj = 0; /* this rank's place in its all-to-all group */
+    uly_plan_grid(pl, J->rank, &gr, &gj);
+    for (int s = 0; window && s < (int)Ug; s++)
+        if (s != gr)
+            *mapped = bsum(*mapped, window_segment(a, Ng, (int)Ug, s, rep, es));
     if (pl->R > 1 && pl->method != ULY_METHOD_ALLGATHER) {
         /* the ring engine: its queries, output, dO, dQ segment-major, the own
          * K/V, two travelling K/V buffers and the travelling dK/dV (largest chunk) */
@@ -622,9 +647,12 @@ static uint64_t attn_need(const attn_job *J, char *why, size_t len)
         }
     }
     uint64_t total = bsum(bsum(shards, lib), bsum(ws, r0));
-    char s1[32], s2[32], s3[32], s4[32];
-    snprintf(why, len, "shards %s, head-sharded buffers %s, kernel workspace %s%s%s",
-             drv_bytes(s1, sizeof s1, shards), drv_bytes(s2, sizeof s2, lib), drv_bytes(s3, sizeof s3, ws),
+    char s1[32], s2[32], s3[32], s4[32], s5[96] = "";
+    if (window)
+        snprintf(s5, sizeof s5, ", the shared-memory window's %d other segment%s %s (mapped)", (int)Ug - 1,
+                 Ug > 2 ? "s" : "", drv_bytes(s4, sizeof s4, *mapped));
+    snprintf(why, len, "shards %s, head-sharded buffers %s%s, kernel workspace %s%s%s",
+             drv_bytes(s1, sizeof s1, shards), drv_bytes(s2, sizeof s2, lib), s5, drv_bytes(s3, sizeof s3, ws),
              r0 ? ", rank 0 inputs/outputs/--check " : "", r0 ? drv_bytes(s4, sizeof s4, r0) : "");
     return total;
 }
@@ -644,9 +672,13 @@ static int attn_plan(attn_job *J, drv *d)
     J->NQ = (size_t)(a->batch * a->seq * a->heads * a->head_dim);
     J->NKV = (size_t)(a->batch * a->seq * a->kv_heads * a->head_dim);
     J->NL = (size_t)(a->batch * a->heads * a->seq);
-    char why[256];
-    uint64_t need = attn_need(J, why, sizeof why);
-    if (drv_preflight(d, need, why, J->c.force))
+    char why[384];
+    int node_ranks = 1;
+    if (d->node != MPI_COMM_NULL && MPI_Comm_size(d->node, &node_ranks) != MPI_SUCCESS)
+        node_ranks = 1;
+    uint64_t mapped = 0;
+    uint64_t need = attn_need(J, node_ranks, &mapped, why, sizeof why);
+    if (drv_preflight(d, need, mapped, why, J->c.force))
         return d->code;
     if (d->rank == 0) {
         /* every output against every input and each other, before any computing */

@@ -479,7 +479,9 @@ static int bench_memory(int argc, char **argv)
  * (every rank on one node only, shm = 1) writes and reads those buffers in
  * the peers directly; the cma mode (also one node) reads the peers' sequence
  * shards or head-side buffers with process_vm_readv, its column n/a where
- * the system forbids it (a note says why).  Local failures are recorded in d; every step that can
+ * the system forbids it (a note says why); both n/a, with a note, where
+ * the shared-memory window cannot be had (/dev/shm too small, address
+ * space: ULY_EUNAVAIL, the same on every rank).  Local failures are recorded in d; every step that can
  * fail on one rank is agreed (drv_sync). */
 static int a2a_size(drv *d, int64_t bytes, int64_t minb, int64_t repeat, int json, int shm)
 {
@@ -505,19 +507,34 @@ static int a2a_size(drv *d, int64_t bytes, int64_t minb, int64_t repeat, int jso
     int rc = drv_sync(d);
     for (int c = 0; tm && c < NC * repeat; c++)
         tm[c] = NAN;
+    int cma_off = 0; /* the cma column left out: the system forbids it (auto's note says the same) */
     for (int m = 0; m < NM && !rc; m++) {
         if ((m == SHM || m == CMA) && !shm)
             continue;
         uly_dist_opts dopt;
         memset(&dopt, 0, sizeof dopt);
         dopt.a2a_mode = modes[m];
-        drv_lib(d, uly_dist_create(d->comm, &a, &dopt, &D[m]), 0, NULL);
+        int st = uly_dist_create(d->comm, &a, &dopt, &D[m]);
+        if (st == ULY_EUNAVAIL && (m == SHM || m == CMA)) {
+            /* no shared-memory window (the same on every rank): the column is n/a, said once */
+            static int said;
+            if (!said++)
+                drv_say(d, "note: %s: the shm and cma columns are n/a where it cannot be made", uly_last_error());
+            continue;
+        }
+        drv_lib(d, st, 0, NULL);
         rc = drv_sync(d);
         if (!rc && m == CMA && uly_dist_a2a_note(D[m])) { /* running as shm: not a cma column */
             if (bytes == minb)
                 drv_say(d, "note: %s", uly_dist_a2a_note(D[m]));
             uly_dist_free(D[m]);
             D[m] = NULL;
+            cma_off = 1;
+        }
+        if (!rc && m == NM - 1 && !cma_off && uly_dist_a2a_note(D[m])) { /* auto without its window */
+            static int said;
+            if (!said++)
+                drv_say(d, "note: %s", uly_dist_a2a_note(D[m]));
         }
     }
     if (!rc) {

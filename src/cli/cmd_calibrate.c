@@ -55,6 +55,7 @@ typedef struct cal {
     int a2a;                         /* --a2a: the all-to-all mode measured (ULY_A2A_*) */
     int a2a_fell_back;               /* rank 0: cma not allowed (uly_dist_a2a_note, said once): cma ran as
                                         shm, auto left it out */
+    char a2a_why[768];               /* why this rank's all-to-all context could not be made ("": it could) */
     int64_t repeat, threads, seq, head_dim;
     int tty;                         /* rank 0's stderr is a terminal */
     int step, steps;
@@ -350,6 +351,8 @@ static stats ulysses_a2a_time(cal *c, MPI_Comm comm, size_t per, int *fail)
     MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, c->world);
     if (!any) {
         bad = uly_dist_create(comm, &a, &o, &D) != 0;
+        if (bad && !c->a2a_why[0]) /* e.g. --a2a shm without room for its window in /dev/shm */
+            snprintf(c->a2a_why, sizeof c->a2a_why, "%s", uly_last_error());
         MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, c->world);
         if (!any && !c->a2a_fell_back && uly_dist_a2a_note(D)) { /* a mode the system does not allow: never silent */
             drv_say(c->d, "note: %s", uly_dist_a2a_note(D));
@@ -941,7 +944,10 @@ static int cal_main(cal *c, int argc, char **argv)
     if (fail) {
         if (c->rank == 0 && c->tty)
             fputc('\n', stderr);
-        drv_fail(d, DRV_RUNTIME, "a rank ran out of memory or a kernel failed");
+        if (c->a2a_why[0])
+            drv_fail(d, DRV_RUNTIME, "the Ulysses all-to-all: %s", c->a2a_why);
+        else
+            drv_fail(d, DRV_RUNTIME, "a rank ran out of memory or a kernel failed");
         return drv_sync(d);
     }
     load_avg(load1);

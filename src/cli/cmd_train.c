@@ -599,7 +599,7 @@ static int train_preflight(train_job *J, drv *d)
     char why[256], s1[32], s2[32];
     snprintf(why, sizeof why, "model, optimizer and activations %s, batch and files %s",
              drv_bytes(s1, sizeof s1, lib), drv_bytes(s2, sizeof s2, (uint64_t)bufs));
-    return drv_preflight(d, d->code ? 0 : need, why, c->force);
+    return drv_preflight(d, d->code ? 0 : need, 0, why, c->force);
 }
 
 /* Rank 0: the output files' temporaries (and so the directories' being
@@ -817,6 +817,8 @@ static int train_main(train_job *J, drv *d, int argc, char **argv)
     uly_train_opts o;
     train_gpt(c, &gc, &o);
     STEP(drv_lib(d, uly_train_create(d->comm, &gc, &o, &J->T), 0, NULL));
+    if (uly_train_a2a_note(J->T)) /* a mode the system does not allow: never silent */
+        drv_say(d, "note: %s", uly_train_a2a_note(J->T));
     if (c->resume) {
         drv_lib(d, uly_train_checkpoint_read(J->T, J->img, J->ilen), 0, "--resume");
         if (d->code && !d->peer) { /* "--resume: ..." -> "--resume F: ..." */

@@ -169,8 +169,11 @@ void drv_mem_probe(drv_mem *m);
  * or when the needs of all ranks on this node together exceed what the node
  * has (cgroup memory.max, MemAvailable; $ULYSSES_TEST_MEM_AVAILABLE
  * replaces MemAvailable, a test aid), unless force (then only a warning
- * from this rank).  Every rank must call it, even after a local failure. */
-int drv_preflight(drv *d, uint64_t need, const char *breakdown, int force);
+ * from this rank).  `mapped`: memory of other ranks this process maps on
+ * top of need (the peers' segments of a shared-memory window), counted
+ * against RLIMIT_AS only -- the node holds it once, in its owners' need.
+ * Every rank must call it, even after a local failure. */
+int drv_preflight(drv *d, uint64_t need, uint64_t mapped, const char *breakdown, int force);
 /* OpenMP threads a kernel will use: requested, or the OpenMP default when < 1. */
 int drv_threads(int requested);
 /* Local: a small sgemm on `threads` OpenMP threads, so that OpenBLAS

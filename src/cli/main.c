@@ -39,7 +39,7 @@ int exit_status_of(int status)
     case ULY_EMISMATCH:
     case ULY_ENONFINITE:
         return ULY_EXIT_BADINPUT;
-    default: /* ULY_ENOMEM, ULY_EIO, ULY_EMPI, ULY_EPEER: the run failed, not its input */
+    default: /* ULY_ENOMEM, ULY_EIO, ULY_EMPI, ULY_EPEER, ULY_EUNAVAIL: the run failed, not its input */
         return ULY_EXIT_RUNTIME;
     }
 }

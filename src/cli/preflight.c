@@ -159,7 +159,7 @@ static int node_need(drv *d, uint64_t need, uint64_t *sum, int *ranks)
     return drv_mpi(d, e, "summing the memory needs of the ranks on this node");
 }
 
-int drv_preflight(drv *d, uint64_t need, const char *breakdown, int force)
+int drv_preflight(drv *d, uint64_t need, uint64_t mapped, const char *breakdown, int force)
 {
     uint64_t sum;
     int ranks;
@@ -167,16 +167,21 @@ int drv_preflight(drv *d, uint64_t need, const char *breakdown, int force)
         return d->code;
     drv_mem m;
     drv_mem_probe(&m);
-    /* per process: the rlimits; per node (shared by its ranks): cgroup and MemAvailable */
-    const uint64_t proc_avail = m.as_left < m.data_left ? m.as_left : m.data_left;
+    /* per process: the rlimits (the address space with what it maps of
+     * other ranks); per node (shared by its ranks): cgroup and MemAvailable */
+    const uint64_t as_need = need > UINT64_MAX - mapped ? UINT64_MAX : need + mapped;
+    const int over_as = as_need > m.as_left, over_data = need > m.data_left;
+    const uint64_t proc_need = over_as || !over_data ? as_need : need;
+    const uint64_t proc_avail = over_as || !over_data ? m.as_left : m.data_left;
     const uint64_t node_avail = m.cgroup_left < m.mem_available ? m.cgroup_left : m.mem_available;
-    const char *proc_limit = m.as_left < m.data_left ? "RLIMIT_AS (ulimit -v) minus the address space in use"
-                                                     : "RLIMIT_DATA (ulimit -d) minus the data in use";
+    const char *proc_limit = over_as || !over_data ? "RLIMIT_AS (ulimit -v) minus the address space in use"
+                                                   : "RLIMIT_DATA (ulimit -d) minus the data in use";
     const char *node_limit = m.cgroup_left < m.mem_available ? "cgroup memory.max minus memory.current"
                                                              : "MemAvailable";
     char a[32], b[32], c[32];
     drv_bytes(a, sizeof a, need);
-    if (need > proc_avail) {
+    if (over_as || over_data) {
+        drv_bytes(a, sizeof a, proc_need);
         drv_bytes(b, sizeof b, proc_avail);
         if (force) {
             fprintf(stderr, "%s: rank %d: warning: this run needs about %s (%s) but the process can get %s (%s); "
@@ -188,6 +193,7 @@ int drv_preflight(drv *d, uint64_t need, const char *breakdown, int force)
                         "(%s); use smaller sizes or more ranks, or --force to try anyway",
                         a, d->rank, breakdown, b, proc_limit);
     }
+    drv_bytes(a, sizeof a, need);
     if (sum > node_avail) {
         drv_bytes(b, sizeof b, node_avail);
         drv_bytes(c, sizeof c, sum);
