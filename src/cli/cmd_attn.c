@@ -1759,7 +1759,7 @@ static int attn_main(attn_job *J, drv *d, int argc, char **argv)
     drv_field f[DRV_AGREE_MAX];
     int nf = ps == DRV_PARSE_OK ? attn_fields(J, f) : 0;
     int rc = drv_agree(d, ps, f, nf);
-    if (rc == DRV_PARSE_HELP) {
+    if (rc == DRV_AGREE_HELP) {
         arg_opt opts[NOPTS];
         attn_options(&J->c, opts);
         drv_usage(d, synopsis, opts);

@@ -678,7 +678,7 @@ static int bench_a2a_mpi(drv *d, int argc, char **argv)
         {"--repeat", DRV_F_INT, repeat, NULL, 0, NULL}, {"--json", DRV_F_FLAG, json, NULL, 0, NULL},
     };
     rc = drv_agree(d, ps, f, 4);
-    if (rc == DRV_PARSE_HELP) {
+    if (rc == DRV_AGREE_HELP) {
         if (d->rank == 0)
             args_usage(stdout, "ulysses", "bench a2a [options]   (under mpirun -np P)", opts);
         return 0;
@@ -902,7 +902,7 @@ static int bench_methods_run(drv *dr, methods_run *M, int argc, char **argv)
         {"--json", DRV_F_FLAG, json, NULL, 0, NULL},
     };
     rc = drv_agree(dr, ps, f, (int)(sizeof f / sizeof f[0]));
-    if (rc == DRV_PARSE_HELP) {
+    if (rc == DRV_AGREE_HELP) {
         if (dr->rank == 0)
             args_usage(stdout, "ulysses", "bench methods --method M [options]   (under mpirun -np P)", opts);
         return 0;

@@ -806,7 +806,7 @@ static int cal_main(cal *c, int argc, char **argv)
         {"--threads", DRV_F_INT, c->threads, NULL, 0, NULL}, {"--a2a", DRV_F_CHOICE, c->a2a, NULL, 0, a2a_mode_names},
     };
     int rc = drv_agree(d, ps, f, ps == DRV_PARSE_OK ? (int)(sizeof f / sizeof f[0]) : 0);
-    if (rc == DRV_PARSE_HELP) {
+    if (rc == DRV_AGREE_HELP) {
         if (c->rank == 0)
             args_usage(stdout, "ulysses", synopsis, opts);
         return 0;

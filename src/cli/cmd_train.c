@@ -761,7 +761,7 @@ static int train_main(train_job *J, drv *d, int argc, char **argv)
     drv_field f[DRV_AGREE_MAX];
     int nf = ps == DRV_PARSE_OK ? train_fields(c, f) : 0;
     int rc = drv_agree(d, ps, f, nf);
-    if (rc == DRV_PARSE_HELP) {
+    if (rc == DRV_AGREE_HELP) {
         arg_opt opts[NOPTS];
         train_options(c, opts);
         drv_usage(d, synopsis, opts);

@@ -111,13 +111,17 @@ void drv_usage(const drv *d, const char *synopsis, const struct arg_opt *opts);
  * is part of the exchange (ranks running different subcommands disagree).
  * Returns on every rank:
  *   0                 all parsed, all fields equal;
- *   DRV_PARSE_HELP    every rank was asked for --help (print it on rank 0);
+ *   DRV_AGREE_HELP    every rank was asked for --help (print it on rank 0);
+ *                     negative, so that no exit status can be mistaken for it;
+ *   DRV_RUNTIME (1)   the exchange itself failed (its table could not be
+ *                     allocated, an MPI call failed): the message is printed;
  *   DRV_BADINPUT (2)  a parse error on some rank (its message printed once,
  *                     naming the rank), --help on some ranks only, or a field
  *                     that differs (rank 0 prints which option and which
  *                     ranks hold which value).
  * At most DRV_AGREE_MAX fields.
  */
+enum { DRV_AGREE_HELP = -1 };
 int drv_agree(drv *d, int parse, const drv_field *f, int n);
 
 
