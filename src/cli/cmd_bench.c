@@ -481,6 +481,10 @@ static int bench_memory(int argc, char **argv)
  * shards or head-side buffers with process_vm_readv, its column n/a where
  * the system forbids it (a note says why).  Local failures are recorded in d; every step that can
  * fail on one rank is agreed (drv_sync). */
+/* --min/--max: 4 GiB per rank keeps every count of the raw MPI_Alltoall in an int. */
+enum { A2A_MAX_BYTES_LOG2 = 32 };
+#define A2A_MAX_BYTES ((int64_t)1 << A2A_MAX_BYTES_LOG2)
+
 static int a2a_size(drv *d, int64_t bytes, int64_t minb, int64_t repeat, int json, int shm)
 {
     const int P = d->size, rank = d->rank;
@@ -661,23 +665,47 @@ static int a2a_size(drv *d, int64_t bytes, int64_t minb, int64_t repeat, int jso
     return rc;
 }
 
+/* What a2a_size holds at `bytes` per rank on P ranks, in multiples of its
+ * buffer (elems x 4 bytes, see a2a_size): *touched, the memory written
+ * (the three rank buffers, the head-side Q and O and the staging of each
+ * context), compared with the node's memory; *reserved, the address space
+ * (every head-side tensor of the six contexts, forward and backward, and
+ * the shared windows of shm, cma and auto, each mapping all P ranks'
+ * segments), compared with ulimit -v.  Measured on 2 ranks: 20.5 x touched
+ * (peak RSS), 83 x reserved (VmPeak). */
+static void a2a_need(int P, int64_t bytes, uint64_t *touched, uint64_t *reserved)
+{
+    const int64_t H = 2 * P, hd = 128;
+    int64_t n_r = bytes / (H * hd * 4);
+    if (n_r < 1)
+        n_r = 1;
+    const uint64_t buf = (uint64_t)(n_r * H * hd) * 4, base = 64u << 20; /* MPI, OpenBLAS, tables */
+    const uint64_t t = 24, r = 35 + 24 * (uint64_t)P;
+    *touched = buf > (UINT64_MAX - base) / t ? UINT64_MAX : base + t * buf;
+    *reserved = buf > (UINT64_MAX - base) / r ? UINT64_MAX : base + r * buf;
+}
+
 static int bench_a2a_mpi(drv *d, int argc, char **argv)
 {
     int64_t minb = 1 << 20, maxb = 256 << 20, repeat = 5;
-    int json = 0;
+    int json = 0, force = 0;
     const arg_opt opts[] = {
-        {"min", ARG_INT, &minb, 1024, INT64_MAX / 4, "BYTES", "smallest bytes per rank (default 1M)", NULL, NULL},
-        {"max", ARG_INT, &maxb, 1024, INT64_MAX / 4, "BYTES", "largest bytes per rank (default 256M)", NULL, NULL},
+        {"min", ARG_INT, &minb, 1024, A2A_MAX_BYTES, "BYTES", "smallest bytes per rank (default 1M)", NULL, NULL},
+        {"max", ARG_INT, &maxb, 1024, A2A_MAX_BYTES, "BYTES",
+         "largest bytes per rank, at least --min; sizes go --min x 4^k (default 256M; the memory preflight "
+         "refuses sizes the node cannot hold: about 24 x BYTES per rank)", NULL, NULL},
         {"repeat", ARG_INT, &repeat, 1, 1000, "R", "repetitions per size (default 5)", NULL, NULL},
         {"json", ARG_FLAG, &json, 0, 0, NULL, "one JSON object per size", NULL, NULL},
+        {"force", ARG_FLAG, &force, 0, 0, NULL, "run even when the memory preflight says it will not fit", NULL, NULL},
         {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
     };
     int rc, ps = drv_parse(d, argc, argv, opts);
     const drv_field f[] = {
         {"--min", DRV_F_INT, minb, NULL, 0, NULL}, {"--max", DRV_F_INT, maxb, NULL, 0, NULL},
         {"--repeat", DRV_F_INT, repeat, NULL, 0, NULL}, {"--json", DRV_F_FLAG, json, NULL, 0, NULL},
+        {"--force", DRV_F_FLAG, force, NULL, 0, NULL},
     };
-    rc = drv_agree(d, ps, f, 4);
+    rc = drv_agree(d, ps, f, (int)(sizeof f / sizeof f[0]));
     if (rc == DRV_AGREE_HELP) {
         if (d->rank == 0)
             args_usage(stdout, "ulysses", "bench a2a [options]   (under mpirun -np P)", opts);
@@ -689,6 +717,25 @@ static int bench_a2a_mpi(drv *d, int argc, char **argv)
         drv_say(d, "run under mpirun with at least 2 ranks");
         return DRV_BADINPUT;
     }
+    if (minb > maxb) { /* agreed options: the same verdict on every rank */
+        char a[32], b[32];
+        drv_say(d, "--min %s is larger than --max %s: no size to measure", drv_bytes(a, sizeof a, (uint64_t)minb),
+                drv_bytes(b, sizeof b, (uint64_t)maxb));
+        return DRV_BADINPUT;
+    }
+    /* the memory preflight at the largest size measured (agreed over the ranks) */
+    int64_t top = minb;
+    while (top <= maxb / 4)
+        top *= 4;
+    uint64_t touched, reserved;
+    a2a_need(d->size, top, &touched, &reserved);
+    char why[160], sb[32], tb[32], rb[32];
+    snprintf(why, sizeof why, "bench a2a at %s per rank: %s written, %s of address space",
+             drv_bytes(sb, sizeof sb, (uint64_t)top), drv_bytes(tb, sizeof tb, touched),
+             drv_bytes(rb, sizeof rb, reserved));
+    drv_preflight_ex(d, touched, reserved, why, force);
+    if ((rc = drv_sync(d)))
+        return rc;
     /* the shm mode needs every rank on one node (the same answer on every rank) */
     MPI_Comm node = MPI_COMM_NULL;
     int nn = 0;

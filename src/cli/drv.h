@@ -181,6 +181,11 @@ void drv_mem_probe(drv_mem *m);
  * replaces MemAvailable, a test aid), unless force (then only a warning
  * from this rank).  Every rank must call it, even after a local failure. */
 int drv_preflight(drv *d, uint64_t need, const char *breakdown, int force);
+/* The same where the address space reserved (compared with the rlimits:
+ * mapped windows, buffers allocated but never touched) exceeds the memory
+ * touched (need, compared with the node's memory).  reserve < need counts
+ * as need. */
+int drv_preflight_ex(drv *d, uint64_t need, uint64_t reserve, const char *breakdown, int force);
 /* OpenMP threads a kernel will use: requested, or the OpenMP default when < 1. */
 int drv_threads(int requested);
 /* Local: a small sgemm on `threads` OpenMP threads, so that OpenBLAS

@@ -161,6 +161,11 @@ static int node_need(drv *d, uint64_t need, uint64_t *sum, int *ranks)
 
 int drv_preflight(drv *d, uint64_t need, const char *breakdown, int force)
 {
+    return drv_preflight_ex(d, need, need, breakdown, force);
+}
+
+int drv_preflight_ex(drv *d, uint64_t need, uint64_t reserve, const char *breakdown, int force)
+{
     uint64_t sum;
     int ranks;
     if (node_need(d, need, &sum, &ranks))
@@ -175,8 +180,10 @@ int drv_preflight(drv *d, uint64_t need, const char *breakdown, int force)
     const char *node_limit = m.cgroup_left < m.mem_available ? "cgroup memory.max minus memory.current"
                                                              : "MemAvailable";
     char a[32], b[32], c[32];
-    drv_bytes(a, sizeof a, need);
-    if (need > proc_avail) {
+    if (reserve < need)
+        reserve = need;
+    drv_bytes(a, sizeof a, reserve);
+    if (reserve > proc_avail) {
         drv_bytes(b, sizeof b, proc_avail);
         if (force) {
             fprintf(stderr, "%s: rank %d: warning: this run needs about %s (%s) but the process can get %s (%s); "
@@ -188,6 +195,7 @@ int drv_preflight(drv *d, uint64_t need, const char *breakdown, int force)
                         "(%s); use smaller sizes or more ranks, or --force to try anyway",
                         a, d->rank, breakdown, b, proc_limit);
     }
+    drv_bytes(a, sizeof a, need);
     if (sum > node_avail) {
         drv_bytes(b, sizeof b, node_avail);
         drv_bytes(c, sizeof c, sum);
