@@ -649,6 +649,42 @@ static int train_alloc(train_job *J, drv *d)
     return d->code;
 }
 
+/* Divergence: a loss at least TRAIN_GROWTH x the best loss of this run so
+ * far, and at least TRAIN_GROWTH_NATS above it (a loss near 0 may double
+ * without anything going wrong), is warned about once. */
+#define TRAIN_GROWTH 4.0
+#define TRAIN_GROWTH_NATS 1.0
+
+/* The first non-finite parameter after step `step`'s update, recorded as
+ * this rank's failure (exit 1).  Local; drv_sync follows. */
+static void check_params(drv *d, uly_train *T, int64_t step)
+{
+    const float *p = uly_train_params(T);
+    const int64_t np = uly_train_nparams(T);
+    int64_t i = 0;
+    while (i < np && isfinite(p[i]))
+        i++;
+    if (i == np)
+        return;
+    const char *name = "?";
+    int64_t at = i;
+    for (int k = 0; k < uly_train_param_count(); k++) {
+        const char *nm;
+        int nd;
+        int64_t shape[3], off, n = 1;
+        uly_train_param_info(T, k, &nm, &nd, shape, &off);
+        for (int j = 0; j < nd; j++)
+            n *= shape[j];
+        if (i >= off && i < off + n) {
+            name = nm;
+            at = i - off;
+        }
+    }
+    drv_fail(d, DRV_RUNTIME, "step %lld: parameter %s[%lld] is %g after the update: the training diverged; "
+             "stopped, no checkpoint written (try a smaller --lr, or --clip)", (long long)step, name, (long long)at,
+             (double)p[i]);
+}
+
 /* The steps; returns the exit status (agreed). */
 static int train_run(train_job *J, drv *d)
 {
@@ -656,7 +692,9 @@ static int train_run(train_job *J, drv *d)
     const int rank = d->rank, P = d->size;
     uly_train *T = J->T;
     const int64_t first = uly_train_steps_done(T);
-    int rc;
+    int rc, warned = 0;
+    double best = 0;
+    int64_t best_step = 0;
     if (rank == 0 && !c->quiet)
         printf("ulysses train: %lld parameters, %d ranks (dp %lld x sp %lld), %lld x %lld tokens per step%s, %s data, "
                "%s sums; steps %lld..%lld\n", (long long)uly_train_nparams(T), P, (long long)c->dp, (long long)c->sp,
@@ -685,6 +723,13 @@ static int train_run(train_job *J, drv *d)
         char what[64];
         snprintf(what, sizeof what, "step %lld", (long long)s + 1);
         drv_lib(d, uly_train_step(T, J->tok, J->tgt, J->pos, J->off, c->docs, 1, &stt), 0, what);
+        /* every rank has the global loss and the replicated parameters: the
+         * same verdict everywhere, agreed by the drv_sync below */
+        if (!d->code && !isfinite(stt.loss))
+            drv_fail(d, DRV_RUNTIME, "step %lld: the loss is %g: the training diverged; stopped, no checkpoint "
+                     "written (try a smaller --lr, or --clip)", (long long)s + 1, stt.loss);
+        if (!d->code)
+            check_params(d, T, s + 1);
         double tv[4] = {stt.t_total, stt.t_attn, stt.t_a2a, stt.t_reduce}, tm[4] = {0, 0, 0, 0};
         if (!d->code)
             drv_mpi(d, MPI_Allreduce(tv, tm, 4, MPI_DOUBLE, MPI_MAX, d->comm), "MPI_Allreduce (step times)");
@@ -694,6 +739,16 @@ static int train_run(train_job *J, drv *d)
         double other = tm[0] - tm[1] - tm[2] - tm[3];
         J->losses[s - first] = stt.loss;
         J->stepno[s - first] = s + 1;
+        if (s == first || stt.loss < best) {
+            best = stt.loss;
+            best_step = s + 1;
+        } else if (!warned && stt.loss >= TRAIN_GROWTH * best && stt.loss >= best + TRAIN_GROWTH_NATS) {
+            warned = 1;
+            if (rank == 0)
+                fprintf(stderr, "%s: warning: step %lld: the loss %.6g is %.3g x the best of this run (%.6g at "
+                        "step %lld): the training is diverging (try a smaller --lr, or --clip)\n", d->cmd,
+                        (long long)s + 1, stt.loss, stt.loss / best, best, (long long)best_step);
+        }
         if (rank == 0) {
             if (!c->quiet)
                 printf("step %5lld/%lld  loss %.6f  %9.0f tok/s  %.3f s (attention %2.0f%%, all-to-all %2.0f%%, "
