@@ -125,7 +125,7 @@ static int bench_kernel(int argc, char **argv)
         {"threads", ARG_INT, &threads, 1, 1024, "T", "threads for attention and sgemm (default 1)", NULL, NULL},
         {"repeat", ARG_INT, &repeat, 1, 1000, "R", "repetitions, medians reported (default 5)", NULL, NULL},
         {"scale-threads", ARG_INT, &threads2, 1, 1024, "T2", "also time attention with T2 threads and print the speedup over T", NULL, NULL},
-        {"gemm-size", ARG_INT, &gemm, 64, 16384, "n", "sgemm reference size n x n x n (default 2048)", NULL, NULL},
+        {"gemm-size", ARG_INT, &gemm, 64, 8192, "n", "sgemm reference size n x n x n (default 2048)", NULL, NULL},
         {"block-q", ARG_INT, &bq, 1, 65536, "n", "query block rows", NULL, NULL},
         {"block-k", ARG_INT, &bk, 1, 65536, "n", "key block rows", NULL, NULL},
         {"causal", ARG_FLAG, &causal, 0, 0, NULL, "causal mask (FLOPs count the visible half)", NULL, NULL},
@@ -378,7 +378,7 @@ static int bench_memory(int argc, char **argv)
     int64_t seq = 65536, heads = 8, d = 64, threads = 2;
     int json = 0, full = 0;
     const arg_opt opts[] = {
-        {"seq", ARG_INT, &seq, 1, INT64_MAX / 2, "N", "sequence length (default 65536)", NULL, NULL},
+        {"seq", ARG_INT, &seq, 1, DRV_SEQ_MAX, "N", "sequence length (default 65536)", NULL, NULL},
         {"heads", ARG_INT, &heads, 1, 4096, "H", "heads (default 8)", NULL, NULL},
         {"head-dim", ARG_INT, &d, 1, 4096, "d", "head dimension (default 64)", NULL, NULL},
         {"threads", ARG_INT, &threads, 1, 1024, "T", "threads of the child run (default 2)", NULL, NULL},
@@ -904,12 +904,12 @@ static int bench_methods_run(drv *dr, methods_run *M, int argc, char **argv)
         {"placement", ARG_CHOICE, &placement, 0, 0, "P", "usp: ulysses-inner (groups are consecutive ranks, default) or ring-inner", pnames, &seen_placement},
         {"bf16-partials", ARG_FLAG, &bf16, 0, 0, NULL, "ring methods: keep the per-step partial outputs in bf16 (emulated)", NULL, NULL},
         {"batch", ARG_INT, &batch, 1, 1 << 20, "B", "batch (default 1)", NULL, NULL},
-        {"seq", ARG_INT, &seq, 1, INT64_MAX / 2, "N", "sequence length (default 4096)", NULL, NULL},
+        {"seq", ARG_INT, &seq, 1, DRV_SEQ_MAX, "N", "sequence length (default 4096)", NULL, NULL},
         {"heads", ARG_INT, &heads, 1, 1 << 20, "H", "query heads (default 8)", NULL, NULL},
         {"kv-heads", ARG_INT, &kv, 1, 1 << 20, "Hkv", "key/value heads (default H)", NULL, NULL},
         {"head-dim", ARG_INT, &d, 1, 1 << 16, "d", "head dimension (default 64)", NULL, NULL},
         {"causal", ARG_FLAG, &causal, 0, 0, NULL, "causal mask", NULL, NULL},
-        {"window", ARG_INT, &window, 1, INT64_MAX / 2, "W", "sliding window", NULL, NULL},
+        {"window", ARG_INT, &window, 1, DRV_SEQ_MAX, "W", "sliding window", NULL, NULL},
         {"doc-lens", ARG_STR, &doc_lens, 0, 0, "L1,L2,...", "packed documents of these lengths (every batch row; sum N)", NULL, NULL},
         {"dtype", ARG_CHOICE, &dtype, 0, 0, "T", "f32 (default) or f64", dnames, NULL},
         {"backward", ARG_FLAG, &backward, 0, 0, NULL, "also time the backward", NULL, NULL},

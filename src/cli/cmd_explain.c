@@ -1143,7 +1143,7 @@ int cmd_explain(int argc, char **argv)
     const arg_opt opts[] = {
         {"ranks", ARG_INT, &P, 1, RANKS_MAX, "P", "number of ranks (GPUs) P (required; with --svg at most 64)", NULL,
          &seen_ranks},
-        {"seq", ARG_INT, &seq, 1, INT64_MAX / 2, "N", "sequence length N (default 16)", NULL, NULL},
+        {"seq", ARG_INT, &seq, 1, (int64_t)1 << 40, "N", "sequence length N (default 16)", NULL, NULL},
         {"heads", ARG_INT, &heads, 1, 1 << 20, "H", "query heads (default 8)", NULL, NULL},
         {"kv-heads", ARG_INT, &kv, 1, 1 << 20, "Hkv", "key/value heads, H % Hkv == 0 (default H)", NULL, NULL},
         {"batch", ARG_INT, &batch, 1, 1 << 20, "B", "batch size (default 1)", NULL, NULL},
@@ -1159,7 +1159,7 @@ int cmd_explain(int argc, char **argv)
          "usp: ulysses-inner (groups are consecutive ranks, the default) or ring-inner", placement_names,
          &seen_place},
         {"causal", ARG_FLAG, &causal, 0, 0, NULL, "causal mask (changes the work, not the volume)", NULL, NULL},
-        {"window", ARG_INT, &window, 1, INT64_MAX / 2, "W", "sliding window (as in ulysses attn)", NULL, NULL},
+        {"window", ARG_INT, &window, 1, (int64_t)1 << 40, "W", "sliding window (as in ulysses attn)", NULL, NULL},
         {"svg", ARG_STR, &svg, 0, 0, "FILE", "also draw the layouts: FILE.svg, .png or .pdf (cairo); P <= 64 (one band per rank)", NULL, NULL},
         {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
     };

@@ -418,7 +418,7 @@ static void train_options(struct train_cfg *c, arg_opt *o)
         {"batch", ARG_INT, &c->batch, 1, 1 << 20, "B", "rows per step, all ranks together (default max(8, dp))", NULL, &c->seen_batch},
         {"dp", ARG_INT, &c->dp, 1, 1 << 20, "D", "data-parallel degree (default 1)", NULL, &c->seen_dp},
         {"sp", ARG_INT, &c->sp, 1, 1 << 20, "S", "sequence-parallel degree (default ranks / dp)", NULL, &c->seen_sp},
-        {"steps", ARG_INT, &c->steps, 1, INT64_MAX / 2, "K", "train until this many steps are done (default 50)", NULL, NULL},
+        {"steps", ARG_INT, &c->steps, 1, 1 << 24, "K", "train until this many steps are done (default 50)", NULL, NULL},
         {"lr", ARG_REAL, &c->lr, 0, 0, "LR", "AdamW learning rate (default 5e-3)", NULL, NULL},
         {"weight-decay", ARG_REAL, &c->wd, 0, 0, "W", "AdamW decoupled weight decay of the matrices (default 0.1)", NULL, NULL},
         {"clip", ARG_REAL, &c->clip, 0, 0, "G", "clip the gradient norm to G, 0: never (default 1)", NULL, NULL},
@@ -649,9 +649,12 @@ static int train_alloc(train_job *J, drv *d)
     return d->code;
 }
 
-/* Divergence: a loss at least TRAIN_GROWTH x the best loss of this run so
- * far, and at least TRAIN_GROWTH_NATS above it (a loss near 0 may double
- * without anything going wrong), is warned about once. */
+/* Divergence: the loss smoothed over about TRAIN_SMOOTH steps (an
+ * exponential moving average of weight 1 / TRAIN_SMOOTH; one step's loss of
+ * a small batch is noisy) that reaches TRAIN_GROWTH x its lowest value of
+ * this run so far, and at least TRAIN_GROWTH_NATS above it (a loss near 0
+ * may double without anything going wrong), is warned about once. */
+#define TRAIN_SMOOTH 8.0
 #define TRAIN_GROWTH 4.0
 #define TRAIN_GROWTH_NATS 1.0
 
@@ -693,7 +696,7 @@ static int train_run(train_job *J, drv *d)
     uly_train *T = J->T;
     const int64_t first = uly_train_steps_done(T);
     int rc, warned = 0;
-    double best = 0;
+    double best = 0, smooth = 0;
     int64_t best_step = 0;
     if (rank == 0 && !c->quiet)
         printf("ulysses train: %lld parameters, %d ranks (dp %lld x sp %lld), %lld x %lld tokens per step%s, %s data, "
@@ -739,15 +742,17 @@ static int train_run(train_job *J, drv *d)
         double other = tm[0] - tm[1] - tm[2] - tm[3];
         J->losses[s - first] = stt.loss;
         J->stepno[s - first] = s + 1;
-        if (s == first || stt.loss < best) {
-            best = stt.loss;
+        smooth = s == first ? stt.loss : smooth + (stt.loss - smooth) / TRAIN_SMOOTH;
+        if (s == first || smooth < best) {
+            best = smooth;
             best_step = s + 1;
-        } else if (!warned && stt.loss >= TRAIN_GROWTH * best && stt.loss >= best + TRAIN_GROWTH_NATS) {
+        } else if (!warned && smooth >= TRAIN_GROWTH * best && smooth >= best + TRAIN_GROWTH_NATS) {
             warned = 1;
             if (rank == 0)
-                fprintf(stderr, "%s: warning: step %lld: the loss %.6g is %.3g x the best of this run (%.6g at "
-                        "step %lld): the training is diverging (try a smaller --lr, or --clip)\n", d->cmd,
-                        (long long)s + 1, stt.loss, stt.loss / best, best, (long long)best_step);
+                fprintf(stderr, "%s: warning: step %lld: the loss (%.6g; %.6g averaged over about %.0f steps) has "
+                        "grown to %.3g x its lowest average of this run (%.6g at step %lld): the training is "
+                        "diverging (try a smaller --lr, or --clip)\n", d->cmd, (long long)s + 1, stt.loss, smooth,
+                        TRAIN_SMOOTH, smooth / best, best, (long long)best_step);
         }
         if (rank == 0) {
             if (!c->quiet)

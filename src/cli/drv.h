@@ -199,6 +199,10 @@ enum { DRV_WARMUP_SECONDS = 10 };
  * OpenBLAS: the process must then end with _exit, see drv_close). */
 int drv_blas_stuck(void);
 
+/* Largest --seq and --window of attn and bench (1024G tokens): what fits
+ * is decided by the memory preflight. */
+#define DRV_SEQ_MAX ((int64_t)1 << 40)
+
 /* Human-readable bytes ("1.50 GiB") into buf. */
 const char *drv_bytes(char *buf, size_t len, uint64_t bytes);
 

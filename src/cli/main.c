@@ -33,6 +33,9 @@ static void usage(FILE *f)
             "This build has no MPI (configured --without-mpi): only explain and version.\n"
 #endif
             "Run 'ulysses <command> --help' for the options of a command.\n"
+            "OMP_NUM_THREADS above 4 per usable core (or above 1024) is clamped, with a note.\n"
+            "Exit status: 0 success, 1 run-time failure (also a write error on the standard output),\n"
+            "2 bad input (doc/reliability.md).\n"
             "Tutorial: doc/tutorial.md; terms: doc/glossary.md; man ulysses.\n");
 }
 
