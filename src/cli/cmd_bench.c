@@ -880,6 +880,44 @@ static void methods_check(drv *d, const uly_attn_desc *a, int64_t seed, int thre
     drv_free(m1);
 }
 
+/* Bytes bench methods needs on a rank, an upper estimate in the manner of
+ * attn's (cmd_attn.c): the input and result shards, the method's buffers
+ * (Ulysses' head-side tensors and staging over its group's tokens, the ring
+ * engine's travelling K/V, all-gather's full K/V), the --check tensors. */
+static uint64_t methods_need(const uly_attn_desc *a, int method, int P, int U, int check, char *why, size_t len)
+{
+    const double B = (double)a->batch, N = (double)a->seq, H = (double)a->heads, Hkv = (double)a->kv_heads,
+                 d = (double)a->head_dim, es = (double)uly_dtype_size(a->dtype);
+    if (method == ULY_METHOD_ULYSSES)
+        U = P;
+    else if (method != ULY_METHOD_USP)
+        U = 1;
+    if (U < 1)
+        U = 1;
+    const double R = (double)P / U, n = ceil(N / P) + 2, Ng = ceil(N / R) + 2, hr = ceil(H / U),
+                 kvr = ceil(Hkv / U) < hr ? hr : ceil(Hkv / U);
+    const double shards = 2 * B * n * (2 * H + 2 * Hkv) * d * es;
+    double lib = B * hr * Ng * es;
+    if (U > 1) /* q, k, v, o, do, dq, dk, dv on the head side, two stagings */
+        lib += B * Ng * d * (4 * hr + 4 * kvr) * es + 2 * (B * n * H * d > B * Ng * hr * d ? B * n * H * d : B * Ng * hr * d) * es;
+    if ((R > 1 || method == ULY_METHOD_USP) && method != ULY_METHOD_ALLGATHER) /* usp: its ring engine too */
+        lib += (4 * B * Ng * hr * d + 10 * B * (ceil(N / R) + 2) * (U > 1 ? kvr : Hkv) * d + 2 * B * hr * Ng) * es;
+    if (method == ULY_METHOD_ALLGATHER)
+        lib += (5 * B * n * H * d + 7 * B * N * Hkv * d) * es;
+    double chk = 0;
+    if (check) {
+        const double NQ = B * N * H * d, NK = B * N * Hkv * d;
+        chk = (2 * NQ + 2 * NK) * 8 * 2 + (2 * NQ + 2 * NK) * es * 2 + B * H * N * es + B * n * H * d * (8 + es);
+    }
+    const double total = shards + lib + chk;
+    char s1[32], s2[32], s3[32];
+    snprintf(why, len, "shards %s, method buffers %s, --check %s",
+             drv_bytes(s1, sizeof s1, shards >= 1.8e19 ? UINT64_MAX : (uint64_t)shards),
+             drv_bytes(s2, sizeof s2, lib >= 1.8e19 ? UINT64_MAX : (uint64_t)lib),
+             drv_bytes(s3, sizeof s3, chk >= 1.8e19 ? UINT64_MAX : (uint64_t)chk));
+    return total >= 1.8e19 ? UINT64_MAX : (uint64_t)total;
+}
+
 /* Everything bench methods holds, freed in one place. */
 typedef struct methods_run {
     int64_t *off;
@@ -893,7 +931,7 @@ static int bench_methods_run(drv *dr, methods_run *M, int argc, char **argv)
     int64_t batch = 1, seq = 4096, heads = 8, kv = 0, d = 64, window = 0, repeat = 3, threads = 1, seed = 1,
             udeg = 0;
     int method = 0, placement = 0, causal = 0, backward = 0, check = 0, json = 0, bf16 = 0, dtype = 0,
-        seen_udeg = 0, seen_placement = 0;
+        seen_udeg = 0, seen_placement = 0, force = 0;
     const char *doc_lens = NULL, *method_s = NULL;
     static const char *const mnames[] = {"ulysses", "ring", "zigzag", "allgather", "usp", NULL};
     static const char *const pnames[] = {"ulysses-inner", "ring-inner", NULL};
@@ -918,6 +956,7 @@ static int bench_methods_run(drv *dr, methods_run *M, int argc, char **argv)
         {"threads", ARG_INT, &threads, 1, 1024, "T", "OpenMP threads per rank (default 1)", NULL, NULL},
         {"seed", ARG_INT, &seed, 0, INT64_MAX, "S", "seed of the random inputs (default 1)", NULL, NULL},
         {"json", ARG_FLAG, &json, 0, 0, NULL, "one JSON object", NULL, NULL},
+        {"force", ARG_FLAG, &force, 0, 0, NULL, "run even when the memory preflight says it will not fit", NULL, NULL},
         {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
     };
     char msg[512] = "";
@@ -946,7 +985,7 @@ static int bench_methods_run(drv *dr, methods_run *M, int argc, char **argv)
         {"--dtype", DRV_F_CHOICE, dtype, NULL, 0, dnames}, {"--backward", DRV_F_FLAG, backward, NULL, 0, NULL},
         {"--check", DRV_F_FLAG, check, NULL, 0, NULL}, {"--repeat", DRV_F_INT, repeat, NULL, 0, NULL},
         {"--threads", DRV_F_INT, threads, NULL, 0, NULL}, {"--seed", DRV_F_INT, seed, NULL, 0, NULL},
-        {"--json", DRV_F_FLAG, json, NULL, 0, NULL},
+        {"--json", DRV_F_FLAG, json, NULL, 0, NULL}, {"--force", DRV_F_FLAG, force, NULL, 0, NULL},
     };
     rc = drv_agree(dr, ps, f, (int)(sizeof f / sizeof f[0]));
     if (rc == DRV_AGREE_HELP) {
@@ -980,6 +1019,11 @@ static int bench_methods_run(drv *dr, methods_run *M, int argc, char **argv)
     so.placement = placement;
     so.bf16_partials = bf16;
     so.dist.kernel.threads = (int)threads;
+    char why[160];
+    const uint64_t need = methods_need(&a, method, P, (int)udeg, check, why, sizeof why);
+    drv_preflight(dr, need, why, force);
+    if ((rc = drv_sync(dr)))
+        return rc;
     drv_lib(dr, uly_sp_create(dr->comm, &a, &so, &M->S), 0, NULL); /* collective, agreed inside */
     if ((rc = drv_sync(dr)))
         return rc;
