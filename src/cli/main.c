@@ -147,8 +147,10 @@ int main(int argc, char **argv)
             err = errno;
     }
     if (bad) {
-        fprintf(stderr, "ulysses: error writing the standard output%s%s\n", err ? ": " : "",
-                err ? strerror(err) : "");
+        if (err)
+            fprintf(stderr, "ulysses: error writing the standard output: %s\n", strerror(err));
+        else /* an earlier flush failed: its errno is gone */
+            fprintf(stderr, "ulysses: error writing the standard output (output was lost)\n");
         if (rc == 0)
             rc = ULY_EXIT_RUNTIME;
     }
