@@ -206,6 +206,19 @@ static int bench_kernel(int argc, char **argv)
                           ng * 4, ng * 4, ng * 4, (size_t)repeat * 8};
     for (int i = BT0; i < NBUF; i++)
         bytes[i] = i < BT0 + 2 * nv ? (size_t)repeat * 8 : 1;
+    /* the memory preflight (one process: no agreement): refused before any allocation */
+    uint64_t total = 0;
+    for (int i = 0; i < NBUF; i++)
+        total = total > UINT64_MAX - bytes[i] ? UINT64_MAX : total + bytes[i];
+    drv_mem mem;
+    drv_mem_probe(&mem);
+    if (total > mem.avail) {
+        char sn[32], sa[32];
+        fprintf(stderr, "ulysses bench kernel: not enough memory: the tensors need about %s but the process can get "
+                "%s (%s); use smaller --seq, --heads, --batch, --head-dim or --gemm-size\n",
+                drv_bytes(sn, sizeof sn, total), drv_bytes(sa, sizeof sa, mem.avail), mem.limit);
+        return ULY_EXIT_BADINPUT;
+    }
     void *buf[NBUF] = {NULL};
     int ok = 1;
     for (int i = 0; i < NBUF && ok; i++)
