@@ -276,6 +276,7 @@ expect 2 "not enough memory: the 2 ranks on rank 0's node need about" -- \
     $M -x ULYSSES_TEST_MEM_AVAILABLE=1G -np 2 "$U" bench methods --method ulysses --seq 1G
 expect 2 "bench kernel: not enough memory: the tensors need about 64.11 GiB but the process can get 1.00 GiB" -- \
     env ULYSSES_TEST_MEM_AVAILABLE=1G "$U" bench kernel --seq 16M --repeat 1
+expect 2 "ulysses attn: not enough memory" -- env ULYSSES_TEST_MEM_AVAILABLE=1G "$U" bench memory --seq 1G
 if "$W/ulimit.sh" 1500000 "$U" version >/dev/null 2>&1; then
     # rank 1 limited to 1.5 GiB of address space; 16 MiB per rank needs about 1.4 GiB of it
     SECOND="$W/ulimit.sh 1500000"

@@ -433,8 +433,11 @@ static int bench_memory(int argc, char **argv)
     struct rusage ru;
     if (waitpid(pid, &wst, 0) < 0 || !WIFEXITED(wst) || WEXITSTATUS(wst) != 0 ||
         getrusage(RUSAGE_CHILDREN, &ru) != 0) {
+        /* the child's bad input (its memory preflight, say) stays bad input, its one-line message said why */
+        if (WIFEXITED(wst) && WEXITSTATUS(wst) == ULY_EXIT_BADINPUT)
+            return ULY_EXIT_BADINPUT;
         fprintf(stderr, "ulysses bench memory: the child run failed\n");
-        return 1;
+        return ULY_EXIT_RUNTIME;
     }
     double secs = now_seconds() - t0;
     /* the bound: q, k, v, dout, o, dq, dk, dv (B,N,H,d) + lse (B,H,N), fp32,
