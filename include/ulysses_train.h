@@ -118,7 +118,9 @@ int uly_train_param_info(const uly_train *T, int i, const char **name, int *ndim
                          int64_t *offset);
 
 /* Checkpoint: a self-describing byte image (doc/train.md): magic, version,
- * configuration, step, parameters and AdamW moments, FNV-1a 64 checksum. */
+ * configuration, step, parameters and AdamW moments, FNV-1a 64 checksum.
+ * uly_train_checkpoint_write refuses (ULY_ENONFINITE, buf untouched) when a
+ * parameter or moment is NaN or Inf. */
 size_t uly_train_checkpoint_size(const uly_train *T);
 int uly_train_checkpoint_write(const uly_train *T, void *buf, size_t len);
 /* Restore from an image: checks magic, version, checksum and that the model

@@ -161,6 +161,7 @@ typedef struct cursor {
     const unsigned char *p, *begin, *end;
     size_t base;
     const char *src;
+    const char *want;   /* the dtypes the caller accepts, for messages */
 } cursor;
 
 enum { KEY_DESCR, KEY_FORTRAN, KEY_SHAPE, NKEYS };
@@ -273,9 +274,8 @@ static int parse_descr(cursor *c, uly_dtype *dtype)
     char name[40];
     printable(name, sizeof name, s, n);
     if (n > 0 && s[0] == '>')
-        return npy_fail(c->src, ULY_EFORMAT, "big-endian dtype '%s' is not supported "
-                        "(only '<f4' and '<f8')", name);
-    return npy_fail(c->src, ULY_EFORMAT, "unsupported dtype '%s' (only '<f4' and '<f8')", name);
+        return npy_fail(c->src, ULY_EFORMAT, "big-endian dtype '%s' is not supported (%s)", name, c->want);
+    return npy_fail(c->src, ULY_EFORMAT, "unsupported dtype '%s' (%s)", name, c->want);
 }
 
 static int parse_bool(cursor *c, int *value)
@@ -489,7 +489,8 @@ static int parse_head(const unsigned char *hdr, size_t pre, size_t hlen, size_t 
     int st;
     memset(h, 0, sizeof *h);
     h->data_off = pre + hlen;
-    cursor c = { hdr, hdr, hdr + hlen, pre, src };
+    cursor c = { hdr, hdr, hdr + hlen, pre, src,
+                 ints ? "64-bit integers ('<i8') are expected" : "only '<f4' and '<f8'" };
     if ((st = parse_header(&c, &h->n.dtype, &h->n.ndim, h->n.shape)))
         return st;
     /* ints: the caller wants 64-bit integers ('<i8'), else floats */

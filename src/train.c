@@ -1027,6 +1027,14 @@ int uly_train_checkpoint_write(const uly_train *T, void *buf, size_t len)
 {
     if (!T || !buf || len < uly_train_checkpoint_size(T))
         return uly_set_error(ULY_EINVAL, "checkpoint buffer too small");
+    /* a diverged run's state is no checkpoint: refused, so that the caller keeps the previous one */
+    const float *const vec[3] = {T->params, T->m1, T->m2};
+    static const char *const vname[3] = {"parameter", "AdamW first moment", "AdamW second moment"};
+    for (int v = 0; v < 3; v++)
+        for (int64_t i = 0; i < T->np; i++)
+            if (!isfinite(vec[v][i]))
+                return uly_set_error(ULY_ENONFINITE, "checkpoint: %s %lld of %lld is %g (the training diverged); "
+                                     "not written", vname[v], (long long)i, (long long)T->np, (double)vec[v][i]);
     unsigned char *p = buf;
     memcpy(p, CKPT_MAGIC, 8);
     int64_t h[CKPT_NHDR] = {CKPT_VERSION, T->c.vocab, T->c.seq, T->c.layers, T->c.channels, T->c.heads,

@@ -110,5 +110,33 @@ else
     expect 2 "no drawing support" -- "$U" explain --ranks 2 --svg "$W/x.svg"
 fi
 
+# ---- bounds: what --help states is served in bounded time and memory
+# (--ranks at most 1024; a figure at most 64 ranks: it grew as P^2, 8.2 GB at 1024)
+expect 2 "--ranks must be in 1..1024, got 4096" -- "$U" explain --ranks 4096 --heads 4096
+expect 2 "a figure draws at most 64 ranks (one band each, P x P matrix cells), not --ranks 1024" -- \
+    timeout 10 "$U" explain --ranks 1024 --heads 1024 --svg "$W/big.svg"
+expect 2 "not --ranks 65" -- timeout 10 "$U" explain --ranks 65 --heads 65 --method ring --svg "$W/big.png"
+cases=$((cases + 1))
+if [ -e "$W/big.svg" ] || [ -e "$W/big.png" ]; then echo "FAIL: a refused figure was written"; fails=$((fails + 1)); else echo "ok: no refused figure on disk"; fi
+# the largest P in text: every P x P block checked, O(P) memory, seconds
+expect 0 "for every rank: yes" -- timeout 120 "$U" explain --ranks 1024 --heads 1024 --seq 4096
+expect 0 "[1..1K]" -- "$U" explain --help
+seen_help() { grep -q -- "$1" "$W/out" || { echo "FAIL: --help lacks '$1'"; fails=$((fails + 1)); }; }
+seen_help "with --svg at most 64"
+if "$U" explain --ranks 2 --svg "$W/probe.svg" >/dev/null 2>&1; then
+    # the largest figure: bounded in time (timeout) and size
+    expect 0 "figure written to" -- timeout 60 "$U" explain --ranks 64 --heads 64 --seq 4096 --svg "$W/p64.svg"
+    cases=$((cases + 1))
+    sz=$(wc -c < "$W/p64.svg")
+    if [ "$sz" -le 20000000 ]; then echo "ok: the 64-rank figure is $sz bytes"; else echo "FAIL: the 64-rank figure is $sz bytes"; fails=$((fails + 1)); fi
+fi
+# a write error on the standard output is a failure (exit 1), not a silent exit 0
+if [ -c /dev/full ]; then
+    expect 1 "error writing the standard output: No space left on device" -- sh -c '"$0" explain --ranks 2 > /dev/full' "$U"
+    expect 1 "error writing the standard output" -- sh -c '"$0" --help > /dev/full' "$U"
+else
+    echo "skipped: /dev/full cases (no /dev/full)"
+fi
+
 echo "$cases cases, $fails failures"
 [ "$fails" -eq 0 ]

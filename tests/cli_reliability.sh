@@ -360,5 +360,63 @@ else
     echo "skipped: several outputs on a full disk (cannot mount a tmpfs here)"
 fi
 
+# ==== driver bounds: thread counts, bench a2a's memory, the option agreement's own failure
+# ---- an allocation failure inside the option agreement: exit 1 on every rank with the
+# message, never the usage with exit 0 (its status was taken for --help)
+SECOND="env ULYSSES_TEST_FAIL_ALLOC=1"
+for c in "attn --seq 256 --heads 4 --json" "train --layers 1 --channels 16 --heads 2 --seq 8 --steps 1" \
+         "calibrate --quick --out $W/cal.json" "bench a2a --min 64K --max 64K --repeat 1" \
+         "bench methods --method ulysses --seq 64 --repeat 1"; do
+    # shellcheck disable=SC2086
+    per_rank 1 -- "$U" $c
+    seen "rank 1: out of memory: cannot allocate the option agreement table"
+    cases=$((cases + 1))
+    if grep -q "usage:" "$W/out"; then echo "FAIL: the usage was printed: $c"; fails=$((fails + 1)); else echo "ok: no usage printed"; fi
+done
+SECOND=""
+# ---- OMP_NUM_THREADS beyond 4 per usable core (it crashed libgomp at 10000): clamped, printed
+for c in "attn --seq 1K --heads 8 --threads 2 --repeat 1" "attn --seq 1K --heads 8 --repeat 1" \
+         "train --layers 1 --channels 16 --heads 2 --seq 8 --steps 1 --quiet" \
+         "bench kernel --seq 256 --heads 1 --head-dim 32 --gemm-size 64 --repeat 1"; do
+    # shellcheck disable=SC2086
+    expect 0 "OMP_NUM_THREADS asks for 10000 threads; using" -- env OMP_NUM_THREADS=10000 timeout 120 "$U" $c
+done
+expect 0 "per core of the" -- env OMP_NUM_THREADS=10000 $M -x OMP_NUM_THREADS -np 2 "$U" attn --seq 256 --repeat 1
+cases=$((cases + 1))
+if [ "$(grep -c "OMP_NUM_THREADS asks" "$W/err")" -eq 1 ]; then echo "ok: printed once for 2 ranks"; else echo "FAIL: the clamp note is not printed once"; fails=$((fails + 1)); fi
+# ---- bench a2a: the memory preflight (it had none and set off the OOM killer at --max 64G)
+expect 2 "--max must be in 1024..4294967296, got 68719476736" -- $M -np 2 "$U" bench a2a --min 1G --max 64G
+expect 2 "not enough memory: the 2 ranks on rank 0's node need about" -- \
+    $M -x ULYSSES_TEST_MEM_AVAILABLE=1G -np 2 "$U" bench a2a --min 1G --max 4G
+seen "bench a2a at 4.00 GiB per rank"
+expect 2 "not enough memory" -- $M -x ULYSSES_TEST_MEM_AVAILABLE=256M -np 2 "$U" bench a2a --min 16M --max 16M
+expect 0 "" -- $M -x ULYSSES_TEST_MEM_AVAILABLE=2G -np 2 "$U" bench a2a --min 16M --max 16M --repeat 1
+expect 2 "--min 4.0 MiB is larger than --max 1.0 MiB: no size to measure" -- $M -np 2 "$U" bench a2a --min 4M --max 1M
+expect 2 "not enough memory: the 2 ranks on rank 0's node need about" -- \
+    $M -x ULYSSES_TEST_MEM_AVAILABLE=1G -np 2 "$U" bench methods --method ulysses --seq 1G
+expect 2 "bench kernel: not enough memory: the tensors need about 64.11 GiB but the process can get 1.00 GiB" -- \
+    env ULYSSES_TEST_MEM_AVAILABLE=1G "$U" bench kernel --seq 16M --repeat 1
+expect 2 "ulysses attn: not enough memory" -- env ULYSSES_TEST_MEM_AVAILABLE=1G "$U" bench memory --seq 1G
+if "$W/ulimit.sh" 1500000 "$U" version >/dev/null 2>&1; then
+    # rank 1 limited to 1.5 GiB of address space; 16 MiB per rank needs about 1.4 GiB of it
+    SECOND="$W/ulimit.sh 1500000"
+    per_rank 2 -- "$U" bench a2a --min 64K --max 16M --repeat 1
+    seen "rank 1: not enough memory: this run needs about"
+    seen "(RLIMIT_AS (ulimit -v) minus the address space in use)"
+    SECOND=""
+else
+    echo "skipped: bench a2a under ulimit -v (the program cannot start under an address-space limit: sanitizer build?)"
+fi
+# ---- --docs of the wrong integer type names the type expected
+"$T" write "$W/d32.npy" f32 1 3 && LC_ALL=C sed '1s/<f4/<i4/' "$W/d32.npy" > "$W/i32.npy"
+expect 2 "unsupported dtype '<i4' (64-bit integers ('<i8') are expected)" -- "$U" attn --seq 64 --docs "$W/i32.npy"
+# ---- a write error on the standard output: exit 1, with a message
+if [ -c /dev/full ]; then
+    expect 1 "error writing the standard output: No space left on device" -- sh -c '"$0" version > /dev/full' "$U"
+    expect 1 "error writing the standard output" -- sh -c '"$0" attn --seq 64 --repeat 1 > /dev/full' "$U"
+else
+    echo "skipped: /dev/full cases (no /dev/full)"
+fi
+
 echo "$cases cases, $fails failed"
 [ "$fails" -eq 0 ]

@@ -78,5 +78,52 @@ for f in tokens targets positions doc_offsets wte wpe ln1_w ln1_b qkv_w qkv_b at
     if [ -s "$W/d/$f.npy" ]; then :; else echo "FAIL: --dump did not write $f.npy"; fails=$((fails + 1)); fi
 done
 
+# ---- divergence: a non-finite loss or parameter stops every rank at the same
+# step (exit 1, the step named) and never replaces a good checkpoint; a loss
+# that grows to 4 x its lowest (8-step average) is warned about once
+D="--layers 2 --channels 64 --heads 2 --seq 32 --batch 2 --quiet"
+expect 0 "" -- "$U" train $D --steps 2 --checkpoint "$W/good.bin"
+cases=$((cases + 1))
+if grep -q "warning" "$W/err"; then echo "FAIL: a normal run warned:"; sed 's/^/  | /' "$W/err"; fails=$((fails + 1)); else echo "ok: a normal run gives no warning"; fi
+cp "$W/good.bin" "$W/good.orig"
+cases=$((cases + 1))
+rm -f "$W"/rc.*
+timeout 120 "$MPIRUN" --oversubscribe -np 2 sh -c '"$@"; echo $? > "'"$W"'/rc.$OMPI_COMM_WORLD_RANK"' sh \
+    "$U" train $D --steps 12 --lr 9.99 --clip 0 --weight-decay 0 --checkpoint "$W/good.bin" >"$W/out" 2>"$W/err"
+got="$(cat "$W/rc.0" 2>/dev/null) $(cat "$W/rc.1" 2>/dev/null)"
+if [ "$got" = "1 1" ] && grep -q "step [0-9]*: .* after the update: the training diverged; stopped, no checkpoint written" "$W/err"; then
+    echo "ok: a diverging run exits 1 on both ranks naming the step"
+else
+    echo "FAIL: a diverging run: exit statuses '$got' (want 1 1)"; sed 's/^/  | /' "$W/err" | head -5; fails=$((fails + 1))
+fi
+cases=$((cases + 1))
+if cmp -s "$W/good.bin" "$W/good.orig" && ! ls "$W"/.good.bin.tmp* >/dev/null 2>&1; then
+    echo "ok: the previous checkpoint is byte-identical, no temporary left"
+else
+    echo "FAIL: the diverging run changed good.bin or left a temporary"; fails=$((fails + 1))
+fi
+cases=$((cases + 1))
+if [ "$(grep -c "warning: step 2: the loss" "$W/err")" -eq 1 ] && [ "$(grep -c "warning" "$W/err")" -eq 1 ]; then
+    echo "ok: the growth (2.86 -> 2736 at step 2) is warned about once"
+else
+    echo "FAIL: want one growth warning at step 2:"; sed 's/^/  | /' "$W/err" | head -5; fails=$((fails + 1))
+fi
+# a loss climbing from 2.86 to 25 without becoming non-finite: warned once, the run completes
+expect 0 "warning: step 10: the loss (20.6" -- "$U" train $D --steps 12 --lr 0.3 --clip 0 --weight-decay 0
+seen_err() {
+    cases=$((cases + 1))
+    if grep -q -- "$1" "$W/err"; then echo "ok: ... and it says '$1'"; else echo "FAIL: stderr lacks '$1'"; fails=$((fails + 1)); fi
+}
+seen_err "x its lowest average of this run (2.86495 at step 1): the training is diverging"
+# a write error on the standard output: exit 1 with a message
+if [ -c /dev/full ]; then
+    # (without --quiet: the progress lines go to the standard output)
+    expect 1 "error writing the standard output" -- \
+        sh -c '"$0" train --layers 2 --channels 16 --heads 4 --seq 30 --batch 2 --steps 1 > /dev/full' "$U"
+else
+    echo "skipped: /dev/full case (no /dev/full)"
+fi
+expect 2 "--steps must be in 1..16777216" -- "$U" train $M --steps 17M
+
 echo "$cases cases, $fails failures"
 [ "$fails" -eq 0 ]

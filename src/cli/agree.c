@@ -337,7 +337,7 @@ int drv_agree(drv *d, int parse, const drv_field *f, int n)
         if (tab != mine)
             uly_free(tab);
         if (v.nhelp == P)
-            return DRV_PARSE_HELP;
+            return DRV_AGREE_HELP;
         d->code = DRV_BADINPUT;
         return DRV_BADINPUT;
     }

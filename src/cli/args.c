@@ -109,16 +109,41 @@ int args_parse(const char *cmd, int argc, char **argv, const arg_opt *opts, char
     return ARGS_OK;
 }
 
+/* v with the largest K/M/G suffix that divides it ("64K", "1024G", "1000"). */
+static const char *with_suffix(char *buf, size_t len, int64_t v)
+{
+    static const char sfx[3] = {'G', 'M', 'K'};
+    for (int i = 0; i < 3; i++) {
+        const int64_t m = (int64_t)1 << (30 - 10 * i);
+        if (v >= m && v % m == 0) {
+            snprintf(buf, len, "%lld%c", (long long)(v / m), sfx[i]);
+            return buf;
+        }
+    }
+    snprintf(buf, len, "%lld", (long long)v);
+    return buf;
+}
+
 void args_usage(FILE *f, const char *cmd, const char *synopsis, const arg_opt *opts)
 {
     fprintf(f, "usage: %s %s\n\noptions:\n", cmd, synopsis);
+    int ranges = 0;
     for (const arg_opt *o = opts; o->name; o++) {
-        char left[64];
+        char left[64], lo[24], hi[24], range[64] = "";
         if (o->kind == ARG_FLAG)
             snprintf(left, sizeof left, "--%s", o->name);
         else
             snprintf(left, sizeof left, "--%s %s", o->name, o->metavar ? o->metavar : "X");
-        fprintf(f, "  %-26s %s\n", left, o->help);
+        /* every count and size states what it accepts (a seed, up to INT64_MAX, is neither) */
+        if (o->kind == ARG_INT && o->max < INT64_MAX) {
+            snprintf(range, sizeof range, " [%s..%s]", with_suffix(lo, sizeof lo, o->min),
+                     with_suffix(hi, sizeof hi, o->max));
+            ranges = 1;
+        }
+        fprintf(f, "  %-26s %s%s\n", left, o->help, range);
     }
     fprintf(f, "  %-26s %s\n", "--help", "print this help and exit");
+    if (ranges)
+        fprintf(f, "\n[a..b]: the values an option accepts (K, M, G: x 1024, 1024^2, 1024^3); a run that would "
+                   "not fit in memory is refused before it starts (exit 2).\n");
 }

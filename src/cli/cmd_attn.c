@@ -161,16 +161,16 @@ static void attn_options(struct attn_cfg *c, arg_opt *o)
         {"doc-lens", ARG_STR, &c->doc_lens, 0, 0, "L1,L2,...", "packed documents of these lengths in every batch row (summing to N); attention never crosses a document", NULL, NULL},
         {"docs", ARG_STR, &c->docs, 0, 0, "F.npy", "packed documents: int64 cumulative offsets (B, D+1) (or (D+1,) for every row), 0 ... N, non-decreasing; read by rank 0", NULL, NULL},
         {"batch", ARG_INT, &c->batch, 1, 1 << 20, "B", "batch size (default 1)", NULL, &c->seen_batch},
-        {"seq", ARG_INT, &c->seq, 1, INT64_MAX / 2, "N", "sequence length, K/M/G suffixes allowed (default 1024)", NULL, &c->seen_seq},
+        {"seq", ARG_INT, &c->seq, 1, DRV_SEQ_MAX, "N", "sequence length, K/M/G suffixes allowed (default 1024)", NULL, &c->seen_seq},
         {"heads", ARG_INT, &c->heads, 1, 1 << 20, "H", "query heads (default 8)", NULL, &c->seen_heads},
         {"kv-heads", ARG_INT, &c->kv_heads, 1, 1 << 20, "Hkv", "key/value heads, H % Hkv == 0 (default H)", NULL, &c->seen_kv},
         {"head-dim", ARG_INT, &c->head_dim, 1, 1 << 16, "d", "head dimension (default 64)", NULL, &c->seen_dim},
         {"causal", ARG_FLAG, &c->causal, 0, 0, NULL, "causal mask", NULL, NULL},
-        {"window", ARG_INT, &c->window, 1, INT64_MAX / 2, "W", "sliding window: |i-j| < W, or the W most recent keys with --causal", NULL, NULL},
+        {"window", ARG_INT, &c->window, 1, DRV_SEQ_MAX, "W", "sliding window: |i-j| < W, or the W most recent keys with --causal", NULL, NULL},
         {"backward", ARG_FLAG, &c->backward, 0, 0, NULL, "also run the backward pass", NULL, NULL},
         {"check", ARG_FLAG, &c->check, 0, 0, NULL, "compare with one process (bitwise) and the fp64 reference", NULL, NULL},
         {"seed", ARG_INT, &c->seed, 0, INT64_MAX, "S", "seed of the random inputs (default 1)", NULL, NULL},
-        {"threads", ARG_INT, &c->threads, 1, 1024, "T", "OpenMP threads per rank (default: OMP_NUM_THREADS)", NULL, NULL},
+        {"threads", ARG_INT, &c->threads, 1, 1024, "T", "OpenMP threads per rank (default: OMP_NUM_THREADS, clamped to 4 per usable core and 1024)", NULL, NULL},
         {"repeat", ARG_INT, &c->repeat, 1, 100000, "R", "timed repetitions (default 3)", NULL, NULL},
         {"warmup", ARG_INT, &c->warmup, 0, 1000, "W", "untimed repetitions first (default 1)", NULL, NULL},
         {"dtype", ARG_CHOICE, &c->dtype, 0, 0, "T", "element type f32 or f64 (default f32, or that of --q)", dtype_names, &c->seen_dtype},
@@ -180,7 +180,7 @@ static void attn_options(struct attn_cfg *c, arg_opt *o)
         {"overlap", ARG_CHOICE, &c->overlap, 0, 0, "MODE", "overlap the all-to-alls with attention, head chunk by head chunk and source rank by source rank: off (default), on, auto (on when every rank has >= 2 KV heads); with on/auto every repetition also runs once without overlap, to report how much communication is hidden", overlap_names, NULL},
         {"overlap-chunks", ARG_INT, &c->overlap_chunks, 1, ULY_OVERLAP_MAX_CHUNKS, "K", "head chunks per rank with --overlap (default: as many as the fewest KV heads of a rank, at most 8)", NULL, NULL},
         {"overlap-trace", ARG_STR, &c->trace, 0, 0, "F.csv", "with --overlap: write every overlapped call's events (waits for input blocks, sends of output blocks, kernel calls, chunk starts and completions) of every rank to F.csv (doc/cli.md)", NULL, NULL},
-        {"max-count", ARG_INT, &c->max_count, 1, INT64_MAX, "n", "largest element count per MPI call and peer", NULL, NULL},
+        {"max-count", ARG_INT, &c->max_count, 1, INT32_MAX, "n", "largest element count per MPI call and peer", NULL, NULL},
         {"q", ARG_STR, &c->fin[T_Q], 0, 0, "F.npy", "queries, float32/float64 (B, N, H, d) or (N, H, d); read by rank 0", NULL, NULL},
         {"k", ARG_STR, &c->fin[T_K], 0, 0, "F.npy", "keys (B, N, Hkv, d)", NULL, NULL},
         {"v", ARG_STR, &c->fin[T_V], 0, 0, "F.npy", "values (B, N, Hkv, d)", NULL, NULL},
@@ -1813,7 +1813,7 @@ static int attn_main(attn_job *J, drv *d, int argc, char **argv)
     drv_field f[DRV_AGREE_MAX];
     int nf = ps == DRV_PARSE_OK ? attn_fields(J, f) : 0;
     int rc = drv_agree(d, ps, f, nf);
-    if (rc == DRV_PARSE_HELP) {
+    if (rc == DRV_AGREE_HELP) {
         arg_opt opts[NOPTS];
         attn_options(&J->c, opts);
         drv_usage(d, synopsis, opts);

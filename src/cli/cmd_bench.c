@@ -125,7 +125,7 @@ static int bench_kernel(int argc, char **argv)
         {"threads", ARG_INT, &threads, 1, 1024, "T", "threads for attention and sgemm (default 1)", NULL, NULL},
         {"repeat", ARG_INT, &repeat, 1, 1000, "R", "repetitions, medians reported (default 5)", NULL, NULL},
         {"scale-threads", ARG_INT, &threads2, 1, 1024, "T2", "also time attention with T2 threads and print the speedup over T", NULL, NULL},
-        {"gemm-size", ARG_INT, &gemm, 64, 16384, "n", "sgemm reference size n x n x n (default 2048)", NULL, NULL},
+        {"gemm-size", ARG_INT, &gemm, 64, 8192, "n", "sgemm reference size n x n x n (default 2048)", NULL, NULL},
         {"block-q", ARG_INT, &bq, 1, 65536, "n", "query block rows", NULL, NULL},
         {"block-k", ARG_INT, &bk, 1, 65536, "n", "key block rows", NULL, NULL},
         {"causal", ARG_FLAG, &causal, 0, 0, NULL, "causal mask (FLOPs count the visible half)", NULL, NULL},
@@ -206,6 +206,19 @@ static int bench_kernel(int argc, char **argv)
                           ng * 4, ng * 4, ng * 4, (size_t)repeat * 8};
     for (int i = BT0; i < NBUF; i++)
         bytes[i] = i < BT0 + 2 * nv ? (size_t)repeat * 8 : 1;
+    /* the memory preflight (one process: no agreement): refused before any allocation */
+    uint64_t total = 0;
+    for (int i = 0; i < NBUF; i++)
+        total = total > UINT64_MAX - bytes[i] ? UINT64_MAX : total + bytes[i];
+    drv_mem mem;
+    drv_mem_probe(&mem);
+    if (total > mem.avail) {
+        char sn[32], sa[32];
+        fprintf(stderr, "ulysses bench kernel: not enough memory: the tensors need about %s but the process can get "
+                "%s (%s); use smaller --seq, --heads, --batch, --head-dim or --gemm-size\n",
+                drv_bytes(sn, sizeof sn, total), drv_bytes(sa, sizeof sa, mem.avail), mem.limit);
+        return ULY_EXIT_BADINPUT;
+    }
     void *buf[NBUF] = {NULL};
     int ok = 1;
     for (int i = 0; i < NBUF && ok; i++)
@@ -378,7 +391,7 @@ static int bench_memory(int argc, char **argv)
     int64_t seq = 65536, heads = 8, d = 64, threads = 2;
     int json = 0, full = 0;
     const arg_opt opts[] = {
-        {"seq", ARG_INT, &seq, 1, INT64_MAX / 2, "N", "sequence length (default 65536)", NULL, NULL},
+        {"seq", ARG_INT, &seq, 1, DRV_SEQ_MAX, "N", "sequence length (default 65536)", NULL, NULL},
         {"heads", ARG_INT, &heads, 1, 4096, "H", "heads (default 8)", NULL, NULL},
         {"head-dim", ARG_INT, &d, 1, 4096, "d", "head dimension (default 64)", NULL, NULL},
         {"threads", ARG_INT, &threads, 1, 1024, "T", "threads of the child run (default 2)", NULL, NULL},
@@ -420,8 +433,11 @@ static int bench_memory(int argc, char **argv)
     struct rusage ru;
     if (waitpid(pid, &wst, 0) < 0 || !WIFEXITED(wst) || WEXITSTATUS(wst) != 0 ||
         getrusage(RUSAGE_CHILDREN, &ru) != 0) {
+        /* the child's bad input (its memory preflight, say) stays bad input, its one-line message said why */
+        if (WIFEXITED(wst) && WEXITSTATUS(wst) == ULY_EXIT_BADINPUT)
+            return ULY_EXIT_BADINPUT;
         fprintf(stderr, "ulysses bench memory: the child run failed\n");
-        return 1;
+        return ULY_EXIT_RUNTIME;
     }
     double secs = now_seconds() - t0;
     /* the bound: q, k, v, dout, o, dq, dk, dv (B,N,H,d) + lse (B,H,N), fp32,
@@ -483,6 +499,10 @@ static int bench_memory(int argc, char **argv)
  * the shared-memory window cannot be had (/dev/shm too small, address
  * space: ULY_EUNAVAIL, the same on every rank).  Local failures are recorded in d; every step that can
  * fail on one rank is agreed (drv_sync). */
+/* --min/--max: 4 GiB per rank keeps every count of the raw MPI_Alltoall in an int. */
+enum { A2A_MAX_BYTES_LOG2 = 32 };
+#define A2A_MAX_BYTES ((int64_t)1 << A2A_MAX_BYTES_LOG2)
+
 static int a2a_size(drv *d, int64_t bytes, int64_t minb, int64_t repeat, int json, int shm)
 {
     const int P = d->size, rank = d->rank;
@@ -678,24 +698,48 @@ static int a2a_size(drv *d, int64_t bytes, int64_t minb, int64_t repeat, int jso
     return rc;
 }
 
+/* What a2a_size holds at `bytes` per rank on P ranks, in multiples of its
+ * buffer (elems x 4 bytes, see a2a_size): *touched, the memory written
+ * (the three rank buffers, the head-side Q and O and the staging of each
+ * context), compared with the node's memory; *reserved, the address space
+ * (every head-side tensor of the six contexts, forward and backward, and
+ * the shared windows of shm, cma and auto, each mapping all P ranks'
+ * segments), compared with ulimit -v.  Measured on 2 ranks: 20.5 x touched
+ * (peak RSS), 83 x reserved (VmPeak). */
+static void a2a_need(int P, int64_t bytes, uint64_t *touched, uint64_t *reserved)
+{
+    const int64_t H = 2 * P, hd = 128;
+    int64_t n_r = bytes / (H * hd * 4);
+    if (n_r < 1)
+        n_r = 1;
+    const uint64_t buf = (uint64_t)(n_r * H * hd) * 4, base = 64u << 20; /* MPI, OpenBLAS, tables */
+    const uint64_t t = 24, r = 35 + 24 * (uint64_t)P;
+    *touched = buf > (UINT64_MAX - base) / t ? UINT64_MAX : base + t * buf;
+    *reserved = buf > (UINT64_MAX - base) / r ? UINT64_MAX : base + r * buf;
+}
+
 static int bench_a2a_mpi(drv *d, int argc, char **argv)
 {
     int64_t minb = 1 << 20, maxb = 256 << 20, repeat = 5;
-    int json = 0;
+    int json = 0, force = 0;
     const arg_opt opts[] = {
-        {"min", ARG_INT, &minb, 1024, INT64_MAX / 4, "BYTES", "smallest bytes per rank (default 1M)", NULL, NULL},
-        {"max", ARG_INT, &maxb, 1024, INT64_MAX / 4, "BYTES", "largest bytes per rank (default 256M)", NULL, NULL},
+        {"min", ARG_INT, &minb, 1024, A2A_MAX_BYTES, "BYTES", "smallest bytes per rank (default 1M)", NULL, NULL},
+        {"max", ARG_INT, &maxb, 1024, A2A_MAX_BYTES, "BYTES",
+         "largest bytes per rank, at least --min; sizes go --min x 4^k (default 256M; the memory preflight "
+         "refuses sizes the node cannot hold: about 24 x BYTES per rank)", NULL, NULL},
         {"repeat", ARG_INT, &repeat, 1, 1000, "R", "repetitions per size (default 5)", NULL, NULL},
         {"json", ARG_FLAG, &json, 0, 0, NULL, "one JSON object per size", NULL, NULL},
+        {"force", ARG_FLAG, &force, 0, 0, NULL, "run even when the memory preflight says it will not fit", NULL, NULL},
         {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
     };
     int rc, ps = drv_parse(d, argc, argv, opts);
     const drv_field f[] = {
         {"--min", DRV_F_INT, minb, NULL, 0, NULL}, {"--max", DRV_F_INT, maxb, NULL, 0, NULL},
         {"--repeat", DRV_F_INT, repeat, NULL, 0, NULL}, {"--json", DRV_F_FLAG, json, NULL, 0, NULL},
+        {"--force", DRV_F_FLAG, force, NULL, 0, NULL},
     };
-    rc = drv_agree(d, ps, f, 4);
-    if (rc == DRV_PARSE_HELP) {
+    rc = drv_agree(d, ps, f, (int)(sizeof f / sizeof f[0]));
+    if (rc == DRV_AGREE_HELP) {
         if (d->rank == 0)
             args_usage(stdout, "ulysses", "bench a2a [options]   (under mpirun -np P)", opts);
         return 0;
@@ -706,6 +750,26 @@ static int bench_a2a_mpi(drv *d, int argc, char **argv)
         drv_say(d, "run under mpirun with at least 2 ranks");
         return DRV_BADINPUT;
     }
+    if (minb > maxb) { /* agreed options: the same verdict on every rank */
+        char a[32], b[32];
+        drv_say(d, "--min %s is larger than --max %s: no size to measure", drv_bytes(a, sizeof a, (uint64_t)minb),
+                drv_bytes(b, sizeof b, (uint64_t)maxb));
+        return DRV_BADINPUT;
+    }
+    /* the memory preflight at the largest size measured (agreed over the ranks) */
+    int64_t top = minb;
+    while (top <= maxb / 4)
+        top *= 4;
+    uint64_t touched, reserved;
+    a2a_need(d->size, top, &touched, &reserved);
+    char why[160], sb[32], tb[32], rb[32];
+    snprintf(why, sizeof why, "bench a2a at %s per rank: %s written, %s of address space",
+             drv_bytes(sb, sizeof sb, (uint64_t)top), drv_bytes(tb, sizeof tb, touched),
+             drv_bytes(rb, sizeof rb, reserved));
+    /* the address space beyond what is written counts against the rlimits only */
+    drv_preflight(d, touched, reserved > touched ? reserved - touched : 0, why, force);
+    if ((rc = drv_sync(d)))
+        return rc;
     /* the shm mode needs every rank on one node (the same answer on every rank) */
     MPI_Comm node = MPI_COMM_NULL;
     int nn = 0;
@@ -850,6 +914,44 @@ static void methods_check(drv *d, const uly_attn_desc *a, int64_t seed, int thre
     drv_free(m1);
 }
 
+/* Bytes bench methods needs on a rank, an upper estimate in the manner of
+ * attn's (cmd_attn.c): the input and result shards, the method's buffers
+ * (Ulysses' head-side tensors and staging over its group's tokens, the ring
+ * engine's travelling K/V, all-gather's full K/V), the --check tensors. */
+static uint64_t methods_need(const uly_attn_desc *a, int method, int P, int U, int check, char *why, size_t len)
+{
+    const double B = (double)a->batch, N = (double)a->seq, H = (double)a->heads, Hkv = (double)a->kv_heads,
+                 d = (double)a->head_dim, es = (double)uly_dtype_size(a->dtype);
+    if (method == ULY_METHOD_ULYSSES)
+        U = P;
+    else if (method != ULY_METHOD_USP)
+        U = 1;
+    if (U < 1)
+        U = 1;
+    const double R = (double)P / U, n = ceil(N / P) + 2, Ng = ceil(N / R) + 2, hr = ceil(H / U),
+                 kvr = ceil(Hkv / U) < hr ? hr : ceil(Hkv / U);
+    const double shards = 2 * B * n * (2 * H + 2 * Hkv) * d * es;
+    double lib = B * hr * Ng * es;
+    if (U > 1) /* q, k, v, o, do, dq, dk, dv on the head side, two stagings */
+        lib += B * Ng * d * (4 * hr + 4 * kvr) * es + 2 * (B * n * H * d > B * Ng * hr * d ? B * n * H * d : B * Ng * hr * d) * es;
+    if ((R > 1 || method == ULY_METHOD_USP) && method != ULY_METHOD_ALLGATHER) /* usp: its ring engine too */
+        lib += (4 * B * Ng * hr * d + 10 * B * (ceil(N / R) + 2) * (U > 1 ? kvr : Hkv) * d + 2 * B * hr * Ng) * es;
+    if (method == ULY_METHOD_ALLGATHER)
+        lib += (5 * B * n * H * d + 7 * B * N * Hkv * d) * es;
+    double chk = 0;
+    if (check) {
+        const double NQ = B * N * H * d, NK = B * N * Hkv * d;
+        chk = (2 * NQ + 2 * NK) * 8 * 2 + (2 * NQ + 2 * NK) * es * 2 + B * H * N * es + B * n * H * d * (8 + es);
+    }
+    const double total = shards + lib + chk;
+    char s1[32], s2[32], s3[32];
+    snprintf(why, len, "shards %s, method buffers %s, --check %s",
+             drv_bytes(s1, sizeof s1, shards >= 1.8e19 ? UINT64_MAX : (uint64_t)shards),
+             drv_bytes(s2, sizeof s2, lib >= 1.8e19 ? UINT64_MAX : (uint64_t)lib),
+             drv_bytes(s3, sizeof s3, chk >= 1.8e19 ? UINT64_MAX : (uint64_t)chk));
+    return total >= 1.8e19 ? UINT64_MAX : (uint64_t)total;
+}
+
 /* Everything bench methods holds, freed in one place. */
 typedef struct methods_run {
     int64_t *off;
@@ -863,7 +965,7 @@ static int bench_methods_run(drv *dr, methods_run *M, int argc, char **argv)
     int64_t batch = 1, seq = 4096, heads = 8, kv = 0, d = 64, window = 0, repeat = 3, threads = 1, seed = 1,
             udeg = 0;
     int method = 0, placement = 0, causal = 0, backward = 0, check = 0, json = 0, bf16 = 0, dtype = 0,
-        seen_udeg = 0, seen_placement = 0;
+        seen_udeg = 0, seen_placement = 0, force = 0;
     const char *doc_lens = NULL, *method_s = NULL;
     static const char *const mnames[] = {"ulysses", "ring", "zigzag", "allgather", "usp", NULL};
     static const char *const pnames[] = {"ulysses-inner", "ring-inner", NULL};
@@ -874,12 +976,12 @@ static int bench_methods_run(drv *dr, methods_run *M, int argc, char **argv)
         {"placement", ARG_CHOICE, &placement, 0, 0, "P", "usp: ulysses-inner (groups are consecutive ranks, default) or ring-inner", pnames, &seen_placement},
         {"bf16-partials", ARG_FLAG, &bf16, 0, 0, NULL, "ring methods: keep the per-step partial outputs in bf16 (emulated)", NULL, NULL},
         {"batch", ARG_INT, &batch, 1, 1 << 20, "B", "batch (default 1)", NULL, NULL},
-        {"seq", ARG_INT, &seq, 1, INT64_MAX / 2, "N", "sequence length (default 4096)", NULL, NULL},
+        {"seq", ARG_INT, &seq, 1, DRV_SEQ_MAX, "N", "sequence length (default 4096)", NULL, NULL},
         {"heads", ARG_INT, &heads, 1, 1 << 20, "H", "query heads (default 8)", NULL, NULL},
         {"kv-heads", ARG_INT, &kv, 1, 1 << 20, "Hkv", "key/value heads (default H)", NULL, NULL},
         {"head-dim", ARG_INT, &d, 1, 1 << 16, "d", "head dimension (default 64)", NULL, NULL},
         {"causal", ARG_FLAG, &causal, 0, 0, NULL, "causal mask", NULL, NULL},
-        {"window", ARG_INT, &window, 1, INT64_MAX / 2, "W", "sliding window", NULL, NULL},
+        {"window", ARG_INT, &window, 1, DRV_SEQ_MAX, "W", "sliding window", NULL, NULL},
         {"doc-lens", ARG_STR, &doc_lens, 0, 0, "L1,L2,...", "packed documents of these lengths (every batch row; sum N)", NULL, NULL},
         {"dtype", ARG_CHOICE, &dtype, 0, 0, "T", "f32 (default) or f64", dnames, NULL},
         {"backward", ARG_FLAG, &backward, 0, 0, NULL, "also time the backward", NULL, NULL},
@@ -888,6 +990,7 @@ static int bench_methods_run(drv *dr, methods_run *M, int argc, char **argv)
         {"threads", ARG_INT, &threads, 1, 1024, "T", "OpenMP threads per rank (default 1)", NULL, NULL},
         {"seed", ARG_INT, &seed, 0, INT64_MAX, "S", "seed of the random inputs (default 1)", NULL, NULL},
         {"json", ARG_FLAG, &json, 0, 0, NULL, "one JSON object", NULL, NULL},
+        {"force", ARG_FLAG, &force, 0, 0, NULL, "run even when the memory preflight says it will not fit", NULL, NULL},
         {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
     };
     char msg[512] = "";
@@ -916,10 +1019,10 @@ static int bench_methods_run(drv *dr, methods_run *M, int argc, char **argv)
         {"--dtype", DRV_F_CHOICE, dtype, NULL, 0, dnames}, {"--backward", DRV_F_FLAG, backward, NULL, 0, NULL},
         {"--check", DRV_F_FLAG, check, NULL, 0, NULL}, {"--repeat", DRV_F_INT, repeat, NULL, 0, NULL},
         {"--threads", DRV_F_INT, threads, NULL, 0, NULL}, {"--seed", DRV_F_INT, seed, NULL, 0, NULL},
-        {"--json", DRV_F_FLAG, json, NULL, 0, NULL},
+        {"--json", DRV_F_FLAG, json, NULL, 0, NULL}, {"--force", DRV_F_FLAG, force, NULL, 0, NULL},
     };
     rc = drv_agree(dr, ps, f, (int)(sizeof f / sizeof f[0]));
-    if (rc == DRV_PARSE_HELP) {
+    if (rc == DRV_AGREE_HELP) {
         if (dr->rank == 0)
             args_usage(stdout, "ulysses", "bench methods --method M [options]   (under mpirun -np P)", opts);
         return 0;
@@ -950,6 +1053,11 @@ static int bench_methods_run(drv *dr, methods_run *M, int argc, char **argv)
     so.placement = placement;
     so.bf16_partials = bf16;
     so.dist.kernel.threads = (int)threads;
+    char why[160];
+    const uint64_t need = methods_need(&a, method, P, (int)udeg, check, why, sizeof why);
+    drv_preflight(dr, need, 0, why, force);
+    if ((rc = drv_sync(dr)))
+        return rc;
     drv_lib(dr, uly_sp_create(dr->comm, &a, &so, &M->S), 0, NULL); /* collective, agreed inside */
     if ((rc = drv_sync(dr)))
         return rc;

@@ -783,7 +783,7 @@ static int cal_main(cal *c, int argc, char **argv)
         {"quick", ARG_FLAG, &c->quick, 0, 0, NULL, "fewer shapes, sizes and repetitions (seconds, for tests)", NULL, NULL},
         {"name", ARG_STR, &name, 0, 0, "NAME", "platform name, UTF-8 (default calibrated-<hostname>)", NULL, NULL},
         {"repeat", ARG_INT, &repeat, 1, 1000, "R", "timed repetitions per measurement (default 5, --quick 3)", NULL, NULL},
-        {"seq", ARG_INT, &c->seq, 64, 1 << 20, "N", "reference attention sequence length (default 4096)", NULL, NULL},
+        {"seq", ARG_INT, &c->seq, 64, 1 << 15, "N", "reference attention sequence length (default 4096)", NULL, NULL},
         {"head-dim", ARG_INT, &c->head_dim, 1, 4096, "d", "reference attention head dimension (default 64)", NULL, NULL},
         {"threads", ARG_INT, &c->threads, 1, 1024, "T", "OpenMP/BLAS threads per rank (default 1)", NULL, NULL},
         {"a2a", ARG_CHOICE, &c->a2a, 0, 0, "MODE", "the all-to-all mode to measure, as ulysses attn --a2a: auto (default), pack, datatype, pipeline, shm, cma (shm and cma: every rank on one node); calibrate with the mode the jobs to predict use", a2a_mode_names, NULL},
@@ -809,7 +809,7 @@ static int cal_main(cal *c, int argc, char **argv)
         {"--threads", DRV_F_INT, c->threads, NULL, 0, NULL}, {"--a2a", DRV_F_CHOICE, c->a2a, NULL, 0, a2a_mode_names},
     };
     int rc = drv_agree(d, ps, f, ps == DRV_PARSE_OK ? (int)(sizeof f / sizeof f[0]) : 0);
-    if (rc == DRV_PARSE_HELP) {
+    if (rc == DRV_AGREE_HELP) {
         if (c->rank == 0)
             args_usage(stdout, "ulysses", synopsis, opts);
         return 0;

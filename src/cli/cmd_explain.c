@@ -30,7 +30,11 @@ static const char *const placement_names[] = {"ulysses-inner", "ring-inner", NUL
 static const char *const dtype_names[] = {"f32", "f64", NULL};
 
 /* Matrices and per-rank lines are printed in full up to these sizes. */
-enum { MATRIX_MAX_P = 16, TABLE_MAX_P = 64 };
+/* RANKS_MAX: the text checks every one of the P x P all-to-all blocks
+ * against the formula and the plan's volumes (about 3 s at 1024 ranks, and
+ * P^2 beyond); DRAW_MAX_P: a figure gives each rank one band and the send
+ * matrices P x P cells, unreadable (and P^2 bytes: 85 MB at 256) beyond. */
+enum { MATRIX_MAX_P = 16, TABLE_MAX_P = 64, RANKS_MAX = 1024, DRAW_MAX_P = 64 };
 
 typedef struct xcfg {
     uly_attn_desc a;
@@ -311,26 +315,37 @@ static int explain_ulysses(const xcfg *c, xp_fig *fig)
     memset(&u, 0, sizeof u);
     uint64_t *mat[ULY_A2A_COUNT] = {0};
     uly_volume *vol = calloc((size_t)P, sizeof *vol);
+    /* (P, 2): elements each rank sends to the others, forward and backward,
+     * summed block by block; the P x P matrices themselves are kept only
+     * where they are printed or drawn (O(P) memory for any other P) */
+    uint64_t *sent = calloc(2 * (size_t)P, sizeof *sent);
+    const int keep = P <= MATRIX_MAX_P || fig;
     int rc = 0;
-    if (uparts_make(a, P, &u) || !vol) {
+    if (uparts_make(a, P, &u) || !vol || !sent) {
         fprintf(stderr, "ulysses explain: out of memory\n");
         rc = 1;
         goto done;
     }
     for (int w = 0; w < ULY_A2A_COUNT; w++) {
-        mat[w] = calloc((size_t)P * (size_t)P, sizeof(uint64_t));
-        if (!mat[w]) {
+        mat[w] = keep ? calloc((size_t)P * (size_t)P, sizeof(uint64_t)) : NULL;
+        if (keep && !mat[w]) {
             fprintf(stderr, "ulysses explain: out of memory\n");
             rc = 1;
             goto done;
         }
         for (int r = 0; r < P; r++)
-            for (int s = 0; s < P; s++)
-                if (uly_plan_a2a_block(a, P, w, r, s, &mat[w][r * P + s])) {
+            for (int s = 0; s < P; s++) {
+                uint64_t e = 0;
+                if (uly_plan_a2a_block(a, P, w, r, s, &e)) {
                     fprintf(stderr, "ulysses explain: %s\n", uly_last_error());
                     rc = exit_status_of(ULY_EINVAL);
                     goto done;
                 }
+                if (keep)
+                    mat[w][r * P + s] = e;
+                if (s != r)
+                    sent[2 * r + (w < ULY_A2A_DO ? 0 : 1)] += e;
+            }
     }
     for (int r = 0; r < P; r++)
         if (uly_plan_volume(a, P, r, &vol[r])) {
@@ -514,11 +529,7 @@ static int explain_ulysses(const xcfg *c, xp_fig *fig)
         uint64_t qf = n_r * (H - H_r), kf = 2 * n_r * (SK - K_r), of = (N - n_r) * H_r;
         uint64_t dkv = 2 * (N - n_r) * (rep ? H_r : K_r);
         uint64_t fwd = row * es * (qf + kf + of), bwd = row * es * (qf + of + dkv);
-        uint64_t mf = 0, mb = 0, pf = 0, pb = 0;
-        for (int s = 0; s < P; s++)
-            for (int w = 0; w < ULY_A2A_COUNT; w++)
-                if (s != r)
-                    *(w < ULY_A2A_DO ? &mf : &mb) += mat[w][r * P + s] * es;
+        uint64_t mf = sent[2 * r] * es, mb = sent[2 * r + 1] * es, pf = 0, pb = 0;
         for (int w = 0; w < ULY_A2A_COUNT; w++)
             *(w < ULY_A2A_DO ? &pf : &pb) += vol[r].sent[w];
         int ok = fwd == mf && mf == pf && bwd == mb && mb == pb;
@@ -604,6 +615,7 @@ oom:
 done:
     for (int w = 0; w < ULY_A2A_COUNT; w++)
         free(mat[w]);
+    free(sent);
     free(vol);
     uparts_free(&u);
     return rc;
@@ -1130,8 +1142,9 @@ int cmd_explain(int argc, char **argv)
     int causal = 0, dtype = 0, method = 0, placement = 0, seen_ranks = 0, seen_udeg = 0, seen_place = 0;
     const char *svg = NULL;
     const arg_opt opts[] = {
-        {"ranks", ARG_INT, &P, 1, 4096, "P", "number of ranks (GPUs) P (required)", NULL, &seen_ranks},
-        {"seq", ARG_INT, &seq, 1, INT64_MAX / 2, "N", "sequence length N (default 16)", NULL, NULL},
+        {"ranks", ARG_INT, &P, 1, RANKS_MAX, "P", "number of ranks (GPUs) P (required; with --svg at most 64)", NULL,
+         &seen_ranks},
+        {"seq", ARG_INT, &seq, 1, (int64_t)1 << 40, "N", "sequence length N (default 16)", NULL, NULL},
         {"heads", ARG_INT, &heads, 1, 1 << 20, "H", "query heads (default 8)", NULL, NULL},
         {"kv-heads", ARG_INT, &kv, 1, 1 << 20, "Hkv", "key/value heads, H % Hkv == 0 (default H)", NULL, NULL},
         {"batch", ARG_INT, &batch, 1, 1 << 20, "B", "batch size (default 1)", NULL, NULL},
@@ -1140,15 +1153,15 @@ int cmd_explain(int argc, char **argv)
          dtype_names, NULL},
         {"method", ARG_CHOICE, &method, 0, 0, "M",
          "ulysses (default), ring, zigzag, allgather, usp or megatron-sp", method_names, NULL},
-        {"ulysses-degree", ARG_INT, &udeg, 1, 4096, "U",
+        {"ulysses-degree", ARG_INT, &udeg, 1, RANKS_MAX, "U",
          "usp: ranks per all-to-all group, dividing P (default: the largest divisor of P not above H)", NULL,
          &seen_udeg},
         {"placement", ARG_CHOICE, &placement, 0, 0, "PL",
          "usp: ulysses-inner (groups are consecutive ranks, the default) or ring-inner", placement_names,
          &seen_place},
         {"causal", ARG_FLAG, &causal, 0, 0, NULL, "causal mask (changes the work, not the volume)", NULL, NULL},
-        {"window", ARG_INT, &window, 1, INT64_MAX / 2, "W", "sliding window (as in ulysses attn)", NULL, NULL},
-        {"svg", ARG_STR, &svg, 0, 0, "FILE", "also draw the layouts: FILE.svg, .png or .pdf (cairo)", NULL, NULL},
+        {"window", ARG_INT, &window, 1, (int64_t)1 << 40, "W", "sliding window (as in ulysses attn)", NULL, NULL},
+        {"svg", ARG_STR, &svg, 0, 0, "FILE", "also draw the layouts: FILE.svg, .png or .pdf (cairo); P <= 64 (one band per rank)", NULL, NULL},
         {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
     };
     char msg[1024] = "";
@@ -1205,6 +1218,11 @@ int cmd_explain(int argc, char **argv)
     int rc = check_shape(&c);
     if (rc)
         return rc;
+    if (svg && c.P > DRAW_MAX_P) {
+        fprintf(stderr, "ulysses explain: --svg %s: a figure draws at most %d ranks (one band each, P x P matrix "
+                        "cells), not --ranks %d; the text shows every P, leave out --svg\n", svg, DRAW_MAX_P, c.P);
+        return EXIT_BADINPUT;
+    }
     if (svg) {
         /* refuse a bad path before printing anything */
         const char *dot = strrchr(svg, '.');

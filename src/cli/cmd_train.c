@@ -426,7 +426,7 @@ static void train_options(struct train_cfg *c, arg_opt *o)
         {"batch", ARG_INT, &c->batch, 1, 1 << 20, "B", "rows per step, all ranks together (default max(8, dp))", NULL, &c->seen_batch},
         {"dp", ARG_INT, &c->dp, 1, 1 << 20, "D", "data-parallel degree (default 1)", NULL, &c->seen_dp},
         {"sp", ARG_INT, &c->sp, 1, 1 << 20, "S", "sequence-parallel degree (default ranks / dp)", NULL, &c->seen_sp},
-        {"steps", ARG_INT, &c->steps, 1, INT64_MAX / 2, "K", "train until this many steps are done (default 50)", NULL, NULL},
+        {"steps", ARG_INT, &c->steps, 1, 1 << 24, "K", "train until this many steps are done (default 50)", NULL, NULL},
         {"lr", ARG_REAL, &c->lr, 0, 0, "LR", "AdamW learning rate (default 5e-3)", NULL, NULL},
         {"weight-decay", ARG_REAL, &c->wd, 0, 0, "W", "AdamW decoupled weight decay of the matrices (default 0.1)", NULL, NULL},
         {"clip", ARG_REAL, &c->clip, 0, 0, "G", "clip the gradient norm to G, 0: never (default 1)", NULL, NULL},
@@ -659,6 +659,45 @@ static int train_alloc(train_job *J, drv *d)
     return d->code;
 }
 
+/* Divergence: the loss smoothed over about TRAIN_SMOOTH steps (an
+ * exponential moving average of weight 1 / TRAIN_SMOOTH; one step's loss of
+ * a small batch is noisy) that reaches TRAIN_GROWTH x its lowest value of
+ * this run so far, and at least TRAIN_GROWTH_NATS above it (a loss near 0
+ * may double without anything going wrong), is warned about once. */
+#define TRAIN_SMOOTH 8.0
+#define TRAIN_GROWTH 4.0
+#define TRAIN_GROWTH_NATS 1.0
+
+/* The first non-finite parameter after step `step`'s update, recorded as
+ * this rank's failure (exit 1).  Local; drv_sync follows. */
+static void check_params(drv *d, uly_train *T, int64_t step)
+{
+    const float *p = uly_train_params(T);
+    const int64_t np = uly_train_nparams(T);
+    int64_t i = 0;
+    while (i < np && isfinite(p[i]))
+        i++;
+    if (i == np)
+        return;
+    const char *name = "?";
+    int64_t at = i;
+    for (int k = 0; k < uly_train_param_count(); k++) {
+        const char *nm;
+        int nd;
+        int64_t shape[3], off, n = 1;
+        uly_train_param_info(T, k, &nm, &nd, shape, &off);
+        for (int j = 0; j < nd; j++)
+            n *= shape[j];
+        if (i >= off && i < off + n) {
+            name = nm;
+            at = i - off;
+        }
+    }
+    drv_fail(d, DRV_RUNTIME, "step %lld: parameter %s[%lld] is %g after the update: the training diverged; "
+             "stopped, no checkpoint written (try a smaller --lr, or --clip)", (long long)step, name, (long long)at,
+             (double)p[i]);
+}
+
 /* The steps; returns the exit status (agreed). */
 static int train_run(train_job *J, drv *d)
 {
@@ -666,7 +705,9 @@ static int train_run(train_job *J, drv *d)
     const int rank = d->rank, P = d->size;
     uly_train *T = J->T;
     const int64_t first = uly_train_steps_done(T);
-    int rc;
+    int rc, warned = 0;
+    double best = 0, smooth = 0;
+    int64_t best_step = 0;
     if (rank == 0 && !c->quiet)
         printf("ulysses train: %lld parameters, %d ranks (dp %lld x sp %lld), %lld x %lld tokens per step%s, %s data, "
                "%s sums; steps %lld..%lld\n", (long long)uly_train_nparams(T), P, (long long)c->dp, (long long)c->sp,
@@ -695,6 +736,13 @@ static int train_run(train_job *J, drv *d)
         char what[64];
         snprintf(what, sizeof what, "step %lld", (long long)s + 1);
         drv_lib(d, uly_train_step(T, J->tok, J->tgt, J->pos, J->off, c->docs, 1, &stt), 0, what);
+        /* every rank has the global loss and the replicated parameters: the
+         * same verdict everywhere, agreed by the drv_sync below */
+        if (!d->code && !isfinite(stt.loss))
+            drv_fail(d, DRV_RUNTIME, "step %lld: the loss is %g: the training diverged; stopped, no checkpoint "
+                     "written (try a smaller --lr, or --clip)", (long long)s + 1, stt.loss);
+        if (!d->code)
+            check_params(d, T, s + 1);
         double tv[4] = {stt.t_total, stt.t_attn, stt.t_a2a, stt.t_reduce}, tm[4] = {0, 0, 0, 0};
         if (!d->code)
             drv_mpi(d, MPI_Allreduce(tv, tm, 4, MPI_DOUBLE, MPI_MAX, d->comm), "MPI_Allreduce (step times)");
@@ -704,6 +752,18 @@ static int train_run(train_job *J, drv *d)
         double other = tm[0] - tm[1] - tm[2] - tm[3];
         J->losses[s - first] = stt.loss;
         J->stepno[s - first] = s + 1;
+        smooth = s == first ? stt.loss : smooth + (stt.loss - smooth) / TRAIN_SMOOTH;
+        if (s == first || smooth < best) {
+            best = smooth;
+            best_step = s + 1;
+        } else if (!warned && smooth >= TRAIN_GROWTH * best && smooth >= best + TRAIN_GROWTH_NATS) {
+            warned = 1;
+            if (rank == 0)
+                fprintf(stderr, "%s: warning: step %lld: the loss (%.6g; %.6g averaged over about %.0f steps) has "
+                        "grown to %.3g x its lowest average of this run (%.6g at step %lld): the training is "
+                        "diverging (try a smaller --lr, or --clip)\n", d->cmd, (long long)s + 1, stt.loss, smooth,
+                        TRAIN_SMOOTH, smooth / best, best, (long long)best_step);
+        }
         if (rank == 0) {
             if (!c->quiet)
                 printf("step %5lld/%lld  loss %.6f  %9.0f tok/s  %.3f s (attention %2.0f%%, all-to-all %2.0f%%, "
@@ -783,7 +843,7 @@ static int train_main(train_job *J, drv *d, int argc, char **argv)
     drv_field f[DRV_AGREE_MAX];
     int nf = ps == DRV_PARSE_OK ? train_fields(c, f) : 0;
     int rc = drv_agree(d, ps, f, nf);
-    if (rc == DRV_PARSE_HELP) {
+    if (rc == DRV_AGREE_HELP) {
         arg_opt opts[NOPTS];
         train_options(c, opts);
         drv_usage(d, synopsis, opts);

@@ -113,13 +113,17 @@ void drv_usage(const drv *d, const char *synopsis, const struct arg_opt *opts);
  * is part of the exchange (ranks running different subcommands disagree).
  * Returns on every rank:
  *   0                 all parsed, all fields equal;
- *   DRV_PARSE_HELP    every rank was asked for --help (print it on rank 0);
+ *   DRV_AGREE_HELP    every rank was asked for --help (print it on rank 0);
+ *                     negative, so that no exit status can be mistaken for it;
+ *   DRV_RUNTIME (1)   the exchange itself failed (its table could not be
+ *                     allocated, an MPI call failed): the message is printed;
  *   DRV_BADINPUT (2)  a parse error on some rank (its message printed once,
  *                     naming the rank), --help on some ranks only, or a field
  *                     that differs (rank 0 prints which option and which
  *                     ranks hold which value).
  * At most DRV_AGREE_MAX fields.
  */
+enum { DRV_AGREE_HELP = -1 };
 int drv_agree(drv *d, int parse, const drv_field *f, int n);
 
 
@@ -169,9 +173,10 @@ void drv_mem_probe(drv_mem *m);
  * or when the needs of all ranks on this node together exceed what the node
  * has (cgroup memory.max, MemAvailable; $ULYSSES_TEST_MEM_AVAILABLE
  * replaces MemAvailable, a test aid), unless force (then only a warning
- * from this rank).  `mapped`: memory of other ranks this process maps on
- * top of need (the peers' segments of a shared-memory window), counted
- * against RLIMIT_AS only -- the node holds it once, in its owners' need.
+ * from this rank).  `mapped`: address space this process reserves on top
+ * of need without touching it (the peers' segments of a shared-memory
+ * window, which the node holds once in their owners' need; bench a2a's
+ * untouched MPI buffers), counted against RLIMIT_AS only.
  * Every rank must call it, even after a local failure. */
 int drv_preflight(drv *d, uint64_t need, uint64_t mapped, const char *breakdown, int force);
 /* OpenMP threads a kernel will use: requested, or the OpenMP default when < 1. */
@@ -186,6 +191,10 @@ enum { DRV_WARMUP_SECONDS = 10 };
 /* Whether a warm-up was abandoned (its thread may still spin inside
  * OpenBLAS: the process must then end with _exit, see drv_close). */
 int drv_blas_stuck(void);
+
+/* Largest --seq and --window of attn and bench (1024G tokens): what fits
+ * is decided by the memory preflight. */
+#define DRV_SEQ_MAX ((int64_t)1 << 40)
 
 /* Human-readable bytes ("1.50 GiB") into buf. */
 const char *drv_bytes(char *buf, size_t len, uint64_t bytes);

@@ -1,10 +1,18 @@
 /*
  * main.c -- entry point of `ulysses`: dispatch to a subcommand.
  */
+#define _GNU_SOURCE
 #include "config.h"
 
+#include <errno.h>
+#include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "base/base.h"
 #include "cli.h"
@@ -25,6 +33,9 @@ static void usage(FILE *f)
             "This build has no MPI (configured --without-mpi): only explain and version.\n"
 #endif
             "Run 'ulysses <command> --help' for the options of a command.\n"
+            "OMP_NUM_THREADS above 4 per usable core (or above 1024) is clamped, with a note.\n"
+            "Exit status: 0 success, 1 run-time failure (also a write error on the standard output),\n"
+            "2 bad input (doc/reliability.md).\n"
             "Tutorial: doc/tutorial.md; terms: doc/glossary.md; man ulysses.\n");
 }
 
@@ -44,7 +55,44 @@ int exit_status_of(int status)
     }
 }
 
-int main(int argc, char **argv)
+/* The OpenMP default thread count (OMP_NUM_THREADS) is clamped to
+ * ULY_OMP_THREADS_PER_CORE x the cores this process may run on, and to
+ * ULY_OMP_THREADS_MAX: libgomp crashes (SIGSEGV) when it cannot start the
+ * threads of a parallel region, and thousands of threads on a few cores
+ * serve nobody.  The adjustment is printed (once under mpirun: by the first
+ * rank).  --threads options have their own stated range. */
+enum { ULY_OMP_THREADS_PER_CORE = 4, ULY_OMP_THREADS_MAX = 1024 };
+
+static void clamp_omp_threads(void)
+{
+#ifdef _OPENMP
+    int cores = 0;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        cores = CPU_COUNT(&set);
+    if (cores < 1) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        cores = n > 0 && n < ULY_OMP_THREADS_MAX ? (int)n : 1;
+    }
+    long cap = (long)cores * ULY_OMP_THREADS_PER_CORE;
+    if (cap > ULY_OMP_THREADS_MAX)
+        cap = ULY_OMP_THREADS_MAX;
+    const int have = omp_get_max_threads();
+    if (have <= cap)
+        return;
+    omp_set_num_threads((int)cap);
+    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    if (!r)
+        r = getenv("PMI_RANK");
+    if (!r || strcmp(r, "0") == 0)
+        fprintf(stderr,
+                "ulysses: OMP_NUM_THREADS asks for %d threads; using %ld (at most %d per core of the %d this "
+                "process may run on, at most %d)\n",
+                have, cap, ULY_OMP_THREADS_PER_CORE, cores, ULY_OMP_THREADS_MAX);
+#endif
+}
+
+static int run(int argc, char **argv)
 {
     if (argc < 2) {
         usage(stderr);
@@ -59,6 +107,7 @@ int main(int argc, char **argv)
         printf("ulysses %s\n", ULY_VERSION_STRING);
         return 0;
     }
+    clamp_omp_threads();
     if (strcmp(cmd, "explain") == 0)
         return cmd_explain(argc - 1, argv + 1);
 #ifdef HAVE_MPI
@@ -79,4 +128,31 @@ int main(int argc, char **argv)
 #endif
     fprintf(stderr, "ulysses: unknown command '%s' (see ulysses --help)\n", cmd);
     return ULY_EXIT_BADINPUT;
+}
+
+int main(int argc, char **argv)
+{
+    int rc = run(argc, argv);
+    /* What was printed must have reached the standard output: a write error
+     * (a full disk, a closed pipe's EPIPE with SIGPIPE ignored) is a failure
+     * of the run, never a silent exit 0.  Every subcommand ends here. */
+    errno = 0;
+    int bad = ferror(stdout);
+    if (fflush(stdout) != 0)
+        bad = 1;
+    int err = errno;
+    if (fclose(stdout) != 0) {
+        bad = 1;
+        if (!err)
+            err = errno;
+    }
+    if (bad) {
+        if (err)
+            fprintf(stderr, "ulysses: error writing the standard output: %s\n", strerror(err));
+        else /* an earlier flush failed: its errno is gone */
+            fprintf(stderr, "ulysses: error writing the standard output (output was lost)\n");
+        if (rc == 0)
+            rc = ULY_EXIT_RUNTIME;
+    }
+    return rc;
 }
