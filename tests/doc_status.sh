@@ -2,7 +2,8 @@
 # The status table of doc/reliability.md ("Every command's statuses") is
 # true: run each row's example in a scratch directory, with `ulysses` and
 # `ulysses-sim` the build tree's programs and `mpirun` the suite's launcher
-# (under `timeout`), and compare the exit status with the row's.
+# (under `timeout`), and compare the exit status with the row's.  In an
+# example `A && B`, A is setup: it must succeed, and B's status is compared.
 set -u
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
@@ -30,7 +31,8 @@ while read -r want cmd; do
     i=$((i + 1))
     # The programs by their build-tree paths; mpirun as the suite runs it.
     run=$(printf '%s\n' "$cmd" | sed -e "s#ulysses-sim#'$S'#g" -e "s#ulysses \\([a-z-]\\)#'$U' \\1#g" \
-        -e "s#^ulysses\$#'$U'#" -e "s#mpirun#timeout 120 $MPIRUN --oversubscribe#g")
+        -e "s#^ulysses\$#'$U'#" -e "s#mpirun#timeout 120 $MPIRUN --oversubscribe#g" \
+        -e 's#&&#|| exit 99;#g') # a setup step that fails is status 99, never the row's
     mkdir "$W/$i"
     (cd "$W/$i" && timeout 300 sh -c "$run" </dev/null >"$W/out" 2>"$W/err")
     got=$?
