@@ -278,6 +278,14 @@ expect 2 "--checkpoint $W/text.txt is also an input (--data $W/text.txt)" -- \
     "$U" train --steps 1 --quiet --seq 64 --data "$W/text.txt" --checkpoint "$W/text.txt"
 same "$W/text.txt" "$W/text.keep"
 expect 0 "" -- "$U" train --steps 2 --quiet --resume "$W/keep.bin" --checkpoint "$W/keep.bin"  # in place: allowed
+# an output that is a symbolic link: refused (the rename would replace the link,
+# not its file); the file it names and the link unchanged
+cp "$W/q.npy" "$W/lt.npy"
+ln -s lt.npy "$W/lk.npy"
+expect 2 "--out $W/lk.npy: is a symbolic link" -- "$U" attn --seq 32 --out "$W/lk.npy"
+same "$W/lt.npy" "$W/q.npy"
+cases=$((cases + 1))
+if [ -L "$W/lk.npy" ]; then echo "ok: the link is still a link"; else echo "FAIL: the link was replaced"; fails=$((fails + 1)); fi
 expect 2 "--svg $W/nodir/x.svg: directory $W/nodir: No such file or directory" -- \
     "$U" explain --ranks 2 --svg "$W/nodir/x.svg"
 

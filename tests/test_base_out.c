@@ -147,12 +147,13 @@ END_TEST
 START_TEST(outputs_and_inputs)
 {
     put(at("in"), "input");
-    ck_assert_int_eq(symlink("in", at("link")), 0);
+    ck_assert_int_eq(link(at("in"), at("link")), 0);
+    ck_assert_int_eq(symlink("in", at("slink")), 0);
     const uly_in ins[2] = {{NULL, "--unused", NULL}, {at("in"), "--resume", "--checkpoint"}};
     /* the one output allowed to be the input */
     uly_out c = {.path = at("in"), .what = "--checkpoint"};
     ck_assert_int_eq(uly_out_check(&c, 1, ins, 2), 0);
-    /* any other, also through a symbolic link */
+    /* any other, also through a hard link */
     uly_out l = {.path = at("link"), .what = "--log"};
     ck_assert_int_eq(uly_out_prepare(&l, 1, ins, 2), ULY_EXIT_BADINPUT);
     char want[512];
@@ -160,6 +161,14 @@ START_TEST(outputs_and_inputs)
              at("link"), at("in"));
     ck_assert_str_eq(uly_base_last_error(), want);
     ck_assert_ptr_null(l.tmp);
+    /* a symbolic link (to an input or not): the rename would replace the link */
+    uly_out sl = {.path = at("slink"), .what = "--log"};
+    ck_assert_int_eq(uly_out_prepare(&sl, 1, NULL, 0), ULY_EXIT_BADINPUT);
+    snprintf(want, sizeof want,
+             "--log %s: is a symbolic link; outputs are replaced by renaming, so name the file it points to",
+             at("slink"));
+    ck_assert_str_eq(uly_base_last_error(), want);
+    ck_assert_ptr_null(sl.tmp);
     /* two outputs, one not yet created, by canonical path */
     ck_assert_int_eq(mkdir(at("d"), 0777), 0);
     uly_out two[2] = {{.path = at("new"), .what = "--out"}, {.path = at("d/../new"), .what = "--plot"}};
@@ -170,7 +179,7 @@ START_TEST(outputs_and_inputs)
     ck_assert_int_eq(uly_out_prepare(&m, 1, NULL, 0), ULY_EXIT_BADINPUT);
     ck_assert_ptr_nonnull(strstr(uly_base_last_error(), "No such file or directory"));
     ck_assert_str_eq(get(at("in")), "input");
-    ck_assert_int_eq(ntmp("new") + ntmp("in") + ntmp("link"), 0);
+    ck_assert_int_eq(ntmp("new") + ntmp("in") + ntmp("link") + ntmp("slink"), 0);
 }
 END_TEST
 

@@ -61,9 +61,18 @@ refused 2 "--trace $tmp/model.json is also an input (--model $tmp/model.json)" \
     --model "$tmp/model.json" --method ulysses --trace "$tmp/model.json"
 same "$tmp/model.json" "$tmp/model.keep"
 ln -s plat.json "$tmp/link.svg"
-refused 2 "--plot $tmp/link.svg is also an input (--platform $tmp/plat.json)" \
+refused 2 "--plot $tmp/link.svg: is a symbolic link" \
     sweep --platform "$tmp/plat.json" --seq 8K --plot "$tmp/link.svg"
 same "$tmp/plat.json" "$tmp/plat.keep"
+# ---- an output that is a symbolic link (to any file): refused -- a rename
+# would replace the link itself (/dev/stdout would become a regular file)
+"$SIM" sweep --seq 8K --method ulysses --out "$tmp/prev.csv" || { echo "FAIL: sweep"; fail=1; }
+cp "$tmp/prev.csv" "$tmp/prev.keep"
+ln -s prev.csv "$tmp/link.csv"
+refused 2 "--out $tmp/link.csv: is a symbolic link; outputs are replaced by renaming" \
+    sweep --seq 16K --out "$tmp/link.csv"
+same "$tmp/prev.csv" "$tmp/prev.keep"
+if [ -L "$tmp/link.csv" ]; then echo "ok: the link is still a link"; else echo "FAIL: the link was replaced"; fail=1; fi
 
 # ---- two outputs that are one file: refused, the earlier output byte-identical
 "$SIM" sweep --seq 8K,16K --method ulysses --out "$tmp/s.svg" || { echo "FAIL: sweep"; fail=1; }

@@ -3,7 +3,7 @@
  * and committed together (see base_out.h).
  *
  * prepare (before computing): stat each destination, resolve its directory,
- * refuse duplicates, inputs, directories and special files; then, output by
+ * refuse duplicates, inputs, symbolic links, directories and special files; then, output by
  * output, remove the stale temporaries "<dir>/.<name>.tmpXXXXXX" nobody
  * holds locked and create this run's, locked with flock (the lock goes with
  * the process: a killed run's temporary is unlocked).  ready: fsync.
@@ -187,6 +187,15 @@ int uly_out_check(uly_out *outs, int n, const uly_in *ins, int nin)
             continue;
         struct stat st;
         o->existed = 0;
+        /* the rename would replace a symbolic link itself, not the file it
+         * names (/dev/stdout -> /proc/self/fd/1 would become a regular file) */
+        if (lstat(o->path, &st) == 0 && S_ISLNK(st.st_mode)) {
+            rc = uly_base_set_error(ULY_EXIT_BADINPUT,
+                                    "%s %s: is a symbolic link; outputs are replaced by renaming, so name the file "
+                                    "it points to",
+                                    o->what, o->path);
+            break;
+        }
         if (stat(o->path, &st) == 0) {
             if (!S_ISREG(st.st_mode)) {
                 rc = uly_base_set_error(ULY_EXIT_BADINPUT, "%s %s: is %s; outputs must be regular files", o->what,

@@ -4,8 +4,9 @@
  *
  *   - an output may not be an input or another output: compared by device
  *     and inode for files that exist, by canonical path (the directory's
- *     realpath + the name) for files not yet created; directories and
- *     special files are refused;
+ *     realpath + the name) for files not yet created; directories, special
+ *     files and symbolic links (a rename would replace the link, not the file
+ *     it names) are refused;
  *   - every output of a run is a temporary file in its own directory,
  *     "<dir>/.<name>.tmpXXXXXX", created before any computing (so that a
  *     missing or unwritable directory is found first) and locked (flock)
