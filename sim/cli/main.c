@@ -57,7 +57,7 @@ static const char usage[] =
     "  --layers N              override the model's layer count (at most 100000)\n"
     "  --format F              table | csv | json (default table)\n"
     "  --trace FILE            write a Chrome/Perfetto trace of one iteration\n"
-    "                          (FILE gets a .METHOD suffix when several methods run;\n"
+    "                          (t.json becomes t.METHOD.json when several methods run;\n"
     "                          written to temporaries, renamed when every method ran)\n"
     "  --max-seq               also find the longest sequence that fits in memory\n"
     "  --engine E              auto | classes | full (default auto): collectives by one\n"
@@ -252,10 +252,14 @@ static int run(int argc, char **argv)
         if (o.nmethods > 1) {
             const char *dot = strrchr(o.trace, '.');
             size_t stem = dot && dot > strrchr(o.trace, '/') ? (size_t)(dot - o.trace) : strlen(o.trace);
-            snprintf(tpath[i], sizeof tpath[i], "%.*s.%s%s", (int)stem, o.trace, usim_method_name(o.methods[i]),
-                     dot && stem < strlen(o.trace) ? dot : ".json");
+            int len = snprintf(tpath[i], sizeof tpath[i], "%.*s.%s%s", (int)stem, o.trace,
+                               usim_method_name(o.methods[i]), dot && stem < strlen(o.trace) ? dot : ".json");
+            if (len < 0 || (size_t)len >= sizeof tpath[i])
+                die_usage("--trace: the path is longer than %zu characters", sizeof tpath[i] - 1);
         } else {
             snprintf(tpath[i], sizeof tpath[i], "%s", o.trace);
+            if (strlen(o.trace) >= sizeof tpath[i])
+                die_usage("--trace: the path is longer than %zu characters", sizeof tpath[i] - 1);
         }
         touts[i].path = tpath[i];
         touts[i].what = "--trace";

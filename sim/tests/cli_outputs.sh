@@ -155,4 +155,8 @@ else
     echo "skipped: full-disk cases (cannot mount a tmpfs here)"
 fi
 
+# ---- a --trace path too long for its per-method name: refused, never truncated
+long="$tmp/$(printf 'a%.0s' $(seq 1 1095)).json"
+refused 2 "--trace: the path is longer than" --method ulysses,ring --trace "$long"
+
 exit $fail
