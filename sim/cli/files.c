@@ -50,19 +50,7 @@ FILE *files_open(uly_out *o)
 
 int files_ready(uly_out *o, FILE *f)
 {
-    if (f) {
-        errno = 0;
-        int bad = fflush(f) != 0 || ferror(f);
-        int e = errno;
-        bad |= fclose(f) != 0;
-        if (bad) {
-            char note[512];
-            fprintf(stderr, "ulysses-sim: %s %s: cannot write: %s%s\n", o->what, o->path,
-                    strerror(e ? e : errno ? errno : EIO), uly_out_note(o, note, sizeof note));
-            return 1;
-        }
-    }
-    if (uly_out_ready(o)) {
+    if (uly_out_close(o, f)) {
         fprintf(stderr, "ulysses-sim: %s\n", uly_base_last_error());
         return 1;
     }

@@ -373,6 +373,22 @@ int uly_out_ready(uly_out *o)
     return 0;
 }
 
+int uly_out_close(uly_out *o, FILE *f)
+{
+    if (f) {
+        errno = 0;
+        int bad = fflush(f) != 0 || ferror(f);
+        int e = errno;
+        bad |= fclose(f) != 0;
+        if (bad) {
+            char note[512];
+            return uly_base_set_error(ULY_EXIT_RUNTIME, "%s %s: cannot write: %s%s", o->what, o->path,
+                                      strerror(e ? e : errno ? errno : EIO), uly_out_note(o, note, sizeof note));
+        }
+    }
+    return uly_out_ready(o);
+}
+
 /* fsync the directory holding path (so that the rename itself is durable). */
 static int sync_dir(const char *path)
 {

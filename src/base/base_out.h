@@ -35,6 +35,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "base.h"
 
@@ -77,6 +78,10 @@ ULY_BASE_API int uly_out_prepare(uly_out *outs, int n, const uly_in *ins, int ni
 /* The content of o is complete (written through o->fd, a dup of it, or
  * o->tmp by name, and closed there): fsync it. */
 ULY_BASE_API int uly_out_ready(uly_out *o);
+/* Flush and close f (a FILE the caller wrote o's content through; NULL: o
+ * was written otherwise), then uly_out_ready: a write error of the FILE is
+ * exit 1 "WHAT PATH: cannot write: ERROR" with uly_out_note's note. */
+ULY_BASE_API int uly_out_close(uly_out *o, FILE *f);
 
 /* Rename every prepared output of outs[0..n) over its destination (each must
  * be ready), then fsync their directories.  First the destinations are

@@ -1139,17 +1139,7 @@ static int attn_trace(attn_job *J, drv *d)
                         which >= 0 ? uly_vol_name(which) : "", (int)x[EV_PEER], (int)x[EV_READY], 1e3 * x[EV_START],
                         1e3 * x[EV_WALL], 1e3 * x[EV_CPU]);
             }
-        errno = 0;
-        int bad = fflush(f) != 0 || ferror(f);
-        int e = errno;
-        bad |= fclose(f) != 0;
-        if (bad) {
-            char note[512];
-            drv_fail(d, DRV_RUNTIME, "--overlap-trace %s: cannot write: %s%s", o->path,
-                     strerror(e ? e : errno ? errno : EIO), uly_out_note(o, note, sizeof note));
-        } else {
-            drv_out_ready(d, o);
-        }
+        drv_out_close(d, o, f);
     }
 out:
     drv_free(mine);

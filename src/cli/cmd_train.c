@@ -784,17 +784,9 @@ static int finish_log(train_job *J, drv *d)
 {
     if (!J->logf)
         return 0;
-    errno = 0;
-    int bad = fflush(J->logf) != 0 || ferror(J->logf);
-    int e = errno;
-    bad |= fclose(J->logf) != 0;
+    FILE *f = J->logf;
     J->logf = NULL;
-    if (bad) {
-        char note[512];
-        return drv_fail(d, DRV_RUNTIME, "--log %s: cannot write: %s%s", J->c.log, strerror(e ? e : errno),
-                        uly_out_note(&J->out[O_LOG], note, sizeof note));
-    }
-    return drv_out_ready(d, &J->out[O_LOG]);
+    return drv_out_close(d, &J->out[O_LOG], f);
 }
 
 /* Rank 0: the log, the checkpoint and the plot written into their

@@ -150,6 +150,9 @@ int drv_out_npy(drv *d, drv_out *o, uly_dtype t, int ndim, const int64_t *shape,
 /* The caller wrote o's content (through a FILE from fdopen(dup(o->fd)),
  * flushed and closed, or through o->tmp by name): fsync it. */
 int drv_out_ready(drv *d, drv_out *o);
+/* Flush and close f (a FILE from fdopen(dup(o->fd))), then drv_out_ready;
+ * a write error is exit 1 naming the option and the path. */
+int drv_out_close(drv *d, drv_out *o, FILE *f);
 /* Rename every prepared output of outs[0..n) into place (each ready).
  * Exit status 1 on failure, naming what was and was not committed. */
 int drv_out_commit(drv *d, drv_out *outs, int n);

@@ -43,6 +43,12 @@ int drv_out_ready(drv *d, drv_out *o)
     return rc ? fail(d, rc) : 0;
 }
 
+int drv_out_close(drv *d, drv_out *o, FILE *f)
+{
+    int rc = uly_out_close(o, f);
+    return rc ? fail(d, rc) : 0;
+}
+
 int drv_out_commit(drv *d, drv_out *outs, int n)
 {
     int rc = uly_out_commit(outs, n);
