@@ -81,13 +81,7 @@ else
     cases=$((cases + 1)); fails=$((fails + 1))
     echo "FAIL: no memory figure from: ULYSSES_TEST_MEM_AVAILABLE=1 ulysses $TM"
 fi
-cat > "$W/ulimit.sh" <<'EOF'
-#!/bin/sh
-ulimit -v "$1" || exit 99
-shift
-exec "$@"
-EOF
-chmod +x "$W/ulimit.sh"
+cp "${top_srcdir:-.}/tests/ulimit.sh" "$W/ulimit.sh" && chmod +x "$W/ulimit.sh"
 # (AddressSanitizer reserves terabytes of address space: under it a process
 # cannot start with ulimit -v at all, and these cases are skipped)
 if "$W/ulimit.sh" 1500000 "$U" version >/dev/null 2>&1; then

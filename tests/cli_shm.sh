@@ -137,13 +137,7 @@ clean
 
 # ---- one rank short of address space (rank 1 under ulimit -v): every rank
 # maps the window's P segments, so the window needs twice a segment more
-cat > "$W/ulimit.sh" <<'EOF'
-#!/bin/sh
-ulimit -v "$1" || exit 99
-shift
-exec "$@"
-EOF
-chmod +x "$W/ulimit.sh"
+cp "${top_srcdir:-.}/tests/ulimit.sh" "$W/ulimit.sh" && chmod +x "$W/ulimit.sh"
 # a fresh tmpfs with room for the windows (its pages are taken only when written)
 umount /dev/shm && mount -t tmpfs -o size=2G tmpfs /dev/shm || { echo "FAIL: remount in the namespace"; exit 1; }
 if "$W/ulimit.sh" 4000000 "$U" version >/dev/null 2>&1; then

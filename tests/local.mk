@@ -85,7 +85,7 @@ TESTS += tests/cli_attn.sh tests/cli_reliability.sh tests/cli_shm.sh tests/symbo
 EXTRA_DIST += tests/cli_attn.sh tests/cli_reliability.sh tests/cli_shm.sh tests/symbols.sh tests/lsan.supp tests/cli_calibrate.sh
 # doc/reliability.md's status table, every row run (needs both programs and mpirun).
 TESTS += tests/doc_status.sh
-EXTRA_DIST += tests/doc_status.sh
+EXTRA_DIST += tests/doc_status.sh tests/ulimit.sh
 
 endif
 

@@ -79,13 +79,7 @@ two() { c=$1 p0=$2 p1=$3; shift 4; mpmd "$c" "$p0" "" "$p1" "" -- "$@"; }
 "$T" scaled "$W/huge64.npy" f64 1e300 5 1 48 4 16 || { echo "npytool failed" >&2; exit 1; }
 Q="--q $W/q.npy --k $W/k.npy --v $W/v.npy"
 A="$U attn --seq 64 --heads 4 --repeat 1"
-cat > "$W/ulimit.sh" <<'EOF'
-#!/bin/sh
-ulimit -v "$1" || exit 99
-shift
-exec "$@"
-EOF
-chmod +x "$W/ulimit.sh"
+cp "${top_srcdir:-.}/tests/ulimit.sh" "$W/ulimit.sh" && chmod +x "$W/ulimit.sh"
 
 echo "| failure class | command | exit status (per rank) | seconds | rank 0 prints |"
 echo "|---|---|---|---|---|"

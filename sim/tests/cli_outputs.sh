@@ -125,30 +125,25 @@ fi
 mkdir "$tmp/mnt"
 if mount -t tmpfs -o size=16k tmpfs "$tmp/mnt" 2> /dev/null; then
     MNT="$tmp/mnt"
-    printf 'previous trace' > "$MNT/t.json"
-    cp "$MNT/t.json" "$tmp/t.keep"
-    "$SIM" --method ulysses --trace "$MNT/t.json" > "$tmp/out" 2> "$tmp/err"
-    st=$?
-    if [ $st -eq 1 ] && grep -q -- "--trace $MNT/t.json: cannot write: No space left on device" "$tmp/err" &&
-        [ "$(wc -l < "$tmp/err")" -eq 1 ]; then
-        echo "ok: --trace on a full disk: exit 1: $(cat "$tmp/err")"
-    else
-        echo "FAIL: --trace on a full disk: exit $st: $(cat "$tmp/err")"; fail=1
-    fi
-    same "$MNT/t.json" "$tmp/t.keep"
-    no_tmp "$MNT"
-    printf 'previous csv' > "$MNT/s.csv"
-    cp "$MNT/s.csv" "$tmp/s2.keep"
-    "$SIM" sweep --seq 8K:1M --gpus 64,128 --out "$MNT/s.csv" > "$tmp/out" 2> "$tmp/err"
-    st=$?
-    if [ $st -eq 1 ] && grep -q -- "--out $MNT/s.csv: cannot write: No space left on device" "$tmp/err" &&
-        [ "$(wc -l < "$tmp/err")" -eq 1 ]; then
-        echo "ok: sweep --out on a full disk: exit 1: $(cat "$tmp/err")"
-    else
-        echo "FAIL: sweep --out on a full disk: exit $st: $(cat "$tmp/err")"; fail=1
-    fi
-    same "$MNT/s.csv" "$tmp/s2.keep"
-    no_tmp "$MNT"
+    # full OPTION FILE args...: exit 1 with one line naming OPTION FILE and the
+    # full disk; the previous FILE byte-identical, no temporary left
+    full() {
+        opt="$1"; f="$2"; shift 2
+        printf 'previous %s' "$opt" > "$f"
+        cp "$f" "$tmp/full.keep"
+        "$SIM" "$@" > "$tmp/out" 2> "$tmp/err"
+        st=$?
+        if [ $st -eq 1 ] && grep -q -- "$opt $f: cannot write: No space left on device" "$tmp/err" &&
+            [ "$(wc -l < "$tmp/err")" -eq 1 ]; then
+            echo "ok: $opt on a full disk: exit 1: $(cat "$tmp/err")"
+        else
+            echo "FAIL: $opt on a full disk: exit $st: $(cat "$tmp/err")"; fail=1
+        fi
+        same "$f" "$tmp/full.keep"
+        no_tmp "$MNT"
+    }
+    full --trace "$MNT/t.json" --method ulysses --trace "$MNT/t.json"
+    full --out "$MNT/s.csv" sweep --seq 8K:1M --gpus 64,128 --out "$MNT/s.csv"
     umount "$MNT"
     MNT=""
 else
