@@ -661,33 +661,6 @@ static const char *shm_backing_dir(void)
     return d && *d ? d : "/tmp";
 }
 
-static const char *shm_bytes(char *buf, size_t len, uint64_t b)
-{
-    if (b >= (uint64_t)1 << 30)
-        snprintf(buf, len, "%.2f GiB", (double)b / (double)(1 << 30));
-    else
-        snprintf(buf, len, "%.1f MiB", (double)b / (double)(1 << 20));
-    return buf;
-}
-
-/* This process's address space in use (VmSize), in bytes; 0 if unknown. */
-static uint64_t shm_vm_size(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f)
-        return 0;
-    char line[256];
-    unsigned long long kb = 0;
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "VmSize:", 7) == 0) {
-            if (sscanf(line + 7, "%llu", &kb) != 1)
-                kb = 0;
-            break;
-        }
-    fclose(f);
-    return (uint64_t)kb * 1024;
-}
-
 /* Whether this process can afford a window file of `file` bytes (P segments)
  * and `reserve` bytes more of address space: ULY_OK or ULY_EUNAVAIL. */
 static int shm_affordable(const uly_comm *c, uint64_t file, uint64_t reserve)
@@ -699,19 +672,15 @@ static int shm_affordable(const uly_comm *c, uint64_t file, uint64_t reserve)
         const uint64_t free_b = (uint64_t)fs.f_bavail * (uint64_t)fs.f_frsize;
         if (file > free_b)
             return uly_set_error(ULY_EUNAVAIL, "the shared-memory window needs %s in %s (%d segments, one per "
-                                 "rank) but %s has %s free", shm_bytes(a, sizeof a, file), dir, c->size, dir,
-                                 shm_bytes(b, sizeof b, free_b));
+                                 "rank) but %s has %s free", uly_fmt_bytes(a, sizeof a, file), dir, c->size, dir,
+                                 uly_fmt_bytes(b, sizeof b, free_b));
     }
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
-        const uint64_t used = shm_vm_size(), lim = (uint64_t)rl.rlim_cur;
-        const uint64_t left = lim > used ? lim - used : 0;
-        if (file > left || reserve > left - file)
-            return uly_set_error(ULY_EUNAVAIL, "rank %d can map %s more (RLIMIT_AS, ulimit -v, less the address "
-                                 "space in use) but every rank maps the whole shared-memory window, %s (%d segments), "
-                                 "and needs %s beside it", c->rank, shm_bytes(a, sizeof a, left),
-                                 shm_bytes(b, sizeof b, file), c->size, shm_bytes(r, sizeof r, reserve));
-    }
+    const uint64_t left = uly_rlimit_left(RLIMIT_AS, uly_proc_kb("/proc/self/status", "VmSize"));
+    if (left != UINT64_MAX && (file > left || reserve > left - file))
+        return uly_set_error(ULY_EUNAVAIL, "rank %d can map %s more (RLIMIT_AS, ulimit -v, less the address space "
+                             "in use) but every rank maps the whole shared-memory window, %s (%d segments), and needs "
+                             "%s beside it", c->rank, uly_fmt_bytes(a, sizeof a, left),
+                             uly_fmt_bytes(b, sizeof b, file), c->size, uly_fmt_bytes(r, sizeof r, reserve));
     return ULY_OK;
 }
 
@@ -802,7 +771,7 @@ int uly_comm_shm_alloc(uly_comm *c, size_t bytes, size_t reserve, char **base)
     if (seg && madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE) != 0 && errno != EINVAL) {
         char a[32];
         return uly_set_error(ULY_EUNAVAIL, "rank %d cannot get the pages of its %s of the shared-memory window in "
-                             "%s: %s", c->rank, shm_bytes(a, sizeof a, seg), shm_backing_dir(),
+                             "%s: %s", c->rank, uly_fmt_bytes(a, sizeof a, seg), shm_backing_dir(),
                              errno == EFAULT ? "the file system is full" : strerror(errno));
     }
     /* the own control block starts at zero; the caller's agreement that

@@ -6,7 +6,9 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <inttypes.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -317,4 +319,44 @@ int uly_fput_sanitized(FILE *f, const char *s)
             return EOF;
     }
     return 0;
+}
+
+/* ------------------------------------------------------ this process's memory */
+
+const char *uly_fmt_bytes(char *buf, size_t len, uint64_t b)
+{
+    if (b >= (uint64_t)1 << 30)
+        snprintf(buf, len, "%.2f GiB", (double)b / (double)(1 << 30));
+    else if (b >= (uint64_t)1 << 20)
+        snprintf(buf, len, "%.1f MiB", (double)b / (double)(1 << 20));
+    else
+        snprintf(buf, len, "%" PRIu64 " bytes", b);
+    return buf;
+}
+
+uint64_t uly_proc_kb(const char *file, const char *key)
+{
+    FILE *f = fopen(file, "r");
+    if (!f)
+        return 0;
+    char line[256];
+    size_t kl = strlen(key);
+    uint64_t v = 0;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, key, kl) == 0 && line[kl] == ':') {
+            unsigned long long x = 0;
+            if (sscanf(line + kl + 1, "%llu", &x) == 1)
+                v = (uint64_t)x * 1024;
+            break;
+        }
+    fclose(f);
+    return v;
+}
+
+uint64_t uly_rlimit_left(int which, uint64_t used)
+{
+    struct rlimit rl;
+    if (getrlimit(which, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return UINT64_MAX;
+    return (uint64_t)rl.rlim_cur > used ? (uint64_t)rl.rlim_cur - used : 0;
 }

@@ -12,6 +12,7 @@
  *                            uly_fput_quoted (CSV and gnuplot strings)
  *   text from files          uly_sanitize, uly_fput_sanitized: names and keys
  *                            read from files, made safe to print
+ *   this process's memory    uly_fmt_bytes, uly_proc_kb, uly_rlimit_left
  *
  * JSON output through jansson is in base_json.h (it needs jansson; this
  * does not); output files (no output is an input, all committed together)
@@ -104,6 +105,17 @@ ULY_BASE_API int uly_parse_int(const char *s, int64_t *out);
 /* "a directory", "a FIFO (named pipe)", "a character device", "a block
  * device", "a socket", "a regular file" or "not a regular file". */
 ULY_BASE_API const char *uly_file_kind(mode_t mode);
+
+/* ------------------------------------------------------ this process's memory */
+
+/* Bytes for people into buf: "1.50 GiB", "3.0 MiB" or "512 bytes". */
+ULY_BASE_API const char *uly_fmt_bytes(char *buf, size_t len, uint64_t b);
+/* The value of `key` in a /proc file of "Key:   N kB" lines (/proc/self/status,
+ * /proc/meminfo), in bytes; 0 when the file or the key is missing. */
+ULY_BASE_API uint64_t uly_proc_kb(const char *file, const char *key);
+/* What rlimit `which` (RLIMIT_AS, RLIMIT_DATA) leaves once `used` bytes are
+ * taken: UINT64_MAX when there is no limit, 0 when used exceeds it. */
+ULY_BASE_API uint64_t uly_rlimit_left(int which, uint64_t used);
 
 /* Why uly_read_file failed (the message is in uly_base_last_error()). */
 enum { ULY_READ_OK = 0, ULY_READ_NOTFOUND, ULY_READ_NOTREG, ULY_READ_TOOBIG, ULY_READ_IO, ULY_READ_NOMEM };

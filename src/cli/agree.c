@@ -148,13 +148,7 @@ void drv_free(void *p)
 
 const char *drv_bytes(char *buf, size_t len, uint64_t b)
 {
-    if (b >= (uint64_t)1 << 30)
-        snprintf(buf, len, "%.2f GiB", (double)b / (double)(1 << 30));
-    else if (b >= (uint64_t)1 << 20)
-        snprintf(buf, len, "%.1f MiB", (double)b / (double)(1 << 20));
-    else
-        snprintf(buf, len, "%" PRIu64 " bytes", b);
-    return buf;
+    return uly_fmt_bytes(buf, len, b);
 }
 
 void drv_say(const drv *d, const char *fmt, ...)

@@ -32,25 +32,6 @@
 #include "drv.h"
 
 /* A "Key:   123 kB" line of a /proc file, in bytes; 0 when absent. */
-static uint64_t proc_kb(const char *file, const char *key)
-{
-    FILE *f = fopen(file, "r");
-    if (!f)
-        return 0;
-    char line[256];
-    size_t kl = strlen(key);
-    uint64_t v = 0;
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, key, kl) == 0 && line[kl] == ':') {
-            unsigned long long x = 0;
-            if (sscanf(line + kl + 1, "%llu", &x) == 1)
-                v = (uint64_t)x * 1024;
-            break;
-        }
-    fclose(f);
-    return v;
-}
-
 /* One number from a cgroup file; "max" or unreadable gives UINT64_MAX. */
 static uint64_t cg_value(const char *dir, const char *name)
 {
@@ -107,21 +88,13 @@ static uint64_t cgroup_left(void)
     return best;
 }
 
-static uint64_t rlimit_left(int which, uint64_t used)
-{
-    struct rlimit rl;
-    if (getrlimit(which, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
-        return UINT64_MAX;
-    return (uint64_t)rl.rlim_cur > used ? (uint64_t)rl.rlim_cur - used : 0;
-}
-
 void drv_mem_probe(drv_mem *m)
 {
     memset(m, 0, sizeof *m);
-    m->as_left = rlimit_left(RLIMIT_AS, proc_kb("/proc/self/status", "VmSize"));
-    m->data_left = rlimit_left(RLIMIT_DATA, proc_kb("/proc/self/status", "VmData"));
+    m->as_left = uly_rlimit_left(RLIMIT_AS, uly_proc_kb("/proc/self/status", "VmSize"));
+    m->data_left = uly_rlimit_left(RLIMIT_DATA, uly_proc_kb("/proc/self/status", "VmData"));
     m->cgroup_left = cgroup_left();
-    uint64_t ma = proc_kb("/proc/meminfo", "MemAvailable");
+    uint64_t ma = uly_proc_kb("/proc/meminfo", "MemAvailable");
     /* test aid (doc/reliability.md): pretend the node has this much available */
     const char *fake = getenv("ULYSSES_TEST_MEM_AVAILABLE");
     int64_t fv;
