@@ -6,7 +6,7 @@
 #ifndef USIM_COST_H
 #define USIM_COST_H
 
-#include "ulysses.h"
+#include "ulysses_plan.h"
 #include "usim.h"
 
 #define USIM_ATTN_BWD_FACTOR 2.5   /* FlashAttention-2 backward: 5 matmuls vs 2 */

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "jobcoll.h"
-#include "ulysses.h"
+#include "ulysses_plan.h"
 #include "usim.h"
 #include "usim_internal.h"
 

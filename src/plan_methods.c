@@ -11,33 +11,60 @@
 
 #include "internal.h"
 
-static const char *const method_names[ULY_METHOD_COUNT] = {"ulysses", "ring", "zigzag", "allgather",
-                                                           "usp"};
+/* Every method's names: the library's, ulysses-sim's, and other spellings
+ * (Megatron-Core's cp_comm_type; its p2p ring is load-balanced: zigzag). */
+static const struct {
+    const char *name, *sim_name, *alias[2];
+} methods[ULY_METHOD_ALL] = {
+    [ULY_METHOD_ULYSSES] = {"ulysses", "ulysses", {"a2a", NULL}},
+    [ULY_METHOD_RING] = {"ring", "ring", {NULL, NULL}},
+    [ULY_METHOD_ZIGZAG] = {"zigzag", "ring-zigzag", {"p2p", NULL}},
+    [ULY_METHOD_ALLGATHER] = {"allgather", "all-gather", {"all_gather", NULL}},
+    [ULY_METHOD_USP] = {"usp", "usp", {"a2a+p2p", NULL}},
+    [ULY_METHOD_MEGATRON_SP] = {"megatron-sp", "megatron-sp", {NULL, NULL}},
+};
 static const char *const placement_names[2] = {"ulysses-inner", "ring-inner"};
 
 const char *uly_method_name(int method)
 {
-    return method >= 0 && method < ULY_METHOD_COUNT ? method_names[method] : "?";
+    return method >= 0 && method < ULY_METHOD_ALL ? methods[method].name : "?";
+}
+
+const char *uly_method_sim_name(int method)
+{
+    return method >= 0 && method < ULY_METHOD_ALL ? methods[method].sim_name : "?";
+}
+
+/* The method named `name` among the first n, or -1. */
+static int method_find(const char *name, int n)
+{
+    for (int m = 0; name && m < n; m++) {
+        if (strcmp(name, methods[m].name) == 0 || strcmp(name, methods[m].sim_name) == 0)
+            return m;
+        for (int i = 0; i < 2; i++)
+            if (methods[m].alias[i] && strcmp(name, methods[m].alias[i]) == 0)
+                return m;
+    }
+    return -1;
 }
 
 int uly_method_parse(const char *name, int *method)
 {
-    for (int m = 0; name && m < ULY_METHOD_COUNT; m++)
-        if (strcmp(name, method_names[m]) == 0) {
-            *method = m;
-            return ULY_OK;
-        }
-    /* Megatron-Core's cp_comm_type names (its p2p ring is load-balanced: zigzag) */
-    static const struct { const char *name; int m; } alias[] = {
-        {"a2a", ULY_METHOD_ULYSSES}, {"p2p", ULY_METHOD_ZIGZAG}, {"all_gather", ULY_METHOD_ALLGATHER},
-        {"a2a+p2p", ULY_METHOD_USP}};
-    for (size_t i = 0; name && i < sizeof alias / sizeof alias[0]; i++)
-        if (strcmp(name, alias[i].name) == 0) {
-            *method = alias[i].m;
-            return ULY_OK;
-        }
-    return uly_set_error(ULY_EINVAL, "unknown method '%s' (ulysses, ring, zigzag, allgather, usp; "
-                         "Megatron cp_comm_type a2a, p2p, all_gather, a2a+p2p)", name ? name : "(null)");
+    int m = method_find(name, ULY_METHOD_COUNT);
+    if (m < 0)
+        return uly_set_error(ULY_EINVAL, "unknown method '%s' (ulysses, ring, zigzag, allgather, usp; "
+                             "Megatron cp_comm_type a2a, p2p, all_gather, a2a+p2p)", name ? name : "(null)");
+    *method = m;
+    return ULY_OK;
+}
+
+int uly_method_parse_any(const char *name, int *method)
+{
+    int m = method_find(name, ULY_METHOD_ALL);
+    if (m < 0)
+        return uly_set_error(ULY_EINVAL, "unknown method '%s'", name ? name : "(null)");
+    *method = m;
+    return ULY_OK;
 }
 
 const char *uly_placement_name(int placement)
@@ -83,7 +110,7 @@ int uly_sp_plan_init(uly_sp_plan *p, int method, int P, int U, int placement)
     default:
         if (U != 0 && U != 1)
             return uly_set_error(ULY_EINVAL, "%s has no all-to-all (ulysses degree %d given; use usp)",
-                                 method_names[method], U);
+                                 methods[method].name, U);
         U = 1;
         p->zigzag = method != ULY_METHOD_RING;
         break;

@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ulysses.h"
+#include "ulysses_plan.h"
 #include "usim.h"
 
 #define DATA USIM_SRC_PRESETS "/../tests/data/"

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ulysses.h"
+#include "ulysses_plan.h"
 #include "usim.h"
 #include "usim_internal.h"
 
