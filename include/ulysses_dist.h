@@ -104,7 +104,6 @@ typedef struct uly_dist_opts {
 enum { ULY_OVERLAP_OFF = 0, ULY_OVERLAP_ON = 1,
        ULY_OVERLAP_AUTO = 2, /* on when K >= 2 (see doc/performance.md for when it pays) */
        ULY_OVERLAP_MODES = 3 };
-#define ULY_OVERLAP_MAX_CHUNKS 8
 
 typedef struct uly_dist uly_dist;
 

@@ -280,6 +280,78 @@ double uly_plan_step_pairs(const uly_attn_desc *a, const uly_sp_plan *p, int ran
 /* Steps of the method: R for the rings and usp, 1 otherwise. */
 int uly_plan_steps(const uly_sp_plan *p);
 
+/* ------------------------------------------------------------- layout */
+
+/*
+ * The layout of one problem under one plan: what every rank holds and what
+ * every rank hands every other in each all-to-all, from one place.  The
+ * library's contexts, the drivers' preflights and explain, and ulysses-sim
+ * all read it; nothing else recomputes the partitions.  Built once (O(P)
+ * for the KV-replication and overlap-chunk facts), then every query is
+ * O(1): no P x P table, so a simulator may ask about groups of thousands.
+ *
+ * The all-to-all group of a rank is the U ranks of its ring position
+ * (uly_plan_grid); its all-to-alls run over the tokens of that position's
+ * chunk (the whole sequence for ulysses).  Group members are numbered
+ * u = 0..U-1 in the blocks below.
+ */
+/* Most head chunks the overlapped all-to-alls split into (ulysses_dist.h). */
+#define ULY_OVERLAP_MAX_CHUNKS 8
+
+typedef struct uly_layout {
+    uly_attn_desc a;  /* the problem (document offsets borrowed, not copied) */
+    uly_sp_plan p;
+    int rep;          /* KV groups cut across the U group members: KV gradients per query head */
+    int64_t kv_min;   /* fewest KV heads of any group member (bounds the overlap chunks) */
+} uly_layout;
+
+/* Everything rank `rank` holds. */
+typedef struct uly_rank_part {
+    int u, j;                  /* group member and ring position (uly_plan_grid) */
+    int nseg;                  /* token segments of its sequence shard (1 or 2) */
+    int64_t tok_begin[2], tok_count[2];
+    int64_t tokens;            /* n_r: rows of its sequence shard */
+    int64_t group_tokens;      /* N_g: rows of its group's chunk (the all-to-alls' sequence) */
+    int64_t head_begin, head_count; /* query heads after the all-to-all (all H for U = 1) */
+    int64_t kv_begin, kv_count;     /* their KV heads */
+    int64_t kvg_count;         /* heads of the KV gradients it returns (head_count when rep) */
+} uly_rank_part;
+
+/* Check a and p (uly_attn_desc_check, uly_sp_plan_init's rules) and fill L. */
+int uly_layout_init(uly_layout *L, const uly_attn_desc *a, const uly_sp_plan *p);
+/* What rank `rank` (0..P-1) holds. */
+void uly_layout_part(const uly_layout *L, int rank, uly_rank_part *out);
+/* Tokens of group member u's shard within its group's chunk of N_g rows
+ * (rows [*begin, +*count) of the chunk, in segment order). */
+void uly_layout_member_rows(const uly_layout *L, int64_t Ng, int u, int64_t *begin, int64_t *count);
+/* Elements (not bytes) group member src hands member dst in all-to-all
+ * `which` (ULY_A2A_Q..ULY_A2A_DV) over a chunk of Ng rows (uly_rank_part's
+ * group_tokens; the sequence for ulysses); src == dst is the block that
+ * stays local.  0 for an unknown kind or member. */
+uint64_t uly_layout_a2a_block(const uly_layout *L, int64_t Ng, int which, int src, int dst);
+/* Overlap chunks: the head chunks one group's all-to-alls split into when
+ * `asked` are asked for (0: ULY_OVERLAP_MAX_CHUNKS), at most kv_min; 1
+ * means the chunked path cannot run. */
+int uly_layout_chunks(const uly_layout *L, int asked);
+/* Chunk c of K of group member s: KV heads [*kv_begin, +*kv_count) of its
+ * own, and the query heads [*q_begin, +*q_count) of its range that use them. */
+void uly_layout_chunk(const uly_layout *L, int K, int s, int c, int64_t *q_begin, int64_t *q_count,
+                      int64_t *kv_begin, int64_t *kv_count);
+
+/* The data-parallel x sequence-parallel grid of training, one level up:
+ * world rank w = dp_rank * sp + sp_rank; global batch rows split over the dp
+ * replicas, the sequence over the sp ranks (uly_split both). */
+typedef struct uly_grid2 {
+    int dp, sp;
+    int64_t batch, seq;
+} uly_grid2;
+int uly_grid2_init(uly_grid2 *g, int dp, int sp, int64_t batch, int64_t seq);
+/* Rows [*row_begin, +*rows) and tokens [*tok_begin, +*toks) of world rank w. */
+void uly_grid2_part(const uly_grid2 *g, int w, int64_t *row_begin, int64_t *rows, int64_t *tok_begin,
+                    int64_t *toks);
+/* The world rank holding global row b and SP rank s (the inverse). */
+int uly_grid2_owner(const uly_grid2 *g, int64_t b, int s);
+
 /* Expected bytes sent / received by rank `rank` in one forward + backward,
  * per call kind, for every method (uneven N and H, GQA, KV replication and
  * documents included).  The library's counters measure the same quantities. */

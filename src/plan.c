@@ -243,31 +243,12 @@ int uly_vol_backward(int which)
     }
 }
 
-/* Elements of the block src hands dst in all-to-all `which`, from the
- * partitions alone; rep: whether KV groups are cut (uly_plan_kv_replicated). */
-static uint64_t a2a_block(const uly_attn_desc *a, int P, int rep, int which, int src, int dst)
+/* The layout of a Ulysses layer on P ranks (desc already checked). */
+static int ulysses_layout(const uly_attn_desc *a, int P, uly_layout *L)
 {
-    int64_t tmp, n_src, n_dst, h_src, h_dst, hb, kv_src, kv_dst;
-    uly_split(a->seq, P, src, &tmp, &n_src);
-    uly_split(a->seq, P, dst, &tmp, &n_dst);
-    uly_split(a->heads, P, src, &hb, &h_src);
-    uly_kv_range(a, hb, h_src, &tmp, &kv_src);
-    uly_split(a->heads, P, dst, &hb, &h_dst);
-    uly_kv_range(a, hb, h_dst, &tmp, &kv_dst);
-    const uint64_t row = (uint64_t)a->batch * (uint64_t)a->head_dim;
-    switch (which) {
-    /* sequence -> heads: src's tokens of dst's heads */
-    case ULY_A2A_Q: case ULY_A2A_DO:
-        return row * (uint64_t)n_src * (uint64_t)h_dst;
-    case ULY_A2A_K: case ULY_A2A_V:
-        return row * (uint64_t)n_src * (uint64_t)kv_dst;
-    /* heads -> sequence: dst's tokens of src's heads (per query head when replicated) */
-    case ULY_A2A_O: case ULY_A2A_DQ:
-        return row * (uint64_t)n_dst * (uint64_t)h_src;
-    case ULY_A2A_DK: case ULY_A2A_DV:
-        return row * (uint64_t)n_dst * (uint64_t)(rep ? h_src : kv_src);
-    }
-    return 0;
+    uly_sp_plan p;
+    int rc = uly_sp_plan_init(&p, ULY_METHOD_ULYSSES, P, 0, ULY_PLACE_ULYSSES_INNER);
+    return rc ? rc : uly_layout_init(L, a, &p);
 }
 
 int uly_plan_a2a_block(const uly_attn_desc *a, int P, int which, int src, int dst, uint64_t *elems)
@@ -279,7 +260,10 @@ int uly_plan_a2a_block(const uly_attn_desc *a, int P, int which, int src, int ds
         return uly_set_error(ULY_EINVAL, "ranks %d -> %d of %d are out of range", src, dst, P);
     if (which < 0 || which >= ULY_A2A_COUNT)
         return uly_set_error(ULY_EINVAL, "unknown all-to-all %d", which);
-    *elems = a2a_block(a, P, uly_plan_kv_replicated(a, P), which, src, dst);
+    uly_layout L;
+    if ((rc = ulysses_layout(a, P, &L)))
+        return rc;
+    *elems = uly_layout_a2a_block(&L, a->seq, which, src, dst);
     return ULY_OK;
 }
 
@@ -290,15 +274,17 @@ int uly_plan_volume(const uly_attn_desc *a, int P, int rank, uly_volume *out)
         return rc;
     if (P < 1 || rank < 0 || rank >= P)
         return uly_set_error(ULY_EINVAL, "rank %d of %d is out of range", rank, P);
+    uly_layout L;
+    if ((rc = ulysses_layout(a, P, &L)))
+        return rc;
     memset(out, 0, sizeof *out);
     const uint64_t es = uly_dtype_size(a->dtype);
-    const int rep = uly_plan_kv_replicated(a, P);
     for (int s = 0; s < P; s++) {
         if (s == rank)
             continue;
         for (int w = 0; w < ULY_A2A_COUNT; w++) {
-            out->sent[w] += es * a2a_block(a, P, rep, w, rank, s);
-            out->recv[w] += es * a2a_block(a, P, rep, w, s, rank);
+            out->sent[w] += es * uly_layout_a2a_block(&L, a->seq, w, rank, s);
+            out->recv[w] += es * uly_layout_a2a_block(&L, a->seq, w, s, rank);
         }
     }
     return ULY_OK;

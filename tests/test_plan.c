@@ -571,6 +571,151 @@ START_TEST(method_volume_formulas)
 }
 END_TEST
 
+
+/* The layout value: every (head, token) of every tensor on exactly one rank
+ * after the all-to-all, blocks conserving the group's totals, chunks
+ * tiling each member's heads, and the DP x SP grid's inverse. */
+START_TEST(layout_partitions_and_blocks)
+{
+    const int64_t shapes[][5] = {{1, 13, 8, 2, 3}, {2, 17, 6, 3, 2}, {1, 9, 4, 4, 1}, {3, 31, 12, 1, 2},
+                                 {1, 40, 9, 3, 2}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int m = 0; m < ULY_METHOD_COUNT; m++)
+            for (int P = 1; P <= 8; P++)
+                for (int U = 1; U <= P; U++) {
+                    if (P % U || (m != ULY_METHOD_USP && U != (m == ULY_METHOD_ULYSSES ? P : 1)))
+                        continue;
+                    const int64_t *x = shapes[si];
+                    uly_attn_desc a = desc(x[0], x[1], x[2], x[3], x[4]);
+                    uly_sp_plan p;
+                    if (uly_sp_plan_init(&p, m, P, m == ULY_METHOD_USP ? U : 0, ULY_PLACE_ULYSSES_INNER))
+                        continue;
+                    uly_layout L;
+                    ck_assert_int_eq(uly_layout_init(&L, &a, &p), ULY_OK);
+                    ck_assert_int_eq(L.rep, uly_plan_kv_replicated(&a, p.U));
+                    char *seen = calloc((size_t)(a.seq * a.heads), 1);
+                    ck_assert_ptr_nonnull(seen);
+                    int64_t tokens = 0;
+                    for (int r = 0; r < P; r++) {
+                        uly_rank_part rp;
+                        uly_layout_part(&L, r, &rp);
+                        int64_t b[2], c[2], hb, hc;
+                        int ns = uly_plan_tokens(&p, a.seq, r, b, c);
+                        ck_assert_int_eq(rp.nseg, ns);
+                        for (int i = 0; i < ns; i++) {
+                            ck_assert_int_eq(rp.tok_begin[i], b[i]);
+                            ck_assert_int_eq(rp.tok_count[i], c[i]);
+                        }
+                        tokens += rp.tokens;
+                        uly_plan_heads(&p, a.heads, r, &hb, &hc);
+                        ck_assert_int_eq(rp.head_begin, hb);
+                        ck_assert_int_eq(rp.head_count, hc);
+                        /* after the all-to-all: the group's chunk, its heads */
+                        int64_t cb[2], cc[2];
+                        int nc = uly_plan_chunk(&p, a.seq, rp.j, cb, cc);
+                        ck_assert_int_eq(rp.group_tokens, cc[0] + (nc > 1 ? cc[1] : 0));
+                        for (int i = 0; i < nc; i++)
+                            for (int64_t t = cb[i]; t < cb[i] + cc[i]; t++)
+                                for (int64_t h = rp.head_begin; h < rp.head_begin + rp.head_count; h++)
+                                    seen[t * a.heads + h]++;
+                        /* blocks: what a member receives is its heads over the chunk */
+                        const int64_t Ng = rp.group_tokens;
+                        uint64_t q = 0, k = 0, o = 0, dk = 0;
+                        for (int s = 0; s < p.U; s++) {
+                            q += uly_layout_a2a_block(&L, Ng, ULY_A2A_Q, s, rp.u);
+                            k += uly_layout_a2a_block(&L, Ng, ULY_A2A_K, s, rp.u);
+                            o += uly_layout_a2a_block(&L, Ng, ULY_A2A_O, rp.u, s);
+                            dk += uly_layout_a2a_block(&L, Ng, ULY_A2A_DK, rp.u, s);
+                            if (m == ULY_METHOD_ULYSSES) {
+                                uint64_t e;
+                                ck_assert_int_eq(uly_plan_a2a_block(&a, P, ULY_A2A_DV, s, rp.u, &e), ULY_OK);
+                                ck_assert_uint_eq(e, uly_layout_a2a_block(&L, Ng, ULY_A2A_DV, s, rp.u));
+                            }
+                        }
+                        const uint64_t row = (uint64_t)(a.batch * a.head_dim * Ng);
+                        ck_assert_uint_eq(q, row * (uint64_t)rp.head_count);
+                        ck_assert_uint_eq(k, row * (uint64_t)rp.kv_count);
+                        ck_assert_uint_eq(o, row * (uint64_t)rp.head_count);
+                        ck_assert_uint_eq(dk, row * (uint64_t)rp.kvg_count);
+                        ck_assert_uint_eq(uly_layout_a2a_block(&L, Ng, ULY_A2A_Q, p.U, 0), 0);
+                        /* overlap chunks tile the member's KV heads and query heads */
+                        const int K = uly_layout_chunks(&L, 0);
+                        ck_assert_int_le(K, ULY_OVERLAP_MAX_CHUNKS);
+                        ck_assert(K == 1 || K <= L.kv_min);
+                        int64_t qn = rp.head_begin, kn = rp.kv_begin;
+                        for (int c2 = 0; K >= 2 && c2 < K; c2++) {
+                            int64_t qb, qc, kb, kc;
+                            uly_layout_chunk(&L, K, rp.u, c2, &qb, &qc, &kb, &kc);
+                            ck_assert_int_eq(qb, qn);
+                            ck_assert_int_eq(kb, kn);
+                            ck_assert_int_gt(qc, 0);
+                            ck_assert_int_gt(kc, 0);
+                            qn += qc;
+                            kn += kc;
+                        }
+                        if (K >= 2) {
+                            ck_assert_int_eq(qn, rp.head_begin + rp.head_count);
+                            ck_assert_int_eq(kn, rp.kv_begin + rp.kv_count);
+                        }
+                    }
+                    ck_assert_int_eq(tokens, a.seq);
+                    for (int64_t i = 0; i < a.seq * a.heads; i++)
+                        ck_assert_int_eq(seen[i], 1);
+                    free(seen);
+                }
+    uly_attn_desc a = desc(1, 8, 4, 2, 2);
+    uly_sp_plan p;
+    ck_assert_int_eq(uly_sp_plan_init(&p, ULY_METHOD_ULYSSES, 4, 0, 0), ULY_OK);
+    p.R = 3; /* hand-filled and inconsistent */
+    uly_layout L;
+    ck_assert_int_eq(uly_layout_init(&L, &a, &p), ULY_EINVAL);
+}
+END_TEST
+
+START_TEST(grid2_owner_inverts_part)
+{
+    for (int dp = 1; dp <= 5; dp++)
+        for (int sp = 1; sp <= 4; sp++)
+            for (int64_t batch = dp; batch <= dp + 7; batch++) {
+                uly_grid2 g;
+                ck_assert_int_eq(uly_grid2_init(&g, dp, sp, batch, 16), ULY_OK);
+                int64_t next_row = 0;
+                for (int w = 0; w < dp * sp; w++) {
+                    int64_t rb, rn, tb, tn;
+                    uly_grid2_part(&g, w, &rb, &rn, &tb, &tn);
+                    if (w % sp == 0) {
+                        ck_assert_int_eq(rb, next_row);
+                        next_row = rb + rn;
+                    }
+                    for (int64_t b = rb; b < rb + rn; b++)
+                        ck_assert_int_eq(uly_grid2_owner(&g, b, w % sp), w);
+                }
+                ck_assert_int_eq(next_row, batch);
+            }
+    uly_grid2 g;
+    ck_assert_int_eq(uly_grid2_init(&g, 4, 1, 3, 8), ULY_EINVAL);
+    ck_assert_int_eq(uly_grid2_init(&g, 0, 1, 3, 8), ULY_EINVAL);
+}
+END_TEST
+
+START_TEST(method_one_vocabulary)
+{
+    for (int m = 0; m < ULY_METHOD_ALL; m++) {
+        int back = -1;
+        ck_assert_int_eq(uly_method_parse_any(uly_method_name(m), &back), ULY_OK);
+        ck_assert_int_eq(back, m);
+        ck_assert_int_eq(uly_method_parse_any(uly_method_sim_name(m), &back), ULY_OK);
+        ck_assert_int_eq(back, m);
+    }
+    int m = -1;
+    ck_assert_int_eq(uly_method_parse("megatron-sp", &m), ULY_EINVAL); /* not a library method */
+    ck_assert_int_eq(uly_method_parse("ring-zigzag", &m), ULY_OK);
+    ck_assert_int_eq(m, ULY_METHOD_ZIGZAG);
+    ck_assert_str_eq(uly_method_sim_name(ULY_METHOD_ALLGATHER), "all-gather");
+    ck_assert_str_eq(uly_method_name(ULY_METHOD_ALL), "?");
+}
+END_TEST
+
 static Suite *make_plan_suite(void)
 {
     Suite *s = suite_create("plan");
@@ -593,6 +738,9 @@ static Suite *make_plan_suite(void)
     tcase_add_test(tm, method_step_pairs);
     tcase_add_test(tm, method_volume_conserved);
     tcase_add_test(tm, method_volume_formulas);
+    tcase_add_test(tm, layout_partitions_and_blocks);
+    tcase_add_test(tm, grid2_owner_inverts_part);
+    tcase_add_test(tm, method_one_vocabulary);
     suite_add_tcase(s, tm);
     return s;
 }
