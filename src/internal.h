@@ -36,6 +36,12 @@ ULY_INTERNAL void uly_clear_error(void);
  * its exp pass leaves behind.  Process-wide; call it outside kernel calls. */
 ULY_INTERNAL void uly_kernel_fwd_zero_pass(int on);
 
+/* Plan layer (src/plan_methods.c): KV heads travelling on a rank's ring
+ * (*kvh) and heads of its dK, dV (*dkvh); tokens of ring position j's chunk. */
+ULY_INTERNAL void uly_plan_ring_heads(const uly_attn_desc *a, const uly_sp_plan *p, int rank, int64_t *kvh,
+                                      int64_t *dkvh);
+ULY_INTERNAL int64_t uly_plan_chunk_tokens(const uly_sp_plan *p, int64_t N, int j);
+
 /* A 64-bit FNV-1a hash of the document offsets (0 without documents), so
  * that ranks can agree on their content with one value. */
 ULY_INTERNAL int64_t uly_doc_hash(const uly_attn_desc *a);

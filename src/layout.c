@@ -4,24 +4,43 @@
  * group member hands each other in every all-to-all, O(1) per query.  The
  * library's contexts, the drivers and ulysses-sim read partitions from here
  * (and from the uly_plan_* functions it is built on) instead of keeping
- * copies.  Also the DP x SP grid of training.  Pure integer math.
+ * copies.  The expected volumes are sums over it.  Also the DP x SP grid of
+ * training.  Pure integer math.
  */
 #include <string.h>
 
 #include "internal.h"
 
-int uly_layout_init(uly_layout *L, const uly_attn_desc *a, const uly_sp_plan *p)
+static int64_t seg_sum(int n, const int64_t *count)
 {
-    if (!L || !p)
-        return uly_set_error(ULY_EINVAL, "layout or plan pointer is NULL");
-    int rc = uly_attn_desc_check(a);
-    if (rc)
-        return rc;
+    int64_t s = 0;
+    for (int i = 0; i < n; i++)
+        s += count[i];
+    return s;
+}
+
+/* The plan's own consistency (callers may fill the struct by hand). */
+static int plan_check(const uly_sp_plan *p)
+{
+    if (!p)
+        return uly_set_error(ULY_EINVAL, "plan pointer is NULL");
     uly_sp_plan q;
-    if ((rc = uly_sp_plan_init(&q, p->method, p->P, p->U, p->placement)))
+    int rc = uly_sp_plan_init(&q, p->method, p->P, p->U, p->placement);
+    if (rc)
         return rc;
     if (q.R != p->R || q.zigzag != p->zigzag)
         return uly_set_error(ULY_EINVAL, "plan fields are inconsistent (use uly_sp_plan_init)");
+    return ULY_OK;
+}
+
+int uly_layout_init(uly_layout *L, const uly_attn_desc *a, const uly_sp_plan *p)
+{
+    if (!L)
+        return uly_set_error(ULY_EINVAL, "layout pointer is NULL");
+    int rc = uly_attn_desc_check(a);
+    if (rc || (rc = plan_check(p)))
+        return rc;
+    const uly_sp_plan q = *p;
     memset(L, 0, sizeof *L);
     L->a = *a;
     L->p = q;
@@ -109,6 +128,119 @@ void uly_layout_chunk(const uly_layout *L, int K, int s, int c, int64_t *q_begin
     *kv_count = uc;
     *q_begin = q0;
     *q_count = q1 > q0 ? q1 - q0 : 0;
+}
+
+/* ------------------------------------------------------ expected volumes */
+
+/* The layout of a Ulysses layer on P ranks (desc already checked). */
+static int ulysses_layout(const uly_attn_desc *a, int P, uly_layout *L)
+{
+    uly_sp_plan p;
+    int rc = uly_sp_plan_init(&p, ULY_METHOD_ULYSSES, P, 0, ULY_PLACE_ULYSSES_INNER);
+    return rc ? rc : uly_layout_init(L, a, &p);
+}
+
+int uly_plan_a2a_block(const uly_attn_desc *a, int P, int which, int src, int dst, uint64_t *elems)
+{
+    int rc = uly_attn_desc_check(a);
+    if (rc)
+        return rc;
+    if (P < 1 || src < 0 || src >= P || dst < 0 || dst >= P)
+        return uly_set_error(ULY_EINVAL, "ranks %d -> %d of %d are out of range", src, dst, P);
+    if (which < 0 || which >= ULY_A2A_COUNT)
+        return uly_set_error(ULY_EINVAL, "unknown all-to-all %d", which);
+    uly_layout L;
+    if ((rc = ulysses_layout(a, P, &L)))
+        return rc;
+    *elems = uly_layout_a2a_block(&L, a->seq, which, src, dst);
+    return ULY_OK;
+}
+
+int uly_plan_volume(const uly_attn_desc *a, int P, int rank, uly_volume *out)
+{
+    int rc = uly_attn_desc_check(a);
+    if (rc)
+        return rc;
+    if (P < 1 || rank < 0 || rank >= P)
+        return uly_set_error(ULY_EINVAL, "rank %d of %d is out of range", rank, P);
+    uly_layout L;
+    if ((rc = ulysses_layout(a, P, &L)))
+        return rc;
+    memset(out, 0, sizeof *out);
+    const uint64_t es = uly_dtype_size(a->dtype);
+    for (int s = 0; s < P; s++) {
+        if (s == rank)
+            continue;
+        for (int w = 0; w < ULY_A2A_COUNT; w++) {
+            out->sent[w] += es * uly_layout_a2a_block(&L, a->seq, w, rank, s);
+            out->recv[w] += es * uly_layout_a2a_block(&L, a->seq, w, s, rank);
+        }
+    }
+    return ULY_OK;
+}
+
+int uly_plan_method_volume(const uly_attn_desc *a, const uly_sp_plan *p, int rank, uly_volume *out)
+{
+    int rc = uly_attn_desc_check(a);
+    if (!rc)
+        rc = plan_check(p);
+    if (rc)
+        return rc;
+    if (rank < 0 || rank >= p->P)
+        return uly_set_error(ULY_EINVAL, "rank %d of %d is out of range", rank, p->P);
+    if (!out)
+        return uly_set_error(ULY_EINVAL, "volume pointer is NULL");
+    memset(out, 0, sizeof *out);
+    if (p->method == ULY_METHOD_ULYSSES)
+        return uly_plan_volume(a, p->P, rank, out);
+    const uint64_t e = uly_dtype_size(a->dtype), B = (uint64_t)a->batch, d = (uint64_t)a->head_dim;
+    int u, j;
+    uly_plan_grid(p, rank, &u, &j);
+    if (p->method == ULY_METHOD_ALLGATHER) {
+        int64_t tb[2], tc[2];
+        int ns = uly_plan_tokens(p, a->seq, rank, tb, tc);
+        const uint64_t kvrow = B * (uint64_t)a->kv_heads * d * e;
+        const uint64_t own = kvrow * (uint64_t)seg_sum(ns, tc), total = kvrow * (uint64_t)a->seq;
+        const uint64_t others = (uint64_t)(p->P - 1);
+        out->sent[ULY_AG_K] = out->sent[ULY_AG_V] = others * own;
+        out->recv[ULY_AG_K] = out->recv[ULY_AG_V] = total - own;
+        out->sent[ULY_RS_DK] = out->sent[ULY_RS_DV] = total - own;
+        out->recv[ULY_RS_DK] = out->recv[ULY_RS_DV] = others * own;
+        return ULY_OK;
+    }
+    if (p->method == ULY_METHOD_USP) {
+        /* the all-to-alls of the group: a sequence of the chunk's tokens over U ranks */
+        uly_attn_desc g = *a;
+        g.seq = uly_plan_chunk_tokens(p, a->seq, j);
+        g.doc_offsets = NULL;
+        g.docs = 0;
+        if (g.seq > 0 && (rc = uly_plan_volume(&g, p->U, u, out)) != ULY_OK)
+            return rc;
+    }
+    /* the ring: what this position sends after each step, and receives
+     * from its predecessor (plus its own gradients coming back) */
+    const int prev = uly_plan_grid_rank(p, u, (j + p->R - 1) % p->R);
+    for (int t = 0; t < p->R; t++)
+        for (int w = ULY_RING_K; w <= ULY_RING_DV; w++) {
+            out->sent[w] += uly_plan_ring_hop(a, p, rank, t, w);
+            if (w == ULY_RING_DK || w == ULY_RING_DV) {
+                /* from the predecessor only when it forwards (not a return) */
+                int pj = (j + p->R - 1) % p->R;
+                if (t + 1 < p->R && uly_plan_ring_hold(a, p, j, t + 1) && uly_plan_ring_hold(a, p, pj, t))
+                    out->recv[w] += uly_plan_ring_hop(a, p, prev, t, w);
+            } else {
+                out->recv[w] += uly_plan_ring_hop(a, p, prev, t, w);
+            }
+        }
+    const int last = uly_plan_ring_last(a, p, j);
+    if (last != j) {
+        int64_t kvh, dkvh;
+        uly_plan_ring_heads(a, p, rank, &kvh, &dkvh);
+        uint64_t back = B * (uint64_t)uly_plan_chunk_tokens(p, a->seq, j) * (uint64_t)dkvh * d * e;
+        out->recv[ULY_RING_DK] += back;
+        out->recv[ULY_RING_DV] += back;
+    }
+    return ULY_OK;
 }
 
 /* ------------------------------------------------------------ DP x SP */

@@ -150,20 +150,6 @@ int uly_plan_lse_layout(const uly_sp_plan *p, int64_t N, int64_t H, int rank, in
     }
 }
 
-/* The plan's own consistency (callers may fill the struct by hand). */
-static int plan_check(const uly_sp_plan *p)
-{
-    if (!p)
-        return uly_set_error(ULY_EINVAL, "plan pointer is NULL");
-    uly_sp_plan q;
-    int rc = uly_sp_plan_init(&q, p->method, p->P, p->U, p->placement);
-    if (rc)
-        return rc;
-    if (q.R != p->R || q.zigzag != p->zigzag)
-        return uly_set_error(ULY_EINVAL, "plan fields are inconsistent (use uly_sp_plan_init)");
-    return ULY_OK;
-}
-
 void uly_plan_grid(const uly_sp_plan *p, int rank, int *u, int *j)
 {
     if (p->placement == ULY_PLACE_ULYSSES_INNER) {
@@ -340,7 +326,7 @@ double uly_plan_step_pairs(const uly_attn_desc *a, const uly_sp_plan *p, int ran
 }
 
 /* KV heads travelling on the ring from a rank, and heads of its dK, dV. */
-static void ring_heads(const uly_attn_desc *a, const uly_sp_plan *p, int rank, int64_t *kvh, int64_t *dkvh)
+void uly_plan_ring_heads(const uly_attn_desc *a, const uly_sp_plan *p, int rank, int64_t *kvh, int64_t *dkvh)
 {
     if (p->method != ULY_METHOD_USP) {
         *kvh = *dkvh = a->kv_heads;
@@ -355,7 +341,7 @@ static void ring_heads(const uly_attn_desc *a, const uly_sp_plan *p, int rank, i
     *dkvh = uly_plan_kv_replicated(a, p->U) ? hc : kc;
 }
 
-static int64_t chunk_tokens(const uly_sp_plan *p, int64_t N, int j)
+int64_t uly_plan_chunk_tokens(const uly_sp_plan *p, int64_t N, int j)
 {
     int64_t b[2], c[2];
     int n = uly_plan_chunk(p, N, j, b, c);
@@ -373,8 +359,8 @@ uint64_t uly_plan_ring_hop(const uly_attn_desc *a, const uly_sp_plan *p, int ran
         return 0;
     const int src = uly_plan_ring_src(p, j, t);
     int64_t kvh, dkvh;
-    ring_heads(a, p, rank, &kvh, &dkvh);
-    const uint64_t row = (uint64_t)a->batch * (uint64_t)chunk_tokens(p, a->seq, src) *
+    uly_plan_ring_heads(a, p, rank, &kvh, &dkvh);
+    const uint64_t row = (uint64_t)a->batch * (uint64_t)uly_plan_chunk_tokens(p, a->seq, src) *
                          (uint64_t)a->head_dim * uly_dtype_size(a->dtype);
     const int next = uly_plan_ring_hold(a, p, (j + 1) % p->R, t + 1);
     switch (which) {
@@ -383,68 +369,4 @@ uint64_t uly_plan_ring_hop(const uly_attn_desc *a, const uly_sp_plan *p, int ran
     default: /* dK, dV: to the successor, or back to the owner from the last holder */
         return next || j != src ? row * (uint64_t)dkvh : 0;
     }
-}
-
-int uly_plan_method_volume(const uly_attn_desc *a, const uly_sp_plan *p, int rank, uly_volume *out)
-{
-    int rc = uly_attn_desc_check(a);
-    if (!rc)
-        rc = plan_check(p);
-    if (rc)
-        return rc;
-    if (rank < 0 || rank >= p->P)
-        return uly_set_error(ULY_EINVAL, "rank %d of %d is out of range", rank, p->P);
-    if (!out)
-        return uly_set_error(ULY_EINVAL, "volume pointer is NULL");
-    memset(out, 0, sizeof *out);
-    if (p->method == ULY_METHOD_ULYSSES)
-        return uly_plan_volume(a, p->P, rank, out);
-    const uint64_t e = uly_dtype_size(a->dtype), B = (uint64_t)a->batch, d = (uint64_t)a->head_dim;
-    int u, j;
-    uly_plan_grid(p, rank, &u, &j);
-    if (p->method == ULY_METHOD_ALLGATHER) {
-        int64_t tb[2], tc[2];
-        int ns = uly_plan_tokens(p, a->seq, rank, tb, tc);
-        const uint64_t kvrow = B * (uint64_t)a->kv_heads * d * e;
-        const uint64_t own = kvrow * (uint64_t)seg_total(ns, tc), total = kvrow * (uint64_t)a->seq;
-        const uint64_t others = (uint64_t)(p->P - 1);
-        out->sent[ULY_AG_K] = out->sent[ULY_AG_V] = others * own;
-        out->recv[ULY_AG_K] = out->recv[ULY_AG_V] = total - own;
-        out->sent[ULY_RS_DK] = out->sent[ULY_RS_DV] = total - own;
-        out->recv[ULY_RS_DK] = out->recv[ULY_RS_DV] = others * own;
-        return ULY_OK;
-    }
-    if (p->method == ULY_METHOD_USP) {
-        /* the all-to-alls of the group: a sequence of the chunk's tokens over U ranks */
-        uly_attn_desc g = *a;
-        g.seq = chunk_tokens(p, a->seq, j);
-        g.doc_offsets = NULL;
-        g.docs = 0;
-        if (g.seq > 0 && (rc = uly_plan_volume(&g, p->U, u, out)) != ULY_OK)
-            return rc;
-    }
-    /* the ring: what this position sends after each step, and receives
-     * from its predecessor (plus its own gradients coming back) */
-    const int prev = uly_plan_grid_rank(p, u, (j + p->R - 1) % p->R);
-    for (int t = 0; t < p->R; t++)
-        for (int w = ULY_RING_K; w <= ULY_RING_DV; w++) {
-            out->sent[w] += uly_plan_ring_hop(a, p, rank, t, w);
-            if (w == ULY_RING_DK || w == ULY_RING_DV) {
-                /* from the predecessor only when it forwards (not a return) */
-                int pj = (j + p->R - 1) % p->R;
-                if (t + 1 < p->R && uly_plan_ring_hold(a, p, j, t + 1) && uly_plan_ring_hold(a, p, pj, t))
-                    out->recv[w] += uly_plan_ring_hop(a, p, prev, t, w);
-            } else {
-                out->recv[w] += uly_plan_ring_hop(a, p, prev, t, w);
-            }
-        }
-    const int last = uly_plan_ring_last(a, p, j);
-    if (last != j) {
-        int64_t kvh, dkvh;
-        ring_heads(a, p, rank, &kvh, &dkvh);
-        uint64_t back = B * (uint64_t)chunk_tokens(p, a->seq, j) * (uint64_t)dkvh * d * e;
-        out->recv[ULY_RING_DK] += back;
-        out->recv[ULY_RING_DV] += back;
-    }
-    return ULY_OK;
 }
