@@ -352,6 +352,32 @@ void uly_grid2_part(const uly_grid2 *g, int w, int64_t *row_begin, int64_t *rows
 /* The world rank holding global row b and SP rank s (the inverse). */
 int uly_grid2_owner(const uly_grid2 *g, int64_t b, int s);
 
+/* ------------------------------------------------------- named buffers */
+
+/* What a compose module allocates, buffer by buffer: the library carves its
+ * buffers from such a table, and the drivers' preflights and the memory
+ * functions (uly_sp_memory, uly_train_memory) sum the same tables. */
+typedef enum uly_buf_where {
+    ULY_BUF_HEAP = 0,  /* through the allocation hooks (uly_malloc) */
+    ULY_BUF_WINDOW = 1 /* this rank's segment of a shared-memory window (MPI's) */
+} uly_buf_where;
+typedef struct uly_buf {
+    const char *name;  /* static text: "qh", "ring K/V", ... */
+    uint64_t bytes;
+    int where;         /* uly_buf_where */
+} uly_buf;
+#define ULY_BUFS_MAX 96
+typedef struct uly_bufs {
+    int n;
+    uint64_t total;    /* sum of bytes, saturating at UINT64_MAX */
+    uly_buf b[ULY_BUFS_MAX];
+} uly_bufs;
+/* Append a buffer (total saturates; past ULY_BUFS_MAX entries the bytes
+ * join the last entry, never dropped). */
+void uly_bufs_add(uly_bufs *t, const char *name, uint64_t bytes, int where);
+/* Sum of the entries of one kind (ULY_BUF_HEAP / ULY_BUF_WINDOW). */
+uint64_t uly_bufs_sum(const uly_bufs *t, int where);
+
 /* Expected bytes sent / received by rank `rank` in one forward + backward,
  * per call kind, for every method (uneven N and H, GQA, KV replication and
  * documents included).  The library's counters measure the same quantities. */

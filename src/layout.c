@@ -243,6 +243,28 @@ int uly_plan_method_volume(const uly_attn_desc *a, const uly_sp_plan *p, int ran
     return ULY_OK;
 }
 
+/* ------------------------------------------------------- named buffers */
+
+void uly_bufs_add(uly_bufs *t, const char *name, uint64_t bytes, int where)
+{
+    t->total = t->total > UINT64_MAX - bytes ? UINT64_MAX : t->total + bytes;
+    if (t->n < ULY_BUFS_MAX) {
+        t->b[t->n++] = (uly_buf){.name = name, .bytes = bytes, .where = where};
+        return;
+    }
+    uly_buf *last = &t->b[ULY_BUFS_MAX - 1];
+    last->bytes = last->bytes > UINT64_MAX - bytes ? UINT64_MAX : last->bytes + bytes;
+}
+
+uint64_t uly_bufs_sum(const uly_bufs *t, int where)
+{
+    uint64_t s = 0;
+    for (int i = 0; i < t->n; i++)
+        if (t->b[i].where == where)
+            s = s > UINT64_MAX - t->b[i].bytes ? UINT64_MAX : s + t->b[i].bytes;
+    return s;
+}
+
 /* ------------------------------------------------------------ DP x SP */
 
 int uly_grid2_init(uly_grid2 *g, int dp, int sp, int64_t batch, int64_t seq)
