@@ -111,6 +111,11 @@ validate-local: all
 TESTS += tests/cli_explain.sh
 EXTRA_DIST += tests/cli_explain.sh tests/expect.sh
 
+# No call cycle between the files of a library or program, no include cycle
+# between headers (nm over the objects; every configuration).
+TESTS += tests/cycles.sh
+EXTRA_DIST += tests/cycles.sh
+
 # Serial suites under valgrind memcheck (not part of `make check`: slow).
 # Check forks each test; valgrind follows the forks, so every test is checked.
 VALGRIND_TESTS = tests/test_plan tests/test_ref tests/test_blocked tests/test_npy tests/test_alloc tests/test_model \
