@@ -140,6 +140,20 @@ static int ulysses_layout(const uly_attn_desc *a, int P, uly_layout *L)
     return rc ? rc : uly_layout_init(L, a, &p);
 }
 
+/* Add group member u's all-to-all bytes over a chunk of Ng rows to *out. */
+static void a2a_volume(const uly_layout *L, int64_t Ng, int u, uly_volume *out)
+{
+    const uint64_t es = uly_dtype_size(L->a.dtype);
+    for (int s = 0; s < L->p.U; s++) {
+        if (s == u)
+            continue;
+        for (int w = 0; w < ULY_A2A_COUNT; w++) {
+            out->sent[w] += es * uly_layout_a2a_block(L, Ng, w, u, s);
+            out->recv[w] += es * uly_layout_a2a_block(L, Ng, w, s, u);
+        }
+    }
+}
+
 int uly_plan_a2a_block(const uly_attn_desc *a, int P, int which, int src, int dst, uint64_t *elems)
 {
     int rc = uly_attn_desc_check(a);
@@ -167,15 +181,7 @@ int uly_plan_volume(const uly_attn_desc *a, int P, int rank, uly_volume *out)
     if ((rc = ulysses_layout(a, P, &L)))
         return rc;
     memset(out, 0, sizeof *out);
-    const uint64_t es = uly_dtype_size(a->dtype);
-    for (int s = 0; s < P; s++) {
-        if (s == rank)
-            continue;
-        for (int w = 0; w < ULY_A2A_COUNT; w++) {
-            out->sent[w] += es * uly_layout_a2a_block(&L, a->seq, w, rank, s);
-            out->recv[w] += es * uly_layout_a2a_block(&L, a->seq, w, s, rank);
-        }
-    }
+    a2a_volume(&L, a->seq, rank, out);
     return ULY_OK;
 }
 
@@ -209,13 +215,11 @@ int uly_plan_method_volume(const uly_attn_desc *a, const uly_sp_plan *p, int ran
         return ULY_OK;
     }
     if (p->method == ULY_METHOD_USP) {
-        /* the all-to-alls of the group: a sequence of the chunk's tokens over U ranks */
-        uly_attn_desc g = *a;
-        g.seq = uly_plan_chunk_tokens(p, a->seq, j);
-        g.doc_offsets = NULL;
-        g.docs = 0;
-        if (g.seq > 0 && (rc = uly_plan_volume(&g, p->U, u, out)) != ULY_OK)
+        /* the all-to-alls of the group: the chunk's tokens over U ranks */
+        uly_layout L;
+        if ((rc = uly_layout_init(&L, a, p)))
             return rc;
+        a2a_volume(&L, uly_plan_chunk_tokens(p, a->seq, j), u, out);
     }
     /* the ring: what this position sends after each step, and receives
      * from its predecessor (plus its own gradients coming back) */
