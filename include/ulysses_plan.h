@@ -338,6 +338,23 @@ int uly_layout_chunks(const uly_layout *L, int asked);
 void uly_layout_chunk(const uly_layout *L, int K, int s, int c, int64_t *q_begin, int64_t *q_count,
                       int64_t *kv_begin, int64_t *kv_count);
 
+/* The calls of one forward then one backward, in the library's order:
+ * ulysses Q K V O | dO dQ dK dV; ring, zigzag: the hops of K, V after each
+ * step t | the hops of K, V, dK, dV after each step; allgather: all-gather
+ * K V | reduce-scatter dK dV; usp: Q K V, the ring, O | dO, the ring, dQ dK
+ * dV.  Writes min(count, cap) calls and returns count. */
+typedef struct uly_call {
+    int kind;     /* ULY_A2A_Q .. ULY_RS_DV (uly_vol_name) */
+    int step;     /* ring hops: after step t (0..R-1); else 0 */
+    int backward; /* uly_vol_backward(kind) */
+} uly_call;
+int uly_layout_calls(const uly_layout *L, uly_call *calls, int cap);
+/* Elements world rank src hands world rank dst in call c (0 when it hands
+ * it nothing, src == dst included): all-to-alls between members of one group,
+ * ring hops to the successor (dK, dV also back to their owner), all-gather
+ * and reduce-scatter between all ranks. */
+uint64_t uly_layout_call_block(const uly_layout *L, const uly_call *c, int src, int dst);
+
 /* The data-parallel x sequence-parallel grid of training, one level up:
  * world rank w = dp_rank * sp + sp_rank; global batch rows split over the dp
  * replicas, the sequence over the sp ranks (uly_split both). */

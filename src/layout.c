@@ -247,6 +247,82 @@ int uly_plan_method_volume(const uly_attn_desc *a, const uly_sp_plan *p, int ran
     return ULY_OK;
 }
 
+/* ------------------------------------------------------------- calls */
+
+static int call_put(uly_call *calls, int cap, int n, int kind, int step)
+{
+    if (n < cap)
+        calls[n] = (uly_call){.kind = kind, .step = step, .backward = uly_vol_backward(kind)};
+    return n + 1;
+}
+
+/* The ring hops of one direction: forward K, V; backward K, V, dK, dV. */
+static int ring_calls(const uly_layout *L, uly_call *calls, int cap, int n, int backward)
+{
+    if (L->p.R < 2 && L->p.method != ULY_METHOD_RING && L->p.method != ULY_METHOD_ZIGZAG)
+        return n;
+    for (int t = 0; t < L->p.R; t++)
+        for (int w = backward ? ULY_RING_BK : ULY_RING_K; w <= (backward ? ULY_RING_DV : ULY_RING_V); w++)
+            n = call_put(calls, cap, n, w, t);
+    return n;
+}
+
+int uly_layout_calls(const uly_layout *L, uly_call *calls, int cap)
+{
+    int n = 0;
+    switch (L->p.method) {
+    case ULY_METHOD_ULYSSES:
+        for (int w = ULY_A2A_Q; w <= ULY_A2A_DV; w++)
+            n = call_put(calls, cap, n, w, 0);
+        return n;
+    case ULY_METHOD_ALLGATHER:
+        for (int w = ULY_AG_K; w <= ULY_RS_DV; w++)
+            n = call_put(calls, cap, n, w, 0);
+        return n;
+    default: /* the rings, and usp: the group's all-to-alls around its ring */
+        for (int w = ULY_A2A_Q; L->p.U > 1 && w <= ULY_A2A_V; w++)
+            n = call_put(calls, cap, n, w, 0);
+        n = ring_calls(L, calls, cap, n, 0);
+        for (int w = ULY_A2A_O; L->p.U > 1 && w <= ULY_A2A_DO; w++)
+            n = call_put(calls, cap, n, w, 0);
+        n = ring_calls(L, calls, cap, n, 1);
+        for (int w = ULY_A2A_DQ; L->p.U > 1 && w <= ULY_A2A_DV; w++)
+            n = call_put(calls, cap, n, w, 0);
+        return n;
+    }
+}
+
+uint64_t uly_layout_call_block(const uly_layout *L, const uly_call *c, int src, int dst)
+{
+    const uly_sp_plan *p = &L->p;
+    if (!c || src < 0 || src >= p->P || dst < 0 || dst >= p->P || src == dst)
+        return 0;
+    int us, js, ud, jd;
+    uly_plan_grid(p, src, &us, &js);
+    uly_plan_grid(p, dst, &ud, &jd);
+    const uint64_t es = uly_dtype_size(L->a.dtype);
+    if (c->kind >= ULY_A2A_Q && c->kind < ULY_A2A_COUNT)
+        return js == jd ? uly_layout_a2a_block(L, uly_plan_chunk_tokens(p, L->a.seq, js), c->kind, us, ud) : 0;
+    if (c->kind >= ULY_RING_K && c->kind <= ULY_RING_DV) {
+        const uint64_t bytes = uly_plan_ring_hop(&L->a, p, src, c->step, c->kind);
+        if (!bytes || ud != us)
+            return 0;
+        /* to the successor while a later position needs the shard; dK, dV
+         * otherwise go back to their owner (uly_plan_ring_hop) */
+        const int next = uly_plan_ring_hold(&L->a, p, (js + 1) % p->R, c->step + 1);
+        const int to = next ? (js + 1) % p->R : uly_plan_ring_src(p, js, c->step);
+        return jd == to ? bytes / es : 0;
+    }
+    if (c->kind >= ULY_AG_K && c->kind <= ULY_RS_DV) {
+        int64_t b[2], n[2];
+        /* all-gather: src's own tokens; reduce-scatter: dst's tokens of src's contribution */
+        int ns = uly_plan_tokens(p, L->a.seq, c->kind <= ULY_AG_V ? src : dst, b, n);
+        return (uint64_t)L->a.batch * (uint64_t)seg_sum(ns, n) * (uint64_t)L->a.kv_heads *
+               (uint64_t)L->a.head_dim;
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------- named buffers */
 
 void uly_bufs_add(uly_bufs *t, const char *name, uint64_t bytes, int where)

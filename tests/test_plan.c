@@ -716,6 +716,56 @@ START_TEST(method_one_vocabulary)
 }
 END_TEST
 
+
+/* The calls of one layer, block by block, add up to the expected volume of
+ * every rank, call kind by call kind, for every method (documents and
+ * windows included: the ring skips hops nobody needs). */
+START_TEST(layout_calls_sum_to_volume)
+{
+    const int64_t shapes[][5] = {{1, 13, 8, 2, 3}, {2, 17, 6, 3, 2}, {1, 40, 9, 3, 2}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int causal = 0; causal <= 1; causal++)
+            for (int m = 0; m < ULY_METHOD_COUNT; m++)
+                for (int P = 1; P <= 6; P++)
+                    for (int U = 1; U <= P; U++) {
+                        const int64_t *x = shapes[si];
+                        uly_attn_desc a = desc(x[0], x[1], x[2], x[3], x[4]);
+                        a.causal = causal;
+                        a.window = causal && si == 2 ? 5 : 0;
+                        uly_sp_plan p;
+                        if (P % U || uly_sp_plan_init(&p, m, P, m == ULY_METHOD_USP ? U : 0, ULY_PLACE_RING_INNER))
+                            continue;
+                        if (m != ULY_METHOD_USP && U > 1)
+                            continue;
+                        uly_layout L;
+                        ck_assert_int_eq(uly_layout_init(&L, &a, &p), ULY_OK);
+                        uly_call calls[128];
+                        const int nc = uly_layout_calls(&L, calls, 128);
+                        ck_assert_int_le(nc, 128);
+                        ck_assert_int_eq(uly_layout_calls(&L, NULL, 0), nc);
+                        for (int r = 0; r < P; r++) {
+                            uly_volume v, got;
+                            ck_assert_int_eq(uly_plan_method_volume(&a, &p, r, &v), ULY_OK);
+                            memset(&got, 0, sizeof got);
+                            for (int c = 0; c < nc; c++) {
+                                ck_assert_int_eq(calls[c].backward, uly_vol_backward(calls[c].kind));
+                                for (int o = 0; o < P; o++) {
+                                    got.sent[calls[c].kind] += 4 * uly_layout_call_block(&L, &calls[c], r, o);
+                                    got.recv[calls[c].kind] += 4 * uly_layout_call_block(&L, &calls[c], o, r);
+                                }
+                            }
+                            for (int w = 0; w < ULY_VOL_COUNT; w++) {
+                                ck_assert_msg(got.sent[w] == v.sent[w] && got.recv[w] == v.recv[w],
+                                              "%s P=%d U=%d rank %d %s: calls %llu/%llu, volume %llu/%llu",
+                                              uly_method_name(m), P, U, r, uly_vol_name(w),
+                                              (unsigned long long)got.sent[w], (unsigned long long)got.recv[w],
+                                              (unsigned long long)v.sent[w], (unsigned long long)v.recv[w]);
+                            }
+                        }
+                    }
+}
+END_TEST
+
 static Suite *make_plan_suite(void)
 {
     Suite *s = suite_create("plan");
@@ -740,6 +790,7 @@ static Suite *make_plan_suite(void)
     tcase_add_test(tm, method_volume_formulas);
     tcase_add_test(tm, layout_partitions_and_blocks);
     tcase_add_test(tm, grid2_owner_inverts_part);
+    tcase_add_test(tm, layout_calls_sum_to_volume);
     tcase_add_test(tm, method_one_vocabulary);
     suite_add_tcase(s, tm);
     return s;
