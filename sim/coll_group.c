@@ -13,14 +13,6 @@
 #include "usim_internal.h"
 #include "coll_internal.h"
 
-const char *usim_coll_name(usim_coll_type t)
-{
-    static const char *const names[USIM_NCOLL] = {
-        "all-to-all", "all-to-all-pairwise", "all-gather", "reduce-scatter",
-        "all-reduce", "ring-shift", "send-recv"};
-    return (t >= 0 && t < USIM_NCOLL) ? names[t] : "?";
-}
-
 /* GPU of index i = g * size + p. */
 int usim_grid_rank(const rgrid *R, int64_t i)
 {
