@@ -15,7 +15,7 @@
 #include "job.h"
 #include "jobcoll.h"
 #include "program.h"
-#include "sched.h"
+#include "opsched.h"
 #include "trace.h"
 #include "usim.h"
 #include "usim_internal.h"
