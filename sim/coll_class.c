@@ -128,9 +128,11 @@ static int analyze_groups(usim_net *n, const usim_coll *c, cls *k);
  * network, keyed by the group arrays' contents. */
 int usim_cls_analyze(usim_net *n, const usim_coll *c, cls *k)
 {
+    usim_coll_engine *E = usim_net_coll_engine(n);
     memset(k, 0, sizeof *k);
     k->nrep = 1;
-    if (usim_net_engine(n) == USIM_ENGINE_FULL)
+    k->mode = usim_coll_engine_mode(E);
+    if (k->mode == USIM_ENGINE_FULL)
         return USIM_OK;
     if (usim_grid_make(n, c, &k->rg)) {
         k->on = 1;   /* refined grid: every group placed as group 0 (usim_grid_make) */
@@ -142,7 +144,7 @@ int usim_cls_analyze(usim_net *n, const usim_coll *c, cls *k)
     }
     uint64_t key = ranks_key(c);
     int on;
-    int *pos = usim_net_cls_cache(n, key, c->ngroups, c->size, &on);
+    int *pos = usim_coll_engine_lookup(E, key, c->ngroups, c->size, &on);
     if (pos || on == 0) {
         k->on = on;
         k->pos = pos;
@@ -151,10 +153,12 @@ int usim_cls_analyze(usim_net *n, const usim_coll *c, cls *k)
         return USIM_OK;
     }
     int rc = analyze_groups(n, c, k);
-    if (!rc && k->pos && !usim_net_cls_store(n, key, c->ngroups, c->size, k->pos))
+    if (!rc && k->pos) {
+        usim_coll_engine_store(E, key, c->ngroups, c->size, k->pos);
         k->borrowed = 1;
-    else if (!rc && !k->on)
-        usim_net_cls_store(n, key, c->ngroups, c->size, NULL);
+    } else if (!rc && !k->on) {
+        usim_coll_engine_store(E, key, c->ngroups, c->size, NULL);
+    }
     return rc;
 }
 

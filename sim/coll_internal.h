@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include "usim.h"
 #include "usim_internal.h"
+#include "coll_engine.h"
 
 static inline int is_ring(usim_coll_type t)
 {
@@ -200,6 +201,7 @@ void usim_p2p_gen(gen *g, int gi);
  * argument; anything else runs at full flow level.
  */
 typedef struct cls {
+    int mode;          /* the engine (USIM_ENGINE_*) of the network's collective state */
     int on;            /* simulate group 0 with loads */
     int nocone;        /* do not reduce a single ring by its light cone */
     int *pos;          /* per GPU: its position in its group, -1 if in none; then

@@ -309,7 +309,7 @@ static int generate(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, 
                      * one-channel transfers: C channels simulate ring_window / C
                      * steps (>= 4) */
                     *steps = (c->type == USIM_ALLREDUCE ? 2 : 1) * (P - 1);
-                    int w = usim_net_ring_window(n) / C;
+                    int w = usim_coll_engine_ring_window(usim_net_coll_engine(n)) / C;
                     if (w < 4)
                         w = 4;
                     if (*steps > w)
@@ -350,7 +350,7 @@ static int generate(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, 
  * the first block seen on it (1 + block), then the tags are cleared. */
 static int blocks_local(usim_net *n, const gen *g)
 {
-    int *tag = usim_net_link_tags(n);
+    int *tag = usim_coll_engine_link_tags(usim_net_coll_engine(n), usim_net_links(n));
     int *seen = usim_malloc((g->n * 4 + 1) * sizeof *seen);
     if (!tag || !seen) {
         free(seen);
@@ -507,15 +507,15 @@ static int run_one(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, u
         usim_gen_free(&g);
         return usim_set_error(USIM_ENOMEM, "out of memory for %zu transfers", g.n);
     }
-    usim_net_set_latency_scale(n, usim_proto_latency(p, USIM_CLASS_NVLINK),
-                               usim_proto_latency(p, USIM_CLASS_NIC));
+    double lat_scale[USIM_NCLASS];
+    lat_scale[USIM_CLASS_NVLINK] = usim_proto_latency(p, USIM_CLASS_NVLINK);
+    lat_scale[USIM_CLASS_NIC] = usim_proto_latency(p, USIM_CLASS_NIC);
     usim_time mk;
-    rc = usim_net_run_loads(n, g.x, (int)g.n, loads ? &ld : NULL, fin, &mk);
+    rc = usim_net_run_loads(n, g.x, (int)g.n, loads ? &ld : NULL, lat_scale, fin, &mk);
     free((void *)ld.off);
     free((void *)ld.link);
     free((void *)ld.w);
     free((void *)ld.route);
-    usim_net_set_latency_scale(n, 1, 1);
     if (rc == USIM_OK && g.cone) {
         /* only the representative blocks stand for the ring (usim_ring_gen_cone) */
         mk = 0;
@@ -573,7 +573,8 @@ static int listed(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t
                   int one, uint64_t *one_sent, int count, int *rc)
 {
     rgrid R;
-    if (c->ranks || (usim_net_engine(n) != USIM_ENGINE_FULL && usim_grid_make(n, c, &R)))
+    if (c->ranks || (usim_coll_engine_mode(usim_net_coll_engine(n)) != USIM_ENGINE_FULL &&
+                     usim_grid_make(n, c, &R)))
         return 0;
     usim_coll l;
     int *arr;
@@ -603,7 +604,7 @@ int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t
         usim_cls_free(&k);
         return rc;
     }
-    if (!k.on && usim_net_engine(n) == USIM_ENGINE_CLASSES) {
+    if (!k.on && k.mode == USIM_ENGINE_CLASSES) {
         usim_cls_free(&k);
         return usim_set_error(USIM_EINVAL,
                               "%s: its %d groups are not placed alike on the nodes and NICs, so the "

@@ -142,7 +142,8 @@ int usim_tree_gen(gen *g, int gi, const geo *G)
  */
 int usim_tree_symmetric(usim_net *n, const usim_coll *c, int classes, const rgrid *R, const geo *G)
 {
-    if (usim_net_engine(n) == USIM_ENGINE_FULL || !classes || c->ngroups != 1 || !G->uniform ||
+    /* classes: k->on, 0 under the full engine (usim_cls_analyze) */
+    if (!classes || c->ngroups != 1 || !G->uniform ||
         G->N < 2 || usim_net_full_mesh(n) || chunk_sum(c) % (uint64_t)(2 * G->g) != 0)
         return 0;
     gen t;   /* rank lookups only */

@@ -1,7 +1,8 @@
 /*
  * net.c -- the network: a DGX-style topology of links and point-to-point
  * flows that share links with max-min fairness.  Collectives built on these
- * transfers are in coll.c.
+ * transfers are in coll_*.c; the state they keep between collectives is one
+ * opaque member (coll_engine.h) that this file creates and frees only.
  *
  * Topology (G GPUs, g per node, D per NVLink domain, D a multiple of g):
  *   NVL_UP[gpu], NVL_DOWN[gpu]      GPU <-> NVSwitch, per direction
@@ -28,6 +29,7 @@
 
 #include "usim.h"
 #include "usim_internal.h"
+#include "coll_engine.h"
 
 enum { F_WAIT = 0, F_LAT, F_ACTIVE, F_DONE };
 
@@ -46,7 +48,7 @@ typedef struct flow {
 } flow;
 
 /* A flow loads links: in the full simulation each link of its route once; in
- * the class simulation (coll.c) a representative flow also stands for its
+ * the class simulation (coll_class.c) a representative flow also stands for its
  * copies, so it loads a link w times (w copies cross it), and may load links
  * its own route does not use (copies of it elsewhere cross them).  A flow's
  * rate is limited by the links of its own route. */
@@ -62,17 +64,10 @@ struct usim_net {
     double bw_kind[4];  /* bytes/s of NVLink, NIC, spine and mesh links (link_bw) */
     linkq *lq;          /* mostly untouched: a class simulation loads few links */
     int *lq_used, nused, capused;   /* links whose queue was allocated (freed at the end) */
-    int *link_tag;      /* usim_net_link_tags: zero between uses */
     usim_engine *eng;
-    int ring_window;
-    int engine;                      /* USIM_ENGINE_* for the collectives run on it */
-    int n_classes, n_full;           /* collectives simulated by each engine */
-    /* the last class analysis (coll.c): key of the groups, answer */
-    int *cls_pos;
-    uint64_t cls_key;
-    int cls_ng, cls_p, cls_valid, cls_on;
-    double lat_scale[USIM_NCLASS];   /* protocol latency factor per link class */
+    usim_coll_engine *coll;          /* the collectives' state (opaque: coll_engine.h) */
     /* per run */
+    double lat_scale[USIM_NCLASS];   /* protocol latency factor per link class (1 between runs) */
     const usim_xfer *x;
     int count;
     flow *fl;
@@ -196,8 +191,6 @@ usim_net *usim_net_new(const usim_platform *p, int gpus)
         n->mesh_base = n->nlinks;
         n->nlinks += gpus * (n->gpn - 1);
     }
-    n->ring_window = 64;
-    n->engine = USIM_ENGINE_AUTO;
     n->lat_scale[USIM_CLASS_NVLINK] = n->lat_scale[USIM_CLASS_NIC] = 1;
     n->lq = usim_calloc((size_t)n->nlinks, sizeof *n->lq);
     n->link_dirty = usim_calloc((size_t)n->nlinks, 1);
@@ -207,8 +200,9 @@ usim_net *usim_net_new(const usim_platform *p, int gpus)
     n->cap = usim_malloc((size_t)n->nlinks * sizeof *n->cap);
     n->cnt = usim_malloc((size_t)n->nlinks * sizeof *n->cnt);
     n->eng = usim_engine_new();
+    n->coll = usim_coll_engine_new();
     if (!n->lq || !n->link_dirty || !n->dirty || !n->lstack || !n->lmark || !n->cap ||
-        !n->cnt || !n->eng)
+        !n->cnt || !n->eng || !n->coll)
         goto oom;
     n->bw_kind[0] = p->nvl_Bps;
     n->bw_kind[1] = p->nic_Bps;
@@ -231,8 +225,7 @@ void usim_net_free(usim_net *n)
         free(n->lq[n->lq_used[i]].f);
     free(n->lq);
     free(n->lq_used);
-    free(n->link_tag);
-    free(n->cls_pos);
+    usim_coll_engine_free(n->coll);
     free(n->link_dirty);
     free(n->dirty);
     free(n->lstack);
@@ -245,59 +238,18 @@ void usim_net_free(usim_net *n)
 
 int usim_net_gpus(const usim_net *n) { return n->gpus; }
 
-int *usim_net_link_tags(usim_net *n)
-{
-    if (!n->link_tag)
-        n->link_tag = usim_calloc((size_t)n->nlinks, sizeof *n->link_tag);
-    return n->link_tag;
-}
+int usim_net_links(const usim_net *n) { return n->nlinks; }
+usim_coll_engine *usim_net_coll_engine(usim_net *n) { return n->coll; }
 uint64_t usim_net_last_events(const usim_net *n) { return n->last_events; }
-void usim_net_set_ring_window(usim_net *n, int steps) { n->ring_window = steps < 4 ? 4 : steps; }
-int usim_net_ring_window(const usim_net *n) { return n->ring_window; }
+void usim_net_set_ring_window(usim_net *n, int steps) { usim_coll_engine_set_ring_window(n->coll, steps); }
 const usim_platform *usim_net_platform(const usim_net *n) { return &n->p; }
 int usim_net_node_of(const usim_net *n, int gpu) { return node_of(n, gpu); }
 int usim_net_domain_of(const usim_net *n, int gpu) { return domain_of(n, gpu); }
 int usim_net_full_mesh(const usim_net *n) { return n->mesh_base >= 0; }
 
-void usim_net_set_engine(usim_net *n, int engine)
-{
-    n->engine = engine;
-    n->cls_valid = 0;
-}
-
-int *usim_net_cls_cache(usim_net *n, uint64_t key, int ng, int p, int *on)
-{
-    *on = -1;
-    if (!n->cls_valid || n->cls_key != key || n->cls_ng != ng || n->cls_p != p)
-        return NULL;
-    *on = n->cls_on;
-    return n->cls_pos;
-}
-
-int usim_net_cls_store(usim_net *n, uint64_t key, int ng, int p, int *pos)
-{
-    free(n->cls_pos);
-    n->cls_pos = pos;
-    n->cls_key = key;
-    n->cls_ng = ng;
-    n->cls_p = p;
-    n->cls_on = pos != NULL;
-    n->cls_valid = 1;
-    return 0;
-}
-int usim_net_engine(const usim_net *n) { return n->engine; }
-
-void usim_net_engine_count(usim_net *n, int classes, int *n_classes, int *n_full)
-{
-    if (classes > 0)
-        n->n_classes++;
-    else if (classes == 0)
-        n->n_full++;
-    if (n_classes)
-        *n_classes = n->n_classes;
-    if (n_full)
-        *n_full = n->n_full;
-}
+/* The collectives' settings, kept in their state (coll_engine.h). */
+void usim_net_set_engine(usim_net *n, int engine) { usim_coll_engine_set_mode(n->coll, engine); }
+int usim_net_engine(const usim_net *n) { return usim_coll_engine_mode(n->coll); }
 
 int usim_net_units(const usim_net *n, int kind)
 {
@@ -349,12 +301,6 @@ int usim_net_link_users(const usim_net *n, int l, int *side, int *first, int *co
         break;
     }
     return kind;
-}
-
-void usim_net_set_latency_scale(usim_net *n, double nvlink, double nic)
-{
-    n->lat_scale[USIM_CLASS_NVLINK] = nvlink;
-    n->lat_scale[USIM_CLASS_NIC] = nic;
 }
 
 /* ------------------------------------------------------------ flow engine */
@@ -656,11 +602,11 @@ static void on_reshare(usim_engine *e, void *ctx, int64_t arg)
 int usim_net_run(usim_net *n, const usim_xfer *x, int count, usim_time *finish,
                  usim_time *makespan)
 {
-    return usim_net_run_loads(n, x, count, NULL, finish, makespan);
+    return usim_net_run_loads(n, x, count, NULL, NULL, finish, makespan);
 }
 
 int usim_net_run_loads(usim_net *n, const usim_xfer *x, int count, const usim_loads *ld,
-                       usim_time *finish, usim_time *makespan)
+                       const double *lat_scale, usim_time *finish, usim_time *makespan)
 {
     int rc = USIM_OK;
     *makespan = 0;
@@ -719,6 +665,10 @@ int usim_net_run_loads(usim_net *n, const usim_xfer *x, int count, const usim_lo
                     n->dep_list[n->dep_off[d] + fill[d]++] = i;
                 }
         free(fill);
+    }
+    if (lat_scale) {   /* until the end of the run (out:) */
+        n->lat_scale[USIM_CLASS_NVLINK] = lat_scale[USIM_CLASS_NVLINK];
+        n->lat_scale[USIM_CLASS_NIC] = lat_scale[USIM_CLASS_NIC];
     }
     usim_engine_reset(n->eng);
     n->ndirty = 0;
@@ -823,5 +773,6 @@ out:
     for (int i = 0; i < n->ndirty; i++)
         n->link_dirty[n->dirty[i]] = 0;
     n->ndirty = 0;
+    n->lat_scale[USIM_CLASS_NVLINK] = n->lat_scale[USIM_CLASS_NIC] = 1;
     return rc;
 }
