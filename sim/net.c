@@ -1,20 +1,9 @@
 /*
- * net.c -- the network: a DGX-style topology of links and point-to-point
- * flows that share links with max-min fairness.  Collectives built on these
- * transfers are in coll.c.
- *
- * Topology (G GPUs, g per node, D per NVLink domain, D a multiple of g):
- *   NVL_UP[gpu], NVL_DOWN[gpu]      GPU <-> NVSwitch, per direction
- *   NIC_TX[gpu], NIC_RX[gpu]        one NIC per GPU (rail-optimised), per direction
- *   SPINE_UP[node], SPINE_DOWN[node]  leaf -> spine, g * NIC / oversubscription
- *   MESH[gpu][peer]                 full-mesh nodes only: one link per ordered
- *                                   GPU pair of a node (g - 1 per GPU)
- * Route inside an NVLink domain: NVL_UP[src], NVL_DOWN[dst] (latency: NVLink);
- *   on a full-mesh node: MESH[src][dst] alone.  The domain is the node unless
- *   the platform's NVLink fabric spans several nodes (an NVL72 rack: D = 72,
- *   g = 4): then GPUs of different nodes of one domain still talk over NVLink
- *   and their traffic never touches a NIC.
- * Route across domains: NIC_TX[src], SPINE_UP, SPINE_DOWN, NIC_RX[dst] (latency: NIC).
+ * net.c -- the network's flow solver: point-to-point transfers with
+ * dependencies become flows on the routes of topo.c and share links with
+ * max-min fairness.  Collectives built on these transfers are in coll_*.c;
+ * the state they keep between collectives is one opaque member
+ * (coll_engine.h) that this file creates and frees only.
  *
  * Flow model: a transfer waits for its dependencies, then for the route's
  * latency, then becomes a flow.  Flows get max-min fair rates (progressive
@@ -28,6 +17,8 @@
 
 #include "usim.h"
 #include "usim_internal.h"
+#include "coll_engine.h"
+#include "net_internal.h"
 
 enum { F_WAIT = 0, F_LAT, F_ACTIVE, F_DONE };
 
@@ -46,7 +37,7 @@ typedef struct flow {
 } flow;
 
 /* A flow loads links: in the full simulation each link of its route once; in
- * the class simulation (coll.c) a representative flow also stands for its
+ * the class simulation (coll_class.c) a representative flow also stands for its
  * copies, so it loads a link w times (w copies cross it), and may load links
  * its own route does not use (copies of it elsewhere cross them).  A flow's
  * rate is limited by the links of its own route. */
@@ -54,118 +45,6 @@ typedef struct linkq {
     int *f;             /* load entries of the active flows on the link */
     int n, cap;
 } linkq;
-
-struct usim_net {
-    usim_platform p;
-    int gpus, gpn, dom, nodes, nlinks;
-    int mesh_base;      /* first MESH link (full-mesh nodes), else -1 */
-    double bw_kind[4];  /* bytes/s of NVLink, NIC, spine and mesh links (link_bw) */
-    linkq *lq;          /* mostly untouched: a class simulation loads few links */
-    int *lq_used, nused, capused;   /* links whose queue was allocated (freed at the end) */
-    int *link_tag;      /* usim_net_link_tags: zero between uses */
-    usim_engine *eng;
-    int ring_window;
-    int engine;                      /* USIM_ENGINE_* for the collectives run on it */
-    int n_classes, n_full;           /* collectives simulated by each engine */
-    /* the last class analysis (coll.c): key of the groups, answer */
-    int *cls_pos;
-    uint64_t cls_key;
-    int cls_ng, cls_p, cls_valid, cls_on;
-    double lat_scale[USIM_NCLASS];   /* protocol latency factor per link class */
-    /* per run */
-    const usim_xfer *x;
-    int count;
-    flow *fl;
-    int *dep_off, *dep_list;
-    usim_time *finish;
-    int *dirty, ndirty;
-    int *ld_link, *ld_w, *ld_flow, *ld_pos;   /* load entries of the run */
-    unsigned char *link_dirty;
-    int reshare_pending;
-    int err;
-    /* work budget (usim_net_set_work_limit): flow and link visits of the
-     * rate recomputations; over the limit, the run stops with USIM_ELIMIT */
-    uint64_t work, work_limit;
-    /* scratch for recomputation */
-    int *comp, *lstack, ncomp, nls;
-    uint32_t *fmark, *lmark, epoch;
-    double *cap;
-    int *cnt;
-    unsigned char *frozen;
-    uint64_t last_events;
-};
-
-/* ------------------------------------------------------------ topology */
-
-static int node_of(const usim_net *n, int g) { return g / n->gpn; }
-
-/* Bandwidth of link l from its kind (no per-link array: a network of 10^6
- * GPUs has 4 x 10^6 links, of which a simulation touches a few thousand). */
-static double link_bw(const usim_net *n, int l)
-{
-    int G = n->gpus;
-    return l < 2 * G ? n->bw_kind[0] : l < 4 * G ? n->bw_kind[1]
-         : l < 4 * G + 2 * n->nodes ? n->bw_kind[2] : n->bw_kind[3];
-}
-static int domain_of(const usim_net *n, int g) { return g / n->dom; }
-
-int usim_platform_domain(const usim_platform *p)
-{
-    return p->nvl_domain > p->gpus_per_node ? p->nvl_domain : p->gpus_per_node;
-}
-
-/* The GPU whose NIC links GPU g uses: the first of the GPUs sharing its NIC. */
-static int nic_of(const usim_net *n, int g)
-{
-    int nics = n->p.nics_per_node > 0 && n->p.nics_per_node < n->gpn ? n->p.nics_per_node : n->gpn;
-    int share = n->gpn / nics;
-    return g - (g % n->gpn) % share;
-}
-
-/* The full-mesh link src -> dst (same node): GPU src's links to its g - 1
- * peers in local order, skipping itself. */
-static int mesh_link(const usim_net *n, int src, int dst)
-{
-    int ls = src % n->gpn, ld = dst % n->gpn;
-    return n->mesh_base + src * (n->gpn - 1) + ld - (ld > ls);
-}
-
-int usim_net_class(const usim_net *n, int src, int dst)
-{
-    if (src == USIM_SWITCH || dst == USIM_SWITCH || domain_of(n, src) == domain_of(n, dst))
-        return USIM_CLASS_NVLINK;
-    return USIM_CLASS_NIC;
-}
-
-int usim_net_route(const usim_net *n, int src, int dst, int *links, usim_time *lat, int *cls)
-{
-    int G = n->gpus;
-    if (src == USIM_SWITCH || dst == USIM_SWITCH) {   /* NVLS: one leg through the NVSwitch */
-        links[0] = src == USIM_SWITCH ? USIM_LINK_NVL_DOWN * G + dst : USIM_LINK_NVL_UP * G + src;
-        *lat = (usim_time)llround((double)n->p.nvl_lat * n->lat_scale[USIM_CLASS_NVLINK]);
-        *cls = USIM_CLASS_NVLINK;
-        return 1;
-    }
-    if (domain_of(n, src) == domain_of(n, dst)) {
-        *lat = (usim_time)llround((double)n->p.nvl_lat * n->lat_scale[USIM_CLASS_NVLINK]);
-        *cls = USIM_CLASS_NVLINK;
-        if (n->mesh_base >= 0) {   /* full mesh: the domain is the node */
-            links[0] = mesh_link(n, src, dst);
-            return 1;
-        }
-        links[0] = USIM_LINK_NVL_UP * G + src;
-        links[1] = USIM_LINK_NVL_DOWN * G + dst;
-        return 2;
-    }
-    int base = 4 * G;
-    links[0] = USIM_LINK_NIC_TX * G + nic_of(n, src);
-    links[1] = base + node_of(n, src);
-    links[2] = base + n->nodes + node_of(n, dst);
-    links[3] = USIM_LINK_NIC_RX * G + nic_of(n, dst);
-    *lat = (usim_time)llround((double)n->p.nic_lat * n->lat_scale[USIM_CLASS_NIC]);
-    *cls = USIM_CLASS_NIC;
-    return 4;
-}
 
 usim_net *usim_net_new(const usim_platform *p, int gpus)
 {
@@ -176,28 +55,10 @@ usim_net *usim_net_new(const usim_platform *p, int gpus)
     usim_net *n = usim_calloc(1, sizeof *n);
     if (!n)
         goto oom;
-    n->p = *p;
-    n->gpus = gpus;
-    if (p->gpus_per_node < 1 || (p->nvl_domain > 0 && p->nvl_domain % p->gpus_per_node != 0) ||
-        (p->full_mesh && usim_platform_domain(p) != p->gpus_per_node) ||
-        (p->full_mesh && !(p->mesh_link_Bps > 0))) {
-        usim_set_error(USIM_EINVAL, "platform %s: the NVLink domain (%d GPUs) must be a multiple of the "
-                       "%d GPUs per node, a full-mesh node is its own domain, and its links need a "
-                       "positive bandwidth", p->name, p->nvl_domain, p->gpus_per_node);
+    if (usim_net_topo_init(n, p, gpus)) {
         usim_net_free(n);
         return NULL;
     }
-    n->gpn = p->gpus_per_node < gpus ? p->gpus_per_node : gpus;
-    n->dom = usim_platform_domain(p) < gpus ? usim_platform_domain(p) : gpus;
-    n->nodes = (gpus + n->gpn - 1) / n->gpn;
-    n->nlinks = 4 * gpus + 2 * n->nodes;
-    n->mesh_base = -1;
-    if (p->full_mesh && n->gpn > 1) {
-        n->mesh_base = n->nlinks;
-        n->nlinks += gpus * (n->gpn - 1);
-    }
-    n->ring_window = 64;
-    n->engine = USIM_ENGINE_AUTO;
     n->lat_scale[USIM_CLASS_NVLINK] = n->lat_scale[USIM_CLASS_NIC] = 1;
     n->lq = usim_calloc((size_t)n->nlinks, sizeof *n->lq);
     n->link_dirty = usim_calloc((size_t)n->nlinks, 1);
@@ -207,15 +68,10 @@ usim_net *usim_net_new(const usim_platform *p, int gpus)
     n->cap = usim_malloc((size_t)n->nlinks * sizeof *n->cap);
     n->cnt = usim_malloc((size_t)n->nlinks * sizeof *n->cnt);
     n->eng = usim_engine_new();
+    n->coll = usim_coll_engine_new();
     if (!n->lq || !n->link_dirty || !n->dirty || !n->lstack || !n->lmark || !n->cap ||
-        !n->cnt || !n->eng)
+        !n->cnt || !n->eng || !n->coll)
         goto oom;
-    n->bw_kind[0] = p->nvl_Bps;
-    n->bw_kind[1] = p->nic_Bps;
-    int nics = p->nics_per_node > 0 && p->nics_per_node < n->gpn ? p->nics_per_node : n->gpn;
-    double spine = (double)nics * p->nic_Bps / (p->oversub >= 1 ? p->oversub : 1);
-    n->bw_kind[2] = spine;
-    n->bw_kind[3] = p->mesh_link_Bps;
     return n;
 oom:
     usim_net_free(n);
@@ -231,8 +87,7 @@ void usim_net_free(usim_net *n)
         free(n->lq[n->lq_used[i]].f);
     free(n->lq);
     free(n->lq_used);
-    free(n->link_tag);
-    free(n->cls_pos);
+    usim_coll_engine_free(n->coll);
     free(n->link_dirty);
     free(n->dirty);
     free(n->lstack);
@@ -243,119 +98,12 @@ void usim_net_free(usim_net *n)
     free(n);
 }
 
-int usim_net_gpus(const usim_net *n) { return n->gpus; }
-
-int *usim_net_link_tags(usim_net *n)
-{
-    if (!n->link_tag)
-        n->link_tag = usim_calloc((size_t)n->nlinks, sizeof *n->link_tag);
-    return n->link_tag;
-}
+usim_coll_engine *usim_net_coll_engine(usim_net *n) { return n->coll; }
 uint64_t usim_net_last_events(const usim_net *n) { return n->last_events; }
-void usim_net_set_ring_window(usim_net *n, int steps) { n->ring_window = steps < 4 ? 4 : steps; }
-int usim_net_ring_window(const usim_net *n) { return n->ring_window; }
-const usim_platform *usim_net_platform(const usim_net *n) { return &n->p; }
-int usim_net_node_of(const usim_net *n, int gpu) { return node_of(n, gpu); }
-int usim_net_domain_of(const usim_net *n, int gpu) { return domain_of(n, gpu); }
-int usim_net_full_mesh(const usim_net *n) { return n->mesh_base >= 0; }
-
-void usim_net_set_engine(usim_net *n, int engine)
-{
-    n->engine = engine;
-    n->cls_valid = 0;
-}
-
-int *usim_net_cls_cache(usim_net *n, uint64_t key, int ng, int p, int *on)
-{
-    *on = -1;
-    if (!n->cls_valid || n->cls_key != key || n->cls_ng != ng || n->cls_p != p)
-        return NULL;
-    *on = n->cls_on;
-    return n->cls_pos;
-}
-
-int usim_net_cls_store(usim_net *n, uint64_t key, int ng, int p, int *pos)
-{
-    free(n->cls_pos);
-    n->cls_pos = pos;
-    n->cls_key = key;
-    n->cls_ng = ng;
-    n->cls_p = p;
-    n->cls_on = pos != NULL;
-    n->cls_valid = 1;
-    return 0;
-}
-int usim_net_engine(const usim_net *n) { return n->engine; }
-
-void usim_net_engine_count(usim_net *n, int classes, int *n_classes, int *n_full)
-{
-    if (classes > 0)
-        n->n_classes++;
-    else if (classes == 0)
-        n->n_full++;
-    if (n_classes)
-        *n_classes = n->n_classes;
-    if (n_full)
-        *n_full = n->n_full;
-}
-
-int usim_net_units(const usim_net *n, int kind)
-{
-    return kind == USIM_UNIT_NODE ? n->nodes
-         : kind == USIM_UNIT_DOMAIN ? (n->gpus + n->dom - 1) / n->dom : n->gpus;
-}
-
-int usim_net_unit(const usim_net *n, int kind, int gpu)
-{
-    return kind == USIM_UNIT_NODE ? node_of(n, gpu) : kind == USIM_UNIT_DOMAIN ? domain_of(n, gpu)
-                                                                              : nic_of(n, gpu);
-}
-
-void usim_net_unit_range(const usim_net *n, int kind, int unit, int *first, int *count)
-{
-    int size;
-    if (kind == USIM_UNIT_NIC) {
-        int nics = n->p.nics_per_node > 0 && n->p.nics_per_node < n->gpn ? n->p.nics_per_node : n->gpn;
-        *first = unit;
-        size = nic_of(n, unit) == unit ? n->gpn / nics : 0;   /* not a NIC owner: no unit */
-    } else {
-        size = kind == USIM_UNIT_NODE ? n->gpn : n->dom;
-        *first = unit * size;
-    }
-    *count = *first + size <= n->gpus ? size : n->gpus - *first;
-}
-
-int usim_net_link_users(const usim_net *n, int l, int *side, int *first, int *count)
-{
-    int G = n->gpus;
-    if (n->mesh_base >= 0 && l >= n->mesh_base) {   /* one GPU pair's link */
-        *side = 0;
-        *first = (l - n->mesh_base) / (n->gpn - 1);
-        *count = 1;
-        return USIM_LINK_MESH;
-    }
-    int kind = l < 4 * G ? l / G : l < 4 * G + n->nodes ? USIM_LINK_SPINE_UP : USIM_LINK_SPINE_DOWN;
-    *side = kind == USIM_LINK_NVL_DOWN || kind == USIM_LINK_NIC_RX || kind == USIM_LINK_SPINE_DOWN;
-    switch (kind) {
-    case USIM_LINK_NVL_UP: case USIM_LINK_NVL_DOWN:
-        *first = l - kind * G;
-        *count = 1;
-        break;
-    case USIM_LINK_NIC_TX: case USIM_LINK_NIC_RX:
-        usim_net_unit_range(n, USIM_UNIT_NIC, l - kind * G, first, count);
-        break;
-    default:
-        usim_net_unit_range(n, USIM_UNIT_NODE, (l - 4 * G) % n->nodes, first, count);
-        break;
-    }
-    return kind;
-}
-
-void usim_net_set_latency_scale(usim_net *n, double nvlink, double nic)
-{
-    n->lat_scale[USIM_CLASS_NVLINK] = nvlink;
-    n->lat_scale[USIM_CLASS_NIC] = nic;
-}
+/* The collectives' settings, kept in their state (coll_engine.h). */
+void usim_net_set_ring_window(usim_net *n, int steps) { usim_coll_engine_set_ring_window(n->coll, steps); }
+void usim_net_set_engine(usim_net *n, int engine) { usim_coll_engine_set_mode(n->coll, engine); }
+int usim_net_engine(const usim_net *n) { return usim_coll_engine_mode(n->coll); }
 
 /* ------------------------------------------------------------ flow engine */
 
@@ -563,7 +311,7 @@ static void on_reshare(usim_engine *e, void *ctx, int64_t arg)
         n->frozen[n->comp[i]] = 0;
     }
     for (int li = 0; li < n->nls; li++)
-        n->cap[n->lstack[li]] = link_bw(n, n->lstack[li]);
+        n->cap[n->lstack[li]] = usim_link_bw(n, n->lstack[li]);
     /* Priority classes by step, earliest first: progressive filling among
      * the flows of one step on the capacity the earlier steps left.  Within a
      * step the rates are max-min fair.  (A transfer of a later step -- a
@@ -594,7 +342,7 @@ static void on_reshare(usim_engine *e, void *ctx, int64_t arg)
             for (int li = 0; li < n->nls; li++) {
                 int l = n->lstack[li];
                 if (n->cnt[l] > 0) {
-                    double c = n->cap[l] > USIM_TOL_CAP_REL * link_bw(n, l) ? n->cap[l] : 0;
+                    double c = n->cap[l] > USIM_TOL_CAP_REL * usim_link_bw(n, l) ? n->cap[l] : 0;
                     double sh = c / n->cnt[l];
                     if (sh < share)
                         share = sh;
@@ -610,7 +358,7 @@ static void on_reshare(usim_engine *e, void *ctx, int64_t arg)
                 int hit = 0;
                 for (int k = 0; k < fl->nl && !hit; k++) {
                     int l = fl->link[k];
-                    double c = n->cap[l] > USIM_TOL_CAP_REL * link_bw(n, l) ? n->cap[l] : 0;
+                    double c = n->cap[l] > USIM_TOL_CAP_REL * usim_link_bw(n, l) ? n->cap[l] : 0;
                     hit = n->cnt[l] > 0 && c / n->cnt[l] <= lim;
                 }
                 if (!hit)
@@ -656,11 +404,11 @@ static void on_reshare(usim_engine *e, void *ctx, int64_t arg)
 int usim_net_run(usim_net *n, const usim_xfer *x, int count, usim_time *finish,
                  usim_time *makespan)
 {
-    return usim_net_run_loads(n, x, count, NULL, finish, makespan);
+    return usim_net_run_loads(n, x, count, NULL, NULL, finish, makespan);
 }
 
 int usim_net_run_loads(usim_net *n, const usim_xfer *x, int count, const usim_loads *ld,
-                       usim_time *finish, usim_time *makespan)
+                       const double *lat_scale, usim_time *finish, usim_time *makespan)
 {
     int rc = USIM_OK;
     *makespan = 0;
@@ -719,6 +467,10 @@ int usim_net_run_loads(usim_net *n, const usim_xfer *x, int count, const usim_lo
                     n->dep_list[n->dep_off[d] + fill[d]++] = i;
                 }
         free(fill);
+    }
+    if (lat_scale) {   /* until the end of the run (out:) */
+        n->lat_scale[USIM_CLASS_NVLINK] = lat_scale[USIM_CLASS_NVLINK];
+        n->lat_scale[USIM_CLASS_NIC] = lat_scale[USIM_CLASS_NIC];
     }
     usim_engine_reset(n->eng);
     n->ndirty = 0;
@@ -823,5 +575,6 @@ out:
     for (int i = 0; i < n->ndirty; i++)
         n->link_dirty[n->dirty[i]] = 0;
     n->ndirty = 0;
+    n->lat_scale[USIM_CLASS_NVLINK] = n->lat_scale[USIM_CLASS_NIC] = 1;
     return rc;
 }

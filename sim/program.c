@@ -5,7 +5,7 @@
  * full or selective recompute and the optimizer step.  Compute durations are
  * FLOPs over the platform's achieved rates and bytes over HBM bandwidth.
  *
- * Not here: how the operations are scheduled (sched.c), which collectives
+ * Not here: how the operations are scheduled (opsched.c), which collectives
  * exist and how long they take (jobcoll.c), shapes and FLOPs (cost.c).
  */
 #include <stdlib.h>

@@ -9,7 +9,7 @@
 
 #include "cost.h"
 #include "jobcoll.h"
-#include "sched.h"
+#include "opsched.h"
 #include "usim.h"
 
 typedef struct usim_prog {

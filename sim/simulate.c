@@ -3,7 +3,7 @@
  * memo of collectives) and one training iteration end to end: resolve the
  * job, derive shapes and FLOPs (cost.c), place the groups (job.c), simulate
  * the job's collectives (jobcoll.c), build the layer programs (program.c),
- * schedule them (sched.c), and collect the results; the per-layer byte check
+ * schedule them (opsched.c), and collect the results; the per-layer byte check
  * counts the operations of the same programs.
  */
 #include <stdarg.h>
@@ -15,7 +15,7 @@
 #include "job.h"
 #include "jobcoll.h"
 #include "program.h"
-#include "sched.h"
+#include "opsched.h"
 #include "trace.h"
 #include "usim.h"
 #include "usim_internal.h"

@@ -7,7 +7,7 @@
 
 #include <stdio.h>
 #include "jobcoll.h"
-#include "sched.h"
+#include "opsched.h"
 
 void usim_trace_write(FILE *t, const usim_graph *g, const usim_jobcoll *jc, const char *title);
 

@@ -7,12 +7,15 @@
  * per-channel tables measured on NVIDIA's systems).
  *
  * NCCL runs the pair its model predicts fastest.  The simulator applies the
- * same rule with its own model: coll.c runs every applicable pair at flow
+ * same rule with its own model: coll_run.c runs every applicable pair at flow
  * level and keeps the fastest, so the choice and the reported time come from
  * one model (and stay monotone in every bandwidth: a minimum of monotone
  * times).  The estimate is reported beside the simulated time.
  *
- * Not here: the transfers of each algorithm (coll.c).
+ * The names of the collective types, algorithms and protocols are here too,
+ * so that the tuner calls nothing in the collective files (they call it).
+ *
+ * Not here: the transfers of each algorithm (coll_ring.c, coll_tree.c).
  */
 #include <math.h>
 #include <string.h>
@@ -44,6 +47,14 @@ static double ll_max_Bps(const usim_platform *pf, int nodes)
     if (nodes <= 1)
         return (pf->nvls ? 141.0 : 87.7) * 1e9;
     return (nodes == 2 ? 39.0 : 20.4) * 1e9;
+}
+
+const char *usim_coll_name(usim_coll_type t)
+{
+    static const char *const names[USIM_NCOLL] = {
+        "all-to-all", "all-to-all-pairwise", "all-gather", "reduce-scatter",
+        "all-reduce", "ring-shift", "send-recv"};
+    return (t >= 0 && t < USIM_NCOLL) ? names[t] : "?";
 }
 
 const char *usim_algo_name(usim_algo a)
@@ -111,7 +122,7 @@ int usim_mesh_ring_channels(int P)
  * channels over NVLink. */
 static double ring_busbw(const usim_platform *pf, const usim_group_shape *s)
 {
-    /* full-mesh node: the disjoint rings of coll.c, one peer link each */
+    /* full-mesh node: the disjoint rings of coll_ring.c, one peer link each */
     if (s->N <= 1 && pf->full_mesh && s->uniform && s->g > 1)
         return usim_mesh_ring_channels(s->g) * pf->mesh_link_Bps;
     if (s->N <= 1)
@@ -174,7 +185,7 @@ double usim_tune_estimate(const usim_platform *pf, usim_coll_type t, const usim_
             return -1;
         /* per GPU through its NVLink: all-reduce S (to the switch's reduction)
          * + S/P (its reduced slice, multicast); all-gather and reduce-scatter
-         * S one way and S/P the other (see coll.c) */
+         * S one way and S/P the other (see coll_tree.c) */
         double most = ar ? bytes * (1.0 + 1.0 / P) : bytes;
         return lv + most / (pf->nvl_Bps * pf->nvls_eff);
     }

@@ -99,19 +99,19 @@ typedef struct usim_loads {
      * place of its route's (-1 ends the list; a quotient of the network) */
     const int *route;
 } usim_loads;
-/* usim_net_run with explicit loads (NULL: each route link once). */
+/* usim_net_run with explicit loads (NULL: each route link once) and route
+ * latencies multiplied by lat_scale[USIM_CLASS_*] during the run (a
+ * protocol's factors; NULL: 1). */
 int usim_net_run_loads(usim_net *n, const usim_xfer *x, int count, const usim_loads *ld,
-                       usim_time *finish, usim_time *makespan);
+                       const double *lat_scale, usim_time *finish, usim_time *makespan);
+/* The engine of the collectives (USIM_ENGINE_*: usim_net_set_engine). */
 int usim_net_engine(const usim_net *n);
-/* Count one collective simulated by classes (classes > 0) or at full flow
- * level (classes == 0; < 0: count nothing) and return the totals so far. */
-void usim_net_engine_count(usim_net *n, int classes, int *n_classes, int *n_full);
-/* The class analysis of coll.c kept for the next collective on the same
- * groups: the cached positions (or NULL with *on = 0 for "not equivalent",
- * *on = -1 when key does not match), and storing one (n takes pos; NULL:
- * not equivalent). */
-int *usim_net_cls_cache(usim_net *n, uint64_t key, int ng, int p, int *on);
-int usim_net_cls_store(usim_net *n, uint64_t key, int ng, int p, int *pos);
+/* The collectives' state between calls, owned by the network as one opaque
+ * member (coll_engine.h); net.c creates and frees it and never looks inside. */
+typedef struct usim_coll_engine usim_coll_engine;
+usim_coll_engine *usim_net_coll_engine(usim_net *n);
+/* Number of links (ids 0 .. usim_net_links - 1). */
+int usim_net_links(const usim_net *n);
 /* Units of GPUs: the GPUs behind one NIC (unit id: the first of them) and
  * the GPUs of one node share links; the GPUs of one NVLink domain reach each
  * other over NVLink (routes depend on it). */
@@ -125,16 +125,10 @@ void usim_net_unit_range(const usim_net *n, int kind, int unit, int *first, int 
  * count) whose transfers cross it as sources (*side 0) or destinations
  * (*side 1); a mesh link: its source GPU (only transfers to its peer). */
 int usim_net_link_users(const usim_net *n, int l, int *side, int *first, int *count);
-/* One int per link, all zero, for a caller that sets some and puts them back
- * to zero before returning (allocated on first use, untouched pages cost
- * nothing); NULL when out of memory. */
-int *usim_net_link_tags(usim_net *n);
 /* Whether an event is queued at time t (the earliest pending one). */
 int usim_engine_next_at(const usim_engine *e, usim_time t);
 /* The link class (USIM_CLASS_*) of the route src -> dst (usim_net_route's *cls). */
 int usim_net_class(const usim_net *n, int src, int dst);
-/* Longest ring simulated step by step (usim_net_set_ring_window). */
-int usim_net_ring_window(const usim_net *n);
 const usim_platform *usim_net_platform(const usim_net *n);
 int usim_net_node_of(const usim_net *n, int gpu);
 /* The NVLink domain of a GPU (its node unless the platform's nvl_domain spans
@@ -143,8 +137,6 @@ int usim_net_node_of(const usim_net *n, int gpu);
 int usim_net_domain_of(const usim_net *n, int gpu);
 /* 1 if the nodes are full meshes of point-to-point links (no switch). */
 int usim_net_full_mesh(const usim_net *n);
-/* Route latencies are multiplied by these factors until changed (protocols). */
-void usim_net_set_latency_scale(usim_net *n, double nvlink, double nic);
 
 /* GPU of position p of group g of a collective (listed ranks or grid). */
 int usim_coll_rank(const usim_coll *c, int g, int p);
@@ -157,7 +149,7 @@ int usim_coll_count_gpu(usim_net *n, const usim_coll *c, int gpu, usim_coll_resu
  * decoded where used.  Returns the previous value. */
 int usim_test_grid_list_max(int n);
 /* Tests: the latency lower bound the candidate search uses to skip a ring
- * protocol (coll.c, ring_latency_bound). */
+ * protocol (coll_run.c, ring_latency_bound). */
 usim_time usim_test_ring_latency_bound(usim_net *n, const usim_coll *c, usim_proto p);
 
 /* ------------------------------------------------------------ NCCL tuner (tuner.c) */

@@ -1,12 +1,12 @@
 /*
- * sched.h -- the operation-graph scheduler (private to libusim).  Operations
+ * opsched.h -- the operation-graph scheduler (private to libusim).  Operations
  * (compute kernels, collectives) run in program order on their stream once
  * their dependencies are done; communications that overlap in time share the
  * representative GPU's link classes (processor sharing); ring-attention tails
  * have a closed-form end.  The graph is executed on the event engine.
  */
-#ifndef USIM_SCHED_H
-#define USIM_SCHED_H
+#ifndef USIM_OPSCHED_H
+#define USIM_OPSCHED_H
 
 #include "usim.h"
 

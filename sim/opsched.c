@@ -1,5 +1,5 @@
 /*
- * sched.c -- the operation-graph scheduler: operations run in program order
+ * opsched.c -- the operation-graph scheduler: operations run in program order
  * on their stream (compute, SP communication, parameter gathers, gradient
  * reductions) once their dependencies are done, on the event engine.
  * Communications that overlap share the representative GPU's link classes
@@ -7,13 +7,13 @@
  * closed-form time.  Also the exposed-communication accounting.
  *
  * Not here: what the operations are (program.c), how long a collective takes
- * in isolation (jobcoll.c, coll.c).
+ * in isolation (jobcoll.c, coll_run.c).
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched.h"
+#include "opsched.h"
 #include "usim.h"
 #include "usim_internal.h"
 
