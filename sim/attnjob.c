@@ -48,7 +48,7 @@ int usim_attn_simulate(const usim_platform *p, const usim_attn_job *aj, int gpu,
     m.causal = aj->causal;
     usim_job j;
     memset(&j, 0, sizeof j);
-    j.method = USIM_ULYSSES;
+    j.method = ULY_METHOD_ULYSSES;
     j.gpus = aj->gpus;
     j.sp = aj->gpus;
     j.dp = 1;

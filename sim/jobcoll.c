@@ -57,13 +57,12 @@ static usim_coll ring_coll(usim_coll_type t, int ng, int P, const usim_grid *gri
                        .chunk_mult = mult, .algo = USIM_ALGO_AUTO, .proto = USIM_PROTO_AUTO};
 }
 
-uint64_t usim_ring_hop_bytes(int64_t b, int64_t s, int64_t H, int64_t Hkv, int64_t d, int e, usim_method m,
+uint64_t usim_ring_hop_bytes(int64_t b, int64_t s, int64_t H, int64_t Hkv, int64_t d, int e, uly_method m,
                              int U, int R, int id)
 {
-    int lm = m == USIM_RING ? ULY_METHOD_RING : m == USIM_RING_ZIGZAG ? ULY_METHOD_ZIGZAG : ULY_METHOD_USP;
     uly_sp_plan p;
-    if ((m != USIM_RING && m != USIM_RING_ZIGZAG && m != USIM_USP) || R < 2 ||
-        uly_sp_plan_init(&p, lm, U * R, lm == ULY_METHOD_USP ? U : 0, ULY_PLACE_ULYSSES_INNER))
+    if ((m != ULY_METHOD_RING && m != ULY_METHOD_ZIGZAG && m != ULY_METHOD_USP) || R < 2 ||
+        uly_sp_plan_init(&p, m, U * R, m == ULY_METHOD_USP ? U : 0, ULY_PLACE_ULYSSES_INNER))
         return 0;
     uly_attn_desc a = {.batch = b, .seq = s, .heads = H, .kv_heads = Hkv, .head_dim = d, .dtype = ULY_F32};
     uint64_t f32 = 0;
@@ -108,10 +107,10 @@ int usim_jc_describe(const usim_job *j, const usim_shape *x, const usim_layout *
     memset(c, 0, sizeof *c);
     int P = l->sp_size;
     if (id >= USIM_C_A2A0 && id < USIM_C_A2A0 + ULY_A2A_COUNT) {
-        if (j->method != USIM_ULYSSES && j->method != USIM_USP)
+        if (j->method != ULY_METHOD_ULYSSES && j->method != ULY_METHOD_USP)
             return 0;
         int64_t seq = x->s, b0;
-        if (j->method == USIM_USP)
+        if (j->method == ULY_METHOD_USP)
             uly_split(x->s, x->r, 0, &b0, &seq);   /* the first (largest) sequence slice */
         a2a_pairs(x, seq, P, id - USIM_C_A2A0, buf->pb);
         *c = (usim_coll){.type = j->a2a, .ngroups = l->sp_ng, .size = P, .grid = &l->sp, .pair_bytes = buf->pb,
@@ -120,7 +119,7 @@ int usim_jc_describe(const usim_job *j, const usim_shape *x, const usim_layout *
     }
     switch (id) {
     case USIM_C_AG: case USIM_C_RS:
-        if (j->method == USIM_MEGATRON_SP) {
+        if (j->method == ULY_METHOD_MEGATRON_SP) {
             *c = ring_coll(id == USIM_C_AG ? USIM_ALLGATHER : USIM_REDUCE_SCATTER, l->sp_ng, P, &l->sp, x->s,
                            (uint64_t)x->b * x->h * x->e);
             return 1;
@@ -132,7 +131,7 @@ int usim_jc_describe(const usim_job *j, const usim_shape *x, const usim_layout *
                        x->n, (uint64_t)x->b * x->h * x->e);
         return 1;
     case USIM_C_KV_AG: case USIM_C_DKV_RS: {
-        if (j->method != USIM_ALLGATHER_CP || P < 2)
+        if (j->method != ULY_METHOD_ALLGATHER || P < 2)
             return 0;
         uly_sp_plan pl;
         if (uly_sp_plan_init(&pl, ULY_METHOD_ALLGATHER, P, 0, ULY_PLACE_ULYSSES_INNER))
@@ -157,9 +156,9 @@ int usim_jc_describe(const usim_job *j, const usim_shape *x, const usim_layout *
                          .algo = USIM_ALGO_AUTO, .proto = USIM_PROTO_AUTO};
         return 1;
     case USIM_C_HOP_F: case USIM_C_HOP_B: case USIM_C_HOP_DKV: {
-        if (j->method != USIM_RING && j->method != USIM_RING_ZIGZAG && j->method != USIM_USP)
+        if (j->method != ULY_METHOD_RING && j->method != ULY_METHOD_ZIGZAG && j->method != ULY_METHOD_USP)
             return 0;
-        int usp = j->method == USIM_USP;
+        int usp = j->method == ULY_METHOD_USP;
         int R = usp ? l->ring_size : P;
         if (R < 2)
             return 0;

@@ -36,7 +36,7 @@ typedef struct usim_jobcoll {
  * every hop of every pass the same (GPU rings pass every shard: no mask is
  * applied).  Shape per tensor-parallel rank: b, s, H, Hkv, d; e bytes per
  * element; m ring, ring-zigzag or usp (U x R); 0 for anything else. */
-uint64_t usim_ring_hop_bytes(int64_t b, int64_t s, int64_t H, int64_t Hkv, int64_t d, int e, usim_method m,
+uint64_t usim_ring_hop_bytes(int64_t b, int64_t s, int64_t H, int64_t Hkv, int64_t d, int e, uly_method m,
                              int U, int R, int id);
 
 /* Scratch for one descriptor: pb (size x size pair bytes) and ch (chunks). */

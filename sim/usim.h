@@ -23,6 +23,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "ulysses_plan.h"   /* uly_method */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -282,19 +284,21 @@ void usim_net_set_ring_window(usim_net *n, int steps);
 
 /* ---------------------------------------------------------------- workload */
 
-/* Context/sequence-parallel methods.  Megatron's cp_comm_type names are
- * accepted by usim_method_parse: a2a = ulysses, p2p = ring-zigzag,
- * all_gather = all-gather, a2a+p2p = usp. */
-typedef enum usim_method { USIM_ULYSSES = 0, USIM_MEGATRON_SP, USIM_RING, USIM_RING_ZIGZAG,
-                           USIM_USP, USIM_ALLGATHER_CP, USIM_NMETHOD } usim_method;
-const char *usim_method_name(usim_method m);
-int usim_method_parse(const char *s, usim_method *m);
+/* Context/sequence-parallel methods: the plan layer's uly_method
+ * (ulysses_plan.h), megatron-sp included; names from its one table
+ * (uly_method_sim_name prints "ulysses", "megatron-sp", "ring",
+ * "ring-zigzag", "usp", "all-gather"; uly_method_parse_any also takes
+ * "zigzag", "allgather" and Megatron's cp_comm_type names: a2a = ulysses,
+ * p2p = ring-zigzag, all_gather = all-gather, a2a+p2p = usp). */
+/* Every method in the order the simulator lists them (tables, CSV rows,
+ * --method all): ulysses, megatron-sp, ring, ring-zigzag, usp, all-gather. */
+extern const uly_method usim_method_order[ULY_METHOD_ALL];
 
 typedef enum usim_recompute { USIM_RC_NONE = 0, USIM_RC_SELECTIVE, USIM_RC_FULL } usim_recompute;
 const char *usim_recompute_name(usim_recompute r);
 
 typedef struct usim_job {
-    usim_method method;
+    uly_method method;
     int gpus;
     int sp;          /* context/sequence-parallel degree (TP degree for megatron-sp); 0: default */
     int tp;          /* tensor-parallel degree (Megatron TP with its sequence parallelism around

@@ -180,7 +180,7 @@ START_TEST(test_iteration_ulysses_two_gpus)
     m.tied_embeddings = 1;
     usim_job j;
     memset(&j, 0, sizeof j);
-    j.method = USIM_ULYSSES;
+    j.method = ULY_METHOD_ULYSSES;
     j.gpus = 2;
     j.zero = 0;
     j.recompute = USIM_RC_NONE;

@@ -125,7 +125,7 @@ START_TEST(test_iteration_monotone)
         usim_model m = random_model();
         usim_job j;
         memset(&j, 0, sizeof j);
-        j.method = (usim_method)(c % USIM_NMETHOD);
+        j.method = usim_method_order[c % ULY_METHOD_ALL];
         j.gpus = gpn * (urand() < 0.5 ? 2 : 4);
         j.zero = (int)(urand() * 4);
         j.recompute = (usim_recompute)(int)(urand() * 3);
@@ -142,7 +142,7 @@ START_TEST(test_iteration_monotone)
             ck_assert_int_eq(simulate(&q, &m, &j, &t), USIM_OK);
             ck_assert_msg(t <= base * (1 + 1e-9),
                           "case %d (%s, %d GPUs, zero %d): %s x %.3f made the iteration slower: "
-                          "%.9f s -> %.9f s", c, usim_method_name(j.method), j.gpus, j.zero,
+                          "%.9f s -> %.9f s", c, uly_method_sim_name(j.method), j.gpus, j.zero,
                           knob_name[k], f, base, t);
         }
         cases++;
