@@ -13,7 +13,6 @@
 #include <string.h>
 
 #include "cost.h"
-#include "jobcoll.h"
 #include "ulysses_plan.h"
 #include "usim.h"
 #include "usim_internal.h"
@@ -30,6 +29,43 @@ void usim_attn_desc(const usim_shape *x, int64_t seq, uly_attn_desc *a)
     a->head_dim = x->d;
     a->causal = 1;
     a->dtype = ULY_F32;
+}
+
+int usim_a2a_layout(const usim_shape *x, int64_t seq, int U, uly_layout *L)
+{
+    uly_attn_desc a;
+    uly_sp_plan p;
+    usim_attn_desc(x, seq, &a);
+    if (uly_sp_plan_init(&p, ULY_METHOD_ULYSSES, U, 0, ULY_PLACE_ULYSSES_INNER) || uly_layout_init(L, &a, &p))
+        return usim_set_error(USIM_EINVAL, "the all-to-all layout of %lld tokens over %d GPUs: %s",
+                              (long long)seq, U, uly_last_error());
+    return USIM_OK;
+}
+
+uint64_t usim_ring_hop_elems(const usim_shape *x, uly_method m, int U, int R, int hop)
+{
+    uly_sp_plan p;
+    if ((m != ULY_METHOD_RING && m != ULY_METHOD_ZIGZAG && m != ULY_METHOD_USP) || R < 2 ||
+        uly_sp_plan_init(&p, m, U * R, m == ULY_METHOD_USP ? U : 0, ULY_PLACE_ULYSSES_INNER))
+        return 0;
+    uly_attn_desc a = {.batch = x->b, .seq = x->s, .heads = x->H, .kv_heads = x->Hkv, .head_dim = x->d,
+                       .dtype = ULY_F32};
+    uint64_t most = 0;
+    for (int u = 0; u < U; u++) { /* the busiest ring: the group member with the most KV heads */
+        uint64_t n = 0;
+        if (hop == USIM_HOP_DKV_HOME) { /* position R-1 holds shard 0 last and sends its dK, dV home */
+            int last = uly_plan_grid_rank(&p, u, R - 1);
+            n = uly_plan_ring_hop_elems(&a, &p, last, R - 1, ULY_RING_DK) +
+                uly_plan_ring_hop_elems(&a, &p, last, R - 1, ULY_RING_DV);
+        } else {
+            int w0 = hop == USIM_HOP_KV ? ULY_RING_K : ULY_RING_BK, w1 = hop == USIM_HOP_KV ? ULY_RING_V : ULY_RING_DV;
+            for (int w = w0; w <= w1; w++)
+                n += uly_plan_ring_hop_elems(&a, &p, uly_plan_grid_rank(&p, u, 0), 0, w);
+        }
+        if (n > most)
+            most = n;
+    }
+    return most;
 }
 
 void usim_shape_make(const usim_model *m, const usim_job *j, usim_shape *x)
@@ -335,6 +371,12 @@ int usim_max_seq(const usim_platform *p, const usim_model *m, const usim_job *j,
 
 /* ------------------------------------------------------------ closed-form SP volumes */
 
+/* Bytes of one ring hop in the model's element size. */
+static double hop_bytes(const usim_shape *x, uly_method m, int U, int R, int hop)
+{
+    return (double)(usim_ring_hop_elems(x, m, U, R, hop) * (uint64_t)x->e);
+}
+
 int usim_analytic_sp_bytes(const usim_model *m, const usim_job *jin, int gpu, double sent[2])
 {
     sent[0] = sent[1] = 0;
@@ -345,6 +387,8 @@ int usim_analytic_sp_bytes(const usim_model *m, const usim_job *jin, int gpu, do
     int rc = usim_job_resolve(m, &dummy, &j);
     if (rc)
         return rc;
+    usim_shape x;   /* the heads and element size of a tensor-parallel rank */
+    usim_shape_make(m, &j, &x);
     double b = (double)m->micro_batch, e = usim_dtype_bytes(m->dtype), h = (double)m->hidden;
     double d = h / m->heads, hkv = d * m->kv_heads, N = (double)m->seq;
     int P = j.sp;
@@ -374,22 +418,20 @@ int usim_analytic_sp_bytes(const usim_model *m, const usim_job *jin, int gpu, do
         int64_t seq = m->seq, b0;
         if (j.method == ULY_METHOD_USP)
             uly_split(m->seq, r, 0, &b0, &seq);
-        uly_attn_desc a = {.batch = m->micro_batch, .seq = seq, .heads = m->heads,
-                           .kv_heads = m->kv_heads, .head_dim = m->hidden / m->heads,
-                           .causal = 1, .dtype = ULY_F32};
-        uly_volume v;
-        if (uly_plan_volume(&a, u, rank % u, &v))
-            return usim_set_error(USIM_EINVAL, "uly_plan_volume: %s", uly_last_error());
-        for (int w = 0; w < ULY_A2A_COUNT; w++)
-            sent[w >= ULY_A2A_DO] += (double)v.sent[w] / 4 * e;   /* F32 -> model dtype */
+        uly_layout L;
+        if ((rc = usim_a2a_layout(&x, seq, u, &L)))
+            return rc;
+        for (int w = 0; w < ULY_A2A_COUNT; w++) {
+            uint64_t n = 0;   /* elements this group member hands the others */
+            for (int s = 0; s < u; s++)
+                if (s != rank % u)
+                    n += uly_layout_a2a_block(&L, seq, w, rank % u, s);
+            sent[w >= ULY_A2A_DO] += (double)n * e;
+        }
         if (j.method == ULY_METHOD_USP && r > 1) { /* the ring across the groups: the plan layer's hops */
-            int ie = usim_dtype_bytes(mt.dtype);
-            sent[0] += (r - 1) * (double)usim_ring_hop_bytes(m->micro_batch, m->seq, m->heads, m->kv_heads, (int64_t)d, ie,
-                                                              ULY_METHOD_USP, u, r, USIM_C_HOP_F);
-            sent[1] += (r - 1) * (double)usim_ring_hop_bytes(m->micro_batch, m->seq, m->heads, m->kv_heads, (int64_t)d, ie,
-                                                              ULY_METHOD_USP, u, r, USIM_C_HOP_B) +
-                       (double)usim_ring_hop_bytes(m->micro_batch, m->seq, m->heads, m->kv_heads, (int64_t)d, ie, ULY_METHOD_USP, u,
-                                                   r, USIM_C_HOP_DKV);
+            sent[0] += (r - 1) * hop_bytes(&x, ULY_METHOD_USP, u, r, USIM_HOP_KV);
+            sent[1] += (r - 1) * hop_bytes(&x, ULY_METHOD_USP, u, r, USIM_HOP_BWD) +
+                       hop_bytes(&x, ULY_METHOD_USP, u, r, USIM_HOP_DKV_HOME);
         }
         break;
     }
@@ -404,14 +446,9 @@ int usim_analytic_sp_bytes(const usim_model *m, const usim_job *jin, int gpu, do
         break;
     }
     case ULY_METHOD_RING: case ULY_METHOD_ZIGZAG: { /* P - 1 hops of the plan layer's size, and the return */
-        int ie = usim_dtype_bytes(mt.dtype);
-        int64_t hd = (int64_t)d;
-        sent[0] += (P - 1) * (double)usim_ring_hop_bytes(m->micro_batch, m->seq, m->heads, m->kv_heads, hd, ie, j.method, 1, P,
-                                                          USIM_C_HOP_F);
-        sent[1] += (P - 1) * (double)usim_ring_hop_bytes(m->micro_batch, m->seq, m->heads, m->kv_heads, hd, ie, j.method, 1, P,
-                                                          USIM_C_HOP_B) +
-                   (double)usim_ring_hop_bytes(m->micro_batch, m->seq, m->heads, m->kv_heads, hd, ie, j.method, 1, P,
-                                               USIM_C_HOP_DKV);
+        sent[0] += (P - 1) * hop_bytes(&x, j.method, 1, P, USIM_HOP_KV);
+        sent[1] += (P - 1) * hop_bytes(&x, j.method, 1, P, USIM_HOP_BWD) +
+                   hop_bytes(&x, j.method, 1, P, USIM_HOP_DKV_HOME);
         break;
     }
     case ULY_METHOD_ALLGATHER: {

@@ -362,7 +362,7 @@ int usim_sp_layer_bytes(usim_sim *sim, const usim_model *m, const usim_job *jin,
         if (!counted[o->coll]) {
             usim_coll c;
             usim_coll_result res;
-            USIM_CHECK(usim_jc_describe(&j, &x, &l, o->coll, &buf, &c));
+            USIM_CHECK(usim_jc_describe(&j, &x, &l, o->coll, &buf, &c) == 1);
             /* the algorithm the simulation ran (memo) decides the pattern */
             if ((rc = usim_collmemo_run(&sim->memo, sim->net, &c, &res)))
                 break;
