@@ -46,12 +46,12 @@ int usim_estimate(const usim_platform *p, const usim_model *m, const usim_job *j
     int C = j.method == ULY_METHOD_MEGATRON_SP ? j.sp : j.sp;
     int inner = j.method == ULY_METHOD_USP ? j.ulysses : C;
     int dom = usim_platform_domain(p);
-    double nvl = p->nvl_Bps;
+    double nvl = usim_nvl_Bps(p);
     if (p->full_mesh)   /* an all-to-all of `inner` GPUs uses inner - 1 of the peer links */
-        nvl = (inner > 2 ? inner - 1 : 1) * p->mesh_link_Bps;
-    double bw = (int64_t)T * inner <= dom ? nvl : p->nic_Bps;
+        nvl = (inner > 2 ? inner - 1 : 1) * usim_mesh_link_Bps(p);
+    double bw = (int64_t)T * inner <= dom ? nvl : usim_nic_Bps(p);
     if ((int64_t)T * C > dom && j.method == ULY_METHOD_USP)
-        bw = p->nic_Bps;   /* the ring part crosses nodes (its share dominates the estimate) */
+        bw = usim_nic_Bps(p);   /* the ring part crosses nodes (its share dominates the estimate) */
     double comm = bytes / bw;
     int ring = j.method == ULY_METHOD_RING || j.method == ULY_METHOD_ZIGZAG || j.method == ULY_METHOD_USP;
     if (ring) {

@@ -65,7 +65,7 @@ static void set_util(usim_prog *b, int id, int cid)
     if (id < 0)
         return;
     const usim_coll_result *r = &b->jc->r[cid];
-    double bw[USIM_NCLASS] = {b->p->nvl_Bps, b->p->nic_Bps};
+    double bw[USIM_NCLASS] = {usim_nvl_Bps(b->p), usim_nic_Bps(b->p)};
     for (int c = 0; c < USIM_NCLASS; c++) {
         double u = r->duration > 0 ? (double)r->max_sent[c] / (usim_sec(r->duration) * bw[c]) : 0;
         b->g.ops[id].u[c] = u > 1 ? 1 : u;

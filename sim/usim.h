@@ -110,9 +110,12 @@ typedef struct usim_platform {
     double hbm_bytes;           /* HBM capacity, bytes */
     double hbm_Bps;             /* HBM bandwidth, bytes/s */
     double reserved_bytes;      /* context, communicator buffers, fragmentation */
-    double nvl_Bps;             /* per GPU per direction, bytes/s (after efficiency) */
+    double nvl_peak_Bps;        /* switched node: per GPU per direction, bytes/s, before nvl_eff
+                                   (usim_nvl_Bps: the rate the simulation uses) */
+    double nvl_eff;             /* achieved fraction of the NVLink (or full-mesh link) rate */
     usim_time nvl_lat;          /* ps */
-    double nic_Bps;             /* per NIC per direction, bytes/s (after efficiency) */
+    double nic_peak_Bps;        /* per NIC per direction, bytes/s, before nic_eff (usim_nic_Bps) */
+    double nic_eff;             /* achieved fraction of the NIC rate */
     usim_time nic_lat;          /* ps */
     usim_time a2a_call[2];      /* [USIM_CLASS_NVLINK], [USIM_CLASS_NIC]: fixed cost of one all-to-all call (the MPI library's set-up
                                    and synchronisation at the call, measured by ulysses calibrate),
@@ -125,15 +128,23 @@ typedef struct usim_platform {
                                    gpus_per_node): traffic between two GPUs of one domain uses
                                    NVLink only, never a NIC (72 for a GB200 NVL72 rack) */
     int full_mesh;              /* 1: no switch inside the node; every ordered GPU pair of a node
-                                   has its own link of mesh_link_Bps (MI300X xGMI); nvl_Bps is
-                                   then the GPU's total, (gpus_per_node - 1) x mesh_link_Bps */
-    double mesh_link_Bps;       /* full_mesh: one peer link per direction, bytes/s (after
-                                   efficiency) */
+                                   has its own link (MI300X xGMI); usim_nvl_Bps is then the
+                                   GPU's total, (gpus_per_node - 1) x usim_mesh_link_Bps */
+    double mesh_link_peak_Bps;  /* full_mesh: one peer link per direction, bytes/s, before
+                                   nvl_eff */
     double nvls_eff;            /* achieved fraction of the NVLink rate under NVLS */
     /* forced NCCL algorithm per collective (AUTO: the tuner chooses) and protocol */
     usim_algo algo_allreduce, algo_allgather, algo_reduce_scatter;
     usim_proto proto;
 } usim_platform;
+
+/* The link rates the simulation uses, bytes/s per direction: the peak rates
+ * times their efficiencies (kept apart in the platform, multiplied here).
+ * NVLink per GPU (full mesh: the GPU's total over its gpus_per_node - 1
+ * links), one full-mesh peer link, one NIC. */
+double usim_nvl_Bps(const usim_platform *p);
+double usim_mesh_link_Bps(const usim_platform *p);
+double usim_nic_Bps(const usim_platform *p);
 
 /* GPUs of one NVLink domain (nvl_domain, or gpus_per_node when 0). */
 int usim_platform_domain(const usim_platform *p);

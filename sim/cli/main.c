@@ -171,7 +171,7 @@ static int list_kind(const char *kind, const char *name_only)
                 printf("  %-16s %d GPUs/node, %.0f TFLOP/s bf16, %.0f GiB HBM, intra-node %.0f GB/s/dir, "
                        "NIC %.0f GB/s/dir (effective)%s\n",
                        nm, p.gpus_per_node, p.peak_flops[USIM_BF16] / 1e12,
-                       p.hbm_bytes / 1073741824.0, p.nvl_Bps / 1e9, p.nic_Bps / 1e9,
+                       p.hbm_bytes / 1073741824.0, usim_nvl_Bps(&p) / 1e9, usim_nic_Bps(&p) / 1e9,
                        p.max_nodes == 1 ? ", single node" : "");
             } else {
                 usim_model m;
