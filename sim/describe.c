@@ -126,7 +126,7 @@ static int topo_choice(const char *s, int *v)
 }
 static int algo_any(const char *s, int *v)
 {
-    usim_algo a;
+    usim_algo a = USIM_ALGO_AUTO;
     int rc = usim_algo_parse(s, &a);
     *v = (int)a;
     return rc;
@@ -137,7 +137,7 @@ static int algo_no_tree(const char *s, int *v)   /* tree all-reduce only */
 }
 static int proto_choice(const char *s, int *v)
 {
-    usim_proto q;
+    usim_proto q = USIM_PROTO_AUTO;
     int rc = usim_proto_parse(s, &q);
     *v = (int)q;
     return rc;
@@ -204,7 +204,7 @@ static const pkey pkeys[] = {
     ALGO("reduce_scatter", algo_reduce_scatter, algo_no_tree, "auto, ring or nvls", 3),
     ALGO("protocol", proto, proto_choice, "auto, LL, LL128 or Simple", 4),
 };
-enum { NPKEY = (int)(sizeof pkeys / sizeof pkeys[0]), NLATE = 11 };
+enum { NPKEY = (int)(sizeof pkeys / sizeof pkeys[0]) };
 
 /* A value as the file gives it (or its default). */
 typedef struct pval {
@@ -262,8 +262,8 @@ static int pkeys_read(usim_jdoc *d, pval *v)
                 mesh = v[k].choice;
                 /* the keys of the other topology are errors, not ignored */
                 for (int t = 0; t < NPKEY && !rc; t++)
-                    if (pkeys[t].elsewhere && (pkeys[t].topo == T_MESH) != mesh &&
-                        json_object_get(o, pkeys[t].name))
+                    if (pkeys[t].elsewhere && strcmp(pkeys[t].sect, q->sect) == 0 &&
+                        (pkeys[t].topo == T_MESH) != mesh && json_object_get(o, pkeys[t].name))
                         rc = usim_json_err(d, q->sect, pkeys[t].name, "%s", pkeys[t].elsewhere);
             }
             break;
@@ -282,7 +282,10 @@ static int pkeys_read(usim_jdoc *d, pval *v)
         }
     }
     /* the checks after reading: choices of strings, upper bounds */
-    for (int late = 1; late <= NLATE && !rc; late++)
+    int nlate = 0;
+    for (int k = 0; k < NPKEY; k++)
+        nlate = pkeys[k].late > nlate ? pkeys[k].late : nlate;
+    for (int late = 1; late <= nlate && !rc; late++)
         for (int k = 0; k < NPKEY && !rc; k++) {
             const pkey *q = &pkeys[k];
             if (q->late != late)
