@@ -373,21 +373,6 @@ out:
     return rc;
 }
 
-double usim_nvl_Bps(const usim_platform *p)
-{
-    return p->full_mesh ? (double)(p->gpus_per_node - 1) * usim_mesh_link_Bps(p) : p->nvl_peak_Bps * p->nvl_eff;
-}
-
-double usim_mesh_link_Bps(const usim_platform *p)
-{
-    return p->mesh_link_peak_Bps * p->nvl_eff;
-}
-
-double usim_nic_Bps(const usim_platform *p)
-{
-    return p->nic_peak_Bps * p->nic_eff;
-}
-
 /* ------------------------------------------------------------------- model */
 
 static const char *const model_keys[] = {"name", "description", "sources", "layers", "hidden", "heads",

@@ -142,9 +142,18 @@ typedef struct usim_platform {
  * times their efficiencies (kept apart in the platform, multiplied here).
  * NVLink per GPU (full mesh: the GPU's total over its gpus_per_node - 1
  * links), one full-mesh peer link, one NIC. */
-double usim_nvl_Bps(const usim_platform *p);
-double usim_mesh_link_Bps(const usim_platform *p);
-double usim_nic_Bps(const usim_platform *p);
+static inline double usim_mesh_link_Bps(const usim_platform *p)
+{
+    return p->mesh_link_peak_Bps * p->nvl_eff;
+}
+static inline double usim_nvl_Bps(const usim_platform *p)
+{
+    return p->full_mesh ? (double)(p->gpus_per_node - 1) * usim_mesh_link_Bps(p) : p->nvl_peak_Bps * p->nvl_eff;
+}
+static inline double usim_nic_Bps(const usim_platform *p)
+{
+    return p->nic_peak_Bps * p->nic_eff;
+}
 
 /* GPUs of one NVLink domain (nvl_domain, or gpus_per_node when 0). */
 int usim_platform_domain(const usim_platform *p);
