@@ -185,7 +185,7 @@ static void fuzz_sim_opts(char **argv, int argc)
         CHECK(o.nseqs >= 0 && o.nseqs <= (sweep ? MAX_LIST : 1));
         for (int i = 0; i < o.ngpus; i++)
             CHECK(o.gpus[i] >= 1 && o.gpus[i] <= 1048576);
-        CHECK(o.nmethods >= 0 && o.nmethods <= USIM_NMETHOD);
+        CHECK(o.nmethods >= 0 && o.nmethods <= ULY_METHOD_ALL);
         CHECK(mode == OPTS_PLAN ? o.top == 0 || (o.top >= 1 && o.top <= 1000) : o.top == 0);
     }
 }

@@ -57,8 +57,8 @@ static void check_platform(const usim_platform *p)
     CHECK(pos_finite(p->hbm_Bps));
     CHECK(isfinite(p->reserved_bytes) && p->reserved_bytes >= 0);
     CHECK(p->reserved_bytes < p->hbm_bytes);
-    CHECK(pos_finite(p->nvl_Bps));
-    CHECK(pos_finite(p->nic_Bps));
+    CHECK(pos_finite(usim_nvl_Bps(p)));
+    CHECK(pos_finite(usim_nic_Bps(p)));
     CHECK(p->nvl_lat >= 0 && p->nic_lat >= 0);
     CHECK(isfinite(p->oversub) && p->oversub >= 1);
 }

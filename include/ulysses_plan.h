@@ -403,6 +403,9 @@ int uly_plan_method_volume(const uly_attn_desc *a, const uly_sp_plan *p, int ran
  * `which` (ULY_RING_K .. ULY_RING_DV; the final return of dK, dV to their
  * owner is counted at t = R-1). */
 uint64_t uly_plan_ring_hop(const uly_attn_desc *a, const uly_sp_plan *p, int rank, int t, int which);
+/* The same hop in elements (bytes = elements x the element size), for a
+ * consumer that prices another element size (ulysses-sim). */
+uint64_t uly_plan_ring_hop_elems(const uly_attn_desc *a, const uly_sp_plan *p, int rank, int t, int which);
 
 #ifdef __cplusplus
 }

@@ -48,7 +48,7 @@ int usim_attn_simulate(const usim_platform *p, const usim_attn_job *aj, int gpu,
     m.causal = aj->causal;
     usim_job j;
     memset(&j, 0, sizeof j);
-    j.method = USIM_ULYSSES;
+    j.method = ULY_METHOD_ULYSSES;
     j.gpus = aj->gpus;
     j.sp = aj->gpus;
     j.dp = 1;
@@ -88,7 +88,12 @@ int usim_attn_simulate(const usim_platform *p, const usim_attn_job *aj, int gpu,
     for (int w = 0; w < ULY_A2A_COUNT && !rc; w++) {
         usim_coll c;
         usim_coll_result cr;
-        if (!usim_jc_describe(&j, &x, &l, USIM_C_A2A0 + w, &buf, &c))
+        int runs = usim_jc_describe(&j, &x, &l, USIM_C_A2A0 + w, &buf, &c);
+        if (runs < 0) {
+            rc = USIM_EINVAL;
+            break;
+        }
+        if (!runs)
             continue;
         if ((rc = usim_coll_run(net, &c, &cr, sent, recv)))
             break;

@@ -645,7 +645,7 @@ int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t
             have_cnt[as[q]] = 1;
         }
         double w = usim_proto_wire(ps[q]) / (as[q] == USIM_ALGO_NVLS ? pf->nvls_eff : 1), lb = 0;
-        double bw[USIM_NCLASS] = {pf->nvl_Bps, pf->nic_Bps};
+        double bw[USIM_NCLASS] = {usim_nvl_Bps(pf), usim_nic_Bps(pf)};
         for (int cl = 0; cl < USIM_NCLASS; cl++) {
             double x = (double)cnt[as[q]].max_sent[cl] * w * 1e12 / bw[cl];
             if (x > lb)

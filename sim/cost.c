@@ -13,7 +13,6 @@
 #include <string.h>
 
 #include "cost.h"
-#include "jobcoll.h"
 #include "ulysses_plan.h"
 #include "usim.h"
 #include "usim_internal.h"
@@ -32,10 +31,47 @@ void usim_attn_desc(const usim_shape *x, int64_t seq, uly_attn_desc *a)
     a->dtype = ULY_F32;
 }
 
+int usim_a2a_layout(const usim_shape *x, int64_t seq, int U, uly_layout *L)
+{
+    uly_attn_desc a;
+    uly_sp_plan p;
+    usim_attn_desc(x, seq, &a);
+    if (uly_sp_plan_init(&p, ULY_METHOD_ULYSSES, U, 0, ULY_PLACE_ULYSSES_INNER) || uly_layout_init(L, &a, &p))
+        return usim_set_error(USIM_EINVAL, "the all-to-all layout of %lld tokens over %d GPUs: %s",
+                              (long long)seq, U, uly_last_error());
+    return USIM_OK;
+}
+
+uint64_t usim_ring_hop_elems(const usim_shape *x, uly_method m, int U, int R, int hop)
+{
+    uly_sp_plan p;
+    if ((m != ULY_METHOD_RING && m != ULY_METHOD_ZIGZAG && m != ULY_METHOD_USP) || R < 2 ||
+        uly_sp_plan_init(&p, m, U * R, m == ULY_METHOD_USP ? U : 0, ULY_PLACE_ULYSSES_INNER))
+        return 0;
+    uly_attn_desc a = {.batch = x->b, .seq = x->s, .heads = x->H, .kv_heads = x->Hkv, .head_dim = x->d,
+                       .dtype = ULY_F32};
+    uint64_t most = 0;
+    for (int u = 0; u < U; u++) { /* the busiest ring: the group member with the most KV heads */
+        uint64_t n = 0;
+        if (hop == USIM_HOP_DKV_HOME) { /* position R-1 holds shard 0 last and sends its dK, dV home */
+            int last = uly_plan_grid_rank(&p, u, R - 1);
+            n = uly_plan_ring_hop_elems(&a, &p, last, R - 1, ULY_RING_DK) +
+                uly_plan_ring_hop_elems(&a, &p, last, R - 1, ULY_RING_DV);
+        } else {
+            int w0 = hop == USIM_HOP_KV ? ULY_RING_K : ULY_RING_BK, w1 = hop == USIM_HOP_KV ? ULY_RING_V : ULY_RING_DV;
+            for (int w = w0; w <= w1; w++)
+                n += uly_plan_ring_hop_elems(&a, &p, uly_plan_grid_rank(&p, u, 0), 0, w);
+        }
+        if (n > most)
+            most = n;
+    }
+    return most;
+}
+
 void usim_shape_make(const usim_model *m, const usim_job *j, usim_shape *x)
 {
     memset(x, 0, sizeof *x);
-    int T = j->method == USIM_MEGATRON_SP ? 1 : (j->tp > 0 ? j->tp : 1);
+    int T = j->method == ULY_METHOD_MEGATRON_SP ? 1 : (j->tp > 0 ? j->tp : 1);
     x->T = T;
     x->b = m->micro_batch;
     x->s = m->seq;
@@ -58,7 +94,7 @@ void usim_shape_make(const usim_model *m, const usim_job *j, usim_shape *x)
     double h = (double)x->h;
     double lp = h * (h + 2.0 * x->hkv) + h * h + (m->gated_mlp ? 3.0 : 2.0) * h * x->F + 4 * h;
     x->emb_params = (double)x->V * h * (m->tied_embeddings ? 1 : 2);
-    if (j->method == USIM_MEGATRON_SP) {
+    if (j->method == ULY_METHOD_MEGATRON_SP) {
         x->layer_params = lp / j->tp;
         x->emb_params /= j->tp;
         x->Z = j->dp;
@@ -72,30 +108,30 @@ void usim_shape_make(const usim_model *m, const usim_job *j, usim_shape *x)
     x->gpu_params = x->Ls * x->layer_params + x->emb_params;
     uly_attn_desc a;
     switch (j->method) {
-    case USIM_ULYSSES:
+    case ULY_METHOD_ULYSSES:
         uly_split(x->H, x->P, 0, &beg, &x->hq_l);
         usim_attn_desc(x, x->s, &a);
         uly_kv_range(&a, beg, x->hq_l, &beg, &x->kv_l);
         x->tq = x->tk = x->s;
         break;
-    case USIM_MEGATRON_SP:
+    case ULY_METHOD_MEGATRON_SP:
         x->hq_l = x->H / x->P;
         x->kv_l = x->Hkv >= x->P ? x->Hkv / x->P : 1;
         x->tq = x->tk = x->s;
         break;
-    case USIM_RING: case USIM_RING_ZIGZAG:
+    case ULY_METHOD_RING: case ULY_METHOD_ZIGZAG:
         x->hq_l = x->H;
         x->kv_l = x->Hkv;
         x->tq = x->tk = x->n;
         break;
-    case USIM_ALLGATHER_CP:
+    case ULY_METHOD_ALLGATHER:
         /* local queries against every key: K and V gathered (and kept for the backward) */
         x->hq_l = x->H;
         x->kv_l = x->Hkv;
         x->tq = x->n;
         x->tk = x->s;
         break;
-    case USIM_USP: {
+    case ULY_METHOD_USP: {
         int64_t sl;
         uly_split(x->s, x->r, 0, &beg, &sl);
         uly_split(x->H, x->u, 0, &beg, &x->hq_l);
@@ -119,7 +155,7 @@ void usim_flops_make(const usim_model *m, const usim_job *j, const usim_shape *x
 {
     memset(f, 0, sizeof *f);
     double b = (double)x->b, h = (double)x->h, hkv = (double)x->hkv, F = (double)x->F;
-    double tok = j->method == USIM_MEGATRON_SP ? (double)x->s / x->P : (double)x->tok;
+    double tok = j->method == ULY_METHOD_MEGATRON_SP ? (double)x->s / x->P : (double)x->tok;
     f->qkv = 2 * b * tok * h * (h + 2 * hkv);
     f->out = 2 * b * tok * h * h;
     f->mlp = (m->gated_mlp ? 6 : 4) * b * tok * h * F;
@@ -130,8 +166,8 @@ void usim_flops_make(const usim_model *m, const usim_job *j, const usim_shape *x
         /* megatron-sp: GEMMs over the gathered sequence with weights split t
          * ways; composed tensor parallelism: over the context shard's n
          * tokens (gathered in the tensor group) with weights split T ways */
-        int t = j->method == USIM_MEGATRON_SP ? x->P : x->T;
-        double M = j->method == USIM_MEGATRON_SP ? b * (double)x->s
+        int t = j->method == ULY_METHOD_MEGATRON_SP ? x->P : x->T;
+        double M = j->method == ULY_METHOD_MEGATRON_SP ? b * (double)x->s
                  : x->T > 1 ? b * (double)x->n : b * tok;
         f->g_qkv = (usim_gemm){M, (h + 2 * hkv) / t, h};
         f->g_out = (usim_gemm){M, h, h / t};
@@ -143,13 +179,13 @@ void usim_flops_make(const usim_model *m, const usim_job *j, const usim_shape *x
     f->attn_tq = (double)x->tq;
     double per_pair = 4 * b * x->d;   /* QK^T and PV: 2 FLOPs each per (pair, dim) */
     switch (j->method) {
-    case USIM_ULYSSES: case USIM_MEGATRON_SP: {
+    case ULY_METHOD_ULYSSES: case ULY_METHOD_MEGATRON_SP: {
         double S = (double)x->s;
         double pairs = causal ? pairs_causal_diag(S) : pairs_full(S, S);
         f->attn = per_pair * x->hq_l * pairs;
         break;
     }
-    case USIM_RING: {
+    case ULY_METHOD_RING: {
         double n = (double)x->n;
         /* rank P-1 is the most loaded under the causal mask: it needs every block */
         f->attn_step[0] = per_pair * x->H * (causal ? pairs_causal_diag(n) : n * n);
@@ -157,9 +193,9 @@ void usim_flops_make(const usim_model *m, const usim_job *j, const usim_shape *x
         f->attn = f->attn_step[0] + (x->P - 1) * f->attn_step[1];
         break;
     }
-    case USIM_RING_ZIGZAG: case USIM_USP: {
-        int R = j->method == USIM_USP ? x->r : x->P;
-        double n = (double)(j->method == USIM_USP ? x->tq : x->n);
+    case ULY_METHOD_ZIGZAG: case ULY_METHOD_USP: {
+        int R = j->method == ULY_METHOD_USP ? x->r : x->P;
+        double n = (double)(j->method == ULY_METHOD_USP ? x->tq : x->n);
         double hl = (double)x->hq_l;
         if (causal) {
             double c = n / 2;  /* two chunks of n/2 per rank */
@@ -171,7 +207,7 @@ void usim_flops_make(const usim_model *m, const usim_job *j, const usim_shape *x
         f->attn = f->attn_step[0] + (R - 1) * f->attn_step[1];
         break;
     }
-    case USIM_ALLGATHER_CP: {
+    case ULY_METHOD_ALLGATHER: {
         /* the busiest rank's visible pairs (zigzag shards) from the plan layer */
         double pairs = 0;
         if (causal) {
@@ -225,11 +261,11 @@ void usim_memory_model(const usim_platform *p, const usim_model *m, const usim_j
     mem->params = j->zero >= 3 ? 2 * Psi / Z : 2 * Psi;
     mem->grads = j->zero >= 2 ? 2 * Psi / Z : 2 * Psi;
     mem->optim = j->zero >= 1 ? 12 * Psi / Z : 12 * Psi;
-    double tok = j->method == USIM_MEGATRON_SP ? (double)x->s / x->P : (double)x->tok;
+    double tok = j->method == ULY_METHOD_MEGATRON_SP ? (double)x->s / x->P : (double)x->tok;
     /* sequence-layout tensors per layer (bytes) */
     double x_in = b * tok * h * e, ln1 = x_in, ln2_in = x_in, ln2 = x_in;
     double fc1 = b * tok * F * e * (m->gated_mlp ? 2 : 1), act = b * tok * F * e;
-    double o_seq = (j->method == USIM_ULYSSES || j->method == USIM_USP) ? x_in : 0;
+    double o_seq = (j->method == ULY_METHOD_ULYSSES || j->method == ULY_METHOD_USP) ? x_in : 0;
     /* attention-layout tensors */
     double qo = b * (double)x->tq * x->hq_l * x->d * e;
     double kv = b * (double)x->tk * x->kv_l * x->d * e;
@@ -256,11 +292,11 @@ void usim_memory_model(const usim_platform *p, const usim_model *m, const usim_j
     /* communication and working buffers */
     double buf = 0;
     switch (j->method) {
-    case USIM_ULYSSES: buf = 2 * b * (double)x->tok * (h + 2 * (double)x->hkv) * e; break;
-    case USIM_MEGATRON_SP: buf = b * (double)x->s * h * e; break;   /* the all-gathered input */
-    case USIM_RING: case USIM_RING_ZIGZAG: buf = 4 * kv; break;
-    case USIM_USP: buf = 2 * b * (double)x->tok * (h + 2 * (double)x->hkv) * e + 4 * kv; break;
-    case USIM_ALLGATHER_CP: buf = 2 * kv; break;   /* gathered dK, dV before the reduce-scatter */
+    case ULY_METHOD_ULYSSES: buf = 2 * b * (double)x->tok * (h + 2 * (double)x->hkv) * e; break;
+    case ULY_METHOD_MEGATRON_SP: buf = b * (double)x->s * h * e; break;   /* the all-gathered input */
+    case ULY_METHOD_RING: case ULY_METHOD_ZIGZAG: buf = 4 * kv; break;
+    case ULY_METHOD_USP: buf = 2 * b * (double)x->tok * (h + 2 * (double)x->hkv) * e + 4 * kv; break;
+    case ULY_METHOD_ALLGATHER: buf = 2 * kv; break;   /* gathered dK, dV before the reduce-scatter */
     default: break;
     }
     if (x->T > 1)
@@ -296,8 +332,8 @@ int usim_max_seq(const usim_platform *p, const usim_model *m, const usim_job *j,
     int rc = usim_job_resolve(m, p, &jj);
     if (rc)
         return rc;
-    int two = jj.method == USIM_RING_ZIGZAG || jj.method == USIM_USP || jj.method == USIM_ALLGATHER_CP;
-    int64_t g = (int64_t)jj.sp * (two ? 2 : 1) * (jj.method == USIM_MEGATRON_SP ? 1 : jj.tp);
+    int two = jj.method == ULY_METHOD_ZIGZAG || jj.method == ULY_METHOD_USP || jj.method == ULY_METHOD_ALLGATHER;
+    int64_t g = (int64_t)jj.sp * (two ? 2 : 1) * (jj.method == ULY_METHOD_MEGATRON_SP ? 1 : jj.tp);
     usim_memory mem;
     int fits;
     *seq = 0;
@@ -335,6 +371,12 @@ int usim_max_seq(const usim_platform *p, const usim_model *m, const usim_job *j,
 
 /* ------------------------------------------------------------ closed-form SP volumes */
 
+/* Bytes of one ring hop in the model's element size. */
+static double hop_bytes(const usim_shape *x, uly_method m, int U, int R, int hop)
+{
+    return (double)(usim_ring_hop_elems(x, m, U, R, hop) * (uint64_t)x->e);
+}
+
 int usim_analytic_sp_bytes(const usim_model *m, const usim_job *jin, int gpu, double sent[2])
 {
     sent[0] = sent[1] = 0;
@@ -345,12 +387,14 @@ int usim_analytic_sp_bytes(const usim_model *m, const usim_job *jin, int gpu, do
     int rc = usim_job_resolve(m, &dummy, &j);
     if (rc)
         return rc;
+    usim_shape x;   /* the heads and element size of a tensor-parallel rank */
+    usim_shape_make(m, &j, &x);
     double b = (double)m->micro_batch, e = usim_dtype_bytes(m->dtype), h = (double)m->hidden;
     double d = h / m->heads, hkv = d * m->kv_heads, N = (double)m->seq;
     int P = j.sp;
     /* composed tensor parallelism: rank = t + T c + ...; heads per tensor rank */
-    int T = j.method == USIM_MEGATRON_SP ? 1 : j.tp;
-    int rank = j.method == USIM_MEGATRON_SP ? gpu % P : (gpu / T) % P;
+    int T = j.method == ULY_METHOD_MEGATRON_SP ? 1 : j.tp;
+    int rank = j.method == ULY_METHOD_MEGATRON_SP ? gpu % P : (gpu / T) % P;
     usim_model mt = *m;
     mt.heads = m->heads / T;
     mt.hidden = m->hidden / T;   /* keeps the head dimension */
@@ -369,31 +413,29 @@ int usim_analytic_sp_bytes(const usim_model *m, const usim_job *jin, int gpu, do
         sent[0] = sent[1] = 2 * (double)(n0 - c_next) * row + 2 * (double)(n0 - c_me) * row;
     }
     switch (j.method) {
-    case USIM_ULYSSES: case USIM_USP: {
+    case ULY_METHOD_ULYSSES: case ULY_METHOD_USP: {
         int u = j.ulysses, r = P / u;
         int64_t seq = m->seq, b0;
-        if (j.method == USIM_USP)
+        if (j.method == ULY_METHOD_USP)
             uly_split(m->seq, r, 0, &b0, &seq);
-        uly_attn_desc a = {.batch = m->micro_batch, .seq = seq, .heads = m->heads,
-                           .kv_heads = m->kv_heads, .head_dim = m->hidden / m->heads,
-                           .causal = 1, .dtype = ULY_F32};
-        uly_volume v;
-        if (uly_plan_volume(&a, u, rank % u, &v))
-            return usim_set_error(USIM_EINVAL, "uly_plan_volume: %s", uly_last_error());
-        for (int w = 0; w < ULY_A2A_COUNT; w++)
-            sent[w >= ULY_A2A_DO] += (double)v.sent[w] / 4 * e;   /* F32 -> model dtype */
-        if (j.method == USIM_USP && r > 1) { /* the ring across the groups: the plan layer's hops */
-            int ie = usim_dtype_bytes(mt.dtype);
-            sent[0] += (r - 1) * (double)usim_ring_hop_bytes(m->micro_batch, m->seq, m->heads, m->kv_heads, (int64_t)d, ie,
-                                                              USIM_USP, u, r, USIM_C_HOP_F);
-            sent[1] += (r - 1) * (double)usim_ring_hop_bytes(m->micro_batch, m->seq, m->heads, m->kv_heads, (int64_t)d, ie,
-                                                              USIM_USP, u, r, USIM_C_HOP_B) +
-                       (double)usim_ring_hop_bytes(m->micro_batch, m->seq, m->heads, m->kv_heads, (int64_t)d, ie, USIM_USP, u,
-                                                   r, USIM_C_HOP_DKV);
+        uly_layout L;
+        if ((rc = usim_a2a_layout(&x, seq, u, &L)))
+            return rc;
+        for (int w = 0; w < ULY_A2A_COUNT; w++) {
+            uint64_t n = 0;   /* elements this group member hands the others */
+            for (int s = 0; s < u; s++)
+                if (s != rank % u)
+                    n += uly_layout_a2a_block(&L, seq, w, rank % u, s);
+            sent[w >= ULY_A2A_DO] += (double)n * e;
+        }
+        if (j.method == ULY_METHOD_USP && r > 1) { /* the ring across the groups: the plan layer's hops */
+            sent[0] += (r - 1) * hop_bytes(&x, ULY_METHOD_USP, u, r, USIM_HOP_KV);
+            sent[1] += (r - 1) * hop_bytes(&x, ULY_METHOD_USP, u, r, USIM_HOP_BWD) +
+                       hop_bytes(&x, ULY_METHOD_USP, u, r, USIM_HOP_DKV_HOME);
         }
         break;
     }
-    case USIM_MEGATRON_SP: {
+    case ULY_METHOD_MEGATRON_SP: {
         /* ring all-gather: every chunk but the next rank's; reduce-scatter: every chunk but mine */
         int64_t bg, c_next, c_me;
         uly_split(m->seq, P, (rank + 1) % P, &bg, &c_next);
@@ -403,18 +445,13 @@ int usim_analytic_sp_bytes(const usim_model *m, const usim_job *jin, int gpu, do
         sent[1] = sent[0];
         break;
     }
-    case USIM_RING: case USIM_RING_ZIGZAG: { /* P - 1 hops of the plan layer's size, and the return */
-        int ie = usim_dtype_bytes(mt.dtype);
-        int64_t hd = (int64_t)d;
-        sent[0] += (P - 1) * (double)usim_ring_hop_bytes(m->micro_batch, m->seq, m->heads, m->kv_heads, hd, ie, j.method, 1, P,
-                                                          USIM_C_HOP_F);
-        sent[1] += (P - 1) * (double)usim_ring_hop_bytes(m->micro_batch, m->seq, m->heads, m->kv_heads, hd, ie, j.method, 1, P,
-                                                          USIM_C_HOP_B) +
-                   (double)usim_ring_hop_bytes(m->micro_batch, m->seq, m->heads, m->kv_heads, hd, ie, j.method, 1, P,
-                                               USIM_C_HOP_DKV);
+    case ULY_METHOD_RING: case ULY_METHOD_ZIGZAG: { /* P - 1 hops of the plan layer's size, and the return */
+        sent[0] += (P - 1) * hop_bytes(&x, j.method, 1, P, USIM_HOP_KV);
+        sent[1] += (P - 1) * hop_bytes(&x, j.method, 1, P, USIM_HOP_BWD) +
+                   hop_bytes(&x, j.method, 1, P, USIM_HOP_DKV_HOME);
         break;
     }
-    case USIM_ALLGATHER_CP: {
+    case ULY_METHOD_ALLGATHER: {
         /* ring all-gather of K, V (every shard but the next rank's) forward; ring
          * reduce-scatter of dK, dV (every shard but mine) backward; shards from the plan layer */
         uly_sp_plan pl;

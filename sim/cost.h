@@ -48,6 +48,25 @@ typedef struct usim_flops {
 
 /* The plan layer's attention descriptor for the model's heads over seq tokens. */
 void usim_attn_desc(const usim_shape *x, int64_t seq, uly_attn_desc *a);
+/* The plan layer's layout of one all-to-all group of U members over a chunk
+ * of seq tokens (the heads of x): its uly_layout_a2a_block gives the
+ * elements each member hands each other. */
+int usim_a2a_layout(const usim_shape *x, int64_t seq, int U, uly_layout *L);
+
+/* Ring-attention hops of one GPU (the collectives USIM_C_HOP_F, _B, _DKV). */
+enum { USIM_HOP_KV = 0,    /* forward: K and V */
+       USIM_HOP_BWD,       /* backward: K, V, dK, dV */
+       USIM_HOP_DKV_HOME,  /* dK, dV returned to their owner after the last step */
+       USIM_NHOP };
+/* Elements one GPU sends in one hop of kind `hop`, from the plan layer's hop
+ * function (uly_plan_ring_hop_elems, the volumes the MPI library measures):
+ * the hop of ring position 0 (the largest chunk) at step 0, or the return of
+ * its shard at the last step, in the busiest ring (usp: the group member
+ * whose heads need the most KV heads).  The simulator makes every hop of
+ * every pass the same (GPU rings pass every shard: no mask is applied).
+ * Heads per tensor-parallel rank from x; m ring, ring-zigzag or usp (U x R);
+ * 0 for anything else.  Bytes: times x->e. */
+uint64_t usim_ring_hop_elems(const usim_shape *x, uly_method m, int U, int R, int hop);
 void usim_shape_make(const usim_model *m, const usim_job *j, usim_shape *x);
 /* causal: whether the kernels exploit the causal mask (skip masked blocks). */
 void usim_flops_make(const usim_model *m, const usim_job *j, const usim_shape *x, int causal,

@@ -4,6 +4,7 @@
  */
 #define _POSIX_C_SOURCE 200809L   /* stat */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,209 +89,296 @@ int usim_preset_path(const char *kind, const char *name, char *out, size_t outle
 
 /* ---------------------------------------------------------------- platform */
 
-/* Every key a description file may hold (doc/simulator.md documents each);
- * any other key is an error naming the nearest of these. */
-static const char *const platform_keys[] = {"name", "description", "sources", "calibration",
-                                            "gpus_per_node", "max_nodes", "gpu", "intra_node",
-                                            "inter_node", "collectives", NULL};
-static const char *const gpu_keys[] = {"model", "peak_tflops_bf16", "peak_tflops_fp16",
-                                       "peak_tflops_fp32", "gemm_efficiency", "attention_efficiency",
-                                       "attention_bwd_efficiency", "attention_skips_masked_blocks",
-                                       "hbm_GiB", "hbm_bw_GBps", "reserved_GiB", "sms", "gemm_tile_m",
-                                       "gemm_tile_n", "gemm_k_half", "attention_head_dim_half",
-                                       "launch_us", NULL};
-static const char *const intra_keys[] = {"fabric", "topology", "bw_GBps_per_dir",
-                                         "link_bw_GBps_per_dir", "nvlink_domain_gpus", "efficiency",
-                                         "latency_us", "a2a_call_us", "nvls", "nvls_efficiency", NULL};
-static const char *const coll_keys[] = {"all_reduce", "all_gather", "reduce_scatter", "protocol", NULL};
-static const char *const inter_keys[] = {"fabric", "nic_bw_Gbps", "nics_per_node", "efficiency",
-                                         "latency_us", "a2a_call_us", "spine_oversubscription", NULL};
-static const char *const model_keys[] = {"name", "description", "sources", "layers", "hidden", "heads",
-                                         "kv_heads", "ffn_hidden", "vocab", "mlp", "tied_embeddings",
-                                         "causal", "seq_tokens", "micro_batch", "global_batch", "dtype",
-                                         NULL};
+/*
+ * Every key a platform file may hold (doc/simulator.md documents each), in
+ * the order they are read: where it sits, what it is, its range, its default
+ * and where it goes in usim_platform, in which unit.  Parse, range checks,
+ * messages and the list of valid keys (any other key is an error naming the
+ * nearest) all come from this one table; the checks that involve several
+ * keys and the defaults that derive from other keys follow it.
+ */
+enum { K_OBJ, K_DOC, K_STR, K_NUM, K_INT, K_BOOL };       /* K_DOC: any value, not read */
+enum { U_ONE, U_TERA, U_GIB, U_GIGA, U_GBIT, U_US_PS, U_US_S }; /* file unit -> platform unit */
+enum { T_ANY, T_SWITCH, T_MESH };                         /* the intra-node topology a key belongs to */
+
+typedef struct pkey {
+    const char *sect, *name;    /* sect: "" at the top, else the object holding the key */
+    int kind, required;
+    double lo;                  /* numbers: > lo (strict) or >= lo; integers: >= lo */
+    int strict;
+    double hi;                  /* 0: none, else at most hi (checked after every key is read) */
+    int late;                   /* order of that check among the checks after reading (1, 2, ...) */
+    double def;                 /* default of a number, integer or boolean (file units) */
+    const char *sdef;           /* default of a string */
+    int unit;
+    size_t off;                 /* where it goes in usim_platform (objects, K_DOC: nowhere) */
+    int64_t clamp;              /* integers: values above it are taken as it (0: none) */
+    int (*choice)(const char *s, int *v);  /* strings: the accepted values */
+    const char *choices;        /* ... as the message names them */
+    int topo;                   /* T_SWITCH / T_MESH: only on that topology */
+    const char *elsewhere;      /* the message when given on the other one */
+} pkey;
+
+static int topo_choice(const char *s, int *v)
+{
+    *v = strcmp(s, "full_mesh") == 0 ? 1 : 0;
+    return strcmp(s, "switch") != 0 && !*v;
+}
+static int algo_any(const char *s, int *v)
+{
+    usim_algo a = USIM_ALGO_AUTO;
+    int rc = usim_algo_parse(s, &a);
+    *v = (int)a;
+    return rc;
+}
+static int algo_no_tree(const char *s, int *v)   /* tree all-reduce only */
+{
+    return algo_any(s, v) || *v == USIM_ALGO_TREE;
+}
+static int proto_choice(const char *s, int *v)
+{
+    usim_proto q = USIM_PROTO_AUTO;
+    int rc = usim_proto_parse(s, &q);
+    *v = (int)q;
+    return rc;
+}
+_Static_assert(sizeof(usim_algo) == sizeof(int) && sizeof(usim_proto) == sizeof(int), "enums stored as int");
+
+#define KEY(s, n, k) .sect = s, .name = n, .kind = k
+#define REQ .required = 1
+#define AT(field) offsetof(usim_platform, field)
+#define EFF .lo = 0, .strict = 1, .hi = 1       /* a fraction in (0, 1] */
+#define POS .lo = 0, .strict = 1                /* > 0 */
+#define ALGO(key, field, parse, names, order) \
+    {KEY("collectives", key, K_STR), .sdef = "auto", .off = AT(field), .choice = parse, .choices = names, .late = order}
+
+static const pkey pkeys[] = {
+    {KEY("", "name", K_STR), REQ, .off = AT(name)},
+    {KEY("", "description", K_DOC)}, {KEY("", "sources", K_DOC)}, {KEY("", "calibration", K_DOC)},
+    {KEY("", "gpus_per_node", K_INT), REQ, .lo = 1, .hi = 4096, .late = 11, .off = AT(gpus_per_node)},
+    {KEY("", "max_nodes", K_INT), .off = AT(max_nodes), .clamp = 1000000},
+    {KEY("", "gpu", K_OBJ), REQ},
+    {KEY("gpu", "model", K_DOC)},
+    {KEY("gpu", "peak_tflops_bf16", K_NUM), REQ, POS, .unit = U_TERA, .off = AT(peak_flops[USIM_BF16])},
+    {KEY("gpu", "peak_tflops_fp16", K_NUM), POS, .unit = U_TERA, .off = AT(peak_flops[USIM_FP16])},  /* 0: bf16 */
+    {KEY("gpu", "peak_tflops_fp32", K_NUM), POS, .unit = U_TERA, .off = AT(peak_flops[USIM_FP32])},  /* 0: bf16/16 */
+    {KEY("gpu", "gemm_efficiency", K_NUM), REQ, EFF, .late = 6, .off = AT(gemm_eff)},
+    {KEY("gpu", "attention_efficiency", K_NUM), REQ, EFF, .late = 7, .off = AT(attn_eff)},
+    {KEY("gpu", "attention_bwd_efficiency", K_NUM), EFF, .late = 8, .off = AT(attn_bwd_eff)},   /* 0: attn_eff */
+    {KEY("gpu", "attention_skips_masked_blocks", K_BOOL), .def = 1, .off = AT(attn_causal_skip)},
+    {KEY("gpu", "hbm_GiB", K_NUM), REQ, POS, .unit = U_GIB, .off = AT(hbm_bytes)},
+    {KEY("gpu", "hbm_bw_GBps", K_NUM), REQ, POS, .unit = U_GIGA, .off = AT(hbm_Bps)},
+    {KEY("gpu", "reserved_GiB", K_NUM), .unit = U_GIB, .off = AT(reserved_bytes)},
+    {KEY("gpu", "sms", K_INT), .off = AT(sms), .clamp = 100000},
+    {KEY("gpu", "gemm_tile_m", K_NUM), .lo = 1, .def = 128, .off = AT(gemm_tile_m)},
+    {KEY("gpu", "gemm_tile_n", K_NUM), .lo = 1, .def = 128, .off = AT(gemm_tile_n)},
+    {KEY("gpu", "gemm_k_half", K_NUM), .off = AT(gemm_k_half)},
+    {KEY("gpu", "attention_head_dim_half", K_NUM), .off = AT(attn_d_half)},
+    {KEY("gpu", "launch_us", K_NUM), .unit = U_US_S, .off = AT(launch_s)},
+    {KEY("", "intra_node", K_OBJ), REQ},
+    {KEY("intra_node", "fabric", K_DOC)},
+    {KEY("intra_node", "topology", K_STR), .sdef = "switch", .off = AT(full_mesh), .choice = topo_choice,
+     .choices = "\"switch\" or \"full_mesh\""},
+    {KEY("intra_node", "bw_GBps_per_dir", K_NUM), REQ, POS, .unit = U_GIGA, .off = AT(nvl_peak_Bps), .topo = T_SWITCH,
+     .elsewhere = "a full_mesh node gives link_bw_GBps_per_dir (one peer link) instead; the GPU's total is "
+                  "(gpus_per_node - 1) times it"},
+    {KEY("intra_node", "link_bw_GBps_per_dir", K_NUM), REQ, POS, .unit = U_GIGA, .off = AT(mesh_link_peak_Bps),
+     .topo = T_MESH, .elsewhere = "only for \"topology\": \"full_mesh\" (a switched node gives bw_GBps_per_dir)"},
+    {KEY("intra_node", "nvlink_domain_gpus", K_INT), .lo = 1, .off = AT(nvl_domain)},   /* 0: the node */
+    {KEY("intra_node", "efficiency", K_NUM), EFF, .late = 9, .def = 1, .off = AT(nvl_eff)},
+    {KEY("intra_node", "latency_us", K_NUM), REQ, .unit = U_US_PS, .off = AT(nvl_lat)},
+    {KEY("intra_node", "a2a_call_us", K_NUM), .unit = U_US_PS, .off = AT(a2a_call[USIM_CLASS_NVLINK])},
+    {KEY("intra_node", "nvls", K_BOOL), .off = AT(nvls)},
+    {KEY("intra_node", "nvls_efficiency", K_NUM), EFF, .late = 5, .def = 0.85, .off = AT(nvls_eff)},
+    {KEY("", "inter_node", K_OBJ), REQ},
+    {KEY("inter_node", "fabric", K_DOC)},
+    {KEY("inter_node", "nic_bw_Gbps", K_NUM), REQ, POS, .unit = U_GBIT, .off = AT(nic_peak_Bps)},
+    {KEY("inter_node", "nics_per_node", K_INT), .lo = 1, .off = AT(nics_per_node)},   /* 0: one per GPU */
+    {KEY("inter_node", "efficiency", K_NUM), EFF, .late = 10, .def = 1, .off = AT(nic_eff)},
+    {KEY("inter_node", "latency_us", K_NUM), REQ, .unit = U_US_PS, .off = AT(nic_lat)},
+    {KEY("inter_node", "a2a_call_us", K_NUM), .unit = U_US_PS, .off = AT(a2a_call[USIM_CLASS_NIC])},
+    {KEY("inter_node", "spine_oversubscription", K_NUM), .lo = 1, .def = 1, .off = AT(oversub)},
+    {KEY("", "collectives", K_OBJ)},
+    ALGO("all_reduce", algo_allreduce, algo_any, "auto, ring, tree or nvls", 1),
+    ALGO("all_gather", algo_allgather, algo_no_tree, "auto, ring or nvls", 2),
+    ALGO("reduce_scatter", algo_reduce_scatter, algo_no_tree, "auto, ring or nvls", 3),
+    ALGO("protocol", proto, proto_choice, "auto, LL, LL128 or Simple", 4),
+};
+enum { NPKEY = (int)(sizeof pkeys / sizeof pkeys[0]) };
+
+/* A value as the file gives it (or its default). */
+typedef struct pval {
+    double d;
+    int64_t i;
+    const char *s;
+    int choice;
+} pval;
+
+static int pkey_find(const char *sect, const char *name)
+{
+    for (int k = 0; k < NPKEY; k++)
+        if (strcmp(pkeys[k].sect, sect) == 0 && strcmp(pkeys[k].name, name) == 0)
+            return k;
+    USIM_CHECK(0);   /* only names of the table are asked for */
+    return 0;
+}
+
+/* Every key of object `sect` must be one of the table's. */
+static int pkeys_known(usim_jdoc *d, json_t *obj, const char *sect)
+{
+    const char *names[NPKEY + 1];
+    int n = 0;
+    for (int k = 0; k < NPKEY; k++)
+        if (strcmp(pkeys[k].sect, sect) == 0)
+            names[n++] = pkeys[k].name;
+    names[n] = NULL;
+    return usim_json_known_keys(d, obj, sect, names);
+}
+
+/* Read every key of the table into v (defaults where absent), in order. */
+static int pkeys_read(usim_jdoc *d, pval *v)
+{
+    json_t *obj[NPKEY] = {NULL};   /* the object each K_OBJ row names, by row */
+    int rc = pkeys_known(d, d->root, ""), mesh = 0;
+    for (int k = 0; k < NPKEY && !rc; k++) {
+        const pkey *q = &pkeys[k];
+        v[k] = (pval){.d = q->def, .i = (int64_t)q->def, .s = q->sdef};
+        json_t *o = d->root;
+        if (*q->sect)
+            o = obj[pkey_find("", q->sect)];
+        if (!o || q->kind == K_DOC || (q->topo == T_SWITCH && mesh) || (q->topo == T_MESH && !mesh))
+            continue;   /* an optional object that is absent, or a key of the other topology */
+        switch (q->kind) {
+        case K_OBJ:
+            if (q->required || json_object_get(o, q->name))
+                if (!(rc = usim_json_obj(d, o, q->sect, q->name, &obj[k])))
+                    rc = pkeys_known(d, obj[k], q->name);
+            break;
+        case K_STR:
+            rc = usim_json_str(d, o, q->sect, q->name, q->required, &v[k].s);
+            if (!rc && q->choice && !q->late && q->choice(v[k].s, &v[k].choice))
+                rc = usim_json_err(d, q->sect, q->name, "must be %s (got \"%s\")", q->choices, v[k].s);
+            if (!rc && q->choice == topo_choice) {
+                mesh = v[k].choice;
+                /* the keys of the other topology are errors, not ignored */
+                for (int t = 0; t < NPKEY && !rc; t++)
+                    if (pkeys[t].elsewhere && strcmp(pkeys[t].sect, q->sect) == 0 &&
+                        (pkeys[t].topo == T_MESH) != mesh && json_object_get(o, pkeys[t].name))
+                        rc = usim_json_err(d, q->sect, pkeys[t].name, "%s", pkeys[t].elsewhere);
+            }
+            break;
+        case K_NUM:
+            rc = usim_json_num(d, o, q->sect, q->name, q->required, q->lo, q->strict, &v[k].d);
+            break;
+        case K_INT:
+            rc = usim_json_int(d, o, q->sect, q->name, q->required, (int64_t)q->lo, &v[k].i);
+            break;
+        case K_BOOL: {
+            int b = (int)q->def;
+            rc = usim_json_bool(d, o, q->sect, q->name, q->required, &b);
+            v[k].i = b;
+            break;
+        }
+        }
+    }
+    /* the checks after reading: choices of strings, upper bounds */
+    int nlate = 0;
+    for (int k = 0; k < NPKEY; k++)
+        nlate = pkeys[k].late > nlate ? pkeys[k].late : nlate;
+    for (int late = 1; late <= nlate && !rc; late++)
+        for (int k = 0; k < NPKEY && !rc; k++) {
+            const pkey *q = &pkeys[k];
+            if (q->late != late)
+                continue;
+            if (q->choice && q->choice(v[k].s, &v[k].choice))
+                rc = usim_json_err(d, q->sect, q->name, "must be %s (got \"%s\")", q->choices, v[k].s);
+            else if (q->kind == K_NUM && q->hi && v[k].d > q->hi)
+                rc = usim_json_err(d, q->sect, q->name, "must be in (%g, %g] (got %g)", q->lo, q->hi, v[k].d);
+            else if (q->kind == K_INT && q->hi && (double)v[k].i > q->hi)
+                rc = usim_json_err(d, q->sect, q->name, "must be <= %lld (got %lld)", (long long)q->hi,
+                                   (long long)v[k].i);
+        }
+    return rc;
+}
+
+/* Store v in p, in the platform's units. */
+static void pkeys_store(const pval *v, usim_platform *p)
+{
+    for (int k = 0; k < NPKEY; k++) {
+        const pkey *q = &pkeys[k];
+        char *at = (char *)p + q->off;
+        if (q->kind == K_DOC || q->kind == K_OBJ)
+            continue;
+        if (q->kind == K_STR && !q->choice) {
+            snprintf(at, sizeof p->name, "%s", v[k].s);
+        } else if (q->kind == K_STR || q->kind == K_BOOL || q->kind == K_INT) {
+            int64_t i = q->kind == K_STR ? v[k].choice : v[k].i;
+            *(int *)at = (int)(q->clamp && i > q->clamp ? q->clamp : i);
+        } else if (q->unit == U_US_PS) {
+            *(usim_time *)at = usim_ps(v[k].d * 1e-6);
+        } else {
+            static const double scale[] = {[U_ONE] = 1, [U_TERA] = 1e12, [U_GIB] = 1073741824.0,
+                                           [U_GIGA] = 1e9, [U_US_S] = 1e-6};
+            *(double *)at = q->unit == U_GBIT ? v[k].d * 1e9 / 8 : v[k].d * scale[q->unit];
+        }
+    }
+}
+_Static_assert(sizeof(((usim_platform *)0)->name) == 64, "the one string field");
 
 int usim_platform_load(const char *path, usim_platform *p)
 {
     usim_jdoc d;
+    pval v[NPKEY];
     memset(p, 0, sizeof *p);
     int rc = usim_json_load(&d, path);
-    if (rc) {
-        usim_json_free(&d);
-        return rc;
-    }
-    json_t *root = d.root, *gpu, *intra, *inter;
-    const char *name = NULL;
-    int64_t gpn = 0, maxn = 0, nics = 0, domain = 0;
-    const char *topo = "switch";
-    double linkbw = 0;
-    int mesh = 0;
-    double bf16 = 0, fp16 = 0, fp32 = 0, ge = 0, ae = 0, abe = 0, hbm = 0, hbmbw = 0, resv = 0;
-    int skip = 1;
-    double nvbw = 0, nveff = 1, nvlat = 0, nicbw = 0, niceff = 1, niclat = 0, over = 1;
-    double nvcall = 0, niccall = 0;
-    int nvls = 0;
-    int64_t sms = 0;
-    double tile_m = 128, tile_n = 128, k_half = 0, d_half = 0, launch_us = 0;
-    double nvls_eff = 0.85;
-    json_t *coll = NULL;
-    const char *algo_ar = "auto", *algo_ag = "auto", *algo_rs = "auto", *proto = "auto";
-    if ((rc = usim_json_known_keys(&d, root, "", platform_keys)) ||
-        (rc = usim_json_str(&d, root, "", "name", 1, &name)) ||
-        (rc = usim_json_int(&d, root, "", "gpus_per_node", 1, 1, &gpn)) ||
-        (rc = usim_json_int(&d, root, "", "max_nodes", 0, 0, &maxn)) ||
-        (rc = usim_json_obj(&d, root, "", "gpu", &gpu)) ||
-        (rc = usim_json_known_keys(&d, gpu, "gpu", gpu_keys)) ||
-        (rc = usim_json_num(&d, gpu, "gpu", "peak_tflops_bf16", 1, 0, 1, &bf16)) ||
-        (rc = usim_json_num(&d, gpu, "gpu", "peak_tflops_fp16", 0, 0, 1, &fp16)) ||
-        (rc = usim_json_num(&d, gpu, "gpu", "peak_tflops_fp32", 0, 0, 1, &fp32)) ||
-        (rc = usim_json_num(&d, gpu, "gpu", "gemm_efficiency", 1, 0, 1, &ge)) ||
-        (rc = usim_json_num(&d, gpu, "gpu", "attention_efficiency", 1, 0, 1, &ae)) ||
-        (rc = usim_json_num(&d, gpu, "gpu", "attention_bwd_efficiency", 0, 0, 1, &abe)) ||
-        (rc = usim_json_bool(&d, gpu, "gpu", "attention_skips_masked_blocks", 0, &skip)) ||
-        (rc = usim_json_num(&d, gpu, "gpu", "hbm_GiB", 1, 0, 1, &hbm)) ||
-        (rc = usim_json_num(&d, gpu, "gpu", "hbm_bw_GBps", 1, 0, 1, &hbmbw)) ||
-        (rc = usim_json_num(&d, gpu, "gpu", "reserved_GiB", 0, 0, 0, &resv)) ||
-        (rc = usim_json_int(&d, gpu, "gpu", "sms", 0, 0, &sms)) ||
-        (rc = usim_json_num(&d, gpu, "gpu", "gemm_tile_m", 0, 1, 0, &tile_m)) ||
-        (rc = usim_json_num(&d, gpu, "gpu", "gemm_tile_n", 0, 1, 0, &tile_n)) ||
-        (rc = usim_json_num(&d, gpu, "gpu", "gemm_k_half", 0, 0, 0, &k_half)) ||
-        (rc = usim_json_num(&d, gpu, "gpu", "attention_head_dim_half", 0, 0, 0, &d_half)) ||
-        (rc = usim_json_num(&d, gpu, "gpu", "launch_us", 0, 0, 0, &launch_us)) ||
-        (rc = usim_json_obj(&d, root, "", "intra_node", &intra)) ||
-        (rc = usim_json_known_keys(&d, intra, "intra_node", intra_keys)) ||
-        (rc = usim_json_str(&d, intra, "intra_node", "topology", 0, &topo)))
+    if (rc || (rc = pkeys_read(&d, v)))
         goto out;
-    if (strcmp(topo, "full_mesh") == 0)
-        mesh = 1;
-    else if (strcmp(topo, "switch") != 0) {
-        rc = usim_json_err(&d, "intra_node", "topology", "must be \"switch\" or \"full_mesh\" (got \"%s\")",
-                           topo);
-        goto out;
-    }
-    if (mesh && json_object_get(intra, "bw_GBps_per_dir")) {
-        rc = usim_json_err(&d, "intra_node", "bw_GBps_per_dir",
-                           "a full_mesh node gives link_bw_GBps_per_dir (one peer link) instead; the "
-                           "GPU's total is (gpus_per_node - 1) times it");
-        goto out;
-    }
-    if (!mesh && json_object_get(intra, "link_bw_GBps_per_dir")) {
-        rc = usim_json_err(&d, "intra_node", "link_bw_GBps_per_dir",
-                           "only for \"topology\": \"full_mesh\" (a switched node gives bw_GBps_per_dir)");
-        goto out;
-    }
-    if ((rc = usim_json_num(&d, intra, "intra_node", mesh ? "link_bw_GBps_per_dir" : "bw_GBps_per_dir", 1,
-                            0, 1, mesh ? &linkbw : &nvbw)) ||
-        (rc = usim_json_int(&d, intra, "intra_node", "nvlink_domain_gpus", 0, 1, &domain)) ||
-        (rc = usim_json_num(&d, intra, "intra_node", "efficiency", 0, 0, 1, &nveff)) ||
-        (rc = usim_json_num(&d, intra, "intra_node", "latency_us", 1, 0, 0, &nvlat)) ||
-        (rc = usim_json_num(&d, intra, "intra_node", "a2a_call_us", 0, 0, 0, &nvcall)) ||
-        (rc = usim_json_bool(&d, intra, "intra_node", "nvls", 0, &nvls)) ||
-        (rc = usim_json_num(&d, intra, "intra_node", "nvls_efficiency", 0, 0, 1, &nvls_eff)) ||
-        (rc = usim_json_obj(&d, root, "", "inter_node", &inter)) ||
-        (rc = usim_json_known_keys(&d, inter, "inter_node", inter_keys)) ||
-        (rc = usim_json_num(&d, inter, "inter_node", "nic_bw_Gbps", 1, 0, 1, &nicbw)) ||
-        (rc = usim_json_int(&d, inter, "inter_node", "nics_per_node", 0, 1, &nics)) ||
-        (rc = usim_json_num(&d, inter, "inter_node", "efficiency", 0, 0, 1, &niceff)) ||
-        (rc = usim_json_num(&d, inter, "inter_node", "latency_us", 1, 0, 0, &niclat)) ||
-        (rc = usim_json_num(&d, inter, "inter_node", "a2a_call_us", 0, 0, 0, &niccall)) ||
-        (rc = usim_json_num(&d, inter, "inter_node", "spine_oversubscription", 0, 1, 0, &over)))
-        goto out;
-    if (json_object_get(root, "collectives")) {
-        if ((rc = usim_json_obj(&d, root, "", "collectives", &coll)) ||
-            (rc = usim_json_known_keys(&d, coll, "collectives", coll_keys)) ||
-            (rc = usim_json_str(&d, coll, "collectives", "all_reduce", 0, &algo_ar)) ||
-            (rc = usim_json_str(&d, coll, "collectives", "all_gather", 0, &algo_ag)) ||
-            (rc = usim_json_str(&d, coll, "collectives", "reduce_scatter", 0, &algo_rs)) ||
-            (rc = usim_json_str(&d, coll, "collectives", "protocol", 0, &proto)))
-            goto out;
-    }
-    {
-        const char *keys[3] = {"all_reduce", "all_gather", "reduce_scatter"};
-        const char *vals[3] = {algo_ar, algo_ag, algo_rs};
-        usim_algo *dst[3] = {&p->algo_allreduce, &p->algo_allgather, &p->algo_reduce_scatter};
-        for (int k = 0; k < 3; k++)
-            if (usim_algo_parse(vals[k], dst[k]) ||
-                (*dst[k] == USIM_ALGO_TREE && k != 0)) {
-                rc = usim_json_err(&d, "collectives", keys[k],
-                                   "must be auto, ring%s or nvls (got \"%s\")", k == 0 ? ", tree" : "",
-                                   vals[k]);
-                goto out;
-            }
-        if (usim_proto_parse(proto, &p->proto)) {
-            rc = usim_json_err(&d, "collectives", "protocol",
-                               "must be auto, LL, LL128 or Simple (got \"%s\")", proto);
-            goto out;
-        }
-    }
-    if (nvls_eff > 1)
-        { rc = usim_json_err(&d, "intra_node", "nvls_efficiency", "must be in (0, 1] (got %g)", nvls_eff); goto out; }
-    if (ge > 1)
-        { rc = usim_json_err(&d, "gpu", "gemm_efficiency", "must be in (0, 1] (got %g)", ge); goto out; }
-    if (ae > 1)
-        { rc = usim_json_err(&d, "gpu", "attention_efficiency", "must be in (0, 1] (got %g)", ae); goto out; }
-    if (abe > 1)
-        { rc = usim_json_err(&d, "gpu", "attention_bwd_efficiency", "must be in (0, 1] (got %g)", abe); goto out; }
-    if (nveff > 1)
-        { rc = usim_json_err(&d, "intra_node", "efficiency", "must be in (0, 1] (got %g)", nveff); goto out; }
-    if (niceff > 1)
-        { rc = usim_json_err(&d, "inter_node", "efficiency", "must be in (0, 1] (got %g)", niceff); goto out; }
-    if (gpn > 4096)
-        { rc = usim_json_err(&d, "", "gpus_per_node", "must be <= 4096 (got %lld)", (long long)gpn); goto out; }
+#define V(sect, name) v[pkey_find(sect, name)]
+    int64_t gpn = V("", "gpus_per_node").i, nics = V("inter_node", "nics_per_node").i;
+    int64_t domain = V("intra_node", "nvlink_domain_gpus").i;
+    int mesh = V("intra_node", "topology").choice;
+    double hbm = V("gpu", "hbm_GiB").d;
+    /* the checks that involve several keys */
     if (nics && (nics > gpn || gpn % nics != 0))
-        { rc = usim_json_err(&d, "inter_node", "nics_per_node", "must divide gpus_per_node (%lld) (got %lld)",
-                             (long long)gpn, (long long)nics); goto out; }
-    if (domain && (domain < gpn || domain % gpn != 0 || domain > 1000000))
-        { rc = usim_json_err(&d, "intra_node", "nvlink_domain_gpus", "must be a multiple of gpus_per_node "
-                             "(%lld) and at most 1000000 (got %lld)", (long long)gpn, (long long)domain); goto out; }
-    if (mesh && domain && domain != gpn)
-        { rc = usim_json_err(&d, "intra_node", "nvlink_domain_gpus", "a full_mesh node is its own domain "
-                             "(%lld GPUs) (got %lld)", (long long)gpn, (long long)domain); goto out; }
-    if (mesh && nvls)
-        { rc = usim_json_err(&d, "intra_node", "nvls", "a full_mesh node has no switch to reduce in"); goto out; }
-    if (mesh && gpn < 2)
-        { rc = usim_json_err(&d, "intra_node", "topology", "full_mesh needs gpus_per_node >= 2"); goto out; }
-    if (resv * 1.0 >= hbm)
-        { rc = usim_json_err(&d, "gpu", "reserved_GiB", "must be below hbm_GiB (%g)", hbm); goto out; }
-    snprintf(p->name, sizeof p->name, "%s", name);
+        rc = usim_json_err(&d, "inter_node", "nics_per_node", "must divide gpus_per_node (%lld) (got %lld)",
+                           (long long)gpn, (long long)nics);
+    else if (domain && (domain < gpn || domain % gpn != 0 || domain > 1000000))
+        rc = usim_json_err(&d, "intra_node", "nvlink_domain_gpus", "must be a multiple of gpus_per_node "
+                           "(%lld) and at most 1000000 (got %lld)", (long long)gpn, (long long)domain);
+    else if (mesh && domain && domain != gpn)
+        rc = usim_json_err(&d, "intra_node", "nvlink_domain_gpus", "a full_mesh node is its own domain "
+                           "(%lld GPUs) (got %lld)", (long long)gpn, (long long)domain);
+    else if (mesh && V("intra_node", "nvls").i)
+        rc = usim_json_err(&d, "intra_node", "nvls", "a full_mesh node has no switch to reduce in");
+    else if (mesh && gpn < 2)
+        rc = usim_json_err(&d, "intra_node", "topology", "full_mesh needs gpus_per_node >= 2");
+    else if (V("gpu", "reserved_GiB").d * 1.0 >= hbm)
+        rc = usim_json_err(&d, "gpu", "reserved_GiB", "must be below hbm_GiB (%g)", hbm);
+    if (rc)
+        goto out;
+    pkeys_store(v, p);
     snprintf(p->source, sizeof p->source, "%s", path);
-    p->gpus_per_node = (int)gpn;
-    p->max_nodes = (int)(maxn > 1000000 ? 1000000 : maxn);
-    p->peak_flops[USIM_BF16] = bf16 * 1e12;
-    p->peak_flops[USIM_FP16] = (fp16 > 0 ? fp16 : bf16) * 1e12;
-    p->peak_flops[USIM_FP32] = (fp32 > 0 ? fp32 : bf16 / 16) * 1e12;
-    p->gemm_eff = ge;
-    p->attn_eff = ae;
-    p->attn_bwd_eff = abe > 0 ? abe : ae;
-    p->attn_causal_skip = skip;
-    p->hbm_bytes = hbm * 1073741824.0;
-    p->hbm_Bps = hbmbw * 1e9;
-    p->reserved_bytes = resv * 1073741824.0;
-    p->full_mesh = mesh;
-    p->mesh_link_Bps = linkbw * 1e9 * nveff;
-    p->nvl_Bps = mesh ? (double)(gpn - 1) * p->mesh_link_Bps : nvbw * 1e9 * nveff;
+    /* the defaults that derive from other keys */
+    double bf16 = V("gpu", "peak_tflops_bf16").d;
+    if (!(V("gpu", "peak_tflops_fp16").d > 0))
+        p->peak_flops[USIM_FP16] = bf16 * 1e12;
+    if (!(V("gpu", "peak_tflops_fp32").d > 0))
+        p->peak_flops[USIM_FP32] = bf16 / 16 * 1e12;
+    if (!(p->attn_bwd_eff > 0))
+        p->attn_bwd_eff = p->attn_eff;
     p->nvl_domain = domain > gpn ? (int)domain : 0;   /* 0: the node */
-    p->nvl_lat = usim_ps(nvlat * 1e-6);
-    p->nic_Bps = nicbw * 1e9 / 8 * niceff;
-    p->nic_lat = usim_ps(niclat * 1e-6);
-    p->a2a_call[USIM_CLASS_NVLINK] = usim_ps(nvcall * 1e-6);
-    p->a2a_call[USIM_CLASS_NIC] = usim_ps(niccall * 1e-6);
-    p->oversub = over;
-    p->nics_per_node = (int)nics;
-    p->nvls = nvls;
-    p->sms = (int)(sms > 100000 ? 100000 : sms);
-    p->gemm_tile_m = tile_m;
-    p->gemm_tile_n = tile_n;
-    p->gemm_k_half = k_half;
-    p->attn_d_half = d_half;
-    p->launch_s = launch_us * 1e-6;
-    p->nvls_eff = nvls_eff;
+#undef V
 out:
     usim_json_free(&d);
     return rc;
 }
 
 /* ------------------------------------------------------------------- model */
+
+static const char *const model_keys[] = {"name", "description", "sources", "layers", "hidden", "heads",
+                                         "kv_heads", "ffn_hidden", "vocab", "mlp", "tied_embeddings",
+                                         "causal", "seq_tokens", "micro_batch", "global_batch", "dtype",
+                                         NULL};
 
 int usim_model_load(const char *path, usim_model *m)
 {

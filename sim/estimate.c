@@ -42,18 +42,18 @@ int usim_estimate(const usim_platform *p, const usim_model *m, const usim_job *j
     if ((rc = usim_analytic_sp_bytes(m, &j, 0, sent)))
         return rc;
     double bytes = sent[0] + sent[1] + (j.recompute == USIM_RC_FULL ? sent[0] : 0);
-    int T = j.method == USIM_MEGATRON_SP ? 1 : j.tp;
-    int C = j.method == USIM_MEGATRON_SP ? j.sp : j.sp;
-    int inner = j.method == USIM_USP ? j.ulysses : C;
+    int T = j.method == ULY_METHOD_MEGATRON_SP ? 1 : j.tp;
+    int C = j.method == ULY_METHOD_MEGATRON_SP ? j.sp : j.sp;
+    int inner = j.method == ULY_METHOD_USP ? j.ulysses : C;
     int dom = usim_platform_domain(p);
-    double nvl = p->nvl_Bps;
+    double nvl = usim_nvl_Bps(p);
     if (p->full_mesh)   /* an all-to-all of `inner` GPUs uses inner - 1 of the peer links */
-        nvl = (inner > 2 ? inner - 1 : 1) * p->mesh_link_Bps;
-    double bw = (int64_t)T * inner <= dom ? nvl : p->nic_Bps;
-    if ((int64_t)T * C > dom && j.method == USIM_USP)
-        bw = p->nic_Bps;   /* the ring part crosses nodes (its share dominates the estimate) */
+        nvl = (inner > 2 ? inner - 1 : 1) * usim_mesh_link_Bps(p);
+    double bw = (int64_t)T * inner <= dom ? nvl : usim_nic_Bps(p);
+    if ((int64_t)T * C > dom && j.method == ULY_METHOD_USP)
+        bw = usim_nic_Bps(p);   /* the ring part crosses nodes (its share dominates the estimate) */
     double comm = bytes / bw;
-    int ring = j.method == USIM_RING || j.method == USIM_RING_ZIGZAG || j.method == USIM_USP;
+    int ring = j.method == ULY_METHOD_RING || j.method == ULY_METHOD_ZIGZAG || j.method == ULY_METHOD_USP;
     if (ring) {
         /* hops overlap the attention blocks of the pass they feed */
         double hidden = attn_fwd * (1 + USIM_ATTN_BWD_FACTOR + (j.recompute == USIM_RC_FULL));

@@ -1,5 +1,6 @@
 /*
- * job.c -- a training job: method, recompute and communication-kind names;
+ * job.c -- a training job: the order methods are listed in, recompute and
+ * communication-kind names;
  * degrees (SP, TP, DP, USP's ulysses x ring) resolved and validated against
  * the model and the platform; placement of the groups on GPUs.
  *
@@ -15,33 +16,9 @@
 
 /* ------------------------------------------------------------ names */
 
-const char *usim_method_name(usim_method m)
-{
-    static const char *const n[USIM_NMETHOD] = {"ulysses", "megatron-sp", "ring", "ring-zigzag", "usp",
-                                                "all-gather"};
-    return (m >= 0 && m < USIM_NMETHOD) ? n[m] : "?";
-}
-
-int usim_method_parse(const char *s, usim_method *m)
-{
-    for (int i = 0; i < USIM_NMETHOD; i++)
-        if (strcmp(s, usim_method_name((usim_method)i)) == 0) {
-            *m = (usim_method)i;
-            return USIM_OK;
-        }
-    /* other names, and Megatron-Core's cp_comm_type vocabulary */
-    static const struct { const char *name; usim_method m; } alias[] = {
-        {"zigzag", USIM_RING_ZIGZAG}, {"allgather", USIM_ALLGATHER_CP}, {"all_gather", USIM_ALLGATHER_CP},
-        {"a2a", USIM_ULYSSES}, {"p2p", USIM_RING_ZIGZAG}, {"a2a+p2p", USIM_USP}};
-    for (size_t i = 0; i < sizeof alias / sizeof alias[0]; i++)
-        if (strcmp(s, alias[i].name) == 0) {
-            *m = alias[i].m;
-            return USIM_OK;
-        }
-    return usim_set_error(USIM_EINVAL,
-                          "unknown method '%s' (ulysses, megatron-sp, ring, ring-zigzag, usp, all-gather; "
-                          "Megatron cp_comm_type a2a, p2p, all_gather, a2a+p2p)", s);
-}
+const uly_method usim_method_order[ULY_METHOD_ALL] = {
+    ULY_METHOD_ULYSSES, ULY_METHOD_MEGATRON_SP, ULY_METHOD_RING, ULY_METHOD_ZIGZAG, ULY_METHOD_USP,
+    ULY_METHOD_ALLGATHER};
 
 const char *usim_recompute_name(usim_recompute r)
 {
@@ -83,9 +60,9 @@ int usim_platform_check_gpus(const usim_platform *p, int gpus)
 
 int usim_job_resolve(const usim_model *m, const usim_platform *p, usim_job *j)
 {
-    if (j->method < 0 || j->method >= USIM_NMETHOD)
+    if (j->method < 0 || j->method >= ULY_METHOD_ALL)
         return usim_set_error(USIM_EINVAL, "unknown method %d", (int)j->method);
-    const char *mn = usim_method_name(j->method);
+    const char *mn = uly_method_sim_name(j->method);
     int rc = usim_platform_check_gpus(p, j->gpus);
     if (rc)
         return rc;
@@ -105,7 +82,7 @@ int usim_job_resolve(const usim_model *m, const usim_platform *p, usim_job *j)
         return usim_set_error(USIM_EINVAL, "degrees do not multiply to the GPU count: --pp %d does not "
                               "divide --gpus %d", PP, j->gpus);
     int T;
-    if (j->method == USIM_MEGATRON_SP) {
+    if (j->method == ULY_METHOD_MEGATRON_SP) {
         if (j->tp && j->sp && j->tp != j->sp)
             return usim_set_error(USIM_EINVAL, "megatron-sp: --tp (%d) and --sp (%d) must be equal",
                                   j->tp, j->sp);
@@ -135,7 +112,7 @@ int usim_job_resolve(const usim_model *m, const usim_platform *p, usim_job *j)
             j->sp = rest / j->dp;
         } else {
             j->sp = largest_divisor_le(rest, heads_t,
-                                       j->method == USIM_MEGATRON_SP ? m->heads : 0);
+                                       j->method == ULY_METHOD_MEGATRON_SP ? m->heads : 0);
         }
     }
     if (j->dp == 0)
@@ -150,12 +127,12 @@ int usim_job_resolve(const usim_model *m, const usim_platform *p, usim_job *j)
                               "%lld, not %d", T, j->sp, PP, j->dp, (long long)T * j->sp * PP * j->dp,
                               j->gpus);
     }
-    if (j->method == USIM_MEGATRON_SP)
+    if (j->method == ULY_METHOD_MEGATRON_SP)
         j->tp = j->sp;
     else
         j->tp = T;
     switch (j->method) {
-    case USIM_ULYSSES:
+    case ULY_METHOD_ULYSSES:
         if (j->sp > heads_t) {
             if (T == 1)
                 return usim_set_error(USIM_EINVAL,
@@ -168,17 +145,17 @@ int usim_job_resolve(const usim_model *m, const usim_platform *p, usim_job *j)
         }
         j->ulysses = j->sp;
         break;
-    case USIM_MEGATRON_SP:
+    case ULY_METHOD_MEGATRON_SP:
         if (m->heads % j->tp != 0)
             return usim_set_error(USIM_EINVAL,
                                   "megatron-sp: TP degree %d does not divide the %lld heads", j->tp,
                                   (long long)m->heads);
         j->ulysses = 1;
         break;
-    case USIM_RING: case USIM_RING_ZIGZAG: case USIM_ALLGATHER_CP:
+    case ULY_METHOD_RING: case ULY_METHOD_ZIGZAG: case ULY_METHOD_ALLGATHER:
         j->ulysses = 1;
         break;
-    case USIM_USP:
+    case ULY_METHOD_USP:
         if (j->ulysses == 0) {
             int64_t in_node = gpn / T >= 1 ? gpn / T : 1;
             int64_t cap = heads_t < in_node ? heads_t : in_node;
@@ -194,7 +171,7 @@ int usim_job_resolve(const usim_model *m, const usim_platform *p, usim_job *j)
     default:
         break;
     }
-    int two = j->method == USIM_RING_ZIGZAG || j->method == USIM_USP || j->method == USIM_ALLGATHER_CP;
+    int two = j->method == ULY_METHOD_ZIGZAG || j->method == ULY_METHOD_USP || j->method == ULY_METHOD_ALLGATHER;
     int gran = j->sp * (two ? 2 : 1) * T;
     if (m->seq < gran)
         return usim_set_error(USIM_EINVAL, "%s: sequence %lld is shorter than %d (%s needs >= %d tokens)",
@@ -214,9 +191,9 @@ void usim_job_placement(const usim_platform *p, const usim_job *j, char *out, si
 {
     /* rank = t + T (c + C (d + D s)): tensor fastest, then context (usp: its all-to-all
      * part fastest), data, pipeline */
-    int megatron = j->method == USIM_MEGATRON_SP;
+    int megatron = j->method == ULY_METHOD_MEGATRON_SP;
     int T = megatron ? j->sp : j->tp, C = megatron ? 1 : j->sp;
-    int usp = j->method == USIM_USP;
+    int usp = j->method == ULY_METHOD_USP;
     int dims[5] = {T, usp ? j->ulysses : C, usp ? C / j->ulysses : 1, j->dp, j->pp};
     const char *names[5] = {"tp", usp ? "cp a2a" : "cp", "cp p2p", "dp", "pp"};
     int gpn = usim_platform_domain(p);   /* NVLink reach: the node, or a multi-node domain */
@@ -264,7 +241,7 @@ int usim_layout_make(const usim_job *j, usim_layout *l)
 {
     memset(l, 0, sizeof *l);
     int G = j->gpus;
-    int megatron = j->method == USIM_MEGATRON_SP;
+    int megatron = j->method == ULY_METHOD_MEGATRON_SP;
     /* rank = t + T (c + C (d + D s)) */
     int T = megatron ? j->sp : (j->tp ? j->tp : 1), C = megatron ? 1 : j->sp;
     int D = j->dp, S = j->pp ? j->pp : 1;
@@ -283,7 +260,7 @@ int usim_layout_make(const usim_job *j, usim_layout *l)
          * context position c = q u + a); ring groups: the r positions {q u + a}.  The other
          * methods' collectives run on whole context groups.  Index order (least significant
          * first): a, q, t, d, s. */
-        int ua = j->method == USIM_USP ? u : C, ra = C / ua;
+        int ua = j->method == ULY_METHOD_USP ? u : C, ra = C / ua;
         l->sp_size = ua;
         l->sp_ng = G / ua;
         grid_dim(&l->sp, ua, T);

@@ -1,6 +1,6 @@
 /*
  * jobcoll.c -- the collectives a training job runs: Ulysses all-to-alls
- * (pair matrices from the plan layer), Megatron-SP all-gathers and
+ * (pair tables from the plan layer's layout), Megatron-SP all-gathers and
  * reduce-scatters, ring-attention hops, ZeRO / data-parallel parameter
  * gathers and gradient reductions.  One descriptor per collective id
  * (usim_jc_describe) serves both the simulation and the byte check; each
@@ -20,32 +20,9 @@
 
 /* ------------------------------------------------------------ descriptors */
 
-/* Ulysses pair matrix of all-to-all `which` on P ranks for a sequence of seq tokens. */
-static void a2a_pairs(const usim_shape *x, int64_t seq, int P, int which, uint64_t *pb)
-{
-    uly_attn_desc a;
-    usim_attn_desc(x, seq, &a);
-    int rep = uly_plan_kv_replicated(&a, P);
-    uint64_t row = (uint64_t)x->b * (uint64_t)x->d * (uint64_t)x->e;
-    for (int s = 0; s < P; s++)
-        for (int d = 0; d < P; d++) {
-            int64_t tmp, ns, nd, hs, hd, kvs, kvd, hbs, hbd;
-            uly_split(seq, P, s, &tmp, &ns);
-            uly_split(seq, P, d, &tmp, &nd);
-            uly_split(x->H, P, s, &hbs, &hs);
-            uly_split(x->H, P, d, &hbd, &hd);
-            uly_kv_range(&a, hbs, hs, &tmp, &kvs);
-            uly_kv_range(&a, hbd, hd, &tmp, &kvd);
-            uint64_t v = 0;
-            switch (which) {
-            case ULY_A2A_Q: case ULY_A2A_DO: v = (uint64_t)(ns * hd); break;
-            case ULY_A2A_K: case ULY_A2A_V: v = (uint64_t)(ns * kvd); break;
-            case ULY_A2A_O: case ULY_A2A_DQ: v = (uint64_t)(nd * hs); break;
-            default: v = rep ? (uint64_t)(nd * hs) : (uint64_t)(nd * kvs); break;
-            }
-            pb[(size_t)s * P + d] = s == d ? 0 : v * row;
-        }
-}
+/* the ring hops' collectives, in the order of their kinds */
+_Static_assert(USIM_C_HOP_B - USIM_C_HOP_F == USIM_HOP_BWD && USIM_C_HOP_DKV - USIM_C_HOP_F == USIM_HOP_DKV_HOME,
+               "USIM_C_HOP_* follow USIM_HOP_*");
 
 /* A collective of type t on groups (ng, P, grid) whose chunks are total
  * elements split over the P positions as uly_split does (the first total % P
@@ -55,32 +32,6 @@ static usim_coll ring_coll(usim_coll_type t, int ng, int P, const usim_grid *gri
 {
     return (usim_coll){.type = t, .ngroups = ng, .size = P, .grid = grid, .chunk_total = total,
                        .chunk_mult = mult, .algo = USIM_ALGO_AUTO, .proto = USIM_PROTO_AUTO};
-}
-
-uint64_t usim_ring_hop_bytes(int64_t b, int64_t s, int64_t H, int64_t Hkv, int64_t d, int e, usim_method m,
-                             int U, int R, int id)
-{
-    int lm = m == USIM_RING ? ULY_METHOD_RING : m == USIM_RING_ZIGZAG ? ULY_METHOD_ZIGZAG : ULY_METHOD_USP;
-    uly_sp_plan p;
-    if ((m != USIM_RING && m != USIM_RING_ZIGZAG && m != USIM_USP) || R < 2 ||
-        uly_sp_plan_init(&p, lm, U * R, lm == ULY_METHOD_USP ? U : 0, ULY_PLACE_ULYSSES_INNER))
-        return 0;
-    uly_attn_desc a = {.batch = b, .seq = s, .heads = H, .kv_heads = Hkv, .head_dim = d, .dtype = ULY_F32};
-    uint64_t f32 = 0;
-    for (int u = 0; u < U; u++) { /* the busiest ring: the group member with the most KV heads */
-        uint64_t x = 0;
-        if (id == USIM_C_HOP_DKV) { /* position R-1 holds shard 0 last and sends its dK, dV home */
-            int last = uly_plan_grid_rank(&p, u, R - 1);
-            x = uly_plan_ring_hop(&a, &p, last, R - 1, ULY_RING_DK) + uly_plan_ring_hop(&a, &p, last, R - 1, ULY_RING_DV);
-        } else {
-            int w0 = id == USIM_C_HOP_F ? ULY_RING_K : ULY_RING_BK, w1 = id == USIM_C_HOP_F ? ULY_RING_V : ULY_RING_DV;
-            for (int w = w0; w <= w1; w++)
-                x += uly_plan_ring_hop(&a, &p, uly_plan_grid_rank(&p, u, 0), 0, w);
-        }
-        if (x > f32)
-            f32 = x;
-    }
-    return f32 / 4 * (uint64_t)e;   /* counted in f32, the model's element size */
 }
 
 int usim_jc_buf_new(const usim_layout *l, usim_jc_buf *buf)
@@ -108,19 +59,27 @@ int usim_jc_describe(const usim_job *j, const usim_shape *x, const usim_layout *
     memset(c, 0, sizeof *c);
     int P = l->sp_size;
     if (id >= USIM_C_A2A0 && id < USIM_C_A2A0 + ULY_A2A_COUNT) {
-        if (j->method != USIM_ULYSSES && j->method != USIM_USP)
+        if (j->method != ULY_METHOD_ULYSSES && j->method != ULY_METHOD_USP)
             return 0;
         int64_t seq = x->s, b0;
-        if (j->method == USIM_USP)
+        if (j->method == ULY_METHOD_USP)
             uly_split(x->s, x->r, 0, &b0, &seq);   /* the first (largest) sequence slice */
-        a2a_pairs(x, seq, P, id - USIM_C_A2A0, buf->pb);
+        /* the P x P table the collective takes, filled from the plan layer's
+         * O(1) blocks (elements) in the model's element size */
+        uly_layout L;
+        if (usim_a2a_layout(x, seq, P, &L))
+            return -1;
+        for (int s = 0; s < P; s++)
+            for (int d = 0; d < P; d++)
+                buf->pb[(size_t)s * P + d] =
+                    s == d ? 0 : uly_layout_a2a_block(&L, seq, id - USIM_C_A2A0, s, d) * (uint64_t)x->e;
         *c = (usim_coll){.type = j->a2a, .ngroups = l->sp_ng, .size = P, .grid = &l->sp, .pair_bytes = buf->pb,
                          .algo = USIM_ALGO_AUTO, .proto = USIM_PROTO_AUTO};
         return 1;
     }
     switch (id) {
     case USIM_C_AG: case USIM_C_RS:
-        if (j->method == USIM_MEGATRON_SP) {
+        if (j->method == ULY_METHOD_MEGATRON_SP) {
             *c = ring_coll(id == USIM_C_AG ? USIM_ALLGATHER : USIM_REDUCE_SCATTER, l->sp_ng, P, &l->sp, x->s,
                            (uint64_t)x->b * x->h * x->e);
             return 1;
@@ -132,7 +91,7 @@ int usim_jc_describe(const usim_job *j, const usim_shape *x, const usim_layout *
                        x->n, (uint64_t)x->b * x->h * x->e);
         return 1;
     case USIM_C_KV_AG: case USIM_C_DKV_RS: {
-        if (j->method != USIM_ALLGATHER_CP || P < 2)
+        if (j->method != ULY_METHOD_ALLGATHER || P < 2)
             return 0;
         uly_sp_plan pl;
         if (uly_sp_plan_init(&pl, ULY_METHOD_ALLGATHER, P, 0, ULY_PLACE_ULYSSES_INNER))
@@ -157,14 +116,14 @@ int usim_jc_describe(const usim_job *j, const usim_shape *x, const usim_layout *
                          .algo = USIM_ALGO_AUTO, .proto = USIM_PROTO_AUTO};
         return 1;
     case USIM_C_HOP_F: case USIM_C_HOP_B: case USIM_C_HOP_DKV: {
-        if (j->method != USIM_RING && j->method != USIM_RING_ZIGZAG && j->method != USIM_USP)
+        if (j->method != ULY_METHOD_RING && j->method != ULY_METHOD_ZIGZAG && j->method != ULY_METHOD_USP)
             return 0;
-        int usp = j->method == USIM_USP;
+        int usp = j->method == ULY_METHOD_USP;
         int R = usp ? l->ring_size : P;
         if (R < 2)
             return 0;
         /* K and V forward; K, V, dK, dV backward; dK, dV home after the last step */
-        uint64_t bytes = usim_ring_hop_bytes(x->b, x->s, x->H, x->Hkv, x->d, x->e, j->method, usp ? x->u : 1, R, id);
+        uint64_t bytes = usim_ring_hop_elems(x, j->method, usp ? x->u : 1, R, id - USIM_C_HOP_F) * (uint64_t)x->e;
         *c = (usim_coll){.type = USIM_RING_SHIFT, .ngroups = usp ? l->ring_ng : l->sp_ng, .size = R,
                          .grid = usp ? &l->ring : &l->sp, .bytes = bytes, .algo = USIM_ALGO_AUTO,
                          .proto = USIM_PROTO_AUTO};
@@ -300,7 +259,10 @@ int usim_jc_run(usim_collmemo *memo, usim_net *net, const usim_job *j, const usi
     int rc = usim_jc_buf_new(l, &buf);
     for (int id = 0; id < USIM_C_N && !rc; id++) {
         usim_coll c;
-        if (!usim_jc_describe(j, x, l, id, &buf, &c))
+        int runs = usim_jc_describe(j, x, l, id, &buf, &c);
+        if (runs < 0)
+            rc = USIM_EINVAL;
+        if (runs <= 0)
             continue;
         jc->have[id] = 1;
         if (memo)

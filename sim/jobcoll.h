@@ -26,19 +26,6 @@ typedef struct usim_jobcoll {
     usim_coll_result r[USIM_C_N];
 } usim_jobcoll;
 
-/* Bytes one GPU sends in one ring-attention hop of collective `id`
- * (USIM_C_HOP_F: K and V; USIM_C_HOP_B: K, V, dK, dV; USIM_C_HOP_DKV: dK, dV
- * returned to their owner), from the plan layer's hop function
- * (uly_plan_ring_hop, the volumes the MPI library measures): the hop of
- * ring position 0 (the largest chunk) at step 0, or the return of its shard
- * at the last step, in the busiest ring (usp: the group member whose heads
- * need the most KV heads).  The simulator makes
- * every hop of every pass the same (GPU rings pass every shard: no mask is
- * applied).  Shape per tensor-parallel rank: b, s, H, Hkv, d; e bytes per
- * element; m ring, ring-zigzag or usp (U x R); 0 for anything else. */
-uint64_t usim_ring_hop_bytes(int64_t b, int64_t s, int64_t H, int64_t Hkv, int64_t d, int e, usim_method m,
-                             int U, int R, int id);
-
 /* Scratch for one descriptor: pb (size x size pair bytes) and ch (chunks). */
 typedef struct usim_jc_buf {
     uint64_t *pb, *ch;
@@ -48,7 +35,8 @@ int usim_jc_buf_new(const usim_layout *l, usim_jc_buf *buf);
 void usim_jc_buf_free(usim_jc_buf *buf);
 
 /* The descriptor of collective `id` for this job in *c (pointing into buf and
- * l).  Returns 1 if the job runs it, 0 if not. */
+ * l).  Returns 1 if the job runs it, 0 if not, -1 (error set) when the plan
+ * layer refuses its shape. */
 int usim_jc_describe(const usim_job *j, const usim_shape *x, const usim_layout *l, int id,
                      usim_jc_buf *buf, usim_coll *c);
 

@@ -65,7 +65,7 @@ static void set_util(usim_prog *b, int id, int cid)
     if (id < 0)
         return;
     const usim_coll_result *r = &b->jc->r[cid];
-    double bw[USIM_NCLASS] = {b->p->nvl_Bps, b->p->nic_Bps};
+    double bw[USIM_NCLASS] = {usim_nvl_Bps(b->p), usim_nic_Bps(b->p)};
     for (int c = 0; c < USIM_NCLASS; c++) {
         double u = r->duration > 0 ? (double)r->max_sent[c] / (usim_sec(r->duration) * bw[c]) : 0;
         b->g.ops[id].u[c] = u > 1 ? 1 : u;
@@ -118,7 +118,7 @@ static int ring_pass(usim_prog *b, int l, int R, double step0, double step, int 
  * op, or -1 when there is no tensor parallelism. */
 static int tp_coll(usim_prog *b, int cid, int l, const char *name, int d0, int d1)
 {
-    if (b->x->T < 2 || b->j->method == USIM_MEGATRON_SP)
+    if (b->x->T < 2 || b->j->method == ULY_METHOD_MEGATRON_SP)
         return -1;
     int id = comm(b, USIM_ST_SP, USIM_KIND_SP, cid, l, name, d0, d1);
     b->last_sp = id;
@@ -164,14 +164,14 @@ static int layer_fwd(usim_prog *b, int l, int param_dep, int recompute)
     int prev = b->last_c;
     int c;
     switch (j->method) {
-    case USIM_ULYSSES: case USIM_USP: {
+    case ULY_METHOD_ULYSSES: case ULY_METHOD_USP: {
         int g = tp_coll(b, USIM_C_AG, l, "tp all-gather x", prev, param_dep);
         c = comp(b, t_gemm(b, f->g_qkv) + t_mem(b, f->elem_bytes * 0.3, 2), l,
                  recompute ? "recompute: layernorm + QKV" : "layernorm + QKV", g >= 0 ? g : param_dep, prev);
         comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_A2A0 + ULY_A2A_Q, l, "all-to-all q", c, -1);
         comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_A2A0 + ULY_A2A_K, l, "all-to-all k", c, -1);
         int a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_A2A0 + ULY_A2A_V, l, "all-to-all v", c, -1);
-        if (j->method == USIM_ULYSSES) {
+        if (j->method == ULY_METHOD_ULYSSES) {
             c = comp(b, t_attn(b, f->attn), l, recompute ? "recompute: attention" : "attention", a, -1);
         } else {
             int hops;
@@ -182,7 +182,7 @@ static int layer_fwd(usim_prog *b, int l, int param_dep, int recompute)
         c = post_attn_fwd(b, l, a, recompute);
         break;
     }
-    case USIM_MEGATRON_SP: {
+    case ULY_METHOD_MEGATRON_SP: {
         int a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_AG, l, "all-gather x", prev, param_dep);
         c = comp(b, t_gemm(b, f->g_qkv) + t_mem(b, f->elem_bytes * 0.3, 2), l,
                  recompute ? "recompute: QKV" : "layernorm + QKV", a, param_dep);
@@ -198,7 +198,7 @@ static int layer_fwd(usim_prog *b, int l, int param_dep, int recompute)
         c = a;
         break;
     }
-    case USIM_RING: case USIM_RING_ZIGZAG: {
+    case ULY_METHOD_RING: case ULY_METHOD_ZIGZAG: {
         int g = tp_coll(b, USIM_C_AG, l, "tp all-gather x", prev, param_dep);
         c = comp(b, t_gemm(b, f->g_qkv) + t_mem(b, f->elem_bytes * 0.3, 2), l,
                  recompute ? "recompute: layernorm + QKV" : "layernorm + QKV", g >= 0 ? g : param_dep, prev);
@@ -208,7 +208,7 @@ static int layer_fwd(usim_prog *b, int l, int param_dep, int recompute)
         c = post_attn_fwd(b, l, -1, recompute);
         break;
     }
-    case USIM_ALLGATHER_CP: {
+    case ULY_METHOD_ALLGATHER: {
         int g = tp_coll(b, USIM_C_AG, l, "tp all-gather x", prev, param_dep);
         c = comp(b, t_gemm(b, f->g_qkv) + t_mem(b, f->elem_bytes * 0.3, 2), l,
                  recompute ? "recompute: layernorm + QKV" : "layernorm + QKV", g >= 0 ? g : param_dep, prev);
@@ -235,10 +235,10 @@ static int layer_bwd(usim_prog *b, int l, int param_dep)
     int c, a;
     double sel = j->recompute == USIM_RC_SELECTIVE ? f->elem_bytes * 0.5 : 0;
     switch (j->method) {
-    case USIM_ULYSSES: case USIM_USP: {
+    case ULY_METHOD_ULYSSES: case ULY_METHOD_USP: {
         c = pre_attn_bwd(b, l, param_dep, sel);
         a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_A2A0 + ULY_A2A_DO, l, "all-to-all do", c, -1);
-        if (j->method == USIM_ULYSSES) {
+        if (j->method == ULY_METHOD_ULYSSES) {
             c = comp(b, t_attn_bwd(b, USIM_ATTN_BWD_FACTOR * f->attn), l, "attention backward", a, -1);
         } else {
             int hops;
@@ -257,7 +257,7 @@ static int layer_bwd(usim_prog *b, int l, int param_dep)
         tp_coll(b, USIM_C_RS, l, "tp reduce-scatter dx", c, -1);
         break;
     }
-    case USIM_MEGATRON_SP: {
+    case ULY_METHOD_MEGATRON_SP: {
         a = comm(b, USIM_ST_SP, USIM_KIND_SP, USIM_C_AG, l, "all-gather dy", b->last_c, param_dep);
         c = comp(b, t_gemm_bwd(b, f->g_fc1) + t_gemm_bwd(b, f->g_fc2) + t_mem(b, 2 * f->elem_bytes * 0.7 + sel, 4), l,
                  "MLP backward", a, param_dep);
@@ -273,7 +273,7 @@ static int layer_bwd(usim_prog *b, int l, int param_dep)
         b->last_sp = a;
         return c;
     }
-    case USIM_RING: case USIM_RING_ZIGZAG: {
+    case ULY_METHOD_RING: case ULY_METHOD_ZIGZAG: {
         c = pre_attn_bwd(b, l, param_dep, sel);
         int hops;
         ring_pass(b, l, b->x->P, USIM_ATTN_BWD_FACTOR * f->attn_step[0],
@@ -286,7 +286,7 @@ static int layer_bwd(usim_prog *b, int l, int param_dep)
         tp_coll(b, USIM_C_RS, l, "tp reduce-scatter dx", c, -1);
         break;
     }
-    case USIM_ALLGATHER_CP: {
+    case ULY_METHOD_ALLGATHER: {
         c = pre_attn_bwd(b, l, param_dep, sel);
         c = comp(b, t_attn_bwd(b, USIM_ATTN_BWD_FACTOR * f->attn), l, "attention backward", c, -1);
         a = b->jc->have[USIM_C_DKV_RS]

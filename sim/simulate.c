@@ -94,7 +94,7 @@ static void add_warning(usim_result *r, const char *fmt, ...)
  * ceil(H/u) / (H/u) of the balanced time. */
 static void warn_heads(usim_result *r, const usim_model *m, const usim_job *j)
 {
-    if (j->method != USIM_ULYSSES && j->method != USIM_USP)
+    if (j->method != ULY_METHOD_ULYSSES && j->method != ULY_METHOD_USP)
         return;
     int64_t T = j->tp > 0 ? j->tp : 1;
     int64_t H = m->heads / T, u = j->ulysses;
@@ -295,7 +295,7 @@ int usim_simulate(usim_sim *sim, const usim_model *m, const usim_job *jin, FILE 
     r->fits = r->mem.total <= p->hbm_bytes;
     if (trace) {
         char title[200];
-        snprintf(title, sizeof title, "%s, %s, %d GPUs, %lld tokens", usim_method_name(j.method),
+        snprintf(title, sizeof title, "%s, %s, %d GPUs, %lld tokens", uly_method_sim_name(j.method),
                  m->name, j.gpus, (long long)m->seq);
         usim_trace_write(trace, &b.g, &jc, title);
         if (ferror(trace))
@@ -362,7 +362,7 @@ int usim_sp_layer_bytes(usim_sim *sim, const usim_model *m, const usim_job *jin,
         if (!counted[o->coll]) {
             usim_coll c;
             usim_coll_result res;
-            USIM_CHECK(usim_jc_describe(&j, &x, &l, o->coll, &buf, &c));
+            USIM_CHECK(usim_jc_describe(&j, &x, &l, o->coll, &buf, &c) == 1);
             /* the algorithm the simulation ran (memo) decides the pattern */
             if ((rc = usim_collmemo_run(&sim->memo, sim->net, &c, &res)))
                 break;

@@ -95,7 +95,7 @@ int usim_net_topo_init(usim_net *n, const usim_platform *p, int gpus)
     n->gpus = gpus;
     if (p->gpus_per_node < 1 || (p->nvl_domain > 0 && p->nvl_domain % p->gpus_per_node != 0) ||
         (p->full_mesh && usim_platform_domain(p) != p->gpus_per_node) ||
-        (p->full_mesh && !(p->mesh_link_Bps > 0)))
+        (p->full_mesh && !(usim_mesh_link_Bps(p) > 0)))
         return usim_set_error(USIM_EINVAL, "platform %s: the NVLink domain (%d GPUs) must be a multiple of the "
                               "%d GPUs per node, a full-mesh node is its own domain, and its links need a "
                               "positive bandwidth", p->name, p->nvl_domain, p->gpus_per_node);
@@ -108,12 +108,12 @@ int usim_net_topo_init(usim_net *n, const usim_platform *p, int gpus)
         n->mesh_base = n->nlinks;
         n->nlinks += gpus * (n->gpn - 1);
     }
-    n->bw_kind[0] = p->nvl_Bps;
-    n->bw_kind[1] = p->nic_Bps;
+    n->bw_kind[0] = usim_nvl_Bps(p);
+    n->bw_kind[1] = usim_nic_Bps(p);
     int nics = p->nics_per_node > 0 && p->nics_per_node < n->gpn ? p->nics_per_node : n->gpn;
-    double spine = (double)nics * p->nic_Bps / (p->oversub >= 1 ? p->oversub : 1);
+    double spine = (double)nics * usim_nic_Bps(p) / (p->oversub >= 1 ? p->oversub : 1);
     n->bw_kind[2] = spine;
-    n->bw_kind[3] = p->mesh_link_Bps;
+    n->bw_kind[3] = usim_mesh_link_Bps(p);
     return USIM_OK;
 }
 

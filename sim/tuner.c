@@ -124,15 +124,15 @@ static double ring_busbw(const usim_platform *pf, const usim_group_shape *s)
 {
     /* full-mesh node: the disjoint rings of coll_ring.c, one peer link each */
     if (s->N <= 1 && pf->full_mesh && s->uniform && s->g > 1)
-        return usim_mesh_ring_channels(s->g) * pf->mesh_link_Bps;
+        return usim_mesh_ring_channels(s->g) * usim_mesh_link_Bps(pf);
     if (s->N <= 1)
-        return pf->nvl_Bps;
+        return usim_nvl_Bps(pf);
     if (!s->uniform)
-        return pf->nic_Bps < pf->nvl_Bps ? pf->nic_Bps : pf->nvl_Bps;
+        return usim_nic_Bps(pf) < usim_nvl_Bps(pf) ? usim_nic_Bps(pf) : usim_nvl_Bps(pf);
     int nics = pf->nics_per_node > 0 && pf->nics_per_node < s->g ? pf->nics_per_node : s->g;
-    double bw = nics * pf->nic_Bps;   /* GPUs sharing a NIC share its channels */
+    double bw = nics * usim_nic_Bps(pf);   /* GPUs sharing a NIC share its channels */
     if (s->g > 1) {
-        double nv = pf->nvl_Bps * s->g / (s->g - 1);
+        double nv = usim_nvl_Bps(pf) * s->g / (s->g - 1);
         if (nv < bw)
             bw = nv;
     }
@@ -187,7 +187,7 @@ double usim_tune_estimate(const usim_platform *pf, usim_coll_type t, const usim_
          * + S/P (its reduced slice, multicast); all-gather and reduce-scatter
          * S one way and S/P the other (see coll_tree.c) */
         double most = ar ? bytes * (1.0 + 1.0 / P) : bytes;
-        return lv + most / (pf->nvl_Bps * pf->nvls_eff);
+        return lv + most / (usim_nvl_Bps(pf) * pf->nvls_eff);
     }
     default:
         return -1;

@@ -23,6 +23,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "ulysses_plan.h"   /* uly_method */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -108,9 +110,12 @@ typedef struct usim_platform {
     double hbm_bytes;           /* HBM capacity, bytes */
     double hbm_Bps;             /* HBM bandwidth, bytes/s */
     double reserved_bytes;      /* context, communicator buffers, fragmentation */
-    double nvl_Bps;             /* per GPU per direction, bytes/s (after efficiency) */
+    double nvl_peak_Bps;        /* switched node: per GPU per direction, bytes/s, before nvl_eff
+                                   (usim_nvl_Bps: the rate the simulation uses) */
+    double nvl_eff;             /* achieved fraction of the NVLink (or full-mesh link) rate */
     usim_time nvl_lat;          /* ps */
-    double nic_Bps;             /* per NIC per direction, bytes/s (after efficiency) */
+    double nic_peak_Bps;        /* per NIC per direction, bytes/s, before nic_eff (usim_nic_Bps) */
+    double nic_eff;             /* achieved fraction of the NIC rate */
     usim_time nic_lat;          /* ps */
     usim_time a2a_call[2];      /* [USIM_CLASS_NVLINK], [USIM_CLASS_NIC]: fixed cost of one all-to-all call (the MPI library's set-up
                                    and synchronisation at the call, measured by ulysses calibrate),
@@ -123,15 +128,32 @@ typedef struct usim_platform {
                                    gpus_per_node): traffic between two GPUs of one domain uses
                                    NVLink only, never a NIC (72 for a GB200 NVL72 rack) */
     int full_mesh;              /* 1: no switch inside the node; every ordered GPU pair of a node
-                                   has its own link of mesh_link_Bps (MI300X xGMI); nvl_Bps is
-                                   then the GPU's total, (gpus_per_node - 1) x mesh_link_Bps */
-    double mesh_link_Bps;       /* full_mesh: one peer link per direction, bytes/s (after
-                                   efficiency) */
+                                   has its own link (MI300X xGMI); usim_nvl_Bps is then the
+                                   GPU's total, (gpus_per_node - 1) x usim_mesh_link_Bps */
+    double mesh_link_peak_Bps;  /* full_mesh: one peer link per direction, bytes/s, before
+                                   nvl_eff */
     double nvls_eff;            /* achieved fraction of the NVLink rate under NVLS */
     /* forced NCCL algorithm per collective (AUTO: the tuner chooses) and protocol */
     usim_algo algo_allreduce, algo_allgather, algo_reduce_scatter;
     usim_proto proto;
 } usim_platform;
+
+/* The link rates the simulation uses, bytes/s per direction: the peak rates
+ * times their efficiencies (kept apart in the platform, multiplied here).
+ * NVLink per GPU (full mesh: the GPU's total over its gpus_per_node - 1
+ * links), one full-mesh peer link, one NIC. */
+static inline double usim_mesh_link_Bps(const usim_platform *p)
+{
+    return p->mesh_link_peak_Bps * p->nvl_eff;
+}
+static inline double usim_nvl_Bps(const usim_platform *p)
+{
+    return p->full_mesh ? (double)(p->gpus_per_node - 1) * usim_mesh_link_Bps(p) : p->nvl_peak_Bps * p->nvl_eff;
+}
+static inline double usim_nic_Bps(const usim_platform *p)
+{
+    return p->nic_peak_Bps * p->nic_eff;
+}
 
 /* GPUs of one NVLink domain (nvl_domain, or gpus_per_node when 0). */
 int usim_platform_domain(const usim_platform *p);
@@ -282,19 +304,21 @@ void usim_net_set_ring_window(usim_net *n, int steps);
 
 /* ---------------------------------------------------------------- workload */
 
-/* Context/sequence-parallel methods.  Megatron's cp_comm_type names are
- * accepted by usim_method_parse: a2a = ulysses, p2p = ring-zigzag,
- * all_gather = all-gather, a2a+p2p = usp. */
-typedef enum usim_method { USIM_ULYSSES = 0, USIM_MEGATRON_SP, USIM_RING, USIM_RING_ZIGZAG,
-                           USIM_USP, USIM_ALLGATHER_CP, USIM_NMETHOD } usim_method;
-const char *usim_method_name(usim_method m);
-int usim_method_parse(const char *s, usim_method *m);
+/* Context/sequence-parallel methods: the plan layer's uly_method
+ * (ulysses_plan.h), megatron-sp included; names from its one table
+ * (uly_method_sim_name prints "ulysses", "megatron-sp", "ring",
+ * "ring-zigzag", "usp", "all-gather"; uly_method_parse_any also takes
+ * "zigzag", "allgather" and Megatron's cp_comm_type names: a2a = ulysses,
+ * p2p = ring-zigzag, all_gather = all-gather, a2a+p2p = usp). */
+/* Every method in the order the simulator lists them (tables, CSV rows,
+ * --method all): ulysses, megatron-sp, ring, ring-zigzag, usp, all-gather. */
+extern const uly_method usim_method_order[ULY_METHOD_ALL];
 
 typedef enum usim_recompute { USIM_RC_NONE = 0, USIM_RC_SELECTIVE, USIM_RC_FULL } usim_recompute;
 const char *usim_recompute_name(usim_recompute r);
 
 typedef struct usim_job {
-    usim_method method;
+    uly_method method;
     int gpus;
     int sp;          /* context/sequence-parallel degree (TP degree for megatron-sp); 0: default */
     int tp;          /* tensor-parallel degree (Megatron TP with its sequence parallelism around

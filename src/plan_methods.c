@@ -348,7 +348,7 @@ int64_t uly_plan_chunk_tokens(const uly_sp_plan *p, int64_t N, int j)
     return seg_total(n, c);
 }
 
-uint64_t uly_plan_ring_hop(const uly_attn_desc *a, const uly_sp_plan *p, int rank, int t, int which)
+uint64_t uly_plan_ring_hop_elems(const uly_attn_desc *a, const uly_sp_plan *p, int rank, int t, int which)
 {
     if (p->method == ULY_METHOD_ULYSSES || p->method == ULY_METHOD_ALLGATHER || t < 0 || t >= p->R ||
         which < ULY_RING_K || which > ULY_RING_DV)
@@ -361,7 +361,7 @@ uint64_t uly_plan_ring_hop(const uly_attn_desc *a, const uly_sp_plan *p, int ran
     int64_t kvh, dkvh;
     uly_plan_ring_heads(a, p, rank, &kvh, &dkvh);
     const uint64_t row = (uint64_t)a->batch * (uint64_t)uly_plan_chunk_tokens(p, a->seq, src) *
-                         (uint64_t)a->head_dim * uly_dtype_size(a->dtype);
+                         (uint64_t)a->head_dim;
     const int next = uly_plan_ring_hold(a, p, (j + 1) % p->R, t + 1);
     switch (which) {
     case ULY_RING_K: case ULY_RING_V: case ULY_RING_BK: case ULY_RING_BV:
@@ -369,4 +369,9 @@ uint64_t uly_plan_ring_hop(const uly_attn_desc *a, const uly_sp_plan *p, int ran
     default: /* dK, dV: to the successor, or back to the owner from the last holder */
         return next || j != src ? row * (uint64_t)dkvh : 0;
     }
+}
+
+uint64_t uly_plan_ring_hop(const uly_attn_desc *a, const uly_sp_plan *p, int rank, int t, int which)
+{
+    return uly_plan_ring_hop_elems(a, p, rank, t, which) * uly_dtype_size(a->dtype);
 }

@@ -171,7 +171,7 @@ static int list_kind(const char *kind, const char *name_only)
                 printf("  %-16s %d GPUs/node, %.0f TFLOP/s bf16, %.0f GiB HBM, intra-node %.0f GB/s/dir, "
                        "NIC %.0f GB/s/dir (effective)%s\n",
                        nm, p.gpus_per_node, p.peak_flops[USIM_BF16] / 1e12,
-                       p.hbm_bytes / 1073741824.0, p.nvl_Bps / 1e9, p.nic_Bps / 1e9,
+                       p.hbm_bytes / 1073741824.0, usim_nvl_Bps(&p) / 1e9, usim_nic_Bps(&p) / 1e9,
                        p.max_nodes == 1 ? ", single node" : "");
             } else {
                 usim_model m;
@@ -245,15 +245,15 @@ static int run(int argc, char **argv)
     /* --trace: one file per method when there are several; every trace
      * checked and created as a temporary before simulating, all renamed at
      * the end (files.h) */
-    static char tpath[USIM_NMETHOD][1100];
-    uly_out touts[USIM_NMETHOD];
+    static char tpath[ULY_METHOD_ALL][1100];
+    uly_out touts[ULY_METHOD_ALL];
     memset(touts, 0, sizeof touts);
     for (int i = 0; o.trace && i < o.nmethods; i++) {
         if (o.nmethods > 1) {
             const char *dot = strrchr(o.trace, '.');
             size_t stem = dot && dot > strrchr(o.trace, '/') ? (size_t)(dot - o.trace) : strlen(o.trace);
             int len = snprintf(tpath[i], sizeof tpath[i], "%.*s.%s%s", (int)stem, o.trace,
-                               usim_method_name(o.methods[i]), dot && stem < strlen(o.trace) ? dot : ".json");
+                               uly_method_sim_name(o.methods[i]), dot && stem < strlen(o.trace) ? dot : ".json");
             if (len < 0 || (size_t)len >= sizeof tpath[i])
                 die_usage("--trace: the path is longer than %zu characters", sizeof tpath[i] - 1);
         } else {
@@ -276,7 +276,7 @@ static int run(int argc, char **argv)
         return 1;
     }
     usim_sim_set_engine(sim, o.engine);
-    row rows[USIM_NMETHOD];
+    row rows[ULY_METHOD_ALL];
     memset(rows, 0, sizeof rows);
     int nok = 0;
     for (int i = 0; i < o.nmethods; i++) {
@@ -308,7 +308,7 @@ static int run(int argc, char **argv)
             return 1;
         }
         if (rc) {
-            fprintf(stderr, "ulysses-sim: %s: %s\n", usim_method_name(w->method), usim_last_error());
+            fprintf(stderr, "ulysses-sim: %s: %s\n", uly_method_sim_name(w->method), usim_last_error());
             usim_sim_free(sim);
             return rc == USIM_EINVAL ? EXIT_BADINPUT : 1;
         }

@@ -51,9 +51,9 @@ void opts_defaults(opts *o)
     o->format = FMT_TABLE;
     /* the default comparison: the methods of the DeepSpeed-Ulysses paper and USP
      * (all-gather CP runs when named, or with --method all) */
-    for (int i = 0; i < USIM_NMETHOD; i++)
-        if (i != USIM_ALLGATHER_CP)
-            o->methods[o->nmethods++] = (usim_method)i;
+    for (int i = 0; i < ULY_METHOD_ALL; i++)
+        if (usim_method_order[i] != ULY_METHOD_ALLGATHER)
+            o->methods[o->nmethods++] = usim_method_order[i];
 }
 
 int parse_count(const char *s, int64_t *out)
@@ -151,9 +151,9 @@ static const struct int_opt *int_option(const char *name)
 static int parse_methods(opts *o, const char *v)
 {
     if (strcmp(v, "all") == 0) {
-        for (int i = 0; i < USIM_NMETHOD; i++)
-            o->methods[i] = (usim_method)i;
-        o->nmethods = USIM_NMETHOD;
+        for (int i = 0; i < ULY_METHOD_ALL; i++)
+            o->methods[i] = usim_method_order[i];
+        o->nmethods = ULY_METHOD_ALL;
         return 0;
     }
     char buf[256];
@@ -162,13 +162,23 @@ static int parse_methods(opts *o, const char *v)
     strcpy(buf, v);
     o->nmethods = 0;
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        usim_method m;
-        if (usim_method_parse(tok, &m))
-            return fail("--method: %s", usim_last_error());
+        int m;
+        if (uly_method_parse_any(tok, &m)) {
+            /* the names accepted, in the simulator's order */
+            char names[160] = "";
+            for (int i = 0; i < ULY_METHOD_ALL; i++)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
+                         uly_method_sim_name(usim_method_order[i]));
+            char raw[1024], safe[1024];   /* the name as given, made safe to print */
+            snprintf(raw, sizeof raw, "unknown method '%s' (%s; Megatron cp_comm_type a2a, p2p, all_gather, "
+                     "a2a+p2p)", tok, names);
+            uly_sanitize(safe, sizeof safe, raw);
+            return fail("--method: %s", safe);
+        }
         for (int i = 0; i < o->nmethods; i++)
-            if (o->methods[i] == m)
+            if ((int)o->methods[i] == m)
                 return fail("--method: '%s' listed twice", tok);
-        o->methods[o->nmethods++] = m;
+        o->methods[o->nmethods++] = (uly_method)m;
     }
     if (o->nmethods == 0)
         return fail("--method: empty list");
@@ -361,7 +371,7 @@ int apply_model_overrides(const opts *o, usim_model *m, int64_t seq)
     return 0;
 }
 
-usim_job make_job(const opts *o, usim_method m, int gpus)
+usim_job make_job(const opts *o, uly_method m, int gpus)
 {
     usim_job j;
     memset(&j, 0, sizeof j);

@@ -22,7 +22,7 @@ typedef struct opts {
     int ngpus;
     int64_t seqs[MAX_LIST];
     int nseqs;
-    usim_method methods[USIM_NMETHOD];
+    uly_method methods[ULY_METHOD_ALL];
     int nmethods;
     int methods_explicit;
     int sp, tp, pp, dp, ulysses, zero;
@@ -70,7 +70,7 @@ int load_inputs(const opts *o, usim_platform *p, usim_model *m);
 int load_inputs_files(const opts *o, usim_platform *p, usim_model *m, uly_in ins[2]);
 /* Apply --micro-batch/--global-batch/--layers and the sequence to a model. */
 int apply_model_overrides(const opts *o, usim_model *m, int64_t seq);
-usim_job make_job(const opts *o, usim_method m, int gpus);
+usim_job make_job(const opts *o, uly_method m, int gpus);
 
 void die_usage(const char *fmt, ...)
 #if defined(__GNUC__)

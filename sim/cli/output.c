@@ -35,7 +35,7 @@ void out_table(FILE *f, const usim_platform *p, const usim_model *m, const row *
     char buf[64];
     fprintf(f, "%-38s", "");
     for (int i = 0; i < n; i++)
-        cell(f, usim_method_name(rows[i].method));
+        cell(f, uly_method_sim_name(rows[i].method));
     fputc('\n', f);
 #define ROW(label, fmtexpr)                                    \
     do {                                                       \
@@ -54,11 +54,11 @@ void out_table(FILE *f, const usim_platform *p, const usim_model *m, const row *
     } while (0)
     int composed = 0;
     for (int i = 0; i < n; i++)
-        composed |= rows[i].ok && ((rows[i].r.job.tp > 1 && rows[i].method != USIM_MEGATRON_SP) ||
+        composed |= rows[i].ok && ((rows[i].r.job.tp > 1 && rows[i].method != ULY_METHOD_MEGATRON_SP) ||
                                    rows[i].r.job.pp > 1);
     if (!composed)
         ROW("degrees sp x dp (ulysses x ring)", {
-            if (r->job.method == USIM_USP)
+            if (r->job.method == ULY_METHOD_USP)
                 snprintf(buf, sizeof buf, "%dx%d (%dx%d)", r->job.sp, r->job.dp, r->job.ulysses,
                          r->job.sp / r->job.ulysses);
             else
@@ -66,8 +66,8 @@ void out_table(FILE *f, const usim_platform *p, const usim_model *m, const row *
         });
     else
         ROW("degrees tp x sp x pp x dp", {
-            int t = r->job.method == USIM_MEGATRON_SP ? r->job.tp : r->job.tp;
-            int c = r->job.method == USIM_MEGATRON_SP ? 1 : r->job.sp;
+            int t = r->job.method == ULY_METHOD_MEGATRON_SP ? r->job.tp : r->job.tp;
+            int c = r->job.method == ULY_METHOD_MEGATRON_SP ? 1 : r->job.sp;
             snprintf(buf, sizeof buf, "%dx%dx%dx%d", t, c, r->job.pp, r->job.dp);
         });
     ROW("iteration time [s]", snprintf(buf, sizeof buf, "%.3f", r->iter_s));
@@ -98,24 +98,24 @@ void out_table(FILE *f, const usim_platform *p, const usim_model *m, const row *
 #undef ROW
     int zig = 0;
     for (int i = 0; i < n; i++)
-        zig |= rows[i].ok && rows[i].method == USIM_RING_ZIGZAG;
+        zig |= rows[i].ok && rows[i].method == ULY_METHOD_ZIGZAG;
     if (zig && m->causal && !p->attn_causal_skip)
         fprintf(f, "\nnote: %s's attention kernels compute masked blocks "
                    "(attention_skips_masked_blocks = false), so zigzag balancing saves no work",
                 pn);
     for (int i = 0; i < n; i++)
         if (!rows[i].ok)
-            fprintf(f, "\n%s: not run: %s", usim_method_name(rows[i].method), rows[i].err);
+            fprintf(f, "\n%s: not run: %s", uly_method_sim_name(rows[i].method), rows[i].err);
     if (composed)
         for (int i = 0; i < n; i++)
             if (rows[i].ok) {
                 char pl[256];
                 usim_job_placement(p, &rows[i].r.job, pl, sizeof pl);
-                fprintf(f, "\nplacement: %s: %s", usim_method_name(rows[i].method), pl);
+                fprintf(f, "\nplacement: %s: %s", uly_method_sim_name(rows[i].method), pl);
             }
     for (int i = 0; i < n; i++)
         for (int k = 0; rows[i].ok && k < rows[i].r.nwarn; k++)
-            fprintf(f, "\nwarning: %s: %s", usim_method_name(rows[i].method), rows[i].r.warn[k]);
+            fprintf(f, "\nwarning: %s: %s", uly_method_sim_name(rows[i].method), rows[i].r.warn[k]);
     fputc('\n', f);
 }
 
@@ -149,7 +149,7 @@ static void csv_name(FILE *f, const char *raw)
 void out_csv_row(FILE *f, const usim_platform *p, const usim_model *m, int gpus, const row *w)
 {
     const usim_result *r = &w->r;
-    fprintf(f, "%s,", usim_method_name(w->method));
+    fprintf(f, "%s,", uly_method_sim_name(w->method));
     csv_name(f, p->name);
     fputc(',', f);
     csv_name(f, m->name);
@@ -211,7 +211,7 @@ int out_json(FILE *f, const usim_platform *p, const usim_model *m, int gpus, con
             bad = 1;
             break;
         }
-        bad |= uly_json_set_str(o, "method", usim_method_name(w->method));
+        bad |= uly_json_set_str(o, "method", uly_method_sim_name(w->method));
         if (!w->ok) {
             bad |= uly_json_set_str(o, "error", w->err);
             continue;

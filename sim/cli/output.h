@@ -9,7 +9,7 @@
 #include "usim.h"
 
 typedef struct row {
-    usim_method method;
+    uly_method method;
     int ok;
     char err[300];
     usim_result r;

@@ -142,8 +142,8 @@ static void why_slower(const usim_result *r, const usim_result *best, char *out,
 
 static void degrees(const usim_job *j, char *buf, size_t n)
 {
-    int mg = j->method == USIM_MEGATRON_SP;
-    if (j->method == USIM_USP)
+    int mg = j->method == ULY_METHOD_MEGATRON_SP;
+    if (j->method == ULY_METHOD_USP)
         snprintf(buf, n, "tp %d cp %d (%dx%d) pp %d dp %d", j->tp, j->sp, j->ulysses, j->sp / j->ulysses,
                  j->pp, j->dp);
     else
@@ -174,14 +174,14 @@ int cmd_plan(int argc, char **argv)
     if (usim_platform_check_gpus(&p, G))
         die_usage("%s", usim_last_error());
     apply_model_overrides(&o, &m, o.nseqs ? o.seqs[0] : 0);
-    usim_method methods[USIM_NMETHOD];
+    uly_method methods[ULY_METHOD_ALL];
     int nm = 0;
     if (o.methods_explicit)
         for (int i = 0; i < o.nmethods; i++)
             methods[nm++] = o.methods[i];
     else
-        for (int i = 0; i < USIM_NMETHOD; i++)
-            methods[nm++] = (usim_method)i;
+        for (int i = 0; i < ULY_METHOD_ALL; i++)
+            methods[nm++] = usim_method_order[i];
 
     census cs;
     memset(&cs, 0, sizeof cs);
@@ -194,8 +194,8 @@ int cmd_plan(int argc, char **argv)
     }
     int gpn = usim_platform_domain(&p);   /* TP stays on NVLink */
     for (int mi = 0; mi < nm; mi++) {
-        usim_method me = methods[mi];
-        int mg = me == USIM_MEGATRON_SP;
+        uly_method me = methods[mi];
+        int mg = me == ULY_METHOD_MEGATRON_SP;
         for (int T = 1; T <= G; T++) {
             if (!divides(T, G) || (!mg && (T > gpn || (o.tp && T != o.tp))) || (mg && o.tp && T != o.tp))
                 continue;
@@ -208,8 +208,8 @@ int cmd_plan(int argc, char **argv)
                     if (!divides(C, rest) || (!mg && o.sp && C != o.sp) || (mg && o.sp && T != o.sp) ||
                         (o.dp && rest / C != o.dp))
                         continue;
-                    for (int u = 0; u <= (me == USIM_USP ? C : 0); u++) {
-                        if (me == USIM_USP && (u < 2 || u >= C || !divides(u, C) ||
+                    for (int u = 0; u <= (me == ULY_METHOD_USP ? C : 0); u++) {
+                        if (me == ULY_METHOD_USP && (u < 2 || u >= C || !divides(u, C) ||
                                                (o.ulysses && u != o.ulysses)))
                             continue;
                         cs.structures++;
@@ -329,7 +329,7 @@ int cmd_plan(int argc, char **argv)
         return 1;
     }
     usim_sim_set_engine(sim, o.engine);
-    int seen[USIM_NMETHOD] = {0};
+    int seen[ULY_METHOD_ALL] = {0};
     /* the candidates to simulate: the best nsim estimates and each method's best */
     size_t todo = 0, ndone = 0;
     for (size_t i = 0; i < nc; i++) {
@@ -448,7 +448,7 @@ int cmd_plan(int argc, char **argv)
             degrees(&r->job, dg, sizeof dg);
             double ex = r->exposed_s[0] + r->exposed_s[1] + r->exposed_s[2];
             printf("%-4d %-12s %-30s %-3lld %-4d %-10s %9.3f %10.4f %9.1f %6.1f %8.1f %8.3f\n", i + 1,
-                   usim_method_name(r->job.method), dg, (long long)cv[i].mb, r->job.zero,
+                   uly_method_sim_name(r->job.method), dg, (long long)cv[i].mb, r->job.zero,
                    usim_recompute_name(r->job.recompute), r->iter_s, tokens_per_s(r) / 1e6, r->tflops,
                    100 * r->mfu, r->mem.total / 1073741824.0, ex);
         }
@@ -457,7 +457,7 @@ int cmd_plan(int argc, char **argv)
             const usim_result *r = &cv[i].w.r;
             char pl[256], why[200];
             usim_job_placement(&p, &r->job, pl, sizeof pl);
-            printf("#%d %s: %s", i + 1, usim_method_name(r->job.method), pl);
+            printf("#%d %s: %s", i + 1, uly_method_sim_name(r->job.method), pl);
             if (i > 0) {
                 why_slower(r, best, why, sizeof why);
                 printf("; %s", why);
@@ -478,17 +478,17 @@ int cmd_plan(int argc, char **argv)
             degrees(&cv[k].w.r.job, dg, sizeof dg);
             why_slower(&cv[k].w.r, best, why, sizeof why);
             printf("  best %s (rank %d, %s, micro-batch %lld, ZeRO-%d, recompute %s): %s\n",
-                   usim_method_name(methods[mi]), k + 1, dg, (long long)cv[k].mb, cv[k].w.r.job.zero,
+                   uly_method_sim_name(methods[mi]), k + 1, dg, (long long)cv[k].mb, cv[k].w.r.job.zero,
                    usim_recompute_name(cv[k].w.r.job.recompute), why);
         }
         for (int mi = 0; mi < nm; mi++)
             if (!seen[methods[mi]])
-                printf("  %s: no valid configuration fits\n", usim_method_name(methods[mi]));
+                printf("  %s: no valid configuration fits\n", uly_method_sim_name(methods[mi]));
         if (cs.oom) {
             char dg[64];
             degrees(&cs.oom_best, dg, sizeof dg);
             printf("  memory: %d do not fit at any ZeRO stage; the closest, %s %s micro-batch %lld recompute %s, "
-                   "needs %.2f GiB of %.4g\n", cs.oom, usim_method_name(cs.oom_best.method), dg,
+                   "needs %.2f GiB of %.4g\n", cs.oom, uly_method_sim_name(cs.oom_best.method), dg,
                    (long long)cs.oom_best_mb, usim_recompute_name(cs.oom_best.recompute), cs.oom_best_gib, budget);
         }
         if (cs.headroom_only)

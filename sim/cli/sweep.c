@@ -48,7 +48,7 @@ static void progress(int done, int total)
 typedef struct point {
     int gpus, sp, tp, pp;
     int64_t seq;
-    usim_method method;
+    uly_method method;
     int ok, fits;
     double y;
 } point;
@@ -207,7 +207,7 @@ static int plot(const char *file, int fd, const char *title, const point *pts, i
             first++;
         const point *q = &pts[first];
         char t[160];
-        int len = snprintf(t, sizeof t, "%s", usim_method_name(q->method));
+        int len = snprintf(t, sizeof t, "%s", uly_method_sim_name(q->method));
         for (int a = 0; a < AX_N; a++) {
             static const char *const nm[AX_N] = {"", " GPUs", "sp ", "tp ", "pp "};
             if (a == ax)
@@ -413,7 +413,7 @@ int cmd_sweep(int argc, char **argv)
         out_safe(p.name, pn);
         for (int i = 0; i < o.nmethods; i++)
             snprintf(methods + strlen(methods), sizeof methods - strlen(methods), "%s%s", i ? ", " : "",
-                     usim_method_name(o.methods[i]));
+                     uly_method_sim_name(o.methods[i]));
         if (o.seq_per_gpu) {
             char lab[32];
             tick_label(o.seq_per_gpu, lab, sizeof lab);

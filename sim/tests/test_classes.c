@@ -85,11 +85,11 @@ static void check_shape(const shape *s)
         m.seq = s->seq;
     if (s->layers)
         m.layers = s->layers;
-    usim_job j = {(usim_method)s->method, s->gpus, s->sp, s->tp, s->pp, s->dp, s->ulysses, s->zero,
+    usim_job j = {(uly_method)s->method, s->gpus, s->sp, s->tp, s->pp, s->dp, s->ulysses, s->zero,
                   USIM_RC_FULL, USIM_A2A_DIRECT};
     char what[200];
     snprintf(what, sizeof what, "%s %s G=%d %s sp=%d tp=%d pp=%d dp=%d u=%d zero=%d seq=%lld",
-             s->platform, s->model, s->gpus, usim_method_name(s->method), s->sp, s->tp, s->pp,
+             s->platform, s->model, s->gpus, uly_method_sim_name(s->method), s->sp, s->tp, s->pp,
              s->dp, s->ulysses, s->zero, (long long)m.seq);
     usim_result a, b;
     usim_sim *full = usim_sim_new(&p, s->gpus), *cls = usim_sim_new(&p, s->gpus);
@@ -153,8 +153,8 @@ static void check_shape(const shape *s)
     usim_sim_free(cls);
 }
 
-enum { UL = USIM_ULYSSES, MS = USIM_MEGATRON_SP, RI = USIM_RING, ZZ = USIM_RING_ZIGZAG,
-       US = USIM_USP, AG = USIM_ALLGATHER_CP };
+enum { UL = ULY_METHOD_ULYSSES, MS = ULY_METHOD_MEGATRON_SP, RI = ULY_METHOD_RING, ZZ = ULY_METHOD_ZIGZAG,
+       US = ULY_METHOD_USP, AG = ULY_METHOD_ALLGATHER };
 
 static const shape shapes[] = {
     /* every method, DP across nodes (ZeRO groups span nodes, SP groups in one) */
@@ -521,7 +521,7 @@ START_TEST(test_pairwise_equal)
     usim_model m = load_model(s.model);
     m.seq = s.seq;
     m.layers = s.layers;
-    usim_job j = {USIM_ULYSSES, 64, 16, 0, 0, 0, 0, 3, USIM_RC_FULL, USIM_A2A_PAIRWISE};
+    usim_job j = {ULY_METHOD_ULYSSES, 64, 16, 0, 0, 0, 0, 3, USIM_RC_FULL, USIM_A2A_PAIRWISE};
     usim_sim *full = usim_sim_new(&p, 64), *cls = usim_sim_new(&p, 64);
     usim_sim_set_engine(full, USIM_ENGINE_FULL);
     usim_result a, b;

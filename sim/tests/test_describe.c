@@ -29,20 +29,20 @@ START_TEST(test_platform_presets)
         preset("platforms", names[i], path);
         ck_assert_msg(usim_platform_load(path, &p) == USIM_OK, "%s: %s", names[i], usim_last_error());
         ck_assert_str_eq(p.name, names[i]);
-        ck_assert(p.nvl_Bps > 0 && p.nic_Bps > 0 && p.hbm_bytes > 0);
+        ck_assert(usim_nvl_Bps(&p) > 0 && usim_nic_Bps(&p) > 0 && p.hbm_bytes > 0);
     }
     preset("platforms", "dgx-a100-40g", path);
     usim_platform_load(path, &p);
     ck_assert_int_eq(p.gpus_per_node, 8);
     ck_assert(fabs(p.peak_flops[USIM_BF16] - 312e12) < 1);
-    ck_assert(fabs(p.nvl_Bps - 300e9 * 0.77) < 1);
-    ck_assert(fabs(p.nic_Bps - 25e9 * 0.96) < 1);
+    ck_assert(fabs(usim_nvl_Bps(&p) - 300e9 * 0.77) < 1);
+    ck_assert(fabs(usim_nic_Bps(&p) - 25e9 * 0.96) < 1);
     ck_assert(fabs(p.hbm_bytes - 40.0 * 1073741824) < 1);
     ck_assert_int_eq(p.nvl_lat, 3000000);
     preset("platforms", "dgx-h100", path);
     usim_platform_load(path, &p);
     ck_assert(fabs(p.peak_flops[USIM_BF16] - 989e12) < 1);
-    ck_assert(fabs(p.nic_Bps - 50e9 * 0.96) < 1);
+    ck_assert(fabs(usim_nic_Bps(&p) - 50e9 * 0.96) < 1);
     ck_assert_int_eq(usim_platform_domain(&p), 8);
     ck_assert_int_eq(p.full_mesh, 0);
     /* an NVLink domain of 72 over nodes of 4; a full mesh of 7 peer links */
@@ -51,12 +51,12 @@ START_TEST(test_platform_presets)
     ck_assert_int_eq(p.gpus_per_node, 4);
     ck_assert_int_eq(p.nvl_domain, 72);
     ck_assert_int_eq(usim_platform_domain(&p), 72);
-    ck_assert(fabs(p.nvl_Bps - 900e9 * 0.8) < 1);
+    ck_assert(fabs(usim_nvl_Bps(&p) - 900e9 * 0.8) < 1);
     preset("platforms", "mi300x-8", path);
     ck_assert_msg(usim_platform_load(path, &p) == USIM_OK, "%s", usim_last_error());
     ck_assert_int_eq(p.full_mesh, 1);
-    ck_assert(fabs(p.mesh_link_Bps - 64e9 * 0.8) < 1);
-    ck_assert(fabs(p.nvl_Bps - 7 * 64e9 * 0.8) < 1);
+    ck_assert(fabs(usim_mesh_link_Bps(&p) - 64e9 * 0.8) < 1);
+    ck_assert(fabs(usim_nvl_Bps(&p) - 7 * 64e9 * 0.8) < 1);
     ck_assert_int_eq(usim_platform_domain(&p), 8);
 }
 END_TEST

@@ -35,8 +35,10 @@ static usim_platform round_platform(int gpn, double nvl_lat_us, double nic_lat_u
     p.attn_causal_skip = 1;
     p.hbm_bytes = 1e12;
     p.hbm_Bps = 1e12;
-    p.nvl_Bps = 1e9;
-    p.nic_Bps = 1e8;
+    p.nvl_peak_Bps = 1e9;
+    p.nvl_eff = 1;
+    p.nic_peak_Bps = 1e8;
+    p.nic_eff = 1;
     p.nvl_lat = (usim_time)(nvl_lat_us * US);
     p.nic_lat = (usim_time)(nic_lat_us * US);
     p.oversub = 1;
@@ -180,7 +182,7 @@ START_TEST(test_iteration_ulysses_two_gpus)
     m.tied_embeddings = 1;
     usim_job j;
     memset(&j, 0, sizeof j);
-    j.method = USIM_ULYSSES;
+    j.method = ULY_METHOD_ULYSSES;
     j.gpus = 2;
     j.zero = 0;
     j.recompute = USIM_RC_NONE;
@@ -264,13 +266,13 @@ START_TEST(test_a2a_two_nvlink_domains)
 END_TEST
 
 /* A full-mesh node of 4 GPUs: one 1 GB/s link per ordered pair (the GPU's
- * total, 3 GB/s, is what a switched node with the same nvl_Bps would give). */
+ * total, 3 GB/s, is what a switched node with the same usim_nvl_Bps would give). */
 static usim_platform mesh_platform(void)
 {
     usim_platform p = round_platform(4, 1, 5);
     p.full_mesh = 1;
-    p.mesh_link_Bps = 1e9;
-    p.nvl_Bps = 3e9;
+    p.mesh_link_peak_Bps = 1e9;
+    p.nvl_peak_Bps = 3e9;   /* the switched node's rate (the mesh's total is usim_nvl_Bps) */
     return p;
 }
 
@@ -347,8 +349,8 @@ END_TEST
 START_TEST(test_full_mesh_two_nodes_ring)
 {
     usim_platform p = mesh_platform();
-    p.mesh_link_Bps = 2e8;
-    p.nvl_Bps = 6e8;
+    p.mesh_link_peak_Bps = 2e8;
+    p.nvl_peak_Bps = 6e8;
     usim_net *n = usim_net_new(&p, 8);
     int ranks[8] = {0, 1, 2, 3, 4, 5, 6, 7};
     uint64_t chunk[8];

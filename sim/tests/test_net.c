@@ -21,8 +21,10 @@ static usim_platform plat(int gpn, double oversub)
     memset(&p, 0, sizeof p);
     strcpy(p.name, "golden");
     p.gpus_per_node = gpn;
-    p.nvl_Bps = 1e9;
-    p.nic_Bps = 1e8;
+    p.nvl_peak_Bps = 1e9;
+    p.nvl_eff = 1;
+    p.nic_peak_Bps = 1e8;
+    p.nic_eff = 1;
     p.nvl_lat = 1 * US;
     p.nic_lat = 5 * US;
     p.oversub = oversub;

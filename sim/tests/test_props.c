@@ -38,8 +38,10 @@ static usim_platform random_platform(int gpn)
     p.attn_causal_skip = urand() < 0.5;
     p.hbm_bytes = 80.0 * 1073741824.0;
     p.hbm_Bps = pick(500, 4000) * 1e9;
-    p.nvl_Bps = pick(20, 500) * 1e9;
-    p.nic_Bps = pick(5, 60) * 1e9;
+    p.nvl_peak_Bps = pick(20, 500) * 1e9;
+    p.nvl_eff = 1;
+    p.nic_peak_Bps = pick(5, 60) * 1e9;
+    p.nic_eff = 1;
     p.nvl_lat = (usim_time)(pick(1, 10) * 1e6);
     p.nic_lat = (usim_time)(pick(2, 20) * 1e6);
     p.oversub = urand() < 0.7 ? 1 : pick(1, 3);
@@ -83,8 +85,8 @@ static const char *const knob_name[NKNOB] = {"NVLink bandwidth", "NIC bandwidth"
 static usim_platform faster(usim_platform p, int knob, double f)
 {
     switch (knob) {
-    case K_NVL: p.nvl_Bps *= f; break;
-    case K_NIC: p.nic_Bps *= f; break;
+    case K_NVL: p.nvl_peak_Bps *= f; break;
+    case K_NIC: p.nic_peak_Bps *= f; break;
     case K_FLOPS:
         for (int t = 0; t < USIM_NDTYPE; t++)
             p.peak_flops[t] *= f;
@@ -125,7 +127,7 @@ START_TEST(test_iteration_monotone)
         usim_model m = random_model();
         usim_job j;
         memset(&j, 0, sizeof j);
-        j.method = (usim_method)(c % USIM_NMETHOD);
+        j.method = usim_method_order[c % ULY_METHOD_ALL];
         j.gpus = gpn * (urand() < 0.5 ? 2 : 4);
         j.zero = (int)(urand() * 4);
         j.recompute = (usim_recompute)(int)(urand() * 3);
@@ -142,7 +144,7 @@ START_TEST(test_iteration_monotone)
             ck_assert_int_eq(simulate(&q, &m, &j, &t), USIM_OK);
             ck_assert_msg(t <= base * (1 + 1e-9),
                           "case %d (%s, %d GPUs, zero %d): %s x %.3f made the iteration slower: "
-                          "%.9f s -> %.9f s", c, usim_method_name(j.method), j.gpus, j.zero,
+                          "%.9f s -> %.9f s", c, uly_method_sim_name(j.method), j.gpus, j.zero,
                           knob_name[k], f, base, t);
         }
         cases++;

@@ -44,7 +44,7 @@ static usim_model model(int64_t layers, int64_t hidden, int64_t heads, int64_t k
     return m;
 }
 
-static usim_job job(usim_method me, int gpus, int sp)
+static usim_job job(uly_method me, int gpus, int sp)
 {
     usim_job j;
     memset(&j, 0, sizeof j);
@@ -66,17 +66,18 @@ START_TEST(test_bytes_even_closed_form)
     usim_sim *s = usim_sim_new(&p, 16);
     double sent[2], ana[2];
     /* Ulysses: (2h + 2h_kv) N/P e (P-1)/P per rank per layer forward */
-    usim_job j = job(USIM_ULYSSES, 16, P);
+    usim_job j = job(ULY_METHOD_ULYSSES, 16, P);
     ck_assert_int_eq(usim_sp_layer_bytes(s, &m, &j, 3, sent), USIM_OK);
     ck_assert(sent[0] == (2 * h + 2 * h) * N / P * e * (P - 1) / P);
     ck_assert(sent[1] == sent[0]);
     /* Megatron-SP: 4 (t-1)/t N h e */
-    j = job(USIM_MEGATRON_SP, 16, P);
+    j = job(ULY_METHOD_MEGATRON_SP, 16, P);
     ck_assert_int_eq(usim_sp_layer_bytes(s, &m, &j, 5, sent), USIM_OK);
     ck_assert(sent[0] == 4.0 * (P - 1) / P * N * h * e);
     /* Ring: 2 (P-1) N/P h_kv e forward; backward K,V,dK,dV per hop + dK,dV home */
-    for (int me = USIM_RING; me <= USIM_RING_ZIGZAG; me++) {
-        j = job((usim_method)me, 16, P);
+    static const uly_method rings[2] = {ULY_METHOD_RING, ULY_METHOD_ZIGZAG};
+    for (int k = 0; k < 2; k++) {
+        j = job(rings[k], 16, P);
         ck_assert_int_eq(usim_sp_layer_bytes(s, &m, &j, 0, sent), USIM_OK);
         ck_assert(sent[0] == 2.0 * (P - 1) * N / P * h * e);
         ck_assert(sent[1] == (4.0 * (P - 1) + 2) * N / P * h * e);
@@ -103,14 +104,15 @@ START_TEST(test_bytes_every_method_every_shape)
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         usim_model m = model(2, cases[c].hidden, cases[c].heads, cases[c].kv, cases[c].seq);
         usim_sim *s = usim_sim_new(&p, cases[c].gpus);
-        for (int me = 0; me < USIM_NMETHOD; me++) {
-            usim_job j = job((usim_method)me, cases[c].gpus, cases[c].P);
-            j.ulysses = me == USIM_USP ? cases[c].u : 0;
+        for (int mi = 0; mi < ULY_METHOD_ALL; mi++) {
+            int me = usim_method_order[mi];
+            usim_job j = job((uly_method)me, cases[c].gpus, cases[c].P);
+            j.ulysses = me == ULY_METHOD_USP ? cases[c].u : 0;
             usim_job chk = j;
             if (usim_job_resolve(&m, &p, &chk) != USIM_OK) {
                 /* megatron-sp needs heads % tp == 0; zigzag 2 x CP equal chunks */
-                ck_assert_msg(me == USIM_MEGATRON_SP || strstr(usim_last_error(), "not a multiple of 2 x CP"),
-                              "case %zu %s: %s", c, usim_method_name((usim_method)me), usim_last_error());
+                ck_assert_msg(me == ULY_METHOD_MEGATRON_SP || strstr(usim_last_error(), "not a multiple of 2 x CP"),
+                              "case %zu %s: %s", c, uly_method_sim_name((uly_method)me), usim_last_error());
                 continue;
             }
             ran++;
@@ -120,7 +122,7 @@ START_TEST(test_bytes_every_method_every_shape)
                 ck_assert_int_eq(usim_analytic_sp_bytes(&m, &j, g, ana), USIM_OK);
                 ck_assert_msg(sent[0] == ana[0] && sent[1] == ana[1],
                               "case %zu %s gpu %d: simulated %.0f/%.0f analytic %.0f/%.0f", c,
-                              usim_method_name((usim_method)me), g, sent[0], sent[1], ana[0], ana[1]);
+                              uly_method_sim_name((uly_method)me), g, sent[0], sent[1], ana[0], ana[1]);
                 ck_assert(sent[0] > 0);
             }
         }
@@ -138,13 +140,13 @@ START_TEST(test_volume_scaling)
 {
     usim_model m1 = model(2, 4096, 32, 32, 32768), m2 = model(2, 4096, 32, 32, 65536);
     double u1[2], u2[2], g1[2], g2[2];
-    usim_job j1 = job(USIM_ULYSSES, 8, 8), j2 = job(USIM_ULYSSES, 16, 16);
+    usim_job j1 = job(ULY_METHOD_ULYSSES, 8, 8), j2 = job(ULY_METHOD_ULYSSES, 16, 16);
     ck_assert_int_eq(usim_analytic_sp_bytes(&m1, &j1, 0, u1), USIM_OK);
     ck_assert_int_eq(usim_analytic_sp_bytes(&m2, &j2, 0, u2), USIM_OK);
     /* 4Nh/P * (P-1)/P: equal up to the (P-1)/P factor */
     ck_assert(fabs(u2[0] / u1[0] - (15.0 / 16) / (7.0 / 8)) < 1e-12);
-    j1 = job(USIM_MEGATRON_SP, 8, 8);
-    j2 = job(USIM_MEGATRON_SP, 16, 16);
+    j1 = job(ULY_METHOD_MEGATRON_SP, 8, 8);
+    j2 = job(ULY_METHOD_MEGATRON_SP, 16, 16);
     ck_assert_int_eq(usim_analytic_sp_bytes(&m1, &j1, 0, g1), USIM_OK);
     ck_assert_int_eq(usim_analytic_sp_bytes(&m2, &j2, 0, g2), USIM_OK);
     ck_assert(g2[0] / g1[0] > 2);
@@ -156,9 +158,10 @@ START_TEST(test_determinism_and_accounting)
     usim_platform p = a100();
     usim_model m = model(4, 2048, 16, 4, 32768);
     m.global_batch = 4;
-    for (int me = 0; me < USIM_NMETHOD; me++) {
+    for (int mi = 0; mi < ULY_METHOD_ALL; mi++) {
+        int me = usim_method_order[mi];
         for (int z = 0; z <= 3; z++) {
-            usim_job j = job((usim_method)me, 32, 16);
+            usim_job j = job((uly_method)me, 32, 16);
             j.zero = z;
             j.recompute = (usim_recompute)(z % 3);
             usim_sim *s1 = usim_sim_new(&p, 32), *s2 = usim_sim_new(&p, 32);
@@ -178,7 +181,7 @@ START_TEST(test_determinism_and_accounting)
             }
             ck_assert_msg(fabs(sum - a.iter_s) <= 1e-9 * a.iter_s + 1e-9,
                           "%s zero %d: iter %.9f vs compute+exposed %.9f",
-                          usim_method_name((usim_method)me), z, a.iter_s, sum);
+                          uly_method_sim_name((uly_method)me), z, a.iter_s, sum);
             ck_assert(a.tflops > 0 && a.mfu > 0 && a.mfu < 1);
             ck_assert_int_eq(a.micro_steps, 2);
             usim_sim_free(s1);
@@ -192,69 +195,69 @@ START_TEST(test_config_errors)
 {
     usim_platform p = a100();
     usim_model m = model(2, 4096, 32, 8, 65536);
-    usim_job j = job(USIM_ULYSSES, 64, 64);
+    usim_job j = job(ULY_METHOD_ULYSSES, 64, 64);
     ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_EINVAL);
     ck_assert_ptr_nonnull(strstr(usim_last_error(), "exceeds the 32 attention heads"));
-    j = job(USIM_ULYSSES, 64, 0);
+    j = job(ULY_METHOD_ULYSSES, 64, 0);
     j.dp = 3;
     ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_EINVAL);
     ck_assert_ptr_nonnull(strstr(usim_last_error(), "do not multiply"));
-    j = job(USIM_ULYSSES, 64, 16);
+    j = job(ULY_METHOD_ULYSSES, 64, 16);
     j.dp = 2;
     ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_EINVAL);
     ck_assert_ptr_nonnull(strstr(usim_last_error(), "do not multiply"));
     /* composed tensor parallelism: tp x cp x pp x dp = GPUs, heads per tensor rank */
-    j = job(USIM_RING, 64, 8);
+    j = job(ULY_METHOD_RING, 64, 8);
     j.tp = 2;
     ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_OK);
     ck_assert_int_eq(j.dp, 4);
-    j = job(USIM_ULYSSES, 64, 32);
+    j = job(ULY_METHOD_ULYSSES, 64, 32);
     j.tp = 2;
     ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_EINVAL);
     ck_assert_ptr_nonnull(strstr(usim_last_error(), "exceeds the 16 attention heads per tensor-parallel rank"));
-    j = job(USIM_ULYSSES, 48, 0);
+    j = job(ULY_METHOD_ULYSSES, 48, 0);
     j.tp = 3;
     ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_EINVAL);
     ck_assert_ptr_nonnull(strstr(usim_last_error(), "TP degree 3 does not divide the 32 heads"));
-    j = job(USIM_ULYSSES, 48, 0);
+    j = job(ULY_METHOD_ULYSSES, 48, 0);
     j.pp = 3;
     ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_EINVAL);
     ck_assert_ptr_nonnull(strstr(usim_last_error(), "--pp 3 does not divide the 2 layers"));
-    j = job(USIM_ALLGATHER_CP, 64, 16);
+    j = job(ULY_METHOD_ALLGATHER, 64, 16);
     j.tp = 2;
     j.pp = 2;
     ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_OK);
     ck_assert_int_eq(j.dp, 1);
-    j = job(USIM_USP, 64, 32);
+    j = job(ULY_METHOD_USP, 64, 32);
     j.tp = 2;   /* a2a defaults to the node: 8 / TP 2 = 4 */
     ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_OK);
     ck_assert_int_eq(j.ulysses, 4);
-    j = job(USIM_MEGATRON_SP, 64, 32);
+    j = job(ULY_METHOD_MEGATRON_SP, 64, 32);
     ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_OK);
     ck_assert_int_eq(j.tp, 32);
-    j = job(USIM_MEGATRON_SP, 64, 64);
+    j = job(ULY_METHOD_MEGATRON_SP, 64, 64);
     ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_EINVAL);   /* 32 % 64 */
-    j = job(USIM_MEGATRON_SP, 48, 48);
+    j = job(ULY_METHOD_MEGATRON_SP, 48, 48);
     ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_EINVAL);   /* 32 % 48 */
-    j = job(USIM_ULYSSES, 12, 4);
+    j = job(ULY_METHOD_ULYSSES, 12, 4);
     ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_EINVAL);   /* 12 GPUs on 8-GPU nodes */
     ck_assert_ptr_nonnull(strstr(usim_last_error(), "multiple of 8"));
-    j = job(USIM_USP, 64, 64);
+    j = job(ULY_METHOD_USP, 64, 64);
     j.ulysses = 3;
     ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_EINVAL);
-    j = job(USIM_USP, 64, 64);
+    j = job(ULY_METHOD_USP, 64, 64);
     ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_OK);
     ck_assert_int_eq(j.ulysses, 8);
     /* default degrees: largest divisor of the GPU count <= heads */
-    j = job(USIM_ULYSSES, 64, 0);
+    j = job(ULY_METHOD_ULYSSES, 64, 0);
     ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_OK);
     ck_assert_int_eq(j.sp, 32);
     ck_assert_int_eq(j.dp, 2);
     /* uneven heads are allowed for ulysses */
     usim_model u = model(2, 1536, 12, 12, 8192);
-    j = job(USIM_ULYSSES, 8, 8);
+    j = job(ULY_METHOD_ULYSSES, 8, 8);
     ck_assert_int_eq(usim_job_resolve(&u, &p, &j), USIM_OK);
-    j = job(USIM_ULYSSES, 16, 16);
+    j = job(ULY_METHOD_ULYSSES, 16, 16);
     ck_assert_int_eq(usim_job_resolve(&u, &p, &j), USIM_EINVAL);
 }
 END_TEST
@@ -264,7 +267,7 @@ START_TEST(test_memory_and_max_seq)
     usim_platform p = a100();
     usim_model m = model(32, 4096, 32, 32, 131072);
     m.vocab = 50257;
-    usim_job j = job(USIM_ULYSSES, 64, 32);
+    usim_job j = job(ULY_METHOD_ULYSSES, 64, 32);
     usim_memory a, b;
     int fa, fb;
     ck_assert_int_eq(usim_memory_estimate(&p, &m, &j, &a, &fa), USIM_OK);
@@ -310,9 +313,10 @@ START_TEST(test_trace)
     usim_model m = model(2, 2048, 16, 16, 16384);
     FILE *t = tmpfile();
     ck_assert_ptr_nonnull(t);
-    for (int me = 0; me < USIM_NMETHOD; me++) {
+    for (int mi = 0; mi < ULY_METHOD_ALL; mi++) {
+        int me = usim_method_order[mi];
         usim_sim *s = usim_sim_new(&p, 16);
-        usim_job j = job((usim_method)me, 16, 16);
+        usim_job j = job((uly_method)me, 16, 16);
         usim_result r;
         rewind(t);
         ck_assert_int_eq(usim_simulate(s, &m, &j, t, &r), USIM_OK);
@@ -323,7 +327,7 @@ START_TEST(test_trace)
         ck_assert_int_eq(fread(buf, 1, (size_t)len, t), (size_t)len);
         json_error_t je;
         json_t *root = json_loadb(buf, (size_t)len, 0, &je);
-        ck_assert_msg(root != NULL, "%s: trace is not JSON: %s at %d:%d", usim_method_name(j.method),
+        ck_assert_msg(root != NULL, "%s: trace is not JSON: %s at %d:%d", uly_method_sim_name(j.method),
                       je.text, je.line, je.column);
         json_t *ev = json_object_get(root, "traceEvents");
         ck_assert(json_is_array(ev));
@@ -358,15 +362,16 @@ START_TEST(test_contention_monotone)
     usim_platform p = a100();
     usim_model m = model(4, 4096, 32, 32, 65536);
     m.global_batch = 2;
-    for (int me = 0; me < USIM_NMETHOD; me++) {
-        usim_job j = job((usim_method)me, 64, 32);
+    for (int mi = 0; mi < ULY_METHOD_ALL; mi++) {
+        int me = usim_method_order[mi];
+        usim_job j = job((uly_method)me, 64, 32);
         usim_sim *s = usim_sim_new(&p, 64);
         usim_result on, off;
         ck_assert_int_eq(usim_simulate(s, &m, &j, NULL, &on), USIM_OK);
         usim_sim_set_contention(s, 0);
         ck_assert_int_eq(usim_simulate(s, &m, &j, NULL, &off), USIM_OK);
         ck_assert_msg(on.iter_s >= off.iter_s - 1e-12, "%s: %.9f < %.9f",
-                      usim_method_name(j.method), on.iter_s, off.iter_s);
+                      uly_method_sim_name(j.method), on.iter_s, off.iter_s);
         ck_assert(on.compute_s == off.compute_s);
         for (int k = 0; k < USIM_NCLASS; k++)
             ck_assert(on.sent_bytes[k] == off.sent_bytes[k]);
@@ -383,9 +388,10 @@ START_TEST(test_alloc_failures)
     usim_platform p = a100();
     usim_model m = model(2, 1024, 8, 2, 8192);
     m.global_batch = 2;
-    for (int me = 0; me < USIM_NMETHOD; me++) {
-        usim_job j = job((usim_method)me, 16, 8);
-        j.zero = me % 4;
+    for (int mi = 0; mi < ULY_METHOD_ALL; mi++) {
+        int me = usim_method_order[mi];
+        usim_job j = job((uly_method)me, 16, 8);
+        j.zero = mi % 4;
         long n;
         for (n = 1; n < 100000; n++) {
             usim_test_fail_alloc_at(n);
@@ -399,11 +405,11 @@ START_TEST(test_alloc_failures)
             long used = usim_test_fail_alloc_at(0);
             if (rc == USIM_OK) {
                 ck_assert_msg(used < n, "%s: allocation %ld failed but the run succeeded",
-                              usim_method_name(j.method), n);
+                              uly_method_sim_name(j.method), n);
                 break;
             }
             ck_assert_msg(rc == USIM_ENOMEM, "%s: allocation %ld failed: status %d (%s)",
-                          usim_method_name(j.method), n, rc, usim_last_error());
+                          uly_method_sim_name(j.method), n, rc, usim_last_error());
         }
         ck_assert_int_gt(n, 10);
     }
@@ -416,8 +422,9 @@ START_TEST(test_speed_1024)
     usim_platform p = a100();
     usim_model m = model(32, 4096, 32, 32, 131072);
     usim_sim *s = usim_sim_new(&p, 1024);
-    for (int me = 0; me < USIM_NMETHOD; me++) {
-        usim_job j = job((usim_method)me, 1024, 32);
+    for (int mi = 0; mi < ULY_METHOD_ALL; mi++) {
+        int me = usim_method_order[mi];
+        usim_job j = job((uly_method)me, 1024, 32);
         usim_result r;
         ck_assert_int_eq(usim_simulate(s, &m, &j, NULL, &r), USIM_OK);
         ck_assert(r.iter_s > 0);
@@ -444,21 +451,22 @@ START_TEST(test_bytes_with_tp)
             pc.gpus_per_node = 12;
         usim_model m = model(2, cases[c].hidden, cases[c].heads, cases[c].kv, cases[c].seq);
         usim_sim *s = usim_sim_new(&pc, cases[c].gpus);
-        for (int me = 0; me < USIM_NMETHOD; me++) {
-            if (me == USIM_MEGATRON_SP)
+        for (int mi = 0; mi < ULY_METHOD_ALL; mi++) {
+            int me = usim_method_order[mi];
+            if (me == ULY_METHOD_MEGATRON_SP)
                 continue;
-            usim_job j = job((usim_method)me, cases[c].gpus, cases[c].P);
+            usim_job j = job((uly_method)me, cases[c].gpus, cases[c].P);
             j.tp = cases[c].tp;
-            j.ulysses = me == USIM_USP ? cases[c].u : 0;
+            j.ulysses = me == ULY_METHOD_USP ? cases[c].u : 0;
             usim_job chk = j;
-            int two = me == USIM_RING_ZIGZAG || me == USIM_USP || me == USIM_ALLGATHER_CP;
+            int two = me == ULY_METHOD_ZIGZAG || me == ULY_METHOD_USP || me == ULY_METHOD_ALLGATHER;
             if (two && cases[c].seq % (2 * cases[c].P) != 0) {   /* refused: 2 x CP equal chunks */
                 ck_assert_int_eq(usim_job_resolve(&m, &pc, &chk), USIM_EINVAL);
                 ck_assert_ptr_nonnull(strstr(usim_last_error(), "not a multiple of 2 x CP"));
                 continue;
             }
             ck_assert_msg(usim_job_resolve(&m, &pc, &chk) == USIM_OK, "case %zu %s: %s", c,
-                          usim_method_name((usim_method)me), usim_last_error());
+                          uly_method_sim_name((uly_method)me), usim_last_error());
             ran++;
             for (int g = 0; g < cases[c].gpus; g++) {
                 double sent[2], ana[2];
@@ -466,7 +474,7 @@ START_TEST(test_bytes_with_tp)
                 ck_assert_int_eq(usim_analytic_sp_bytes(&m, &j, g, ana), USIM_OK);
                 ck_assert_msg(sent[0] == ana[0] && sent[1] == ana[1],
                               "case %zu %s tp %d gpu %d: simulated %.0f/%.0f analytic %.0f/%.0f", c,
-                              usim_method_name((usim_method)me), j.tp, g, sent[0], sent[1], ana[0], ana[1]);
+                              uly_method_sim_name((uly_method)me), j.tp, g, sent[0], sent[1], ana[0], ana[1]);
                 ck_assert(sent[0] > 0);
             }
         }
@@ -485,14 +493,14 @@ START_TEST(test_composition_memory_and_time)
     m.global_batch = 8;
     usim_memory a, b;
     int fa, fb;
-    usim_job j1 = job(USIM_ULYSSES, 32, 8), j2 = job(USIM_ULYSSES, 32, 8);
+    usim_job j1 = job(ULY_METHOD_ULYSSES, 32, 8), j2 = job(ULY_METHOD_ULYSSES, 32, 8);
     j1.zero = j2.zero = 0;
     j2.tp = 2;
     ck_assert_int_eq(usim_memory_estimate(&p, &m, &j1, &a, &fa), USIM_OK);
     ck_assert_int_eq(usim_memory_estimate(&p, &m, &j2, &b, &fb), USIM_OK);
     ck_assert(fabs(b.params / a.params - 0.5) < 1e-12);
     ck_assert(b.activations < a.activations);   /* layer inputs split T ways (sequence parallelism) */
-    usim_job j3 = job(USIM_ULYSSES, 32, 8);
+    usim_job j3 = job(ULY_METHOD_ULYSSES, 32, 8);
     j3.zero = 0;
     j3.pp = 2;
     usim_memory c;
@@ -503,10 +511,11 @@ START_TEST(test_composition_memory_and_time)
     ck_assert(fabs(c.activations - a.activations) <= 1e-9 * a.activations);
     /* time: compute + exposed + bubble = iteration, bubble > 0 only with pp */
     for (int pp = 1; pp <= 2; pp++)
-        for (int me = 0; me < USIM_NMETHOD; me++) {
-            usim_job j = job((usim_method)me, 32, me == USIM_MEGATRON_SP ? 8 : 4);
+        for (int mi = 0; mi < ULY_METHOD_ALL; mi++) {
+            int me = usim_method_order[mi];
+            usim_job j = job((uly_method)me, 32, me == ULY_METHOD_MEGATRON_SP ? 8 : 4);
             j.pp = pp;
-            if (me != USIM_MEGATRON_SP)
+            if (me != ULY_METHOD_MEGATRON_SP)
                 j.tp = 2;
             usim_sim *s = usim_sim_new(&p, 32);
             usim_result r;
@@ -515,7 +524,7 @@ START_TEST(test_composition_memory_and_time)
             for (int k = 0; k < USIM_NKIND; k++)
                 sum += r.exposed_s[k];
             ck_assert_msg(fabs(sum - r.iter_s) <= 1e-9 * r.iter_s + 1e-9, "%s pp %d: %.9f vs %.9f",
-                          usim_method_name(j.method), pp, sum, r.iter_s);
+                          uly_method_sim_name(j.method), pp, sum, r.iter_s);
             ck_assert(pp == 1 ? r.bubble_s == 0 : r.bubble_s > 0);
             ck_assert(r.mfu > 0 && r.mfu < 1);
             usim_sim_free(s);
@@ -529,17 +538,17 @@ START_TEST(test_placement)
     usim_platform p = a100();
     usim_model m = model(4, 4096, 32, 8, 32768);
     char buf[200];
-    usim_job j = job(USIM_ULYSSES, 32, 4);
+    usim_job j = job(ULY_METHOD_ULYSSES, 32, 4);
     j.tp = 2;
     ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_OK);
     usim_job_placement(&p, &j, buf, sizeof buf);
     ck_assert_str_eq(buf, "tp 2 x cp 4 inside a node; dp 4 across nodes");
-    j = job(USIM_USP, 32, 16);
+    j = job(ULY_METHOD_USP, 32, 16);
     j.ulysses = 8;
     ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_OK);
     usim_job_placement(&p, &j, buf, sizeof buf);
     ck_assert_str_eq(buf, "cp a2a 8 inside a node; cp p2p 2 x dp 2 across nodes");
-    j = job(USIM_RING, 32, 16);
+    j = job(ULY_METHOD_RING, 32, 16);
     ck_assert_int_eq(usim_job_resolve(&m, &p, &j), USIM_OK);
     usim_job_placement(&p, &j, buf, sizeof buf);
     ck_assert_str_eq(buf, "cp 16 (8 per node) x dp 2 across nodes");
@@ -563,17 +572,17 @@ START_TEST(test_ring_bytes_from_plan)
         {1792, 14, 7, 8192, 8, 4},      /* 14 heads over U = 4 */
         {1920, 15, 5, 10080, 6, 3},     /* everything odd, one node */
     };
-    const usim_method ms[3] = {USIM_RING, USIM_RING_ZIGZAG, USIM_USP};
+    const uly_method ms[3] = {ULY_METHOD_RING, ULY_METHOD_ZIGZAG, ULY_METHOD_USP};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         usim_model m = model(2, cases[c].hidden, cases[c].heads, cases[c].kv, cases[c].seq);
         const int P = cases[c].P;
         usim_sim *s = usim_sim_new(&p, P);
         for (int k = 0; k < 3; k++) {
-            if (ms[k] == USIM_USP && !cases[c].u)
+            if (ms[k] == ULY_METHOD_USP && !cases[c].u)
                 continue;
             usim_job j = job(ms[k], P, P);
-            j.ulysses = ms[k] == USIM_USP ? cases[c].u : 0;
-            const int lm = ms[k] == USIM_RING ? ULY_METHOD_RING : ms[k] == USIM_USP ? ULY_METHOD_USP : ULY_METHOD_ZIGZAG;
+            j.ulysses = ms[k] == ULY_METHOD_USP ? cases[c].u : 0;
+            const int lm = ms[k];
             uly_sp_plan pl;
             ck_assert_int_eq(uly_sp_plan_init(&pl, lm, P, j.ulysses, ULY_PLACE_ULYSSES_INNER), ULY_OK);
             uly_attn_desc a = {.batch = 1, .seq = m.seq, .heads = m.heads, .kv_heads = m.kv_heads,
@@ -599,11 +608,11 @@ START_TEST(test_ring_bytes_from_plan)
                 if (mine == most)
                     ck_assert_msg(sent[0] == plan[0] && sent[1] == plan[1],
                                   "case %zu %s gpu %d: simulated %.0f/%.0f, plan %.0f/%.0f", c,
-                                  usim_method_name(ms[k]), g, sent[0], sent[1], plan[0], plan[1]);
+                                  uly_method_sim_name(ms[k]), g, sent[0], sent[1], plan[0], plan[1]);
                 else
                     ck_assert_msg(sent[0] >= plan[0] && sent[1] >= plan[1] && sent[1] > 0,
                                   "case %zu %s gpu %d: simulated %.0f/%.0f below the plan %.0f/%.0f", c,
-                                  usim_method_name(ms[k]), g, sent[0], sent[1], plan[0], plan[1]);
+                                  uly_method_sim_name(ms[k]), g, sent[0], sent[1], plan[0], plan[1]);
             }
         }
         usim_sim_free(s);
