@@ -65,12 +65,13 @@ struct uly_train {
     uly_train_opts o;
     uly_comm *w;              /* world */
     MPI_Comm spc;             /* SP group */
-    int W, rank, dpr, spr;    /* world size and rank, DP and SP rank */
+    int W, rank;              /* world size and rank */
+    uly_grid2 g;              /* the DP x SP grid: every rank's rows and tokens */
+    int lead, spr;            /* world rank of SP rank 0 of this replica, SP rank */
     int64_t C, Ckv, Cq, d;    /* channels, KV channels, QKV width, head dim */
     int64_t rb, rows, tb, toks, Tn; /* local rows / tokens */
     /* canonical chunks of a row: [cut[a], cut[a+1]) for a < nchunk */
     int64_t *cut, nchunk;
-    int64_t *chunk_of_sp;     /* (SP + 1): SP rank s holds chunks [chunk_of_sp[s], chunk_of_sp[s+1]) */
     segment *seg;
     int64_t nseg, nparts;     /* segments and local partials (equal) */
     /* parameters */
@@ -146,23 +147,33 @@ static int make_cuts(uly_train *T)
     return ULY_OK;
 }
 
-/* SP rank of a chunk and the chunk ranges of every SP rank. */
+/* The first chunk that starts at or after token t of a row (nchunk for
+ * t = N): a shard [tb, tb + tn) holds the chunks [chunk_at(tb), chunk_at(tb + tn)). */
+static int64_t chunk_at(const uly_train *T, int64_t t)
+{
+    int64_t lo = 0, hi = T->nchunk; /* cut[nchunk] = N >= t */
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (T->cut[mid] < t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Chunks of a row in the shard of world rank w. */
+static int64_t chunks_of(const uly_train *T, int w)
+{
+    int64_t rb, rn, tb, tn;
+    uly_grid2_part(&T->g, w, &rb, &rn, &tb, &tn);
+    return chunk_at(T, tb + tn) - chunk_at(T, tb);
+}
+
+/* This rank's segments: every (row, chunk) of its shard. */
 static int make_segments(uly_train *T)
 {
-    const int SP = T->o.sp;
-    T->chunk_of_sp = uly_calloc(usz(SP + 1), sizeof(int64_t));
-    if (!T->chunk_of_sp)
-        return uly_set_error(ULY_ENOMEM, "cannot allocate the chunk table");
-    for (int s = 0; s <= SP; s++) {
-        int64_t b = T->c.seq, cnt;
-        if (s < SP)
-            uly_split(T->c.seq, SP, s, &b, &cnt);
-        int64_t a = 0;
-        while (a < T->nchunk && T->cut[a] < b)
-            a++;
-        T->chunk_of_sp[s] = a;
-    }
-    int64_t a0 = T->chunk_of_sp[T->spr], a1 = T->chunk_of_sp[T->spr + 1];
+    int64_t a0 = chunk_at(T, T->tb), a1 = chunk_at(T, T->tb + T->toks);
     T->nseg = T->o.fast ? 1 : T->rows * (a1 - a0);
     if (T->Tn == 0)
         T->nseg = 0;
@@ -183,6 +194,12 @@ static int make_segments(uly_train *T)
 }
 
 /* ------------------------------------------------------------ parameters */
+
+/* Elements [*b, +*n) of the parameter vector that world rank w sums. */
+static void param_slice(const uly_train *T, int w, int64_t *b, int64_t *n)
+{
+    uly_split(T->np, T->W, w, b, n);
+}
 
 static void param_layout(uly_train *T)
 {
@@ -284,7 +301,6 @@ void uly_train_free(uly_train *T)
     uly_comm_free_split(&T->spc);
     uly_comm_close(T->w);
     uly_free(T->cut);
-    uly_free(T->chunk_of_sp);
     uly_free(T->seg);
     uly_free(T->params);
     uly_free(T->partials);
@@ -377,10 +393,11 @@ static void set_dims(uly_train *T)
     T->d = c->channels / c->heads;
     T->Ckv = c->kv_heads * T->d;
     T->Cq = T->C + 2 * T->Ckv;
-    T->dpr = T->rank / T->o.sp;
-    T->spr = T->rank % T->o.sp;
-    uly_split(T->o.batch, T->o.dp, T->dpr, &T->rb, &T->rows);
-    uly_split(c->seq, T->o.sp, T->spr, &T->tb, &T->toks);
+    /* cannot fail: check_config has the grid's conditions */
+    (void)uly_grid2_init(&T->g, T->o.dp, T->o.sp, T->o.batch, c->seq);
+    uly_grid2_part(&T->g, T->rank, &T->rb, &T->rows, &T->tb, &T->toks);
+    T->lead = uly_grid2_owner(&T->g, T->rb, 0);
+    T->spr = T->rank - T->lead;
     T->Tn = T->rows * T->toks;
 }
 
@@ -440,7 +457,7 @@ static int alloc_all(uly_train *T)
     param_layout(T);
     const int W = T->W;
     int64_t np = T->np;
-    uly_split(np, W, T->rank, &T->slice_b, &T->slice_n);
+    param_slice(T, T->rank, &T->slice_b, &T->slice_n);
     int64_t maxslice = np / W + 1, total_parts = T->o.fast ? W : T->o.batch * T->nchunk;
     size_t dmax = usz(T->Cq > 4 * T->C ? T->Cq : 4 * T->C);
     T->params = uly_calloc(4 * usz(np), sizeof(float));
@@ -537,7 +554,7 @@ int uly_train_create(MPI_Comm comm, const uly_gpt_config *c, const uly_train_opt
     if (!rc)
         rc = uly_comm_attach(T->w, comm);
     if (!rc)
-        rc = uly_comm_split(T->w, T->dpr, T->spr, &T->spc);
+        rc = uly_comm_split(T->w, T->lead, T->spr, &T->spc); /* one SP group per replica */
     for (int64_t l = 0; !rc && l < c->layers; l++) {
         uly_attn_desc a = {T->rows, c->seq, c->heads, c->kv_heads, T->d, 1, 0, 0, ULY_F32, NULL, 0};
         uly_dist_opts dop;
@@ -736,34 +753,24 @@ static int backward(uly_train *T, const int32_t *tok, const int32_t *pos, double
 
 /* ------------------------------------------------------------ reductions */
 
-/* World rank holding global row b and SP rank s. */
-static int owner(const uly_train *T, int64_t b, int s)
-{
-    int64_t base = T->o.batch / T->o.dp, rem = T->o.batch % T->o.dp;
-    int64_t dp = b < (base + 1) * rem ? b / (base + 1) : rem + (b - (base + 1) * rem) / base;
-    return (int)dp * T->o.sp + s;
-}
-
 /* Exact: partials of the global batch added in (row, chunk) order per slice. */
 static int reduce_exact(uly_train *T)
 {
-    const int W = T->W, SP = T->o.sp;
+    const int W = T->W;
     const int64_t np = T->np;
     size_t *sc = T->a2a[0], *sd = T->a2a[1], *rc = T->a2a[2], *rd = T->a2a[3];
     size_t soff = 0, roff = 0;
     for (int w = 0; w < W; w++) {
         int64_t eb, en, rb, rn, tb, tn;
-        uly_split(np, W, w, &eb, &en);
+        param_slice(T, w, &eb, &en);
         for (int64_t p = 0; p < T->nparts; p++)
             memcpy(T->sendb + soff + usz(p * en), T->partials + p * np + eb, usz(en) * sizeof(float));
         sc[w] = usz(T->nparts * en);
         sd[w] = soff;
         soff += sc[w];
         /* partials of rank w: its rows times its chunks */
-        uly_split(T->o.batch, T->o.dp, w / SP, &rb, &rn);
-        uly_split(T->c.seq, SP, w % SP, &tb, &tn);
-        int64_t nch = T->chunk_of_sp[w % SP + 1] - T->chunk_of_sp[w % SP];
-        rc[w] = usz(rn * nch * T->slice_n);
+        uly_grid2_part(&T->g, w, &rb, &rn, &tb, &tn);
+        rc[w] = usz(rn * chunks_of(T, w) * T->slice_n);
         rd[w] = roff;
         roff += rc[w];
     }
@@ -780,12 +787,11 @@ static int reduce_exact(uly_train *T)
     double *acc = T->acc;
     for (int64_t e = 0; e < n; e++)
         acc[e] = 0;
-    for (int64_t b = 0; b < T->o.batch; b++)
-        for (int s = 0; s < SP; s++) {
-            int w = owner(T, b, s);
-            int64_t rb, rn;
-            uly_split(T->o.batch, T->o.dp, w / SP, &rb, &rn);
-            int64_t nch = T->chunk_of_sp[s + 1] - T->chunk_of_sp[s];
+    for (int64_t b = 0; b < T->g.batch; b++)
+        for (int s = 0; s < T->g.sp; s++) {
+            int w = uly_grid2_owner(&T->g, b, s);
+            int64_t rb, rn, tb, tn, nch = chunks_of(T, w);
+            uly_grid2_part(&T->g, w, &rb, &rn, &tb, &tn);
             for (int64_t a = 0; a < nch; a++) {
                 const float *src = T->recvb + rd[w] + usz(((b - rb) * nch + a) * n);
                 for (int64_t e = 0; e < n; e++)
@@ -797,7 +803,7 @@ static int reduce_exact(uly_train *T)
         mine[e] = (float)acc[e];
     for (int w = 0; w < W; w++) {
         int64_t eb, en;
-        uly_split(np, W, w, &eb, &en);
+        param_slice(T, w, &eb, &en);
         rc[w] = usz(en);
         rd[w] = usz(eb);
     }
@@ -825,13 +831,11 @@ static int reduce_loss(uly_train *T, double *sum)
         *sum = s;
         return rc;
     }
-    const int W = T->W, SP = T->o.sp;
     size_t *rc = T->a2a[2], *rd = T->a2a[3];
     size_t off = 0;
-    for (int w = 0; w < W; w++) {
+    for (int w = 0; w < T->W; w++) {
         int64_t rb, rn, tb, tn;
-        uly_split(T->o.batch, T->o.dp, w / SP, &rb, &rn);
-        uly_split(T->c.seq, SP, w % SP, &tb, &tn);
+        uly_grid2_part(&T->g, w, &rb, &rn, &tb, &tn);
         rc[w] = usz(rn * tn);
         rd[w] = off;
         off += rc[w];
@@ -840,12 +844,11 @@ static int reduce_loss(uly_train *T, double *sum)
     if (code)
         return code;
     double s = 0;
-    for (int64_t b = 0; b < T->o.batch; b++)
-        for (int sp = 0; sp < SP; sp++) {
-            int w = owner(T, b, sp);
+    for (int64_t b = 0; b < T->g.batch; b++)
+        for (int sp = 0; sp < T->g.sp; sp++) {
+            int w = uly_grid2_owner(&T->g, b, sp);
             int64_t rb, rn, tb, tn;
-            uly_split(T->o.batch, T->o.dp, w / SP, &rb, &rn);
-            uly_split(T->c.seq, SP, sp, &tb, &tn);
+            uly_grid2_part(&T->g, w, &rb, &rn, &tb, &tn);
             const double *src = T->all_losses + rd[w] + usz((b - rb) * tn);
             for (int64_t t = 0; t < tn; t++)
                 s += src[t];
@@ -885,12 +888,10 @@ int uly_train_token_losses(const uly_train *T, double *out)
         return uly_set_error(ULY_EINVAL, "token losses: NULL argument");
     if (T->o.fast)
         return uly_set_error(ULY_EINVAL, "token losses are gathered in exact mode only");
-    const int SP = T->o.sp;
     size_t off = 0;
     for (int w = 0; w < T->W; w++) {
         int64_t rb, rn, tb, tn;
-        uly_split(T->o.batch, T->o.dp, w / SP, &rb, &rn);
-        uly_split(T->c.seq, SP, w % SP, &tb, &tn);
+        uly_grid2_part(&T->g, w, &rb, &rn, &tb, &tn);
         for (int64_t b = 0; b < rn; b++)
             memcpy(out + (rb + b) * T->c.seq + tb, T->all_losses + off + usz(b * tn), usz(tn) * sizeof(double));
         off += usz(rn * tn);
