@@ -394,6 +394,11 @@ typedef struct slot {
 
 enum { G_OWN, G_OPTIM, G_ACTS };
 
+static uint64_t mul_sat(uint64_t a, uint64_t b)
+{
+    return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
 /* a * b * c bytes, saturating at UINT64_MAX; negative sizes are 0. */
 static uint64_t nbytes(uint64_t es, int64_t a, int64_t b, int64_t c)
 {
@@ -401,9 +406,7 @@ static uint64_t nbytes(uint64_t es, int64_t a, int64_t b, int64_t c)
     uint64_t r = es;
     for (int i = 0; i < 3; i++) {
         const uint64_t x = f[i] > 0 ? (uint64_t)f[i] : 0;
-        if (x && r > UINT64_MAX / x)
-            return UINT64_MAX;
-        r *= x;
+        r = mul_sat(r, x);
     }
     return r;
 }
@@ -470,7 +473,7 @@ static int train_bufs(uly_train *T, uly_bufs *t, slot *sl)
     put_buf(t, sl, "training context", sizeof(struct uly_train), NULL, G_OWN, 0);
     put_buf(t, sl, "chunk cuts", nbytes(sizeof(int64_t), cuts_cap(T), 1, 1), NULL, G_OWN, 0);
     int n0 = t->n;
-    /* NOT YET COUNTED: the world communicator's context (uly_comm_alloc) */
+    uly_comm_bufs(T->W, t); /* the world communicator (uly_comm_alloc) */
     no_slots(t, sl, n0);
     put_buf(t, sl, "segments", nbytes(sizeof(segment), T->nseg ? T->nseg : 1, 1, 1), &T->seg, G_OWN, 1);
     put_buf(t, sl, "parameters", nbytes(sizeof(float), np, 1, 1), &T->params, G_OPTIM, 1);
@@ -492,8 +495,21 @@ static int train_bufs(uly_train *T, uly_bufs *t, slot *sl)
     put_buf(t, sl, "attention contexts (pointers)", nbytes(sizeof(uly_dist *), T->c.layers, 1, 1), &T->dist,
             G_OWN, 1);
     act_bufs(T, t, sl);
+    /* every layer's attention context on the SP group, L times one (the
+     * layers are alike): its heap and its window segment */
+    uly_attn_desc a;
+    uly_dist_opts dop;
+    layer_attn(T, &a, &dop);
+    uly_bufs one = {0};
+    int rc = uly_dist_memory(&a, &dop, T->g.sp, T->spr, &one);
+    if (rc)
+        return rc;
     n0 = t->n;
-    /* NOT YET COUNTED: the layers' attention contexts (uly_dist_create) */
+    uly_bufs_add(t, "attention contexts", mul_sat(uly_bufs_sum(&one, ULY_BUF_HEAP), (uint64_t)T->c.layers),
+                 ULY_BUF_HEAP);
+    const uint64_t win = uly_bufs_sum(&one, ULY_BUF_WINDOW);
+    if (win)
+        uly_bufs_add(t, "attention windows (shared memory)", mul_sat(win, (uint64_t)T->c.layers), ULY_BUF_WINDOW);
     no_slots(t, sl, n0);
     return t->n < ULY_BUFS_MAX ? ULY_OK
                                : uly_set_error(ULY_EINVAL, "training buffer table: more than %d entries", ULY_BUFS_MAX - 1);
