@@ -571,6 +571,26 @@ static void train_gpt(const struct train_cfg *c, uly_gpt_config *gc, uly_train_o
     o->kernel.threads = (int)c->threads;
 }
 
+/* The k largest entries of t as "name size, name size, ..." into buf. */
+static void largest_bufs(const uly_bufs *t, int k, char *buf, size_t len)
+{
+    int used[ULY_BUFS_MAX] = {0};
+    size_t at = 0;
+    for (int r = 0; r < k && r < t->n; r++) {
+        int best = -1;
+        for (int i = 0; i < t->n; i++)
+            if (!used[i] && (best < 0 || t->b[i].bytes > t->b[best].bytes))
+                best = i;
+        used[best] = 1;
+        char s[32];
+        int w = snprintf(buf + at, len - at, "%s%s %s", r ? ", " : "", t->b[best].name,
+                         drv_bytes(s, sizeof s, t->b[best].bytes));
+        if (w < 0 || (size_t)w >= len - at)
+            return;
+        at += (size_t)w;
+    }
+}
+
 /* Bytes this rank needs (the library's buffers, the batch buffers, the
  * text; rank 0: the checkpoint image, the --dump gather buffers) against
  * what it can get. */
@@ -580,9 +600,11 @@ static int train_preflight(train_job *J, drv *d)
     uly_gpt_config gc;
     uly_train_opts o;
     train_gpt(c, &gc, &o);
-    uint64_t lib = 0;
-    /* no early return: drv_preflight is collective over the node's ranks */
-    drv_lib(d, uly_train_memory(&gc, &o, d->rank, d->size, &lib), 0, NULL); /* bad configuration 2, out of memory 1 */
+    /* what uly_train_create will allocate, by name; its total is uly_train_memory.
+     * No early return: drv_preflight is collective over the node's ranks */
+    uly_bufs t = {0};
+    drv_lib(d, uly_train_memory_table(&gc, &o, d->rank, d->size, &t), 0, NULL); /* bad configuration 2, out of memory 1 */
+    const uint64_t lib = t.total;
     const double N = (double)c->seq, B = (double)c->batch;
     double bufs = 3 * (N + 1) * 4 + 3 * N * 4 * B + 2 * N + (double)c->batch * (double)(c->docs + 1) * 8 +
                   (double)c->steps * 16 + (double)J->td.len;
@@ -597,9 +619,10 @@ static int train_preflight(train_job *J, drv *d)
     }
     uint64_t need = lib;
     need = bufs >= 1.8e19 || (double)need + bufs >= 1.8e19 ? UINT64_MAX : need + (uint64_t)bufs;
-    char why[256], s1[32], s2[32];
-    snprintf(why, sizeof why, "model, optimizer and activations %s, batch and files %s",
-             drv_bytes(s1, sizeof s1, lib), drv_bytes(s2, sizeof s2, (uint64_t)bufs));
+    char why[512], big[320] = "", s1[32], s2[32];
+    largest_bufs(&t, 3, big, sizeof big);
+    snprintf(why, sizeof why, "model, optimizer and activations %s (largest: %s), batch and files %s",
+             drv_bytes(s1, sizeof s1, lib), big, drv_bytes(s2, sizeof s2, (uint64_t)bufs));
     return drv_preflight(d, d->code ? 0 : need, 0, why, c->force);
 }
 
