@@ -89,8 +89,7 @@ struct uly_train {
     double *dacc;             /* (2 * max(Cq, 4C, C)) double accumulators */
     int32_t *tok;             /* (Tn) tokens of the current step (for the backward) */
     const int32_t *pos;
-    acts a;
-    void *abuf;
+    acts a;                   /* one allocation, from a.enc */
     uly_dist **dist;          /* (L) */
     uly_local_attn plug;      /* the blocked kernel with this step's document offsets */
     int64_t *docs_cur;        /* (rows, ndocs + 1) offsets of this rank's rows, or NULL */
@@ -320,7 +319,7 @@ void uly_train_free(uly_train *T)
     uly_free(T->all_losses);
     uly_free(T->dacc);
     uly_free(T->tok);
-    uly_free(T->abuf);
+    uly_free(T->a.enc); /* the activations' allocation */
     uly_free(T->docs_cur);
     uly_free(T);
 }
@@ -385,7 +384,8 @@ static void set_dims(uly_train *T)
  * where an entry goes: a pointer of the context, or NULL for what is
  * allocated elsewhere (the context itself, the chunk cuts, the
  * communicator, the attention contexts).  Consecutive entries of one group
- * (grp > 0) are carved, in order, from one allocation. */
+ * (grp > 0) are carved, in order, from one allocation, which the group's
+ * first pointer holds (uly_train_free frees it through that one). */
 typedef struct slot {
     void **p;
     int grp;   /* 0: an allocation of its own */
@@ -569,8 +569,9 @@ static int alloc_slots(const uly_bufs *t, const slot *sl, int i, int j)
                              sl[i].grp == G_ACTS ? "activations" : t->b[i].name,
                              sl[i].grp == G_OPTIM ? ", gradients and AdamW moments" : "");
     }
-    for (int k = i; k < j; k++) {
-        *sl[k].p = p;
+    for (int k = i; k < j; k++) { /* a pointer of any object type, stored by its bytes */
+        void *q = p;
+        memcpy(sl[k].p, &q, sizeof q);
         p += t->b[k].bytes;
     }
     return ULY_OK;
