@@ -64,10 +64,17 @@ void uly_train_free(uly_train *T);
  * first layer's uly_dist_a2a_note that is not NULL: no shared-memory window
  * where /dev/shm or the address space cannot hold it, no cma), or NULL. */
 const char *uly_train_a2a_note(const uly_train *T);
-/* Bytes that uly_train_create will allocate on this rank for the parameters,
- * gradients, AdamW moments, partial gradients and their exchange buffers,
- * and the activations (not counted: the attention contexts' staging, a few
- * tables); local, no MPI.  For a memory check before creating. */
+/* What uly_train_create allocates on rank `rank` of `size`, buffer by
+ * buffer, appended to *out: the context, the parameters, gradients and
+ * AdamW moments, the partial gradients and their exchange buffers, the
+ * token losses, the activations and the gradient scratch (each by name),
+ * the communicator and every layer's attention context (uly_dist_memory;
+ * its shared-memory window as ULY_BUF_WINDOW).  The ULY_BUF_HEAP entries
+ * sum to the bytes uly_train_create asks the allocation hooks for.  Not
+ * counted: the document offsets a step with documents allocates.  Local,
+ * no MPI; the same checks of the configuration as uly_train_create. */
+int uly_train_memory_table(const uly_gpt_config *c, const uly_train_opts *o, int rank, int size, uly_bufs *out);
+/* The total of that table (heap and window), for a memory check before creating. */
 int uly_train_memory(const uly_gpt_config *c, const uly_train_opts *o, int rank, int size, uint64_t *bytes);
 
 /* Rows [*row_begin, +*rows) and tokens [*tok_begin, +*toks) of this rank. */

@@ -22,6 +22,7 @@
 
 #include "comm.h"
 #include "internal.h"
+#include "methods.h"
 #include "ulysses_dist.h"
 
 /* The least time (s) between two MPI tests of the kernel's progress hook
@@ -86,6 +87,8 @@ struct uly_dist {
     void *expanded;            /* (B,n_r,H,d): per-query-head KV grads before the fold */
     void *owned;               /* the single allocation behind the buffers above */
     int64_t *docs;             /* own copy of the document offsets, or NULL */
+    void *tab_owned;           /* the allocation behind the partition and scratch tables */
+    void *chunk_owned;         /* the allocation behind the overlap chunk tables */
     /* overlap of communication with computation (see ulysses_dist.h) */
     int ovl_mode;              /* ULY_OVERLAP_* for the next forward */
     int K;                     /* head chunks per rank (1: the chunked path cannot run) */
@@ -97,7 +100,7 @@ struct uly_dist {
     void *lse_ch;              /* B > 1: the LSE chunk by chunk, (B, cqc, N) each */
     void *expanded2;           /* replicated KV: dV's per-query-head gradients */
     void *ovl_owned;           /* the allocation behind the overlap buffers */
-    void *ovl_tab[4];          /* the allocations behind the ops' per-peer tables */
+    void *ovl_tab;             /* the allocation behind the ops' per-peer tables */
     ovl_op op[4];              /* input all-to-alls of even / odd chunks, then output ones */
     int ovl_c, ovl_fwd;        /* the chunk the kernel runs, and in which direction */
     int ovl_err;               /* first error of the kernel's hooks */
@@ -405,19 +408,36 @@ static void a2a_blocks(uly_dist *D, int which, int to_heads, const char *in, int
         copy_block(out, &recv[r], in, &send[r], D->es);
 }
 
-/* The head-side buffers of rank s, in the order of the all-to-all kinds
- * (Q, K, V, O, dO, dQ, dK, dV): byte offsets in its head-side region; returns
- * the region's size.  Every rank computes every rank's layout alike. */
-static size_t head_layout(const uly_dist *D, int s, size_t off[ULY_A2A_COUNT])
+/* The head-side tensors of a rank with h query heads, kv KV heads and kvg
+ * heads of KV gradients, in the order of the all-to-all kinds (Q, K, V, O,
+ * dO, dQ, dK, dV): byte offsets in its head-side region (off, may be NULL)
+ * and entries of t (may be NULL) at `where`; returns the region's size. */
+static uint64_t head_region(const uly_attn_desc *a, size_t es, int64_t h, int64_t kv, int64_t kvg,
+                            size_t off[ULY_A2A_COUNT], uly_bufs *t, int where)
 {
-    const int64_t h = D->hc[s], kv = D->kc[s], kvg = D->rep ? h : kv;
+    static const char *const names[ULY_A2A_COUNT] = {"Q (head side)", "K (head side)", "V (head side)",
+                                                     "O (head side)", "dO (head side)", "dQ (head side)",
+                                                     "dK (head side)", "dV (head side)"};
     const int64_t heads[ULY_A2A_COUNT] = {h, kv, kv, h, h, h, kvg, kvg};
-    size_t total = 0;
+    uint64_t total = 0;
     for (int w = 0; w < ULY_A2A_COUNT; w++) {
-        off[w] = total;
-        total += (usz(D->a.batch * D->a.seq * heads[w] * D->a.head_dim) * D->es + 63) / 64 * 64;
+        const int64_t dims[4] = {a->batch, a->seq, heads[w], a->head_dim};
+        const uint64_t b = uly_buf_bytes(es, 4, dims);
+        if (off)
+            off[w] = (size_t)total;
+        if (t)
+            uly_bufs_add(t, names[w], b, where);
+        total = b > UINT64_MAX - total ? UINT64_MAX : total + b;
     }
     return total;
+}
+
+/* The head-side buffers of rank s: byte offsets in its head-side region;
+ * returns the region's size.  Every rank computes every rank's layout alike. */
+static size_t head_layout(const uly_dist *D, int s, size_t off[ULY_A2A_COUNT])
+{
+    const int64_t h = D->hc[s], kv = D->kc[s];
+    return (size_t)head_region(&D->a, D->es, h, kv, D->rep ? h : kv, off, NULL, 0);
 }
 
 /*
@@ -760,135 +780,194 @@ void uly_dist_free(uly_dist *D)
         return;
     for (int i = 0; i < 4; i++)
         uly_comm_nb_free(&D->op[i].q); /* before the communicator goes */
-    uly_free(D->cqb);
+    uly_free(D->chunk_owned);
     uly_free(D->ovs_tab);
     uly_free(D->ovl_owned);
-    for (int i = 0; i < 4; i++)
-        uly_free(D->ovl_tab[i]);
+    uly_free(D->ovl_tab);
     uly_comm_close(D->c); /* and the window */
-    uly_free(D->nb);
-    uly_free(D->sc);
-    uly_free(D->sbk);
+    uly_free(D->tab_owned);
     uly_free(D->owned);
     uly_free(D->heads_owned);
-    uly_free(D->peer);
-    uly_free(D->shm_state);
-    uly_free(D->shm_rows);
     uly_free(D->docs);
     uly_free(D);
 }
 
-/* Sum of cnt[s] over s != r. */
-static int64_t sum_others(const int64_t *cnt, int P, int r)
-{
-    int64_t t = 0;
-    for (int s = 0; s < P; s++)
-        t += s == r ? 0 : cnt[s];
-    return t;
-}
+/* ------------------------------------------------------------ buffers */
 
 /*
- * The chunk tables and buffers of the overlapped path.  Chunk c of rank s
- * takes KV heads uly_split(kc[s], K, c) of its own and the query heads of
- * [hb[s], +hc[s]) that use them; K is the smallest KV-head count over the
- * ranks (capped by the option), so every chunk of every rank is non-empty.
+ * What a context allocates on rank r of P, from the layout alone (no MPI):
+ * dist_alloc and ovl_alloc carve their buffers from the tables below, and
+ * uly_dist_memory sums the same tables.
  */
-static int ovl_alloc(uly_dist *D)
+typedef struct dist_sizes {
+    uly_layout L;              /* the Ulysses layout of the P ranks */
+    int P, r;
+    size_t es;
+    int rep;                   /* KV groups cut between ranks: replicated KV */
+    int stg;                   /* pack / unpack staging (not needed by shm, cma) */
+    int shared;                /* the head-side buffers may go into a shared-memory window */
+    int64_t n_r, h_r, kv_r;    /* this rank's tokens, query heads, KV heads */
+    int K;                     /* overlap head chunks (1: no overlap tables) */
+    size_t ost_seq, ost_head;  /* overlap staging elements per tensor: sequence side, head side */
+    int64_t cap;               /* overlap: messages per chunk all-to-all */
+} dist_sizes;
+
+/* Chunk c of K of rank s: query heads *qc, KV heads *kc. */
+static void chunk_counts(const uly_layout *L, int K, int s, int c, int64_t *qc, int64_t *kc)
 {
-    const int P = D->P, r = D->rank;
-    const int64_t B = D->a.batch, N = D->a.seq, d = D->a.head_dim, g = D->a.heads / D->a.kv_heads;
-    int64_t K = D->o.overlap_chunks ? D->o.overlap_chunks : ULY_OVERLAP_MAX_CHUNKS;
-    for (int s = 0; s < P; s++)
-        if (D->kc[s] < K)
-            K = D->kc[s];
-    D->K = K < 2 ? 1 : (int)K;
-    if (D->K < 2)
+    int64_t qb, kb;
+    uly_layout_chunk(L, K, s, c, &qb, qc, &kb, kc);
+}
+
+/* a has been checked (uly_attn_desc_check), o too (dist_opts_check). */
+static int dist_sizes_init(const uly_attn_desc *a, const uly_dist_opts *o, int P, int r, dist_sizes *z)
+{
+    memset(z, 0, sizeof *z);
+    uly_sp_plan p;
+    int rc = uly_sp_plan_init(&p, ULY_METHOD_ULYSSES, P, 0, ULY_PLACE_ULYSSES_INNER);
+    if (rc || (rc = uly_layout_init(&z->L, a, &p)))
+        return rc;
+    uly_rank_part me;
+    uly_layout_part(&z->L, r, &me);
+    z->P = P;
+    z->r = r;
+    z->es = uly_dtype_size(a->dtype);
+    z->rep = z->L.rep;
+    z->n_r = me.tokens;
+    z->h_r = me.head_count;
+    z->kv_r = me.kv_count;
+    const int mode = o->a2a_mode;
+    z->stg = P > 1 && mode != ULY_A2A_SHM && mode != ULY_A2A_CMA;
+    z->shared = P > 1 && (mode == ULY_A2A_SHM || mode == ULY_A2A_CMA || mode == ULY_A2A_AUTO);
+    z->K = o->overlap != ULY_OVERLAP_OFF && P > 1 ? uly_layout_chunks(&z->L, o->overlap_chunks) : 1;
+    if (z->K < 2)
         return ULY_OK; /* nothing to chunk: the plain path runs */
-    D->cqb = uly_calloc((size_t)(4 * K * P + 2 * K), sizeof(int64_t));
-    if (!D->cqb)
-        return uly_set_error(ULY_ENOMEM, "cannot allocate the overlap chunk tables");
-    D->cqc = D->cqb + K * P; D->ckb = D->cqc + K * P; D->ckc = D->ckb + K * P;
-    D->cqo = D->ckc + K * P; D->cko = D->cqo + K;
-    for (int s = 0; s < P; s++)
-        for (int c = 0; c < K; c++) {
-            int64_t ub, uc;
-            uly_split(D->kc[s], (int)K, c, &ub, &uc);
-            int64_t kb = D->kb[s] + ub, q0 = kb * g, q1 = (kb + uc) * g;
-            if (q0 < D->hb[s])
-                q0 = D->hb[s];
-            if (q1 > D->hb[s] + D->hc[s])
-                q1 = D->hb[s] + D->hc[s];
-            D->ckb[c * P + s] = kb;
-            D->ckc[c * P + s] = uc;
-            D->cqb[c * P + s] = q0;
-            D->cqc[c * P + s] = q1 - q0;
-        }
-    for (int c = 1; c < K; c++) {
-        D->cqo[c] = D->cqo[c - 1] + D->cqc[(c - 1) * P + r];
-        D->cko[c] = D->cko[c - 1] + D->ckc[(c - 1) * P + r];
-    }
     /* staging per tensor: the sequence side (packed blocks of every peer's
      * chunk heads) and, when B > 1, the head side (other ranks' tokens) */
+    const int K = z->K;
+    const int64_t B = a->batch, N = a->seq, d = a->head_dim, n_r = z->n_r;
     int64_t seq = 0, head = 0, big = 0;
-    const int64_t n_r = D->nc[r];
-    for (int c = 0; c < K; c++) {
-        const int64_t *cnt[2] = {D->cqc + c * P, D->ckc + c * P};
+    for (int c = 0; c < K; c++)
         for (int x = 0; x < 2; x++) {
-            int64_t sq = B * n_r * d * sum_others(cnt[x], P, r), hd = B * (N - n_r) * d * cnt[x][r];
+            int64_t others = 0, own = 0;
+            for (int s = 0; s < P; s++) {
+                int64_t qc, kc;
+                chunk_counts(&z->L, K, s, c, &qc, &kc);
+                const int64_t v = x ? kc : qc;
+                if (s == r)
+                    own = v;
+                else
+                    others += v;
+            }
+            int64_t sq = B * n_r * d * others, hd = B * (N - n_r) * d * own;
             seq = sq > seq ? sq : seq;
             head = hd > head ? hd : head;
-            big = B * N * d * cnt[x][r] > big ? B * N * d * cnt[x][r] : big;
+            big = B * N * d * own > big ? B * N * d * own : big;
         }
-    }
     big = seq > big ? seq : big;
-    D->ost_seq = usz(seq);
-    D->ost_head = B > 1 ? usz(head) : 0;
-    const int64_t h_r = D->hc[r];
-    size_t stage = 12 * (D->ost_seq + D->ost_head) * D->es;
-    size_t lse = B > 1 ? usz(B * h_r * N) * D->es : 0;
-    size_t exp2 = D->rep ? usz(B * n_r * D->a.heads * d) * D->es : 0;
-    stage = (stage + 63) / 64 * 64;
-    lse = (lse + 63) / 64 * 64;
-    D->ovl_owned = uly_malloc(stage + lse + exp2 + 1);
-    const size_t pieces = uly_comm_nb_pieces(D->c, usz(big));
-    const int64_t cap = 3 * 2 * (int64_t)(P - 1) * (int64_t)(pieces ? pieces : 1);
-    int rc = ULY_OK;
-    if (!D->ovl_owned)
-        return uly_set_error(ULY_ENOMEM, "cannot allocate %zu bytes of overlap staging", stage + lse + exp2);
-    if (cap > INT_MAX / 2)
-        return uly_set_error(ULY_EOVERFLOW, "overlap: too many messages per all-to-all (%lld)", (long long)cap);
-    D->ostage = D->ovl_owned;
-    D->lse_ch = lse ? D->ostage + stage : NULL;
-    D->expanded2 = exp2 ? D->ostage + stage + lse : NULL;
-    /* per op and tensor: the per-peer tables of ovl_part */
-    const size_t np = 12 * (size_t)P;
-    comm_block *blk = D->ovl_tab[0] = uly_calloc(2 * np, sizeof *blk);
-    size_t *off = D->ovl_tab[1] = uly_calloc(2 * np, sizeof *off);
-    int *idx = D->ovl_tab[2] = uly_calloc(2 * np, sizeof *idx);
-    unsigned char *flag = D->ovl_tab[3] = uly_calloc(2 * np, 1);
-    if (!blk || !off || !idx || !flag)
-        return uly_set_error(ULY_ENOMEM, "cannot allocate overlap block tables");
-    for (int i = 0; i < 4; i++)
-        for (int t = 0; t < 3; t++) {
-            const size_t x = (size_t)(i * 3 + t) * 2 * (size_t)P;
-            ovl_part *pt = &D->op[i].part[t];
-            pt->send = blk + x; pt->recv = blk + x + P;
-            pt->soff = off + x; pt->roff = off + x + P;
-            pt->rfirst = idx + x; pt->rn = idx + x + P;
-            pt->sent = flag + x; pt->got = flag + x + P;
-        }
-    for (int i = 0; i < 4 && !rc; i++)
-        rc = uly_comm_nb_init(&D->op[i].q, (int)cap);
-    /* the tables of the path through the window (used if heads_place makes one) */
-    D->ovs_tab = uly_calloc(1, (size_t)P * (sizeof(char *) + 4 * sizeof(uint64_t)) + 2 * (size_t)(K * P));
-    if (!rc && !D->ovs_tab)
-        rc = uly_set_error(ULY_ENOMEM, "cannot allocate overlap flag tables");
-    if (!rc) {
-        D->ovs_area = D->ovs_tab;
-        D->ovs_seen = (uint64_t *)(void *)(D->ovs_area + P);
-        D->ovs_got = (unsigned char *)(D->ovs_seen + 4 * P);
+    z->ost_seq = usz(seq);
+    z->ost_head = B > 1 ? usz(head) : 0;
+    const size_t lim = uly_comm_count_limit(o->max_count);
+    const size_t pieces = (usz(big) + lim - 1) / lim;
+    z->cap = 3 * 2 * (int64_t)(P - 1) * (int64_t)(pieces ? pieces : 1);
+    if (z->cap > INT_MAX / 2)
+        return uly_set_error(ULY_EOVERFLOW, "overlap: too many messages per all-to-all (%lld)", (long long)z->cap);
+    return ULY_OK;
+}
+
+/* The partition and scratch tables (one zeroed allocation). */
+enum { TAB_NBUF = 6 };
+static void dist_table_bufs(const dist_sizes *z, uly_bufs *t)
+{
+    const uint64_t P = (uint64_t)z->P;
+    uly_bufs_add(t, "partition tables", uly_buf_bytes1(sizeof(int64_t), (int64_t)(6 * P)), ULY_BUF_HEAP);
+    uly_bufs_add(t, "count scratch", uly_buf_bytes1(sizeof(size_t), (int64_t)(4 * P)), ULY_BUF_HEAP);
+    uly_bufs_add(t, "block scratch", uly_buf_bytes1(sizeof(comm_block), (int64_t)(2 * P)), ULY_BUF_HEAP);
+    uly_bufs_add(t, "peer regions", uly_buf_bytes1(sizeof(char *), (int64_t)P), ULY_BUF_HEAP);
+    uly_bufs_add(t, "shm progress", uly_buf_bytes1(1, (int64_t)P), ULY_BUF_HEAP);
+    uly_bufs_add(t, "shm row copies", uly_buf_bytes1(sizeof(row_copy), (int64_t)P), ULY_BUF_HEAP);
+}
+
+/* The context's own buffers beside the head-side ones (one allocation):
+ * the entries present, and for each which of lse, sstage, rstage, expanded
+ * (0..3) it is.  P = 1 aliases the caller's tensors. */
+static int dist_main_bufs(const uly_attn_desc *a, const dist_sizes *z, uly_bufs *t, int ids[4])
+{
+    const int64_t B = a->batch, N = a->seq, H = a->heads, d = a->head_dim;
+    /* staging: seq->heads sends B*n_r*H*d at most and receives B*N*h_r*d;
+     * heads->seq the reverse.  Use the larger of the two for each stage. */
+    const int64_t x = B * z->n_r * H * d, y = B * N * z->h_r * d, stage = x > y ? x : y;
+    const int64_t lse[3] = {B, z->h_r, N}, exp[4] = {B, z->n_r, H, d};
+    int n = 0;
+    uly_bufs_add(t, "LSE", uly_buf_bytes(z->es, 3, lse), ULY_BUF_HEAP);
+    ids[n++] = 0;
+    if (z->stg) {
+        uly_bufs_add(t, "send staging", uly_buf_bytes1(z->es, stage), ULY_BUF_HEAP);
+        ids[n++] = 1;
+        uly_bufs_add(t, "receive staging", uly_buf_bytes1(z->es, stage), ULY_BUF_HEAP);
+        ids[n++] = 2;
     }
-    return rc;
+    if (z->rep) {
+        uly_bufs_add(t, "KV gradients per query head", uly_buf_bytes(z->es, 4, exp), ULY_BUF_HEAP);
+        ids[n++] = 3;
+    }
+    return n;
+}
+
+/* This rank's head-side region (entries of t at `where`); its size. */
+static uint64_t dist_head_bufs(const uly_attn_desc *a, const dist_sizes *z, uly_bufs *t, int where)
+{
+    return head_region(a, z->es, z->h_r, z->kv_r, z->rep ? z->h_r : z->kv_r, NULL, t, where);
+}
+
+/* The overlap chunk tables (one zeroed allocation): cqb, cqc, ckb, ckc (K*P), cqo, cko (K). */
+enum { CHUNK_NBUF = 6 };
+static void ovl_chunk_bufs(const dist_sizes *z, uly_bufs *t)
+{
+    static const char *const names[CHUNK_NBUF] = {"chunk query heads", "chunk query head counts",
+                                                  "chunk KV heads", "chunk KV head counts",
+                                                  "chunk query head offsets", "chunk KV head offsets"};
+    const int64_t KP = (int64_t)z->K * z->P;
+    for (int i = 0; i < CHUNK_NBUF; i++)
+        uly_bufs_add(t, names[i], uly_buf_bytes1(sizeof(int64_t), i < 4 ? KP : z->K), ULY_BUF_HEAP);
+}
+
+/* The overlap staging (one allocation): 2 ops x 3 tensors x (sequence +
+ * head side), the LSE chunk by chunk (B > 1), dV's per-query-head
+ * gradients (replicated KV).  Absent ones have 0 bytes. */
+enum { STAGE_NBUF = 3 };
+static void ovl_stage_bufs(const uly_attn_desc *a, const dist_sizes *z, uly_bufs *t)
+{
+    const int64_t B = a->batch, N = a->seq;
+    const int64_t stage = 12 * (int64_t)(z->ost_seq + z->ost_head);
+    const int64_t lse[3] = {B, z->h_r, N}, exp[4] = {B, z->n_r, a->heads, a->head_dim};
+    uly_bufs_add(t, "overlap staging", uly_buf_bytes1(z->es, stage), ULY_BUF_HEAP);
+    uly_bufs_add(t, "overlap LSE chunks", B > 1 ? uly_buf_bytes(z->es, 3, lse) : 0, ULY_BUF_HEAP);
+    uly_bufs_add(t, "overlap dV per query head", z->rep ? uly_buf_bytes(z->es, 4, exp) : 0, ULY_BUF_HEAP);
+}
+
+/* The ops' per-peer tables (one zeroed allocation): per op (4) and tensor
+ * (3), send and receive blocks, offsets, request indices and flags. */
+enum { PEER_NBUF = 4 };
+static void ovl_peer_bufs(const dist_sizes *z, uly_bufs *t)
+{
+    const int64_t np = 2 * 12 * (int64_t)z->P;
+    uly_bufs_add(t, "overlap blocks", uly_buf_bytes1(sizeof(comm_block), np), ULY_BUF_HEAP);
+    uly_bufs_add(t, "overlap offsets", uly_buf_bytes1(sizeof(size_t), np), ULY_BUF_HEAP);
+    uly_bufs_add(t, "overlap request indices", uly_buf_bytes1(sizeof(int), np), ULY_BUF_HEAP);
+    uly_bufs_add(t, "overlap block flags", uly_buf_bytes1(1, np), ULY_BUF_HEAP);
+}
+
+/* The tables of the path through the window (one zeroed allocation):
+ * every rank's flag area, the input flags seen (P x 4), the output blocks
+ * copied (K x 2 x P). */
+enum { OVS_NBUF = 3 };
+static void ovs_tab_bufs(const dist_sizes *z, uly_bufs *t)
+{
+    const int64_t P = z->P;
+    uly_bufs_add(t, "window flag areas", uly_buf_bytes1(sizeof(char *), P), ULY_BUF_HEAP);
+    uly_bufs_add(t, "window flags seen", uly_buf_bytes1(sizeof(uint64_t), 4 * P), ULY_BUF_HEAP);
+    uly_bufs_add(t, "window blocks copied", uly_buf_bytes1(1, 2 * (int64_t)z->K * P), ULY_BUF_HEAP);
 }
 
 /* Bytes of a rank's flag area for the overlapped path through the window
@@ -898,9 +977,84 @@ enum { OVS_LINE = 64 };
 #define OVS_IN(D, s) (s)
 #define OVS_REL(D, s) ((D)->P + (s))
 #define OVS_DONE(D, c, kind) (2 * (D)->P + 2 * (c) + (kind))
+static uint64_t ovs_flag_bytes(int P, int K)
+{
+    return (uint64_t)(2 * P + 2 * K) * OVS_LINE;
+}
+
 static size_t ovs_bytes(const uly_dist *D)
 {
-    return D->K >= 2 && D->ovs_tab ? (size_t)(2 * D->P + 2 * D->K) * OVS_LINE : 0;
+    return D->K >= 2 && D->ovs_tab ? (size_t)ovs_flag_bytes(D->P, D->K) : 0;
+}
+
+/*
+ * The chunk tables and buffers of the overlapped path.  Chunk c of rank s
+ * takes KV heads uly_split(kc[s], K, c) of its own and the query heads of
+ * [hb[s], +hc[s]) that use them; K is the smallest KV-head count over the
+ * ranks (capped by the option), so every chunk of every rank is non-empty.
+ */
+static int ovl_alloc(uly_dist *D, const dist_sizes *z)
+{
+    const int P = D->P, r = D->rank;
+    D->K = z->K;
+    if (D->K < 2)
+        return ULY_OK; /* nothing to chunk: the plain path runs */
+    const int K = D->K;
+    uly_bufs t = {0};
+    char *ptr[ULY_BUFS_MAX];
+    ovl_chunk_bufs(z, &t);
+    int rc = uly_bufs_carve(&t, 0, 1, "overlap chunk tables", &D->chunk_owned, ptr);
+    if (rc)
+        return rc;
+    D->cqb = (int64_t *)(void *)ptr[0]; D->cqc = (int64_t *)(void *)ptr[1];
+    D->ckb = (int64_t *)(void *)ptr[2]; D->ckc = (int64_t *)(void *)ptr[3];
+    D->cqo = (int64_t *)(void *)ptr[4]; D->cko = (int64_t *)(void *)ptr[5];
+    for (int s = 0; s < P; s++)
+        for (int c = 0; c < K; c++)
+            uly_layout_chunk(&z->L, K, s, c, &D->cqb[c * P + s], &D->cqc[c * P + s], &D->ckb[c * P + s],
+                             &D->ckc[c * P + s]);
+    for (int c = 1; c < K; c++) {
+        D->cqo[c] = D->cqo[c - 1] + D->cqc[(c - 1) * P + r];
+        D->cko[c] = D->cko[c - 1] + D->ckc[(c - 1) * P + r];
+    }
+    D->ost_seq = z->ost_seq;
+    D->ost_head = z->ost_head;
+    t.n = 0;
+    ovl_stage_bufs(&D->a, z, &t);
+    if ((rc = uly_bufs_carve(&t, 0, 0, "overlap staging", &D->ovl_owned, ptr)))
+        return rc;
+    D->ostage = ptr[0];
+    D->lse_ch = t.b[1].bytes ? ptr[1] : NULL;
+    D->expanded2 = t.b[2].bytes ? ptr[2] : NULL;
+    /* per op and tensor: the per-peer tables of ovl_part */
+    t.n = 0;
+    ovl_peer_bufs(z, &t);
+    if ((rc = uly_bufs_carve(&t, 0, 1, "overlap block tables", &D->ovl_tab, ptr)))
+        return rc;
+    comm_block *blk = (comm_block *)(void *)ptr[0];
+    size_t *off = (size_t *)(void *)ptr[1];
+    int *idx = (int *)(void *)ptr[2];
+    unsigned char *flag = (unsigned char *)ptr[3];
+    for (int i = 0; i < 4; i++)
+        for (int u = 0; u < 3; u++) {
+            const size_t x = (size_t)(i * 3 + u) * 2 * (size_t)P;
+            ovl_part *pt = &D->op[i].part[u];
+            pt->send = blk + x; pt->recv = blk + x + P;
+            pt->soff = off + x; pt->roff = off + x + P;
+            pt->rfirst = idx + x; pt->rn = idx + x + P;
+            pt->sent = flag + x; pt->got = flag + x + P;
+        }
+    for (int i = 0; i < 4 && !rc; i++)
+        rc = uly_comm_nb_init(&D->op[i].q, (int)z->cap);
+    /* the tables of the path through the window (used if heads_place makes one) */
+    t.n = 0;
+    ovs_tab_bufs(z, &t);
+    if (!rc && !(rc = uly_bufs_carve(&t, 0, 1, "overlap flag tables", &D->ovs_tab, ptr))) {
+        D->ovs_area = (char **)(void *)ptr[0];
+        D->ovs_seen = (uint64_t *)(void *)ptr[1];
+        D->ovs_got = (unsigned char *)ptr[2];
+    }
+    return rc;
 }
 
 /* After the window is allocated: every rank's flag area, the own zeroed. */
@@ -924,78 +1078,57 @@ static int heads_shared(const uly_dist *D)
 
 static void heads_set(uly_dist *D, char *region);
 
-/* Carve the buffers of a context out of one allocation. */
+/* Carve the buffers of a context out of its tables. */
 static int dist_alloc(uly_dist *D)
 {
     const int P = D->P, r = D->rank;
-    const int64_t B = D->a.batch, N = D->a.seq, H = D->a.heads, d = D->a.head_dim;
-    D->nb = uly_calloc(6 * (size_t)P, sizeof(int64_t));
-    D->sc = uly_calloc(4 * (size_t)P, sizeof(size_t));
-    D->sbk = uly_calloc(2 * (size_t)P, sizeof(comm_block));
-    D->peer = uly_calloc((size_t)P, sizeof(char *));
-    D->shm_state = uly_calloc((size_t)P, 1);
-    D->shm_rows = uly_calloc((size_t)P, sizeof *D->shm_rows);
-    if (!D->nb || !D->sc || !D->sbk || !D->peer || !D->shm_state || !D->shm_rows)
+    dist_sizes z;
+    int rc = dist_sizes_init(&D->a, &D->o, P, r, &z);
+    if (rc)
+        return rc;
+    uly_bufs t = {0};
+    char *ptr[ULY_BUFS_MAX];
+    dist_table_bufs(&z, &t);
+    if (uly_bufs_carve(&t, 0, 1, "partition tables", &D->tab_owned, ptr))
         return uly_set_error(ULY_ENOMEM, "cannot allocate partition tables for %d ranks", P);
+    D->nb = (int64_t *)(void *)ptr[0];
+    D->sc = (size_t *)(void *)ptr[1];
+    D->sbk = (comm_block *)(void *)ptr[2];
+    D->peer = (char **)(void *)ptr[3];
+    D->shm_state = (unsigned char *)ptr[4];
+    D->shm_rows = (row_copy *)(void *)ptr[5];
     D->nc = D->nb + P; D->hb = D->nc + P; D->hc = D->hb + P; D->kb = D->hc + P; D->kc = D->kb + P;
     D->sd = D->sc + P; D->rc = D->sd + P; D->rd = D->rc + P;
     D->rbk = D->sbk + P;
     D->a2a_mode = D->o.a2a_mode;
     for (int s = 0; s < P; s++) {
-        uly_split(N, P, s, &D->nb[s], &D->nc[s]);
-        uly_split(H, P, s, &D->hb[s], &D->hc[s]);
-        uly_kv_range(&D->a, D->hb[s], D->hc[s], &D->kb[s], &D->kc[s]);
+        uly_rank_part pt;
+        uly_layout_part(&z.L, s, &pt);
+        D->nb[s] = pt.tok_begin[0];
+        D->nc[s] = pt.tokens;
+        D->hb[s] = pt.head_begin;
+        D->hc[s] = pt.head_count;
+        D->kb[s] = pt.kv_begin;
+        D->kc[s] = pt.kv_count;
     }
-    D->rep = uly_plan_kv_replicated(&D->a, P);
-    const int64_t h_r = D->hc[r], kv_r = D->kc[r], n_r = D->nc[r];
-    const int64_t kvg = D->rep ? h_r : kv_r; /* heads of the KV gradients */
-    /* element counts of each buffer; P = 1 aliases the caller's tensors.
-     * The head-side ones (qh ... dvh) are sized here (overflow checks) and
-     * placed by heads_place(): the staging is not needed by ULY_A2A_SHM. */
-    const int stg = P > 1 && D->a2a_mode != ULY_A2A_SHM && D->a2a_mode != ULY_A2A_CMA;
-    int64_t sizes[12][5] = {
-        {B, N, h_r, d, 0},        /* qh */
-        {B, N, kv_r, d, 0},       /* kh */
-        {B, N, kv_r, d, 0},       /* vh */
-        {B, N, h_r, d, 0},        /* oh */
-        {B, h_r, N, 1, 1},        /* lse */
-        {B, N, h_r, d, 0},        /* doh */
-        {B, N, h_r, d, 0},        /* dqh */
-        {B, N, kvg, d, 0},        /* dkh */
-        {B, N, kvg, d, 0},        /* dvh */
-        {B, N, H, d, stg},        /* sstage: bounded by both directions' totals */
-        {B, N, H, d, stg},        /* rstage */
-        {B, n_r, H, d, D->rep},   /* expanded */
-    };
-    /* staging: seq->heads sends B*n_r*H*d at most and receives B*N*h_r*d;
-     * heads->seq the reverse.  Use the larger of the two for each stage. */
-    int64_t stage = B * n_r * H * d > B * N * h_r * d ? B * n_r * H * d : B * N * h_r * d;
-    sizes[9][0] = sizes[10][0] = 1;
-    sizes[9][1] = sizes[10][1] = 1;
-    sizes[9][2] = sizes[10][2] = 1;
-    sizes[9][3] = sizes[10][3] = stage;
-    size_t off[12], total = 0;
-    for (int i = 0; i < 12; i++) {
-        size_t n = 0;
-        off[i] = total;
-        if (i < 9 && i != 4 && P > 1 && (uly_mul_sizes(&n, 4, sizes[i]) || uly_mul_size(n, 2 * D->es, &n)))
+    D->rep = z.rep;
+    /* the head-side buffers (qh ... dvh) are sized here (overflow checks)
+     * and placed by heads_place() (or alias the caller's with P = 1) */
+    t.n = 0;
+    const uint64_t hbytes = dist_head_bufs(&D->a, &z, &t, ULY_BUF_HEAP);
+    for (int w = 0; w < t.n && P > 1; w++)
+        if (t.b[w].bytes == UINT64_MAX || t.b[w].bytes > SIZE_MAX / 2)
             return uly_set_error(ULY_EOVERFLOW, "buffer sizes overflow size_t");
-        n = 0;
-        if (sizes[i][4]) {
-            if (uly_mul_sizes(&n, 4, sizes[i]) || uly_mul_size(n, D->es, &n) || total + n < total)
-                return uly_set_error(ULY_EOVERFLOW, "buffer sizes overflow size_t");
-            n = (n + 63) / 64 * 64;
-        }
-        total += n;
-    }
-    D->owned = uly_malloc(total);
-    if (!D->owned)
-        return uly_set_error(ULY_ENOMEM, "cannot allocate %zu bytes of head-sharded buffers", total);
-    char *base = D->owned;
-    void **slots[12] = {&D->qh, &D->kh, &D->vh, &D->oh, &D->lse, &D->doh, &D->dqh, &D->dkh, &D->dvh,
-                        &D->sstage, &D->rstage, &D->expanded};
-    for (int i = 0; i < 12; i++)
-        *slots[i] = sizes[i][4] ? base + off[i] : NULL;
+    if (P > 1 && hbytes > SIZE_MAX)
+        return uly_set_error(ULY_EOVERFLOW, "buffer sizes overflow size_t");
+    t.n = 0;
+    int ids[4];
+    const int n = dist_main_bufs(&D->a, &z, &t, ids);
+    if ((rc = uly_bufs_carve(&t, 0, 0, "head-sharded buffers", &D->owned, ptr)))
+        return rc;
+    void **slots[4] = {&D->lse, &D->sstage, &D->rstage, &D->expanded};
+    for (int i = 0; i < n; i++)
+        *slots[ids[i]] = ptr[i];
     D->K = 1;
     D->ovl_mode = D->o.overlap;
     D->ncand = 3;
@@ -1003,13 +1136,11 @@ static int dist_alloc(uly_dist *D)
     D->cand[3] = ULY_A2A_SHM;
     D->cand[4] = ULY_A2A_CMA;
     if (P > 1 && !heads_shared(D)) { /* private head-side buffers, allocated now */
-        size_t lay[ULY_A2A_COUNT];
-        const size_t hbytes = head_layout(D, r, lay);
-        if (!(D->heads_owned = uly_malloc(hbytes + 1)))
-            return uly_set_error(ULY_ENOMEM, "cannot allocate %zu bytes of head-sharded buffers", hbytes);
+        if (!(D->heads_owned = uly_malloc((size_t)hbytes)))
+            return uly_set_error(ULY_ENOMEM, "cannot allocate %zu bytes of head-sharded buffers", (size_t)hbytes);
         heads_set(D, D->heads_owned);
     }
-    return D->o.overlap != ULY_OVERLAP_OFF && P > 1 ? ovl_alloc(D) : ULY_OK;
+    return ovl_alloc(D, &z);
 }
 
 /* This rank's head-side buffers in its region at head_layout's offsets. */
@@ -1113,7 +1244,7 @@ static int heads_place(uly_dist *D)
         private = 0;
     }
     if (private) {
-        if (!(D->heads_owned = uly_malloc(hbytes + 1)))
+        if (!(D->heads_owned = uly_malloc(hbytes)))
             local = uly_set_error(ULY_ENOMEM, "cannot allocate %zu bytes of head-sharded buffers", hbytes);
         else
             heads_set(D, D->heads_owned);
@@ -1162,6 +1293,75 @@ static void cfg_values(const uly_attn_desc *a, const uly_dist_opts *o, int64_t *
     v[16] = o->overlap; v[17] = o->overlap_chunks;
 }
 
+/* The options' own validity (local). */
+static int dist_opts_check(const uly_dist_opts *o)
+{
+    if (o->attn && (!o->attn->fwd || !o->attn->bwd))
+        return uly_set_error(ULY_EINVAL, "local attention plug-in lacks fwd or bwd");
+    if (o->a2a_mode < ULY_A2A_AUTO || o->a2a_mode >= ULY_A2A_MODES)
+        return uly_set_error(ULY_EINVAL, "unknown all-to-all mode %d", o->a2a_mode);
+    if (o->overlap < ULY_OVERLAP_OFF || o->overlap >= ULY_OVERLAP_MODES)
+        return uly_set_error(ULY_EINVAL, "unknown overlap mode %d", o->overlap);
+    if (o->overlap_chunks < 0 || o->overlap_chunks > ULY_OVERLAP_MAX_CHUNKS)
+        return uly_set_error(ULY_EINVAL, "overlap chunks must be 0 (automatic) or 1..%d (got %d)",
+                             ULY_OVERLAP_MAX_CHUNKS, o->overlap_chunks);
+    return ULY_OK;
+}
+
+int uly_dist_memory(const uly_attn_desc *a, const uly_dist_opts *opts, int P, int rank, uly_bufs *out)
+{
+    if (!out)
+        return uly_set_error(ULY_EINVAL, "buffer table pointer is NULL");
+    if (!a)
+        return uly_set_error(ULY_EINVAL, "attention description is NULL");
+    uly_dist_opts o;
+    memset(&o, 0, sizeof o);
+    if (opts)
+        o = *opts;
+    int rc = uly_attn_desc_check(a);
+    if (rc || (rc = dist_opts_check(&o)))
+        return rc;
+    if (P < 1 || rank < 0 || rank >= P)
+        return uly_set_error(ULY_EINVAL, "rank %d of %d is out of range", rank, P);
+    dist_sizes z;
+    if ((rc = dist_sizes_init(a, &o, P, rank, &z)))
+        return rc;
+    /* in the order uly_dist_create allocates */
+    uly_bufs_add(out, "Ulysses context", sizeof(uly_dist), ULY_BUF_HEAP);
+    uly_comm_bufs(P, out);
+    dist_table_bufs(&z, out);
+    int ids[4];
+    dist_main_bufs(a, &z, out, ids);
+    if (P > 1 && !z.shared)
+        dist_head_bufs(a, &z, out, ULY_BUF_HEAP);
+    if (z.K >= 2) {
+        ovl_chunk_bufs(&z, out);
+        ovl_stage_bufs(a, &z, out);
+        ovl_peer_bufs(&z, out);
+        uly_bufs_add(out, "overlap request queues", 4 * uly_comm_nb_bytes((int)z.cap), ULY_BUF_HEAP);
+        ovs_tab_bufs(&z, out);
+    }
+    if (a->doc_offsets)
+        uly_bufs_add(out, "document offsets", (uint64_t)(a->batch * (a->docs + 1)) * sizeof(int64_t), ULY_BUF_HEAP);
+    if (z.shared) { /* every rank on one node: the window */
+        dist_head_bufs(a, &z, out, ULY_BUF_WINDOW);
+        if (z.K >= 2)
+            uly_bufs_add(out, "window overlap flags", ovs_flag_bytes(P, z.K), ULY_BUF_WINDOW);
+        uly_bufs_add(out, "window control block", uly_comm_shm_extra(P), ULY_BUF_WINDOW);
+        if (o.a2a_mode != ULY_A2A_SHM)
+            uly_comm_cma_bufs(P, out);
+    }
+    return ULY_OK;
+}
+
+/* Tests: bytes of this rank's window segment (0: no window).  Exported
+ * with the uly_ prefix but not in the public header. */
+uint64_t uly_test_dist_window(const uly_dist *D);
+uint64_t uly_test_dist_window(const uly_dist *D)
+{
+    return D && D->shm ? uly_comm_shm_segment(D->c) : 0;
+}
+
 int uly_dist_create(MPI_Comm comm, const uly_attn_desc *a, const uly_dist_opts *opts,
                     uly_dist **out)
 {
@@ -1189,16 +1389,8 @@ int uly_dist_create(MPI_Comm comm, const uly_attn_desc *a, const uly_dist_opts *
             local = uly_set_error(ULY_EINVAL, "attention description is NULL");
         else if ((local = uly_attn_desc_check(a)) == ULY_OK) {
             D->es = uly_dtype_size(a->dtype);
-            if (D->o.attn && (!D->o.attn->fwd || !D->o.attn->bwd))
-                local = uly_set_error(ULY_EINVAL, "local attention plug-in lacks fwd or bwd");
-            else if (D->o.a2a_mode < ULY_A2A_AUTO || D->o.a2a_mode >= ULY_A2A_MODES)
-                local = uly_set_error(ULY_EINVAL, "unknown all-to-all mode %d", D->o.a2a_mode);
-            else if (D->o.overlap < ULY_OVERLAP_OFF || D->o.overlap >= ULY_OVERLAP_MODES)
-                local = uly_set_error(ULY_EINVAL, "unknown overlap mode %d", D->o.overlap);
-            else if (D->o.overlap_chunks < 0 || D->o.overlap_chunks > ULY_OVERLAP_MAX_CHUNKS)
-                local = uly_set_error(ULY_EINVAL, "overlap chunks must be 0 (automatic) or 1..%d (got %d)",
-                                      ULY_OVERLAP_MAX_CHUNKS, D->o.overlap_chunks);
-            else if ((local = uly_comm_alloc(rank, size, D->o.max_count, &D->c)) == ULY_OK &&
+            if ((local = dist_opts_check(&D->o)) == ULY_OK &&
+                (local = uly_comm_alloc(rank, size, D->o.max_count, &D->c)) == ULY_OK &&
                      (local = dist_alloc(D)) == ULY_OK && a->doc_offsets) {
                 /* the context keeps its own copy of the document offsets */
                 const size_t n = (size_t)(a->batch * (a->docs + 1));

@@ -65,12 +65,13 @@ struct uly_train {
     uly_train_opts o;
     uly_comm *w;              /* world */
     MPI_Comm spc;             /* SP group */
-    int W, rank, dpr, spr;    /* world size and rank, DP and SP rank */
+    int W, rank;              /* world size and rank */
+    uly_grid2 g;              /* the DP x SP grid: every rank's rows and tokens */
+    int lead, spr;            /* world rank of SP rank 0 of this replica, SP rank */
     int64_t C, Ckv, Cq, d;    /* channels, KV channels, QKV width, head dim */
     int64_t rb, rows, tb, toks, Tn; /* local rows / tokens */
     /* canonical chunks of a row: [cut[a], cut[a+1]) for a < nchunk */
     int64_t *cut, nchunk;
-    int64_t *chunk_of_sp;     /* (SP + 1): SP rank s holds chunks [chunk_of_sp[s], chunk_of_sp[s+1]) */
     segment *seg;
     int64_t nseg, nparts;     /* segments and local partials (equal) */
     /* parameters */
@@ -88,8 +89,7 @@ struct uly_train {
     double *dacc;             /* (2 * max(Cq, 4C, C)) double accumulators */
     int32_t *tok;             /* (Tn) tokens of the current step (for the backward) */
     const int32_t *pos;
-    acts a;
-    void *abuf;
+    acts a;                   /* one allocation, from a.enc */
     uly_dist **dist;          /* (L) */
     uly_local_attn plug;      /* the blocked kernel with this step's document offsets */
     int64_t *docs_cur;        /* (rows, ndocs + 1) offsets of this rank's rows, or NULL */
@@ -114,12 +114,17 @@ void uly_train_opts_default(uly_train_opts *o)
 /* ------------------------------------------------------------ partition */
 
 /* Cuts of a row: 0, N and every shard boundary of SP = 1..canon (sorted, unique). */
+static int64_t cuts_cap(const uly_train *T)
+{
+    const int64_t K = T->o.canon_sp;
+    return 2 + K * (K + 1) / 2;
+}
+
 static int make_cuts(uly_train *T)
 {
     const int64_t N = T->c.seq;
     int K = T->o.canon_sp;
-    int64_t cap = 2 + (int64_t)K * (K + 1) / 2;
-    T->cut = uly_calloc(usz(cap), sizeof(int64_t));
+    T->cut = uly_calloc(usz(cuts_cap(T)), sizeof(int64_t));
     if (!T->cut)
         return uly_set_error(ULY_ENOMEM, "cannot allocate the chunk table");
     int64_t n = 0;
@@ -146,43 +151,62 @@ static int make_cuts(uly_train *T)
     return ULY_OK;
 }
 
-/* SP rank of a chunk and the chunk ranges of every SP rank. */
-static int make_segments(uly_train *T)
+/* The first chunk that starts at or after token t of a row (nchunk for
+ * t = N): a shard [tb, tb + tn) holds the chunks [chunk_at(tb), chunk_at(tb + tn)). */
+static int64_t chunk_at(const uly_train *T, int64_t t)
 {
-    const int SP = T->o.sp;
-    T->chunk_of_sp = uly_calloc(usz(SP + 1), sizeof(int64_t));
-    if (!T->chunk_of_sp)
-        return uly_set_error(ULY_ENOMEM, "cannot allocate the chunk table");
-    for (int s = 0; s <= SP; s++) {
-        int64_t b = T->c.seq, cnt;
-        if (s < SP)
-            uly_split(T->c.seq, SP, s, &b, &cnt);
-        int64_t a = 0;
-        while (a < T->nchunk && T->cut[a] < b)
-            a++;
-        T->chunk_of_sp[s] = a;
+    int64_t lo = 0, hi = T->nchunk; /* cut[nchunk] = N >= t */
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (T->cut[mid] < t)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    int64_t a0 = T->chunk_of_sp[T->spr], a1 = T->chunk_of_sp[T->spr + 1];
+    return lo;
+}
+
+/* Chunks of a row in the shard of world rank w. */
+static int64_t chunks_of(const uly_train *T, int w)
+{
+    int64_t rb, rn, tb, tn;
+    uly_grid2_part(&T->g, w, &rb, &rn, &tb, &tn);
+    return chunk_at(T, tb + tn) - chunk_at(T, tb);
+}
+
+/* How many segments this rank has (and partial gradients): every (row,
+ * chunk) of its shard, or one in fast mode. */
+static void count_segments(uly_train *T)
+{
+    int64_t a0 = chunk_at(T, T->tb), a1 = chunk_at(T, T->tb + T->toks);
     T->nseg = T->o.fast ? 1 : T->rows * (a1 - a0);
     if (T->Tn == 0)
         T->nseg = 0;
     T->nparts = T->o.fast ? 1 : T->nseg;
-    T->seg = uly_calloc(usz(T->nseg ? T->nseg : 1), sizeof(segment));
-    if (!T->seg)
-        return uly_set_error(ULY_ENOMEM, "cannot allocate the segment table");
+}
+
+/* The segments, into T->seg (count_segments' number of them). */
+static void fill_segments(uly_train *T)
+{
+    int64_t a0 = chunk_at(T, T->tb), a1 = chunk_at(T, T->tb + T->toks);
     if (T->o.fast) {
         if (T->nseg)
             T->seg[0] = (segment){0, T->Tn, 0};
-        return ULY_OK;
+        return;
     }
     int64_t k = 0;
     for (int64_t b = 0; b < T->rows; b++)
         for (int64_t a = a0; a < a1; a++, k++)
             T->seg[k] = (segment){b * T->toks + (T->cut[a] - T->tb), T->cut[a + 1] - T->cut[a], k};
-    return ULY_OK;
 }
 
 /* ------------------------------------------------------------ parameters */
+
+/* Elements [*b, +*n) of the parameter vector that world rank w sums. */
+static void param_slice(const uly_train *T, int w, int64_t *b, int64_t *n)
+{
+    uly_split(T->np, T->W, w, b, n);
+}
 
 static void param_layout(uly_train *T)
 {
@@ -284,7 +308,6 @@ void uly_train_free(uly_train *T)
     uly_comm_free_split(&T->spc);
     uly_comm_close(T->w);
     uly_free(T->cut);
-    uly_free(T->chunk_of_sp);
     uly_free(T->seg);
     uly_free(T->params);
     uly_free(T->partials);
@@ -296,7 +319,7 @@ void uly_train_free(uly_train *T)
     uly_free(T->all_losses);
     uly_free(T->dacc);
     uly_free(T->tok);
-    uly_free(T->abuf);
+    uly_free(T->a.enc); /* the activations' allocation */
     uly_free(T->docs_cur);
     uly_free(T);
 }
@@ -337,38 +360,6 @@ static int check_config(const uly_gpt_config *c, uly_train_opts *o, int W)
     return ULY_OK;
 }
 
-/* Carve the activations out of one allocation. */
-static int alloc_acts(uly_train *T)
-{
-    const int64_t Tn = T->Tn, C = T->C, Ckv = T->Ckv, L = T->c.layers, V = T->c.vocab;
-    acts *A = &T->a;
-    struct { float **p; int64_t n; } t[] = {
-        {&A->enc, Tn * C},
-        {&A->ln1, L * Tn * C}, {&A->ln1_m, L * Tn}, {&A->ln1_r, L * Tn},
-        {&A->q, L * Tn * C}, {&A->k, L * Tn * Ckv}, {&A->v, L * Tn * Ckv},
-        {&A->atty, L * Tn * C}, {&A->res2, L * Tn * C},
-        {&A->ln2, L * Tn * C}, {&A->ln2_m, L * Tn}, {&A->ln2_r, L * Tn},
-        {&A->fch, L * Tn * 4 * C}, {&A->fchg, L * Tn * 4 * C}, {&A->res3, L * Tn * C},
-        {&A->lnf, Tn * C}, {&A->lnf_m, Tn}, {&A->lnf_r, Tn}, {&A->logits, Tn * V},
-        {&A->dres, Tn * C}, {&A->dln, Tn * C}, {&A->datty, Tn * C}, {&A->dq, Tn * C},
-        {&A->dk, Tn * Ckv}, {&A->dv, Tn * Ckv}, {&A->dfch, Tn * 4 * C}, {&A->dfchg, Tn * 4 * C},
-        {&A->dlogits, Tn * V}, {&A->tmp, Tn * C},
-    };
-    const int nt = (int)(sizeof t / sizeof t[0]);
-    size_t total = 0;
-    for (int i = 0; i < nt; i++)
-        total += (usz(t[i].n) + 15) / 16 * 16;
-    T->abuf = uly_malloc((total ? total : 1) * sizeof(float));
-    if (!T->abuf)
-        return uly_set_error(ULY_ENOMEM, "cannot allocate %zu bytes of activations", total * sizeof(float));
-    float *p = T->abuf;
-    for (int i = 0; i < nt; i++) {
-        *t[i].p = p;
-        p += (usz(t[i].n) + 15) / 16 * 16;
-    }
-    return ULY_OK;
-}
-
 /* Widths and this rank's shard (c, o, W and rank set, the config checked). */
 static void set_dims(uly_train *T)
 {
@@ -377,33 +368,156 @@ static void set_dims(uly_train *T)
     T->d = c->channels / c->heads;
     T->Ckv = c->kv_heads * T->d;
     T->Cq = T->C + 2 * T->Ckv;
-    T->dpr = T->rank / T->o.sp;
-    T->spr = T->rank % T->o.sp;
-    uly_split(T->o.batch, T->o.dp, T->dpr, &T->rb, &T->rows);
-    uly_split(c->seq, T->o.sp, T->spr, &T->tb, &T->toks);
+    /* cannot fail: check_config has the grid's conditions */
+    (void)uly_grid2_init(&T->g, T->o.dp, T->o.sp, T->o.batch, c->seq);
+    uly_grid2_part(&T->g, T->rank, &T->rb, &T->rows, &T->tb, &T->toks);
+    T->lead = uly_grid2_owner(&T->g, T->rb, 0);
+    T->spr = T->rank - T->lead;
     T->Tn = T->rows * T->toks;
 }
 
-/* Bytes of the activations (alloc_acts) and of the buffers of alloc_all,
- * saturating at UINT64_MAX; cuts, segments and param_layout done. */
-static uint64_t buffer_bytes(const uly_train *T)
+/* ------------------------------------------------------------- buffers */
+
+/* Everything the training context allocates is one table of named buffers
+ * (uly_bufs), built by train_bufs: uly_train_memory sums it and
+ * alloc_all allocates from it, so each size is written once.  A slot says
+ * where an entry goes: a pointer of the context, or NULL for what is
+ * allocated elsewhere (the context itself, the chunk cuts, the
+ * communicator, the attention contexts).  Consecutive entries of one group
+ * (grp > 0) are carved, in order, from one allocation, which the group's
+ * first pointer holds (uly_train_free frees it through that one). */
+typedef struct slot {
+    void **p;
+    int grp;   /* 0: an allocation of its own */
+    int zero;  /* calloc */
+} slot;
+
+enum { G_OWN, G_OPTIM, G_ACTS };
+
+static uint64_t mul_sat(uint64_t a, uint64_t b)
 {
-    const double Tn = (double)T->Tn, C = (double)T->C, Ckv = (double)T->Ckv, L = (double)T->c.layers,
-                 V = (double)T->c.vocab, np = (double)T->np, W = (double)T->W;
-    const double nact = Tn * (L * (14 * C + 2 * Ckv + 4) + 15 * C + 2 * Ckv + 2 * V + 2) + 29 * 16;
-    const double nparts = T->nparts ? (double)T->nparts : 1, maxslice = np / W + 1;
-    const double total_parts = T->o.fast ? W : (double)T->o.batch * (double)T->nchunk;
-    const double dmax = (double)(T->Cq > 4 * T->C ? T->Cq : 4 * T->C);
-    double b = 4 * (4 * np + nparts * np + nact) + 8 * (maxslice + 2 * Tn + (double)T->o.batch * (double)T->c.seq +
-                                                        2 * dmax);
-    if (!T->o.fast)
-        b += 4 * (nparts * np + total_parts * maxslice);
-    return b >= 1.8e19 ? UINT64_MAX : (uint64_t)b;
+    return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
 }
 
-int uly_train_memory(const uly_gpt_config *c, const uly_train_opts *o, int rank, int size, uint64_t *bytes)
+/* a * b * c bytes, saturating at UINT64_MAX; negative sizes are 0. */
+static uint64_t nbytes(uint64_t es, int64_t a, int64_t b, int64_t c)
 {
-    if (!c || !o || !bytes)
+    const int64_t f[3] = {a, b, c};
+    uint64_t r = es;
+    for (int i = 0; i < 3; i++) {
+        const uint64_t x = f[i] > 0 ? (uint64_t)f[i] : 0;
+        r = mul_sat(r, x);
+    }
+    return r;
+}
+
+static void put_buf(uly_bufs *t, slot *sl, const char *name, uint64_t bytes, void *p, int grp, int zero)
+{
+    if (sl && t->n < ULY_BUFS_MAX)
+        sl[t->n] = (slot){p, grp, zero};
+    uly_bufs_add(t, name, bytes, ULY_BUF_HEAP);
+}
+
+/* Entries [n0, t->n) were added by someone else's table: no slots. */
+static void no_slots(const uly_bufs *t, slot *sl, int n0)
+{
+    for (int i = n0; sl && i < t->n; i++)
+        sl[i] = (slot){NULL, G_OWN, 0};
+}
+
+/* An activation of n floats, padded to a multiple of 16 floats. */
+static uint64_t act_bytes(int64_t L, int64_t Tn, int64_t w)
+{
+    const uint64_t b = nbytes(sizeof(float), L, Tn, w);
+    return b > UINT64_MAX - 63 ? UINT64_MAX : (b + 63) / 64 * 64;
+}
+
+/* The activations, in the order they lie in their allocation. */
+static void act_bufs(uly_train *T, uly_bufs *t, slot *sl)
+{
+    const int64_t Tn = T->Tn, C = T->C, Ckv = T->Ckv, L = T->c.layers, V = T->c.vocab;
+    acts *A = &T->a;
+    const struct { const char *name; float **p; int64_t l, w; } a[] = {
+        {"activation enc", &A->enc, 1, C},
+        {"activation ln1", &A->ln1, L, C}, {"activation ln1 mean", &A->ln1_m, L, 1},
+        {"activation ln1 rstd", &A->ln1_r, L, 1},
+        {"activation q", &A->q, L, C}, {"activation k", &A->k, L, Ckv}, {"activation v", &A->v, L, Ckv},
+        {"activation atty", &A->atty, L, C}, {"activation res2", &A->res2, L, C},
+        {"activation ln2", &A->ln2, L, C}, {"activation ln2 mean", &A->ln2_m, L, 1},
+        {"activation ln2 rstd", &A->ln2_r, L, 1},
+        {"activation fch", &A->fch, L, 4 * C}, {"activation fchg", &A->fchg, L, 4 * C},
+        {"activation res3", &A->res3, L, C},
+        {"activation lnf", &A->lnf, 1, C}, {"activation lnf mean", &A->lnf_m, 1, 1},
+        {"activation lnf rstd", &A->lnf_r, 1, 1}, {"logits", &A->logits, 1, V},
+        {"gradient dres", &A->dres, 1, C}, {"gradient dln", &A->dln, 1, C},
+        {"gradient datty", &A->datty, 1, C}, {"gradient dq", &A->dq, 1, C},
+        {"gradient dk", &A->dk, 1, Ckv}, {"gradient dv", &A->dv, 1, Ckv},
+        {"gradient dfch", &A->dfch, 1, 4 * C}, {"gradient dfchg", &A->dfchg, 1, 4 * C},
+        {"gradient dlogits", &A->dlogits, 1, V}, {"projection output", &A->tmp, 1, C},
+    };
+    for (size_t i = 0; i < sizeof a / sizeof a[0]; i++)
+        put_buf(t, sl, a[i].name, act_bytes(a[i].l, Tn, a[i].w), a[i].p, G_ACTS, 0);
+}
+
+/* The one attention context of every layer (the same for all layers). */
+static void layer_attn(uly_train *T, uly_attn_desc *a, uly_dist_opts *dop);
+
+/* The table of this rank (set_dims, make_cuts, count_segments and
+ * param_layout done), appended to t; sl (ULY_BUFS_MAX entries) or NULL. */
+static int train_bufs(uly_train *T, uly_bufs *t, slot *sl)
+{
+    const int64_t np = T->np, W = T->W;
+    const int64_t nparts = T->nparts ? T->nparts : 1, maxslice = np / W + 1;
+    const int64_t total_parts = T->o.fast ? W : T->g.batch * T->nchunk;
+    const int64_t dmax = T->Cq > 4 * T->C ? T->Cq : 4 * T->C, Tn1 = T->Tn ? T->Tn : 1;
+    put_buf(t, sl, "training context", sizeof(struct uly_train), NULL, G_OWN, 0);
+    put_buf(t, sl, "chunk cuts", nbytes(sizeof(int64_t), cuts_cap(T), 1, 1), NULL, G_OWN, 0);
+    int n0 = t->n;
+    uly_comm_bufs(T->W, t); /* the world communicator (uly_comm_alloc) */
+    no_slots(t, sl, n0);
+    put_buf(t, sl, "segments", nbytes(sizeof(segment), T->nseg ? T->nseg : 1, 1, 1), &T->seg, G_OWN, 1);
+    put_buf(t, sl, "parameters", nbytes(sizeof(float), np, 1, 1), &T->params, G_OPTIM, 1);
+    put_buf(t, sl, "gradients", nbytes(sizeof(float), np, 1, 1), &T->grads, G_OPTIM, 1);
+    put_buf(t, sl, "AdamW first moments", nbytes(sizeof(float), np, 1, 1), &T->m1, G_OPTIM, 1);
+    put_buf(t, sl, "AdamW second moments", nbytes(sizeof(float), np, 1, 1), &T->m2, G_OPTIM, 1);
+    put_buf(t, sl, "partial gradients", nbytes(sizeof(float), nparts, np, 1), &T->partials, G_OWN, 1);
+    if (!T->o.fast) {
+        put_buf(t, sl, "partials to send", nbytes(sizeof(float), nparts, np, 1), &T->sendb, G_OWN, 0);
+        put_buf(t, sl, "partials received", nbytes(sizeof(float), total_parts, maxslice, 1), &T->recvb, G_OWN, 0);
+    }
+    put_buf(t, sl, "slice sums", nbytes(sizeof(double), maxslice, 1, 1), &T->acc, G_OWN, 0);
+    put_buf(t, sl, "exchange counts", nbytes(sizeof(size_t), 4, W, 1), &T->a2a[0], G_OWN, 1);
+    put_buf(t, sl, "token losses", nbytes(sizeof(double), Tn1, 1, 1), &T->losses, G_OWN, 1);
+    put_buf(t, sl, "gathered token losses", nbytes(sizeof(double), T->g.batch, T->g.seq, 1), &T->all_losses,
+            G_OWN, 1);
+    put_buf(t, sl, "bias and norm sums", nbytes(sizeof(double), 2, dmax, 1), &T->dacc, G_OWN, 1);
+    put_buf(t, sl, "step tokens", nbytes(sizeof(int32_t), Tn1, 1, 1), &T->tok, G_OWN, 1);
+    put_buf(t, sl, "attention contexts (pointers)", nbytes(sizeof(uly_dist *), T->c.layers, 1, 1), &T->dist,
+            G_OWN, 1);
+    act_bufs(T, t, sl);
+    /* every layer's attention context on the SP group, L times one (the
+     * layers are alike): its heap and its window segment */
+    uly_attn_desc a;
+    uly_dist_opts dop;
+    layer_attn(T, &a, &dop);
+    uly_bufs one = {0};
+    int rc = uly_dist_memory(&a, &dop, T->g.sp, T->spr, &one);
+    if (rc)
+        return rc;
+    n0 = t->n;
+    uly_bufs_add(t, "attention contexts", mul_sat(uly_bufs_sum(&one, ULY_BUF_HEAP), (uint64_t)T->c.layers),
+                 ULY_BUF_HEAP);
+    const uint64_t win = uly_bufs_sum(&one, ULY_BUF_WINDOW);
+    if (win)
+        uly_bufs_add(t, "attention windows (shared memory)", mul_sat(win, (uint64_t)T->c.layers), ULY_BUF_WINDOW);
+    no_slots(t, sl, n0);
+    return t->n < ULY_BUFS_MAX ? ULY_OK
+                               : uly_set_error(ULY_EINVAL, "training buffer table: more than %d entries", ULY_BUFS_MAX - 1);
+}
+
+int uly_train_memory_table(const uly_gpt_config *c, const uly_train_opts *o, int rank, int size, uly_bufs *out)
+{
+    if (!c || !o || !out)
         return uly_set_error(ULY_EINVAL, "configuration, options or output pointer is NULL");
     if (size < 1 || rank < 0 || rank >= size)
         return uly_set_error(ULY_EINVAL, "rank %d of %d ranks", rank, size);
@@ -420,50 +534,75 @@ int uly_train_memory(const uly_gpt_config *c, const uly_train_opts *o, int rank,
         set_dims(T);
         rc = make_cuts(T);
     }
-    if (!rc)
-        rc = make_segments(T);
     if (!rc) {
+        count_segments(T);
         param_layout(T);
-        *bytes = buffer_bytes(T);
+        rc = train_bufs(T, out, NULL);
     }
     uly_train_free(T);
     return rc;
 }
 
+int uly_train_memory(const uly_gpt_config *c, const uly_train_opts *o, int rank, int size, uint64_t *bytes)
+{
+    if (!bytes)
+        return uly_set_error(ULY_EINVAL, "configuration, options or output pointer is NULL");
+    uly_bufs t = {0};
+    int rc = uly_train_memory_table(c, o, rank, size, &t);
+    if (!rc)
+        *bytes = t.total;
+    return rc;
+}
+
+/* Allocate the slots of entries [i, j) (one group, or one entry). */
+static int alloc_slots(const uly_bufs *t, const slot *sl, int i, int j)
+{
+    uint64_t total = 0;
+    for (int k = i; k < j; k++)
+        total = total > UINT64_MAX - t->b[k].bytes ? UINT64_MAX : total + t->b[k].bytes;
+    char *p = NULL;
+    if (total <= SIZE_MAX)
+        p = sl[i].zero ? uly_calloc(1, (size_t)total) : uly_malloc((size_t)total);
+    if (!p) {
+        char h[32];
+        return uly_set_error(ULY_ENOMEM, "cannot allocate %s of %s%s", uly_fmt_bytes(h, sizeof h, total),
+                             sl[i].grp == G_ACTS ? "activations" : t->b[i].name,
+                             sl[i].grp == G_OPTIM ? ", gradients and AdamW moments" : "");
+    }
+    for (int k = i; k < j; k++) { /* a pointer of any object type, stored by its bytes */
+        void *q = p;
+        memcpy(sl[k].p, &q, sizeof q);
+        p += t->b[k].bytes;
+    }
+    return ULY_OK;
+}
+
 static int alloc_all(uly_train *T)
 {
     int rc = make_cuts(T);
-    if (!rc)
-        rc = make_segments(T);
     if (rc)
         return rc;
+    count_segments(T);
     param_layout(T);
-    const int W = T->W;
-    int64_t np = T->np;
-    uly_split(np, W, T->rank, &T->slice_b, &T->slice_n);
-    int64_t maxslice = np / W + 1, total_parts = T->o.fast ? W : T->o.batch * T->nchunk;
-    size_t dmax = usz(T->Cq > 4 * T->C ? T->Cq : 4 * T->C);
-    T->params = uly_calloc(4 * usz(np), sizeof(float));
-    T->partials = uly_calloc(usz(T->nparts ? T->nparts : 1) * usz(np), sizeof(float));
-    T->sendb = T->o.fast ? NULL : uly_malloc(usz(T->nparts ? T->nparts : 1) * usz(np) * sizeof(float));
-    T->recvb = T->o.fast ? NULL : uly_malloc(usz(total_parts) * usz(maxslice) * sizeof(float));
-    T->acc = uly_malloc(usz(maxslice) * sizeof(double));
-    T->a2a[0] = uly_calloc(4 * usz(W), sizeof(size_t));
-    T->losses = uly_calloc(usz(T->Tn ? T->Tn : 1), sizeof(double));
-    T->all_losses = uly_calloc(usz(T->o.batch * T->c.seq), sizeof(double));
-    T->dacc = uly_calloc(2 * dmax, sizeof(double));
-    T->tok = uly_calloc(usz(T->Tn ? T->Tn : 1), sizeof(int32_t));
-    T->dist = uly_calloc(usz(T->c.layers), sizeof(uly_dist *));
-    if (!T->params || !T->partials || (!T->o.fast && (!T->sendb || !T->recvb)) || !T->acc || !T->a2a[0] ||
-        !T->losses || !T->all_losses || !T->dacc || !T->tok || !T->dist)
-        return uly_set_error(ULY_ENOMEM, "cannot allocate parameter and gradient buffers (%lld parameters, "
-                             "%lld partial gradients)", (long long)np, (long long)T->nparts);
+    param_slice(T, T->rank, &T->slice_b, &T->slice_n);
+    uly_bufs t = {0};
+    slot sl[ULY_BUFS_MAX];
+    if ((rc = train_bufs(T, &t, sl)))
+        return rc;
+    for (int i = 0; i < t.n && !rc;) {
+        int j = i + 1;
+        while (sl[i].p && sl[i].grp != G_OWN && j < t.n && sl[j].grp == sl[i].grp)
+            j++;
+        if (sl[i].p)
+            rc = alloc_slots(&t, sl, i, j);
+        i = j;
+    }
+    if (rc)
+        return rc;
     for (int i = 1; i < 4; i++)
-        T->a2a[i] = T->a2a[0] + i * W;
-    T->grads = T->params + np;
-    T->m1 = T->grads + np;
-    T->m2 = T->m1 + np;
-    return alloc_acts(T);
+        T->a2a[i] = T->a2a[0] + i * T->W;
+    fill_segments(T);
+    return ULY_OK;
 }
 
 /* Local attention of every layer: the blocked kernel, with the document
@@ -490,6 +629,18 @@ static int attn_bwd_docs(void *user, const uly_attn_desc *a, const uly_kernel_op
 {
     uly_attn_desc b = with_docs(user, a);
     return uly_attn_bwd(&b, o, q, k, v, out, lse, dout, dq, dk, dv);
+}
+
+static void layer_attn(uly_train *T, uly_attn_desc *a, uly_dist_opts *dop)
+{
+    const uly_gpt_config *c = &T->c;
+    *a = (uly_attn_desc){T->rows, c->seq, c->heads, c->kv_heads, T->d, 1, 0, 0, ULY_F32, NULL, 0};
+    memset(dop, 0, sizeof *dop);
+    dop->kernel = T->o.kernel;
+    T->plug = (uly_local_attn){attn_fwd_docs, attn_bwd_docs, T};
+    dop->attn = &T->plug;
+    dop->kernel.head_begin = dop->kernel.head_count = 0;
+    dop->kernel.kv_expanded = 0;
 }
 
 int uly_train_create(MPI_Comm comm, const uly_gpt_config *c, const uly_train_opts *o, uly_train **out)
@@ -537,16 +688,11 @@ int uly_train_create(MPI_Comm comm, const uly_gpt_config *c, const uly_train_opt
     if (!rc)
         rc = uly_comm_attach(T->w, comm);
     if (!rc)
-        rc = uly_comm_split(T->w, T->dpr, T->spr, &T->spc);
+        rc = uly_comm_split(T->w, T->lead, T->spr, &T->spc); /* one SP group per replica */
     for (int64_t l = 0; !rc && l < c->layers; l++) {
-        uly_attn_desc a = {T->rows, c->seq, c->heads, c->kv_heads, T->d, 1, 0, 0, ULY_F32, NULL, 0};
+        uly_attn_desc a;
         uly_dist_opts dop;
-        memset(&dop, 0, sizeof dop);
-        dop.kernel = o->kernel;
-        T->plug = (uly_local_attn){attn_fwd_docs, attn_bwd_docs, T};
-        dop.attn = &T->plug;
-        dop.kernel.head_begin = dop.kernel.head_count = 0;
-        dop.kernel.kv_expanded = 0;
+        layer_attn(T, &a, &dop);
         rc = uly_dist_create(T->spc, &a, &dop, &T->dist[l]);
     }
     if (T && T->w && T->spc != MPI_COMM_NULL) /* every SP group created its contexts */
@@ -736,34 +882,24 @@ static int backward(uly_train *T, const int32_t *tok, const int32_t *pos, double
 
 /* ------------------------------------------------------------ reductions */
 
-/* World rank holding global row b and SP rank s. */
-static int owner(const uly_train *T, int64_t b, int s)
-{
-    int64_t base = T->o.batch / T->o.dp, rem = T->o.batch % T->o.dp;
-    int64_t dp = b < (base + 1) * rem ? b / (base + 1) : rem + (b - (base + 1) * rem) / base;
-    return (int)dp * T->o.sp + s;
-}
-
 /* Exact: partials of the global batch added in (row, chunk) order per slice. */
 static int reduce_exact(uly_train *T)
 {
-    const int W = T->W, SP = T->o.sp;
+    const int W = T->W;
     const int64_t np = T->np;
     size_t *sc = T->a2a[0], *sd = T->a2a[1], *rc = T->a2a[2], *rd = T->a2a[3];
     size_t soff = 0, roff = 0;
     for (int w = 0; w < W; w++) {
         int64_t eb, en, rb, rn, tb, tn;
-        uly_split(np, W, w, &eb, &en);
+        param_slice(T, w, &eb, &en);
         for (int64_t p = 0; p < T->nparts; p++)
             memcpy(T->sendb + soff + usz(p * en), T->partials + p * np + eb, usz(en) * sizeof(float));
         sc[w] = usz(T->nparts * en);
         sd[w] = soff;
         soff += sc[w];
         /* partials of rank w: its rows times its chunks */
-        uly_split(T->o.batch, T->o.dp, w / SP, &rb, &rn);
-        uly_split(T->c.seq, SP, w % SP, &tb, &tn);
-        int64_t nch = T->chunk_of_sp[w % SP + 1] - T->chunk_of_sp[w % SP];
-        rc[w] = usz(rn * nch * T->slice_n);
+        uly_grid2_part(&T->g, w, &rb, &rn, &tb, &tn);
+        rc[w] = usz(rn * chunks_of(T, w) * T->slice_n);
         rd[w] = roff;
         roff += rc[w];
     }
@@ -780,12 +916,11 @@ static int reduce_exact(uly_train *T)
     double *acc = T->acc;
     for (int64_t e = 0; e < n; e++)
         acc[e] = 0;
-    for (int64_t b = 0; b < T->o.batch; b++)
-        for (int s = 0; s < SP; s++) {
-            int w = owner(T, b, s);
-            int64_t rb, rn;
-            uly_split(T->o.batch, T->o.dp, w / SP, &rb, &rn);
-            int64_t nch = T->chunk_of_sp[s + 1] - T->chunk_of_sp[s];
+    for (int64_t b = 0; b < T->g.batch; b++)
+        for (int s = 0; s < T->g.sp; s++) {
+            int w = uly_grid2_owner(&T->g, b, s);
+            int64_t rb, rn, tb, tn, nch = chunks_of(T, w);
+            uly_grid2_part(&T->g, w, &rb, &rn, &tb, &tn);
             for (int64_t a = 0; a < nch; a++) {
                 const float *src = T->recvb + rd[w] + usz(((b - rb) * nch + a) * n);
                 for (int64_t e = 0; e < n; e++)
@@ -797,7 +932,7 @@ static int reduce_exact(uly_train *T)
         mine[e] = (float)acc[e];
     for (int w = 0; w < W; w++) {
         int64_t eb, en;
-        uly_split(np, W, w, &eb, &en);
+        param_slice(T, w, &eb, &en);
         rc[w] = usz(en);
         rd[w] = usz(eb);
     }
@@ -825,13 +960,11 @@ static int reduce_loss(uly_train *T, double *sum)
         *sum = s;
         return rc;
     }
-    const int W = T->W, SP = T->o.sp;
     size_t *rc = T->a2a[2], *rd = T->a2a[3];
     size_t off = 0;
-    for (int w = 0; w < W; w++) {
+    for (int w = 0; w < T->W; w++) {
         int64_t rb, rn, tb, tn;
-        uly_split(T->o.batch, T->o.dp, w / SP, &rb, &rn);
-        uly_split(T->c.seq, SP, w % SP, &tb, &tn);
+        uly_grid2_part(&T->g, w, &rb, &rn, &tb, &tn);
         rc[w] = usz(rn * tn);
         rd[w] = off;
         off += rc[w];
@@ -840,12 +973,11 @@ static int reduce_loss(uly_train *T, double *sum)
     if (code)
         return code;
     double s = 0;
-    for (int64_t b = 0; b < T->o.batch; b++)
-        for (int sp = 0; sp < SP; sp++) {
-            int w = owner(T, b, sp);
+    for (int64_t b = 0; b < T->g.batch; b++)
+        for (int sp = 0; sp < T->g.sp; sp++) {
+            int w = uly_grid2_owner(&T->g, b, sp);
             int64_t rb, rn, tb, tn;
-            uly_split(T->o.batch, T->o.dp, w / SP, &rb, &rn);
-            uly_split(T->c.seq, SP, sp, &tb, &tn);
+            uly_grid2_part(&T->g, w, &rb, &rn, &tb, &tn);
             const double *src = T->all_losses + rd[w] + usz((b - rb) * tn);
             for (int64_t t = 0; t < tn; t++)
                 s += src[t];
@@ -885,12 +1017,10 @@ int uly_train_token_losses(const uly_train *T, double *out)
         return uly_set_error(ULY_EINVAL, "token losses: NULL argument");
     if (T->o.fast)
         return uly_set_error(ULY_EINVAL, "token losses are gathered in exact mode only");
-    const int SP = T->o.sp;
     size_t off = 0;
     for (int w = 0; w < T->W; w++) {
         int64_t rb, rn, tb, tn;
-        uly_split(T->o.batch, T->o.dp, w / SP, &rb, &rn);
-        uly_split(T->c.seq, SP, w % SP, &tb, &tn);
+        uly_grid2_part(&T->g, w, &rb, &rn, &tb, &tn);
         for (int64_t b = 0; b < rn; b++)
             memcpy(out + (rb + b) * T->c.seq + tb, T->all_losses + off + usz(b * tn), usz(tn) * sizeof(double));
         off += usz(rn * tn);

@@ -12,6 +12,12 @@
  *           padded: the per-token losses must agree to fp32 rounding)
  *         | gradcheck (gradients of the whole model against finite differences
  *           of the loss, a sample of elements of every parameter tensor)
+ *
+ * Every run first checks, in both reduction modes, that the heap bytes
+ * uly_train_create asks the allocation hooks for on each rank are exactly
+ * the ULY_BUF_HEAP entries of uly_train_memory_table, and that
+ * uly_train_memory is that table's total (TEST_TRAIN_MEMORY=1: rank 0
+ * prints its table and the count).
  */
 #include <math.h>
 #include <stdio.h>
@@ -45,6 +51,56 @@ static int fail(const char *what)
     fprintf(stderr, "test_train: %s: %s\n", what, uly_last_error());
     MPI_Abort(MPI_COMM_WORLD, 1);
     return 1;
+}
+
+/* The library's count of bytes asked of its allocation hooks since the
+ * previous call (exported for tests, not in the public header). */
+uint64_t uly_test_alloc_bytes(void);
+
+/* Preflight == allocated, for the exact and the fast reduction. */
+static void check_memory(const uly_gpt_config *c, const uly_train_opts *o0, int rank, int size)
+{
+    for (int fast = 0; fast < 2; fast++) {
+        uly_train_opts o = *o0;
+        o.fast = fast;
+        uly_bufs t = {0};
+        uint64_t total = 0;
+        if (uly_train_memory_table(c, &o, rank, size, &t) || uly_train_memory(c, &o, rank, size, &total))
+            fail("uly_train_memory_table");
+        const uint64_t want = uly_bufs_sum(&t, ULY_BUF_HEAP);
+        uly_train *T;
+        (void)uly_test_alloc_bytes(); /* reset the count */
+        if (uly_train_create(MPI_COMM_WORLD, c, &o, &T))
+            fail("create (memory check)");
+        const uint64_t got = uly_test_alloc_bytes();
+        const char *note = uly_train_a2a_note(T);
+        int bad = total != t.total ? 2 : !note && got != want, any = 0, noted = note != NULL, anynote = 0;
+        if (bad)
+            fprintf(stderr, "test_train: rank %d (dp %d x sp %d, %s): create asked the hooks for %llu heap bytes, "
+                    "the table lists %llu (total %llu, uly_train_memory %llu)\n", rank, o.dp, o.sp,
+                    fast ? "fast" : "exact", (unsigned long long)got, (unsigned long long)want,
+                    (unsigned long long)t.total, (unsigned long long)total);
+        if (rank == 0 && getenv("TEST_TRAIN_MEMORY")) {
+            printf("memory dp %d x sp %d %s rank 0: %d entries\n", o.dp, o.sp, fast ? "fast" : "exact", t.n);
+            for (int i = 0; i < t.n; i++)
+                printf("  %-36s %12llu %s\n", t.b[i].name, (unsigned long long)t.b[i].bytes,
+                       t.b[i].where == ULY_BUF_HEAP ? "heap" : "window");
+            printf("  heap: table %llu, counted during create %llu; window %llu; total %llu\n",
+                   (unsigned long long)want, (unsigned long long)got,
+                   (unsigned long long)uly_bufs_sum(&t, ULY_BUF_WINDOW), (unsigned long long)t.total);
+        }
+        uly_train_free(T);
+        MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        MPI_Allreduce(&noted, &anynote, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (any) {
+            if (rank == 0)
+                fprintf(stderr, "test_train: preflight != allocated\n");
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        if (anynote && rank == 0 && fast == 0) /* no window: the table assumes one */
+            fprintf(stderr, "test_train: memory check skipped where the attention contexts made no shared-memory "
+                    "window (%s)\n", note ? note : "another rank");
+    }
 }
 
 /* Document offsets of every row of step `step` (batch, 4): 3 documents. */
@@ -159,6 +215,11 @@ int main(int argc, char **argv)
     o.fast = strcmp(mode, "fast") == 0;
     o.lr = 1e-2;
     o.seed = 7;
+    {
+        int size;
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+        check_memory(&c, &o, rank, size);
+    }
     uly_train *T;
     if (uly_train_create(MPI_COMM_WORLD, &c, &o, &T))
         return fail("create");

@@ -172,8 +172,9 @@ static void make_batch(uly_train *T, const struct train_cfg *c, const text_data 
 
 /* ------------------------------------------------------------------ dump */
 
-/* Gather (rows, toks, w) blocks of every rank into (batch, seq, w) on rank 0. */
-static int gather_tokens(drv *d, const struct train_cfg *c, const void *mine, int64_t w, MPI_Datatype t, size_t es,
+/* Gather (rows, toks, w) blocks of every rank of the grid g into
+ * (batch, seq, w) on rank 0. */
+static int gather_tokens(drv *d, const uly_grid2 *g, const void *mine, int64_t w, MPI_Datatype t, size_t es,
                          void *out, void *scratch)
 {
     const int P = d->size;
@@ -183,8 +184,7 @@ static int gather_tokens(drv *d, const struct train_cfg *c, const void *mine, in
     int *dis = cnt + P, total = 0;
     for (int s = 0; s < P; s++) {
         int64_t rb, rn, tb, tn;
-        uly_split(c->batch, (int)c->dp, s / (int)c->sp, &rb, &rn);
-        uly_split(c->seq, (int)c->sp, s % (int)c->sp, &tb, &tn);
+        uly_grid2_part(g, s, &rb, &rn, &tb, &tn);
         cnt[s] = (int)(rn * tn * w);
         dis[s] = total;
         total += cnt[s];
@@ -193,10 +193,9 @@ static int gather_tokens(drv *d, const struct train_cfg *c, const void *mine, in
     if (d->rank == 0 && !rc)
         for (int s = 0; s < P; s++) {
             int64_t rb, rn, tb, tn;
-            uly_split(c->batch, (int)c->dp, s / (int)c->sp, &rb, &rn);
-            uly_split(c->seq, (int)c->sp, s % (int)c->sp, &tb, &tn);
+            uly_grid2_part(g, s, &rb, &rn, &tb, &tn);
             for (int64_t b = 0; b < rn; b++)
-                memcpy((char *)out + (size_t)(((rb + b) * c->seq + tb) * w) * es,
+                memcpy((char *)out + (size_t)(((rb + b) * g->seq + tb) * w) * es,
                        (char *)scratch + ((size_t)dis[s] + (size_t)(b * tn * w)) * es, (size_t)(tn * w) * es);
         }
     drv_free(cnt);
@@ -242,8 +241,9 @@ static int dump_params(drv *d, uly_train *T, const char *dir, const char *prefix
 
 /* Inputs, activations, logits, losses and gradients of the step just run
  * (update = 0).  Collective; a failure is recorded in d (drv_sync follows). */
-static int dump_step(drv *d, uly_train *T, const struct train_cfg *c, const char *dir, const int32_t *tok,
-                     const int32_t *tgt, const int32_t *pos, const int64_t *off, const uly_train_stats *st)
+static int dump_step(drv *d, uly_train *T, const struct train_cfg *c, const uly_grid2 *g, const char *dir,
+                     const int32_t *tok, const int32_t *tgt, const int32_t *pos, const int64_t *off,
+                     const uly_train_stats *st)
 {
     const int64_t B = c->batch, N = c->seq, L = c->layers, wmax = c->vocab > 4 * c->channels ? c->vocab : 4 * c->channels;
     const int rank = d->rank;
@@ -265,7 +265,7 @@ static int dump_step(drv *d, uly_train *T, const struct train_cfg *c, const char
     const int32_t *ins[3] = {tok, tgt, pos};
     const char *inames[3] = {"tokens", "targets", "positions"};
     for (int k = 0; k < 3; k++) {
-        if (gather_tokens(d, c, ins[k], 1, MPI_INT, sizeof(int32_t), ibuf, iscr))
+        if (gather_tokens(d, g, ins[k], 1, MPI_INT, sizeof(int32_t), ibuf, iscr))
             goto out;
         if (rank == 0 && !d->code) {
             for (int64_t i = 0; i < B * N; i++)
@@ -289,7 +289,7 @@ static int dump_step(drv *d, uly_train *T, const struct train_cfg *c, const char
         for (int64_t l = 0; l < (per_layer ? L : 1); l++) {
             const float *p;
             uly_train_activation(T, acts[k], l, &p, &w);
-            if (gather_tokens(d, c, p, w, MPI_FLOAT, sizeof(float), full + l * B * N * w, scratch))
+            if (gather_tokens(d, g, p, w, MPI_FLOAT, sizeof(float), full + l * B * N * w, scratch))
                 goto out;
         }
         if (rank == 0 && !d->code) {
@@ -529,6 +529,7 @@ static int train_fields(const struct train_cfg *c, drv_field *f)
 
 typedef struct train_job {
     struct train_cfg c;
+    uly_grid2 grid;         /* the DP x SP grid: every rank's rows and tokens */
     drv_out out[NOUT];
     text_data td;
     unsigned char *img;     /* --resume image */
@@ -570,6 +571,26 @@ static void train_gpt(const struct train_cfg *c, uly_gpt_config *gc, uly_train_o
     o->kernel.threads = (int)c->threads;
 }
 
+/* The k largest entries of t as "name size, name size, ..." into buf. */
+static void largest_bufs(const uly_bufs *t, int k, char *buf, size_t len)
+{
+    int used[ULY_BUFS_MAX] = {0};
+    size_t at = 0;
+    for (int r = 0; r < k && r < t->n; r++) {
+        int best = -1;
+        for (int i = 0; i < t->n; i++)
+            if (!used[i] && (best < 0 || t->b[i].bytes > t->b[best].bytes))
+                best = i;
+        used[best] = 1;
+        char s[32];
+        int w = snprintf(buf + at, len - at, "%s%s %s", r ? ", " : "", t->b[best].name,
+                         drv_bytes(s, sizeof s, t->b[best].bytes));
+        if (w < 0 || (size_t)w >= len - at)
+            return;
+        at += (size_t)w;
+    }
+}
+
 /* Bytes this rank needs (the library's buffers, the batch buffers, the
  * text; rank 0: the checkpoint image, the --dump gather buffers) against
  * what it can get. */
@@ -579,9 +600,11 @@ static int train_preflight(train_job *J, drv *d)
     uly_gpt_config gc;
     uly_train_opts o;
     train_gpt(c, &gc, &o);
-    uint64_t lib = 0;
-    /* no early return: drv_preflight is collective over the node's ranks */
-    drv_lib(d, uly_train_memory(&gc, &o, d->rank, d->size, &lib), 0, NULL); /* bad configuration 2, out of memory 1 */
+    /* what uly_train_create will allocate, by name; its total is uly_train_memory.
+     * No early return: drv_preflight is collective over the node's ranks */
+    uly_bufs t = {0};
+    drv_lib(d, uly_train_memory_table(&gc, &o, d->rank, d->size, &t), 0, NULL); /* bad configuration 2, out of memory 1 */
+    const uint64_t lib = t.total;
     const double N = (double)c->seq, B = (double)c->batch;
     double bufs = 3 * (N + 1) * 4 + 3 * N * 4 * B + 2 * N + (double)c->batch * (double)(c->docs + 1) * 8 +
                   (double)c->steps * 16 + (double)J->td.len;
@@ -596,9 +619,10 @@ static int train_preflight(train_job *J, drv *d)
     }
     uint64_t need = lib;
     need = bufs >= 1.8e19 || (double)need + bufs >= 1.8e19 ? UINT64_MAX : need + (uint64_t)bufs;
-    char why[256], s1[32], s2[32];
-    snprintf(why, sizeof why, "model, optimizer and activations %s, batch and files %s",
-             drv_bytes(s1, sizeof s1, lib), drv_bytes(s2, sizeof s2, (uint64_t)bufs));
+    char why[512], big[320] = "", s1[32], s2[32];
+    largest_bufs(&t, 3, big, sizeof big);
+    snprintf(why, sizeof why, "model, optimizer and activations %s (largest: %s), batch and files %s",
+             drv_bytes(s1, sizeof s1, lib), big, drv_bytes(s2, sizeof s2, (uint64_t)bufs));
     return drv_preflight(d, d->code ? 0 : need, 0, why, c->force);
 }
 
@@ -726,7 +750,7 @@ static int train_run(train_job *J, drv *d)
             drv_lib(d, uly_train_step(T, J->tok, J->tgt, J->pos, J->off, c->docs, 0, &stt), 0, "step 1 (--dump)");
             if ((rc = drv_sync(d)))
                 return rc;
-            dump_step(d, T, c, c->dump, J->tok, J->tgt, J->pos, J->off, &stt);
+            dump_step(d, T, c, &J->grid, c->dump, J->tok, J->tgt, J->pos, J->off, &stt);
             if ((rc = drv_sync(d)))
                 return rc;
             if (rank == 0)
@@ -852,6 +876,7 @@ static int train_main(train_job *J, drv *d, int argc, char **argv)
         J->out[i].what = what[i];
     }
 #define STEP(call) DRV_STEP(d, call)
+    drv_lib(d, uly_grid2_init(&J->grid, (int)c->dp, (int)c->sp, c->batch, c->seq), 0, NULL); /* checked: no failure */
     STEP(drv_blas_warmup(d, (int)c->threads));
     if (c->text) {
         if ((rc = read_shared(d, "--data", c->data, (size_t)1 << 40, &J->td.bytes, &J->td.len)))
