@@ -988,10 +988,11 @@ static size_t ovs_bytes(const uly_dist *D)
 }
 
 /*
- * The chunk tables and buffers of the overlapped path.  Chunk c of rank s
- * takes KV heads uly_split(kc[s], K, c) of its own and the query heads of
- * [hb[s], +hc[s]) that use them; K is the smallest KV-head count over the
- * ranks (capped by the option), so every chunk of every rank is non-empty.
+ * The chunk tables and buffers of the overlapped path, from the layout
+ * (uly_layout_chunks, uly_layout_chunk): chunk c of rank s takes KV heads
+ * uly_split(kc[s], K, c) of its own and the query heads of [hb[s], +hc[s])
+ * that use them; K is the smallest KV-head count over the ranks (capped by
+ * the option), so every chunk of every rank is non-empty.
  */
 static int ovl_alloc(uly_dist *D, const dist_sizes *z)
 {
@@ -1101,6 +1102,7 @@ static int dist_alloc(uly_dist *D)
     D->sd = D->sc + P; D->rc = D->sd + P; D->rd = D->rc + P;
     D->rbk = D->sbk + P;
     D->a2a_mode = D->o.a2a_mode;
+    /* every rank's tokens, query heads and KV heads, and rep, from the layout */
     for (int s = 0; s < P; s++) {
         uly_rank_part pt;
         uly_layout_part(&z.L, s, &pt);
