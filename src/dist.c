@@ -1275,24 +1275,41 @@ static int heads_place(uly_dist *D)
     return rc;
 }
 
-/* The configuration every rank must share, with names for the messages. */
-enum { NCFG = 18 };
-static const char *const cfg_names[NCFG] = {
-    "batch", "sequence length", "heads", "kv-heads", "head dim", "causal", "window",
-    "dtype", "scale", "block_q", "block_k", "max_count", "local attention", "all-to-all mode",
-    "documents per row", "document offsets (content hash)", "overlap", "overlap chunks"};
+/* The configuration every rank must share: one line per field, its value
+ * (from a, o and sbits, the scale's bits) and its name in the messages. */
+#define CFG_FIELDS(X)                                          \
+    X(a->batch, "batch")                                       \
+    X(a->seq, "sequence length")                               \
+    X(a->heads, "heads")                                       \
+    X(a->kv_heads, "kv-heads")                                 \
+    X(a->head_dim, "head dim")                                 \
+    X(a->causal, "causal")                                     \
+    X(a->window, "window")                                     \
+    X(a->dtype, "dtype")                                       \
+    X(sbits, "scale")                                          \
+    X(o->kernel.block_q, "block_q")                            \
+    X(o->kernel.block_k, "block_k")                            \
+    X((int64_t)o->max_count, "max_count")                      \
+    X(o->attn != NULL, "local attention")                      \
+    X(o->a2a_mode, "all-to-all mode")                          \
+    X(a->docs, "documents per row")                            \
+    X(uly_doc_hash(a), "document offsets (content hash)")      \
+    X(o->overlap, "overlap")                                   \
+    X(o->overlap_chunks, "overlap chunks")
+
+#define CFG_COUNT(value, name) +1
+#define CFG_NAME(value, name) name,
+#define CFG_VALUE(value, name) v[i++] = (int64_t)(value);
+enum { NCFG = 0 CFG_FIELDS(CFG_COUNT) };
+static const char *const cfg_names[NCFG] = {CFG_FIELDS(CFG_NAME)};
 
 static void cfg_values(const uly_attn_desc *a, const uly_dist_opts *o, int64_t *v)
 {
     double sc = a->scale;
     int64_t sbits;
     memcpy(&sbits, &sc, sizeof sbits);
-    v[0] = a->batch; v[1] = a->seq; v[2] = a->heads; v[3] = a->kv_heads; v[4] = a->head_dim;
-    v[5] = a->causal; v[6] = a->window; v[7] = a->dtype; v[8] = sbits;
-    v[9] = o->kernel.block_q; v[10] = o->kernel.block_k; v[11] = (int64_t)o->max_count;
-    v[12] = o->attn != NULL; v[13] = o->a2a_mode;
-    v[14] = a->docs; v[15] = uly_doc_hash(a);
-    v[16] = o->overlap; v[17] = o->overlap_chunks;
+    int i = 0;
+    CFG_FIELDS(CFG_VALUE)
 }
 
 /* The options' own validity (local). */
