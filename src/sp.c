@@ -66,23 +66,43 @@ void uly_sp_free(uly_sp *S)
     uly_free(S);
 }
 
-enum { NSPCFG = 20 };
-static const char *const sp_names[NSPCFG] = {
-    "batch", "sequence length", "heads", "kv-heads", "head dim", "causal", "window", "dtype", "scale",
-    "documents per row", "document offsets (content hash)", "method", "ulysses degree", "placement",
-    "bf16 partials", "block_q", "block_k", "max_count", "all-to-all mode", "local attention"};
+/* The configuration every rank must share: one line per field, its value
+ * (from a, o and sbits, the scale's bits) and its name in the messages. */
+#define SP_FIELDS(X)                                                  \
+    X(a->batch, "batch")                                              \
+    X(a->seq, "sequence length")                                      \
+    X(a->heads, "heads")                                              \
+    X(a->kv_heads, "kv-heads")                                        \
+    X(a->head_dim, "head dim")                                        \
+    X(a->causal, "causal")                                            \
+    X(a->window, "window")                                            \
+    X(a->dtype, "dtype")                                              \
+    X(sbits, "scale")                                                 \
+    X(a->docs, "documents per row")                                   \
+    X(uly_doc_hash(a), "document offsets (content hash)")             \
+    X(o->method, "method")                                            \
+    X(o->ulysses_degree, "ulysses degree")                            \
+    X(o->placement, "placement")                                      \
+    X(o->bf16_partials, "bf16 partials")                              \
+    X(o->dist.kernel.block_q, "block_q")                              \
+    X(o->dist.kernel.block_k, "block_k")                              \
+    X((int64_t)o->dist.max_count, "max_count")                        \
+    X(o->dist.a2a_mode, "all-to-all mode")                            \
+    X(o->dist.attn != NULL, "local attention")
+
+#define SP_COUNT(value, name) +1
+#define SP_NAME(value, name) name,
+#define SP_VALUE(value, name) v[i++] = (int64_t)(value);
+enum { NSPCFG = 0 SP_FIELDS(SP_COUNT) };
+static const char *const sp_names[NSPCFG] = {SP_FIELDS(SP_NAME)};
 
 static void sp_values(const uly_attn_desc *a, const uly_sp_opts *o, int64_t *v)
 {
     double sc = a->scale;
     int64_t sbits;
     memcpy(&sbits, &sc, sizeof sbits);
-    v[0] = a->batch; v[1] = a->seq; v[2] = a->heads; v[3] = a->kv_heads; v[4] = a->head_dim;
-    v[5] = a->causal; v[6] = a->window; v[7] = a->dtype; v[8] = sbits;
-    v[9] = a->docs; v[10] = uly_doc_hash(a);
-    v[11] = o->method; v[12] = o->ulysses_degree; v[13] = o->placement; v[14] = o->bf16_partials;
-    v[15] = o->dist.kernel.block_q; v[16] = o->dist.kernel.block_k; v[17] = (int64_t)o->dist.max_count;
-    v[18] = o->dist.a2a_mode; v[19] = o->dist.attn != NULL;
+    int i = 0;
+    SP_FIELDS(SP_VALUE)
 }
 
 /* The checks of create that need no allocation: the plan into *p. */
