@@ -149,7 +149,8 @@ START_TEST(outputs_and_inputs)
     put(at("in"), "input");
     ck_assert_int_eq(link(at("in"), at("link")), 0);
     ck_assert_int_eq(symlink("in", at("slink")), 0);
-    const uly_in ins[2] = {{NULL, "--unused", NULL}, {at("in"), "--resume", "--checkpoint"}};
+    const uly_in ins[2] = {{.path = NULL, .what = "--unused", .replaced_by = NULL},
+                           {.path = at("in"), .what = "--resume", .replaced_by = "--checkpoint"}};
     /* the one output allowed to be the input */
     uly_out c = {.path = at("in"), .what = "--checkpoint"};
     ck_assert_int_eq(uly_out_check(&c, 1, ins, 2), 0);

@@ -208,8 +208,8 @@ int main(int argc, char **argv)
     o.dp = atoi(argv[1]);
     o.sp = atoi(argv[2]);
     o.batch = atoll(argv[3]);
-    uly_gpt_config c = {atoll(argv[5]), atoll(argv[4]), atoll(argv[6]), atoll(argv[7]), atoll(argv[8]),
-                        atoll(argv[9])};
+    uly_gpt_config c = {.vocab = atoll(argv[5]), .seq = atoll(argv[4]), .layers = atoll(argv[6]),
+                        .channels = atoll(argv[7]), .heads = atoll(argv[8]), .kv_heads = atoll(argv[9])};
     int steps = atoi(argv[10]);
     const char *mode = argv[11];
     o.fast = strcmp(mode, "fast") == 0;

@@ -85,8 +85,9 @@ static void check_shape(const shape *s)
         m.seq = s->seq;
     if (s->layers)
         m.layers = s->layers;
-    usim_job j = {(uly_method)s->method, s->gpus, s->sp, s->tp, s->pp, s->dp, s->ulysses, s->zero,
-                  USIM_RC_FULL, USIM_A2A_DIRECT};
+    usim_job j = {.method = (uly_method)s->method, .gpus = s->gpus, .sp = s->sp, .tp = s->tp, .pp = s->pp,
+                  .dp = s->dp, .ulysses = s->ulysses, .zero = s->zero, .recompute = USIM_RC_FULL,
+                  .a2a = USIM_A2A_DIRECT};
     char what[200];
     snprintf(what, sizeof what, "%s %s G=%d %s sp=%d tp=%d pp=%d dp=%d u=%d zero=%d seq=%lld",
              s->platform, s->model, s->gpus, uly_method_sim_name(s->method), s->sp, s->tp, s->pp,
@@ -251,8 +252,9 @@ START_TEST(test_collectives_equal)
                     pb[i] = (uint64_t)(1000003 * (i % 7 + 1)) + (uint64_t)i;
                 for (int i = 0; i < P; i++)
                     ch[i] = 4000000 + (uint64_t)(i % 3);
-                usim_coll c = {(usim_coll_type)t, NG, P, ranks, pb, ch, 3000000, USIM_ALGO_AUTO,
-                               USIM_PROTO_AUTO, NULL, 0, 0};
+                usim_coll c = {.type = (usim_coll_type)t, .ngroups = NG, .size = P, .ranks = ranks,
+                               .pair_bytes = pb, .chunk_bytes = ch, .bytes = 3000000, .algo = USIM_ALGO_AUTO,
+                               .proto = USIM_PROTO_AUTO, .grid = NULL, .chunk_total = 0, .chunk_mult = 0};
                 usim_net *na = usim_net_new(&plats[pi], G), *nb = usim_net_new(&plats[pi], G);
                 usim_coll_result a, b;
                 usim_net_set_engine(na, USIM_ENGINE_FULL);
@@ -290,8 +292,10 @@ START_TEST(test_single_ring_equal)
                     for (int i = 0; i < P; i++)
                         ch[i] = pat == 0 ? 3000000 : pat == 1 ? 3000000 + (i < 37 ? 2 : 0)
                                                               : 3000000 + (uint64_t)((i * 7919) % 5) * 1000;
-                    usim_coll c = {(usim_coll_type)t, 1, P, ranks, NULL, ch, 0, USIM_ALGO_RING,
-                                   USIM_PROTO_SIMPLE, NULL, 0, 0};
+                    usim_coll c = {.type = (usim_coll_type)t, .ngroups = 1, .size = P, .ranks = ranks,
+                                   .pair_bytes = NULL, .chunk_bytes = ch, .bytes = 0, .algo = USIM_ALGO_RING,
+                                   .proto = USIM_PROTO_SIMPLE, .grid = NULL, .chunk_total = 0,
+                                   .chunk_mult = 0};
                     usim_net *na = usim_net_new(&plats[pi], P), *nb = usim_net_new(&plats[pi], P);
                     usim_net_set_engine(na, USIM_ENGINE_FULL);
                     usim_coll_result a, b, cnt;
@@ -343,8 +347,9 @@ START_TEST(test_interleaved_rings_equal)
             for (int pat = 0; pat < 2; pat++) {
                 for (int i = 0; i < 128; i++)
                     ch[i] = 2000000 + (pat && i < 37 ? 2 : 0);
-                usim_coll c = {(usim_coll_type)t, 2, 128, ranks, NULL, ch, 0, USIM_ALGO_RING,
-                               USIM_PROTO_SIMPLE, NULL, 0, 0};
+                usim_coll c = {.type = (usim_coll_type)t, .ngroups = 2, .size = 128, .ranks = ranks,
+                               .pair_bytes = NULL, .chunk_bytes = ch, .bytes = 0, .algo = USIM_ALGO_RING,
+                               .proto = USIM_PROTO_SIMPLE, .grid = NULL, .chunk_total = 0, .chunk_mult = 0};
                 usim_net *na = usim_net_new(&plats[pi], 256), *nb = usim_net_new(&plats[pi], 256);
                 usim_net_set_engine(na, USIM_ENGINE_FULL);
                 usim_coll_result a, b;
@@ -404,7 +409,7 @@ START_TEST(test_grid_equal)
                     if (P > 16 && !(t >= USIM_ALLGATHER && t <= USIM_ALLREDUCE))
                         continue;
                     usim_test_grid_list_max(lm ? 65536 : 0);
-                    usim_grid gr = {grids[gi].nd, {{0, 0}}};
+                    usim_grid gr = {.ndim = grids[gi].nd, .dim = {{.n = 0, .stride = 0}}};
                     for (int d = 0; d < grids[gi].nd; d++) {
                         gr.dim[d].n = grids[gi].n[d];
                         gr.dim[d].stride = grids[gi].s[d];
@@ -464,7 +469,7 @@ END_TEST
 START_TEST(test_grid_fallback)
 {
     usim_platform p = platform_of("dgx-a100-40g");
-    usim_grid gr = {2, {{12, 1}, {2, 12}}};
+    usim_grid gr = {.ndim = 2, .dim = {{.n = 12, .stride = 1}, {.n = 2, .stride = 12}}};
     usim_coll c = {.type = USIM_ALLGATHER, .ngroups = 2, .size = 12, .grid = &gr, .chunk_total = 12 << 20,
                    .chunk_mult = 1};
     usim_net *n = usim_net_new(&p, 24), *f = usim_net_new(&p, 24);
@@ -478,7 +483,7 @@ START_TEST(test_grid_fallback)
     ck_assert_int_eq(usim_coll_run(n, &c, &a, NULL, NULL), USIM_EINVAL);
     ck_assert_ptr_nonnull(strstr(usim_last_error(), "not placed alike"));
     /* a grid that does not describe the groups is refused */
-    usim_grid bad = {1, {{12, 1}}};
+    usim_grid bad = {.ndim = 1, .dim = {{.n = 12, .stride = 1}}};
     c.grid = &bad;
     usim_net_set_engine(n, USIM_ENGINE_AUTO);
     ck_assert_int_eq(usim_coll_run(n, &c, &a, NULL, NULL), USIM_EINVAL);
@@ -497,7 +502,9 @@ START_TEST(test_fallback)
     uint64_t ch[12];
     for (int i = 0; i < 12; i++)
         ch[i] = 1 << 20;
-    usim_coll c = {USIM_ALLGATHER, 2, 12, ranks, NULL, ch, 0, USIM_ALGO_AUTO, USIM_PROTO_AUTO, NULL, 0, 0};
+    usim_coll c = {.type = USIM_ALLGATHER, .ngroups = 2, .size = 12, .ranks = ranks, .pair_bytes = NULL,
+                   .chunk_bytes = ch, .bytes = 0, .algo = USIM_ALGO_AUTO, .proto = USIM_PROTO_AUTO,
+                   .grid = NULL, .chunk_total = 0, .chunk_mult = 0};
     usim_net *n = usim_net_new(&p, 24), *f = usim_net_new(&p, 24);
     usim_coll_result a, b;
     usim_net_set_engine(f, USIM_ENGINE_FULL);
@@ -521,7 +528,8 @@ START_TEST(test_pairwise_equal)
     usim_model m = load_model(s.model);
     m.seq = s.seq;
     m.layers = s.layers;
-    usim_job j = {ULY_METHOD_ULYSSES, 64, 16, 0, 0, 0, 0, 3, USIM_RC_FULL, USIM_A2A_PAIRWISE};
+    usim_job j = {.method = ULY_METHOD_ULYSSES, .gpus = 64, .sp = 16, .tp = 0, .pp = 0, .dp = 0, .ulysses = 0,
+                  .zero = 3, .recompute = USIM_RC_FULL, .a2a = USIM_A2A_PAIRWISE};
     usim_sim *full = usim_sim_new(&p, 64), *cls = usim_sim_new(&p, 64);
     usim_sim_set_engine(full, USIM_ENGINE_FULL);
     usim_result a, b;
@@ -560,7 +568,7 @@ START_TEST(test_cone_runs_equal)
         for (size_t gi = 0; gi < sizeof grids / sizeof grids[0]; gi++)
             for (size_t ri = 0; ri < sizeof rem / sizeof rem[0]; ri++)
                 for (int t = USIM_ALLGATHER; t <= USIM_ALLREDUCE; t++) {
-                    usim_grid gr = {grids[gi].nd, {{0, 0}}};
+                    usim_grid gr = {.ndim = grids[gi].nd, .dim = {{.n = 0, .stride = 0}}};
                     for (int d = 0; d < gr.ndim; d++) {
                         gr.dim[d].n = grids[gi].n[d];
                         gr.dim[d].stride = grids[gi].s[d];
@@ -619,7 +627,7 @@ START_TEST(test_search_pruning)
         for (int P = 256; P <= 16384; P *= 4)
             for (int big = 0; big < 2; big++)
                 for (int t = USIM_ALLGATHER; t <= USIM_ALLREDUCE; t++) {
-                    usim_grid gr = {1, {{P, 1}}};
+                    usim_grid gr = {.ndim = 1, .dim = {{.n = P, .stride = 1}}};
                     usim_coll c = {.type = (usim_coll_type)t, .ngroups = 1, .size = P,
                                    .ranks = P == 256 && big ? ranks : NULL, .grid = &gr,
                                    .chunk_total = big ? 50000037 : (int64_t)P * 3 + 5, .chunk_mult = 2,
@@ -723,8 +731,10 @@ START_TEST(test_multiclass_equal)
                 if (algo == USIM_ALGO_TREE && m->layout == 0)
                     continue;   /* not even group 0 can run the tree (refused by the tuner) */
                 int sr = t == USIM_SENDRECV;
-                usim_coll c = {(usim_coll_type)t, NG, sr ? 2 : P, sr ? pairs : ranks, pb, ch, 5000000,
-                               (usim_algo)algo, USIM_PROTO_AUTO, NULL, 0, 0};
+                usim_coll c = {.type = (usim_coll_type)t, .ngroups = NG, .size = sr ? 2 : P,
+                               .ranks = sr ? pairs : ranks, .pair_bytes = pb, .chunk_bytes = ch,
+                               .bytes = 5000000, .algo = (usim_algo)algo, .proto = USIM_PROTO_AUTO,
+                               .grid = NULL, .chunk_total = 0, .chunk_mult = 0};
                 char what[160];
                 snprintf(what, sizeof what, "%s G=%d P=%d layout %d: %s algo %d", m->platform, G, c.size,
                          m->layout, usim_coll_name(c.type), algo);
@@ -804,8 +814,9 @@ START_TEST(test_uneven_ring_equal)
                     ch[i] = pat == 0 || pat == 3 ? 3000000 : pat == 1 ? 3000000 + (i < 37 ? 2 : 0)
                                                  : 3000000 + (uint64_t)((i * 7919) % 5) * 1000;
                 }
-                usim_coll c = {(usim_coll_type)t, 1, P, ranks, NULL, ch, 0, USIM_ALGO_RING,
-                               USIM_PROTO_SIMPLE, NULL, 0, 0};
+                usim_coll c = {.type = (usim_coll_type)t, .ngroups = 1, .size = P, .ranks = ranks,
+                               .pair_bytes = NULL, .chunk_bytes = ch, .bytes = 0, .algo = USIM_ALGO_RING,
+                               .proto = USIM_PROTO_SIMPLE, .grid = NULL, .chunk_total = 0, .chunk_mult = 0};
                 usim_net *na = usim_net_new(&pl, P), *nb = usim_net_new(&pl, P);
                 ck_assert(na && nb);
                 usim_net_set_ring_window(na, 16);

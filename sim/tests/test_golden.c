@@ -67,7 +67,9 @@ START_TEST(test_allgather_two_rails)
     usim_net *n = usim_net_new(&p, 4);
     int ranks[4] = {0, 1, 2, 3};
     uint64_t chunk[4] = {1000000, 1000000, 1000000, 1000000};
-    usim_coll c = {USIM_ALLGATHER, 1, 4, ranks, NULL, chunk, 0, USIM_ALGO_AUTO, USIM_PROTO_AUTO, NULL, 0, 0};
+    usim_coll c = {.type = USIM_ALLGATHER, .ngroups = 1, .size = 4, .ranks = ranks, .pair_bytes = NULL,
+                   .chunk_bytes = chunk, .bytes = 0, .algo = USIM_ALGO_AUTO, .proto = USIM_PROTO_AUTO,
+                   .grid = NULL, .chunk_total = 0, .chunk_mult = 0};
     usim_coll_result r;
     uint64_t sent[4];
     ck_assert_int_eq(usim_coll_run(n, &c, &r, sent, NULL), USIM_OK);
@@ -96,7 +98,9 @@ START_TEST(test_allgather_ll128)
     usim_net *n = usim_net_new(&p, 4);
     int ranks[4] = {0, 1, 2, 3};
     uint64_t chunk[4] = {1000000, 1000000, 1000000, 1000000};
-    usim_coll c = {USIM_ALLGATHER, 1, 4, ranks, NULL, chunk, 0, USIM_ALGO_RING, USIM_PROTO_LL128, NULL, 0, 0};
+    usim_coll c = {.type = USIM_ALLGATHER, .ngroups = 1, .size = 4, .ranks = ranks, .pair_bytes = NULL,
+                   .chunk_bytes = chunk, .bytes = 0, .algo = USIM_ALGO_RING, .proto = USIM_PROTO_LL128,
+                   .grid = NULL, .chunk_total = 0, .chunk_mult = 0};
     usim_coll_result r;
     ck_assert_int_eq(usim_coll_run(n, &c, &r, NULL, NULL), USIM_OK);
     ck_assert_int_eq(r.proto, USIM_PROTO_LL128);
@@ -121,7 +125,9 @@ START_TEST(test_nvls_allreduce)
     usim_net *n = usim_net_new(&p, 4);
     int ranks[4] = {0, 1, 2, 3};
     uint64_t chunk[4] = {1000000, 1000000, 1000000, 1000000};
-    usim_coll c = {USIM_ALLREDUCE, 1, 4, ranks, NULL, chunk, 0, USIM_ALGO_NVLS, USIM_PROTO_AUTO, NULL, 0, 0};
+    usim_coll c = {.type = USIM_ALLREDUCE, .ngroups = 1, .size = 4, .ranks = ranks, .pair_bytes = NULL,
+                   .chunk_bytes = chunk, .bytes = 0, .algo = USIM_ALGO_NVLS, .proto = USIM_PROTO_AUTO,
+                   .grid = NULL, .chunk_total = 0, .chunk_mult = 0};
     usim_coll_result r;
     uint64_t sent[4], recv[4];
     ck_assert_int_eq(usim_coll_run(n, &c, &r, sent, recv), USIM_OK);
@@ -212,7 +218,9 @@ static usim_coll_result a2a_1mb(const usim_platform *p, int G)
         pair[i] = 1000000;
     usim_net *n = usim_net_new(p, G);
     ck_assert_ptr_nonnull(n);
-    usim_coll c = {USIM_A2A_DIRECT, 1, G, ranks, pair, NULL, 0, USIM_ALGO_AUTO, USIM_PROTO_AUTO, NULL, 0, 0};
+    usim_coll c = {.type = USIM_A2A_DIRECT, .ngroups = 1, .size = G, .ranks = ranks, .pair_bytes = pair,
+                   .chunk_bytes = NULL, .bytes = 0, .algo = USIM_ALGO_AUTO, .proto = USIM_PROTO_AUTO,
+                   .grid = NULL, .chunk_total = 0, .chunk_mult = 0};
     usim_coll_result r;
     ck_assert_int_eq(usim_coll_run(n, &c, &r, NULL, NULL), USIM_OK);
     usim_net_free(n);
@@ -291,12 +299,16 @@ START_TEST(test_full_mesh_a2a_and_pair)
     uint64_t pair[16];
     for (int i = 0; i < 16; i++)
         pair[i] = 1000000;
-    usim_coll c = {USIM_A2A_DIRECT, 1, 4, ranks, pair, NULL, 0, USIM_ALGO_AUTO, USIM_PROTO_AUTO, NULL, 0, 0};
+    usim_coll c = {.type = USIM_A2A_DIRECT, .ngroups = 1, .size = 4, .ranks = ranks, .pair_bytes = pair,
+                   .chunk_bytes = NULL, .bytes = 0, .algo = USIM_ALGO_AUTO, .proto = USIM_PROTO_AUTO,
+                   .grid = NULL, .chunk_total = 0, .chunk_mult = 0};
     usim_coll_result r;
     ck_assert_int_eq(usim_coll_run(n, &c, &r, NULL, NULL), USIM_OK);
     ck_assert_int_eq(r.duration, 1 * US + 1000 * US);
     ck_assert_uint_eq(r.max_sent[USIM_CLASS_NVLINK], 3000000);
-    usim_coll sr = {USIM_SENDRECV, 1, 2, ranks, NULL, NULL, 3000000, USIM_ALGO_AUTO, USIM_PROTO_AUTO, NULL, 0, 0};
+    usim_coll sr = {.type = USIM_SENDRECV, .ngroups = 1, .size = 2, .ranks = ranks, .pair_bytes = NULL,
+                    .chunk_bytes = NULL, .bytes = 3000000, .algo = USIM_ALGO_AUTO, .proto = USIM_PROTO_AUTO,
+                    .grid = NULL, .chunk_total = 0, .chunk_mult = 0};
     ck_assert_int_eq(usim_coll_run(n, &sr, &r, NULL, NULL), USIM_OK);
     ck_assert_int_eq(r.duration, 1 * US + 3000 * US);
     usim_net_free(n);
@@ -320,7 +332,9 @@ START_TEST(test_full_mesh_ring_allgather)
     usim_net *n = usim_net_new(&p, 4);
     int ranks[4] = {0, 1, 2, 3};
     uint64_t chunk[4] = {1000000, 1000000, 1000000, 1000000};
-    usim_coll c = {USIM_ALLGATHER, 1, 4, ranks, NULL, chunk, 0, USIM_ALGO_AUTO, USIM_PROTO_AUTO, NULL, 0, 0};
+    usim_coll c = {.type = USIM_ALLGATHER, .ngroups = 1, .size = 4, .ranks = ranks, .pair_bytes = NULL,
+                   .chunk_bytes = chunk, .bytes = 0, .algo = USIM_ALGO_AUTO, .proto = USIM_PROTO_AUTO,
+                   .grid = NULL, .chunk_total = 0, .chunk_mult = 0};
     usim_coll_result r;
     uint64_t sent[4];
     ck_assert_int_eq(usim_coll_run(n, &c, &r, sent, NULL), USIM_OK);
@@ -356,7 +370,9 @@ START_TEST(test_full_mesh_two_nodes_ring)
     uint64_t chunk[8];
     for (int i = 0; i < 8; i++)
         chunk[i] = 1000000;
-    usim_coll c = {USIM_ALLGATHER, 1, 8, ranks, NULL, chunk, 0, USIM_ALGO_RING, USIM_PROTO_SIMPLE, NULL, 0, 0};
+    usim_coll c = {.type = USIM_ALLGATHER, .ngroups = 1, .size = 8, .ranks = ranks, .pair_bytes = NULL,
+                   .chunk_bytes = chunk, .bytes = 0, .algo = USIM_ALGO_RING, .proto = USIM_PROTO_SIMPLE,
+                   .grid = NULL, .chunk_total = 0, .chunk_mult = 0};
     usim_coll_result r;
     ck_assert_int_eq(usim_coll_run(n, &c, &r, NULL, NULL), USIM_OK);
     ck_assert_int_eq(r.channels, 4);

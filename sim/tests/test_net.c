@@ -33,7 +33,7 @@ static usim_platform plat(int gpn, double oversub)
 
 static usim_xfer xf(int s, int d, uint64_t bytes)
 {
-    usim_xfer x = {s, d, bytes, {-1, -1}, 0};
+    usim_xfer x = {.src = s, .dst = d, .bytes = bytes, .dep = {-1, -1}, .step = 0};
     return x;
 }
 
@@ -143,7 +143,8 @@ START_TEST(test_ring_allgather_one_switch)
         uint64_t ch[8];
         for (int i = 0; i < P; i++)
             ch[i] = 2000000;
-        usim_coll c = {USIM_ALLGATHER, 1, P, ranks_id, NULL, ch, 0};
+        usim_coll c = {.type = USIM_ALLGATHER, .ngroups = 1, .size = P, .ranks = ranks_id, .pair_bytes = NULL,
+                       .chunk_bytes = ch, .bytes = 0};
         usim_coll_result r;
         uint64_t sent[8], recv[8];
         ck_assert_int_eq(usim_coll_run(n, &c, &r, sent, recv), USIM_OK);
@@ -177,7 +178,8 @@ START_TEST(test_a2a_crossing_nic)
     uint64_t b = 1000000, pb[16];
     for (int i = 0; i < 16; i++)
         pb[i] = (i % 5 == 0) ? 0 : b;
-    usim_coll c = {USIM_A2A_DIRECT, 1, 4, ranks_id, pb, NULL, 0};
+    usim_coll c = {.type = USIM_A2A_DIRECT, .ngroups = 1, .size = 4, .ranks = ranks_id, .pair_bytes = pb,
+                   .chunk_bytes = NULL, .bytes = 0};
     usim_coll_result r;
     uint64_t sent[4], recv[4];
     ck_assert_int_eq(usim_coll_run(n, &c, &r, sent, recv), USIM_OK);
@@ -205,7 +207,8 @@ START_TEST(test_pairwise_one_switch)
     uint64_t pb[64];
     for (int i = 0; i < 64; i++)
         pb[i] = 1000000;
-    usim_coll c = {USIM_A2A_PAIRWISE, 1, 8, ranks_id, pb, NULL, 0};
+    usim_coll c = {.type = USIM_A2A_PAIRWISE, .ngroups = 1, .size = 8, .ranks = ranks_id, .pair_bytes = pb,
+                   .chunk_bytes = NULL, .bytes = 0};
     usim_coll_result r;
     ck_assert_int_eq(usim_coll_run(n, &c, &r, NULL, NULL), USIM_OK);
     /* 7 steps; in each, every uplink and downlink carries one flow */
@@ -230,7 +233,8 @@ START_TEST(test_conservation_and_determinism)
         ch[i] = 5000 + 11 * (uint64_t)i;
     for (int t = 0; t < USIM_NCOLL; t++) {
         int size = t == USIM_SENDRECV ? 2 : 8;
-        usim_coll c = {(usim_coll_type)t, 2, size, ranks_id, pb, ch, 4096};
+        usim_coll c = {.type = (usim_coll_type)t, .ngroups = 2, .size = size, .ranks = ranks_id,
+                       .pair_bytes = pb, .chunk_bytes = ch, .bytes = 4096};
         usim_coll_result r1, r2;
         uint64_t s1[16], v1[16], s2[16], v2[16];
         ck_assert_int_eq(usim_coll_run(n, &c, &r1, s1, v1), USIM_OK);
@@ -259,7 +263,8 @@ START_TEST(test_ring_extrapolation)
     uint64_t ch[256];
     for (int i = 0; i < 256; i++)
         ch[i] = 100000;
-    usim_coll c = {USIM_ALLGATHER, 1, 256, ranks_id, NULL, ch, 0};
+    usim_coll c = {.type = USIM_ALLGATHER, .ngroups = 1, .size = 256, .ranks = ranks_id, .pair_bytes = NULL,
+                   .chunk_bytes = ch, .bytes = 0};
     usim_coll_result full, ext;
     usim_net_set_ring_window(n, 4000);   /* 4000 / 8 channels >= 255 steps */
     ck_assert_int_eq(usim_coll_run(n, &c, &full, NULL, NULL), USIM_OK);
@@ -295,7 +300,9 @@ START_TEST(test_window_counts)
         ch[i] = 100000 + 7 * (uint64_t)i * i + (uint64_t)i % 3;
     usim_coll_type types[3] = {USIM_ALLGATHER, USIM_REDUCE_SCATTER, USIM_ALLREDUCE};
     for (int k = 0; k < 3; k++) {
-        usim_coll c = {types[k], 1, 64, ranks_id, NULL, ch, 0, USIM_ALGO_RING, USIM_PROTO_SIMPLE, NULL, 0, 0};
+        usim_coll c = {.type = types[k], .ngroups = 1, .size = 64, .ranks = ranks_id, .pair_bytes = NULL,
+                       .chunk_bytes = ch, .bytes = 0, .algo = USIM_ALGO_RING, .proto = USIM_PROTO_SIMPLE,
+                       .grid = NULL, .chunk_total = 0, .chunk_mult = 0};
         usim_coll_result full, win;
         uint64_t s1[64], r1[64], s2[64], r2[64];
         usim_net_set_ring_window(n, 100000);
@@ -320,11 +327,14 @@ START_TEST(test_bad_collectives)
     usim_net *n = usim_net_new(&p, 8);
     usim_coll_result r;
     uint64_t ch[16] = {0};
-    usim_coll c = {USIM_ALLGATHER, 2, 8, ranks_id, NULL, ch, 0};
+    usim_coll c = {.type = USIM_ALLGATHER, .ngroups = 2, .size = 8, .ranks = ranks_id, .pair_bytes = NULL,
+                   .chunk_bytes = ch, .bytes = 0};
     ck_assert_int_eq(usim_coll_run(n, &c, &r, NULL, NULL), USIM_EINVAL);
-    c = (usim_coll){USIM_A2A_DIRECT, 1, 4, ranks_id, NULL, NULL, 0};
+    c = (usim_coll){.type = USIM_A2A_DIRECT, .ngroups = 1, .size = 4, .ranks = ranks_id, .pair_bytes = NULL,
+                    .chunk_bytes = NULL, .bytes = 0};
     ck_assert_int_eq(usim_coll_run(n, &c, &r, NULL, NULL), USIM_EINVAL);
-    c = (usim_coll){USIM_SENDRECV, 1, 3, ranks_id, NULL, NULL, 10};
+    c = (usim_coll){.type = USIM_SENDRECV, .ngroups = 1, .size = 3, .ranks = ranks_id, .pair_bytes = NULL,
+                    .chunk_bytes = NULL, .bytes = 10};
     ck_assert_int_eq(usim_coll_run(n, &c, &r, NULL, NULL), USIM_EINVAL);
     usim_xfer x = xf(0, 9, 10);
     usim_time mk;

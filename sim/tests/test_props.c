@@ -172,8 +172,9 @@ START_TEST(test_collective_monotone)
             chunks[i] = per + (uint64_t)(urand() * 1000);
         for (int i = 0; i < G * G; i++)
             pairs[i] = per / (uint64_t)G + (uint64_t)(urand() * 100);
-        usim_coll col = {types[c % 5], 1, G, ranks, pairs, chunks, 0, USIM_ALGO_AUTO,
-                         USIM_PROTO_AUTO, NULL, 0, 0};
+        usim_coll col = {.type = types[c % 5], .ngroups = 1, .size = G, .ranks = ranks, .pair_bytes = pairs,
+                         .chunk_bytes = chunks, .bytes = 0, .algo = USIM_ALGO_AUTO, .proto = USIM_PROTO_AUTO,
+                         .grid = NULL, .chunk_total = 0, .chunk_mult = 0};
         usim_net *n = usim_net_new(&p, G);
         usim_coll_result r0;
         ck_assert_int_eq(usim_coll_run(n, &col, &r0, NULL, NULL), USIM_OK);

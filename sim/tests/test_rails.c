@@ -39,7 +39,8 @@ static usim_time two_senders(int nics, int src1)
     usim_platform p = plat(nics, 1);
     usim_net *n = usim_net_new(&p, 8);
     ck_assert_ptr_nonnull(n);
-    usim_xfer x[2] = {{0, 4, 1000000, {-1, -1}, 0}, {src1, 4 + src1, 1000000, {-1, -1}, 0}};
+    usim_xfer x[2] = {{.src = 0, .dst = 4, .bytes = 1000000, .dep = {-1, -1}, .step = 0},
+                      {.src = src1, .dst = 4 + src1, .bytes = 1000000, .dep = {-1, -1}, .step = 0}};
     usim_time mk;
     ck_assert_int_eq(usim_net_run(n, x, 2, NULL, &mk), USIM_OK);
     usim_net_free(n);
@@ -68,7 +69,7 @@ START_TEST(test_spine_counts_nics)
     usim_net *n = usim_net_new(&p, 8);
     usim_xfer x[4];
     for (int g = 0; g < 4; g++)
-        x[g] = (usim_xfer){g, 4 + g, 1000000, {-1, -1}, 0};
+        x[g] = (usim_xfer){.src = g, .dst = 4 + g, .bytes = 1000000, .dep = {-1, -1}, .step = 0};
     usim_time mk;
     ck_assert_int_eq(usim_net_run(n, x, 4, NULL, &mk), USIM_OK);
     ck_assert_int_eq(mk, 5 * US + 40000000000LL);
