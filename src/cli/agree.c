@@ -72,7 +72,7 @@ int drv_close(drv *d, int code)
         MPI_Comm_free(&d->comm);
     if (d->finalize)
         MPI_Finalize();
-    if (drv_blas_stuck()) {
+    if (d->blas_stuck) {
         /* A thread still spins inside OpenBLAS holding its locks: the
          * library's exit handlers would wait for it forever. */
         _exit(code);

@@ -51,6 +51,7 @@ typedef struct drv {
     int code;              /* exit status of this rank's first failure; 0: none */
     int peer;              /* this rank only knows that another rank failed */
     int finalize;          /* drv_open called MPI_Init */
+    int blas_stuck;        /* a BLAS warm-up never returned (drv_blas_warmup): drv_close ends with _exit */
     char msg[1024];        /* message of the first failure (without the cmd prefix) */
 } drv;
 
@@ -191,9 +192,9 @@ int drv_threads(int requested);
  * the failure is recorded (exit 1).  Returns 0 or 1. */
 int drv_blas_warmup(drv *d, int threads);
 enum { DRV_WARMUP_SECONDS = 10 };
-/* Whether a warm-up was abandoned (its thread may still spin inside
- * OpenBLAS: the process must then end with _exit, see drv_close). */
-int drv_blas_stuck(void);
+/* A warm-up that does not return is abandoned (its thread may still spin
+ * inside OpenBLAS): it sets d->blas_stuck, and drv_close then ends the
+ * process with _exit. */
 
 /* Largest --seq and --window of attn and bench (1024G tokens): what fits
  * is decided by the memory preflight. */

@@ -196,13 +196,6 @@ struct warm {
     int threads, done;
 };
 
-static volatile int warm_stuck;
-
-int drv_blas_stuck(void)
-{
-    return warm_stuck;
-}
-
 static void *warm_main(void *arg)
 {
     struct warm *w = arg;
@@ -275,7 +268,7 @@ int drv_blas_warmup(drv *d, int threads)
     pthread_mutex_unlock(&w.mu);
     if (done)
         return 0;
-    warm_stuck = 1;
+    d->blas_stuck = 1;
     drv_mem m;
     drv_mem_probe(&m);
     char b[32];
