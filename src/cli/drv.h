@@ -52,6 +52,8 @@ typedef struct drv {
     int peer;              /* this rank only knows that another rank failed */
     int finalize;          /* drv_open called MPI_Init */
     int blas_stuck;        /* a BLAS warm-up never returned (drv_blas_warmup): drv_close ends with _exit */
+    int line_open;         /* rank 0's stderr ends in an unfinished line (a progress line on a terminal):
+                              drv_sync's message ends it first */
     char msg[1024];        /* message of the first failure (without the cmd prefix) */
 } drv;
 
@@ -77,6 +79,8 @@ int drv_mpi(drv *d, int mpi_rc, const char *what);
 void *drv_alloc(drv *d, size_t n, const char *what);
 /* The same for count x size bytes, refusing a product that overflows. */
 void *drv_alloc_n(drv *d, size_t count, size_t size, const char *what);
+/* The same, zeroed (uly_calloc: pages the caller does not write stay untouched). */
+void *drv_calloc_n(drv *d, size_t count, size_t size, const char *what);
 void drv_free(void *p);
 
 /* Collective: agree on whether any rank failed.  Returns 0 on every rank
