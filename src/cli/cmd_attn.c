@@ -360,17 +360,23 @@ static int attn_resolve_files(attn_job *J, drv *d)
                 return drv_fail(d, DRV_BADINPUT, "%s %s: every dimension must be >= 1 (dimension %d is %lld)",
                                 in_name[i], c->fin[i], k, (long long)shp[i][k]);
     }
-    /* q fixes B, N, H, d; v fixes Hkv; k and dout must match */
-    int64_t want[5] = {shp[T_Q][0], shp[T_Q][1], shp[T_Q][2], shp[T_V][2], shp[T_Q][3]};
-    int64_t *opt[5] = {&c->batch, &c->seq, &c->heads, &c->kv_heads, &c->head_dim};
-    int seen[5] = {c->seen_batch, c->seen_seq, c->seen_heads, c->seen_kv, c->seen_dim};
-    const char *oname[5] = {"batch", "seq", "heads", "kv-heads", "head-dim"};
-    for (int i = 0; i < 5; i++) {
-        if (seen[i] && *opt[i] != want[i])
-            return drv_fail(d, DRV_BADINPUT, "--%s %lld disagrees with the input files (%lld)", oname[i],
-                            (long long)*opt[i], (long long)want[i]);
-        *opt[i] = want[i];
-    }
+    /* q fixes B, N, H, d; v fixes Hkv; k and dout must match.  One row per
+     * option: its name, the option's value, whether it was given, the files'
+     * value (checked in this order: the first that differs is named). */
+#define FILE_SHAPE(X)                                   \
+    X("batch", c->batch, c->seen_batch, shp[T_Q][0])    \
+    X("seq", c->seq, c->seen_seq, shp[T_Q][1])          \
+    X("heads", c->heads, c->seen_heads, shp[T_Q][2])    \
+    X("kv-heads", c->kv_heads, c->seen_kv, shp[T_V][2]) \
+    X("head-dim", c->head_dim, c->seen_dim, shp[T_Q][3])
+#define X(name, opt, seen, want)                                                                              \
+    if ((seen) && (opt) != (want))                                                                            \
+        return drv_fail(d, DRV_BADINPUT, "--%s %lld disagrees with the input files (%lld)", name, (long long)(opt), \
+                        (long long)(want));                                                                   \
+    (opt) = (want);
+    FILE_SHAPE(X)
+#undef X
+#undef FILE_SHAPE
     for (int i = T_K; i < NIN; i++) {
         if (!c->fin[i] || i == T_V)
             continue;
@@ -445,11 +451,28 @@ static int attn_resolve(attn_job *J, drv *d)
 static int attn_share_shape(attn_job *J, drv *d)
 {
     struct attn_cfg *c = &J->c;
-    int64_t v[7] = {c->batch, c->seq, c->heads, c->kv_heads, c->head_dim, c->dtype, J->ndocs};
-    if (d->size > 1 && drv_mpi(d, MPI_Bcast(v, 7, MPI_INT64_T, 0, d->comm), "MPI_Bcast (shape)"))
+    /* what rank 0 resolved: the field, its name, its type */
+#define SHAPE(X)                                                                                          \
+    X(c->batch, batch, int64_t) X(c->seq, seq, int64_t) X(c->heads, heads, int64_t)                       \
+    X(c->kv_heads, kv_heads, int64_t) X(c->head_dim, head_dim, int64_t) X(c->dtype, dtype, int)           \
+    X(J->ndocs, ndocs, int64_t)
+    enum {
+#define X(field, name, type) SHAPE_##name,
+        SHAPE(X)
+#undef X
+        SHAPE_N
+    };
+    int64_t v[SHAPE_N] = {
+#define X(field, name, type) [SHAPE_##name] = (int64_t)(field),
+        SHAPE(X)
+#undef X
+    };
+    if (d->size > 1 && drv_mpi(d, MPI_Bcast(v, SHAPE_N, MPI_INT64_T, 0, d->comm), "MPI_Bcast (shape)"))
         return DRV_RUNTIME;
-    c->batch = v[0]; c->seq = v[1]; c->heads = v[2]; c->kv_heads = v[3]; c->head_dim = v[4]; c->dtype = (int)v[5];
-    J->ndocs = v[6];
+#define X(field, name, type) (field) = (type)v[SHAPE_##name];
+    SHAPE(X)
+#undef X
+#undef SHAPE
     if (J->ndocs > 0) {
         const size_t nd = (size_t)c->batch * (size_t)(J->ndocs + 1);
         if (!J->docs)

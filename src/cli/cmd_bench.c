@@ -960,6 +960,22 @@ typedef struct methods_run {
     double *tm;
 } methods_run;
 
+/* The phase times of a repetition (uly_sp_times), reduced over the ranks and
+ * reported in this order, each by its field's name: the forward four, then
+ * the backward four. */
+#define SP_PHASES(X) X(fwd_in) X(fwd_attn) X(fwd_wait) X(fwd_out) X(bwd_in) X(bwd_attn) X(bwd_wait) X(bwd_out)
+enum {
+#define X(field) PH_##field,
+    SP_PHASES(X)
+#undef X
+    NPHASE
+};
+static const char *const phase_key[NPHASE] = {
+#define X(field) [PH_##field] = #field,
+    SP_PHASES(X)
+#undef X
+};
+
 static int bench_methods_run(drv *dr, methods_run *M, int argc, char **argv)
 {
     int64_t batch = 1, seq = 4096, heads = 8, kv = 0, d = 64, window = 0, repeat = 3, threads = 1, seed = 1,
@@ -1084,7 +1100,7 @@ static int bench_methods_run(drv *dr, methods_run *M, int argc, char **argv)
         }
     }
     if (!dr->code)
-        M->tm = drv_alloc_n(dr, (size_t)repeat * 8, sizeof *M->tm, "the phase times");
+        M->tm = drv_alloc_n(dr, (size_t)repeat * NPHASE, sizeof *M->tm, "the phase times");
     if ((rc = drv_sync(dr)))
         return rc;
     /* phases: fwd in, attn, wait, out; bwd in, attn, wait, out */
@@ -1101,11 +1117,15 @@ static int bench_methods_run(drv *dr, methods_run *M, int argc, char **argv)
             break;
         uly_sp_times t;
         uly_sp_times_get(M->S, &t);
-        double loc[8] = {t.fwd_in, t.fwd_attn, t.fwd_wait, t.fwd_out, t.bwd_in, t.bwd_attn, t.bwd_wait, t.bwd_out}, mx[8];
-        if (drv_mpi(dr, MPI_Allreduce(loc, mx, 8, MPI_DOUBLE, MPI_MAX, dr->comm), "MPI_Allreduce (times)"))
+        double loc[NPHASE] = {
+#define X(field) [PH_##field] = t.field,
+            SP_PHASES(X)
+#undef X
+        }, mx[NPHASE];
+        if (drv_mpi(dr, MPI_Allreduce(loc, mx, NPHASE, MPI_DOUBLE, MPI_MAX, dr->comm), "MPI_Allreduce (times)"))
             return drv_sync(dr);
         if (it >= 0) {
-            for (int c = 0; c < 8; c++)
+            for (int c = 0; c < NPHASE; c++)
                 M->tm[(size_t)c * (size_t)repeat + (size_t)it] = mx[c];
             att[0] += t.fwd_attn;
             att[1] += t.bwd_attn;
@@ -1160,10 +1180,10 @@ static int bench_methods_run(drv *dr, methods_run *M, int argc, char **argv)
         drv_mpi(dr, MPI_Allreduce(&bitwise, &gbit, 1, MPI_INT, MPI_MIN, dr->comm), "MPI_Allreduce (bitwise)"))
         return drv_sync(dr);
     if (rank == 0) {
-        stats st[8];
-        for (int c = 0; c < 8; c++)
+        stats st[NPHASE];
+        for (int c = 0; c < NPHASE; c++)
             st[c] = stats_of(M->tm + (size_t)c * (size_t)repeat, (size_t)repeat);
-        static const char *const ph[4] = {"comm in", "attention", "ring wait", "comm out"};
+        static const char *const ph[PH_bwd_in] = {"comm in", "attention", "ring wait", "comm out"}; /* = PH_fwd_* */
         const double imb = wmax[0] / (wsum[0] / P), imb_ring = wmax[1] / (wsum[1] / P),
                      imb_zz = wmax[2] / (wsum[2] / P);
         if (json) { /* through jansson: a number that is not finite is null plus a flag */
@@ -1181,10 +1201,8 @@ static int bench_methods_run(drv *dr, methods_run *M, int argc, char **argv)
                 bad |= uly_json_set_int(root, "causal", causal) | uly_json_set_int(root, "window", window) |
                        uly_json_set_int(root, "docs", docs) | uly_json_set_int(root, "bf16_partials", bf16);
             }
-            static const char *const key[8] = {"fwd_in", "fwd_attn", "fwd_wait", "fwd_out", "bwd_in", "bwd_attn",
-                                               "bwd_wait", "bwd_out"};
-            for (int c = 0; c < (backward ? 8 : 4) && !bad; c++) {
-                snprintf(k, sizeof k, "%s_ms", key[c]);
+            for (int c = 0; c < (backward ? NPHASE : PH_bwd_in) && !bad; c++) {
+                snprintf(k, sizeof k, "%s_ms", phase_key[c]);
                 bad |= uly_json_set_fixed(root, k, 1e3 * st[c].median, 4);
             }
             if (!bad)
@@ -1220,10 +1238,10 @@ static int bench_methods_run(drv *dr, methods_run *M, int argc, char **argv)
             printf(", %s%s, %lld repetitions (medians of the slowest rank per phase)\n", dtype ? "f64" : "f32",
                    bf16 ? ", bf16 partials" : "", (long long)repeat);
             printf("%-10s %10s %10s\n", "phase", "fwd ms", backward ? "bwd ms" : "");
-            for (int c = 0; c < 4; c++) {
+            for (int c = PH_fwd_in; c < PH_bwd_in; c++) {
                 printf("%-10s %10.3f", ph[c], 1e3 * st[c].median);
                 if (backward)
-                    printf(" %10.3f", 1e3 * st[4 + c].median);
+                    printf(" %10.3f", 1e3 * st[PH_bwd_in + c].median);
                 printf("\n");
             }
             printf("attention time per rank, max/mean: fwd %.3f%s", amax[0] / (asum[0] / P), backward ? "" : "\n");
