@@ -117,6 +117,19 @@ int uly_dist_create(MPI_Comm comm, const uly_attn_desc *a, const uly_dist_opts *
                     uly_dist **out);
 void uly_dist_free(uly_dist *d);
 
+/* What uly_dist_create allocates on rank `rank` of P, appended to *out by
+ * name (uly_bufs, ulysses_plan.h): ULY_BUF_HEAP entries are exactly the
+ * bytes the allocation hooks are asked for during the create (temporary
+ * tables included), the ULY_BUF_WINDOW entries this rank's segment of the
+ * shared-memory window.  Deterministic from the arguments, no MPI: a driver
+ * may call it before creating anything.  With ULY_A2A_SHM, ULY_A2A_CMA and
+ * ULY_A2A_AUTO it assumes every rank on one node (the window is made, and
+ * auto and cma probe cross-memory attach); where auto makes no window
+ * (ranks on several nodes, no room for it) the head-side entries are heap
+ * instead and the probe's tables are not allocated.  Returns a uly_status
+ * (the create's own checks of a and opts). */
+int uly_dist_memory(const uly_attn_desc *a, const uly_dist_opts *opts, int P, int rank, uly_bufs *out);
+
 /* Switch overlap between off and the mode the context was created with, for
  * the following forwards (and their backwards).  Local: every rank must make
  * the same switch, or the next forward returns ULY_EMISMATCH on all ranks.
@@ -275,6 +288,10 @@ typedef struct uly_sp uly_sp;
  * content), the method, degrees, placement and options. */
 int uly_sp_create(MPI_Comm comm, const uly_attn_desc *a, const uly_sp_opts *opts, uly_sp **out);
 void uly_sp_free(uly_sp *s);
+/* What uly_sp_create allocates on rank `rank` of P, appended to *out by
+ * name, as uly_dist_memory (whose assumptions hold for ulysses and the usp
+ * groups); the ring, zigzag and allgather methods make no window. */
+int uly_sp_memory(const uly_attn_desc *a, const uly_sp_opts *opts, int P, int rank, uly_bufs *out);
 /* The plan in use, and this rank's token segments (returns their number). */
 void uly_sp_get_plan(const uly_sp *s, uly_sp_plan *plan);
 int uly_sp_tokens(const uly_sp *s, int64_t begin[2], int64_t count[2]);

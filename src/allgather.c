@@ -41,6 +41,41 @@ void uly_ag_free(uly_ag *g)
     uly_free(g);
 }
 
+/* Bytes of the per-rank geometry tables of P ranks. */
+static uint64_t ag_geometry_bytes(int P)
+{
+    return (uint64_t)(P + 1) * (sizeof(int) + 4 * sizeof(int64_t) + 2 * sizeof(size_t));
+}
+
+/* The buffers of one allocation, in the order of the slots of uly_ag_create:
+ * n own tokens of N, elements of es bytes. */
+enum { AG_NBUF = 12 };
+static void ag_carve_bufs(const uly_attn_desc *a, int64_t n, uly_bufs *t)
+{
+    const int64_t B = a->batch, N = a->seq, d = a->head_dim, H = a->heads, Hkv = a->kv_heads;
+    const size_t es = uly_dtype_size(a->dtype);
+    const struct {
+        const char *name;
+        int64_t dims[4];
+    } tab[AG_NBUF] = {
+        {"all-gather Q", {B, n, H, d}},  {"all-gather O", {B, n, H, d}},     {"all-gather LSE", {B, H, n, 1}},
+        {"all-gather dO", {B, n, H, d}}, {"all-gather dQ", {B, n, H, d}},    {"all-gather K", {B, N, Hkv, d}},
+        {"all-gather V", {B, N, Hkv, d}}, {"all-gather dK", {B, N, Hkv, d}}, {"all-gather dV", {B, N, Hkv, d}},
+        {"all-gather dK (own)", {B, N, Hkv, d}}, {"all-gather dV (own)", {B, N, Hkv, d}},
+        {"all-gather staging", {B, N, Hkv, d}}};
+    for (int i = 0; i < AG_NBUF; i++)
+        uly_bufs_add(t, tab[i].name, uly_buf_bytes(es, 4, tab[i].dims), ULY_BUF_HEAP);
+}
+
+void uly_ag_bufs(const uly_attn_desc *a, const uly_sp_plan *p, int rank, uly_bufs *t)
+{
+    int64_t b[2], c[2];
+    const int ns = uly_plan_tokens(p, a->seq, rank, b, c);
+    uly_bufs_add(t, "all-gather context", sizeof(uly_ag), ULY_BUF_HEAP);
+    uly_bufs_add(t, "all-gather geometry", ag_geometry_bytes(p->P), ULY_BUF_HEAP);
+    ag_carve_bufs(a, c[0] + (ns > 1 ? c[1] : 0), t);
+}
+
 int uly_ag_create(uly_comm *c, const uly_attn_desc *a, const uly_sp_plan *p, const uly_kernel_opts *ko,
                   uly_volume *vol, uly_ag **out)
 {
@@ -64,7 +99,7 @@ int uly_ag_create(uly_comm *c, const uly_attn_desc *a, const uly_sp_plan *p, con
     g->es = uly_dtype_size(a->dtype);
     g->vol = vol;
     const int P = g->P;
-    g->nseg = uly_calloc((size_t)P + 1, sizeof(int) + 4 * sizeof(int64_t) + 2 * sizeof(size_t));
+    g->nseg = uly_calloc(1, (size_t)ag_geometry_bytes(P));
     if (!g->nseg) {
         uly_ag_free(g);
         return uly_set_error(ULY_ENOMEM, "cannot allocate the all-gather geometry for %d ranks", P);
@@ -84,30 +119,20 @@ int uly_ag_create(uly_comm *c, const uly_attn_desc *a, const uly_sp_plan *p, con
         g->dsp[s] = off;
         off += g->cnt[s];
     }
-    int64_t n = (int64_t)(g->cnt[g->rank] / kvrow);
-    const int64_t B = g->B, N = a->seq, d = g->d, H = g->H, Hkv = g->Hkv;
-    int64_t sizes[12] = {B * n * H * d, B * n * H * d, B * H * n, B * n * H * d, B * n * H * d,
-                         B * N * Hkv * d, B * N * Hkv * d, B * N * Hkv * d, B * N * Hkv * d,
-                         B * N * Hkv * d, B * N * Hkv * d, B * N * Hkv * d};
-    char **slots[12] = {&g->Q, &g->O, &g->L, &g->dO, &g->dQ, &g->K, &g->V, &g->dK, &g->dV, &g->dKt, &g->dVt,
-                        &g->stage};
-    size_t offs[12], total = 0;
-    for (int i = 0; i < 12; i++) {
-        size_t bytes;
-        if (uly_mul_size((size_t)sizes[i], g->es, &bytes) || total + bytes + 64 < total) {
-            uly_ag_free(g);
-            return uly_set_error(ULY_EOVERFLOW, "all-gather buffer sizes overflow");
-        }
-        offs[i] = total;
-        total += (bytes + 63) / 64 * 64;
-    }
-    g->owned = uly_malloc(total);
-    if (!g->owned) {
+    uly_bufs t = {0};
+    ag_carve_bufs(a, (int64_t)(g->cnt[g->rank] / kvrow), &t);
+    char **slots[AG_NBUF] = {&g->Q, &g->O, &g->L, &g->dO, &g->dQ, &g->K, &g->V, &g->dK, &g->dV, &g->dKt, &g->dVt,
+                             &g->stage};
+    char *ptr[AG_NBUF];
+    void *base;
+    int rc = uly_bufs_carve(&t, 0, 0, "all-gather buffers", &base, ptr);
+    if (rc) {
         uly_ag_free(g);
-        return uly_set_error(ULY_ENOMEM, "cannot allocate %zu bytes of all-gather buffers", total);
+        return rc;
     }
-    for (int i = 0; i < 12; i++)
-        *slots[i] = g->owned + offs[i];
+    g->owned = base;
+    for (int i = 0; i < AG_NBUF; i++)
+        *slots[i] = ptr[i];
     *out = g;
     return ULY_OK;
 }

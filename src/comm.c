@@ -44,6 +44,7 @@ struct uly_comm {
     int64_t *pid;          /* (P) every rank's process id (uly_comm_cma_probe), or NULL */
     void *iov;             /* 2 x cma_iov struct iovec: uly_comm_cma_read's lists */
     int cma_iov;           /* entries per list (IOV_MAX) */
+    uint64_t shm_seg;      /* bytes of this rank's window segment (0: none) */
 };
 
 static int mpi_fail(int err, const char *what)
@@ -84,7 +85,7 @@ int uly_comm_alloc(int rank, int size, size_t max_count, uly_comm **out)
     c->win = MPI_WIN_NULL;
     c->rank = rank;
     c->size = size;
-    c->max_count = max_count && max_count < INT_MAX ? max_count : INT_MAX;
+    c->max_count = uly_comm_count_limit(max_count);
     int ok = 1;
     for (int i = 0; i < 4 && ok; i++)
         ok = (c->icount[i] = uly_calloc((size_t)size, sizeof(int))) != NULL;
@@ -124,6 +125,26 @@ void uly_comm_close(uly_comm *c)
     uly_free(c->pid);
     uly_free(c->iov);
     uly_free(c);
+}
+
+/* ------------------------------------------------- what is allocated */
+
+void uly_comm_bufs(int P, uly_bufs *t)
+{
+    /* the context, then its per-rank arrays, as uly_comm_alloc calls uly_calloc */
+    const uint64_t n = (uint64_t)P;
+    uly_bufs_add(t, "communicator", sizeof(uly_comm) + 4 * n * sizeof(int) + 2 * n * sizeof(MPI_Datatype) +
+                 n * sizeof(char *) + n, ULY_BUF_HEAP);
+}
+
+uint64_t uly_comm_nb_bytes(int cap)
+{
+    return (uint64_t)(cap > 0 ? cap : 1) * sizeof(MPI_Request);
+}
+
+size_t uly_comm_count_limit(size_t max_count)
+{
+    return max_count && max_count < INT_MAX ? max_count : INT_MAX;
 }
 
 int uly_comm_rank(const uly_comm *c) { return c->rank; }
@@ -724,7 +745,7 @@ int uly_comm_shm_alloc(uly_comm *c, size_t bytes, size_t reserve, char **base)
     /* + SHM_LINE: segments may start anywhere (8 bytes apart here); the
      * control block starts at the first line boundary, at the same offset
      * in every process (the mappings are page-aligned) */
-    const uint64_t seg = (uint64_t)SHM_LINE + head + bytes;
+    const uint64_t seg = uly_comm_shm_extra(c->size) + bytes;
     const uint64_t cap = (UINT64_MAX / 2) / (uint64_t)c->size; /* saturating: a sum that cannot be had */
     uint64_t mine = seg > cap ? cap : (seg + page - 1) / page * page, sum = 0;
     MPI_TRY(MPI_Allreduce(&mine, &sum, 1, MPI_UINT64_T, MPI_SUM, c->comm), "MPI_Allreduce (window size)");
@@ -747,6 +768,7 @@ int uly_comm_shm_alloc(uly_comm *c, size_t bytes, size_t reserve, char **base)
         c->win = MPI_WIN_NULL;
         return mpi_fail(e, "MPI_Win_allocate_shared");
     }
+    c->shm_seg = seg;
     MPI_TRY(MPI_Win_set_errhandler(c->win, MPI_ERRORS_RETURN), "MPI_Win_set_errhandler");
     /* direct loads and stores need the unified memory model */
     int *model = NULL, found = 0;
@@ -1002,6 +1024,20 @@ void uly_comm_shm_free(uly_comm *c)
     MPI_Win_free(&c->win);
     c->win = MPI_WIN_NULL;
     c->shm_on = 0;
+    c->shm_seg = 0;
+}
+
+uint64_t uly_comm_shm_extra(int P)
+{
+    /* + SHM_LINE: segments may start anywhere (8 bytes apart here); the
+     * control block starts at the first line boundary, at the same offset
+     * in every process (the mappings are page-aligned) */
+    return (uint64_t)SHM_LINE + ctl_bytes(P);
+}
+
+uint64_t uly_comm_shm_segment(const uly_comm *c)
+{
+    return c->win == MPI_WIN_NULL ? 0 : c->shm_seg;
 }
 
 /* ------------------------------------------------- cross-memory attach */
@@ -1029,6 +1065,24 @@ static long cma_readv(int64_t pid, const void *lv, unsigned long ln, const void 
 #endif
 }
 
+/* Entries of each I/O vector list (IOV_MAX). */
+static int cma_iov_count(void)
+{
+    long nv = sysconf(_SC_IOV_MAX);
+    return nv > 0 && nv < 65536 ? (int)nv : 1024;
+}
+
+void uly_comm_cma_bufs(int P, uly_bufs *t)
+{
+    /* uly_comm_cma_probe: its exchange table (freed at its end), the process
+     * ids and the I/O vectors of uly_comm_cma_read */
+    uly_bufs_add(t, "cross-memory probe table", (uint64_t)(2 * P) * sizeof(int64_t), ULY_BUF_HEAP);
+    uly_bufs_add(t, "cross-memory process ids", (uint64_t)P * sizeof(int64_t), ULY_BUF_HEAP);
+#ifdef HAVE_PROCESS_VM_READV
+    uly_bufs_add(t, "cross-memory I/O vectors", (uint64_t)(2 * cma_iov_count()) * sizeof(struct iovec), ULY_BUF_HEAP);
+#endif
+}
+
 int uly_comm_cma_probe(uly_comm *c, int *usable)
 {
     const int P = c->size;
@@ -1036,8 +1090,7 @@ int uly_comm_cma_probe(uly_comm *c, int *usable)
     /* the tables first, agreed: a failure there is an error, not a reason to fall back */
     int local = ULY_OK;
     int64_t *all = uly_calloc((size_t)(2 * P), sizeof *all);
-    long nv = sysconf(_SC_IOV_MAX);
-    c->cma_iov = nv > 0 && nv < 65536 ? (int)nv : 1024;
+    c->cma_iov = cma_iov_count();
     if (!all || !(c->pid = uly_calloc((size_t)P, sizeof *c->pid)))
         local = uly_set_error(ULY_ENOMEM, "cannot allocate the process ids of %d ranks", P);
 #ifdef HAVE_PROCESS_VM_READV

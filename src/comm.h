@@ -27,6 +27,19 @@ ULY_INTERNAL int uly_comm_rank(const uly_comm *c);
 ULY_INTERNAL int uly_comm_size(const uly_comm *c);
 ULY_INTERNAL double uly_comm_wtime(void);
 
+/* What the communicator layer allocates (comm.c): uly_comm_alloc for P ranks,
+ * and uly_comm_cma_probe on a window's P ranks; a non-blocking queue of cap
+ * requests (uly_comm_nb_init); the window segment beside the caller's
+ * bytes (control block and alignment); the per-call element limit a
+ * uly_comm_alloc(max_count) context uses. */
+ULY_INTERNAL void uly_comm_bufs(int P, uly_bufs *t);
+ULY_INTERNAL void uly_comm_cma_bufs(int P, uly_bufs *t);
+ULY_INTERNAL uint64_t uly_comm_nb_bytes(int cap);
+ULY_INTERNAL uint64_t uly_comm_shm_extra(int P);
+/* Bytes of this rank's window segment (0: no window). */
+ULY_INTERNAL uint64_t uly_comm_shm_segment(const uly_comm *c);
+ULY_INTERNAL size_t uly_comm_count_limit(size_t max_count);
+
 /*
  * Collective agreement.  Every rank passes its local status (0 = ok; the
  * message is this thread's uly_last_error()) and n values that must be equal

@@ -22,6 +22,7 @@
 
 #include "comm.h"
 #include "internal.h"
+#include "methods.h"
 #include "ulysses_dist.h"
 
 /* The least time (s) between two MPI tests of the kernel's progress hook
@@ -52,73 +53,101 @@ typedef struct ovl_op {
     uly_comm_nb q;
 } ovl_op;
 
-struct uly_dist {
-    uly_comm *c;
-    int P, rank;
-    uly_attn_desc a;
-    uly_dist_opts o;
-    size_t es;                 /* bytes per element */
+/* Every rank's share of the problem (from the layout, uly_layout_part). */
+typedef struct dist_part {
     int rep;                   /* KV groups cut between ranks: replicated KV */
     int64_t *nb, *nc;          /* (P) token begin / count per rank */
     int64_t *hb, *hc;          /* (P) query head begin / count per rank */
     int64_t *kb, *kc;          /* (P) KV head begin / count per rank */
+    void *owned;               /* the allocation behind these tables and the scratch of a2a and shm */
+} dist_part;
+
+/* The all-to-alls: the mode, the scratch, auto's measurements (dist_a2a.c). */
+typedef struct dist_a2a {
+    int mode;                  /* ULY_A2A_* as asked for */
+    char note[768];            /* why the mode asked for is not used (empty: it is) */
     size_t *sc, *sd, *rc, *rd; /* (P) element counts / displacements scratch */
     comm_block *sbk, *rbk;     /* (P) strided blocks scratch (datatype mode) */
-    int a2a_mode;              /* ULY_A2A_* as asked for */
-    int shm;                   /* the head-side buffers are in a shared-memory window */
-    int cma;                   /* cross-memory attach works between every pair of ranks */
-    char note[768];            /* why the mode asked for is not used (empty: it is) */
-    char **peer;               /* (P) every rank's head-side region (this process's mapping) */
-    unsigned char *shm_state;  /* (P) a2a_shm's per-peer progress */
-    struct row_copy *shm_rows; /* (P) a2a_shm's copies of one pass */
-    void *heads_owned;         /* the head-side region when it is not in a window */
+    void *sstage, *rstage;     /* pack / unpack staging */
     int ncand, cand[ULY_A2A_MODES - 1]; /* the modes ULY_A2A_AUTO measures */
     /* ULY_A2A_AUTO: per all-to-all kind, the calls measured so far, their
      * times (slowest rank after the decision) and the mode chosen (0: none yet) */
     int auto_calls[ULY_A2A_COUNT];
     double auto_t[ULY_A2A_COUNT][ULY_A2A_MODES - 1][ULY_A2A_AUTO_SAMPLES];
     int auto_mode[ULY_A2A_COUNT];
-    /* head-sharded tensors of this rank (aliases of the caller's for P = 1) */
-    void *qh, *kh, *vh, *oh;   /* (B,N,H_r,d) (B,N,Hkv_r,d) x2 (B,N,H_r,d) */
-    void *lse;                 /* (B,H_r,N) */
-    void *doh, *dqh, *dkh, *dvh; /* (B,N,H_r,d) x2, (B,N,Hkv_r|H_r,d) x2 */
-    void *sstage, *rstage;     /* pack / unpack staging */
-    void *expanded;            /* (B,n_r,H,d): per-query-head KV grads before the fold */
-    void *owned;               /* the single allocation behind the buffers above */
-    int64_t *docs;             /* own copy of the document offsets, or NULL */
-    /* overlap of communication with computation (see ulysses_dist.h) */
-    int ovl_mode;              /* ULY_OVERLAP_* for the next forward */
+} dist_a2a;
+
+/* The shared-memory window and cross-memory attach (dist_shm.c). */
+typedef struct dist_shm {
+    int on;                    /* the head-side buffers are in a shared-memory window */
+    int cma;                   /* cross-memory attach works between every pair of ranks */
+    char **peer;               /* (P) every rank's head-side region (this process's mapping) */
+    unsigned char *state;      /* (P) a2a_shm's per-peer progress */
+    struct row_copy *rows;     /* (P) a2a_shm's copies of one pass */
+    void *heads_owned;         /* the head-side region when it is not in a window */
+} dist_shm;
+
+/* Overlap of communication with computation (see ulysses_dist.h), over
+ * messages (dist_ovl.c) or through the window (dist_ovs.c). */
+typedef struct dist_ovl {
+    int mode;                  /* ULY_OVERLAP_* for the next forward */
     int K;                     /* head chunks per rank (1: the chunked path cannot run) */
     int64_t *cqb, *cqc;        /* (K*P) chunk c of rank s: query heads [cqb, +cqc), at c*P + s */
     int64_t *ckb, *ckc;        /* (K*P) the KV heads of that chunk */
     int64_t *cqo, *cko;        /* (K) this rank's chunk c: head offset in its head-side buffers */
+    void *chunk_owned;         /* the allocation behind the chunk tables */
     size_t ost_seq, ost_head;  /* staging elements per tensor: sequence side, head side */
     char *ostage;              /* (2 ops x 3 tensors x (ost_seq + ost_head)) */
     void *lse_ch;              /* B > 1: the LSE chunk by chunk, (B, cqc, N) each */
     void *expanded2;           /* replicated KV: dV's per-query-head gradients */
-    void *ovl_owned;           /* the allocation behind the overlap buffers */
-    void *ovl_tab[4];          /* the allocations behind the ops' per-peer tables */
+    void *owned;               /* the allocation behind the overlap buffers */
+    void *tab;                 /* the allocation behind the ops' per-peer tables */
     ovl_op op[4];              /* input all-to-alls of even / odd chunks, then output ones */
-    int ovl_c, ovl_fwd;        /* the chunk the kernel runs, and in which direction */
-    int ovl_err;               /* first error of the kernel's hooks */
+    int c, fwd;                /* the chunk the kernel runs, and in which direction */
+    int err;                   /* first error of the kernel's hooks */
+    void (*hook_progress)(void *user);                 /* the kernel's hooks of the running path: */
+    void (*hook_rows)(void *user, int ev, int64_t end); /* ovl_run's (messages) or ovs_run's (window) */
     double t_prog;             /* time inside the kernel's hooks */
     uly_ovl_account *acc;      /* the running call's account */
     double t_call;             /* the running call's start (uly_comm_wtime) */
     double t_test;             /* the progress hook's last MPI test */
     uly_ovl_event *tr;         /* event trace (uly_dist_trace), or NULL */
     size_t tr_cap, tr_n;
-    /* the overlapped path through the window (every rank on one node, K >= 2):
-     * senders copy straight into the peers' chunk buffers, receivers copy
-     * straight out of them; per-chunk flags in each rank's flag area */
-    int ovs;                   /* this path runs (else per-peer MPI messages) */
-    uint64_t ovs_seq;          /* overlapped calls so far (the same on every rank) */
-    char **ovs_area;           /* (P) every rank's flag area (this process's mapping) */
-    uint64_t *ovs_seen;        /* (P x 4) the last input flag value waited for, by source and step */
-    unsigned char *ovs_got;    /* (K x 2 x P) output block of (chunk, kind, source) copied out */
-    uint64_t ovs_pub[2];       /* the done flags of the running chunk last published */
-    char *ovs_y[3];            /* the running call's sequence-side outputs */
-    void *ovs_tab;             /* the allocation behind the tables above */
     int fwd_chunked;           /* the last forward ran chunked: its backward does too */
+} dist_ovl;
+
+/* The overlapped path through the window (every rank on one node, K >= 2):
+ * senders copy straight into the peers' chunk buffers, receivers copy
+ * straight out of them; per-chunk flags in each rank's flag area. */
+typedef struct dist_ovs {
+    int on;                    /* this path runs (else per-peer MPI messages) */
+    uint64_t seq;              /* overlapped calls so far (the same on every rank) */
+    char **area;               /* (P) every rank's flag area (this process's mapping) */
+    uint64_t *seen;            /* (P x 4) the last input flag value waited for, by source and step */
+    unsigned char *got;        /* (K x 2 x P) output block of (chunk, kind, source) copied out */
+    uint64_t pub[2];           /* the done flags of the running chunk last published */
+    char *y[3];                /* the running call's sequence-side outputs */
+    void *tab;                 /* the allocation behind the tables above */
+} dist_ovs;
+
+struct uly_dist {
+    uly_comm *c;
+    int P, rank;
+    uly_attn_desc a;
+    uly_dist_opts o;
+    size_t es;                 /* bytes per element */
+    int64_t *docs;             /* own copy of the document offsets, or NULL */
+    dist_part part;
+    dist_a2a a2a;
+    dist_shm shm;
+    /* head-sharded tensors of this rank (aliases of the caller's for P = 1) */
+    void *qh, *kh, *vh, *oh;   /* (B,N,H_r,d) (B,N,Hkv_r,d) x2 (B,N,H_r,d) */
+    void *lse;                 /* (B,H_r,N) */
+    void *doh, *dqh, *dkh, *dvh; /* (B,N,H_r,d) x2, (B,N,Hkv_r|H_r,d) x2 */
+    void *expanded;            /* (B,n_r,H,d): per-query-head KV grads before the fold */
+    void *owned;               /* the allocation behind lse, the staging and expanded */
+    dist_ovl ovl;
+    dist_ovs ovs;
     int have_fwd;
     uint64_t calls;
     uly_volume vol;
@@ -256,14 +285,14 @@ static void copy_rows(const row_copy *x, int n, size_t es, int stream)
  */
 static comm_block seq_block(const uly_dist *D, int s, int64_t Hx, const int64_t *hbeg, const int64_t *hcnt)
 {
-    const int64_t B = D->a.batch, d = D->a.head_dim, n_r = D->nc[D->rank];
+    const int64_t B = D->a.batch, d = D->a.head_dim, n_r = D->part.nc[D->rank];
     return (comm_block){usz(hbeg[s] * d), usz(B), usz(n_r * Hx * d), usz(n_r), usz(hcnt[s] * d), usz(Hx * d)};
 }
 
 static comm_block head_block(const uly_dist *D, int s, int64_t c_r)
 {
     const int64_t B = D->a.batch, N = D->a.seq, d = D->a.head_dim;
-    return (comm_block){usz(D->nb[s] * c_r * d), usz(B), usz(N * c_r * d), usz(D->nc[s]), usz(c_r * d),
+    return (comm_block){usz(D->part.nb[s] * c_r * d), usz(B), usz(N * c_r * d), usz(D->part.nc[s]), usz(c_r * d),
                         usz(c_r * d)};
 }
 
@@ -287,29 +316,29 @@ static void pipe_pack(void *user, int s)
 {
     const pipe_ctx *x = user;
     const uly_dist *D = x->D;
-    comm_block packed = {D->sd[s], x->send[s].batches, x->send[s].rows * x->send[s].len, x->send[s].rows,
+    comm_block packed = {D->a2a.sd[s], x->send[s].batches, x->send[s].rows * x->send[s].len, x->send[s].rows,
                          x->send[s].len, x->send[s].len};
-    copy_block(D->sstage, &packed, x->in, &x->send[s], D->es);
+    copy_block(D->a2a.sstage, &packed, x->in, &x->send[s], D->es);
 }
 
 static void pipe_unpack(void *user, int s)
 {
     const pipe_ctx *x = user;
     const uly_dist *D = x->D;
-    comm_block packed = {D->rd[s], x->recv[s].batches, x->recv[s].rows * x->recv[s].len, x->recv[s].rows,
+    comm_block packed = {D->a2a.rd[s], x->recv[s].batches, x->recv[s].rows * x->recv[s].len, x->recv[s].rows,
                          x->recv[s].len, x->recv[s].len};
-    copy_block(x->out, &x->recv[s], D->rstage, &packed, D->es);
+    copy_block(x->out, &x->recv[s], D->a2a.rstage, &packed, D->es);
 }
 
 /* The mode of this call of kind `which`: the fixed one, or under
  * ULY_A2A_AUTO the next mode to measure or the measured choice. */
 static int call_mode(const uly_dist *D, int which)
 {
-    if (D->a2a_mode != ULY_A2A_AUTO)
-        return D->a2a_mode;
-    if (D->auto_mode[which])
-        return D->auto_mode[which];
-    return D->cand[D->auto_calls[which] % D->ncand];
+    if (D->a2a.mode != ULY_A2A_AUTO)
+        return D->a2a.mode;
+    if (D->a2a.auto_mode[which])
+        return D->a2a.auto_mode[which];
+    return D->a2a.cand[D->a2a.auto_calls[which] % D->a2a.ncand];
 }
 
 /* Median of n values (n <= ULY_A2A_AUTO_SAMPLES; the upper one for even n). */
@@ -361,15 +390,15 @@ int uly_test_auto_pick(const int *cand, int ncand, const double t[][ULY_A2A_AUTO
  * mode. */
 static int auto_record(uly_dist *D, int which, int mode, double secs)
 {
-    const int n = D->auto_calls[which]++;
-    (void)mode; /* = D->cand[n % D->ncand] */
-    D->auto_t[which][n % D->ncand][n / D->ncand] = secs;
-    if (D->auto_calls[which] < D->ncand * ULY_A2A_AUTO_SAMPLES)
+    const int n = D->a2a.auto_calls[which]++;
+    (void)mode; /* = D->a2a.cand[n % D->a2a.ncand] */
+    D->a2a.auto_t[which][n % D->a2a.ncand][n / D->a2a.ncand] = secs;
+    if (D->a2a.auto_calls[which] < D->a2a.ncand * ULY_A2A_AUTO_SAMPLES)
         return ULY_OK;
-    int rc = uly_comm_max_over_ranks(D->c, &D->auto_t[which][0][0], (ULY_A2A_MODES - 1) * ULY_A2A_AUTO_SAMPLES);
+    int rc = uly_comm_max_over_ranks(D->c, &D->a2a.auto_t[which][0][0], (ULY_A2A_MODES - 1) * ULY_A2A_AUTO_SAMPLES);
     if (rc)
         return rc;
-    D->auto_mode[which] = auto_pick(D->cand, D->ncand, (const double(*)[ULY_A2A_AUTO_SAMPLES])D->auto_t[which]);
+    D->a2a.auto_mode[which] = auto_pick(D->a2a.cand, D->a2a.ncand, (const double(*)[ULY_A2A_AUTO_SAMPLES])D->a2a.auto_t[which]);
     return ULY_OK;
 }
 
@@ -401,23 +430,40 @@ static void a2a_blocks(uly_dist *D, int which, int to_heads, const char *in, int
 {
     const int r = D->rank;
     a2a_tables(D, which, to_heads, Hx, hbeg, hcnt, send, recv, send_inplace, recv_inplace);
-    if (D->nc[r] > 0)
+    if (D->part.nc[r] > 0)
         copy_block(out, &recv[r], in, &send[r], D->es);
 }
 
-/* The head-side buffers of rank s, in the order of the all-to-all kinds
- * (Q, K, V, O, dO, dQ, dK, dV): byte offsets in its head-side region; returns
- * the region's size.  Every rank computes every rank's layout alike. */
-static size_t head_layout(const uly_dist *D, int s, size_t off[ULY_A2A_COUNT])
+/* The head-side tensors of a rank with h query heads, kv KV heads and kvg
+ * heads of KV gradients, in the order of the all-to-all kinds (Q, K, V, O,
+ * dO, dQ, dK, dV): byte offsets in its head-side region (off, may be NULL)
+ * and entries of t (may be NULL) at `where`; returns the region's size. */
+static uint64_t head_region(const uly_attn_desc *a, size_t es, int64_t h, int64_t kv, int64_t kvg,
+                            size_t off[ULY_A2A_COUNT], uly_bufs *t, int where)
 {
-    const int64_t h = D->hc[s], kv = D->kc[s], kvg = D->rep ? h : kv;
+    static const char *const names[ULY_A2A_COUNT] = {"Q (head side)", "K (head side)", "V (head side)",
+                                                     "O (head side)", "dO (head side)", "dQ (head side)",
+                                                     "dK (head side)", "dV (head side)"};
     const int64_t heads[ULY_A2A_COUNT] = {h, kv, kv, h, h, h, kvg, kvg};
-    size_t total = 0;
+    uint64_t total = 0;
     for (int w = 0; w < ULY_A2A_COUNT; w++) {
-        off[w] = total;
-        total += (usz(D->a.batch * D->a.seq * heads[w] * D->a.head_dim) * D->es + 63) / 64 * 64;
+        const int64_t dims[4] = {a->batch, a->seq, heads[w], a->head_dim};
+        const uint64_t b = uly_buf_bytes(es, 4, dims);
+        if (off)
+            off[w] = (size_t)total;
+        if (t)
+            uly_bufs_add(t, names[w], b, where);
+        total = b > UINT64_MAX - total ? UINT64_MAX : total + b;
     }
     return total;
+}
+
+/* The head-side buffers of rank s: byte offsets in its head-side region;
+ * returns the region's size.  Every rank computes every rank's layout alike. */
+static size_t head_layout(const uly_dist *D, int s, size_t off[ULY_A2A_COUNT])
+{
+    const int64_t h = D->part.hc[s], kv = D->part.kc[s];
+    return (size_t)head_region(&D->a, D->es, h, kv, D->part.rep ? h : kv, off, NULL, 0);
 }
 
 /*
@@ -464,7 +510,7 @@ static int a2a_shm(uly_dist *D, int which, int to_heads, const char *in, int64_t
     uly_comm *c = D->c;
     size_t off[ULY_A2A_COUNT];
     head_layout(D, r, off);
-    char *win = D->peer[r] + off[which];
+    char *win = D->shm.peer[r] + off[which];
     const size_t head_bytes = usz(D->a.batch * D->a.seq * hcnt[r] * D->a.head_dim) * es;
     const uint64_t v = uly_comm_shm_op(c);
     /* what this rank's peers access: its window buffer (shm), or the
@@ -478,14 +524,14 @@ static int a2a_shm(uly_dist *D, int which, int to_heads, const char *in, int64_t
         src = to_heads ? in : win;
     if (!cma || !out)
         dst = to_heads ? win : out;
-    comm_block *send = D->sbk, *recv = D->rbk;
+    comm_block *send = D->a2a.sbk, *recv = D->a2a.rbk;
     int send_inplace, recv_inplace;
     a2a_tables(D, which, to_heads, Hx, hbeg, hcnt, send, recv, &send_inplace, &recv_inplace);
     uly_comm_shm_ready_at(c, v, src);
     /* the own block is copied while no peer is ready (below), never before
      * saying ready: the peers need not wait for it (it touches other rows
      * of this rank's buffers than theirs, and only reads the shared one) */
-    int own = D->nc[r] > 0;
+    int own = D->part.nc[r] > 0;
     /* Stores streamed past the cache (copy_stream): sequence -> heads from
      * ULY_SHM_STREAM_TO_HEADS_BYTES written per call (into the peers'
      * buffers, whose lines their owners read last: a plain store first
@@ -497,7 +543,7 @@ static int a2a_shm(uly_dist *D, int which, int to_heads, const char *in, int64_t
     for (int s = 0; s < P && !cma; s++)
         mine_bytes += s == r ? 0 : block_elems(to_heads ? &send[s] : &recv[s]) * es;
     const int stream = mine_bytes >= (to_heads ? ULY_SHM_STREAM_TO_HEADS_BYTES : ULY_SHM_STREAM_BYTES);
-    unsigned char *st = D->shm_state; /* per peer: 0 to visit, 1 copied, 2 left out, 3 in this pass */
+    unsigned char *st = D->shm.state; /* per peer: 0 to visit, 1 copied, 2 left out, 3 in this pass */
     memset(st, 0, usz(P));
     int failed = ULY_OK; /* cma: this rank's first failed read */
     char why[512] = "";
@@ -507,7 +553,7 @@ static int a2a_shm(uly_dist *D, int which, int to_heads, const char *in, int64_t
             /* shm: every peer ready now (and the own block, if not yet
              * copied), copied together row by row in the order of their
              * heads (copy_rows) */
-            row_copy *x = D->shm_rows;
+            row_copy *x = D->shm.rows;
             int n = 0, peers = 0;
             for (int s = 0; s < P; s++) {
                 if (s == r) {
@@ -527,7 +573,7 @@ static int a2a_shm(uly_dist *D, int which, int to_heads, const char *in, int64_t
                     continue;
                 }
                 head_layout(D, s, off);
-                char *theirs = D->peer[s] + off[which];
+                char *theirs = D->shm.peer[s] + off[which];
                 const comm_block mine = head_block(D, r, hcnt[s]); /* my tokens of s's heads, in s's buffer */
                 x[n++] = to_heads ? (row_copy){theirs, in, mine, send[s]} : (row_copy){out, theirs, recv[s], mine};
                 st[s] = 3; /* copied in this pass */
@@ -556,7 +602,7 @@ static int a2a_shm(uly_dist *D, int which, int to_heads, const char *in, int64_t
                 /* cma, pull: s's block for this rank, from s's memory into this rank's own */
                 const comm_block theirs =
                     to_heads ? (comm_block){usz(hbeg[r] * D->a.head_dim), usz(D->a.batch),
-                                            usz(D->nc[s] * Hx * D->a.head_dim), usz(D->nc[s]),
+                                            usz(D->part.nc[s] * Hx * D->a.head_dim), usz(D->part.nc[s]),
                                             usz(hcnt[r] * D->a.head_dim), usz(Hx * D->a.head_dim)}
                              : head_block(D, r, hcnt[s]);
                 if ((failed = uly_comm_cma_read(c, s, dst, &recv[s], uly_comm_shm_peer_addr(c, s), &theirs, es)))
@@ -607,14 +653,14 @@ static int a2a_move(uly_dist *D, int which, int to_heads, const char *in, int64_
     const double t0 = uly_comm_wtime(); /* every mode: the whole call, own block included */
     if (mode == ULY_A2A_SHM || mode == ULY_A2A_CMA) {
         int rc = a2a_shm(D, which, to_heads, in, Hx, hbeg, hcnt, out, mode == ULY_A2A_CMA);
-        if (!rc && D->a2a_mode == ULY_A2A_AUTO && !D->auto_mode[which])
+        if (!rc && D->a2a.mode == ULY_A2A_AUTO && !D->a2a.auto_mode[which])
             rc = auto_record(D, which, mode, uly_comm_wtime() - t0);
         return rc;
     }
     int rc = uly_comm_agree_end(D->c); /* the call's agreement, before any MPI call */
     if (rc)
         return rc;
-    comm_block *send = D->sbk, *recv = D->rbk;
+    comm_block *send = D->a2a.sbk, *recv = D->a2a.rbk;
     int send_inplace, recv_inplace;
     a2a_blocks(D, which, to_heads, in, Hx, hbeg, hcnt, out, send, recv, &send_inplace, &recv_inplace);
     comm_block self_s = send[r], self_r = recv[r];
@@ -624,44 +670,44 @@ static int a2a_move(uly_dist *D, int which, int to_heads, const char *in, int64_
     } else if (mode == ULY_A2A_PIPELINE) {
         size_t soff = 0, roff = 0;
         for (int s = 0; s < P; s++) {
-            D->sc[s] = block_elems(&send[s]);
-            D->rc[s] = block_elems(&recv[s]);
-            D->sd[s] = send_inplace ? send[s].off : soff;
-            D->rd[s] = recv_inplace ? recv[s].off : roff;
-            soff += D->sc[s];
-            roff += D->rc[s];
+            D->a2a.sc[s] = block_elems(&send[s]);
+            D->a2a.rc[s] = block_elems(&recv[s]);
+            D->a2a.sd[s] = send_inplace ? send[s].off : soff;
+            D->a2a.rd[s] = recv_inplace ? recv[s].off : roff;
+            soff += D->a2a.sc[s];
+            roff += D->a2a.rc[s];
         }
         pipe_ctx x = {D, in, out, send, recv, send_inplace, recv_inplace};
-        rc = uly_comm_alltoall_pipelined(D->c, send_inplace ? in : D->sstage, D->sc, D->sd,
-                                         recv_inplace ? out : D->rstage, D->rc, D->rd, es,
+        rc = uly_comm_alltoall_pipelined(D->c, send_inplace ? in : D->a2a.sstage, D->a2a.sc, D->a2a.sd,
+                                         recv_inplace ? out : D->a2a.rstage, D->a2a.rc, D->a2a.rd, es,
                                          send_inplace ? NULL : pipe_pack, recv_inplace ? NULL : pipe_unpack, &x);
     } else {
         size_t soff = 0, roff = 0;
         for (int s = 0; s < P; s++) {
-            D->sc[s] = block_elems(&send[s]);
-            D->rc[s] = block_elems(&recv[s]);
-            D->sd[s] = send_inplace ? send[s].off : soff;
-            D->rd[s] = recv_inplace ? recv[s].off : roff;
-            if (!send_inplace && D->sc[s]) {
+            D->a2a.sc[s] = block_elems(&send[s]);
+            D->a2a.rc[s] = block_elems(&recv[s]);
+            D->a2a.sd[s] = send_inplace ? send[s].off : soff;
+            D->a2a.rd[s] = recv_inplace ? recv[s].off : roff;
+            if (!send_inplace && D->a2a.sc[s]) {
                 comm_block packed = {soff, send[s].batches, send[s].rows * send[s].len, send[s].rows,
                                      send[s].len, send[s].len};
-                copy_block(D->sstage, &packed, in, &send[s], es);
+                copy_block(D->a2a.sstage, &packed, in, &send[s], es);
             }
-            soff += D->sc[s];
-            roff += D->rc[s];
+            soff += D->a2a.sc[s];
+            roff += D->a2a.rc[s];
         }
-        rc = uly_comm_alltoallv(D->c, send_inplace ? in : D->sstage, D->sc, D->sd,
-                            recv_inplace ? out : D->rstage, D->rc, D->rd, es);
+        rc = uly_comm_alltoallv(D->c, send_inplace ? in : D->a2a.sstage, D->a2a.sc, D->a2a.sd,
+                            recv_inplace ? out : D->a2a.rstage, D->a2a.rc, D->a2a.rd, es);
         for (int s = 0; s < P && !rc && !recv_inplace; s++) {
-            comm_block packed = {D->rd[s], recv[s].batches, recv[s].rows * recv[s].len, recv[s].rows,
+            comm_block packed = {D->a2a.rd[s], recv[s].batches, recv[s].rows * recv[s].len, recv[s].rows,
                                  recv[s].len, recv[s].len};
-            if (D->rc[s])
-                copy_block(out, &recv[s], D->rstage, &packed, es);
+            if (D->a2a.rc[s])
+                copy_block(out, &recv[s], D->a2a.rstage, &packed, es);
         }
     }
     send[r] = self_s;
     recv[r] = self_r;
-    if (!rc && P > 1 && D->a2a_mode == ULY_A2A_AUTO && !D->auto_mode[which])
+    if (!rc && P > 1 && D->a2a.mode == ULY_A2A_AUTO && !D->a2a.auto_mode[which])
         rc = auto_record(D, which, mode, uly_comm_wtime() - t0);
     return rc;
 }
@@ -678,14 +724,14 @@ int uly_dist_a2a_mode(const uly_dist *D, int which)
 {
     if (!D || which < 0 || which >= ULY_A2A_COUNT)
         return ULY_A2A_AUTO;
-    if (D->a2a_mode != ULY_A2A_AUTO)
-        return D->a2a_mode;
-    return D->auto_mode[which];
+    if (D->a2a.mode != ULY_A2A_AUTO)
+        return D->a2a.mode;
+    return D->a2a.auto_mode[which];
 }
 
 const char *uly_dist_a2a_note(const uly_dist *D)
 {
-    return D && D->note[0] ? D->note : NULL;
+    return D && D->a2a.note[0] ? D->a2a.note : NULL;
 }
 
 const char *uly_a2a_mode_name(int mode)
@@ -712,17 +758,17 @@ static int call_agree_open(uly_dist *D, int kind, int local);
 /* KV gradients back to sequence shards: per KV head, or per query head then folded. */
 static int a2a_kv_grad(uly_dist *D, int which, const char *in, char *out)
 {
-    if (!D->rep)
-        return a2a_heads_to_seq(D, which, in, D->a.kv_heads, D->kb, D->kc, out);
-    int rc = a2a_heads_to_seq(D, which, in, D->a.heads, D->hb, D->hc, D->expanded);
+    if (!D->part.rep)
+        return a2a_heads_to_seq(D, which, in, D->a.kv_heads, D->part.kb, D->part.kc, out);
+    int rc = a2a_heads_to_seq(D, which, in, D->a.heads, D->part.hb, D->part.hc, D->expanded);
     if (rc)
         return rc;
-    if (D->nc[D->rank] == 0)
+    if (D->part.nc[D->rank] == 0)
         return ULY_OK;
     /* tokens of all batches are consecutive rows here: fold B * n_r rows */
     uly_attn_desc one = D->a;
     one.batch = 1;
-    return uly_kv_fold(&one, 0, D->a.heads, D->a.batch * D->nc[D->rank], D->expanded, out);
+    return uly_kv_fold(&one, 0, D->a.heads, D->a.batch * D->part.nc[D->rank], D->expanded, out);
 }
 
 int uly_dist_a2a(uly_dist *D, int which, const void *in, void *out)
@@ -732,7 +778,7 @@ int uly_dist_a2a(uly_dist *D, int which, const void *in, void *out)
     int local = ULY_OK;
     if (which < 0 || which >= ULY_A2A_COUNT)
         local = uly_set_error(ULY_EINVAL, "unknown all-to-all %d", which);
-    else if ((!in || !out) && D->nc[D->rank] > 0)
+    else if ((!in || !out) && D->part.nc[D->rank] > 0)
         local = uly_set_error(ULY_EINVAL, "all-to-all %s: NULL buffer", uly_a2a_name(which));
     int rc = call_agree_open(D, 100 + which, local);
     if (rc)
@@ -740,13 +786,13 @@ int uly_dist_a2a(uly_dist *D, int which, const void *in, void *out)
     switch (which) {
     case ULY_A2A_Q:
     case ULY_A2A_DO:
-        return a2a_seq_to_heads(D, which, in, D->a.heads, D->hb, D->hc, out);
+        return a2a_seq_to_heads(D, which, in, D->a.heads, D->part.hb, D->part.hc, out);
     case ULY_A2A_K:
     case ULY_A2A_V:
-        return a2a_seq_to_heads(D, which, in, D->a.kv_heads, D->kb, D->kc, out);
+        return a2a_seq_to_heads(D, which, in, D->a.kv_heads, D->part.kb, D->part.kc, out);
     case ULY_A2A_O:
     case ULY_A2A_DQ:
-        return a2a_heads_to_seq(D, which, in, D->a.heads, D->hb, D->hc, out);
+        return a2a_heads_to_seq(D, which, in, D->a.heads, D->part.hb, D->part.hc, out);
     default:
         return a2a_kv_grad(D, which, in, out);
     }
@@ -759,136 +805,195 @@ void uly_dist_free(uly_dist *D)
     if (!D)
         return;
     for (int i = 0; i < 4; i++)
-        uly_comm_nb_free(&D->op[i].q); /* before the communicator goes */
-    uly_free(D->cqb);
-    uly_free(D->ovs_tab);
-    uly_free(D->ovl_owned);
-    for (int i = 0; i < 4; i++)
-        uly_free(D->ovl_tab[i]);
+        uly_comm_nb_free(&D->ovl.op[i].q); /* before the communicator goes */
+    uly_free(D->ovl.chunk_owned);
+    uly_free(D->ovs.tab);
+    uly_free(D->ovl.owned);
+    uly_free(D->ovl.tab);
     uly_comm_close(D->c); /* and the window */
-    uly_free(D->nb);
-    uly_free(D->sc);
-    uly_free(D->sbk);
+    uly_free(D->part.owned);
     uly_free(D->owned);
-    uly_free(D->heads_owned);
-    uly_free(D->peer);
-    uly_free(D->shm_state);
-    uly_free(D->shm_rows);
+    uly_free(D->shm.heads_owned);
     uly_free(D->docs);
     uly_free(D);
 }
 
-/* Sum of cnt[s] over s != r. */
-static int64_t sum_others(const int64_t *cnt, int P, int r)
-{
-    int64_t t = 0;
-    for (int s = 0; s < P; s++)
-        t += s == r ? 0 : cnt[s];
-    return t;
-}
+/* ------------------------------------------------------------ buffers */
 
 /*
- * The chunk tables and buffers of the overlapped path.  Chunk c of rank s
- * takes KV heads uly_split(kc[s], K, c) of its own and the query heads of
- * [hb[s], +hc[s]) that use them; K is the smallest KV-head count over the
- * ranks (capped by the option), so every chunk of every rank is non-empty.
+ * What a context allocates on rank r of P, from the layout alone (no MPI):
+ * dist_alloc and ovl_alloc carve their buffers from the tables below, and
+ * uly_dist_memory sums the same tables.
  */
-static int ovl_alloc(uly_dist *D)
+typedef struct dist_sizes {
+    uly_layout L;              /* the Ulysses layout of the P ranks */
+    int P, r;
+    size_t es;
+    int rep;                   /* KV groups cut between ranks: replicated KV */
+    int stg;                   /* pack / unpack staging (not needed by shm, cma) */
+    int shared;                /* the head-side buffers may go into a shared-memory window */
+    int64_t n_r, h_r, kv_r;    /* this rank's tokens, query heads, KV heads */
+    int K;                     /* overlap head chunks (1: no overlap tables) */
+    size_t ost_seq, ost_head;  /* overlap staging elements per tensor: sequence side, head side */
+    int64_t cap;               /* overlap: messages per chunk all-to-all */
+} dist_sizes;
+
+/* Chunk c of K of rank s: query heads *qc, KV heads *kc. */
+static void chunk_counts(const uly_layout *L, int K, int s, int c, int64_t *qc, int64_t *kc)
 {
-    const int P = D->P, r = D->rank;
-    const int64_t B = D->a.batch, N = D->a.seq, d = D->a.head_dim, g = D->a.heads / D->a.kv_heads;
-    int64_t K = D->o.overlap_chunks ? D->o.overlap_chunks : ULY_OVERLAP_MAX_CHUNKS;
-    for (int s = 0; s < P; s++)
-        if (D->kc[s] < K)
-            K = D->kc[s];
-    D->K = K < 2 ? 1 : (int)K;
-    if (D->K < 2)
+    int64_t qb, kb;
+    uly_layout_chunk(L, K, s, c, &qb, qc, &kb, kc);
+}
+
+/* a has been checked (uly_attn_desc_check), o too (dist_opts_check). */
+static int dist_sizes_init(const uly_attn_desc *a, const uly_dist_opts *o, int P, int r, dist_sizes *z)
+{
+    memset(z, 0, sizeof *z);
+    uly_sp_plan p;
+    int rc = uly_sp_plan_init(&p, ULY_METHOD_ULYSSES, P, 0, ULY_PLACE_ULYSSES_INNER);
+    if (rc || (rc = uly_layout_init(&z->L, a, &p)))
+        return rc;
+    uly_rank_part me;
+    uly_layout_part(&z->L, r, &me);
+    z->P = P;
+    z->r = r;
+    z->es = uly_dtype_size(a->dtype);
+    z->rep = z->L.rep;
+    z->n_r = me.tokens;
+    z->h_r = me.head_count;
+    z->kv_r = me.kv_count;
+    const int mode = o->a2a_mode;
+    z->stg = P > 1 && mode != ULY_A2A_SHM && mode != ULY_A2A_CMA;
+    z->shared = P > 1 && (mode == ULY_A2A_SHM || mode == ULY_A2A_CMA || mode == ULY_A2A_AUTO);
+    z->K = o->overlap != ULY_OVERLAP_OFF && P > 1 ? uly_layout_chunks(&z->L, o->overlap_chunks) : 1;
+    if (z->K < 2)
         return ULY_OK; /* nothing to chunk: the plain path runs */
-    D->cqb = uly_calloc((size_t)(4 * K * P + 2 * K), sizeof(int64_t));
-    if (!D->cqb)
-        return uly_set_error(ULY_ENOMEM, "cannot allocate the overlap chunk tables");
-    D->cqc = D->cqb + K * P; D->ckb = D->cqc + K * P; D->ckc = D->ckb + K * P;
-    D->cqo = D->ckc + K * P; D->cko = D->cqo + K;
-    for (int s = 0; s < P; s++)
-        for (int c = 0; c < K; c++) {
-            int64_t ub, uc;
-            uly_split(D->kc[s], (int)K, c, &ub, &uc);
-            int64_t kb = D->kb[s] + ub, q0 = kb * g, q1 = (kb + uc) * g;
-            if (q0 < D->hb[s])
-                q0 = D->hb[s];
-            if (q1 > D->hb[s] + D->hc[s])
-                q1 = D->hb[s] + D->hc[s];
-            D->ckb[c * P + s] = kb;
-            D->ckc[c * P + s] = uc;
-            D->cqb[c * P + s] = q0;
-            D->cqc[c * P + s] = q1 - q0;
-        }
-    for (int c = 1; c < K; c++) {
-        D->cqo[c] = D->cqo[c - 1] + D->cqc[(c - 1) * P + r];
-        D->cko[c] = D->cko[c - 1] + D->ckc[(c - 1) * P + r];
-    }
     /* staging per tensor: the sequence side (packed blocks of every peer's
      * chunk heads) and, when B > 1, the head side (other ranks' tokens) */
+    const int K = z->K;
+    const int64_t B = a->batch, N = a->seq, d = a->head_dim, n_r = z->n_r;
     int64_t seq = 0, head = 0, big = 0;
-    const int64_t n_r = D->nc[r];
-    for (int c = 0; c < K; c++) {
-        const int64_t *cnt[2] = {D->cqc + c * P, D->ckc + c * P};
+    for (int c = 0; c < K; c++)
         for (int x = 0; x < 2; x++) {
-            int64_t sq = B * n_r * d * sum_others(cnt[x], P, r), hd = B * (N - n_r) * d * cnt[x][r];
+            int64_t others = 0, own = 0;
+            for (int s = 0; s < P; s++) {
+                int64_t qc, kc;
+                chunk_counts(&z->L, K, s, c, &qc, &kc);
+                const int64_t v = x ? kc : qc;
+                if (s == r)
+                    own = v;
+                else
+                    others += v;
+            }
+            int64_t sq = B * n_r * d * others, hd = B * (N - n_r) * d * own;
             seq = sq > seq ? sq : seq;
             head = hd > head ? hd : head;
-            big = B * N * d * cnt[x][r] > big ? B * N * d * cnt[x][r] : big;
+            big = B * N * d * own > big ? B * N * d * own : big;
         }
-    }
     big = seq > big ? seq : big;
-    D->ost_seq = usz(seq);
-    D->ost_head = B > 1 ? usz(head) : 0;
-    const int64_t h_r = D->hc[r];
-    size_t stage = 12 * (D->ost_seq + D->ost_head) * D->es;
-    size_t lse = B > 1 ? usz(B * h_r * N) * D->es : 0;
-    size_t exp2 = D->rep ? usz(B * n_r * D->a.heads * d) * D->es : 0;
-    stage = (stage + 63) / 64 * 64;
-    lse = (lse + 63) / 64 * 64;
-    D->ovl_owned = uly_malloc(stage + lse + exp2 + 1);
-    const size_t pieces = uly_comm_nb_pieces(D->c, usz(big));
-    const int64_t cap = 3 * 2 * (int64_t)(P - 1) * (int64_t)(pieces ? pieces : 1);
-    int rc = ULY_OK;
-    if (!D->ovl_owned)
-        return uly_set_error(ULY_ENOMEM, "cannot allocate %zu bytes of overlap staging", stage + lse + exp2);
-    if (cap > INT_MAX / 2)
-        return uly_set_error(ULY_EOVERFLOW, "overlap: too many messages per all-to-all (%lld)", (long long)cap);
-    D->ostage = D->ovl_owned;
-    D->lse_ch = lse ? D->ostage + stage : NULL;
-    D->expanded2 = exp2 ? D->ostage + stage + lse : NULL;
-    /* per op and tensor: the per-peer tables of ovl_part */
-    const size_t np = 12 * (size_t)P;
-    comm_block *blk = D->ovl_tab[0] = uly_calloc(2 * np, sizeof *blk);
-    size_t *off = D->ovl_tab[1] = uly_calloc(2 * np, sizeof *off);
-    int *idx = D->ovl_tab[2] = uly_calloc(2 * np, sizeof *idx);
-    unsigned char *flag = D->ovl_tab[3] = uly_calloc(2 * np, 1);
-    if (!blk || !off || !idx || !flag)
-        return uly_set_error(ULY_ENOMEM, "cannot allocate overlap block tables");
-    for (int i = 0; i < 4; i++)
-        for (int t = 0; t < 3; t++) {
-            const size_t x = (size_t)(i * 3 + t) * 2 * (size_t)P;
-            ovl_part *pt = &D->op[i].part[t];
-            pt->send = blk + x; pt->recv = blk + x + P;
-            pt->soff = off + x; pt->roff = off + x + P;
-            pt->rfirst = idx + x; pt->rn = idx + x + P;
-            pt->sent = flag + x; pt->got = flag + x + P;
-        }
-    for (int i = 0; i < 4 && !rc; i++)
-        rc = uly_comm_nb_init(&D->op[i].q, (int)cap);
-    /* the tables of the path through the window (used if heads_place makes one) */
-    D->ovs_tab = uly_calloc(1, (size_t)P * (sizeof(char *) + 4 * sizeof(uint64_t)) + 2 * (size_t)(K * P));
-    if (!rc && !D->ovs_tab)
-        rc = uly_set_error(ULY_ENOMEM, "cannot allocate overlap flag tables");
-    if (!rc) {
-        D->ovs_area = D->ovs_tab;
-        D->ovs_seen = (uint64_t *)(void *)(D->ovs_area + P);
-        D->ovs_got = (unsigned char *)(D->ovs_seen + 4 * P);
+    z->ost_seq = usz(seq);
+    z->ost_head = B > 1 ? usz(head) : 0;
+    const size_t lim = uly_comm_count_limit(o->max_count);
+    const size_t pieces = (usz(big) + lim - 1) / lim;
+    z->cap = 3 * 2 * (int64_t)(P - 1) * (int64_t)(pieces ? pieces : 1);
+    if (z->cap > INT_MAX / 2)
+        return uly_set_error(ULY_EOVERFLOW, "overlap: too many messages per all-to-all (%lld)", (long long)z->cap);
+    return ULY_OK;
+}
+
+/* The partition and scratch tables (one zeroed allocation). */
+enum { TAB_NBUF = 6 };
+static void dist_table_bufs(const dist_sizes *z, uly_bufs *t)
+{
+    const uint64_t P = (uint64_t)z->P;
+    uly_bufs_add(t, "partition tables", uly_buf_bytes1(sizeof(int64_t), (int64_t)(6 * P)), ULY_BUF_HEAP);
+    uly_bufs_add(t, "count scratch", uly_buf_bytes1(sizeof(size_t), (int64_t)(4 * P)), ULY_BUF_HEAP);
+    uly_bufs_add(t, "block scratch", uly_buf_bytes1(sizeof(comm_block), (int64_t)(2 * P)), ULY_BUF_HEAP);
+    uly_bufs_add(t, "peer regions", uly_buf_bytes1(sizeof(char *), (int64_t)P), ULY_BUF_HEAP);
+    uly_bufs_add(t, "shm progress", uly_buf_bytes1(1, (int64_t)P), ULY_BUF_HEAP);
+    uly_bufs_add(t, "shm row copies", uly_buf_bytes1(sizeof(row_copy), (int64_t)P), ULY_BUF_HEAP);
+}
+
+/* The context's own buffers beside the head-side ones (one allocation):
+ * the entries present, and for each which of lse, sstage, rstage, expanded
+ * (0..3) it is.  P = 1 aliases the caller's tensors. */
+static int dist_main_bufs(const uly_attn_desc *a, const dist_sizes *z, uly_bufs *t, int ids[4])
+{
+    const int64_t B = a->batch, N = a->seq, H = a->heads, d = a->head_dim;
+    /* staging: seq->heads sends B*n_r*H*d at most and receives B*N*h_r*d;
+     * heads->seq the reverse.  Use the larger of the two for each stage. */
+    const int64_t x = B * z->n_r * H * d, y = B * N * z->h_r * d, stage = x > y ? x : y;
+    const int64_t lse[3] = {B, z->h_r, N}, exp[4] = {B, z->n_r, H, d};
+    int n = 0;
+    uly_bufs_add(t, "LSE", uly_buf_bytes(z->es, 3, lse), ULY_BUF_HEAP);
+    ids[n++] = 0;
+    if (z->stg) {
+        uly_bufs_add(t, "send staging", uly_buf_bytes1(z->es, stage), ULY_BUF_HEAP);
+        ids[n++] = 1;
+        uly_bufs_add(t, "receive staging", uly_buf_bytes1(z->es, stage), ULY_BUF_HEAP);
+        ids[n++] = 2;
     }
-    return rc;
+    if (z->rep) {
+        uly_bufs_add(t, "KV gradients per query head", uly_buf_bytes(z->es, 4, exp), ULY_BUF_HEAP);
+        ids[n++] = 3;
+    }
+    return n;
+}
+
+/* This rank's head-side region (entries of t at `where`); its size. */
+static uint64_t dist_head_bufs(const uly_attn_desc *a, const dist_sizes *z, uly_bufs *t, int where)
+{
+    return head_region(a, z->es, z->h_r, z->kv_r, z->rep ? z->h_r : z->kv_r, NULL, t, where);
+}
+
+/* The overlap chunk tables (one zeroed allocation): cqb, cqc, ckb, ckc (K*P), cqo, cko (K). */
+enum { CHUNK_NBUF = 6 };
+static void ovl_chunk_bufs(const dist_sizes *z, uly_bufs *t)
+{
+    static const char *const names[CHUNK_NBUF] = {"chunk query heads", "chunk query head counts",
+                                                  "chunk KV heads", "chunk KV head counts",
+                                                  "chunk query head offsets", "chunk KV head offsets"};
+    const int64_t KP = (int64_t)z->K * z->P;
+    for (int i = 0; i < CHUNK_NBUF; i++)
+        uly_bufs_add(t, names[i], uly_buf_bytes1(sizeof(int64_t), i < 4 ? KP : z->K), ULY_BUF_HEAP);
+}
+
+/* The overlap staging (one allocation): 2 ops x 3 tensors x (sequence +
+ * head side), the LSE chunk by chunk (B > 1), dV's per-query-head
+ * gradients (replicated KV).  Absent ones have 0 bytes. */
+enum { STAGE_NBUF = 3 };
+static void ovl_stage_bufs(const uly_attn_desc *a, const dist_sizes *z, uly_bufs *t)
+{
+    const int64_t B = a->batch, N = a->seq;
+    const int64_t stage = 12 * (int64_t)(z->ost_seq + z->ost_head);
+    const int64_t lse[3] = {B, z->h_r, N}, exp[4] = {B, z->n_r, a->heads, a->head_dim};
+    uly_bufs_add(t, "overlap staging", uly_buf_bytes1(z->es, stage), ULY_BUF_HEAP);
+    uly_bufs_add(t, "overlap LSE chunks", B > 1 ? uly_buf_bytes(z->es, 3, lse) : 0, ULY_BUF_HEAP);
+    uly_bufs_add(t, "overlap dV per query head", z->rep ? uly_buf_bytes(z->es, 4, exp) : 0, ULY_BUF_HEAP);
+}
+
+/* The ops' per-peer tables (one zeroed allocation): per op (4) and tensor
+ * (3), send and receive blocks, offsets, request indices and flags. */
+enum { PEER_NBUF = 4 };
+static void ovl_peer_bufs(const dist_sizes *z, uly_bufs *t)
+{
+    const int64_t np = 2 * 12 * (int64_t)z->P;
+    uly_bufs_add(t, "overlap blocks", uly_buf_bytes1(sizeof(comm_block), np), ULY_BUF_HEAP);
+    uly_bufs_add(t, "overlap offsets", uly_buf_bytes1(sizeof(size_t), np), ULY_BUF_HEAP);
+    uly_bufs_add(t, "overlap request indices", uly_buf_bytes1(sizeof(int), np), ULY_BUF_HEAP);
+    uly_bufs_add(t, "overlap block flags", uly_buf_bytes1(1, np), ULY_BUF_HEAP);
+}
+
+/* The tables of the path through the window (one zeroed allocation):
+ * every rank's flag area, the input flags seen (P x 4), the output blocks
+ * copied (K x 2 x P). */
+enum { OVS_NBUF = 3 };
+static void ovs_tab_bufs(const dist_sizes *z, uly_bufs *t)
+{
+    const int64_t P = z->P;
+    uly_bufs_add(t, "window flag areas", uly_buf_bytes1(sizeof(char *), P), ULY_BUF_HEAP);
+    uly_bufs_add(t, "window flags seen", uly_buf_bytes1(sizeof(uint64_t), 4 * P), ULY_BUF_HEAP);
+    uly_bufs_add(t, "window blocks copied", uly_buf_bytes1(1, 2 * (int64_t)z->K * P), ULY_BUF_HEAP);
 }
 
 /* Bytes of a rank's flag area for the overlapped path through the window
@@ -898,9 +1003,85 @@ enum { OVS_LINE = 64 };
 #define OVS_IN(D, s) (s)
 #define OVS_REL(D, s) ((D)->P + (s))
 #define OVS_DONE(D, c, kind) (2 * (D)->P + 2 * (c) + (kind))
+static uint64_t ovs_flag_bytes(int P, int K)
+{
+    return (uint64_t)(2 * P + 2 * K) * OVS_LINE;
+}
+
 static size_t ovs_bytes(const uly_dist *D)
 {
-    return D->K >= 2 && D->ovs_tab ? (size_t)(2 * D->P + 2 * D->K) * OVS_LINE : 0;
+    return D->ovl.K >= 2 && D->ovs.tab ? (size_t)ovs_flag_bytes(D->P, D->ovl.K) : 0;
+}
+
+/*
+ * The chunk tables and buffers of the overlapped path, from the layout
+ * (uly_layout_chunks, uly_layout_chunk): chunk c of rank s takes KV heads
+ * uly_split(kc[s], K, c) of its own and the query heads of [hb[s], +hc[s])
+ * that use them; K is the smallest KV-head count over the ranks (capped by
+ * the option), so every chunk of every rank is non-empty.
+ */
+static int ovl_alloc(uly_dist *D, const dist_sizes *z)
+{
+    const int P = D->P, r = D->rank;
+    D->ovl.K = z->K;
+    if (D->ovl.K < 2)
+        return ULY_OK; /* nothing to chunk: the plain path runs */
+    const int K = D->ovl.K;
+    uly_bufs t = {0};
+    char *ptr[ULY_BUFS_MAX];
+    ovl_chunk_bufs(z, &t);
+    int rc = uly_bufs_carve(&t, 0, 1, "overlap chunk tables", &D->ovl.chunk_owned, ptr);
+    if (rc)
+        return rc;
+    D->ovl.cqb = (int64_t *)(void *)ptr[0]; D->ovl.cqc = (int64_t *)(void *)ptr[1];
+    D->ovl.ckb = (int64_t *)(void *)ptr[2]; D->ovl.ckc = (int64_t *)(void *)ptr[3];
+    D->ovl.cqo = (int64_t *)(void *)ptr[4]; D->ovl.cko = (int64_t *)(void *)ptr[5];
+    for (int s = 0; s < P; s++)
+        for (int c = 0; c < K; c++)
+            uly_layout_chunk(&z->L, K, s, c, &D->ovl.cqb[c * P + s], &D->ovl.cqc[c * P + s], &D->ovl.ckb[c * P + s],
+                             &D->ovl.ckc[c * P + s]);
+    for (int c = 1; c < K; c++) {
+        D->ovl.cqo[c] = D->ovl.cqo[c - 1] + D->ovl.cqc[(c - 1) * P + r];
+        D->ovl.cko[c] = D->ovl.cko[c - 1] + D->ovl.ckc[(c - 1) * P + r];
+    }
+    D->ovl.ost_seq = z->ost_seq;
+    D->ovl.ost_head = z->ost_head;
+    t.n = 0;
+    ovl_stage_bufs(&D->a, z, &t);
+    if ((rc = uly_bufs_carve(&t, 0, 0, "overlap staging", &D->ovl.owned, ptr)))
+        return rc;
+    D->ovl.ostage = ptr[0];
+    D->ovl.lse_ch = t.b[1].bytes ? ptr[1] : NULL;
+    D->ovl.expanded2 = t.b[2].bytes ? ptr[2] : NULL;
+    /* per op and tensor: the per-peer tables of ovl_part */
+    t.n = 0;
+    ovl_peer_bufs(z, &t);
+    if ((rc = uly_bufs_carve(&t, 0, 1, "overlap block tables", &D->ovl.tab, ptr)))
+        return rc;
+    comm_block *blk = (comm_block *)(void *)ptr[0];
+    size_t *off = (size_t *)(void *)ptr[1];
+    int *idx = (int *)(void *)ptr[2];
+    unsigned char *flag = (unsigned char *)ptr[3];
+    for (int i = 0; i < 4; i++)
+        for (int u = 0; u < 3; u++) {
+            const size_t x = (size_t)(i * 3 + u) * 2 * (size_t)P;
+            ovl_part *pt = &D->ovl.op[i].part[u];
+            pt->send = blk + x; pt->recv = blk + x + P;
+            pt->soff = off + x; pt->roff = off + x + P;
+            pt->rfirst = idx + x; pt->rn = idx + x + P;
+            pt->sent = flag + x; pt->got = flag + x + P;
+        }
+    for (int i = 0; i < 4 && !rc; i++)
+        rc = uly_comm_nb_init(&D->ovl.op[i].q, (int)z->cap);
+    /* the tables of the path through the window (used if heads_place makes one) */
+    t.n = 0;
+    ovs_tab_bufs(z, &t);
+    if (!rc && !(rc = uly_bufs_carve(&t, 0, 1, "overlap flag tables", &D->ovs.tab, ptr))) {
+        D->ovs.area = (char **)(void *)ptr[0];
+        D->ovs.seen = (uint64_t *)(void *)ptr[1];
+        D->ovs.got = (unsigned char *)ptr[2];
+    }
+    return rc;
 }
 
 /* After the window is allocated: every rank's flag area, the own zeroed. */
@@ -910,106 +1091,84 @@ static void ovs_place(uly_dist *D)
         return;
     size_t lay[ULY_A2A_COUNT];
     for (int s = 0; s < D->P; s++)
-        D->ovs_area[s] = D->peer[s] + head_layout(D, s, lay);
-    for (int i = 0; i < 2 * D->P + 2 * D->K; i++)
-        uly_comm_shm_flag_init(D->ovs_area[D->rank] + (size_t)i * OVS_LINE);
-    D->ovs = 1;
+        D->ovs.area[s] = D->shm.peer[s] + head_layout(D, s, lay);
+    for (int i = 0; i < 2 * D->P + 2 * D->ovl.K; i++)
+        uly_comm_shm_flag_init(D->ovs.area[D->rank] + (size_t)i * OVS_LINE);
+    D->ovs.on = 1;
 }
 
 /* Whether the head-side buffers may go into a shared-memory window. */
 static int heads_shared(const uly_dist *D)
 {
-    return D->P > 1 && (D->a2a_mode == ULY_A2A_SHM || D->a2a_mode == ULY_A2A_CMA || D->a2a_mode == ULY_A2A_AUTO);
+    return D->P > 1 && (D->a2a.mode == ULY_A2A_SHM || D->a2a.mode == ULY_A2A_CMA || D->a2a.mode == ULY_A2A_AUTO);
 }
 
 static void heads_set(uly_dist *D, char *region);
 
-/* Carve the buffers of a context out of one allocation. */
+/* Carve the buffers of a context out of its tables. */
 static int dist_alloc(uly_dist *D)
 {
     const int P = D->P, r = D->rank;
-    const int64_t B = D->a.batch, N = D->a.seq, H = D->a.heads, d = D->a.head_dim;
-    D->nb = uly_calloc(6 * (size_t)P, sizeof(int64_t));
-    D->sc = uly_calloc(4 * (size_t)P, sizeof(size_t));
-    D->sbk = uly_calloc(2 * (size_t)P, sizeof(comm_block));
-    D->peer = uly_calloc((size_t)P, sizeof(char *));
-    D->shm_state = uly_calloc((size_t)P, 1);
-    D->shm_rows = uly_calloc((size_t)P, sizeof *D->shm_rows);
-    if (!D->nb || !D->sc || !D->sbk || !D->peer || !D->shm_state || !D->shm_rows)
+    dist_sizes z;
+    int rc = dist_sizes_init(&D->a, &D->o, P, r, &z);
+    if (rc)
+        return rc;
+    uly_bufs t = {0};
+    char *ptr[ULY_BUFS_MAX];
+    dist_table_bufs(&z, &t);
+    if (uly_bufs_carve(&t, 0, 1, "partition tables", &D->part.owned, ptr))
         return uly_set_error(ULY_ENOMEM, "cannot allocate partition tables for %d ranks", P);
-    D->nc = D->nb + P; D->hb = D->nc + P; D->hc = D->hb + P; D->kb = D->hc + P; D->kc = D->kb + P;
-    D->sd = D->sc + P; D->rc = D->sd + P; D->rd = D->rc + P;
-    D->rbk = D->sbk + P;
-    D->a2a_mode = D->o.a2a_mode;
+    D->part.nb = (int64_t *)(void *)ptr[0];
+    D->a2a.sc = (size_t *)(void *)ptr[1];
+    D->a2a.sbk = (comm_block *)(void *)ptr[2];
+    D->shm.peer = (char **)(void *)ptr[3];
+    D->shm.state = (unsigned char *)ptr[4];
+    D->shm.rows = (row_copy *)(void *)ptr[5];
+    D->part.nc = D->part.nb + P; D->part.hb = D->part.nc + P; D->part.hc = D->part.hb + P; D->part.kb = D->part.hc + P; D->part.kc = D->part.kb + P;
+    D->a2a.sd = D->a2a.sc + P; D->a2a.rc = D->a2a.sd + P; D->a2a.rd = D->a2a.rc + P;
+    D->a2a.rbk = D->a2a.sbk + P;
+    D->a2a.mode = D->o.a2a_mode;
+    /* every rank's tokens, query heads and KV heads, and rep, from the layout */
     for (int s = 0; s < P; s++) {
-        uly_split(N, P, s, &D->nb[s], &D->nc[s]);
-        uly_split(H, P, s, &D->hb[s], &D->hc[s]);
-        uly_kv_range(&D->a, D->hb[s], D->hc[s], &D->kb[s], &D->kc[s]);
+        uly_rank_part pt;
+        uly_layout_part(&z.L, s, &pt);
+        D->part.nb[s] = pt.tok_begin[0];
+        D->part.nc[s] = pt.tokens;
+        D->part.hb[s] = pt.head_begin;
+        D->part.hc[s] = pt.head_count;
+        D->part.kb[s] = pt.kv_begin;
+        D->part.kc[s] = pt.kv_count;
     }
-    D->rep = uly_plan_kv_replicated(&D->a, P);
-    const int64_t h_r = D->hc[r], kv_r = D->kc[r], n_r = D->nc[r];
-    const int64_t kvg = D->rep ? h_r : kv_r; /* heads of the KV gradients */
-    /* element counts of each buffer; P = 1 aliases the caller's tensors.
-     * The head-side ones (qh ... dvh) are sized here (overflow checks) and
-     * placed by heads_place(): the staging is not needed by ULY_A2A_SHM. */
-    const int stg = P > 1 && D->a2a_mode != ULY_A2A_SHM && D->a2a_mode != ULY_A2A_CMA;
-    int64_t sizes[12][5] = {
-        {B, N, h_r, d, 0},        /* qh */
-        {B, N, kv_r, d, 0},       /* kh */
-        {B, N, kv_r, d, 0},       /* vh */
-        {B, N, h_r, d, 0},        /* oh */
-        {B, h_r, N, 1, 1},        /* lse */
-        {B, N, h_r, d, 0},        /* doh */
-        {B, N, h_r, d, 0},        /* dqh */
-        {B, N, kvg, d, 0},        /* dkh */
-        {B, N, kvg, d, 0},        /* dvh */
-        {B, N, H, d, stg},        /* sstage: bounded by both directions' totals */
-        {B, N, H, d, stg},        /* rstage */
-        {B, n_r, H, d, D->rep},   /* expanded */
-    };
-    /* staging: seq->heads sends B*n_r*H*d at most and receives B*N*h_r*d;
-     * heads->seq the reverse.  Use the larger of the two for each stage. */
-    int64_t stage = B * n_r * H * d > B * N * h_r * d ? B * n_r * H * d : B * N * h_r * d;
-    sizes[9][0] = sizes[10][0] = 1;
-    sizes[9][1] = sizes[10][1] = 1;
-    sizes[9][2] = sizes[10][2] = 1;
-    sizes[9][3] = sizes[10][3] = stage;
-    size_t off[12], total = 0;
-    for (int i = 0; i < 12; i++) {
-        size_t n = 0;
-        off[i] = total;
-        if (i < 9 && i != 4 && P > 1 && (uly_mul_sizes(&n, 4, sizes[i]) || uly_mul_size(n, 2 * D->es, &n)))
+    D->part.rep = z.rep;
+    /* the head-side buffers (qh ... dvh) are sized here (overflow checks)
+     * and placed by heads_place() (or alias the caller's with P = 1) */
+    t.n = 0;
+    const uint64_t hbytes = dist_head_bufs(&D->a, &z, &t, ULY_BUF_HEAP);
+    for (int w = 0; w < t.n && P > 1; w++)
+        if (t.b[w].bytes == UINT64_MAX || t.b[w].bytes > SIZE_MAX / 2)
             return uly_set_error(ULY_EOVERFLOW, "buffer sizes overflow size_t");
-        n = 0;
-        if (sizes[i][4]) {
-            if (uly_mul_sizes(&n, 4, sizes[i]) || uly_mul_size(n, D->es, &n) || total + n < total)
-                return uly_set_error(ULY_EOVERFLOW, "buffer sizes overflow size_t");
-            n = (n + 63) / 64 * 64;
-        }
-        total += n;
-    }
-    D->owned = uly_malloc(total);
-    if (!D->owned)
-        return uly_set_error(ULY_ENOMEM, "cannot allocate %zu bytes of head-sharded buffers", total);
-    char *base = D->owned;
-    void **slots[12] = {&D->qh, &D->kh, &D->vh, &D->oh, &D->lse, &D->doh, &D->dqh, &D->dkh, &D->dvh,
-                        &D->sstage, &D->rstage, &D->expanded};
-    for (int i = 0; i < 12; i++)
-        *slots[i] = sizes[i][4] ? base + off[i] : NULL;
-    D->K = 1;
-    D->ovl_mode = D->o.overlap;
-    D->ncand = 3;
-    D->cand[0] = ULY_A2A_PACK; D->cand[1] = ULY_A2A_DATATYPE; D->cand[2] = ULY_A2A_PIPELINE;
-    D->cand[3] = ULY_A2A_SHM;
-    D->cand[4] = ULY_A2A_CMA;
+    if (P > 1 && hbytes > SIZE_MAX)
+        return uly_set_error(ULY_EOVERFLOW, "buffer sizes overflow size_t");
+    t.n = 0;
+    int ids[4];
+    const int n = dist_main_bufs(&D->a, &z, &t, ids);
+    if ((rc = uly_bufs_carve(&t, 0, 0, "head-sharded buffers", &D->owned, ptr)))
+        return rc;
+    void **slots[4] = {&D->lse, &D->a2a.sstage, &D->a2a.rstage, &D->expanded};
+    for (int i = 0; i < n; i++)
+        *slots[ids[i]] = ptr[i];
+    D->ovl.K = 1;
+    D->ovl.mode = D->o.overlap;
+    D->a2a.ncand = 3;
+    D->a2a.cand[0] = ULY_A2A_PACK; D->a2a.cand[1] = ULY_A2A_DATATYPE; D->a2a.cand[2] = ULY_A2A_PIPELINE;
+    D->a2a.cand[3] = ULY_A2A_SHM;
+    D->a2a.cand[4] = ULY_A2A_CMA;
     if (P > 1 && !heads_shared(D)) { /* private head-side buffers, allocated now */
-        size_t lay[ULY_A2A_COUNT];
-        const size_t hbytes = head_layout(D, r, lay);
-        if (!(D->heads_owned = uly_malloc(hbytes + 1)))
-            return uly_set_error(ULY_ENOMEM, "cannot allocate %zu bytes of head-sharded buffers", hbytes);
-        heads_set(D, D->heads_owned);
+        if (!(D->shm.heads_owned = uly_malloc((size_t)hbytes)))
+            return uly_set_error(ULY_ENOMEM, "cannot allocate %zu bytes of head-sharded buffers", (size_t)hbytes);
+        heads_set(D, D->shm.heads_owned);
     }
-    return D->o.overlap != ULY_OVERLAP_OFF && P > 1 ? ovl_alloc(D) : ULY_OK;
+    return ovl_alloc(D, &z);
 }
 
 /* This rank's head-side buffers in its region at head_layout's offsets. */
@@ -1020,7 +1179,7 @@ static void heads_set(uly_dist *D, char *region)
     void **slot[ULY_A2A_COUNT] = {&D->qh, &D->kh, &D->vh, &D->oh, &D->doh, &D->dqh, &D->dkh, &D->dvh};
     for (int w = 0; w < ULY_A2A_COUNT; w++)
         *slot[w] = region + off[w];
-    D->peer[D->rank] = region;
+    D->shm.peer[D->rank] = region;
 }
 
 /* Address space the context still needs beside its window: the kernels'
@@ -1031,7 +1190,7 @@ static uly_kernel_opts local_opts(const uly_dist *D);
 static size_t heads_reserve(const uly_dist *D)
 {
     size_t ws = 0;
-    if (!D->o.attn && D->hc[D->rank] > 0) {
+    if (!D->o.attn && D->part.hc[D->rank] > 0) {
         uly_kernel_opts ko = local_opts(D);
         if (uly_attn_workspace(&D->a, &ko, &ws))
             ws = 0;
@@ -1044,14 +1203,14 @@ static size_t heads_reserve(const uly_dist *D)
 static void heads_unshare(uly_dist *D)
 {
     uly_comm_shm_free(D->c);
-    D->shm = 0;
-    D->ovs = 0;
-    D->ncand = 3;
+    D->shm.on = 0;
+    D->ovs.on = 0;
+    D->a2a.ncand = 3;
     for (int s = 0; s < D->P; s++)
-        D->peer[s] = NULL;
-    if (D->ovs_area)
+        D->shm.peer[s] = NULL;
+    if (D->ovs.area)
         for (int s = 0; s < D->P; s++)
-            D->ovs_area[s] = NULL;
+            D->ovs.area[s] = NULL;
 }
 
 /*
@@ -1081,24 +1240,24 @@ static int heads_place(uly_dist *D)
     const size_t hbytes = head_layout(D, D->rank, lay);
     int private = !one;
     if (one) {
-        local = uly_comm_shm_alloc(D->c, hbytes + ovs_bytes(D), heads_reserve(D), D->peer);
+        local = uly_comm_shm_alloc(D->c, hbytes + ovs_bytes(D), heads_reserve(D), D->shm.peer);
         if (!local) {
-            D->shm = 1;
-            D->ncand = 4; /* auto measures the shm mode too */
-            heads_set(D, D->peer[D->rank]);
+            D->shm.on = 1;
+            D->a2a.ncand = 4; /* auto measures the shm mode too */
+            heads_set(D, D->shm.peer[D->rank]);
             ovs_place(D);
         }
         int who = -1;
         const int st = uly_comm_agree_status(D->c, local, &who); /* the same on every rank */
-        if (st == ULY_EUNAVAIL && D->a2a_mode == ULY_A2A_AUTO) {
-            snprintf(D->note, sizeof D->note, "all-to-all: no shared-memory window (%s): auto falls back to pack, "
+        if (st == ULY_EUNAVAIL && D->a2a.mode == ULY_A2A_AUTO) {
+            snprintf(D->a2a.note, sizeof D->a2a.note, "all-to-all: no shared-memory window (%s): auto falls back to pack, "
                      "datatype and pipeline", uly_last_error());
             heads_unshare(D);
             private = 1;
         } else if (st == ULY_EUNAVAIL) {
             char why[512];
             snprintf(why, sizeof why, "%s", uly_last_error());
-            return uly_set_error(ULY_EUNAVAIL, "all-to-all mode %s: %s", uly_a2a_mode_name(D->a2a_mode), why);
+            return uly_set_error(ULY_EUNAVAIL, "all-to-all mode %s: %s", uly_a2a_mode_name(D->a2a.mode), why);
         } else if (st) {
             char why[512];
             snprintf(why, sizeof why, "%s", uly_last_error());
@@ -1106,20 +1265,20 @@ static int heads_place(uly_dist *D)
                                   : uly_set_error(ULY_EPEER, "rank %d failed: %s", who, why);
         }
         local = ULY_OK;
-    } else if (D->a2a_mode == ULY_A2A_SHM || D->a2a_mode == ULY_A2A_CMA) {
+    } else if (D->a2a.mode == ULY_A2A_SHM || D->a2a.mode == ULY_A2A_CMA) {
         local = uly_set_error(ULY_EINVAL, "all-to-all mode %s needs every rank on one node (%d ranks do not "
                               "all share memory); use pack, datatype, pipeline or auto",
-                              uly_a2a_mode_name(D->a2a_mode), D->P);
+                              uly_a2a_mode_name(D->a2a.mode), D->P);
         private = 0;
     }
     if (private) {
-        if (!(D->heads_owned = uly_malloc(hbytes + 1)))
+        if (!(D->shm.heads_owned = uly_malloc(hbytes)))
             local = uly_set_error(ULY_ENOMEM, "cannot allocate %zu bytes of head-sharded buffers", hbytes);
         else
-            heads_set(D, D->heads_owned);
+            heads_set(D, D->shm.heads_owned);
     }
     rc = uly_comm_agree(D->c, local, 0, NULL, NULL);
-    if (!rc && D->shm && D->a2a_mode != ULY_A2A_SHM) {
+    if (!rc && D->shm.on && D->a2a.mode != ULY_A2A_SHM) {
         /* cma (asked for, or measured by auto) if every rank can read every
          * other's memory; the outcome is agreed, so a failure anywhere
          * (EPERM under a ptrace policy, ENOSYS) makes every rank use shm */
@@ -1128,38 +1287,124 @@ static int heads_place(uly_dist *D)
         if (rc)
             return rc;
         if (usable) {
-            D->cma = 1;
-            D->ncand = 5;
+            D->shm.cma = 1;
+            D->a2a.ncand = 5;
         } else {
-            snprintf(D->note, sizeof D->note, "all-to-all mode cma unavailable (%s): %s", uly_last_error(),
-                     D->a2a_mode == ULY_A2A_CMA ? "using shm" : "auto measures the others");
-            if (D->a2a_mode == ULY_A2A_CMA)
-                D->a2a_mode = ULY_A2A_SHM;
+            snprintf(D->a2a.note, sizeof D->a2a.note, "all-to-all mode cma unavailable (%s): %s", uly_last_error(),
+                     D->a2a.mode == ULY_A2A_CMA ? "using shm" : "auto measures the others");
+            if (D->a2a.mode == ULY_A2A_CMA)
+                D->a2a.mode = ULY_A2A_SHM;
         }
     }
-    if (!rc && D->shm) /* every rank has its window: agreements and flags through it from now on */
+    if (!rc && D->shm.on) /* every rank has its window: agreements and flags through it from now on */
         uly_comm_shm_start(D->c);
     return rc;
 }
 
-/* The configuration every rank must share, with names for the messages. */
-enum { NCFG = 18 };
-static const char *const cfg_names[NCFG] = {
-    "batch", "sequence length", "heads", "kv-heads", "head dim", "causal", "window",
-    "dtype", "scale", "block_q", "block_k", "max_count", "local attention", "all-to-all mode",
-    "documents per row", "document offsets (content hash)", "overlap", "overlap chunks"};
+/* The configuration every rank must share: one line per field, its value
+ * (from a, o and sbits, the scale's bits) and its name in the messages. */
+#define CFG_FIELDS(X)                                          \
+    X(a->batch, "batch")                                       \
+    X(a->seq, "sequence length")                               \
+    X(a->heads, "heads")                                       \
+    X(a->kv_heads, "kv-heads")                                 \
+    X(a->head_dim, "head dim")                                 \
+    X(a->causal, "causal")                                     \
+    X(a->window, "window")                                     \
+    X(a->dtype, "dtype")                                       \
+    X(sbits, "scale")                                          \
+    X(o->kernel.block_q, "block_q")                            \
+    X(o->kernel.block_k, "block_k")                            \
+    X((int64_t)o->max_count, "max_count")                      \
+    X(o->attn != NULL, "local attention")                      \
+    X(o->a2a_mode, "all-to-all mode")                          \
+    X(a->docs, "documents per row")                            \
+    X(uly_doc_hash(a), "document offsets (content hash)")      \
+    X(o->overlap, "overlap")                                   \
+    X(o->overlap_chunks, "overlap chunks")
+
+#define CFG_COUNT(value, name) +1
+#define CFG_NAME(value, name) name,
+#define CFG_VALUE(value, name) v[i++] = (int64_t)(value);
+enum { NCFG = 0 CFG_FIELDS(CFG_COUNT) };
+static const char *const cfg_names[NCFG] = {CFG_FIELDS(CFG_NAME)};
 
 static void cfg_values(const uly_attn_desc *a, const uly_dist_opts *o, int64_t *v)
 {
     double sc = a->scale;
     int64_t sbits;
     memcpy(&sbits, &sc, sizeof sbits);
-    v[0] = a->batch; v[1] = a->seq; v[2] = a->heads; v[3] = a->kv_heads; v[4] = a->head_dim;
-    v[5] = a->causal; v[6] = a->window; v[7] = a->dtype; v[8] = sbits;
-    v[9] = o->kernel.block_q; v[10] = o->kernel.block_k; v[11] = (int64_t)o->max_count;
-    v[12] = o->attn != NULL; v[13] = o->a2a_mode;
-    v[14] = a->docs; v[15] = uly_doc_hash(a);
-    v[16] = o->overlap; v[17] = o->overlap_chunks;
+    int i = 0;
+    CFG_FIELDS(CFG_VALUE)
+}
+
+/* The options' own validity (local). */
+static int dist_opts_check(const uly_dist_opts *o)
+{
+    if (o->attn && (!o->attn->fwd || !o->attn->bwd))
+        return uly_set_error(ULY_EINVAL, "local attention plug-in lacks fwd or bwd");
+    if (o->a2a_mode < ULY_A2A_AUTO || o->a2a_mode >= ULY_A2A_MODES)
+        return uly_set_error(ULY_EINVAL, "unknown all-to-all mode %d", o->a2a_mode);
+    if (o->overlap < ULY_OVERLAP_OFF || o->overlap >= ULY_OVERLAP_MODES)
+        return uly_set_error(ULY_EINVAL, "unknown overlap mode %d", o->overlap);
+    if (o->overlap_chunks < 0 || o->overlap_chunks > ULY_OVERLAP_MAX_CHUNKS)
+        return uly_set_error(ULY_EINVAL, "overlap chunks must be 0 (automatic) or 1..%d (got %d)",
+                             ULY_OVERLAP_MAX_CHUNKS, o->overlap_chunks);
+    return ULY_OK;
+}
+
+int uly_dist_memory(const uly_attn_desc *a, const uly_dist_opts *opts, int P, int rank, uly_bufs *out)
+{
+    if (!out)
+        return uly_set_error(ULY_EINVAL, "buffer table pointer is NULL");
+    if (!a)
+        return uly_set_error(ULY_EINVAL, "attention description is NULL");
+    uly_dist_opts o;
+    memset(&o, 0, sizeof o);
+    if (opts)
+        o = *opts;
+    int rc = uly_attn_desc_check(a);
+    if (rc || (rc = dist_opts_check(&o)))
+        return rc;
+    if (P < 1 || rank < 0 || rank >= P)
+        return uly_set_error(ULY_EINVAL, "rank %d of %d is out of range", rank, P);
+    dist_sizes z;
+    if ((rc = dist_sizes_init(a, &o, P, rank, &z)))
+        return rc;
+    /* in the order uly_dist_create allocates */
+    uly_bufs_add(out, "Ulysses context", sizeof(uly_dist), ULY_BUF_HEAP);
+    uly_comm_bufs(P, out);
+    dist_table_bufs(&z, out);
+    int ids[4];
+    dist_main_bufs(a, &z, out, ids);
+    if (P > 1 && !z.shared)
+        dist_head_bufs(a, &z, out, ULY_BUF_HEAP);
+    if (z.K >= 2) {
+        ovl_chunk_bufs(&z, out);
+        ovl_stage_bufs(a, &z, out);
+        ovl_peer_bufs(&z, out);
+        uly_bufs_add(out, "overlap request queues", 4 * uly_comm_nb_bytes((int)z.cap), ULY_BUF_HEAP);
+        ovs_tab_bufs(&z, out);
+    }
+    if (a->doc_offsets)
+        uly_bufs_add(out, "document offsets", (uint64_t)(a->batch * (a->docs + 1)) * sizeof(int64_t), ULY_BUF_HEAP);
+    if (z.shared) { /* every rank on one node: the window */
+        dist_head_bufs(a, &z, out, ULY_BUF_WINDOW);
+        if (z.K >= 2)
+            uly_bufs_add(out, "window overlap flags", ovs_flag_bytes(P, z.K), ULY_BUF_WINDOW);
+        uly_bufs_add(out, "window control block", uly_comm_shm_extra(P), ULY_BUF_WINDOW);
+        if (o.a2a_mode != ULY_A2A_SHM)
+            uly_comm_cma_bufs(P, out);
+    }
+    return ULY_OK;
+}
+
+/* Tests: bytes of this rank's window segment (0: no window).  Exported
+ * with the uly_ prefix but not in the public header. */
+uint64_t uly_test_dist_window(const uly_dist *D);
+uint64_t uly_test_dist_window(const uly_dist *D)
+{
+    return D && D->shm.on ? uly_comm_shm_segment(D->c) : 0;
 }
 
 int uly_dist_create(MPI_Comm comm, const uly_attn_desc *a, const uly_dist_opts *opts,
@@ -1189,16 +1434,8 @@ int uly_dist_create(MPI_Comm comm, const uly_attn_desc *a, const uly_dist_opts *
             local = uly_set_error(ULY_EINVAL, "attention description is NULL");
         else if ((local = uly_attn_desc_check(a)) == ULY_OK) {
             D->es = uly_dtype_size(a->dtype);
-            if (D->o.attn && (!D->o.attn->fwd || !D->o.attn->bwd))
-                local = uly_set_error(ULY_EINVAL, "local attention plug-in lacks fwd or bwd");
-            else if (D->o.a2a_mode < ULY_A2A_AUTO || D->o.a2a_mode >= ULY_A2A_MODES)
-                local = uly_set_error(ULY_EINVAL, "unknown all-to-all mode %d", D->o.a2a_mode);
-            else if (D->o.overlap < ULY_OVERLAP_OFF || D->o.overlap >= ULY_OVERLAP_MODES)
-                local = uly_set_error(ULY_EINVAL, "unknown overlap mode %d", D->o.overlap);
-            else if (D->o.overlap_chunks < 0 || D->o.overlap_chunks > ULY_OVERLAP_MAX_CHUNKS)
-                local = uly_set_error(ULY_EINVAL, "overlap chunks must be 0 (automatic) or 1..%d (got %d)",
-                                      ULY_OVERLAP_MAX_CHUNKS, D->o.overlap_chunks);
-            else if ((local = uly_comm_alloc(rank, size, D->o.max_count, &D->c)) == ULY_OK &&
+            if ((local = dist_opts_check(&D->o)) == ULY_OK &&
+                (local = uly_comm_alloc(rank, size, D->o.max_count, &D->c)) == ULY_OK &&
                      (local = dist_alloc(D)) == ULY_OK && a->doc_offsets) {
                 /* the context keeps its own copy of the document offsets */
                 const size_t n = (size_t)(a->batch * (a->docs + 1));
@@ -1239,7 +1476,7 @@ static const char *const call_names[3] = {"the operation (forward, backward or a
 
 static int call_agree(uly_dist *D, int kind, int local)
 {
-    int64_t v[3] = {kind, (int64_t)D->calls++, D->ovl_mode};
+    int64_t v[3] = {kind, (int64_t)D->calls++, D->ovl.mode};
     return uly_comm_agree(D->c, local, 3, v, call_names);
 }
 
@@ -1250,16 +1487,16 @@ static int call_agree(uly_dist *D, int kind, int local)
  * settled at once and returned. */
 static int call_agree_open(uly_dist *D, int kind, int local)
 {
-    int64_t v[3] = {kind, (int64_t)D->calls++, D->ovl_mode};
+    int64_t v[3] = {kind, (int64_t)D->calls++, D->ovl.mode};
     return uly_comm_agree_begin(D->c, local, 3, v, call_names);
 }
 
 static uly_kernel_opts local_opts(const uly_dist *D)
 {
     uly_kernel_opts k = D->o.kernel;
-    k.head_begin = D->hb[D->rank];
-    k.head_count = D->hc[D->rank];
-    k.kv_expanded = D->rep;
+    k.head_begin = D->part.hb[D->rank];
+    k.head_count = D->part.hc[D->rank];
+    k.kv_expanded = D->part.rep;
     return k;
 }
 
@@ -1270,8 +1507,8 @@ static uly_kernel_opts local_opts(const uly_dist *D)
  * at once and an input and an output one never match each other's messages
  * (two of the same kind and parity are never in flight together). */
 #define OVL_TAG(which, c) (ULY_COMM_TAG_A2A + 1 + (which) + ULY_A2A_COUNT * ((c) & 1))
-#define OVL_IN(D, c) (&(D)->op[(c) & 1])
-#define OVL_OUT(D, c) (&(D)->op[2 + ((c) & 1)])
+#define OVL_IN(D, c) (&(D)->ovl.op[(c) & 1])
+#define OVL_OUT(D, c) (&(D)->ovl.op[2 + ((c) & 1)])
 
 /* Send the block of tensor pt for peer s (packed unless its side is
  * contiguous), or copy the own block; once. */
@@ -1282,7 +1519,7 @@ static int ovl_send(uly_dist *D, ovl_op *o, ovl_part *pt, int s)
         return ULY_OK;
     pt->sent[s] = 1;
     if (s == D->rank) {
-        if (D->nc[s] > 0)
+        if (D->part.nc[s] > 0)
             copy_block(pt->out, &pt->recv[s], pt->in, &pt->send[s], es);
         return ULY_OK;
     }
@@ -1323,8 +1560,8 @@ static int ovl_start(uly_dist *D, ovl_op *o, int c, int which, int to_heads, con
     const int P = D->P, r = D->rank;
     const size_t es = D->es;
     ovl_part *pt = &o->part[o->n];
-    char *seqst = D->ostage + (size_t)((o - D->op) * 3 + o->n) * (D->ost_seq + D->ost_head) * es;
-    char *headst = seqst + D->ost_seq * es;
+    char *seqst = D->ovl.ostage + (size_t)((o - D->ovl.op) * 3 + o->n) * (D->ovl.ost_seq + D->ovl.ost_head) * es;
+    char *headst = seqst + D->ovl.ost_seq * es;
     int send_inplace, recv_inplace;
     o->n++;
     a2a_tables(D, which, to_heads, Hx, hbeg, hcnt, pt->send, pt->recv, &send_inplace, &recv_inplace);
@@ -1391,12 +1628,12 @@ static double thread_cpu(void)
 /* Record one event of the running call in the trace, if any. */
 static void ovl_event(uly_dist *D, int kind, int which, int peer, int ready, double t0, double wall, double cpu)
 {
-    if (!D->tr)
+    if (!D->ovl.tr)
         return;
-    if (D->tr_n < D->tr_cap)
-        D->tr[D->tr_n] = (uly_ovl_event){t0 - D->t_call, wall, cpu, D->ovl_fwd,
-                                         kind == ULY_OVL_EV_AGREE ? -1 : D->ovl_c, kind, which, peer, ready};
-    D->tr_n++;
+    if (D->ovl.tr_n < D->ovl.tr_cap)
+        D->ovl.tr[D->ovl.tr_n] = (uly_ovl_event){t0 - D->ovl.t_call, wall, cpu, D->ovl.fwd,
+                                         kind == ULY_OVL_EV_AGREE ? -1 : D->ovl.c, kind, which, peer, ready};
+    D->ovl.tr_n++;
 }
 
 /* CLOCK_MONOTONIC (seconds): one clock for every process of a node. */
@@ -1411,7 +1648,7 @@ static double mono_now(void)
 /*
  * The kernel's progress hook: let MPI move the messages in flight, at most
  * every OVL_TEST_EVERY, and not at all when every rank is on one node and
- * can read every other's memory (D->cma, probed at creation): there Open
+ * can read every other's memory (D->shm.cma, probed at creation): there Open
  * MPI's receiver copies a large message with cross-memory attach when it
  * waits for it, so a test only moves that copy
  * earlier on the same core, while with more ranks than cores every test
@@ -1422,37 +1659,30 @@ static double mono_now(void)
  * 300-870 ms, none 0 ms, with the waits for input blocks unchanged.  The
  * wall and CPU time of the tests are both accounted.
  */
-static void ovs_progress(uly_dist *D);
-static void ovs_rows(uly_dist *D, int ev, int64_t end);
-
 static void ovl_progress(void *user)
 {
     uly_dist *D = user;
-    if (D->ovs) {
-        ovs_progress(D);
-        return;
-    }
-    if (D->cma)
+    if (D->shm.cma)
         return;
     const double t0 = uly_comm_wtime();
-    if (t0 - D->t_test < OVL_TEST_EVERY)
+    if (t0 - D->ovl.t_test < OVL_TEST_EVERY)
         return;
-    D->t_test = t0;
+    D->ovl.t_test = t0;
     const double c0 = thread_cpu();
     for (int i = 0; i < 4; i++) {
         int done;
-        if (D->op[i].q.n && !D->ovl_err)
-            D->ovl_err = uly_comm_nb_test(&D->op[i].q, &done);
+        if (D->ovl.op[i].q.n && !D->ovl.err)
+            D->ovl.err = uly_comm_nb_test(&D->ovl.op[i].q, &done);
     }
-    D->acc->test += uly_comm_wtime() - t0;
-    D->acc->test_cpu += thread_cpu() - c0;
+    D->ovl.acc->test += uly_comm_wtime() - t0;
+    D->ovl.acc->test_cpu += thread_cpu() - c0;
 }
 
 /* Account a wait of the kernel's hooks for source s's block of tensor
  * `which`, started at t0 (wall) and c0 (CPU); ready: it had arrived. */
 static void ovl_waited(uly_dist *D, int which, int s, int ready, double t0, double c0)
 {
-    uly_ovl_account *A = D->acc;
+    uly_ovl_account *A = D->ovl.acc;
     const double w = uly_comm_wtime() - t0, u = thread_cpu() - c0;
     A->wait += w;
     A->wait_cpu += u;
@@ -1461,7 +1691,7 @@ static void ovl_waited(uly_dist *D, int which, int s, int ready, double t0, doub
         A->wait_ready += w;
         A->waits_ready++;
     }
-    if (D->ovl_c == 0)
+    if (D->ovl.c == 0)
         A->wait_first += w;
     if (w > A->wait_max)
         A->wait_max = w;
@@ -1490,14 +1720,14 @@ static int ovl_done(uly_dist *D, ovl_op *o, ovl_part *pt, int s)
     const double t0 = uly_comm_wtime(), c0 = thread_cpu();
     const int rc = ovl_send(D, o, pt, s);
     const double w = uly_comm_wtime() - t0, u = thread_cpu() - c0;
-    D->acc->send += w;
-    D->acc->send_cpu += u;
+    D->ovl.acc->send += w;
+    D->ovl.acc->send_cpu += u;
     ovl_event(D, ULY_OVL_EV_SEND, pt->which, s, 0, t0, w, u);
     return rc;
 }
 
 /*
- * The kernel's rows hook for chunk D->ovl_c: a source's block of an input
+ * The kernel's rows hook for chunk D->ovl.c: a source's block of an input
  * tensor is waited for when the kernel first reaches its rows (sources in
  * sequence order, the kernel's fixed order), and an output block is sent as
  * soon as the kernel says its rows are final.  Which tensors: the input op
@@ -1506,11 +1736,7 @@ static int ovl_done(uly_dist *D, ovl_op *o, ovl_part *pt, int s)
 static void ovl_rows(void *user, int ev, int64_t end)
 {
     uly_dist *D = user;
-    if (D->ovs) {
-        ovs_rows(D, ev, end);
-        return;
-    }
-    const int P = D->P, c = D->ovl_c, fwd = D->ovl_fwd;
+    const int P = D->P, c = D->ovl.c, fwd = D->ovl.fwd;
     int t0_, t1_, need = ev == ULY_ROWS_NEED_Q || ev == ULY_ROWS_NEED_K;
     ovl_op *o = need ? OVL_IN(D, c) : OVL_OUT(D, c);
     switch (ev) {
@@ -1519,11 +1745,11 @@ static void ovl_rows(void *user, int ev, int64_t end)
     case ULY_ROWS_DONE_Q: t0_ = 0; t1_ = 1; break;
     default: t0_ = 1; t1_ = fwd ? 1 : 3; break;
     }
-    for (int s = 0; s < P && !D->ovl_err; s++) {
-        if (need ? D->nb[s] >= end : D->nb[s] + D->nc[s] > end)
+    for (int s = 0; s < P && !D->ovl.err; s++) {
+        if (need ? D->part.nb[s] >= end : D->part.nb[s] + D->part.nc[s] > end)
             break;
-        for (int t = t0_; t < t1_ && !D->ovl_err; t++)
-            D->ovl_err = need ? ovl_need(D, o, &o->part[t], s) : ovl_done(D, o, &o->part[t], s);
+        for (int t = t0_; t < t1_ && !D->ovl.err; t++)
+            D->ovl.err = need ? ovl_need(D, o, &o->part[t], s) : ovl_done(D, o, &o->part[t], s);
     }
 }
 
@@ -1536,19 +1762,19 @@ static size_t ovl_off(const uly_dist *D, int64_t heads_before)
 
 static int ovl_use(const uly_dist *D)
 {
-    return D->P > 1 && D->K >= 2 && D->ovl_mode != ULY_OVERLAP_OFF;
+    return D->P > 1 && D->ovl.K >= 2 && D->ovl.mode != ULY_OVERLAP_OFF;
 }
 
 /* Kernel options of this rank's chunk c, with the progress and rows hooks. */
 static uly_kernel_opts ovl_kopts(uly_dist *D, int c)
 {
     uly_kernel_opts k = D->o.kernel;
-    k.head_begin = D->cqb[c * D->P + D->rank];
-    k.head_count = D->cqc[c * D->P + D->rank];
-    k.kv_expanded = D->rep;
-    k.progress = ovl_progress;
+    k.head_begin = D->ovl.cqb[c * D->P + D->rank];
+    k.head_count = D->ovl.cqc[c * D->P + D->rank];
+    k.kv_expanded = D->part.rep;
+    k.progress = D->ovl.hook_progress;
     k.progress_user = D;
-    k.rows = ovl_rows;
+    k.rows = D->ovl.hook_rows;
     k.rows_user = D;
     return k;
 }
@@ -1559,14 +1785,14 @@ static int ovl_start_in(uly_dist *D, int c, int fwd, const char *q, const char *
 {
     const int P = D->P;
     ovl_op *o = OVL_IN(D, c);
-    const int64_t *qb = D->cqb + c * P, *qc = D->cqc + c * P, *kb = D->ckb + c * P, *kc = D->ckc + c * P;
+    const int64_t *qb = D->ovl.cqb + c * P, *qc = D->ovl.cqc + c * P, *kb = D->ovl.ckb + c * P, *kc = D->ovl.ckc + c * P;
     if (!fwd)
-        return ovl_start(D, o, c, ULY_A2A_DO, 1, q, D->a.heads, qb, qc, (char *)D->doh + ovl_off(D, D->cqo[c]), 1);
-    int rc = ovl_start(D, o, c, ULY_A2A_K, 1, k, D->a.kv_heads, kb, kc, (char *)D->kh + ovl_off(D, D->cko[c]), 0);
+        return ovl_start(D, o, c, ULY_A2A_DO, 1, q, D->a.heads, qb, qc, (char *)D->doh + ovl_off(D, D->ovl.cqo[c]), 1);
+    int rc = ovl_start(D, o, c, ULY_A2A_K, 1, k, D->a.kv_heads, kb, kc, (char *)D->kh + ovl_off(D, D->ovl.cko[c]), 0);
     if (!rc)
-        rc = ovl_start(D, o, c, ULY_A2A_V, 1, v, D->a.kv_heads, kb, kc, (char *)D->vh + ovl_off(D, D->cko[c]), 0);
+        rc = ovl_start(D, o, c, ULY_A2A_V, 1, v, D->a.kv_heads, kb, kc, (char *)D->vh + ovl_off(D, D->ovl.cko[c]), 0);
     if (!rc)
-        rc = ovl_start(D, o, c, ULY_A2A_Q, 1, q, D->a.heads, qb, qc, (char *)D->qh + ovl_off(D, D->cqo[c]), 0);
+        rc = ovl_start(D, o, c, ULY_A2A_Q, 1, q, D->a.heads, qb, qc, (char *)D->qh + ovl_off(D, D->ovl.cqo[c]), 0);
     /* every peer's first query block needs all of K and V: those go out
      * first, to every peer, then Q; the own blocks are copied last */
     for (int i = 1; i < P && !rc; i++) {
@@ -1587,23 +1813,23 @@ static int ovl_start_out(uly_dist *D, int c, int fwd, char *y0, char *dk, char *
 {
     const int P = D->P;
     ovl_op *o = OVL_OUT(D, c);
-    const int64_t *qb = D->cqb + c * P, *qc = D->cqc + c * P, *kb = D->ckb + c * P, *kc = D->ckc + c * P;
+    const int64_t *qb = D->ovl.cqb + c * P, *qc = D->ovl.cqc + c * P, *kb = D->ovl.ckb + c * P, *kc = D->ovl.ckc + c * P;
     if (fwd)
-        return ovl_start(D, o, c, ULY_A2A_O, 0, (char *)D->oh + ovl_off(D, D->cqo[c]), D->a.heads, qb, qc, y0, 0);
-    int rc = ovl_start(D, o, c, ULY_A2A_DQ, 0, (char *)D->dqh + ovl_off(D, D->cqo[c]), D->a.heads, qb, qc, y0, 0);
-    if (D->rep) { /* per query head into the expanded buffers; folded at the end */
+        return ovl_start(D, o, c, ULY_A2A_O, 0, (char *)D->oh + ovl_off(D, D->ovl.cqo[c]), D->a.heads, qb, qc, y0, 0);
+    int rc = ovl_start(D, o, c, ULY_A2A_DQ, 0, (char *)D->dqh + ovl_off(D, D->ovl.cqo[c]), D->a.heads, qb, qc, y0, 0);
+    if (D->part.rep) { /* per query head into the expanded buffers; folded at the end */
         if (!rc)
-            rc = ovl_start(D, o, c, ULY_A2A_DK, 0, (char *)D->dkh + ovl_off(D, D->cqo[c]), D->a.heads, qb, qc,
+            rc = ovl_start(D, o, c, ULY_A2A_DK, 0, (char *)D->dkh + ovl_off(D, D->ovl.cqo[c]), D->a.heads, qb, qc,
                            D->expanded, 0);
         if (!rc)
-            rc = ovl_start(D, o, c, ULY_A2A_DV, 0, (char *)D->dvh + ovl_off(D, D->cqo[c]), D->a.heads, qb, qc,
-                           D->expanded2, 0);
+            rc = ovl_start(D, o, c, ULY_A2A_DV, 0, (char *)D->dvh + ovl_off(D, D->ovl.cqo[c]), D->a.heads, qb, qc,
+                           D->ovl.expanded2, 0);
     } else {
         if (!rc)
-            rc = ovl_start(D, o, c, ULY_A2A_DK, 0, (char *)D->dkh + ovl_off(D, D->cko[c]), D->a.kv_heads, kb, kc, dk,
+            rc = ovl_start(D, o, c, ULY_A2A_DK, 0, (char *)D->dkh + ovl_off(D, D->ovl.cko[c]), D->a.kv_heads, kb, kc, dk,
                            0);
         if (!rc)
-            rc = ovl_start(D, o, c, ULY_A2A_DV, 0, (char *)D->dvh + ovl_off(D, D->cko[c]), D->a.kv_heads, kb, kc, dv,
+            rc = ovl_start(D, o, c, ULY_A2A_DV, 0, (char *)D->dvh + ovl_off(D, D->ovl.cko[c]), D->a.kv_heads, kb, kc, dv,
                            0);
     }
     return rc;
@@ -1612,8 +1838,8 @@ static int ovl_start_out(uly_dist *D, int c, int fwd, char *y0, char *dk, char *
 /* LSE of chunk c: (B, cqc, N) at the chunk's offset. */
 static char *ovl_lse(const uly_dist *D, int c)
 {
-    const size_t off = usz(D->a.batch * D->a.seq * D->cqo[c]) * D->es;
-    return (D->a.batch > 1 ? (char *)D->lse_ch : (char *)D->lse) + off;
+    const size_t off = usz(D->a.batch * D->a.seq * D->ovl.cqo[c]) * D->es;
+    return (D->a.batch > 1 ? (char *)D->ovl.lse_ch : (char *)D->lse) + off;
 }
 
 /* Chunk c's kernel (forward or backward) on this rank's chunk buffers, with
@@ -1624,8 +1850,8 @@ static int ovl_kernel(uly_dist *D, int c, int fwd)
     uly_kernel_opts ko = ovl_kopts(D, c);
     if (D->o.attn)
         ko.rows = NULL;
-    const size_t qo = ovl_off(D, D->cqo[c]), ko_ = ovl_off(D, D->cko[c]);
-    const size_t go = D->rep ? qo : ko_; /* KV gradients: per query head when replicated */
+    const size_t qo = ovl_off(D, D->ovl.cqo[c]), ko_ = ovl_off(D, D->ovl.cko[c]);
+    const size_t go = D->part.rep ? qo : ko_; /* KV gradients: per query head when replicated */
     char *qh = (char *)D->qh + qo, *kh = (char *)D->kh + ko_, *vh = (char *)D->vh + ko_;
     char *oh = (char *)D->oh + qo, *lse = ovl_lse(D, c);
     if (fwd)
@@ -1641,21 +1867,21 @@ static int ovl_kernel(uly_dist *D, int c, int fwd)
  * LSE in (B, H_r, N) for uly_dist_lse (forward, B > 1). */
 static int ovl_tail(uly_dist *D, int fwd, void *y1, void *y2)
 {
-    const int K = D->K, P = D->P, r = D->rank;
+    const int K = D->ovl.K, P = D->P, r = D->rank;
     int rc = ULY_OK;
-    if (!fwd && D->rep && D->nc[r] > 0) {
+    if (!fwd && D->part.rep && D->part.nc[r] > 0) {
         uly_attn_desc one = D->a;
         one.batch = 1;
-        rc = uly_kv_fold(&one, 0, D->a.heads, D->a.batch * D->nc[r], D->expanded, y1);
+        rc = uly_kv_fold(&one, 0, D->a.heads, D->a.batch * D->part.nc[r], D->expanded, y1);
         if (!rc)
-            rc = uly_kv_fold(&one, 0, D->a.heads, D->a.batch * D->nc[r], D->expanded2, y2);
+            rc = uly_kv_fold(&one, 0, D->a.heads, D->a.batch * D->part.nc[r], D->ovl.expanded2, y2);
     }
     if (!rc && fwd && D->a.batch > 1) {
-        const int64_t B = D->a.batch, N = D->a.seq, h_r = D->hc[r];
+        const int64_t B = D->a.batch, N = D->a.seq, h_r = D->part.hc[r];
         for (int c = 0; c < K; c++) {
-            const int64_t cc = D->cqc[c * P + r];
+            const int64_t cc = D->ovl.cqc[c * P + r];
             for (int64_t b = 0; b < B; b++)
-                memcpy((char *)D->lse + usz((b * h_r + D->cqo[c]) * N) * D->es,
+                memcpy((char *)D->lse + usz((b * h_r + D->ovl.cqo[c]) * N) * D->es,
                        ovl_lse(D, c) + usz(b * cc * N) * D->es, usz(cc * N) * D->es);
         }
     }
@@ -1690,23 +1916,23 @@ static int ovl_tail(uly_dist *D, int fwd, void *y1, void *y2)
  */
 static void *ovs_flag(const uly_dist *D, int s, int i)
 {
-    return D->ovs_area[s] + (size_t)i * OVS_LINE;
+    return D->ovs.area[s] + (size_t)i * OVS_LINE;
 }
 
 static uint64_t ovs_in_value(const uly_dist *D, int c, int step)
 {
-    return D->ovs_seq * 64 + (uint64_t)(3 * c + step);
+    return D->ovs.seq * 64 + (uint64_t)(3 * c + step);
 }
 
 static uint64_t ovs_done_value(const uly_dist *D, int n)
 {
-    return (D->ovs_seq << 24) | (uint64_t)n;
+    return (D->ovs.seq << 24) | (uint64_t)n;
 }
 
 /* Heads of rank s's chunks before chunk c, per query head (q) or KV head. */
 static int64_t ovs_before(const uly_dist *D, int q, int c, int s)
 {
-    const int64_t *cnt = q ? D->cqc : D->ckc;
+    const int64_t *cnt = q ? D->ovl.cqc : D->ovl.ckc;
     int64_t h = 0;
     for (int i = 0; i < c; i++)
         h += cnt[i * D->P + s];
@@ -1718,7 +1944,7 @@ static int64_t ovs_before(const uly_dist *D, int q, int c, int s)
 static int ovs_per_query(const uly_dist *D, int which)
 {
     return which == ULY_A2A_Q || which == ULY_A2A_DO || which == ULY_A2A_O || which == ULY_A2A_DQ ||
-           (D->rep && (which == ULY_A2A_DK || which == ULY_A2A_DV));
+           (D->part.rep && (which == ULY_A2A_DK || which == ULY_A2A_DV));
 }
 
 /* The byte counters of one overlapped call, as the plain path counts them. */
@@ -1728,12 +1954,12 @@ static void ovs_count(uly_dist *D, int fwd)
     static const int wb[4] = {ULY_A2A_DO, ULY_A2A_DQ, ULY_A2A_DK, ULY_A2A_DV};
     const int P = D->P;
     int x, y;
-    for (int c = 0; c < D->K; c++)
+    for (int c = 0; c < D->ovl.K; c++)
         for (int i = 0; i < 4; i++) {
             const int w = fwd ? wf[i] : wb[i], q = ovs_per_query(D, w);
             a2a_tables(D, w, w != ULY_A2A_O && w != ULY_A2A_DQ && w != ULY_A2A_DK && w != ULY_A2A_DV,
-                       q ? D->a.heads : D->a.kv_heads, (q ? D->cqb : D->ckb) + c * P, (q ? D->cqc : D->ckc) + c * P,
-                       D->sbk, D->rbk, &x, &y);
+                       q ? D->a.heads : D->a.kv_heads, (q ? D->ovl.cqb : D->ovl.ckb) + c * P, (q ? D->ovl.cqc : D->ovl.ckc) + c * P,
+                       D->a2a.sbk, D->a2a.rbk, &x, &y);
         }
 }
 
@@ -1742,14 +1968,14 @@ static char *ovs_chunk(const uly_dist *D, int s, int c, int which)
 {
     size_t off[ULY_A2A_COUNT];
     head_layout(D, s, off);
-    return D->peer[s] + off[which] + ovl_off(D, ovs_before(D, ovs_per_query(D, which), c, s));
+    return D->shm.peer[s] + off[which] + ovl_off(D, ovs_before(D, ovs_per_query(D, which), c, s));
 }
 
 /* Account a copy of wall time w and CPU time u. */
 static void ovs_copied(uly_dist *D, double w, double u)
 {
-    D->acc->copy += w;
-    D->acc->copy_cpu += u;
+    D->ovl.acc->copy += w;
+    D->ovl.acc->copy_cpu += u;
 }
 
 /* Chunk c's input all-to-all: this rank's rows of every input tensor straight
@@ -1766,7 +1992,7 @@ static void ovs_start_in(uly_dist *D, int c, int fwd, const char *x0, const char
             const char *xs[2] = {step == 3 ? x0 : x1, x2};
             for (int j = 0; j < (step == 3 ? 1 : 2); j++) {
                 const int w = ws[j], q = ovs_per_query(D, w);
-                const int64_t *hb = (q ? D->cqb : D->ckb) + c * P, *hc = (q ? D->cqc : D->ckc) + c * P;
+                const int64_t *hb = (q ? D->ovl.cqb : D->ovl.ckb) + c * P, *hc = (q ? D->ovl.cqc : D->ovl.ckc) + c * P;
                 const comm_block src = seq_block(D, s, q ? D->a.heads : D->a.kv_heads, hb, hc);
                 const comm_block dst = head_block(D, r, hc[s]);
                 copy_block(ovs_chunk(D, s, c, w), &dst, xs[j], &src, D->es);
@@ -1793,15 +2019,15 @@ static int ovs_wait_flag(uly_dist *D, const void *flag, uint64_t v)
 static void ovs_need(uly_dist *D, int step, int64_t end, int acct)
 {
     const int P = D->P, r = D->rank;
-    const uint64_t v = ovs_in_value(D, D->ovl_c, step);
-    for (int s = 0; s < P && D->nb[s] < end; s++) {
-        if (s == r || D->ovs_seen[4 * s + step] >= v)
+    const uint64_t v = ovs_in_value(D, D->ovl.c, step);
+    for (int s = 0; s < P && D->part.nb[s] < end; s++) {
+        if (s == r || D->ovs.seen[4 * s + step] >= v)
             continue;
         const double t0 = uly_comm_wtime(), c0 = thread_cpu();
         const int ready = ovs_wait_flag(D, ovs_flag(D, r, OVS_IN(D, s)), v);
-        D->ovs_seen[4 * s + step] = v;
+        D->ovs.seen[4 * s + step] = v;
         if (acct)
-            ovl_waited(D, step == 3 ? (D->ovl_fwd ? ULY_A2A_Q : ULY_A2A_DO) : step == 2 ? ULY_A2A_V : ULY_A2A_K, s,
+            ovl_waited(D, step == 3 ? (D->ovl.fwd ? ULY_A2A_Q : ULY_A2A_DO) : step == 2 ? ULY_A2A_V : ULY_A2A_K, s,
                        ready, t0, c0);
     }
 }
@@ -1811,10 +2037,10 @@ static void ovs_need(uly_dist *D, int step, int64_t end, int acct)
 static void ovs_publish(uly_dist *D, int kind, int n)
 {
     const uint64_t v = ovs_done_value(D, n);
-    if (v <= D->ovs_pub[kind])
+    if (v <= D->ovs.pub[kind])
         return;
-    D->ovs_pub[kind] = v;
-    uly_comm_shm_flag_set(D->c, ovs_flag(D, D->rank, OVS_DONE(D, D->ovl_c, kind)), v);
+    D->ovs.pub[kind] = v;
+    uly_comm_shm_flag_set(D->c, ovs_flag(D, D->rank, OVS_DONE(D, D->ovl.c, kind)), v);
 }
 
 /* Copy this rank's rows of output kind `kind` of chunk c out of rank s's
@@ -1823,11 +2049,11 @@ static void ovs_publish(uly_dist *D, int kind, int n)
 static void ovs_pull(uly_dist *D, int c, int kind, int s)
 {
     const int P = D->P, r = D->rank;
-    const int ws[2] = {kind ? ULY_A2A_DK : D->ovl_fwd ? ULY_A2A_O : ULY_A2A_DQ, kind ? ULY_A2A_DV : -1};
+    const int ws[2] = {kind ? ULY_A2A_DK : D->ovl.fwd ? ULY_A2A_O : ULY_A2A_DQ, kind ? ULY_A2A_DV : -1};
     for (int j = 0; j < 2 && ws[j] >= 0; j++) {
         const int w = ws[j], q = ovs_per_query(D, w);
-        const int64_t *hb = (q ? D->cqb : D->ckb) + c * P, *hc = (q ? D->cqc : D->ckc) + c * P;
-        char *out = !kind ? D->ovs_y[0] : D->rep ? (j ? D->expanded2 : D->expanded) : D->ovs_y[1 + j];
+        const int64_t *hb = (q ? D->ovl.cqb : D->ovl.ckb) + c * P, *hc = (q ? D->ovl.cqc : D->ovl.ckc) + c * P;
+        char *out = !kind ? D->ovs.y[0] : D->part.rep ? (j ? D->ovl.expanded2 : D->expanded) : D->ovs.y[1 + j];
         const comm_block dst = seq_block(D, s, q ? D->a.heads : D->a.kv_heads, hb, hc);
         const comm_block src = head_block(D, r, hc[s]);
         copy_block(out, &dst, ovs_chunk(D, s, c, w), &src, D->es);
@@ -1838,17 +2064,17 @@ static void ovs_pull(uly_dist *D, int c, int kind, int s)
  * (wait: waiting for each), accounted as the kernel's sends when acct. */
 static void ovs_collect(uly_dist *D, int upto, int wait, int acct)
 {
-    const int P = D->P, r = D->rank, kinds = D->ovl_fwd ? 1 : 2;
+    const int P = D->P, r = D->rank, kinds = D->ovl.fwd ? 1 : 2;
     const uint64_t v = ovs_done_value(D, r + 1);
     for (int c = 0; c <= upto; c++)
         for (int kind = 0; kind < kinds; kind++)
             for (int i = 1; i <= P; i++) {
                 const int s = (r + i) % P;
-                unsigned char *got = &D->ovs_got[(c * 2 + kind) * P + s];
+                unsigned char *got = &D->ovs.got[(c * 2 + kind) * P + s];
                 if (*got)
                     continue;
                 const void *f = ovs_flag(D, s, OVS_DONE(D, c, kind));
-                if (D->nc[r] > 0 && !uly_comm_shm_flag_reached(D->c, f, v)) {
+                if (D->part.nc[r] > 0 && !uly_comm_shm_flag_reached(D->c, f, v)) {
                     if (!wait)
                         continue;
                     ovs_wait_flag(D, f, v);
@@ -1859,35 +2085,37 @@ static void ovs_collect(uly_dist *D, int upto, int wait, int acct)
                 const double w = uly_comm_wtime() - t0, u = thread_cpu() - c0;
                 ovs_copied(D, w, u);
                 if (acct) {
-                    D->acc->send += w;
-                    D->acc->send_cpu += u;
-                    ovl_event(D, ULY_OVL_EV_SEND, kind ? ULY_A2A_DK : D->ovl_fwd ? ULY_A2A_O : ULY_A2A_DQ, s, 0, t0,
+                    D->ovl.acc->send += w;
+                    D->ovl.acc->send_cpu += u;
+                    ovl_event(D, ULY_OVL_EV_SEND, kind ? ULY_A2A_DK : D->ovl.fwd ? ULY_A2A_O : ULY_A2A_DQ, s, 0, t0,
                               w, u);
                 }
             }
 }
 
 /* The kernel's progress hook: copy out what the peers have finished. */
-static void ovs_progress(uly_dist *D)
+static void ovs_progress(void *user)
 {
-    ovs_collect(D, D->ovl_c, 0, 1);
+    uly_dist *D = user;
+    ovs_collect(D, D->ovl.c, 0, 1);
 }
 
 /* The kernel's rows hook: wait for the sources' inputs (NEED), raise the
  * done flags (DONE). */
-static void ovs_rows(uly_dist *D, int ev, int64_t end)
+static void ovs_rows(void *user, int ev, int64_t end)
 {
+    uly_dist *D = user;
     if (ev == ULY_ROWS_NEED_Q || ev == ULY_ROWS_NEED_K) {
         if (ev == ULY_ROWS_NEED_Q) {
             ovs_need(D, 3, end, 1);
-        } else if (D->ovl_fwd) { /* the backward's K, V are there since the forward */
+        } else if (D->ovl.fwd) { /* the backward's K, V are there since the forward */
             ovs_need(D, 1, end, 1);
             ovs_need(D, 2, end, 1);
         }
         return;
     }
     int n = 0;
-    while (n < D->P && D->nb[n] + D->nc[n] <= end)
+    while (n < D->P && D->part.nb[n] + D->part.nc[n] <= end)
         n++;
     ovs_publish(D, ev == ULY_ROWS_DONE_Q ? 0 : 1, n);
 }
@@ -1896,7 +2124,7 @@ static void ovs_rows(uly_dist *D, int ev, int64_t end)
  * from *t, *u, which it advances to its end; a failure goes to *lrc. */
 static void ovl_timed_kernel(uly_dist *D, int c, int fwd, int *lrc, double *t, double *u)
 {
-    uly_ovl_account *A = D->acc;
+    uly_ovl_account *A = D->ovl.acc;
     const int k = ovl_kernel(D, c, fwd);
     if (k && !*lrc)
         *lrc = k;
@@ -1913,23 +2141,25 @@ static void ovl_timed_kernel(uly_dist *D, int c, int fwd, int *lrc, double *t, d
 static int ovs_run(uly_dist *D, int fwd, const void *x0, const void *x1, const void *x2, void *y0, void *y1,
                    void *y2, int *lrc, double *t_in, double *t_attn, double *t_out)
 {
-    const int K = D->K, P = D->P, r = D->rank;
-    uly_ovl_account *A = D->acc;
+    const int K = D->ovl.K, P = D->P, r = D->rank;
+    uly_ovl_account *A = D->ovl.acc;
     double tin = 0, tout = 0;
-    D->ovs_seq++;
-    D->ovl_err = ULY_OK;
-    D->ovl_fwd = fwd;
-    D->ovl_c = 0;
-    D->ovs_y[0] = y0;
-    D->ovs_y[1] = y1;
-    D->ovs_y[2] = y2;
-    memset(D->ovs_got, 0, 2 * (size_t)(K * P));
+    D->ovs.seq++;
+    D->ovl.hook_progress = ovs_progress;
+    D->ovl.hook_rows = ovs_rows;
+    D->ovl.err = ULY_OK;
+    D->ovl.fwd = fwd;
+    D->ovl.c = 0;
+    D->ovs.y[0] = y0;
+    D->ovs.y[1] = y1;
+    D->ovs.y[2] = y2;
+    memset(D->ovs.got, 0, 2 * (size_t)(K * P));
     ovs_count(D, fwd);
     double t = uly_comm_wtime(), u = thread_cpu();
     ovs_start_in(D, 0, fwd, x0, x1, x2);
     for (int c = 0; c < K; c++) {
-        D->ovl_c = c;
-        D->ovs_pub[0] = D->ovs_pub[1] = 0;
+        D->ovl.c = c;
+        D->ovs.pub[0] = D->ovs.pub[1] = 0;
         if (c + 1 < K)
             ovs_start_in(D, c + 1, fwd, x0, x1, x2);
         if (D->o.attn) { /* a plug-in gets all of its inputs first */
@@ -1956,17 +2186,17 @@ static int ovs_run(uly_dist *D, int fwd, const void *x0, const void *x1, const v
     }
     ovs_collect(D, K - 1, 1, 0);
     for (int i = 1; i < P; i++) /* done with every peer's buffers */
-        uly_comm_shm_flag_set(D->c, ovs_flag(D, (r + i) % P, OVS_REL(D, r)), D->ovs_seq);
+        uly_comm_shm_flag_set(D->c, ovs_flag(D, (r + i) % P, OVS_REL(D, r)), D->ovs.seq);
     for (int i = 1; i < P; i++) /* and every peer with this rank's */
-        ovs_wait_flag(D, ovs_flag(D, r, OVS_REL(D, (r + i) % P)), D->ovs_seq);
+        ovs_wait_flag(D, ovs_flag(D, r, OVS_REL(D, (r + i) % P)), D->ovs.seq);
     const int rc = ovl_tail(D, fwd, y1, y2);
     if (rc && !*lrc)
         *lrc = rc;
     tout += uly_comm_wtime() - t;
     ovl_event(D, ULY_OVL_EV_FINISH, -1, -1, 0, t, uly_comm_wtime() - t, thread_cpu() - u);
-    D->t_prog = A->wait + A->send + A->test;
+    D->ovl.t_prog = A->wait + A->send + A->test;
     *t_in = tin;
-    *t_attn = A->kernel - D->t_prog;
+    *t_attn = A->kernel - D->ovl.t_prog;
     *t_out = tout;
     return ULY_OK;
 }
@@ -1986,17 +2216,19 @@ static int ovs_run(uly_dist *D, int fwd, const void *x0, const void *x1, const v
 static int ovl_run(uly_dist *D, int fwd, const void *x0, const void *x1, const void *x2, void *y0, void *y1,
                    void *y2, int *lrc, double *t_in, double *t_attn, double *t_out)
 {
-    const int K = D->K, P = D->P;
-    uly_ovl_account *A = D->acc;
+    const int K = D->ovl.K, P = D->P;
+    uly_ovl_account *A = D->ovl.acc;
     double tin = 0, tout = 0;
-    D->ovl_err = ULY_OK;
-    D->ovl_fwd = fwd;
-    D->ovl_c = 0;
+    D->ovl.hook_progress = ovl_progress;
+    D->ovl.hook_rows = ovl_rows;
+    D->ovl.err = ULY_OK;
+    D->ovl.fwd = fwd;
+    D->ovl.c = 0;
     double t = uly_comm_wtime(), u = thread_cpu();
     int rc = ovl_start_in(D, 0, fwd, x0, x1, x2);
     tin += uly_comm_wtime() - t;
     for (int c = 0; c < K && !rc; c++) {
-        D->ovl_c = c;
+        D->ovl.c = c;
         if (c + 1 < K)
             rc = ovl_start_in(D, c + 1, fwd, x0, x1, x2);
         double t1 = uly_comm_wtime();
@@ -2013,7 +2245,7 @@ static int ovl_run(uly_dist *D, int fwd, const void *x0, const void *x1, const v
         t = uly_comm_wtime();
         u = thread_cpu();
         ovl_timed_kernel(D, c, fwd, lrc, &t, &u);
-        rc = D->ovl_err;
+        rc = D->ovl.err;
         if (!rc)
             rc = ovl_finish(D, OVL_IN(D, c));
         t1 = uly_comm_wtime();
@@ -2038,12 +2270,12 @@ static int ovl_run(uly_dist *D, int fwd, const void *x0, const void *x1, const v
     ovl_event(D, ULY_OVL_EV_FINISH, -1, -1, 0, t, uly_comm_wtime() - t, thread_cpu() - u);
     if (rc) /* leave nothing in flight */
         for (int i = 0; i < 4; i++) {
-            uly_comm_nb_free(&D->op[i].q);
-            D->op[i].n = 0;
+            uly_comm_nb_free(&D->ovl.op[i].q);
+            D->ovl.op[i].n = 0;
         }
-    D->t_prog = A->wait + A->send + A->test;
+    D->ovl.t_prog = A->wait + A->send + A->test;
     *t_in = tin;
-    *t_attn = A->kernel - D->t_prog;
+    *t_attn = A->kernel - D->ovl.t_prog;
     *t_out = tout;
     return rc;
 }
@@ -2054,11 +2286,11 @@ static int ovl_call(uly_dist *D, int fwd, const void *x0, const void *x1, const 
                     void *y2)
 {
     uly_dist_times *T = &D->times;
-    uly_ovl_account *A = D->acc = fwd ? &T->fwd_acc : &T->bwd_acc;
+    uly_ovl_account *A = D->ovl.acc = fwd ? &T->fwd_acc : &T->bwd_acc;
     memset(A, 0, sizeof *A);
     int lrc = ULY_OK;
-    const double t0 = D->t_call = uly_comm_wtime(), c0 = thread_cpu();
-    int rc = (D->ovs ? ovs_run : ovl_run)(D, fwd, x0, x1, x2, y0, y1, y2, &lrc,
+    const double t0 = D->ovl.t_call = uly_comm_wtime(), c0 = thread_cpu();
+    int rc = (D->ovs.on ? ovs_run : ovl_run)(D, fwd, x0, x1, x2, y0, y1, y2, &lrc,
                                           fwd ? &T->fwd_a2a_in : &T->bwd_a2a_in, fwd ? &T->fwd_attn : &T->bwd_attn,
                                           fwd ? &T->fwd_a2a_out : &T->bwd_a2a_out);
     if (rc)
@@ -2071,8 +2303,8 @@ static int ovl_call(uly_dist *D, int fwd, const void *x0, const void *x1, const 
     A->wall_cpu = c2 - c0;
     A->end = mono_now();
     *(fwd ? &T->fwd_wall : &T->bwd_wall) = A->wall;
-    *(fwd ? &T->fwd_progress : &T->bwd_progress) = D->t_prog;
-    *(fwd ? &T->fwd_chunks : &T->bwd_chunks) = D->K;
+    *(fwd ? &T->fwd_progress : &T->bwd_progress) = D->ovl.t_prog;
+    *(fwd ? &T->fwd_chunks : &T->bwd_chunks) = D->ovl.K;
     return rc;
 }
 
@@ -2080,15 +2312,15 @@ int uly_dist_trace(uly_dist *D, uly_ovl_event *ev, size_t cap)
 {
     if (!D)
         return uly_set_error(ULY_EINVAL, "distributed context is NULL");
-    D->tr = ev;
-    D->tr_cap = ev ? cap : 0;
-    D->tr_n = 0;
+    D->ovl.tr = ev;
+    D->ovl.tr_cap = ev ? cap : 0;
+    D->ovl.tr_n = 0;
     return ULY_OK;
 }
 
 size_t uly_dist_trace_count(const uly_dist *D)
 {
-    return D ? D->tr_n : 0;
+    return D ? D->ovl.tr_n : 0;
 }
 
 int uly_dist_set_overlap(uly_dist *D, int mode)
@@ -2100,13 +2332,13 @@ int uly_dist_set_overlap(uly_dist *D, int mode)
     if (mode != ULY_OVERLAP_OFF && mode != D->o.overlap)
         return uly_set_error(ULY_EINVAL, "overlap mode %d: only off (%d) or the mode of creation (%d)", mode,
                              ULY_OVERLAP_OFF, D->o.overlap);
-    D->ovl_mode = mode;
+    D->ovl.mode = mode;
     return ULY_OK;
 }
 
 int uly_dist_overlap_chunks(const uly_dist *D)
 {
-    return D && D->P > 1 ? D->K : 1;
+    return D && D->P > 1 ? D->ovl.K : 1;
 }
 
 /* The account of a plain call: its wall and the kernel's, no hooks. */
@@ -2127,7 +2359,7 @@ int uly_dist_fwd(uly_dist *D, const void *q, const void *k, const void *v, void 
     if (!D)
         return uly_set_error(ULY_EINVAL, "distributed context is NULL");
     int local = ULY_OK;
-    if ((!q || !k || !v || !o) && D->nc[D->rank] > 0)
+    if ((!q || !k || !v || !o) && D->part.nc[D->rank] > 0)
         local = uly_set_error(ULY_EINVAL, "forward: NULL tensor on rank %d", D->rank);
     D->have_fwd = 0; /* a failed forward leaves none (peers may write the head-side buffers before
                       * the agreement below settles) */
@@ -2140,21 +2372,21 @@ int uly_dist_fwd(uly_dist *D, const void *q, const void *k, const void *v, void 
     if (D->P == 1) { /* no communication: work on the caller's tensors */
         D->qh = (void *)q; D->kh = (void *)k; D->vh = (void *)v; D->oh = o;
     }
-    D->fwd_chunked = ovl_use(D);
-    if (D->fwd_chunked) {
+    D->ovl.fwd_chunked = ovl_use(D);
+    if (D->ovl.fwd_chunked) {
         rc = ovl_call(D, 1, q, k, v, o, NULL, NULL);
         D->have_fwd = rc == ULY_OK;
         return rc;
     }
     double t0 = uly_comm_wtime(), c0 = thread_cpu();
-    rc = a2a_seq_to_heads(D, ULY_A2A_Q, q, D->a.heads, D->hb, D->hc, D->qh);
+    rc = a2a_seq_to_heads(D, ULY_A2A_Q, q, D->a.heads, D->part.hb, D->part.hc, D->qh);
     if (!rc)
-        rc = a2a_seq_to_heads(D, ULY_A2A_K, k, D->a.kv_heads, D->kb, D->kc, D->kh);
+        rc = a2a_seq_to_heads(D, ULY_A2A_K, k, D->a.kv_heads, D->part.kb, D->part.kc, D->kh);
     if (!rc)
-        rc = a2a_seq_to_heads(D, ULY_A2A_V, v, D->a.kv_heads, D->kb, D->kc, D->vh);
+        rc = a2a_seq_to_heads(D, ULY_A2A_V, v, D->a.kv_heads, D->part.kb, D->part.kc, D->vh);
     double t1 = uly_comm_wtime(), c1 = thread_cpu();
     int lrc = ULY_OK;
-    if (!rc && D->hc[r] > 0) {
+    if (!rc && D->part.hc[r] > 0) {
         uly_kernel_opts ko = local_opts(D);
         lrc = D->o.attn ? D->o.attn->fwd(D->o.attn->user, &D->a, &ko, D->qh, D->kh, D->vh, D->oh, D->lse)
                         : uly_attn_fwd(&D->a, &ko, D->qh, D->kh, D->vh, D->oh, D->lse);
@@ -2164,7 +2396,7 @@ int uly_dist_fwd(uly_dist *D, const void *q, const void *k, const void *v, void 
     double t2 = uly_comm_wtime(), c2 = thread_cpu(), k2 = mono_now();
     rc = call_agree_open(D, 11, lrc); /* a failed local kernel stops every rank here */
     if (!rc)
-        rc = a2a_heads_to_seq(D, ULY_A2A_O, D->oh, D->a.heads, D->hb, D->hc, o);
+        rc = a2a_heads_to_seq(D, ULY_A2A_O, D->oh, D->a.heads, D->part.hb, D->part.hc, o);
     double t3 = uly_comm_wtime();
     plain_account(&D->times.fwd_acc, t3 - t0, thread_cpu() - c0, t2 - t1, c2 - c1, k2);
     D->times.fwd_a2a_in = t1 - t0;
@@ -2184,7 +2416,7 @@ int uly_dist_bwd(uly_dist *D, const void *dout, void *dq, void *dk, void *dv)
     int local = ULY_OK;
     if (!D->have_fwd)
         local = uly_set_error(ULY_EINVAL, "backward called without a successful forward");
-    else if ((!dout || !dq || !dk || !dv) && D->nc[D->rank] > 0)
+    else if ((!dout || !dq || !dk || !dv) && D->part.nc[D->rank] > 0)
         local = uly_set_error(ULY_EINVAL, "backward: NULL tensor on rank %d", D->rank);
     int rc = call_agree_open(D, 2, local);
     if (rc)
@@ -2193,13 +2425,13 @@ int uly_dist_bwd(uly_dist *D, const void *dout, void *dq, void *dk, void *dv)
     if (D->P == 1) {
         D->doh = (void *)dout; D->dqh = dq; D->dkh = dk; D->dvh = dv;
     }
-    if (D->fwd_chunked) /* the head-side buffers are chunk by chunk */
+    if (D->ovl.fwd_chunked) /* the head-side buffers are chunk by chunk */
         return (rc = uly_comm_agree_end(D->c)) ? rc : ovl_call(D, 0, dout, NULL, NULL, dq, dk, dv);
     double t0 = uly_comm_wtime(), c0 = thread_cpu();
-    rc = a2a_seq_to_heads(D, ULY_A2A_DO, dout, D->a.heads, D->hb, D->hc, D->doh);
+    rc = a2a_seq_to_heads(D, ULY_A2A_DO, dout, D->a.heads, D->part.hb, D->part.hc, D->doh);
     double t1 = uly_comm_wtime(), c1 = thread_cpu();
     int lrc = ULY_OK;
-    if (!rc && D->hc[r] > 0) {
+    if (!rc && D->part.hc[r] > 0) {
         uly_kernel_opts ko = local_opts(D);
         lrc = D->o.attn ? D->o.attn->bwd(D->o.attn->user, &D->a, &ko, D->qh, D->kh, D->vh, D->oh,
                                          D->lse, D->doh, D->dqh, D->dkh, D->dvh)
@@ -2211,7 +2443,7 @@ int uly_dist_bwd(uly_dist *D, const void *dout, void *dq, void *dk, void *dv)
     double t2 = uly_comm_wtime(), c2 = thread_cpu(), k2 = mono_now();
     rc = call_agree_open(D, 12, lrc);
     if (!rc)
-        rc = a2a_heads_to_seq(D, ULY_A2A_DQ, D->dqh, D->a.heads, D->hb, D->hc, dq);
+        rc = a2a_heads_to_seq(D, ULY_A2A_DQ, D->dqh, D->a.heads, D->part.hb, D->part.hc, dq);
     if (!rc)
         rc = a2a_kv_grad(D, ULY_A2A_DK, D->dkh, dk);
     if (!rc)
@@ -2234,14 +2466,14 @@ const void *uly_dist_lse(const uly_dist *D)
 
 void uly_dist_shard(const uly_dist *D, int64_t *token_begin, int64_t *token_count)
 {
-    *token_begin = D->nb[D->rank];
-    *token_count = D->nc[D->rank];
+    *token_begin = D->part.nb[D->rank];
+    *token_count = D->part.nc[D->rank];
 }
 
 void uly_dist_heads(const uly_dist *D, int64_t *head_begin, int64_t *head_count)
 {
-    *head_begin = D->hb[D->rank];
-    *head_count = D->hc[D->rank];
+    *head_begin = D->part.hb[D->rank];
+    *head_count = D->part.hc[D->rank];
 }
 
 void uly_dist_volume(const uly_dist *D, uly_volume *measured)

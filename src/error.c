@@ -59,6 +59,8 @@ int uly_set_error(int status, const char *fmt, ...)
  * header. */
 void uly_test_fail_alloc_at(long k);
 long uly_test_alloc_count(void);
+/* The library's uly_base_alloc_bytes (its own copy of the base library). */
+uint64_t uly_test_alloc_bytes(void);
 
 void uly_test_fail_alloc_at(long k)
 {
@@ -68,6 +70,11 @@ void uly_test_fail_alloc_at(long k)
 long uly_test_alloc_count(void)
 {
     return uly_base_alloc_count();
+}
+
+uint64_t uly_test_alloc_bytes(void)
+{
+    return uly_base_alloc_bytes();
 }
 
 void *uly_malloc(size_t n)

@@ -34,7 +34,7 @@ include_HEADERS += include/ulysses.h include/ulysses_plan.h include/ulysses_kern
 
 if HAVE_MPI
 lib_LTLIBRARIES += src/libulysses.la
-src_libulysses_la_SOURCES = src/comm.c src/comm.h src/dist.c src/methods.h src/ring.c \
+src_libulysses_la_SOURCES = src/comm.c src/comm.h src/buffers.c src/dist.c src/methods.h src/ring.c \
 	src/allgather.c src/sp.c src/train.c
 src_libulysses_la_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS)
 src_libulysses_la_LIBADD = src/libulykern.la $(BLAS_LIBS) $(MPI_LIBS) -lm

@@ -10,6 +10,30 @@
 #include "comm.h"
 #include "internal.h"
 
+/* ------------------------------------------------------- named buffers */
+
+/* Every carved buffer starts on a 64-byte boundary: table entries are sizes
+ * rounded up to it, so a table's sum is exactly what its carve allocates. */
+#define ULY_BUF_ALIGN 64
+/* Bytes of prod(dims[0..n)) elements of es bytes, rounded up to
+ * ULY_BUF_ALIGN; UINT64_MAX on overflow or a negative dimension. */
+ULY_INTERNAL uint64_t uly_buf_bytes(size_t es, int n, const int64_t *dims);
+ULY_INTERNAL uint64_t uly_buf_bytes1(size_t es, int64_t n);
+/* Offsets of entries [first, t->n) of t, one after the other, and their
+ * total; 1 when an entry or the total does not fit in size_t. */
+ULY_INTERNAL int uly_bufs_offsets(const uly_bufs *t, int first, size_t *off, size_t *total);
+/* One allocation (zeroed when `zero`) for entries [first, t->n) of t:
+ * *base is the allocation, ptr[i - first] the buffer of entry i.  ULY_EOVERFLOW
+ * when the sizes do not fit, ULY_ENOMEM naming `what`. */
+ULY_INTERNAL int uly_bufs_carve(const uly_bufs *t, int first, int zero, const char *what, void **base,
+                                char **ptr);
+
+/* The tables of the compose modules, appended to t: the ring engine (as
+ * uly_ring_create's arguments), the all-gather module (rank `rank`). */
+ULY_INTERNAL void uly_ring_bufs(const uly_attn_desc *a, const uly_sp_plan *p, int j, int64_t head_begin,
+                                int64_t head_count, int expanded, uly_bufs *t);
+ULY_INTERNAL void uly_ag_bufs(const uly_attn_desc *a, const uly_sp_plan *p, int rank, uly_bufs *t);
+
 /* Time spent per phase of one call, seconds. */
 typedef struct uly_phase_times {
     double comm_in;   /* all-to-all / all-gather before the attention */

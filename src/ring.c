@@ -129,6 +129,72 @@ static size_t seg_off(const uly_ring *r, int pos, int s, int64_t X)
     return off;
 }
 
+/* Query heads, KV heads, heads of dK/dV, own rows, largest chunk and
+ * largest segment of the ring engine of position j (uly_ring_create's
+ * arguments). */
+typedef struct ring_dims {
+    int64_t hq, hk, hd, n, nmax, cmax;
+} ring_dims;
+
+static void ring_dims_of(const uly_attn_desc *a, const uly_sp_plan *p, int j, int64_t head_begin,
+                         int64_t head_count, int expanded, ring_dims *g)
+{
+    int64_t kb;
+    memset(g, 0, sizeof *g);
+    g->hq = head_count;
+    uly_kv_range(a, head_begin, head_count, &kb, &g->hk);
+    g->hd = expanded ? g->hq : g->hk;
+    for (int x = 0; x < p->R; x++) {
+        int64_t b[2], c[2], rows = 0;
+        const int ns = uly_plan_chunk(p, a->seq, x, b, c);
+        for (int s = 0; s < ns; s++) {
+            rows += c[s];
+            g->cmax = c[s] > g->cmax ? c[s] : g->cmax;
+        }
+        g->nmax = rows > g->nmax ? rows : g->nmax;
+        if (x == j)
+            g->n = rows;
+    }
+}
+
+/* The buffers of one allocation, in the order of ring_slots (segment-major,
+ * elements of es bytes). */
+enum { RING_NBUF = 17 };
+static void ring_carve_bufs(const ring_dims *g, int64_t B, int64_t d, size_t es, uly_bufs *t)
+{
+    const int64_t n = g->n, nm = g->nmax, cm = g->cmax, hq = g->hq, hk = g->hk, hd = g->hd;
+    const struct {
+        const char *name;
+        int64_t dims[5];
+    } tab[RING_NBUF] = {
+        {"ring Q", {B, n, hq, d, 1}},          {"ring O", {B, n, hq, d, 1}},
+        {"ring LSE", {B, hq, n, 1, 1}},        {"ring dO", {B, n, hq, d, 1}},
+        {"ring dQ", {B, n, hq, d, 1}},         {"ring own K/V", {2, B, n, hk, d}},
+        {"ring K/V (even)", {2, B, nm, hk, d}}, {"ring K/V (odd)", {2, B, nm, hk, d}},
+        {"ring dK/dV (even)", {2, B, nm, hd, d}}, {"ring dK/dV (odd)", {2, B, nm, hd, d}},
+        {"ring dK/dV (tile sum)", {2, B, nm, hd, d}}, {"ring dK/dV (final)", {2, B, n, hd, d}},
+        {"ring tile O", {B, cm, hq, d, 1}},    {"ring tile LSE", {B, hq, cm, 1, 1}},
+        {"ring tile dQ", {B, cm, hq, d, 1}},   {"ring tile dK", {B, cm, hd, d, 1}},
+        {"ring tile dV", {B, cm, hd, d, 1}}};
+    for (int i = 0; i < RING_NBUF; i++)
+        uly_bufs_add(t, tab[i].name, uly_buf_bytes(es, 5, tab[i].dims), ULY_BUF_HEAP);
+}
+
+static uint64_t ring_geometry_bytes(int R)
+{
+    return (uint64_t)(R + 1) * (sizeof(int) + 5 * sizeof(int64_t));
+}
+
+void uly_ring_bufs(const uly_attn_desc *a, const uly_sp_plan *p, int j, int64_t head_begin, int64_t head_count,
+                   int expanded, uly_bufs *t)
+{
+    ring_dims g;
+    ring_dims_of(a, p, j, head_begin, head_count, expanded, &g);
+    uly_bufs_add(t, "ring context", sizeof(uly_ring), ULY_BUF_HEAP);
+    uly_bufs_add(t, "ring geometry", ring_geometry_bytes(p->R), ULY_BUF_HEAP);
+    ring_carve_bufs(&g, a->batch, a->head_dim, uly_dtype_size(a->dtype), t);
+}
+
 int uly_ring_create(uly_comm *c, const uly_attn_desc *a, const uly_sp_plan *p, int j, int64_t head_begin,
                     int64_t head_count, int expanded, const uly_kernel_opts *ko, int bf16, uly_volume *vol,
                     uly_ring **out)
@@ -151,12 +217,15 @@ int uly_ring_create(uly_comm *c, const uly_attn_desc *a, const uly_sp_plan *p, i
     r->B = a->batch;
     r->d = a->head_dim;
     r->es = uly_dtype_size(a->dtype);
-    r->hq = head_count;
-    int64_t kb;
-    uly_kv_range(a, head_begin, head_count, &kb, &r->hk);
-    r->hd = expanded ? r->hq : r->hk;
+    ring_dims g;
+    ring_dims_of(a, p, j, head_begin, head_count, expanded, &g);
+    r->hq = g.hq;
+    r->hk = g.hk;
+    r->hd = g.hd;
+    r->nmax = g.nmax;
+    r->cmax = g.cmax;
     const int R = r->R;
-    r->nseg = uly_calloc((size_t)R + 1, sizeof(int) + 5 * sizeof(int64_t));
+    r->nseg = uly_calloc(1, (size_t)ring_geometry_bytes(R));
     if (!r->nseg) {
         uly_ring_free(r);
         return uly_set_error(ULY_ENOMEM, "cannot allocate the ring geometry for %d positions", R);
@@ -167,41 +236,24 @@ int uly_ring_create(uly_comm *c, const uly_attn_desc *a, const uly_sp_plan *p, i
     for (int x = 0; x < R; x++) {
         r->nseg[x] = uly_plan_chunk(p, a->seq, x, r->segb[x], r->segc[x]);
         r->rows[x] = 0;
-        for (int s = 0; s < r->nseg[x]; s++) {
+        for (int s = 0; s < r->nseg[x]; s++)
             r->rows[x] += r->segc[x][s];
-            if (r->segc[x][s] > r->cmax)
-                r->cmax = r->segc[x][s];
-        }
-        if (r->rows[x] > r->nmax)
-            r->nmax = r->rows[x];
     }
     /* one allocation carved into named buffers */
-    const int64_t B = r->B, d = r->d, n = r->rows[j], nm = r->nmax, cm = r->cmax;
-    int64_t sizes[17] = {
-        B * n * r->hq * d, B * n * r->hq * d, B * r->hq * n, B * n * r->hq * d, B * n * r->hq * d,
-        2 * B * n * r->hk * d,
-        2 * B * nm * r->hk * d, 2 * B * nm * r->hk * d,
-        2 * B * nm * r->hd * d, 2 * B * nm * r->hd * d, 2 * B * nm * r->hd * d, 2 * B * n * r->hd * d,
-        B * cm * r->hq * d, B * r->hq * cm, B * cm * r->hq * d, B * cm * r->hd * d, B * cm * r->hd * d};
-    char **slots[17] = {&r->Q, &r->O, &r->L, &r->dO, &r->dQ, &r->KVown, &r->KV[0], &r->KV[1],
-                        &r->D[0], &r->D[1], &r->Dtmp, &r->Dfin, &r->Ot, &r->Lt, &r->dQt, &r->dKt, &r->dVt};
-    size_t off[17], total = 0;
-    for (int i = 0; i < 17; i++) {
-        size_t bytes;
-        if (uly_mul_size((size_t)sizes[i], r->es, &bytes) || total + bytes + 64 < total) {
-            uly_ring_free(r);
-            return uly_set_error(ULY_EOVERFLOW, "ring buffer sizes overflow");
-        }
-        off[i] = total;
-        total += (bytes + 63) / 64 * 64;
-    }
-    r->owned = uly_malloc(total ? total : 1);
-    if (!r->owned) {
+    uly_bufs t = {0};
+    ring_carve_bufs(&g, r->B, r->d, r->es, &t);
+    char **slots[RING_NBUF] = {&r->Q, &r->O, &r->L, &r->dO, &r->dQ, &r->KVown, &r->KV[0], &r->KV[1],
+                               &r->D[0], &r->D[1], &r->Dtmp, &r->Dfin, &r->Ot, &r->Lt, &r->dQt, &r->dKt, &r->dVt};
+    char *ptr[RING_NBUF];
+    void *base;
+    int rc = uly_bufs_carve(&t, 0, 0, "ring buffers", &base, ptr);
+    if (rc) {
         uly_ring_free(r);
-        return uly_set_error(ULY_ENOMEM, "cannot allocate %zu bytes of ring buffers", total);
+        return rc;
     }
-    for (int i = 0; i < 17; i++)
-        *slots[i] = r->owned + off[i];
+    r->owned = base;
+    for (int i = 0; i < RING_NBUF; i++)
+        *slots[i] = ptr[i];
     *out = r;
     return ULY_OK;
 }

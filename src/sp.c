@@ -66,29 +66,73 @@ void uly_sp_free(uly_sp *S)
     uly_free(S);
 }
 
-enum { NSPCFG = 20 };
-static const char *const sp_names[NSPCFG] = {
-    "batch", "sequence length", "heads", "kv-heads", "head dim", "causal", "window", "dtype", "scale",
-    "documents per row", "document offsets (content hash)", "method", "ulysses degree", "placement",
-    "bf16 partials", "block_q", "block_k", "max_count", "all-to-all mode", "local attention"};
+/* The configuration every rank must share: one line per field, its value
+ * (from a, o and sbits, the scale's bits) and its name in the messages. */
+#define SP_FIELDS(X)                                                  \
+    X(a->batch, "batch")                                              \
+    X(a->seq, "sequence length")                                      \
+    X(a->heads, "heads")                                              \
+    X(a->kv_heads, "kv-heads")                                        \
+    X(a->head_dim, "head dim")                                        \
+    X(a->causal, "causal")                                            \
+    X(a->window, "window")                                            \
+    X(a->dtype, "dtype")                                              \
+    X(sbits, "scale")                                                 \
+    X(a->docs, "documents per row")                                   \
+    X(uly_doc_hash(a), "document offsets (content hash)")             \
+    X(o->method, "method")                                            \
+    X(o->ulysses_degree, "ulysses degree")                            \
+    X(o->placement, "placement")                                      \
+    X(o->bf16_partials, "bf16 partials")                              \
+    X(o->dist.kernel.block_q, "block_q")                              \
+    X(o->dist.kernel.block_k, "block_k")                              \
+    X((int64_t)o->dist.max_count, "max_count")                        \
+    X(o->dist.a2a_mode, "all-to-all mode")                            \
+    X(o->dist.attn != NULL, "local attention")
+
+#define SP_COUNT(value, name) +1
+#define SP_NAME(value, name) name,
+#define SP_VALUE(value, name) v[i++] = (int64_t)(value);
+enum { NSPCFG = 0 SP_FIELDS(SP_COUNT) };
+static const char *const sp_names[NSPCFG] = {SP_FIELDS(SP_NAME)};
 
 static void sp_values(const uly_attn_desc *a, const uly_sp_opts *o, int64_t *v)
 {
     double sc = a->scale;
     int64_t sbits;
     memcpy(&sbits, &sc, sizeof sbits);
-    v[0] = a->batch; v[1] = a->seq; v[2] = a->heads; v[3] = a->kv_heads; v[4] = a->head_dim;
-    v[5] = a->causal; v[6] = a->window; v[7] = a->dtype; v[8] = sbits;
-    v[9] = a->docs; v[10] = uly_doc_hash(a);
-    v[11] = o->method; v[12] = o->ulysses_degree; v[13] = o->placement; v[14] = o->bf16_partials;
-    v[15] = o->dist.kernel.block_q; v[16] = o->dist.kernel.block_k; v[17] = (int64_t)o->dist.max_count;
-    v[18] = o->dist.a2a_mode; v[19] = o->dist.attn != NULL;
+    int i = 0;
+    SP_FIELDS(SP_VALUE)
+}
+
+/* The checks of create that need no allocation: the plan into *p. */
+static int sp_check(const uly_attn_desc *a, const uly_sp_opts *o, int size, uly_sp_plan *p)
+{
+    int rc = uly_attn_desc_check(a);
+    if (rc)
+        return rc;
+    if ((rc = uly_sp_plan_init(p, o->method, size, o->ulysses_degree, o->placement)))
+        return rc;
+    if (o->bf16_partials != 0 && o->bf16_partials != 1)
+        return uly_set_error(ULY_EINVAL, "bf16_partials must be 0 or 1");
+    if (o->dist.attn && o->method != ULY_METHOD_ULYSSES)
+        return uly_set_error(ULY_EINVAL, "a local attention plug-in is supported by ulysses only");
+    if (p->method == ULY_METHOD_USP)
+        for (int x = 0; x < p->R; x++) {
+            int64_t b[2], c[2];
+            int ns = uly_plan_chunk(p, a->seq, x, b, c);
+            if (c[0] + (ns > 1 ? c[1] : 0) == 0)
+                return uly_set_error(ULY_EINVAL,
+                                     "usp with %d ring positions needs a sequence of at least %d tokens (got %lld)",
+                                     p->R, p->R, (long long)a->seq);
+        }
+    return ULY_OK;
 }
 
 /* Local checks and allocations of create (no communication). */
 static int sp_local(uly_sp *S, const uly_attn_desc *a, int size)
 {
-    int rc = uly_attn_desc_check(a);
+    int rc = sp_check(a, &S->o, size, &S->p);
     if (rc)
         return rc;
     S->a = *a;
@@ -99,23 +143,30 @@ static int sp_local(uly_sp *S, const uly_attn_desc *a, int size)
         memcpy(S->docs, a->doc_offsets, n * sizeof *S->docs);
         S->a.doc_offsets = S->docs;
     }
-    if ((rc = uly_sp_plan_init(&S->p, S->o.method, size, S->o.ulysses_degree, S->o.placement)))
-        return rc;
-    if (S->o.bf16_partials != 0 && S->o.bf16_partials != 1)
-        return uly_set_error(ULY_EINVAL, "bf16_partials must be 0 or 1");
-    if (S->o.dist.attn && S->o.method != ULY_METHOD_ULYSSES)
-        return uly_set_error(ULY_EINVAL, "a local attention plug-in is supported by ulysses only");
-    if (S->p.method == ULY_METHOD_USP)
-        for (int x = 0; x < S->p.R; x++) {
-            int64_t b[2], c[2];
-            int ns = uly_plan_chunk(&S->p, a->seq, x, b, c);
-            if (c[0] + (ns > 1 ? c[1] : 0) == 0)
-                return uly_set_error(ULY_EINVAL,
-                                     "usp with %d ring positions needs a sequence of at least %d tokens (got %lld)",
-                                     S->p.R, S->p.R, (long long)a->seq);
-        }
     uly_plan_grid(&S->p, S->rank, &S->u, &S->j);
     return uly_comm_alloc(S->rank, size, S->o.dist.max_count, &S->c);
+}
+
+/* The group's Ulysses problem of usp on ring position j: a sequence of
+ * the chunk's tokens; masks and documents are the ring's business (global
+ * positions). */
+static uly_attn_desc usp_group_desc(const uly_attn_desc *a, const uly_sp_plan *p, int j)
+{
+    uly_attn_desc g = *a;
+    int64_t b[2], c[2];
+    int ns = uly_plan_chunk(p, a->seq, j, b, c);
+    g.seq = c[0] + (ns > 1 ? c[1] : 0);
+    g.doc_offsets = NULL;
+    g.docs = 0;
+    g.causal = 0;
+    g.window = 0;
+    return g;
+}
+
+/* Bytes of the LSE of ring, zigzag and allgather (n own tokens). */
+static uint64_t sp_lse_bytes(const uly_attn_desc *a, int64_t n)
+{
+    return (uint64_t)(a->batch * a->heads) * (uint64_t)(n ? n : 1) * uly_dtype_size(a->dtype);
 }
 
 /* Method-specific part of create; collective on S->c (and its groups). */
@@ -136,7 +187,7 @@ static int sp_build(uly_sp *S, MPI_Comm comm)
         else
             local = uly_ring_create(S->c, a, &S->p, S->j, 0, a->heads, 0, &ko, S->o.bf16_partials, &S->vol,
                                     &S->ring);
-        if (!local && !(S->lse = uly_malloc((size_t)(a->batch * a->heads) * (n ? n : 1) * uly_dtype_size(a->dtype))))
+        if (!local && !(S->lse = uly_malloc((size_t)sp_lse_bytes(a, (int64_t)n))))
             local = uly_set_error(ULY_ENOMEM, "cannot allocate the LSE of %zu tokens", n);
         return uly_comm_agree(S->c, local, 0, NULL, NULL);
     }
@@ -162,16 +213,7 @@ static int sp_build(uly_sp *S, MPI_Comm comm)
         rc = uly_comm_agree(S->c, local, 0, NULL, NULL);
     }
     if (!rc) {
-        /* the group's Ulysses: a sequence of the chunk's tokens; masks and
-         * documents are the ring's business (global positions) */
-        uly_attn_desc g = *a;
-        int64_t b[2], c[2];
-        int ns = uly_plan_chunk(&S->p, a->seq, S->j, b, c);
-        g.seq = c[0] + (ns > 1 ? c[1] : 0);
-        g.doc_offsets = NULL;
-        g.docs = 0;
-        g.causal = 0;
-        g.window = 0;
+        const uly_attn_desc g = usp_group_desc(a, &S->p, S->j);
         S->plug = (uly_local_attn){plug_fwd, plug_bwd, S};
         uly_dist_opts d = S->o.dist;
         d.attn = &S->plug;
@@ -181,6 +223,57 @@ static int sp_build(uly_sp *S, MPI_Comm comm)
     uly_comm_free_split(&group);
     uly_comm_free_split(&ring);
     return rc;
+}
+
+int uly_sp_memory(const uly_attn_desc *a, const uly_sp_opts *opts, int P, int rank, uly_bufs *out)
+{
+    if (!out)
+        return uly_set_error(ULY_EINVAL, "buffer table pointer is NULL");
+    if (!a)
+        return uly_set_error(ULY_EINVAL, "attention description is NULL");
+    uly_sp_opts o;
+    memset(&o, 0, sizeof o);
+    if (opts)
+        o = *opts;
+    if (P < 1 || rank < 0 || rank >= P)
+        return uly_set_error(ULY_EINVAL, "rank %d of %d is out of range", rank, P);
+    uly_sp_plan p;
+    int rc = sp_check(a, &o, P, &p);
+    if (rc)
+        return rc;
+    int u, j;
+    uly_plan_grid(&p, rank, &u, &j);
+    /* in the order uly_sp_create allocates */
+    uly_bufs_add(out, "sequence-parallel context", sizeof(uly_sp), ULY_BUF_HEAP);
+    if (a->doc_offsets)
+        uly_bufs_add(out, "document offsets", (uint64_t)(a->batch * (a->docs + 1)) * sizeof(int64_t), ULY_BUF_HEAP);
+    uly_comm_bufs(P, out);
+    int64_t tb[2], tc[2];
+    const int ns = uly_plan_tokens(&p, a->seq, rank, tb, tc);
+    const int64_t n = tc[0] + (ns > 1 ? tc[1] : 0);
+    switch (p.method) {
+    case ULY_METHOD_ULYSSES:
+        return uly_dist_memory(a, &o.dist, P, rank, out);
+    case ULY_METHOD_ALLGATHER:
+        uly_ag_bufs(a, &p, rank, out);
+        uly_bufs_add(out, "LSE", sp_lse_bytes(a, n), ULY_BUF_HEAP);
+        return ULY_OK;
+    case ULY_METHOD_RING: case ULY_METHOD_ZIGZAG:
+        uly_ring_bufs(a, &p, j, 0, a->heads, 0, out);
+        uly_bufs_add(out, "LSE", sp_lse_bytes(a, n), ULY_BUF_HEAP);
+        return ULY_OK;
+    default: break;
+    }
+    /* usp: the ring communicator, the ring engine, the group's Ulysses */
+    uly_comm_bufs(p.R, out);
+    int64_t hb, hc;
+    uly_plan_heads(&p, a->heads, rank, &hb, &hc);
+    uly_ring_bufs(a, &p, j, hb, hc, uly_plan_kv_replicated(a, p.U), out);
+    const uly_attn_desc g = usp_group_desc(a, &p, j);
+    static const uly_local_attn plug = {plug_fwd, plug_bwd, NULL};
+    uly_dist_opts d = o.dist;
+    d.attn = &plug;
+    return uly_dist_memory(&g, &d, p.U, u, out);
 }
 
 int uly_sp_create(MPI_Comm comm, const uly_attn_desc *a, const uly_sp_opts *opts, uly_sp **out)

@@ -14,6 +14,7 @@
 /* Fault injection hooks of src/error.c (exported for tests, not in the API). */
 void uly_test_fail_alloc_at(long k);
 long uly_test_alloc_count(void);
+uint64_t uly_test_alloc_bytes(void);
 
 typedef int (*call_fn)(void *ctx);
 
@@ -153,6 +154,30 @@ START_TEST(npy_read_and_parse)
 }
 END_TEST
 
+/* The byte counter: what each hook was asked for, reset by reading; a
+ * failed (injected) allocation and a zero-byte one count nothing. */
+START_TEST(alloc_bytes_counter)
+{
+    uly_test_fail_alloc_at(0);
+    uly_test_alloc_bytes();
+    ck_assert_uint_eq(uly_test_alloc_bytes(), 0);
+    void *a = uly_malloc(100), *b = uly_calloc(3, 7), *z = uly_malloc(0);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_ptr_nonnull(z);
+    ck_assert_uint_eq(uly_test_alloc_bytes(), 121);
+    ck_assert_uint_eq(uly_test_alloc_bytes(), 0);
+    uly_test_fail_alloc_at(1);
+    ck_assert_ptr_null(uly_malloc(4096));
+    uly_test_fail_alloc_at(0);
+    ck_assert_uint_eq(uly_test_alloc_bytes(), 0);
+    void *c = uly_calloc(SIZE_MAX / 2, 0);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_uint_eq(uly_test_alloc_bytes(), 0);
+    uly_free(a); uly_free(b); uly_free(z); uly_free(c);
+}
+END_TEST
+
 static Suite *make_alloc_suite(void)
 {
     Suite *s = suite_create("alloc");
@@ -160,6 +185,7 @@ static Suite *make_alloc_suite(void)
     tcase_add_test(tc, kernels_f32);
     tcase_add_test(tc, kernels_f64_and_reference);
     tcase_add_test(tc, npy_read_and_parse);
+    tcase_add_test(tc, alloc_bytes_counter);
     suite_add_tcase(s, tc);
     return s;
 }

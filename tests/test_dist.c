@@ -1203,6 +1203,123 @@ START_TEST(overlap_failure_stops_all)
 }
 END_TEST
 
+/* The library's allocation byte counter (src/error.c) and window size (src/dist.c), for tests. */
+uint64_t uly_test_alloc_bytes(void);
+uint64_t uly_test_dist_window(const uly_dist *D);
+
+/* Shapes of the memory tests: the usual ones with GQA, MQA, uneven N and H,
+ * documents, and one whose ranks keep >= 2 KV heads (overlap chunks) with
+ * KV groups cut on 3 ranks (replicated KV). */
+static const shape mem_shapes[] = {
+    {2, 37, 7, 1, 8, 0, 5, 0}, {2, 23, 6, 3, 4, 0, 0, 0}, {1, 10, 2, 1, 4, 0, 0, 0},
+    {2, 50, 8, 2, 8, 0, 9, 3}, {2, 29, 16, 8, 4, 1, 0, 0}, {3, 19, 12, 4, 4, 1, 4, 0},
+};
+#define NMEM (int)(sizeof mem_shapes / sizeof mem_shapes[0])
+
+/* Heap bytes the hooks counted during a create == the table's heap sum, and
+ * the window segment == its window entries (0 without a window). */
+static void check_memory(const char *what, const uly_bufs *t, uint64_t heap, uint64_t window)
+{
+    const uint64_t th = uly_bufs_sum(t, ULY_BUF_HEAP), tw = uly_bufs_sum(t, ULY_BUF_WINDOW);
+    ck_assert_msg(th == heap, "%s, rank %d of %d: create asked the hooks for %llu bytes, the table says %llu",
+                  what, rank, P, (unsigned long long)heap, (unsigned long long)th);
+    ck_assert_msg(tw == window, "%s, rank %d of %d: window segment %llu bytes, the table says %llu", what, rank,
+                  P, (unsigned long long)window, (unsigned long long)tw);
+}
+
+/* uly_dist_memory == what uly_dist_create allocates, every mode, overlap off and on. */
+START_TEST(dist_memory_exact)
+{
+    const shape *s = &mem_shapes[_i];
+    const uly_attn_desc a = desc_of(s, ULY_F32);
+    static const int modes[] = {ULY_A2A_PACK, ULY_A2A_DATATYPE, ULY_A2A_PIPELINE, ULY_A2A_SHM, ULY_A2A_CMA,
+                                ULY_A2A_AUTO};
+    for (int m = 0; m < 6; m++)
+        for (int ov = 0; ov < 2; ov++) {
+            uly_dist_opts o;
+            memset(&o, 0, sizeof o);
+            o.a2a_mode = modes[m];
+            o.overlap = ov ? ULY_OVERLAP_ON : ULY_OVERLAP_OFF;
+            char what[96];
+            snprintf(what, sizeof what, "shape %d, %s, overlap %d", _i, uly_a2a_mode_name(modes[m]), ov);
+            uly_dist *D = NULL;
+            uly_test_alloc_bytes();
+            int rc = uly_dist_create(MPI_COMM_WORLD, &a, &o, &D);
+            const uint64_t heap = uly_test_alloc_bytes();
+            if (rc == ULY_EUNAVAIL) { /* no shared-memory window here: the same on every rank */
+                if (rank == 0)
+                    printf("%s: no shared-memory window (%s): skipped\n", what, uly_last_error());
+                continue;
+            }
+            ck_assert_msg(rc == ULY_OK, "%s: %s", what, uly_last_error());
+            const char *note = uly_dist_a2a_note(D);
+            if (modes[m] == ULY_A2A_AUTO && note && strstr(note, "no shared-memory window")) {
+                if (rank == 0)
+                    printf("%s: %s: skipped\n", what, note);
+                uly_dist_free(D);
+                continue;
+            }
+            uly_bufs t = {0};
+            ck_assert_int_eq(uly_dist_memory(&a, &o, P, rank, &t), ULY_OK);
+            check_memory(what, &t, heap, uly_test_dist_window(D));
+            ck_assert_int_eq(t.b[0].bytes > 0, 1);
+            uly_dist_free(D);
+        }
+}
+END_TEST
+
+/* uly_sp_memory == what uly_sp_create allocates, every method (usp: every
+ * degree, both placements), pack and shm all-to-alls, overlap off and on. */
+START_TEST(sp_memory_exact)
+{
+    const shape *s = &mem_shapes[_i];
+    const uly_attn_desc a = desc_of(s, ULY_F32);
+    for (int m = 0; m < ULY_METHOD_COUNT; m++)
+        for (int U = 1; U <= P; U++) {
+            if (m == ULY_METHOD_USP ? P % U != 0 : U > 1)
+                continue;
+            for (int pl = 0; pl < (m == ULY_METHOD_USP && U > 1 && U < P ? 2 : 1); pl++)
+                for (int x = 0; x < 4; x++) {
+                    uly_sp_opts o;
+                    memset(&o, 0, sizeof o);
+                    o.method = m;
+                    o.ulysses_degree = m == ULY_METHOD_USP ? U : 0;
+                    o.placement = pl;
+                    o.dist.a2a_mode = x & 1 ? ULY_A2A_SHM : ULY_A2A_PACK;
+                    o.dist.overlap = x & 2 ? ULY_OVERLAP_ON : ULY_OVERLAP_OFF;
+                    char what[128];
+                    snprintf(what, sizeof what, "shape %d, %s U=%d placement %d, %s, overlap %d", _i,
+                             uly_method_name(m), U, pl, uly_a2a_mode_name(o.dist.a2a_mode), x >> 1);
+                    uly_sp *S = NULL;
+                    uly_test_alloc_bytes();
+                    int rc = uly_sp_create(MPI_COMM_WORLD, &a, &o, &S);
+                    const uint64_t heap = uly_test_alloc_bytes();
+                    if (rc == ULY_EUNAVAIL) {
+                        if (rank == 0)
+                            printf("%s: no shared-memory window (%s): skipped\n", what, uly_last_error());
+                        continue;
+                    }
+                    ck_assert_msg(rc == ULY_OK, "%s: %s", what, uly_last_error());
+                    uly_bufs t = {0};
+                    ck_assert_int_eq(uly_sp_memory(&a, &o, P, rank, &t), ULY_OK);
+                    check_memory(what, &t, heap, uly_test_dist_window(uly_sp_dist(S)));
+                    uly_sp_free(S);
+                }
+        }
+    /* bad arguments are refused by name */
+    uly_bufs t = {0};
+    uly_sp_opts o;
+    memset(&o, 0, sizeof o);
+    ck_assert_int_eq(uly_sp_memory(&a, &o, P, P, &t), ULY_EINVAL);
+    o.method = ULY_METHOD_USP;
+    o.ulysses_degree = P + 1;
+    ck_assert_int_eq(uly_sp_memory(&a, &o, P, 0, &t), ULY_EINVAL);
+    ck_assert_ptr_nonnull(strstr(uly_last_error(), "ulysses degree"));
+    ck_assert_int_eq(uly_dist_memory(NULL, NULL, P, 0, &t), ULY_EINVAL);
+    ck_assert_int_eq(t.n, 0);
+}
+END_TEST
+
 static Suite *make_dist_suite(void)
 {
     Suite *s = suite_create("dist");
@@ -1213,6 +1330,8 @@ static Suite *make_dist_suite(void)
     tcase_add_test(tc, shm_stream_copies);
     tcase_add_test(tc, auto_mode_calibrates);
     tcase_add_test(tc, auto_pick_rules);
+    tcase_add_loop_test(tc, dist_memory_exact, 0, NMEM);
+    tcase_add_loop_test(tc, sp_memory_exact, 0, NMEM);
     suite_add_tcase(s, tc);
     TCase *te = tcase_create("exact");
     tcase_set_timeout(te, 0);

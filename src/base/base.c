@@ -46,6 +46,25 @@ void uly_base_clear_error(void)
 /* ------------------------------------------------------- allocation hooks */
 
 static long alloc_count, fail_at;
+static uint64_t alloc_bytes;
+
+/* n * size, saturating (what a calloc of n elements asks for). */
+static uint64_t req_bytes(size_t n, size_t size)
+{
+    return size != 0 && n > UINT64_MAX / size ? UINT64_MAX : (uint64_t)n * (uint64_t)size;
+}
+
+static void count_bytes(uint64_t b)
+{
+    alloc_bytes = alloc_bytes > UINT64_MAX - b ? UINT64_MAX : alloc_bytes + b;
+}
+
+uint64_t uly_base_alloc_bytes(void)
+{
+    uint64_t b = alloc_bytes;
+    alloc_bytes = 0;
+    return b;
+}
 
 long uly_base_fail_alloc_at(long k)
 {
@@ -68,19 +87,26 @@ static int should_fail(void)
 
 void *uly_base_malloc(size_t n)
 {
-    return should_fail() ? NULL : malloc(n ? n : 1);
+    if (should_fail())
+        return NULL;
+    count_bytes(n);
+    return malloc(n ? n : 1);
 }
 
 void *uly_base_calloc(size_t n, size_t size)
 {
     if (should_fail())
         return NULL;
+    count_bytes(req_bytes(n, size));
     return n == 0 || size == 0 ? calloc(1, 1) : calloc(n, size);
 }
 
 void *uly_base_realloc(void *p, size_t n)
 {
-    return should_fail() ? NULL : realloc(p, n ? n : 1);
+    if (should_fail())
+        return NULL;
+    count_bytes(n);
+    return realloc(p, n ? n : 1);
 }
 
 void uly_base_free(void *p)

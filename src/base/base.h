@@ -64,6 +64,12 @@ ULY_BASE_API void uly_base_free(void *p);
 /* Returns the number of allocations counted since the previous call. */
 ULY_BASE_API long uly_base_fail_alloc_at(long k);
 ULY_BASE_API long uly_base_alloc_count(void);
+/* Bytes asked for through the three hooks since the previous call (reading
+ * resets it; saturates at UINT64_MAX): malloc's n, calloc's n * size,
+ * realloc's new size.  A zero-byte request counts 0 (one byte is allocated
+ * so that NULL means failure); a failed (injected) allocation counts
+ * nothing.  What uly_dist_memory / uly_sp_memory list as ULY_BUF_HEAP. */
+ULY_BASE_API uint64_t uly_base_alloc_bytes(void);
 
 /* -------------------------------------------------- checked size arithmetic */
 
