@@ -202,6 +202,7 @@ typedef struct attn_job {
     double inmax[NIN];              /* max |x| over all ranks */
     drv_out out[NFILE];             /* rank 0: every output, committed together */
     uly_dist_opts dopt;
+    drv_lib_mem lib;                /* the library's part of the preflight (uly_sp_memory) */
     uly_sp *S;
     uly_dist *D;                    /* ulysses: the Ulysses context inside S (--overlap) */
     double *times;                  /* (repeat, NPH) this rank */
@@ -518,22 +519,33 @@ static uint64_t bsum(uint64_t a, uint64_t b)
     return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
-/* Memory this rank will allocate, and where it goes (see doc/reliability.md):
- * its shards, the library's head-sharded buffers (as src/dist.c lays them
- * out), the kernel workspaces, rank 0's input staging, gathered results and
- * --check's single-process run and fp64 reference. */
-/* Bytes of group rank s's segment of the shared-memory window: its
- * head-side buffers (src/dist.c, head_layout), Ng tokens of its heads. */
-static uint64_t window_segment(const uly_attn_desc *a, uint64_t Ng, int U, int s, int rep, uint64_t es)
+/* The options of the context (uly_sp_create), from the agreed options and
+ * the plan: the create and the preflight use the same. */
+static void attn_sp_opts(const attn_job *J, uly_sp_opts *so)
 {
-    int64_t hb, hc, kb, kc;
-    uly_split(a->heads, U, s, &hb, &hc);
-    uly_kv_range(a, hb, hc, &kb, &kc);
-    const uint64_t kvg = (uint64_t)(rep ? hc : kc);
-    return (uint64_t)a->batch * Ng * (uint64_t)a->head_dim * (4 * (uint64_t)hc + 2 * (uint64_t)kc + 2 * kvg) * es;
+    const struct attn_cfg *c = &J->c;
+    memset(so, 0, sizeof *so);
+    uly_dist_opts *o = &so->dist;
+    o->kernel.block_q = c->block_q;
+    o->kernel.block_k = c->block_k;
+    o->kernel.threads = (int)c->threads;
+    o->max_count = (size_t)c->max_count;
+    o->a2a_mode = c->a2a; /* a2a_mode_names follows the ULY_A2A_* order */
+    o->overlap = c->overlap;
+    o->overlap_chunks = (int)c->overlap_chunks;
+    so->method = J->plan.method;
+    so->ulysses_degree = J->plan.method == ULY_METHOD_USP ? J->plan.U : 0;
+    so->placement = J->plan.placement;
+    so->bf16_partials = c->bf16;
 }
 
-static uint64_t attn_need(const attn_job *J, int node_ranks, uint64_t *mapped, char *why, size_t len)
+/* Memory this rank will allocate, and where it goes (see doc/reliability.md):
+ * the library's context (drv_lib_memory: what uly_sp_create allocates, from
+ * the library's own table), and the driver's own: its shards, the kernel
+ * workspaces, rank 0's input staging, gathered results and --check's
+ * single-process run and fp64 reference.  *mapped: the other ranks' window
+ * segments this rank maps (address space, drv_preflight). */
+static uint64_t attn_need(attn_job *J, int node_ranks, uint64_t *mapped, char *why, size_t len)
 {
     const uly_attn_desc *a = &J->a;
     const struct attn_cfg *c = &J->c;
@@ -543,43 +555,13 @@ static uint64_t attn_need(const attn_job *J, int node_ranks, uint64_t *mapped, c
     uint64_t shards = (uint64_t)(J->nq * 2 + J->nkv * 2) * es;
     if (bwd)
         shards = bsum(shards, (uint64_t)(J->nq * 2 + J->nkv * 2) * es);
-    int64_t kvb, kvn;
-    uly_kv_range(a, J->h0, J->hn, &kvb, &kvn);
-    const uly_sp_plan *pl = &J->plan;
-    const uint64_t hr = (uint64_t)J->hn, kvr = (uint64_t)kvn, nr = (uint64_t)J->n;
-    /* the group's all-to-alls (ulysses: all ranks over N tokens; usp: U
-     * ranks over the chunk's lrows tokens), as src/dist.c lays them out */
-    const uint64_t Ng = (uint64_t)J->lrows, Ug = (uint64_t)pl->U;
-    const int rep = uly_plan_kv_replicated(a, pl->U);
-    uint64_t lib = B * hr * Ng * es; /* lse */
-    /* --a2a shm / cma on one node: no staging, and every rank maps the
-     * window's P segments -- its own in lib, the others' in *mapped (address
-     * space: each is memory once, in its owner's need).  auto maps them only
-     * where every rank can (the library checks, else falls back to pack). */
-    const int window = Ug > 1 && (c->a2a == ULY_A2A_SHM || c->a2a == ULY_A2A_CMA) && node_ranks == J->P &&
-                       (pl->method == ULY_METHOD_ULYSSES || pl->method == ULY_METHOD_USP);
-    *mapped = 0;
-    if (Ug > 1) {
-        uint64_t kvg = rep ? hr : kvr;
-        uint64_t stage = B * nr * H * d > B * Ng * hr * d ? B * nr * H * d : B * Ng * hr * d;
-        if (window)
-            stage = 0;
-        lib = bsum(lib, (B * Ng * d * (4 * hr + 2 * kvr + 2 * kvg) + 2 * stage + (rep ? B * nr * H * d : 0)) * es);
-    }
-    int gr = 0, gj = 0; /* this rank's place in its all-to-all group */
-    uly_plan_grid(pl, J->rank, &gr, &gj);
-    for (int s = 0; window && s < (int)Ug; s++)
-        if (s != gr)
-            *mapped = bsum(*mapped, window_segment(a, Ng, (int)Ug, s, rep, es));
-    if (pl->R > 1 && pl->method != ULY_METHOD_ALLGATHER) {
-        /* the ring engine: its queries, output, dO, dQ segment-major, the own
-         * K/V, two travelling K/V buffers and the travelling dK/dV (largest chunk) */
-        uint64_t cmax = (uint64_t)((N + (uint64_t)pl->R - 1) / (uint64_t)pl->R) + 2;
-        uint64_t kvh = pl->method == ULY_METHOD_USP ? (rep ? hr : kvr) : (uint64_t)a->kv_heads;
-        lib = bsum(lib, (4 * B * Ng * hr * d + 10 * B * cmax * kvh * d + 2 * B * hr * Ng) * es);
-    }
-    if (pl->method == ULY_METHOD_ALLGATHER) /* K, V, dK, dV and their staging over all N tokens */
-        lib = bsum(lib, (5 * B * nr * H * d + 7 * B * N * (uint64_t)a->kv_heads * d) * es);
+    uly_sp_opts so;
+    attn_sp_opts(J, &so);
+    /* options the create refuses count nothing here: it says why */
+    if (drv_lib_memory(a, &so, J->P, J->rank, node_ranks == J->P, &J->lib))
+        memset(&J->lib, 0, sizeof J->lib);
+    const uint64_t lib = bsum(J->lib.heap, J->lib.window);
+    *mapped = J->lib.mapped;
     uly_kernel_opts ko;
     memset(&ko, 0, sizeof ko);
     ko.block_q = c->block_q;
@@ -603,10 +585,10 @@ static uint64_t attn_need(const attn_job *J, int node_ranks, uint64_t *mapped, c
     }
     uint64_t total = bsum(bsum(shards, lib), bsum(ws, r0));
     char s1[32], s2[32], s3[32], s4[32], s5[96] = "";
-    if (window)
-        snprintf(s5, sizeof s5, ", the shared-memory window's %d other segment%s %s (mapped)", (int)Ug - 1,
-                 Ug > 2 ? "s" : "", drv_bytes(s4, sizeof s4, *mapped));
-    snprintf(why, len, "shards %s, head-sharded buffers %s%s, kernel workspace %s%s%s",
+    if (*mapped)
+        snprintf(s5, sizeof s5, ", the shared-memory window's other segments %s (mapped)",
+                 drv_bytes(s4, sizeof s4, *mapped));
+    snprintf(why, len, "shards %s, the library's buffers %s%s, kernel workspace %s%s%s",
              drv_bytes(s1, sizeof s1, shards), drv_bytes(s2, sizeof s2, lib), s5, drv_bytes(s3, sizeof s3, ws),
              r0 ? ", rank 0 inputs/outputs/--check " : "", r0 ? drv_bytes(s4, sizeof s4, r0) : "");
     return total;
@@ -692,25 +674,11 @@ static int attn_alloc(attn_job *J, drv *d)
 static int attn_create(attn_job *J, drv *d)
 {
     const struct attn_cfg *c = &J->c;
-    uly_dist_opts *o = &J->dopt;
-    memset(o, 0, sizeof *o);
-    o->kernel.block_q = c->block_q;
-    o->kernel.block_k = c->block_k;
-    o->kernel.threads = (int)c->threads;
-    o->max_count = (size_t)c->max_count;
-    o->a2a_mode = c->a2a; /* a2a_mode_names follows the ULY_A2A_* order */
-    o->overlap = c->overlap;
-    o->overlap_chunks = (int)c->overlap_chunks;
     uly_sp_opts so;
-    memset(&so, 0, sizeof so);
-    so.dist = *o;
-    so.method = J->plan.method;
-    so.ulysses_degree = J->plan.method == ULY_METHOD_USP ? J->plan.U : 0;
-    so.placement = J->plan.placement;
-    so.bf16_partials = c->bf16;
-    int st = uly_sp_create(d->comm, &J->a, &so, &J->S);
+    attn_sp_opts(J, &so);
+    J->dopt = so.dist;
+    drv_sp_create(d, &J->a, &so, &J->lib, &J->S);
     J->D = J->S && J->plan.method == ULY_METHOD_ULYSSES ? uly_sp_dist(J->S) : NULL;
-    drv_lib(d, st, 0, NULL);
     J->chunks = J->D ? uly_dist_overlap_chunks(J->D) : 1; /* the same on every rank */
     if (J->D && uly_dist_a2a_note(J->D)) /* a mode the system does not allow: never silent */
         drv_say(d, "note: %s", uly_dist_a2a_note(J->D));

@@ -34,6 +34,7 @@
 #include "base/base.h"
 #include "base/base_out.h"
 #include "ulysses.h"
+#include "ulysses_dist.h"
 
 #if defined(__GNUC__)
 #define DRV_PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -199,6 +200,25 @@ enum { DRV_WARMUP_SECONDS = 10 };
 /* A warm-up that does not return is abandoned (its thread may still spin
  * inside OpenBLAS): it sets d->blas_stuck, and drv_close then ends the
  * process with _exit. */
+
+/* The library's part of a rank's memory: what uly_sp_create will allocate
+ * there (uly_sp_memory, the table the library carves its buffers from),
+ * heap and this rank's segment of the shared-memory window (both memory
+ * the rank needs), and the other group members' segments it maps (address
+ * space only: each is memory once, in its owner's need).  one_node: every
+ * rank shares this node (MPI_COMM_TYPE_SHARED), where auto makes its window;
+ * across nodes auto runs on pack's buffers.  Local, no MPI; returns a
+ * uly_status (the create refuses the same options with its message). */
+typedef struct drv_lib_mem {
+    uint64_t heap, window, mapped;
+} drv_lib_mem;
+int drv_lib_memory(const uly_attn_desc *a, const uly_sp_opts *o, int P, int rank, int one_node, drv_lib_mem *m);
+/* uly_sp_create on d->comm, its status recorded (drv_lib).  With
+ * $ULYSSES_MEMORY_REPORT=1 (a test aid, doc/cli.md) each rank prints to
+ * stderr the heap and window bytes of its preflight's library part (m) and
+ * those the create allocated: the bytes the allocation hooks counted during
+ * the call (uly_base_alloc_bytes) and its window segment. */
+int drv_sp_create(drv *d, const uly_attn_desc *a, const uly_sp_opts *o, const drv_lib_mem *m, uly_sp **S);
 
 /* Largest --seq and --window of attn and bench (1024G tokens): what fits
  * is decided by the memory preflight. */
