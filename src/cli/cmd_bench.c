@@ -914,40 +914,26 @@ static void methods_check(drv *d, const uly_attn_desc *a, int64_t seed, int thre
     drv_free(m1);
 }
 
-/* Bytes bench methods needs on a rank, an upper estimate in the manner of
- * attn's (cmd_attn.c): the input and result shards, the method's buffers
- * (Ulysses' head-side tensors and staging over its group's tokens, the ring
- * engine's travelling K/V, all-gather's full K/V), the --check tensors. */
-static uint64_t methods_need(const uly_attn_desc *a, int method, int P, int U, int check, char *why, size_t len)
+/* Bytes bench methods needs on a rank: the library's context (lib, from
+ * drv_lib_memory: what uly_sp_create allocates), and the driver's own, an
+ * upper estimate: the input and result shards and the --check tensors. */
+static uint64_t methods_need(const uly_attn_desc *a, int P, int check, const drv_lib_mem *lib, char *why, size_t len)
 {
     const double B = (double)a->batch, N = (double)a->seq, H = (double)a->heads, Hkv = (double)a->kv_heads,
                  d = (double)a->head_dim, es = (double)uly_dtype_size(a->dtype);
-    if (method == ULY_METHOD_ULYSSES)
-        U = P;
-    else if (method != ULY_METHOD_USP)
-        U = 1;
-    if (U < 1)
-        U = 1;
-    const double R = (double)P / U, n = ceil(N / P) + 2, Ng = ceil(N / R) + 2, hr = ceil(H / U),
-                 kvr = ceil(Hkv / U) < hr ? hr : ceil(Hkv / U);
+    const double n = ceil(N / P) + 2;
     const double shards = 2 * B * n * (2 * H + 2 * Hkv) * d * es;
-    double lib = B * hr * Ng * es;
-    if (U > 1) /* q, k, v, o, do, dq, dk, dv on the head side, two stagings */
-        lib += B * Ng * d * (4 * hr + 4 * kvr) * es + 2 * (B * n * H * d > B * Ng * hr * d ? B * n * H * d : B * Ng * hr * d) * es;
-    if ((R > 1 || method == ULY_METHOD_USP) && method != ULY_METHOD_ALLGATHER) /* usp: its ring engine too */
-        lib += (4 * B * Ng * hr * d + 10 * B * (ceil(N / R) + 2) * (U > 1 ? kvr : Hkv) * d + 2 * B * hr * Ng) * es;
-    if (method == ULY_METHOD_ALLGATHER)
-        lib += (5 * B * n * H * d + 7 * B * N * Hkv * d) * es;
+    const double libb = (double)lib->heap + (double)lib->window;
     double chk = 0;
     if (check) {
         const double NQ = B * N * H * d, NK = B * N * Hkv * d;
         chk = (2 * NQ + 2 * NK) * 8 * 2 + (2 * NQ + 2 * NK) * es * 2 + B * H * N * es + B * n * H * d * (8 + es);
     }
-    const double total = shards + lib + chk;
+    const double total = shards + libb + chk;
     char s1[32], s2[32], s3[32];
     snprintf(why, len, "shards %s, method buffers %s, --check %s",
              drv_bytes(s1, sizeof s1, shards >= 1.8e19 ? UINT64_MAX : (uint64_t)shards),
-             drv_bytes(s2, sizeof s2, lib >= 1.8e19 ? UINT64_MAX : (uint64_t)lib),
+             drv_bytes(s2, sizeof s2, libb >= 1.8e19 ? UINT64_MAX : (uint64_t)libb),
              drv_bytes(s3, sizeof s3, chk >= 1.8e19 ? UINT64_MAX : (uint64_t)chk));
     return total >= 1.8e19 ? UINT64_MAX : (uint64_t)total;
 }
@@ -1070,11 +1056,18 @@ static int bench_methods_run(drv *dr, methods_run *M, int argc, char **argv)
     so.bf16_partials = bf16;
     so.dist.kernel.threads = (int)threads;
     char why[160];
-    const uint64_t need = methods_need(&a, method, P, (int)udeg, check, why, sizeof why);
-    drv_preflight(dr, need, 0, why, force);
+    int node_ranks = 1;
+    if (dr->node != MPI_COMM_NULL)
+        drv_mpi(dr, MPI_Comm_size(dr->node, &node_ranks), "MPI_Comm_size (node)");
+    drv_lib_mem lib;
+    /* options the create refuses count nothing here: it says why */
+    if (drv_lib_memory(&a, &so, P, rank, node_ranks == P, &lib))
+        memset(&lib, 0, sizeof lib);
+    const uint64_t need = methods_need(&a, P, check, &lib, why, sizeof why);
+    drv_preflight(dr, need, lib.mapped, why, force);
     if ((rc = drv_sync(dr)))
         return rc;
-    drv_lib(dr, uly_sp_create(dr->comm, &a, &so, &M->S), 0, NULL); /* collective, agreed inside */
+    drv_sp_create(dr, &a, &so, &lib, &M->S); /* collective, agreed inside */
     if ((rc = drv_sync(dr)))
         return rc;
     uly_sp_plan plan;
