@@ -586,8 +586,8 @@ static uint64_t attn_need(attn_job *J, int node_ranks, uint64_t *mapped, char *w
     uint64_t total = bsum(bsum(shards, lib), bsum(ws, r0));
     char s1[32], s2[32], s3[32], s4[32], s5[96] = "";
     if (*mapped)
-        snprintf(s5, sizeof s5, ", the shared-memory window's other segments %s (mapped)",
-                 drv_bytes(s4, sizeof s4, *mapped));
+        snprintf(s5, sizeof s5, ", the shared-memory window's %d other segment%s %s (mapped)",
+                 J->lib.mapped_segments, J->lib.mapped_segments > 1 ? "s" : "", drv_bytes(s4, sizeof s4, *mapped));
     snprintf(why, len, "shards %s, the library's buffers %s%s, kernel workspace %s%s%s",
              drv_bytes(s1, sizeof s1, shards), drv_bytes(s2, sizeof s2, lib), s5, drv_bytes(s3, sizeof s3, ws),
              r0 ? ", rank 0 inputs/outputs/--check " : "", r0 ? drv_bytes(s4, sizeof s4, r0) : "");

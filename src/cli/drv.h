@@ -204,13 +204,17 @@ enum { DRV_WARMUP_SECONDS = 10 };
 /* The library's part of a rank's memory: what uly_sp_create will allocate
  * there (uly_sp_memory, the table the library carves its buffers from),
  * heap and this rank's segment of the shared-memory window (both memory
- * the rank needs), and the other group members' segments it maps (address
- * space only: each is memory once, in its owner's need).  one_node: every
- * rank shares this node (MPI_COMM_TYPE_SHARED), where auto makes its window;
- * across nodes auto runs on pack's buffers.  Local, no MPI; returns a
- * uly_status (the create refuses the same options with its message). */
+ * the rank needs), and with --a2a shm or cma the other group members'
+ * segments it maps (address space only: each is memory once, in its
+ * owner's need).  one_node: every rank shares this node
+ * (MPI_COMM_TYPE_SHARED), where auto makes its window too; its mapping is
+ * not counted (auto checks the address space itself and falls back to pack,
+ * with a note, whose buffers the figures bound).  Across nodes auto runs on
+ * pack's buffers.  Local, no MPI; returns a uly_status (the create refuses
+ * the same options with its message). */
 typedef struct drv_lib_mem {
     uint64_t heap, window, mapped;
+    int mapped_segments;   /* how many segments `mapped` holds */
 } drv_lib_mem;
 int drv_lib_memory(const uly_attn_desc *a, const uly_sp_opts *o, int P, int rank, int one_node, drv_lib_mem *m);
 /* uly_sp_create on d->comm, its status recorded (drv_lib).  With

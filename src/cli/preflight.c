@@ -213,7 +213,7 @@ int drv_lib_memory(const uly_attn_desc *a, const uly_sp_opts *o, int P, int rank
         return st;
     m->heap = uly_bufs_sum(&t, ULY_BUF_HEAP);
     m->window = uly_bufs_sum(&t, ULY_BUF_WINDOW);
-    if (!m->window)
+    if (!m->window || x.dist.a2a_mode == ULY_A2A_AUTO)
         return ULY_OK;
     /* the window spans this rank's all-to-all group: the U ranks of its ring position */
     uly_sp_plan p;
@@ -228,6 +228,7 @@ int drv_lib_memory(const uly_attn_desc *a, const uly_sp_opts *o, int P, int rank
         if ((st = uly_sp_memory(a, &x, P, uly_plan_grid_rank(&p, s, j), &q)))
             return st;
         m->mapped = sat_add(m->mapped, uly_bufs_sum(&q, ULY_BUF_WINDOW));
+        m->mapped_segments++;
     }
     return ULY_OK;
 }
