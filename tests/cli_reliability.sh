@@ -420,5 +420,33 @@ else
     echo "skipped: /dev/full cases (no /dev/full)"
 fi
 
+# ==== calibrate: a failure on one rank during the measurements (every allocation and MPI
+# call of calibrate is checked and agreed): both ranks exit 1, rank 1's message, no file
+SECOND="env ULYSSES_TEST_FAIL_ALLOC=2"
+per_rank 1 -- "$U" calibrate --quick --seq 256 --repeat 1 --out "$W/calf.json"
+seen "rank 1: out of memory: cannot allocate 1.0 MiB for the sgemm matrices"
+cases=$((cases + 1))
+if ls -a "$W" | grep -q "calf.json"; then echo "FAIL: calibrate left a file after a failure"; fails=$((fails + 1)); else
+    echo "ok: no platform file and no temporary"; fi
+# deeper allocations of rank 1 (the library's all-to-all contexts included): the same exit on both ranks
+for k in 8 32 128; do
+    SECOND="env ULYSSES_TEST_FAIL_ALLOC=$k"
+    cases=$((cases + 1))
+    rm -f "$W"/rc.*
+    $M -np 1 sh -c '"$@"; echo $? > "'"$W"'/rc.$OMPI_COMM_WORLD_RANK"' sh "$U" calibrate --quick --seq 256 --repeat 1 \
+        --out "$W/calf.json" : -np 1 sh -c "$SECOND"' "$@"; echo $? > "'"$W"'/rc.$OMPI_COMM_WORLD_RANK"' sh "$U" \
+        calibrate --quick --seq 256 --repeat 1 --out "$W/calf.json" >"$W/out" 2>"$W/err"
+    got="$(cat "$W/rc.0" 2>/dev/null) $(cat "$W/rc.1" 2>/dev/null)"
+    if [ "$got" = "0 0" ] && [ -s "$W/calf.json" ]; then
+        echo "ok: calibrate with rank 1's allocation $k failing: succeeds (fewer allocations)"
+    elif [ "$got" = "1 1" ] && grep -q "ulysses calibrate: .*allocate" "$W/err"; then
+        echo "ok: calibrate with rank 1's allocation $k failing: both ranks exit 1, $(grep "ulysses calibrate:" "$W/err" | head -1)"
+    else
+        echo "FAIL: calibrate with rank 1's allocation $k failing: exit statuses '$got'"; sed 's/^/  | /' "$W/err" | grep -v "^  | calibrate \[" | head -5
+        fails=$((fails + 1))
+    fi
+done
+SECOND=""
+
 echo "$cases cases, $fails failed"
 [ "$fails" -eq 0 ]

@@ -86,6 +86,9 @@ EXTRA_DIST += tests/cli_attn.sh tests/cli_reliability.sh tests/cli_shm.sh tests/
 # doc/reliability.md's status table, every row run (needs both programs and mpirun).
 TESTS += tests/doc_status.sh
 EXTRA_DIST += tests/doc_status.sh tests/ulimit.sh
+# The memory preflight's library part == what the library allocates, every rank (ULYSSES_MEMORY_REPORT).
+TESTS += tests/cli_memory.sh
+EXTRA_DIST += tests/cli_memory.sh
 
 endif
 

@@ -72,7 +72,7 @@ int drv_close(drv *d, int code)
         MPI_Comm_free(&d->comm);
     if (d->finalize)
         MPI_Finalize();
-    if (drv_blas_stuck()) {
+    if (d->blas_stuck) {
         /* A thread still spins inside OpenBLAS holding its locks: the
          * library's exit handlers would wait for it forever. */
         _exit(code);
@@ -141,6 +141,21 @@ void *drv_alloc_n(drv *d, size_t count, size_t size, const char *what)
     return drv_alloc(d, count * size, what);
 }
 
+void *drv_calloc_n(drv *d, size_t count, size_t size, const char *what)
+{
+    if (size && count > SIZE_MAX / size) {
+        drv_fail(d, DRV_BADINPUT, "%s: %zu x %zu bytes overflows size_t", what, count, size);
+        return NULL;
+    }
+    void *p = uly_calloc(count, size);
+    if (!p) {
+        char b[32];
+        drv_fail(d, DRV_RUNTIME, "out of memory: cannot allocate %s for %s", drv_bytes(b, sizeof b, count * size),
+                 what);
+    }
+    return p;
+}
+
 void drv_free(void *p)
 {
     uly_free(p);
@@ -202,6 +217,9 @@ static int announce(drv *d, int from, int all_failed)
     }
     m.msg[sizeof m.msg - 1] = '\0';
     if (d->rank == 0) {
+        if (d->line_open)
+            fputc('\n', stderr);
+        d->line_open = 0;
         if (d->size > 1 && !all_failed)
             fprintf(stderr, "%s: rank %d: %s\n", d->cmd, from, m.msg);
         else

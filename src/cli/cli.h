@@ -15,7 +15,8 @@
 enum { EXIT_BADINPUT = ULY_EXIT_BADINPUT };
 
 /* Exit status for a library status: 2 for bad input, 1 otherwise (an I/O
- * error is 1: the caller says 2 where the path itself is the problem). */
+ * error is 1: the caller says 2 where the path itself is the problem).
+ * status.c: below every subcommand and the drv_* layer. */
 int exit_status_of(int status);
 
 /* Each returns the process exit status.  argv[0] is the subcommand name. */
@@ -24,6 +25,8 @@ int cmd_bench(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_explain(int argc, char **argv);   /* no MPI */
+
+/* inputs.c (shared by attn, bench and calibrate, below them): */
 
 /* Names of the all-to-all modes, indexed by ULY_A2A_* (auto, pack, ...),
  * NULL-terminated: the choices of --a2a. */

@@ -39,73 +39,6 @@
 #include "timing.h"
 #include "ulysses_dist.h"
 
-double input_value(uint64_t seed, int which, uint64_t index)
-{
-    uint64_t z = seed * 0x9e3779b97f4a7c15ULL + ((uint64_t)which << 58) + index * 0xd1b54a32d192ed03ULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    z ^= z >> 31;
-    return -1.0 + 2.0 * ((double)(z >> 11) * 0x1.0p-53);
-}
-
-void fill_shard(void *x, uly_dtype t, uint64_t seed, int which, int64_t B, int64_t N, int64_t t0,
-                int64_t n, int64_t Hx, int64_t d)
-{
-    const int64_t row = Hx * d;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static)
-#endif
-    for (int64_t bt = 0; bt < B * n; bt++) {
-        int64_t b = bt / n, tt = bt % n;
-        uint64_t g0 = (uint64_t)((b * N + t0 + tt) * row);
-        for (int64_t e = 0; e < row; e++) {
-            double v = input_value(seed, which, g0 + (uint64_t)e);
-            if (t == ULY_F32)
-                ((float *)x)[bt * row + e] = (float)v;
-            else
-                ((double *)x)[bt * row + e] = v;
-        }
-    }
-}
-
-/* Document lengths "100,37,..." (the same for every batch row) -> offsets. */
-int doc_lens_offsets(const char *s, int64_t B, int64_t N, int64_t **off, int64_t *docs, char *msg,
-                          size_t len)
-{
-    int64_t D = 1;
-    for (const char *c = s; *c; c++)
-        D += *c == ',';
-    int64_t *o = uly_malloc((size_t)(B * (D + 1)) * sizeof *o);
-    if (!o) {
-        snprintf(msg, len, "--doc-lens: out of memory");
-        return 1;
-    }
-    o[0] = 0;
-    const char *c = s;
-    for (int64_t i = 0; i < D; i++) {
-        char *end;
-        long long v = strtoll(c, &end, 10);
-        if (end == c || v < 0 || (*end != ',' && *end != '\0') || o[i] > N - v) {
-            snprintf(msg, len, "--doc-lens '%s': entry %lld must be a length >= 0, and the lengths must sum to "
-                     "--seq %lld", s, (long long)(i + 1), (long long)N);
-            uly_free(o);
-            return 1;
-        }
-        o[i + 1] = o[i] + v;
-        c = *end ? end + 1 : end;
-    }
-    if (o[D] != N) {
-        snprintf(msg, len, "--doc-lens '%s' sums to %lld, not --seq %lld", s, (long long)o[D], (long long)N);
-        uly_free(o);
-        return 1;
-    }
-    for (int64_t b = 1; b < B; b++)
-        memcpy(o + b * (D + 1), o, (size_t)(D + 1) * sizeof *o);
-    *off = o;
-    *docs = D;
-    return 0;
-}
-
 /* ---------------------------------------------------------------- options */
 
 enum { T_Q, T_K, T_V, T_DO, NIN };               /* inputs */
@@ -128,7 +61,6 @@ struct attn_cfg {
 };
 
 static const char *const dtype_names[] = {"f32", "f64", NULL};
-const char *const a2a_mode_names[] = {"auto", "pack", "datatype", "pipeline", "shm", "cma", NULL}; /* = ULY_A2A_* */
 static const char *const method_names[] = {"ulysses", "ring", "zigzag", "allgather", "usp", NULL}; /* = ULY_METHOD_* */
 static const char *const placement_names[] = {"ulysses-inner", "ring-inner", NULL}; /* = ULY_PLACE_* */
 static const char *const overlap_names[] = {"off", "on", "auto", NULL};                /* = ULY_OVERLAP_* */
@@ -270,6 +202,7 @@ typedef struct attn_job {
     double inmax[NIN];              /* max |x| over all ranks */
     drv_out out[NFILE];             /* rank 0: every output, committed together */
     uly_dist_opts dopt;
+    drv_lib_mem lib;                /* the library's part of the preflight (uly_sp_memory) */
     uly_sp *S;
     uly_dist *D;                    /* ulysses: the Ulysses context inside S (--overlap) */
     double *times;                  /* (repeat, NPH) this rank */
@@ -428,17 +361,23 @@ static int attn_resolve_files(attn_job *J, drv *d)
                 return drv_fail(d, DRV_BADINPUT, "%s %s: every dimension must be >= 1 (dimension %d is %lld)",
                                 in_name[i], c->fin[i], k, (long long)shp[i][k]);
     }
-    /* q fixes B, N, H, d; v fixes Hkv; k and dout must match */
-    int64_t want[5] = {shp[T_Q][0], shp[T_Q][1], shp[T_Q][2], shp[T_V][2], shp[T_Q][3]};
-    int64_t *opt[5] = {&c->batch, &c->seq, &c->heads, &c->kv_heads, &c->head_dim};
-    int seen[5] = {c->seen_batch, c->seen_seq, c->seen_heads, c->seen_kv, c->seen_dim};
-    const char *oname[5] = {"batch", "seq", "heads", "kv-heads", "head-dim"};
-    for (int i = 0; i < 5; i++) {
-        if (seen[i] && *opt[i] != want[i])
-            return drv_fail(d, DRV_BADINPUT, "--%s %lld disagrees with the input files (%lld)", oname[i],
-                            (long long)*opt[i], (long long)want[i]);
-        *opt[i] = want[i];
-    }
+    /* q fixes B, N, H, d; v fixes Hkv; k and dout must match.  One row per
+     * option: its name, the option's value, whether it was given, the files'
+     * value (checked in this order: the first that differs is named). */
+#define FILE_SHAPE(X)                                   \
+    X("batch", c->batch, c->seen_batch, shp[T_Q][0])    \
+    X("seq", c->seq, c->seen_seq, shp[T_Q][1])          \
+    X("heads", c->heads, c->seen_heads, shp[T_Q][2])    \
+    X("kv-heads", c->kv_heads, c->seen_kv, shp[T_V][2]) \
+    X("head-dim", c->head_dim, c->seen_dim, shp[T_Q][3])
+#define X(name, opt, seen, want)                                                                              \
+    if ((seen) && (opt) != (want))                                                                            \
+        return drv_fail(d, DRV_BADINPUT, "--%s %lld disagrees with the input files (%lld)", name, (long long)(opt), \
+                        (long long)(want));                                                                   \
+    (opt) = (want);
+    FILE_SHAPE(X)
+#undef X
+#undef FILE_SHAPE
     for (int i = T_K; i < NIN; i++) {
         if (!c->fin[i] || i == T_V)
             continue;
@@ -513,11 +452,28 @@ static int attn_resolve(attn_job *J, drv *d)
 static int attn_share_shape(attn_job *J, drv *d)
 {
     struct attn_cfg *c = &J->c;
-    int64_t v[7] = {c->batch, c->seq, c->heads, c->kv_heads, c->head_dim, c->dtype, J->ndocs};
-    if (d->size > 1 && drv_mpi(d, MPI_Bcast(v, 7, MPI_INT64_T, 0, d->comm), "MPI_Bcast (shape)"))
+    /* what rank 0 resolved: the field, its name, its type */
+#define SHAPE(X)                                                                                          \
+    X(c->batch, batch, int64_t) X(c->seq, seq, int64_t) X(c->heads, heads, int64_t)                       \
+    X(c->kv_heads, kv_heads, int64_t) X(c->head_dim, head_dim, int64_t) X(c->dtype, dtype, int)           \
+    X(J->ndocs, ndocs, int64_t)
+    enum {
+#define X(field, name, type) SHAPE_##name,
+        SHAPE(X)
+#undef X
+        SHAPE_N
+    };
+    int64_t v[SHAPE_N] = {
+#define X(field, name, type) [SHAPE_##name] = (int64_t)(field),
+        SHAPE(X)
+#undef X
+    };
+    if (d->size > 1 && drv_mpi(d, MPI_Bcast(v, SHAPE_N, MPI_INT64_T, 0, d->comm), "MPI_Bcast (shape)"))
         return DRV_RUNTIME;
-    c->batch = v[0]; c->seq = v[1]; c->heads = v[2]; c->kv_heads = v[3]; c->head_dim = v[4]; c->dtype = (int)v[5];
-    J->ndocs = v[6];
+#define X(field, name, type) (field) = (type)v[SHAPE_##name];
+    SHAPE(X)
+#undef X
+#undef SHAPE
     if (J->ndocs > 0) {
         const size_t nd = (size_t)c->batch * (size_t)(J->ndocs + 1);
         if (!J->docs)
@@ -563,22 +519,33 @@ static uint64_t bsum(uint64_t a, uint64_t b)
     return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
-/* Memory this rank will allocate, and where it goes (see doc/reliability.md):
- * its shards, the library's head-sharded buffers (as src/dist.c lays them
- * out), the kernel workspaces, rank 0's input staging, gathered results and
- * --check's single-process run and fp64 reference. */
-/* Bytes of group rank s's segment of the shared-memory window: its
- * head-side buffers (src/dist.c, head_layout), Ng tokens of its heads. */
-static uint64_t window_segment(const uly_attn_desc *a, uint64_t Ng, int U, int s, int rep, uint64_t es)
+/* The options of the context (uly_sp_create), from the agreed options and
+ * the plan: the create and the preflight use the same. */
+static void attn_sp_opts(const attn_job *J, uly_sp_opts *so)
 {
-    int64_t hb, hc, kb, kc;
-    uly_split(a->heads, U, s, &hb, &hc);
-    uly_kv_range(a, hb, hc, &kb, &kc);
-    const uint64_t kvg = (uint64_t)(rep ? hc : kc);
-    return (uint64_t)a->batch * Ng * (uint64_t)a->head_dim * (4 * (uint64_t)hc + 2 * (uint64_t)kc + 2 * kvg) * es;
+    const struct attn_cfg *c = &J->c;
+    memset(so, 0, sizeof *so);
+    uly_dist_opts *o = &so->dist;
+    o->kernel.block_q = c->block_q;
+    o->kernel.block_k = c->block_k;
+    o->kernel.threads = (int)c->threads;
+    o->max_count = (size_t)c->max_count;
+    o->a2a_mode = c->a2a; /* a2a_mode_names follows the ULY_A2A_* order */
+    o->overlap = c->overlap;
+    o->overlap_chunks = (int)c->overlap_chunks;
+    so->method = J->plan.method;
+    so->ulysses_degree = J->plan.method == ULY_METHOD_USP ? J->plan.U : 0;
+    so->placement = J->plan.placement;
+    so->bf16_partials = c->bf16;
 }
 
-static uint64_t attn_need(const attn_job *J, int node_ranks, uint64_t *mapped, char *why, size_t len)
+/* Memory this rank will allocate, and where it goes (see doc/reliability.md):
+ * the library's context (drv_lib_memory: what uly_sp_create allocates, from
+ * the library's own table), and the driver's own: its shards, the kernel
+ * workspaces, rank 0's input staging, gathered results and --check's
+ * single-process run and fp64 reference.  *mapped: the other ranks' window
+ * segments this rank maps (address space, drv_preflight). */
+static uint64_t attn_need(attn_job *J, int node_ranks, uint64_t *mapped, char *why, size_t len)
 {
     const uly_attn_desc *a = &J->a;
     const struct attn_cfg *c = &J->c;
@@ -588,43 +555,13 @@ static uint64_t attn_need(const attn_job *J, int node_ranks, uint64_t *mapped, c
     uint64_t shards = (uint64_t)(J->nq * 2 + J->nkv * 2) * es;
     if (bwd)
         shards = bsum(shards, (uint64_t)(J->nq * 2 + J->nkv * 2) * es);
-    int64_t kvb, kvn;
-    uly_kv_range(a, J->h0, J->hn, &kvb, &kvn);
-    const uly_sp_plan *pl = &J->plan;
-    const uint64_t hr = (uint64_t)J->hn, kvr = (uint64_t)kvn, nr = (uint64_t)J->n;
-    /* the group's all-to-alls (ulysses: all ranks over N tokens; usp: U
-     * ranks over the chunk's lrows tokens), as src/dist.c lays them out */
-    const uint64_t Ng = (uint64_t)J->lrows, Ug = (uint64_t)pl->U;
-    const int rep = uly_plan_kv_replicated(a, pl->U);
-    uint64_t lib = B * hr * Ng * es; /* lse */
-    /* --a2a shm / cma on one node: no staging, and every rank maps the
-     * window's P segments -- its own in lib, the others' in *mapped (address
-     * space: each is memory once, in its owner's need).  auto maps them only
-     * where every rank can (the library checks, else falls back to pack). */
-    const int window = Ug > 1 && (c->a2a == ULY_A2A_SHM || c->a2a == ULY_A2A_CMA) && node_ranks == J->P &&
-                       (pl->method == ULY_METHOD_ULYSSES || pl->method == ULY_METHOD_USP);
-    *mapped = 0;
-    if (Ug > 1) {
-        uint64_t kvg = rep ? hr : kvr;
-        uint64_t stage = B * nr * H * d > B * Ng * hr * d ? B * nr * H * d : B * Ng * hr * d;
-        if (window)
-            stage = 0;
-        lib = bsum(lib, (B * Ng * d * (4 * hr + 2 * kvr + 2 * kvg) + 2 * stage + (rep ? B * nr * H * d : 0)) * es);
-    }
-    int gr = 0, gj = 0; /* this rank's place in its all-to-all group */
-    uly_plan_grid(pl, J->rank, &gr, &gj);
-    for (int s = 0; window && s < (int)Ug; s++)
-        if (s != gr)
-            *mapped = bsum(*mapped, window_segment(a, Ng, (int)Ug, s, rep, es));
-    if (pl->R > 1 && pl->method != ULY_METHOD_ALLGATHER) {
-        /* the ring engine: its queries, output, dO, dQ segment-major, the own
-         * K/V, two travelling K/V buffers and the travelling dK/dV (largest chunk) */
-        uint64_t cmax = (uint64_t)((N + (uint64_t)pl->R - 1) / (uint64_t)pl->R) + 2;
-        uint64_t kvh = pl->method == ULY_METHOD_USP ? (rep ? hr : kvr) : (uint64_t)a->kv_heads;
-        lib = bsum(lib, (4 * B * Ng * hr * d + 10 * B * cmax * kvh * d + 2 * B * hr * Ng) * es);
-    }
-    if (pl->method == ULY_METHOD_ALLGATHER) /* K, V, dK, dV and their staging over all N tokens */
-        lib = bsum(lib, (5 * B * nr * H * d + 7 * B * N * (uint64_t)a->kv_heads * d) * es);
+    uly_sp_opts so;
+    attn_sp_opts(J, &so);
+    /* options the create refuses count nothing here: it says why */
+    if (drv_lib_memory(a, &so, J->P, J->rank, node_ranks == J->P, &J->lib))
+        memset(&J->lib, 0, sizeof J->lib);
+    const uint64_t lib = bsum(J->lib.heap, J->lib.window);
+    *mapped = J->lib.mapped;
     uly_kernel_opts ko;
     memset(&ko, 0, sizeof ko);
     ko.block_q = c->block_q;
@@ -648,10 +585,10 @@ static uint64_t attn_need(const attn_job *J, int node_ranks, uint64_t *mapped, c
     }
     uint64_t total = bsum(bsum(shards, lib), bsum(ws, r0));
     char s1[32], s2[32], s3[32], s4[32], s5[96] = "";
-    if (window)
-        snprintf(s5, sizeof s5, ", the shared-memory window's %d other segment%s %s (mapped)", (int)Ug - 1,
-                 Ug > 2 ? "s" : "", drv_bytes(s4, sizeof s4, *mapped));
-    snprintf(why, len, "shards %s, head-sharded buffers %s%s, kernel workspace %s%s%s",
+    if (*mapped)
+        snprintf(s5, sizeof s5, ", the shared-memory window's %d other segment%s %s (mapped)",
+                 J->lib.mapped_segments, J->lib.mapped_segments > 1 ? "s" : "", drv_bytes(s4, sizeof s4, *mapped));
+    snprintf(why, len, "shards %s, the library's buffers %s%s, kernel workspace %s%s%s",
              drv_bytes(s1, sizeof s1, shards), drv_bytes(s2, sizeof s2, lib), s5, drv_bytes(s3, sizeof s3, ws),
              r0 ? ", rank 0 inputs/outputs/--check " : "", r0 ? drv_bytes(s4, sizeof s4, r0) : "");
     return total;
@@ -737,25 +674,11 @@ static int attn_alloc(attn_job *J, drv *d)
 static int attn_create(attn_job *J, drv *d)
 {
     const struct attn_cfg *c = &J->c;
-    uly_dist_opts *o = &J->dopt;
-    memset(o, 0, sizeof *o);
-    o->kernel.block_q = c->block_q;
-    o->kernel.block_k = c->block_k;
-    o->kernel.threads = (int)c->threads;
-    o->max_count = (size_t)c->max_count;
-    o->a2a_mode = c->a2a; /* a2a_mode_names follows the ULY_A2A_* order */
-    o->overlap = c->overlap;
-    o->overlap_chunks = (int)c->overlap_chunks;
     uly_sp_opts so;
-    memset(&so, 0, sizeof so);
-    so.dist = *o;
-    so.method = J->plan.method;
-    so.ulysses_degree = J->plan.method == ULY_METHOD_USP ? J->plan.U : 0;
-    so.placement = J->plan.placement;
-    so.bf16_partials = c->bf16;
-    int st = uly_sp_create(d->comm, &J->a, &so, &J->S);
+    attn_sp_opts(J, &so);
+    J->dopt = so.dist;
+    drv_sp_create(d, &J->a, &so, &J->lib, &J->S);
     J->D = J->S && J->plan.method == ULY_METHOD_ULYSSES ? uly_sp_dist(J->S) : NULL;
-    drv_lib(d, st, 0, NULL);
     J->chunks = J->D ? uly_dist_overlap_chunks(J->D) : 1; /* the same on every rank */
     if (J->D && uly_dist_a2a_note(J->D)) /* a mode the system does not allow: never silent */
         drv_say(d, "note: %s", uly_dist_a2a_note(J->D));

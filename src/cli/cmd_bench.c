@@ -914,40 +914,26 @@ static void methods_check(drv *d, const uly_attn_desc *a, int64_t seed, int thre
     drv_free(m1);
 }
 
-/* Bytes bench methods needs on a rank, an upper estimate in the manner of
- * attn's (cmd_attn.c): the input and result shards, the method's buffers
- * (Ulysses' head-side tensors and staging over its group's tokens, the ring
- * engine's travelling K/V, all-gather's full K/V), the --check tensors. */
-static uint64_t methods_need(const uly_attn_desc *a, int method, int P, int U, int check, char *why, size_t len)
+/* Bytes bench methods needs on a rank: the library's context (lib, from
+ * drv_lib_memory: what uly_sp_create allocates), and the driver's own, an
+ * upper estimate: the input and result shards and the --check tensors. */
+static uint64_t methods_need(const uly_attn_desc *a, int P, int check, const drv_lib_mem *lib, char *why, size_t len)
 {
     const double B = (double)a->batch, N = (double)a->seq, H = (double)a->heads, Hkv = (double)a->kv_heads,
                  d = (double)a->head_dim, es = (double)uly_dtype_size(a->dtype);
-    if (method == ULY_METHOD_ULYSSES)
-        U = P;
-    else if (method != ULY_METHOD_USP)
-        U = 1;
-    if (U < 1)
-        U = 1;
-    const double R = (double)P / U, n = ceil(N / P) + 2, Ng = ceil(N / R) + 2, hr = ceil(H / U),
-                 kvr = ceil(Hkv / U) < hr ? hr : ceil(Hkv / U);
+    const double n = ceil(N / P) + 2;
     const double shards = 2 * B * n * (2 * H + 2 * Hkv) * d * es;
-    double lib = B * hr * Ng * es;
-    if (U > 1) /* q, k, v, o, do, dq, dk, dv on the head side, two stagings */
-        lib += B * Ng * d * (4 * hr + 4 * kvr) * es + 2 * (B * n * H * d > B * Ng * hr * d ? B * n * H * d : B * Ng * hr * d) * es;
-    if ((R > 1 || method == ULY_METHOD_USP) && method != ULY_METHOD_ALLGATHER) /* usp: its ring engine too */
-        lib += (4 * B * Ng * hr * d + 10 * B * (ceil(N / R) + 2) * (U > 1 ? kvr : Hkv) * d + 2 * B * hr * Ng) * es;
-    if (method == ULY_METHOD_ALLGATHER)
-        lib += (5 * B * n * H * d + 7 * B * N * Hkv * d) * es;
+    const double libb = (double)lib->heap + (double)lib->window;
     double chk = 0;
     if (check) {
         const double NQ = B * N * H * d, NK = B * N * Hkv * d;
         chk = (2 * NQ + 2 * NK) * 8 * 2 + (2 * NQ + 2 * NK) * es * 2 + B * H * N * es + B * n * H * d * (8 + es);
     }
-    const double total = shards + lib + chk;
+    const double total = shards + libb + chk;
     char s1[32], s2[32], s3[32];
     snprintf(why, len, "shards %s, method buffers %s, --check %s",
              drv_bytes(s1, sizeof s1, shards >= 1.8e19 ? UINT64_MAX : (uint64_t)shards),
-             drv_bytes(s2, sizeof s2, lib >= 1.8e19 ? UINT64_MAX : (uint64_t)lib),
+             drv_bytes(s2, sizeof s2, libb >= 1.8e19 ? UINT64_MAX : (uint64_t)libb),
              drv_bytes(s3, sizeof s3, chk >= 1.8e19 ? UINT64_MAX : (uint64_t)chk));
     return total >= 1.8e19 ? UINT64_MAX : (uint64_t)total;
 }
@@ -959,6 +945,22 @@ typedef struct methods_run {
     void *x[4], *res[4];
     double *tm;
 } methods_run;
+
+/* The phase times of a repetition (uly_sp_times), reduced over the ranks and
+ * reported in this order, each by its field's name: the forward four, then
+ * the backward four. */
+#define SP_PHASES(X) X(fwd_in) X(fwd_attn) X(fwd_wait) X(fwd_out) X(bwd_in) X(bwd_attn) X(bwd_wait) X(bwd_out)
+enum {
+#define X(field) PH_##field,
+    SP_PHASES(X)
+#undef X
+    NPHASE
+};
+static const char *const phase_key[NPHASE] = {
+#define X(field) [PH_##field] = #field,
+    SP_PHASES(X)
+#undef X
+};
 
 static int bench_methods_run(drv *dr, methods_run *M, int argc, char **argv)
 {
@@ -1054,11 +1056,18 @@ static int bench_methods_run(drv *dr, methods_run *M, int argc, char **argv)
     so.bf16_partials = bf16;
     so.dist.kernel.threads = (int)threads;
     char why[160];
-    const uint64_t need = methods_need(&a, method, P, (int)udeg, check, why, sizeof why);
-    drv_preflight(dr, need, 0, why, force);
+    int node_ranks = 1;
+    if (dr->node != MPI_COMM_NULL)
+        drv_mpi(dr, MPI_Comm_size(dr->node, &node_ranks), "MPI_Comm_size (node)");
+    drv_lib_mem lib;
+    /* options the create refuses count nothing here: it says why */
+    if (drv_lib_memory(&a, &so, P, rank, node_ranks == P, &lib))
+        memset(&lib, 0, sizeof lib);
+    const uint64_t need = methods_need(&a, P, check, &lib, why, sizeof why);
+    drv_preflight(dr, need, lib.mapped, why, force);
     if ((rc = drv_sync(dr)))
         return rc;
-    drv_lib(dr, uly_sp_create(dr->comm, &a, &so, &M->S), 0, NULL); /* collective, agreed inside */
+    drv_sp_create(dr, &a, &so, &lib, &M->S); /* collective, agreed inside */
     if ((rc = drv_sync(dr)))
         return rc;
     uly_sp_plan plan;
@@ -1084,7 +1093,7 @@ static int bench_methods_run(drv *dr, methods_run *M, int argc, char **argv)
         }
     }
     if (!dr->code)
-        M->tm = drv_alloc_n(dr, (size_t)repeat * 8, sizeof *M->tm, "the phase times");
+        M->tm = drv_alloc_n(dr, (size_t)repeat * NPHASE, sizeof *M->tm, "the phase times");
     if ((rc = drv_sync(dr)))
         return rc;
     /* phases: fwd in, attn, wait, out; bwd in, attn, wait, out */
@@ -1101,11 +1110,15 @@ static int bench_methods_run(drv *dr, methods_run *M, int argc, char **argv)
             break;
         uly_sp_times t;
         uly_sp_times_get(M->S, &t);
-        double loc[8] = {t.fwd_in, t.fwd_attn, t.fwd_wait, t.fwd_out, t.bwd_in, t.bwd_attn, t.bwd_wait, t.bwd_out}, mx[8];
-        if (drv_mpi(dr, MPI_Allreduce(loc, mx, 8, MPI_DOUBLE, MPI_MAX, dr->comm), "MPI_Allreduce (times)"))
+        double loc[NPHASE] = {
+#define X(field) [PH_##field] = t.field,
+            SP_PHASES(X)
+#undef X
+        }, mx[NPHASE];
+        if (drv_mpi(dr, MPI_Allreduce(loc, mx, NPHASE, MPI_DOUBLE, MPI_MAX, dr->comm), "MPI_Allreduce (times)"))
             return drv_sync(dr);
         if (it >= 0) {
-            for (int c = 0; c < 8; c++)
+            for (int c = 0; c < NPHASE; c++)
                 M->tm[(size_t)c * (size_t)repeat + (size_t)it] = mx[c];
             att[0] += t.fwd_attn;
             att[1] += t.bwd_attn;
@@ -1160,10 +1173,10 @@ static int bench_methods_run(drv *dr, methods_run *M, int argc, char **argv)
         drv_mpi(dr, MPI_Allreduce(&bitwise, &gbit, 1, MPI_INT, MPI_MIN, dr->comm), "MPI_Allreduce (bitwise)"))
         return drv_sync(dr);
     if (rank == 0) {
-        stats st[8];
-        for (int c = 0; c < 8; c++)
+        stats st[NPHASE];
+        for (int c = 0; c < NPHASE; c++)
             st[c] = stats_of(M->tm + (size_t)c * (size_t)repeat, (size_t)repeat);
-        static const char *const ph[4] = {"comm in", "attention", "ring wait", "comm out"};
+        static const char *const ph[PH_bwd_in] = {"comm in", "attention", "ring wait", "comm out"}; /* = PH_fwd_* */
         const double imb = wmax[0] / (wsum[0] / P), imb_ring = wmax[1] / (wsum[1] / P),
                      imb_zz = wmax[2] / (wsum[2] / P);
         if (json) { /* through jansson: a number that is not finite is null plus a flag */
@@ -1181,10 +1194,8 @@ static int bench_methods_run(drv *dr, methods_run *M, int argc, char **argv)
                 bad |= uly_json_set_int(root, "causal", causal) | uly_json_set_int(root, "window", window) |
                        uly_json_set_int(root, "docs", docs) | uly_json_set_int(root, "bf16_partials", bf16);
             }
-            static const char *const key[8] = {"fwd_in", "fwd_attn", "fwd_wait", "fwd_out", "bwd_in", "bwd_attn",
-                                               "bwd_wait", "bwd_out"};
-            for (int c = 0; c < (backward ? 8 : 4) && !bad; c++) {
-                snprintf(k, sizeof k, "%s_ms", key[c]);
+            for (int c = 0; c < (backward ? NPHASE : PH_bwd_in) && !bad; c++) {
+                snprintf(k, sizeof k, "%s_ms", phase_key[c]);
                 bad |= uly_json_set_fixed(root, k, 1e3 * st[c].median, 4);
             }
             if (!bad)
@@ -1220,10 +1231,10 @@ static int bench_methods_run(drv *dr, methods_run *M, int argc, char **argv)
             printf(", %s%s, %lld repetitions (medians of the slowest rank per phase)\n", dtype ? "f64" : "f32",
                    bf16 ? ", bf16 partials" : "", (long long)repeat);
             printf("%-10s %10s %10s\n", "phase", "fwd ms", backward ? "bwd ms" : "");
-            for (int c = 0; c < 4; c++) {
+            for (int c = PH_fwd_in; c < PH_bwd_in; c++) {
                 printf("%-10s %10.3f", ph[c], 1e3 * st[c].median);
                 if (backward)
-                    printf(" %10.3f", 1e3 * st[4 + c].median);
+                    printf(" %10.3f", 1e3 * st[PH_bwd_in + c].median);
                 printf("\n");
             }
             printf("attention time per rank, max/mean: fwd %.3f%s", amax[0] / (asum[0] / P), backward ? "" : "\n");

@@ -49,13 +49,12 @@
 typedef struct cal {
     drv *d;                          /* the driver context (drv.h): messages, agreement, exit status */
     drv_out *out;                    /* rank 0: the platform file being written */
-    MPI_Comm world, node, leaders;   /* leaders: rank 0 of every node (others MPI_COMM_NULL) */
+    MPI_Comm world, node;            /* the driver's communicators (drv.h): all ranks, this node's ranks */
     int rank, size, node_rank, g, nodes, node_id;
     int quick;
     int a2a;                         /* --a2a: the all-to-all mode measured (ULY_A2A_*) */
     int a2a_fell_back;               /* rank 0: cma not allowed (uly_dist_a2a_note, said once): cma ran as
                                         shm, auto left it out */
-    char a2a_why[768];               /* why this rank's all-to-all context could not be made ("": it could) */
     int64_t repeat, threads, seq, head_dim;
     int tty;                         /* rank 0's stderr is a terminal */
     int step, steps;
@@ -75,23 +74,39 @@ static void progress(cal *c, const char *fmt, ...)
     fprintf(stderr, "%scalibrate [%d/%d %5.1fs] %-70s%s", c->tty ? "\r" : "", c->step, c->steps,
             now_seconds() - c->t_start, line, c->tty ? "" : "\n");
     fflush(stderr);
+    c->d->line_open = c->tty;   /* a message from drv_sync ends the line first */
 }
 
-/* Gather every rank's samples to rank 0 and reduce them to min/median/max. */
-static stats gather_stats(cal *c, MPI_Comm comm, const double *x, int n)
+/* The measurements below are steps of the driver (drv.h): allocations go
+ * through drv_alloc_n, every MPI call through drv_mpi, library calls
+ * through drv_lib, and each step ends with drv_sync, so that a failure on
+ * one rank stops every rank with its message and exit status.  Until that
+ * drv_sync every rank makes the same collective calls, failed or not. */
+
+/* Gather every rank's samples to rank 0 and reduce them to min/median/max
+ * (on rank 0; zeros elsewhere).  Returns the agreed exit status. */
+static int gather_stats(cal *c, const double *x, int n, stats *s)
 {
-    int sz;
-    MPI_Comm_size(comm, &sz);
-    int r;
-    MPI_Comm_rank(comm, &r);
-    double *all = r == 0 ? malloc((size_t)sz * (size_t)n * sizeof *all) : NULL;
-    MPI_Gather(x, n, MPI_DOUBLE, all, n, MPI_DOUBLE, 0, comm);
-    stats s = {0, 0, 0};
-    if (r == 0 && all)
-        s = stats_of(all, (size_t)sz * (size_t)n);
-    free(all);
-    (void)c;
-    return s;
+    drv *d = c->d;
+    double *all = c->rank == 0 ? drv_alloc_n(d, (size_t)c->size * (size_t)n, sizeof *all, "the samples of every rank")
+                               : NULL;
+    int rc = drv_sync(d);
+    if (!rc) {
+        drv_mpi(d, MPI_Gather(x, n, MPI_DOUBLE, all, n, MPI_DOUBLE, 0, c->world), "MPI_Gather (samples)");
+        rc = drv_sync(d);
+    }
+    stats z = {0, 0, 0};
+    *s = z;
+    if (!rc && c->rank == 0)
+        *s = stats_of(all, (size_t)c->size * (size_t)n);
+    drv_free(all);
+    return rc;
+}
+
+/* The barrier before a timed region. */
+static void barrier(cal *c)
+{
+    drv_mpi(c->d, MPI_Barrier(c->world), "MPI_Barrier");
 }
 
 static void set_blas_threads(int t)
@@ -120,49 +135,53 @@ typedef struct gemm_res { int64_t n; stats gflops; } gemm_res;
 
 static int measure_gemm(cal *c, int64_t n, gemm_res *out)
 {
+    drv *d = c->d;
     const size_t nn = (size_t)(n * n);
-    float *a = malloc(nn * 4), *b = malloc(nn * 4), *cc = malloc(nn * 4);
-    double *g = malloc((size_t)c->repeat * sizeof *g);
-    int fail = !a || !b || !cc || !g, any;
-    MPI_Allreduce(&fail, &any, 1, MPI_INT, MPI_MAX, c->world);
-    if (any) {
-        free(a); free(b); free(cc); free(g);
-        return 1;
+    float *a = drv_alloc_n(d, nn, 4, "the sgemm matrices"), *b = drv_alloc_n(d, nn, 4, "the sgemm matrices");
+    float *cc = drv_alloc_n(d, nn, 4, "the sgemm matrices");
+    double *g = drv_alloc_n(d, (size_t)c->repeat, sizeof *g, "the sgemm samples");
+    int rc = drv_sync(d);
+    if (!rc) {
+        fill_shard(a, ULY_F32, 11, 0, 1, n, 0, n, 1, n);
+        fill_shard(b, ULY_F32, 11, 1, 1, n, 0, n, 1, n);
+        set_blas_threads((int)c->threads);
+        for (int64_t it = -1; it < c->repeat; it++) {
+            barrier(c);
+            double t0 = now_seconds();
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0f, a, (int)n, b,
+                        (int)n, 0.0f, cc, (int)n);
+            double t = now_seconds() - t0;
+            if (it >= 0)
+                g[it] = 2.0 * (double)n * (double)n * (double)n / t * 1e-9;
+        }
+        rc = drv_sync(d);
     }
-    fill_shard(a, ULY_F32, 11, 0, 1, n, 0, n, 1, n);
-    fill_shard(b, ULY_F32, 11, 1, 1, n, 0, n, 1, n);
-    set_blas_threads((int)c->threads);
-    for (int64_t it = -1; it < c->repeat; it++) {
-        MPI_Barrier(c->world);
-        double t0 = now_seconds();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0f, a, (int)n, b, (int)n,
-                    0.0f, cc, (int)n);
-        double t = now_seconds() - t0;
-        if (it >= 0)
-            g[it] = 2.0 * (double)n * (double)n * (double)n / t * 1e-9;
+    if (!rc) {
+        out->n = n;
+        rc = gather_stats(c, g, (int)c->repeat, &out->gflops);
     }
-    out->n = n;
-    out->gflops = gather_stats(c, c->world, g, (int)c->repeat);
-    free(a); free(b); free(cc); free(g);
-    return 0;
+    drv_free(a); drv_free(b); drv_free(cc); drv_free(g);
+    return rc;
 }
 
 typedef struct attn_res { int64_t seq, d; int causal; stats fwd, bwd; } attn_res;
 
 static int measure_attn(cal *c, int64_t seq, int64_t d, int causal, attn_res *out)
 {
+    drv *dr = c->d;
     uly_attn_desc a;
     memset(&a, 0, sizeof a);
     a.batch = 1; a.seq = seq; a.heads = 1; a.kv_heads = 1; a.head_dim = d; a.causal = causal; a.dtype = ULY_F32;
     const size_t nq = (size_t)(seq * d);
-    float *q = malloc(nq * 4), *k = malloc(nq * 4), *v = malloc(nq * 4), *o = malloc(nq * 4);
-    float *lse = malloc((size_t)seq * 4), *dout = malloc(nq * 4), *dq = malloc(nq * 4), *dk = malloc(nq * 4);
-    float *dv = malloc(nq * 4);
-    double *tf = malloc((size_t)c->repeat * sizeof *tf), *tb = malloc((size_t)c->repeat * sizeof *tb);
-    int fail = !q || !k || !v || !o || !lse || !dout || !dq || !dk || !dv || !tf || !tb, any;
-    MPI_Allreduce(&fail, &any, 1, MPI_INT, MPI_MAX, c->world);
-    int rc = any;
-    if (!any) {
+    const char *what = "the attention tensors";
+    float *q = drv_alloc_n(dr, nq, 4, what), *k = drv_alloc_n(dr, nq, 4, what), *v = drv_alloc_n(dr, nq, 4, what);
+    float *o = drv_alloc_n(dr, nq, 4, what), *lse = drv_alloc_n(dr, (size_t)seq, 4, what);
+    float *dout = drv_alloc_n(dr, nq, 4, what), *dq = drv_alloc_n(dr, nq, 4, what), *dk = drv_alloc_n(dr, nq, 4, what);
+    float *dv = drv_alloc_n(dr, nq, 4, what);
+    double *tf = drv_alloc_n(dr, (size_t)c->repeat, sizeof *tf, "the attention samples");
+    double *tb = drv_alloc_n(dr, (size_t)c->repeat, sizeof *tb, "the attention samples");
+    int rc = drv_sync(dr);
+    if (!rc) {
         fill_shard(q, ULY_F32, 12, 0, 1, seq, 0, seq, 1, d);
         fill_shard(k, ULY_F32, 12, 1, 1, seq, 0, seq, 1, d);
         fill_shard(v, ULY_F32, 12, 2, 1, seq, 0, seq, 1, d);
@@ -172,16 +191,19 @@ static int measure_attn(cal *c, int64_t seq, int64_t d, int causal, attn_res *ou
         ko.threads = (int)c->threads;
         const double ffl = 4.0 * uly_attn_pairs(&a) * (double)d, bfl = 2.5 * ffl;
         for (int64_t it = -1; it < c->repeat && !rc; it++) {
-            MPI_Barrier(c->world);
+            barrier(c);
             double t0 = now_seconds();
             int lrc = uly_attn_fwd(&a, &ko, q, k, v, o, lse);
             double t1 = now_seconds();
-            MPI_Barrier(c->world);
+            drv_lib(dr, lrc, DRV_RUNTIME, "attention forward");
+            barrier(c);
             double t2 = now_seconds();
-            if (!lrc)
+            if (!lrc) {
                 lrc = uly_attn_bwd(&a, &ko, q, k, v, o, lse, dout, dq, dk, dv);
+                drv_lib(dr, lrc, DRV_RUNTIME, "attention backward");
+            }
             double t3 = now_seconds();
-            MPI_Allreduce(&lrc, &rc, 1, MPI_INT, MPI_MAX, c->world);
+            rc = drv_sync(dr);
             if (it >= 0) {
                 tf[it] = ffl / (t1 - t0) * 1e-9;
                 tb[it] = bfl / (t3 - t2) * 1e-9;
@@ -189,11 +211,13 @@ static int measure_attn(cal *c, int64_t seq, int64_t d, int causal, attn_res *ou
         }
         if (!rc) {
             out->seq = seq; out->d = d; out->causal = causal;
-            out->fwd = gather_stats(c, c->world, tf, (int)c->repeat);
-            out->bwd = gather_stats(c, c->world, tb, (int)c->repeat);
+            rc = gather_stats(c, tf, (int)c->repeat, &out->fwd);
         }
+        if (!rc)
+            rc = gather_stats(c, tb, (int)c->repeat, &out->bwd);
     }
-    free(q); free(k); free(v); free(o); free(lse); free(dout); free(dq); free(dk); free(dv); free(tf); free(tb);
+    drv_free(q); drv_free(k); drv_free(v); drv_free(o); drv_free(lse); drv_free(dout); drv_free(dq); drv_free(dk);
+    drv_free(dv); drv_free(tf); drv_free(tb);
     return rc;
 }
 
@@ -201,71 +225,85 @@ static int measure_attn(cal *c, int64_t seq, int64_t d, int causal, attn_res *ou
  * (two reads, one write; write-allocate traffic not counted, as STREAM). */
 static int measure_memory(cal *c, size_t bytes, stats *out)
 {
+    drv *d = c->d;
     const size_t n = bytes / 4;
-    float *a = malloc(bytes), *b = malloc(bytes), *cc = malloc(bytes);
-    double *g = malloc((size_t)c->repeat * sizeof *g);
-    int fail = !a || !b || !cc || !g, any;
-    MPI_Allreduce(&fail, &any, 1, MPI_INT, MPI_MAX, c->world);
-    if (any) {
-        free(a); free(b); free(cc); free(g);
-        return 1;
+    float *a = drv_alloc_n(d, n, 4, "the triad arrays"), *b = drv_alloc_n(d, n, 4, "the triad arrays");
+    float *cc = drv_alloc_n(d, n, 4, "the triad arrays");
+    double *g = drv_alloc_n(d, (size_t)c->repeat, sizeof *g, "the triad samples");
+    int rc = drv_sync(d);
+    if (!rc) {
+        for (size_t i = 0; i < n; i++) {
+            a[i] = 0.0f; b[i] = (float)(i & 1023); cc[i] = 1.0f;
+        }
+        for (int64_t it = -1; it < c->repeat; it++) {
+            barrier(c);
+            double t0 = now_seconds();
+            const float s = 0.5f + (float)it;
+            for (size_t i = 0; i < n; i++)
+                a[i] = b[i] + s * cc[i];
+            double t = now_seconds() - t0;
+            if (it >= 0)
+                g[it] = 3.0 * (double)bytes / t * 1e-9;
+        }
+        volatile float sink = a[n / 2];
+        (void)sink;
+        rc = drv_sync(d);
     }
-    for (size_t i = 0; i < n; i++) {
-        a[i] = 0.0f; b[i] = (float)(i & 1023); cc[i] = 1.0f;
-    }
-    for (int64_t it = -1; it < c->repeat; it++) {
-        MPI_Barrier(c->world);
-        double t0 = now_seconds();
-        const float s = 0.5f + (float)it;
-        for (size_t i = 0; i < n; i++)
-            a[i] = b[i] + s * cc[i];
-        double t = now_seconds() - t0;
-        if (it >= 0)
-            g[it] = 3.0 * (double)bytes / t * 1e-9;
-    }
-    volatile float sink = a[n / 2];
-    (void)sink;
-    *out = gather_stats(c, c->world, g, (int)c->repeat);
-    free(a); free(b); free(cc); free(g);
-    return 0;
+    if (!rc)
+        rc = gather_stats(c, g, (int)c->repeat, out);
+    drv_free(a); drv_free(b); drv_free(cc); drv_free(g);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- network */
 
-/* Ping-pong between world ranks r0 and r1 (others wait): half round trip, s. */
-static stats ping_pong(cal *c, int r0, int r1, size_t bytes, int iters, char *buf)
+/* Ping-pong between world ranks r0 and r1 (others wait): half round trip, s,
+ * rank r0's samples reduced on rank 0 (zeros elsewhere). */
+static int ping_pong(cal *c, int r0, int r1, size_t bytes, int iters, char *buf, stats *s)
 {
-    double *t = malloc((size_t)c->repeat * sizeof *t);
+    drv *d = c->d;
+    stats z = {0, 0, 0};
+    *s = z;
+    double *t = drv_alloc_n(d, (size_t)c->repeat, sizeof *t, "the ping-pong samples");
+    /* rank 0 receives rank r0's samples when it is not r0 itself */
+    double *x = c->rank == 0 && r0 != 0 ? drv_alloc_n(d, (size_t)c->repeat, sizeof *x, "the ping-pong samples") : t;
+    int rc = drv_sync(d);
+    if (rc) {
+        if (x != t)
+            drv_free(x);
+        drv_free(t);
+        return rc;
+    }
     for (int64_t it = -1; it < c->repeat; it++) {
-        MPI_Barrier(c->world);
+        barrier(c);
         double t0 = MPI_Wtime();
-        for (int i = 0; i < iters; i++) {
+        for (int i = 0; i < iters && !d->code; i++) {
             if (c->rank == r0) {
-                MPI_Send(buf, (int)bytes, MPI_BYTE, r1, 1, c->world);
-                MPI_Recv(buf, (int)bytes, MPI_BYTE, r1, 1, c->world, MPI_STATUS_IGNORE);
+                drv_mpi(d, MPI_Send(buf, (int)bytes, MPI_BYTE, r1, 1, c->world), "MPI_Send (ping-pong)");
+                drv_mpi(d, MPI_Recv(buf, (int)bytes, MPI_BYTE, r1, 1, c->world, MPI_STATUS_IGNORE),
+                        "MPI_Recv (ping-pong)");
             } else if (c->rank == r1) {
-                MPI_Recv(buf, (int)bytes, MPI_BYTE, r0, 1, c->world, MPI_STATUS_IGNORE);
-                MPI_Send(buf, (int)bytes, MPI_BYTE, r0, 1, c->world);
+                drv_mpi(d, MPI_Recv(buf, (int)bytes, MPI_BYTE, r0, 1, c->world, MPI_STATUS_IGNORE),
+                        "MPI_Recv (ping-pong)");
+                drv_mpi(d, MPI_Send(buf, (int)bytes, MPI_BYTE, r0, 1, c->world), "MPI_Send (ping-pong)");
             }
         }
         if (it >= 0)
             t[it] = (MPI_Wtime() - t0) / (2.0 * iters);
     }
-    /* rank r0's samples only */
-    double *mine = c->rank == r0 ? t : NULL;
-    stats s = {0, 0, 0};
-    if (c->rank == r0 && r0 != 0)
-        MPI_Send(t, (int)c->repeat, MPI_DOUBLE, 0, 2, c->world);
-    if (c->rank == 0) {
-        double *x = mine ? mine : malloc((size_t)c->repeat * sizeof *x);
-        if (!mine)
-            MPI_Recv(x, (int)c->repeat, MPI_DOUBLE, r0, 2, c->world, MPI_STATUS_IGNORE);
-        s = stats_of(x, (size_t)c->repeat);
-        if (!mine)
-            free(x);
+    if ((rc = drv_sync(d)) == 0) {
+        if (c->rank == r0 && r0 != 0)
+            drv_mpi(d, MPI_Send(t, (int)c->repeat, MPI_DOUBLE, 0, 2, c->world), "MPI_Send (samples)");
+        if (c->rank == 0 && r0 != 0)
+            drv_mpi(d, MPI_Recv(x, (int)c->repeat, MPI_DOUBLE, r0, 2, c->world, MPI_STATUS_IGNORE),
+                    "MPI_Recv (samples)");
+        if ((rc = drv_sync(d)) == 0 && c->rank == 0)
+            *s = stats_of(x, (size_t)c->repeat);
     }
-    free(t);
-    return s;
+    if (x != t)
+        drv_free(x);
+    drv_free(t);
+    return rc;
 }
 
 /* All-to-alls are short and, on a shared machine, the noisiest numbers:
@@ -273,28 +311,32 @@ static stats ping_pong(cal *c, int r0, int r1, size_t bytes, int iters, char *bu
 #define A2A_REPS(c) (3 * (c)->repeat)
 
 /* MPI_Alltoall of `per` bytes per pair on comm; the slowest rank's time per
- * repetition, reduced over repetitions on comm's rank 0 and sent to world 0. */
-static stats alltoall_time(cal *c, MPI_Comm comm, size_t per, char *sb, char *rb)
+ * repetition, reduced over repetitions on comm's rank 0 (world rank 0 is
+ * rank 0 of its node and of world). */
+static int alltoall_time(cal *c, MPI_Comm comm, size_t per, char *sb, char *rb, stats *s)
 {
+    drv *d = c->d;
+    stats z = {0, 0, 0};
+    *s = z;
     const int64_t reps = A2A_REPS(c);
-    double *t = malloc((size_t)reps * sizeof *t);
-    int cr;
-    MPI_Comm_rank(comm, &cr);
-    for (int64_t it = -1; it < reps; it++) {
-        MPI_Barrier(c->world);
+    double *t = drv_alloc_n(d, (size_t)reps, sizeof *t, "the all-to-all samples");
+    int cr = -1;
+    drv_mpi(d, MPI_Comm_rank(comm, &cr), "MPI_Comm_rank");
+    int rc = drv_sync(d);
+    for (int64_t it = -1; it < reps && !rc; it++) {
+        barrier(c);
         double t0 = MPI_Wtime();
-        MPI_Alltoall(sb, (int)per, MPI_BYTE, rb, (int)per, MPI_BYTE, comm);
-        double loc = MPI_Wtime() - t0, mx;
-        MPI_Allreduce(&loc, &mx, 1, MPI_DOUBLE, MPI_MAX, comm);
+        drv_mpi(d, MPI_Alltoall(sb, (int)per, MPI_BYTE, rb, (int)per, MPI_BYTE, comm), "MPI_Alltoall");
+        double loc = MPI_Wtime() - t0, mx = 0;
+        drv_mpi(d, MPI_Allreduce(&loc, &mx, 1, MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce (times)");
         if (it >= 0)
             t[it] = mx;
+        rc = drv_sync(d);
     }
-    stats s = {0, 0, 0};
-    if (cr == 0)
-        s = stats_of(t, (size_t)reps);
-    free(t);
-    /* world rank 0 is rank 0 of its node and of world */
-    return s;
+    if (!rc && cr == 0)
+        *s = stats_of(t, (size_t)reps);
+    drv_free(t);
+    return rc;
 }
 
 /* The all-to-all of `ulysses attn` itself, with its strided head blocks, on
@@ -308,7 +350,9 @@ static stats alltoall_time(cal *c, MPI_Comm comm, size_t per, char *sb, char *rb
  * reports an all-to-all's critical path: a time over all ranks would add the
  * barrier's exit skew, which on a loaded machine was 10x the transfer (one
  * rank descheduled).  Per repetition, the mean of the two, returned on
- * comm's rank 0; *fail set when the context cannot be made.
+ * comm's rank 0.  A context that cannot be made (e.g. --a2a shm without
+ * room for its window in /dev/shm) is the agreed failure "the Ulysses
+ * all-to-all: why".
  *
  * As the job sees it: the library's default mode (ULY_A2A_AUTO) after its
  * measuring calls (untimed here, as in a job that has run a few steps), and
@@ -319,12 +363,14 @@ static stats alltoall_time(cal *c, MPI_Comm comm, size_t per, char *sb, char *rb
  * uses the next of several buffer sets, A2A_COLD_BYTES per rank in all. */
 #define A2A_COLD_BYTES ((size_t)32 << 20)
 #define A2A_MAX_SETS 16
-static stats ulysses_a2a_time(cal *c, MPI_Comm comm, size_t per, int *fail)
+static int ulysses_a2a_time(cal *c, MPI_Comm comm, size_t per, stats *s)
 {
-    stats s = {0, 0, 0};
-    int P, cr;
-    MPI_Comm_size(comm, &P);
-    MPI_Comm_rank(comm, &cr);
+    drv *d = c->d;
+    stats z = {0, 0, 0};
+    *s = z;
+    int P = 1, cr = -1;
+    drv_mpi(d, MPI_Comm_size(comm, &P), "MPI_Comm_size");
+    drv_mpi(d, MPI_Comm_rank(comm, &cr), "MPI_Comm_rank");
     uly_attn_desc a;
     memset(&a, 0, sizeof a);
     int64_t nr = (int64_t)(per / (2 * 64 * 4));
@@ -337,86 +383,87 @@ static stats ulysses_a2a_time(cal *c, MPI_Comm comm, size_t per, int *fail)
     float *in[A2A_MAX_SETS] = {NULL}, *out[A2A_MAX_SETS] = {NULL};
     /* auto's measuring calls are left out of the timed repetitions */
     const int64_t reps = A2A_REPS(c), settle = c->a2a == ULY_A2A_AUTO ? (ULY_A2A_MODES - 1) * ULY_A2A_AUTO_SAMPLES : 0;
-    double *t = malloc((size_t)reps * sizeof *t);
+    double *t = drv_alloc_n(d, (size_t)reps, sizeof *t, "the all-to-all samples");
     uly_dist_opts o;
     memset(&o, 0, sizeof o);
     o.a2a_mode = c->a2a;
     uly_dist *D = NULL;
-    int bad = !t, any;
     for (size_t k = 0; k < sets; k++) {
-        in[k] = malloc(n * 4);
-        out[k] = malloc(n * 4);
-        bad |= !in[k] || !out[k];
+        in[k] = drv_alloc_n(d, n, 4, "the all-to-all buffers");
+        out[k] = drv_alloc_n(d, n, 4, "the all-to-all buffers");
     }
-    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, c->world);
-    if (!any) {
-        bad = uly_dist_create(comm, &a, &o, &D) != 0;
-        if (bad && !c->a2a_why[0]) /* e.g. --a2a shm without room for its window in /dev/shm */
-            snprintf(c->a2a_why, sizeof c->a2a_why, "%s", uly_last_error());
-        MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, c->world);
-        if (!any && !c->a2a_fell_back && uly_dist_a2a_note(D)) { /* a mode the system does not allow: never silent */
-            drv_say(c->d, "note: %s", uly_dist_a2a_note(D));
+    int rc = drv_sync(d);
+    if (!rc) {
+        drv_lib(d, uly_dist_create(comm, &a, &o, &D), DRV_RUNTIME, "the Ulysses all-to-all");
+        rc = drv_sync(d);
+        if (!rc && !c->a2a_fell_back && uly_dist_a2a_note(D)) { /* a mode the system does not allow: never silent */
+            drv_say(d, "note: %s", uly_dist_a2a_note(D));
             c->a2a_fell_back = 1;
         }
     }
-    if (!any) {
+    if (!rc) {
         for (size_t k = 0; k < sets; k++)
             for (size_t i = 0; i < n; i++) {
                 in[k][i] = (float)(i & 255);
                 out[k][i] = 0.0f;
             }
-        for (int64_t it = -settle - 1; it < reps && !any; it++) {
+        for (int64_t it = -settle - 1; it < reps && !rc; it++) {
             const size_t k = (size_t)(it + settle + 1) % sets;
-            double loc[2], crit[2];
+            double loc[2], crit[2] = {0, 0};
             for (int w = 0; w < 2; w++) {   /* Q: sequence -> heads; O: heads -> sequence */
-                MPI_Barrier(c->world);
+                barrier(c);
                 double t0 = MPI_Wtime();
-                bad |= uly_dist_a2a(D, w ? ULY_A2A_O : ULY_A2A_Q, in[k], out[k]) != 0;
+                int st = uly_dist_a2a(D, w ? ULY_A2A_O : ULY_A2A_Q, in[k], out[k]);
                 loc[w] = MPI_Wtime() - t0;
+                drv_lib(d, st, DRV_RUNTIME, "the Ulysses all-to-all");
             }
-            MPI_Allreduce(loc, crit, 2, MPI_DOUBLE, MPI_MIN, comm);
-            MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, c->world);
+            drv_mpi(d, MPI_Allreduce(loc, crit, 2, MPI_DOUBLE, MPI_MIN, comm), "MPI_Allreduce (times)");
+            rc = drv_sync(d);
             if (it >= 0)
                 t[it] = 0.5 * (crit[0] + crit[1]);
         }
-        if (!any && cr == 0)
-            s = stats_of(t, (size_t)reps);
+        if (!rc && cr == 0)
+            *s = stats_of(t, (size_t)reps);
     }
-    *fail |= any;
     uly_dist_free(D);
     for (size_t k = 0; k < sets; k++) {
-        free(in[k]);
-        free(out[k]);
+        drv_free(in[k]);
+        drv_free(out[k]);
     }
-    free(t);
-    return s;
+    drv_free(t);
+    return rc;
 }
 
 /* Rank i of node 2k exchanges `bytes` with rank i of node 2k+1, both
  * directions at once (MPI_Sendrecv); per-direction bytes per second of one
- * node's link.  A note only: over Open MPI's TCP transport it reaches about
- * half the rate the all-to-all gets on the same link (doc/validation.md). */
-static stats node_exchange(cal *c, size_t bytes, char *sb, char *rb)
+ * node's link, on rank 0.  A note only: over Open MPI's TCP transport it
+ * reaches about half the rate the all-to-all gets on the same link
+ * (doc/validation.md). */
+static int node_exchange(cal *c, size_t bytes, char *sb, char *rb, stats *s)
 {
-    double *bw = malloc((size_t)c->repeat * sizeof *bw);
+    drv *d = c->d;
+    stats z = {0, 0, 0};
+    *s = z;
+    double *bw = drv_alloc_n(d, (size_t)c->repeat, sizeof *bw, "the exchange samples");
     int pair_node = c->node_id ^ 1, active = pair_node < c->nodes;
     int peer = pair_node * c->g + c->node_rank;
-    for (int64_t it = -1; it < c->repeat; it++) {
-        MPI_Barrier(c->world);
+    int rc = drv_sync(d);
+    for (int64_t it = -1; it < c->repeat && !rc; it++) {
+        barrier(c);
         double t0 = MPI_Wtime();
         if (active)
-            MPI_Sendrecv(sb, (int)bytes, MPI_BYTE, peer, 3, rb, (int)bytes, MPI_BYTE, peer, 3, c->world,
-                         MPI_STATUS_IGNORE);
-        double loc = MPI_Wtime() - t0, mx;
-        MPI_Allreduce(&loc, &mx, 1, MPI_DOUBLE, MPI_MAX, c->world);
+            drv_mpi(d, MPI_Sendrecv(sb, (int)bytes, MPI_BYTE, peer, 3, rb, (int)bytes, MPI_BYTE, peer, 3, c->world,
+                                    MPI_STATUS_IGNORE), "MPI_Sendrecv (node exchange)");
+        double loc = MPI_Wtime() - t0, mx = 0;
+        drv_mpi(d, MPI_Allreduce(&loc, &mx, 1, MPI_DOUBLE, MPI_MAX, c->world), "MPI_Allreduce (times)");
         if (it >= 0)
             bw[it] = (double)c->g * (double)bytes / mx;
+        rc = drv_sync(d);
     }
-    stats s = {0, 0, 0};
-    if (c->rank == 0)
-        s = stats_of(bw, (size_t)c->repeat);
-    free(bw);
-    return s;
+    if (!rc && c->rank == 0)
+        *s = stats_of(bw, (size_t)c->repeat);
+    drv_free(bw);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- output */
@@ -818,19 +865,21 @@ static int cal_main(cal *c, int argc, char **argv)
         return rc;
     c->repeat = repeat ? repeat : c->quick ? 3 : 5;
 
-    /* nodes: ranks sharing memory; equal sizes, node-major numbering */
-    MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &c->node);
-    MPI_Comm_rank(c->node, &c->node_rank);
-    MPI_Comm_size(c->node, &c->g);
-    MPI_Comm_split(c->world, c->node_rank == 0 ? 0 : MPI_UNDEFINED, c->rank, &c->leaders);
-    int lead = c->node_rank == 0, gmin, gmax;
-    MPI_Allreduce(&lead, &c->nodes, 1, MPI_INT, MPI_SUM, c->world);
-    MPI_Allreduce(&c->g, &gmin, 1, MPI_INT, MPI_MIN, c->world);
-    MPI_Allreduce(&c->g, &gmax, 1, MPI_INT, MPI_MAX, c->world);
+    /* nodes: ranks sharing memory (the driver's node communicator, ranks
+     * in world order); equal sizes, node-major numbering */
+    c->g = 1;
+    drv_mpi(d, MPI_Comm_rank(c->node, &c->node_rank), "MPI_Comm_rank (node)");
+    drv_mpi(d, MPI_Comm_size(c->node, &c->g), "MPI_Comm_size (node)");
+    int lead = c->node_rank == 0, gmin = 0, gmax = 0;
+    drv_mpi(d, MPI_Allreduce(&lead, &c->nodes, 1, MPI_INT, MPI_SUM, c->world), "MPI_Allreduce (nodes)");
+    drv_mpi(d, MPI_Allreduce(&c->g, &gmin, 1, MPI_INT, MPI_MIN, c->world), "MPI_Allreduce (ranks per node)");
+    drv_mpi(d, MPI_Allreduce(&c->g, &gmax, 1, MPI_INT, MPI_MAX, c->world), "MPI_Allreduce (ranks per node)");
     int first = c->rank;
-    MPI_Bcast(&first, 1, MPI_INT, 0, c->node);  /* lowest world rank of my node if node-major */
-    int order_ok = first == c->rank - c->node_rank && first % c->g == 0, all_ok;
-    MPI_Allreduce(&order_ok, &all_ok, 1, MPI_INT, MPI_MIN, c->world);
+    drv_mpi(d, MPI_Bcast(&first, 1, MPI_INT, 0, c->node), "MPI_Bcast (node)"); /* lowest world rank of my node if node-major */
+    int order_ok = c->g > 0 && first == c->rank - c->node_rank && first % c->g == 0, all_ok = 0;
+    drv_mpi(d, MPI_Allreduce(&order_ok, &all_ok, 1, MPI_INT, MPI_MIN, c->world), "MPI_Allreduce (rank order)");
+    if ((rc = drv_sync(d)))
+        return rc;
     if (gmin != gmax || !all_ok)
         drv_fail(d, DRV_BADINPUT, "%s (a platform has equal nodes numbered node-major: use a hostfile with equal "
                  "slots and --map-by slot)",
@@ -889,72 +938,72 @@ static int cal_main(cal *c, int argc, char **argv)
         uly_sizes[i] = a2a_sizes[i] < 512 ? 512 : a2a_sizes[i];
     memset(pp_lat, 0, sizeof pp_lat);
     memset(pp_bw, 0, sizeof pp_bw);
-    int fail = 0;
-    for (int i = 0; i < ng && !fail; i++) {
+    rc = 0;
+    for (int i = 0; i < ng && !rc; i++) {
         progress(c, "sgemm %lld^3", (long long)gemm_n[i]);
-        fail = measure_gemm(c, gemm_n[i], &gr[i]);
+        rc = measure_gemm(c, gemm_n[i], &gr[i]);
     }
-    for (int i = 0; i < na && !fail; i++) {
+    for (int i = 0; i < na && !rc; i++) {
         progress(c, "attention N=%lld d=%lld %s, forward and backward", (long long)as[i][0], (long long)as[i][1],
                  as[i][2] ? "causal" : "no mask");
-        fail = measure_attn(c, as[i][0], as[i][1], (int)as[i][2], &ar[i]);
+        rc = measure_attn(c, as[i][0], as[i][1], (int)as[i][2], &ar[i]);
     }
-    if (!fail) {
+    if (!rc) {
         progress(c, "memory triad, 3 x %zu MiB per rank", mem_bytes >> 20);
-        fail = measure_memory(c, mem_bytes, &mem);
+        rc = measure_memory(c, mem_bytes, &mem);
     }
     const size_t pp_big = (size_t)4 << 20;   /* ping-pong bandwidth message */
     size_t nbuf = (size_t)c->size * (big > xbytes ? big : xbytes);
     if (nbuf < pp_big)
         nbuf = pp_big;
-    char *sb = fail ? NULL : calloc(nbuf, 1), *rb = fail ? NULL : calloc(nbuf, 1);
-    int bad = !fail && (!sb || !rb), anybad;
-    MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, c->world);
-    fail |= anybad;
-    if (!fail && c->g > 1) {
+    char *sb = NULL, *rb = NULL;
+    if (!rc) {
+        sb = drv_calloc_n(d, nbuf, 1, "the message buffers");
+        rb = drv_calloc_n(d, nbuf, 1, "the message buffers");
+        rc = drv_sync(d);
+    }
+    if (!rc && c->g > 1) {
         progress(c, "ping-pong inside node 0 (ranks 0, 1): 8 B and 4 MiB");
-        pp_lat[0] = ping_pong(c, 0, 1, 8, c->quick ? 200 : 1000, sb);
-        pp_bw[0] = ping_pong(c, 0, 1, pp_big, 3, sb);
-        for (int i = 0; i < nsz; i++) {
+        rc = ping_pong(c, 0, 1, 8, c->quick ? 200 : 1000, sb, &pp_lat[0]);
+        if (!rc)
+            rc = ping_pong(c, 0, 1, pp_big, 3, sb, &pp_bw[0]);
+        for (int i = 0; i < nsz && !rc; i++) {
             progress(c, "MPI_Alltoall on each node's %d ranks, %zu B per pair", c->g, a2a_sizes[i]);
-            a2a_node[i] = alltoall_time(c, c->node, a2a_sizes[i], sb, rb);
+            rc = alltoall_time(c, c->node, a2a_sizes[i], sb, rb, &a2a_node[i]);
         }
-        for (int i = 0; i < nsz && !fail; i++) {
+        for (int i = 0; i < nsz && !rc; i++) {
             progress(c, "Ulysses all-to-all (q and o) on each node's %d ranks, %zu B per pair", c->g, uly_sizes[i]);
-            uly_node[i] = ulysses_a2a_time(c, c->node, uly_sizes[i], &fail);
+            rc = ulysses_a2a_time(c, c->node, uly_sizes[i], &uly_node[i]);
         }
     }
-    if (!fail && c->nodes > 1) {
+    if (!rc && c->nodes > 1) {
         progress(c, "ping-pong node 0 - node 1 (ranks 0, %d): 8 B and 4 MiB", c->g);
-        pp_lat[1] = ping_pong(c, 0, c->g, 8, c->quick ? 100 : 400, sb);
-        pp_bw[1] = ping_pong(c, 0, c->g, pp_big, 2, sb);
-        progress(c, "node-pair exchange, %d ranks x %zu MiB each way", c->g, xbytes >> 20);
-        xch = node_exchange(c, xbytes, sb, rb);
-        for (int i = 0; i < nsz; i++) {
+        rc = ping_pong(c, 0, c->g, 8, c->quick ? 100 : 400, sb, &pp_lat[1]);
+        if (!rc)
+            rc = ping_pong(c, 0, c->g, pp_big, 2, sb, &pp_bw[1]);
+        if (!rc) {
+            progress(c, "node-pair exchange, %d ranks x %zu MiB each way", c->g, xbytes >> 20);
+            rc = node_exchange(c, xbytes, sb, rb, &xch);
+        }
+        for (int i = 0; i < nsz && !rc; i++) {
             progress(c, "MPI_Alltoall on all %d ranks, %zu B per pair", c->size, a2a_sizes[i]);
-            a2a_world[i] = alltoall_time(c, c->world, a2a_sizes[i], sb, rb);
+            rc = alltoall_time(c, c->world, a2a_sizes[i], sb, rb, &a2a_world[i]);
         }
-        for (int i = 0; i < nsz && !fail; i++) {
+        for (int i = 0; i < nsz && !rc; i++) {
             progress(c, "Ulysses all-to-all (q and o) on all %d ranks, %zu B per pair", c->size, uly_sizes[i]);
-            uly_world[i] = ulysses_a2a_time(c, c->world, uly_sizes[i], &fail);
+            rc = ulysses_a2a_time(c, c->world, uly_sizes[i], &uly_world[i]);
         }
     }
-    free(sb);
-    free(rb);
-    if (fail) {
-        if (c->rank == 0 && c->tty)
-            fputc('\n', stderr);
-        if (c->a2a_why[0])
-            drv_fail(d, DRV_RUNTIME, "the Ulysses all-to-all: %s", c->a2a_why);
-        else
-            drv_fail(d, DRV_RUNTIME, "a rank ran out of memory or a kernel failed");
-        return drv_sync(d);
-    }
+    drv_free(sb);
+    drv_free(rb);
+    if (rc)   /* agreed, and printed by rank 0 (after ending its progress line) */
+        return rc;
     load_avg(load1);
     const double secs = now_seconds() - c->t_start;
     if (c->rank == 0) {
         if (c->tty)
             fputc('\n', stderr);
+        d->line_open = 0;
         write_platform(c, o, out, name, gr, (int)ng, ar, na, mem, pp_lat, pp_bw, a2a_sizes, a2a_node,
                           uly_sizes, uly_node, a2a_world, uly_world,
                           nsz, xch, xbytes, mem_bytes, load0, load1, secs);
@@ -975,15 +1024,11 @@ int cmd_calibrate(int argc, char **argv)
     c.d = &d;
     c.out = &o;
     c.world = d.comm;
-    c.node = c.leaders = MPI_COMM_NULL;
+    c.node = d.node;
     c.rank = d.rank;
     c.size = d.size;
     c.tty = isatty(2);
     int rc = cal_main(&c, argc, argv);   /* agreed on every rank (drv_agree / drv_sync) */
     drv_out_discard(&o, 1);
-    if (c.node != MPI_COMM_NULL)
-        MPI_Comm_free(&c.node);
-    if (c.leaders != MPI_COMM_NULL)
-        MPI_Comm_free(&c.leaders);
     return drv_close(&d, rc);
 }

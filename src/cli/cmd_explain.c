@@ -3,8 +3,8 @@
  * every collective of one attention layer (forward and backward), the P x P
  * send matrices, per-rank totals, and the closed-form volume with the
  * numbers substituted, checked against the sums.  No MPI: every number comes
- * from the plan layer (uly_split, uly_kv_range, uly_plan_kv_replicated,
- * uly_plan_a2a_block, uly_plan_volume, uly_attn_pairs), the same functions
+ * from the plan layer (the layout: uly_layout_part, uly_layout_a2a_block;
+ * uly_plan_volume, uly_plan_method_volume, uly_attn_pairs), the same functions
  * the library's counters and the simulator use, so the explanation cannot
  * drift from what runs.  --svg draws the same layouts (explain_draw.c).
  *
@@ -24,8 +24,6 @@
 
 #include <unistd.h>
 
-enum { M_ULYSSES, M_RING, M_ZIGZAG, M_ALLGATHER, M_USP, M_MEGATRON };
-static const char *const method_names[] = {"ulysses", "ring", "zigzag", "allgather", "usp", "megatron-sp", NULL};
 static const char *const placement_names[] = {"ulysses-inner", "ring-inner", NULL};
 static const char *const dtype_names[] = {"f32", "f64", NULL};
 
@@ -38,8 +36,9 @@ enum { MATRIX_MAX_P = 16, TABLE_MAX_P = 64, RANKS_MAX = 1024, DRAW_MAX_P = 64 };
 
 typedef struct xcfg {
     uly_attn_desc a;
-    int P, method;        /* index in method_names */
-    uly_sp_plan plan;     /* ring, zigzag, allgather, usp */
+    int P, method;        /* uly_method: the library's five and ULY_METHOD_MEGATRON_SP */
+    uly_sp_plan plan;     /* the method's plan; megatron-sp: a ulysses plan of P ranks (its partitions) */
+    uly_layout L;         /* what every rank holds (ulysses, megatron-sp), from plan */
     const char *svg;
 } xcfg;
 
@@ -261,46 +260,31 @@ static void split_note(const char *what, int64_t n, int P)
 
 /* ------------------------------------------------------------ ulysses */
 
-typedef struct uparts {
-    int64_t *tb, *tn, *hb, *hn, *kb, *kn;  /* per rank: tokens, query heads, KV heads */
-} uparts;
-
-static void uparts_free(uparts *u)
+/* What rank r holds (uly_layout_part): ulysses and megatron-sp have one
+ * token segment per rank, tok_begin[0] and tokens. */
+static uly_rank_part part(const uly_layout *L, int r)
 {
-    free(u->tb);
-    free(u->tn);
-    free(u->hb);
-    free(u->hn);
-    free(u->kb);
-    free(u->kn);
-}
-
-static int uparts_make(const uly_attn_desc *a, int P, uparts *u)
-{
-    size_t n = (size_t)P;
-    u->tb = calloc(n, sizeof(int64_t));
-    u->tn = calloc(n, sizeof(int64_t));
-    u->hb = calloc(n, sizeof(int64_t));
-    u->hn = calloc(n, sizeof(int64_t));
-    u->kb = calloc(n, sizeof(int64_t));
-    u->kn = calloc(n, sizeof(int64_t));
-    if (!u->tb || !u->tn || !u->hb || !u->hn || !u->kb || !u->kn)
-        return 1;
-    for (int r = 0; r < P; r++) {
-        uly_split(a->seq, P, r, &u->tb[r], &u->tn[r]);
-        uly_split(a->heads, P, r, &u->hb[r], &u->hn[r]);
-        uly_kv_range(a, u->hb[r], u->hn[r], &u->kb[r], &u->kn[r]);
-    }
-    return 0;
+    uly_rank_part p;
+    uly_layout_part(L, r, &p);
+    return p;
 }
 
 /* Whether KV head k is needed by more than one rank. */
-static int kv_shared(const uparts *u, int P, int64_t k)
+static int kv_shared(const uly_layout *L, int P, int64_t k)
 {
     int n = 0;
-    for (int r = 0; r < P; r++)
-        n += u->kn[r] > 0 && k >= u->kb[r] && k < u->kb[r] + u->kn[r];
+    for (int r = 0; r < P; r++) {
+        const uly_rank_part q = part(L, r);
+        n += q.kv_count > 0 && k >= q.kv_begin && k < q.kv_begin + q.kv_count;
+    }
     return n > 1;
+}
+
+/* Whether ranks r and s hold as many tokens, query heads and KV heads. */
+static int same_counts(const uly_layout *L, int r, int s)
+{
+    const uly_rank_part x = part(L, r), y = part(L, s);
+    return x.tokens == y.tokens && x.head_count == y.head_count && x.kv_count == y.kv_count;
 }
 
 static const char *const a2a_label[ULY_A2A_COUNT] = {"Q", "K", "V", "O", "dO", "dQ", "dK", "dV"};
@@ -311,8 +295,7 @@ static int explain_ulysses(const xcfg *c, xp_fig *fig)
     const int P = c->P;
     const uint64_t es = uly_dtype_size(a->dtype);
     const uint64_t row = (uint64_t)a->batch * (uint64_t)a->head_dim;
-    uparts u;
-    memset(&u, 0, sizeof u);
+    const uly_layout *L = &c->L;
     uint64_t *mat[ULY_A2A_COUNT] = {0};
     uly_volume *vol = calloc((size_t)P, sizeof *vol);
     /* (P, 2): elements each rank sends to the others, forward and backward,
@@ -321,7 +304,7 @@ static int explain_ulysses(const xcfg *c, xp_fig *fig)
     uint64_t *sent = calloc(2 * (size_t)P, sizeof *sent);
     const int keep = P <= MATRIX_MAX_P || fig;
     int rc = 0;
-    if (uparts_make(a, P, &u) || !vol || !sent) {
+    if (!vol || !sent) {
         fprintf(stderr, "ulysses explain: out of memory\n");
         rc = 1;
         goto done;
@@ -335,12 +318,7 @@ static int explain_ulysses(const xcfg *c, xp_fig *fig)
         }
         for (int r = 0; r < P; r++)
             for (int s = 0; s < P; s++) {
-                uint64_t e = 0;
-                if (uly_plan_a2a_block(a, P, w, r, s, &e)) {
-                    fprintf(stderr, "ulysses explain: %s\n", uly_last_error());
-                    rc = exit_status_of(ULY_EINVAL);
-                    goto done;
-                }
+                const uint64_t e = uly_layout_a2a_block(L, a->seq, w, r, s);
                 if (keep)
                     mat[w][r * P + s] = e;
                 if (s != r)
@@ -353,7 +331,7 @@ static int explain_ulysses(const xcfg *c, xp_fig *fig)
             rc = 2;
             goto done;
         }
-    const int rep = uly_plan_kv_replicated(a, P);
+    const int rep = L->rep;
     char b1[RNG_LEN], b2[RNG_LEN], b3[RNG_LEN], b4[RNG_LEN];
 
     printf("ulysses explain: DeepSpeed-Ulysses sequence parallelism, one attention layer\n");
@@ -368,30 +346,33 @@ static int explain_ulysses(const xcfg *c, xp_fig *fig)
             ellipsis(r, P);
             continue;
         }
+        const uly_rank_part q = part(L, r);
         int kvrep = 0;
-        for (int64_t k = u.kb[r]; k < u.kb[r] + u.kn[r]; k++)
-            kvrep |= kv_shared(&u, P, k);
+        for (int64_t k = q.kv_begin; k < q.kv_begin + q.kv_count; k++)
+            kvrep |= kv_shared(L, P, k);
         printf("  r%-4d %-14s %5" PRId64 "%s| %-12s %4" PRId64 "%s| %-15s %5" PRId64 "%s\n", r,
-               rng(b1, sizeof b1, u.tb[r], u.tn[r]), u.tn[r],
-               a->seq % P && r < a->seq % P ? "+" : " ", rng(b2, sizeof b2, u.hb[r], u.hn[r]), u.hn[r],
-               a->heads % P && r < a->heads % P ? "+" : " ", rng(b3, sizeof b3, u.kb[r], u.kn[r]), u.kn[r],
+               rng(b1, sizeof b1, q.tok_begin[0], q.tokens), q.tokens,
+               a->seq % P && r < a->seq % P ? "+" : " ", rng(b2, sizeof b2, q.head_begin, q.head_count), q.head_count,
+               a->heads % P && r < a->heads % P ? "+" : " ", rng(b3, sizeof b3, q.kv_begin, q.kv_count), q.kv_count,
                kvrep ? " *" : "");
     }
     split_note("tokens", a->seq, P);
     split_note("query heads", a->heads, P);
     int64_t kv_total = 0;
     for (int r = 0; r < P; r++)
-        kv_total += u.kn[r];
+        kv_total += part(L, r).kv_count;
     if (rep) {
         printf("  * replicated KV heads:");
         int printed = 0;
         for (int64_t k = 0; k < a->kv_heads && printed < 8; k++) {
-            if (!kv_shared(&u, P, k))
+            if (!kv_shared(L, P, k))
                 continue;
             printf("%s %" PRId64 " on", printed ? ";" : "", k);
-            for (int r = 0; r < P; r++)
-                if (u.kn[r] > 0 && k >= u.kb[r] && k < u.kb[r] + u.kn[r])
+            for (int r = 0; r < P; r++) {
+                const uly_rank_part q = part(L, r);
+                if (q.kv_count > 0 && k >= q.kv_begin && k < q.kv_begin + q.kv_count)
                     printf(" r%d", r);
+            }
             printed++;
         }
         printf("%s\n", printed == 8 ? "; ..." : "");
@@ -419,14 +400,15 @@ static int explain_ulysses(const xcfg *c, xp_fig *fig)
             ellipsis(r, P);
             continue;
         }
+        const uly_rank_part q = part(L, r);
         char s1[4 * RNG_LEN + 32], s2[4 * RNG_LEN + 32];
-        snprintf(s1, sizeof s1, "Q t%s x h%s, KV t%s x kv%s", rng(b1, sizeof b1, u.tb[r], u.tn[r]),
-                 rng(b2, sizeof b2, 0, a->heads), rng(b3, sizeof b3, u.tb[r], u.tn[r]),
+        snprintf(s1, sizeof s1, "Q t%s x h%s, KV t%s x kv%s", rng(b1, sizeof b1, q.tok_begin[0], q.tokens),
+                 rng(b2, sizeof b2, 0, a->heads), rng(b3, sizeof b3, q.tok_begin[0], q.tokens),
                  rng(b4, sizeof b4, 0, a->kv_heads));
         char k1[RNG_LEN];
         snprintf(s2, sizeof s2, "Q t%s x h%s, KV t%s x kv%s%s", rng(b1, sizeof b1, 0, a->seq),
-                 rng(b2, sizeof b2, u.hb[r], u.hn[r]), rng(b3, sizeof b3, 0, a->seq),
-                 rng(k1, sizeof k1, u.kb[r], u.kn[r]), rep && u.kn[r] ? "*" : "");
+                 rng(b2, sizeof b2, q.head_begin, q.head_count), rng(b3, sizeof b3, 0, a->seq),
+                 rng(k1, sizeof k1, q.kv_begin, q.kv_count), rep && q.kv_count ? "*" : "");
         printf("  r%-4d %-35s %s\n", r, s1, s2);
     }
 
@@ -452,7 +434,7 @@ static int explain_ulysses(const xcfg *c, xp_fig *fig)
                    "     head: %.0f; work per rank = B x H_r x pairs:",
                    step++, pairs);
             for (int r = 0; r < P && r < 8; r++)
-                printf(" r%d %.0f", r, (double)a->batch * (double)u.hn[r] * pairs);
+                printf(" r%d %.0f", r, (double)a->batch * (double)part(L, r).head_count * pairs);
             printf("%s\n", P > 8 ? " ..." : "");
             printf("     (whole sequences per head: the causal mask cannot unbalance the ranks; uneven\n"
                    "     heads can)\n");
@@ -524,8 +506,9 @@ static int explain_ulysses(const xcfg *c, xp_fig *fig)
            rep ? "H_r " : "KV_r");
     int all_ok = 1;
     for (int r = 0; r < P; r++) {
-        uint64_t n_r = (uint64_t)u.tn[r], H = (uint64_t)a->heads, H_r = (uint64_t)u.hn[r],
-                 K_r = (uint64_t)u.kn[r], N = (uint64_t)a->seq, SK = (uint64_t)kv_total;
+        const uly_rank_part q = part(L, r);
+        uint64_t n_r = (uint64_t)q.tokens, H = (uint64_t)a->heads, H_r = (uint64_t)q.head_count,
+                 K_r = (uint64_t)q.kv_count, N = (uint64_t)a->seq, SK = (uint64_t)kv_total;
         uint64_t qf = n_r * (H - H_r), kf = 2 * n_r * (SK - K_r), of = (N - n_r) * H_r;
         uint64_t dkv = 2 * (N - n_r) * (rep ? H_r : K_r);
         uint64_t fwd = row * es * (qf + kf + of), bwd = row * es * (qf + of + dkv);
@@ -535,9 +518,9 @@ static int explain_ulysses(const xcfg *c, xp_fig *fig)
         int ok = fwd == mf && mf == pf && bwd == mb && mb == pb;
         all_ok &= ok;
         int last = r;   /* print once for a run of ranks with the same numbers */
-        while (last + 1 < P && u.tn[last + 1] == u.tn[r] && u.hn[last + 1] == u.hn[r] && u.kn[last + 1] == u.kn[r])
+        while (last + 1 < P && same_counts(L, last + 1, r))
             last++;
-        if (r > 0 && u.tn[r - 1] == u.tn[r] && u.hn[r - 1] == u.hn[r] && u.kn[r - 1] == u.kn[r])
+        if (r > 0 && same_counts(L, r - 1, r))
             continue;
         char who[32];
         if (last > r)
@@ -585,26 +568,36 @@ static int explain_ulysses(const xcfg *c, xp_fig *fig)
         fig->P = P;
         p = new_panel(fig, NULL, "Q, K, V, O: sequence layout", "(B, n_r, H, d): tokens x query heads", "h",
                       a->seq, a->heads);
-        for (int r = 0; r < P; r++)
-            if (u.tn[r] && add_block(p, r, r, u.tb[r], u.tn[r], 0, a->heads, 0, 0))
+        for (int r = 0; r < P; r++) {
+            const uly_rank_part q = part(L, r);
+            if (q.tokens && add_block(p, r, r, q.tok_begin[0], q.tokens, 0, a->heads, 0, 0))
                 goto oom;
+        }
         p = new_panel(fig, "all-to-all Q", "Q: head layout", "(B, N, H_r, d)", "h", a->seq, a->heads);
         for (int r = 0; r < P; r++)
-            for (int s = 0; s < P; s++)
-                if (u.tn[s] && u.hn[r] && add_block(p, r, s, u.tb[s], u.tn[s], u.hb[r], u.hn[r], 0, 0))
+            for (int s = 0; s < P; s++) {
+                const uly_rank_part q = part(L, r), t = part(L, s);
+                if (t.tokens && q.head_count &&
+                    add_block(p, r, s, t.tok_begin[0], t.tokens, q.head_begin, q.head_count, 0, 0))
                     goto oom;
+            }
         p = new_panel(fig, "all-to-all K, V", "K, V: head layout", rep ? "(B, N, KV_r, d), * = replicated" : "(B, N, KV_r, d)",
                       "kv", a->seq, a->kv_heads);
         for (int r = 0; r < P; r++)
-            for (int s = 0; s < P; s++)
-                for (int64_t k = u.kb[r]; k < u.kb[r] + u.kn[r]; k++)
-                    if (u.tn[s] && add_block(p, r, s, u.tb[s], u.tn[s], k, 1, kv_shared(&u, P, k), 0))
+            for (int s = 0; s < P; s++) {
+                const uly_rank_part q = part(L, r), t = part(L, s);
+                for (int64_t k = q.kv_begin; k < q.kv_begin + q.kv_count; k++)
+                    if (t.tokens && add_block(p, r, s, t.tok_begin[0], t.tokens, k, 1, kv_shared(L, P, k), 0))
                         goto oom;
+            }
         p = new_panel(fig, "all-to-all O", "O: sequence layout again", "(B, n_r, H, d)", "h", a->seq, a->heads);
         for (int r = 0; r < P; r++)
-            for (int s = 0; s < P; s++)
-                if (u.tn[r] && u.hn[s] && add_block(p, r, r, u.tb[r], u.tn[r], u.hb[s], u.hn[s], 0, 0))
+            for (int s = 0; s < P; s++) {
+                const uly_rank_part q = part(L, r), t = part(L, s);
+                if (q.tokens && t.head_count &&
+                    add_block(p, r, r, q.tok_begin[0], q.tokens, t.head_begin, t.head_count, 0, 0))
                     goto oom;
+            }
         add_matrix(fig, "all-to-all Q, dO: elements sent (row -> column)", P, &mat[ULY_A2A_Q]);
         add_matrix(fig, "all-to-all K, V: elements sent (row -> column)", P, &mat[ULY_A2A_K]);
     }
@@ -617,7 +610,6 @@ done:
         free(mat[w]);
     free(sent);
     free(vol);
-    uparts_free(&u);
     return rc;
 }
 
@@ -629,12 +621,11 @@ static int explain_megatron(const xcfg *c, xp_fig *fig)
     const int P = c->P;
     const uint64_t es = uly_dtype_size(a->dtype);
     const uint64_t h = (uint64_t)(a->heads * a->head_dim), B = (uint64_t)a->batch, N = (uint64_t)a->seq;
-    uparts u;
-    memset(&u, 0, sizeof u);
+    const uly_layout *L = &c->L;
     uint64_t *ag = calloc((size_t)P * (size_t)P, sizeof *ag), *rs = calloc((size_t)P * (size_t)P, sizeof *rs);
     int rc = 0;
     char b1[RNG_LEN], b2[RNG_LEN], b3[RNG_LEN];
-    if (!ag || !rs || uparts_make(a, P, &u)) {
+    if (!ag || !rs) {
         fprintf(stderr, "ulysses explain: out of memory\n");
         rc = 1;
         goto done;
@@ -645,8 +636,8 @@ static int explain_megatron(const xcfg *c, xp_fig *fig)
      * every chunk but its own. */
     for (int r = 0; r < P && P > 1; r++) {
         int nx = (r + 1) % P;
-        ag[r * P + nx] = (N - (uint64_t)u.tn[nx]) * B * h;
-        rs[r * P + nx] = (N - (uint64_t)u.tn[r]) * B * h;
+        ag[r * P + nx] = (N - (uint64_t)part(L, nx).tokens) * B * h;
+        rs[r * P + nx] = (N - (uint64_t)part(L, r).tokens) * B * h;
     }
     printf("ulysses explain: Megatron-LM sequence parallelism (tensor parallelism t = P = %d), one layer\n", P);
     printf("(every term is defined in doc/glossary.md)\n\n");
@@ -659,13 +650,15 @@ static int explain_megatron(const xcfg *c, xp_fig *fig)
             ellipsis(r, P);
             continue;
         }
+        const uly_rank_part q = part(L, r);
         printf("  r%-4d %-18s %5" PRId64 "%s| %-18s %4" PRId64 " | %-9s %4" PRId64 "\n", r,
-               rng(b1, sizeof b1, u.tb[r], u.tn[r]), u.tn[r], a->seq % P && r < a->seq % P ? "+" : " ",
-               rng(b2, sizeof b2, u.hb[r], u.hn[r]), u.hn[r], rng(b3, sizeof b3, u.kb[r], u.kn[r]), u.kn[r]);
+               rng(b1, sizeof b1, q.tok_begin[0], q.tokens), q.tokens, a->seq % P && r < a->seq % P ? "+" : " ",
+               rng(b2, sizeof b2, q.head_begin, q.head_count), q.head_count, rng(b3, sizeof b3, q.kv_begin, q.kv_count),
+               q.kv_count);
     }
     split_note("tokens", a->seq, P);
     printf("  heads: %" PRId64 " = %d x %" PRId64 " (tensor parallelism needs t | H)\n", a->heads, P, a->heads / P);
-    if (uly_plan_kv_replicated(a, P))
+    if (L->rep)
         printf("  KV heads: a GQA group is cut, so its KV projection is computed on every rank that needs it.\n");
     printf("\nWhat each rank holds\n"
            "  SP regions (LayerNorm, dropout, residual): X (B, n_r, h), its tokens of the full hidden state\n"
@@ -692,7 +685,7 @@ static int explain_megatron(const xcfg *c, xp_fig *fig)
     for (int r = 0; r < P; r++) {
         int nx = (r + 1) % P;
         uint64_t g2 = 2 * ag[r * P + nx] * es, s2 = 2 * rs[r * P + nx] * es;
-        uint64_t closed = 2 * ((N - (uint64_t)u.tn[nx]) + (N - (uint64_t)u.tn[r])) * B * h * es;
+        uint64_t closed = 2 * ((N - (uint64_t)part(L, nx).tokens) + (N - (uint64_t)part(L, r).tokens)) * B * h * es;
         all_ok &= closed == g2 + s2 || P == 1;
         if (g2 + s2 > maxf)
             maxf = g2 + s2;
@@ -725,29 +718,40 @@ static int explain_megatron(const xcfg *c, xp_fig *fig)
         fig->P = P;
         p = new_panel(fig, NULL, "X: sequence-parallel region", "(B, n_r, h): tokens x hidden (in heads)", "h",
                       a->seq, a->heads);
-        for (int r = 0; r < P; r++)
-            if (u.tn[r] && add_block(p, r, r, u.tb[r], u.tn[r], 0, a->heads, 0, 0))
+        for (int r = 0; r < P; r++) {
+            const uly_rank_part q = part(L, r);
+            if (q.tokens && add_block(p, r, r, q.tok_begin[0], q.tokens, 0, a->heads, 0, 0))
                 goto oom;
+        }
         p = new_panel(fig, "all-gather", "X: all tokens on every rank", "(B, N, h)", "h", a->seq, a->heads);
         for (int r = 0; r < P; r++)
-            for (int s = 0; s < P; s++)
-                if (u.tn[s] && add_block(p, r, s, u.tb[s], u.tn[s], 0, a->heads, 0, 0))
+            for (int s = 0; s < P; s++) {
+                const uly_rank_part t = part(L, s);
+                if (t.tokens && add_block(p, r, s, t.tok_begin[0], t.tokens, 0, a->heads, 0, 0))
                     goto oom;
+            }
         p = new_panel(fig, "QKV projection", "attention: heads H_r", "(B, N, H_r, d)", "h", a->seq, a->heads);
         for (int r = 0; r < P; r++)
-            for (int s = 0; s < P; s++)
-                if (u.tn[s] && u.hn[r] && add_block(p, r, s, u.tb[s], u.tn[s], u.hb[r], u.hn[r], 0, 0))
+            for (int s = 0; s < P; s++) {
+                const uly_rank_part q = part(L, r), t = part(L, s);
+                if (t.tokens && q.head_count &&
+                    add_block(p, r, s, t.tok_begin[0], t.tokens, q.head_begin, q.head_count, 0, 0))
                     goto oom;
+            }
         p = new_panel(fig, "out projection", "Y: partial sums", "(B, N, h), summed over ranks", "h", a->seq,
                       a->heads);
         for (int r = 0; r < P; r++)
-            for (int s = 0; s < P; s++)
-                if (u.tn[s] && add_block(p, r, s, u.tb[s], u.tn[s], 0, a->heads, 0, 1))
+            for (int s = 0; s < P; s++) {
+                const uly_rank_part t = part(L, s);
+                if (t.tokens && add_block(p, r, s, t.tok_begin[0], t.tokens, 0, a->heads, 0, 1))
                     goto oom;
+            }
         p = new_panel(fig, "reduce-scatter", "Y: sequence-parallel region", "(B, n_r, h)", "h", a->seq, a->heads);
-        for (int r = 0; r < P; r++)
-            if (u.tn[r] && add_block(p, r, r, u.tb[r], u.tn[r], 0, a->heads, 0, 0))
+        for (int r = 0; r < P; r++) {
+            const uly_rank_part q = part(L, r);
+            if (q.tokens && add_block(p, r, r, q.tok_begin[0], q.tokens, 0, a->heads, 0, 0))
                 goto oom;
+        }
         add_matrix(fig, "all-gather: elements sent (row -> column)", P, &ag);
         add_matrix(fig, "reduce-scatter: elements sent", P, &rs);
     }
@@ -758,7 +762,6 @@ oom:
 done:
     free(ag);
     free(rs);
-    uparts_free(&u);
     return rc;
 }
 
@@ -1106,7 +1109,7 @@ static int check_shape(const xcfg *c)
         return EXIT_BADINPUT;
     }
     switch (c->method) {
-    case M_ULYSSES:
+    case ULY_METHOD_ULYSSES:
         if (c->a.heads < c->P) {
             fprintf(stderr,
                     "ulysses explain: ulysses: SP degree %d exceeds the %" PRId64
@@ -1115,14 +1118,14 @@ static int check_shape(const xcfg *c)
             return EXIT_BADINPUT;
         }
         break;
-    case M_USP:
+    case ULY_METHOD_USP:
         if (c->plan.U > c->a.heads) {
             fprintf(stderr, "ulysses explain: usp: ulysses degree %d exceeds the %" PRId64 " heads\n", c->plan.U,
                     c->a.heads);
             return EXIT_BADINPUT;
         }
         break;
-    case M_MEGATRON:
+    case ULY_METHOD_MEGATRON_SP:
         if (c->a.heads % c->P) {
             fprintf(stderr, "ulysses explain: megatron-sp: TP degree %d does not divide the %" PRId64 " heads\n",
                     c->P, c->a.heads);
@@ -1141,6 +1144,11 @@ int cmd_explain(int argc, char **argv)
     int64_t udeg = 0;
     int causal = 0, dtype = 0, method = 0, placement = 0, seen_ranks = 0, seen_udeg = 0, seen_place = 0;
     const char *svg = NULL;
+    /* the choices of --method: the one name table (uly_method_name), indexed by uly_method */
+    const char *method_names[ULY_METHOD_ALL + 1];
+    for (int m = 0; m < ULY_METHOD_ALL; m++)
+        method_names[m] = uly_method_name(m);
+    method_names[ULY_METHOD_ALL] = NULL;
     const arg_opt opts[] = {
         {"ranks", ARG_INT, &P, 1, RANKS_MAX, "P", "number of ranks (GPUs) P (required; with --svg at most 64)", NULL,
          &seen_ranks},
@@ -1189,35 +1197,36 @@ int cmd_explain(int argc, char **argv)
     c.a.causal = causal;
     c.a.window = window;
     c.a.dtype = dtype == 0 ? ULY_F32 : ULY_F64;
-    if ((seen_udeg || seen_place) && method != M_USP) {
+    if ((seen_udeg || seen_place) && method != ULY_METHOD_USP) {
         fprintf(stderr, "ulysses explain: --%s applies to --method usp only\n",
                 seen_udeg ? "ulysses-degree" : "placement");
         return EXIT_BADINPUT;
     }
-    if (method != M_ULYSSES && method != M_MEGATRON) {
-        int lm;
-        if (uly_method_parse(method_names[method], &lm)) {
-            fprintf(stderr, "ulysses explain: %s\n", uly_last_error());
-            return EXIT_BADINPUT;
+    int U = 0;
+    if (method == ULY_METHOD_USP) {
+        U = (int)udeg;
+        if (!seen_udeg) {   /* the library's default, printed: never a silent choice */
+            U = uly_plan_usp_degree(c.a.heads, c.P);
+            printf("note: --ulysses-degree not given: U = %d, the largest divisor of P = %d not above H = %" PRId64
+                   "\n\n",
+                   U, c.P, c.a.heads);
         }
-        int U = 0;
-        if (method == M_USP) {
-            U = (int)udeg;
-            if (!seen_udeg) {   /* the library's default, printed: never a silent choice */
-                U = uly_plan_usp_degree(c.a.heads, c.P);
-                printf("note: --ulysses-degree not given: U = %d, the largest divisor of P = %d not above H = %" PRId64
-                       "\n\n",
-                       U, c.P, c.a.heads);
-            }
-        }
-        if (uly_sp_plan_init(&c.plan, lm, c.P, U, placement)) {
-            fprintf(stderr, "ulysses explain: %s\n", uly_last_error());
-            return EXIT_BADINPUT;
-        }
+    }
+    /* megatron-sp splits the tokens (its SP regions) and the heads (its TP
+     * regions) over the P ranks as a ulysses plan of P ranks does */
+    const int plan_method = method == ULY_METHOD_MEGATRON_SP ? ULY_METHOD_ULYSSES : method;
+    if (uly_sp_plan_init(&c.plan, plan_method, c.P, U, placement)) {
+        fprintf(stderr, "ulysses explain: %s\n", uly_last_error());
+        return EXIT_BADINPUT;
     }
     int rc = check_shape(&c);
     if (rc)
         return rc;
+    int st = uly_layout_init(&c.L, &c.a, &c.plan);
+    if (st) {
+        fprintf(stderr, "ulysses explain: %s\n", uly_last_error());
+        return exit_status_of(st);
+    }
     if (svg && c.P > DRAW_MAX_P) {
         fprintf(stderr, "ulysses explain: --svg %s: a figure draws at most %d ranks (one band each, P x P matrix "
                         "cells), not --ranks %d; the text shows every P, leave out --svg\n", svg, DRAW_MAX_P, c.P);
@@ -1252,10 +1261,10 @@ int cmd_explain(int argc, char **argv)
     xp_fig fig;
     memset(&fig, 0, sizeof fig);
     switch (c.method) {
-    case M_ULYSSES:
+    case ULY_METHOD_ULYSSES:
         rc = explain_ulysses(&c, svg ? &fig : NULL);
         break;
-    case M_MEGATRON:
+    case ULY_METHOD_MEGATRON_SP:
         rc = explain_megatron(&c, svg ? &fig : NULL);
         break;
     default:

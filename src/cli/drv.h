@@ -34,6 +34,7 @@
 #include "base/base.h"
 #include "base/base_out.h"
 #include "ulysses.h"
+#include "ulysses_dist.h"
 
 #if defined(__GNUC__)
 #define DRV_PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -51,6 +52,9 @@ typedef struct drv {
     int code;              /* exit status of this rank's first failure; 0: none */
     int peer;              /* this rank only knows that another rank failed */
     int finalize;          /* drv_open called MPI_Init */
+    int blas_stuck;        /* a BLAS warm-up never returned (drv_blas_warmup): drv_close ends with _exit */
+    int line_open;         /* rank 0's stderr ends in an unfinished line (a progress line on a terminal):
+                              drv_sync's message ends it first */
     char msg[1024];        /* message of the first failure (without the cmd prefix) */
 } drv;
 
@@ -76,6 +80,8 @@ int drv_mpi(drv *d, int mpi_rc, const char *what);
 void *drv_alloc(drv *d, size_t n, const char *what);
 /* The same for count x size bytes, refusing a product that overflows. */
 void *drv_alloc_n(drv *d, size_t count, size_t size, const char *what);
+/* The same, zeroed (uly_calloc: pages the caller does not write stay untouched). */
+void *drv_calloc_n(drv *d, size_t count, size_t size, const char *what);
 void drv_free(void *p);
 
 /* Collective: agree on whether any rank failed.  Returns 0 on every rank
@@ -191,9 +197,32 @@ int drv_threads(int requested);
  * the failure is recorded (exit 1).  Returns 0 or 1. */
 int drv_blas_warmup(drv *d, int threads);
 enum { DRV_WARMUP_SECONDS = 10 };
-/* Whether a warm-up was abandoned (its thread may still spin inside
- * OpenBLAS: the process must then end with _exit, see drv_close). */
-int drv_blas_stuck(void);
+/* A warm-up that does not return is abandoned (its thread may still spin
+ * inside OpenBLAS): it sets d->blas_stuck, and drv_close then ends the
+ * process with _exit. */
+
+/* The library's part of a rank's memory: what uly_sp_create will allocate
+ * there (uly_sp_memory, the table the library carves its buffers from),
+ * heap and this rank's segment of the shared-memory window (both memory
+ * the rank needs), and with --a2a shm or cma the other group members'
+ * segments it maps (address space only: each is memory once, in its
+ * owner's need).  one_node: every rank shares this node
+ * (MPI_COMM_TYPE_SHARED), where auto makes its window too; its mapping is
+ * not counted (auto checks the address space itself and falls back to pack,
+ * with a note, whose buffers the figures bound).  Across nodes auto runs on
+ * pack's buffers.  Local, no MPI; returns a uly_status (the create refuses
+ * the same options with its message). */
+typedef struct drv_lib_mem {
+    uint64_t heap, window, mapped;
+    int mapped_segments;   /* how many segments `mapped` holds */
+} drv_lib_mem;
+int drv_lib_memory(const uly_attn_desc *a, const uly_sp_opts *o, int P, int rank, int one_node, drv_lib_mem *m);
+/* uly_sp_create on d->comm, its status recorded (drv_lib).  With
+ * $ULYSSES_MEMORY_REPORT=1 (a test aid, doc/cli.md) each rank prints to
+ * stderr the heap and window bytes of its preflight's library part (m) and
+ * those the create allocated: the bytes the allocation hooks counted during
+ * the call (uly_base_alloc_bytes) and its window segment. */
+int drv_sp_create(drv *d, const uly_attn_desc *a, const uly_sp_opts *o, const drv_lib_mem *m, uly_sp **S);
 
 /* Largest --seq and --window of attn and bench (1024G tokens): what fits
  * is decided by the memory preflight. */

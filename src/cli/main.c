@@ -39,22 +39,6 @@ static void usage(FILE *f)
             "Tutorial: doc/tutorial.md; terms: doc/glossary.md; man ulysses.\n");
 }
 
-int exit_status_of(int status)
-{
-    switch (status) {
-    case ULY_OK:
-        return ULY_EXIT_OK;
-    case ULY_EINVAL:
-    case ULY_EOVERFLOW:
-    case ULY_EFORMAT:
-    case ULY_EMISMATCH:
-    case ULY_ENONFINITE:
-        return ULY_EXIT_BADINPUT;
-    default: /* ULY_ENOMEM, ULY_EIO, ULY_EMPI, ULY_EPEER, ULY_EUNAVAIL: the run failed, not its input */
-        return ULY_EXIT_RUNTIME;
-    }
-}
-
 /* The OpenMP default thread count (OMP_NUM_THREADS) is clamped to
  * ULY_OMP_THREADS_PER_CORE x the cores this process may run on, and to
  * ULY_OMP_THREADS_MAX: libgomp crashes (SIGSEGV) when it cannot start the

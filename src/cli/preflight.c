@@ -188,6 +188,68 @@ int drv_preflight(drv *d, uint64_t need, uint64_t mapped, const char *breakdown,
     return 0;
 }
 
+/* ------------------------------------------------ the library's memory */
+
+/* Test hooks of the library (exported, not in the public header): the
+ * bytes its allocation hooks were asked for since the last call, and the
+ * window segment of a Ulysses context. */
+uint64_t uly_test_alloc_bytes(void);
+uint64_t uly_test_dist_window(const uly_dist *D);
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+int drv_lib_memory(const uly_attn_desc *a, const uly_sp_opts *o, int P, int rank, int one_node, drv_lib_mem *m)
+{
+    memset(m, 0, sizeof *m);
+    uly_sp_opts x = *o;
+    if (!one_node && x.dist.a2a_mode == ULY_A2A_AUTO)
+        x.dist.a2a_mode = ULY_A2A_PACK;
+    uly_bufs t = {0};
+    int st = uly_sp_memory(a, &x, P, rank, &t);
+    if (st)
+        return st;
+    m->heap = uly_bufs_sum(&t, ULY_BUF_HEAP);
+    m->window = uly_bufs_sum(&t, ULY_BUF_WINDOW);
+    if (!m->window || x.dist.a2a_mode == ULY_A2A_AUTO)
+        return ULY_OK;
+    /* the window spans this rank's all-to-all group: the U ranks of its ring position */
+    uly_sp_plan p;
+    if ((st = uly_sp_plan_init(&p, x.method, P, x.method == ULY_METHOD_USP ? x.ulysses_degree : 0, x.placement)))
+        return st;
+    int u, j;
+    uly_plan_grid(&p, rank, &u, &j);
+    for (int s = 0; s < p.U; s++) {
+        if (s == u)
+            continue;
+        uly_bufs q = {0};
+        if ((st = uly_sp_memory(a, &x, P, uly_plan_grid_rank(&p, s, j), &q)))
+            return st;
+        m->mapped = sat_add(m->mapped, uly_bufs_sum(&q, ULY_BUF_WINDOW));
+        m->mapped_segments++;
+    }
+    return ULY_OK;
+}
+
+int drv_sp_create(drv *d, const uly_attn_desc *a, const uly_sp_opts *o, const drv_lib_mem *m, uly_sp **S)
+{
+    const char *env = getenv("ULYSSES_MEMORY_REPORT");
+    const int report = env && strcmp(env, "1") == 0;
+    if (report)
+        (void)uly_test_alloc_bytes(); /* reading resets it */
+    int st = uly_sp_create(d->comm, a, o, S);
+    const uint64_t got = report ? uly_test_alloc_bytes() : 0;
+    if (report && st == ULY_OK) {
+        const uly_dist *D = uly_sp_dist(*S);
+        fprintf(stderr, "%s: rank %d: memory report: library heap: preflight %" PRIu64 ", created %" PRIu64
+                        "; window: preflight %" PRIu64 ", created %" PRIu64 "\n",
+                d->cmd, d->rank, m->heap, got, m->window, D ? uly_test_dist_window(D) : 0);
+    }
+    return drv_lib(d, st, 0, NULL);
+}
+
 /* ------------------------------------------------------------ BLAS warm-up */
 
 struct warm {
@@ -195,13 +257,6 @@ struct warm {
     pthread_cond_t cv;
     int threads, done;
 };
-
-static volatile int warm_stuck;
-
-int drv_blas_stuck(void)
-{
-    return warm_stuck;
-}
 
 static void *warm_main(void *arg)
 {
@@ -275,7 +330,7 @@ int drv_blas_warmup(drv *d, int threads)
     pthread_mutex_unlock(&w.mu);
     if (done)
         return 0;
-    warm_stuck = 1;
+    d->blas_stuck = 1;
     drv_mem m;
     drv_mem_probe(&m);
     char b[32];
