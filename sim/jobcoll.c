@@ -6,8 +6,8 @@
  * (usim_jc_describe) serves both the simulation and the byte check; each
  * distinct collective is simulated once on the whole cluster and memoized.
  *
- * Not here: how collectives decompose into transfers (coll.c), when they run
- * (program.c, sched.c).
+ * Not here: how collectives decompose into transfers (coll_*.c), when they run
+ * (program.c, opsched.c).
  */
 #include <math.h>
 #include <stdlib.h>

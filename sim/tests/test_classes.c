@@ -844,7 +844,7 @@ END_TEST
 
 /* The tree all-reduce of one group: channel 0 alone on the quotient of the
  * network by the channels' rotations and the trees' mirror (tree_symmetric
- * in coll.c), against every channel of every node at full flow level.  Node
+ * in coll_class.c), against every channel of every node at full flow level.  Node
  * counts odd and even (the middle node its own mirror), GPUs in order, nodes
  * and GPUs permuted, half of each node's GPUs (the rest idle); bytes that
  * split evenly over the 2g channels (reduced), that do not (not reduced), and
