@@ -353,15 +353,7 @@ static int dist_alloc(uly_dist *D)
 /* The configuration every rank must share: one line per field, its value
  * (from a, o and sbits, the scale's bits) and its name in the messages. */
 #define CFG_FIELDS(X)                                          \
-    X(a->batch, "batch")                                       \
-    X(a->seq, "sequence length")                               \
-    X(a->heads, "heads")                                       \
-    X(a->kv_heads, "kv-heads")                                 \
-    X(a->head_dim, "head dim")                                 \
-    X(a->causal, "causal")                                     \
-    X(a->window, "window")                                     \
-    X(a->dtype, "dtype")                                       \
-    X(sbits, "scale")                                          \
+    ULY_DESC_FIELDS(X)                                         \
     X(o->kernel.block_q, "block_q")                            \
     X(o->kernel.block_k, "block_k")                            \
     X((int64_t)o->max_count, "max_count")                      \
@@ -372,19 +364,14 @@ static int dist_alloc(uly_dist *D)
     X(o->overlap, "overlap")                                   \
     X(o->overlap_chunks, "overlap chunks")
 
-#define CFG_COUNT(value, name) +1
-#define CFG_NAME(value, name) name,
-#define CFG_VALUE(value, name) v[i++] = (int64_t)(value);
-enum { NCFG = 0 CFG_FIELDS(CFG_COUNT) };
-static const char *const cfg_names[NCFG] = {CFG_FIELDS(CFG_NAME)};
+enum { NCFG = 0 CFG_FIELDS(ULY_FIELD_COUNT) };
+static const char *const cfg_names[NCFG] = {CFG_FIELDS(ULY_FIELD_NAME)};
 
 static void cfg_values(const uly_attn_desc *a, const uly_dist_opts *o, int64_t *v)
 {
-    double sc = a->scale;
-    int64_t sbits;
-    memcpy(&sbits, &sc, sizeof sbits);
+    const int64_t sbits = uly_double_bits(a->scale);
     int i = 0;
-    CFG_FIELDS(CFG_VALUE)
+    CFG_FIELDS(ULY_FIELD_VALUE)
 }
 
 /* The options' own validity (local). */

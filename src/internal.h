@@ -7,6 +7,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+
 #include "ulysses.h"
 #include "base/base.h"
 
@@ -35,6 +37,30 @@ ULY_INTERNAL void uly_clear_error(void);
  * and P in place when on, else (the default) with beta = 1 on the zeros
  * its exp pass leaves behind.  Process-wide; call it outside kernel calls. */
 ULY_INTERNAL void uly_kernel_fwd_zero_pass(int on);
+
+/* Agreed configurations as X-macro field lists, X(value, name): the
+ * description's fields every context agrees on first (sbits: the scale's
+ * bits, uly_double_bits), and the three expansions (count, names, values
+ * into v[i++]). */
+#define ULY_DESC_FIELDS(X)          \
+    X(a->batch, "batch")            \
+    X(a->seq, "sequence length")    \
+    X(a->heads, "heads")            \
+    X(a->kv_heads, "kv-heads")      \
+    X(a->head_dim, "head dim")      \
+    X(a->causal, "causal")          \
+    X(a->window, "window")          \
+    X(a->dtype, "dtype")            \
+    X(sbits, "scale")
+#define ULY_FIELD_COUNT(value, name) +1
+#define ULY_FIELD_NAME(value, name) name,
+#define ULY_FIELD_VALUE(value, name) v[i++] = (int64_t)(value);
+static inline int64_t uly_double_bits(double x)
+{
+    int64_t b;
+    memcpy(&b, &x, sizeof b);
+    return b;
+}
 
 /* Plan layer (src/plan_methods.c): KV heads travelling on a rank's ring
  * (*kvh) and heads of its dK, dV (*dkvh); tokens of ring position j's chunk. */

@@ -68,16 +68,8 @@ void uly_sp_free(uly_sp *S)
 
 /* The configuration every rank must share: one line per field, its value
  * (from a, o and sbits, the scale's bits) and its name in the messages. */
-#define SP_FIELDS(X)                                                  \
-    X(a->batch, "batch")                                              \
-    X(a->seq, "sequence length")                                      \
-    X(a->heads, "heads")                                              \
-    X(a->kv_heads, "kv-heads")                                        \
-    X(a->head_dim, "head dim")                                        \
-    X(a->causal, "causal")                                            \
-    X(a->window, "window")                                            \
-    X(a->dtype, "dtype")                                              \
-    X(sbits, "scale")                                                 \
+#define SP_FIELDS(X)                                          \
+    ULY_DESC_FIELDS(X)                                         \
     X(a->docs, "documents per row")                                   \
     X(uly_doc_hash(a), "document offsets (content hash)")             \
     X(o->method, "method")                                            \
@@ -90,19 +82,14 @@ void uly_sp_free(uly_sp *S)
     X(o->dist.a2a_mode, "all-to-all mode")                            \
     X(o->dist.attn != NULL, "local attention")
 
-#define SP_COUNT(value, name) +1
-#define SP_NAME(value, name) name,
-#define SP_VALUE(value, name) v[i++] = (int64_t)(value);
-enum { NSPCFG = 0 SP_FIELDS(SP_COUNT) };
-static const char *const sp_names[NSPCFG] = {SP_FIELDS(SP_NAME)};
+enum { NSPCFG = 0 SP_FIELDS(ULY_FIELD_COUNT) };
+static const char *const sp_names[NSPCFG] = {SP_FIELDS(ULY_FIELD_NAME)};
 
 static void sp_values(const uly_attn_desc *a, const uly_sp_opts *o, int64_t *v)
 {
-    double sc = a->scale;
-    int64_t sbits;
-    memcpy(&sbits, &sc, sizeof sbits);
+    const int64_t sbits = uly_double_bits(a->scale);
     int i = 0;
-    SP_FIELDS(SP_VALUE)
+    SP_FIELDS(ULY_FIELD_VALUE)
 }
 
 /* The checks of create that need no allocation: the plan into *p. */
