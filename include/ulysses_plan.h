@@ -221,6 +221,13 @@ int uly_method_parse(const char *name, int *method);
  * cp_comm_type names.  Unknown: "?" / ULY_EINVAL. */
 const char *uly_method_sim_name(int method);
 int uly_method_parse_any(const char *name, int *method);
+/* What a method does, from the same table, so that callers ask about a
+ * property instead of listing methods: all-to-alls between group members
+ * (ulysses, usp), a ring of K, V shards (ring, zigzag, usp), zigzag chunk
+ * pairs (zigzag, usp, allgather), K, V all-gathered (allgather), Megatron's
+ * tensor-parallel activations (megatron-sp).  0 for an unknown method. */
+enum { ULY_TRAIT_A2A = 1, ULY_TRAIT_RING = 2, ULY_TRAIT_ZIGZAG = 4, ULY_TRAIT_GATHER = 8, ULY_TRAIT_TP = 16 };
+int uly_method_traits(int method);
 const char *uly_placement_name(int placement);
 int uly_placement_parse(const char *name, int *placement);
 

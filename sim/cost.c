@@ -45,7 +45,7 @@ int usim_a2a_layout(const usim_shape *x, int64_t seq, int U, uly_layout *L)
 uint64_t usim_ring_hop_elems(const usim_shape *x, uly_method m, int U, int R, int hop)
 {
     uly_sp_plan p;
-    if ((m != ULY_METHOD_RING && m != ULY_METHOD_ZIGZAG && m != ULY_METHOD_USP) || R < 2 ||
+    if (!(uly_method_traits(m) & ULY_TRAIT_RING) || R < 2 ||
         uly_sp_plan_init(&p, m, U * R, m == ULY_METHOD_USP ? U : 0, ULY_PLACE_ULYSSES_INNER))
         return 0;
     uly_attn_desc a = {.batch = x->b, .seq = x->s, .heads = x->H, .kv_heads = x->Hkv, .head_dim = x->d,
@@ -265,7 +265,7 @@ void usim_memory_model(const usim_platform *p, const usim_model *m, const usim_j
     /* sequence-layout tensors per layer (bytes) */
     double x_in = b * tok * h * e, ln1 = x_in, ln2_in = x_in, ln2 = x_in;
     double fc1 = b * tok * F * e * (m->gated_mlp ? 2 : 1), act = b * tok * F * e;
-    double o_seq = (j->method == ULY_METHOD_ULYSSES || j->method == ULY_METHOD_USP) ? x_in : 0;
+    double o_seq = uly_method_traits(j->method) & ULY_TRAIT_A2A ? x_in : 0;
     /* attention-layout tensors */
     double qo = b * (double)x->tq * x->hq_l * x->d * e;
     double kv = b * (double)x->tk * x->kv_l * x->d * e;
@@ -332,7 +332,7 @@ int usim_max_seq(const usim_platform *p, const usim_model *m, const usim_job *j,
     int rc = usim_job_resolve(m, p, &jj);
     if (rc)
         return rc;
-    int two = jj.method == ULY_METHOD_ZIGZAG || jj.method == ULY_METHOD_USP || jj.method == ULY_METHOD_ALLGATHER;
+    int two = (uly_method_traits(jj.method) & ULY_TRAIT_ZIGZAG) != 0;
     int64_t g = (int64_t)jj.sp * (two ? 2 : 1) * (jj.method == ULY_METHOD_MEGATRON_SP ? 1 : jj.tp);
     usim_memory mem;
     int fits;

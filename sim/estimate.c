@@ -53,7 +53,7 @@ int usim_estimate(const usim_platform *p, const usim_model *m, const usim_job *j
     if ((int64_t)T * C > dom && j.method == ULY_METHOD_USP)
         bw = usim_nic_Bps(p);   /* the ring part crosses nodes (its share dominates the estimate) */
     double comm = bytes / bw;
-    int ring = j.method == ULY_METHOD_RING || j.method == ULY_METHOD_ZIGZAG || j.method == ULY_METHOD_USP;
+    int ring = (uly_method_traits(j.method) & ULY_TRAIT_RING) != 0;
     if (ring) {
         /* hops overlap the attention blocks of the pass they feed */
         double hidden = attn_fwd * (1 + USIM_ATTN_BWD_FACTOR + (j.recompute == USIM_RC_FULL));

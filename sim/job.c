@@ -171,7 +171,7 @@ int usim_job_resolve(const usim_model *m, const usim_platform *p, usim_job *j)
     default:
         break;
     }
-    int two = j->method == ULY_METHOD_ZIGZAG || j->method == ULY_METHOD_USP || j->method == ULY_METHOD_ALLGATHER;
+    int two = (uly_method_traits(j->method) & ULY_TRAIT_ZIGZAG) != 0;
     int gran = j->sp * (two ? 2 : 1) * T;
     if (m->seq < gran)
         return usim_set_error(USIM_EINVAL, "%s: sequence %lld is shorter than %d (%s needs >= %d tokens)",

@@ -59,7 +59,7 @@ int usim_jc_describe(const usim_job *j, const usim_shape *x, const usim_layout *
     memset(c, 0, sizeof *c);
     int P = l->sp_size;
     if (id >= USIM_C_A2A0 && id < USIM_C_A2A0 + ULY_A2A_COUNT) {
-        if (j->method != ULY_METHOD_ULYSSES && j->method != ULY_METHOD_USP)
+        if (!(uly_method_traits(j->method) & ULY_TRAIT_A2A))
             return 0;
         int64_t seq = x->s, b0;
         if (j->method == ULY_METHOD_USP)
@@ -116,7 +116,7 @@ int usim_jc_describe(const usim_job *j, const usim_shape *x, const usim_layout *
                          .algo = USIM_ALGO_AUTO, .proto = USIM_PROTO_AUTO};
         return 1;
     case USIM_C_HOP_F: case USIM_C_HOP_B: case USIM_C_HOP_DKV: {
-        if (j->method != ULY_METHOD_RING && j->method != ULY_METHOD_ZIGZAG && j->method != ULY_METHOD_USP)
+        if (!(uly_method_traits(j->method) & ULY_TRAIT_RING))
             return 0;
         int usp = j->method == ULY_METHOD_USP;
         int R = usp ? l->ring_size : P;

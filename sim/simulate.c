@@ -94,7 +94,7 @@ static void add_warning(usim_result *r, const char *fmt, ...)
  * ceil(H/u) / (H/u) of the balanced time. */
 static void warn_heads(usim_result *r, const usim_model *m, const usim_job *j)
 {
-    if (j->method != ULY_METHOD_ULYSSES && j->method != ULY_METHOD_USP)
+    if (!(uly_method_traits(j->method) & ULY_TRAIT_A2A))
         return;
     int64_t T = j->tp > 0 ? j->tp : 1;
     int64_t H = m->heads / T, u = j->ulysses;

@@ -259,7 +259,7 @@ static int call_put(uly_call *calls, int cap, int n, int kind, int step)
 /* The ring hops of one direction: forward K, V; backward K, V, dK, dV. */
 static int ring_calls(const uly_layout *L, uly_call *calls, int cap, int n, int backward)
 {
-    if (L->p.R < 2 && L->p.method != ULY_METHOD_RING && L->p.method != ULY_METHOD_ZIGZAG)
+    if (L->p.R < 2 && L->p.method == ULY_METHOD_USP) /* usp with one ring position: no ring */
         return n;
     for (int t = 0; t < L->p.R; t++)
         for (int w = backward ? ULY_RING_BK : ULY_RING_K; w <= (backward ? ULY_RING_DV : ULY_RING_V); w++)

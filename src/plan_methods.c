@@ -15,14 +15,20 @@
  * (Megatron-Core's cp_comm_type; its p2p ring is load-balanced: zigzag). */
 static const struct {
     const char *name, *sim_name, *alias[2];
+    int traits;
 } methods[ULY_METHOD_ALL] = {
-    [ULY_METHOD_ULYSSES] = {"ulysses", "ulysses", {"a2a", NULL}},
-    [ULY_METHOD_RING] = {"ring", "ring", {NULL, NULL}},
-    [ULY_METHOD_ZIGZAG] = {"zigzag", "ring-zigzag", {"p2p", NULL}},
-    [ULY_METHOD_ALLGATHER] = {"allgather", "all-gather", {"all_gather", NULL}},
-    [ULY_METHOD_USP] = {"usp", "usp", {"a2a+p2p", NULL}},
-    [ULY_METHOD_MEGATRON_SP] = {"megatron-sp", "megatron-sp", {NULL, NULL}},
+    [ULY_METHOD_ULYSSES] = {"ulysses", "ulysses", {"a2a", NULL}, ULY_TRAIT_A2A},
+    [ULY_METHOD_RING] = {"ring", "ring", {NULL, NULL}, ULY_TRAIT_RING},
+    [ULY_METHOD_ZIGZAG] = {"zigzag", "ring-zigzag", {"p2p", NULL}, ULY_TRAIT_RING | ULY_TRAIT_ZIGZAG},
+    [ULY_METHOD_ALLGATHER] = {"allgather", "all-gather", {"all_gather", NULL}, ULY_TRAIT_ZIGZAG | ULY_TRAIT_GATHER},
+    [ULY_METHOD_USP] = {"usp", "usp", {"a2a+p2p", NULL}, ULY_TRAIT_A2A | ULY_TRAIT_RING | ULY_TRAIT_ZIGZAG},
+    [ULY_METHOD_MEGATRON_SP] = {"megatron-sp", "megatron-sp", {NULL, NULL}, ULY_TRAIT_TP},
 };
+
+int uly_method_traits(int method)
+{
+    return method >= 0 && method < ULY_METHOD_ALL ? methods[method].traits : 0;
+}
 static const char *const placement_names[2] = {"ulysses-inner", "ring-inner"};
 
 const char *uly_method_name(int method)
@@ -251,7 +257,7 @@ int uly_plan_ring_src(const uly_sp_plan *p, int j, int t)
 
 int uly_plan_steps(const uly_sp_plan *p)
 {
-    return p->method == ULY_METHOD_ULYSSES || p->method == ULY_METHOD_ALLGATHER ? 1 : p->R;
+    return uly_method_traits(p->method) & ULY_TRAIT_RING ? p->R : 1;
 }
 
 /* Batch rows whose masks differ: all of them with documents, else one. */
@@ -350,7 +356,7 @@ int64_t uly_plan_chunk_tokens(const uly_sp_plan *p, int64_t N, int j)
 
 uint64_t uly_plan_ring_hop_elems(const uly_attn_desc *a, const uly_sp_plan *p, int rank, int t, int which)
 {
-    if (p->method == ULY_METHOD_ULYSSES || p->method == ULY_METHOD_ALLGATHER || t < 0 || t >= p->R ||
+    if (!(uly_method_traits(p->method) & ULY_TRAIT_RING) || t < 0 || t >= p->R ||
         which < ULY_RING_K || which > ULY_RING_DV)
         return 0;
     int u, j;

@@ -713,6 +713,21 @@ START_TEST(method_one_vocabulary)
     ck_assert_int_eq(m, ULY_METHOD_ZIGZAG);
     ck_assert_str_eq(uly_method_sim_name(ULY_METHOD_ALLGATHER), "all-gather");
     ck_assert_str_eq(uly_method_name(ULY_METHOD_ALL), "?");
+    /* the traits say what each plan does: a ring iff more than one step on
+     * 4 ranks (usp of degree 2), all-to-alls iff a Ulysses degree above 1,
+     * zigzag chunks iff the plan pairs chunks */
+    for (int k = 0; k < ULY_METHOD_COUNT; k++) {
+        uly_sp_plan p;
+        ck_assert_int_eq(uly_sp_plan_init(&p, k, 4, k == ULY_METHOD_USP ? 2 : 0, 0), ULY_OK);
+        const int t = uly_method_traits(k);
+        ck_assert_int_eq(!!(t & ULY_TRAIT_RING), uly_plan_steps(&p) > 1);
+        ck_assert_int_eq(!!(t & ULY_TRAIT_A2A), p.U > 1);
+        ck_assert_int_eq(!!(t & ULY_TRAIT_ZIGZAG), p.zigzag);
+        ck_assert_int_eq(!!(t & ULY_TRAIT_GATHER), k == ULY_METHOD_ALLGATHER);
+        ck_assert_int_eq(t & ULY_TRAIT_TP, 0);
+    }
+    ck_assert_int_eq(uly_method_traits(ULY_METHOD_MEGATRON_SP), ULY_TRAIT_TP);
+    ck_assert_int_eq(uly_method_traits(ULY_METHOD_ALL), 0);
 }
 END_TEST
 

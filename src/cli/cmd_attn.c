@@ -286,7 +286,7 @@ static int attn_parse(attn_job *J, drv *d, int argc, char **argv)
     else if (c->seen_placement && c->method != ULY_METHOD_USP)
         drv_fail(d, DRV_BADINPUT, "--placement applies to --method usp only (%s has one dimension)",
                  method_names[c->method]);
-    else if (c->bf16 && (c->method == ULY_METHOD_ULYSSES || c->method == ULY_METHOD_ALLGATHER))
+    else if (c->bf16 && !(uly_method_traits(c->method) & ULY_TRAIT_RING))
         drv_fail(d, DRV_BADINPUT, "--bf16-partials applies to the ring methods (ring, zigzag, usp): %s merges no "
                  "partial results", method_names[c->method]);
     else if (c->overlap != ULY_OVERLAP_OFF && c->method != ULY_METHOD_ULYSSES)
