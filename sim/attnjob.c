@@ -113,7 +113,7 @@ int usim_attn_simulate(const usim_platform *p, const usim_attn_job *aj, int gpu,
                 for (int d = 0; d < c.size; d++)
                     if (d != k)
                         r->sent_class[usim_coll_rank(&c, 0, d) / gpn == me ? USIM_CLASS_NVLINK : USIM_CLASS_NIC] +=
-                            (double)c.pair_bytes[(size_t)k * (size_t)c.size + (size_t)d];
+                            (double)usim_coll_pair(&c, k, d);
     }
     if (rc)
         goto out;

@@ -51,7 +51,7 @@ static int validate(usim_net *n, const usim_coll *c)
                               usim_coll_name(c->type), NG, P, G);
     if (c->type == USIM_SENDRECV && P != 2)
         return usim_set_error(USIM_EINVAL, "send-recv needs groups of 2 (got %d)", P);
-    if ((c->type == USIM_A2A_DIRECT || c->type == USIM_A2A_PAIRWISE) && !c->pair_bytes)
+    if ((c->type == USIM_A2A_DIRECT || c->type == USIM_A2A_PAIRWISE) && !c->pair_bytes && !c->pairs)
         return usim_set_error(USIM_EINVAL, "all-to-all without a byte matrix");
     if (is_ring(c->type) && !c->chunk_bytes && (c->chunk_total < 0 || (c->chunk_total == 0 && c->chunk_mult == 0)))
         return usim_set_error(USIM_EINVAL, "ring collective without chunk sizes");

@@ -265,7 +265,7 @@ void usim_p2p_gen(gen *g, int gi)
         for (int s = 0; s < P; s++)
             for (int d = 0; d < P; d++)
                 if (s != d)
-                    usim_gen_put(g, rk_at(g, gi, s), rk_at(g, gi, d), c->pair_bytes[(size_t)s * P + d], -1, -1, 0);
+                    usim_gen_put(g, rk_at(g, gi, s), rk_at(g, gi, d), usim_coll_pair(c, s, d), -1, -1, 0);
         break;
     case USIM_A2A_PAIRWISE: {
         /* step k: p -> p+k, after my previous send and the send I received */
@@ -280,7 +280,7 @@ void usim_p2p_gen(gen *g, int gi)
         for (int k = 1; k < P; k++) {
             for (int p = 0; p < P; p++) {
                 int d = (p + k) % P;
-                cur[p] = usim_gen_put(g, rk_at(g, gi, p), rk_at(g, gi, d), c->pair_bytes[(size_t)p * P + d], prev[p],
+                cur[p] = usim_gen_put(g, rk_at(g, gi, p), rk_at(g, gi, d), usim_coll_pair(c, p, d), prev[p],
                              prev[((p - (k - 1)) % P + P) % P], k - 1);
             }
             memcpy(prev, cur, (size_t)P * sizeof *prev);

@@ -37,9 +37,8 @@ static usim_coll ring_coll(usim_coll_type t, int ng, int P, const usim_grid *gri
 int usim_jc_buf_new(const usim_layout *l, usim_jc_buf *buf)
 {
     int P = l->sp_size, Pmax = P;   /* listed chunks: the all-gather CP's (sp groups) */
-    buf->pb = usim_malloc((size_t)P * P * sizeof *buf->pb);
     buf->ch = usim_malloc((size_t)Pmax * sizeof *buf->ch);
-    if (!buf->pb || !buf->ch) {
+    if (!buf->ch) {
         usim_jc_buf_free(buf);
         return usim_set_error(USIM_ENOMEM, "out of memory");
     }
@@ -48,9 +47,8 @@ int usim_jc_buf_new(const usim_layout *l, usim_jc_buf *buf)
 
 void usim_jc_buf_free(usim_jc_buf *buf)
 {
-    free(buf->pb);
     free(buf->ch);
-    buf->pb = buf->ch = NULL;
+    buf->ch = NULL;
 }
 
 int usim_jc_describe(const usim_job *j, const usim_shape *x, const usim_layout *l, int id,
@@ -64,16 +62,15 @@ int usim_jc_describe(const usim_job *j, const usim_shape *x, const usim_layout *
         int64_t seq = x->s, b0;
         if (j->method == ULY_METHOD_USP)
             uly_split(x->s, x->r, 0, &b0, &seq);   /* the first (largest) sequence slice */
-        /* the P x P table the collective takes, filled from the plan layer's
-         * O(1) blocks (elements) in the model's element size */
-        uly_layout L;
-        if (usim_a2a_layout(x, seq, P, &L))
+        /* described, not listed: the plan layer's O(1) blocks (elements)
+         * in the model's element size */
+        memset(&buf->pairs, 0, sizeof buf->pairs);
+        if (usim_a2a_layout(x, seq, P, &buf->pairs.layout))
             return -1;
-        for (int s = 0; s < P; s++)
-            for (int d = 0; d < P; d++)
-                buf->pb[(size_t)s * P + d] =
-                    s == d ? 0 : uly_layout_a2a_block(&L, seq, id - USIM_C_A2A0, s, d) * (uint64_t)x->e;
-        *c = (usim_coll){.type = j->a2a, .ngroups = l->sp_ng, .size = P, .grid = &l->sp, .pair_bytes = buf->pb,
+        buf->pairs.rows = seq;
+        buf->pairs.which = id - USIM_C_A2A0;
+        buf->pairs.elem = x->e;
+        *c = (usim_coll){.type = j->a2a, .ngroups = l->sp_ng, .size = P, .grid = &l->sp, .pairs = &buf->pairs,
                          .algo = USIM_ALGO_AUTO, .proto = USIM_PROTO_AUTO};
         return 1;
     }
@@ -219,6 +216,12 @@ int usim_collmemo_run(usim_collmemo *mc, usim_net *net, const usim_coll *c, usim
         }
     if (c->pair_bytes)
         k = fnv(k, c->pair_bytes, (size_t)c->size * c->size * sizeof *c->pair_bytes);
+    else if (c->pairs) { /* what determines every block */
+        const uly_layout *L = &c->pairs->layout;
+        const int64_t v[9] = {L->a.batch, L->a.seq, L->a.heads, L->a.kv_heads, L->a.head_dim, L->p.U,
+                              c->pairs->rows, c->pairs->which, c->pairs->elem};
+        k = fnv(k, v, sizeof v);
+    }
     if (c->chunk_bytes)
         k = fnv(k, c->chunk_bytes, (size_t)c->size * sizeof *c->chunk_bytes);
     else {

@@ -26,9 +26,11 @@ typedef struct usim_jobcoll {
     usim_coll_result r[USIM_C_N];
 } usim_jobcoll;
 
-/* Scratch for one descriptor: pb (size x size pair bytes) and ch (chunks). */
+/* Scratch for one descriptor: the all-to-all's block description and ch
+ * (chunks). */
 typedef struct usim_jc_buf {
-    uint64_t *pb, *ch;
+    usim_pairs pairs;
+    uint64_t *ch;
 } usim_jc_buf;
 
 int usim_jc_buf_new(const usim_layout *l, usim_jc_buf *buf);

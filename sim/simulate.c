@@ -342,7 +342,7 @@ int usim_sp_layer_bytes(usim_sim *sim, const usim_model *m, const usim_job *jin,
         return rc;
     usim_jobcoll jc;
     usim_prog b;
-    usim_jc_buf buf = {NULL, NULL};
+    usim_jc_buf buf = {.ch = NULL};
     memset(&b, 0, sizeof b);
     if ((rc = usim_jc_run(NULL, sim->net, &j, &x, &l, &jc)) ||
         (rc = usim_prog_init(&b, &sim->p, m, &j, &x, &f, &jc)) ||

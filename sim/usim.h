@@ -247,11 +247,23 @@ typedef struct usim_grid {
     struct { int n, stride; } dim[USIM_GRID_MAXDIM];
 } usim_grid;
 
+/* An all-to-all's blocks described instead of listed: position src hands
+ * position dst uly_layout_a2a_block(&layout, rows, which, src, dst) elements
+ * of elem bytes, O(1) per pair, so no size x size table is built (the
+ * simulator's groups reach thousands of GPUs). */
+typedef struct usim_pairs {
+    uly_layout layout;
+    int64_t rows;
+    int which;
+    int elem;
+} usim_pairs;
+
 /*
  * A collective run by ngroups disjoint groups at once.  ranks: ngroups x size
  * GPU ids (row g = group g, position order), or NULL and grid describes them.
  * For all-to-alls, pair_bytes is a size x size matrix [src_pos * size +
- * dst_pos] (diagonal ignored) used by every group; for rings, chunk_bytes[pos]
+ * dst_pos] (diagonal ignored) used by every group, or NULL and pairs
+ * describes the blocks (usim_coll_pair reads either); for rings, chunk_bytes[pos]
  * is the chunk of position pos (NULL: chunk_total elements split over the
  * positions as uly_split does, the first chunk_total % size one larger, times
  * chunk_mult bytes); for RING_SHIFT and SENDRECV, bytes is sent by each sender.
@@ -269,7 +281,19 @@ typedef struct usim_coll {
     const usim_grid *grid;          /* when ranks is NULL */
     int64_t chunk_total;            /* when chunk_bytes is NULL */
     uint64_t chunk_mult;
+    const usim_pairs *pairs;        /* all-to-alls: when pair_bytes is NULL */
 } usim_coll;
+
+/* Bytes position src hands position dst in all-to-all c. */
+static inline uint64_t usim_coll_pair(const usim_coll *c, int src, int dst)
+{
+    if (c->pair_bytes)
+        return c->pair_bytes[(size_t)src * (size_t)c->size + (size_t)dst];
+    if (src == dst)
+        return 0;
+    return uly_layout_a2a_block(&c->pairs->layout, c->pairs->rows, c->pairs->which, src, dst) *
+           (uint64_t)c->pairs->elem;
+}
 
 typedef struct usim_coll_result {
     usim_time duration;                 /* start of the first to end of the last transfer */
