@@ -23,5 +23,6 @@
 #include "ulysses_plan.h"
 #include "ulysses_kernels.h"
 #include "ulysses_npy.h"
+#include "ulysses_check.h"
 
 #endif /* ULYSSES_H */

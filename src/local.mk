@@ -30,7 +30,7 @@ src_libulykern_la_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) $(BLAS_CFLAGS) $(KERNEL
 src_libulykern_la_LIBADD = src/libulyplan.la $(BLAS_LIBS)
 
 include_HEADERS += include/ulysses.h include/ulysses_plan.h include/ulysses_kernels.h include/ulysses_npy.h \
-	include/ulysses_model.h
+	include/ulysses_model.h include/ulysses_check.h
 
 if HAVE_MPI
 lib_LTLIBRARIES += src/libulysses.la
