@@ -8,7 +8,9 @@
  * NAME.npy instead of DIR/rank{r}.safetensors); elem=f32|f64|bf16|f16;
  * zero-o=R (rank R's o is 0); dk=R (rank R's dk x 1.5); dup (rank 1's first
  * token is rank 0's); miss (rank P-1 lacks its first row); kshape=R (rank R's
- * k has one KV head more); skip=R (no dump for rank R).
+ * k has one KV head more); skip=R (no dump for rank R); thd (packed (n, H, d)
+ * tensors); docs=L1,L2,... (documents of those lengths, written as rank 0's
+ * cu_seqlens).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,7 +64,24 @@ int main(int argc, char **argv)
     uly_attn_desc a = {.batch = 1, .seq = atoll(argv[4]), .heads = atoll(argv[5]), .kv_heads = atoll(argv[6]),
                        .head_dim = atoll(argv[7]), .causal = has(argc, argv, "causal"), .dtype = ULY_F64};
     const int bwd = has(argc, argv, "bwd"), lse = has(argc, argv, "lse"), tokens = has(argc, argv, "tokens");
-    const int npy = has(argc, argv, "npy"), layout = has(argc, argv, "bhsd") ? ULY_TL_BHSD : ULY_TL_BSHD;
+    const int npy = has(argc, argv, "npy"), thd = has(argc, argv, "thd");
+    const int layout = has(argc, argv, "bhsd") ? ULY_TL_BHSD : thd ? ULY_TL_THD : ULY_TL_BSHD;
+    int64_t cu[64];
+    int ncu = 0;
+    for (int i = 8; i < argc; i++)
+        if (strncmp(argv[i], "docs=", 5) == 0) {
+            cu[ncu++] = 0;
+            for (char *t = argv[i] + 5; *t && ncu < 63; t++) {
+                cu[ncu] = cu[ncu - 1] + strtoll(t, &t, 10);
+                ncu++;
+                if (!*t)
+                    break;
+            }
+        }
+    if (ncu) {
+        a.doc_offsets = cu;
+        a.docs = ncu - 1;
+    }
     const int zero_o = opt(argc, argv, "zero-o", -1), dkr = opt(argc, argv, "dk", -1);
     const int kshape = opt(argc, argv, "kshape", -1), skip = opt(argc, argv, "skip", -1);
     int elem = ULY_ELEM_F64;
@@ -138,8 +157,8 @@ int main(int argc, char **argv)
             sh[nt][1] = layout == ULY_TL_BHSD ? Hx : n;
             sh[nt][2] = layout == ULY_TL_BHSD ? n : Hx;
             sh[nt][3] = d;
-            t[nt] = (uly_twrite){.name = nm[i], .elem = elem, .src = ULY_ELEM_F64, .ndim = 4, .shape = sh[nt],
-                                 .data = data[nt]};
+            t[nt] = (uly_twrite){.name = nm[i], .elem = elem, .src = ULY_ELEM_F64, .ndim = thd ? 3 : 4,
+                                 .shape = thd ? sh[nt] + 1 : sh[nt], .data = data[nt]};
             nt++;
         }
         if (lse) {
@@ -151,13 +170,19 @@ int main(int argc, char **argv)
             sh[nt][1] = H;
             sh[nt][2] = n;
             t[nt] = (uly_twrite){.name = "lse", .elem = elem == ULY_ELEM_F64 ? elem : ULY_ELEM_F32, .src = ULY_ELEM_F64,
-                                 .ndim = 3, .shape = sh[nt], .data = data[nt]};
+                                 .ndim = thd ? 2 : 3, .shape = thd ? sh[nt] + 1 : sh[nt], .data = data[nt]};
             nt++;
         }
         if (tokens) {
             sh[nt][0] = n;
             t[nt] = (uly_twrite){.name = "tokens", .elem = ULY_ELEM_I64, .src = ULY_ELEM_I64, .ndim = 1,
                                  .shape = sh[nt], .data = tok};
+            nt++;
+        }
+        if (ncu && r == 0) {
+            sh[nt][0] = ncu;
+            t[nt] = (uly_twrite){.name = "cu_seqlens", .elem = ULY_ELEM_I32, .src = ULY_ELEM_I64, .ndim = 1,
+                                 .shape = sh[nt], .data = cu};
             nt++;
         }
         char path[4096];

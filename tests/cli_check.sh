@@ -37,6 +37,10 @@ mk tok ring 3 90 4 4 8 causal tokens lse
 expect 0 "the ranks' token indices" -- "$U" check "$W/tok" --method ring --causal
 mk bf ring 2 64 4 4 16 causal bwd elem=bf16
 expect 0 "compute type bf16" -- "$U" check "$W/bf" --method ring --causal
+mk thd zigzag 2 96 4 2 8 causal bwd lse thd docs=30,50,16
+expect 0 "3 documents; layout thd" -- "$U" check "$W/thd" --method zigzag --causal --layout thd
+expect 2 "holds cu_seqlens and --doc-lens gives the documents too" -- \
+    "$U" check "$W/thd" --method zigzag --causal --layout thd --doc-lens 40,56
 mk usp usp 4 64 4 4 8 causal bwd lse
 expect 0 "verdict: PASS" -- "$U" check "$W/usp" --method usp --causal
 
