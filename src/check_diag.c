@@ -707,8 +707,15 @@ int uly_check_diagnose(const chk_ctx *c, uly_check_report *rep)
         snprintf(rep->evidence, sizeof rep->evidence, "%s", ev);
         return ULY_OK;
     }
+    int badcells = 0;
+    for (int i = 0; i < rep->ncells; i++)
+        badcells += rep->cells[i].bad > 0;
+    /* nearly everything wrong: as likely a problem description other than the dump's */
     set_result(c, rep, ULY_DEFECT_FORWARD, all & (om | (1u << ULY_CHK_LSE)) ? all & (om | (1u << ULY_CHK_LSE)) : all,
-               "a forward defect no known pattern fits");
+               10 * badcells >= 9 * rep->ncells
+                   ? "a forward defect no known pattern fits, or a mask, shard map or layout other than the dump's "
+                     "(check --method, --causal, --window, the documents and --layout)"
+                   : "a forward defect no known pattern fits");
     worst_text(c, rep, rep->evidence, sizeof rep->evidence);
     return ULY_OK;
 }
