@@ -290,6 +290,15 @@ static int row_bad(const chk_ctx *c, const uly_check_report *rep, int64_t b, int
 
 /* ---------------------------------------------------------- hypotheses */
 
+/* A test returns 1 when its hypothesis fits, 0 when not, -1 when it could
+ * not allocate (the message set): the diagnosis then fails with ENOMEM
+ * rather than name another class. */
+static int nomem(const char *what)
+{
+    uly_set_error(ULY_ENOMEM, "check: cannot allocate %s", what);
+    return -1;
+}
+
 /* Every failing cell of the tensors in tmask exactly zero. */
 static int test_zero(const chk_ctx *c, const uly_check_report *rep, unsigned tmask, char *ev, size_t len)
 {
@@ -333,7 +342,12 @@ static int test_no_sp(const chk_ctx *c, const uly_check_report *rep, char *ev, s
             fails[rep->cells[i].rank] = 1;
     unsigned char *keys = uly_calloc((size_t)c->N, 1);
     double *s = uly_malloc((size_t)(c->N + c->d) * sizeof *s);
-    int fit = keys && s;
+    if (!keys || !s) {
+        uly_free(keys);
+        uly_free(s);
+        return nomem("the rows of a hypothesis test");
+    }
+    int fit = 1;
     double worst = 0, full = 0;
     for (int r = 0; r < P && fit; r++) {
         if (!fails[r])
@@ -466,7 +480,7 @@ static int test_doc_mask(const chk_ctx *c, const uly_check_report *rep, char *ev
         return 0;
     double *s = uly_malloc((size_t)(c->N + c->d) * sizeof *s);
     if (!s)
-        return 0;
+        return nomem("the rows of a hypothesis test");
     diag_row D = {.c = c, .a = c->a, .s = s, .keys = NULL};
     D.a.doc_offsets = NULL;
     D.a.docs = 0;
@@ -490,7 +504,12 @@ static int test_kv_head(const chk_ctx *c, const uly_check_report *rep, char *ev,
     enum { MAXROWS = 64 };
     double *s = uly_malloc((size_t)(c->N + c->d) * sizeof *s);
     int64_t *rows = uly_malloc((size_t)c->B * (size_t)c->N * sizeof *rows);
-    int fit = s && rows, nheads = 0;
+    if (!s || !rows) {
+        uly_free(s);
+        uly_free(rows);
+        return nomem("the rows of a hypothesis test");
+    }
+    int fit = 1, nheads = 0;
     ev[0] = 0;
     phrase[0] = 0;
     diag_row D = {.c = c, .a = c->a, .s = s, .keys = NULL};
@@ -557,7 +576,7 @@ static int test_head_split(const chk_ctx *c, const uly_check_report *rep, char *
         return 0;
     unsigned char *fails = uly_calloc((size_t)c->ngroups * (size_t)(c->P + 1), 1); /* (groups, P + 1) */
     if (!fails)
-        return 0;
+        return nomem("the head groups' failures");
     unsigned char *gfail = fails + (size_t)c->ngroups * (size_t)c->P;
     for (int i = 0; i < rep->ncells; i++) {
         const uly_check_cell *x = &rep->cells[i];
@@ -659,7 +678,10 @@ int uly_check_diagnose(const chk_ctx *c, uly_check_report *rep)
         snprintf(rep->evidence, sizeof rep->evidence, "%s", ev);
         return ULY_OK;
     }
-    if (wrong[ULY_CHK_O] && test_no_sp(c, rep, ev, sizeof ev)) {
+    int f = wrong[ULY_CHK_O] ? test_no_sp(c, rep, ev, sizeof ev) : 0;
+    if (f < 0)
+        return ULY_ENOMEM;
+    if (f) {
         set_result(c, rep, ULY_DEFECT_NO_SP, om,
                    "attention over each rank's own tokens only: the layer runs without sequence parallelism");
         snprintf(rep->evidence, sizeof rep->evidence, "%s", ev);
@@ -674,18 +696,26 @@ int uly_check_diagnose(const chk_ctx *c, uly_check_report *rep)
         snprintf(rep->evidence, sizeof rep->evidence, "%s", ev);
         return ULY_OK;
     }
-    if (wrong[ULY_CHK_O] && test_doc_mask(c, rep, ev, sizeof ev)) {
+    f = wrong[ULY_CHK_O] ? test_doc_mask(c, rep, ev, sizeof ev) : 0;
+    if (f < 0)
+        return ULY_ENOMEM;
+    if (f) {
         set_result(c, rep, ULY_DEFECT_DOC_MASK, om,
                    "attention across document boundaries: the documents are not masked");
         snprintf(rep->evidence, sizeof rep->evidence, "%s", ev);
         return ULY_OK;
     }
-    if (wrong[ULY_CHK_O] && test_kv_head(c, rep, ev, sizeof ev, phrase, sizeof phrase)) {
+    f = wrong[ULY_CHK_O] ? test_kv_head(c, rep, ev, sizeof ev, phrase, sizeof phrase) : 0;
+    if (f < 0)
+        return ULY_ENOMEM;
+    if (f) {
         set_result(c, rep, ULY_DEFECT_KV_HEAD, om, phrase);
         snprintf(rep->evidence, sizeof rep->evidence, "%s", ev);
         return ULY_OK;
     }
-    if (test_head_split(c, rep, ev, sizeof ev)) {
+    if ((f = test_head_split(c, rep, ev, sizeof ev)) < 0)
+        return ULY_ENOMEM;
+    if (f) {
         set_result(c, rep, ULY_DEFECT_HEAD_SPLIT, all & ~(1u << ULY_CHK_LSE) ? all & ~(1u << ULY_CHK_LSE) : all,
                    "the other heads right on every rank: the head partition");
         snprintf(rep->evidence, sizeof rep->evidence, "%s", ev);

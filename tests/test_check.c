@@ -12,6 +12,10 @@
 
 #define MAXP 8
 
+/* Fault injection hooks of src/error.c (exported for tests, not in the API). */
+void uly_test_fail_alloc_at(long k);
+long uly_test_alloc_count(void);
+
 /* One problem, its global tensors (inputs, then what the ranks "computed":
  * the reference unless a test plants a defect) and the ranks' shards. */
 typedef struct fx {
@@ -635,6 +639,49 @@ START_TEST(bad_inputs)
 }
 END_TEST
 
+/* Every allocation of a check (reassembly, cells, balance, diagnosis) failing
+ * in turn gives ULY_ENOMEM with a message, never another verdict. */
+START_TEST(every_allocation_fails)
+{
+    uly_attn_desc a = desc(1, 48, 4, 2, 8, 1);
+    int64_t off[3] = {0, 20, 48};
+    a.doc_offsets = off;
+    a.docs = 2;
+    fx f;
+    fx_init(&f, &a, ULY_METHOD_RING, 3, 0, ULY_ELEM_F32, 50);
+    for (int r = 0; r < 3; r++) /* token indices too */
+        fx_tokens(&f, r, f.tok[r], f.rows[r]);
+    /* documents ignored on rank 2: the diagnosis runs every test up to document-mask */
+    uly_attn_desc nd = a;
+    nd.doc_offsets = NULL;
+    nd.docs = 0;
+    double *o = malloc(f.in.nq * sizeof(double));
+    ck_assert_int_eq(uly_ref_fwd(&nd, f.in.q, f.in.k, f.in.v, o, NULL), ULY_OK);
+    memcpy(f.o + 32 * 4 * 8, o + 32 * 4 * 8, 16 * 4 * 8 * sizeof(double));
+    free(o);
+    fx_build(&f, 7);
+    uly_check_report rep;
+    uly_test_fail_alloc_at(0);
+    ck_assert_int_eq(uly_check_run(&f.pb, f.rk, &rep), ULY_OK);
+    ck_assert_int_eq(rep.defect, ULY_DEFECT_DOC_MASK);
+    uly_check_report_free(&rep);
+    long n = uly_test_alloc_count();
+    ck_assert_int_gt(n, 5);
+    for (long k = 1; k <= n; k++) {
+        uly_test_fail_alloc_at(k);
+        int rc = uly_check_run(&f.pb, f.rk, &rep);
+        uly_test_fail_alloc_at(0);
+        ck_assert_msg(rc == ULY_ENOMEM, "allocation %ld of %ld failed, the check returned %d", k, n, rc);
+        ck_assert_ptr_null(rep.cells);
+        ck_assert(strlen(uly_last_error()) > 0);
+    }
+    ck_assert_int_eq(uly_check_run(&f.pb, f.rk, &rep), ULY_OK);
+    ck_assert_int_eq(rep.defect, ULY_DEFECT_DOC_MASK);
+    uly_check_report_free(&rep);
+    fx_free(&f);
+}
+END_TEST
+
 static Suite *make_check_suite(void)
 {
     Suite *s = suite_create("check");
@@ -655,6 +702,7 @@ static Suite *make_check_suite(void)
     tcase_add_test(tc, tolerances_per_type);
     tcase_add_test(tc, layouts_round_trip);
     tcase_add_test(tc, bad_inputs);
+    tcase_add_test(tc, every_allocation_fails);
     suite_add_tcase(s, tc);
     return s;
 }
