@@ -61,6 +61,8 @@ expect 2 "rank4.safetensors is missing (--ranks 5)" -- "$U" check "$W/ok" --meth
 mk ks zigzag 4 128 4 2 16 kshape=2
 expect 2 "rank2.safetensors: k has shape (1, 32, 3, 16), rank 0's k has (1, 32, 2, 16)" -- \
     "$U" check "$W/ks" --method zigzag
+mk mix ring 2 64 4 4 8 bwd elem=f32 && mk mix1 ring 2 64 4 4 8 bwd && cp "$W/mix1/rank1.safetensors" "$W/mix/"
+expect 2 "rank1.safetensors: q is f64, rank 0's q is f32 (the ranks disagree)" -- "$U" check "$W/mix" --method ring
 mk dup ring 2 64 4 4 8 tokens dup
 expect 2 "token 0 is held twice: by rank 0 (row 0) and rank 1 (row 0)" -- "$U" check "$W/dup" --method ring
 mk miss ring 2 64 4 4 8 tokens miss

@@ -506,6 +506,12 @@ static int run_check(chk_cfg *c)
         }
         X->rows = n;
         N += n;
+        for (int i = 0; i < N_COUNT && r > 0 && !rc; i++)
+            if (X->t[i].f && R0->t[i].f && X->t[i].info->elem != R0->t[i].info->elem)
+                rc = fail2("%s: %s is %s, rank 0's %s is %s (the ranks disagree)", X->t[i].label, names[i],
+                           uly_elem_name(X->t[i].info->elem), names[i], uly_elem_name(R0->t[i].info->elem));
+        if (rc)
+            break;
         for (int i = 0; i < N_TOK && !rc; i++) {
             if (!X->t[i].f || i == N_Q)
                 continue;
