@@ -66,8 +66,6 @@ ulysses_LDADD = src/libulysses.la src/libulybase_json.la $(BLAS_LIBS) $(MPI_LIBS
 ulysses_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS) -pthread
 # ulysses check (doc/check.md): one process, no collectives
 ulysses_SOURCES += src/cli/cmd_check.c
-# placeholder of ulysses check --data (src/cli/check_data.c)
-ulysses_SOURCES += src/cli/check_data.c
 else
 ulysses_CFLAGS = $(AM_CFLAGS) $(CAIRO_CFLAGS)
 ulysses_LDADD = src/libulyplan.la $(CAIRO_LIBS) -lm
