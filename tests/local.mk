@@ -165,3 +165,16 @@ TESTS += tests/test_base_out
 tests_test_base_out_SOURCES = tests/test_base_out.c
 tests_test_base_out_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_base_out_LDADD = src/libulybase.la $(CHECK_LIBS)
+
+# ulysses check --data: the training-level checks of per-rank token ids,
+# labels, positions and losses, on dumps written by tests/datagen (correct
+# and with planted defects).  The driver's check needs the MPI build.
+if HAVE_MPI
+check_PROGRAMS += tests/datagen
+tests_datagen_SOURCES = tests/datagen.c
+tests_datagen_CFLAGS = $(TEST_CFLAGS)
+tests_datagen_LDADD = $(TEST_LIBS)
+tests_datagen_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
+TESTS += tests/cli_check_data.sh
+EXTRA_DIST += tests/cli_check_data.sh
+endif
