@@ -103,6 +103,9 @@ static int run(int argc, char **argv)
         return cmd_calibrate(argc - 1, argv + 1);
     if (strcmp(cmd, "train") == 0)
         return cmd_train(argc - 1, argv + 1);
+    /* placeholder until cmd_check dispatches --data: ulysses check --data DIR */
+    if (strcmp(cmd, "check") == 0 || strcmp(cmd, "check-data") == 0)
+        return check_data_main(argc - 1, argv + 1);
 #else
     if (strcmp(cmd, "attn") == 0 || strcmp(cmd, "bench") == 0 || strcmp(cmd, "train") == 0 ||
         strcmp(cmd, "calibrate") == 0) {
