@@ -345,7 +345,7 @@ static int read_docs(djob *J)
     if (c->doc_lens) {
         char msg[512];
         if (doc_lens_offsets(c->doc_lens, J->B, J->N, &J->off, &J->D, msg, sizeof msg))
-            return bad("%s (the tokens of the dump)", msg);
+            return bad("%s (N: the tokens of the dump)", msg);
         return 0;
     }
     const char *opt = c->docs_f ? "--docs" : "--cu-seqlens", *path = c->docs_f ? c->docs_f : c->cu_f;
@@ -488,8 +488,8 @@ static void check_coverage(const djob *J, dcheck *k)
 static void check_labels(const djob *J, dcheck *k)
 {
     const int64_t N = J->N, ign = J->c.ign;
-    enum { C_ROLL = 0, C_UNSHIFTED, C_OTHER, C_N };
-    static const char *const cname[C_N] = {"rolled-per-shard", "unshifted", "wrong-label"};
+    enum { C_ROLL = 0, C_UNSHIFTED, C_IGNORED, C_OTHER, C_N };
+    static const char *const cname[C_N] = {"rolled-per-shard", "unshifted", "unexpected-ignore", "wrong-label"};
     int64_t cnt[C_N] = {0}, first_b[C_N], first_t[C_N];
     int nranks[C_N] = {0};
     int *seen = calloc((size_t)J->P * C_N, sizeof *seen);
@@ -512,6 +512,8 @@ static void check_labels(const djob *J, dcheck *k)
                 cls = C_ROLL;
             else if (lab == G(J, ids, b, t))
                 cls = C_UNSHIFTED;
+            else if (lab == ign)
+                cls = C_IGNORED;
             if (!cnt[cls]++) {
                 first_b[cls] = b;
                 first_t[cls] = t;
@@ -522,7 +524,9 @@ static void check_labels(const djob *J, dcheck *k)
             }
         }
     free(seen);
-    int64_t total = cnt[0] + cnt[1] + cnt[2];
+    int64_t total = 0;
+    for (int i = 0; i < C_N; i++)
+        total += cnt[i];
     if (!total) {
         k->verdict = V_OK;
         setmsg(k, "%" PRId64 " labels are the global next token (%" PRId64 " ignore_index %" PRId64
@@ -530,7 +534,10 @@ static void check_labels(const djob *J, dcheck *k)
                J->off ? " and document ends" : "");
         return;
     }
-    int cls = cnt[C_ROLL] ? C_ROLL : cnt[C_UNSHIFTED] ? C_UNSHIFTED : C_OTHER;
+    int cls = C_OTHER;
+    for (int i = C_N - 1; i >= 0; i--)
+        if (cnt[i])
+            cls = i;
     const int64_t b = first_b[cls], t = first_t[cls];
     const int r = J->owner[t];
     const drank *R = &J->r[r];
@@ -575,6 +582,11 @@ static void check_labels(const djob *J, dcheck *k)
                "expected %s; %" PRId64 " label%s on %d rank%s%s",
                r, row, t, lab, want, cnt[cls], cnt[cls] > 1 ? "s" : "", nranks[cls], nranks[cls] > 1 ? "s" : "",
                others);
+    } else if (cls == C_IGNORED) {
+        setmsg(k, "label ignore_index %" PRId64 " where no document ends: rank %d, %stoken %" PRId64 ", expected %s; "
+               "%" PRId64 " label%s on %d rank%s%s (packed documents: --doc-lens, --docs or --cu-seqlens; prompt "
+               "masking: --masked-labels)", ign, r, row, t, want, cnt[cls], cnt[cls] > 1 ? "s" : "", nranks[cls],
+               nranks[cls] > 1 ? "s" : "", others);
     } else {
         setmsg(k, "wrong label: rank %d, %stoken %" PRId64 " (row %" PRId64 " of its shard): label %" PRId64
                ", expected %s; %" PRId64 " label%s on %d rank%s",
@@ -600,7 +612,7 @@ static void check_positions(const djob *J, dcheck *k)
     }
     /* rank by rank in its own row order: the first wrong rank is named with
      * the hypothesis that fits all its rows */
-    int nbad = 0, first = -1;
+    int nbad = 0, first = -1, all_local = 1, all_contig = 1, first_local = 0, first_contig = 0;
     const char *hyp = NULL;
     int64_t fb = 0, fi = 0;
     for (int r = 0; r < J->P; r++) {
@@ -640,14 +652,24 @@ static void check_positions(const djob *J, dcheck *k)
             }
         }
         if (!ok) {
+            all_local &= local;
+            all_contig &= contig;
             if (!nbad++) {
                 first = r;
                 fb = cb;
                 fi = ci;
-                hyp = local ? "local-positions" : contig ? "contiguous-positions" : "wrong-positions";
+                first_local = local;
+                first_contig = contig;
             }
         }
     }
+    /* the hypothesis that fits every wrong rank (rank 0 of a contiguous map
+     * fits both), else the first wrong rank's */
+    if (nbad)
+        hyp = all_local && !all_contig ? "local-positions"
+              : all_contig && !all_local ? "contiguous-positions"
+              : all_local ? "local-positions"
+              : first_local ? "local-positions" : first_contig ? "contiguous-positions" : "wrong-positions";
     if (!nbad) {
         k->verdict = V_OK;
         setmsg(k, "every position_ids is the position within its document%s", J->off ? "" : " (one per row)");
@@ -975,6 +997,9 @@ static int load(djob *J)
 /* A note when the ranks' own map differs from the --method asked for. */
 static void note_map(const djob *J)
 {
+    if (!J->have_method && !J->have_tokens)
+        fprintf(stderr, CMD ": note: no --method and no tokens tensors: the ulysses shard map (contiguous "
+                "shards)\n");
     if (!J->have_tokens || !J->have_method)
         return;
     uly_attn_desc a = {.batch = J->B, .seq = J->N, .heads = J->P, .kv_heads = J->P, .head_dim = 1};
