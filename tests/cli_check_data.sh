@@ -121,5 +121,16 @@ expect 2 "not a directory" -- "$U" check --data "$W/cu.npy"
 cp "$W/cu.npy" "$W/ok_ulysses/rank1/labels.npy"
 expect 2 "rank1/labels.npy: shape (11,), expected input_ids' (2, 33)" -- "$U" check --data "$W/ok_ulysses"
 
+# a float tensor where integers belong, a tensor on some ranks only, a
+# truncated safetensors file: each named with its file
+gen bad1 ulysses 3 --seq 30 --npy
+"$top_builddir/tests/npytool" write "$W/bad1/rank2/position_ids.npy" f32 1 1 10
+expect 2 "rank2/position_ids.npy: element type f32, expected integers (i32, i64)" -- "$U" check --data "$W/bad1"
+rm "$W/bad1/rank2/position_ids.npy"
+expect 2 "rank2: tensor position_ids is absent, but present on rank 0" -- "$U" check --data "$W/bad1"
+gen bad2 ring 2 --seq 16
+head -c 20 "$W/bad2/rank1.safetensors" > "$W/bad2/t" && mv "$W/bad2/t" "$W/bad2/rank1.safetensors"
+expect 2 "rank1.safetensors" -- "$U" check --data "$W/bad2" --method ring
+
 echo "$cases cases, $fails failures"
 [ "$fails" -eq 0 ]

@@ -29,6 +29,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -868,7 +869,7 @@ static int parse(int argc, char **argv, dcfg *c)
          "0 ... N (.npy or .safetensors)", NULL, NULL},
         {"cu-seqlens", ARG_STR, &c->cu_f, 0, 0, "F", "packed documents as flash-attn's cu_seqlens (D+1,) (.npy, or "
          "a .safetensors tensor cu_seqlens)", NULL, NULL},
-        {"ignore-index", ARG_INT, &c->ign, -((int64_t)1 << 62), (int64_t)1 << 62, "I",
+        {"ignore-index", ARG_INT, &c->ign, INT32_MIN, INT32_MAX, "I",
          "the label of a token without loss (default -100, PyTorch's)", NULL, NULL},
         {"masked-labels", ARG_FLAG, &c->masked, 0, 0, NULL,
          "accept ignore_index at any label (prompt masking); the others must still be the next token", NULL, NULL},
