@@ -128,6 +128,9 @@ gen bad1 ulysses 3 --seq 30 --npy
 expect 2 "rank2/position_ids.npy: element type f32, expected integers (i32, i64)" -- "$U" check --data "$W/bad1"
 rm "$W/bad1/rank2/position_ids.npy"
 expect 2 "rank2: tensor position_ids is absent, but present on rank 0" -- "$U" check --data "$W/bad1"
+rm "$W/bad1/rank0/input_ids.npy"
+expect 2 "rank0: no tensor input_ids" -- "$U" check --data "$W/bad1"
+expect 2 "tensors and none named cu_seqlens" -- "$U" check --data "$W/ok" --cu-seqlens "$W/ok/rank0.safetensors"
 gen bad2 ring 2 --seq 16
 head -c 20 "$W/bad2/rank1.safetensors" > "$W/bad2/t" && mv "$W/bad2/t" "$W/bad2/rank1.safetensors"
 expect 2 "rank1.safetensors" -- "$U" check --data "$W/bad2" --method ring

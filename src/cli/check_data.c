@@ -300,11 +300,11 @@ static int read_rank(djob *J, int r)
     uly_tfile *f = NULL;
     if (!R->npy && uly_tfile_open(R->src, &f))
         return bad("%s", uly_last_error());
-    int rc = 0;
-    for (int t = 0; t < T_N && !rc; t++)
-        rc = read_tensor(R, r, f, t);
+    int rc = read_tensor(R, r, f, T_IDS);
     if (!rc && !R->has[T_IDS])
         rc = bad("%s: no tensor input_ids (the token ids, (B, n_r))", R->src);
+    for (int t = T_IDS + 1; t < T_N && !rc; t++)
+        rc = read_tensor(R, r, f, t);
     if (!rc && !R->has[T_LABELS])
         rc = bad("%s: no tensor labels ((B, n_r), ignore_index where no loss is taken)", R->src);
     if (!rc)
@@ -353,10 +353,11 @@ static int read_docs(djob *J)
     uly_tfile *f;
     if (uly_tfile_open(path, &f))
         return bad("%s %s", opt, uly_last_error());
-    int idx = uly_tfile_count(f) == 1 ? 0 : uly_tfile_find(f, "cu_seqlens");
+    const int nt = uly_tfile_count(f);
+    int idx = nt == 1 ? 0 : uly_tfile_find(f, "cu_seqlens");
     if (idx < 0) {
         uly_tfile_close(f);
-        return bad("%s %s: %d tensors and none named cu_seqlens", opt, path, uly_tfile_count(f));
+        return bad("%s %s: %d tensors and none named cu_seqlens", opt, path, nt);
     }
     const uly_tinfo *ti = uly_tfile_info(f, idx);
     int nd = ti->ndim;
