@@ -6,6 +6,8 @@
 # token; a token missing or held twice is bad input (exit 2).  No MPI.
 set -u
 : "${top_builddir:=.}"
+# tests/datagen links OpenBLAS: no worker threads for a file writer
+OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}; export OPENBLAS_NUM_THREADS
 U="$top_builddir/ulysses"
 GEN="$top_builddir/tests/datagen"
 W=$(mktemp -d)
