@@ -61,6 +61,8 @@ if HAVE_MPI
 ulysses_SOURCES += src/cli/drv.h src/cli/agree.c src/cli/agree_table.c src/cli/agree_table.h src/cli/outfile.c src/cli/preflight.c \
 	src/cli/inputs.c src/cli/cmd_attn.c src/cli/cmd_bench.c src/cli/cmd_calibrate.c src/cli/cmd_train.c \
 	src/cli/timing.h src/cli/timing.c
+# ulysses check --data: the training-level checks (no MPI; on the tensor-file reader)
+ulysses_SOURCES += src/cli/check_data.c
 ulysses_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS) $(CAIRO_CFLAGS) $(JANSSON_CFLAGS) -pthread
 ulysses_LDADD = src/libulysses.la src/libulybase_json.la $(BLAS_LIBS) $(MPI_LIBS) $(CAIRO_LIBS) $(JANSSON_LIBS) -lm
 ulysses_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS) -pthread

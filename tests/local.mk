@@ -184,4 +184,14 @@ tests_chkdump_LDADD = $(TEST_LIBS)
 tests_chkdump_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
 TESTS += tests/cli_check.sh
 EXTRA_DIST += tests/cli_check.sh
+# ulysses check --data: the training-level checks of per-rank token ids,
+# labels, positions and losses, on dumps written by tests/datagen (correct
+# and with planted defects).  The driver's check needs the MPI build.
+check_PROGRAMS += tests/datagen
+tests_datagen_SOURCES = tests/datagen.c
+tests_datagen_CFLAGS = $(TEST_CFLAGS)
+tests_datagen_LDADD = $(TEST_LIBS)
+tests_datagen_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
+TESTS += tests/cli_check_data.sh
+EXTRA_DIST += tests/cli_check_data.sh
 endif

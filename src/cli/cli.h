@@ -25,6 +25,10 @@ int cmd_bench(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_explain(int argc, char **argv);   /* no MPI */
+/* `ulysses check --data DIR`: the training-level checks of per-rank token ids,
+ * labels, positions and losses (check_data.c; no MPI).  argv[0] is the
+ * subcommand name; the options follow, --data among them. */
+int check_data_main(int argc, char **argv);
 
 /* The independent checker (doc/check.md): one process, no collectives.
  * cmd_check.c: `ulysses check DIR`; `ulysses check --data DIR` goes to
