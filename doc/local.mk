@@ -1,5 +1,5 @@
 dist_doc_DATA += doc/design.md doc/kernels.md doc/ulysses.md doc/reliability.md doc/cli.md doc/minicluster.md doc/glossary.md \
-	doc/tutorial.md doc/methods.md doc/train.md
+	doc/tutorial.md doc/methods.md doc/train.md doc/check.md
 
 # Man pages, generated so that they cannot disagree with the programs:
 # ulysses(1) and ulysses-sim(1) from their --help texts (help2man, every
