@@ -53,7 +53,7 @@ ulysses_SOURCES = src/cli/main.c src/cli/cli.h src/cli/status.c src/cli/args.c s
 	src/cli/cmd_explain.c src/cli/explain.h src/cli/explain_draw.c
 if HAVE_MPI
 ulysses_SOURCES += src/cli/drv.h src/cli/agree.c src/cli/agree_table.c src/cli/agree_table.h src/cli/outfile.c src/cli/preflight.c \
-	src/cli/inputs.c src/cli/cmd_attn.c src/cli/cmd_bench.c src/cli/cmd_calibrate.c src/cli/cmd_train.c \
+	src/cli/inputs.c src/cli/cmd_attn.c src/cli/attn_io.c src/cli/attn_io.h src/cli/cmd_bench.c src/cli/cmd_calibrate.c src/cli/cmd_train.c \
 	src/cli/timing.h src/cli/timing.c
 ulysses_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS) $(CAIRO_CFLAGS) $(JANSSON_CFLAGS) -pthread
 ulysses_LDADD = src/libulysses.la src/libulybase_json.la $(BLAS_LIBS) $(MPI_LIBS) $(CAIRO_LIBS) $(JANSSON_LIBS) -lm
