@@ -133,6 +133,11 @@ expect 2 "--cu-seqlens $W/q1.npy, tensor 'q1': dtype f32 where integer offsets (
 # ---- --lse: the f32 run's within the fp32 tolerance of the fp64 run's (that of --check for the LSE)
 expect 0 "" -- "$U" attn $Q --dtype f64 --lse "$W/lse64.npy" $R
 assert "--lse (B, H, N) f32 within atol 5e-6 + rtol 5e-5 of the f64 run's" -- "$T" close "$W/lse.npy" "$W/lse64.npy" 5e-6 5e-5
+# q = 0: every score is 0, so every row's LSE is the natural log of its 40 keys
+"$T" mul "$W/q.npy" "$W/q0.npy" 0 && "$T" fill "$W/ln40.npy" 3.6888794541139363 2 4 40
+expect 0 "" -- "$U" attn --q "$W/q0.npy" --k "$W/k.npy" --v "$W/v.npy" --dtype f64 --lse "$W/lse0.npy" $R
+assert "--lse is the natural log: q = 0 gives log(40) in every row (within 1e-15 relative)" -- \
+    "$T" close "$W/lse0.npy" "$W/ln40.npy" 0 1e-15
 
 # ---- --scale: the default 1/sqrt(16) = 1/4; a power of two commutes exactly with the dot products
 expect 0 "" -- "$U" attn $Q --scale 0.25 --out "$W/o_s25.npy" $R

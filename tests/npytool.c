@@ -18,6 +18,7 @@
  *   npytool info IN                            "NAME ELEM (SHAPE)" per tensor, then "KEY=VALUE" metadata
  *   npytool same A B                           exit 0 if the element counts and values (as f64, bitwise) agree
  *   npytool close A B ATOL RTOL                exit 0 if |a - b| <= ATOL + RTOL |b| everywhere (finite)
+ *   npytool fill PATH VALUE DIM...             a float64 .npy tensor of VALUE (e.g. log(40) as 3.6888794541139363)
  *   npytool sthead PATH LEN JSON NDATA         a .safetensors file by hand: the 8-byte length LEN (0:
  *                                              JSON's), JSON, NDATA zero bytes
  */
@@ -245,6 +246,17 @@ static int tensor_tools(int argc, char **argv)
         } else if (!rc && argc == 6) {
             printf("within tolerance: worst element %zu uses %.3g of it\n", worst, used);
         }
+    } else if (argc >= 4 && strcmp(cmd, "fill") == 0) {
+        a.ndim = argc - 4;
+        a.count = 1;
+        for (int i = 0; i < a.ndim && i < ULY_NPY_MAXDIM; i++) {
+            a.shape[i] = strtoll(argv[4 + i], NULL, 10);
+            a.count *= (size_t)a.shape[i];
+        }
+        a.x = malloc(a.count * sizeof *a.x + 8);
+        for (size_t i = 0; a.x && i < a.count; i++)
+            a.x[i] = strtod(argv[3], NULL);
+        rc = !a.x || store(argv[2], &a, ULY_ELEM_F64, "x");
     } else if (argc == 6 && strcmp(cmd, "sthead") == 0) {
         unsigned long long L = strtoull(argv[3], NULL, 10);
         size_t hl = strlen(argv[4]), nd = (size_t)strtoull(argv[5], NULL, 10);
@@ -269,7 +281,7 @@ static int tensor_tools(int argc, char **argv)
 int main(int argc, char **argv)
 {
     if (argc >= 3) {
-        static const char *const tools[] = {"conv", "pack", "perm", "mul", "info", "same", "close", "sthead"};
+        static const char *const tools[] = {"conv", "pack", "perm", "mul", "info", "same", "close", "fill", "sthead"};
         for (size_t i = 0; i < sizeof tools / sizeof tools[0]; i++)
             if (strcmp(argv[1], tools[i]) == 0) {
                 int rc = tensor_tools(argc, argv);
