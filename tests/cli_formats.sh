@@ -51,6 +51,9 @@ assert "f16 output is '<f2' (B, N, H, d)" -- sh -c "'$T' info '$W/o16.npy' | gre
 "$T" conv "$W/o16w.npy" "$W/o16r.npy" f16
 assert "f16 inputs read exactly: O bitwise the f32 run's on the same values, rounded to f16 as npytool does" -- \
     "$T" same "$W/o16.npy" "$W/o16r.npy"
+"$T" mul "$W/v.npy" "$W/vbig.npy" 1e7
+expect 0 "note: --out $W/obig.npy: 4800 of 5120 values are beyond the f16 range and are written as +-Inf" -- \
+    "$U" attn --q "$W/q.npy" --k "$W/k.npy" --v "$W/vbig.npy" --out "$W/obig.npy" --out-dtype f16 $R
 assert "f16 round trip .npy -> .safetensors -> .npy keeps every bit" -- sh -c \
     "'$T' conv '$W/q16.npy' '$W/q16.safetensors' f16 q && '$T' conv '$W/q16.safetensors' '$W/q16b.npy' f16 &&
      cmp '$W/q16.npy' '$W/q16b.npy'"

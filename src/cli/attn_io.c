@@ -10,6 +10,7 @@
  * base_out.c: all or nothing, never over an input), transposed back to the
  * inputs' layout and converted to the requested element type.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -289,6 +290,20 @@ int attn_out_write(drv *d, drv_out *o, const char *tname, int elem, uly_dtype t,
         memcpy(fs, shape, (size_t)ndim * sizeof *fs);
     }
     const int run_elem = t == ULY_F64 ? ULY_ELEM_F64 : ULY_ELEM_F32;
+    size_t count = 1;
+    for (int i = 0; i < ndim; i++)
+        count *= (size_t)fs[i];
+    /* finite values the narrower type cannot hold become +-Inf (as numpy's
+     * astype): never silently */
+    const double lim = elem == ULY_ELEM_F16 ? 65520.0 : elem == ULY_ELEM_BF16 ? 0x1.ffp127 : 0;
+    size_t over = 0;
+    for (size_t i = 0; lim > 0 && i < count; i++) {
+        double v = t == ULY_F64 ? ((const double *)src)[i] : ((const float *)src)[i];
+        over += isfinite(v) && fabs(v) >= lim;
+    }
+    if (over)
+        drv_say(d, "note: %s %s: %zu of %zu values are beyond the %s range and are written as +-Inf", o->what, o->path,
+                over, count, uly_elem_name(elem));
     int st;
     if (attn_out_is_st(o->path)) {
         uly_twrite w = {tname, elem, run_elem, ndim, fs, src};

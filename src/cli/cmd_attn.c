@@ -114,7 +114,7 @@ static void attn_options(struct attn_cfg *c, arg_opt *o)
         {"threads", ARG_INT, &c->threads, 1, 1024, "T", "OpenMP threads per rank (default: OMP_NUM_THREADS, clamped to 4 per usable core and 1024)", NULL, NULL},
         {"repeat", ARG_INT, &c->repeat, 1, 100000, "R", "timed repetitions (default 3)", NULL, NULL},
         {"warmup", ARG_INT, &c->warmup, 0, 1000, "W", "untimed repetitions first (default 1)", NULL, NULL},
-        {"dtype", ARG_CHOICE, &c->dtype, 0, 0, "T", "element type f32 or f64 (default f32, or that of --q)", dtype_names, &c->seen_dtype},
+        {"dtype", ARG_CHOICE, &c->dtype, 0, 0, "T", "element type of the computation, f32 or f64 (default f32, or f64 for a float64 --q)", dtype_names, &c->seen_dtype},
         {"block-q", ARG_INT, &c->block_q, 1, 65536, "n", "query rows per kernel block", NULL, NULL},
         {"block-k", ARG_INT, &c->block_k, 1, 65536, "n", "key rows per kernel block", NULL, NULL},
         {"a2a", ARG_CHOICE, &c->a2a, 0, 0, "MODE", "all-to-all data movement: auto (default: the first calls of each kind try every mode 3 times; the smallest median is kept, but pack, datatype or pipeline replace shm or cma only when more than 10 % faster), pack, datatype, pipeline, shm (one node: copies straight between the ranks' buffers in shared memory), cma (one node: each rank reads its blocks out of the peers' memory with process_vm_readv; shm where the system forbids it, with a note); where the shared-memory window does not fit (/dev/shm, address space) auto falls back to pack, datatype and pipeline with a note, shm and cma exit 1", a2a_mode_names, NULL},
@@ -297,8 +297,8 @@ static int attn_parse_io(attn_job *J, drv *d)
     if (c->layout == ATTN_THD && !c->cu_seqlens && !c->fin[T_Q])
         return drv_fail(d, DRV_BADINPUT, "--layout thd needs --cu-seqlens F (or a tensor cu_seqlens in the --q file)");
     if (c->seen_out_type && c->out_type == ULY_ELEM_BF16)
-        for (int i = 0; i <= NOUT; i++)
-            if (outs[i] && i < NOUT && !attn_out_is_st(outs[i]))
+        for (int i = 0; i < NOUT; i++)
+            if (outs[i] && !attn_out_is_st(outs[i]))
                 return drv_fail(d, DRV_BADINPUT, "--out-dtype bf16: %s %s is a .npy file, which cannot hold bfloat16 "
                                 "(name it F.safetensors)", oname[i], outs[i]);
     return 0;
