@@ -321,3 +321,55 @@ int attn_out_write(drv *d, drv_out *o, const char *tname, int elem, uly_dtype t,
     }
     return drv_out_ready(d, o);
 }
+
+int attn_in_mismatch(drv *d, const attn_in *in, const char *opt, const char *spec, const int64_t want[4], int any_h,
+                     const char *hint)
+{
+    char got[256], exp[256];
+    if (in->layout == ATTN_BSHD) {
+        const int64_t *s = in->shp;
+        snprintf(got, sizeof got, "(%lld, %lld, %lld, %lld)", (long long)s[0], (long long)s[1], (long long)s[2],
+                 (long long)s[3]);
+        if (any_h)
+            snprintf(exp, sizeof exp, "(%lld, %lld, Hkv, %lld)", (long long)want[0], (long long)want[1],
+                     (long long)want[3]);
+        else
+            snprintf(exp, sizeof exp, "(%lld, %lld, %lld, %lld)", (long long)want[0], (long long)want[1],
+                     (long long)want[2], (long long)want[3]);
+        return drv_fail(d, DRV_BADINPUT, "%s %s has shape %s, expected %s%s", opt, spec, got, exp, hint);
+    }
+    attn_in_shape_text(in, got, sizeof got);
+    attn_layout_shape_text(in->layout, want, exp, sizeof exp);
+    return drv_fail(d, DRV_BADINPUT, "%s %s has shape %s, expected %s%s (--layout %s)%s", opt, spec, got, exp,
+                    any_h ? " with any Hkv" : "", attn_layout_names[in->layout], hint);
+}
+
+char *attn_meta_make(drv *d, attn_meta *m, const char *method, int P, const uly_attn_desc *a, int layout,
+                     const int64_t *docs, int64_t ndocs)
+{
+    static const char *const k[ATTN_NMETA] = {"method", "ranks", "causal", "window", "scale", "layout", "dtype",
+                                              "kv_heads", "docs"};
+    snprintf(m->text[0], 64, "%s", method);
+    snprintf(m->text[1], 64, "%d", P);
+    snprintf(m->text[2], 64, "%s", a->causal ? "true" : "false");
+    snprintf(m->text[3], 64, "%lld", (long long)a->window);
+    snprintf(m->text[4], 64, "%.17g", uly_attn_scale(a));
+    snprintf(m->text[5], 64, "%s", attn_layout_names[layout]);
+    snprintf(m->text[6], 64, "%s", a->dtype == ULY_F64 ? "f64" : "f32");
+    snprintf(m->text[7], 64, "%lld", (long long)a->kv_heads);
+    m->text[8][0] = '\0';
+    const size_t n = ndocs > 0 ? (size_t)a->batch * (size_t)(ndocs + 1) : 0;
+    char *text = n ? drv_alloc_n(d, n, 22, "the documents' metadata") : NULL;
+    if (text) {
+        size_t u = 0;
+        text[0] = '\0';
+        for (size_t i = 0; i < n; i++)
+            u += (size_t)snprintf(text + u, n * 22 - u, "%s%lld", i == 0 ? "" : i % (size_t)(ndocs + 1) ? "," : ";",
+                                  (long long)docs[i]);
+    }
+    for (int i = 0; i < ATTN_NMETA; i++) {
+        m->keys[i] = k[i];
+        m->vals[i] = i == 8 && text ? text : m->text[i];
+    }
+    return text;
+}

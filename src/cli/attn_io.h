@@ -49,6 +49,11 @@ int attn_in_open(drv *d, attn_in *in, const char *opt, const char *path, const c
 void attn_in_shape_text(const attn_in *in, char *buf, size_t len);
 /* A shape (B, N, H, d) in the layout's order, as text. */
 void attn_layout_shape_text(int layout, const int64_t s[4], char *buf, size_t len);
+/* Record "OPT SPEC has shape (...), expected (...)" for an input whose
+ * shape is not want (B, N, H, d); any_h: the heads are free ("Hkv"). bshd
+ * keeps the (B, N, H, d) form of 3-D inputs; hint ends the message. */
+int attn_in_mismatch(drv *d, const attn_in *in, const char *opt, const char *spec, const int64_t want[4], int any_h,
+                     const char *hint);
 /* Rows [t0, t0 + nt) of batch row b, as (nt, H, d) doubles. */
 int attn_in_read(drv *d, attn_in *in, const char *opt, int64_t b, int64_t t0, int64_t nt, double *dst);
 void attn_in_close(attn_in *in);
@@ -66,6 +71,17 @@ int attn_cu_seqlens(drv *d, const char *path, const char *name, attn_in *q, int6
 int attn_out_write(drv *d, drv_out *o, const char *tname, int elem, uly_dtype t, int layout, int tokens, int ndim,
                    const int64_t *shape, const void *data, int nmeta, const char *const *keys,
                    const char *const *vals);
+/* The __metadata__ of .safetensors outputs: the configuration that
+ * determines the results (method, ranks, causal, window, scale, layout,
+ * dtype, kv_heads, docs: each batch row's offsets "0,100,300", rows
+ * separated by ';').  Returns the documents' text to drv_free, or NULL. */
+enum { ATTN_NMETA = 9 };
+typedef struct attn_meta {
+    char text[ATTN_NMETA][64];
+    const char *keys[ATTN_NMETA], *vals[ATTN_NMETA];
+} attn_meta;
+char *attn_meta_make(drv *d, attn_meta *m, const char *method, int P, const uly_attn_desc *a, int layout,
+                     const int64_t *docs, int64_t ndocs);
 /* Whether an output path is written as .safetensors. */
 int attn_out_is_st(const char *path);
 

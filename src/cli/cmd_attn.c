@@ -429,33 +429,13 @@ static int attn_resolve_files(attn_job *J, drv *d)
         if (!c->fin[i] || i == T_V)
             continue;
         int64_t heads = i == T_DO ? c->heads : c->kv_heads;
-        if (shp[i][0] != c->batch || shp[i][1] != c->seq || shp[i][2] != heads || shp[i][3] != c->head_dim) {
-            if (c->layout == ATTN_BSHD)
-                return drv_fail(d, DRV_BADINPUT, "%s %s has shape (%lld, %lld, %lld, %lld), expected (%lld, %lld, "
-                                "%lld, %lld)%s", in_name[i], c->fin[i], (long long)shp[i][0], (long long)shp[i][1],
-                                (long long)shp[i][2], (long long)shp[i][3], (long long)c->batch, (long long)c->seq,
-                                (long long)heads, (long long)c->head_dim, hint);
-            char got[256], want[256];
-            const int64_t w[4] = {c->batch, c->seq, heads, c->head_dim};
-            attn_in_shape_text(&J->in[i], got, sizeof got);
-            attn_layout_shape_text(c->layout, w, want, sizeof want);
-            return drv_fail(d, DRV_BADINPUT, "%s %s has shape %s, expected %s (--layout %s)%s", in_name[i], c->fin[i],
-                            got, want, attn_layout_names[c->layout], hint);
-        }
+        const int64_t w[4] = {c->batch, c->seq, heads, c->head_dim};
+        if (shp[i][0] != c->batch || shp[i][1] != c->seq || shp[i][2] != heads || shp[i][3] != c->head_dim)
+            return attn_in_mismatch(d, &J->in[i], in_name[i], c->fin[i], w, 0, hint);
     }
-    if (shp[T_V][0] != c->batch || shp[T_V][1] != c->seq || shp[T_V][3] != c->head_dim) {
-        char got[256], want[256];
-        const int64_t w[4] = {c->batch, c->seq, shp[T_V][2], c->head_dim};
-        attn_in_shape_text(&J->in[T_V], got, sizeof got);
-        attn_layout_shape_text(c->layout, w, want, sizeof want);
-        if (c->layout == ATTN_BSHD)
-            return drv_fail(d, DRV_BADINPUT, "--v %s has shape (%lld, %lld, %lld, %lld), expected (%lld, %lld, Hkv, "
-                            "%lld)%s", c->fin[T_V], (long long)shp[T_V][0], (long long)shp[T_V][1],
-                            (long long)shp[T_V][2], (long long)shp[T_V][3], (long long)c->batch, (long long)c->seq,
-                            (long long)c->head_dim, hint);
-        return drv_fail(d, DRV_BADINPUT, "--v %s has shape %s, expected %s with any Hkv (--layout %s)%s", c->fin[T_V],
-                        got, want, attn_layout_names[c->layout], hint);
-    }
+    const int64_t wv[4] = {c->batch, c->seq, shp[T_V][2], c->head_dim};
+    if (shp[T_V][0] != c->batch || shp[T_V][1] != c->seq || shp[T_V][3] != c->head_dim)
+        return attn_in_mismatch(d, &J->in[T_V], "--v", c->fin[T_V], wv, 1, hint);
     if (!c->seen_dtype)
         c->dtype = J->in[T_Q].elem == ULY_ELEM_F64 ? ULY_F64 : ULY_F32;
     if (c->seen_out_type && c->out_type == ATTN_OUT_INPUT && J->in[T_Q].elem == ULY_ELEM_BF16)
@@ -1526,40 +1506,6 @@ static int attn_check(attn_job *J, drv *d)
 
 /* ------------------------------------------------------------------ write */
 
-/* The __metadata__ of .safetensors outputs: the configuration that
- * determines the results.  Returns the documents' text (drv_free). */
-enum { NMETA = 9 };
-static char *attn_meta(const attn_job *J, drv *d, char meta[NMETA][64], const char **keys, const char **vals)
-{
-    const uly_attn_desc *a = &J->a;
-    static const char *const k[NMETA] = {"method", "ranks", "causal", "window", "scale", "layout", "dtype",
-                                         "kv_heads", "docs"};
-    snprintf(meta[0], 64, "%s", method_names[J->plan.method]);
-    snprintf(meta[1], 64, "%d", J->P);
-    snprintf(meta[2], 64, "%s", a->causal ? "true" : "false");
-    snprintf(meta[3], 64, "%lld", (long long)a->window);
-    snprintf(meta[4], 64, "%.17g", uly_attn_scale(a));
-    snprintf(meta[5], 64, "%s", attn_layout_names[J->c.layout]);
-    snprintf(meta[6], 64, "%s", dtype_names[a->dtype]);
-    snprintf(meta[7], 64, "%lld", (long long)a->kv_heads);
-    meta[8][0] = '\0';
-    /* docs: each batch row's offsets, "0,100,300;0,50,300" ("" for none) */
-    const size_t n = J->ndocs > 0 ? (size_t)a->batch * (size_t)(J->ndocs + 1) : 0;
-    char *docs = n ? drv_alloc_n(d, n, 22, "the documents' metadata") : NULL;
-    if (docs) {
-        size_t u = 0;
-        docs[0] = '\0';
-        for (size_t i = 0; i < n; i++)
-            u += (size_t)snprintf(docs + u, n * 22 - u, "%s%lld", i == 0 ? "" : i % (size_t)(J->ndocs + 1) ? "," : ";",
-                                  (long long)J->docs[i]);
-    }
-    for (int i = 0; i < NMETA; i++) {
-        keys[i] = k[i];
-        vals[i] = i == 8 && docs ? docs : meta[i];
-    }
-    return docs;
-}
-
 /* Rank 0: every tensor written and fsync'ed into its temporary (a full disk
  * fails here, before anything is replaced), then every output (the trace
  * included) renamed into place together. */
@@ -1574,23 +1520,22 @@ static int attn_write(attn_job *J, drv *d)
     const int run_elem = a->dtype == ULY_F64 ? ULY_ELEM_F64 : ULY_ELEM_F32;
     const int oe = !c->seen_out_type ? run_elem
                  : c->out_type == ATTN_OUT_INPUT ? (c->fin[T_Q] ? J->in[T_Q].elem : run_elem) : c->out_type;
-    char meta[NMETA][64];
-    const char *keys[NMETA], *vals[NMETA];
-    char *docs = attn_meta(J, d, meta, keys, vals);
+    attn_meta m;
+    char *docs = attn_meta_make(d, &m, method_names[J->plan.method], J->P, a, c->layout, J->docs, J->ndocs);
     for (int i = 0; i < NOUT && !d->code; i++) {
         if (!J->out[i].path)
             continue;
         int64_t Hx = i == W_DK || i == W_DV ? a->kv_heads : a->heads;
         int64_t shape[4] = {a->batch, a->seq, Hx, a->head_dim};
-        attn_out_write(d, &J->out[i], tname[i], oe, a->dtype, c->layout, 1, 4, shape, J->full[res_of[i]], NMETA, keys,
-                       vals);
+        attn_out_write(d, &J->out[i], tname[i], oe, a->dtype, c->layout, 1, 4, shape, J->full[res_of[i]], ATTN_NMETA, m.keys,
+                       m.vals);
     }
     if (!d->code && c->lse) {
         /* (B, H, N); thd: (H, T) */
         int64_t shape[3] = {a->batch, a->heads, a->seq};
         int thd = c->layout == ATTN_THD;
         attn_out_write(d, &J->out[W_LSE], "lse", run_elem, a->dtype, c->layout, 0, thd ? 2 : 3, shape + thd,
-                       J->full[R_LSE], NMETA, keys, vals);
+                       J->full[R_LSE], ATTN_NMETA, m.keys, m.vals);
     }
     drv_free(docs);
     if (!d->code)
