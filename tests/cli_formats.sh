@@ -174,6 +174,8 @@ expect 2 "--q $N: 3 tensors and none named 'q': give --q FILE:NAME (the file hol
 expect 2 "--v $N: no tensor 'val' (the file holds: query, key, value)" -- "$U" attn --q "$N:query" --k "$N:key" --v "$N:val"
 expect 2 "--q $P1, tensor 'cu_seqlens': dtype i64 (integers) where floats (f16, bf16, f32, f64) are expected" -- \
     "$U" attn --q "$P1:cu_seqlens" --k "$P1" --v "$P1"
+expect 2 "--k $S, tensor 'k' has shape (2, 40, 2, 16), expected (2, 40, 4, 16) (--layout bhsd)" -- \
+    "$U" attn --layout bhsd --q "$S" --k "$S" --v "$S"
 expect 2 "--dout $W/kT.npy has shape (2, 2, 40, 16), expected (2, 4, 40, 16) (--layout bhsd)" -- \
     "$U" attn --layout bhsd --q "$W/qT.npy" --k "$W/kT.npy" --v "$W/vT.npy" --dout "$W/kT.npy"
 

@@ -130,8 +130,8 @@ int attn_in_open(drv *d, attn_in *in, const char *opt, const char *path, const c
     }
     in->ti = ti;
     const uly_tinfo *t = uly_tfile_info(in->f, ti);
-    char lb[1024];
-    label(in, path, lb, sizeof lb);
+    label(in, path, in->label, sizeof in->label);
+    const char *lb = in->label;
     in->elem = t->elem;
     in->ndim = t->ndim;
     memcpy(in->fshape, t->shape, sizeof t->shape);
@@ -322,9 +322,9 @@ int attn_out_write(drv *d, drv_out *o, const char *tname, int elem, uly_dtype t,
     return drv_out_ready(d, o);
 }
 
-int attn_in_mismatch(drv *d, const attn_in *in, const char *opt, const char *spec, const int64_t want[4], int any_h,
-                     const char *hint)
+int attn_in_mismatch(drv *d, const attn_in *in, const char *opt, const int64_t want[4], int any_h, const char *hint)
 {
+    const char *spec = in->label;
     char got[256], exp[256];
     if (in->layout == ATTN_BSHD) {
         const int64_t *s = in->shp;

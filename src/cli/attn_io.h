@@ -35,6 +35,7 @@ typedef struct attn_in {
     int ndim;                         /* the file's dimensions */
     int64_t fshape[ULY_NPY_MAXDIM];
     int elem;                         /* the file's element type */
+    char label[1100];                 /* "F", or "F, tensor 'NAME'" for .safetensors: for messages */
     double *tmp;                      /* bhsd: one head's rows of a shard */
     size_t ntmp;
 } attn_in;
@@ -49,11 +50,10 @@ int attn_in_open(drv *d, attn_in *in, const char *opt, const char *path, const c
 void attn_in_shape_text(const attn_in *in, char *buf, size_t len);
 /* A shape (B, N, H, d) in the layout's order, as text. */
 void attn_layout_shape_text(int layout, const int64_t s[4], char *buf, size_t len);
-/* Record "OPT SPEC has shape (...), expected (...)" for an input whose
+/* Record "OPT FILE has shape (...), expected (...)" for an input whose
  * shape is not want (B, N, H, d); any_h: the heads are free ("Hkv"). bshd
  * keeps the (B, N, H, d) form of 3-D inputs; hint ends the message. */
-int attn_in_mismatch(drv *d, const attn_in *in, const char *opt, const char *spec, const int64_t want[4], int any_h,
-                     const char *hint);
+int attn_in_mismatch(drv *d, const attn_in *in, const char *opt, const int64_t want[4], int any_h, const char *hint);
 /* Rows [t0, t0 + nt) of batch row b, as (nt, H, d) doubles. */
 int attn_in_read(drv *d, attn_in *in, const char *opt, int64_t b, int64_t t0, int64_t nt, double *dst);
 void attn_in_close(attn_in *in);

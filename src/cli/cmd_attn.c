@@ -431,11 +431,11 @@ static int attn_resolve_files(attn_job *J, drv *d)
         int64_t heads = i == T_DO ? c->heads : c->kv_heads;
         const int64_t w[4] = {c->batch, c->seq, heads, c->head_dim};
         if (shp[i][0] != c->batch || shp[i][1] != c->seq || shp[i][2] != heads || shp[i][3] != c->head_dim)
-            return attn_in_mismatch(d, &J->in[i], in_name[i], c->fin[i], w, 0, hint);
+            return attn_in_mismatch(d, &J->in[i], in_name[i], w, 0, hint);
     }
     const int64_t wv[4] = {c->batch, c->seq, shp[T_V][2], c->head_dim};
     if (shp[T_V][0] != c->batch || shp[T_V][1] != c->seq || shp[T_V][3] != c->head_dim)
-        return attn_in_mismatch(d, &J->in[T_V], "--v", c->fin[T_V], wv, 1, hint);
+        return attn_in_mismatch(d, &J->in[T_V], "--v", wv, 1, hint);
     if (!c->seen_dtype)
         c->dtype = J->in[T_Q].elem == ULY_ELEM_F64 ? ULY_F64 : ULY_F32;
     if (c->seen_out_type && c->out_type == ATTN_OUT_INPUT && J->in[T_Q].elem == ULY_ELEM_BF16)
