@@ -84,6 +84,9 @@ tests_npytool_CFLAGS = $(TEST_CFLAGS)
 tests_npytool_LDADD = $(TEST_LIBS)
 tests_npytool_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
 TESTS += tests/cli_attn.sh tests/cli_reliability.sh tests/cli_shm.sh tests/symbols.sh tests/cli_calibrate.sh
+# tensor formats and layouts of ulysses attn (.npy f16, .safetensors, --layout, --scale, --lse)
+TESTS += tests/cli_formats.sh
+EXTRA_DIST += tests/cli_formats.sh
 EXTRA_DIST += tests/cli_attn.sh tests/cli_reliability.sh tests/cli_shm.sh tests/symbols.sh tests/lsan.supp tests/cli_calibrate.sh
 # doc/reliability.md's status table, every row run (needs both programs and mpirun).
 TESTS += tests/doc_status.sh

@@ -1,8 +1,9 @@
 /*
  * cmd_attn.c -- `ulysses attn`: attention on P MPI ranks (P = 1 without
  * mpirun) by any sequence-parallel method (--method, doc/methods.md).
- * Inputs are random (seeded, independent of P) or read from .npy files by
- * rank 0 and scattered; every rank holds its token shard (one or two
+ * Inputs are random (seeded, independent of P) or read from .npy or
+ * .safetensors files (attn_io.c: layouts bshd, bhsd, thd) by rank 0 and
+ * scattered; every rank holds its token shard (one or two
  * segments of positions, uly_plan_tokens); the method moves them.  Rank 0
  * prints phase times (min/median/max over ranks and repetitions), bytes per
  * rank measured and expected (uly_plan_method_volume), GFLOP/s, and with
@@ -33,6 +34,7 @@
 #include <mpi.h>
 
 #include "args.h"
+#include "attn_io.h"
 #include "base/base_json.h"
 #include "cli.h"
 #include "drv.h"
@@ -44,7 +46,7 @@
 enum { T_Q, T_K, T_V, T_DO, NIN };               /* inputs */
 enum { R_O, R_LSE, R_DQ, R_DK, R_DV, NRES };     /* results */
 enum { W_O, W_DQ, W_DK, W_DV, NOUT };            /* output tensors */
-enum { W_TRACE = NOUT, NFILE };                  /* output files: the tensors and --overlap-trace */
+enum { W_TRACE = NOUT, W_LSE, NFILE };           /* output files: the tensors, --overlap-trace, --lse */
 static const char *const in_name[NIN] = {"--q", "--k", "--v", "--dout"};
 static const char *const res_name[NRES] = {"O", "LSE", "dQ", "dK", "dV"};
 
@@ -58,6 +60,9 @@ struct attn_cfg {
     const char *method_s, *doc_lens, *docs;
     int method, placement, bf16, seen_udeg, seen_placement;
     int64_t udeg;
+    int layout, out_type, seen_out_type, seen_scale;    /* ATTN_BSHD...; --out-dtype (ATTN_OUT_INPUT or a uly_elem) */
+    double scale;                           /* 0: 1/sqrt(d) */
+    const char *cu_seqlens, *lse;
 };
 
 static const char *const dtype_names[] = {"f32", "f64", NULL};
@@ -73,6 +78,10 @@ static const char synopsis[] =
     "            [--repeat R] [--warmup W] [--dtype f32|f64] [--q F.npy --k F.npy --v F.npy] [--out F.npy]\n"
     "            [--dout F.npy --dq F.npy --dk F.npy --dv F.npy] [--allow-nonfinite] [--force] [--json]\n"
     "            [--overlap off|on|auto] [--overlap-chunks K] [--overlap-trace F.csv]\n"
+    "            [--layout bshd|bhsd|thd [--cu-seqlens F]] [--scale S] [--lse F] [--out-dtype T]\n"
+    "Input and output files are .npy or .safetensors (FILE.safetensors:NAME names a tensor; without :NAME the\n"
+    "file's only tensor, else the one named q, k, v, do (or dout) for --q, --k, --v, --dout).  Outputs ending\n"
+    "in .safetensors hold one tensor (o, lse, dq, dk, dv) and the run's configuration in __metadata__.\n"
     "Run under 'mpirun -np P' for P ranks; each rank holds a sequence shard (ulysses, ring: contiguous;\n"
     "zigzag, allgather, usp: chunks j and 2R-1-j of 2R).  --check: ulysses must be bitwise equal to one\n"
     "process; every method must be within atol + rtol |ref| of the fp64 reference (doc/methods.md).\n"
@@ -81,7 +90,7 @@ static const char synopsis[] =
     "Every row and column of the output tables (phase, min/median/max, GFLOP/s, measured == expected,\n"
     "bitwise, max abs/rel err) is defined in doc/glossary.md.";
 
-enum { NOPTS = 40 };
+enum { NOPTS = 48 };
 
 static void attn_options(struct attn_cfg *c, arg_opt *o)
 {
@@ -105,7 +114,7 @@ static void attn_options(struct attn_cfg *c, arg_opt *o)
         {"threads", ARG_INT, &c->threads, 1, 1024, "T", "OpenMP threads per rank (default: OMP_NUM_THREADS, clamped to 4 per usable core and 1024)", NULL, NULL},
         {"repeat", ARG_INT, &c->repeat, 1, 100000, "R", "timed repetitions (default 3)", NULL, NULL},
         {"warmup", ARG_INT, &c->warmup, 0, 1000, "W", "untimed repetitions first (default 1)", NULL, NULL},
-        {"dtype", ARG_CHOICE, &c->dtype, 0, 0, "T", "element type f32 or f64 (default f32, or that of --q)", dtype_names, &c->seen_dtype},
+        {"dtype", ARG_CHOICE, &c->dtype, 0, 0, "T", "element type of the computation, f32 or f64 (default f32, or f64 for a float64 --q)", dtype_names, &c->seen_dtype},
         {"block-q", ARG_INT, &c->block_q, 1, 65536, "n", "query rows per kernel block", NULL, NULL},
         {"block-k", ARG_INT, &c->block_k, 1, 65536, "n", "key rows per kernel block", NULL, NULL},
         {"a2a", ARG_CHOICE, &c->a2a, 0, 0, "MODE", "all-to-all data movement: auto (default: the first calls of each kind try every mode 3 times; the smallest median is kept, but pack, datatype or pipeline replace shm or cma only when more than 10 % faster), pack, datatype, pipeline, shm (one node: copies straight between the ranks' buffers in shared memory), cma (one node: each rank reads its blocks out of the peers' memory with process_vm_readv; shm where the system forbids it, with a note); where the shared-memory window does not fit (/dev/shm, address space) auto falls back to pack, datatype and pipeline with a note, shm and cma exit 1", a2a_mode_names, NULL},
@@ -113,7 +122,7 @@ static void attn_options(struct attn_cfg *c, arg_opt *o)
         {"overlap-chunks", ARG_INT, &c->overlap_chunks, 1, ULY_OVERLAP_MAX_CHUNKS, "K", "head chunks per rank with --overlap (default: as many as the fewest KV heads of a rank, at most 8)", NULL, NULL},
         {"overlap-trace", ARG_STR, &c->trace, 0, 0, "F.csv", "with --overlap: write every overlapped call's events (waits for input blocks, sends of output blocks, kernel calls, chunk starts and completions) of every rank to F.csv (doc/cli.md)", NULL, NULL},
         {"max-count", ARG_INT, &c->max_count, 1, INT32_MAX, "n", "largest element count per MPI call and peer", NULL, NULL},
-        {"q", ARG_STR, &c->fin[T_Q], 0, 0, "F.npy", "queries, float32/float64 (B, N, H, d) or (N, H, d); read by rank 0", NULL, NULL},
+        {"q", ARG_STR, &c->fin[T_Q], 0, 0, "F.npy", "queries, f16/bf16/f32/f64 (B, N, H, d) or (N, H, d) (see --layout), .npy or FILE.safetensors[:NAME]; read by rank 0", NULL, NULL},
         {"k", ARG_STR, &c->fin[T_K], 0, 0, "F.npy", "keys (B, N, Hkv, d)", NULL, NULL},
         {"v", ARG_STR, &c->fin[T_V], 0, 0, "F.npy", "values (B, N, Hkv, d)", NULL, NULL},
         {"out", ARG_STR, &c->fout[W_O], 0, 0, "F.npy", "write the output O (B, N, H, d)", NULL, NULL},
@@ -121,6 +130,11 @@ static void attn_options(struct attn_cfg *c, arg_opt *o)
         {"dq", ARG_STR, &c->fout[W_DQ], 0, 0, "F.npy", "write dQ", NULL, NULL},
         {"dk", ARG_STR, &c->fout[W_DK], 0, 0, "F.npy", "write dK", NULL, NULL},
         {"dv", ARG_STR, &c->fout[W_DV], 0, 0, "F.npy", "write dV", NULL, NULL},
+        {"layout", ARG_CHOICE, &c->layout, 0, 0, "L", "layout of the input and output tensors: bshd (B, N, H, d), default; bhsd (B, H, N, d), PyTorch's; thd (T, H, d), packed sequences with --cu-seqlens (as flash-attn's varlen and TransformerEngine's THD: B = 1, N = T, the offsets as --docs)", attn_layout_names, NULL},
+        {"cu-seqlens", ARG_STR, &c->cu_seqlens, 0, 0, "F", "--layout thd: cumulative sequence offsets (D+1,) 0 ... T, int32 or int64 (.npy, or FILE.safetensors[:NAME]; default: the tensor cu_seqlens of the --q file)", NULL, NULL},
+        {"scale", ARG_REAL, &c->scale, 0, 0, "S", "softmax scale, > 0 (default 1/sqrt(d))", NULL, &c->seen_scale},
+        {"lse", ARG_STR, &c->lse, 0, 0, "F", "write the log-sum-exp (natural log) of each query row: (B, H, N) for bshd and bhsd, (H, T) for thd, in the run's dtype", NULL, NULL},
+        {"out-dtype", ARG_CHOICE, &c->out_type, 0, 0, "T", "element type of the output tensors: f16, bf16 (.safetensors outputs only), f32, f64, or input (that of --q); default: the run's --dtype", attn_outtype_names, &c->seen_out_type},
         {"allow-nonfinite", ARG_FLAG, &c->allow_nonfinite, 0, 0, NULL, "accept NaN/Inf in input files and results (they propagate)", NULL, NULL},
         {"force", ARG_FLAG, &c->force, 0, 0, NULL, "run even when the memory preflight says it will not fit", NULL, NULL},
         {"json", ARG_FLAG, &c->json, 0, 0, NULL, "print one JSON object instead of tables", NULL, NULL},
@@ -192,8 +206,9 @@ typedef struct attn_job {
     int64_t h0, hn, lb[2], lc[2], lrows;
     int64_t ndocs;                  /* D, documents per row */
     size_t es, nq, nkv, NQ, NKV, NL;
-    uly_npy_reader *rd[NIN];        /* rank 0: open input files */
-    uly_npy hd[NIN];                /* their headers */
+    attn_in in[NIN];                /* rank 0: open input files */
+    char fpath[NIN + 1][4096];      /* the files of --q, --k, --v, --dout, --cu-seqlens */
+    const char *fname[NIN + 1];     /* and the tensors they name (NULL: none) */
     void *x[NIN];                   /* shards (B, n_r, H|Hkv, d) */
     void *res[NRES];                /* o, dq, dk, dv shards (LSE lives in the context) */
     void *full_in[NIN];             /* rank 0 with --check: whole inputs */
@@ -226,7 +241,7 @@ typedef struct attn_job {
 static int need_full(const attn_job *J)
 {
     const struct attn_cfg *c = &J->c;
-    return c->check || c->fout[W_O] || c->fout[W_DQ] || c->fout[W_DK] || c->fout[W_DV];
+    return c->check || c->fout[W_O] || c->fout[W_DQ] || c->fout[W_DK] || c->fout[W_DV] || c->lse;
 }
 
 static int64_t heads_of_input(const attn_job *J, int i)
@@ -237,7 +252,7 @@ static int64_t heads_of_input(const attn_job *J, int i)
 static void job_free(attn_job *J)
 {
     for (int i = 0; i < NIN; i++) {
-        uly_npy_reader_close(J->rd[i]);
+        attn_in_close(&J->in[i]);
         drv_free(J->x[i]);
         drv_free(J->full_in[i]);
     }
@@ -256,6 +271,38 @@ static void job_free(attn_job *J)
 }
 
 /* ------------------------------------------------------------------ parse */
+
+/* The options of the tensor files: specs split, layouts, scale, output types. */
+static int attn_parse_io(attn_job *J, drv *d)
+{
+    struct attn_cfg *c = &J->c;
+    const char *spec[NIN + 1] = {c->fin[T_Q], c->fin[T_K], c->fin[T_V], c->fin[T_DO], c->cu_seqlens};
+    static const char *const opt[NIN + 1] = {"--q", "--k", "--v", "--dout", "--cu-seqlens"};
+    for (int i = 0; i <= NIN; i++)
+        if (spec[i] && attn_spec_split(spec[i], J->fpath[i], sizeof J->fpath[i], &J->fname[i]))
+            return drv_fail(d, DRV_BADINPUT, "%s: the file name is too long", opt[i]);
+    const char *outs[NOUT + 1] = {c->fout[W_O], c->fout[W_DQ], c->fout[W_DK], c->fout[W_DV], c->lse};
+    static const char *const oname[NOUT + 1] = {"--out", "--dq", "--dk", "--dv", "--lse"};
+    if (c->seen_scale && !(c->scale > 0))
+        return drv_fail(d, DRV_BADINPUT, "--scale %g: the softmax scale must be > 0", c->scale);
+    if (c->cu_seqlens && c->layout != ATTN_THD)
+        return drv_fail(d, DRV_BADINPUT, "--cu-seqlens applies to --layout thd (with bshd or bhsd give the "
+                        "documents with --docs or --doc-lens)");
+    if (c->layout == ATTN_THD && (c->docs || c->doc_lens))
+        return drv_fail(d, DRV_BADINPUT, "--layout thd: the sequences are given by --cu-seqlens, not %s",
+                        c->docs ? "--docs" : "--doc-lens");
+    if (c->layout == ATTN_THD && c->seen_batch && c->batch != 1)
+        return drv_fail(d, DRV_BADINPUT, "--layout thd packs every sequence into one row: --batch must be 1, got %lld",
+                        (long long)c->batch);
+    if (c->layout == ATTN_THD && !c->cu_seqlens && !c->fin[T_Q])
+        return drv_fail(d, DRV_BADINPUT, "--layout thd needs --cu-seqlens F (or a tensor cu_seqlens in the --q file)");
+    if (c->seen_out_type && c->out_type == ULY_ELEM_BF16)
+        for (int i = 0; i < NOUT; i++)
+            if (outs[i] && !attn_out_is_st(outs[i]))
+                return drv_fail(d, DRV_BADINPUT, "--out-dtype bf16: %s %s is a .npy file, which cannot hold bfloat16 "
+                                "(name it F.safetensors)", oname[i], outs[i]);
+    return 0;
+}
 
 static int attn_parse(attn_job *J, drv *d, int argc, char **argv)
 {
@@ -295,6 +342,8 @@ static int attn_parse(attn_job *J, drv *d, int argc, char **argv)
         drv_fail(d, DRV_BADINPUT, "--overlap-trace needs --overlap on or auto");
     else if (c->doc_lens && c->docs)
         drv_fail(d, DRV_BADINPUT, "--doc-lens and --docs both give the documents: use one");
+    else if (attn_parse_io(J, d))
+        return DRV_PARSE_ERROR;
     else
         return DRV_PARSE_OK;
     return DRV_PARSE_ERROR;
@@ -324,6 +373,9 @@ static int attn_fields(const attn_job *J, drv_field *f)
     FC("--method", c->method, method_names); FC("--ulysses-degree", c->seen_udeg ? c->udeg : -1, NULL);
     FC("--placement", c->seen_placement ? c->placement : -1, placement_names); FF("--bf16-partials", c->bf16);
     FS("--doc-lens", c->doc_lens); FS("--docs", c->docs);
+    FC("--layout", c->layout, attn_layout_names); FS("--cu-seqlens", c->cu_seqlens); FS("--lse", c->lse);
+    f[n++] = (drv_field){"--scale", DRV_F_REAL, 0, NULL, c->scale, NULL};
+    FC("--out-dtype", c->seen_out_type ? c->out_type : -1, attn_outtype_names);
 #undef FI
 #undef FF
 #undef FC
@@ -340,27 +392,22 @@ static int attn_resolve_files(attn_job *J, drv *d)
     if (d->rank != 0 || !c->fin[T_Q])
         return 0;
     int64_t shp[NIN][4];
+    static const char *const defaults[NIN][3] = {{"q", NULL}, {"k", NULL}, {"v", NULL}, {"do", "dout", NULL}};
     for (int i = 0; i < NIN; i++) {
         if (!c->fin[i])
             continue;
-        int st = uly_npy_reader_open(c->fin[i], &J->hd[i], &J->rd[i]);
-        if (st)
-            return drv_fail(d, DRV_BADINPUT, "%s %s", in_name[i], uly_last_error());
-        const uly_npy *h = &J->hd[i];
-        if (h->ndim == 3) {
-            shp[i][0] = 1;
-            memcpy(shp[i] + 1, h->shape, 3 * sizeof(int64_t));
-        } else if (h->ndim == 4) {
-            memcpy(shp[i], h->shape, 4 * sizeof(int64_t));
-        } else {
-            return drv_fail(d, DRV_BADINPUT, "%s %s: expected shape (B, N, H, d) or (N, H, d), got %d dimensions",
-                            in_name[i], c->fin[i], h->ndim);
-        }
+        if (attn_in_open(d, &J->in[i], in_name[i], J->fpath[i], J->fname[i], defaults[i], c->layout))
+            return d->code;
+        memcpy(shp[i], J->in[i].shp, sizeof shp[i]);
         for (int k = 0; k < 4; k++)
             if (shp[i][k] < 1)
                 return drv_fail(d, DRV_BADINPUT, "%s %s: every dimension must be >= 1 (dimension %d is %lld)",
                                 in_name[i], c->fin[i], k, (long long)shp[i][k]);
     }
+    /* Tensors in PyTorch's (B, H, N, d) read as (B, N, H, d) only show as a
+     * mismatch: the messages then say which option reads them. */
+    const char *hint = c->layout == ATTN_BSHD && J->in[T_Q].ndim == 4
+                           ? "; if your tensors are (B, H, N, d), use --layout bhsd" : "";
     /* q fixes B, N, H, d; v fixes Hkv; k and dout must match.  One row per
      * option: its name, the option's value, whether it was given, the files'
      * value (checked in this order: the first that differs is named). */
@@ -372,8 +419,8 @@ static int attn_resolve_files(attn_job *J, drv *d)
     X("head-dim", c->head_dim, c->seen_dim, shp[T_Q][3])
 #define X(name, opt, seen, want)                                                                              \
     if ((seen) && (opt) != (want))                                                                            \
-        return drv_fail(d, DRV_BADINPUT, "--%s %lld disagrees with the input files (%lld)", name, (long long)(opt), \
-                        (long long)(want));                                                                   \
+        return drv_fail(d, DRV_BADINPUT, "--%s %lld disagrees with the input files (%lld)%s", name, (long long)(opt), \
+                        (long long)(want), hint);                                                             \
     (opt) = (want);
     FILE_SHAPE(X)
 #undef X
@@ -382,18 +429,20 @@ static int attn_resolve_files(attn_job *J, drv *d)
         if (!c->fin[i] || i == T_V)
             continue;
         int64_t heads = i == T_DO ? c->heads : c->kv_heads;
+        const int64_t w[4] = {c->batch, c->seq, heads, c->head_dim};
         if (shp[i][0] != c->batch || shp[i][1] != c->seq || shp[i][2] != heads || shp[i][3] != c->head_dim)
-            return drv_fail(d, DRV_BADINPUT, "%s %s has shape (%lld, %lld, %lld, %lld), expected (%lld, %lld, %lld, %lld)",
-                            in_name[i], c->fin[i], (long long)shp[i][0], (long long)shp[i][1], (long long)shp[i][2],
-                            (long long)shp[i][3], (long long)c->batch, (long long)c->seq, (long long)heads,
-                            (long long)c->head_dim);
+            return attn_in_mismatch(d, &J->in[i], in_name[i], w, 0, hint);
     }
+    const int64_t wv[4] = {c->batch, c->seq, shp[T_V][2], c->head_dim};
     if (shp[T_V][0] != c->batch || shp[T_V][1] != c->seq || shp[T_V][3] != c->head_dim)
-        return drv_fail(d, DRV_BADINPUT, "--v %s has shape (%lld, %lld, %lld, %lld), expected (%lld, %lld, Hkv, %lld)",
-                        c->fin[T_V], (long long)shp[T_V][0], (long long)shp[T_V][1], (long long)shp[T_V][2],
-                        (long long)shp[T_V][3], (long long)c->batch, (long long)c->seq, (long long)c->head_dim);
+        return attn_in_mismatch(d, &J->in[T_V], "--v", wv, 1, hint);
     if (!c->seen_dtype)
-        c->dtype = J->hd[T_Q].dtype;
+        c->dtype = J->in[T_Q].elem == ULY_ELEM_F64 ? ULY_F64 : ULY_F32;
+    if (c->seen_out_type && c->out_type == ATTN_OUT_INPUT && J->in[T_Q].elem == ULY_ELEM_BF16)
+        for (int i = 0; i < NOUT; i++)
+            if (c->fout[i] && !attn_out_is_st(c->fout[i]))
+                return drv_fail(d, DRV_BADINPUT, "--out-dtype input: --q %s is bf16, which the .npy output %s cannot "
+                                "hold (name it F.safetensors, or give --out-dtype f32)", c->fin[T_Q], c->fout[i]);
     return 0;
 }
 
@@ -402,6 +451,20 @@ static int attn_resolve_files(attn_job *J, drv *d)
 static int attn_resolve_docs(attn_job *J, drv *d)
 {
     struct attn_cfg *c = &J->c;
+    if (d->rank == 0 && c->layout == ATTN_THD) {
+        /* THD: one row of T tokens, the sequences its documents */
+        if (attn_cu_seqlens(d, c->cu_seqlens ? J->fpath[NIN] : NULL, J->fname[NIN], &J->in[T_Q], &J->docs, &J->ndocs))
+            return d->code;
+        if (!J->docs)
+            return drv_fail(d, DRV_BADINPUT, "--layout thd needs --cu-seqlens F: the --q file %s has no tensor "
+                            "cu_seqlens", J->fpath[T_Q]);
+        uly_attn_desc t = {.batch = 1, .seq = c->seq, .heads = 1, .kv_heads = 1, .head_dim = 1,
+                           .doc_offsets = J->docs, .docs = J->ndocs};
+        if (uly_attn_desc_check(&t))
+            return drv_fail(d, DRV_BADINPUT, "%s %s: %s", c->cu_seqlens ? "--cu-seqlens" : "--q",
+                            c->cu_seqlens ? c->cu_seqlens : c->fin[T_Q], uly_last_error());
+        return 0;
+    }
     if (d->rank != 0 || (!c->doc_lens && !c->docs))
         return 0;
     if (c->doc_lens) {
@@ -489,6 +552,7 @@ static int attn_share_shape(attn_job *J, drv *d)
     a->head_dim = c->head_dim; a->causal = c->causal; a->window = c->window; a->dtype = (uly_dtype)c->dtype;
     a->doc_offsets = J->ndocs > 0 ? J->docs : NULL;
     a->docs = J->ndocs;
+    a->scale = c->scale;
     int st = uly_attn_desc_check(a);
     if (st) {
         drv_lib(d, st, DRV_BADINPUT, NULL); /* identical on every rank */
@@ -619,16 +683,17 @@ static int attn_plan(attn_job *J, drv *d)
         return d->code;
     if (d->rank == 0) {
         /* every output against every input and each other, before any computing */
-        static const char *const what[NFILE] = {"--out", "--dq", "--dk", "--dv", "--overlap-trace"};
+        static const char *const what[NFILE] = {"--out", "--dq", "--dk", "--dv", "--overlap-trace", "--lse"};
         for (int i = 0; i < NFILE; i++) {
-            J->out[i].path = i == W_TRACE ? J->c.trace : J->c.fout[i];
+            J->out[i].path = i == W_TRACE ? J->c.trace : i == W_LSE ? J->c.lse : J->c.fout[i];
             J->out[i].what = what[i];
         }
-        drv_in ins[NIN + 1];
+        drv_in ins[NIN + 2];
         for (int i = 0; i < NIN; i++)
-            ins[i] = (drv_in){J->c.fin[i], in_name[i], NULL};
+            ins[i] = (drv_in){J->c.fin[i] ? J->fpath[i] : NULL, in_name[i], NULL};
         ins[NIN] = (drv_in){J->c.docs, "--docs", NULL};
-        return drv_out_prepare(d, J->out, NFILE, ins, NIN + 1);
+        ins[NIN + 1] = (drv_in){J->c.cu_seqlens ? J->fpath[NIN] : NULL, "--cu-seqlens", NULL};
+        return drv_out_prepare(d, J->out, NFILE, ins, NIN + 2);
     }
     return 0;
 }
@@ -744,7 +809,7 @@ static int load_file(attn_job *J, drv *d, int which, void *stage, void *conv)
 {
     const uly_attn_desc *a = &J->a;
     const int64_t row = heads_of_input(J, which) * a->head_dim;
-    const uly_dtype ft = J->hd[which].dtype, t = a->dtype;
+    const uly_dtype ft = ULY_F64, t = a->dtype; /* every file type reads as double, exactly */
     const size_t fes = uly_dtype_size(ft);
     for (int r = 0; r < d->size; r++) {
         int64_t tb[2], tc[2];
@@ -758,11 +823,8 @@ static int load_file(attn_job *J, drv *d, int which, void *stage, void *conv)
                 char *sp = (char *)stage + ((size_t)b * per_b + r0) * fes;
                 char *dp = (char *)dst + ((size_t)b * per_b + r0) * J->es;
                 r0 += cnt;
-                if (!d->code) {
-                    int st = uly_npy_reader_read(J->rd[which], first, cnt, sp);
-                    if (st)
-                        drv_lib(d, st, st == ULY_EIO || st == ULY_ENOMEM ? DRV_RUNTIME : DRV_BADINPUT, in_name[which]);
-                }
+                if (!d->code)
+                    attn_in_read(d, &J->in[which], in_name[which], b, tb[sg], tc[sg], (double *)sp);
                 if (!d->code)
                     convert_in(d, J, which, sp, ft, dp, t, cnt, first);
                 if (!d->code && J->full_in[which])
@@ -1452,14 +1514,30 @@ static int attn_write(attn_job *J, drv *d)
     if (d->rank != 0)
         return 0;
     const uly_attn_desc *a = &J->a;
+    const struct attn_cfg *c = &J->c;
     const int res_of[NOUT] = {R_O, R_DQ, R_DK, R_DV};
+    static const char *const tname[NOUT] = {"o", "dq", "dk", "dv"};
+    const int run_elem = a->dtype == ULY_F64 ? ULY_ELEM_F64 : ULY_ELEM_F32;
+    const int oe = !c->seen_out_type ? run_elem
+                 : c->out_type == ATTN_OUT_INPUT ? (c->fin[T_Q] ? J->in[T_Q].elem : run_elem) : c->out_type;
+    attn_meta m;
+    char *docs = attn_meta_make(d, &m, method_names[J->plan.method], J->P, a, c->layout, J->docs, J->ndocs);
     for (int i = 0; i < NOUT && !d->code; i++) {
         if (!J->out[i].path)
             continue;
         int64_t Hx = i == W_DK || i == W_DV ? a->kv_heads : a->heads;
         int64_t shape[4] = {a->batch, a->seq, Hx, a->head_dim};
-        drv_out_npy(d, &J->out[i], a->dtype, 4, shape, J->full[res_of[i]]);
+        attn_out_write(d, &J->out[i], tname[i], oe, a->dtype, c->layout, 1, 4, shape, J->full[res_of[i]], ATTN_NMETA, m.keys,
+                       m.vals);
     }
+    if (!d->code && c->lse) {
+        /* (B, H, N); thd: (H, T) */
+        int64_t shape[3] = {a->batch, a->heads, a->seq};
+        int thd = c->layout == ATTN_THD;
+        attn_out_write(d, &J->out[W_LSE], "lse", run_elem, a->dtype, c->layout, 0, thd ? 2 : 3, shape + thd,
+                       J->full[R_LSE], ATTN_NMETA, m.keys, m.vals);
+    }
+    drv_free(docs);
     if (!d->code)
         drv_out_commit(d, J->out, NFILE);
     return d->code;
