@@ -46,5 +46,5 @@ clean-local-python:
 TEST_EXTENSIONS += .py
 PY_LOG_COMPILER = env ULY_PYTHON='$(ULY_PYTHON_NUMPY)' ULY_SAN_PRELOAD='$(SAN_PRELOAD)' \
 	ULY_SAN_CFLAGS='$(SAN_CFLAGS)' $(SHELL) $(top_srcdir)/python/tests/pyrun.sh
-TESTS += python/tests/test_api.py tests/spref/test_spref.py
-EXTRA_DIST += python/tests/test_api.py tests/spref/test_spref.py
+TESTS += python/tests/test_api.py python/tests/test_wheel.py tests/spref/test_spref.py
+EXTRA_DIST += python/tests/test_api.py python/tests/test_wheel.py tests/spref/test_spref.py

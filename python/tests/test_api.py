@@ -14,7 +14,9 @@
 - bad input is a ValueError naming the tensor and the layout.
 """
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 
@@ -25,6 +27,7 @@ from util import Failures, run
 
 F = Failures()
 W = tempfile.mkdtemp(prefix="uly-pytest-")
+atexit.register(shutil.rmtree, W, True)
 
 SHAPES = [
     # name, B, N, H, Hkv, d, causal, window, docs (offsets per row or None)
