@@ -20,14 +20,15 @@ src_libulyplan_la_LIBADD = src/libulybase.la
 # Kernels and .npy: no MPI.
 noinst_LTLIBRARIES += src/libulykern.la
 src_libulykern_la_SOURCES = src/kernel_ref.c src/kernel_blocked.c \
-	src/kernel_blocked_impl.h src/vexp.h src/vexp.c src/vexp_impl.h src/npy.c src/merge.c src/model.c src/model_impl.h
+	src/kernel_blocked_impl.h src/vexp.h src/vexp.c src/vexp_impl.h src/npy.c src/merge.c src/model.c src/model_impl.h \
+	src/elem.c src/elem_impl.h src/safetensors.c src/tfile.c src/tfile_impl.h
 # KERNEL_OPT_CFLAGS (-O3 unless the user set CFLAGS) comes after AM_CFLAGS's
 # -O2.  No contraction into FMA: the SIMD clones of vexp.h must give the same
 # bits whatever instructions they may use (-std=c11 implies it for GCC; this
 # keeps it when a user's CFLAGS selects a GNU dialect).
 src_libulykern_la_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) $(BLAS_CFLAGS) $(KERNEL_OPT_CFLAGS) \
-	-ffp-contract=off -Wno-psabi
-src_libulykern_la_LIBADD = src/libulyplan.la $(BLAS_LIBS)
+	-ffp-contract=off -Wno-psabi $(JANSSON_CFLAGS)
+src_libulykern_la_LIBADD = src/libulyplan.la $(BLAS_LIBS) $(JANSSON_LIBS)
 
 include_HEADERS += include/ulysses.h include/ulysses_plan.h include/ulysses_kernels.h include/ulysses_npy.h \
 	include/ulysses_model.h include/ulysses_check.h

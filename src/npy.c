@@ -1,10 +1,12 @@
 /*
- * npy.c -- reader and writer of NumPy .npy files for float32 / float64
- * arrays in C order.
+ * npy.c -- reader and writer of NumPy .npy files for float16 / float32 /
+ * float64 (and int32 / int64) arrays in C order.
  *
  * What this is for: moving test tensors (Q, K, V, reference outputs)
  * between numpy and the library.  What it is not: a general .npy library.
- * Only little-endian '<f4' and '<f8', C order, at most ULY_NPY_MAXDIM
+ * Only little-endian '<f2', '<f4' and '<f8' (the float readers; '<f2' is
+ * converted to float32 on read, exactly), '<i8' (uly_npy_read_i64), and
+ * '<i4' too through uly_tfile; C order, at most ULY_NPY_MAXDIM
  * dimensions; everything else is rejected with a message that says why.
  *
  * Layout of a .npy file (numpy.lib.format):
@@ -43,7 +45,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "elem_impl.h"
 #include "internal.h"
+#include "tfile_impl.h"
 
 #define NPY_MAGIC "\x93NUMPY"
 #define NPY_MAGIC_LEN 6
@@ -58,17 +62,25 @@
 /* ------------------------------------------------------------ small helpers */
 
 /* 64-bit signed integers ('<i8'): a dtype of this file only, which the
- * float readers refuse and uly_npy_read_i64 requires. */
+ * float readers refuse and uly_npy_read_i64 requires; and 32-bit ones
+ * ('<i4'), which only uly_tfile reads. */
 #define NPY_I64 ((uly_dtype)2)
+#define NPY_I32 ((uly_dtype)3)
+
+/* What a reader accepts: floats ('<f2', '<f4', '<f8'), 64-bit integers
+ * ('<i8'), or every type of the file (uly_tfile). */
+enum { NPY_FLOATS, NPY_INTS, NPY_ANY };
 
 static size_t elem_size(uly_dtype t)
 {
-    return t == ULY_F32 ? 4 : t == ULY_F64 || t == NPY_I64 ? 8 : 0;
+    return t == ULY_F32 || t == NPY_I32 ? 4 : t == ULY_F64 || t == NPY_I64 ? 8 : 0;
 }
 
-static const char *dtype_descr(uly_dtype t)
+/* The descr of a file element type ('<f2' ... '<i8'; NULL for bf16). */
+static const char *elem_descr(int elem)
 {
-    return t == ULY_F32 ? "<f4" : t == NPY_I64 ? "<i8" : "<f8";
+    static const char *const d[ULY_ELEM_COUNT] = { "<f2", NULL, "<f4", "<f8", "<i4", "<i8" };
+    return elem >= 0 && elem < ULY_ELEM_COUNT ? d[elem] : NULL;
 }
 
 static int host_is_little_endian(void)
@@ -162,6 +174,7 @@ typedef struct cursor {
     size_t base;
     const char *src;
     const char *want;   /* the dtypes the caller accepts, for messages */
+    int mode;           /* NPY_FLOATS, NPY_INTS, NPY_ANY */
 } cursor;
 
 enum { KEY_DESCR, KEY_FORTRAN, KEY_SHAPE, NKEYS };
@@ -250,7 +263,9 @@ static int parse_key(cursor *c, int *key)
                     "(expected 'descr', 'fortran_order', 'shape')", cur_pos(c), name);
 }
 
-static int parse_descr(cursor *c, uly_dtype *dtype)
+/* *dtype: the type the data reads as (ULY_F32 for '<f2'), *elem: the
+ * file's element type. */
+static int parse_descr(cursor *c, uly_dtype *dtype, int *elem)
 {
     const unsigned char *s;
     size_t n;
@@ -259,16 +274,21 @@ static int parse_descr(cursor *c, uly_dtype *dtype)
     int st = parse_string(c, &s, &n, "the value of 'descr'");
     if (st)
         return st;
-    if (n == 3 && memcmp(s, "<f4", 3) == 0) {
-        *dtype = ULY_F32;
-        return ULY_OK;
-    }
-    if (n == 3 && memcmp(s, "<f8", 3) == 0) {
-        *dtype = ULY_F64;
-        return ULY_OK;
-    }
-    if (n == 3 && memcmp(s, "<i8", 3) == 0) {
-        *dtype = NPY_I64;
+    /* the 64-bit integer reader knows the float types only to name them */
+    static const struct {
+        const char *descr;
+        uly_dtype dtype;
+        int elem, ints_knows;
+    } known[] = { { "<f4", ULY_F32, ULY_ELEM_F32, 1 }, { "<f8", ULY_F64, ULY_ELEM_F64, 1 },
+                  { "<i8", NPY_I64, ULY_ELEM_I64, 1 }, { "<f2", ULY_F32, ULY_ELEM_F16, 0 },
+                  { "<i4", NPY_I32, ULY_ELEM_I32, 0 } };
+    for (size_t k = 0; k < sizeof known / sizeof known[0]; k++) {
+        if (n != 3 || memcmp(s, known[k].descr, 3) != 0)
+            continue;
+        if ((c->mode == NPY_INTS && !known[k].ints_knows) || (c->mode == NPY_FLOATS && known[k].elem == ULY_ELEM_I32))
+            break;
+        *dtype = known[k].dtype;
+        *elem = known[k].elem;
         return ULY_OK;
     }
     char name[40];
@@ -378,7 +398,7 @@ static int parse_shape(cursor *c, int *ndim, int64_t *shape)
 }
 
 /* Parse the whole dict.  On success fills dtype, ndim and shape. */
-static int parse_header(cursor *c, uly_dtype *dtype, int *ndim, int64_t *shape)
+static int parse_header(cursor *c, uly_dtype *dtype, int *elem, int *ndim, int64_t *shape)
 {
     int seen[NKEYS] = { 0 };
     int fortran = 0, st;
@@ -410,7 +430,7 @@ static int parse_header(cursor *c, uly_dtype *dtype, int *ndim, int64_t *shape)
         skip_space(c);
         switch (key) {
         case KEY_DESCR:
-            st = parse_descr(c, dtype);
+            st = parse_descr(c, dtype, elem);
             break;
         case KEY_FORTRAN:
             st = parse_bool(c, &fortran);
@@ -449,7 +469,7 @@ static int parse_header(cursor *c, uly_dtype *dtype, int *ndim, int64_t *shape)
 /* What the preamble and header say. */
 typedef struct npy_head {
     uly_npy n;            /* dtype, ndim, shape, count; data NULL */
-    size_t es, nbytes;    /* element size, data size declared by the shape */
+    size_t es, nbytes;    /* the file's element size, data size declared by the shape */
     size_t data_off;      /* file offset of the data */
 } npy_head;
 
@@ -484,35 +504,37 @@ static int parse_preamble(const unsigned char *buf, size_t avail, size_t total, 
 /* Header text [hdr, hdr + hlen) at file offset pre, then the data size
  * against the total bytes of the file. */
 static int parse_head(const unsigned char *hdr, size_t pre, size_t hlen, size_t total, const char *src,
-                      int ints, npy_head *h)
+                      int mode, npy_head *h)
 {
     int st;
     memset(h, 0, sizeof *h);
     h->data_off = pre + hlen;
-    cursor c = { hdr, hdr, hdr + hlen, pre, src,
-                 ints ? "64-bit integers ('<i8') are expected" : "only '<f4' and '<f8'" };
-    if ((st = parse_header(&c, &h->n.dtype, &h->n.ndim, h->n.shape)))
+    static const char *const want[] = { "only '<f2', '<f4' and '<f8'", "64-bit integers ('<i8') are expected",
+                                        "'<f2', '<f4', '<f8', '<i4' and '<i8' are supported" };
+    cursor c = { hdr, hdr, hdr + hlen, pre, src, want[mode], mode };
+    if ((st = parse_header(&c, &h->n.dtype, &h->n.elem, &h->n.ndim, h->n.shape)))
         return st;
-    /* ints: the caller wants 64-bit integers ('<i8'), else floats */
-    if (ints && h->n.dtype != NPY_I64)
-        return npy_fail(src, ULY_EFORMAT, "dtype '%s' where 64-bit integers ('<i8') are expected",
-                        dtype_descr(h->n.dtype));
-    if (!ints && h->n.dtype == NPY_I64)
-        return npy_fail(src, ULY_EFORMAT, "dtype '<i8' (integers) where floats are expected (only '<f4' and '<f8')");
-    h->es = elem_size(h->n.dtype);
+    const char *descr = elem_descr(h->n.elem);
+    /* NPY_INTS: the caller wants 64-bit integers ('<i8'); NPY_FLOATS: floats */
+    if (mode == NPY_INTS && h->n.dtype != NPY_I64)
+        return npy_fail(src, ULY_EFORMAT, "dtype '%s' where 64-bit integers ('<i8') are expected", descr);
+    if (mode == NPY_FLOATS && h->n.dtype == NPY_I64)
+        return npy_fail(src, ULY_EFORMAT,
+                        "dtype '<i8' (integers) where floats are expected (only '<f2', '<f4' and '<f8')");
+    h->es = uly_elem_size(h->n.elem);
     char shp[ULY_NPY_MAXDIM * 22 + 4];
     shape_text(shp, sizeof shp, h->n.ndim, h->n.shape);
     if (shape_size(h->n.ndim, h->n.shape, h->es, &h->n.count, &h->nbytes))
         return npy_fail(src, ULY_EOVERFLOW, "shape %s of '%s' is too large: its size in bytes overflows size_t",
-                        shp, dtype_descr(h->n.dtype));
+                        shp, descr);
     /* Data: exactly nbytes must follow the header. */
     size_t avail = total - h->data_off;
     if (avail < h->nbytes)
         return npy_fail(src, ULY_EFORMAT, "truncated .npy data: shape %s of '%s' needs %zu bytes, the file has %zu",
-                        shp, dtype_descr(h->n.dtype), h->nbytes, avail);
+                        shp, descr, h->nbytes, avail);
     if (avail > h->nbytes)
         return npy_fail(src, ULY_EFORMAT, "%zu extra bytes after the .npy data (shape %s of '%s' needs %zu bytes)",
-                        avail - h->nbytes, shp, dtype_descr(h->n.dtype), h->nbytes);
+                        avail - h->nbytes, shp, descr, h->nbytes);
     return ULY_OK;
 }
 
@@ -524,16 +546,20 @@ static int parse_image(const unsigned char *buf, size_t len, uly_npy *out, const
     npy_head h;
     int st = parse_preamble(buf, len, len, src, &pre, &hlen);
     if (!st)
-        st = parse_head(buf + pre, pre, hlen, len, src, 0, &h);
+        st = parse_head(buf + pre, pre, hlen, len, src, NPY_FLOATS, &h);
     if (st)
         return st;
-    h.n.data = uly_malloc(h.nbytes);
+    /* '<f2' data is read as float32: twice the file's bytes */
+    size_t bytes = h.n.count * elem_size(h.n.dtype);
+    h.n.data = uly_malloc(bytes);
     if (!h.n.data)
-        return npy_fail(src, ULY_ENOMEM, "out of memory: cannot allocate %zu bytes for the .npy data", h.nbytes);
+        return npy_fail(src, ULY_ENOMEM, "out of memory: cannot allocate %zu bytes for the .npy data", bytes);
     if (h.nbytes)
         memcpy(h.n.data, buf + h.data_off, h.nbytes);
     if (!host_is_little_endian())
         swap_bytes(h.n.data, h.n.count, h.es);
+    if (h.n.elem == ULY_ELEM_F16)
+        uly_elem_convert(ULY_ELEM_F16, h.n.data, h.n.count, ULY_ELEM_F32, h.n.data);
     *out = h.n;
     return ULY_OK;
 }
@@ -561,7 +587,7 @@ struct uly_npy_reader {
 
 /* Exactly n bytes at offset off (retrying short reads and EINTR): 0, or -1
  * with errno set, or 1 when the file ends first (*got: bytes read). */
-static int read_at(int fd, void *dst, size_t n, size_t off, size_t *got)
+int uly_tensor_read_at(int fd, void *dst, size_t n, size_t off, size_t *got)
 {
     *got = 0;
     while (*got < n) {
@@ -581,12 +607,11 @@ static int read_at(int fd, void *dst, size_t n, size_t off, size_t *got)
     return 0;
 }
 
-static int reader_open(const char *path, int ints, uly_npy *header, uly_npy_reader **out)
+#define read_at uly_tensor_read_at
+
+int uly_tensor_open(const char *path, const char *what, int *fdp, size_t *total)
 {
-    if (!out || !header || !path)
-        return uly_set_error(ULY_EINVAL, "uly_npy_reader_open: NULL argument");
-    *out = NULL;
-    memset(header, 0, sizeof *header);
+    *fdp = -1;
     /* O_NONBLOCK: opening a FIFO must not wait for a writer; the type is
      * checked on the descriptor itself, so nothing can swap the file. */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
@@ -600,12 +625,21 @@ static int reader_open(const char *path, int ints, uly_npy *header, uly_npy_read
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return npy_fail(path, ULY_EFORMAT, "is %s, not a .npy file", uly_file_kind(st.st_mode));
+        return npy_fail(path, ULY_EFORMAT, "is %s, not a %s file", uly_file_kind(st.st_mode), what);
     }
     if ((uintmax_t)st.st_size > SIZE_MAX / 2) {
         close(fd);
         return npy_fail(path, ULY_EOVERFLOW, "file of %jd bytes is too large for this machine", (intmax_t)st.st_size);
     }
+    *fdp = fd;
+    *total = (size_t)st.st_size;
+    return ULY_OK;
+}
+
+/* The reader of the open regular file fd (of total bytes), which it owns
+ * from here on, closing it on failure. */
+static int reader_from_fd(int fd, const char *path, size_t total, int mode, uly_npy *header, uly_npy_reader **out)
+{
     uly_npy_reader *r = uly_calloc(1, sizeof *r);
     size_t plen = strlen(path) + 1;
     char *pcopy = r ? uly_malloc(plen) : NULL;
@@ -617,7 +651,6 @@ static int reader_open(const char *path, int ints, uly_npy *header, uly_npy_read
     memcpy(pcopy, path, plen);
     r->fd = fd;
     r->path = pcopy;
-    const size_t total = (size_t)st.st_size;
     /* The preamble: at most 12 bytes, read before anything is allocated. */
     unsigned char pre_buf[12];
     size_t want = total < sizeof pre_buf ? total : sizeof pre_buf, got;
@@ -643,7 +676,7 @@ static int reader_open(const char *path, int ints, uly_npy *header, uly_npy_read
                        : npy_fail(path, ULY_EFORMAT, "the file shrank while it was read");
     }
     if (!rc)
-        rc = parse_head(hdr, pre, hlen, total, path, ints, &r->h);
+        rc = parse_head(hdr, pre, hlen, total, path, mode, &r->h);
     uly_free(hdr);
     if (rc) {
         uly_npy_reader_close(r);
@@ -654,12 +687,32 @@ static int reader_open(const char *path, int ints, uly_npy *header, uly_npy_read
     return ULY_OK;
 }
 
-int uly_npy_reader_open(const char *path, uly_npy *header, uly_npy_reader **out)
+static int reader_open(const char *path, int mode, uly_npy *header, uly_npy_reader **out)
 {
-    return reader_open(path, 0, header, out);
+    if (!out || !header || !path)
+        return uly_set_error(ULY_EINVAL, "uly_npy_reader_open: NULL argument");
+    *out = NULL;
+    memset(header, 0, sizeof *header);
+    int fd;
+    size_t total;
+    int rc = uly_tensor_open(path, ".npy", &fd, &total);
+    return rc ? rc : reader_from_fd(fd, path, total, mode, header, out);
 }
 
-int uly_npy_reader_read(uly_npy_reader *r, size_t first, size_t count, void *dst)
+int uly_npy_reader_open(const char *path, uly_npy *header, uly_npy_reader **out)
+{
+    return reader_open(path, NPY_FLOATS, header, out);
+}
+
+int uly_npy_open_fd(int fd, const char *path, size_t total, uly_npy *header, uly_npy_reader **out)
+{
+    *out = NULL;
+    memset(header, 0, sizeof *header);
+    return reader_from_fd(fd, path, total, NPY_ANY, header, out);
+}
+
+/* Elements [first, first + count) as the file holds them, in host byte order. */
+int uly_npy_reader_raw(uly_npy_reader *r, size_t first, size_t count, void *dst)
 {
     if (!r || (!dst && count))
         return uly_set_error(ULY_EINVAL, "uly_npy_reader_read: NULL argument");
@@ -677,6 +730,15 @@ int uly_npy_reader_read(uly_npy_reader *r, size_t first, size_t count, void *dst
     if (!host_is_little_endian())
         swap_bytes(dst, count, r->h.es);
     return ULY_OK;
+}
+
+int uly_npy_reader_read(uly_npy_reader *r, size_t first, size_t count, void *dst)
+{
+    int st = uly_npy_reader_raw(r, first, count, dst);
+    /* '<f2' reads as float32: widened in place (dst holds count floats) */
+    if (!st && r->h.n.elem == ULY_ELEM_F16)
+        st = uly_elem_convert(ULY_ELEM_F16, dst, count, ULY_ELEM_F32, dst);
+    return st;
 }
 
 void uly_npy_reader_close(uly_npy_reader *r)
@@ -724,7 +786,7 @@ int uly_npy_read_i64(const char *path, int *ndim, int64_t shape[ULY_NPY_MAXDIM],
     *data = NULL;
     uly_npy_reader *r;
     uly_npy h;
-    int st = reader_open(path, 1, &h, &r);
+    int st = reader_open(path, NPY_INTS, &h, &r);
     if (st)
         return st;
     int64_t *x = uly_malloc(h.count ? h.count * sizeof *x : 1);
@@ -744,27 +806,46 @@ int uly_npy_read_i64(const char *path, int *ndim, int64_t shape[ULY_NPY_MAXDIM],
     return ULY_OK;
 }
 
-int uly_npy_write(const char *path, uly_dtype dtype, int ndim, const int64_t *shape, const void *data)
+/* The element type of a dtype of this file (-1 for an unknown one). */
+static int dtype_elem(uly_dtype t)
+{
+    return t == ULY_F32 ? ULY_ELEM_F32 : t == ULY_F64 ? ULY_ELEM_F64 : t == NPY_I64 ? ULY_ELEM_I64
+         : t == NPY_I32 ? ULY_ELEM_I32 : -1;
+}
+
+/* Write the data, count elements of type src, as type elem (descr). */
+static int npy_write_impl(const char *path, const char *fn, int src, int elem, int ndim, const int64_t *shape,
+                          const void *data)
 {
     if (!path)
-        return uly_set_error(ULY_EINVAL, "uly_npy_write: path is NULL");
-    size_t es = elem_size(dtype);
-    if (es == 0)
-        return uly_set_error(ULY_EINVAL, "uly_npy_write: %s: unknown dtype %d", path, (int)dtype);
+        return uly_set_error(ULY_EINVAL, "%s: path is NULL", fn);
+    const char *descr = elem_descr(elem);
+    size_t es = uly_elem_size(elem), ss = uly_elem_size(src);
+    if (src < 0 || !descr)
+        return uly_set_error(ULY_EINVAL, "%s: %s: unknown dtype %d", fn, path, src < 0 ? src : elem);
     if (ndim < 0 || ndim > ULY_NPY_MAXDIM)
-        return uly_set_error(ULY_EINVAL, "uly_npy_write: %s: ndim %d is outside [0, %d]", path, ndim,
-                             ULY_NPY_MAXDIM);
+        return uly_set_error(ULY_EINVAL, "%s: %s: ndim %d is outside [0, %d]", fn, path, ndim, ULY_NPY_MAXDIM);
     if (ndim > 0 && !shape)
-        return uly_set_error(ULY_EINVAL, "uly_npy_write: %s: shape is NULL", path);
+        return uly_set_error(ULY_EINVAL, "%s: %s: shape is NULL", fn, path);
     for (int i = 0; i < ndim; i++)
         if (shape[i] < 0)
-            return uly_set_error(ULY_EINVAL, "uly_npy_write: %s: negative dimension %" PRId64 " (dimension %d)",
-                                 path, shape[i], i);
-    size_t count, nbytes;
-    if (shape_size(ndim, shape, es, &count, &nbytes))
-        return uly_set_error(ULY_EOVERFLOW, "uly_npy_write: %s: the array size in bytes overflows size_t", path);
+            return uly_set_error(ULY_EINVAL, "%s: %s: negative dimension %" PRId64 " (dimension %d)", fn, path,
+                                 shape[i], i);
+    size_t count, nbytes, sbytes;
+    if (shape_size(ndim, shape, es, &count, &nbytes) || shape_size(ndim, shape, ss, &count, &sbytes))
+        return uly_set_error(ULY_EOVERFLOW, "%s: %s: the array size in bytes overflows size_t", fn, path);
     if (nbytes > 0 && !data)
-        return uly_set_error(ULY_EINVAL, "uly_npy_write: %s: data is NULL", path);
+        return uly_set_error(ULY_EINVAL, "%s: %s: data is NULL", fn, path);
+    /* A conversion to an integer type can fail: checked before the file is touched. */
+    unsigned char tmp[4096];
+    const size_t chunk = sizeof tmp / 8;
+    if (src != elem && !uly_elem_is_float(elem))
+        for (size_t i = 0; i < count; i += chunk) {
+            size_t k = count - i < chunk ? count - i : chunk;
+            int st = uly_elem_convert(src, (const unsigned char *)data + i * ss, k, elem, tmp);
+            if (st)
+                return uly_set_error(st, "%s: %s: element %zu: not representable as '%s'", fn, path, i, descr);
+        }
 
     /* Preamble and header, laid out as np.save does it:
      *   "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"
@@ -774,7 +855,7 @@ int uly_npy_write(const char *path, uly_dtype dtype, int ndim, const int64_t *sh
     shape_text(shp, sizeof shp, ndim, shape);
     unsigned char head[512];
     int n = snprintf((char *)head + 10, sizeof head - 10,
-                     "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", dtype_descr(dtype), shp);
+                     "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, shp);
     size_t h = 10 + (size_t)n;
     if (ndim > 0) {
         char d0[24];
@@ -799,17 +880,26 @@ int uly_npy_write(const char *path, uly_dtype dtype, int ndim, const int64_t *sh
     errno = 0;
     if (fwrite(head, 1, h, f) != h)
         e = errno ? errno : EIO;
-    if (!e && nbytes > 0) {
+    if (!e && nbytes > 0 && src != elem) {
+        /* Convert through the small buffer, chunk elements at a time. */
+        for (size_t i = 0; i < count && !e; i += chunk) {
+            size_t k = count - i < chunk ? count - i : chunk;
+            uly_elem_convert(src, (const unsigned char *)data + i * ss, k, elem, tmp);
+            if (!host_is_little_endian())
+                swap_bytes(tmp, k, es);
+            if (fwrite(tmp, 1, k * es, f) != k * es)
+                e = errno ? errno : EIO;
+        }
+    } else if (!e && nbytes > 0) {
         if (host_is_little_endian()) {
             if (fwrite(data, 1, nbytes, f) != nbytes)
                 e = errno ? errno : EIO;
         } else {
             /* Convert through a small buffer; the caller's data is const. */
-            unsigned char tmp[4096];
-            const unsigned char *src = data;
+            const unsigned char *sp = data;
             for (size_t off = 0; off < nbytes && !e; off += sizeof tmp) {
                 size_t k = nbytes - off < sizeof tmp ? nbytes - off : sizeof tmp;
-                memcpy(tmp, src + off, k);
+                memcpy(tmp, sp + off, k);
                 swap_bytes(tmp, k / es, es);
                 if (fwrite(tmp, 1, k, f) != k)
                     e = errno ? errno : EIO;
@@ -823,6 +913,26 @@ int uly_npy_write(const char *path, uly_dtype dtype, int ndim, const int64_t *sh
     if (e)  /* the partial file stays: removing it could remove what path named before */
         return npy_fail(path, ULY_EIO, "write error: %s", strerror(e));
     return ULY_OK;
+}
+
+int uly_npy_write(const char *path, uly_dtype dtype, int ndim, const int64_t *shape, const void *data)
+{
+    int el = dtype_elem(dtype);
+    if (path && el < 0)
+        return uly_set_error(ULY_EINVAL, "uly_npy_write: %s: unknown dtype %d", path, (int)dtype);
+    return npy_write_impl(path, "uly_npy_write", el, el, ndim, shape, data);
+}
+
+int uly_npy_write_as(const char *path, int elem, uly_dtype dtype, int ndim, const int64_t *shape,
+                     const void *data)
+{
+    if (dtype != ULY_F32 && dtype != ULY_F64)
+        return uly_set_error(ULY_EINVAL, "uly_npy_write_as: %s: unknown dtype %d", path ? path : "(null)",
+                             (int)dtype);
+    if (elem == ULY_ELEM_BF16)
+        return uly_set_error(ULY_EINVAL, "uly_npy_write_as: %s: bf16 cannot be written to a .npy file "
+                             "(numpy has no bfloat16; use .safetensors)", path ? path : "(null)");
+    return npy_write_impl(path, "uly_npy_write_as", dtype_elem(dtype), elem, ndim, shape, data);
 }
 
 void uly_npy_free(uly_npy *n)

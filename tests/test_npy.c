@@ -1,5 +1,7 @@
 /*
- * test_npy.c -- Check suite for the .npy reader and writer (src/npy.c).
+ * test_npy.c -- Check suite for the .npy reader and writer (src/npy.c), the
+ * element types (src/elem.c), .safetensors (src/safetensors.c) and the
+ * unified reader (src/tfile.c).
  *
  * Round trips are checked bitwise (NaN payloads, -0, denormals included);
  * headers are built by hand in numpy's exact layout; every rejection checks
@@ -10,6 +12,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <check.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -371,7 +374,7 @@ static const struct {
     { H("'|f4'", "False", "(2,)"), 8, ULY_EFORMAT, "unsupported dtype '|f4'" },
     { H("'f4'", "False", "(2,)"), 8, ULY_EFORMAT, "unsupported dtype 'f4'" },
     { H("'=f8'", "False", "(2,)"), 16, ULY_EFORMAT, "unsupported dtype '=f8'" },
-    { H("'<f2'", "False", "(2,)"), 4, ULY_EFORMAT, "unsupported dtype '<f2'" },
+    { H("'<u2'", "False", "(2,)"), 4, ULY_EFORMAT, "unsupported dtype '<u2'" },
     { H("'<c8'", "False", "(2,)"), 16, ULY_EFORMAT, "unsupported dtype '<c8'" },
     { H("'|u1'", "False", "(2,)"), 2, ULY_EFORMAT, "unsupported dtype '|u1'" },
     { H("'<f4 '", "False", "(2,)"), 8, ULY_EFORMAT, "unsupported dtype '<f4 '" },
@@ -878,6 +881,416 @@ START_TEST(test_read_i64)
 }
 END_TEST
 
+
+/* ------------------------------------------- element types (src/elem.c) */
+
+static uint16_t f16_of(double x)
+{
+    uint16_t h;
+    ck_assert_int_eq(uly_elem_from_f64(ULY_ELEM_F16, &x, 1, &h), ULY_OK);
+    return h;
+}
+
+static uint16_t bf16_of(double x)
+{
+    uint16_t h;
+    ck_assert_int_eq(uly_elem_from_f64(ULY_ELEM_BF16, &x, 1, &h), ULY_OK);
+    return h;
+}
+
+static double f64_of(int elem, const void *x)
+{
+    double d;
+    ck_assert_int_eq(uly_elem_to_f64(elem, x, 1, &d), ULY_OK);
+    return d;
+}
+
+/* Known encodings of IEEE binary16, both ways where the value is exact. */
+START_TEST(test_f16_values)
+{
+    static const struct {
+        double x;
+        uint16_t bits;
+        int exact;
+    } c[] = {
+        { 1.0, 0x3c00, 1 },          { -2.0, 0xc000, 1 },          { 65504.0, 0x7bff, 1 },
+        { 0x1p-24, 0x0001, 1 },      { 0x3ffp-24, 0x03ff, 1 },      { 0x1p-14, 0x0400, 1 },
+        { 0.0, 0x0000, 1 },          { -0.0, 0x8000, 1 },           { 0.333251953125, 0x3555, 1 },
+        { 1.0 / 3.0, 0x3555, 0 },    { 0.1, 0x2e66, 0 },
+        /* ties go to the even neighbour */
+        { 1.0 + 0x1p-11, 0x3c00, 0 }, { 1.0 + 3 * 0x1p-11, 0x3c02, 0 }, { 1.0 + 0x1p-11 + 0x1p-40, 0x3c01, 0 },
+        { 0x1p-25, 0x0000, 0 },      { 3 * 0x1p-25, 0x0002, 0 },    { 0x1p-25 + 0x1p-60, 0x0001, 0 },
+        { 0x7ffp-25, 0x0400, 0 },    /* the largest subnormal's upper tie rounds to the smallest normal */
+        /* overflow: 65520 is the tie between 65504 and 65536, and 65536 is Inf */
+        { 65519.99, 0x7bff, 0 },     { 65520.0, 0x7c00, 0 },        { 1e6, 0x7c00, 0 },   { -1e300, 0xfc00, 0 },
+        { INFINITY, 0x7c00, 1 },     { -INFINITY, 0xfc00, 1 },      { 1e-300, 0x0000, 0 },
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        ck_assert_msg(f16_of(c[i].x) == c[i].bits, "f16(%a) = %04x, expected %04x", c[i].x, f16_of(c[i].x),
+                      c[i].bits);
+        if (c[i].exact) {
+            double back = f64_of(ULY_ELEM_F16, &c[i].bits);
+            ck_assert_msg(back == c[i].x && signbit(back) == signbit(c[i].x), "f16 %04x -> %a, expected %a",
+                          c[i].bits, back, c[i].x);
+        }
+    }
+    uint16_t nan = f16_of(NAN);
+    ck_assert_msg((nan & 0x7c00) == 0x7c00 && (nan & 0x03ff) != 0, "f16(NaN) = %04x", nan);
+    ck_assert(isnan(f64_of(ULY_ELEM_F16, &nan)));
+    /* every encoding converts to double and back to itself (NaNs to a NaN) */
+    for (unsigned b = 0; b < 65536; b++) {
+        uint16_t h = (uint16_t)b;
+        double d = f64_of(ULY_ELEM_F16, &h);
+        if (isnan(d))
+            continue;
+        ck_assert_msg(f16_of(d) == h, "f16 %04x -> %a -> %04x", h, d, f16_of(d));
+    }
+}
+END_TEST
+
+START_TEST(test_bf16_values)
+{
+    static const struct {
+        double x;
+        uint16_t bits;
+    } c[] = {
+        { 1.0, 0x3f80 },                    { 3.0, 0x4040 },              { -0.5, 0xbf00 },
+        { 1.0 + 0x1p-8, 0x3f80 },           { 1.0 + 3 * 0x1p-8, 0x3f82 },
+        /* one rounding from double: through float32 this would tie and give 0x3f80 */
+        { 1.0 + 0x1p-8 + 0x1p-30, 0x3f81 },
+        { 0x1.fep127, 0x7f7f },             { 0x1.ffp127, 0x7f80 },       { 1e39, 0x7f80 },
+        { 0x1p-133, 0x0001 },               { 0x1p-134, 0x0000 },         { 0x1p-126, 0x0080 },
+        { -0.0, 0x8000 },                   { -INFINITY, 0xff80 },
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
+        ck_assert_msg(bf16_of(c[i].x) == c[i].bits, "bf16(%a) = %04x, expected %04x", c[i].x, bf16_of(c[i].x),
+                      c[i].bits);
+    for (unsigned b = 0; b < 65536; b++) {
+        uint16_t h = (uint16_t)b;
+        double d = f64_of(ULY_ELEM_BF16, &h);
+        if (!isnan(d))
+            ck_assert_msg(bf16_of(d) == h, "bf16 %04x -> %a -> %04x", h, d, bf16_of(d));
+    }
+    uint16_t nan = bf16_of(-NAN);
+    ck_assert(isnan(f64_of(ULY_ELEM_BF16, &nan)));
+}
+END_TEST
+
+START_TEST(test_f32_and_ints)
+{
+    double x[4] = { 1.0 + 0x1p-24, 1e39, 0x1.fffffefp127, -0x1p-149 };
+    float f[4];
+    ck_assert_int_eq(uly_elem_from_f64(ULY_ELEM_F32, x, 4, f), ULY_OK);
+    ck_assert(f[0] == 1.0f);
+    ck_assert(isinf(f[1]) && f[1] > 0);
+    ck_assert(f[2] == 0x1.fffffep127f);
+    ck_assert(f[3] == -0x1p-149f);
+    int64_t big[3] = { (int64_t)1 << 53, -((int64_t)1 << 53), ((int64_t)1 << 53) + 1 };
+    double d[3];
+    ck_assert_int_eq(uly_elem_to_f64(ULY_ELEM_I64, big, 2, d), ULY_OK);
+    ck_assert(d[0] == 0x1p53 && d[1] == -0x1p53);
+    ck_assert_int_eq(uly_elem_to_f64(ULY_ELEM_I64, big, 3, d), ULY_EINVAL);
+    ck_assert_ptr_nonnull(strstr(uly_last_error(), "element 2"));
+    int32_t i32;
+    double ok = -2147483648.0, half = 1.5, over = 2147483648.0;
+    ck_assert_int_eq(uly_elem_from_f64(ULY_ELEM_I32, &ok, 1, &i32), ULY_OK);
+    ck_assert_int_eq(i32, INT32_MIN);
+    ck_assert_int_eq(uly_elem_from_f64(ULY_ELEM_I32, &half, 1, &i32), ULY_EINVAL);
+    ck_assert_int_eq(uly_elem_from_f64(ULY_ELEM_I32, &over, 1, &i32), ULY_EINVAL);
+    double nan = NAN;
+    int64_t i64;
+    ck_assert_int_eq(uly_elem_from_f64(ULY_ELEM_I64, &nan, 1, &i64), ULY_EINVAL);
+    /* names and sizes */
+    static const char *const names[] = { "f16", "bf16", "f32", "f64", "i32", "i64" };
+    static const char *const numpy[] = { "float16", "bfloat16", "float32", "float64", "int32", "int64" };
+    static const size_t sizes[] = { 2, 2, 4, 8, 4, 8 };
+    for (int e = 0; e < ULY_ELEM_COUNT; e++) {
+        int got = -1;
+        ck_assert_str_eq(uly_elem_name(e), names[e]);
+        ck_assert_int_eq(uly_elem_parse(names[e], &got), ULY_OK);
+        ck_assert_int_eq(got, e);
+        ck_assert_int_eq(uly_elem_parse(numpy[e], &got), ULY_OK);
+        ck_assert_int_eq(got, e);
+        ck_assert_uint_eq(uly_elem_size(e), sizes[e]);
+        ck_assert_int_eq(uly_elem_is_float(e), e <= ULY_ELEM_F64);
+    }
+    int got;
+    ck_assert_int_eq(uly_elem_parse("f8", &got), ULY_EINVAL);
+    ck_assert_str_eq(uly_elem_name(ULY_ELEM_COUNT), "?");
+    ck_assert_uint_eq(uly_elem_size(-1), 0);
+}
+END_TEST
+
+/* A '<f2' file written by uly_npy_write_as reads back as float32 with the
+ * rounded values, through every reader. */
+START_TEST(test_npy_f16)
+{
+    char path[64];
+    tmp_path(path, sizeof path);
+    float x[6] = { 1.0f, 0.1f, -65504.0f, 70000.0f, 0x1p-24f, -0.0f };
+    int64_t shape[2] = { 2, 3 };
+    ck_assert_int_eq(uly_npy_write_as(path, ULY_ELEM_F16, ULY_F32, 2, shape, x), ULY_OK);
+    size_t len;
+    unsigned char *b = slurp(path, &len);
+    ck_assert_uint_eq(len, 128 + 12);
+    char head[119];
+    memcpy(head, b + 10, 118);
+    head[118] = '\0';
+    ck_assert_ptr_nonnull(strstr(head, "'descr': '<f2'"));
+    free(b);
+    uly_npy n;
+    ck_assert_int_eq(uly_npy_read(path, &n), ULY_OK);
+    ck_assert_int_eq(n.dtype, ULY_F32);
+    ck_assert_int_eq(n.elem, ULY_ELEM_F16);
+    ck_assert_uint_eq(n.count, 6);
+    const float *y = n.data;
+    for (int i = 0; i < 6; i++) {
+        uint16_t h = f16_of(x[i]);
+        ck_assert_msg(y[i] == (float)f64_of(ULY_ELEM_F16, &h), "element %d: %a", i, y[i]);
+    }
+    ck_assert(isinf(y[3]) && signbit(y[5]));
+    uly_npy_free(&n);
+    /* a slice through the streaming reader */
+    uly_npy_reader *r;
+    uly_npy h;
+    float part[2];
+    ck_assert_int_eq(uly_npy_reader_open(path, &h, &r), ULY_OK);
+    ck_assert_int_eq(h.elem, ULY_ELEM_F16);
+    ck_assert_int_eq(uly_npy_reader_read(r, 1, 2, part), ULY_OK);
+    ck_assert(part[1] == -65504.0f);
+    uly_npy_reader_close(r);
+    /* f32 and f64 files report their element types */
+    ck_assert_int_eq(uly_npy_write(path, ULY_F64, 2, shape, (double[6]){ 0 }), ULY_OK);
+    ck_assert_int_eq(uly_npy_read(path, &n), ULY_OK);
+    ck_assert_int_eq(n.elem, ULY_ELEM_F64);
+    uly_npy_free(&n);
+    ck_assert_int_eq(uly_npy_write(path, ULY_F32, 2, shape, x), ULY_OK);
+    ck_assert_int_eq(uly_npy_read(path, &n), ULY_OK);
+    ck_assert_int_eq(n.elem, ULY_ELEM_F32);
+    uly_npy_free(&n);
+    /* bf16 cannot be a .npy file */
+    ck_assert_int_eq(uly_npy_write_as(path, ULY_ELEM_BF16, ULY_F32, 2, shape, x), ULY_EINVAL);
+    ck_assert_ptr_nonnull(strstr(uly_last_error(), "bf16"));
+    /* an integer file of non-integral values is refused before it is written */
+    ck_assert_int_eq(uly_npy_write_as(path, ULY_ELEM_I32, ULY_F32, 2, shape, x), ULY_EINVAL);
+    unlink(path);
+}
+END_TEST
+
+/* ------------------------------------------ safetensors (src/safetensors.c) */
+
+/* Every dtype through uly_safetensors_write and uly_tfile. */
+START_TEST(test_safetensors_roundtrip)
+{
+    char path[64];
+    tmp_path(path, sizeof path);
+    float xf[5] = { 1.0f, 0.1f, -3.5f, 1e-8f, 70000.0f };
+    double xd[3] = { 0.1, -1e300, 0x1p-1074 };
+    int64_t xi[4] = { 0, -7, 2147483647, -2147483648LL };
+    int64_t xl[2] = { ((int64_t)1 << 53) + 1, -5 };
+    int64_t s5[1] = { 5 }, s3[2] = { 3, 1 }, s4[2] = { 2, 2 }, s2[1] = { 2 };
+    uly_twrite t[6] = {
+        { "h", ULY_ELEM_F16, ULY_ELEM_F32, 1, s5, xf },  { "b", ULY_ELEM_BF16, ULY_ELEM_F32, 1, s5, xf },
+        { "f", ULY_ELEM_F32, ULY_ELEM_F32, 1, s5, xf },  { "d", ULY_ELEM_F64, ULY_ELEM_F64, 2, s3, xd },
+        { "i", ULY_ELEM_I32, ULY_ELEM_I64, 2, s4, xi },  { "l", ULY_ELEM_I64, ULY_ELEM_I64, 1, s2, xl },
+    };
+    const char *keys[2] = { "method", "scale" }, *vals[2] = { "ulysses", "0.125" };
+    ck_assert_int_eq(uly_safetensors_write(path, 6, t, 2, keys, vals), ULY_OK);
+    size_t len;
+    unsigned char *b = slurp(path, &len);
+    uint64_t L = 0;
+    for (int i = 7; i >= 0; i--)
+        L = L << 8 | b[i];
+    ck_assert_uint_eq((8 + L) % 8, 0);
+    ck_assert_uint_eq(len, 8 + L + 10 + 10 + 20 + 24 + 16 + 16);
+    ck_assert_int_eq(b[8], '{');
+    free(b);
+
+    uly_tfile *f;
+    ck_assert_int_eq(uly_tfile_open(path, &f), ULY_OK);
+    ck_assert_int_eq(uly_tfile_count(f), 6);
+    ck_assert_str_eq(uly_tfile_meta(f, "method"), "ulysses");
+    ck_assert_str_eq(uly_tfile_meta(f, "scale"), "0.125");
+    ck_assert_ptr_null(uly_tfile_meta(f, "causal"));
+    static const char order[] = "hbfdil";  /* ascending data offset: the order written */
+    for (int i = 0; i < 6; i++) {
+        const uly_tinfo *in = uly_tfile_info(f, i);
+        ck_assert_int_eq(in->name[0], order[i]);
+        ck_assert_int_eq(in->elem, t[i].elem);
+        ck_assert_int_eq(in->ndim, t[i].ndim);
+        ck_assert_int_eq(uly_tfile_find(f, t[i].name), i);
+    }
+    ck_assert_int_eq(uly_tfile_find(f, "q"), -1);
+    ck_assert_ptr_null(uly_tfile_info(f, 6));
+    double d[5];
+    float g[5];
+    int64_t l[4];
+    ck_assert_int_eq(uly_tfile_read_f64(f, 0, 0, 5, d), ULY_OK);
+    for (int i = 0; i < 5; i++) {
+        uint16_t h = f16_of(xf[i]);
+        ck_assert(d[i] == f64_of(ULY_ELEM_F16, &h));
+    }
+    ck_assert_int_eq(uly_tfile_read_f32(f, 1, 0, 5, g), ULY_OK);
+    for (int i = 0; i < 5; i++) {
+        uint16_t h = bf16_of(xf[i]);
+        ck_assert(g[i] == (float)f64_of(ULY_ELEM_BF16, &h));
+    }
+    ck_assert_int_eq(uly_tfile_read_f32(f, 2, 1, 4, g), ULY_OK);
+    ck_assert(memcmp(g, xf + 1, 4 * sizeof(float)) == 0);
+    ck_assert_int_eq(uly_tfile_read_f64(f, 3, 0, 3, d), ULY_OK);
+    ck_assert(memcmp(d, xd, sizeof xd) == 0);
+    ck_assert_int_eq(uly_tfile_read_f32(f, 3, 0, 3, g), ULY_OK);  /* rounded to nearest */
+    ck_assert(g[0] == 0.1f && isinf(g[1]) && g[1] < 0 && g[2] == 0.0f);
+    ck_assert_int_eq(uly_tfile_read_i64(f, 4, 0, 4, l), ULY_OK);
+    ck_assert(memcmp(l, xi, sizeof xi) == 0);
+    ck_assert_int_eq(uly_tfile_read_i64(f, 5, 0, 2, l), ULY_OK);
+    ck_assert(memcmp(l, xl, sizeof xl) == 0);
+    ck_assert_int_eq(uly_tfile_read_f64(f, 5, 1, 1, d), ULY_OK);
+    ck_assert(d[0] == -5.0);
+    ck_assert_int_eq(uly_tfile_read_f64(f, 5, 0, 1, d), ULY_EINVAL);  /* 2^53 + 1 */
+    ck_assert_int_eq(uly_tfile_read_f32(f, 4, 0, 1, g), ULY_EINVAL);  /* integers as floats */
+    ck_assert_int_eq(uly_tfile_read_i64(f, 2, 0, 1, l), ULY_EINVAL);  /* floats as integers */
+    ck_assert_int_eq(uly_tfile_read_f64(f, 0, 3, 3, d), ULY_EINVAL);  /* past the end */
+    uly_tfile_close(f);
+
+    /* a .npy file through the same reader: one tensor named by the file */
+    char npy[80];
+    snprintf(npy, sizeof npy, "%s_q.npy", path);
+    ck_assert_int_eq(uly_npy_write_as(npy, ULY_ELEM_F16, ULY_F32, 1, s5, xf), ULY_OK);
+    ck_assert_int_eq(uly_tfile_open(npy, &f), ULY_OK);
+    ck_assert_int_eq(uly_tfile_count(f), 1);
+    ck_assert(strstr(uly_tfile_info(f, 0)->name, "_q") != NULL);
+    ck_assert_int_eq(uly_tfile_info(f, 0)->elem, ULY_ELEM_F16);
+    ck_assert_int_eq(uly_tfile_read_f64(f, 0, 0, 5, d), ULY_OK);
+    ck_assert(d[0] == 1.0 && d[2] == -3.5);
+    ck_assert_ptr_null(uly_tfile_meta(f, "method"));
+    uly_tfile_close(f);
+    ck_assert_int_eq(uly_npy_write_as(npy, ULY_ELEM_I32, ULY_F64, 1, s3, (double[3]){ 4, -2, 9 }), ULY_OK);
+    ck_assert_int_eq(uly_tfile_open(npy, &f), ULY_OK);
+    ck_assert_int_eq(uly_tfile_read_i64(f, 0, 0, 3, l), ULY_OK);
+    ck_assert(l[0] == 4 && l[1] == -2 && l[2] == 9);
+    uly_tfile_close(f);
+    unlink(npy);
+
+    /* writer arguments */
+    uly_twrite dup[2] = { t[0], t[0] };
+    ck_assert_int_eq(uly_safetensors_write(path, 2, dup, 0, NULL, NULL), ULY_EINVAL);
+    uly_twrite meta = t[0];
+    meta.name = "__metadata__";
+    ck_assert_int_eq(uly_safetensors_write(path, 1, &meta, 0, NULL, NULL), ULY_EINVAL);
+    unlink(path);
+}
+END_TEST
+
+/* A safetensors file of the given header text (8-byte length L, or the
+ * text's length when L is 0) and nbytes of data. */
+static void make_st(const char *path, const char *header, uint64_t L, size_t nbytes)
+{
+    size_t hl = strlen(header);
+    if (!L)
+        L = hl;
+    size_t len = 8 + hl + nbytes;
+    unsigned char *b = calloc(1, len);
+    ck_assert_ptr_nonnull(b);
+    for (int i = 0; i < 8; i++)
+        b[i] = (unsigned char)(L >> (8 * i));
+    memcpy(b + 8, header, hl);
+    spit(path, b, len);
+    free(b);
+}
+
+static const struct {
+    const char *header;
+    uint64_t L;
+    size_t nbytes;
+    const char *msg;
+} bad_st[] = {
+    /* the file cut inside the header */
+    { "{\"q\":{\"dtype\":\"F32\",\"shape\":[2],\"dat", 60, 0, "truncated safetensors header: it declares 60 bytes" },
+    { "", 0, 0, "safetensors header length 0 is too small" },
+    /* a length that no header of the file can have */
+    { "{\"q\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", (uint64_t)1 << 40, 8,
+      "safetensors header length 1099511627776 is beyond the file" },
+    { "xxxxxxxx", 9, 0, "safetensors header length 9 is beyond the file" },
+    { "{\"q\":{\"dtype\":\"BOOL\",\"shape\":[2],\"data_offsets\":[0,2]}}", 0, 2, "tensor 'q': unsupported dtype 'BOOL'" },
+    { "{\"q\":{\"dtype\":\"F8_E4M3\",\"shape\":[2],\"data_offsets\":[0,2]}}", 0, 2, "unsupported dtype 'F8_E4M3'" },
+    { "{\"q\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 0, 4,
+      "tensor 'q': data_offsets [0, 8] lie outside the data (4 bytes)" },
+    { "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+      "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 0, 12, "tensors 'a' (bytes [0, 8)) and 'b'" },
+    { "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
+      "\"b\":{\"dtype\":\"F16\",\"shape\":[1],\"data_offsets\":[16,18]},"
+      "\"c\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[8,12]}}", 0, 18, "tensors 'a' (bytes [0, 16)) and 'c'" },
+    { "{\"q\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,20]}}", 0, 24,
+      "tensor 'q': data_offsets [0, 20] hold 20 bytes, shape [2, 3] of F32 needs 24" },
+    { "[1, 2]", 0, 0, "safetensors header is an array, not a JSON object" },
+    { "\"q\"     ", 0, 0, "safetensors header is a string, not a JSON object" },
+    { "{\"q\":{\"dtype\":\"F32\",\"data_offsets\":[0,8]}}", 0, 8, "tensor 'q': no 'shape' key" },
+    { "{\"q\":{\"shape\":[2],\"data_offsets\":[0,8]}}", 0, 8, "tensor 'q': no 'dtype' key" },
+    { "{\"q\":{\"dtype\":\"F32\",\"shape\":[2]}}", 0, 8, "tensor 'q': no 'data_offsets' key" },
+    { "{\"q\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":1}}", 0, 8, "unexpected key 'x'" },
+    { "{\"q\":[1]}", 0, 0, "tensor 'q': the entry is an array, not an object" },
+    { "{\"q\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 0, 8, "dimension 0 of 'shape'" },
+    { "{\"q\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", 0, 4, "9 dimensions" },
+    { "{\"q\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 0, 8, "are not an interval" },
+    { "{\"q\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0]}}", 0, 8, "not an array of two integers" },
+    { "{\"q\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+      "\"q\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 0, 8, "not valid JSON: duplicate object key" },
+    { "{\"__metadata__\":{\"a\":1}}", 0, 0, "'__metadata__' value of 'a' is an integer" },
+    { "{\"q\": ", 0, 0, "not valid JSON" },
+    { "{", 1, 0, "header length 1 is too small" },
+};
+
+START_TEST(test_safetensors_reject)
+{
+    char path[64];
+    tmp_path(path, sizeof path);
+    make_st(path, bad_st[_i].header, bad_st[_i].L, bad_st[_i].nbytes);
+    uly_tfile *f = (uly_tfile *)&f;
+    int st = uly_tfile_open(path, &f);
+    ck_assert_msg(st == ULY_EFORMAT, "case %d: status %d (%s)", _i, st, uly_last_error());
+    ck_assert_ptr_null(f);
+    ck_assert_msg(strstr(uly_last_error(), bad_st[_i].msg) != NULL, "case %d: message '%s', expected '%s'", _i,
+                  uly_last_error(), bad_st[_i].msg);
+    ck_assert_msg(strncmp(uly_last_error(), path, strlen(path)) == 0, "case %d: '%s' does not name the file", _i,
+                  uly_last_error());
+    unlink(path);
+}
+END_TEST
+
+/* The file's own cuts: every prefix of a good file is refused, never read. */
+START_TEST(test_safetensors_truncation)
+{
+    char path[64], cut[80];
+    tmp_path(path, sizeof path);
+    snprintf(cut, sizeof cut, "%s.cut", path);
+    float x[4] = { 1, 2, 3, 4 };
+    int64_t s4[1] = { 4 };
+    uly_twrite t = { "q", ULY_ELEM_F32, ULY_ELEM_F32, 1, s4, x };
+    ck_assert_int_eq(uly_safetensors_write(path, 1, &t, 0, NULL, NULL), ULY_OK);
+    size_t len;
+    unsigned char *b = slurp(path, &len);
+    uint64_t L = b[0] | (uint64_t)b[1] << 8;
+    for (size_t n = 0; n < len; n++) {
+        spit(cut, b, n);
+        uly_tfile *f;
+        ck_assert_int_eq(uly_tfile_open(cut, &f), ULY_EFORMAT);
+        const char *want = n < 8 || n < 8 + L ? "truncated safetensors header" : "lie outside the data";
+        ck_assert_msg(strstr(uly_last_error(), want), "%zu bytes: %s", n, uly_last_error());
+    }
+    /* and the whole file reads */
+    uly_tfile *f;
+    ck_assert_int_eq(uly_tfile_open(path, &f), ULY_OK);
+    uly_tfile_close(f);
+    /* a directory is named as such */
+    ck_assert_int_eq(uly_tfile_open("/tmp", &f), ULY_EFORMAT);
+    ck_assert_ptr_nonnull(strstr(uly_last_error(), "is a directory, not a .npy file"));
+    free(b);
+    unlink(cut);
+    unlink(path);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ suite */
 
 Suite *make_npy_suite(void);
@@ -902,6 +1315,16 @@ Suite *make_npy_suite(void)
     tcase_add_loop_test(tc, test_reject_header, 0, nbad);
     tcase_add_test(tc, test_reject_preamble);
     tcase_add_test(tc, test_bad_args);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("formats");
+    tcase_add_test(tc, test_f16_values);
+    tcase_add_test(tc, test_bf16_values);
+    tcase_add_test(tc, test_f32_and_ints);
+    tcase_add_test(tc, test_npy_f16);
+    tcase_add_test(tc, test_safetensors_roundtrip);
+    tcase_add_loop_test(tc, test_safetensors_reject, 0, (int)(sizeof bad_st / sizeof bad_st[0]));
+    tcase_add_test(tc, test_safetensors_truncation);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("robustness");
