@@ -223,6 +223,40 @@ for kname, x in tensors.items():
     F.ok(np.array_equal(back[kname], want) and back[kname].shape == tuple(want.shape),
          "save_dump round trip: %s differs" % kname)
 F.ok(meta == {"method": "zigzag", "causal": "true"}, "save_dump metadata: %r" % meta)
+# and with the library's reader (uly_tfile), as ulysses check reads it
+import ctypes  # noqa: E402
+from ulysses import _lib  # noqa: E402
+
+
+class TInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("elem", ctypes.c_int), ("ndim", ctypes.c_int),
+                ("shape", ctypes.c_int64 * 8), ("count", ctypes.c_size_t)]
+
+
+L = _lib.lib()
+L.uly_tfile_open.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
+L.uly_tfile_count.argtypes = [ctypes.c_void_p]
+L.uly_tfile_info.argtypes = [ctypes.c_void_p, ctypes.c_int]
+L.uly_tfile_info.restype = ctypes.POINTER(TInfo)
+L.uly_tfile_read_f64.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p]
+L.uly_tfile_meta.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+L.uly_tfile_meta.restype = ctypes.c_char_p
+L.uly_tfile_close.argtypes = [ctypes.c_void_p]
+fh = ctypes.c_void_p()
+F.ok(L.uly_tfile_open(path.encode(), ctypes.byref(fh)) == 0, "uly_tfile_open: %s" % _lib.last_error())
+ST_ELEM = {"h": "f16", "q": "f32", "lse": "f64", "ids": "i32", "tokens": "i64", "b": "bf16"}
+ELEMS = ["f16", "bf16", "f32", "f64", "i32", "i64"]
+F.ok(L.uly_tfile_count(fh) == len(tensors), "uly_tfile_count: %d tensors" % L.uly_tfile_count(fh))
+for i in range(L.uly_tfile_count(fh)):
+    ti = L.uly_tfile_info(fh, i).contents
+    nm = ti.name.decode()
+    buf = np.empty(ti.count, np.float64)
+    F.ok(L.uly_tfile_read_f64(fh, i, 0, ti.count, buf.ctypes.data) == 0, "uly_tfile_read_f64 %s" % nm)
+    want = back[nm].astype(np.float64).ravel()
+    F.ok(ELEMS[ti.elem] == ST_ELEM[nm] and tuple(ti.shape[:ti.ndim]) == back[nm].shape and
+         np.array_equal(buf, want), "the library reads tensor %s differently (%s)" % (nm, ELEMS[ti.elem]))
+F.ok(L.uly_tfile_meta(fh, b"method") == b"zigzag", "uly_tfile_meta method")
+L.uly_tfile_close(fh)
 with open(path, "rb") as f:
     raw = f.read()
 F.ok(int.from_bytes(raw[:8], "little") % 8 == 0, "safetensors header not padded to 8 bytes")
@@ -231,7 +265,8 @@ try:
     F.ok(False, "save_dump replaced an existing file")
 except FileExistsError:
     pass
-print("save_dump: f16, f32, f64, i32, i64%s round trip exactly; an existing file is kept"
+print("save_dump: f16, f32, f64, i32, i64%s round trip exactly (load_dump and the library's uly_tfile); "
+      "an existing file is kept"
       % (", torch bf16" if torch is not None else ""))
 
 # ------------------------------------------------------------ bad input
