@@ -30,6 +30,12 @@ src_libulykern_la_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) $(BLAS_CFLAGS) $(KERNEL
 	-ffp-contract=off -Wno-psabi $(JANSSON_CFLAGS)
 src_libulykern_la_LIBADD = src/libulyplan.la $(BLAS_LIBS) $(JANSSON_LIBS)
 
+# The independent checker (doc/check.md): reassembly, reference, cells,
+# diagnosis, balance and the report's JSON.
+src_libulykern_la_SOURCES += src/check.c src/check_diag.c src/check_impl.h
+src_libulykern_la_CFLAGS += $(JANSSON_CFLAGS)
+src_libulykern_la_LIBADD += $(JANSSON_LIBS)
+
 include_HEADERS += include/ulysses.h include/ulysses_plan.h include/ulysses_kernels.h include/ulysses_npy.h \
 	include/ulysses_model.h include/ulysses_check.h
 

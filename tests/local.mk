@@ -165,3 +165,11 @@ TESTS += tests/test_base_out
 tests_test_base_out_SOURCES = tests/test_base_out.c
 tests_test_base_out_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_base_out_LDADD = src/libulybase.la $(CHECK_LIBS)
+
+# The independent checker (ulysses_check.h, doc/check.md).
+check_PROGRAMS += tests/test_check
+TESTS += tests/test_check
+tests_test_check_SOURCES = tests/test_check.c tests/testutil.h tests/testutil.c
+tests_test_check_CFLAGS = $(TEST_CFLAGS)
+tests_test_check_LDADD = $(TEST_LIBS)
+tests_test_check_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
