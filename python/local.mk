@@ -7,7 +7,7 @@
 # puts the package in $(pkgpythondir) with a _paths.py recording $(libdir).
 
 PY_PKG_SRC = python/ulysses/__init__.py python/ulysses/_lib.py python/ulysses/_core.py \
-	python/ulysses/_tensors.py python/ulysses/dump.py
+	python/ulysses/_tensors.py python/ulysses/dump.py python/ulysses/hooks.py
 PY_EXTRA = python/pyproject.toml python/_build/ulysses_build.py python/README.md \
 	python/tests/pyrun.sh python/tests/util.py tests/spref/sp.py tests/spref/bugs.py
 EXTRA_DIST += $(PY_PKG_SRC) $(PY_EXTRA)

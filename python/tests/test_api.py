@@ -167,6 +167,30 @@ else:
          "torch bf16: not f32 on the widened inputs, rounded to bf16")
     print("torch tensors: f32 bitwise as numpy; bf16 computed in f32 and returned in bf16")
 
+    # the dump hook of doc/check.md on a torch attention (bhsd), then the check of that dump
+    def torch_attn(q, k, v):
+        s = (q @ k.transpose(-1, -2)) / q.shape[-1] ** 0.5
+        n = q.shape[-2]
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+        return torch.softmax(s, dim=-1) @ v
+
+    HD = os.path.join(W, "hooked")
+    attn = ulysses.dump_attention(torch_attn, HD, 0, metadata={"layer": 3})
+    x = [torch.rand(1, 4, 96, 16, dtype=torch.float32, requires_grad=True) for _ in range(3)]
+    out = attn(*x)
+    (out * torch.linspace(-1, 1, 16)).sum().backward()
+    got, meta = ulysses.load_dump(HD, 0)
+    F.ok(sorted(got) == ["dk", "do", "dq", "dv", "k", "o", "q", "v"] and meta.get("layer") == "3",
+         "dump_attention saved %s, metadata %s" % (sorted(got), meta))
+    rep = ulysses.check("ring", [got], causal=True, layout="bhsd")
+    F.ok(rep["verdict"] == "pass", "the hooked torch attention's dump fails the check: %s" % rep["summary"])
+    got["dk"] = got["dk"] * 0.5
+    rep = ulysses.check("ring", [got], causal=True, layout="bhsd")
+    F.ok(rep["verdict"] == "fail" and rep["defect"].startswith("backward"),
+         "a halved dK in the hooked dump: %s %s" % (rep["defect"], rep["summary"]))
+    print("dump_attention: a torch attention's q, k, v, o, do, dq, dk, dv dumped (bhsd) and checked: pass; "
+          "with dK halved: %s" % rep["defect"])
+
 # ------------------------------------------------------------------ f16
 name, q, k, v, do, kw, o, lse, dq, dk, dv = cases[1]
 h = [x.astype(np.float16) for x in (q, k, v)]

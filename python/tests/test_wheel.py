@@ -45,7 +45,7 @@ with zipfile.ZipFile(whl) as z:
         F.ok(digest == want and int(size) == len(data), "RECORD entry of %s does not match" % arc)
     paths = z.read("ulysses/_paths.py").decode()
     z.extractall(os.path.join(W, "site"))
-for mod in ("__init__", "_lib", "_core", "_tensors", "dump", "_paths"):
+for mod in ("__init__", "_lib", "_core", "_tensors", "dump", "hooks", "_paths"):
     F.ok("ulysses/%s.py" % mod in names, "wheel lacks ulysses/%s.py" % mod)
 F.ok(repr(lib) in paths, "the wheel's _paths.py does not record ULYSSES_LIBRARY: %r" % paths)
 F.ok(len(record) == len(names), "RECORD lists %d of %d files" % (len(record), len(names)))

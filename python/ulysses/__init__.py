@@ -14,10 +14,12 @@ doc/check.md describes the package, the checker and its report.
 from ._lib import UlyssesError, BadInput
 from ._core import attention, attention_backward, shard, check, Shard
 from .dump import save_dump, load_dump
+from .hooks import dump_attention, dump_forward_hook
 
 __version__ = "0.1.0"
 __all__ = ["attention", "attention_backward", "shard", "check", "save_dump", "load_dump", "Shard",
-           "UlyssesError", "BadInput", "library_path"]
+           "UlyssesError", "BadInput", "library_path",
+           "dump_attention", "dump_forward_hook"]
 
 
 def library_path():
