@@ -14,11 +14,12 @@ import sp
 
 class Case:
     def __init__(self, name, report, method, P, problem, build, expect, where=(), names=None,
-                 tokens=False, layout="bshd", dtype="f32", note=""):
+                 tokens=False, layout="bshd", dtype="f32", note="", ulysses_degree=0):
         self.name, self.report, self.method, self.P = name, report, method, P
         self.problem, self.build, self.expect, self.where = problem, build, expect, tuple(where)
         self.names = names or ("q", "k", "v", "o", "lse", "do", "dq", "dk", "dv")
         self.tokens, self.layout, self.dtype, self.note = tokens, layout, dtype, note
+        self.ulysses_degree = ulysses_degree
 
     def check_args(self):
         """Keyword arguments of ulysses.check (the same options the CLI gets)."""
@@ -26,6 +27,8 @@ class Case:
         kw = dict(causal=pb.causal, window=pb.window, layout=self.layout, dtype=self.dtype)
         if pb.docs is not None:
             kw["docs"] = pb.docs
+        if self.ulysses_degree:
+            kw["ulysses_degree"] = self.ulysses_degree
         return kw
 
     def cli_args(self):
@@ -37,6 +40,8 @@ class Case:
             a += ["--window", str(pb.window)]
         if pb.docs is not None:
             a += ["--doc-lens", ",".join(str(int(x)) for x in np.diff(pb.docs))]
+        if self.ulysses_degree:
+            a += ["--ulysses-degree", str(self.ulysses_degree)]
         return a
 
 
@@ -149,6 +154,8 @@ def correct_cases():
         Case("zigzag, documents, B=2, N=301", "-", "zigzag", 4, pbd, lambda: sp.ring_sp(pbd, 4, "zigzag"), "none"),
         Case("ulysses, window", "-", "ulysses", 2, pbw, lambda: sp.ulysses_sp(pbw, 2), "none"),
         Case("ring, thd", "-", "ring", 4, pb, lambda: sp.ring_sp(pb, 4, "ring"), "none", layout="thd"),
+        Case("usp 2 x 2, documents, B=2", "-", "usp", 4, pbd, lambda: sp.usp_sp(pbd, 4, 2), "none",
+             ulysses_degree=2),
     ]
 
 

@@ -268,6 +268,72 @@ def allgather_sp(pb, P):
     return out
 
 
+# --------------------------------------------------------------------- USP
+
+def usp_sp(pb, P, U):
+    """USP (Ulysses inside each group of U ranks, a zigzag ring across the
+    R = P / U groups): an all-to-all inside the group trades the members'
+    token shards for head shards over the group's chunk pair; ring steps
+    between the members of equal u (the same heads) of the R groups; the
+    inverse all-to-all.  The K/V gradients travel with their chunk and
+    come home after R hops; replicated KV heads are summed on the way back."""
+    parts = [ulysses.shard("usp", P, r, pb.N, pb.H, pb.Hkv, ulysses_degree=U) for r in range(P)]
+    R = P // U
+    at = {(p.u, p.j): r for r, p in enumerate(parts)}
+    sh = [rows(pb, p.tokens) for p in parts]
+    kv_map = group_map(pb, np.arange(pb.H))
+    # after the all-to-all: rank r holds its heads over its group's chunk (members in order)
+    grp = {}
+    for r, p in enumerate(parts):
+        members = [at[(u, p.j)] for u in range(U)]
+        hs = p.heads
+        kvs = np.unique(kv_map[hs])
+        grp[r] = dict(members=members, hs=hs, kvs=kvs, kv_of=np.searchsorted(kvs, kv_map[hs]),
+                      pos=np.concatenate([parts[m].tokens for m in members]),
+                      q=np.concatenate([sh[m]["q"][:, :, hs] for m in members], axis=1),
+                      k=np.concatenate([sh[m]["k"][:, :, kvs] for m in members], axis=1),
+                      v=np.concatenate([sh[m]["v"][:, :, kvs] for m in members], axis=1),
+                      do=np.concatenate([sh[m]["do"][:, :, hs] for m in members], axis=1))
+    for r, p in enumerate(parts):                   # the ring over the R groups
+        g = grp[r]
+        o = np.zeros_like(g["q"])
+        lse = np.full((pb.B, len(g["hs"]), len(g["pos"])), -np.inf)
+        for t in range(R):
+            s_ = grp[at[(p.u, (p.j - t) % R)]]
+            o_t, l_t = block_fwd(pb, g["q"], s_["k"], s_["v"], pb.visible(g["pos"], s_["pos"]), g["kv_of"])
+            o, lse = merge(o, lse, o_t, l_t)
+        g.update(o=o, lse=lse, delta=(g["do"] * o).sum(-1).transpose(0, 2, 1), dq=np.zeros_like(g["q"]))
+    buf = {r: dict(src=r, dk=np.zeros_like(grp[r]["k"]), dv=np.zeros_like(grp[r]["v"])) for r in range(P)}
+    for t in range(R):
+        for r, p in enumerate(parts):
+            g, b = grp[r], buf[r]
+            s_ = grp[b["src"]]
+            g_q, g_k, g_v = block_bwd(pb, g["q"], s_["k"], s_["v"], g["do"], g["lse"], g["delta"],
+                                      pb.visible(g["pos"], s_["pos"]), g["kv_of"], len(g["kvs"]))
+            g["dq"] += g_q
+            b["dk"] = b["dk"] + g_k
+            b["dv"] = b["dv"] + g_v
+        buf = {r: buf[at[(p.u, (p.j - 1) % R)]] for r, p in enumerate(parts)}   # one hop along the ring
+    out = []
+    for r, p in enumerate(parts):                   # the inverse all-to-all to rank r's rows
+        n = len(p.tokens)
+        t = dict(q=sh[r]["q"], k=sh[r]["k"], v=sh[r]["v"], do=sh[r]["do"], tokens=p.tokens,
+                 o=np.zeros_like(sh[r]["q"]), lse=np.zeros((pb.B, pb.H, n)), dq=np.zeros_like(sh[r]["q"]),
+                 dk=np.zeros_like(sh[r]["k"]), dv=np.zeros_like(sh[r]["v"]))
+        for m in grp[r]["members"]:
+            g, b = grp[m], buf[m]
+            assert b["src"] == m
+            start = sum(len(parts[x].tokens) for x in g["members"][:g["members"].index(r)])
+            sl = slice(start, start + n)
+            t["o"][:, :, g["hs"]] = g["o"][:, sl]
+            t["lse"][:, g["hs"], :] = g["lse"][:, :, sl]
+            t["dq"][:, :, g["hs"]] = g["dq"][:, sl]
+            t["dk"][:, :, g["kvs"]] += b["dk"][:, sl]
+            t["dv"][:, :, g["kvs"]] += b["dv"][:, sl]
+        out.append(t)
+    return out
+
+
 # ------------------------------------------------------------------- dumps
 
 TO_LAYOUT = {"bshd": lambda x: x, "bhsd": lambda x: np.ascontiguousarray(x.transpose(0, 2, 1, 3)),
