@@ -189,18 +189,33 @@ static void view_segments(const chk_ctx *c, chk_view *v)
     }
 }
 
-/* The view of planned segments begin/count (n of them). */
+/* The view of planned segments begin/count (n of them), each cut at the
+ * method's chunk boundaries (the last zigzag position's two chunks are
+ * adjacent and come as one segment). */
 static void view_from_segments(const chk_ctx *c, chk_view *v, int n, const int64_t *begin, const int64_t *count,
                                int64_t *tok)
 {
+    const uly_sp_plan *p = &c->pb->plan;
+    const int pieces = p->R > 1 ? (p->zigzag ? 2 * p->R : p->R) : 1;
     v->tok = tok;
     v->rows = 0;
-    v->nseg = n;
+    v->nseg = 0;
     for (int s = 0; s < n; s++) {
-        v->seg[s] = (chk_seg){.row0 = v->rows, .rows = count[s], .tok_begin = begin[s], .tok_count = count[s],
-                              .chunk = chunk_of(c, begin[s], count[s])};
-        for (int64_t i = 0; i < count[s]; i++)
-            tok[v->rows++] = begin[s] + i;
+        int64_t t = begin[s];
+        const int64_t end = begin[s] + count[s];
+        do {
+            int64_t stop = end;
+            for (int k = 0; k < pieces && v->nseg < CHK_MAXSEG - 1; k++) {
+                int64_t pb, pc;
+                uly_split(c->N, pieces, k, &pb, &pc);
+                if (pb > t && pb < stop)
+                    stop = pb;
+            }
+            v->seg[v->nseg++] = (chk_seg){.row0 = v->rows, .rows = stop - t, .tok_begin = t, .tok_count = stop - t,
+                                          .chunk = chunk_of(c, t, stop - t)};
+            for (; t < stop; t++)
+                tok[v->rows++] = t;
+        } while (t < end);
     }
 }
 

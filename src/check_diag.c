@@ -177,7 +177,9 @@ static void where_text(const chk_ctx *c, const uly_check_report *rep, unsigned t
             segs[j] = segs[j - 1];
             segs[j - 1] = t;
         }
-    if (nfail_rs == all_rs && c->P > 1 && nranks == c->P)
+    if (nsegs == 0)
+        ; /* nothing to localise in tokens */
+    else if (nfail_rs == all_rs && c->P > 1 && nranks == c->P)
         appendf(buf, len, ", all tokens");
     else if (!more && nsegs <= 4) {
         appendf(buf, len, ", tokens ");

@@ -64,6 +64,10 @@ ulysses_SOURCES += src/cli/drv.h src/cli/agree.c src/cli/agree_table.c src/cli/a
 ulysses_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS) $(CAIRO_CFLAGS) $(JANSSON_CFLAGS) -pthread
 ulysses_LDADD = src/libulysses.la src/libulybase_json.la $(BLAS_LIBS) $(MPI_LIBS) $(CAIRO_LIBS) $(JANSSON_LIBS) -lm
 ulysses_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS) -pthread
+# ulysses check (doc/check.md): one process, no collectives
+ulysses_SOURCES += src/cli/cmd_check.c
+# placeholder of ulysses check --data (src/cli/check_data.c)
+ulysses_SOURCES += src/cli/check_data.c
 else
 ulysses_CFLAGS = $(AM_CFLAGS) $(CAIRO_CFLAGS)
 ulysses_LDADD = src/libulyplan.la $(CAIRO_LIBS) -lm

@@ -173,3 +173,13 @@ tests_test_check_SOURCES = tests/test_check.c tests/testutil.h tests/testutil.c
 tests_test_check_CFLAGS = $(TEST_CFLAGS)
 tests_test_check_LDADD = $(TEST_LIBS)
 tests_test_check_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
+# tests/cli_check.sh: ulysses check on dumps written by tests/chkdump
+if HAVE_MPI
+check_PROGRAMS += tests/chkdump
+tests_chkdump_SOURCES = tests/chkdump.c tests/testutil.h tests/testutil.c
+tests_chkdump_CFLAGS = $(TEST_CFLAGS)
+tests_chkdump_LDADD = $(TEST_LIBS)
+tests_chkdump_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
+TESTS += tests/cli_check.sh
+EXTRA_DIST += tests/cli_check.sh
+endif

@@ -26,6 +26,12 @@ int cmd_calibrate(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_explain(int argc, char **argv);   /* no MPI */
 
+/* The independent checker (doc/check.md): one process, no collectives.
+ * cmd_check.c: `ulysses check DIR`; `ulysses check --data DIR` goes to
+ * check_data_main (check_data.c), argv[0] being "check". */
+int cmd_check(int argc, char **argv);
+int check_data_main(int argc, char **argv);
+
 /* inputs.c (shared by attn, bench and calibrate, below them): */
 
 /* Names of the all-to-all modes, indexed by ULY_A2A_* (auto, pack, ...),
