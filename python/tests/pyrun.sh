@@ -18,7 +18,8 @@ if [ ! -f "$lib" ]; then
 fi
 ULY_CHILD_LD_PRELOAD="${LD_PRELOAD-}"
 ULY_CHILD_ASAN_OPTIONS="${ASAN_OPTIONS-}"
-export ULY_CHILD_LD_PRELOAD ULY_CHILD_ASAN_OPTIONS
+ULY_CHILD_LSAN_OPTIONS="${LSAN_OPTIONS-}"
+export ULY_CHILD_LD_PRELOAD ULY_CHILD_ASAN_OPTIONS ULY_CHILD_LSAN_OPTIONS
 case "${ULY_SAN_CFLAGS-}" in
 *address*)
     if [ -z "$ULY_SAN_PRELOAD" ] || [ ! -f "$ULY_SAN_PRELOAD" ]; then
@@ -26,7 +27,10 @@ case "${ULY_SAN_CFLAGS-}" in
         exit 77
     fi
     LD_PRELOAD="$ULY_SAN_PRELOAD${LD_PRELOAD:+:$LD_PRELOAD}"
-    ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+    # python allocates all the time: the suite's slow-unwinding leak options
+    # (LSAN_OPTIONS) stay with the programs it starts
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0:fast_unwind_on_malloc=1"
+    unset LSAN_OPTIONS
     export LD_PRELOAD ASAN_OPTIONS
     ;;
 esac

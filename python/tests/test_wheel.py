@@ -53,6 +53,7 @@ F.ok(len(record) == len(names), "RECORD lists %d of %d files" % (len(record), le
 code = "import ulysses; print(ulysses.__file__); print(list(ulysses.shard('zigzag', 2, 1, seq=8).tokens))"
 env = child_env()
 env.pop("ULYSSES_LIBRARY", None)
+env.pop("LSAN_OPTIONS", None)      # python children: no slow-unwinding leak options
 env["PYTHONPATH"] = os.path.join(W, "site")
 p = subprocess.run([sys.executable, "-c", code], env=dict(env, **{k: os.environ[k] for k in ("LD_PRELOAD", "ASAN_OPTIONS") if k in os.environ}),
                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=60)

@@ -15,7 +15,7 @@ def child_env():
     """The environment of the programs a test starts: what the test runner
     had before it preloaded the ASan runtime into python."""
     env = dict(os.environ)
-    for name in ("LD_PRELOAD", "ASAN_OPTIONS"):
+    for name in ("LD_PRELOAD", "ASAN_OPTIONS", "LSAN_OPTIONS"):
         orig = env.pop("ULY_CHILD_" + name, None)
         if orig is None:
             continue

@@ -47,7 +47,7 @@ class Case:
 
 # The problems (small: N <= 301, H <= 12, d = 16, P <= 4).
 def causal_gqa(**kw):
-    return sp.Problem(1, 256, 4, 2, 16, causal=True, seed=kw.pop("seed", 1), **kw)
+    return sp.Problem(1, 128, 4, 2, 16, causal=True, seed=kw.pop("seed", 1), **kw)
 
 
 def head_tail_document_major(docs, P):
@@ -100,7 +100,7 @@ def cases():
                     lambda: sp.ring_sp(pb, P, "ring", zero_kernel=True), "zero-output", ["every rank", "O is exactly zero"],
                     names=("q", "k", "v", "o", "lse"),
                     note="the attention kernel returns zeros; the CP test compared against the same backend"))
-    pb2 = sp.Problem(1, 256, 4, 2, 16, causal=False, seed=2)
+    pb2 = sp.Problem(1, 128, 4, 2, 16, causal=False, seed=2)
     out.append(Case("stale K/V in ring backward", "NVIDIA-NeMo/Automodel PR #3157 (diffusers #14265)", "ring", P,
                     pb2, lambda: sp.ring_sp(pb2, P, "ring", stale_kv_bwd=True), "backward", ["every rank", "O and LSE right"],
                     note="every backward step recomputes against the K/V saved at step 0"))
@@ -114,21 +114,21 @@ def cases():
     out.append(Case("[4,4,4,0] head split", "DeepSpeed PR #8316", "ulysses", P, pb4,
                     lambda: sp.ulysses_sp(pb4, P, head_split=split), "head-split", ["heads 3-11"],
                     note="12 heads on SP 4 split against a stale head count, [4,4,4,0] out and [3,3,3,3] back"))
-    pb5 = sp.Problem(1, 192, 8, 2, 16, causal=True, seed=5)
+    pb5 = sp.Problem(1, 96, 8, 2, 16, causal=True, seed=5)
     out.append(Case("broken GQA ratio (8/2 padded to 9/3)", "vllm-omni PR #5716", "ulysses", 3, pb5,
                     lambda: sp.ulysses_sp(pb5, 3, kv_of_head=gqa_padded_separately(8, 2, 3)), "kv-head",
                     ["head 3", "attended KV head 1, expected KV head 0"], note="Q and KV heads padded separately (28/7 -> 28/8 there)"))
     pb6 = causal_gqa(seed=6)
     out.append(Case("swapped zigzag chunk", "no single report: the chunk pairing (r, 2P-1-r) every zigzag implementation must undo",
-                    "zigzag", P, pb6, lambda: swap_chunks(sp.ring_sp(pb6, P, "zigzag"), 1, P, 256), "chunk-swap",
-                    ["rank 1, tokens 32-63 (zigzag chunk 1), 192-223 (zigzag chunk 6)"], note="rank 1 puts its chunks 1 and 6 back in the wrong order"))
-    pb7 = causal_gqa(seed=7, docs=[0, 64, 192, 256])
+                    "zigzag", P, pb6, lambda: swap_chunks(sp.ring_sp(pb6, P, "zigzag"), 1, P, 128), "chunk-swap",
+                    ["rank 1, tokens 16-31 (zigzag chunk 1), 96-111 (zigzag chunk 6)"], note="rank 1 puts its chunks 1 and 6 back in the wrong order"))
+    pb7 = causal_gqa(seed=7, docs=[0, 32, 96, 128])
     out.append(Case("documents crossing at a shard edge",
                     "NeMo Speech #15339, TransformerEngine #1930, pytorch #152261", "ring", P, pb7,
                     lambda: sp.ring_sp(pb7, P, "ring", local_docs=True), "document-mask", ["ranks 1-3"],
                     note="per-shard cu_seqlens: each rank numbers its documents from 0, so keys of another "
                          "document on another shard pass the mask"))
-    docs8 = [0, 48, 256]
+    docs8 = [0, 24, 128]
     pb8 = causal_gqa(seed=8, docs=docs8)
     toks8 = head_tail_document_major(docs8, P)
     out.append(Case("balancer right but imbalanced", "pytorch PR #189902", "zigzag", P, pb8,
