@@ -306,5 +306,14 @@ for what, call, needle in [
         F.ok(False, "bad input accepted: %s" % what)
     except ValueError as e:
         F.ok(needle in str(e), "bad input %s: message %r lacks %r" % (what, str(e), needle))
+# check(): bad input is refused by the library with its message (a token held twice)
+sh = [dict(q=q[:, :150], k=k[:, :150], v=v[:, :150], tokens=np.arange(150)),
+      dict(q=q[:, 150:], k=k[:, 150:], v=v[:, 150:], tokens=np.arange(151))]
+try:
+    ulysses.check("ring", sh, causal=True)
+    F.ok(False, "check: a token held twice accepted")
+except ValueError as e:
+    F.ok("token" in str(e), "check: the message %r does not name the token" % str(e))
+    print("check, bad input: %s" % e)
 print("bad input: ValueError naming the tensor and layout")
 F.exit()
