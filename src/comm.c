@@ -395,7 +395,7 @@ static int post_pieces(uly_comm *c, int recv, char *buf, size_t n, size_t es, MP
 int uly_comm_alltoall_pipelined(uly_comm *c, const void *sbuf, const size_t *scount, const size_t *sdispl,
                                 void *rbuf, const size_t *rcount, const size_t *rdispl, size_t elem_size,
                                 void (*pack)(void *user, int peer), void (*unpack)(void *user, int peer),
-                                void *user)
+                                void *user, const uly_comm_pipe_ws *ws)
 {
     const int P = c->size, r = c->rank;
     if (P == 1)
@@ -410,15 +410,13 @@ int uly_comm_alltoall_pipelined(uly_comm *c, const void *sbuf, const size_t *sco
     }
     if (nr + ns > (size_t)INT_MAX / 2)
         return uly_set_error(ULY_EOVERFLOW, "all-to-all needs too many messages (%zu)", nr + ns);
-    MPI_Request *req = uly_malloc((nr + ns + 1) * sizeof *req);
-    int *owner = uly_malloc((nr + ns + 1) * sizeof *owner);
-    int *left = uly_calloc((size_t)P, sizeof *left); /* receive pieces outstanding per peer */
-    if (!req || !owner || !left) {
-        uly_free(req);
-        uly_free(owner);
-        uly_free(left);
-        return uly_set_error(ULY_ENOMEM, "cannot allocate %zu request handles", nr + ns);
-    }
+    if (!ws || nr + ns > ws->cap)
+        return uly_set_error(ULY_EINVAL, "pipelined all-to-all: %zu messages, request tables for %zu", nr + ns,
+                             ws ? ws->cap : 0);
+    MPI_Request *req = ws->req;
+    int *owner = ws->owner;
+    int *left = ws->left; /* receive pieces outstanding per peer */
+    memset(left, 0, (size_t)P * sizeof *left);
     int n_r = 0, n_all = 0, code = ULY_OK;
     /* every receive first, so that each send finds its receive posted */
     for (int i = 1; i < P && !code; i++) {
@@ -466,10 +464,17 @@ int uly_comm_alltoall_pipelined(uly_comm *c, const void *sbuf, const size_t *sco
                 MPI_Cancel(&req[x]);
                 MPI_Request_free(&req[x]);
             }
-    uly_free(req);
-    uly_free(owner);
-    uly_free(left);
     return code;
+}
+
+size_t uly_comm_pipe_requests(int P, size_t block, size_t lim)
+{
+    const size_t pieces = block ? (block + lim - 1) / lim : 1;
+    if (P < 2)
+        return 0;
+    if (pieces > (SIZE_MAX - 1) / 2 / (size_t)(P - 1))
+        return SIZE_MAX;
+    return 2 * (size_t)(P - 1) * pieces;
 }
 
 /* ------------------------------------------------- non-blocking pieces */

@@ -85,6 +85,20 @@ ULY_INTERNAL int uly_comm_alltoallw_blocks(uly_comm *c, const void *sbuf, const 
 /* Tag of the point-to-point messages of uly_comm_alltoall_pipelined. */
 #define ULY_COMM_TAG_A2A 7301
 
+/* The request tables of a pipelined all-to-all, allocated with the
+ * context (uly_dist's buffer table), so that no rank can fail to get them
+ * after the call's agreement while its peers have posted their messages:
+ * cap request handles and their owners, and P counters. */
+typedef struct uly_comm_pipe_ws {
+    MPI_Request *req;
+    int *owner;
+    int *left;
+    size_t cap;
+} uly_comm_pipe_ws;
+/* Requests a pipelined all-to-all of P ranks needs when no block exceeds
+ * `block` elements, under the count limit lim (uly_comm_count_limit). */
+ULY_INTERNAL size_t uly_comm_pipe_requests(int P, size_t block, size_t lim);
+
 /*
  * Pipelined all-to-all with per-peer non-blocking messages: every receive
  * is posted first; then for each peer in the order r+1, r+2, ... (mod P),
@@ -92,13 +106,18 @@ ULY_INTERNAL int uly_comm_alltoallw_blocks(uly_comm *c, const void *sbuf, const 
  * its send starts, so packing the next block overlaps the transfer of the
  * previous one; unpack(user, peer) runs as soon as a peer's block has
  * arrived.  Counts and displacements as for uly_comm_alltoallv (self count
- * 0); blocks above the count limit go in several messages.
+ * 0); blocks above the count limit go in several messages.  The request
+ * tables are ws's (allocated before the call, see uly_comm_pipe_ws); more
+ * messages than ws->cap is ULY_EINVAL on the rank that sees it, before it
+ * posts anything (a caller that sized ws with uly_comm_pipe_requests for
+ * its largest block never gets it).
  */
 ULY_INTERNAL int uly_comm_alltoall_pipelined(uly_comm *c, const void *sbuf, const size_t *scount,
                                              const size_t *sdispl, void *rbuf, const size_t *rcount,
                                              const size_t *rdispl, size_t elem_size,
                                              void (*pack)(void *user, int peer),
-                                             void (*unpack)(void *user, int peer), void *user);
+                                             void (*unpack)(void *user, int peer), void *user,
+                                             const uly_comm_pipe_ws *ws);
 
 /*
  * Non-blocking all-to-all pieces (uly_dist's overlap of communication with

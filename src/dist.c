@@ -53,6 +53,7 @@ typedef struct dist_sizes {
     int K;                     /* overlap head chunks (1: no overlap tables) */
     size_t ost_seq, ost_head;  /* overlap staging elements per tensor: sequence side, head side */
     int64_t cap;               /* overlap: messages per chunk all-to-all */
+    int64_t pipe_cap;          /* pipelined mode (asked for, or measured by auto): messages per all-to-all */
 } dist_sizes;
 
 /* Chunk c of K of rank s: query heads *qc, KV heads *kc. */
@@ -82,6 +83,19 @@ static int dist_sizes_init(const uly_attn_desc *a, const uly_dist_opts *o, int P
     const int mode = o->a2a_mode;
     z->stg = P > 1 && mode != ULY_A2A_SHM && mode != ULY_A2A_CMA;
     z->shared = P > 1 && (mode == ULY_A2A_SHM || mode == ULY_A2A_CMA || mode == ULY_A2A_AUTO);
+    if (P > 1 && (mode == ULY_A2A_PIPELINE || mode == ULY_A2A_AUTO)) {
+        /* no block is larger than rank 0's tokens times rank 0's query heads
+         * (the first ranks hold the extra token and head; KV and per-query-head
+         * KV gradient blocks are no larger) */
+        uly_rank_part p0;
+        uly_layout_part(&z->L, 0, &p0);
+        const uint64_t blk = uly_buf_bytes(1, 4, (const int64_t[4]){a->batch, p0.tokens, p0.head_count, a->head_dim});
+        const size_t n = blk > SIZE_MAX ? SIZE_MAX
+                                        : uly_comm_pipe_requests(P, (size_t)blk, uly_comm_count_limit(o->max_count));
+        if (n > (size_t)INT_MAX / 2)
+            return uly_set_error(ULY_EOVERFLOW, "pipelined all-to-all: too many messages per call (%zu)", n);
+        z->pipe_cap = (int64_t)n;
+    }
     z->K = o->overlap != ULY_OVERLAP_OFF && P > 1 ? uly_layout_chunks(&z->L, o->overlap_chunks) : 1;
     if (z->K < 2)
         return ULY_OK; /* nothing to chunk: the plain path runs */
@@ -119,7 +133,7 @@ static int dist_sizes_init(const uly_attn_desc *a, const uly_dist_opts *o, int P
 }
 
 /* The partition and scratch tables (one zeroed allocation). */
-enum { TAB_NBUF = 6 };
+enum { TAB_NBUF = 9 };
 static void dist_table_bufs(const dist_sizes *z, uly_bufs *t)
 {
     const uint64_t P = (uint64_t)z->P;
@@ -129,6 +143,9 @@ static void dist_table_bufs(const dist_sizes *z, uly_bufs *t)
     uly_bufs_add(t, "peer regions", uly_buf_bytes1(sizeof(char *), (int64_t)P), ULY_BUF_HEAP);
     uly_bufs_add(t, "shm progress", uly_buf_bytes1(1, (int64_t)P), ULY_BUF_HEAP);
     uly_bufs_add(t, "shm row copies", uly_buf_bytes1(sizeof(row_copy), (int64_t)P), ULY_BUF_HEAP);
+    uly_bufs_add(t, "pipeline requests", uly_buf_bytes1(sizeof(MPI_Request), z->pipe_cap), ULY_BUF_HEAP);
+    uly_bufs_add(t, "pipeline request owners", uly_buf_bytes1(sizeof(int), z->pipe_cap), ULY_BUF_HEAP);
+    uly_bufs_add(t, "pipeline pieces left", uly_buf_bytes1(sizeof(int), z->pipe_cap ? (int64_t)P : 0), ULY_BUF_HEAP);
 }
 
 /* The context's own buffers beside the head-side ones (one allocation):
@@ -303,6 +320,10 @@ static int dist_alloc(uly_dist *D)
     D->shm.peer = (char **)(void *)ptr[3];
     D->shm.state = (unsigned char *)ptr[4];
     D->shm.rows = (row_copy *)(void *)ptr[5];
+    D->a2a.pipe.req = (MPI_Request *)(void *)ptr[6];
+    D->a2a.pipe.owner = (int *)(void *)ptr[7];
+    D->a2a.pipe.left = (int *)(void *)ptr[8];
+    D->a2a.pipe.cap = (size_t)z.pipe_cap;
     D->part.nc = D->part.nb + P; D->part.hb = D->part.nc + P; D->part.hc = D->part.hb + P; D->part.kb = D->part.hc + P; D->part.kc = D->part.kb + P;
     D->a2a.sd = D->a2a.sc + P; D->a2a.rc = D->a2a.sd + P; D->a2a.rd = D->a2a.rc + P;
     D->a2a.rbk = D->a2a.sbk + P;

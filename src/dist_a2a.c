@@ -354,7 +354,8 @@ static int a2a_move(uly_dist *D, int which, int to_heads, const char *in, int64_
         pipe_ctx x = {D, in, out, send, recv, send_inplace, recv_inplace};
         rc = uly_comm_alltoall_pipelined(D->c, send_inplace ? in : D->a2a.sstage, D->a2a.sc, D->a2a.sd,
                                          recv_inplace ? out : D->a2a.rstage, D->a2a.rc, D->a2a.rd, es,
-                                         send_inplace ? NULL : pipe_pack, recv_inplace ? NULL : pipe_unpack, &x);
+                                         send_inplace ? NULL : pipe_pack, recv_inplace ? NULL : pipe_unpack, &x,
+                                         &D->a2a.pipe);
     } else {
         size_t soff = 0, roff = 0;
         for (int s = 0; s < P; s++) {

@@ -65,6 +65,7 @@ typedef struct dist_a2a {
     size_t *sc, *sd, *rc, *rd; /* (P) element counts / displacements scratch */
     comm_block *sbk, *rbk;     /* (P) strided blocks scratch (datatype mode) */
     void *sstage, *rstage;     /* pack / unpack staging */
+    uly_comm_pipe_ws pipe;     /* the pipelined mode's request tables */
     int ncand, cand[ULY_A2A_MODES - 1]; /* the modes ULY_A2A_AUTO measures */
     /* ULY_A2A_AUTO: per all-to-all kind, the calls measured so far, their
      * times (slowest rank after the decision) and the mode chosen (0: none yet) */

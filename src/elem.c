@@ -291,3 +291,21 @@ int uly_elem_convert(int from, const void *src, size_t n, int to, void *dst)
     }
     return ULY_OK;
 }
+
+int uly_host_little_endian(void)
+{
+    const uint16_t one = 1;
+    unsigned char b;
+    memcpy(&b, &one, 1);
+    return b == 1;
+}
+
+void uly_swap_bytes(unsigned char *p, size_t count, size_t es)
+{
+    for (size_t i = 0; i < count; i++, p += es)
+        for (size_t a = 0, b = es - 1; a < b; a++, b--) {
+            unsigned char t = p[a];
+            p[a] = p[b];
+            p[b] = t;
+        }
+}

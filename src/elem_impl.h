@@ -22,4 +22,10 @@ ULY_INTERNAL double uly_bf16_to_f64(uint16_t h);
  * round as uly_elem_from_f64; integers convert exactly or are refused. */
 ULY_INTERNAL int uly_elem_convert(int from, const void *src, size_t n, int to, void *dst);
 
+/* Byte order of the files (.npy, .safetensors: little-endian) against the
+ * host's: whether the host is little-endian, and the bytes of each of the
+ * count elements of es bytes at p reversed. */
+ULY_INTERNAL int uly_host_little_endian(void);
+ULY_INTERNAL void uly_swap_bytes(unsigned char *p, size_t count, size_t es);
+
 #endif /* ULY_ELEM_IMPL_H */

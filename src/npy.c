@@ -83,25 +83,6 @@ static const char *elem_descr(int elem)
     return elem >= 0 && elem < ULY_ELEM_COUNT ? d[elem] : NULL;
 }
 
-static int host_is_little_endian(void)
-{
-    const uint16_t one = 1;
-    unsigned char b;
-    memcpy(&b, &one, 1);
-    return b == 1;
-}
-
-/* Reverse the bytes of each of the count elements of es bytes at p. */
-static void swap_bytes(unsigned char *p, size_t count, size_t es)
-{
-    for (size_t i = 0; i < count; i++, p += es)
-        for (size_t a = 0, b = es - 1; a < b; a++, b--) {
-            unsigned char t = p[a];
-            p[a] = p[b];
-            p[b] = t;
-        }
-}
-
 /* Copy n bytes of untrusted text into dst (capacity cap >= 4) so that it is
  * safe to print: non-printable bytes become '?', long text ends in "...". */
 static void printable(char *dst, size_t cap, const unsigned char *s, size_t n)
@@ -556,8 +537,8 @@ static int parse_image(const unsigned char *buf, size_t len, uly_npy *out, const
         return npy_fail(src, ULY_ENOMEM, "out of memory: cannot allocate %zu bytes for the .npy data", bytes);
     if (h.nbytes)
         memcpy(h.n.data, buf + h.data_off, h.nbytes);
-    if (!host_is_little_endian())
-        swap_bytes(h.n.data, h.n.count, h.es);
+    if (!uly_host_little_endian())
+        uly_swap_bytes(h.n.data, h.n.count, h.es);
     if (h.n.elem == ULY_ELEM_F16)
         uly_elem_convert(ULY_ELEM_F16, h.n.data, h.n.count, ULY_ELEM_F32, h.n.data);
     *out = h.n;
@@ -727,8 +708,8 @@ int uly_npy_reader_raw(uly_npy_reader *r, size_t first, size_t count, void *dst)
         return npy_fail(r->path, ULY_EIO, "read error at byte %zu: %s", off + got, strerror(errno));
     if (k > 0)
         return npy_fail(r->path, ULY_EFORMAT, "the file shrank while it was read (it ends at byte %zu)", off + got);
-    if (!host_is_little_endian())
-        swap_bytes(dst, count, r->h.es);
+    if (!uly_host_little_endian())
+        uly_swap_bytes(dst, count, r->h.es);
     return ULY_OK;
 }
 
@@ -885,13 +866,13 @@ static int npy_write_impl(const char *path, const char *fn, int src, int elem, i
         for (size_t i = 0; i < count && !e; i += chunk) {
             size_t k = count - i < chunk ? count - i : chunk;
             uly_elem_convert(src, (const unsigned char *)data + i * ss, k, elem, tmp);
-            if (!host_is_little_endian())
-                swap_bytes(tmp, k, es);
+            if (!uly_host_little_endian())
+                uly_swap_bytes(tmp, k, es);
             if (fwrite(tmp, 1, k * es, f) != k * es)
                 e = errno ? errno : EIO;
         }
     } else if (!e && nbytes > 0) {
-        if (host_is_little_endian()) {
+        if (uly_host_little_endian()) {
             if (fwrite(data, 1, nbytes, f) != nbytes)
                 e = errno ? errno : EIO;
         } else {
@@ -900,7 +881,7 @@ static int npy_write_impl(const char *path, const char *fn, int src, int elem, i
             for (size_t off = 0; off < nbytes && !e; off += sizeof tmp) {
                 size_t k = nbytes - off < sizeof tmp ? nbytes - off : sizeof tmp;
                 memcpy(tmp, sp + off, k);
-                swap_bytes(tmp, k / es, es);
+                uly_swap_bytes(tmp, k / es, es);
                 if (fwrite(tmp, 1, k, f) != k)
                     e = errno ? errno : EIO;
             }

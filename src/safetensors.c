@@ -53,24 +53,6 @@ struct uly_st {
     char **mkey, **mval;
 };
 
-static int host_is_little_endian(void)
-{
-    const uint16_t one = 1;
-    unsigned char b;
-    memcpy(&b, &one, 1);
-    return b == 1;
-}
-
-static void swap_bytes(unsigned char *p, size_t count, size_t es)
-{
-    for (size_t i = 0; i < count; i++, p += es)
-        for (size_t a = 0, b = es - 1; a < b; a++, b--) {
-            unsigned char t = p[a];
-            p[a] = p[b];
-            p[b] = t;
-        }
-}
-
 static int st_fail(const char *path, int status, const char *fmt, ...) ULY_PRINTF(3, 4);
 
 static int st_fail(const char *path, int status, const char *fmt, ...)
@@ -402,8 +384,8 @@ int uly_st_raw(uly_st *st, int i, size_t first, size_t count, void *dst)
         return st_fail(st->path, ULY_EIO, "read error at byte %zu: %s", off + got, strerror(errno));
     if (k > 0)
         return st_fail(st->path, ULY_EFORMAT, "the file shrank while it was read (it ends at byte %zu)", off + got);
-    if (!host_is_little_endian())
-        swap_bytes(dst, count, es);
+    if (!uly_host_little_endian())
+        uly_swap_bytes(dst, count, es);
     return ULY_OK;
 }
 
@@ -502,8 +484,8 @@ int uly_safetensors_write(const char *path, int n, const uly_twrite *t, int nmet
             for (size_t j = 0; j < count && !e; j += chunk) {
                 size_t k = count - j < chunk ? count - j : chunk;
                 uly_elem_convert(w->src, (const unsigned char *)w->data + j * ss, k, w->elem, tmp);
-                if (!host_is_little_endian())
-                    swap_bytes(tmp, k, es);
+                if (!uly_host_little_endian())
+                    uly_swap_bytes(tmp, k, es);
                 if (fwrite(tmp, 1, k * es, f) != k * es)
                     e = errno ? errno : EIO;
             }

@@ -460,6 +460,39 @@ START_TEST(pipeline_mode)
 }
 END_TEST
 
+long uly_test_alloc_count(void);
+
+/* The pipelined mode's request tables come with the context: an all-to-all
+ * allocates nothing, so no rank can fail an allocation after the call's
+ * agreement while its peers have posted their messages (a one-rank
+ * allocation failure there left the peers waiting for ever).  Every kind,
+ * with every block in several messages (a count limit of 7 elements). */
+START_TEST(pipeline_allocates_nothing)
+{
+    const shape *s = &shapes[_i];
+    uly_attn_desc a = desc_of(s, ULY_F32);
+    uly_dist_opts opts;
+    memset(&opts, 0, sizeof opts);
+    opts.a2a_mode = ULY_A2A_PIPELINE;
+    opts.max_count = 7;
+    uly_dist *D = NULL;
+    ck_assert_int_eq(uly_dist_create(MPI_COMM_WORLD, &a, &opts, &D), ULY_OK);
+    const size_t big = (size_t)(a.batch * a.seq * a.heads * a.head_dim) + 1;
+    float *in = calloc(big, sizeof *in), *out = calloc(big, sizeof *out);
+    ck_assert_ptr_nonnull(in);
+    ck_assert_ptr_nonnull(out);
+    for (int w = 0; w < ULY_A2A_COUNT; w++) {
+        uly_test_fail_alloc_at(0); /* resets the count */
+        ck_assert_int_eq(uly_dist_a2a(D, w, in, out), ULY_OK);
+        ck_assert_msg(uly_test_alloc_count() == 0, "all-to-all %s allocated %ld times", uly_a2a_name(w),
+                      uly_test_alloc_count());
+    }
+    free(in);
+    free(out);
+    uly_dist_free(D);
+}
+END_TEST
+
 /*
  * The shared-memory mode through the context's own head-side buffers (the
  * path of the forward and backward, where peers write and read them
@@ -1340,6 +1373,7 @@ static Suite *make_dist_suite(void)
     tcase_add_loop_test(te, large_count_path, 2, 5);
     tcase_add_loop_test(te, datatype_mode, 0, NSHAPES);
     tcase_add_loop_test(te, pipeline_mode, 0, 2 * NSHAPES);
+    tcase_add_loop_test(te, pipeline_allocates_nothing, 0, NSHAPES);
     tcase_add_loop_test(te, shm_mode, 0, 4 * NSHAPES);
     tcase_add_loop_test(te, shm_overlap, 0, 2 * NOVL);
     tcase_add_test(te, plugin_attention);
