@@ -67,7 +67,7 @@ else
 fi
 
 # ---- several methods: t.METHOD.json each, each named, each valid and nested
-"$SIM" --method ulysses,ring-zigzag,usp --gpus 16 --trace "$tmp/m.json" > /dev/null 2> "$tmp/err"
+"$SIM" --method ulysses,ring-zigzag,usp --gpus 16 --layers 4 --trace "$tmp/m.json" > /dev/null 2> "$tmp/err"
 st=$?
 [ $st -eq 0 ] || bad "three methods: exit $st: $(cat "$tmp/err")"
 for m in ulysses ring-zigzag usp; do
@@ -83,9 +83,14 @@ for m in ulysses ring-zigzag usp; do
     fi
 done
 [ "$(wc -l < "$tmp/err")" -eq 3 ] || bad "three methods: stderr is not three lines: $(cat "$tmp/err")"
+if grep -q '"args":{"name":"NVLink 2"}' "$tmp/m.ulysses.json"; then
+    ok "ulysses: concurrent NVLink transfers on a second lane"
+else
+    bad "16 GPUs, ulysses: no second NVLink lane (the nesting case is not exercised)"
+fi
 
 # ---- --trace-ranks: each GPU its processes, as many slices as GPU 0
-"$SIM" --method ulysses --gpus 16 --trace "$tmp/r.json" --trace-ranks 0,1 > /dev/null 2> "$tmp/err"
+"$SIM" --method ulysses --gpus 16 --layers 4 --trace "$tmp/r.json" --trace-ranks 0,1 > /dev/null 2> "$tmp/err"
 st=$?
 if [ $st -eq 0 ] && grep -qx "ulysses-sim: wrote $tmp/r.json (trace of ulysses, GPUs 0-1)" "$tmp/err" &&
     "$CHECK" "$tmp/r.json" > "$tmp/c.out" &&
@@ -95,7 +100,7 @@ if [ $st -eq 0 ] && grep -qx "ulysses-sim: wrote $tmp/r.json (trace of ulysses, 
 else
     bad "--trace-ranks 0,1: exit $st, $(cat "$tmp/err") $(cat "$tmp/c.out")"
 fi
-"$SIM" --method ring --gpus 16 --trace "$tmp/r2.json" --trace-ranks 8,0-2 > /dev/null 2> "$tmp/err"
+"$SIM" --method ring --gpus 16 --layers 4 --trace "$tmp/r2.json" --trace-ranks 8,0-2 > /dev/null 2> "$tmp/err"
 if grep -qx "ulysses-sim: wrote $tmp/r2.json (trace of ring, GPUs 0-2,8)" "$tmp/err" &&
     "$CHECK" "$tmp/r2.json" > "$tmp/c.out" && grep -q "; GPUs 0 1 2 8 (slices" "$tmp/c.out"; then
     ok "--trace-ranks 8,0-2: $(cat "$tmp/c.out")"
