@@ -119,3 +119,12 @@ sim_tests_test_rails_LDADD = $(USIM_TEST_LIBS)
 # The output files' rule (src/base/base_out.h) on ulysses-sim's outputs.
 TESTS += sim/tests/cli_outputs.sh
 EXTRA_DIST += sim/tests/cli_outputs.sh
+
+# Traces (--trace, --trace-ranks): valid JSON, every file named, one process
+# pair per traced GPU, and link-track slices that nest (sim/tests/trace_check).
+check_PROGRAMS += sim/tests/trace_check
+sim_tests_trace_check_SOURCES = sim/tests/trace_check.c
+sim_tests_trace_check_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
+sim_tests_trace_check_LDADD = $(JANSSON_LIBS)
+TESTS += sim/tests/cli_trace.sh
+EXTRA_DIST += sim/tests/cli_trace.sh

@@ -164,7 +164,20 @@ static int micro_steps(const usim_model *m, const usim_job *j)
 int usim_simulate(usim_sim *sim, const usim_model *m, const usim_job *jin, FILE *trace,
                   usim_result *r)
 {
+    return usim_simulate_ex(sim, m, jin, trace, NULL, r);
+}
+
+int usim_simulate_ex(usim_sim *sim, const usim_model *m, const usim_job *jin, FILE *trace,
+                     const usim_trace_opts *topt, usim_result *r)
+{
     memset(r, 0, sizeof *r);
+    if (topt && (topt->ngpus < 0 || topt->ngpus > USIM_TRACE_MAX_GPUS || (topt->ngpus > 0 && !topt->gpus)))
+        return usim_set_error(USIM_EINVAL, "a trace holds 1 to %d GPUs, not %d", USIM_TRACE_MAX_GPUS,
+                              topt->ngpus);
+    for (int q = 0; topt && q < topt->ngpus; q++)
+        if (topt->gpus[q] < 0 || topt->gpus[q] >= sim->gpus)
+            return usim_set_error(USIM_EINVAL, "trace: GPU %d is not one of the %d GPUs (0-%d)",
+                                  topt->gpus[q], sim->gpus, sim->gpus - 1);
     usim_job j = *jin;
     if (j.gpus != sim->gpus)
         return usim_set_error(USIM_EINVAL, "job has %d GPUs, simulation context %d", j.gpus, sim->gpus);
@@ -297,8 +310,8 @@ int usim_simulate(usim_sim *sim, const usim_model *m, const usim_job *jin, FILE 
         char title[200];
         snprintf(title, sizeof title, "%s, %s, %d GPUs, %lld tokens", uly_method_sim_name(j.method),
                  m->name, j.gpus, (long long)m->seq);
-        usim_trace_write(trace, &b.g, &jc, title);
-        if (ferror(trace))
+        rc = usim_trace_write(trace, &b.g, &jc, title, topt ? topt->gpus : NULL, topt ? topt->ngpus : 0);
+        if (!rc && ferror(trace))
             rc = usim_set_error(USIM_EIO, "error writing the trace");
     }
 out:

@@ -9,6 +9,11 @@
 #include "jobcoll.h"
 #include "opsched.h"
 
-void usim_trace_write(FILE *t, const usim_graph *g, const usim_jobcoll *jc, const char *title);
+/* Write the trace of the scheduled graph g to t: the processes of GPUs
+ * gpus[0..ngpus) (NULL: GPU 0), each drawn from the representative schedule.
+ * 0, or USIM_ENOMEM with the error set; a write error is left in t's
+ * error indicator (ferror). */
+int usim_trace_write(FILE *t, const usim_graph *g, const usim_jobcoll *jc, const char *title,
+                     const int *gpus, int ngpus);
 
 #endif

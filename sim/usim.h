@@ -429,6 +429,18 @@ uint64_t usim_sim_work(const usim_sim *s);
  * trace of the iteration is written there. */
 int usim_simulate(usim_sim *s, const usim_model *m, const usim_job *j, FILE *trace,
                   usim_result *r);
+/* What a trace shows (usim_simulate_ex).  The simulator times one
+ * representative GPU (every GPU of the job runs the same program; with a
+ * pipeline, the last stage): each GPU listed gets its processes ("GPU g",
+ * "links of GPU g") drawn from that schedule. */
+#define USIM_TRACE_MAX_GPUS 64
+typedef struct usim_trace_opts {
+    const int *gpus;      /* GPUs traced, 0 <= g < the GPU count (NULL: GPU 0) */
+    int ngpus;            /* 0..USIM_TRACE_MAX_GPUS (0: GPU 0) */
+} usim_trace_opts;
+/* usim_simulate with trace options (topt may be NULL: GPU 0). */
+int usim_simulate_ex(usim_sim *s, const usim_model *m, const usim_job *j, FILE *trace,
+                     const usim_trace_opts *topt, usim_result *r);
 /* Memory per GPU only (no timing); *fits set. */
 int usim_memory_estimate(const usim_platform *p, const usim_model *m, const usim_job *j,
                          usim_memory *mem, int *fits);

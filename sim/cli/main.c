@@ -58,7 +58,11 @@ static const char usage[] =
     "  --format F              table | csv | json (default table)\n"
     "  --trace FILE            write a Chrome/Perfetto trace of one iteration\n"
     "                          (t.json becomes t.METHOD.json when several methods run;\n"
-    "                          written to temporaries, renamed when every method ran)\n"
+    "                          written to temporaries, renamed when every method ran;\n"
+    "                          each file written is named on stderr)\n"
+    "  --trace-ranks LIST      GPUs the trace shows, each its own process pair: all, or\n"
+    "                          GPUs and ranges like 0,3 or 0-7 (default 0; at most 64;\n"
+    "                          every GPU shows the simulated representative schedule)\n"
     "  --max-seq               also find the longest sequence that fits in memory\n"
     "  --engine E              auto | classes | full (default auto): collectives by one\n"
     "                          group per class of alike groups (same numbers), or every\n"
@@ -227,6 +231,50 @@ static int cmd_presets(int argc, char **argv)
 
 /* ------------------------------------------------------------ run */
 
+/* --trace-ranks against the run's GPU count: the GPUs traced in *t (GPU 0
+ * when not given), described in desc ("GPU 0", "GPUs 0-3,8").  A GPU
+ * outside the run exits 2; "all" on more GPUs than a trace holds traces the
+ * first USIM_TRACE_MAX_GPUS and says so. */
+static void trace_ranks_resolve(opts *o, int gpus, usim_trace_opts *t, char *desc, size_t n)
+{
+    static int all[USIM_TRACE_MAX_GPUS];
+    if ((o->ntrace_ranks || o->trace_ranks_all) && !o->trace)
+        die_usage("--trace-ranks needs --trace FILE");
+    if (o->trace_ranks_all) {
+        int k = gpus < USIM_TRACE_MAX_GPUS ? gpus : USIM_TRACE_MAX_GPUS;
+        for (int g = 0; g < k; g++)
+            all[g] = g;
+        if (o->trace && gpus > k)
+            fprintf(stderr, "ulysses-sim: note: --trace-ranks all: tracing GPUs 0-%d of the %d (a trace "
+                            "holds at most %d GPUs)\n", k - 1, gpus, USIM_TRACE_MAX_GPUS);
+        t->gpus = all;
+        t->ngpus = k;
+    } else if (o->ntrace_ranks) {
+        for (int q = 0; q < o->ntrace_ranks; q++)
+            if (o->trace_ranks[q] >= gpus)
+                die_usage("--trace-ranks: GPU %d is not one of the %d GPUs of this run (0-%d)",
+                          o->trace_ranks[q], gpus, gpus - 1);
+        t->gpus = o->trace_ranks;
+        t->ngpus = o->ntrace_ranks;
+    } else {
+        static const int gpu0 = 0;
+        t->gpus = &gpu0;
+        t->ngpus = 1;
+    }
+    /* runs of consecutive GPUs as ranges */
+    size_t len = (size_t)snprintf(desc, n, "GPU%s ", t->ngpus > 1 ? "s" : "");
+    for (int q = 0; q < t->ngpus && len < n; q++) {
+        int r = q;
+        while (r + 1 < t->ngpus && t->gpus[r + 1] == t->gpus[r] + 1)
+            r++;
+        if (r > q)
+            len += (size_t)snprintf(desc + len, n - len, "%s%d-%d", q ? "," : "", t->gpus[q], t->gpus[r]);
+        else
+            len += (size_t)snprintf(desc + len, n - len, "%s%d", q ? "," : "", t->gpus[q]);
+        q = r;
+    }
+}
+
 static int run(int argc, char **argv)
 {
     opts o;
@@ -269,6 +317,9 @@ static int run(int argc, char **argv)
     int gpus = o.ngpus ? (int)o.gpus[0] : 64;
     if (usim_platform_check_gpus(&p, gpus))
         die_usage("%s", usim_last_error());
+    usim_trace_opts topt;
+    char tranks[400];
+    trace_ranks_resolve(&o, gpus, &topt, tranks, sizeof tranks);
     apply_model_overrides(&o, &m, o.nseqs ? o.seqs[0] : 0);
     usim_sim *sim = usim_sim_new(&p, gpus);
     if (!sim) {
@@ -302,7 +353,7 @@ static int run(int argc, char **argv)
             usim_sim_free(sim);
             return 1;
         }
-        int rc = usim_simulate(sim, &m, &j, tf, &w->r);
+        int rc = usim_simulate_ex(sim, &m, &j, tf, &topt, &w->r);
         if (tf && files_ready(&touts[i], tf)) {
             usim_sim_free(sim);
             return 1;
@@ -328,6 +379,10 @@ static int run(int argc, char **argv)
         die_usage("%s", rows[0].err);
     if (files_commit())
         return 1;
+    for (int i = 0; i < o.nmethods; i++)   /* every trace written, by name */
+        if (touts[i].path)
+            fprintf(stderr, "ulysses-sim: wrote %s (trace of %s, %s)\n", touts[i].path,
+                    uly_method_sim_name(o.methods[i]), tranks);
     switch (o.format) {
     case FMT_CSV:
         out_csv_header(stdout);

@@ -186,6 +186,62 @@ static int parse_methods(opts *o, const char *v)
     return 0;
 }
 
+/* --trace-ranks: "all", or a list of GPUs and ranges "0,3" "0-7" "0-3,8";
+ * at most USIM_TRACE_MAX_GPUS GPUs, each listed once. */
+static int parse_trace_ranks(opts *o, const char *val)
+{
+    o->ntrace_ranks = 0;
+    o->trace_ranks_all = 0;
+    if (strcmp(val, "all") == 0) {
+        o->trace_ranks_all = 1;
+        return 0;
+    }
+    const char *p = val;
+    for (;;) {
+        char *end;
+        long lo, hi;
+        if (*p < '0' || *p > '9')
+            goto syntax;
+        errno = 0;
+        lo = strtol(p, &end, 10);
+        hi = lo;
+        if (*end == '-') {
+            p = end + 1;
+            if (*p < '0' || *p > '9')
+                goto syntax;
+            hi = strtol(p, &end, 10);
+        }
+        if (errno || lo >= 1048576 || hi >= 1048576)
+            return fail("--trace-ranks: '%s': GPUs are numbered 0 to at most 1048575", val);
+        if (hi < lo)
+            return fail("--trace-ranks: range %ld-%ld is empty (write the smaller GPU first)", lo, hi);
+        if (hi - lo + 1 > USIM_TRACE_MAX_GPUS - o->ntrace_ranks)
+            return fail("--trace-ranks: '%s' names more than the %d GPUs one trace holds", val,
+                        USIM_TRACE_MAX_GPUS);
+        for (long g = lo; g <= hi; g++) {
+            for (int k = 0; k < o->ntrace_ranks; k++)
+                if (o->trace_ranks[k] == g)
+                    return fail("--trace-ranks: GPU %ld is listed twice in '%s'", g, val);
+            o->trace_ranks[o->ntrace_ranks++] = (int)g;
+        }
+        if (*end == 0)
+            break;
+        if (*end != ',')
+            goto syntax;
+        p = end + 1;
+    }
+    /* sorted: the trace's processes in GPU order */
+    for (int a = 1; a < o->ntrace_ranks; a++)
+        for (int b = a; b > 0 && o->trace_ranks[b - 1] > o->trace_ranks[b]; b--) {
+            int t = o->trace_ranks[b];
+            o->trace_ranks[b] = o->trace_ranks[b - 1];
+            o->trace_ranks[b - 1] = t;
+        }
+    return 0;
+syntax:
+    return fail("--trace-ranks: expected all, or GPUs and ranges like 0,3 or 0-7, got '%s'", val);
+}
+
 int opts_parse(opts *o, int argc, char **argv, int first, int mode, int *help)
 {
     *help = 0;
@@ -224,7 +280,7 @@ int opts_parse(opts *o, int argc, char **argv, int first, int mode, int *help)
             "--platform", "--model", "--gpus", "--seq", "--method", "--sp", "--cp", "--tp", "--pp", "--dp",
             "--ulysses", "--zero", "--recompute", "--a2a", "--micro-batch", "--global-batch",
             "--layers", "--format", "--engine", "--trace", "--out", "--plot", "--plot-metric", "--seq-per-gpu",
-            "--top", "--mem-headroom", NULL};
+            "--top", "--mem-headroom", "--trace-ranks", NULL};
         int known = 0;
         for (int k = 0; valued[k]; k++)
             if (strcmp(name, valued[k]) == 0)
@@ -308,6 +364,12 @@ int opts_parse(opts *o, int argc, char **argv, int first, int mode, int *help)
             else if (strcmp(val, "classes") == 0) o->engine = USIM_ENGINE_CLASSES;
             else return fail("--engine: expected auto, full or classes, got '%s'", val);
         } else if (strcmp(name, "--trace") == 0) o->trace = val;
+        else if (strcmp(name, "--trace-ranks") == 0) {
+            if (mode != OPTS_RUN)
+                return fail("--trace-ranks is for single runs (with --trace)");
+            if (parse_trace_ranks(o, val))
+                return EXIT_BADINPUT;
+        }
         else if (strcmp(name, "--out") == 0 && sweep) o->out = val;
         else if (strcmp(name, "--plot") == 0 && sweep) o->plot = val;
         else if (strcmp(name, "--plot-metric") == 0 && sweep) {

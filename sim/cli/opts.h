@@ -31,6 +31,11 @@ typedef struct opts {
     int64_t micro_batch, global_batch, layers;
     int format;
     const char *trace;
+    /* --trace-ranks: GPUs traced (sorted, distinct; checked against the GPU
+     * count by the run), or all of them (trace_ranks_all) */
+    int trace_ranks[USIM_TRACE_MAX_GPUS];
+    int ntrace_ranks;             /* 0: not given (GPU 0) */
+    int trace_ranks_all;
     int max_seq;
     int engine;                   /* USIM_ENGINE_* */
     /* sweep: --sp/--tp/--pp lists (the run fields hold the first value) */

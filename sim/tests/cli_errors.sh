@@ -165,4 +165,20 @@ done
 printf '{"name":"x","bad\\u001b[2Jkey":1}\n' > "$tmp/hostile-key.json"
 expect "key 'bad\\\\x1b\[2Jkey': unknown key" --platform "$tmp/hostile-key.json"
 if grep -q "$esc" "$tmp/err"; then echo "FAIL: a raw ESC reached stderr"; fail=1; fi
+
+# ---- --trace-ranks (the traces themselves: cli_trace.sh)
+expect "--trace-ranks: expected all, or GPUs and ranges like 0,3 or 0-7, got '0,x'" --trace "$tmp/t.json" --trace-ranks 0,x
+expect "--trace-ranks: expected all, or GPUs and ranges like 0,3 or 0-7, got ''" --trace "$tmp/t.json" --trace-ranks ""
+expect "--trace-ranks: expected all, or GPUs and ranges like 0,3 or 0-7, got '-1'" --trace "$tmp/t.json" --trace-ranks=-1
+expect "--trace-ranks: expected all, or GPUs and ranges like 0,3 or 0-7, got '0,'" --trace "$tmp/t.json" --trace-ranks 0,
+expect "--trace-ranks: range 3-1 is empty" --trace "$tmp/t.json" --trace-ranks 3-1
+expect "--trace-ranks: GPU 2 is listed twice in '0-3,2'" --trace "$tmp/t.json" --trace-ranks 0-3,2
+expect "--trace-ranks: '0-64' names more than the 64 GPUs one trace holds" --gpus 128 --trace "$tmp/t.json" --trace-ranks 0-64
+expect "--trace-ranks: '99999999999999999999': GPUs are numbered 0 to at most 1048575" --trace "$tmp/t.json" --trace-ranks 99999999999999999999
+expect "--trace-ranks: GPU 16 is not one of the 16 GPUs of this run (0-15)" --gpus 16 --method ulysses --trace "$tmp/t.json" --trace-ranks 0,16
+expect "--trace-ranks needs --trace FILE" --method ulysses --trace-ranks 0,1
+expect "--trace-ranks is for single runs (with --trace)" sweep --trace-ranks 0
+expect "--trace-ranks is for single runs (with --trace)" plan --trace-ranks 0
+if [ -e "$tmp/t.json" ]; then echo "FAIL: a refused --trace-ranks left $tmp/t.json"; fail=1; fi
+
 exit $fail
