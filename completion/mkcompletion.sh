@@ -26,9 +26,11 @@ fn=_$(printf '%s' "$name" | tr -c 'A-Za-z0-9_\n' '_')
 # opts FILE: "option kind words" for every option FILE mentions, kind being
 # w (the words: "--opt a|b|c", or "--opt M   a | b | c ..." in an option
 # list), f (a file name), v (some other value) or - (no value seen)
+# (text between backquotes is an example command, not an option of this one)
 opts() {
-    { grep -o -- '--[a-z][a-z0-9-]*\( [^ ],*[^] ,)]*\)\{0,1\}' "$1" | sed 's/^/m /'
-      sed -n 's/^ *\(-[a-zA-Z], \)\{0,1\}\(--[a-z][a-z0-9-]*\) [^ ]*  *\([a-z0-9][a-z0-9.+-]*\( | [a-z0-9][a-z0-9.+-]*\)\{1,\}\).*/d \2 \3/p' "$1"
+    sed 's/`[^`]*`//g' "$1" > "$1.nq"
+    { grep -o -- '--[a-z][a-z0-9-]*\( [^- ],*[^] ,)]*\)\{0,1\}' "$1.nq" | sed 's/^/m /'
+      sed -n 's/^ *\(-[a-zA-Z], \)\{0,1\}\(--[a-z][a-z0-9-]*\) [^ ]*  *\([a-z0-9][a-z0-9.+-]*\( | [a-z0-9][a-z0-9.+-]*\)\{1,\}\).*/d \2 \3/p' "$1.nq"
       echo "m --help"; } | awk '
     {
         o = $2; m = $3; k = "-"; w = ""

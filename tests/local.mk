@@ -195,3 +195,10 @@ tests_datagen_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
 TESTS += tests/cli_check_data.sh
 EXTRA_DIST += tests/cli_check_data.sh
 endif
+
+# Installation conventions: the bash completion (completion/, sourced in
+# bash: commands, options, values, every option of every --help) and
+# ulysses.pc (a program linked through pkg-config --static against
+# libulysses.a, then run).
+TESTS += tests/completion.sh tests/pkgconfig.sh
+EXTRA_DIST += tests/completion.sh tests/pkgconfig.sh
