@@ -60,6 +60,21 @@ commands() {
     { help "$1" | sed -n '/^commands:/,/^$/s/^  \([a-z][a-z0-9-]*\)  .*/\1/p'
       help "$1" | sed -n "s/^\(usage:\)\{0,1\} *$2 \([a-z][a-z0-9-]*\) .*/\2/p"; } | sort -u
 }
+# every --help at once (most of their time is MPI's start, spent waiting)
+prefetch() {  # prefetch PROG NAME
+    local s t
+    help "$1" > /dev/null
+    for s in $(commands "$1" "$2"); do help "$1" "$s" > /dev/null & done
+    wait
+    for s in $(commands "$1" "$2"); do
+        for t in $(help "$1" "$s" | sed -n '1s/.*<\([a-z0-9|-]*\)>.*/\1/p' | tr '|' ' '); do
+            help "$1" "$s" "$t" > /dev/null &
+        done
+    done
+    wait
+}
+prefetch "$top_builddir/ulysses" ulysses
+prefetch "$top_builddir/ulysses-sim" ulysses-sim
 optsof() { sed 's/`[^`]*`//g' | grep -o -- '--[a-z][a-z0-9-]*' | sort -u; }
 
 expect "$(commands "$top_builddir/ulysses" ulysses)" ulysses ""
