@@ -49,9 +49,10 @@ expect() {
 }
 
 # help PROG WORD...: PROG WORD... --help, run once
+helpfile() { echo "$W/help.$(printf '%s_' "$@" | tr -c 'A-Za-z0-9_\n' '_')"; }
 help() {
     local f
-    f="$W/help.$(printf '%s_' "$@" | tr -c 'A-Za-z0-9_\n' '_')"
+    f=$(helpfile "$@")
     [ -f "$f" ] || "$@" --help > "$f" 2> "$f.err" || : > "$f.failed"
     cat "$f"
 }
@@ -98,7 +99,7 @@ every() {  # every PROG NAME WORD... : the options of PROG WORD... --help, all c
     help "$prog" "$@" > "$W/help"
     if [ ! -s "$W/help" ]; then
         # a build configured --without-mpi lists the commands that need MPI, which refuse
-        if grep -q "needs MPI" "$W"/help.*.err 2>/dev/null && ! grep -q '^#define HAVE_MPI 1' "$top_builddir/config.h"; then
+        if grep -q "needs MPI" "$(helpfile "$prog" "$@").err" 2>/dev/null && ! grep -q '^#define HAVE_MPI 1' "$top_builddir/config.h"; then
             echo "skip: $name $* (needs MPI, which this build has not)"; return
         fi
         fail "$name $* --help printed nothing"; return
