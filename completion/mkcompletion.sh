@@ -55,7 +55,7 @@ opts "$tmp/top" > "$tmp/opts."
 : > "$tmp/paths"
 for s in $subs; do
     # a command's options: not those of the lines that show the program alone ("NAME --opt")
-    "$prog" "$s" --help 2>&1 | grep -v "^\(usage:\)\{0,1\} *$name -" > "$tmp/h.$s" || true
+    "$prog" "$s" --help 2>/dev/null | grep -v "^\(usage:\)\{0,1\} *$name -" > "$tmp/h.$s" || true
     if grep -q "options as for $name\b" "$tmp/h.$s"; then grep -v -- '--version' "$tmp/top" >> "$tmp/h.$s"; fi
     for f in $(sed -n "s/.*$name $s \(--[a-z][a-z0-9-]*\) --help.*/\1/p" "$tmp/h.$s" | sort -u); do
         "$prog" "$s" "$f" --help > "$tmp/hf" 2>/dev/null || "$prog" "$s" --help "$f" > "$tmp/hf" 2>/dev/null || true
@@ -66,7 +66,7 @@ for s in $subs; do
     if [ -n "$inner" ]; then echo "--help -" > "$tmp/opts.$s"; else opts "$tmp/h.$s" > "$tmp/opts.$s"; fi
     printf '%s\t%s\n' "$s" "$(echo $inner)" >> "$tmp/paths"
     for t in $inner; do
-        "$prog" "$s" "$t" --help > "$tmp/h.$s.$t" 2>&1 || true
+        "$prog" "$s" "$t" --help > "$tmp/h.$s.$t" 2>/dev/null || true
         opts "$tmp/h.$s.$t" > "$tmp/opts.$s.$t"
     done
 done
