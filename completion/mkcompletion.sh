@@ -21,6 +21,11 @@ trap 'rm -rf "$tmp"' EXIT
 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 export ASAN_OPTIONS
 
+# hlp WORD...: PROGRAM WORD... --help on stdout; once more when it fails (Open
+# MPI's singletons started at the same time, by a parallel make, can fail to
+# create their session directory)
+hlp() { "$prog" "$@" --help 2>/dev/null || { sleep 1; "$prog" "$@" --help 2>/dev/null; }; }
+
 fn=_$(printf '%s' "$name" | tr -c 'A-Za-z0-9_\n' '_')
 
 # opts FILE: "option kind words" for every option FILE mentions, kind being
@@ -46,7 +51,7 @@ opts() {
     END { for (i = 1; i <= n; i++) print order[i], kind[order[i]], words[order[i]] }'
 }
 
-"$prog" --help > "$tmp/help"
+hlp > "$tmp/help"
 # the program's own options: not those of the lines that show a command ("NAME sub ...")
 grep -v "^\(usage:\)\{0,1\} *$name [a-z]" "$tmp/help" > "$tmp/top" || true
 subs=$( { sed -n '/^commands:/,/^$/s/^  \([a-z][a-z0-9-]*\)  .*/\1/p' "$tmp/help"
@@ -55,7 +60,7 @@ opts "$tmp/top" > "$tmp/opts."
 : > "$tmp/paths"
 for s in $subs; do
     # a command's options: not those of the lines that show the program alone ("NAME --opt")
-    "$prog" "$s" --help 2>/dev/null | grep -v "^\(usage:\)\{0,1\} *$name -" > "$tmp/h.$s" || true
+    hlp "$s" | grep -v "^\(usage:\)\{0,1\} *$name -" > "$tmp/h.$s" || true
     if grep -q "options as for $name\b" "$tmp/h.$s"; then grep -v -- '--version' "$tmp/top" >> "$tmp/h.$s"; fi
     for f in $(sed -n "s/.*$name $s \(--[a-z][a-z0-9-]*\) --help.*/\1/p" "$tmp/h.$s" | sort -u); do
         "$prog" "$s" "$f" --help > "$tmp/hf" 2>/dev/null || "$prog" "$s" --help "$f" > "$tmp/hf" 2>/dev/null || true
@@ -66,7 +71,7 @@ for s in $subs; do
     if [ -n "$inner" ]; then echo "--help -" > "$tmp/opts.$s"; else opts "$tmp/h.$s" > "$tmp/opts.$s"; fi
     printf '%s\t%s\n' "$s" "$(echo $inner)" >> "$tmp/paths"
     for t in $inner; do
-        "$prog" "$s" "$t" --help > "$tmp/h.$s.$t" 2>/dev/null || true
+        hlp "$s" "$t" > "$tmp/h.$s.$t" || true
         opts "$tmp/h.$s.$t" > "$tmp/opts.$s.$t"
     done
 done

@@ -10,7 +10,8 @@
 set -u
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
-[ -f "$top_builddir/ulysses.pc" ] || { echo "no ulysses.pc in this build (configured --without-mpi): skipped"; exit 77; }
+grep -q '^#define HAVE_MPI 1' "$top_builddir/config.h" && [ -f "$top_builddir/ulysses.pc" ] ||
+    { echo "no libulysses in this build (configured --without-mpi): skipped"; exit 77; }
 lib=$top_builddir/src/.libs/libulysses.a
 [ -f "$lib" ] || { echo "no $lib (configured --disable-static): skipped"; exit 77; }
 mkvar() { sed -n "s/^$1 = //p" "$top_builddir/Makefile" | head -n 1; }
