@@ -121,7 +121,7 @@ every() {  # every PROG NAME WORD... : the options of PROG WORD... --help, all c
     got=$(comp "$name" "$@" --)
     for o in $(sort -u "$W/want"); do
         n=$((n + 1))
-        printf '%s\n' "$got" | grep -qx -- "$o" || fail "'$name $* --<TAB>' does not offer $o (from $name $* --help)"
+        [[ $'\n'$got$'\n' == *$'\n'"$o"$'\n'* ]] || fail "'$name $* --<TAB>' does not offer $o (from $name $* --help)"
     done
     checked=$((checked + n))
     echo "ok: $name${1:+ }$*: $n options"
