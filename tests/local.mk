@@ -198,3 +198,11 @@ tests_datagen_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
 TESTS += tests/cli_check_data.sh
 EXTRA_DIST += tests/cli_check_data.sh
 endif
+
+# Installation conventions: the bash completion (completion/, sourced in
+# bash: commands, options, values, every option of every --help) and
+# ulysses.pc (a program linked through pkg-config --static against
+# libulysses.a, then run), --version of both programs (the package's version,
+# the build, the license).
+TESTS += tests/completion.sh tests/pkgconfig.sh tests/version.sh
+EXTRA_DIST += tests/completion.sh tests/pkgconfig.sh tests/version.sh

@@ -52,5 +52,9 @@ section() {  # section "TITLE" command...
 # help2man names the page after the program file; run it through a link
 # called NAME so that a libtool wrapper or a build path does not show.
 ln -s "$(cd "$(dirname "$prog")" && pwd)/$(basename "$prog")" "$tmp/$name"
-"$h2m" --no-info --name="$desc" --include="$tmp/include" --output="$tmp/page" "$tmp/$name"
+# The version from the first line of --version (the lines after it say what
+# this build was built with, which is no part of the page); the license has
+# its section in INCLUDE.
+ver=$("$prog" --version | sed -n '1s/^[^ ]* //p')
+"$h2m" --no-info --version-string="$ver" --name="$desc" --include="$tmp/include" --output="$tmp/page" "$tmp/$name"
 mv "$tmp/page" "$out"

@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "config.h"
+
+#include <jansson.h>
 #include "opts.h"
 #include "files.h"
 #include "output.h"
@@ -68,6 +70,8 @@ static const char usage[] =
     "                          group per class of alike groups (same numbers), or every\n"
     "                          flow of every GPU; classes refuses what it cannot reduce\n"
     "  -h, --help              this text\n"
+    "  --version               the version, what this build was built with, and the license\n"
+    "                          (alone: ulysses-sim --version)\n"
     "\n"
     "Presets are looked up in $ULYSSES_SIM_PRESETS, then the installed data directory.\n"
     "Every row and column of the output (exposed comm, MFU, SP comm, ...) is defined\n"
@@ -425,7 +429,17 @@ static int dispatch(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "plan") == 0)
         return cmd_plan(argc, argv);
     if (argc > 1 && strcmp(argv[1], "--version") == 0) {
+        /* the version, what this build was built with, the license */
+        if (argc > 2)
+            die_usage("--version takes no arguments ('%s')", argv[2]);
         printf("ulysses-sim %s\n", PACKAGE_VERSION);
+        printf("libusim %s: jansson %s", PACKAGE_VERSION, JANSSON_VERSION);
+#ifdef GNUPLOT_PATH
+        printf(", sweep --plot by %s\n", GNUPLOT_PATH);
+#else
+        printf(", no gnuplot (no sweep --plot)\n");
+#endif
+        printf("License: Apache-2.0 <https://www.apache.org/licenses/LICENSE-2.0> (the file LICENSE)\n");
         return 0;
     }
     return run(argc, argv);

@@ -16,6 +16,14 @@
 
 #include "base/base.h"
 #include "cli.h"
+#ifdef HAVE_MPI
+#include <cblas.h>
+#include <mpi.h>
+#include "ulysses.h"
+#endif
+#ifdef HAVE_CAIRO
+#include <cairo.h>
+#endif
 
 static void usage(FILE *f)
 {
@@ -29,7 +37,10 @@ static void usage(FILE *f)
             "  check    check a framework's sequence-parallel attention dumps against the fp64 reference\n"
             "  explain  show, step by step, who holds what and who sends what (no MPI)\n"
             "  train    train a GPT-2 model with sequence parallelism (losses equal for every grid)\n"
-            "  version  print the version\n\n"
+            "  version  print the version (also: ulysses --version)\n\n"
+            "options:\n"
+            "  -h, --help  this text\n"
+            "  --version   the version, what this build was built with, and the license\n\n"
 #ifndef HAVE_MPI
             "This build has no MPI (configured --without-mpi): only explain and version.\n"
 #endif
@@ -77,6 +88,52 @@ static void clamp_omp_threads(void)
 #endif
 }
 
+/* ------------------------------------------------------------ --version
+ * `ulysses --version` (and `ulysses version`): the program's version, then
+ * what this build of the library was built with, then the license.  Asks
+ * nothing of MPI but its version (allowed before MPI_Init). */
+static int print_version(int argc, char **argv)
+{
+    if (argc > 1) {
+        if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+            printf("usage: ulysses --version | ulysses version\n"
+                   "Prints the version, what this build was built with, and the license.\n");
+            return 0;
+        }
+        fprintf(stderr, "ulysses: %s takes no arguments ('%s')\n", argv[0], argv[1]);
+        return ULY_EXIT_BADINPUT;
+    }
+    printf("ulysses %s\n", ULY_VERSION_STRING);
+#ifdef HAVE_MPI
+    int mv = 0, ms = 0;
+    MPI_Get_version(&mv, &ms);
+    printf("libulysses %s: MPI %d.%d", ULY_VERSION_STRING, mv, ms);
+#if defined(OMPI_MAJOR_VERSION) && defined(OMPI_MINOR_VERSION) && defined(OMPI_RELEASE_VERSION)
+    printf(" (Open MPI %d.%d.%d)", OMPI_MAJOR_VERSION, OMPI_MINOR_VERSION, OMPI_RELEASE_VERSION);
+#endif
+#ifdef _OPENMP
+    printf(", OpenMP %d", (int)_OPENMP);
+#else
+    printf(", no OpenMP");
+#endif
+#ifdef HAVE_OPENBLAS_GET_CORENAME
+    printf(", OpenBLAS (%s core)", openblas_get_corename());
+#else
+    printf(", OpenBLAS");
+#endif
+    printf(", kernels %s", uly_kernel_isa());
+#else
+    printf("libulysses %s: no MPI (configured --without-mpi: explain only)", ULY_VERSION_STRING);
+#endif
+#ifdef HAVE_CAIRO
+    printf(", explain figures by cairo %s\n", cairo_version_string());
+#else
+    printf(", no cairo (no explain figures)\n");
+#endif
+    printf("License: Apache-2.0 <https://www.apache.org/licenses/LICENSE-2.0> (the file LICENSE)\n");
+    return 0;
+}
+
 static int run(int argc, char **argv)
 {
     if (argc < 2) {
@@ -88,10 +145,8 @@ static int run(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
-        printf("ulysses %s\n", ULY_VERSION_STRING);
-        return 0;
-    }
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0)
+        return print_version(argc - 1, argv + 1);
     clamp_omp_threads();
     if (strcmp(cmd, "explain") == 0)
         return cmd_explain(argc - 1, argv + 1);
