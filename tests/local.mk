@@ -195,3 +195,9 @@ tests_datagen_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
 TESTS += tests/cli_check_data.sh
 EXTRA_DIST += tests/cli_check_data.sh
 endif
+
+# Every column, row label, "label:" and JSON key / CSV column the documented
+# outputs print is defined in doc/glossary.md (tests/glossary.sh lists the
+# commands, one a line; MPI lines are skipped without MPI).
+TESTS += tests/glossary.sh
+EXTRA_DIST += tests/glossary.sh tests/glossary_terms.awk tests/glossary_check.awk
