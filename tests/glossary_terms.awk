@@ -21,8 +21,10 @@
 #     ("(over ranks x repetitions)"; "(q,k,v)" stays); a trailing "[unit]" is
 #     checked as a term of its own;
 #   - a label holding a value or a formula (' = '), starting with an article
-#     (a, an, the) or more than six words long is a sentence, not a term (of a
-#     label after two spaces, a '; ' or a '. ', the words after them count);
+#     (a, an, the), more than six words long, or on a line that continues a
+#     wrapped sentence (deeper than the indented line before, which ends in a
+#     word or a comma, or after such a line) is a sentence, not a term (of a label after two
+#     spaces, a '; ' or a '. ', the words after them count);
 #   - a header field that repeats one phrase ("to r0 to r1 to r2") is that
 #     phrase; a table's upper header lines are never indented deeper than the
 #     line below them (a deeper one is the end of a paragraph).
@@ -128,22 +130,34 @@ function ishead(i,    n, k, s) {
 }
 
 # the header line h cut into its fields (runs of two or more spaces apart),
-# and a field also at a single space where a value of the row line r ends
-# there or one column before (right-aligned columns: "comm ms exposed ms"
-# over two numbers)
-function cuthead(h, r,    s, pos, at, n, k, f, st, m, w, from) {
+# and a field also at a single space (column c) where the row line r shows
+# a column boundary: a row word ends at c-1 (right-aligned) or c-2 (one
+# column off; then it starts inside the part left of the cut) with a gap of
+# two spaces after it, or one starts at c+1
+# (left-aligned) with a gap of two before it, and the row has something
+# under the part left of the cut ("comm ms exposed ms" over two numbers,
+# "rank method" over "1    ring")
+function cuthead(h, r,    s, pos, end_, beg, n, k, f, st, m, c, from, gap) {
     h = blanknotes(h); s = r; pos = 0
     while (match(s, /[^ ]+/)) {
-        if (isval(substr(s, RSTART, RLENGTH))) at[pos + RSTART + RLENGTH - 1] = 1
+        beg[pos + RSTART] = 1; end_[pos + RSTART + RLENGTH - 1] = pos + RSTART
         pos += RSTART + RLENGTH - 1; s = substr(s, RSTART + RLENGTH)
     }
     n = fields(h)
     for (k = 1; k <= n; k++) {
         f = F[k]; st = E[k] - length(f); from = 1
-        for (m = 1; m <= length(f); m++)
-            if (substr(f, m + 1, 1) == " " && ((st + m) in at || (st + m - 1) in at)) {
+        for (m = 1; m <= length(f); m++) {
+            if (substr(f, m + 1, 1) != " ") continue
+            c = st + m + 1
+            # the row has something under the part left of the cut
+            gap = substr(r, c, 1) == " " && substr(r, st + from, m - from + 1) ~ /[^ ]/
+            if (gap && ((((c - 1) in end_) && substr(r, c + 1, 1) == " ") ||
+                        (((c - 2) in end_) && end_[c - 2] >= st + from && substr(r, c - 1, 1) == " " &&
+                         substr(r, c + 1, 1) == " ") ||
+                        (((c + 1) in beg) && substr(r, c - 1, 1) == " "))) {
                 emit(substr(f, from, m - from + 1)); from = m + 2
             }
+        }
         emit(substr(f, from))
     }
 }
@@ -179,6 +193,10 @@ END {
     }
     if (kind != "text") nl = 0
     for (i = 1; i <= nl; i++) { gsub(/\|/, " ", L[i]); gsub(/\t/, " ", L[i]) }
+    # cont[i]: line i continues a wrapped sentence: the indented line before
+    # ends in a word or a comma, and line i is deeper or that line a continuation too
+    for (i = 2; i <= nl; i++)
+        cont[i] = indent(L[i - 1]) > 0 && L[i - 1] ~ /[A-Za-z,]$/ && (indent(L[i]) > indent(L[i - 1]) || cont[i - 1])
     for (i = 1; i <= nl; i++) {
         if (isrow(i)) {
             if (!isval(F[1])) emit(F[1])
@@ -195,6 +213,8 @@ END {
             if (hasvaluetoken(lab) || lab ~ / = /) lab = ""
             if (match(lab, /.*(  +|; |\. )/)) lab = substr(lab, RSTART + RLENGTH)
             if (lab ~ /\([^)]*$/ || lab ~ /^ *(a|an|the) /) lab = ""
+            # a sentence wrapped onto this line
+            if (cont[i]) lab = ""
             emit(lab)
         }
     }
