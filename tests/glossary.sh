@@ -7,10 +7,13 @@
 #
 # The outputs are the commands listed below, one a line:
 #   KIND  COMMAND...
-# KIND is text, json or csv (what the command prints on stdout), or csvfile
-# (the command writes the CSV file $W/out.csv and prints text); COMMAND starts with $U (ulysses),
-# $S (ulysses-sim) or $MPI2 (mpirun -np 2, the line is skipped in a build without
-# MPI).  To cover a new command's outputs, add its lines.
+# KIND is text, json or csv (what the command prints on stdout), csvfile (the
+# command writes the CSV file $CSV and prints text), or setup (a command that
+# prepares inputs in $W, e.g. "setup $top_builddir/tests/chkdump $W/d ...": the
+# setup lines run first, in order, and their output is not checked).  COMMAND
+# starts with $U (ulysses), $S (ulysses-sim) or $MPI2 (mpirun -np 2; the line is
+# skipped in a build without MPI).  To cover a new command's outputs, add its
+# lines.
 set -u
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
@@ -50,7 +53,7 @@ text    \$MPI2 \$U bench a2a --min 1K --max 1K --repeat 1
 json    \$MPI2 \$U bench a2a --min 1K --max 1K --repeat 1 --json
 text    \$MPI2 \$U bench methods --method ring --seq 64 --heads 4 --head-dim 16 --repeat 1 --causal --check
 json    \$MPI2 \$U bench methods --method ring --seq 64 --heads 4 --head-dim 16 --repeat 1 --causal --check --json
-csvfile \$MPI2 \$U train --layers 1 --channels 16 --heads 2 --seq 16 --steps 2 --batch 2 --log \$W/out.csv
+csvfile \$MPI2 \$U train --layers 1 --channels 16 --heads 2 --seq 16 --steps 2 --batch 2 --log \$CSV
 text    \$S --gpus 16 --seq 32K
 csv     \$S --gpus 16 --seq 32K --format csv
 json    \$S --gpus 16 --seq 32K --format json --max-seq
@@ -66,23 +69,40 @@ text    \$S attn --platform dgx-h100 --gpus 2 --seq 1K
 json    \$S attn --platform dgx-h100 --gpus 2 --seq 1K --format json
 EOF
 
+# run the commands, four at a time (most of their time is start-up), then
+# extract the terms of each in list order
 fails=0
-: > "$W/terms"
+n=0
 while read -r kind cmd; do
+    n=$((n + 1))
+    [ "$kind" = setup ] || continue
+    eval "$cmd" < /dev/null > "$W/out.$n" 2>&1 || { echo "FAIL: setup: $cmd"; sed 's/^/  /' "$W/out.$n" | head -5; exit 1; }
+done < "$W/list"
+n=0
+while read -r kind cmd; do
+    n=$((n + 1))
+    [ "$kind" != setup ] || continue
     case "$cmd" in
         *'$MPI2'*) [ "$havempi" = 1 ] || { echo "glossary: skipped (no MPI in this build): $cmd"; continue; } ;;
     esac
-    rm -f "$W/out.csv"
-    eval "$cmd" < /dev/null > "$W/out" 2> "$W/err"
-    rc=$?
+    ( CSV="$W/csv.$n"; eval "$cmd" < /dev/null > "$W/out.$n" 2> "$W/err.$n"; echo $? > "$W/rc.$n" ) &
+    [ $((n % 4)) -ne 0 ] || wait
+done < "$W/list"
+wait
+: > "$W/terms"
+n=0
+while read -r kind cmd; do
+    n=$((n + 1))
+    [ -f "$W/rc.$n" ] || continue
+    rc=$(cat "$W/rc.$n")
     if [ "$rc" -ne 0 ]; then
-        echo "FAIL: exit $rc: $cmd"; sed 's/^/  /' "$W/err" | head -5; fails=$((fails + 1)); continue
+        echo "FAIL: exit $rc: $cmd"; sed 's/^/  /' "$W/err.$n" | head -5; fails=$((fails + 1)); continue
     fi
     if [ "$kind" = csvfile ]; then
-        awk -v kind=text -f "$T/glossary_terms.awk" "$W/out" > "$W/these"
-        awk -v kind=csv -f "$T/glossary_terms.awk" "$W/out.csv" >> "$W/these"
+        awk -v kind=text -f "$T/glossary_terms.awk" "$W/out.$n" > "$W/these"
+        awk -v kind=csv -f "$T/glossary_terms.awk" "$W/csv.$n" >> "$W/these"
     else
-        awk -v kind="$kind" -f "$T/glossary_terms.awk" "$W/out" > "$W/these"
+        awk -v kind="$kind" -f "$T/glossary_terms.awk" "$W/out.$n" > "$W/these"
     fi
     if [ ! -s "$W/these" ]; then
         echo "FAIL: no terms extracted from: $cmd"; fails=$((fails + 1)); continue

@@ -5,26 +5,28 @@
 #
 # json: every object key, at any depth.  csv: the fields of the first line.
 # text: (1) the column headers of every table: the lines (one or more) above
-#       a table's first row, cut at the right edges of that row's fields;
+#       a table's first row, cut into fields, and at a single space where
+#       that row shows a column boundary (cuthead below);
 #       (2) the label of every table row (its first field); (3) the "label"
 #       of a "label: ..." line.  A field is what lies between runs of two or
 #       more spaces (or a '|'); a row is a line of two or more fields, one of
 #       them a value; a header line is one of two or more fields, none a
 #       value and no formula (' = ') in it.
-# Rules that tell a value from a term (no list of exceptions):
+# Rules that tell a value or a sentence from a term (the only word list is the
+# three articles below):
 #   - a value starts with a digit (after '[', '(', '#', '+', '-'), or is an
 #     index such as r0, t0-3 (one lower-case letter and digits);
 #   - a number inside a term reads N ("fits in 40 GiB" -> "fits in N GiB",
 #     phase_0_ms -> phase_N_ms), an index letter+N ("from r1" -> "from rN");
 #     NAME=number settings ("N=64") are dropped;
-#   - a parenthesis with a space inside is a note and is dropped
-#     ("(over ranks x repetitions)"; "(q,k,v)" stays); a trailing "[unit]" is
-#     checked as a term of its own;
+#   - a parenthesis with a space or a '_' inside is a note and is dropped
+#     ("(over ranks x repetitions)", "(uly_plan_method_volume)"; "(q,k,v)"
+#     stays); a trailing "[unit]" is checked as a term of its own;
 #   - a label holding a value or a formula (' = '), starting with an article
 #     (a, an, the), more than six words long, or on a line that continues a
 #     wrapped sentence (deeper than the indented line before, which ends in a
-#     word or a comma, or after such a line) is a sentence, not a term (of a label after two
-#     spaces, a '; ' or a '. ', the words after them count);
+#     word or a comma, or after such a line) is a sentence, not a term (of a
+#     label after two spaces, a '; ' or a '. ', the words after them count);
 #   - a header field that repeats one phrase ("to r0 to r1 to r2") is that
 #     phrase; a table's upper header lines are never indented deeper than the
 #     line below them (a deeper one is the end of a paragraph).
