@@ -112,6 +112,7 @@ while read -r kind cmd; do
 done < "$W/list"
 
 awk -F '\t' '!($1 in s) { s[$1] = $2; print $1 }' "$W/terms" > "$W/uniq"
+[ -z "${GLOSSARY_TERMS:-}" ] || cp "$W/uniq" "$GLOSSARY_TERMS"
 awk -f "$T/glossary_terms.awk" -f "$T/glossary_check.awk" "$G" "$W/uniq" > "$W/missing"
 n=$(sed -n 's/^checked //p' "$W/missing")
 sed -i '/^checked /d' "$W/missing"

@@ -133,12 +133,12 @@ function ishead(i,    n, k, s) {
 
 # the header line h cut into its fields (runs of two or more spaces apart),
 # and a field also at a single space (column c) where the row line r shows
-# a column boundary: a row word ends at c-1 (right-aligned) or c-2 (one
-# column off; then it starts inside the part left of the cut) with a gap of
-# two spaces after it, or one starts at c+1
-# (left-aligned) with a gap of two before it, and the row has something
-# under the part left of the cut ("comm ms exposed ms" over two numbers,
-# "rank method" over "1    ring")
+# a column boundary, the row having something under the part left of the
+# cut: a row word that starts inside that part ends at c-1 (right-aligned)
+# with two spaces after it, or at c-2 (one column off) starting after the
+# part's start; or a row word starts at c+1 (left-aligned) with two spaces
+# before it ("comm ms exposed ms" over two numbers, "rank method" over
+# "1    ring")
 function cuthead(h, r,    s, pos, end_, beg, n, k, f, st, m, c, from, gap) {
     h = blanknotes(h); s = r; pos = 0
     while (match(s, /[^ ]+/)) {
@@ -153,8 +153,8 @@ function cuthead(h, r,    s, pos, end_, beg, n, k, f, st, m, c, from, gap) {
             c = st + m + 1
             # the row has something under the part left of the cut
             gap = substr(r, c, 1) == " " && substr(r, st + from, m - from + 1) ~ /[^ ]/
-            if (gap && ((((c - 1) in end_) && substr(r, c + 1, 1) == " ") ||
-                        (((c - 2) in end_) && end_[c - 2] >= st + from && substr(r, c - 1, 1) == " " &&
+            if (gap && ((((c - 1) in end_) && end_[c - 1] >= st + from && substr(r, c + 1, 1) == " ") ||
+                        (((c - 2) in end_) && end_[c - 2] > st + from && substr(r, c - 1, 1) == " " &&
                          substr(r, c + 1, 1) == " ") ||
                         (((c + 1) in beg) && substr(r, c - 1, 1) == " "))) {
                 emit(substr(f, from, m - from + 1)); from = m + 2
