@@ -132,36 +132,43 @@ function ishead(i,    n, k, s) {
 }
 
 # the header line h cut into its fields (runs of two or more spaces apart),
-# and a field also at a single space (column c) where the row line r shows
-# a column boundary, the row having something under the part left of the
-# cut: a row word that starts inside that part ends at c-1 (right-aligned)
-# with two spaces after it, or at c-2 (one column off) starting after the
-# part's start; or a row word starts at c+1 (left-aligned) with two spaces
-# before it ("comm ms exposed ms" over two numbers, "rank method" over
-# "1    ring")
-function cuthead(h, r,    s, pos, end_, beg, n, k, f, st, m, c, from, gap) {
-    h = blanknotes(h); s = r; pos = 0
+# and a field also at a single space (column c) where every row of the table
+# (lines i, i+1, ... while they are rows) shows a column boundary (boundary
+# below); a row whose numbers overflow their columns shows none, and the
+# field stays whole ("comm ms exposed ms" over two numbers, "rank method"
+# over "1    ring")
+function cuthead(h, i,    n, k, f, st, m, c, from, j, ok) {
+    h = blanknotes(h)
+    n = fields(h)
+    for (k = 1; k <= n; k++) { HF[k] = F[k]; HE[k] = E[k] }
+    for (k = 1; k <= n; k++) {
+        f = HF[k]; st = HE[k] - length(f); from = 1
+        for (m = 1; m <= length(f); m++) {
+            if (substr(f, m + 1, 1) != " ") continue
+            c = st + m + 1
+            ok = 1
+            for (j = i; ok && j <= nl && isrow(j); j++) ok = boundary(L[j], c, st + from)
+            if (ok) { emit(substr(f, from, m - from + 1)); from = m + 2 }
+        }
+        emit(substr(f, from))
+    }
+}
+
+# row line r has a column boundary at column c, with something under the
+# header part that starts at column a: a row word that starts at or after a
+# ends at c-1 (right-aligned) with two spaces after it, or at c-2 (one column
+# off) starting after a; or a row word starts at c+1 (left-aligned) with two
+# spaces before it
+function boundary(r, c, a,    s, pos, end_, beg) {
+    s = r; pos = 0
     while (match(s, /[^ ]+/)) {
         beg[pos + RSTART] = 1; end_[pos + RSTART + RLENGTH - 1] = pos + RSTART
         pos += RSTART + RLENGTH - 1; s = substr(s, RSTART + RLENGTH)
     }
-    n = fields(h)
-    for (k = 1; k <= n; k++) {
-        f = F[k]; st = E[k] - length(f); from = 1
-        for (m = 1; m <= length(f); m++) {
-            if (substr(f, m + 1, 1) != " ") continue
-            c = st + m + 1
-            # the row has something under the part left of the cut
-            gap = substr(r, c, 1) == " " && substr(r, st + from, m - from + 1) ~ /[^ ]/
-            if (gap && ((((c - 1) in end_) && end_[c - 1] >= st + from && substr(r, c + 1, 1) == " ") ||
-                        (((c - 2) in end_) && end_[c - 2] > st + from && substr(r, c - 1, 1) == " " &&
-                         substr(r, c + 1, 1) == " ") ||
-                        (((c + 1) in beg) && substr(r, c - 1, 1) == " "))) {
-                emit(substr(f, from, m - from + 1)); from = m + 2
-            }
-        }
-        emit(substr(f, from))
-    }
+    if (substr(r, c, 1) != " " || substr(r, a, c - a) !~ /[^ ]/) return 0
+    return (((c - 1) in end_) && end_[c - 1] >= a && substr(r, c + 1, 1) == " ") ||
+           (((c - 2) in end_) && end_[c - 2] > a && substr(r, c - 1, 1) == " " && substr(r, c + 1, 1) == " ") ||
+           (((c + 1) in beg) && substr(r, c - 1, 1) == " ")
 }
 
 function json(s,    i, n, c, instr, esc, buf, j) {
@@ -205,7 +212,7 @@ END {
             if (i > 1 && !isrow(i - 1))
                 for (j = i - 1; j >= 1 && ishead(j); j--) {
                     if (j < i - 1 && indent(L[j]) > indent(L[j + 1])) break
-                    cuthead(L[j], L[i])
+                    cuthead(L[j], i)
                 }
         }
         s = L[i]
