@@ -11,8 +11,8 @@
 # command writes the CSV file $CSV and prints text).  COMMAND starts with $U
 # (ulysses), $S (ulysses-sim), $MPI2 (mpirun -np 2) or $CHK (tests/chkdump, which
 # writes the dumps `ulysses check` reads); $D is a directory of the line's own.
-# A line naming $MPI2 or $CHK is skipped in a build without them.  To cover a
-# new command's outputs, add its lines.
+# A line naming $MPI2, $CHK or a ulysses command is skipped in a build without
+# them.  To cover a new command's outputs, add its lines.
 set -u
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
@@ -87,6 +87,11 @@ while read -r kind cmd; do
     case "$cmd" in
         *'$CHK'*) [ -x "$CHK" ] || { echo "glossary: skipped (no $CHK in this build): $cmd"; continue; } ;;
     esac
+    # a build without MPI has `ulysses explain` alone
+    sub=$(printf '%s\n' "$cmd" | sed -n 's/.*\$U \([a-z]*\).*/\1/p')
+    if [ -n "$sub" ] && ! "$U" "$sub" --help > /dev/null 2>&1; then
+        echo "glossary: skipped (no ulysses $sub in this build): $cmd"; continue
+    fi
     ( CSV="$W/csv.$n"; D="$W/d.$n"; eval "$cmd" < /dev/null > "$W/out.$n" 2> "$W/err.$n"; echo $? > "$W/rc.$n" ) &
     [ $((n % 4)) -ne 0 ] || wait
 done < "$W/list"
