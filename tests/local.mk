@@ -206,3 +206,8 @@ endif
 # the build, the license).
 TESTS += tests/completion.sh tests/pkgconfig.sh tests/version.sh
 EXTRA_DIST += tests/completion.sh tests/pkgconfig.sh tests/version.sh
+# Every column, row label, "label:" and JSON key / CSV column the documented
+# outputs print is defined in doc/glossary.md (tests/glossary.sh lists the
+# commands, one a line; MPI lines are skipped without MPI).
+TESTS += tests/glossary.sh
+EXTRA_DIST += tests/glossary.sh tests/glossary_terms.awk tests/glossary_check.awk
