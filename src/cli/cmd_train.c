@@ -759,8 +759,12 @@ static int train_steps(train_job *J, drv *d, uly_progress *pg)
                 printf("ulysses train: --dump %s: step %lld written (doc/train.md lists the files)\n", c->dump,
                        (long long)s + 1);
         }
-        uly_progress_show(pg, (double)(s - first), (double)(c->steps - first), "step %lld of %lld%s%.4f",
-                          (long long)s + 1, (long long)c->steps, s > first ? ", last loss " : "", s > first ? stt_last : 0.0);
+        if (s > first)
+            uly_progress_show(pg, (double)(s - first), (double)(c->steps - first), "step %lld of %lld, last loss %.4f",
+                              (long long)s + 1, (long long)c->steps, stt_last);
+        else
+            uly_progress_show(pg, 0, (double)(c->steps - first), "step %lld of %lld", (long long)s + 1,
+                              (long long)c->steps);
         d->line_open = pg->open;   /* a message from drv_sync ends the line first */
         char what[64];
         snprintf(what, sizeof what, "step %lld", (long long)s + 1);
