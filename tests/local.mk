@@ -85,6 +85,9 @@ tests_npytool_LDADD = $(TEST_LIBS)
 tests_npytool_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
 TESTS += tests/cli_attn.sh tests/cli_reliability.sh tests/cli_shm.sh tests/symbols.sh tests/cli_calibrate.sh
 EXTRA_DIST += tests/cli_attn.sh tests/cli_reliability.sh tests/cli_shm.sh tests/symbols.sh tests/lsan.supp tests/cli_calibrate.sh
+# The progress line of long work: on a terminal only (script(1) gives one), never with --quiet.
+TESTS += tests/cli_progress.sh
+EXTRA_DIST += tests/cli_progress.sh
 # doc/reliability.md's status table, every row run (needs both programs and mpirun).
 TESTS += tests/doc_status.sh
 EXTRA_DIST += tests/doc_status.sh tests/ulimit.sh
