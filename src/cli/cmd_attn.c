@@ -1393,7 +1393,7 @@ static double *to_double(drv *d, const void *x, uly_dtype t, size_t n)
 /* --check's progress line (rank 0, stderr a terminal, not --quiet): the
  * single-process run, then the fp64 reference row by row, a backward row
  * counted as CHECK_BWD_COST forward rows. */
-#define CHECK_BWD_COST 2.5
+#define CHECK_BWD_COST 3.0
 typedef struct check_progress {
     uly_progress line;
     double base, weight, all;   /* work before this stage, per row of it, in all [forward rows] */
