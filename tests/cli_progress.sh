@@ -40,7 +40,7 @@ L="ulysses attn --check: fp64 reference"
 tty attn "timeout 120 $MPIRUN --oversubscribe -np 2 $U $A >$W/attn.out"
 has attn.tty "$L forward" "attn --check on a terminal: no progress line of the forward reference"
 has attn.tty "$L backward, 256 of 256 rows" "attn --check on a terminal: no progress line up to the last backward row"
-[ "$(cr attn.tty)" -ge 10 ] || bad "attn --check on a terminal: the line is not rewritten with \\r"
+[ "$(cr attn.tty)" -ge 10 ] || bad "attn --check on a terminal: the line is not rewritten in place (carriage returns)"
 # the last line is blanked: \r, spaces only, \r
 tr '\r' '\n' <"$W/attn.tty" | grep -q '^ \{40,\}$' || bad "attn --check: the progress line is not blanked at the end"
 hasnot attn.out "ulysses attn --check:" "attn --check: the progress line reached stdout"
@@ -54,7 +54,7 @@ has attnq.out "bitwise equal to one process" "attn --check --quiet: no verdict"
 # ---- stderr in a file (stdout on the terminal): nothing in the file
 tty attnf "timeout 120 $MPIRUN --oversubscribe -np 1 $U $A 2>$W/attnf.err"
 hasnot attnf.err "ulysses attn --check:" "attn --check, stderr a file: the progress line is in the file"
-[ "$(cr attnf.err)" -eq 0 ] || bad "attn --check, stderr a file: a \\r in it"
+[ "$(cr attnf.err)" -eq 0 ] || bad "attn --check, stderr a file: a carriage return in it"
 hasnot attnf.tty "ulysses attn --check:" "attn --check, stderr a file: a progress line on the terminal"
 # ---- one process without mpirun: its own stderr is the terminal
 tty attn1 "timeout 120 $U $A >$W/attn1.out"
