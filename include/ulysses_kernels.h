@@ -91,6 +91,19 @@ int uly_ref_fwd(const uly_attn_desc *a, const double *q, const double *k,
 int uly_ref_bwd(const uly_attn_desc *a, const double *q, const double *k,
                 const double *v, const double *dout, double *dq, double *dk,
                 double *dv);
+/* Options of the reference: opts may be NULL (none).  progress, if set, is
+ * called after every row of every (batch, head) with the rows done and the
+ * rows in all (B*H*N), from the calling thread; it must not call the
+ * reference.  The results are the same with or without it. */
+typedef struct uly_ref_opts {
+    void (*progress)(void *user, int64_t done, int64_t total);
+    void *progress_user;
+} uly_ref_opts;
+int uly_ref_fwd_ex(const uly_attn_desc *a, const double *q, const double *k,
+                   const double *v, double *o, double *lse, const uly_ref_opts *opts);
+int uly_ref_bwd_ex(const uly_attn_desc *a, const double *q, const double *k,
+                   const double *v, const double *dout, double *dq, double *dk,
+                   double *dv, const uly_ref_opts *opts);
 
 /* Blocked attention, element type a->dtype.  Pointers are float* or double*.
  * Forward writes o (B,N,Hq,d) and lse (B,Hq,N). */

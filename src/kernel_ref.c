@@ -49,8 +49,21 @@ static double ref_softmax(double *s, int64_t n, double m)
     return m + log(l);
 }
 
+/* After each row of each (batch, head): the caller's progress hook, if any. */
+static void ref_progress(const uly_ref_opts *opts, int64_t done, int64_t total)
+{
+    if (opts && opts->progress)
+        opts->progress(opts->progress_user, done, total);
+}
+
 int uly_ref_fwd(const uly_attn_desc *a, const double *q, const double *k,
                 const double *v, double *o, double *lse)
+{
+    return uly_ref_fwd_ex(a, q, k, v, o, lse, NULL);
+}
+
+int uly_ref_fwd_ex(const uly_attn_desc *a, const double *q, const double *k,
+                   const double *v, double *o, double *lse, const uly_ref_opts *opts)
 {
     int rc = uly_attn_desc_check(a);
     if (rc)
@@ -84,6 +97,7 @@ int uly_ref_fwd(const uly_attn_desc *a, const double *q, const double *k,
                 }
                 if (lse)
                     lse[(b * H + h) * N + i] = L;
+                ref_progress(opts, (b * H + h) * N + i + 1, B * H * N);
             }
         }
     uly_free(s);
@@ -93,6 +107,13 @@ int uly_ref_fwd(const uly_attn_desc *a, const double *q, const double *k,
 int uly_ref_bwd(const uly_attn_desc *a, const double *q, const double *k,
                 const double *v, const double *dout, double *dq, double *dk,
                 double *dv)
+{
+    return uly_ref_bwd_ex(a, q, k, v, dout, dq, dk, dv, NULL);
+}
+
+int uly_ref_bwd_ex(const uly_attn_desc *a, const double *q, const double *k,
+                   const double *v, const double *dout, double *dq, double *dk,
+                   double *dv, const uly_ref_opts *opts)
 {
     int rc = uly_attn_desc_check(a);
     if (rc)
@@ -143,6 +164,7 @@ int uly_ref_bwd(const uly_attn_desc *a, const double *q, const double *k,
                         dvj[c] += p * doi[c];
                     }
                 }
+                ref_progress(opts, (b * H + h) * N + i + 1, B * H * N);
             }
         }
     uly_free(s);

@@ -5,7 +5,8 @@
 # integers, file reading, output files (base_out.c).  No dependency.  Its JSON half needs jansson and
 # is linked only by the drivers and the simulator.
 noinst_LTLIBRARIES += src/libulybase.la src/libulybase_json.la
-src_libulybase_la_SOURCES = src/base/base.c src/base/base.h src/base/base_out.c src/base/base_out.h
+src_libulybase_la_SOURCES = src/base/base.c src/base/base.h src/base/base_out.c src/base/base_out.h \
+	src/base/base_progress.c src/base/base_progress.h
 src_libulybase_la_CFLAGS = $(AM_CFLAGS)
 src_libulybase_json_la_SOURCES = src/base/base_json.c src/base/base_json.h
 src_libulybase_json_la_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)

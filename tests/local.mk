@@ -88,6 +88,9 @@ TESTS += tests/cli_attn.sh tests/cli_reliability.sh tests/cli_shm.sh tests/symbo
 TESTS += tests/cli_formats.sh
 EXTRA_DIST += tests/cli_formats.sh
 EXTRA_DIST += tests/cli_attn.sh tests/cli_reliability.sh tests/cli_shm.sh tests/symbols.sh tests/lsan.supp tests/cli_calibrate.sh
+# The progress line of long work: on a terminal only (script(1) gives one), never with --quiet.
+TESTS += tests/cli_progress.sh
+EXTRA_DIST += tests/cli_progress.sh
 # doc/reliability.md's status table, every row run (needs both programs and mpirun).
 TESTS += tests/doc_status.sh
 EXTRA_DIST += tests/doc_status.sh tests/ulimit.sh

@@ -272,7 +272,8 @@ int opts_parse(opts *o, int argc, char **argv, int first, int mode, int *help)
             o->max_seq = 1;
             continue;
         }
-        if (strcmp(name, "--no-progress") == 0 && (sweep || mode == OPTS_PLAN) && !val) {
+        if ((strcmp(name, "--no-progress") == 0 || strcmp(name, "--quiet") == 0) && (sweep || mode == OPTS_PLAN) &&
+            !val) {
             o->no_progress = 1;
             continue;
         }

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/base_progress.h"
 #include "opts.h"
 #include "output.h"
 
@@ -44,7 +45,7 @@ static const char plan_usage[] =
     "usage: ulysses-sim plan --platform P --model M --gpus G --seq S [--global-batch B]\n"
     "                        [--top K] [--method LIST] [--tp N] [--sp N] [--pp N] [--dp N]\n"
     "                        [--zero S] [--recompute R] [--micro-batch N] [--mem-headroom P%]\n"
-    "                        [--format table|csv|json] [--no-progress]\n"
+    "                        [--format table|csv|json] [--quiet|--no-progress]\n"
     "\n"
     "Enumerates every valid (method, tp, cp, pp, dp, ZeRO stage, recompute, micro-batch)\n"
     "on G GPUs, drops those that do not fit in memory (leaving --mem-headroom percent of\n"
@@ -58,8 +59,9 @@ static const char plan_usage[] =
     "--top K: at most 1000; G: at most 16384 (one configuration: ulysses-sim, up to 1048576).\n"
     "The search is bounded: each simulation has a work budget of 5e7 network work units\n"
     "(about a second) and the plan one of 5e8; a candidate over its budget, or left when the plan's is\n"
-    "spent, is not simulated, and the table says how many.  A progress line is drawn on\n"
-    "stderr when it is a terminal (--no-progress: none).  Exit 2 when no configuration\n"
+    "spent, is not simulated, and the table says how many.  A progress line (candidates\n"
+    "simulated, time left) is drawn on stderr when it is a terminal (--quiet or\n"
+    "--no-progress: none).  Exit 2 when no configuration\n"
     "can be simulated (none valid, none fits, every one over its budget).\n";
 
 typedef struct cand {
@@ -338,15 +340,15 @@ int cmd_plan(int argc, char **argv)
         cv[i].want = i < nsim || first;
         todo += (size_t)cv[i].want;
     }
-    int bar = !o.no_progress && isatty(2);
+    uly_progress bar;
+    char what[64];
+    snprintf(what, sizeof what, "ulysses-sim plan (%d GPUs)", G);
+    uly_progress_begin(&bar, !o.no_progress, what);
     uint64_t spent = 0;
     for (size_t i = 0; i < nc; i++) {
         if (!cv[i].want)
             continue;
-        if (bar) {
-            fprintf(stderr, "\rplan: simulating %zu of %zu candidates on %d GPUs", ndone + 1, todo, G);
-            fflush(stderr);
-        }
+        uly_progress_show(&bar, (double)ndone, (double)todo, "simulating candidate %zu of %zu", ndone + 1, todo);
         ndone++;
         if (spent >= PLAN_TOTAL_WORK) {
             cs.over_total++;
@@ -375,14 +377,14 @@ int cmd_plan(int argc, char **argv)
             if (!cs.sim_fail_example[0])
                 snprintf(cs.sim_fail_example, sizeof cs.sim_fail_example, "%s", usim_last_error());
         } else {
+            uly_progress_clear(&bar);
             usim_sim_free(sim);
             free(cv);
             fprintf(stderr, "ulysses-sim: %s\n", usim_last_error());
             return 1;
         }
     }
-    if (bar)
-        fputc('\n', stderr);
+    uly_progress_clear(&bar);
     usim_sim_free(sim);
     if (cs.simulated == 0) {
         /* nothing to rank: say why, never an empty table */

@@ -23,6 +23,7 @@
 
 #include "config.h"
 #include "base/base.h"
+#include "base/base_progress.h"
 #include "opts.h"
 #include "files.h"
 #include "output.h"
@@ -32,18 +33,6 @@ int cmd_sweep(int argc, char **argv);
 /* The most configurations one sweep runs (the product of the list lengths
  * and the methods): a sweep is refused above it before anything runs. */
 #define SWEEP_MAX_CONFIGS 100000
-
-static void progress(int done, int total)
-{
-    int width = 40, fill = total ? done * width / total : width;
-    fprintf(stderr, "\r[");
-    for (int i = 0; i < width; i++)
-        fputc(i < fill ? '#' : '.', stderr);
-    fprintf(stderr, "] %d/%d", done, total);
-    if (done == total)
-        fputc('\n', stderr);
-    fflush(stderr);
-}
 
 typedef struct point {
     int gpus, sp, tp, pp;
@@ -327,8 +316,9 @@ int cmd_sweep(int argc, char **argv)
     if (o.out && !(out = files_open(&files[F_OUT])))
         return 1;
     int total = (int)count, done = 0;
-    /* a bar on the terminal, unless the CSV rows are going to that terminal too */
-    int bar = !o.no_progress && isatty(2) && (o.out || !isatty(1));
+    /* a progress line on the terminal, unless the CSV rows are going to that terminal too */
+    uly_progress bar;
+    uly_progress_begin(&bar, !o.no_progress && (o.out || !isatty(1)), "ulysses-sim sweep");
     point *pts = calloc((size_t)total, sizeof *pts);
     if (!pts) {
         fprintf(stderr, "ulysses-sim: out of memory\n");
@@ -340,6 +330,7 @@ int cmd_sweep(int argc, char **argv)
         int gpus = (int)o.gpus[gi];
         usim_sim *sim = usim_sim_new(&p, gpus);
         if (!sim) {
+            uly_progress_clear(&bar);
             fprintf(stderr, "ulysses-sim: %s\n", usim_last_error());
             goto fail;
         }
@@ -365,6 +356,7 @@ int cmd_sweep(int argc, char **argv)
                                     w.has_max = 1;
                             } else {
                                 if (rc != USIM_EINVAL) {
+                                    uly_progress_clear(&bar);
                                     fprintf(stderr, "ulysses-sim: %s\n", usim_last_error());
                                     usim_sim_free(sim);
                                     goto fail;
@@ -376,12 +368,13 @@ int cmd_sweep(int argc, char **argv)
                             pts[done] = (point){gpus, (int)sps[a], (int)tps[b], (int)pps[c], m.seq, w.method,
                                                 w.ok, w.r.fits, w.ok ? metric_of(&w.r, o.plot_metric) : 0};
                             done++;
-                            if (bar)
-                                progress(done, total);
+                            uly_progress_show(&bar, done, total, "%d of %d configurations (%d GPUs)", done,
+                                              total, gpus);
                         }
         }
         usim_sim_free(sim);
     }
+    uly_progress_clear(&bar);
     FILE *csv = out;
     out = stdout; /* closed by files_ready */
     if (csv != stdout ? files_ready(&files[F_OUT], csv) != 0 : fflush(csv) != 0) {

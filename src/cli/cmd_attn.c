@@ -36,6 +36,7 @@
 #include "args.h"
 #include "attn_io.h"
 #include "base/base_json.h"
+#include "base/base_progress.h"
 #include "cli.h"
 #include "drv.h"
 #include "timing.h"
@@ -63,6 +64,7 @@ struct attn_cfg {
     int layout, out_type, seen_out_type, seen_scale;    /* ATTN_BSHD...; --out-dtype (ATTN_OUT_INPUT or a uly_elem) */
     double scale;                           /* 0: 1/sqrt(d) */
     const char *cu_seqlens, *lse;
+    int quiet;                      /* --quiet: no progress line on the terminal */
 };
 
 static const char *const dtype_names[] = {"f32", "f64", NULL};
@@ -110,6 +112,7 @@ static void attn_options(struct attn_cfg *c, arg_opt *o)
         {"window", ARG_INT, &c->window, 1, DRV_SEQ_MAX, "W", "sliding window: |i-j| < W, or the W most recent keys with --causal", NULL, NULL},
         {"backward", ARG_FLAG, &c->backward, 0, 0, NULL, "also run the backward pass", NULL, NULL},
         {"check", ARG_FLAG, &c->check, 0, 0, NULL, "compare with one process (bitwise) and the fp64 reference", NULL, NULL},
+        {"quiet", ARG_FLAG, &c->quiet, 0, 0, NULL, "no progress line of --check on stderr (drawn only when it is a terminal)", NULL, NULL},
         {"seed", ARG_INT, &c->seed, 0, INT64_MAX, "S", "seed of the random inputs (default 1)", NULL, NULL},
         {"threads", ARG_INT, &c->threads, 1, 1024, "T", "OpenMP threads per rank (default: OMP_NUM_THREADS, clamped to 4 per usable core and 1024)", NULL, NULL},
         {"repeat", ARG_INT, &c->repeat, 1, 100000, "R", "timed repetitions (default 3)", NULL, NULL},
@@ -1449,6 +1452,23 @@ static double *to_double(drv *d, const void *x, uly_dtype t, size_t n)
     return y;
 }
 
+/* --check's progress line (rank 0, stderr a terminal, not --quiet): the
+ * single-process run, then the fp64 reference row by row, a backward row
+ * counted as CHECK_BWD_COST forward rows. */
+#define CHECK_BWD_COST 3.0
+typedef struct check_progress {
+    uly_progress line;
+    double base, weight, all;   /* work before this stage, per row of it, in all [forward rows] */
+    const char *stage;
+} check_progress;
+
+static void check_progress_row(void *user, int64_t done, int64_t total)
+{
+    check_progress *cp = user;
+    uly_progress_show(&cp->line, cp->base + cp->weight * (double)done, cp->all, "%s, %lld of %lld rows", cp->stage,
+                      (long long)done, (long long)total);
+}
+
 /* Rank 0: the same problem in one process (bitwise) and the fp64 reference. */
 static int attn_check(attn_job *J, drv *d)
 {
@@ -1467,7 +1487,12 @@ static int attn_check(attn_job *J, drv *d)
         ref[i] = drv_alloc_n(d, ns[i], sizeof(double), "the fp64 reference (--check)");
     for (int i = 0; i < (J->c.backward ? NIN : T_DO) && !d->code; i++)
         in64[i] = to_double(d, J->full_in[i], a->dtype, i == T_K || i == T_V ? J->NKV : J->NQ);
+    check_progress cp = {.weight = 1, .all = (double)(a->batch * a->heads * a->seq) *
+                                              (1 + (J->c.backward ? CHECK_BWD_COST : 0))};
+    uly_progress_begin(&cp.line, !J->c.quiet, "ulysses attn --check");
+    uly_ref_opts ro = {check_progress_row, &cp};
     if (!d->code) {
+        uly_progress_show(&cp.line, 0, cp.all, "the single-process run");
         uly_kernel_opts ko = J->dopt.kernel;
         int st = uly_attn_fwd(a, &ko, J->full_in[T_Q], J->full_in[T_K], J->full_in[T_V], single[R_O], single[R_LSE]);
         if (!st && J->c.backward)
@@ -1475,12 +1500,18 @@ static int attn_check(attn_job *J, drv *d)
                               J->full_in[T_DO], single[R_DQ], single[R_DK], single[R_DV]);
         uly_attn_desc a64 = *a;
         a64.dtype = ULY_F64;
+        cp.stage = "fp64 reference forward";
         if (!st)
-            st = uly_ref_fwd(&a64, in64[T_Q], in64[T_K], in64[T_V], ref[R_O], ref[R_LSE]);
+            st = uly_ref_fwd_ex(&a64, in64[T_Q], in64[T_K], in64[T_V], ref[R_O], ref[R_LSE], &ro);
+        cp.stage = "fp64 reference backward";
+        cp.base = (double)(a->batch * a->heads * a->seq);
+        cp.weight = CHECK_BWD_COST;
         if (!st && J->c.backward)
-            st = uly_ref_bwd(&a64, in64[T_Q], in64[T_K], in64[T_V], in64[T_DO], ref[R_DQ], ref[R_DK], ref[R_DV]);
+            st = uly_ref_bwd_ex(&a64, in64[T_Q], in64[T_K], in64[T_V], in64[T_DO], ref[R_DQ], ref[R_DK], ref[R_DV],
+                                &ro);
         drv_lib(d, st, DRV_RUNTIME, "--check");
     }
+    uly_progress_clear(&cp.line);
     if (!d->code) {
         J->checked = 1;
         J->tol_ok = 1;

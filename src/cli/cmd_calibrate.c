@@ -37,6 +37,7 @@
 
 #include "args.h"
 #include "base/base_json.h"
+#include "base/base_progress.h"
 #include "cli.h"
 #include "config.h"
 #include "drv.h"
@@ -57,13 +58,14 @@ typedef struct cal {
                                         shm, auto left it out */
     int64_t repeat, threads, seq, head_dim;
     int tty;                         /* rank 0's stderr is a terminal */
+    int quiet;                       /* --quiet: no progress lines */
     int step, steps;
     double t_start;
 } cal;
 
 static void progress(cal *c, const char *fmt, ...)
 {
-    if (c->rank != 0)
+    if (c->rank != 0 || c->quiet)
         return;
     char line[256];
     va_list ap;
@@ -828,6 +830,7 @@ static int cal_main(cal *c, int argc, char **argv)
     const arg_opt opts[] = {
         {"out", ARG_STR, &out, 0, 0, "FILE", "platform file to write (required)", NULL, NULL},
         {"quick", ARG_FLAG, &c->quick, 0, 0, NULL, "fewer shapes, sizes and repetitions (seconds, for tests)", NULL, NULL},
+        {"quiet", ARG_FLAG, &c->quiet, 0, 0, NULL, "no progress lines on stderr (one per step, rewritten in place when stderr is a terminal)", NULL, NULL},
         {"name", ARG_STR, &name, 0, 0, "NAME", "platform name, UTF-8 (default calibrated-<hostname>)", NULL, NULL},
         {"repeat", ARG_INT, &repeat, 1, 1000, "R", "timed repetitions per measurement (default 5, --quick 3)", NULL, NULL},
         {"seq", ARG_INT, &c->seq, 64, 1 << 15, "N", "reference attention sequence length (default 4096)", NULL, NULL},
@@ -1001,7 +1004,7 @@ static int cal_main(cal *c, int argc, char **argv)
     load_avg(load1);
     const double secs = now_seconds() - c->t_start;
     if (c->rank == 0) {
-        if (c->tty)
+        if (c->tty && !c->quiet)
             fputc('\n', stderr);
         d->line_open = 0;
         write_platform(c, o, out, name, gr, (int)ng, ar, na, mem, pp_lat, pp_bw, a2a_sizes, a2a_node,
@@ -1027,7 +1030,7 @@ int cmd_calibrate(int argc, char **argv)
     c.node = d.node;
     c.rank = d.rank;
     c.size = d.size;
-    c.tty = isatty(2);
+    c.tty = uly_progress_terminal_fd(2);   /* under mpirun: mpirun's stderr */
     int rc = cal_main(&c, argc, argv);   /* agreed on every rank (drv_agree / drv_sync) */
     drv_out_discard(&o, 1);
     return drv_close(&d, rc);

@@ -17,6 +17,7 @@
 #include <mpi.h>
 
 #include "args.h"
+#include "base/base_progress.h"
 #include "cli.h"
 #include "config.h"
 #include "drv.h"
@@ -442,7 +443,7 @@ static void train_options(struct train_cfg *c, arg_opt *o)
         {"canon-sp", ARG_INT, &c->canon_sp, 1, 64, "K", "exact sums stay identical for every SP <= K (default max(4, sp))", NULL, NULL},
         {"threads", ARG_INT, &c->threads, 1, 1024, "T", "OpenMP threads of the attention kernel", NULL, NULL},
         {"force", ARG_FLAG, &c->force, 0, 0, NULL, "run even when the memory preflight says it will not fit", NULL, NULL},
-        {"quiet", ARG_FLAG, &c->quiet, 0, 0, NULL, "no progress line per step", NULL, NULL},
+        {"quiet", ARG_FLAG, &c->quiet, 0, 0, NULL, "no progress line per step (on stdout, or on stderr when it is a terminal and stdout is not)", NULL, NULL},
         {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
     };
     memcpy(o, t, sizeof t);
@@ -722,15 +723,16 @@ static void check_params(drv *d, uly_train *T, int64_t step)
              (double)p[i]);
 }
 
-/* The steps; returns the exit status (agreed). */
-static int train_run(train_job *J, drv *d)
+/* The steps; returns the exit status (agreed).  pg: rank 0's progress line
+ * on stderr (drawn only where stdout's step lines are not on the terminal). */
+static int train_steps(train_job *J, drv *d, uly_progress *pg)
 {
     const struct train_cfg *c = &J->c;
     const int rank = d->rank, P = d->size;
     uly_train *T = J->T;
     const int64_t first = uly_train_steps_done(T);
     int rc, warned = 0;
-    double best = 0, smooth = 0;
+    double best = 0, smooth = 0, stt_last = 0;
     int64_t best_step = 0;
     if (rank == 0 && !c->quiet)
         printf("ulysses train: %lld parameters, %d ranks (dp %lld x sp %lld), %lld x %lld tokens per step%s, %s data, "
@@ -757,6 +759,13 @@ static int train_run(train_job *J, drv *d)
                 printf("ulysses train: --dump %s: step %lld written (doc/train.md lists the files)\n", c->dump,
                        (long long)s + 1);
         }
+        if (s > first)
+            uly_progress_show(pg, (double)(s - first), (double)(c->steps - first), "step %lld of %lld, last loss %.4f",
+                              (long long)s + 1, (long long)c->steps, stt_last);
+        else
+            uly_progress_show(pg, 0, (double)(c->steps - first), "step %lld of %lld", (long long)s + 1,
+                              (long long)c->steps);
+        d->line_open = pg->open;   /* a message from drv_sync ends the line first */
         char what[64];
         snprintf(what, sizeof what, "step %lld", (long long)s + 1);
         drv_lib(d, uly_train_step(T, J->tok, J->tgt, J->pos, J->off, c->docs, 1, &stt), 0, what);
@@ -775,6 +784,7 @@ static int train_run(train_job *J, drv *d)
         double tps = (double)c->batch * (double)c->seq / tm[0];
         double other = tm[0] - tm[1] - tm[2] - tm[3];
         J->losses[s - first] = stt.loss;
+        stt_last = stt.loss;
         J->stepno[s - first] = s + 1;
         smooth = s == first ? stt.loss : smooth + (stt.loss - smooth) / TRAIN_SMOOTH;
         if (s == first || smooth < best) {
@@ -782,6 +792,7 @@ static int train_run(train_job *J, drv *d)
             best_step = s + 1;
         } else if (!warned && smooth >= TRAIN_GROWTH * best && smooth >= best + TRAIN_GROWTH_NATS) {
             warned = 1;
+            uly_progress_clear(pg);
             if (rank == 0)
                 fprintf(stderr, "%s: warning: step %lld: the loss (%.6g; %.6g averaged over about %.0f steps) has "
                         "grown to %.3g x its lowest average of this run (%.6g at step %lld): the training is "
@@ -801,6 +812,17 @@ static int train_run(train_job *J, drv *d)
         }
     }
     return 0;
+}
+
+static int train_run(train_job *J, drv *d)
+{
+    uly_progress pg;
+    uly_progress_begin(&pg, d->rank == 0 && !J->c.quiet && !uly_progress_terminal_fd(1), "ulysses train");
+    int rc = train_steps(J, d, &pg);
+    if (!rc)
+        uly_progress_clear(&pg);
+    d->line_open = 0;
+    return rc;
 }
 
 /* Rank 0: finish the log (the steps done so far): flushed, closed, fsync'ed. */
