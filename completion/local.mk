@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Bash completion of both programs, generated from their --help texts
 # (completion/mkcompletion.sh, as the man pages are) so that it cannot
 # disagree with them; installed by `make install` in the bash-completion

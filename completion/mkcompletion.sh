@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # mkcompletion.sh PROGRAM NAME OUT
 #
 # Writes OUT, the bash completion of PROGRAM (a built binary, completed as

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 dist_doc_DATA += doc/design.md doc/kernels.md doc/ulysses.md doc/reliability.md doc/cli.md doc/minicluster.md doc/glossary.md \
 	doc/tutorial.md doc/methods.md doc/train.md doc/check.md
 

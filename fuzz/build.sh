@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Build the fuzz harnesses from the sources (no configure needed).
 #
 #   fuzz/build.sh [fuzzer] [HARNESS...]   -> fuzz/fuzz_<h>         libFuzzer + ASan + UBSan (clang)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check.h -- the harnesses' CHECK: a violated promise names itself (and the
  * target's last message, when the harness defines FUZZ_LAST_ERROR() before

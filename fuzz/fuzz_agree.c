@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_agree.c -- libFuzzer harness for the drivers' option agreement
  * (src/cli/agree_table.c: the records every rank sends and the verdict

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_args.c -- libFuzzer harness for the command-line parsers.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_npy.c -- libFuzzer harness for the .npy parser (uly_npy_parse) and
  * the streaming file reader (uly_npy_reader_*, through uly_npy_read).

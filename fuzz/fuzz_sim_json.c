@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_sim_json.c -- libFuzzer harness for the simulator's description
  * loaders (usim_platform_load, usim_model_load in sim/describe.c).

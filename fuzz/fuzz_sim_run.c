@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_sim_run.c -- libFuzzer harness for the whole simulation: a platform
  * file, a model file and a command line go through the strict loaders, the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # fuzz/: corpus replay of the fuzz harnesses in make check.
 #
 # Each harness (fuzz/fuzz_*.c) built with -DULY_FUZZ_STANDALONE is a replayer:

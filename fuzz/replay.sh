@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Replay every seed corpus through its harness's standalone replayer
 # (fuzz/replay_<name>, built by make check from fuzz/fuzz_<name>.c).
 # Fails if a replayer crashes, trips a sanitizer or exits non-zero.

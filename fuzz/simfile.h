@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * simfile.h -- pieces shared by the simulator harnesses (fuzz_sim_json.c,
  * fuzz_sim_run.c): a CHECK that names the violated promise and the

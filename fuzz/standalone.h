@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * standalone.h -- the replay main shared by the harnesses.  Built with
  * -DULY_FUZZ_STANDALONE (no libFuzzer), a harness replays the files named on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tmpfile.h -- temporary files for harnesses whose targets take a path (the
  * streaming .npy reader, the simulator's JSON loaders): up to two per

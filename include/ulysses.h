@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ulysses.h -- public API of libulysses that does not need MPI.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ulysses_check.h -- the independent checker of sequence-parallel attention
  * (doc/check.md).  Given what P ranks of any framework computed -- their

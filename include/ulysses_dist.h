@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ulysses_dist.h -- distributed DeepSpeed-Ulysses attention over MPI.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ulysses_kernels.h -- the attention kernels of libulysses: the fp64
  * reference (the oracle), the blocked ("flash-style") kernel in fp32 and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ulysses_model.h -- the layers of a GPT-2 model as pure functions (no MPI):
  * LayerNorm, linear (through BLAS), tanh-GELU, token + position embedding,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ulysses_npy.h -- the tensor files of libulysses: .npy (whole files,
  * in-memory images and streaming reads) and .safetensors, the element types

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ulysses_plan.h -- the plan layer of libulysses: status codes, the attention
  * problem description, mask geometry, sequence and head partitions, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ulysses_train.h -- training a GPT-2 model with DeepSpeed-Ulysses sequence
  * parallelism over a DP x SP grid of MPI ranks (doc/train.md).

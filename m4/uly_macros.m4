@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # uly_macros.m4 -- small helpers for configure.ac.
 
 # ULY_SAVE_FLAGS / ULY_RESTORE_FLAGS: bracket a probe that needs extra CFLAGS/LIBS.

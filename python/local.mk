@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # python/: the ulysses Python package (pure Python over libulysses: ctypes
 # and numpy) and its tests; tests/spref/: the planted-bug suite.
 #

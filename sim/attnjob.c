@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * attnjob.c -- one distributed attention forward + backward (the job
  * `ulysses attn` runs), for comparing the simulator with our own MPI runs.

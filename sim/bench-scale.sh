@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # sim/bench-scale.sh -- the simulator's cost at cluster scale (make bench-sim, doc/performance.md):
 # CPU time (user + sys) of `ulysses-sim --gpus G --method ulysses` at 1024 and 1048576 GPUs,
 # medians of REPEAT interleaved runs, and their ratio (target <= 3); then the CPU time of the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * coll_class.c -- the class engine's analysis: which groups of a collective are
  * placed alike (classes of groups, colour refinement), and the link loads

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * coll_engine.c -- the collective engine's state on one network (see
  * coll_engine.h): engine choice, the last class analysis, the ring window

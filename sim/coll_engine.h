@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * coll_engine.h -- the state the collective engine keeps on one network
  * between collectives (private to libusim): which engine simulates them

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * coll_gen.c -- the transfer buffer of one generation: per-GPU (or per-position)
  * byte counters and the stored transfers of the simulated window, with

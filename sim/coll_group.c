@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * coll_group.c -- group descriptions of a collective: groups given as a grid
  * (refined at the unit sizes), their ranks, and the placement of a group on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * coll_internal.h -- the types shared by the collective files (not API):
  * groups as grids (rgrid) and their placement (geo), the transfer buffer of

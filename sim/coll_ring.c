@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * coll_ring.c -- ring all-gather, reduce-scatter and all-reduce (NCCL channel
  * rings, full-mesh strides and Walecki paths), their closed-form counters,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * coll_run.c -- collectives as NCCL runs them, decomposed into point-to-point
  * transfers with dependencies on the flow-level network (net.c):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * coll_tree.c -- the tree all-reduce (double binary tree over nodes, chains inside
  * them) with its channel symmetry, NVLS through the NVSwitch, and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * compute.c -- the compute model: kernel times from shapes.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * compute.h -- the compute model (private to libusim): the time of one GPU
  * kernel from its shape and the platform's rates.  GEMMs: roofline with tile

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cost.c -- the analytic cost of a job: the shapes rank 0 (the most loaded
  * rank) holds in the sequence and attention layouts, FLOPs and HBM traffic

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cost.h -- the analytic side of a job (private to libusim): tensor shapes
  * held by the representative GPU, FLOPs and HBM traffic per layer, memory per

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * describe.c -- platform and model descriptions: JSON loaders with located
  * errors, preset lookup, dtype names, parameter counts.

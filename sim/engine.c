@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * engine.c -- the discrete-event engine: a binary min-heap of events keyed by
  * (time, sequence number).  Time is int64 picoseconds; events scheduled for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * estimate.c -- a closed-form estimate of one iteration, used by `plan` to
  * rank thousands of configurations before simulating the best of them.

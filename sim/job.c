@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * job.c -- a training job: the order methods are listed in, recompute and
  * communication-kind names;

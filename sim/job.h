@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * job.h -- a training job's placement on the cluster (private to libusim):
  * which GPUs form each sequence-parallel, ring and ZeRO / data-parallel

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * jobcoll.c -- the collectives a training job runs: Ulysses all-to-alls
  * (pair tables from the plan layer's layout), Megatron-SP all-gathers and

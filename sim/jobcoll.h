@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * jobcoll.h -- the collectives a job runs (private to libusim).  One
  * descriptor per collective id; the simulation (simulate.c, program.c) and

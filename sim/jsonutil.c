@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * jsonutil.c -- JSON files with located errors.  jansson reports line and
  * column for syntax errors; for semantic errors (missing key, wrong type, bad

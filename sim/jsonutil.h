@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * jsonutil.h -- reading JSON description files with errors that name the
  * file, line, column and the offending key (private to libusim).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # sim/: libusim (the discrete-event cost model) and the ulysses-sim command.
 # Builds without MPI and without BLAS.
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * net.c -- the network's flow solver: point-to-point transfers with
  * dependencies become flows on the routes of topo.c and share links with

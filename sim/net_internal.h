@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * net_internal.h -- the network object, shared by its two halves (private
  * to libusim): topo.c (the links of the topology, routes, units of GPUs)

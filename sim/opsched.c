@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * opsched.c -- the operation-graph scheduler: operations run in program order
  * on their stream (compute, SP communication, parameter gathers, gradient

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * opsched.h -- the operation-graph scheduler (private to libusim).  Operations
  * (compute kernels, collectives) run in program order on their stream once

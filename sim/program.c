@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * program.c -- per-method layer programs: the operations of one training
  * iteration for Ulysses, Megatron-SP, ring (basic, zigzag) and USP, with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * program.h -- per-method layer programs (private to libusim): the forward,
  * backward and recompute of each layer as compute and communication

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * simulate.c -- orchestration: a simulation context (platform, network,
  * memo of collectives) and one training iteration end to end: resolve the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * topo.c -- the network's topology: a DGX-style arrangement of links, the
  * route of every GPU pair, and the units of GPUs that share links.  The

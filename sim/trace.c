@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * trace.c -- the Chrome/Perfetto trace of one simulated iteration.  For each
  * traced GPU g (GPU 0 by default) two processes: "GPU g" with one track per

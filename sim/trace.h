@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * trace.h -- the Chrome/Perfetto trace of one simulated iteration (private
  * to libusim).

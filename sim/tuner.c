@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tuner.c -- which NCCL algorithms and protocols apply to a collective, and
  * NCCL's cost estimate of each (src/graph/tuning.cc, ncclTopoTuneModel and

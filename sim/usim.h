@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * usim.h -- libusim: a discrete-event cost model of sequence-parallel
  * training on GPU clusters (the library behind ulysses-sim).

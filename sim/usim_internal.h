@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * usim_internal.h -- helpers shared by libusim's translation units (not API).
  */

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # validate.sh -- runs ulysses-sim on every published reference point and
 # prints paper value, prediction and error per regime.
 #

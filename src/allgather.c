@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * allgather.c -- all-gather context parallelism (the Llama 3 recipe): each
  * rank holds zigzag chunks j and 2P-1-j of every head; K and V are

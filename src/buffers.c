@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * buffers.c -- the library's buffers, carved from named tables (uly_bufs,
  * ulysses_plan.h): each compose module (dist.c, ring.c, allgather.c) lists

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check.c -- the independent checker of sequence-parallel attention
  * (include/ulysses_check.h, doc/check.md): reassemble what P ranks of any

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_diag.c -- naming the defect of a failed check (doc/check.md
  * "Defect classes").  Each hypothesis is a test against the data, tried in

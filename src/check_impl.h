@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_impl.h -- what the checker's two halves share: the reassembled
  * problem (src/check.c) and the hypothesis tests that name a defect

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * comm.c -- the only code that calls MPI (and cross-memory attach).  See comm.h.
  */

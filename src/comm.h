@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * comm.h -- the thin MPI layer: a private communicator that returns errors,
  * agreement checks across ranks, and an all-to-all(v) that takes size_t

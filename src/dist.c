@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dist.c -- DeepSpeed-Ulysses attention: sequence-sharded Q, K, V are
  * re-sharded by heads with one all-to-all each, every rank runs attention

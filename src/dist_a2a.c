@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dist_a2a.c -- the all-to-alls of a Ulysses context: the modes (pack,
  * datatype, pipeline through comm.c; shm and cma through the window or

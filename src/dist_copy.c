@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dist_copy.c -- the blocks of the Ulysses all-to-alls and their copies.
  * Every all-to-all is described, per peer, by two strided blocks

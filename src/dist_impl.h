@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dist_impl.h -- the inside of a uly_dist context (src/dist*.c), not
  * installed.  One concern per file, each calling only the ones listed

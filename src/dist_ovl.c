@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dist_ovl.c -- overlap of communication with computation over messages
  * (ulysses_dist.h): each rank's heads in K chunks, the chunk all-to-alls

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dist_ovs.c -- overlap of communication with computation through the
  * shared-memory window (every rank on one node, K >= 2): one copy per byte

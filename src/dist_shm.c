@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dist_shm.c -- where a Ulysses context's head-side buffers go (collective,
  * at creation): a shared-memory window when every rank is on one node and

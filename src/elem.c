@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * elem.c -- the element types of tensor files (f16, bf16, f32, f64, i32,
  * i64) and their exact conversions to and from double.

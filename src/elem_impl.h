@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * elem_impl.h -- the library's element conversions one value at a time
  * and between buffers (src/elem.c).  Not installed.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * error.c -- status strings of libulysses, and its names for the base
  * library's last-error message and allocation hooks (src/base/base.h).

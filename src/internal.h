@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * internal.h -- helpers shared by the library's translation units.
  * Not installed; nothing here is part of the API.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kernel_blocked.c -- blocked ("flash-style") attention on OpenBLAS GEMMs
  * with OpenMP, forward and backward, fp32 and fp64.  The algorithm is in

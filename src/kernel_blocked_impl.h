@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kernel_blocked_impl.h -- the blocked attention kernel, written once for a
  * generic element type and instantiated by kernel_blocked.c for float and

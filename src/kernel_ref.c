@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kernel_ref.c -- reference attention in double precision: the oracle.
  *

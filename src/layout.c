@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * layout.c -- one layout value per (problem, plan): every rank's token
  * segments, query heads, KV heads and overlap chunks, and the block each

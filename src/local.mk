@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # src/: libulysses (kernels, plan, npy, distributed) and the ulysses driver.
 
 # The base library under both programs (src/base/base.h): exit statuses,

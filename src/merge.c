@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * merge.c -- the exact merge of attention partials computed over disjoint
  * key sets (ring attention, doc/methods.md), and bfloat16 rounding used to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * methods.h -- the compose modules beside Ulysses (internal): the ring engine
  * (ring, zigzag, and the ring half of usp) and the all-gather method.  Each

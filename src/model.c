@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * model.c -- GPT-2 layers (ulysses_model.h): instantiates model_impl.h in
  * fp32 and fp64, plus the labels and positions of a sequence shard.

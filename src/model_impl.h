@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * model_impl.h -- the GPT-2 layers of ulysses_model.h, written once for a
  * real type and included twice by model.c with these macros defined:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * npy.c -- reader and writer of NumPy .npy files for float16 / float32 /
  * float64 (and int32 / int64) arrays in C order.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * plan.c -- the plan layer: problem validation, mask geometry, sequence and
  * head partitions, and the expected all-to-all volumes.  Pure integer math on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * plan_methods.c -- the plan layer of every sequence-parallel method:
  * who holds which tokens and heads, which K/V shard each ring position

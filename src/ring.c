@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ring.c -- ring attention over MPI point-to-point (ring, zigzag, and the
  * ring half of usp).  Equations and schedule: doc/methods.md.

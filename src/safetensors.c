@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * safetensors.c -- reader and writer of .safetensors files (the format of
  * Hugging Face's safetensors library) for the element types of elem.c.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sp.c -- every sequence-parallel method behind one API (uly_sp_*): the
  * method's plan, the agreement across ranks, and dispatch to the compose

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tfile.c -- one streaming reader over .npy and .safetensors files
  * (uly_tfile, ulysses_npy.h), converting elements as they are read.

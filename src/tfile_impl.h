@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tfile_impl.h -- what the readers of tensor files share (src/npy.c,
  * src/safetensors.c, src/tfile.c).  Not installed.

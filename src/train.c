@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * train.c -- a GPT-2 model trained with DeepSpeed-Ulysses sequence
  * parallelism over a DP x SP grid of ranks (ulysses_train.h).  Layers come

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * vexp.c -- the SIMD levels of the element-wise softmax operations (see
  * vexp.h) and the run-time choice between them.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * vexp.h -- the element-wise parts of softmax (2^x, row max, row sum, dS),
  * vectorised with GCC/Clang vector extensions and compiled for three x86-64

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * vexp_impl.h -- one SIMD level of the element-wise softmax operations
  * (see vexp.h for the contract).  Included by vexp.c with

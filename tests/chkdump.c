@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * chkdump.c -- test helper of tests/cli_check.sh: write the per-rank dumps a
  * framework would, from the float64 reference of a random problem sharded

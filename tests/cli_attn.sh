@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The `ulysses` command line: help, the catalogue of bad inputs (each must
 # exit 2 with a message naming the problem), and .npy interchange (outputs on
 # 1 and 3 ranks are bitwise identical); every sequence-parallel method

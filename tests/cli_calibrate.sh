@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # `ulysses calibrate` and the loop to the simulator:
 #   - a quick calibration on 2 ranks writes a platform file (progress on
 #     stderr; every platform number with its method and spread) that

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # ulysses check (doc/check.md): per-rank dumps written by tests/chkdump from
 # the float64 reference with the plan layer's shard map -- a correct dump
 # passes (exit 0) in both file formats and in bshd and bhsd; planted defects

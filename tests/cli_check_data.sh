@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # `ulysses check --data DIR`: the training-level checks of a sequence-parallel
 # data pipeline on per-rank dumps written by tests/datagen.  A correct dump
 # passes (exit 0) for every method, both file formats, documents and batch

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # `ulysses explain`: bad shapes exit 2 with one line naming the problem (the
 # library's and the simulator's rules); hand-derived volumes appear in the
 # output; the closed form agrees with the send matrices and uly_plan_volume

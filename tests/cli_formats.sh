@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # `ulysses attn` with the field's tensor formats and layouts: .npy in f16,
 # .safetensors of every float type (FILE:NAME, default names), --layout bhsd
 # (bitwise the bshd run on transposed tensors, on 1 and 2 ranks), --layout thd

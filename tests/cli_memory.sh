@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The memory preflight of `ulysses attn` and `ulysses bench methods` counts,
 # for the library's part, exactly what the library allocates: with
 # ULYSSES_MEMORY_REPORT=1 every rank prints the heap bytes and the window

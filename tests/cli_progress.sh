@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The progress line of long work (src/base/base_progress.h): drawn on stderr
 # when it is a terminal, rewritten in place with \r and blanked at the end;
 # never written into a file or a pipe, never with --quiet.  script(1) gives

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The reliability catalogue of `ulysses attn` (doc/reliability.md): ranks
 # started differently, one rank short of memory, a full or read-only disk,
 # fp32 overflow, hostile paths, racing writers, allocation failures.  Every

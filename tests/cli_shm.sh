@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The shared-memory all-to-all window where it cannot be had
 # (doc/reliability.md): /dev/shm too small for it (Docker's default is
 # 64 MiB), or one rank short of address space for the P segments every rank

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # `ulysses train` from the command line: bad inputs exit 2 with a message
 # naming the problem; the loss column of the CSV log is identical on 1 rank,
 # 3 ranks (SP 3) and 4 ranks (DP 2 x SP 2), with packed documents too;

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The bash completion of ulysses and ulysses-sim (completion/, generated from
 # their --help at build time): sourced in bash, each completion function is
 # called with COMP_WORDS / COMP_CWORD as bash sets them and COMPREPLY is

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # No dependency cycles between the files of one library or program: for
 # every group of object files below, the graph "a.o calls or reads a symbol
 # that b.o defines" (from nm) has no cycle, and neither has the graph of the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * datagen.c -- test helper: the per-rank dumps of a sequence-parallel data
  * pipeline for `ulysses check --data` (tests/cli_check_data.sh), correct or

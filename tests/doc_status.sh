@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The status table of doc/reliability.md ("Every command's statuses") is
 # true: run each row's example in a scratch directory, with `ulysses` and
 # `ulysses-sim` the build tree's programs and `mpirun` the suite's launcher

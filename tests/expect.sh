@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # expect.sh -- sourced by the command-line tests.  Needs $W (a scratch
 # directory) and counts into $cases and $fails.
 #

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Every column header, row label, "label:" and JSON key or CSV column that the
 # documented outputs of `ulysses` and `ulysses-sim` print is defined in
 # doc/glossary.md (as **bold** or `code` there).  The terms are extracted

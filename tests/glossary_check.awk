@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # tests/glossary_check.awk: which terms doc/glossary.md does not define
 # (used by tests/glossary.sh; POSIX awk).
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # tests/glossary_terms.awk: the terms a program's output prints, one per line
 # (used by tests/glossary.sh; POSIX awk, runs under mawk).
 #

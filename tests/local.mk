@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # tests/: Check suites (one per module) and MPI tests run under mpirun.
 
 TEST_EXTENSIONS = .sh
@@ -214,3 +215,7 @@ EXTRA_DIST += tests/completion.sh tests/pkgconfig.sh tests/version.sh
 # commands, one a line; MPI lines are skipped without MPI).
 TESTS += tests/glossary.sh
 EXTRA_DIST += tests/glossary.sh tests/glossary_terms.awk tests/glossary_check.awk
+
+# Every source file names its license (SPDX-License-Identifier, LICENSE).
+TESTS += tests/spdx.sh
+EXTRA_DIST += tests/spdx.sh

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The man pages agree with the programs: every option printed by a
 # command's --help (and by each subcommand's) appears in the rendered page,
 # every function of the public headers is in libulysses(3), and `man -l`

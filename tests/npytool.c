@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * npytool.c -- test helper: write random .npy tensors and compare two .npy
  * files bit for bit.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # ulysses.pc links a static program: `pkg-config --static --cflags --libs
 # ulysses` (the build tree's ulysses.pc with its libdir a scratch directory
 # that holds libulysses.a and nothing else, its includedir the source's include/)

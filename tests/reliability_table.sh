@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The reliability catalogue as one table (doc/reliability.md): every failure
 # class of the driver, run once, with the exact command, the exit status of
 # every rank, the wall time and what rank 0 prints.  Every run is under

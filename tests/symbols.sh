@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # libulysses exports only uly_-prefixed symbols of the public headers
 # (internal helpers are uly_-prefixed too, for static linking, but hidden).
 set -u

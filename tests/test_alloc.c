@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_alloc.c -- allocation failure along the library's main paths: make
  * the k-th allocation fail for every k and check that each call returns
  * ULY_ENOMEM with a message, touches nothing it should not, and leaks

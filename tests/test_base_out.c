@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_base_out.c -- Check suite for the output files of both programs
  * (src/base/base_out.c): outputs that are inputs or each other, the commit

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_blocked.c -- the blocked kernel against the fp64 reference for many
  * shapes and masks (fp32 and fp64), determinism across thread counts and
  * head subsets (bitwise), the expanded-KV-gradient fold, and bad arguments.

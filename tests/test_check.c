@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_check.c -- the independent checker (ulysses_check.h): correct shards
  * of every method pass; planted defects get their class and localisation;
  * bad inputs are refused naming the rank and the tensor. */

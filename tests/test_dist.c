@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_dist.c -- distributed Ulysses attention under mpirun (P = 1..4).
  *

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Run the distributed suite on 1, 2, 3 and 4 ranks (oversubscribed), each
 # under a timeout so that a hang fails instead of blocking the test run.
 set -u

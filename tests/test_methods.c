@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_methods.c -- every sequence-parallel method under mpirun (uly_sp_*):
  *

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Every sequence-parallel method on 1, 3, 4 and 8 ranks (oversubscribed;
 # 1: one-position rings, bitwise; 3: odd P, uneven chunks; 4: even P, usp
 # 2 x 2 in both placements; 8: usp with more ranks than heads, the first two

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_model.c -- the GPT-2 layers: every backward against central finite
  * differences in fp64, the fp32 versions against the fp64 ones, AdamW
  * against its closed form after one step, and the labels/positions of

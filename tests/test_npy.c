@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_npy.c -- Check suite for the .npy reader and writer (src/npy.c), the
  * element types (src/elem.c), .safetensors (src/safetensors.c) and the

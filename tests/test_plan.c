@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_plan.c -- the plan layer: partitions, mask geometry, expected volumes. */
 #include <check.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_ref.c -- the fp64 reference kernel: hand-computed cases, invariants,
  * and central finite differences for the backward. */
 #include <check.h>

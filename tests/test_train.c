@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_train.c -- run a few training steps of a tiny GPT on a DP x SP grid
  * and print, from rank 0, every step's loss as a hexadecimal float and a
  * checksum of every parameter after the last step.  tests/test_train.sh

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Training on DP x SP grids of 1..4 ranks (oversubscribed): every step's
 # loss and every parameter after the last step must be bitwise identical for
 # every grid (uneven shards and batches, GQA with KV groups cut between

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Runs every command of doc/tutorial.md and compares its output.
 #
 # In the tutorial, a ```console block holds commands (lines starting with

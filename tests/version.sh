@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # --version of both programs: the first line is "NAME VERSION" with the
 # package's version (that of configure, of ulysses.pc and of the man pages),
 # the second what the build was built with (MPI exactly when this build has

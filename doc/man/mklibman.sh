@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # mklibman.sh INTRO OUT HEADER...
 #
 # Writes libulysses(3): the hand-written INTRO (NAME, SYNOPSIS, DESCRIPTION,

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # mkman.sh HELP2MAN PROGRAM NAME DESCRIPTION INCLUDE OUT
 #
 # Writes the man page OUT of PROGRAM (a built binary, shown as NAME) with

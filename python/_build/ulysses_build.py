@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A PEP 517 build backend for the ulysses package, standard library only
 (pyproject.toml: requires = [], backend-path = ["_build"]), so that
 `pip install ./python` works without an index.  Builds a pure-Python wheel

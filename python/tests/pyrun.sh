@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Runs one Python test (make check's PY_LOG_COMPILER) against this build
 # tree: the package from $top_builddir/python, the library it records, the
 # built ulysses binary.  In a sanitizer build python loads the ASan runtime

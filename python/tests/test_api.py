@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Python package against the library's own driver and against torch.
 
 - ulysses.attention / attention_backward are bitwise equal to

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`pip install ./python` needs no index: the in-tree PEP 517 backend
 (python/_build/ulysses_build.py) builds a wheel with the standard library
 alone.  The test calls the backend's hooks as pip does, checks the wheel

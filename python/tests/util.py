@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Helpers of the Python tests: running the built ulysses binary and
 skipping (exit 77) with a printed reason."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """ulysses: an exact reference for sequence-parallel attention, over
 libulysses (ctypes and numpy; torch tensors accepted when torch is
 importable).

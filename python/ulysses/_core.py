@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """attention, attention_backward, shard and check: thin calls into
 libulysses (the blocked kernel, the plan layer's layout, the checker)."""
 

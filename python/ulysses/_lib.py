@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """ctypes bindings of libulysses: the library's structs, mirrored field by
 field from include/ulysses_plan.h and include/ulysses_check.h, and the
 prototypes of the functions the package calls.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Tensors in and out: numpy arrays and (when torch is importable) torch
 tensors, the field's layouts, and the element type names."""
 

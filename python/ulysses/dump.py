@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """save_dump / load_dump: the per-rank dump files `ulysses check` reads,
 DIR/rank{r}.safetensors, written and read in pure Python (no library).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Dump hooks for PyTorch: what each rank of a framework calls to write
 the dump `ulysses check` reads.  Needs torch (imported by the caller)."""
 

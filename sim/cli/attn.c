@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * attn.c -- `ulysses-sim attn`: predict one distributed attention forward +
  * backward, phase by phase, as `ulysses attn` runs and times it (the same

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * coll.c -- `ulysses-sim coll`: the time of one collective on a platform,
  * with algorithm and bus bandwidth in nccl-tests' conventions, for one size

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * files.h -- the output files of ulysses-sim (run --trace, sweep --out and
  * --plot) through the one rule of both programs (src/base/base_out.h): no

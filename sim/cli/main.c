@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * main.c -- the ulysses-sim command: run (default), sweep, coll, presets.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * opts.c -- option parsing for ulysses-sim (see opts.h).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * opts.h -- command-line parsing for ulysses-sim: options shared by the run
  * and sweep modes, number and list syntax, and the exit-status convention.

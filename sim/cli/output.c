@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * output.c -- table, CSV and JSON output of ulysses-sim.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * output.h -- printing results of ulysses-sim: table, CSV, JSON.  Every
  * number carries its unit in the header.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * plan.c -- ulysses-sim plan: search every valid composition (method, TP,
  * CP/SP with USP's all-to-all x ring split, PP, DP, ZeRO stage, recompute)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sweep.c -- ulysses-sim sweep: every combination of GPU counts, sequence
  * lengths (or a fixed sequence per GPU: weak scaling), SP/TP/PP degrees and

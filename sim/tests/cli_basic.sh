@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # cli_basic.sh -- ulysses-sim command line: default run, formats, trace,
 # presets, --max-seq, --help.
 set -u

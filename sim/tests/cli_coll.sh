@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # cli_coll.sh -- ulysses-sim coll: formats, size ranges, nccl-tests bus
 # bandwidth conventions, algorithm and protocol forcing, bad input.
 set -u

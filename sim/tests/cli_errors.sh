@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # cli_errors.sh -- bad input gives a one-line message naming the problem and
 # exit status 2.
 set -u

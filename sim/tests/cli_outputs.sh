@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # cli_outputs.sh -- the output files of ulysses-sim (run --trace, sweep --out
 # and --plot) follow the rule of both programs (src/base/base_out.h): an
 # output is never an input (--platform, --model) or another output, a bad

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # cli_plan.sh -- ulysses-sim plan: the search prints the top K by simulated
 # throughput, each with its placement and why it lost to #1; bad requests exit 2.
 set -u

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # cli_sweep.sh -- ulysses-sim sweep: one CSV row per configuration, no
 # progress bar when stderr is not a terminal, invalid points reported in the
 # error column, --plot through gnuplot.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # cli_trace.sh -- ulysses-sim --trace and --trace-ranks: every trace parses
 # as JSON (jansson, through sim/tests/trace_check), every file written is
 # named on stderr, --trace-ranks gives each listed GPU its processes, and on

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # symbols.sh -- libusim defines only usim_-prefixed global symbols (the plan
 # layer it links, uly_*, is checked by its own tests).
 set -u

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_attnjob.c -- Check suite of the attention job (usim_attn_simulate, the
  * prediction `make validate-local` compares with `ulysses attn`):

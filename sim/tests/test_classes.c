@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_classes.c -- the class engine (one group per class of equivalent
  * groups, copies counted as link loads) against the full flow-level engine:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_describe.c -- Check suite of platform and model descriptions: every
  * shipped preset loads with the documented numbers; bad files fail with the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_engine.c -- Check suite of the event engine: time order, tie order,
  * monotone clock (and that its check survives NDEBUG), determinism.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_golden.c -- end-to-end golden cases in the spirit of SimGrid's .tesh
  * files: small platforms with round numbers, every expected value derived by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_net.c -- Check suite of the network: golden cases derivable by hand
  * (one transfer, two transfers sharing a link, ring all-gather on one switch,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_props.c -- property tests over random platforms: a faster link (NVLink,
  * NIC), more FLOP/s or more HBM bandwidth never makes an iteration or a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_rails.c -- Check suite of NICs shared between GPUs (rails): golden
  * cases derivable by hand on the network, and the loader's rules for

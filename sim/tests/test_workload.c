@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_workload.c -- Check suite of the workload: per-GPU bytes equal the
  * closed-form formulas for every method (uneven heads, uneven sequence and

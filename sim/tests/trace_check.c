@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * trace_check.c -- reads a trace written by ulysses-sim --trace and checks
  * what Perfetto and chrome://tracing need of it: the file parses as JSON

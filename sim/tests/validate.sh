@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # validate.sh -- the validation table as a regression test: every published
 # reference point of doc/validation.md must stay within its stated error.
 set -u

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * base.c -- see base.h.  No dependency beyond POSIX and the C library.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * base.h -- the small internal library under both programs (libulysses and
  * the `ulysses` driver, libusim and `ulysses-sim`, the fuzz harnesses), so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * base_json.h -- JSON output through jansson, shared by the drivers of both
  * programs (part of the base library, see base.h; needs jansson).

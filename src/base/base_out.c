@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * base_out.c -- output files that are never half-written, never an input,
  * and committed together (see base_out.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * base_out.h -- the output files of both programs (`ulysses`, `ulysses-sim`),
  * under one rule:

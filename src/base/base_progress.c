@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * base_progress.c -- the progress line on stderr (base_progress.h).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * base_progress.h -- the progress line of long work on stderr, for both
  * programs (`ulysses attn --check`, `train`, `ulysses-sim sweep`, `plan`).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * agree.c -- the driver context, checked MPI calls and allocations, and the
  * two agreements of every MPI subcommand: of the options (once, before any

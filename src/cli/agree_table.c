@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * agree_table.c -- the records and the verdict of the option agreement
  * (see agree_table.h); no MPI.

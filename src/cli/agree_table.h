@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * agree_table.h -- the decision part of the drivers' option agreement
  * (drv_agree in agree.c), without MPI, so that a fuzz harness can drive it

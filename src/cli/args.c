@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* args.c -- see args.h. */
 #include <errno.h>
 #include <math.h>

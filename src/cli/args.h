@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * args.h -- a small declarative command-line parser for the drivers.
  * Options are "--name value", "--name=value" or "--flag".  Integers accept

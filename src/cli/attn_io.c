@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * attn_io.c -- the tensor files of `ulysses attn` (attn_io.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * attn_io.h -- the tensor files of `ulysses attn` (src/cli/attn_io.c):
  * inputs in .npy or .safetensors (FILE.safetensors:NAME), in the layouts

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_data.c -- `ulysses check --data DIR`: the training-level checks of a
  * sequence-parallel data pipeline, from what its ranks dump

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cli.h -- the `ulysses` driver: subcommands and what they share.
  * Exit statuses (ULY_EXIT_* of src/base/base.h, the same on every rank):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cmd_attn.c -- `ulysses attn`: attention on P MPI ranks (P = 1 without
  * mpirun) by any sequence-parallel method (--method, doc/methods.md).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cmd_bench.c -- `ulysses bench kernel|memory|a2a`: the performance figures,
  * each as a ratio measured in the same run (medians of repeated runs, with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cmd_calibrate.c -- `ulysses calibrate --out platform.json`: measure this
  * machine (or mini-cluster) the way ulysses-sim describes a cluster and write

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cmd_check.c -- `ulysses check DIR`: the independent checker of a
  * framework's sequence-parallel attention (doc/check.md).  Reads what P

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cmd_explain.c -- `ulysses explain`: what each rank holds before and after
  * every collective of one attention layer (forward and backward), the P x P

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cmd_train.c -- `ulysses train`: train a GPT-2 model with Ulysses sequence
  * parallelism on a DP x SP grid of MPI ranks (doc/train.md).  This file is

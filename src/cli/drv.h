@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * drv.h -- what the MPI subcommands of `ulysses` share so that they can
  * neither hang nor disagree on how they ended:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * explain.h -- `ulysses explain`: the figure model shared by the text
  * printer (cmd_explain.c) and the cairo renderer (explain_draw.c).

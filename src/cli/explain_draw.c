@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * explain_draw.c -- draws an xp_fig (explain.h) with cairo: SVG, PNG or PDF
  * by the file's extension.  Ranks are rows; each panel is a tokens (x) by

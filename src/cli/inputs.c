@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * inputs.c -- what attn, bench and calibrate share below them: the seeded
  * input tensors (the same values whatever the sharding), document lengths

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * outfile.c -- the MPI driver's side of the output files (see drv.h): the
  * rule and the mechanism are src/base/base_out.c; this records their

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * preflight.c -- memory checked before it is touched, and OpenBLAS made to
  * allocate its buffers before the first collective (see drv.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * status.c -- the exit status of a library status (cli.h), the one mapping
  * every subcommand and the drv_* layer use: 2 for bad input, 1 otherwise.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* timing.h -- wall clock and order statistics for the drivers. */
 #ifndef ULY_CLI_TIMING_H
 #define ULY_CLI_TIMING_H

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # check.sh -- `make check-minicluster`: the mini-cluster works and cleans up.
 #
 #   1. ulysses attn --backward --check on 2 nodes x 2 ranks over a 100 Mbit/s

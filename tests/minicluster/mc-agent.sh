@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # mc-agent.sh -- Open MPI launch agent of the mini-cluster (plm_rsh_agent).
 #
 # mpirun calls its rsh agent as `AGENT [options] HOST COMMAND...` to start an

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # minicluster.sh -- a K-node cluster on one machine: network namespaces joined
 # by a bridge, each node's link shaped with tc, Open MPI across them.
 #

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # validate-local.sh -- `make validate-local`: ulysses-sim, calibrated on this
 # machine, against our own MPI runs of `ulysses attn` (doc/validation.md).
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """tests/spref/bugs.py -- the planted-bug suite: real sequence-parallel bugs
 of the field, each planted in the simulated ranks of sp.py, with the public
 report it comes from and the defect class the checker must name.

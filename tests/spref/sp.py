@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """tests/spref/sp.py -- sequence-parallel attention the way each method's
 ranks compute it, simulated in one process with NumPy.
 

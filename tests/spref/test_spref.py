@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The planted-bug suite (tests/spref/): real sequence-parallel bugs of the
 field planted in a one-process NumPy simulation of each method's ranks
 (sp.py, bugs.py), dumped per rank as a framework would
