@@ -30,6 +30,10 @@ expect 0 "ulysses" -- "$U" version
 expect 2 "usage" -- "$U"
 expect 2 "unknown command" -- "$U" frobnicate
 expect 2 "unknown option '--frobnicate'" -- "$U" attn --frobnicate
+# an option's value left out: the next word is an option, not a file name or a value
+expect 2 "option --out needs a value (F.npy); the next word, --json, is an option" -- "$U" attn --out --json
+expect 2 "option --seq needs a value (N); the next word, --ranks, is an option" -- "$U" explain --seq --ranks 4
+expect 0 "usage: ulysses check --data DIR" -- "$U" check --data --help
 expect 2 "expects an integer, got 'abc'" -- "$U" attn --seq abc
 expect 2 "expects an integer, got '12x'" -- "$U" attn --seq 12x
 expect 2 "expects an integer" -- "$U" attn --seq 99999999999999999999999

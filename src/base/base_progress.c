@@ -63,6 +63,9 @@ void uly_progress_begin(uly_progress *p, int enabled, const char *what)
         double v = strtod(e, &end);
         if (*end == '\0' && v >= 0 && v <= 60)
             p->interval = v;
+        else if (p->on) /* never silent: say that the default is used */
+            fprintf(stderr, "note: ULYSSES_PROGRESS_INTERVAL=%s is not a number of seconds in [0, 60]: "
+                    "progress lines every %g s\n", e, p->interval);
     }
     snprintf(p->what, sizeof p->what, "%s", what ? what : "");
     p->t0 = mono_seconds();

@@ -48,6 +48,18 @@ int args_parse(const char *cmd, int argc, char **argv, const arg_opt *opts, char
             snprintf(err, errlen, "%s: option --%s needs a value (%s)", cmd, o->name, o->metavar ? o->metavar : "value");
             return ARGS_ERROR;
         }
+        /* the next word is itself an option: the value was left out ("--out
+         * --json" must not write a file named --json); --help still asks for help */
+        if (!eq && (strcmp(val, "--help") == 0 || strcmp(val, "-h") == 0))
+            return ARGS_HELP;
+        if (!eq && strncmp(val, "--", 2) == 0) {
+            const char *vn = val + 2, *ve = strchr(vn, '=');
+            if (find(opts, vn, ve ? (size_t)(ve - vn) : strlen(vn))) {
+                snprintf(err, errlen, "%s: option --%s needs a value (%s); the next word, %s, is an option", cmd,
+                         o->name, o->metavar ? o->metavar : "value", val);
+                return ARGS_ERROR;
+            }
+        }
         switch (o->kind) {
         case ARG_INT: {
             int64_t v;
