@@ -193,6 +193,8 @@ void xp_fig_free(xp_fig *f)
         free(f->bars[i].work);
         free(f->bars[i].label);
     }
+    xp_grid_free(&f->grid);
+    free(f->vol);
     memset(f, 0, sizeof *f);
 }
 
@@ -1271,6 +1273,15 @@ int cmd_explain(int argc, char **argv)
     default:
         rc = explain_ring(&c, svg ? &fig : NULL);
         break;
+    }
+    if (!rc && svg) {
+        fig.a = c.a;
+        fig.plan = c.plan;
+        fig.method = c.method;
+        if (xp_grid_fill(&fig.grid, &c.a, &c.plan, c.method, c.P, &c.L)) {
+            fprintf(stderr, "ulysses explain: out of memory\n");
+            rc = ULY_EXIT_RUNTIME;
+        }
     }
     if (!rc && svg) {
         char err[512];

@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ulysses_plan.h"
+
 /* tokens [t0, t0 + tn) x heads [h0, h0 + hn) held by `rank`, tokens from `src` */
 typedef struct xp_block {
     int rank, src;
@@ -50,6 +52,38 @@ typedef struct xp_bars {
     int *label;              /* P x steps: the chunk held, or -1; owned (may be NULL) */
 } xp_bars;
 
+/*
+ * The query x key mask grid (explain_grid.c, from the plan layer): the
+ * sequence cut into nb blocks in token order (the method's chunks: the P
+ * shards for ulysses, megatron-sp and allgather, the R chunks of the ring,
+ * the 2R of zigzag and usp's zigzag), cell [q * nb + k] = queries of block q
+ * against keys of block k.  A cell is computed by one group of ranks (a
+ * single rank for ring, zigzag and allgather; all P for ulysses and
+ * megatron-sp, each for its own heads; the U members of the ring position
+ * for usp, each for its heads) at one step; a cell no query of which sees a
+ * key of it (pairs == 0) is masked: computed by nobody (group -1, step -1).
+ */
+enum { XP_FINE_MAX = 256 };  /* token-level mask kept up to this N */
+
+typedef struct xp_cell {
+    int group;               /* index into the grid's groups; -1 masked */
+    int step;                /* ring step (0 for one-step methods); -1 masked */
+    double pairs;            /* visible (query, key) pairs, summed over the batch rows */
+} xp_cell;
+
+typedef struct xp_grid {
+    int nb;                  /* blocks per axis (0: no grid) */
+    int64_t *edge;           /* nb + 1 token boundaries, edge[0] = 0, edge[nb] = N */
+    int *owner;              /* nb: the group whose queries (and input K, V) block b is */
+    int steps;               /* steps of the method (uly_plan_steps) */
+    int ngroup, gsize;       /* groups of gsize ranks */
+    int *granks;             /* ngroup x gsize ranks */
+    int64_t *gheads;         /* ngroup x gsize: query heads each member computes */
+    xp_cell *cell;           /* nb x nb */
+    int64_t tokens;          /* N */
+    unsigned char *mask;     /* N x N visibility of batch row 0 when N <= XP_FINE_MAX, else NULL */
+} xp_grid;
+
 typedef struct xp_fig {
     char title[160];
     char subtitle[160];
@@ -59,9 +93,21 @@ typedef struct xp_fig {
     char arrow[XP_MAX_PANELS][32];   /* label of the arrow into panel i (i >= 1) */
     xp_matrix matrix[XP_MAX_MATRICES];
     xp_bars bars[XP_MAX_BARS];
+    xp_grid grid;
+    /* the problem and the method (for --json, --html) */
+    uly_attn_desc a;
+    uly_sp_plan plan;
+    int method;              /* uly_method (ULY_METHOD_MEGATRON_SP included) */
+    uly_volume *vol;         /* P per-rank volumes, or NULL (megatron-sp: its matrices); owned */
 } xp_fig;
 
 void xp_fig_free(xp_fig *f);
+
+/* Fill f->grid for problem a under plan p of method `method` on P ranks
+ * (uly_layout L for ulysses and megatron-sp).  0, or 1 out of memory. */
+int xp_grid_fill(xp_grid *g, const uly_attn_desc *a, const uly_sp_plan *p, int method, int P,
+                 const uly_layout *L);
+void xp_grid_free(xp_grid *g);
 
 /* Render f into the file `file` in the format of path's extension (.svg,
  * .png or .pdf; file is path's temporary, base_out.h).  0 on success; else a
