@@ -58,7 +58,8 @@ endif
 # with explain alone, on the plan layer.
 bin_PROGRAMS += ulysses
 ulysses_SOURCES = src/cli/main.c src/cli/cli.h src/cli/status.c src/cli/args.c src/cli/args.h \
-	src/cli/cmd_explain.c src/cli/explain.h src/cli/explain_draw.c src/cli/explain_grid.c
+	src/cli/cmd_explain.c src/cli/explain.h src/cli/explain_draw.c src/cli/explain_grid.c \
+	src/cli/explain_json.c src/cli/explain_html.c
 if HAVE_MPI
 ulysses_SOURCES += src/cli/drv.h src/cli/agree.c src/cli/agree_table.c src/cli/agree_table.h src/cli/outfile.c src/cli/preflight.c \
 	src/cli/inputs.c src/cli/cmd_attn.c src/cli/attn_io.c src/cli/attn_io.h src/cli/cmd_bench.c src/cli/cmd_calibrate.c src/cli/cmd_train.c \
@@ -71,6 +72,16 @@ ulysses_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS) -pthread
 # ulysses check (doc/check.md): one process, no collectives
 ulysses_SOURCES += src/cli/cmd_check.c
 else
-ulysses_CFLAGS = $(AM_CFLAGS) $(CAIRO_CFLAGS)
-ulysses_LDADD = src/libulyplan.la $(CAIRO_LIBS) -lm
+ulysses_CFLAGS = $(AM_CFLAGS) $(CAIRO_CFLAGS) $(JANSSON_CFLAGS)
+ulysses_LDADD = src/libulyplan.la src/libulybase_json.la $(CAIRO_LIBS) $(JANSSON_LIBS) -lm
 endif
+
+# The page of `ulysses explain --html`: its template, one C string per line.
+src/cli/explain_page.h: $(srcdir)/src/cli/explain_page.html
+	$(AM_V_GEN)$(MKDIR_P) src/cli && $(SED) -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n",/' \
+	  $(srcdir)/src/cli/explain_page.html > $@-t && mv $@-t $@
+BUILT_SOURCES = src/cli/explain_page.h
+$(ulysses_OBJECTS): src/cli/explain_page.h
+CLEANFILES += src/cli/explain_page.h
+EXTRA_DIST += src/cli/explain_page.html
+nodist_ulysses_SOURCES = src/cli/explain_page.h

@@ -20,9 +20,11 @@
 
 #include "args.h"
 #include "cli.h"
+#include "base/base_json.h"
 #include "base/base_out.h"
 #include "explain.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 static const char *const placement_names[] = {"ulysses-inner", "ring-inner", NULL};
@@ -47,7 +49,7 @@ static const char synopsis[] =
     "explain --ranks P [--seq N] [--heads H] [--kv-heads Hkv] [--batch B] [--head-dim d]\n"
     "               [--dtype f32|f64] [--method ulysses|ring|zigzag|allgather|usp|megatron-sp]\n"
     "               [--ulysses-degree U] [--placement ulysses-inner|ring-inner] [--causal] [--window W]\n"
-    "               [--svg FILE.svg|.png|.pdf]\n"
+    "               [--svg FILE.svg|.png|.pdf] [--json] [--html FILE.html]\n"
     "Explains one attention layer on P ranks, step by step: what each rank holds before and\n"
     "after every collective (tokens x heads), the P x P send matrices, per-rank totals and the\n"
     "closed-form volume checked against them.  Needs no MPI.  Every term printed is defined in\n"
@@ -603,6 +605,8 @@ static int explain_ulysses(const xcfg *c, xp_fig *fig)
             }
         add_matrix(fig, "all-to-all Q, dO: elements sent (row -> column)", P, &mat[ULY_A2A_Q]);
         add_matrix(fig, "all-to-all K, V: elements sent (row -> column)", P, &mat[ULY_A2A_K]);
+        fig->vol = vol;
+        vol = NULL;
     }
     goto done;
 oom:
@@ -1089,6 +1093,8 @@ static int explain_ring(const xcfg *c, xp_fig *fig)
         lab = NULL;
         if (mat)
             add_matrix(fig, "group 0 all-to-all Q: elements sent", U, &mat);
+        fig->vol = vol;
+        vol = NULL;
     }
     goto done;
 oom:
@@ -1139,6 +1145,63 @@ static int check_shape(const xcfg *c)
     return 0;
 }
 
+/* --json: the text goes to /dev/null while the figure is filled; returns
+ * the saved stdout descriptor (or -1), restored by explain_unmute_stdout. */
+static int explain_mute_stdout(void)
+{
+    fflush(stdout);
+    int saved = dup(STDOUT_FILENO), nul = open("/dev/null", O_WRONLY);
+    if (saved < 0 || nul < 0 || dup2(nul, STDOUT_FILENO) < 0) {
+        if (saved >= 0)
+            close(saved);
+        if (nul >= 0)
+            close(nul);
+        return -1;
+    }
+    close(nul);
+    return saved;
+}
+
+static int explain_unmute_stdout(int saved)
+{
+    fflush(stdout);
+    int rc = dup2(saved, STDOUT_FILENO) < 0;
+    close(saved);
+    return rc;
+}
+
+/* --json on stdout and/or the --html page into html's temporary (made ready) */
+static int explain_json_html(const xp_fig *fig, int json, uly_out *html)
+{
+    json_t *doc = xp_fig_json(fig);
+    if (!doc) {
+        fprintf(stderr, "ulysses explain: out of memory\n");
+        return ULY_EXIT_RUNTIME;
+    }
+    int rc = 0;
+    if (html->path) {
+        FILE *fp = fdopen(dup(html->fd), "w");
+        if (!fp || xp_html(fp, doc)) {
+            fprintf(stderr, "ulysses explain: --html %s: cannot write: %s\n", html->path, strerror(errno));
+            if (fp)
+                fclose(fp);
+            rc = ULY_EXIT_RUNTIME;
+        } else if (uly_out_close(html, fp)) {
+            fprintf(stderr, "ulysses explain: %s\n", uly_base_last_error());
+            rc = ULY_EXIT_RUNTIME;
+        }
+    }
+    if (!rc && json) {
+        if (uly_json_print(stdout, doc)) {
+            fprintf(stderr, "ulysses explain: --json: cannot write to stdout\n");
+            rc = ULY_EXIT_RUNTIME;
+        }
+        doc = NULL;   /* uly_json_dump decref'd it */
+    }
+    json_decref(doc);
+    return rc;
+}
+
 int cmd_explain(int argc, char **argv)
 {
     xcfg c;
@@ -1146,7 +1209,8 @@ int cmd_explain(int argc, char **argv)
     int64_t P = 0, batch = 1, seq = 16, heads = 8, kv = 0, dim = 64, window = 0;
     int64_t udeg = 0;
     int causal = 0, dtype = 0, method = 0, placement = 0, seen_ranks = 0, seen_udeg = 0, seen_place = 0;
-    const char *svg = NULL;
+    const char *svg = NULL, *html = NULL;
+    int json = 0;
     /* the choices of --method: the one name table (uly_method_name), indexed by uly_method */
     const char *method_names[ULY_METHOD_ALL + 1];
     for (int m = 0; m < ULY_METHOD_ALL; m++)
@@ -1173,6 +1237,11 @@ int cmd_explain(int argc, char **argv)
         {"causal", ARG_FLAG, &causal, 0, 0, NULL, "causal mask (changes the work, not the volume)", NULL, NULL},
         {"window", ARG_INT, &window, 1, (int64_t)1 << 40, "W", "sliding window (as in ulysses attn)", NULL, NULL},
         {"svg", ARG_STR, &svg, 0, 0, "FILE", "also draw the layouts: FILE.svg, .png or .pdf (cairo); P <= 64 (one band per rank)", NULL, NULL},
+        {"json", ARG_FLAG, &json, 0, 0, NULL, "print one JSON object instead of the text (keys in doc/cli.md); P <= 64",
+         NULL, NULL},
+        {"html", ARG_STR, &html, 0, 0, "FILE",
+         "also write a self-contained page: layouts, mask grid, a ring-step slider, matrices, volumes; P <= 64", NULL,
+         NULL},
         {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
     };
     char msg[1024] = "";
@@ -1210,7 +1279,7 @@ int cmd_explain(int argc, char **argv)
         U = (int)udeg;
         if (!seen_udeg) {   /* the library's default, printed: never a silent choice */
             U = uly_plan_usp_degree(c.a.heads, c.P);
-            printf("note: --ulysses-degree not given: U = %d, the largest divisor of P = %d not above H = %" PRId64
+            fprintf(json ? stderr : stdout, "note: --ulysses-degree not given: U = %d, the largest divisor of P = %d not above H = %" PRId64
                    "\n\n",
                    U, c.P, c.a.heads);
         }
@@ -1235,6 +1304,11 @@ int cmd_explain(int argc, char **argv)
                         "cells), not --ranks %d; the text shows every P, leave out --svg\n", svg, DRAW_MAX_P, c.P);
         return EXIT_BADINPUT;
     }
+    if ((html || json) && c.P > DRAW_MAX_P) {
+        fprintf(stderr, "ulysses explain: --%s: the figure model holds at most %d ranks (P x P matrices, the "
+                        "mask grid), not --ranks %d; the text shows every P\n", html ? "html" : "json", DRAW_MAX_P, c.P);
+        return EXIT_BADINPUT;
+    }
     if (svg) {
         /* refuse a bad path before printing anything */
         const char *dot = strrchr(svg, '.');
@@ -1249,32 +1323,46 @@ int cmd_explain(int argc, char **argv)
         }
     }
     /* the output's checks and its temporary (base_out.h), before computing */
-    uly_out out = {.path = svg, .what = "--svg"};
-    uly_out_init(&out, 1);
-    if (svg) {
-        int orc = uly_out_prepare(&out, 1, NULL, 0);
+    uly_out outs[2] = {{.path = svg, .what = "--svg"}, {.path = html, .what = "--html"}};
+    uly_out *out = &outs[0];
+    uly_out_init(outs, 2);
+    if (svg || html) {
+        int orc = uly_out_prepare(svg ? outs : outs + 1, svg && html ? 2 : 1, NULL, 0);
         if (orc) {
             fprintf(stderr, "ulysses explain: %s\n", uly_base_last_error());
             return orc;
         }
-        if (out.stale)
-            fprintf(stderr, "ulysses explain: note: --svg %s: removed %d temporary file%s left by an interrupted "
-                    "run\n", svg, out.stale, out.stale > 1 ? "s" : "");
+        for (int i = 0; i < 2; i++)
+            if (outs[i].stale)
+                fprintf(stderr, "ulysses explain: note: %s %s: removed %d temporary file%s left by an interrupted "
+                        "run\n", outs[i].what, outs[i].path, outs[i].stale, outs[i].stale > 1 ? "s" : "");
     }
+    const int need_fig = svg || html || json;
     xp_fig fig;
     memset(&fig, 0, sizeof fig);
+    /* --json: the JSON document replaces the text on stdout */
+    int saved_stdout = json ? explain_mute_stdout() : -1;
+    if (json && saved_stdout < 0) {
+        fprintf(stderr, "ulysses explain: --json: cannot redirect the text: %s\n", strerror(errno));
+        uly_out_discard(outs, 2);
+        return ULY_EXIT_RUNTIME;
+    }
     switch (c.method) {
     case ULY_METHOD_ULYSSES:
-        rc = explain_ulysses(&c, svg ? &fig : NULL);
+        rc = explain_ulysses(&c, need_fig ? &fig : NULL);
         break;
     case ULY_METHOD_MEGATRON_SP:
-        rc = explain_megatron(&c, svg ? &fig : NULL);
+        rc = explain_megatron(&c, need_fig ? &fig : NULL);
         break;
     default:
-        rc = explain_ring(&c, svg ? &fig : NULL);
+        rc = explain_ring(&c, need_fig ? &fig : NULL);
         break;
     }
-    if (!rc && svg) {
+    if (json && explain_unmute_stdout(saved_stdout) && !rc) {
+        fprintf(stderr, "ulysses explain: --json: cannot restore stdout: %s\n", strerror(errno));
+        rc = ULY_EXIT_RUNTIME;
+    }
+    if (!rc && need_fig) {
         fig.a = c.a;
         fig.plan = c.plan;
         fig.method = c.method;
@@ -1285,17 +1373,25 @@ int cmd_explain(int argc, char **argv)
     }
     if (!rc && svg) {
         char err[512];
-        rc = xp_draw(&fig, svg, out.tmp, err, sizeof err);
-        if (!rc && (uly_out_ready(&out) || uly_out_commit(&out, 1))) {
+        rc = xp_draw(&fig, svg, out->tmp, err, sizeof err);
+        if (!rc && uly_out_ready(out)) {
             snprintf(err, sizeof err, "%s", uly_base_last_error());
             rc = ULY_EXIT_RUNTIME;
         }
         if (rc)
             fprintf(stderr, "ulysses explain: %s\n", err);
-        else
-            printf("\nfigure written to %s\n", svg);
     }
-    uly_out_discard(&out, 1);
+    if (!rc && (html || json))
+        rc = explain_json_html(&fig, json, &outs[1]);
+    if (!rc && (svg || html) && uly_out_commit(svg ? outs : outs + 1, svg && html ? 2 : 1)) {
+        fprintf(stderr, "ulysses explain: %s\n", uly_base_last_error());
+        rc = ULY_EXIT_RUNTIME;
+    }
+    if (!rc && svg)
+        fprintf(json ? stderr : stdout, "%sfigure written to %s\n", json ? "ulysses explain: " : "\n", svg);
+    if (!rc && html)
+        fprintf(stderr, "ulysses explain: page written to %s\n", html);
+    uly_out_discard(outs, 2);
     xp_fig_free(&fig);
     return rc;
 }

@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "ulysses_plan.h"
 
@@ -113,6 +114,16 @@ void xp_grid_free(xp_grid *g);
  * .png or .pdf; file is path's temporary, base_out.h).  0 on success; else a
  * message naming path in err and 2 (bad extension) or 1 (drawing failed). */
 int xp_draw(const xp_fig *f, const char *path, const char *file, char *err, size_t errlen);
+
+/* The figure as one JSON document (explain_json.c; keys in doc/cli.md), or
+ * NULL out of memory.  Needs f->a, f->plan, f->method and f->grid filled. */
+struct json_t;
+struct json_t *xp_fig_json(const xp_fig *f);
+
+/* Write the self-contained page of `ulysses explain --html` to fp: the JSON
+ * document doc embedded, rendered by inline script (explain_html.c).  0, or
+ * -1 out of memory or a write error. */
+int xp_html(FILE *fp, const struct json_t *doc);
 
 /* Whether xp_draw is available in this build (cairo found by configure). */
 int xp_draw_available(void);
