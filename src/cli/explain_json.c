@@ -253,7 +253,13 @@ static int closed_form(json_t *root, const xp_fig *f, const uly_layout *L)
         }
         formula = "ring forward K, V = 2 (R-1) B (N/R) KV d e";
         v = 2.0 * (R - 1) * B * (N / R) * (double)kvh * d * es;
-        applies = !a->causal && !a->window && a->seq % (f->plan.zigzag ? 2 * R : R) == 0;
+        /* as the text decides: an even split and every hop carrying its block
+         * (a mask may make some unnecessary: uly_plan_ring_hold) */
+        applies = a->seq % (f->plan.zigzag ? 2 * R : R) == 0;
+        for (int r = 0; r < P && applies; r++)
+            for (int t = 0; t + 1 < R; t++)
+                if (!uly_plan_ring_hop(a, &f->plan, r, t, ULY_RING_K))
+                    applies = 0;
         break;
     }
     }
