@@ -506,21 +506,26 @@ static int weak_report(const opts *o, int64_t heads, const point *pts, int n, pl
                 continue;
             /* why the SP degree is below the GPU count */
             char why[160], with[200] = "", sl[32];
-            int auto_sp = p->sp == 0 && o->dp == 0;
-            int len;
-            if (auto_sp && p->tp <= 1)
-                len = snprintf(why, sizeof why, "capped at the %lld heads", (long long)heads);
-            else if (auto_sp)
-                len = snprintf(why, sizeof why, "capped at the heads per TP rank, tp %d", p->tp);
+            int meg = p->method == ULY_METHOD_MEGATRON_SP, tp = meg || p->tp < 1 ? 1 : p->tp;
+            int pp = p->pp < 1 ? 1 : p->pp, slot = gpus / tp / pp, len = 0;
+            int heads_cap = p->sp == 0 && o->dp == 0 && !(meg && p->tp) && p->rsp < slot;
+            if (meg && p->tp)
+                len = snprintf(why, sizeof why, "megatron-sp's SP degree is --tp %d; ", p->tp);
             else if (p->sp)
-                len = snprintf(why, sizeof why, "--sp %d", p->sp);
-            else
-                len = snprintf(why, sizeof why, "--dp %d", o->dp);
-            capped &= auto_sp && p->tp <= 1 && p->pp <= 1;
-            if (p->pp > 1 && len < (int)sizeof why)
-                len += snprintf(why + len, sizeof why - (size_t)len, ", pp %d", p->pp);
+                len = snprintf(why, sizeof why, "--sp %d; ", p->sp);
+            else if (o->dp)
+                len = snprintf(why, sizeof why, "--dp %d; ", o->dp);
+            else if (heads_cap && tp == 1)
+                len = snprintf(why, sizeof why, "capped at the %lld heads; ", (long long)heads);
+            else if (heads_cap)
+                len = snprintf(why, sizeof why, "capped at the %lld heads per TP rank; ", (long long)(heads / tp));
+            capped &= heads_cap && tp == 1 && pp == 1;
+            if (tp > 1 && len < (int)sizeof why)
+                len += snprintf(why + len, sizeof why - (size_t)len, "tp %d, ", tp);
+            if (pp > 1 && len < (int)sizeof why)
+                len += snprintf(why + len, sizeof why - (size_t)len, "pp %d, ", pp);
             if (len < (int)sizeof why)
-                snprintf(why + len, sizeof why - (size_t)len, "; dp %d", p->rdp);
+                snprintf(why + len, sizeof why - (size_t)len, "dp %d", p->rdp);
             /* the methods that ran with these degrees, when not all that ran */
             int nm = 0, all = 0;
             size_t wl = 0;
