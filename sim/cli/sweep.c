@@ -67,12 +67,13 @@ static const char *plot_terminal(const char *file)
     const char *slash = strrchr(file, '/');
     if (!dot || (slash && dot < slash))
         return NULL;
+    /* the height (pixels; inches for the PDF) grows with the legend */
     if (strcmp(dot, ".svg") == 0)
-        return "svg size 1000,700 dynamic font 'sans,12'";
+        return "svg size 1000,%d dynamic font 'sans,12'";
     if (strcmp(dot, ".png") == 0)
-        return "pngcairo size 1000,700 font 'sans,11'";
+        return "pngcairo size 1000,%d font 'sans,11'";
     if (strcmp(dot, ".pdf") == 0)
-        return "pdfcairo size 10in,7in font 'sans,11'";
+        return "pdfcairo size 10in,%.2fin font 'sans,11'";
     return NULL;
 }
 
@@ -123,7 +124,7 @@ static int x_values(const point *pts, int n, int ax, int64_t *vals)
 static const char *const palette[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9",
                                       "#000000", "#882255", "#999933", "#6A3D9A", "#B15928", "#44AA99"};
 #define NPAL ((int)(sizeof palette / sizeof palette[0]))
-static const int ptypes[] = {7, 5, 9, 11, 13, 15};
+static const int ptypes[] = {7, 5, 9, 11, 13, 15};   /* minus 1: the same, open */
 #define NPT ((int)(sizeof ptypes / sizeof ptypes[0]))
 
 /* What a sweep plot shows beyond the points: the title (one or two lines)
@@ -233,57 +234,23 @@ static int cmp_series_pt(const void *a, const void *b)
 }
 
 /* sid, rep: group_series; vals, order: room for n; flag: for nseries, zeroed. */
+/* Whether the k-th of the nv sorted x values gets a tick: all up to 16, then
+ * the powers of 2 on a log axis, every (nv / 16)-th on a linear one. */
+static int is_tick(const int64_t *vals, int nv, int logx, int k)
+{
+    if (nv <= 16)
+        return 1;
+    if (logx)
+        return (vals[k] & (vals[k] - 1)) == 0;
+    return k % ((nv + 15) / 16) == 0;
+}
+
 static void plot_script(FILE *g, const char *term, const plot_info *pi, const point *pts, int n, int ax,
                         int metric, const int *sid, const int *rep, int nseries, int64_t *vals, series_pt *order,
                         unsigned char *flag)
 {
     static const char *const ylabel[] = {"iteration time [s]", "throughput, Megatron formula [TFLOP/s/GPU]",
                                          "exposed communication [s]", "memory per GPU [GiB]"};
-    fprintf(g, "set terminal %s\nset output\n", term);
-    fprintf(g, "set title ");
-    uly_fput_quoted(g, pi->title, '\'', 1);
-    if (pi->title2) {
-        fprintf(g, " . \"\\n\" . ");
-        uly_fput_quoted(g, pi->title2, '\'', 1);
-    }
-    fprintf(g, " noenhanced\nset grid\n");
-    fprintf(g, "set xlabel '%s'\nset ylabel '%s'\n", ax_label[ax], ylabel[metric]);
-    if (metric == PLOT_TIME)
-        fprintf(g, "set logscale y\n");
-    /* explicit ticks at the swept values (at most 16: every step-th): 8K, 128K, 1M ... */
-    int nv = x_values(pts, n, ax, vals), step = (nv + 15) / 16;
-    int64_t lo = vals[0], hi = vals[nv - 1];
-    int logx = hi >= 4 * lo;
-    if (logx)
-        fprintf(g, "set logscale x 2\n");
-    fprintf(g, "set xtics (");
-    for (int k = 0; k < nv; k += step) {
-        char lab[32];
-        tick_label(vals[k], lab, sizeof lab);
-        fprintf(g, "%s\"%s\" %lld", k ? ", " : "", lab, (long long)vals[k]);
-    }
-    double xlo = lo == hi ? lo * 0.5 : (logx ? lo / 1.3 : lo - 0.05 * (hi - lo));
-    double xhi = lo == hi ? hi * 1.5 : (logx ? hi * 1.3 : hi + 0.05 * (hi - lo));
-    fprintf(g, ")\nset xrange [%g:%g]\n", xlo, xhi);
-    if (pi->nx2) {
-        /* the top axis: the same scale, labelled with what ran at each x */
-        if (logx)
-            fprintf(g, "set logscale x2 2\n");
-        fprintf(g, "set x2range [%g:%g]\nset x2tics nomirror (", xlo, xhi);
-        for (int k = 0, shown = 0; k < pi->nx2; k++) {
-            int tick = 0;
-            for (int v = 0; v < nv && !tick; v += step)
-                tick = vals[v] == pi->x2at[k];
-            if (!tick)
-                continue;
-            fprintf(g, "%s", shown++ ? ", " : "");
-            uly_fput_quoted(g, pi->x2lab[k], '\'', 1);
-            fprintf(g, " %lld", (long long)pi->x2at[k]);
-        }
-        fprintf(g, ")\nset xtics nomirror\nset x2label ");
-        uly_fput_quoted(g, pi->x2label, '\'', 1);
-        fprintf(g, " noenhanced\n");
-    }
     /* styles: colour (and point type) by method where there are several,
      * the other varying values by dash type; otherwise colour by series */
     int methods[ULY_METHOD_ALL + 1], nmeth = 0;
@@ -316,6 +283,60 @@ static void plot_script(FILE *g, const char *term, const plot_info *pi, const po
     int cols = (int)(120 / (longest + 8));
     cols = cols < 1 ? 1 : cols > nentries ? nentries : cols;
     int rows = (nentries + cols - 1) / cols;
+    int height = 620 + 20 * rows;
+    height = height < 700 ? 700 : height;
+    fprintf(g, "set terminal ");
+    if (strncmp(term, "pdf", 3) == 0)
+        fprintf(g, term, height / 100.0);
+    else
+        fprintf(g, term, height);
+    fprintf(g, "\nset output\n");
+    fprintf(g, "set title ");
+    uly_fput_quoted(g, pi->title, '\'', 1);
+    if (pi->title2) {
+        fprintf(g, " . \"\\n\" . ");
+        uly_fput_quoted(g, pi->title2, '\'', 1);
+    }
+    fprintf(g, " noenhanced\nset grid\n");
+    fprintf(g, "set xlabel '%s'\nset ylabel '%s'\n", ax_label[ax], ylabel[metric]);
+    if (metric == PLOT_TIME)
+        fprintf(g, "set logscale y\n");
+    /* ticks at the swept values, 8K, 128K, 1M ...; above 16 values the powers
+     * of 2 among them on a log axis, every step-th on a linear one */
+    int nv = x_values(pts, n, ax, vals), step = (nv + 15) / 16;
+    int64_t lo = vals[0], hi = vals[nv - 1];
+    int logx = hi >= 4 * lo;
+    if (logx)
+        fprintf(g, "set logscale x 2\n");
+    fprintf(g, "set xtics (");
+    for (int k = 0, shown = 0; k < nv; k++)
+        if (is_tick(vals, nv, logx, k)) {
+            char lab[32];
+            tick_label(vals[k], lab, sizeof lab);
+            fprintf(g, "%s\"%s\" %lld", shown++ ? ", " : "", lab, (long long)vals[k]);
+        }
+    double xlo = lo == hi ? lo * 0.5 : (logx ? lo / 1.3 : lo - 0.05 * (hi - lo));
+    double xhi = lo == hi ? hi * 1.5 : (logx ? hi * 1.3 : hi + 0.05 * (hi - lo));
+    fprintf(g, ")\nset xrange [%g:%g]\n", xlo, xhi);
+    if (pi->nx2) {
+        /* the top axis: the same scale, labelled with what ran at each x */
+        if (logx)
+            fprintf(g, "set logscale x2 2\n");
+        fprintf(g, "set x2range [%g:%g]\nset x2tics nomirror (", xlo, xhi);
+        for (int k = 0, shown = 0; k < pi->nx2; k++) {
+            int tick = 0;
+            for (int v = 0; v < nv && !tick; v++)
+                tick = vals[v] == pi->x2at[k] && is_tick(vals, nv, logx, v);
+            if (!tick)
+                continue;
+            fprintf(g, "%s", shown++ ? ", " : "");
+            uly_fput_quoted(g, pi->x2lab[k], '\'', 1);
+            fprintf(g, " %lld", (long long)pi->x2at[k]);
+        }
+        fprintf(g, ")\nset xtics nomirror\nset x2label ");
+        uly_fput_quoted(g, pi->x2label, '\'', 1);
+        fprintf(g, " noenhanced\n");
+    }
     fprintf(g, "set key at screen 0.5, screen 0.03 center bottom horizontal Left reverse noenhanced box "
                "maxcols %d maxrows %d\nset bmargin %d\n", cols, rows, 5 + (3 * rows + 1) / 2);
     fprintf(g, "plot ");
@@ -329,18 +350,19 @@ static void plot_script(FILE *g, const char *term, const plot_info *pi, const po
                 mo++;
             int oo = per_method[mo]++;
             c = mo % NPAL;
-            pt = ptypes[mo % NPT];
-            dt = 1 + (2 * oo + mo % 2) % 5;   /* every other method dashed: equal lines stay visible */
+            /* every other method dashed (equal lines stay visible); past 5 dashes, open points */
+            pt = ptypes[mo % NPT] - (oo / 5) % 2;
+            dt = 1 + (2 * oo + mo % 2) % 5;
         } else {
             c = s % NPAL;
-            pt = ptypes[s % NPT];
+            pt = ptypes[s % NPT] - (s / NPAL) % 2;
             dt = 1 + (s / NPAL) % 5;
         }
         char t[200];
         series_title(pts, n, sid, rep, s, ax, pi->tied_seq, t, sizeof t);
         /* a series with nothing to draw keeps its legend entry (NaN: no data) */
-        fprintf(g, "%s%s with linespoints lw 2 ps 1.2 lc rgb '%s' pt %d dt %d title ", s ? ", " : "",
-                flag[s] & 1 ? "'-' using 1:2" : "NaN", palette[c], pt, dt);
+        fprintf(g, "%s%s with linespoints lw 2 ps 1.2 lc rgb '%s' pt %d pi %d dt %d title ", s ? ", " : "",
+                flag[s] & 1 ? "'-' using 1:2" : "NaN", palette[c], pt, step, dt);
         uly_fput_quoted(g, t, '\'', 1);
         if (flag[s] & 2)  /* this series' points that do not fit, as crosses of its colour */
             fprintf(g, ", '-' using 1:2 with points pt 2 ps 2 lw 2 lc rgb '%s' notitle", palette[c]);
