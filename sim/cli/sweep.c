@@ -216,7 +216,7 @@ static void series_title(const point *pts, int n, const int *sid, const int *rep
         memcpy(t + size - 4, "...", 4);
 }
 
-/* The gnuplot script of the plot into g. */
+/* A point of a series, to sort by series, then x. */
 typedef struct series_pt {
     int sid;
     int64_t x;
@@ -233,7 +233,6 @@ static int cmp_series_pt(const void *a, const void *b)
     return p->i < q->i ? -1 : p->i > q->i;
 }
 
-/* sid, rep: group_series; vals, order: room for n; flag: for nseries, zeroed. */
 /* Whether the k-th of the nv sorted x values gets a tick: all up to 16, then
  * the powers of 2 on a log axis, every (nv / 16)-th on a linear one. */
 static int is_tick(const int64_t *vals, int nv, int logx, int k)
@@ -245,6 +244,8 @@ static int is_tick(const int64_t *vals, int nv, int logx, int k)
     return k % ((nv + 15) / 16) == 0;
 }
 
+/* The gnuplot script of the plot into g.  sid, rep: group_series; vals,
+ * order: room for n; flag: for nseries, zeroed. */
 static void plot_script(FILE *g, const char *term, const plot_info *pi, const point *pts, int n, int ax,
                         int metric, const int *sid, const int *rep, int nseries, int64_t *vals, series_pt *order,
                         unsigned char *flag)
