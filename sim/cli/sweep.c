@@ -410,6 +410,8 @@ static int plot(const char *file, int fd, const plot_info *pi, const point *pts,
     (void)ax;
     (void)metric;
     (void)nlines;
+    (void)plot_script;   /* the script is for gnuplot only */
+    (void)group_series;
     fprintf(stderr, "ulysses-sim: --plot %s: gnuplot was not found when ulysses-sim was configured; "
                     "install gnuplot and re-run configure\n", file);
     return 1;
