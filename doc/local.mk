@@ -34,6 +34,8 @@ EXTRA_DIST += tests/man.sh
 tutfigdir = $(docdir)/figures
 dist_tutfig_DATA = doc/figures/ulysses-4x8-gqa.png doc/figures/megatron-sp-4.png \
 	doc/figures/ring-causal-4.png doc/figures/zigzag-causal-4.png
+# The simulator's weak-scaling sweep plot (ulysses-sim sweep --plot; doc/simulator.md).
+dist_tutfig_DATA += doc/figures/sweep-weak.png
 EXTRA_DIST += doc/figures/RENDERER
 # Every command of doc/tutorial.md, run and compared.
 TESTS += tests/tutorial.sh

@@ -38,6 +38,21 @@ check "tp x pp x methods rows" test "$(wc -l < "$tmp/d.csv")" -eq 13
 check "tp 4 pp 2 row" grep -q "^ring-zigzag,dgx-h100,llama-3-8b,32,[0-9]*,4,.*,2,[0-9.]*,tp 4 " "$tmp/d.csv"
 "$SIM" sweep --seq-per-gpu 4K --gpus 8:32 --method ulysses > "$tmp/w.csv"
 check "weak scaling: sequence = 4K x GPUs" test "$(grep -c '^ulysses,dgx-a100-40g,gpt-7b,\(8,.*,32768\|16,.*,65536\|32,.*,131072\),' "$tmp/w.csv")" -eq 3
+# no GPU count beyond the 32 heads: every point ran at 4K tokens per SP rank, no note
+"$SIM" sweep --seq-per-gpu 4K --gpus 8:32 --method ulysses --out "$tmp/w.csv" 2> "$tmp/w.err"
+check "weak scaling within the heads: only the file named on stderr" \
+    test "$(cat "$tmp/w.err")" = "ulysses-sim: wrote $tmp/w.csv (3 rows)"
+# beyond the heads the SP degree stops at 32: a note for each GPU count where
+# sequence / SP degree (from the CSV) is not 4K, none elsewhere
+"$SIM" sweep --seq-per-gpu 4K --gpus 8:256 --out "$tmp/c.csv" 2> "$tmp/c.err"
+check "capped weak scaling exits 0" test $? -eq 0
+awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+    $col["seq_tokens"] / $col["sp"] != 4096 { print $col["gpus"] }' "$tmp/c.csv" | sort -un > "$tmp/c.want"
+sed -n 's/^ulysses-sim: note: --seq-per-gpu 4K at \([0-9]*\) GPUs: .*/\1/p' "$tmp/c.err" > "$tmp/c.got"
+check "capped SP degree: the CSV has such rows" test -s "$tmp/c.want"
+check "capped SP degree: one note per GPU count where sequence / sp is not 4K" cmp -s "$tmp/c.want" "$tmp/c.got"
+check "capped SP degree: the note says what ran and why" grep -qx "ulysses-sim: note: --seq-per-gpu 4K at 64 GPUs: the 256K-token sequence runs over SP degree 32 (capped at the 32 heads; dp 2), so each SP rank holds 8K tokens, not 4K" "$tmp/c.err"
+check "capped weak scaling: the CSV named" grep -qx "ulysses-sim: wrote $tmp/c.csv (30 rows)" "$tmp/c.err"
 "$SIM" sweep --seq 8K --seq-per-gpu 4K > /dev/null 2> "$tmp/x.err"
 check "--seq with --seq-per-gpu: exit 2" test $? -eq 2
 check "--seq with --seq-per-gpu: message" grep -q "exclusive" "$tmp/x.err"
@@ -46,10 +61,54 @@ check "--plot .gif refused with exit 2" test $? -eq 2
 check "--plot .gif: message names the formats" grep -q "the extension must name the format: .svg, .png or .pdf" "$tmp/g.err"
 check "--plot .gif: nothing written" test ! -e "$tmp/x.gif"
 
-# plot
+# plot (skipped with a message without gnuplot)
 if grep -q "define GNUPLOT_PATH" "$top_builddir/config.h" 2>/dev/null; then
-    "$SIM" sweep --seq 32K:128K --method ulysses,megatron-sp --out "$tmp/p.csv" --plot "$tmp/p.svg"
+    # the SVG's plots: gnuplot writes <g id="gnuplot_plot_N"><title>legend entry</title> for
+    # each; per plot its legend entry, its colour, and the moves (M) and lines (L)
+    # of its first path (the legend sample, then the data: one M per joined run)
+    plots() {
+        awk '/<g id="gnuplot_plot_/ { n++; t = $0; sub(/.*<title>/, "", t); sub(/<\/title>.*/, "", t); title[n] = t }
+            n && !(n in col) && match($0, /rgb\([ 0-9,]*\)/) { col[n] = substr($0, RSTART, RLENGTH) }
+            n && /<path stroke=.rgb/ && !(n in mv) { s = $0; sub(/.* d=./, "", s); sub(/\047.*/, "", s)
+                mv[n] = gsub(/M/, "M", s); ln[n] = gsub(/L/, "L", s) }
+            END { for (i = 1; i <= n; i++) printf "%s|%s|%d|%d\n", title[i], col[i], mv[i], ln[i] }' "$1"
+    }
+    # weak scaling capped at the heads: one joined line per method, methods as the CSV names them
+    "$SIM" sweep --seq-per-gpu 4K --gpus 8:256 --out "$tmp/c.csv" --plot "$tmp/c.svg" 2> "$tmp/c.err"
+    check "weak plot exits 0" test $? -eq 0
+    plots "$tmp/c.svg" > "$tmp/c.plots"
+    cut -d, -f1 "$tmp/c.csv" | sed 1d | awk '!seen[$0]++' > "$tmp/c.methods"
+    check "weak plot: one plot per method, named as in the CSV" sh -c "cut -d'|' -f1 '$tmp/c.plots' | cmp -s - '$tmp/c.methods'"
+    check "weak plot: 5 methods" test "$(wc -l < "$tmp/c.methods")" -eq 5
+    check "weak plot: distinct colours" test "$(cut -d'|' -f2 "$tmp/c.plots" | sort -u | grep -c rgb)" -eq 5
+    check "weak plot: each line joins its 6 GPU counts" test "$(grep -c '|2|6$' "$tmp/c.plots")" -eq 5
+    check "weak plot: the title says what ran" grep -q "sequence = 4K x GPUs; the SP degree is capped at the 32 heads from 64 GPUs: 4K to 32K tokens per SP rank ran (top axis)" "$tmp/c.svg"
+    check "weak plot: the top axis labels 32K tokens per SP rank" grep -q ">32K<" "$tmp/c.svg"
+    check "weak plot: the note on stderr" grep -q "note: --seq-per-gpu 4K at 256 GPUs: .* holds 32K tokens, not 4K" "$tmp/c.err"
+    check "weak plot: both files named" sh -c "grep -qx 'ulysses-sim: wrote $tmp/c.csv (30 rows)' '$tmp/c.err' && grep -qx 'ulysses-sim: wrote $tmp/c.svg (plot of iteration time: 5 lines)' '$tmp/c.err'"
+    "$SIM" sweep --seq-per-gpu 4K --gpus 8:32 --method ulysses,ring --plot "$tmp/w.svg" > /dev/null 2> "$tmp/w.err"
+    check "uncapped weak plot: the title says 4K tokens per GPU" grep -q "(weak scaling, 4K tokens per GPU: sequence = 4K x GPUs, SP degree = GPUs)" "$tmp/w.svg"
+    check "uncapped weak plot: no note" test "$(grep -c note "$tmp/w.err")" -eq 0
+    # strong scaling at --sp 64: points that cannot run leave a gap, said in the legend
+    "$SIM" sweep --seq 256K --gpus 8:512 --sp 64 --method ulysses,ring,usp --plot "$tmp/g.svg" > /dev/null 2> "$tmp/g.err"
+    plots "$tmp/g.svg" > "$tmp/g.plots"
+    check "strong plot: three lines, distinct colours" test "$(cut -d'|' -f2 "$tmp/g.plots" | sort -u | grep -c rgb)" -eq 3
+    check "strong plot: ulysses cannot run (64 > 32 heads), no line, said" \
+        grep -qx "ulysses (no line: cannot run at 8, 16, 32, 64 and 3 more GPUs)|.*|1|1" "$tmp/g.plots"
+    check "strong plot: ring from 64 GPUs, joined, the gap said" grep -qx "ring (no line: cannot run at 8, 16, 32 GPUs)|.*|2|4" "$tmp/g.plots"
+    check "strong plot: gnuplot quiet" test "$(grep -vc "^ulysses-sim: " "$tmp/g.err")" -eq 0
+    # a sweep over lengths at 2 GPU counts: a line per (method, GPUs), colour by method, dashes by GPUs
+    "$SIM" sweep --seq 32K:128K --gpus 16,32 --method ulysses,ring --plot "$tmp/q.svg" > /dev/null 2> /dev/null
+    plots "$tmp/q.svg" > "$tmp/q.plots"
+    check "sequence plot: a line per method and GPU count" test "$(cut -d'|' -f1 "$tmp/q.plots" | tr '\n' ';')" = "ulysses, 16 GPUs;ring, 16 GPUs;ulysses, 32 GPUs;ring, 32 GPUs;"
+    check "sequence plot: each joins its 3 lengths" test "$(grep -c '|2|3$' "$tmp/q.plots")" -eq 4
+    check "sequence plot: a colour per method" test "$(cut -d'|' -f2 "$tmp/q.plots" | sort -u | grep -c rgb)" -eq 2
+    grep -o "stroke-dasharray='[^']*'" "$tmp/q.svg" | sort -u > "$tmp/q.dash"
+    check "sequence plot: the GPU counts differ in dashes" test "$(wc -l < "$tmp/q.dash")" -ge 2
+    "$SIM" sweep --seq 32K:128K --method ulysses,megatron-sp --out "$tmp/p.csv" --plot "$tmp/p.svg" 2> "$tmp/p.err"
     check "plot exits 0" test $? -eq 0
+    check "plot and CSV named on stderr" test "$(cat "$tmp/p.err")" = "ulysses-sim: wrote $tmp/p.csv (6 rows)
+ulysses-sim: wrote $tmp/p.svg (plot of iteration time: 2 lines)"
     check "svg written" grep -q "<svg" "$tmp/p.svg"
     check "svg title names model, platform and methods" grep -q "gpt-7b on dgx-a100-40g: ulysses, megatron-sp" "$tmp/p.svg"
     check "readable ticks" grep -q ">128K<" "$tmp/p.svg"
@@ -64,7 +123,9 @@ if grep -q "define GNUPLOT_PATH" "$top_builddir/config.h" 2>/dev/null; then
     check "pdf is PDF" sh -c "head -c 4 '$tmp/p.pdf' | grep -q '%PDF'"
     "$SIM" sweep --seq 1M,4M --gpus 32 --method ulysses --plot "$tmp/oom.svg" > /dev/null
     check "out-of-memory points marked" grep -q "does not fit in HBM" "$tmp/oom.svg"
+    check "out-of-memory points left out of the line, said" grep -q "ulysses (no line: does not fit at 4M tokens)" "$tmp/oom.svg"
 else
+    echo "skip: the plot checks (gnuplot was not found by configure)"
     "$SIM" sweep --seq 32K --method ulysses --out "$tmp/p.csv" --plot "$tmp/p.svg" 2> "$tmp/p.err"
     check "plot without gnuplot fails" test $? -ne 0
     check "plot without gnuplot explains" grep -q "gnuplot was not found" "$tmp/p.err"
