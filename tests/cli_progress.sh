@@ -82,7 +82,9 @@ has sweep.tty "ulysses-sim sweep: 45 of 45 configurations" "sweep on a terminal:
 tty sweepq "$S $SW --quiet"
 hasnot sweepq.tty "ulysses-sim sweep:" "sweep --quiet: a progress line"
 "$S" $SW 2>"$W/sweep.err" >/dev/null || bad "sweep: exit $?"
-[ ! -s "$W/sweep.err" ] || bad "sweep, stderr a file: something in it"
+hasnot sweep.err "configurations" "sweep, stderr a file: the progress line is in it"
+[ "$(grep -vc "^ulysses-sim: wrote $W/sw.csv (45 rows)\$" "$W/sweep.err")" -eq 0 ] ||
+    bad "sweep, stderr a file: more than the line naming the CSV"
 tty plan "$S plan --gpus 16 --seq 32K --method ulysses,ring"
 has plan.tty "ulysses-sim plan (16 GPUs): simulating candidate" "plan on a terminal: no progress line"
 tty planq "$S plan --gpus 16 --seq 32K --method ulysses,ring --quiet"
