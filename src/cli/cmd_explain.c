@@ -198,8 +198,8 @@ void xp_fig_free(xp_fig *f)
     memset(f, 0, sizeof *f);
 }
 
-static xp_panel *new_panel(xp_fig *f, const char *arrow, const char *title, const char *caption,
-                           const char *yname, int64_t tokens, int64_t heads)
+static xp_panel *new_panel_kind(xp_fig *f, int kind, const char *arrow, const char *title, const char *caption,
+                                const char *yname, int64_t tokens, int64_t heads)
 {
     xp_panel *p = &f->panel[f->npanel];
     memset(p, 0, sizeof *p);
@@ -209,8 +209,16 @@ static xp_panel *new_panel(xp_fig *f, const char *arrow, const char *title, cons
     p->tokens = tokens;
     p->heads = heads;
     snprintf(f->arrow[f->npanel], sizeof f->arrow[0], "%s", arrow ? arrow : "");
+    f->arrow_kind[f->npanel] = kind;
     f->npanel++;
     return p;
+}
+
+/* A panel reached by a collective named `arrow` (NULL: the first panel). */
+static xp_panel *new_panel(xp_fig *f, const char *arrow, const char *title, const char *caption,
+                           const char *yname, int64_t tokens, int64_t heads)
+{
+    return new_panel_kind(f, XP_ARROW_COLLECTIVE, arrow, title, caption, yname, tokens, heads);
 }
 
 /* Append a matrix to the figure, taking ownership of *elems. */
@@ -567,7 +575,8 @@ static int explain_ulysses(const xcfg *c, xp_fig *fig)
                  "Ulysses: P = %d, N = %" PRId64 ", H = %" PRId64 ", Hkv = %" PRId64 ", B = %" PRId64, P, a->seq,
                  a->heads, a->kv_heads, a->batch);
         snprintf(fig->subtitle, sizeof fig->subtitle,
-                 "colour = rank whose tokens these are; hatched = KV head replicated on several ranks");
+                 "colour = rank whose tokens these are (local attention: the rank computing); hatched = KV head "
+                 "replicated");
         fig->P = P;
         p = new_panel(fig, NULL, "Q, K, V, O: sequence layout", "(B, n_r, H, d): tokens x query heads", "h",
                       a->seq, a->heads);
@@ -576,7 +585,7 @@ static int explain_ulysses(const xcfg *c, xp_fig *fig)
             if (q.tokens && add_block(p, r, r, q.tok_begin[0], q.tokens, 0, a->heads, 0, 0))
                 goto oom;
         }
-        p = new_panel(fig, "all-to-all Q", "Q: head layout", "(B, N, H_r, d)", "h", a->seq, a->heads);
+        p = new_panel(fig, "all-to-all Q, K, V", "Q: head layout", "(B, N, H_r, d)", "h", a->seq, a->heads);
         for (int r = 0; r < P; r++)
             for (int s = 0; s < P; s++) {
                 const uly_rank_part q = part(L, r), t = part(L, s);
@@ -584,8 +593,9 @@ static int explain_ulysses(const xcfg *c, xp_fig *fig)
                     add_block(p, r, s, t.tok_begin[0], t.tokens, q.head_begin, q.head_count, 0, 0))
                     goto oom;
             }
-        p = new_panel(fig, "all-to-all K, V", "K, V: head layout", rep ? "(B, N, KV_r, d), * = replicated" : "(B, N, KV_r, d)",
-                      "kv", a->seq, a->kv_heads);
+        p = new_panel_kind(fig, XP_ARROW_NONE, NULL, "K, V: head layout",
+                           rep ? "(B, N, KV_r, d), hatched = replicated" : "(B, N, KV_r, d)", "kv", a->seq,
+                           a->kv_heads);
         for (int r = 0; r < P; r++)
             for (int s = 0; s < P; s++) {
                 const uly_rank_part q = part(L, r), t = part(L, s);
@@ -593,6 +603,17 @@ static int explain_ulysses(const xcfg *c, xp_fig *fig)
                     if (t.tokens && add_block(p, r, s, t.tok_begin[0], t.tokens, k, 1, kv_shared(L, P, k), 0))
                         goto oom;
             }
+        {
+            char t[80], cap[80];
+            snprintf(t, sizeof t, "local attention: all N tokens x H/P heads");
+            snprintf(cap, sizeof cap, "O_r (B, N, H_r, d): rank r computes its heads");
+            p = new_panel_kind(fig, XP_ARROW_LOCAL, "attention", t, cap, "h", a->seq, a->heads);
+        }
+        for (int r = 0; r < P; r++) {
+            const uly_rank_part q = part(L, r);
+            if (q.head_count && add_block(p, r, r, 0, a->seq, q.head_begin, q.head_count, 0, 0))
+                goto oom;
+        }
         p = new_panel(fig, "all-to-all O", "O: sequence layout again", "(B, n_r, H, d)", "h", a->seq, a->heads);
         for (int r = 0; r < P; r++)
             for (int s = 0; s < P; s++) {
@@ -1048,8 +1069,8 @@ static int explain_ring(const xcfg *c, xp_fig *fig)
                  "%s: P = %d%s, N = %" PRId64 ", H = %" PRId64 ", Hkv = %" PRId64 "%s", uly_method_name(pl->method), P,
                  usp ? (snprintf(b3, sizeof b3, " (U %d x R %d)", U, R), b3) : "", a->seq, a->heads, a->kv_heads,
                  a->causal ? ", causal" : "");
-        snprintf(fig->subtitle, sizeof fig->subtitle,
-                 "colour = rank whose tokens these are; bars: work per step (label: the K, V block's ring position)");
+        snprintf(fig->subtitle, sizeof fig->subtitle, "colour = rank whose tokens these are; below: who computes "
+                 "which query x key block%s", ag ? "" : ", and at which ring step");
         fig->P = P;
         xp_panel *p = new_panel(fig, NULL, "Q, K, V: input shards", "tokens held by each rank, every head", "h",
                                 a->seq, a->heads);
@@ -1078,6 +1099,29 @@ static int explain_ring(const xcfg *c, xp_fig *fig)
                 }
             }
         }
+        if (ag) {
+            p = new_panel(fig, "all-gather K, V", "K, V after the all-gather", "all N tokens on every rank", "kv",
+                          a->seq, a->kv_heads);
+            for (int r = 0; r < P; r++)
+                for (int s = 0; s < P; s++) {
+                    int64_t tb[2], tc[2];
+                    int nt = uly_plan_tokens(pl, a->seq, s, tb, tc);
+                    for (int x = 0; x < nt; x++)
+                        if (tc[x] && add_block(p, r, s, tb[x], tc[x], 0, a->kv_heads, 0, 0))
+                            goto oom;
+                }
+            p = new_panel_kind(fig, XP_ARROW_LOCAL, "attention", "local attention: own queries x all keys",
+                               "O_r (B, n_r, H, d): the rank's own tokens", "h", a->seq, a->heads);
+            for (int r = 0; r < P; r++) {
+                int64_t tb[2], tc[2];
+                int nt = uly_plan_tokens(pl, a->seq, r, tb, tc);
+                for (int x = 0; x < nt; x++)
+                    if (tc[x] && add_block(p, r, r, tb[x], tc[x], 0, a->heads, 0, 0))
+                        goto oom;
+            }
+        }
+        /* the work per step stays in the model (--json); the figure draws
+         * the grid's per-rank totals */
         xp_bars *bar = &fig->bars[fig->nbars++];
         snprintf(bar->title, sizeof bar->title, "work per rank and step (visible pairs x heads)%s",
                  a->causal ? ", causal" : "");
@@ -1242,9 +1286,9 @@ int cmd_explain(int argc, char **argv)
             fprintf(stderr, "ulysses explain: --svg %s: the file name must end in .svg, .png or .pdf\n", svg);
             return EXIT_BADINPUT;
         }
-        if (!xp_draw_available()) {
-            fprintf(stderr, "ulysses explain: --svg: this build has no drawing support (configure found no "
-                            "cairo; Debian: apt-get install libcairo2-dev, then reconfigure)\n");
+        if (strcmp(dot, ".svg") && !xp_draw_available()) {
+            fprintf(stderr, "ulysses explain: --svg %s: this build has no PNG or PDF support (configure found no "
+                            "cairo; Debian: apt-get install libcairo2-dev, then reconfigure); .svg works\n", svg);
             return EXIT_BADINPUT;
         }
     }
@@ -1293,7 +1337,7 @@ int cmd_explain(int argc, char **argv)
         if (rc)
             fprintf(stderr, "ulysses explain: %s\n", err);
         else
-            printf("\nfigure written to %s\n", svg);
+            fprintf(stderr, "ulysses explain: figure written to %s\n", svg);
     }
     uly_out_discard(&out, 1);
     xp_fig_free(&fig);

@@ -84,6 +84,11 @@ typedef struct xp_grid {
     unsigned char *mask;     /* N x N visibility of batch row 0 when N <= XP_FINE_MAX, else NULL */
 } xp_grid;
 
+/* What leads from panel i-1 to panel i: a collective (a solid arrow named by
+ * it), local computation (a dashed arrow: no communication), or nothing (the
+ * same stage, another tensor). */
+enum { XP_ARROW_COLLECTIVE = 0, XP_ARROW_LOCAL = 1, XP_ARROW_NONE = 2 };
+
 typedef struct xp_fig {
     char title[160];
     char subtitle[160];
@@ -91,6 +96,7 @@ typedef struct xp_fig {
     int npanel, nmatrix, nbars;
     xp_panel panel[XP_MAX_PANELS];
     char arrow[XP_MAX_PANELS][32];   /* label of the arrow into panel i (i >= 1) */
+    int arrow_kind[XP_MAX_PANELS];   /* XP_ARROW_*: what leads into panel i */
     xp_matrix matrix[XP_MAX_MATRICES];
     xp_bars bars[XP_MAX_BARS];
     xp_grid grid;
@@ -114,7 +120,8 @@ void xp_grid_free(xp_grid *g);
  * message naming path in err and 2 (bad extension) or 1 (drawing failed). */
 int xp_draw(const xp_fig *f, const char *path, const char *file, char *err, size_t errlen);
 
-/* Whether xp_draw is available in this build (cairo found by configure). */
+/* Whether xp_draw can write .png and .pdf in this build (cairo found by
+ * configure); .svg is written without cairo and is always available. */
 int xp_draw_available(void);
 
 #endif
