@@ -34,6 +34,9 @@ static const char *const dtype_names[] = {"f32", "f64", NULL};
  * P^2 beyond); DRAW_MAX_P: a figure gives each rank one band and the send
  * matrices P x P cells, unreadable (and P^2 bytes: 85 MB at 256) beyond. */
 enum { MATRIX_MAX_P = 16, TABLE_MAX_P = 64, RANKS_MAX = 1024, DRAW_MAX_P = 64 };
+/* --docs: at most DOCS_MAX documents, and B x (D + 1) offsets at most
+ * DOC_OFFSETS_MAX (every batch row has the same documents). */
+enum { DOCS_MAX = 4096, DOC_OFFSETS_MAX = 1 << 22 };
 
 typedef struct xcfg {
     uly_attn_desc a;
@@ -41,13 +44,14 @@ typedef struct xcfg {
     uly_sp_plan plan;     /* the method's plan; megatron-sp: a ulysses plan of P ranks (its partitions) */
     uly_layout L;         /* what every rank holds (ulysses, megatron-sp), from plan */
     const char *svg;
+    int64_t *doc_len;     /* --docs: the D document lengths, or NULL */
 } xcfg;
 
 static const char synopsis[] =
     "explain --ranks P [--seq N] [--heads H] [--kv-heads Hkv] [--batch B] [--head-dim d]\n"
     "               [--dtype f32|f64] [--method ulysses|ring|zigzag|allgather|usp|megatron-sp]\n"
     "               [--ulysses-degree U] [--placement ulysses-inner|ring-inner] [--causal] [--window W]\n"
-    "               [--svg FILE.svg|.png|.pdf]\n"
+    "               [--docs L1,L2,...] [--svg FILE.svg|.png|.pdf]\n"
     "Explains one attention layer on P ranks, step by step: what each rank holds before and\n"
     "after every collective (tokens x heads), the P x P send matrices, per-rank totals and the\n"
     "closed-form volume checked against them.  Needs no MPI.  Every term printed is defined in\n"
@@ -254,6 +258,78 @@ static void shape_line(const xcfg *c)
         printf("mask    window: query i sees keys |i-j| < %" PRId64 "\n", a->window);
     else
         printf("mask    none: every query sees every key\n");
+    if (a->doc_offsets) {
+        printf("docs    %" PRId64 " packed document%s of", a->docs, a->docs > 1 ? "s" : "");
+        for (int64_t i = 0; i < a->docs && i < 16; i++)
+            printf("%s %" PRId64, i ? "," : "", a->doc_offsets[i + 1] - a->doc_offsets[i]);
+        printf("%s tokens (in every batch row): tokens", a->docs > 16 ? ", ..." : "");
+        char b[RNG_LEN];
+        for (int64_t i = 0; i < a->docs && i < 16; i++)
+            printf("%s %s", i ? "," : "", rng(b, sizeof b, a->doc_offsets[i], a->doc_offsets[i + 1] - a->doc_offsets[i]));
+        printf("%s;\n        a query sees only keys of its own document (and the mask above)\n", a->docs > 16 ? ", ..." : "");
+    }
+}
+
+/* --docs L1,L2,...: the document lengths, positive integers; their count in
+ * *n.  0, or a message in err and EXIT_BADINPUT. */
+static int parse_docs(const char *s, int64_t **len, int64_t *n, char *err, size_t errlen)
+{
+    *len = NULL;
+    *n = 0;
+    if (!*s) {
+        snprintf(err, errlen, "--docs: empty list (give the document lengths, e.g. --docs 4,12)");
+        return EXIT_BADINPUT;
+    }
+    int64_t count = 1, sum = 0;
+    for (const char *p = s; *p; p++)
+        count += *p == ',';
+    if (count > DOCS_MAX) {
+        snprintf(err, errlen, "--docs: %" PRId64 " documents, at most %d", count, DOCS_MAX);
+        return EXIT_BADINPUT;
+    }
+    int64_t *v = calloc((size_t)count, sizeof *v);
+    if (!v) {
+        snprintf(err, errlen, "out of memory");
+        return 1;
+    }
+    const char *p = s;
+    for (int64_t i = 0; i < count; i++) {
+        const char *end = strchr(p, ',');
+        size_t l = end ? (size_t)(end - p) : strlen(p);
+        char word[32];
+        int ok = l > 0 && l < sizeof word;
+        int64_t x = 0;
+        if (ok) {
+            memcpy(word, p, l);
+            word[l] = 0;
+            for (size_t k = 0; k < l && ok; k++)
+                ok = word[k] >= '0' && word[k] <= '9';
+            if (ok) {
+                errno = 0;
+                char *e;
+                long long y = strtoll(word, &e, 10);
+                ok = !errno && *e == 0 && y > 0 && y <= (1LL << 40);
+                x = y;
+            }
+        }
+        if (!ok) {
+            snprintf(err, errlen, "--docs: document %" PRId64 " length '%.*s' is not a positive integer (at most 2^40)",
+                     i + 1, (int)(l < 32 ? l : 32), p);
+            free(v);
+            return EXIT_BADINPUT;
+        }
+        v[i] = x;
+        sum += x;
+        if (sum > (1LL << 40)) {
+            snprintf(err, errlen, "--docs: the lengths sum to more than 2^40 tokens");
+            free(v);
+            return EXIT_BADINPUT;
+        }
+        p = end ? end + 1 : p + l;
+    }
+    *len = v;
+    *n = count;
+    return 0;
 }
 
 /* Print how n items split over P parts (uly_split). */
@@ -605,8 +681,8 @@ static int explain_ulysses(const xcfg *c, xp_fig *fig)
             }
         {
             char t[80], cap[80];
-            snprintf(t, sizeof t, "local attention: all N tokens x H/P heads");
-            snprintf(cap, sizeof cap, "O_r (B, N, H_r, d): rank r computes its heads");
+            snprintf(t, sizeof t, "local attention");
+            snprintf(cap, sizeof cap, "all N tokens x H/P heads: O_r (B, N, H_r, d)");
             p = new_panel_kind(fig, XP_ARROW_LOCAL, "attention", t, cap, "h", a->seq, a->heads);
         }
         for (int r = 0; r < P; r++) {
@@ -1110,8 +1186,8 @@ static int explain_ring(const xcfg *c, xp_fig *fig)
                         if (tc[x] && add_block(p, r, s, tb[x], tc[x], 0, a->kv_heads, 0, 0))
                             goto oom;
                 }
-            p = new_panel_kind(fig, XP_ARROW_LOCAL, "attention", "local attention: own queries x all keys",
-                               "O_r (B, n_r, H, d): the rank's own tokens", "h", a->seq, a->heads);
+            p = new_panel_kind(fig, XP_ARROW_LOCAL, "attention", "local attention",
+                               "own queries x all N keys: O_r (B, n_r, H, d)", "h", a->seq, a->heads);
             for (int r = 0; r < P; r++) {
                 int64_t tb[2], tc[2];
                 int nt = uly_plan_tokens(pl, a->seq, r, tb, tc);
@@ -1183,14 +1259,17 @@ static int check_shape(const xcfg *c)
     return 0;
 }
 
-int cmd_explain(int argc, char **argv)
+/* The command; *owned collects what it allocated for the problem (the
+ * document offsets), freed by cmd_explain on every way out. */
+static int explain_command(int argc, char **argv, int64_t **owned)
 {
     xcfg c;
     memset(&c, 0, sizeof c);
     int64_t P = 0, batch = 1, seq = 16, heads = 8, kv = 0, dim = 64, window = 0;
     int64_t udeg = 0;
     int causal = 0, dtype = 0, method = 0, placement = 0, seen_ranks = 0, seen_udeg = 0, seen_place = 0;
-    const char *svg = NULL;
+    const char *svg = NULL, *docs = NULL;
+    int seen_seq = 0;
     /* the choices of --method: the one name table (uly_method_name), indexed by uly_method */
     const char *method_names[ULY_METHOD_ALL + 1];
     for (int m = 0; m < ULY_METHOD_ALL; m++)
@@ -1199,7 +1278,8 @@ int cmd_explain(int argc, char **argv)
     const arg_opt opts[] = {
         {"ranks", ARG_INT, &P, 1, RANKS_MAX, "P", "number of ranks (GPUs) P (required; with --svg at most 64)", NULL,
          &seen_ranks},
-        {"seq", ARG_INT, &seq, 1, (int64_t)1 << 40, "N", "sequence length N (default 16)", NULL, NULL},
+        {"seq", ARG_INT, &seq, 1, (int64_t)1 << 40, "N", "sequence length N (default 16; with --docs, their sum)", NULL,
+         &seen_seq},
         {"heads", ARG_INT, &heads, 1, 1 << 20, "H", "query heads (default 8)", NULL, NULL},
         {"kv-heads", ARG_INT, &kv, 1, 1 << 20, "Hkv", "key/value heads, H % Hkv == 0 (default H)", NULL, NULL},
         {"batch", ARG_INT, &batch, 1, 1 << 20, "B", "batch size (default 1)", NULL, NULL},
@@ -1216,6 +1296,8 @@ int cmd_explain(int argc, char **argv)
          &seen_place},
         {"causal", ARG_FLAG, &causal, 0, 0, NULL, "causal mask (changes the work, not the volume)", NULL, NULL},
         {"window", ARG_INT, &window, 1, (int64_t)1 << 40, "W", "sliding window (as in ulysses attn)", NULL, NULL},
+        {"docs", ARG_STR, &docs, 0, 0, "L1,L2,...",
+         "packed documents: their lengths, summing to N (a query sees only its own document's keys)", NULL, NULL},
         {"svg", ARG_STR, &svg, 0, 0, "FILE", "also draw the layouts: FILE.svg, .png or .pdf (cairo); P <= 64 (one band per rank)", NULL, NULL},
         {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
     };
@@ -1244,6 +1326,42 @@ int cmd_explain(int argc, char **argv)
     c.a.causal = causal;
     c.a.window = window;
     c.a.dtype = dtype == 0 ? ULY_F32 : ULY_F64;
+    if (docs) {
+        int64_t D = 0, sum = 0;
+        int drc = parse_docs(docs, &c.doc_len, &D, msg, sizeof msg);
+        *owned = c.doc_len;
+        if (drc) {
+            fprintf(stderr, "ulysses explain: %s\n", msg);
+            return drc;
+        }
+        for (int64_t i = 0; i < D; i++)
+            sum += c.doc_len[i];
+        if (seen_seq && sum != seq) {
+            fprintf(stderr, "ulysses explain: --docs: the document lengths sum to %" PRId64 ", not --seq %" PRId64 "\n",
+                    sum, seq);
+            return EXIT_BADINPUT;
+        }
+        if (batch * (D + 1) > DOC_OFFSETS_MAX) {
+            fprintf(stderr, "ulysses explain: --docs: %" PRId64 " documents x --batch %" PRId64 " rows: more than %d "
+                    "offsets\n", D, batch, DOC_OFFSETS_MAX);
+            return EXIT_BADINPUT;
+        }
+        int64_t *off = calloc((size_t)(batch * (D + 1)), sizeof *off);
+        if (!off) {
+            fprintf(stderr, "ulysses explain: out of memory\n");
+            return ULY_EXIT_RUNTIME;
+        }
+        /* the same documents in every batch row */
+        for (int64_t b = 0; b < batch; b++)
+            for (int64_t i = 0; i < D; i++)
+                off[b * (D + 1) + i + 1] = off[b * (D + 1) + i] + c.doc_len[i];
+        free(c.doc_len);
+        c.doc_len = off;
+        *owned = off;
+        c.a.seq = sum;
+        c.a.doc_offsets = off;
+        c.a.docs = D;
+    }
     if ((seen_udeg || seen_place) && method != ULY_METHOD_USP) {
         fprintf(stderr, "ulysses explain: --%s applies to --method usp only\n",
                 seen_udeg ? "ulysses-degree" : "placement");
@@ -1341,5 +1459,13 @@ int cmd_explain(int argc, char **argv)
     }
     uly_out_discard(&out, 1);
     xp_fig_free(&fig);
+    return rc;
+}
+
+int cmd_explain(int argc, char **argv)
+{
+    int64_t *owned = NULL;
+    int rc = explain_command(argc, argv, &owned);
+    free(owned);
     return rc;
 }

@@ -66,8 +66,6 @@ static cv_rgb colour(int r, double lighten)
     return (cv_rgb){c.r + (1 - c.r) * lighten, c.g + (1 - c.g) * lighten, c.b + (1 - c.b) * lighten};
 }
 
-static int dark(cv_rgb c) { return 0.299 * c.r + 0.587 * c.g + 0.114 * c.b < 0.5; }
-
 /* geometry */
 enum { MARGIN = 20, LABEL_W = 36, PANEL_W = 190, GAP_W = 80, BAND_GAP = 8, TITLE_H = 58, PTITLE_H = 34,
        CAPTION_H = 26, MAT_MAX = 210, SECTION_GAP = 34 };
@@ -160,9 +158,9 @@ static void two_lines(const char *label, char *a, char *b, size_t n)
     b[0] = 0;
     if (strlen(a) <= 13)
         return;
-    size_t mid = strlen(a) / 2, best = 0;
+    size_t half = strlen(a) / 2, best = 0;
     for (size_t i = 1; a[i]; i++)
-        if (a[i] == ' ' && (!best || (i > mid ? i - mid : mid - i) < (best > mid ? best - mid : mid - best)))
+        if (a[i] == ' ' && (!best || (i > half ? i - half : half - i) < (best > half ? best - half : half - best)))
             best = i;
     if (!best)
         return;
@@ -185,7 +183,7 @@ static void draw_arrow(cv *c, double x0, double x1, double y, const char *label,
     cv_text(c, (x0 + x1) / 2, y - (b[0] ? 20 : 8), fs, !local, CV_CENTRE, 0, ink, a);
     if (b[0])
         cv_text(c, (x0 + x1) / 2, y - 8, fs, !local, CV_CENTRE, 0, ink, b);
-    cv_text(c, (x0 + x1) / 2, y + 14, 7.5, 0, CV_CENTRE, 0, mid, local ? "(local, no communication)" : "(collective)");
+    cv_text(c, (x0 + x1) / 2, y + 14, 7.5, 0, CV_CENTRE, 0, mid, local ? "(no communication)" : "(collective)");
 }
 
 static double layouts_height(const xp_fig *f, double bh)
@@ -582,7 +580,7 @@ static double draw_grid_section(cv *c, const xp_fig *f, double y)
     cv_text(c, MARGIN + 12, y0 + S / 2, 9, 0, CV_CENTRE, 1, ink, "query tokens (down)");
     const double s = S / (double)g->tokens;
     int every = label_every(g, S);
-    char buf[64];
+    char buf[128];
     for (int b = 0; b <= g->nb; b++) {
         if (b % every && b != g->nb)
             continue;
@@ -638,11 +636,14 @@ static double draw_grid_section(cv *c, const xp_fig *f, double y)
                     : "white = masked block (no visible pair)");
     ly += 12;
     if (g->ngroup > 1 && g->gsize > 1) {
-        int n = snprintf(buf, sizeof buf, "pos 0 = ranks");
-        for (int u = 0; u < g->gsize && n < (int)sizeof buf - 8; u++)
-            n += snprintf(buf + n, sizeof buf - (size_t)n, " %d", g->granks[u]);
-        cv_text(c, x0, ly, 8.5, 0, CV_LEFT, 0, ink, buf);
-        ly += 12;
+        /* the members of each ring position, up to 8 positions */
+        for (int grp = 0; grp < g->ngroup && grp < 8; grp++) {
+            int n = snprintf(buf, sizeof buf, "pos %d = ranks", grp);
+            for (int u = 0; u < g->gsize && n < (int)sizeof buf - 8; u++)
+                n += snprintf(buf + n, sizeof buf - (size_t)n, " %d", g->granks[grp * g->gsize + u]);
+            cv_text(c, x0, ly, 8.5, 0, CV_LEFT, 0, ink, buf);
+            ly += 12;
+        }
     }
     /* work beside */
     double wx = x0 + S + 60;
