@@ -235,6 +235,20 @@ static void add_matrix(xp_fig *f, const char *title, int P, uint64_t **elems)
     *elems = NULL;
 }
 
+/* ", causal, window 8, documents 4+12" for the figure titles */
+static const char *mask_words(const uly_attn_desc *a, char *buf, size_t n)
+{
+    int k = snprintf(buf, n, "%s", a->causal ? ", causal" : "");
+    if (a->window && k < (int)n)
+        k += snprintf(buf + k, n - (size_t)k, ", window %" PRId64, a->window);
+    if (a->doc_offsets && k < (int)n) {
+        k += snprintf(buf + k, n - (size_t)k, ", documents ");
+        for (int64_t i = 0; i < a->docs && k < (int)n - 12; i++)
+            k += snprintf(buf + k, n - (size_t)k, "%s%" PRId64, i ? "+" : "", a->doc_offsets[i + 1] - a->doc_offsets[i]);
+    }
+    return buf;
+}
+
 static void shape_line(const xcfg *c)
 {
     const uly_attn_desc *a = &c->a;
@@ -648,8 +662,8 @@ static int explain_ulysses(const xcfg *c, xp_fig *fig)
     if (fig) {
         xp_panel *p;
         snprintf(fig->title, sizeof fig->title,
-                 "Ulysses: P = %d, N = %" PRId64 ", H = %" PRId64 ", Hkv = %" PRId64 ", B = %" PRId64, P, a->seq,
-                 a->heads, a->kv_heads, a->batch);
+                 "Ulysses: P = %d, N = %" PRId64 ", H = %" PRId64 ", Hkv = %" PRId64 ", B = %" PRId64 "%s", P,
+                 a->seq, a->heads, a->kv_heads, a->batch, mask_words(a, b4, sizeof b4));
         snprintf(fig->subtitle, sizeof fig->subtitle,
                  "colour = rank whose tokens these are (local attention: the rank computing); hatched = KV head "
                  "replicated");
@@ -811,8 +825,8 @@ static int explain_megatron(const xcfg *c, xp_fig *fig)
     if (fig) {
         xp_panel *p;
         snprintf(fig->title, sizeof fig->title,
-                 "Megatron-SP: t = P = %d, N = %" PRId64 ", H = %" PRId64 ", B = %" PRId64, P, a->seq, a->heads,
-                 a->batch);
+                 "Megatron-SP: t = P = %d, N = %" PRId64 ", H = %" PRId64 ", B = %" PRId64 "%s", P, a->seq, a->heads,
+                 a->batch, mask_words(a, b3, sizeof b3));
         snprintf(fig->subtitle, sizeof fig->subtitle,
                  "colour = rank whose tokens these are; light = partial sums before the reduce-scatter");
         fig->P = P;
@@ -1144,7 +1158,7 @@ static int explain_ring(const xcfg *c, xp_fig *fig)
         snprintf(fig->title, sizeof fig->title,
                  "%s: P = %d%s, N = %" PRId64 ", H = %" PRId64 ", Hkv = %" PRId64 "%s", uly_method_name(pl->method), P,
                  usp ? (snprintf(b3, sizeof b3, " (U %d x R %d)", U, R), b3) : "", a->seq, a->heads, a->kv_heads,
-                 a->causal ? ", causal" : "");
+                 mask_words(a, b2, sizeof b2));
         snprintf(fig->subtitle, sizeof fig->subtitle, "colour = rank whose tokens these are; below: who computes "
                  "which query x key block%s", ag ? "" : ", and at which ring step");
         fig->P = P;

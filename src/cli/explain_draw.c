@@ -21,7 +21,7 @@
  *   - the send matrices, numbered up to P = 16.
  *
  * Colours: a fixed 32-colour qualitative palette (Okabe-Ito, Tableau,
- * Kelly's colours of maximum contrast), distinct up to 32 ranks; every row
+ * Kelly's colours of maximum contrast, a few ColorBrewer ones), distinct up to 32 ranks; every row
  * of the mask grid and every band is also labelled with its rank number, so
  * that beyond 32 (the palette repeats) the labels tell the ranks apart.
  *
@@ -48,10 +48,10 @@ static const cv_rgb palette[] = {
     {0.902, 0.624, 0.000}, {0.337, 0.706, 0.914}, {0.000, 0.620, 0.451}, {0.941, 0.894, 0.259},
     {0.000, 0.447, 0.698}, {0.835, 0.369, 0.000}, {0.800, 0.475, 0.655}, {0.600, 0.600, 0.600},
     {0.549, 0.337, 0.294}, {0.737, 0.741, 0.133}, {0.090, 0.745, 0.812}, {0.580, 0.404, 0.741},
-    {0.745, 0.000, 0.196}, {0.631, 0.792, 0.945}, {0.000, 0.533, 0.337}, {0.902, 0.561, 0.675},
+    {0.745, 0.000, 0.196}, {0.792, 0.698, 0.839}, {0.651, 0.463, 0.114}, {0.902, 0.561, 0.675},
     {0.376, 0.306, 0.592}, {0.976, 0.576, 0.475}, {0.533, 0.176, 0.090}, {0.553, 0.714, 0.000},
     {0.169, 0.239, 0.149}, {0.761, 0.698, 0.502}, {0.106, 0.106, 0.561}, {0.702, 0.267, 0.424},
-    {0.396, 0.271, 0.133}, {0.863, 0.827, 0.000}, {0.000, 0.400, 0.400}, {1.000, 0.000, 1.000},
+    {0.396, 0.271, 0.133}, {0.698, 0.875, 0.541}, {0.000, 0.400, 0.400}, {1.000, 0.000, 1.000},
     {0.420, 0.557, 0.137}, {0.000, 0.800, 0.400}, {0.439, 0.502, 0.565}, {0.400, 0.000, 0.000},
 };
 enum { NPAL = sizeof palette / sizeof palette[0] };
@@ -430,6 +430,13 @@ static void draw_grid(cv *c, const xp_fig *f, double x0, double y0, double S, in
         line2(c, x0, y0 + t, x0 + S, y0 + t, faint, 0.6);
     }
     cv_rect(c, x0, y0, S, S, NULL, &mid, 0.8, NULL, NULL);
+    /* the documents (batch row 0's): boxes on the diagonal */
+    if (f->a.doc_offsets && f->a.docs > 1)
+        for (int64_t d = 0; d < f->a.docs; d++) {
+            double a0 = (double)f->a.doc_offsets[d] * s, a1 = (double)f->a.doc_offsets[d + 1] * s;
+            if (a1 > a0)
+                cv_rect(c, x0 + a0, y0 + a0, a1 - a0, a1 - a0, NULL, &black, step < 0 ? 1.6 : 1.0, NULL, NULL);
+        }
     /* ring steps */
     if (step >= 0 || g->steps <= 1)
         return;
@@ -468,8 +475,8 @@ static double grid_side(const xp_grid *g)
     double S = g->nb * 30.0;
     if (S < 220)
         S = 220;
-    if (S > 400)
-        S = 400;
+    if (S > 640)
+        S = 640;
     return S;
 }
 
@@ -635,6 +642,10 @@ static double draw_grid_section(cv *c, const xp_fig *f, double y)
             g->mask ? "white = masked block; pale = masked pairs inside a computed block"
                     : "white = masked block (no visible pair)");
     ly += 12;
+    if (f->a.doc_offsets && f->a.docs > 1) {
+        cv_text(c, x0, ly, 8.5, 0, CV_LEFT, 0, ink, "black boxes = the packed documents (queries see their own only)");
+        ly += 12;
+    }
     if (g->ngroup > 1 && g->gsize > 1) {
         /* the members of each ring position, up to 8 positions */
         for (int grp = 0; grp < g->ngroup && grp < 8; grp++) {
@@ -661,7 +672,7 @@ static double grid_section_width(const xp_fig *f)
 
 enum { STEP_GAP = 26 };
 
-static double mini_side(const xp_grid *g) { return g->steps > 8 ? 110 : g->nb > 8 ? 160 : 130; }
+static double mini_side(const xp_grid *g) { return g->steps > 16 ? 96 : g->steps > 8 ? 110 : g->nb > 8 ? 160 : 130; }
 
 static int lists_ranks(const xp_grid *g) { return g->ngroup <= 8; }
 
