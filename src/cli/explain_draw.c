@@ -333,7 +333,9 @@ static void fine_mask(cv *c, const xp_grid *g, int q, int k, double x0, double y
             int64_t j1 = j;
             while (j1 < g->edge[k + 1] && !g->mask[i * N + j1])
                 j1++;
-            rect(c, x0 + (double)j * s, y0 + (double)i * s, (double)(j1 - j) * s, s, pale);
+            /* a hair taller than the row: no seam between rows when anti-aliased */
+            double hh = i + 1 < g->edge[q + 1] ? s + 0.3 : s;
+            rect(c, x0 + (double)j * s, y0 + (double)i * s, (double)(j1 - j) * s, hh, pale);
             j = j1;
         }
 }
