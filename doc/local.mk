@@ -33,7 +33,9 @@ EXTRA_DIST += tests/man.sh
 # that the tool still draws exactly these).
 tutfigdir = $(docdir)/figures
 dist_tutfig_DATA = doc/figures/ulysses-4x8-gqa.png doc/figures/megatron-sp-4.png \
-	doc/figures/ring-causal-4.png doc/figures/zigzag-causal-4.png
+	doc/figures/ring-causal-4.png doc/figures/zigzag-causal-4.png \
+	doc/figures/allgather-causal-4.png doc/figures/usp-causal-4.png doc/figures/window-ring-4.png \
+	doc/figures/docs-zigzag-4.png doc/figures/ring-causal-32.png
 EXTRA_DIST += doc/figures/RENDERER
 # Every command of doc/tutorial.md, run and compared.
 TESTS += tests/tutorial.sh

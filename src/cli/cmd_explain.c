@@ -844,7 +844,7 @@ static int explain_megatron(const xcfg *c, xp_fig *fig)
                 if (t.tokens && add_block(p, r, s, t.tok_begin[0], t.tokens, 0, a->heads, 0, 0))
                     goto oom;
             }
-        p = new_panel(fig, "QKV projection", "attention: heads H_r", "(B, N, H_r, d)", "h", a->seq, a->heads);
+        p = new_panel_kind(fig, XP_ARROW_LOCAL, "QKV projection", "attention: heads H_r", "(B, N, H_r, d)", "h", a->seq, a->heads);
         for (int r = 0; r < P; r++)
             for (int s = 0; s < P; s++) {
                 const uly_rank_part q = part(L, r), t = part(L, s);
@@ -852,7 +852,7 @@ static int explain_megatron(const xcfg *c, xp_fig *fig)
                     add_block(p, r, s, t.tok_begin[0], t.tokens, q.head_begin, q.head_count, 0, 0))
                     goto oom;
             }
-        p = new_panel(fig, "out projection", "Y: partial sums", "(B, N, h), summed over ranks", "h", a->seq,
+        p = new_panel_kind(fig, XP_ARROW_LOCAL, "out projection", "Y: partial sums", "(B, N, h), summed over ranks", "h", a->seq,
                       a->heads);
         for (int r = 0; r < P; r++)
             for (int s = 0; s < P; s++) {

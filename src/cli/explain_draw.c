@@ -179,7 +179,7 @@ static void draw_arrow(cv *c, double x0, double x1, double y, const char *label,
     cv_poly(c, head, 3, ink);
     char a[40], b[40];
     two_lines(label, a, b, sizeof a);
-    double fs = local ? 8.5 : 9.5;
+    double fs = local || strlen(a) > 12 || strlen(b) > 12 ? 8.5 : 9.5;
     cv_text(c, (x0 + x1) / 2, y - (b[0] ? 20 : 8), fs, !local, CV_CENTRE, 0, ink, a);
     if (b[0])
         cv_text(c, (x0 + x1) / 2, y - 8, fs, !local, CV_CENTRE, 0, ink, b);
@@ -640,10 +640,18 @@ static double draw_grid_section(cv *c, const xp_fig *f, double y)
         cv_text(c, x0, ly, 8.5, 0, CV_LEFT, 0, ink, "number = the ring step computing the block");
         ly += 12;
     }
-    cv_text(c, x0, ly, 8.5, 0, CV_LEFT, 0, ink,
-            g->mask ? "white = masked block; pale = masked pairs inside a computed block"
-                    : "white = masked block (no visible pair)");
-    ly += 12;
+    int masked = 0, partial = 0;
+    for (int q = 0; q < g->nb; q++)
+        for (int k = 0; k < g->nb; k++) {
+            masked |= cell(g, q, k)->group < 0;
+            partial |= cell(g, q, k)->group >= 0 && !block_full(g, f, q, k);
+        }
+    if (masked || (g->mask && partial)) {
+        cv_text(c, x0, ly, 8.5, 0, CV_LEFT, 0, ink,
+                g->mask && partial ? "white = masked block; pale = masked pairs inside a computed block"
+                                   : "white = masked block (no visible pair)");
+        ly += 12;
+    }
     if (f->a.doc_offsets && f->a.docs > 1) {
         cv_text(c, x0, ly, 8.5, 0, CV_LEFT, 0, ink, "black boxes = the packed documents (queries see their own only)");
         ly += 12;
