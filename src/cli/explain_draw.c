@@ -308,11 +308,30 @@ static void tok_range(char *buf, size_t n, int64_t a, int64_t b)
         snprintf(buf, n, "%lld-%lld", (long long)a, (long long)(b - 1));
 }
 
+/* A group's blocks in one neutral colour when its stripes would be too thin to see. */
+static const cv_rgb group_colour = {0.55, 0.66, 0.80};
+
+static int thin_stripes(const xp_grid *g, double S)
+{
+    if (g->gsize == 1)
+        return 0;
+    double minw = S;
+    for (int b = 0; b < g->nb; b++) {
+        double w = (double)(g->edge[b + 1] - g->edge[b]) * S / (double)g->tokens;
+        minw = w < minw ? w : minw;
+    }
+    return minw / g->gsize < 2.5;
+}
+
 /* Fill a block computed by group g: solid, or one stripe per member. */
 static void group_fill(cv *c, const xp_grid *g, int grp, double x, double y, double w, double h, double lighten)
 {
     if (g->gsize == 1) {
         rect(c, x, y, w, h, colour(g->granks[grp], lighten));
+        return;
+    }
+    if (w / g->gsize < 2.5 && h > 7) {   /* not the holder strip: stripes too thin */
+        rect(c, x, y, w, h, group_colour);
         return;
     }
     for (int u = 0; u < g->gsize; u++)
@@ -357,7 +376,11 @@ static void draw_grid(cv *c, const xp_fig *f, double x0, double y0, double S, in
     if (columns)
         for (int k = 0; k < nb; k++)
             group_fill(c, g, 0, x0 + (double)g->edge[k] * s, y0, (double)(g->edge[k + 1] - g->edge[k]) * s, S, 0);
-    char attrs[512], title[256], who[192], qa[48], ka[48];
+    /* every member in data-rank and data-heads: up to 20 + 21 characters each */
+    const size_t alen = 256 + (size_t)g->gsize * 48;
+    char *attrs = step < 0 ? malloc(alen) : NULL, title[512], who[192], qa[48], ka[48];
+    if (step < 0 && !attrs)
+        return;
     for (int q = 0; q < nb; q++)
         for (int k = 0; k < nb; k++) {
             const xp_cell *e = cell(g, q, k);
@@ -377,7 +400,7 @@ static void draw_grid(cv *c, const xp_fig *f, double x0, double y0, double S, in
             tok_range(qa, sizeof qa, g->edge[q], g->edge[q + 1]);
             tok_range(ka, sizeof ka, g->edge[k], g->edge[k + 1]);
             if (e->group < 0) {
-                snprintf(attrs, sizeof attrs,
+                snprintf(attrs, alen,
                          "class=\"cell\" data-q=\"%d\" data-k=\"%d\" data-rank=\"\" data-heads=\"\" data-step=\"-1\" "
                          "data-pairs=\"0\"",
                          q, k);
@@ -386,21 +409,22 @@ static void draw_grid(cv *c, const xp_fig *f, double x0, double y0, double S, in
                 continue;
             }
             /* data-rank and data-heads: the members, space-separated */
-            int n = snprintf(attrs, sizeof attrs, "class=\"cell\" data-q=\"%d\" data-k=\"%d\" data-rank=\"", q, k);
+            size_t n = (size_t)snprintf(attrs, alen, "class=\"cell\" data-q=\"%d\" data-k=\"%d\" data-rank=\"", q, k);
             int wn = 0;
             who[0] = 0;
-            for (int u = 0; u < g->gsize && n < (int)sizeof attrs - 64; u++) {
-                n += snprintf(attrs + n, sizeof attrs - (size_t)n, "%s%d", u ? " " : "",
-                              g->granks[e->group * g->gsize + u]);
+            for (int u = 0; u < g->gsize; u++) {
+                n += (size_t)snprintf(attrs + n, alen - n, "%s%d", u ? " " : "", g->granks[e->group * g->gsize + u]);
                 if (wn < (int)sizeof who - 24)
                     wn += snprintf(who + wn, sizeof who - (size_t)wn, "%s%d", u ? " " : "",
                                    g->granks[e->group * g->gsize + u]);
+                else if (u + 1 == g->gsize)
+                    snprintf(who + wn, sizeof who - (size_t)wn, " ... %d", g->granks[e->group * g->gsize + u]);
             }
-            n += snprintf(attrs + n, sizeof attrs - (size_t)n, "\" data-heads=\"");
-            for (int u = 0; u < g->gsize && n < (int)sizeof attrs - 48; u++)
-                n += snprintf(attrs + n, sizeof attrs - (size_t)n, "%s%lld", u ? " " : "",
-                              (long long)g->gheads[e->group * g->gsize + u]);
-            snprintf(attrs + n, sizeof attrs - (size_t)n, "\" data-step=\"%d\" data-pairs=\"%.0f\"", e->step, e->pairs);
+            n += (size_t)snprintf(attrs + n, alen - n, "\" data-heads=\"");
+            for (int u = 0; u < g->gsize; u++)
+                n += (size_t)snprintf(attrs + n, alen - n, "%s%lld", u ? " " : "",
+                                      (long long)g->gheads[e->group * g->gsize + u]);
+            snprintf(attrs + n, alen - n, "\" data-step=\"%d\" data-pairs=\"%.0f\"", e->step, e->pairs);
             snprintf(title, sizeof title, "queries %s x keys %s: rank%s %s%s, step %d, %.0f visible pairs", qa, ka,
                      g->gsize > 1 ? "s" : "", who, g->gsize > 1 ? " (each its heads)" : "", e->step, e->pairs);
             if (columns) {
@@ -413,6 +437,7 @@ static void draw_grid(cv *c, const xp_fig *f, double x0, double y0, double S, in
                 cv_rect(c, x, y, w, h, NULL, NULL, 0, attrs, title);
             }
         }
+    free(attrs);
     /* masked blocks over the column stripes */
     if (columns)
         for (int q = 0; q < nb; q++)
@@ -551,7 +576,7 @@ static void draw_work(cv *c, const xp_fig *f, double x0, double y0, double w, do
     for (int r = 0; r < P; r++) {
         double bh = work[r] / top * ah, x = ax + r * bw;
         rect(c, x + bw * 0.12, y0 + ah - bh, bw * 0.76, bh, colour(r, 0));
-        if (r % every == 0 || r == P - 1) {
+        if (r % every == 0 || (r == P - 1 && (r % every) * bw >= 16)) {
             snprintf(buf, sizeof buf, "r%d", r);
             cv_text(c, x + bw / 2, y0 + ah + 12, P > 16 ? 7 : 8.5, 0, CV_CENTRE, 0, ink, buf);
         }
@@ -630,6 +655,9 @@ static double draw_grid_section(cv *c, const xp_fig *f, double y)
     double ly = y0 + S + 16;
     if (g->gsize == 1)
         snprintf(buf, sizeof buf, "colour = the rank computing the block (its queries: row label)");
+    else if (thin_stripes(g, S))
+        snprintf(buf, sizeof buf, "blue = computed by all %d ranks of %s, each for its own heads", g->gsize,
+                 g->ngroup == 1 ? "the group" : "a ring position");
     else if (g->ngroup == 1)
         snprintf(buf, sizeof buf, "stripes: every rank computes every block, each for its own heads");
     else
