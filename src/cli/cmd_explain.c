@@ -901,6 +901,18 @@ static uint64_t vol_sum(const uly_volume *v, int lo, int hi, int recv)
     return s;
 }
 
+/* Add to band `rank` of panel p the tokens that rank src holds (input
+ * layout, uly_plan_tokens), heads [h0, h0 + hn); 0, or 1 out of memory. */
+static int add_tokens(xp_panel *p, const uly_sp_plan *pl, int64_t N, int rank, int src, int64_t h0, int64_t hn)
+{
+    int64_t tb[2], tc[2];
+    int nt = uly_plan_tokens(pl, N, src, tb, tc);
+    for (int x = 0; x < nt; x++)
+        if (tc[x] && hn && add_block(p, rank, src, tb[x], tc[x], h0, hn, 0, 0))
+            return 1;
+    return 0;
+}
+
 static int explain_ring(const xcfg *c, xp_fig *fig)
 {
     const uly_attn_desc *a = &c->a;
@@ -1164,13 +1176,9 @@ static int explain_ring(const xcfg *c, xp_fig *fig)
         fig->P = P;
         xp_panel *p = new_panel(fig, NULL, "Q, K, V: input shards", "tokens held by each rank, every head", "h",
                                 a->seq, a->heads);
-        for (int r = 0; r < P; r++) {
-            int64_t tb[2], tc[2];
-            int nt = uly_plan_tokens(pl, a->seq, r, tb, tc);
-            for (int x = 0; x < nt; x++)
-                if (tc[x] && add_block(p, r, r, tb[x], tc[x], 0, a->heads, 0, 0))
-                    goto oom;
-        }
+        for (int r = 0; r < P; r++)
+            if (add_tokens(p, pl, a->seq, r, r, 0, a->heads))
+                goto oom;
         if (usp && U > 1) {
             p = new_panel(fig, "all-to-all in group", "after the group all-to-all", "group chunk x H/U heads", "h",
                           a->seq, a->heads);
@@ -1179,36 +1187,23 @@ static int explain_ring(const xcfg *c, xp_fig *fig)
                 uly_plan_grid(pl, r, &u, &j);
                 int64_t hb, hc;
                 uly_plan_heads(pl, a->heads, r, &hb, &hc);
-                for (int uu = 0; uu < U; uu++) {
-                    int s = uly_plan_grid_rank(pl, uu, j);
-                    int64_t tb[2], tc[2];
-                    int nt = uly_plan_tokens(pl, a->seq, s, tb, tc);
-                    for (int x = 0; x < nt; x++)
-                        if (tc[x] && hc && add_block(p, r, s, tb[x], tc[x], hb, hc, 0, 0))
-                            goto oom;
-                }
+                for (int uu = 0; uu < U; uu++)
+                    if (add_tokens(p, pl, a->seq, r, uly_plan_grid_rank(pl, uu, j), hb, hc))
+                        goto oom;
             }
         }
         if (ag) {
             p = new_panel(fig, "all-gather K, V", "K, V after the all-gather", "all N tokens on every rank", "kv",
                           a->seq, a->kv_heads);
             for (int r = 0; r < P; r++)
-                for (int s = 0; s < P; s++) {
-                    int64_t tb[2], tc[2];
-                    int nt = uly_plan_tokens(pl, a->seq, s, tb, tc);
-                    for (int x = 0; x < nt; x++)
-                        if (tc[x] && add_block(p, r, s, tb[x], tc[x], 0, a->kv_heads, 0, 0))
-                            goto oom;
-                }
+                for (int s = 0; s < P; s++)
+                    if (add_tokens(p, pl, a->seq, r, s, 0, a->kv_heads))
+                        goto oom;
             p = new_panel_kind(fig, XP_ARROW_LOCAL, "attention", "local attention",
                                "own queries x all N keys: O_r (B, n_r, H, d)", "h", a->seq, a->heads);
-            for (int r = 0; r < P; r++) {
-                int64_t tb[2], tc[2];
-                int nt = uly_plan_tokens(pl, a->seq, r, tb, tc);
-                for (int x = 0; x < nt; x++)
-                    if (tc[x] && add_block(p, r, r, tb[x], tc[x], 0, a->heads, 0, 0))
-                        goto oom;
-            }
+            for (int r = 0; r < P; r++)
+                if (add_tokens(p, pl, a->seq, r, r, 0, a->heads))
+                    goto oom;
         }
         /* the work per step stays in the model (--json); the figure draws
          * the grid's per-rank totals */

@@ -41,6 +41,14 @@ static void esc(FILE *f, const char *s)
         }
 }
 
+/* "<polyline points=\"x,y x,y ...\"" (the element left open) */
+static void svg_points(FILE *f, const char *elem, const double *xy, int n)
+{
+    fprintf(f, "<%s points=\"", elem);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s%.2f,%.2f", i ? " " : "", xy[2 * i], xy[2 * i + 1]);
+}
+
 int cv_open(cv *c, int kind, const char *file, double W, double H, char *err, size_t errlen)
 {
     memset(c, 0, sizeof *c);
@@ -179,9 +187,7 @@ void cv_line(cv *c, const double *xy, int n, cv_rgb col, double lw, double dash)
     if (c->kind == CV_SVG) {
         char sc[8];
         hex(sc, col);
-        fputs("<polyline points=\"", c->svg);
-        for (int i = 0; i < n; i++)
-            fprintf(c->svg, "%s%.2f,%.2f", i ? " " : "", xy[2 * i], xy[2 * i + 1]);
+        svg_points(c->svg, "polyline", xy, n);
         fprintf(c->svg, "\" fill=\"none\" stroke=\"%s\" stroke-width=\"%.2f\"", sc, lw);
         if (dash > 0)
             fprintf(c->svg, " stroke-dasharray=\"%.1f %.1f\"", dash, dash);
@@ -211,9 +217,7 @@ void cv_poly(cv *c, const double *xy, int n, cv_rgb fill)
     if (c->kind == CV_SVG) {
         char fc[8];
         hex(fc, fill);
-        fputs("<polygon points=\"", c->svg);
-        for (int i = 0; i < n; i++)
-            fprintf(c->svg, "%s%.2f,%.2f", i ? " " : "", xy[2 * i], xy[2 * i + 1]);
+        svg_points(c->svg, "polygon", xy, n);
         fprintf(c->svg, "\" fill=\"%s\"/>\n", fc);
         return;
     }
