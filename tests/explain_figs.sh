@@ -127,6 +127,7 @@ work_agrees ring 4 4 --seq 16 --heads 8 --method ring --causal
 work_agrees zigzag 4 4 --seq 16 --heads 8 --method zigzag --causal
 work_agrees zigzag-docs 4 4 --docs 4,12 --heads 8 --method zigzag --causal
 work_agrees pr-ring 2 2 --docs 4,12 --heads 1 --method ring --causal
+work_agrees docs-batch 4 4 --docs 3,9,5 --batch 2 --heads 4 --method ring --causal
 work_agrees usp 4 2 --seq 16 --heads 8 --method usp --ulysses-degree 2 --causal
 work_agrees window 4 4 --seq 30 --heads 6 --kv-heads 2 --method ring --causal --window 5
 work_agrees allgather 4 1 --seq 17 --heads 4 --method allgather --causal

@@ -1307,7 +1307,7 @@ static int explain_command(int argc, char **argv, int64_t **owned)
         {"window", ARG_INT, &window, 1, (int64_t)1 << 40, "W", "sliding window (as in ulysses attn)", NULL, NULL},
         {"docs", ARG_STR, &docs, 0, 0, "L1,L2,...",
          "packed documents: their lengths, summing to N (a query sees only its own document's keys)", NULL, NULL},
-        {"svg", ARG_STR, &svg, 0, 0, "FILE", "also draw the layouts: FILE.svg, .png or .pdf (cairo); P <= 64 (one band per rank)", NULL, NULL},
+        {"svg", ARG_STR, &svg, 0, 0, "FILE", "also draw the figure (layouts, mask grid, work): FILE.svg, or .png, .pdf (cairo); P <= 64", NULL, NULL},
         {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
     };
     char msg[1024] = "";
