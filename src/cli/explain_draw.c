@@ -323,7 +323,34 @@ static int thin_stripes(const xp_grid *g, double S)
     return minw / g->gsize < 2.5;
 }
 
-/* Fill a block computed by group g: solid, or one stripe per member. */
+/* Clip the polygon in[0..n) to the half-plane x + y >= k (ge) or <= k;
+ * returns the vertices written to out (at most n + 1). */
+static int clip_half(const double *in, int n, double k, int ge, double *out)
+{
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        const double *a = in + 2 * i, *b = in + 2 * ((i + 1) % n);
+        double fa = a[0] + a[1] - k, fb = b[0] + b[1] - k;
+        if (!ge) {
+            fa = -fa;
+            fb = -fb;
+        }
+        if (fa >= 0) {
+            out[2 * m] = a[0];
+            out[2 * m + 1] = a[1];
+            m++;
+        }
+        if ((fa >= 0) != (fb >= 0)) {
+            double t = fa / (fa - fb);
+            out[2 * m] = a[0] + t * (b[0] - a[0]);
+            out[2 * m + 1] = a[1] + t * (b[1] - a[1]);
+            m++;
+        }
+    }
+    return m;
+}
+
+/* Fill a block computed by group g: solid, or stripes of its members. */
 static void group_fill(cv *c, const xp_grid *g, int grp, double x, double y, double w, double h, double lighten)
 {
     if (g->gsize == 1) {
@@ -334,9 +361,26 @@ static void group_fill(cv *c, const xp_grid *g, int grp, double x, double y, dou
         rect(c, x, y, w, h, group_colour);
         return;
     }
-    for (int u = 0; u < g->gsize; u++)
-        rect(c, x + u * w / g->gsize, y, w / g->gsize + (u + 1 < g->gsize ? 0.05 : 0), h,
-             colour(g->granks[grp * g->gsize + u], lighten));
+    if (h <= 7) {   /* the holder strip: side by side */
+        for (int u = 0; u < g->gsize; u++)
+            rect(c, x + u * w / g->gsize, y, w / g->gsize + (u + 1 < g->gsize ? 0.05 : 0), h,
+                 colour(g->granks[grp * g->gsize + u], lighten));
+        return;
+    }
+    /* diagonal stripes (they cannot be mistaken for token rows or columns),
+     * the members in turn, each at least twice */
+    double d = (w + h) / (2.0 * g->gsize);
+    if (d > 6)
+        d = 6;
+    const double box[8] = {x, y, x + w, y, x + w, y + h, x, y + h};
+    int i = 0;
+    for (double u = 0; u < w + h; u += d, i++) {
+        double t[16], poly[16];
+        int n = clip_half(box, 4, x + y + u, 1, t);
+        n = clip_half(t, n, x + y + u + d + 0.05, 0, poly);
+        if (n >= 3)
+            cv_poly(c, poly, n, colour(g->granks[grp * g->gsize + i % g->gsize], lighten));
+    }
 }
 
 /* Pale the masked token pairs inside computed blocks (N <= XP_FINE_MAX). */
@@ -372,10 +416,6 @@ static void draw_grid(cv *c, const xp_fig *f, double x0, double y0, double S, in
     const xp_grid *g = &f->grid;
     const int nb = g->nb;
     const double s = S / (double)g->tokens;
-    const int columns = step < 0 && g->ngroup == 1 && g->gsize > 1;   /* one group computes everything */
-    if (columns)
-        for (int k = 0; k < nb; k++)
-            group_fill(c, g, 0, x0 + (double)g->edge[k] * s, y0, (double)(g->edge[k + 1] - g->edge[k]) * s, S, 0);
     /* every member in data-rank and data-heads: up to 20 + 21 characters each */
     const size_t alen = 256 + (size_t)g->gsize * 48;
     char *attrs = step < 0 ? malloc(alen) : NULL, title[512], who[192], qa[48], ka[48];
@@ -427,9 +467,7 @@ static void draw_grid(cv *c, const xp_fig *f, double x0, double y0, double S, in
             snprintf(attrs + n, alen - n, "\" data-step=\"%d\" data-pairs=\"%.0f\"", e->step, e->pairs);
             snprintf(title, sizeof title, "queries %s x keys %s: rank%s %s%s, step %d, %.0f visible pairs", qa, ka,
                      g->gsize > 1 ? "s" : "", who, g->gsize > 1 ? " (each its heads)" : "", e->step, e->pairs);
-            if (columns) {
-                cv_rect(c, x, y, w, h, NULL, NULL, 0, attrs, title);
-            } else if (g->gsize == 1) {
+            if (g->gsize == 1) {
                 cv_rgb fill = colour(g->granks[e->group], 0);
                 cv_rect(c, x, y, w, h, &fill, NULL, 0, attrs, title);
             } else {
@@ -438,13 +476,6 @@ static void draw_grid(cv *c, const xp_fig *f, double x0, double y0, double S, in
             }
         }
     free(attrs);
-    /* masked blocks over the column stripes */
-    if (columns)
-        for (int q = 0; q < nb; q++)
-            for (int k = 0; k < nb; k++)
-                if (cell(g, q, k)->group < 0)
-                    rect(c, x0 + (double)g->edge[k] * s, y0 + (double)g->edge[q] * s,
-                         (double)(g->edge[k + 1] - g->edge[k]) * s, (double)(g->edge[q + 1] - g->edge[q]) * s, white);
     if (step < 0 && g->mask)
         for (int q = 0; q < nb; q++)
             for (int k = 0; k < nb; k++)
