@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * explain.h -- `ulysses explain`: the figure model shared by the text
- * printer (cmd_explain.c) and the cairo renderer (explain_draw.c).
+ * printer (cmd_explain.c) and the renderer (explain_draw.c: SVG directly,
+ * PNG and PDF by cairo).
  *
  * A figure is a list of panels.  A panel shows one tensor on every rank as a
  * grid of tokens (x) by heads (y), one band per rank; each block a rank holds

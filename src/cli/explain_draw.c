@@ -484,8 +484,8 @@ static void draw_grid(cv *c, const xp_fig *f, double x0, double y0, double S, in
     /* block boundaries and the frame */
     for (int b = 1; b < nb; b++) {
         double t = (double)g->edge[b] * s;
-        line2(c, x0 + t, y0, x0 + t, y0 + S, faint, 0.6);
-        line2(c, x0, y0 + t, x0 + S, y0 + t, faint, 0.6);
+        line2(c, x0 + t, y0, x0 + t, y0 + S, mid, 0.8);
+        line2(c, x0, y0 + t, x0 + S, y0 + t, mid, 0.8);
     }
     cv_rect(c, x0, y0, S, S, NULL, &mid, 0.8, NULL, NULL);
     /* the documents (batch row 0's): boxes on the diagonal */
