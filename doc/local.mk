@@ -33,7 +33,9 @@ EXTRA_DIST += tests/man.sh
 # that the tool still draws exactly these).
 tutfigdir = $(docdir)/figures
 dist_tutfig_DATA = doc/figures/ulysses-4x8-gqa.png doc/figures/megatron-sp-4.png \
-	doc/figures/ring-causal-4.png doc/figures/zigzag-causal-4.png
+	doc/figures/ring-causal-4.png doc/figures/zigzag-causal-4.png \
+	doc/figures/allgather-causal-4.png doc/figures/usp-causal-4.png doc/figures/window-ring-4.png \
+	doc/figures/docs-zigzag-4.png doc/figures/ring-causal-32.png
 # The simulator's weak-scaling sweep plot (ulysses-sim sweep --plot; doc/simulator.md).
 dist_tutfig_DATA += doc/figures/sweep-weak.png
 EXTRA_DIST += doc/figures/RENDERER

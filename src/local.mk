@@ -58,8 +58,8 @@ endif
 # with explain alone, on the plan layer.
 bin_PROGRAMS += ulysses
 ulysses_SOURCES = src/cli/main.c src/cli/cli.h src/cli/status.c src/cli/args.c src/cli/args.h \
-	src/cli/cmd_explain.c src/cli/explain.h src/cli/explain_draw.c src/cli/explain_grid.c \
-	src/cli/explain_json.c src/cli/explain_html.c
+	src/cli/cmd_explain.c src/cli/explain.h src/cli/explain_draw.c src/cli/explain_canvas.c \
+	src/cli/explain_canvas.h src/cli/explain_grid.c src/cli/explain_json.c src/cli/explain_html.c
 if HAVE_MPI
 ulysses_SOURCES += src/cli/drv.h src/cli/agree.c src/cli/agree_table.c src/cli/agree_table.h src/cli/outfile.c src/cli/preflight.c \
 	src/cli/inputs.c src/cli/cmd_attn.c src/cli/attn_io.c src/cli/attn_io.h src/cli/cmd_bench.c src/cli/cmd_calibrate.c src/cli/cmd_train.c \

@@ -120,8 +120,8 @@ validate-local: all
 .PHONY: validate-local
 
 # ulysses explain needs no MPI: built and tested in every configuration.
-TESTS += tests/cli_explain.sh
-EXTRA_DIST += tests/cli_explain.sh tests/expect.sh
+TESTS += tests/cli_explain.sh tests/explain_figs.sh
+EXTRA_DIST += tests/cli_explain.sh tests/explain_figs.sh tests/expect.sh
 TESTS += tests/explain_html.sh
 EXTRA_DIST += tests/explain_html.sh tests/explain_html_check.py
 

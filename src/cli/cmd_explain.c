@@ -36,6 +36,9 @@ static const char *const dtype_names[] = {"f32", "f64", NULL};
  * P^2 beyond); DRAW_MAX_P: a figure gives each rank one band and the send
  * matrices P x P cells, unreadable (and P^2 bytes: 85 MB at 256) beyond. */
 enum { MATRIX_MAX_P = 16, TABLE_MAX_P = 64, RANKS_MAX = 1024, DRAW_MAX_P = 64 };
+/* --docs: at most DOCS_MAX documents, and B x (D + 1) offsets at most
+ * DOC_OFFSETS_MAX (every batch row has the same documents). */
+enum { DOCS_MAX = 4096, DOC_OFFSETS_MAX = 1 << 22 };
 
 typedef struct xcfg {
     uly_attn_desc a;
@@ -43,13 +46,14 @@ typedef struct xcfg {
     uly_sp_plan plan;     /* the method's plan; megatron-sp: a ulysses plan of P ranks (its partitions) */
     uly_layout L;         /* what every rank holds (ulysses, megatron-sp), from plan */
     const char *svg;
+    int64_t *doc_len;     /* --docs: the D document lengths, or NULL */
 } xcfg;
 
 static const char synopsis[] =
     "explain --ranks P [--seq N] [--heads H] [--kv-heads Hkv] [--batch B] [--head-dim d]\n"
     "               [--dtype f32|f64] [--method ulysses|ring|zigzag|allgather|usp|megatron-sp]\n"
     "               [--ulysses-degree U] [--placement ulysses-inner|ring-inner] [--causal] [--window W]\n"
-    "               [--svg FILE.svg|.png|.pdf] [--json] [--html FILE.html]\n"
+    "               [--docs L1,L2,...] [--svg FILE.svg|.png|.pdf] [--json] [--html FILE.html]\n"
     "Explains one attention layer on P ranks, step by step: what each rank holds before and\n"
     "after every collective (tokens x heads), the P x P send matrices, per-rank totals and the\n"
     "closed-form volume checked against them.  Needs no MPI.  Every term printed is defined in\n"
@@ -200,8 +204,8 @@ void xp_fig_free(xp_fig *f)
     memset(f, 0, sizeof *f);
 }
 
-static xp_panel *new_panel(xp_fig *f, const char *arrow, const char *title, const char *caption,
-                           const char *yname, int64_t tokens, int64_t heads)
+static xp_panel *new_panel_kind(xp_fig *f, int kind, const char *arrow, const char *title, const char *caption,
+                                const char *yname, int64_t tokens, int64_t heads)
 {
     xp_panel *p = &f->panel[f->npanel];
     memset(p, 0, sizeof *p);
@@ -211,8 +215,16 @@ static xp_panel *new_panel(xp_fig *f, const char *arrow, const char *title, cons
     p->tokens = tokens;
     p->heads = heads;
     snprintf(f->arrow[f->npanel], sizeof f->arrow[0], "%s", arrow ? arrow : "");
+    f->arrow_kind[f->npanel] = kind;
     f->npanel++;
     return p;
+}
+
+/* A panel reached by a collective named `arrow` (NULL: the first panel). */
+static xp_panel *new_panel(xp_fig *f, const char *arrow, const char *title, const char *caption,
+                           const char *yname, int64_t tokens, int64_t heads)
+{
+    return new_panel_kind(f, XP_ARROW_COLLECTIVE, arrow, title, caption, yname, tokens, heads);
 }
 
 /* Append a matrix to the figure, taking ownership of *elems. */
@@ -223,6 +235,20 @@ static void add_matrix(xp_fig *f, const char *title, int P, uint64_t **elems)
     m->P = P;
     m->elems = *elems;
     *elems = NULL;
+}
+
+/* ", causal, window 8, documents 4+12" for the figure titles */
+static const char *mask_words(const uly_attn_desc *a, char *buf, size_t n)
+{
+    int k = snprintf(buf, n, "%s", a->causal ? ", causal" : "");
+    if (a->window && k < (int)n)
+        k += snprintf(buf + k, n - (size_t)k, ", window %" PRId64, a->window);
+    if (a->doc_offsets && k < (int)n) {
+        k += snprintf(buf + k, n - (size_t)k, ", documents ");
+        for (int64_t i = 0; i < a->docs && k < (int)n - 12; i++)
+            k += snprintf(buf + k, n - (size_t)k, "%s%" PRId64, i ? "+" : "", a->doc_offsets[i + 1] - a->doc_offsets[i]);
+    }
+    return buf;
 }
 
 static void shape_line(const xcfg *c)
@@ -248,6 +274,78 @@ static void shape_line(const xcfg *c)
         printf("mask    window: query i sees keys |i-j| < %" PRId64 "\n", a->window);
     else
         printf("mask    none: every query sees every key\n");
+    if (a->doc_offsets) {
+        printf("docs    %" PRId64 " packed document%s of", a->docs, a->docs > 1 ? "s" : "");
+        for (int64_t i = 0; i < a->docs && i < 16; i++)
+            printf("%s %" PRId64, i ? "," : "", a->doc_offsets[i + 1] - a->doc_offsets[i]);
+        printf("%s tokens (in every batch row): tokens", a->docs > 16 ? ", ..." : "");
+        char b[RNG_LEN];
+        for (int64_t i = 0; i < a->docs && i < 16; i++)
+            printf("%s %s", i ? "," : "", rng(b, sizeof b, a->doc_offsets[i], a->doc_offsets[i + 1] - a->doc_offsets[i]));
+        printf("%s;\n        a query sees only keys of its own document (and the mask above)\n", a->docs > 16 ? ", ..." : "");
+    }
+}
+
+/* --docs L1,L2,...: the document lengths, positive integers; their count in
+ * *n.  0, or a message in err and EXIT_BADINPUT. */
+static int parse_docs(const char *s, int64_t **len, int64_t *n, char *err, size_t errlen)
+{
+    *len = NULL;
+    *n = 0;
+    if (!*s) {
+        snprintf(err, errlen, "--docs: empty list (give the document lengths, e.g. --docs 4,12)");
+        return EXIT_BADINPUT;
+    }
+    int64_t count = 1, sum = 0;
+    for (const char *p = s; *p; p++)
+        count += *p == ',';
+    if (count > DOCS_MAX) {
+        snprintf(err, errlen, "--docs: %" PRId64 " documents, at most %d", count, DOCS_MAX);
+        return EXIT_BADINPUT;
+    }
+    int64_t *v = calloc((size_t)count, sizeof *v);
+    if (!v) {
+        snprintf(err, errlen, "out of memory");
+        return 1;
+    }
+    const char *p = s;
+    for (int64_t i = 0; i < count; i++) {
+        const char *end = strchr(p, ',');
+        size_t l = end ? (size_t)(end - p) : strlen(p);
+        char word[32];
+        int ok = l > 0 && l < sizeof word;
+        int64_t x = 0;
+        if (ok) {
+            memcpy(word, p, l);
+            word[l] = 0;
+            for (size_t k = 0; k < l && ok; k++)
+                ok = word[k] >= '0' && word[k] <= '9';
+            if (ok) {
+                errno = 0;
+                char *e;
+                long long y = strtoll(word, &e, 10);
+                ok = !errno && *e == 0 && y > 0 && y <= (1LL << 40);
+                x = y;
+            }
+        }
+        if (!ok) {
+            snprintf(err, errlen, "--docs: document %" PRId64 " length '%.*s' is not a positive integer (at most 2^40)",
+                     i + 1, (int)(l < 32 ? l : 32), p);
+            free(v);
+            return EXIT_BADINPUT;
+        }
+        v[i] = x;
+        sum += x;
+        if (sum > (1LL << 40)) {
+            snprintf(err, errlen, "--docs: the lengths sum to more than 2^40 tokens");
+            free(v);
+            return EXIT_BADINPUT;
+        }
+        p = end ? end + 1 : p + l;
+    }
+    *len = v;
+    *n = count;
+    return 0;
 }
 
 /* Print how n items split over P parts (uly_split). */
@@ -566,10 +664,11 @@ static int explain_ulysses(const xcfg *c, xp_fig *fig)
     if (fig) {
         xp_panel *p;
         snprintf(fig->title, sizeof fig->title,
-                 "Ulysses: P = %d, N = %" PRId64 ", H = %" PRId64 ", Hkv = %" PRId64 ", B = %" PRId64, P, a->seq,
-                 a->heads, a->kv_heads, a->batch);
+                 "Ulysses: P = %d, N = %" PRId64 ", H = %" PRId64 ", Hkv = %" PRId64 ", B = %" PRId64 "%s", P,
+                 a->seq, a->heads, a->kv_heads, a->batch, mask_words(a, b4, sizeof b4));
         snprintf(fig->subtitle, sizeof fig->subtitle,
-                 "colour = rank whose tokens these are; hatched = KV head replicated on several ranks");
+                 "colour = rank whose tokens these are (local attention: the rank computing); hatched = KV head "
+                 "replicated");
         fig->P = P;
         p = new_panel(fig, NULL, "Q, K, V, O: sequence layout", "(B, n_r, H, d): tokens x query heads", "h",
                       a->seq, a->heads);
@@ -578,7 +677,7 @@ static int explain_ulysses(const xcfg *c, xp_fig *fig)
             if (q.tokens && add_block(p, r, r, q.tok_begin[0], q.tokens, 0, a->heads, 0, 0))
                 goto oom;
         }
-        p = new_panel(fig, "all-to-all Q", "Q: head layout", "(B, N, H_r, d)", "h", a->seq, a->heads);
+        p = new_panel(fig, "all-to-all Q, K, V", "Q: head layout", "(B, N, H_r, d)", "h", a->seq, a->heads);
         for (int r = 0; r < P; r++)
             for (int s = 0; s < P; s++) {
                 const uly_rank_part q = part(L, r), t = part(L, s);
@@ -586,8 +685,9 @@ static int explain_ulysses(const xcfg *c, xp_fig *fig)
                     add_block(p, r, s, t.tok_begin[0], t.tokens, q.head_begin, q.head_count, 0, 0))
                     goto oom;
             }
-        p = new_panel(fig, "all-to-all K, V", "K, V: head layout", rep ? "(B, N, KV_r, d), * = replicated" : "(B, N, KV_r, d)",
-                      "kv", a->seq, a->kv_heads);
+        p = new_panel_kind(fig, XP_ARROW_NONE, NULL, "K, V: head layout",
+                           rep ? "(B, N, KV_r, d), hatched = replicated" : "(B, N, KV_r, d)", "kv", a->seq,
+                           a->kv_heads);
         for (int r = 0; r < P; r++)
             for (int s = 0; s < P; s++) {
                 const uly_rank_part q = part(L, r), t = part(L, s);
@@ -595,6 +695,17 @@ static int explain_ulysses(const xcfg *c, xp_fig *fig)
                     if (t.tokens && add_block(p, r, s, t.tok_begin[0], t.tokens, k, 1, kv_shared(L, P, k), 0))
                         goto oom;
             }
+        {
+            char t[80], cap[80];
+            snprintf(t, sizeof t, "local attention");
+            snprintf(cap, sizeof cap, "all N tokens x H/P heads: O_r (B, N, H_r, d)");
+            p = new_panel_kind(fig, XP_ARROW_LOCAL, "attention", t, cap, "h", a->seq, a->heads);
+        }
+        for (int r = 0; r < P; r++) {
+            const uly_rank_part q = part(L, r);
+            if (q.head_count && add_block(p, r, r, 0, a->seq, q.head_begin, q.head_count, 0, 0))
+                goto oom;
+        }
         p = new_panel(fig, "all-to-all O", "O: sequence layout again", "(B, n_r, H, d)", "h", a->seq, a->heads);
         for (int r = 0; r < P; r++)
             for (int s = 0; s < P; s++) {
@@ -718,8 +829,8 @@ static int explain_megatron(const xcfg *c, xp_fig *fig)
     if (fig) {
         xp_panel *p;
         snprintf(fig->title, sizeof fig->title,
-                 "Megatron-SP: t = P = %d, N = %" PRId64 ", H = %" PRId64 ", B = %" PRId64, P, a->seq, a->heads,
-                 a->batch);
+                 "Megatron-SP: t = P = %d, N = %" PRId64 ", H = %" PRId64 ", B = %" PRId64 "%s", P, a->seq, a->heads,
+                 a->batch, mask_words(a, b3, sizeof b3));
         snprintf(fig->subtitle, sizeof fig->subtitle,
                  "colour = rank whose tokens these are; light = partial sums before the reduce-scatter");
         fig->P = P;
@@ -737,7 +848,7 @@ static int explain_megatron(const xcfg *c, xp_fig *fig)
                 if (t.tokens && add_block(p, r, s, t.tok_begin[0], t.tokens, 0, a->heads, 0, 0))
                     goto oom;
             }
-        p = new_panel(fig, "QKV projection", "attention: heads H_r", "(B, N, H_r, d)", "h", a->seq, a->heads);
+        p = new_panel_kind(fig, XP_ARROW_LOCAL, "QKV projection", "attention: heads H_r", "(B, N, H_r, d)", "h", a->seq, a->heads);
         for (int r = 0; r < P; r++)
             for (int s = 0; s < P; s++) {
                 const uly_rank_part q = part(L, r), t = part(L, s);
@@ -745,7 +856,7 @@ static int explain_megatron(const xcfg *c, xp_fig *fig)
                     add_block(p, r, s, t.tok_begin[0], t.tokens, q.head_begin, q.head_count, 0, 0))
                     goto oom;
             }
-        p = new_panel(fig, "out projection", "Y: partial sums", "(B, N, h), summed over ranks", "h", a->seq,
+        p = new_panel_kind(fig, XP_ARROW_LOCAL, "out projection", "Y: partial sums", "(B, N, h), summed over ranks", "h", a->seq,
                       a->heads);
         for (int r = 0; r < P; r++)
             for (int s = 0; s < P; s++) {
@@ -792,6 +903,18 @@ static uint64_t vol_sum(const uly_volume *v, int lo, int hi, int recv)
     for (int w = lo; w <= hi; w++)
         s += recv ? v->recv[w] : v->sent[w];
     return s;
+}
+
+/* Add to band `rank` of panel p the tokens that rank src holds (input
+ * layout, uly_plan_tokens), heads [h0, h0 + hn); 0, or 1 out of memory. */
+static int add_tokens(xp_panel *p, const uly_sp_plan *pl, int64_t N, int rank, int src, int64_t h0, int64_t hn)
+{
+    int64_t tb[2], tc[2];
+    int nt = uly_plan_tokens(pl, N, src, tb, tc);
+    for (int x = 0; x < nt; x++)
+        if (tc[x] && hn && add_block(p, rank, src, tb[x], tc[x], h0, hn, 0, 0))
+            return 1;
+    return 0;
 }
 
 static int explain_ring(const xcfg *c, xp_fig *fig)
@@ -1051,19 +1174,15 @@ static int explain_ring(const xcfg *c, xp_fig *fig)
         snprintf(fig->title, sizeof fig->title,
                  "%s: P = %d%s, N = %" PRId64 ", H = %" PRId64 ", Hkv = %" PRId64 "%s", uly_method_name(pl->method), P,
                  usp ? (snprintf(b3, sizeof b3, " (U %d x R %d)", U, R), b3) : "", a->seq, a->heads, a->kv_heads,
-                 a->causal ? ", causal" : "");
-        snprintf(fig->subtitle, sizeof fig->subtitle,
-                 "colour = rank whose tokens these are; bars: work per step (label: the K, V block's ring position)");
+                 mask_words(a, b2, sizeof b2));
+        snprintf(fig->subtitle, sizeof fig->subtitle, "colour = rank whose tokens these are; below: who computes "
+                 "which query x key block%s", ag ? "" : ", and at which ring step");
         fig->P = P;
         xp_panel *p = new_panel(fig, NULL, "Q, K, V: input shards", "tokens held by each rank, every head", "h",
                                 a->seq, a->heads);
-        for (int r = 0; r < P; r++) {
-            int64_t tb[2], tc[2];
-            int nt = uly_plan_tokens(pl, a->seq, r, tb, tc);
-            for (int x = 0; x < nt; x++)
-                if (tc[x] && add_block(p, r, r, tb[x], tc[x], 0, a->heads, 0, 0))
-                    goto oom;
-        }
+        for (int r = 0; r < P; r++)
+            if (add_tokens(p, pl, a->seq, r, r, 0, a->heads))
+                goto oom;
         if (usp && U > 1) {
             p = new_panel(fig, "all-to-all in group", "after the group all-to-all", "group chunk x H/U heads", "h",
                           a->seq, a->heads);
@@ -1072,16 +1191,26 @@ static int explain_ring(const xcfg *c, xp_fig *fig)
                 uly_plan_grid(pl, r, &u, &j);
                 int64_t hb, hc;
                 uly_plan_heads(pl, a->heads, r, &hb, &hc);
-                for (int uu = 0; uu < U; uu++) {
-                    int s = uly_plan_grid_rank(pl, uu, j);
-                    int64_t tb[2], tc[2];
-                    int nt = uly_plan_tokens(pl, a->seq, s, tb, tc);
-                    for (int x = 0; x < nt; x++)
-                        if (tc[x] && hc && add_block(p, r, s, tb[x], tc[x], hb, hc, 0, 0))
-                            goto oom;
-                }
+                for (int uu = 0; uu < U; uu++)
+                    if (add_tokens(p, pl, a->seq, r, uly_plan_grid_rank(pl, uu, j), hb, hc))
+                        goto oom;
             }
         }
+        if (ag) {
+            p = new_panel(fig, "all-gather K, V", "K, V after the all-gather", "all N tokens on every rank", "kv",
+                          a->seq, a->kv_heads);
+            for (int r = 0; r < P; r++)
+                for (int s = 0; s < P; s++)
+                    if (add_tokens(p, pl, a->seq, r, s, 0, a->kv_heads))
+                        goto oom;
+            p = new_panel_kind(fig, XP_ARROW_LOCAL, "attention", "local attention",
+                               "own queries x all N keys: O_r (B, n_r, H, d)", "h", a->seq, a->heads);
+            for (int r = 0; r < P; r++)
+                if (add_tokens(p, pl, a->seq, r, r, 0, a->heads))
+                    goto oom;
+        }
+        /* the work per step stays in the model (--json); the figure draws
+         * the grid's per-rank totals */
         xp_bars *bar = &fig->bars[fig->nbars++];
         snprintf(bar->title, sizeof bar->title, "work per rank and step (visible pairs x heads)%s",
                  a->causal ? ", causal" : "");
@@ -1202,15 +1331,17 @@ static int explain_json_html(const xp_fig *fig, int json, uly_out *html)
     return rc;
 }
 
-int cmd_explain(int argc, char **argv)
+/* The command; *owned collects what it allocated for the problem (the
+ * document offsets), freed by cmd_explain on every way out. */
+static int explain_command(int argc, char **argv, int64_t **owned)
 {
     xcfg c;
     memset(&c, 0, sizeof c);
     int64_t P = 0, batch = 1, seq = 16, heads = 8, kv = 0, dim = 64, window = 0;
     int64_t udeg = 0;
     int causal = 0, dtype = 0, method = 0, placement = 0, seen_ranks = 0, seen_udeg = 0, seen_place = 0;
-    const char *svg = NULL, *html = NULL;
-    int json = 0;
+    const char *svg = NULL, *html = NULL, *docs = NULL;
+    int json = 0, seen_seq = 0;
     /* the choices of --method: the one name table (uly_method_name), indexed by uly_method */
     const char *method_names[ULY_METHOD_ALL + 1];
     for (int m = 0; m < ULY_METHOD_ALL; m++)
@@ -1219,7 +1350,8 @@ int cmd_explain(int argc, char **argv)
     const arg_opt opts[] = {
         {"ranks", ARG_INT, &P, 1, RANKS_MAX, "P", "number of ranks (GPUs) P (required; with --svg at most 64)", NULL,
          &seen_ranks},
-        {"seq", ARG_INT, &seq, 1, (int64_t)1 << 40, "N", "sequence length N (default 16)", NULL, NULL},
+        {"seq", ARG_INT, &seq, 1, (int64_t)1 << 40, "N", "sequence length N (default 16; with --docs, their sum)", NULL,
+         &seen_seq},
         {"heads", ARG_INT, &heads, 1, 1 << 20, "H", "query heads (default 8)", NULL, NULL},
         {"kv-heads", ARG_INT, &kv, 1, 1 << 20, "Hkv", "key/value heads, H % Hkv == 0 (default H)", NULL, NULL},
         {"batch", ARG_INT, &batch, 1, 1 << 20, "B", "batch size (default 1)", NULL, NULL},
@@ -1236,7 +1368,9 @@ int cmd_explain(int argc, char **argv)
          &seen_place},
         {"causal", ARG_FLAG, &causal, 0, 0, NULL, "causal mask (changes the work, not the volume)", NULL, NULL},
         {"window", ARG_INT, &window, 1, (int64_t)1 << 40, "W", "sliding window (as in ulysses attn)", NULL, NULL},
-        {"svg", ARG_STR, &svg, 0, 0, "FILE", "also draw the layouts: FILE.svg, .png or .pdf (cairo); P <= 64 (one band per rank)", NULL, NULL},
+        {"docs", ARG_STR, &docs, 0, 0, "L1,L2,...",
+         "packed documents: their lengths, summing to N (a query sees only its own document's keys)", NULL, NULL},
+        {"svg", ARG_STR, &svg, 0, 0, "FILE", "also draw the figure (layouts, mask grid, work): FILE.svg, or .png, .pdf (cairo); P <= 64", NULL, NULL},
         {"json", ARG_FLAG, &json, 0, 0, NULL, "print one JSON object instead of the text (keys in doc/cli.md); P <= 64",
          NULL, NULL},
         {"html", ARG_STR, &html, 0, 0, "FILE",
@@ -1269,6 +1403,42 @@ int cmd_explain(int argc, char **argv)
     c.a.causal = causal;
     c.a.window = window;
     c.a.dtype = dtype == 0 ? ULY_F32 : ULY_F64;
+    if (docs) {
+        int64_t D = 0, sum = 0;
+        int drc = parse_docs(docs, &c.doc_len, &D, msg, sizeof msg);
+        *owned = c.doc_len;
+        if (drc) {
+            fprintf(stderr, "ulysses explain: %s\n", msg);
+            return drc;
+        }
+        for (int64_t i = 0; i < D; i++)
+            sum += c.doc_len[i];
+        if (seen_seq && sum != seq) {
+            fprintf(stderr, "ulysses explain: --docs: the document lengths sum to %" PRId64 ", not --seq %" PRId64 "\n",
+                    sum, seq);
+            return EXIT_BADINPUT;
+        }
+        if (batch * (D + 1) > DOC_OFFSETS_MAX) {
+            fprintf(stderr, "ulysses explain: --docs: %" PRId64 " documents x --batch %" PRId64 " rows: more than %d "
+                    "offsets\n", D, batch, DOC_OFFSETS_MAX);
+            return EXIT_BADINPUT;
+        }
+        int64_t *off = calloc((size_t)(batch * (D + 1)), sizeof *off);
+        if (!off) {
+            fprintf(stderr, "ulysses explain: out of memory\n");
+            return ULY_EXIT_RUNTIME;
+        }
+        /* the same documents in every batch row */
+        for (int64_t b = 0; b < batch; b++)
+            for (int64_t i = 0; i < D; i++)
+                off[b * (D + 1) + i + 1] = off[b * (D + 1) + i] + c.doc_len[i];
+        free(c.doc_len);
+        c.doc_len = off;
+        *owned = off;
+        c.a.seq = sum;
+        c.a.doc_offsets = off;
+        c.a.docs = D;
+    }
     if ((seen_udeg || seen_place) && method != ULY_METHOD_USP) {
         fprintf(stderr, "ulysses explain: --%s applies to --method usp only\n",
                 seen_udeg ? "ulysses-degree" : "placement");
@@ -1316,9 +1486,9 @@ int cmd_explain(int argc, char **argv)
             fprintf(stderr, "ulysses explain: --svg %s: the file name must end in .svg, .png or .pdf\n", svg);
             return EXIT_BADINPUT;
         }
-        if (!xp_draw_available()) {
-            fprintf(stderr, "ulysses explain: --svg: this build has no drawing support (configure found no "
-                            "cairo; Debian: apt-get install libcairo2-dev, then reconfigure)\n");
+        if (strcmp(dot, ".svg") && !xp_draw_available()) {
+            fprintf(stderr, "ulysses explain: --svg %s: this build has no PNG or PDF support (configure found no "
+                            "cairo; Debian: apt-get install libcairo2-dev, then reconfigure); .svg works\n", svg);
             return EXIT_BADINPUT;
         }
     }
@@ -1388,10 +1558,18 @@ int cmd_explain(int argc, char **argv)
         rc = ULY_EXIT_RUNTIME;
     }
     if (!rc && svg)
-        fprintf(json ? stderr : stdout, "%sfigure written to %s\n", json ? "ulysses explain: " : "\n", svg);
+        fprintf(stderr, "ulysses explain: figure written to %s\n", svg);
     if (!rc && html)
         fprintf(stderr, "ulysses explain: page written to %s\n", html);
     uly_out_discard(outs, 2);
     xp_fig_free(&fig);
+    return rc;
+}
+
+int cmd_explain(int argc, char **argv)
+{
+    int64_t *owned = NULL;
+    int rc = explain_command(argc, argv, &owned);
+    free(owned);
     return rc;
 }

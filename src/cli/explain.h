@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * explain.h -- `ulysses explain`: the figure model shared by the text
- * printer (cmd_explain.c) and the cairo renderer (explain_draw.c).
+ * printer (cmd_explain.c) and the renderer (explain_draw.c: SVG directly,
+ * PNG and PDF by cairo).
  *
  * A figure is a list of panels.  A panel shows one tensor on every rank as a
  * grid of tokens (x) by heads (y), one band per rank; each block a rank holds
@@ -85,6 +86,11 @@ typedef struct xp_grid {
     unsigned char *mask;     /* N x N visibility of batch row 0 when N <= XP_FINE_MAX, else NULL */
 } xp_grid;
 
+/* What leads from panel i-1 to panel i: a collective (a solid arrow named by
+ * it), local computation (a dashed arrow: no communication), or nothing (the
+ * same stage, another tensor). */
+enum { XP_ARROW_COLLECTIVE = 0, XP_ARROW_LOCAL = 1, XP_ARROW_NONE = 2 };
+
 typedef struct xp_fig {
     char title[160];
     char subtitle[160];
@@ -92,6 +98,7 @@ typedef struct xp_fig {
     int npanel, nmatrix, nbars;
     xp_panel panel[XP_MAX_PANELS];
     char arrow[XP_MAX_PANELS][32];   /* label of the arrow into panel i (i >= 1) */
+    int arrow_kind[XP_MAX_PANELS];   /* XP_ARROW_*: what leads into panel i */
     xp_matrix matrix[XP_MAX_MATRICES];
     xp_bars bars[XP_MAX_BARS];
     xp_grid grid;
@@ -125,7 +132,8 @@ struct json_t *xp_fig_json(const xp_fig *f);
  * -1 out of memory or a write error. */
 int xp_html(FILE *fp, const struct json_t *doc);
 
-/* Whether xp_draw is available in this build (cairo found by configure). */
+/* Whether xp_draw can write .png and .pdf in this build (cairo found by
+ * configure); .svg is written without cairo and is always available. */
 int xp_draw_available(void);
 
 #endif
