@@ -109,8 +109,18 @@ if [ "$(grep -c "warning: step 2: the loss" "$W/err")" -eq 1 ] && [ "$(grep -c "
 else
     echo "FAIL: want one growth warning at step 2:"; sed 's/^/  | /' "$W/err" | head -5; fails=$((fails + 1))
 fi
-# a loss climbing from 2.86 to 25 without becoming non-finite: warned once, the run completes
-expect 0 "warning: step 10: the loss (20.6" -- "$U" train $D --steps 12 --lr 0.3 --clip 0 --weight-decay 0
+# a loss climbing from 2.86 to about 20 without becoming non-finite: warned once, the run completes.
+# The step and the loss it warns at depend on the machine's BLAS kernels (about step 10, 20-22 here),
+# so the check is the rule itself: one warning, at a smoothed loss >= 4 x the lowest and 1 nat above it.
+expect 0 "the training is diverging" -- "$U" train $D --steps 12 --lr 0.3 --clip 0 --weight-decay 0
+cases=$((cases + 1))
+if [ "$(grep -c "warning" "$W/err")" -eq 1 ] &&
+    sed -n 's/.*warning: step [0-9]*: the loss ([^;]*; \([0-9.]*\) averaged.*has grown to \([0-9.]*\) x its lowest average of this run (\([0-9.]*\) at step.*/\1 \2 \3/p' \
+        "$W/err" | awk '{ exit !(NF == 3 && $1 >= 4 * $3 - 1e-3 && $1 >= $3 + 1 && $2 >= 3.99) }'; then
+    echo "ok: ... one warning, its smoothed loss at least 4 x and 1 nat above the lowest"
+else
+    echo "FAIL: want one growth warning obeying the rule:"; sed 's/^/  | /' "$W/err" | head -5; fails=$((fails + 1))
+fi
 seen_err() {
     cases=$((cases + 1))
     if grep -q -- "$1" "$W/err"; then echo "ok: ... and it says '$1'"; else echo "FAIL: stderr lacks '$1'"; fails=$((fails + 1)); fi
