@@ -25,5 +25,6 @@
 #include "ulysses_kernels.h"
 #include "ulysses_npy.h"
 #include "ulysses_check.h"
+#include "ulysses_infer.h"
 
 #endif /* ULYSSES_H */

@@ -23,6 +23,7 @@
 
 #include <mpi.h>
 #include "ulysses.h"
+#include "ulysses_infer.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -323,6 +324,69 @@ void uly_sp_times_get(const uly_sp *s, uly_sp_times *t);
  * previous one (non-blocking send and receive, then wait).  Ring methods
  * only (ring, zigzag, usp); collective over the ring. */
 int uly_sp_ring_shift(uly_sp *s, const void *sbuf, void *rbuf, size_t bytes);
+
+
+/* ------------------------------------------------------------ inference */
+
+/*
+ * Sequence-parallel inference over P ranks (ulysses_infer.h for the KV
+ * layouts and the decode schemes, doc/inference.md): a prefill of the
+ * prompt by any SP method that leaves each rank its shard of the KV cache
+ * in the chosen layout, then decode steps of one new token per sequence.
+ *
+ * The problem a: a->batch sequences, a->seq = the prompt's tokens, the
+ * heads, head_dim, dtype, causal (required: decoding is causal) and window
+ * of every step; documents are refused.
+ */
+typedef struct uly_infer_opts {
+    uly_sp_opts prefill;  /* the prefill's SP method and options */
+    int scheme;           /* ULY_DECODE_DCP or ULY_DECODE_HELIX */
+    int kv_kind;          /* ULY_KV_CONTIGUOUS or ULY_KV_ROUND_ROBIN */
+    int64_t kv_block;     /* round-robin: tokens per block (>= 1) */
+    int64_t capacity;     /* tokens per sequence the cache holds (>= a->seq):
+                             the prompt plus the tokens to generate */
+    int threads;          /* decode kernel threads (0: the OpenMP default) */
+} uly_infer_opts;
+
+typedef struct uly_infer uly_infer;
+
+/* Create (collective): all ranks agree on a and the options; allocates this
+ * rank's cache shard for `capacity` tokens (uly_infer_memory says how much). */
+int uly_infer_create(MPI_Comm comm, const uly_attn_desc *a, const uly_infer_opts *opts, uly_infer **out);
+void uly_infer_free(uly_infer *s);
+/* What uly_infer_create allocates on rank `rank` of P (the cache shard, the
+ * prefill context's buffers, the decode buffers), by name. */
+int uly_infer_memory(const uly_attn_desc *a, const uly_infer_opts *opts, int P, int rank, uly_bufs *out);
+/* Prefill (collective): q, k, v, o of this rank's prompt tokens as the
+ * prefill method holds them (uly_sp_tokens), (B, n_r, H|Hkv, d); writes o and
+ * moves K, V into the cache shards.  Once, before any decode step. */
+int uly_infer_prefill(uly_infer *s, const void *q, const void *k, const void *v, void *o);
+/* One decode step (collective) for the token at position uly_infer_length:
+ * q: dcp: (B, H_r, d), this rank's query heads (uly_infer_heads); helix:
+ * (B, H, d), every head, the same on every rank.  k, v (B, Hkv, d): the new
+ * token's, the same on every rank (its owner appends them to its shard
+ * before attending).  Writes o (B, H_r, d) for this rank's heads and, when
+ * lse is not NULL, their LSE (B, H_r).  ULY_ERANGE once the cache is full. */
+int uly_infer_decode(uly_infer *s, const void *q, const void *k, const void *v, void *o, void *lse);
+/* The query heads whose output this rank returns: uly_split(H, P, rank). */
+void uly_infer_heads(const uly_infer *s, int64_t *head_begin, int64_t *head_count);
+/* Tokens per sequence in the cache (the prompt after prefill, + 1 per step). */
+int64_t uly_infer_length(const uly_infer *s);
+/* This rank's cache shard: k, v (B, capacity_r, Hkv, d) with its first
+ * *rows rows valid, in token order (tests, checkers); the pointers stay the
+ * context's. */
+void uly_infer_cache(const uly_infer *s, const void **k, const void **v, int64_t *rows);
+/* The prefill context (its volumes, times), owned by s. */
+uly_sp *uly_infer_prefill_ctx(const uly_infer *s);
+/* Bytes sent / received by the decode steps since creation, by call
+ * (uly_plan_decode_volume per step), and by the prefill's KV move. */
+void uly_infer_volume(const uly_infer *s, uly_decode_volume *decode, uint64_t *kv_sent, uint64_t *kv_recv);
+/* Wall time (seconds) of the last decode step's phases: query gather,
+ * attention over the shard, merge collectives, the merge itself. */
+typedef struct uly_infer_times {
+    double q_gather, attn, merge_comm, merge;
+} uly_infer_times;
+void uly_infer_times_get(const uly_infer *s, uly_infer_times *t);
 
 #ifdef __cplusplus
 }

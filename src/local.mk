@@ -39,7 +39,7 @@ src_libulykern_la_CFLAGS += $(JANSSON_CFLAGS)
 src_libulykern_la_LIBADD += $(JANSSON_LIBS)
 
 include_HEADERS += include/ulysses.h include/ulysses_plan.h include/ulysses_kernels.h include/ulysses_npy.h \
-	include/ulysses_model.h include/ulysses_check.h
+	include/ulysses_model.h include/ulysses_check.h include/ulysses_infer.h
 
 if HAVE_MPI
 lib_LTLIBRARIES += src/libulysses.la
