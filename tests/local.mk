@@ -122,7 +122,8 @@ validate-local: all
 # ulysses explain needs no MPI: built and tested in every configuration.
 TESTS += tests/cli_explain.sh tests/explain_figs.sh
 EXTRA_DIST += tests/cli_explain.sh tests/explain_figs.sh tests/expect.sh
-TESTS += tests/explain_html.sh
+TESTS += tests/explain_html.sh tests/explain_decode.sh
+EXTRA_DIST += tests/explain_decode.sh
 EXTRA_DIST += tests/explain_html.sh tests/explain_html_check.py
 
 # No call cycle between the files of a library or program, no include cycle
