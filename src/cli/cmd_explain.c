@@ -1515,11 +1515,11 @@ static int explain_decode(const xcfg *c, xp_fig *fig)
                    B * es, H, Hr, d, v, v == ts ? "= uly_plan_decode_volume" : "DIFFERS");
     }
     if (dcp)
-        printf("  even heads (P | H): (P-1) H_r d + (H - H_r) d = 2 (P-1)/P H d, so\n"
+        printf("  even heads, P dividing H: (P-1) H_r d + (H - H_r) d = 2 (P-1)/P H d, so\n"
                "    sent = B e (P-1) (2 H d / P + H)%s\n",
                a->heads % P ? "  (not the case here: H % P != 0)" : "");
     else
-        printf("  even heads (P | H): sent = B e H (d + 1) (P-1)/P%s\n",
+        printf("  even heads, P dividing H: sent = B e H (d + 1) (P-1)/P%s\n",
                a->heads % P ? "  (not the case here: H % P != 0)" : "");
     /* N, T appear nowhere: the plan's bytes for other cache lengths */
     int flat = 1;
