@@ -22,7 +22,7 @@ src_libulyplan_la_LIBADD = src/libulybase.la
 # Kernels and .npy: no MPI.
 noinst_LTLIBRARIES += src/libulykern.la
 src_libulykern_la_SOURCES = src/kernel_ref.c src/kernel_blocked.c \
-	src/kernel_blocked_impl.h src/vexp.h src/vexp.c src/vexp_impl.h src/npy.c src/merge.c src/model.c src/model_impl.h \
+	src/kernel_blocked_impl.h src/vexp.h src/vexp.c src/vexp_impl.h src/npy.c src/merge.c src/kernel_decode.c src/infer_impl.h src/model.c src/model_impl.h \
 	src/elem.c src/elem_impl.h src/safetensors.c src/tfile.c src/tfile_impl.h
 # KERNEL_OPT_CFLAGS (-O3 unless the user set CFLAGS) comes after AM_CFLAGS's
 # -O2.  No contraction into FMA: the SIMD clones of vexp.h must give the same
