@@ -123,5 +123,20 @@ else
     echo "PNG not checked (no cairo in this build)"
 fi
 
+# the --html page in a headless browser: what it shows is the text's numbers
+C=""
+for c in chromium chromium-browser; do command -v "$c" > /dev/null 2>&1 && { C=$c; break; }; done
+if [ -n "$C" ]; then
+    # shellcheck disable=SC2086
+    "$U" explain --method helix $s --html "$W/h.html" > /dev/null 2>&1 || fail "--html"
+    timeout 60 "$C" --headless --no-sandbox --disable-gpu --no-first-run --user-data-dir="$W/profile" \
+        --dump-dom "file://$W/h.html#walk" > "$W/h.dom" 2> /dev/null || fail "chromium on the page"
+    has "$W/h.dom" "vol r3|1560|1560|1560|1560"
+    has "$W/h.dom" "cache r2|8-11,24-27|8|8-11,24-27,40-43|12|12288|4-5"
+    has "$W/h.dom" "run 0 48 1 1"
+else
+    echo "page not checked (no chromium)"
+fi
+
 echo "explain_decode: $cases checks, $fails failures"
 [ "$fails" -eq 0 ]
