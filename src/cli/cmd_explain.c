@@ -1588,27 +1588,6 @@ static int explain_decode(const xcfg *c, xp_fig *fig)
                 goto oom;
             tk = e - 1;
         }
-        p = new_panel_kind(fig, dcp ? XP_ARROW_COLLECTIVE : XP_ARROW_LOCAL, dcp ? "all-gather q" : "q replicated",
-                           "attention: keys x query heads", "O_r, LSE_r (B, H, d): partials", "h", axis, a->heads);
-        for (int64_t tk = 0; tk <= n; tk++) {
-            const int o = uly_kv_owner(L, tk), vis = key_visible(a, n, tk);
-            int64_t e = tk + 1;
-            while (e <= n && uly_kv_owner(L, e) == o && key_visible(a, n, e) == vis)
-                e++;
-            if (vis && add_block(p, o, o, tk, e - tk, 0, a->heads, 0, 0))
-                goto oom;
-            tk = e - 1;
-        }
-        p = new_panel(fig, dcp ? "LSE all-gather, reduce-scatter O" : "all-to-all O, LSE", "O: merged on the owners",
-                      "(B, H_r, d): heads x partials", "h", P, a->heads);
-        snprintf(p->xname, sizeof p->xname, "partials");
-        for (int r = 0; r < P; r++) {
-            int64_t hb, hc;
-            uly_split(a->heads, P, r, &hb, &hc);
-            for (int s = 0; s < P && hc; s++)
-                if (add_block(p, r, s, s, 1, hb, hc, 0, 0))
-                    goto oom;
-        }
         /* the new query's row of the mask grid */
         fig->strip.query = n;
         for (int64_t tk = 0; tk <= n; tk++) {
@@ -1622,6 +1601,24 @@ static int explain_decode(const xcfg *c, xp_fig *fig)
             fig->strip.run = nr;
             nr[fig->strip.nrun++] = (xp_strip_run){o, tk, e - tk, vis};
             tk = e - 1;
+        }
+        /* the keys each rank attends: the strip's visible runs, for all H heads */
+        p = new_panel_kind(fig, dcp ? XP_ARROW_COLLECTIVE : XP_ARROW_LOCAL, dcp ? "all-gather q" : "q replicated",
+                           "attention: keys x query heads", "O_r, LSE_r (B, H, d): partials", "h", axis, a->heads);
+        for (int i = 0; i < fig->strip.nrun; i++) {
+            const xp_strip_run *x = &fig->strip.run[i];
+            if (x->visible && add_block(p, x->rank, x->rank, x->begin, x->count, 0, a->heads, 0, 0))
+                goto oom;
+        }
+        p = new_panel(fig, dcp ? "LSE all-gather, reduce-scatter O" : "all-to-all O, LSE", "O: merged on the owners",
+                      "(B, H_r, d): heads x partials", "h", P, a->heads);
+        snprintf(p->xname, sizeof p->xname, "partials");
+        for (int r = 0; r < P; r++) {
+            int64_t hb, hc;
+            uly_split(a->heads, P, r, &hb, &hc);
+            for (int s = 0; s < P && hc; s++)
+                if (add_block(p, r, s, s, 1, hb, hc, 0, 0))
+                    goto oom;
         }
         if (dcp) {
             add_matrix(fig, "all-gather q: elements sent (row -> column)", P, &mat[ULY_DEC_Q_AG]);
