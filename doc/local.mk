@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 dist_doc_DATA += doc/design.md doc/kernels.md doc/ulysses.md doc/reliability.md doc/cli.md doc/minicluster.md doc/glossary.md \
-	doc/tutorial.md doc/methods.md doc/train.md doc/check.md
+	doc/tutorial.md doc/methods.md doc/train.md doc/check.md doc/inference.md
 
 # Man pages, generated so that they cannot disagree with the programs:
 # ulysses(1) and ulysses-sim(1) from their --help texts (help2man, every
@@ -36,6 +36,8 @@ dist_tutfig_DATA = doc/figures/ulysses-4x8-gqa.png doc/figures/megatron-sp-4.png
 	doc/figures/ring-causal-4.png doc/figures/zigzag-causal-4.png \
 	doc/figures/allgather-causal-4.png doc/figures/usp-causal-4.png doc/figures/window-ring-4.png \
 	doc/figures/docs-zigzag-4.png doc/figures/ring-causal-32.png
+# The decode figures of doc/inference.md (ulysses explain --method dcp|helix --svg).
+dist_tutfig_DATA += doc/figures/dcp-4.png doc/figures/helix-4.png
 # The simulator's weak-scaling sweep plot (ulysses-sim sweep --plot; doc/simulator.md).
 dist_tutfig_DATA += doc/figures/sweep-weak.png
 EXTRA_DIST += doc/figures/RENDERER

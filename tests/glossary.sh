@@ -53,6 +53,9 @@ text    \$U explain --ranks 2 --seq 8 --heads 4 --method megatron-sp
 json    \$U explain --ranks 4 --seq 8 --heads 4 --method usp --ulysses-degree 2 --causal --json
 json    \$U explain --ranks 2 --seq 8 --heads 4 --method megatron-sp --json
 text    \$U explain --ranks 2 --docs 3,5 --heads 4 --method zigzag --causal
+text    \$U explain --ranks 4 --method dcp --prompt 16 --generate 4 --heads 8 --kv-heads 2 --kv-layout round-robin:4
+text    \$U explain --ranks 3 --method helix --prompt 10 --generate 2 --window 4
+json    \$U explain --ranks 2 --method dcp --prompt 8 --generate 2 --json
 text    \$U bench kernel --seq 64 --heads 2 --head-dim 16 --gemm-size 64 --repeat 1
 json    \$U bench kernel --seq 64 --heads 2 --head-dim 16 --gemm-size 64 --repeat 1 --json
 text    \$U bench memory --seq 256 --heads 2 --head-dim 16 --threads 1

@@ -23,6 +23,18 @@ check_PROGRAMS += tests/test_plan tests/test_ref tests/test_blocked tests/test_n
 	tests/test_model
 TESTS += tests/test_plan tests/test_ref tests/test_blocked tests/test_npy tests/test_alloc tests/test_model
 
+# inference: the KV layouts and decode volumes (plan), the decode kernel and its emulation
+check_PROGRAMS += tests/test_infer_plan tests/test_infer_kernel
+TESTS += tests/test_infer_plan tests/test_infer_kernel
+tests_test_infer_plan_SOURCES = tests/test_infer_plan.c
+tests_test_infer_plan_CFLAGS = $(TEST_CFLAGS)
+tests_test_infer_plan_LDADD = $(TEST_LIBS)
+tests_test_infer_plan_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
+tests_test_infer_kernel_SOURCES = tests/test_infer_kernel.c tests/testutil.h tests/testutil.c
+tests_test_infer_kernel_CFLAGS = $(TEST_CFLAGS)
+tests_test_infer_kernel_LDADD = $(TEST_LIBS)
+tests_test_infer_kernel_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
+
 tests_test_model_SOURCES = tests/test_model.c tests/testutil.h tests/testutil.c
 tests_test_model_CFLAGS = $(TEST_CFLAGS)
 tests_test_model_LDADD = $(TEST_LIBS)
@@ -122,7 +134,8 @@ validate-local: all
 # ulysses explain needs no MPI: built and tested in every configuration.
 TESTS += tests/cli_explain.sh tests/explain_figs.sh
 EXTRA_DIST += tests/cli_explain.sh tests/explain_figs.sh tests/expect.sh
-TESTS += tests/explain_html.sh
+TESTS += tests/explain_html.sh tests/explain_decode.sh
+EXTRA_DIST += tests/explain_decode.sh
 EXTRA_DIST += tests/explain_html.sh tests/explain_html_check.py
 
 # No call cycle between the files of a library or program, no include cycle

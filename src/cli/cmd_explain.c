@@ -47,6 +47,9 @@ typedef struct xcfg {
     uly_layout L;         /* what every rank holds (ulysses, megatron-sp), from plan */
     const char *svg;
     int64_t *doc_len;     /* --docs: the D document lengths, or NULL */
+    int scheme;           /* --method dcp|helix: ULY_DECODE_*; -1 for the SP methods */
+    uly_kv_layout kv;     /* decode: the cache layout (a.seq = the prompt) */
+    int64_t generate;     /* decode: tokens generated before the step explained */
 } xcfg;
 
 static const char synopsis[] =
@@ -54,10 +57,13 @@ static const char synopsis[] =
     "               [--dtype f32|f64] [--method ulysses|ring|zigzag|allgather|usp|megatron-sp]\n"
     "               [--ulysses-degree U] [--placement ulysses-inner|ring-inner] [--causal] [--window W]\n"
     "               [--docs L1,L2,...] [--svg FILE.svg|.png|.pdf] [--json] [--html FILE.html]\n"
+    "       explain --method dcp|helix --ranks P [--prompt N] [--generate T]\n"
+    "               [--kv-layout contiguous|round-robin:B] [--heads H] [--kv-heads Hkv] [--batch B] ...\n"
     "Explains one attention layer on P ranks, step by step: what each rank holds before and\n"
     "after every collective (tokens x heads), the P x P send matrices, per-rank totals and the\n"
-    "closed-form volume checked against them.  Needs no MPI.  Every term printed is defined in\n"
-    "doc/glossary.md.";
+    "closed-form volume checked against them.  With --method dcp or helix: one decode step over\n"
+    "a KV cache sharded by tokens (which tokens each rank holds, what the step sends, the merge;\n"
+    "doc/inference.md).  Needs no MPI.  Every term printed is defined in doc/glossary.md.";
 
 /* ------------------------------------------------------------ helpers */
 
@@ -123,7 +129,8 @@ static void print_matrix(const uint64_t *m, int P, uint64_t es, const char *inde
         printf("%s(matrix omitted for P > %d; per-rank totals below)\n", indent, MATRIX_MAX_P);
         return;
     }
-    int w = P > 10 ? 6 : 5;
+    /* at least the header "to rN" and a space */
+    int w = P > 10 ? 7 : 6;
     uint64_t rmax = 1, cmax = 1;
     for (int i = 0; i < P * P; i++)
         if (digits(m[i]) + 3 > w)
@@ -201,6 +208,8 @@ void xp_fig_free(xp_fig *f)
     }
     xp_grid_free(&f->grid);
     free(f->vol);
+    free(f->dvol);
+    free(f->strip.run);
     memset(f, 0, sizeof *f);
 }
 
@@ -1237,6 +1246,407 @@ done:
     return rc;
 }
 
+/* ------------------------------------------------------------ decode: dcp, helix */
+
+/* Runs printed per rank before "..."; room for them in a buffer. */
+enum { RUNS_PRINT = 6, RUNS_LEN = RUNS_PRINT * (RNG_LEN + 1) + 48 };
+
+/* "0-3,16-19" for the runs of [0, n) that rank r holds (uly_kv_segments) */
+static const char *kv_runs(char *buf, size_t len, const uly_kv_layout *L, int r, int64_t n)
+{
+    int64_t b[RUNS_PRINT], c[RUNS_PRINT];
+    const int64_t k = uly_kv_segments(L, r, n, b, c, RUNS_PRINT);
+    size_t o = 0;
+    buf[0] = 0;
+    if (k == 0)
+        snprintf(buf, len, "none");
+    for (int64_t i = 0; i < k && i < RUNS_PRINT && o < len; i++) {
+        char x[RNG_LEN];
+        o += (size_t)snprintf(buf + o, len - o, "%s%s", i ? "," : "", rng(x, sizeof x, b[i], c[i]));
+    }
+    if (k > RUNS_PRINT && o < len)
+        snprintf(buf + o, len - o, ",... (%" PRId64 " runs)", k);
+    return buf;
+}
+
+/* Elements rank r sends rank s in call `w` of one decode step: the P x P
+ * matrices, from the per-rank head split uly_split(H, P, r) alone. */
+static uint64_t dec_elems(const uly_attn_desc *a, int w, int P, int r, int s)
+{
+    int64_t hb, hr, hs;
+    uly_split(a->heads, P, r, &hb, &hr);
+    uly_split(a->heads, P, s, &hb, &hs);
+    const uint64_t B = (uint64_t)a->batch, d = (uint64_t)a->head_dim;
+    switch (w) {
+    case ULY_DEC_Q_AG:   /* r's query heads, to every rank */
+        return B * (uint64_t)hr * d;
+    case ULY_DEC_LSE_AG: /* r's partial LSEs of every head, to every rank */
+        return B * (uint64_t)a->heads;
+    case ULY_DEC_O_RS:   /* r's scaled partials of s's heads */
+        return B * (uint64_t)hs * d;
+    default:             /* ULY_DEC_OL_A2A: r's partials of s's heads and their LSEs */
+        return B * (uint64_t)hs * (d + 1);
+    }
+}
+
+/* Keys 0..n the new query at position n sees (the causal mask, a window). */
+static int key_visible(const uly_attn_desc *a, int64_t n, int64_t j)
+{
+    return j <= n && (!a->window || n - j < a->window);
+}
+
+static int explain_decode(const xcfg *c, xp_fig *fig)
+{
+    const uly_attn_desc *a = &c->a;
+    const int P = c->P, dcp = c->scheme == ULY_DECODE_DCP;
+    const uly_kv_layout *L = &c->kv;
+    const int64_t N = a->seq, T = c->generate, n = N + T;   /* the new token's position */
+    const uint64_t es = uly_dtype_size(a->dtype), B = (uint64_t)a->batch, d = (uint64_t)a->head_dim,
+                   H = (uint64_t)a->heads;
+    const int first = dcp ? ULY_DEC_Q_AG : ULY_DEC_OL_A2A, last = dcp ? ULY_DEC_O_RS : ULY_DEC_OL_A2A;
+    const int keep = P <= MATRIX_MAX_P || fig;
+    uly_decode_volume *vol = calloc((size_t)P, sizeof *vol);
+    uint64_t *sent = calloc((size_t)P * ULY_DEC_COUNT, sizeof *sent), *recv = calloc((size_t)P * ULY_DEC_COUNT, sizeof *recv);
+    uint64_t *mat[ULY_DEC_COUNT] = {0};
+    char b1[RUNS_LEN], b2[RUNS_LEN], b3[RNG_LEN];
+    int rc = 0;
+    if (!vol || !sent || !recv)
+        goto oom;
+    for (int r = 0; r < P; r++)
+        if (uly_plan_decode_volume(a, c->scheme, P, r, &vol[r])) {
+            fprintf(stderr, "ulysses explain: %s\n", uly_last_error());
+            rc = EXIT_BADINPUT;
+            goto done;
+        }
+    for (int w = first; w <= last; w++) {
+        if (keep && !(mat[w] = calloc((size_t)P * (size_t)P, sizeof(uint64_t))))
+            goto oom;
+        for (int r = 0; r < P; r++)
+            for (int s = 0; s < P; s++) {
+                const uint64_t e = dec_elems(a, w, P, r, s);
+                if (keep)
+                    mat[w][r * P + s] = e;
+                if (s != r) {
+                    sent[r * ULY_DEC_COUNT + w] += e * es;
+                    recv[s * ULY_DEC_COUNT + w] += e * es;
+                }
+            }
+    }
+    const int64_t g = a->heads / a->kv_heads;
+    char lname[48];
+    uly_kv_layout_name(L, lname, sizeof lname);
+
+    printf("ulysses explain: %s, one decode step of one attention layer\n",
+           dcp ? "DCP (decode context parallelism): the KV cache sharded over the ranks by tokens"
+               : "Helix: the KV cache sharded over the ranks by tokens, the heads' outputs by all-to-all");
+    printf("(every term is defined in doc/glossary.md)\n\n");
+    printf("shape   P = %d ranks, B = %" PRIu64 " sequences, N = %" PRId64 " prompt tokens, T = %" PRId64
+           " generated, H = %" PRIu64 " query heads, Hkv = %" PRId64 " KV heads, d = %" PRIu64 ", %s (e = %" PRIu64
+           " bytes)\n",
+           P, B, N, T, H, a->kv_heads, d, dtype_names[a->dtype], es);
+    if (a->kv_heads == a->heads)
+        printf("heads   MHA: every query head has its own KV head (g = H/Hkv = 1)\n");
+    else if (a->kv_heads == 1)
+        printf("heads   MQA: all %" PRIu64 " query heads share one KV head (g = %" PRId64 ")\n", H, g);
+    else
+        printf("heads   GQA: g = H/Hkv = %" PRId64 " query heads share each KV head\n", g);
+    if (a->window)
+        printf("mask    causal sliding window: the new token at position n sees keys n-%" PRId64 " < j <= n\n",
+               a->window);
+    else
+        printf("mask    causal: the new token at position n sees every key j <= n (its own included)\n");
+    if (L->kind == ULY_KV_ROUND_ROBIN)
+        printf("layout  %s: token t on rank (t / %" PRId64 ") mod %d (blocks of b = %" PRId64
+               " tokens dealt in turn, prompt and generated alike)\n",
+               lname, L->block, P, L->block);
+    else
+        printf("layout  contiguous: the prompt split as uly_split(N, P, r); every generated token on rank %d\n", P - 1);
+
+    /* ---- the cache */
+    printf("\nKV cache (uly_kv_segments, uly_kv_count): the tokens each rank holds, every KV head of a token\n"
+           "on one rank, in token order; cache bytes = 2 (K and V) x B x tokens x Hkv x d x e\n");
+    printf("  rank  after the prompt (0-%" PRId64 ")%*s n_r | after T = %" PRId64 " generated (0-%" PRId64 ")%*s n_r | cache bytes\n",
+           N - 1, 8, "", T, n - 1, 4, "");
+    const uint64_t tokbytes = 2 * B * (uint64_t)a->kv_heads * d * es;
+    for (int r = 0; r < P; r++) {
+        if (!show_rank(r, P)) {
+            ellipsis(r, P);
+            continue;
+        }
+        const int64_t np = uly_kv_count(L, r, N), nt = uly_kv_count(L, r, n);
+        printf("  r%-4d %-30s %5" PRId64 " | %-33s %5" PRId64 " | %11" PRIu64 "\n", r, kv_runs(b1, sizeof b1, L, r, N), np,
+               kv_runs(b2, sizeof b2, L, r, n), nt, (uint64_t)nt * tokbytes);
+    }
+    if (L->kind == ULY_KV_CONTIGUOUS && T > 0 && P > 1)
+        printf("  contiguous: the generated tokens all land on rank %d, whose shard grows while the others stay\n"
+               "  (round-robin:B spreads them; try --kv-layout round-robin:%d)\n", P - 1, 4);
+    if (L->kind == ULY_KV_ROUND_ROBIN)
+        printf("  round-robin: any %" PRId64 " consecutive tokens (P blocks) are spread over all ranks, so the\n"
+               "  shards stay within one block of each other as the cache grows\n", (int64_t)P * L->block);
+
+    /* ---- the step */
+    const int own = uly_kv_owner(L, n);
+    int64_t hb0, hc0;
+    printf("\nDecode step %" PRId64 ": the token at position n = %" PRId64 "\n", T + 1, n);
+    int step = 1;
+    printf("  %d. append (local): every rank computes (or receives with the query) the new token's K, V\n"
+           "     (B, Hkv, d); its owner, rank %d (uly_kv_owner), appends them to its shard\n", step++, own);
+    if (dcp) {
+        printf("  %d. all-gather q: rank r holds the query heads H_r = uly_split(H, P, r) (as a tensor-parallel\n"
+               "     projection leaves them); afterwards every rank holds all H heads (B, H, d).\n"
+               "     r sends every other rank B H_r d elements\n", step++);
+        print_matrix(mat[ULY_DEC_Q_AG], P, es, "     ");
+    } else {
+        printf("  %d. the query (B, H, d) is replicated on every rank (no communication)\n", step++);
+    }
+    printf("  %d. attention over the shard (local, uly_decode_attn): rank r attends the query, all H heads,\n"
+           "     over the keys it holds, giving a partial O_r (B, H, d) and LSE_r (B, H)\n", step++);
+    printf("     rank  keys attended (of 0-%" PRId64 ")%*s count\n", n, 12, "");
+    for (int r = 0; r < P; r++) {
+        if (!show_rank(r, P)) {
+            ellipsis(r, P);
+            continue;
+        }
+        int64_t seen = 0, lo = a->window && n - a->window + 1 > 0 ? n - a->window + 1 : 0;
+        seen = uly_kv_count(L, r, n + 1) - uly_kv_count(L, r, lo);
+        printf("     r%-4d %-40s %5" PRId64 "%s\n", r, kv_runs(b1, sizeof b1, L, r, n + 1), seen,
+               seen ? "" : "  (none visible: O_r = 0, LSE_r = -inf)");
+    }
+    if (dcp) {
+        printf("  %d. all-gather LSE: every rank gets every rank's LSE_s (B, H) and computes, per head,\n"
+               "     L = log sum_s exp(LSE_s) in rank order.  r sends every other rank B H elements\n", step++);
+        print_matrix(mat[ULY_DEC_LSE_AG], P, es, "     ");
+        printf("  %d. reduce-scatter O: rank r scales O_r by exp(LSE_r - L) and sends rank s the heads H_s\n"
+               "     (B H_s d elements); s sums the P scaled partials in rank order 0..P-1\n", step++);
+        print_matrix(mat[ULY_DEC_O_RS], P, es, "     ");
+    } else {
+        printf("  %d. all-to-all O, LSE: rank r sends rank s its unscaled partials of the heads H_s with their\n"
+               "     LSEs: B H_s (d + 1) elements (the LSE in the element type)\n", step++);
+        print_matrix(mat[ULY_DEC_OL_A2A], P, es, "     ");
+        printf("  %d. merge (local): rank s merges the P partials of each of its heads in rank order 0..P-1\n", step++);
+    }
+    printf("  The output O (B, H_r, d) of its heads H_r is then on rank r:");
+    for (int r = 0; r < P && r < 8; r++) {
+        uly_split(a->heads, P, r, &hb0, &hc0);
+        printf(" r%d %s", r, rng(b3, sizeof b3, hb0, hc0));
+    }
+    printf("%s\n", P > 8 ? " ..." : "");
+    if (a->heads < P)
+        printf("  ranks %" PRIu64 "-%d own no head: they attend and send partials but return no output\n", H, P - 1);
+
+    /* ---- the merge */
+    printf("\nMerge (per sequence and head, on the head's owner, in rank order r = 0, 1, ..., P-1)\n");
+    if (dcp)
+        printf("  L = m + log sum_r exp(LSE_r - m), m = max_r LSE_r         (from the all-gathered LSEs)\n"
+               "  O = sum_r exp(LSE_r - L) O_r                               (scaled on rank r, summed on the owner)\n");
+    else
+        printf("  (O, L) = (O_0, LSE_0); for r = 1, ..., P-1 (uly_attn_merge's formula):\n"
+               "    L' = m + log(exp(L - m) + exp(LSE_r - m)), m = max(L, LSE_r)\n"
+               "    O  = exp(L - L') O + exp(LSE_r - L') O_r,  L = L'\n");
+    printf("  A rank with no visible key (LSE_r = -inf) has weight exactly 0.  The order is fixed and each\n"
+           "  O_r depends only on rank r's tokens, so the result is bitwise what uly_decode_emulate gives in one\n"
+           "  process with the same layout and P (doc/inference.md).\n");
+
+    /* ---- totals */
+    printf("\nPer-rank totals: bytes of one decode step (uly_plan_decode_volume)\n");
+    printf("  rank ");
+    for (int w = first; w <= last; w++)
+        printf(" %18s", uly_dec_vol_name(w));
+    printf(" | %12s %12s\n", "step sent", "step recv");
+    int all_ok = 1;
+    uint64_t maxs = 0;
+    for (int r = 0; r < P; r++) {
+        uint64_t ts = 0, tr = 0;
+        for (int w = first; w <= last; w++) {
+            ts += vol[r].sent[w];
+            tr += vol[r].recv[w];
+            all_ok &= vol[r].sent[w] == sent[r * ULY_DEC_COUNT + w] && vol[r].recv[w] == recv[r * ULY_DEC_COUNT + w];
+        }
+        for (int w = 0; w < ULY_DEC_COUNT; w++)
+            all_ok &= (w >= first && w <= last) || (!vol[r].sent[w] && !vol[r].recv[w]);
+        maxs = ts > maxs ? ts : maxs;
+        if (!show_rank(r, P)) {
+            ellipsis(r, P);
+            continue;
+        }
+        printf("  r%-4d", r);
+        for (int w = first; w <= last; w++)
+            printf(" %18" PRIu64, vol[r].sent[w]);
+        printf(" | %12" PRIu64 " %12" PRIu64 "\n", ts, tr);
+    }
+    printf("  busiest rank: %" PRIu64 " bytes (%s) per step and layer\n", maxs, human(b1, sizeof b1, maxs));
+
+    /* ---- closed form */
+    printf("\nClosed form (rank r, bytes per step; B e = %" PRIu64 ")\n", B * es);
+    if (dcp)
+        printf("  sent = B e [ (P-1) H_r d  +  (P-1) H  +  (H - H_r) d ]      (q all-gather, LSE all-gather, O)\n");
+    else
+        printf("  sent = B e (H - H_r) (d + 1)                                 (O and LSE of the others' heads)\n");
+    int cf_ok = 1;
+    for (int r = 0; r < P; r++) {
+        int64_t hb, hr;
+        uly_split(a->heads, P, r, &hb, &hr);
+        const uint64_t Hr = (uint64_t)hr, Pm = (uint64_t)(P - 1);
+        const uint64_t v = dcp ? B * es * (Pm * Hr * d + Pm * H + (H - Hr) * d) : B * es * (H - Hr) * (d + 1);
+        uint64_t ts = 0;
+        for (int w = first; w <= last; w++)
+            ts += vol[r].sent[w];
+        cf_ok &= v == ts;
+        /* once for a run of ranks with the same head count */
+        int64_t hp = -1, hn = -1, x;
+        if (r > 0)
+            uly_split(a->heads, P, r - 1, &x, &hp);
+        if (hp == hr)
+            continue;
+        int lastr = r;
+        while (lastr + 1 < P && (uly_split(a->heads, P, lastr + 1, &x, &hn), hn == hr))
+            lastr++;
+        char who[32];
+        if (lastr > r)
+            snprintf(who, sizeof who, "r%d-r%d", r, lastr);
+        else
+            snprintf(who, sizeof who, "r%d", r);
+        if (dcp)
+            printf("  %-7s %" PRIu64 " x [%d x %" PRIu64 " x %" PRIu64 " + %d x %" PRIu64 " + (%" PRIu64 " - %" PRIu64
+                   ") x %" PRIu64 "] = %" PRIu64 " (%s)\n",
+                   who, B * es, P - 1, Hr, d, P - 1, H, H, Hr, d, v, v == ts ? "= uly_plan_decode_volume" : "DIFFERS");
+        else
+            printf("  %-7s %" PRIu64 " x (%" PRIu64 " - %" PRIu64 ") x (%" PRIu64 " + 1) = %" PRIu64 " (%s)\n", who,
+                   B * es, H, Hr, d, v, v == ts ? "= uly_plan_decode_volume" : "DIFFERS");
+    }
+    if (dcp)
+        printf("  even heads, P dividing H: (P-1) H_r d + (H - H_r) d = 2 (P-1)/P H d, so\n"
+               "    sent = B e (P-1) (2 H d / P + H)%s\n",
+               a->heads % P ? "  (not the case here: H % P != 0)" : "");
+    else
+        printf("  even heads, P dividing H: sent = B e H (d + 1) (P-1)/P%s\n",
+               a->heads % P ? "  (not the case here: H % P != 0)" : "");
+    /* N, T appear nowhere: the plan's bytes for other cache lengths */
+    int flat = 1;
+    const int64_t lens[3] = {1, n + 1, (int64_t)1 << 30};
+    for (int i = 0; i < 3; i++) {
+        uly_attn_desc x = *a;
+        x.seq = lens[i];
+        for (int r = 0; r < P; r++) {
+            uly_decode_volume v;
+            if (uly_plan_decode_volume(&x, c->scheme, P, r, &v) || memcmp(&v, &vol[r], sizeof v))
+                flat = 0;
+        }
+    }
+    printf("  N and T do not appear: each rank pre-merges its shard into one partial per head, so a step\n"
+           "  sends queries and partials, never keys.  uly_plan_decode_volume for caches of 1, %" PRId64
+           " and 2^30\n  tokens: %s.  (Gathering the cache instead would move each rank's whole shard,\n"
+           "  2 B n_r Hkv d e, %" PRIu64 " bytes per cached token, every step.)\n",
+           n + 1, flat ? "the same bytes" : "DIFFERENT", tokbytes);
+    all_ok &= cf_ok && flat;
+    printf("\ncheck: row sums of the send matrices == uly_plan_decode_volume for every rank and call: %s\n",
+           all_ok ? "agree" : "DISAGREE");
+    if (!all_ok)
+        rc = 1;
+
+    /* ---- figure */
+    if (fig) {
+        xp_panel *p;
+        const int64_t axis = n + 1;
+        snprintf(fig->title, sizeof fig->title,
+                 "%s decode: P = %d, N = %" PRId64 " + T = %" PRId64 ", H = %" PRIu64 ", Hkv = %" PRId64
+                 ", B = %" PRIu64 ", %s",
+                 dcp ? "DCP" : "Helix", P, N, T, H, a->kv_heads, B, lname);
+        snprintf(fig->subtitle, sizeof fig->subtitle,
+                 "colour = rank holding the tokens (light = generated); last panel: x = the rank whose partial");
+        fig->P = P;
+        p = new_panel(fig, NULL, "KV cache after the prompt", "(B, n_r, Hkv, d): tokens x KV heads", "kv", axis,
+                      a->kv_heads);
+        for (int r = 0; r < P; r++) {
+            const int64_t k = uly_kv_segments(L, r, N, NULL, NULL, 0);
+            int64_t *sb = malloc(((size_t)k + 1) * sizeof *sb), *sc = malloc(((size_t)k + 1) * sizeof *sc);
+            if (!sb || !sc) {
+                free(sb);
+                free(sc);
+                goto oom;
+            }
+            uly_kv_segments(L, r, N, sb, sc, k);
+            for (int64_t i = 0; i < k; i++)
+                if (add_block(p, r, r, sb[i], sc[i], 0, a->kv_heads, 0, 0)) {
+                    free(sb);
+                    free(sc);
+                    goto oom;
+                }
+            free(sb);
+            free(sc);
+        }
+        char t[80];
+        snprintf(t, sizeof t, "KV cache with the new token %" PRId64, n);
+        p = new_panel_kind(fig, XP_ARROW_LOCAL, T ? "decode, append" : "append", t,
+                           "generated tokens light", "kv", axis, a->kv_heads);
+        for (int64_t tk = 0; tk <= n; tk++) {
+            const int o = uly_kv_owner(L, tk);
+            int64_t e = tk + 1;
+            while (e <= n && uly_kv_owner(L, e) == o && (tk >= N) == (e >= N))
+                e++;
+            if (add_block(p, o, o, tk, e - tk, 0, a->kv_heads, 0, tk >= N))
+                goto oom;
+            tk = e - 1;
+        }
+        /* the new query's row of the mask grid */
+        fig->strip.query = n;
+        for (int64_t tk = 0; tk <= n; tk++) {
+            const int o = uly_kv_owner(L, tk), vis = key_visible(a, n, tk);
+            int64_t e = tk + 1;
+            while (e <= n && uly_kv_owner(L, e) == o && key_visible(a, n, e) == vis)
+                e++;
+            xp_strip_run *nr = realloc(fig->strip.run, (size_t)(fig->strip.nrun + 1) * sizeof *nr);
+            if (!nr)
+                goto oom;
+            fig->strip.run = nr;
+            nr[fig->strip.nrun++] = (xp_strip_run){o, tk, e - tk, vis};
+            tk = e - 1;
+        }
+        /* the keys each rank attends: the strip's visible runs, for all H heads */
+        p = new_panel_kind(fig, dcp ? XP_ARROW_COLLECTIVE : XP_ARROW_LOCAL, dcp ? "all-gather q" : "q replicated",
+                           "attention: keys x query heads", "O_r, LSE_r (B, H, d): partials", "h", axis, a->heads);
+        for (int i = 0; i < fig->strip.nrun; i++) {
+            const xp_strip_run *x = &fig->strip.run[i];
+            if (x->visible && add_block(p, x->rank, x->rank, x->begin, x->count, 0, a->heads, 0, 0))
+                goto oom;
+        }
+        p = new_panel(fig, dcp ? "LSE all-gather, reduce-scatter O" : "all-to-all O, LSE", "O: merged on the owners",
+                      "(B, H_r, d): heads x partials", "h", P, a->heads);
+        snprintf(p->xname, sizeof p->xname, "partials");
+        for (int r = 0; r < P; r++) {
+            int64_t hb, hc;
+            uly_split(a->heads, P, r, &hb, &hc);
+            for (int s = 0; s < P && hc; s++)
+                if (add_block(p, r, s, s, 1, hb, hc, 0, 0))
+                    goto oom;
+        }
+        if (dcp) {
+            add_matrix(fig, "all-gather q: elements sent (row -> column)", P, &mat[ULY_DEC_Q_AG]);
+            add_matrix(fig, "all-gather LSE: elements sent", P, &mat[ULY_DEC_LSE_AG]);
+            add_matrix(fig, "reduce-scatter O: elements sent", P, &mat[ULY_DEC_O_RS]);
+        } else {
+            add_matrix(fig, "all-to-all O, LSE: elements sent (row -> column)", P, &mat[ULY_DEC_OL_A2A]);
+        }
+        fig->decode = 1;
+        fig->scheme = c->scheme;
+        fig->kv = *L;
+        fig->generate = T;
+        fig->dvol = vol;
+        vol = NULL;
+    }
+    goto done;
+oom:
+    fprintf(stderr, "ulysses explain: out of memory\n");
+    rc = 1;
+done:
+    for (int w = 0; w < ULY_DEC_COUNT; w++)
+        free(mat[w]);
+    free(vol);
+    free(sent);
+    free(recv);
+    return rc;
+}
+
 /* ------------------------------------------------------------ command */
 
 /* The shape rules of the library and the simulator, with their messages. */
@@ -1331,6 +1741,46 @@ static int explain_json_html(const xp_fig *fig, int json, uly_out *html)
     return rc;
 }
 
+/* --method dcp|helix: the prompt (--prompt or --seq), the tokens generated,
+ * the cache layout; what a decode step refuses.  0, or EXIT_BADINPUT with a
+ * message printed. */
+static int decode_setup(xcfg *c, int scheme, int seen_seq, int seen_prompt, int64_t prompt, int64_t generate,
+                        const char *kvl, const char *docs)
+{
+    const char *name = uly_decode_name(scheme);
+    if (docs) {
+        fprintf(stderr, "ulysses explain: --docs: --method %s decodes one sequence per batch row (no packed "
+                        "documents)\n", name);
+        return EXIT_BADINPUT;
+    }
+    if (seen_prompt && seen_seq && prompt != c->a.seq) {
+        fprintf(stderr, "ulysses explain: --prompt %" PRId64 " and --seq %" PRId64 " disagree (both give the "
+                        "prompt's tokens; give one)\n", prompt, c->a.seq);
+        return EXIT_BADINPUT;
+    }
+    if (seen_prompt)
+        c->a.seq = prompt;
+    if (c->a.seq + generate + 1 > ((int64_t)1 << 40)) {
+        fprintf(stderr, "ulysses explain: --generate %" PRId64 ": the cache would pass 2^40 tokens\n", generate);
+        return EXIT_BADINPUT;
+    }
+    int kind = ULY_KV_CONTIGUOUS;
+    int64_t block = 0;
+    if (kvl && uly_kv_layout_parse(kvl, &kind, &block)) {
+        fprintf(stderr, "ulysses explain: --kv-layout '%s': expected contiguous or round-robin:B (B a positive "
+                        "integer)\n", kvl);
+        return EXIT_BADINPUT;
+    }
+    c->a.causal = 1;   /* decoding is causal: the mask line says so */
+    if (uly_attn_desc_check(&c->a) || uly_kv_layout_init(&c->kv, kind, c->P, block, c->a.seq)) {
+        fprintf(stderr, "ulysses explain: %s\n", uly_last_error());
+        return EXIT_BADINPUT;
+    }
+    c->scheme = scheme;
+    c->generate = generate;
+    return 0;
+}
+
 /* The command; *owned collects what it allocated for the problem (the
  * document offsets), freed by cmd_explain on every way out. */
 static int explain_command(int argc, char **argv, int64_t **owned)
@@ -1341,12 +1791,17 @@ static int explain_command(int argc, char **argv, int64_t **owned)
     int64_t udeg = 0;
     int causal = 0, dtype = 0, method = 0, placement = 0, seen_ranks = 0, seen_udeg = 0, seen_place = 0;
     const char *svg = NULL, *html = NULL, *docs = NULL;
-    int json = 0, seen_seq = 0;
-    /* the choices of --method: the one name table (uly_method_name), indexed by uly_method */
-    const char *method_names[ULY_METHOD_ALL + 1];
+    int json = 0, seen_seq = 0, seen_prompt = 0, seen_gen = 0;
+    int64_t prompt = 0, generate = 0;
+    const char *kvl = NULL;
+    /* the choices of --method: the one name table (uly_method_name), indexed
+     * by uly_method, then the decode schemes (uly_decode_name) after it */
+    const char *method_names[ULY_METHOD_ALL + ULY_DECODE_COUNT + 1];
     for (int m = 0; m < ULY_METHOD_ALL; m++)
         method_names[m] = uly_method_name(m);
-    method_names[ULY_METHOD_ALL] = NULL;
+    for (int s = 0; s < ULY_DECODE_COUNT; s++)
+        method_names[ULY_METHOD_ALL + s] = uly_decode_name(s);
+    method_names[ULY_METHOD_ALL + ULY_DECODE_COUNT] = NULL;
     const arg_opt opts[] = {
         {"ranks", ARG_INT, &P, 1, RANKS_MAX, "P", "number of ranks (GPUs) P (required; with --svg at most 64)", NULL,
          &seen_ranks},
@@ -1359,7 +1814,14 @@ static int explain_command(int argc, char **argv, int64_t **owned)
         {"dtype", ARG_CHOICE, &dtype, 0, 0, "T", "element type f32 or f64: bytes per element e (default f32)",
          dtype_names, NULL},
         {"method", ARG_CHOICE, &method, 0, 0, "M",
-         "ulysses (default), ring, zigzag, allgather, usp or megatron-sp", method_names, NULL},
+         "ulysses (default), ring, zigzag, allgather, usp or megatron-sp; dcp or helix: a decode step",
+         method_names, NULL},
+        {"prompt", ARG_INT, &prompt, 1, (int64_t)1 << 40, "N", "dcp, helix: the prompt's tokens N (the same as --seq)",
+         NULL, &seen_prompt},
+        {"generate", ARG_INT, &generate, 0, (int64_t)1 << 40, "T",
+         "dcp, helix: tokens generated before the step explained (default 0: the first step)", NULL, &seen_gen},
+        {"kv-layout", ARG_STR, &kvl, 0, 0, "L",
+         "dcp, helix: the KV cache layout, contiguous (default) or round-robin:B (blocks of B tokens)", NULL, NULL},
         {"ulysses-degree", ARG_INT, &udeg, 1, RANKS_MAX, "U",
          "usp: ranks per all-to-all group, dividing P (default: the largest divisor of P not above H)", NULL,
          &seen_udeg},
@@ -1403,6 +1865,18 @@ static int explain_command(int argc, char **argv, int64_t **owned)
     c.a.causal = causal;
     c.a.window = window;
     c.a.dtype = dtype == 0 ? ULY_F32 : ULY_F64;
+    const int decode = method >= ULY_METHOD_ALL;
+    if (!decode && (seen_prompt || seen_gen || kvl)) {
+        fprintf(stderr, "ulysses explain: --%s applies to --method dcp or helix only\n",
+                seen_prompt ? "prompt" : seen_gen ? "generate" : "kv-layout");
+        return EXIT_BADINPUT;
+    }
+    c.scheme = -1;
+    if (decode) {
+        int drc = decode_setup(&c, method - ULY_METHOD_ALL, seen_seq, seen_prompt, prompt, generate, kvl, docs);
+        if (drc)
+            return drc;
+    }
     if (docs) {
         int64_t D = 0, sum = 0;
         int drc = parse_docs(docs, &c.doc_len, &D, msg, sizeof msg);
@@ -1439,35 +1913,38 @@ static int explain_command(int argc, char **argv, int64_t **owned)
         c.a.doc_offsets = off;
         c.a.docs = D;
     }
-    if ((seen_udeg || seen_place) && method != ULY_METHOD_USP) {
-        fprintf(stderr, "ulysses explain: --%s applies to --method usp only\n",
-                seen_udeg ? "ulysses-degree" : "placement");
-        return EXIT_BADINPUT;
-    }
-    int U = 0;
-    if (method == ULY_METHOD_USP) {
-        U = (int)udeg;
-        if (!seen_udeg) {   /* the library's default, printed: never a silent choice */
-            U = uly_plan_usp_degree(c.a.heads, c.P);
-            fprintf(json ? stderr : stdout, "note: --ulysses-degree not given: U = %d, the largest divisor of P = %d not above H = %" PRId64
-                   "\n\n",
-                   U, c.P, c.a.heads);
+    int rc = 0;
+    if (!decode) {
+        if ((seen_udeg || seen_place) && method != ULY_METHOD_USP) {
+            fprintf(stderr, "ulysses explain: --%s applies to --method usp only\n",
+                    seen_udeg ? "ulysses-degree" : "placement");
+            return EXIT_BADINPUT;
         }
-    }
-    /* megatron-sp splits the tokens (its SP regions) and the heads (its TP
-     * regions) over the P ranks as a ulysses plan of P ranks does */
-    const int plan_method = method == ULY_METHOD_MEGATRON_SP ? ULY_METHOD_ULYSSES : method;
-    if (uly_sp_plan_init(&c.plan, plan_method, c.P, U, placement)) {
-        fprintf(stderr, "ulysses explain: %s\n", uly_last_error());
-        return EXIT_BADINPUT;
-    }
-    int rc = check_shape(&c);
-    if (rc)
-        return rc;
-    int st = uly_layout_init(&c.L, &c.a, &c.plan);
-    if (st) {
-        fprintf(stderr, "ulysses explain: %s\n", uly_last_error());
-        return exit_status_of(st);
+        int U = 0;
+        if (method == ULY_METHOD_USP) {
+            U = (int)udeg;
+            if (!seen_udeg) {   /* the library's default, printed: never a silent choice */
+                U = uly_plan_usp_degree(c.a.heads, c.P);
+                fprintf(json ? stderr : stdout, "note: --ulysses-degree not given: U = %d, the largest divisor of P = %d not above H = %" PRId64
+                       "\n\n",
+                       U, c.P, c.a.heads);
+            }
+        }
+        /* megatron-sp splits the tokens (its SP regions) and the heads (its TP
+         * regions) over the P ranks as a ulysses plan of P ranks does */
+        const int plan_method = method == ULY_METHOD_MEGATRON_SP ? ULY_METHOD_ULYSSES : method;
+        if (uly_sp_plan_init(&c.plan, plan_method, c.P, U, placement)) {
+            fprintf(stderr, "ulysses explain: %s\n", uly_last_error());
+            return EXIT_BADINPUT;
+        }
+        rc = check_shape(&c);
+        if (rc)
+            return rc;
+        int st = uly_layout_init(&c.L, &c.a, &c.plan);
+        if (st) {
+            fprintf(stderr, "ulysses explain: %s\n", uly_last_error());
+            return exit_status_of(st);
+        }
     }
     if (svg && c.P > DRAW_MAX_P) {
         fprintf(stderr, "ulysses explain: --svg %s: a figure draws at most %d ranks (one band each, P x P matrix "
@@ -1517,7 +1994,10 @@ static int explain_command(int argc, char **argv, int64_t **owned)
         uly_out_discard(outs, 2);
         return ULY_EXIT_RUNTIME;
     }
-    switch (c.method) {
+    switch (decode ? -1 : c.method) {
+    case -1:
+        rc = explain_decode(&c, need_fig ? &fig : NULL);
+        break;
     case ULY_METHOD_ULYSSES:
         rc = explain_ulysses(&c, need_fig ? &fig : NULL);
         break;
@@ -1532,7 +2012,10 @@ static int explain_command(int argc, char **argv, int64_t **owned)
         fprintf(stderr, "ulysses explain: --json: cannot restore stdout: %s\n", strerror(errno));
         rc = ULY_EXIT_RUNTIME;
     }
-    if (!rc && need_fig) {
+    if (!rc && need_fig && decode) {
+        fig.a = c.a;
+        fig.method = c.method;
+    } else if (!rc && need_fig) {
         fig.a = c.a;
         fig.plan = c.plan;
         fig.method = c.method;

@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "ulysses_infer.h"
 #include "ulysses_plan.h"
 
 /* tokens [t0, t0 + tn) x heads [h0, h0 + hn) held by `rank`, tokens from `src` */
@@ -35,6 +36,7 @@ typedef struct xp_panel {
     char title[80];
     char caption[80];        /* under the panel ("(B, N, H_r, d)") */
     char yname[8];           /* "h", "kv", "x" */
+    char xname[16];          /* the x axis: "" for tokens, else its name ("partial of rank") */
     int64_t tokens, heads;   /* axes */
     int nblock;
     xp_block *blocks;        /* owned by the figure */
@@ -86,6 +88,24 @@ typedef struct xp_grid {
     unsigned char *mask;     /* N x N visibility of batch row 0 when N <= XP_FINE_MAX, else NULL */
 } xp_grid;
 
+/*
+ * A decode step's row of the mask grid (--method dcp|helix): the new query
+ * at position `query` against the keys 0..query, as runs of consecutive keys
+ * held (and attended) by one rank; a run the mask hides (a window) is not
+ * visible.
+ */
+typedef struct xp_strip_run {
+    int rank;
+    int64_t begin, count;
+    int visible;
+} xp_strip_run;
+
+typedef struct xp_strip {
+    int64_t query;           /* the new token's position n; -1: no strip */
+    int nrun;
+    xp_strip_run *run;       /* owned */
+} xp_strip;
+
 /* What leads from panel i-1 to panel i: a collective (a solid arrow named by
  * it), local computation (a dashed arrow: no communication), or nothing (the
  * same stage, another tensor). */
@@ -107,6 +127,15 @@ typedef struct xp_fig {
     uly_sp_plan plan;
     int method;              /* uly_method (ULY_METHOD_MEGATRON_SP included) */
     uly_volume *vol;         /* P per-rank volumes, or NULL (megatron-sp: its matrices); owned */
+    /* decode (--method dcp|helix; a.seq = the prompt): the scheme, the cache
+     * layout, the tokens generated before the step explained, the per-rank
+     * step volumes, the new query's row (no grid) */
+    int decode;              /* 1 for a decode figure */
+    int scheme;              /* ULY_DECODE_DCP or ULY_DECODE_HELIX */
+    uly_kv_layout kv;
+    int64_t generate;
+    uly_decode_volume *dvol; /* P; owned */
+    xp_strip strip;
 } xp_fig;
 
 void xp_fig_free(xp_fig *f);
@@ -126,6 +155,8 @@ int xp_draw(const xp_fig *f, const char *path, const char *file, char *err, size
  * NULL out of memory.  Needs f->a, f->plan, f->method and f->grid filled. */
 struct json_t;
 struct json_t *xp_fig_json(const xp_fig *f);
+/* The same for a decode figure (f->decode; xp_fig_json calls it). */
+struct json_t *xp_decode_json(const xp_fig *f);
 
 /* Write the self-contained page of `ulysses explain --html` to fp: the JSON
  * document doc embedded, rendered by inline script (explain_html.c).  0, or

@@ -18,6 +18,8 @@
  *   - ring methods: one small grid per step (the blocks computed at that
  *     step coloured, the others grey, masked blank), with the K, V blocks
  *     each rank holds then;
+ *   - decode (--method dcp|helix): the new query's row of the mask grid, keys
+ *     coloured by the rank holding and attending them (no grid);
  *   - the send matrices, numbered up to P = 16.
  *
  * Colours: a fixed 32-colour qualitative palette (Okabe-Ito, Tableau,
@@ -145,8 +147,8 @@ static void draw_panel(cv *c, const xp_fig *f, const xp_panel *p, double x0, dou
     }
     double yb = y0 + f->P * (bh + BAND_GAP) - BAND_GAP;
     char buf[96];
-    snprintf(buf, sizeof buf, "tokens 0..%lld  x  %s 0..%lld (down)", (long long)(p->tokens - 1), p->yname,
-             (long long)(p->heads - 1));
+    snprintf(buf, sizeof buf, "%s 0..%lld  x  %s 0..%lld (down)", p->xname[0] ? p->xname : "tokens",
+             (long long)(p->tokens - 1), p->yname, (long long)(p->heads - 1));
     cv_text(c, x0 + PANEL_W / 2.0, yb + 13, 8.5, 0, CV_CENTRE, 0, ink, buf);
     cv_text(c, x0 + PANEL_W / 2.0, yb + 24, 9, 0, CV_CENTRE, 0, ink, p->caption);
 }
@@ -827,6 +829,40 @@ static double draw_steps(cv *c, const xp_fig *f, double W, double y)
     return 48 + rows * sh;
 }
 
+/* ------------------------------------------------------------ the decode strip */
+
+enum { STRIP_H = 24, STRIP_SECTION_H = 92 };
+
+/* The new query's row of the mask grid (f->strip): keys 0..n across, each
+ * run coloured by the rank that holds and attends it, masked keys blank. */
+static double draw_strip(cv *c, const xp_fig *f, double W, double y)
+{
+    const xp_strip *st = &f->strip;
+    const double x0 = MARGIN + LABEL_W, w = W - MARGIN - x0, keys = (double)(st->query + 1);
+    char buf[160];
+    snprintf(buf, sizeof buf, "decode step: the new query (position %lld) x keys 0..%lld, coloured by the rank "
+             "attending them", (long long)st->query, (long long)st->query);
+    cv_text(c, MARGIN, y + 12, 11, 1, CV_LEFT, 0, black, buf);
+    const double yr = y + 30, sx = w / keys;
+    cv_text(c, x0 - 4, yr + STRIP_H / 2.0 + 4, 10, 1, CV_RIGHT, 0, black, "q");
+    for (int i = 0; i < st->nrun; i++) {
+        const xp_strip_run *r = &st->run[i];
+        const double x = x0 + (double)r->begin * sx, rw = (double)r->count * sx;
+        if (r->visible)
+            rect(c, x, yr, rw, STRIP_H, colour(r->rank, 0));
+        if (rw >= 16) {
+            snprintf(buf, sizeof buf, "r%d", r->rank);
+            cv_text(c, x + rw / 2, yr + STRIP_H / 2.0 + 3.5, 9, 1, CV_CENTRE, 0, r->visible ? black : faint, buf);
+        }
+        if (i > 0)
+            line2(c, x, yr, x, yr + STRIP_H, white, 1);
+    }
+    cv_rect(c, x0, yr, w, STRIP_H, NULL, &mid, 0.6, NULL, NULL);
+    snprintf(buf, sizeof buf, "keys 0..%lld (the cache with the new token); blank = masked", (long long)st->query);
+    cv_text(c, x0 + w / 2, yr + STRIP_H + 14, 8.5, 0, CV_CENTRE, 0, ink, buf);
+    return STRIP_SECTION_H;
+}
+
 /* ------------------------------------------------------------ the figure */
 
 static double draw_all(cv *c, const xp_fig *f, double W, double bh)
@@ -838,6 +874,8 @@ static double draw_all(cv *c, const xp_fig *f, double W, double bh)
         draw_layouts(c, f, y, bh);
         y += layouts_height(f, bh) + SECTION_GAP;
     }
+    if (f->decode && f->strip.nrun)
+        y += draw_strip(c, f, W, y) + SECTION_GAP;
     if (f->grid.nb > 0) {
         y += draw_grid_section(c, f, y) + SECTION_GAP;
         if (f->grid.steps > 1)

@@ -378,8 +378,134 @@ static int steps(json_t *root, const xp_fig *f)
     return e;
 }
 
+/* ------------------------------------------------------------ decode */
+
+/* [[begin, count], ...] of rank r's runs of [0, n) (uly_kv_segments) */
+static json_t *kv_segments(const uly_kv_layout *L, int r, int64_t n)
+{
+    const int64_t k = uly_kv_segments(L, r, n, NULL, NULL, 0);
+    int64_t *b = malloc(((size_t)k + 1) * sizeof *b), *c = malloc(((size_t)k + 1) * sizeof *c);
+    json_t *s = b && c ? json_array() : NULL;
+    if (s)
+        uly_kv_segments(L, r, n, b, c, k);
+    for (int64_t x = 0; s && x < k; x++)
+        if (json_array_append_new(s, json_pack("[II]", (json_int_t)b[x], (json_int_t)c[x])))
+            s = (json_decref(s), NULL);
+    free(b);
+    free(c);
+    return s;
+}
+
+json_t *xp_decode_json(const xp_fig *f)
+{
+    const uly_attn_desc *a = &f->a;
+    const int P = f->P, dcp = f->scheme == ULY_DECODE_DCP;
+    const int64_t N = a->seq, n = N + f->generate;
+    const uint64_t es = uly_dtype_size(a->dtype);
+    char lname[48];
+    json_t *root = json_object(), *o, *arr;
+    if (!root)
+        return NULL;
+    int e = uly_json_set_str(root, "title", f->title);
+    e |= uly_json_set_str(root, "subtitle", f->subtitle);
+    if (!(o = uly_json_add_object(root, "problem")))
+        goto fail;
+    e |= uly_json_set_int(o, "ranks", P);
+    e |= uly_json_set_str(o, "method", uly_decode_name(f->scheme));
+    e |= uly_json_set_int(o, "batch", a->batch);
+    e |= uly_json_set_int(o, "prompt", N);
+    e |= uly_json_set_int(o, "generate", f->generate);
+    e |= uly_json_set_int(o, "position", n);
+    e |= uly_json_set_int(o, "heads", a->heads);
+    e |= uly_json_set_int(o, "kv_heads", a->kv_heads);
+    e |= uly_json_set_int(o, "head_dim", a->head_dim);
+    e |= uly_json_set_str(o, "dtype", dtype_name[a->dtype == ULY_F64]);
+    e |= uly_json_set_int(o, "element_bytes", (int64_t)es);
+    e |= uly_json_set_str(o, "mask", mask_name(a));
+    e |= uly_json_set_int(o, "window", a->window);
+    e |= uly_json_set_str(o, "kv_layout", uly_kv_layout_name(&f->kv, lname, sizeof lname));
+    /* the cache: what each rank holds after the prompt and with the new token */
+    if (e || !(arr = uly_json_add_array(root, "cache")))
+        goto fail;
+    for (int r = 0; r < P && !e; r++) {
+        json_t *x = uly_json_append_object(arr);
+        int64_t hb, hc;
+        uly_split(a->heads, P, r, &hb, &hc);
+        if (!x)
+            goto fail;
+        e |= uly_json_set_int(x, "rank", r);
+        e |= set_new(x, "prompt_segments", kv_segments(&f->kv, r, N));
+        e |= uly_json_set_int(x, "prompt_tokens", uly_kv_count(&f->kv, r, N));
+        e |= set_new(x, "segments", kv_segments(&f->kv, r, n + 1));
+        e |= uly_json_set_int(x, "tokens", uly_kv_count(&f->kv, r, n + 1));
+        e |= uly_json_set_int(x, "cache_bytes", uly_kv_count(&f->kv, r, n + 1) * 2 * a->batch * a->kv_heads *
+                                                    a->head_dim * (int64_t)es);
+        e |= uly_json_set_int(x, "head_begin", hb);
+        e |= uly_json_set_int(x, "head_count", hc);
+    }
+    /* the new query's row of the mask grid */
+    if (e || !(o = uly_json_add_object(root, "strip")) || !(arr = uly_json_add_array(o, "runs")))
+        goto fail;
+    e |= uly_json_set_int(o, "query", f->strip.query);
+    for (int i = 0; i < f->strip.nrun && !e; i++) {
+        const xp_strip_run *r = &f->strip.run[i];
+        json_t *x = uly_json_append_object(arr);
+        if (!x)
+            goto fail;
+        e |= uly_json_set_int(x, "rank", r->rank);
+        e |= uly_json_set_int(x, "begin", r->begin);
+        e |= uly_json_set_int(x, "count", r->count);
+        e |= uly_json_set_bool(x, "visible", r->visible);
+    }
+    if (!e)
+        e |= panels(root, f);
+    if (!e)
+        e |= matrices(root, f);
+    /* per rank: the step's calls (uly_plan_decode_volume) */
+    if (e || !(arr = uly_json_add_array(root, "volumes")))
+        goto fail;
+    for (int r = 0; r < P && !e; r++) {
+        json_t *x = uly_json_append_object(arr), *calls;
+        if (!x || !(calls = uly_json_add_array(x, "calls")))
+            goto fail;
+        e |= uly_json_set_int(x, "rank", r);
+        uint64_t s = 0, v = 0;
+        for (int w = dcp ? ULY_DEC_Q_AG : ULY_DEC_OL_A2A; w <= (dcp ? ULY_DEC_O_RS : ULY_DEC_OL_A2A) && !e; w++) {
+            json_t *cl = uly_json_append_object(calls);
+            if (!cl)
+                goto fail;
+            e |= uly_json_set_str(cl, "call", uly_dec_vol_name(w));
+            e |= uly_json_set_int(cl, "sent", (int64_t)f->dvol[r].sent[w]);
+            e |= uly_json_set_int(cl, "recv", (int64_t)f->dvol[r].recv[w]);
+            s += f->dvol[r].sent[w];
+            v += f->dvol[r].recv[w];
+        }
+        e |= uly_json_set_int(x, "step_sent", (int64_t)s);
+        e |= uly_json_set_int(x, "step_recv", (int64_t)v);
+    }
+    if (e || !(o = uly_json_add_object(root, "closed_form")))
+        goto fail;
+    {
+        const double B = (double)a->batch, H = (double)a->heads, d = (double)a->head_dim;
+        e |= uly_json_set_str(o, "formula", dcp ? "sent = B e (P-1) (2 H d / P + H)" : "sent = B e H (d + 1) (P-1)/P");
+        e |= uly_json_set_fixed(o, "bytes", dcp ? B * (double)es * (P - 1) * (2 * H * d / P + H)
+                                                : B * (double)es * H * (d + 1) * (P - 1) / P, 0);
+        e |= uly_json_set_bool(o, "applies", a->heads % P == 0);
+        e |= uly_json_set_str(o, "merge", dcp ? "O = sum_r exp(LSE_r - L) O_r, L = log sum_r exp(LSE_r), rank order"
+                                              : "running merge of (O_r, LSE_r) in rank order (uly_attn_merge)");
+    }
+    if (e)
+        goto fail;
+    return root;
+fail:
+    json_decref(root);
+    return NULL;
+}
+
 json_t *xp_fig_json(const xp_fig *f)
 {
+    if (f->decode)
+        return xp_decode_json(f);
     uly_layout L;
     if (uly_layout_init(&L, &f->a, &f->plan))
         return NULL;
