@@ -62,7 +62,7 @@ ulysses_SOURCES = src/cli/main.c src/cli/cli.h src/cli/status.c src/cli/args.c s
 	src/cli/explain_canvas.h src/cli/explain_grid.c src/cli/explain_json.c src/cli/explain_html.c
 if HAVE_MPI
 ulysses_SOURCES += src/cli/drv.h src/cli/agree.c src/cli/agree_table.c src/cli/agree_table.h src/cli/outfile.c src/cli/preflight.c \
-	src/cli/inputs.c src/cli/cmd_attn.c src/cli/attn_io.c src/cli/attn_io.h src/cli/cmd_bench.c src/cli/cmd_calibrate.c src/cli/cmd_train.c \
+	src/cli/inputs.c src/cli/cmd_attn.c src/cli/attn_io.c src/cli/attn_io.h src/cli/cmd_bench.c src/cli/cmd_calibrate.c src/cli/cmd_train.c src/cli/cmd_infer.c \
 	src/cli/timing.h src/cli/timing.c
 # ulysses check --data: the training-level checks (no MPI; on the tensor-file reader)
 ulysses_SOURCES += src/cli/check_data.c
