@@ -101,6 +101,9 @@ TESTS += tests/cli_attn.sh tests/cli_reliability.sh tests/cli_shm.sh tests/symbo
 TESTS += tests/cli_formats.sh
 EXTRA_DIST += tests/cli_formats.sh
 EXTRA_DIST += tests/cli_attn.sh tests/cli_reliability.sh tests/cli_shm.sh tests/symbols.sh tests/lsan.supp tests/cli_calibrate.sh
+# ulysses infer: prefill and decode with --check on 1-3 ranks, bad inputs, --json
+TESTS += tests/cli_infer.sh
+EXTRA_DIST += tests/cli_infer.sh
 # The progress line of long work: on a terminal only (script(1) gives one), never with --quiet.
 TESTS += tests/cli_progress.sh
 EXTRA_DIST += tests/cli_progress.sh
