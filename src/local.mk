@@ -45,7 +45,7 @@ if HAVE_MPI
 lib_LTLIBRARIES += src/libulysses.la
 src_libulysses_la_SOURCES = src/comm.c src/comm.h src/buffers.c src/dist.c src/dist_impl.h src/dist_copy.c src/dist_a2a.c \
 	src/dist_shm.c src/dist_ovl.c src/dist_ovs.c src/methods.h src/ring.c \
-	src/allgather.c src/sp.c src/train.c
+	src/allgather.c src/sp.c src/train.c src/infer.c
 src_libulysses_la_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS)
 src_libulysses_la_LIBADD = src/libulykern.la $(BLAS_LIBS) $(MPI_LIBS) -lm
 src_libulysses_la_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS) -version-info 0:0:0 \

@@ -75,6 +75,15 @@ tests_test_dist_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
 TESTS += tests/test_dist.sh
 EXTRA_DIST += tests/test_dist.sh
 
+# inference: prefill into the KV-cache layouts, decode by dcp and helix
+check_PROGRAMS += tests/test_infer
+tests_test_infer_SOURCES = tests/test_infer.c tests/testutil.h tests/testutil.c
+tests_test_infer_CFLAGS = $(TEST_CFLAGS) $(MPI_CFLAGS)
+tests_test_infer_LDADD = $(MPI_TEST_LIBS)
+tests_test_infer_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
+TESTS += tests/test_infer.sh
+EXTRA_DIST += tests/test_infer.sh
+
 check_PROGRAMS += tests/test_methods
 tests_test_methods_SOURCES = tests/test_methods.c tests/testutil.h tests/testutil.c
 tests_test_methods_CFLAGS = $(TEST_CFLAGS) $(MPI_CFLAGS)
