@@ -50,7 +50,9 @@ run p1dcp "$U" infer $S --check
 run p1helix "$U" infer $S --kv-heads 2 --scheme helix --kv-layout round-robin:2 --check
 run p2dcp $M -np 2 "$U" infer $S --kv-heads 2 --method zigzag --kv-layout round-robin:2 --check
 run p2helix $M -np 2 "$U" infer $S --kv-heads 1 --scheme helix --window 6 --check --json
-run p3dcp $M -np 3 "$U" infer $S --kv-heads 2 --method ring --window 7 --check
+# P > H: a rank that owns no head still holds a shard and sends its partials
+run p3dcp $M -np 3 "$U" infer --prompt 13 --generate 5 --heads 2 --kv-heads 1 --head-dim 8 --batch 2 --method ring \
+    --window 7 --check
 run p3helix $M -np 3 "$U" infer --prompt 11 --generate 6 --heads 6 --kv-heads 2 --head-dim 8 --method usp \
     --scheme helix --kv-layout round-robin:2 --dtype f64 --check
 for r in p1dcp p1helix p2dcp p3dcp p3helix; do
