@@ -33,12 +33,15 @@ ULY_INTERNAL void uly_dec_scale(uly_dtype t, int64_t B, int64_t H, int64_t d, in
 /* out[i] = sum_s part[s * n + i] in rank order s = 0..P-1, in double,
  * rounded once to t. */
 ULY_INTERNAL void uly_dec_sum(uly_dtype t, int P, int64_t n, const void *part, void *out);
-/* The owner's merge of P partials of its hc heads: o_part P blocks of
- * (B, hc, d), l_part P blocks of (B, hc) in rank order -> o (B, hc, d),
- * lse (B, hc): rank 0's, then uly_attn_merge with each
- * next rank's. */
-ULY_INTERNAL int uly_dec_helix_merge(uly_dtype t, int P, int64_t B, int64_t hc, int64_t d, const void *o_part,
-                                     const void *l_part, void *o, void *lse);
+/* Helix's block for the owner of heads [hb, hb + hc): their partial O
+ * (B, hc, d) then their LSE (B, hc), from o (B, H, d), lse (B, H). */
+ULY_INTERNAL void uly_dec_helix_pack(uly_dtype t, int64_t B, int64_t H, int64_t d, int64_t hb, int64_t hc,
+                                     const void *o, const void *lse, void *out);
+/* The owner's merge of the P blocks of uly_dec_helix_pack in rank order
+ * (parts: P blocks of B hc (d + 1) elements) -> o (B, hc, d), lse (B, hc):
+ * rank 0's, then uly_attn_merge with each next rank's. */
+ULY_INTERNAL int uly_dec_helix_merge(uly_dtype t, int P, int64_t B, int64_t hc, int64_t d, const void *parts,
+                                     void *o, void *lse);
 /* Copy the rows of the runs seg_begin/seg_count out of a whole cache
  * src (B, n, X) into dst (B, rows, X) (X elements of es bytes per token). */
 ULY_INTERNAL void uly_dec_gather_rows(const void *src, void *dst, int64_t B, int64_t n, int64_t nseg,

@@ -236,16 +236,27 @@ void uly_dec_sum(uly_dtype t, int P, int64_t n, const void *part, void *out)
     }
 }
 
-int uly_dec_helix_merge(uly_dtype t, int P, int64_t B, int64_t hc, int64_t d, const void *o_part,
-                        const void *l_part, void *o, void *lse)
+void uly_dec_helix_pack(uly_dtype t, int64_t B, int64_t H, int64_t d, int64_t hb, int64_t hc, const void *o,
+                        const void *lse, void *out)
+{
+    const size_t es = uly_dtype_size(t);
+    char *w = out, *wl = w + (size_t)(B * hc * d) * es;
+    for (int64_t b = 0; b < B; b++) {
+        memcpy(w + (size_t)(b * hc * d) * es, (const char *)o + (size_t)((b * H + hb) * d) * es, (size_t)(hc * d) * es);
+        memcpy(wl + (size_t)(b * hc) * es, (const char *)lse + (size_t)(b * H + hb) * es, (size_t)hc * es);
+    }
+}
+
+int uly_dec_helix_merge(uly_dtype t, int P, int64_t B, int64_t hc, int64_t d, const void *parts, void *o,
+                        void *lse)
 {
     const size_t es = uly_dtype_size(t), no = (size_t)(B * hc * d), nl = (size_t)(B * hc);
-    void *L = lse;
-    memcpy(o, o_part, no * es);
-    memcpy(L, l_part, nl * es);
+    const char *p = parts;
+    memcpy(o, p, no * es);
+    memcpy(lse, p + no * es, nl * es);
     for (int s = 1; s < P; s++) {
-        int rc = uly_attn_merge(t, B, 1, hc, d, o, L, (const char *)o_part + (size_t)s * no * es,
-                                (const char *)l_part + (size_t)s * nl * es, 0);
+        const char *x = p + (size_t)s * (no + nl) * es;
+        int rc = uly_attn_merge(t, B, 1, hc, d, o, lse, x, x + no * es, 0);
         if (rc)
             return rc;
     }
@@ -293,11 +304,11 @@ int uly_decode_emulate(const uly_attn_desc *a, int scheme, const uly_kv_layout *
     int64_t *sb = uly_malloc(sizeof(int64_t) * (size_t)(2 * maxseg + 1)), *sc = sb ? sb + maxseg : NULL;
     char *kr = uly_malloc((size_t)B * (size_t)maxrows * row + 1), *vr = uly_malloc((size_t)B * (size_t)maxrows * row + 1);
     double *Lt = uly_malloc(nh * sizeof *Lt);
-    /* the owner's side: P parts of its heads (O and LSE), its result */
-    char *wo = uly_malloc((size_t)P * nh * (size_t)d * es), *wl = uly_malloc((size_t)P * nh * es);
+    /* the owner's side: P parts of its heads (dcp: scaled O; helix: O, LSE), its result */
+    char *wo = uly_malloc((size_t)P * nh * (size_t)(d + 1) * es);
     char *ro = uly_malloc(nh * (size_t)d * es), *rl = uly_malloc(nh * es);
     int rc = ULY_OK;
-    if (!po || !pl || !sb || !kr || !vr || !Lt || !wo || !wl || !ro || !rl)
+    if (!po || !pl || !sb || !kr || !vr || !Lt || !wo || !ro || !rl)
         rc = uly_set_error(ULY_ENOMEM, "decode emulation: cannot allocate the partials of %d ranks", P);
     for (int r = 0; !rc && r < P; r++) {
         const int64_t ns = uly_kv_segments(L, r, n, sb, sc, maxseg);
@@ -317,16 +328,10 @@ int uly_decode_emulate(const uly_attn_desc *a, int scheme, const uly_kv_layout *
         const size_t bo = (size_t)(B * hc * d) * es, bl = (size_t)(B * hc) * es;
         for (int r = 0; r < P; r++) {
             const char *orr = po + (size_t)r * nh * (size_t)d * es, *lr = pl + (size_t)r * nh * es;
-            if (scheme == ULY_DECODE_DCP) {
+            if (scheme == ULY_DECODE_DCP)
                 uly_dec_scale(a->dtype, B, H, d, hb, hc, orr, lr, Lt, wo + (size_t)r * bo);
-            } else {
-                for (int64_t b = 0; b < B; b++) {
-                    memcpy(wo + (size_t)r * bo + (size_t)(b * hc * d) * es, orr + (size_t)((b * H + hb) * d) * es,
-                           (size_t)(hc * d) * es);
-                    memcpy(wl + (size_t)r * bl + (size_t)(b * hc) * es, lr + (size_t)(b * H + hb) * es,
-                           (size_t)hc * es);
-                }
-            }
+            else
+                uly_dec_helix_pack(a->dtype, B, H, d, hb, hc, orr, lr, wo + (size_t)r * (bo + bl));
         }
         if (scheme == ULY_DECODE_DCP) {
             uly_dec_sum(a->dtype, P, B * hc * d, wo, ro);
@@ -334,7 +339,7 @@ int uly_decode_emulate(const uly_attn_desc *a, int scheme, const uly_kv_layout *
                 for (int64_t h = 0; h < hc; h++)
                     put(a->dtype, rl, b * hc + h, Lt[b * H + hb + h]);
         } else {
-            rc = uly_dec_helix_merge(a->dtype, P, B, hc, d, wo, wl, ro, rl);
+            rc = uly_dec_helix_merge(a->dtype, P, B, hc, d, wo, ro, rl);
         }
         for (int64_t b = 0; !rc && b < B; b++) {
             if (o)
@@ -351,7 +356,6 @@ int uly_decode_emulate(const uly_attn_desc *a, int scheme, const uly_kv_layout *
     uly_free(vr);
     uly_free(Lt);
     uly_free(wo);
-    uly_free(wl);
     uly_free(ro);
     uly_free(rl);
     return rc;

@@ -45,7 +45,7 @@ if HAVE_MPI
 lib_LTLIBRARIES += src/libulysses.la
 src_libulysses_la_SOURCES = src/comm.c src/comm.h src/buffers.c src/dist.c src/dist_impl.h src/dist_copy.c src/dist_a2a.c \
 	src/dist_shm.c src/dist_ovl.c src/dist_ovs.c src/methods.h src/ring.c \
-	src/allgather.c src/sp.c src/train.c
+	src/allgather.c src/sp.c src/train.c src/infer.c
 src_libulysses_la_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS)
 src_libulysses_la_LIBADD = src/libulykern.la $(BLAS_LIBS) $(MPI_LIBS) -lm
 src_libulysses_la_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS) -version-info 0:0:0 \
@@ -62,7 +62,7 @@ ulysses_SOURCES = src/cli/main.c src/cli/cli.h src/cli/status.c src/cli/args.c s
 	src/cli/explain_canvas.h src/cli/explain_grid.c src/cli/explain_json.c src/cli/explain_html.c
 if HAVE_MPI
 ulysses_SOURCES += src/cli/drv.h src/cli/agree.c src/cli/agree_table.c src/cli/agree_table.h src/cli/outfile.c src/cli/preflight.c \
-	src/cli/inputs.c src/cli/cmd_attn.c src/cli/attn_io.c src/cli/attn_io.h src/cli/cmd_bench.c src/cli/cmd_calibrate.c src/cli/cmd_train.c \
+	src/cli/inputs.c src/cli/cmd_attn.c src/cli/attn_io.c src/cli/attn_io.h src/cli/cmd_bench.c src/cli/cmd_calibrate.c src/cli/cmd_train.c src/cli/cmd_infer.c \
 	src/cli/timing.h src/cli/timing.c
 # ulysses check --data: the training-level checks (no MPI; on the tensor-file reader)
 ulysses_SOURCES += src/cli/check_data.c

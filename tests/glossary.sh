@@ -38,11 +38,15 @@ havempi=0
 "$U" attn --help >/dev/null 2>&1 && command -v "${MPIRUN%% *}" >/dev/null 2>&1 && havempi=1
 
 A="--seq 64 --heads 4 --head-dim 16 --repeat 1 --warmup 0"
+I="--prompt 13 --generate 3 --heads 4 --head-dim 8"
 cat > "$W/list" <<EOF
 text    \$U attn $A --check --backward
 text    \$MPI2 \$U attn $A --check --backward --overlap on
 json    \$MPI2 \$U attn $A --check --backward --overlap on --json
 text    \$MPI2 \$U attn $A --method usp --ulysses-degree 1 --causal --backward --check
+text    \$U infer $I --check
+text    \$MPI2 \$U infer $I --method zigzag --scheme helix --kv-layout round-robin:2 --check
+json    \$MPI2 \$U infer $I --window 5 --check --json
 text    \$U explain --ranks 2 --seq 8 --heads 4
 text    \$U explain --ranks 4 --seq 10 --heads 8 --kv-heads 2 --causal
 text    \$U explain --ranks 2 --seq 8 --heads 4 --method ring --causal

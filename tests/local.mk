@@ -75,6 +75,15 @@ tests_test_dist_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
 TESTS += tests/test_dist.sh
 EXTRA_DIST += tests/test_dist.sh
 
+# inference: prefill into the KV-cache layouts, decode by dcp and helix
+check_PROGRAMS += tests/test_infer
+tests_test_infer_SOURCES = tests/test_infer.c tests/testutil.h tests/testutil.c
+tests_test_infer_CFLAGS = $(TEST_CFLAGS) $(MPI_CFLAGS)
+tests_test_infer_LDADD = $(MPI_TEST_LIBS)
+tests_test_infer_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
+TESTS += tests/test_infer.sh
+EXTRA_DIST += tests/test_infer.sh
+
 check_PROGRAMS += tests/test_methods
 tests_test_methods_SOURCES = tests/test_methods.c tests/testutil.h tests/testutil.c
 tests_test_methods_CFLAGS = $(TEST_CFLAGS) $(MPI_CFLAGS)
@@ -101,6 +110,9 @@ TESTS += tests/cli_attn.sh tests/cli_reliability.sh tests/cli_shm.sh tests/symbo
 TESTS += tests/cli_formats.sh
 EXTRA_DIST += tests/cli_formats.sh
 EXTRA_DIST += tests/cli_attn.sh tests/cli_reliability.sh tests/cli_shm.sh tests/symbols.sh tests/lsan.supp tests/cli_calibrate.sh
+# ulysses infer: prefill and decode with --check on 1-3 ranks, bad inputs, --json
+TESTS += tests/cli_infer.sh
+EXTRA_DIST += tests/cli_infer.sh
 # The progress line of long work: on a terminal only (script(1) gives one), never with --quiet.
 TESTS += tests/cli_progress.sh
 EXTRA_DIST += tests/cli_progress.sh

@@ -25,6 +25,7 @@ int cmd_attn(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+int cmd_infer(int argc, char **argv);
 int cmd_explain(int argc, char **argv);   /* no MPI */
 /* `ulysses check --data DIR`: the training-level checks of per-rank token ids,
  * labels, positions and losses (check_data.c; no MPI).  argv[0] is the

@@ -37,6 +37,7 @@ static void usage(FILE *f)
             "  calibrate  measure this machine and write a ulysses-sim platform file\n"
             "  check    check a framework's sequence-parallel attention dumps against the fp64 reference\n"
             "  explain  show, step by step, who holds what and who sends what (no MPI)\n"
+            "  infer    prefill a prompt, then decode over a sharded KV cache (dcp, helix)\n"
             "  train    train a GPT-2 model with sequence parallelism (losses equal for every grid)\n"
             "  version  print the version (also: ulysses --version)\n\n"
             "options:\n"
@@ -160,12 +161,14 @@ static int run(int argc, char **argv)
         return cmd_calibrate(argc - 1, argv + 1);
     if (strcmp(cmd, "train") == 0)
         return cmd_train(argc - 1, argv + 1);
+    if (strcmp(cmd, "infer") == 0)
+        return cmd_infer(argc - 1, argv + 1);
     /* the independent checker: one process */
     if (strcmp(cmd, "check") == 0)
         return cmd_check(argc - 1, argv + 1);
 #else
     if (strcmp(cmd, "attn") == 0 || strcmp(cmd, "bench") == 0 || strcmp(cmd, "train") == 0 ||
-        strcmp(cmd, "calibrate") == 0 || strcmp(cmd, "check") == 0) {
+        strcmp(cmd, "infer") == 0 || strcmp(cmd, "calibrate") == 0 || strcmp(cmd, "check") == 0) {
         fprintf(stderr, "ulysses: '%s' needs MPI, and this build was configured --without-mpi\n", cmd);
         return EXIT_BADINPUT;
     }
