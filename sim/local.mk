@@ -54,8 +54,9 @@ USIM_TEST_LIBS = sim/libusim.la $(CHECK_LIBS) $(JANSSON_LIBS) -lm
 
 check_PROGRAMS += sim/tests/test_engine sim/tests/test_net sim/tests/test_describe \
 	sim/tests/test_workload sim/tests/test_rails sim/tests/test_attnjob sim/tests/test_props \
-	sim/tests/test_golden sim/tests/test_classes
-TESTS += sim/tests/test_attnjob sim/tests/test_classes
+	sim/tests/test_golden sim/tests/test_classes sim/tests/test_infer
+TESTS += sim/tests/test_attnjob sim/tests/test_classes sim/tests/test_infer sim/tests/cli_infer.sh
+EXTRA_DIST += sim/tests/cli_infer.sh
 TESTS += sim/tests/test_engine sim/tests/test_net sim/tests/test_describe \
 	sim/tests/test_workload sim/tests/test_rails sim/tests/test_props sim/tests/test_golden \
 	sim/tests/cli_basic.sh sim/tests/cli_errors.sh sim/tests/cli_sweep.sh sim/tests/cli_plan.sh \
@@ -106,6 +107,11 @@ sim_tests_test_golden_SOURCES = sim/tests/test_golden.c
 sim_tests_test_golden_CPPFLAGS = $(USIM_CPPFLAGS)
 sim_tests_test_golden_CFLAGS = $(USIM_TEST_CFLAGS)
 sim_tests_test_golden_LDADD = $(USIM_TEST_LIBS)
+
+sim_tests_test_infer_SOURCES = sim/tests/test_infer.c
+sim_tests_test_infer_CPPFLAGS = $(USIM_CPPFLAGS)
+sim_tests_test_infer_CFLAGS = $(USIM_TEST_CFLAGS)
+sim_tests_test_infer_LDADD = $(USIM_TEST_LIBS)
 
 sim_tests_test_classes_SOURCES = sim/tests/test_classes.c
 sim_tests_test_classes_CPPFLAGS = $(USIM_CPPFLAGS)
