@@ -35,6 +35,7 @@ typedef enum uly_status {
     ULY_EUNAVAIL,   /* a resource the requested mode needs is not available (the
                        shared-memory window: /dev/shm space, address space);
                        the same on every rank, nothing of it left behind */
+    ULY_ERANGE,     /* out of room: the KV cache holds its capacity (uly_infer_decode) */
     ULY_NSTATUS
 } uly_status;
 

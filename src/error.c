@@ -22,6 +22,7 @@ static const char *const status_text[ULY_NSTATUS] = {
     [ULY_ENONFINITE] = "non-finite input",
     [ULY_EPEER] = "another rank failed",
     [ULY_EUNAVAIL] = "resource not available",
+    [ULY_ERANGE] = "capacity exhausted",
 };
 
 const char *uly_strerror(int status)

@@ -15,14 +15,14 @@ src_libulybase_json_la_LIBADD = src/libulybase.la $(JANSSON_LIBS)
 
 # The plan layer and error handling: pure C, shared with the simulator.
 noinst_LTLIBRARIES += src/libulyplan.la
-src_libulyplan_la_SOURCES = src/plan.c src/plan_methods.c src/layout.c src/error.c src/internal.h
+src_libulyplan_la_SOURCES = src/plan.c src/plan_methods.c src/layout.c src/plan_kv.c src/error.c src/internal.h
 src_libulyplan_la_CFLAGS = $(AM_CFLAGS)
 src_libulyplan_la_LIBADD = src/libulybase.la
 
 # Kernels and .npy: no MPI.
 noinst_LTLIBRARIES += src/libulykern.la
 src_libulykern_la_SOURCES = src/kernel_ref.c src/kernel_blocked.c \
-	src/kernel_blocked_impl.h src/vexp.h src/vexp.c src/vexp_impl.h src/npy.c src/merge.c src/model.c src/model_impl.h \
+	src/kernel_blocked_impl.h src/vexp.h src/vexp.c src/vexp_impl.h src/npy.c src/merge.c src/kernel_decode.c src/infer_impl.h src/model.c src/model_impl.h \
 	src/elem.c src/elem_impl.h src/safetensors.c src/tfile.c src/tfile_impl.h
 # KERNEL_OPT_CFLAGS (-O3 unless the user set CFLAGS) comes after AM_CFLAGS's
 # -O2.  No contraction into FMA: the SIMD clones of vexp.h must give the same

@@ -23,6 +23,18 @@ check_PROGRAMS += tests/test_plan tests/test_ref tests/test_blocked tests/test_n
 	tests/test_model
 TESTS += tests/test_plan tests/test_ref tests/test_blocked tests/test_npy tests/test_alloc tests/test_model
 
+# inference: the KV layouts and decode volumes (plan), the decode kernel and its emulation
+check_PROGRAMS += tests/test_infer_plan tests/test_infer_kernel
+TESTS += tests/test_infer_plan tests/test_infer_kernel
+tests_test_infer_plan_SOURCES = tests/test_infer_plan.c
+tests_test_infer_plan_CFLAGS = $(TEST_CFLAGS)
+tests_test_infer_plan_LDADD = $(TEST_LIBS)
+tests_test_infer_plan_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
+tests_test_infer_kernel_SOURCES = tests/test_infer_kernel.c tests/testutil.h tests/testutil.c
+tests_test_infer_kernel_CFLAGS = $(TEST_CFLAGS)
+tests_test_infer_kernel_LDADD = $(TEST_LIBS)
+tests_test_infer_kernel_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
+
 tests_test_model_SOURCES = tests/test_model.c tests/testutil.h tests/testutil.c
 tests_test_model_CFLAGS = $(TEST_CFLAGS)
 tests_test_model_LDADD = $(TEST_LIBS)
