@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "infer.h"
+#include "ulysses_infer.h"
 #include "usim.h"
 
 #define US 1000000LL   /* ps */
@@ -173,6 +174,47 @@ START_TEST(test_rules)
 }
 END_TEST
 
+/* The merge bytes the simulator's collectives send are the plan layer's
+ * decode volumes, the bytes the library's decode sends
+ * (uly_plan_decode_volume): DCP over the pair of the golden case above (its
+ * group's 4 query heads; f32 on both sides), and Helix (attention TP 1 x KV-parallel 2, 4 heads)
+ * at two context lengths. */
+START_TEST(test_bytes_are_the_plans)
+{
+    usim_platform p = tiny_platform();
+    usim_model m = tiny_model(1);
+    m.dtype = USIM_FP32;   /* the plan layer's element types: f32, f64 */
+    usim_infer_job j = {.scheme = USIM_INF_TP_DCP, .tp = 2, .dcp = 2, .prefill_cp = 1,
+                        .prefill_method = USIM_PF_RING, .prompt = 100, .output = 8, .batch = 2, .gpus = 2};
+    usim_infer_result r;
+    ck_assert_int_eq(usim_infer_simulate(&p, &m, &j, &r), USIM_OK);
+    uly_attn_desc a;
+    memset(&a, 0, sizeof a);
+    a.batch = 2;
+    a.seq = 104;
+    a.heads = 4;
+    a.kv_heads = 1;
+    a.head_dim = 16;
+    a.dtype = ULY_F32;
+    uly_decode_volume v;
+    for (int rank = 0; rank < 2; rank++) {
+        ck_assert_int_eq(uly_plan_decode_volume(&a, ULY_DECODE_DCP, 2, rank, &v), ULY_OK);
+        ck_assert_uint_eq(r.dec_merge_bytes[USIM_MG_Q_AG], v.sent[ULY_DEC_Q_AG]);
+        ck_assert_uint_eq(r.dec_merge_bytes[USIM_MG_LSE_AG], v.sent[ULY_DEC_LSE_AG]);
+        ck_assert_uint_eq(r.dec_merge_bytes[USIM_MG_O_RS], v.sent[ULY_DEC_O_RS]);
+    }
+    j.scheme = USIM_INF_HELIX;
+    j.tp = 1;
+    for (int64_t prompt = 16; prompt <= 4096; prompt *= 16) {
+        j.prompt = prompt;
+        ck_assert_int_eq(usim_infer_simulate(&p, &m, &j, &r), USIM_OK);
+        ck_assert_int_eq(uly_plan_decode_volume(&a, ULY_DECODE_HELIX, 2, 0, &v), ULY_OK);
+        ck_assert_uint_gt(v.sent[ULY_DEC_OL_A2A], 0);
+        ck_assert_uint_eq(r.dec_merge_bytes[USIM_MG_OL_A2A], v.sent[ULY_DEC_OL_A2A]);
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("infer");
@@ -180,6 +222,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_prefill_ring);
     tcase_add_test(t, test_decode_dcp);
     tcase_add_test(t, test_rules);
+    tcase_add_test(t, test_bytes_are_the_plans);
     suite_add_tcase(s, t);
     return s;
 }
