@@ -27,6 +27,15 @@ static const char *const scheme_names[USIM_INF_NSCHEME] = {"tp", "tp-dcp", "heli
 static const char *const pf_names[USIM_PF_NMETHOD] = {"ring", "allgather", "ulysses"};
 static const char *const limit_names[USIM_NLIMIT] = {"HBM capacity", "HBM bandwidth", "compute", "network"};
 
+/* The index of s in names[0..n), or -1. */
+static int name_index(const char *const *names, int n, const char *s)
+{
+    for (int k = 0; s && k < n; k++)
+        if (!strcmp(s, names[k]))
+            return k;
+    return -1;
+}
+
 const char *usim_inf_scheme_name(int s)
 {
     return s >= 0 && s < USIM_INF_NSCHEME ? scheme_names[s] : "?";
@@ -34,12 +43,11 @@ const char *usim_inf_scheme_name(int s)
 
 int usim_inf_scheme_parse(const char *s, int *scheme)
 {
-    for (int k = 0; k < USIM_INF_NSCHEME; k++)
-        if (s && !strcmp(s, scheme_names[k])) {
-            *scheme = k;
-            return USIM_OK;
-        }
-    return usim_set_error(USIM_EINVAL, "--scheme '%s': expected tp, tp-dcp or helix", s ? s : "");
+    int k = name_index(scheme_names, USIM_INF_NSCHEME, s);
+    if (k < 0)
+        return usim_set_error(USIM_EINVAL, "--scheme '%s': expected tp, tp-dcp or helix", s ? s : "");
+    *scheme = k;
+    return USIM_OK;
 }
 
 const char *usim_pf_method_name(int m)
@@ -49,16 +57,11 @@ const char *usim_pf_method_name(int m)
 
 int usim_pf_method_parse(const char *s, int *m)
 {
-    for (int k = 0; k < USIM_PF_NMETHOD; k++)
-        if (s && !strcmp(s, pf_names[k])) {
-            *m = k;
-            return USIM_OK;
-        }
-    if (s && !strcmp(s, "all-gather")) {
-        *m = USIM_PF_ALLGATHER;
-        return USIM_OK;
-    }
-    return usim_set_error(USIM_EINVAL, "--prefill-method '%s': expected ring, allgather or ulysses", s ? s : "");
+    int k = s && !strcmp(s, "all-gather") ? USIM_PF_ALLGATHER : name_index(pf_names, USIM_PF_NMETHOD, s);
+    if (k < 0)
+        return usim_set_error(USIM_EINVAL, "--prefill-method '%s': expected ring, allgather or ulysses", s ? s : "");
+    *m = k;
+    return USIM_OK;
 }
 
 const char *usim_limit_name(int l)
@@ -127,6 +130,20 @@ static int ring_coll(coll_ctx *cx, usim_coll_type type, const usim_grid *g, int 
     c.ngroups = cx->gpus / size;
     c.grid = g;
     c.chunk_bytes = chunk;
+    return run_coll(cx, &c, t, bytes);
+}
+
+/* A direct all-to-all over the groups of grid g, pb[src * size + dst]
+ * bytes from position src to position dst. */
+static int a2a_coll(coll_ctx *cx, const usim_grid *g, int size, const uint64_t *pb, usim_time *t, uint64_t *bytes)
+{
+    usim_coll c;
+    memset(&c, 0, sizeof c);
+    c.type = USIM_A2A_DIRECT;
+    c.size = size;
+    c.ngroups = cx->gpus / size;
+    c.grid = g;
+    c.pair_bytes = pb;
     return run_coll(cx, &c, t, bytes);
 }
 
@@ -361,22 +378,15 @@ int usim_infer_simulate(const usim_platform *p, const usim_model *m, const usim_
                 }
                 usim_time t_in = 0, t_out = 0;
                 uint64_t b_in = 0, b_out = 0;
-                usim_coll c;
-                memset(&c, 0, sizeof c);
-                c.type = USIM_A2A_DIRECT;
-                c.size = C;
-                c.ngroups = inst / C;
-                c.grid = &g_cp;
-                c.pair_bytes = pb;
                 for (int s = 0; s < C; s++)
                     for (int q = 0; q < C; q++)
                         pb[(size_t)s * C + q] = s == q ? 0 : (uint64_t)(n * (hq_u + 2 * hkv_u) * d * e);
-                rc = run_coll(&cx, &c, &t_in, &b_in);
+                rc = a2a_coll(&cx, &g_cp, C, pb, &t_in, &b_in);
                 for (int s = 0; s < C && !rc; s++)
                     for (int q = 0; q < C; q++)
                         pb[(size_t)s * C + q] = s == q ? 0 : (uint64_t)(n * hq_u * d * e);
                 if (!rc)
-                    rc = run_coll(&cx, &c, &t_out, &b_out);
+                    rc = a2a_coll(&cx, &g_cp, C, pb, &t_out, &b_out);
                 free(pb);
                 if (rc)
                     goto out;
@@ -457,14 +467,7 @@ int usim_infer_simulate(const usim_platform *p, const usim_model *m, const usim_
                     uly_split(hq_dec, D, q, &b0, &cnt);
                     pb[(size_t)s * D + q] = s == q ? 0 : Bu * (uint64_t)(cnt * (d + 1) * e);
                 }
-            usim_coll c;
-            memset(&c, 0, sizeof c);
-            c.type = USIM_A2A_DIRECT;
-            c.size = D;
-            c.ngroups = inst / D;
-            c.grid = &g_kv;
-            c.pair_bytes = pb;
-            rc = run_coll(&cx, &c, &r->dec_merge[USIM_MG_OL_A2A], &r->dec_merge_bytes[USIM_MG_OL_A2A]);
+            rc = a2a_coll(&cx, &g_kv, D, pb, &r->dec_merge[USIM_MG_OL_A2A], &r->dec_merge_bytes[USIM_MG_OL_A2A]);
             free(pb);
             if (rc)
                 goto out;
