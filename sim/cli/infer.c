@@ -21,7 +21,7 @@ static const char infer_usage[] =
     "usage: ulysses-sim infer [--platform P] [--model M] [--gpus G] [--scheme tp|tp-dcp|helix]\n"
     "                         [--tp T] [--dcp D] [--prefill-cp C] [--prefill-method ring|allgather|ulysses]\n"
     "                         [--prompt N] [--generate T] [--batch B] [--concurrency LIST]\n"
-    "                         [--weights fp8] [--format table|csv|json]\n"
+    "                         [--weights fp8|model] [--format table|csv|json]\n"
     "\n"
     "Predicts serving one model: the time to first token (prefill of the prompt over C\n"
     "context-parallel groups of W tensor-parallel GPUs), the time per output token (one\n"
@@ -45,8 +45,8 @@ static const char infer_usage[] =
     "  --generate T        output tokens (default 1024)\n"
     "  --batch B           sequences decoded together (default 1; at most 1M)\n"
     "  --concurrency LIST  also a row per concurrency: 1:256 (doubling), 1,8,64 (at most 64)\n"
-    "  --weights fp8       linear layers in FP8: one byte per weight, GEMMs at twice the\n"
-    "                      model dtype's peak (default: the model's dtype)\n"
+    "  --weights W         fp8: linear layers in FP8 (one byte per weight, GEMMs at twice\n"
+    "                      the model dtype's peak); model: in the model's dtype (default)\n"
     "  --format F          table | csv | json (default table)\n"
     "  -h, --help          this text\n"
     "\n"
@@ -334,7 +334,7 @@ int cmd_infer(int argc, char **argv)
                     die_usage("infer: --concurrency: %lld is not in 1..1048576", (long long)conc[k]);
         } else if (!strcmp(a, "--weights")) {
             if (!strcmp(v, "fp8")) j.fp8_weights = 1;
-            else if (!strcmp(v, usim_dtype_name(USIM_BF16)) || !strcmp(v, "model")) j.fp8_weights = 0;
+            else if (!strcmp(v, "model")) j.fp8_weights = 0;
             else die_usage("infer: --weights '%s': expected fp8 or model", v);
         } else if (!strcmp(a, "--format")) {
             if (!strcmp(v, "table")) format = FMT_TABLE;
