@@ -13,14 +13,14 @@ sim_libusim_la_SOURCES = sim/usim.h sim/usim_internal.h sim/error.c sim/engine.c
 	sim/coll_tree.c sim/coll_class.c sim/coll_run.c sim/tuner.c sim/jsonutil.c sim/jsonutil.h sim/describe.c \
 	sim/job.c sim/job.h sim/cost.c sim/cost.h sim/jobcoll.c sim/jobcoll.h sim/opsched.c sim/opsched.h \
 	sim/program.c sim/program.h sim/compute.c sim/compute.h sim/trace.c sim/trace.h sim/simulate.c \
-	sim/estimate.c sim/attnjob.c
+	sim/estimate.c sim/attnjob.c sim/infer.c sim/infer.h
 sim_libusim_la_CPPFLAGS = $(USIM_CPPFLAGS)
 sim_libusim_la_CFLAGS = $(USIM_CFLAGS)
 sim_libusim_la_LIBADD = src/libulyplan.la $(JANSSON_LIBS) -lm
 
 bin_PROGRAMS += ulysses-sim
 ulysses_sim_SOURCES = sim/cli/main.c sim/cli/opts.c sim/cli/opts.h sim/cli/output.c sim/cli/files.c sim/cli/files.h \
-	sim/cli/output.h sim/cli/sweep.c sim/cli/plan.c sim/cli/attn.c sim/cli/coll.c
+	sim/cli/output.h sim/cli/sweep.c sim/cli/plan.c sim/cli/attn.c sim/cli/coll.c sim/cli/infer.c
 ulysses_sim_CPPFLAGS = $(USIM_CPPFLAGS)
 ulysses_sim_CFLAGS = $(USIM_CFLAGS)
 ulysses_sim_LDADD = sim/libusim.la src/libulybase_json.la $(JANSSON_LIBS) -lm
@@ -35,7 +35,7 @@ dist_simplatforms_DATA = sim/presets/platforms/dgx-a100-40g.json \
 simmodelsdir = $(pkgdatadir)/presets/models
 dist_simmodels_DATA = sim/presets/models/gpt-1.2b.json sim/presets/models/gpt-7b.json \
 	sim/presets/models/gpt-30b.json sim/presets/models/llama-3-8b.json \
-	sim/presets/models/gpt-1.2b-64h.json
+	sim/presets/models/gpt-1.2b-64h.json sim/presets/models/llama-3.1-405b.json
 
 dist_doc_DATA += doc/simulator.md doc/planning.md doc/validation.md
 
@@ -54,8 +54,9 @@ USIM_TEST_LIBS = sim/libusim.la $(CHECK_LIBS) $(JANSSON_LIBS) -lm
 
 check_PROGRAMS += sim/tests/test_engine sim/tests/test_net sim/tests/test_describe \
 	sim/tests/test_workload sim/tests/test_rails sim/tests/test_attnjob sim/tests/test_props \
-	sim/tests/test_golden sim/tests/test_classes
-TESTS += sim/tests/test_attnjob sim/tests/test_classes
+	sim/tests/test_golden sim/tests/test_classes sim/tests/test_infer
+TESTS += sim/tests/test_attnjob sim/tests/test_classes sim/tests/test_infer sim/tests/cli_infer.sh
+EXTRA_DIST += sim/tests/cli_infer.sh
 TESTS += sim/tests/test_engine sim/tests/test_net sim/tests/test_describe \
 	sim/tests/test_workload sim/tests/test_rails sim/tests/test_props sim/tests/test_golden \
 	sim/tests/cli_basic.sh sim/tests/cli_errors.sh sim/tests/cli_sweep.sh sim/tests/cli_plan.sh \
@@ -106,6 +107,11 @@ sim_tests_test_golden_SOURCES = sim/tests/test_golden.c
 sim_tests_test_golden_CPPFLAGS = $(USIM_CPPFLAGS)
 sim_tests_test_golden_CFLAGS = $(USIM_TEST_CFLAGS)
 sim_tests_test_golden_LDADD = $(USIM_TEST_LIBS)
+
+sim_tests_test_infer_SOURCES = sim/tests/test_infer.c
+sim_tests_test_infer_CPPFLAGS = $(USIM_CPPFLAGS)
+sim_tests_test_infer_CFLAGS = $(USIM_TEST_CFLAGS)
+sim_tests_test_infer_LDADD = $(USIM_TEST_LIBS)
 
 sim_tests_test_classes_SOURCES = sim/tests/test_classes.c
 sim_tests_test_classes_CPPFLAGS = $(USIM_CPPFLAGS)

@@ -27,7 +27,8 @@ done
 
 # Every row: id|regime|quantity|paper value|tolerance %|fitted (yes/no)|source|command
 # The command's CSV output gives the value: column "busbw_GBps" for coll,
-# "iter_s" (x1000, ms) or "tflops_per_gpu" for runs (named in quantity).
+# "iter_s" (x1000, ms) or "tflops_per_gpu" for runs (named in quantity),
+# "ttft_s" for `infer` rows (quantity "time to first token").
 rows() {
 cat <<'EOF'
 N1|nccl-tests, DGX A100, 1 node|all-reduce busbw 8 GPUs, 4 GiB [GB/s]|232.54|10|yes: intra_node.efficiency|[nccl-tests#175]|coll --op all-reduce --gpus 8 --bytes 4G --platform dgx-a100-40g
@@ -45,6 +46,7 @@ U3|DeepSpeed-Ulysses 1.2B, 8K, short sequence|TFLOP/s per GPU, 32 GPUs|105|15|no
 U4|DeepSpeed-Ulysses 1.2B, 8K, short sequence|TFLOP/s per GPU, 64 GPUs|99|15|no|[Ulysses] 1.2B figure|--model gpt-1.2b-64h --method ulysses --gpus 64 --sp 8 --seq 8K --global-batch 64
 U5|DeepSpeed-Ulysses 1.2B, long sequence|TFLOP/s per GPU, 128K, 64 GPUs|95|15|no|[Ulysses] 1.2B figure|--model gpt-1.2b-64h --method ulysses --gpus 64 --sp 64 --seq 128K --global-batch 1
 U6|DeepSpeed-Ulysses 1.2B, long sequence|TFLOP/s per GPU, 1M, 64 GPUs|95|15|no|[Ulysses] 1.2B figure|--model gpt-1.2b-64h --method ulysses --gpus 64 --sp 64 --seq 1M --global-batch 1
+M1|Meta CP inference, Llama 3 405B, 1M-token prefill|time to first token, CP 16 x TP 8, 128 GPUs [s]|77|15|no|[MetaCP] abstract; FP8 linear layers assumed|infer --model llama-3.1-405b --platform dgx-h100 --gpus 128 --tp 8 --prefill-cp 16 --prefill-method ring --prompt 1M --generate 1 --weights fp8
 EOF
 }
 
@@ -54,6 +56,7 @@ value() {
         NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
         NR == 2 {
             if (q ~ /busbw/) print $col["busbw_GBps"]
+            else if (q ~ /time to first token/) printf "%.2f\n", $col["ttft_s"]
             else if (q ~ /\[ms\]/) printf "%.2f\n", $col["iter_s"] * 1000
             else print $col["tflops_per_gpu"]
         }' "$1"

@@ -84,6 +84,10 @@ text    \$CHK \$D zigzag 2 64 4 2 16 causal bwd lse && \$U check \$D --method zi
 json    \$CHK \$D zigzag 2 64 4 2 16 causal bwd lse && \$U check \$D --method zigzag --causal --json
 text    \$S attn --platform dgx-h100 --gpus 2 --seq 1K
 json    \$S attn --platform dgx-h100 --gpus 2 --seq 1K --format json
+text    \$S infer --model llama-3-8b --scheme tp-dcp --tp 16 --dcp 2 --prefill-cp 2 --concurrency 1,64
+text    \$S infer --model llama-3-8b --scheme helix --tp 4 --dcp 4 --batch 4096
+csv     \$S infer --model llama-3-8b --scheme helix --tp 4 --dcp 2 --concurrency 1,8 --format csv
+json    \$S infer --model llama-3-8b --scheme tp-dcp --tp 16 --dcp 2 --prefill-cp 2 --concurrency 1,8 --weights fp8 --format json
 EOF
 
 # run the commands, four at a time (most of their time is start-up), then

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * main.c -- the ulysses-sim command: run (default), sweep, coll, presets.
+ * main.c -- the ulysses-sim command: run (default), sweep, plan, coll, attn,
+ * infer, presets.
  *
  * Exit status: 0 success; 1 a runtime failure (I/O, memory); 2 bad input
  * (flags, numbers, JSON files, impossible configurations), always with a
@@ -23,6 +24,7 @@ int cmd_sweep(int argc, char **argv);
 int cmd_coll(int argc, char **argv);
 int cmd_attn(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
+int cmd_infer(int argc, char **argv);
 
 static const char usage[] =
     "usage: ulysses-sim [options]            simulate one configuration, every method side by side\n"
@@ -31,6 +33,7 @@ static const char usage[] =
     "       ulysses-sim coll --op OP --gpus G --bytes S   time of one collective (nccl-tests units)\n"
     "       ulysses-sim presets [NAME]       list the shipped presets, or print one\n"
     "       ulysses-sim attn [options]       one distributed attention as `ulysses attn` runs it\n"
+    "       ulysses-sim infer [options]      serving: time to first token, per output token, KV capacity\n"
     "\n"
     "Predicts iteration time, communication and memory per GPU of sequence-parallel\n"
     "training on a GPU cluster with a discrete-event simulation (see doc/simulator.md).\n"
@@ -432,6 +435,8 @@ static int dispatch(int argc, char **argv)
         return cmd_attn(argc, argv);
     if (argc > 1 && strcmp(argv[1], "plan") == 0)
         return cmd_plan(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "infer") == 0)
+        return cmd_infer(argc, argv);
     if (argc > 1 && strcmp(argv[1], "--version") == 0) {
         /* the version, what this build was built with, the license */
         if (argc > 2)
