@@ -46,8 +46,13 @@ opts() {
         else if (m ~ /FILE|DIR/ || m == "F" || m ~ /^F\./) k = "f"
         else if (m ~ /^[a-z]$/ || m ~ /^[A-Z]/) k = "v"
         if (!(o in kind)) { order[++n] = o; kind[o] = "-" }
-        # the most telling occurrence wins: the words, then file names, then a value
-        if (k == "w" || (k == "f" && kind[o] != "w") || (k == "v" && kind[o] == "-")) { kind[o] = k; words[o] = w }
+        # the most telling occurrence wins: the words (of every occurrence that
+        # lists words: "--method a|b" and "--method c|d" give a b c d), then
+        # file names, then a value
+        if (k == "w" && kind[o] == "w") {
+            nw = split(w, ws, " ")
+            for (j = 1; j <= nw; j++) if ((" " words[o] " ") !~ (" " ws[j] " ")) words[o] = words[o] " " ws[j]
+        } else if (k == "w" || (k == "f" && kind[o] != "w") || (k == "v" && kind[o] == "-")) { kind[o] = k; words[o] = w }
     }
     END { for (i = 1; i <= n; i++) print order[i], kind[order[i]], words[order[i]] }'
 }
