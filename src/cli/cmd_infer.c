@@ -1143,8 +1143,11 @@ static int infer_write(infer_job *J, drv *d)
                    shape, o, ATTN_NMETA, m.keys, m.vals);
     drv_free(docs);
     drv_free(o);
-    if (!d->code)
-        drv_out_commit(d, J->out, 1);
+    if (!d->code && !drv_out_commit(d, J->out, 1))
+        drv_say(d, "wrote --out %s: the decode outputs (%lld, %lld, %lld, %lld)%s", J->c.fout, (long long)a->batch,
+                (long long)(J->c.layout == ATTN_BHSD ? a->heads : J->T),
+                (long long)(J->c.layout == ATTN_BHSD ? J->T : a->heads), (long long)a->head_dim,
+                J->c.layout == ATTN_BHSD ? " (B, H, T, d)" : " (B, T, H, d)");
     return d->code;
 }
 
