@@ -11,7 +11,12 @@
  * the same whatever P), the rows of one (B, N + T, H|Hkv, d) tensor of q, k
  * and v each -- the prompt's rows first, then one row per decode step (its
  * values set by the seed and the step's position).  Every rank fills only
- * the rows it holds.  Rank 0 prints the phase times (prefill: the method's;
+ * the rows it holds.  Or they are the files of --q, --k, --v (attn_io.h:
+ * .npy or .safetensors, bshd or bhsd), the whole sequences: rank 0 opens
+ * them, takes the shape from them (the rows are N + T), reads every rank's
+ * prompt tokens and sends them, and in each step sends every rank the
+ * step's query heads and k, v; with --check rank 0 holds the whole inputs
+ * and compares every rank's cache with them.  Rank 0 prints the phase times (prefill: the method's;
  * decode: query gather, attention, merge comm, merge, and the per-token
  * time), the bytes per decode step measured and planned
  * (uly_plan_decode_volume), the KV move of the prefill
@@ -21,10 +26,11 @@
  * every rank compares its cache with the layout.
  *
  * The steps, each agreed by every rank (drv_sync), as in cmd_attn.c:
- *   parse -> agree -> BLAS warm-up -> shape (description, plan, layout) ->
- *   plan (memory preflight) -> allocate -> create -> load -> prefill ->
- *   decode -> measure -> finite results -> gather -> check -> report ->
- *   verdict.
+ *   parse -> agree -> BLAS warm-up -> resolve (rank 0: the files' shapes)
+ *   -> share the shape -> shape (description, plan, layout) -> plan (memory
+ *   preflight, --out prepared) -> allocate -> create -> load -> prefill ->
+ *   decode -> measure -> finite results -> gather -> check -> write (--out)
+ *   -> report -> verdict.
  */
 #include <float.h>
 #include <math.h>
