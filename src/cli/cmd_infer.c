@@ -299,32 +299,29 @@ static int infer_resolve(infer_job *J, drv *d)
     struct infer_cfg *c = &J->c;
     if (d->rank != 0 || !J->files)
         return 0;
-    int64_t shp[NIN][4];
     static const char *const defaults[NIN][2] = {{"q", NULL}, {"k", NULL}, {"v", NULL}};
-    for (int i = 0; i < NIN; i++) {
+    for (int i = 0; i < NIN; i++)
         if (attn_in_open(d, &J->in[i], in_name[i], J->fpath[i], J->fname[i], defaults[i], c->layout))
             return d->code;
+    int64_t shp[NIN][4];
+    for (int i = 0; i < NIN; i++)
         memcpy(shp[i], J->in[i].shp, sizeof shp[i]);
-        for (int k = 0; k < 4; k++)
-            if (shp[i][k] < 1)
-                return drv_fail(d, DRV_BADINPUT, "%s %s: every dimension must be >= 1 (dimension %d is %lld)",
-                                in_name[i], c->fin[i], k, (long long)shp[i][k]);
-    }
+    for (int e = 0; e < NIN * 4; e++)
+        if (shp[e / 4][e % 4] < 1)
+            return drv_fail(d, DRV_BADINPUT, "%s %s: every dimension must be >= 1 (dimension %d is %lld)",
+                            in_name[e / 4], c->fin[e / 4], e % 4, (long long)shp[e / 4][e % 4]);
     const char *hint = c->layout == ATTN_BSHD && J->in[T_Q].ndim == 4
                            ? "; if your tensors are (B, H, N, d), use --layout bhsd" : "";
-#define FILE_SHAPE(X)                                   \
-    X("batch", c->batch, c->seen_batch, shp[T_Q][0])    \
-    X("heads", c->heads, c->seen_heads, shp[T_Q][2])    \
-    X("kv-heads", c->kv_heads, c->seen_kv, shp[T_V][2]) \
-    X("head-dim", c->head_dim, c->seen_dim, shp[T_Q][3])
-#define X(name, opt, seen, want)                                                                              \
-    if ((seen) && (opt) != (want))                                                                            \
-        return drv_fail(d, DRV_BADINPUT, "--%s %lld disagrees with the input files (%lld)%s", name, (long long)(opt), \
-                        (long long)(want), hint);                                                             \
-    (opt) = (want);
-    FILE_SHAPE(X)
-#undef X
-#undef FILE_SHAPE
+    /* q fixes B, H, d, v fixes Hkv: an option given must say the same */
+    struct { const char *name; int64_t *opt; int seen; int64_t file; } fix[] = {
+        {"batch", &c->batch, c->seen_batch, shp[T_Q][0]}, {"heads", &c->heads, c->seen_heads, shp[T_Q][2]},
+        {"kv-heads", &c->kv_heads, c->seen_kv, shp[T_V][2]}, {"head-dim", &c->head_dim, c->seen_dim, shp[T_Q][3]}};
+    for (size_t i = 0; i < sizeof fix / sizeof fix[0]; i++) {
+        if (fix[i].seen && *fix[i].opt != fix[i].file)
+            return drv_fail(d, DRV_BADINPUT, "--%s %lld disagrees with the input files (%lld)%s", fix[i].name,
+                            (long long)*fix[i].opt, (long long)fix[i].file, hint);
+        *fix[i].opt = fix[i].file;
+    }
     const int64_t rows = shp[T_Q][1];
     const int64_t wk[4] = {c->batch, rows, c->kv_heads, c->head_dim};
     if (memcmp(shp[T_K], wk, sizeof wk) != 0)
