@@ -1286,7 +1286,7 @@ static void report_text(infer_job *J)
     if (a->window)
         printf("  window W=%lld\n", (long long)a->window);
     if (J->files)
-        printf("  inputs: --q %s, --k %s, --v %s (layout %s)\n", J->in[T_Q].label, J->in[T_K].label, J->in[T_V].label,
+        printf("  inputs: --q %s; --k %s; --v %s (layout %s)\n", J->in[T_Q].label, J->in[T_K].label, J->in[T_V].label,
                layout_names[J->c.layout]);
     else
         printf("  inputs: random, seed %lld\n", (long long)J->c.seed);
