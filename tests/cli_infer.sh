@@ -5,11 +5,14 @@
 # round-robin:2, GQA, a window, several prefill methods): every decode step
 # bitwise equal to one process, within the fp64 tolerance, the cache as the
 # layout places it, the bytes per step equal to the plan; --json parses and
-# has its keys.
+# has its keys.  Input files (--q --k --v, the whole sequences): --check
+# passes for dcp and helix on 1 to 3 ranks; --out is bitwise the same for the
+# same ranks in the layouts bshd and bhsd; bad files exit 2 with one line.
 set -u
 : "${top_builddir:=.}"
 : "${MPIRUN:=mpirun}"
 U="$top_builddir/ulysses"
+N="$top_builddir/tests/npytool"
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
@@ -112,6 +115,67 @@ assert o["decode"]["token_ms"]["max"] >= o["decode"]["token_ms"]["median"] > 0
     else echo "FAIL: --json:"; sed 's/^/  | /' "$W/p2helix" | head -5; fails=$((fails + 1)); fi
 else
     echo "ok: --json (no python3: not parsed)"
+fi
+
+# input files: q (B, N+T, H, d), k and v (B, N+T, Hkv, d)
+"$N" write "$W/q.npy" f32 1 2 18 4 8 && "$N" write "$W/k.npy" f32 2 2 18 2 8 && "$N" write "$W/v.npy" f32 3 2 18 2 8 &&
+"$N" write "$W/q64.npy" f64 4 18 4 8 && "$N" write "$W/k64.npy" f64 5 18 1 8 && "$N" write "$W/v64.npy" f64 6 18 1 8 &&
+"$N" perm "$W/q.npy" "$W/qp.npy" && "$N" perm "$W/k.npy" "$W/kp.npy" && "$N" perm "$W/v.npy" "$W/vp.npy" &&
+"$N" i64 "$W/int.npy" 0 1 2 3 && "$N" write "$W/kbad.npy" f32 2 2 17 2 8 || { echo "FAIL: npytool"; exit 1; }
+F="--q $W/q.npy --k $W/k.npy --v $W/v.npy"
+expect 2 "--q, --k and --v must be given together (missing: --v)" -- "$U" infer --q "$W/q.npy" --k "$W/k.npy" --prompt 13
+expect 2 "--k $W/kbad.npy has shape (2, 17, 2, 8), expected (2, 18, 2, 8)" -- \
+    $M -np 2 "$U" infer --q "$W/q.npy" --k "$W/kbad.npy" --v "$W/v.npy" --prompt 13
+expect 2 "--v $W/int.npy: dtype i64 (integers) where floats" -- "$U" infer --q "$W/q.npy" --k "$W/k.npy" --v "$W/int.npy" --prompt 3
+expect 2 "give --prompt N" -- "$U" infer $F
+expect 2 "--prompt 10 + --generate 5 = 15 tokens disagrees with the input files (18 per sequence)" -- \
+    "$U" infer $F --prompt 10 --generate 5
+expect 2 "--prompt 18 leaves no token to generate" -- "$U" infer $F --prompt 18
+expect 2 "--heads 8 disagrees with the input files (4)" -- "$U" infer $F --prompt 13 --heads 8
+expect 2 "--seed sets the random inputs" -- "$U" infer $F --prompt 13 --seed 3
+expect 2 "--layout applies to the tensor files" -- "$U" infer --layout bhsd
+expect 2 "is also an input" -- "$U" infer $F --prompt 13 --out "$W/k.npy"
+run f1dcp "$U" infer $F --prompt 13 --check --json
+run f2helix $M -np 2 "$U" infer $F --generate 5 --scheme helix --method zigzag --kv-layout round-robin:2 --check
+run f3dcp $M -np 3 "$U" infer $F --prompt 13 --kv-layout round-robin:2 --check --out "$W/o3.npy"
+run f3dcpbhsd $M -np 3 "$U" infer --q "$W/qp.npy" --k "$W/kp.npy" --v "$W/vp.npy" --layout bhsd --prompt 13 \
+    --kv-layout round-robin:2 --out "$W/o3p.npy"
+run f3helix64 $M -np 3 "$U" infer --q "$W/q64.npy" --k "$W/k64.npy" --v "$W/v64.npy" --prompt 11 --scheme helix \
+    --method ring --window 6 --check
+for r in f2helix f3dcp f3helix64; do
+    cases=$((cases + 1))
+    if grep -q "^  inputs: --q $W/q" "$W/$r" && grep -q "^measured == expected on every rank: yes" "$W/$r" &&
+       grep -q "^cache K, V as the layout places them on every rank: yes" "$W/$r" &&
+       grep -q "^decode bitwise equal to one process and errors vs fp64 reference within .*: yes" "$W/$r"; then
+        echo "ok: $r: files: cache == layout, decode bitwise == one process, within the fp64 tolerance"
+    else
+        echo "FAIL: $r:"; sed 's/^/  | /' "$W/$r"; fails=$((fails + 1))
+    fi
+done
+cases=$((cases + 1))
+if grep -q "dtype=f64" "$W/f3helix64" && grep -q "prompt=11 generate=7" "$W/f3helix64" &&
+   grep -q "wrote --out $W/o3.npy: the decode outputs (2, 5, 4, 8) (B, T, H, d)" "$W/f3dcp.err"; then
+    echo "ok: f64 files run in f64, the generated tokens are the rows after --prompt, --out named"
+else echo "FAIL: dtype, rows or --out: $(head -1 "$W/f3helix64") $(cat "$W/f3dcp.err")"; fails=$((fails + 1)); fi
+cases=$((cases + 1))
+if "$N" perm "$W/o3p.npy" "$W/o3pp.npy" && "$N" cmp "$W/o3.npy" "$W/o3pp.npy" && "$N" info "$W/o3.npy" | grep -q "f32 (2, 5, 4, 8)"; then
+    echo "ok: --out (B, T, H, d), bitwise the same from bshd and bhsd files"
+else echo "FAIL: --out of bshd and bhsd files differ"; fails=$((fails + 1)); fi
+cases=$((cases + 1))
+if command -v python3 >/dev/null 2>&1; then
+    if python3 -c '
+import json, sys
+o = json.load(open(sys.argv[1]))
+i = o["inputs"]
+assert i == {"source": "files", "q": sys.argv[2] + "/q.npy", "k": sys.argv[2] + "/k.npy", "v": sys.argv[2] + "/v.npy",
+             "layout": "bshd"}, i
+assert o["prompt"] == 13 and o["generate"] == 5 and o["batch"] == 2 and o["kv_heads"] == 2 and o["check"]["pass"] is True
+r = json.load(open(sys.argv[3]))["inputs"]
+assert r == {"source": "random", "seed": 1}, r
+' "$W/f1dcp" "$W" "$W/p2helix"; then echo "ok: --json names the inputs"
+    else echo "FAIL: --json inputs:"; sed 's/^/  | /' "$W/f1dcp" | head -5; fails=$((fails + 1)); fi
+else
+    echo "ok: --json inputs (no python3: not parsed)"
 fi
 
 echo "cli_infer: $cases cases, $fails failures"

@@ -11,7 +11,12 @@
  * the same whatever P), the rows of one (B, N + T, H|Hkv, d) tensor of q, k
  * and v each -- the prompt's rows first, then one row per decode step (its
  * values set by the seed and the step's position).  Every rank fills only
- * the rows it holds.  Rank 0 prints the phase times (prefill: the method's;
+ * the rows it holds.  Or they are the files of --q, --k, --v (attn_io.h:
+ * .npy or .safetensors, bshd or bhsd), the whole sequences: rank 0 opens
+ * them, takes the shape from them (the rows are N + T), reads every rank's
+ * prompt tokens and sends them, and in each step sends every rank the
+ * step's query heads and k, v; with --check rank 0 holds the whole inputs
+ * and compares every rank's cache with them.  Rank 0 prints the phase times (prefill: the method's;
  * decode: query gather, attention, merge comm, merge, and the per-token
  * time), the bytes per decode step measured and planned
  * (uly_plan_decode_volume), the KV move of the prefill
@@ -21,10 +26,11 @@
  * every rank compares its cache with the layout.
  *
  * The steps, each agreed by every rank (drv_sync), as in cmd_attn.c:
- *   parse -> agree -> BLAS warm-up -> shape (description, plan, layout) ->
- *   plan (memory preflight) -> allocate -> create -> load -> prefill ->
- *   decode -> measure -> finite results -> gather -> check -> report ->
- *   verdict.
+ *   parse -> agree -> BLAS warm-up -> resolve (rank 0: the files' shapes)
+ *   -> share the shape -> shape (description, plan, layout) -> plan (memory
+ *   preflight, --out prepared) -> allocate -> create -> load -> prefill ->
+ *   decode -> measure -> finite results -> gather -> check -> write (--out)
+ *   -> report -> verdict.
  */
 #include <float.h>
 #include <math.h>
@@ -36,6 +42,7 @@
 #include <mpi.h>
 
 #include "args.h"
+#include "attn_io.h"
 #include "base/base_json.h"
 #include "base/base_progress.h"
 #include "cli.h"
@@ -51,26 +58,35 @@ enum { T_Q, T_K, T_V, NIN };  /* the input tensors: which of input_value */
 struct infer_cfg {
     int64_t prompt, generate, batch, heads, kv_heads, head_dim, window, seed, threads, udeg;
     int method, scheme, dtype, check, json, quiet, force, kv_kind;
-    int seen_kv, seen_udeg;
+    int seen_kv, seen_udeg, seen_prompt, seen_generate, seen_batch, seen_heads, seen_dim, seen_dtype, seen_layout, seen_seed;
     int64_t kv_block;
     const char *method_s, *layout_s;
+    const char *fin[NIN], *fout;   /* --q, --k, --v (all or none), --out */
+    int layout;                    /* ATTN_BSHD or ATTN_BHSD */
 };
 
 static const char *const dtype_names[] = {"f32", "f64", NULL};
 static const char *const method_names[] = {"ulysses", "ring", "zigzag", "allgather", "usp", NULL}; /* = ULY_METHOD_* */
 static const char *const scheme_names[] = {"dcp", "helix", NULL};                                  /* = ULY_DECODE_* */
+static const char *const layout_names[] = {"bshd", "bhsd", NULL};                                  /* = ATTN_BSHD, ATTN_BHSD */
+static const char *const in_name[NIN] = {"--q", "--k", "--v"};
 
 static const char synopsis[] =
     "infer [--prompt N] [--generate T] [--method M [--ulysses-degree U]] [--scheme dcp|helix]\n"
     "            [--kv-layout contiguous|round-robin:B] [--batch B] [--heads H] [--kv-heads Hkv] [--head-dim d]\n"
     "            [--window W] [--dtype f32|f64] [--seed S] [--threads T] [--check] [--json] [--quiet] [--force]\n"
+    "            [--q F --k F --v F [--layout bshd|bhsd]] [--out F]\n"
     "Run under 'mpirun -np P' for P ranks.  A prefill of the prompt's N tokens by the sequence-parallel method M\n"
     "(causal attention) leaves each rank its shard of the KV cache in the layout of --kv-layout (contiguous: the\n"
     "prompt split in P parts, every generated token on the last rank; round-robin:B: blocks of B tokens dealt to\n"
     "the ranks in turn); then T decode steps of one new token per sequence: each rank attends the token's query\n"
     "over its shard, and the partial outputs are merged in rank order on the ranks owning the heads (dcp: the\n"
     "query and the LSEs all-gathered, the scaled partials reduce-scattered; helix: partials and LSEs in one\n"
-    "all-to-all).  The inputs are random (seeded; the same for every P): a numerics harness, not a model.\n"
+    "all-to-all).  The inputs are random (seeded; the same for every P): a numerics harness, not a model; or the\n"
+    "files of --q, --k, --v, each the whole sequence, prompt then generated tokens: q (B, N+T, H, d), k and v\n"
+    "(B, N+T, Hkv, d), read by rank 0, which sends every rank its prompt tokens and each step's new token; B, H,\n"
+    "Hkv, d and the dtype come from the files, and N + T is their rows: give --prompt N (T is the rest) or\n"
+    "--generate T (N is the rest), or both adding up to the rows.\n"
     "--check: every decode step must be bitwise equal to one process (uly_decode_emulate), the prefill and every\n"
     "step within atol + rtol |ref| of the fp64 reference over the whole sequence, and every rank's cache must\n"
     "hold the layout's tokens.\n"
@@ -79,25 +95,30 @@ static const char synopsis[] =
     "Every row and column of the output (phase, min/median/max, measured == expected, cache rows per rank,\n"
     "bitwise, max abs/rel err) is defined in doc/glossary.md.";
 
-enum { NOPTS = 24 };
+enum { NOPTS = 30 };
 
 static void infer_options(struct infer_cfg *c, arg_opt *o)
 {
     const arg_opt t[] = {
-        {"prompt", ARG_INT, &c->prompt, 1, DRV_SEQ_MAX, "N", "tokens of the prompt per sequence, K/M/G suffixes allowed (default 256)", NULL, NULL},
-        {"generate", ARG_INT, &c->generate, 1, DRV_SEQ_MAX, "T", "decode steps: tokens generated per sequence (default 16)", NULL, NULL},
+        {"prompt", ARG_INT, &c->prompt, 1, DRV_SEQ_MAX, "N", "tokens of the prompt per sequence, K/M/G suffixes allowed (default 256; with --q/--k/--v: the files' rows less --generate)", NULL, &c->seen_prompt},
+        {"generate", ARG_INT, &c->generate, 1, DRV_SEQ_MAX, "T", "decode steps: tokens generated per sequence (default 16; with --q/--k/--v: the files' rows less --prompt)", NULL, &c->seen_generate},
         {"method", ARG_STR, &c->method_s, 0, 0, "M", "the prefill's method: ulysses (default), ring, zigzag, allgather or usp (doc/methods.md)", NULL, NULL},
         {"ulysses-degree", ARG_INT, &c->udeg, 1, 1 << 20, "U", "usp: ranks per all-to-all group, dividing P (default: the largest divisor of P that is <= H, printed)", NULL, &c->seen_udeg},
         {"scheme", ARG_CHOICE, &c->scheme, 0, 0, "S", "decode scheme: dcp (default; vLLM's decode context parallelism) or helix (TensorRT-LLM's)", scheme_names, NULL},
         {"kv-layout", ARG_STR, &c->layout_s, 0, 0, "L", "how the KV cache is sharded over the ranks: contiguous (default) or round-robin:B (blocks of B tokens in turn)", NULL, NULL},
-        {"batch", ARG_INT, &c->batch, 1, 1 << 20, "B", "sequences decoded together (default 1)", NULL, NULL},
-        {"heads", ARG_INT, &c->heads, 1, 1 << 20, "H", "query heads (default 8)", NULL, NULL},
+        {"batch", ARG_INT, &c->batch, 1, 1 << 20, "B", "sequences decoded together (default 1; with files: theirs)", NULL, &c->seen_batch},
+        {"heads", ARG_INT, &c->heads, 1, 1 << 20, "H", "query heads (default 8; with files: theirs)", NULL, &c->seen_heads},
         {"kv-heads", ARG_INT, &c->kv_heads, 1, 1 << 20, "Hkv", "key/value heads, H % Hkv == 0 (default H)", NULL, &c->seen_kv},
-        {"head-dim", ARG_INT, &c->head_dim, 1, 1 << 16, "d", "head dimension (default 64)", NULL, NULL},
+        {"head-dim", ARG_INT, &c->head_dim, 1, 1 << 16, "d", "head dimension (default 64; with files: theirs)", NULL, &c->seen_dim},
         {"window", ARG_INT, &c->window, 1, DRV_SEQ_MAX, "W", "sliding window: every token sees the W most recent keys, itself included", NULL, NULL},
-        {"dtype", ARG_CHOICE, &c->dtype, 0, 0, "T", "element type, f32 (default) or f64", dtype_names, NULL},
-        {"seed", ARG_INT, &c->seed, 0, INT64_MAX, "S", "seed of the random inputs (default 1)", NULL, NULL},
+        {"dtype", ARG_CHOICE, &c->dtype, 0, 0, "T", "element type, f32 (default; with files: f64 for f64 files, else f32) or f64", dtype_names, &c->seen_dtype},
+        {"seed", ARG_INT, &c->seed, 0, INT64_MAX, "S", "seed of the random inputs (default 1; not with --q/--k/--v)", NULL, &c->seen_seed},
         {"threads", ARG_INT, &c->threads, 1, 1024, "T", "OpenMP threads per rank (default: OMP_NUM_THREADS, clamped to 4 per usable core and 1024)", NULL, NULL},
+        {"q", ARG_STR, &c->fin[T_Q], 0, 0, "F.npy", "queries of the whole sequence, f16/bf16/f32/f64 (B, N+T, H, d) or (N+T, H, d) (see --layout), .npy or FILE.safetensors[:NAME]; read by rank 0", NULL, NULL},
+        {"k", ARG_STR, &c->fin[T_K], 0, 0, "F.npy", "keys (B, N+T, Hkv, d), as --q", NULL, NULL},
+        {"v", ARG_STR, &c->fin[T_V], 0, 0, "F.npy", "values (B, N+T, Hkv, d), as --q", NULL, NULL},
+        {"layout", ARG_CHOICE, &c->layout, 0, 0, "L", "layout of the input and output tensors: bshd (B, N, H, d), default; bhsd (B, H, N, d), PyTorch's", layout_names, &c->seen_layout},
+        {"out", ARG_STR, &c->fout, 0, 0, "F.npy", "write the decode outputs (B, T, H, d) (see --layout) as .npy or .safetensors (tensor o, the configuration in __metadata__)", NULL, NULL},
         {"check", ARG_FLAG, &c->check, 0, 0, NULL, "compare every decode step with one process (bitwise) and everything with the fp64 reference", NULL, NULL},
         {"quiet", ARG_FLAG, &c->quiet, 0, 0, NULL, "no progress line on stderr (drawn only when it is a terminal)", NULL, NULL},
         {"force", ARG_FLAG, &c->force, 0, 0, NULL, "run even when the memory preflight says it will not fit", NULL, NULL},
@@ -153,6 +174,16 @@ typedef struct infer_job {
     double *pall, *dall, *col;      /* rank 0: every rank's, and one column of them */
     char *stage;                    /* rank 0 with --check: one rank's results on their way */
     uly_infer *S;
+    /* the input files (rank 0) */
+    int files;                      /* --q, --k, --v given */
+    int full_read;                  /* rank 0: the inputs read so far are whole in full_in */
+    attn_in in[NIN];
+    char fpath[NIN][4096];
+    const char *fname[NIN];
+    double *rd;                     /* rank 0: rows read from a file, as doubles (nrd rows of H d) */
+    int64_t nrd;
+    void *pack;                     /* rank 0: what one rank is sent */
+    drv_out out[1];                 /* --out */
     /* measured */
     uly_decode_volume vol, want;
     uint64_t kv_sent, kv_recv, kv_want_sent, kv_want_recv;
@@ -171,6 +202,7 @@ typedef struct infer_job {
 static void job_free(infer_job *J)
 {
     for (int i = 0; i < NIN; i++) {
+        attn_in_close(&J->in[i]);
         drv_free(J->x[i]);
         drv_free(J->full_in[i]);
     }
@@ -178,6 +210,8 @@ static void job_free(infer_job *J)
     drv_free(J->dout); drv_free(J->dlse); drv_free(J->pf); drv_free(J->dc); drv_free(J->rows);
     drv_free(J->fpo); drv_free(J->fdo); drv_free(J->fdl);
     drv_free(J->pall); drv_free(J->dall); drv_free(J->col); drv_free(J->stage);
+    drv_free(J->rd); drv_free(J->pack);
+    drv_out_discard(J->out, 1);
     uly_infer_free(J->S);
 }
 
@@ -195,7 +229,28 @@ static int infer_parse(infer_job *J, drv *d, int argc, char **argv)
         return prc;
     if (!c->seen_kv)
         c->kv_heads = c->heads;
-    if (c->method_s && uly_method_parse(c->method_s, &c->method))
+    const int nfiles = (c->fin[T_Q] != NULL) + (c->fin[T_K] != NULL) + (c->fin[T_V] != NULL);
+    J->files = nfiles == NIN;
+    char missing[32] = "";
+    for (int i = 0; i < NIN; i++)
+        if (!c->fin[i])
+            snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "%s%s", missing[0] ? " and " : "",
+                     in_name[i]);
+    for (int i = 0; i < NIN && J->files; i++)
+        if (attn_spec_split(c->fin[i], J->fpath[i], sizeof J->fpath[i], &J->fname[i])) {
+            drv_fail(d, DRV_BADINPUT, "%s: the file name is too long", in_name[i]);
+            return DRV_PARSE_ERROR;
+        }
+    if (nfiles != 0 && nfiles != NIN)
+        drv_fail(d, DRV_BADINPUT, "--q, --k and --v must be given together (missing: %s)", missing);
+    else if (J->files && c->seen_seed)
+        drv_fail(d, DRV_BADINPUT, "--seed sets the random inputs: with --q, --k and --v the inputs are the files'");
+    else if (c->seen_layout && !J->files && !c->fout)
+        drv_fail(d, DRV_BADINPUT, "--layout applies to the tensor files (--q, --k, --v, --out)");
+    else if (J->files && !c->seen_prompt && !c->seen_generate)
+        drv_fail(d, DRV_BADINPUT, "with --q, --k and --v give --prompt N (the files' other rows are generated) or "
+                 "--generate T (the rows before them are the prompt)");
+    else if (c->method_s && uly_method_parse(c->method_s, &c->method))
         drv_fail(d, DRV_BADINPUT, "--method: %s", uly_last_error());
     else if (c->seen_udeg && c->method != ULY_METHOD_USP)
         drv_fail(d, DRV_BADINPUT, "--ulysses-degree applies to --method usp only (%s has %s)", method_names[c->method],
@@ -224,10 +279,86 @@ static int infer_fields(const infer_job *J, drv_field *f)
     FI("--kv-heads", c->kv_heads); FI("--head-dim", c->head_dim); FI("--window", c->window);
     FC("--dtype", c->dtype, dtype_names); FI("--seed", c->seed); FI("--threads", c->threads);
     FF("--check", c->check); FF("--quiet", c->quiet); FF("--force", c->force); FF("--json", c->json);
+    for (int i = 0; i < NIN; i++)
+        f[n++] = (drv_field){in_name[i], DRV_F_STR, 0, c->fin[i], 0, NULL};
+    f[n++] = (drv_field){"--out", DRV_F_STR, 0, c->fout, 0, NULL};
+    FC("--layout", c->layout, layout_names);
 #undef FI
 #undef FF
 #undef FC
     return n;
+}
+
+/* ---------------------------------------------------------------- resolve */
+
+/* Rank 0: open the input files (headers only) and take the shape from them,
+ * as `ulysses attn` does: q fixes B, the rows N + T, H and d; v fixes Hkv;
+ * k must match.  The rows are the prompt then the generated tokens. */
+static int infer_resolve(infer_job *J, drv *d)
+{
+    struct infer_cfg *c = &J->c;
+    if (d->rank != 0 || !J->files)
+        return 0;
+    static const char *const defaults[NIN][2] = {{"q", NULL}, {"k", NULL}, {"v", NULL}};
+    for (int i = 0; i < NIN; i++)
+        if (attn_in_open(d, &J->in[i], in_name[i], J->fpath[i], J->fname[i], defaults[i], c->layout))
+            return d->code;
+    int64_t shp[NIN][4];
+    for (int i = 0; i < NIN; i++)
+        memcpy(shp[i], J->in[i].shp, sizeof shp[i]);
+    for (int e = 0; e < NIN * 4; e++)
+        if (shp[e / 4][e % 4] < 1)
+            return drv_fail(d, DRV_BADINPUT, "%s %s: every dimension must be >= 1 (dimension %d is %lld)",
+                            in_name[e / 4], c->fin[e / 4], e % 4, (long long)shp[e / 4][e % 4]);
+    const char *hint = c->layout == ATTN_BSHD && J->in[T_Q].ndim == 4
+                           ? "; if your tensors are (B, H, N, d), use --layout bhsd" : "";
+    /* q fixes B, H, d, v fixes Hkv: an option given must say the same */
+    struct { const char *name; int64_t *opt; int seen; int64_t file; } fix[] = {
+        {"batch", &c->batch, c->seen_batch, shp[T_Q][0]}, {"heads", &c->heads, c->seen_heads, shp[T_Q][2]},
+        {"kv-heads", &c->kv_heads, c->seen_kv, shp[T_V][2]}, {"head-dim", &c->head_dim, c->seen_dim, shp[T_Q][3]}};
+    for (size_t i = 0; i < sizeof fix / sizeof fix[0]; i++) {
+        if (fix[i].seen && *fix[i].opt != fix[i].file)
+            return drv_fail(d, DRV_BADINPUT, "--%s %lld disagrees with the input files (%lld)%s", fix[i].name,
+                            (long long)*fix[i].opt, (long long)fix[i].file, hint);
+        *fix[i].opt = fix[i].file;
+    }
+    const int64_t rows = shp[T_Q][1];
+    const int64_t wk[4] = {c->batch, rows, c->kv_heads, c->head_dim};
+    if (memcmp(shp[T_K], wk, sizeof wk) != 0)
+        return attn_in_mismatch(d, &J->in[T_K], "--k", wk, 0, hint);
+    if (shp[T_V][0] != c->batch || shp[T_V][1] != rows || shp[T_V][3] != c->head_dim)
+        return attn_in_mismatch(d, &J->in[T_V], "--v", wk, 1, hint);
+    if (c->seen_prompt && c->seen_generate && c->prompt + c->generate != rows)
+        return drv_fail(d, DRV_BADINPUT, "--prompt %lld + --generate %lld = %lld tokens disagrees with the input files "
+                        "(%lld per sequence)", (long long)c->prompt, (long long)c->generate,
+                        (long long)(c->prompt + c->generate), (long long)rows);
+    if (!c->seen_generate && rows - c->prompt < 1)
+        return drv_fail(d, DRV_BADINPUT, "--prompt %lld leaves no token to generate: the input files hold %lld per "
+                        "sequence", (long long)c->prompt, (long long)rows);
+    if (!c->seen_prompt && rows - c->generate < 1)
+        return drv_fail(d, DRV_BADINPUT, "--generate %lld leaves no prompt: the input files hold %lld tokens per "
+                        "sequence", (long long)c->generate, (long long)rows);
+    if (!c->seen_generate)
+        c->generate = rows - c->prompt;
+    if (!c->seen_prompt)
+        c->prompt = rows - c->generate;
+    if (!c->seen_dtype)
+        c->dtype = J->in[T_Q].elem == ULY_ELEM_F64 ? ULY_F64 : ULY_F32;
+    return 0;
+}
+
+/* Collective: rank 0's resolved shape to everyone. */
+static int infer_share_shape(infer_job *J, drv *d)
+{
+    struct infer_cfg *c = &J->c;
+    if (!J->files || d->size == 1)
+        return 0;
+    int64_t v[7] = {c->batch, c->prompt, c->generate, c->heads, c->kv_heads, c->head_dim, c->dtype};
+    if (drv_mpi(d, MPI_Bcast(v, 7, MPI_INT64_T, 0, d->comm), "MPI_Bcast (shape)"))
+        return DRV_RUNTIME;
+    c->batch = v[0]; c->prompt = v[1]; c->generate = v[2]; c->heads = v[3]; c->kv_heads = v[4]; c->head_dim = v[5];
+    c->dtype = (int)v[6];
+    return 0;
 }
 
 /* ------------------------------------------------------------------ shape */
@@ -281,6 +412,24 @@ static int infer_shape(infer_job *J, drv *d)
 
 /* ------------------------------------------------------------------- plan */
 
+/* Whether rank 0 gathers the results: --check, --out. */
+static int need_gather(const infer_job *J)
+{
+    return J->c.check || J->c.fout;
+}
+
+/* The most prompt tokens a rank holds (at least 1: a step's token). */
+static int64_t most_rows(const infer_job *J)
+{
+    int64_t m = 1;
+    for (int r = 0; r < J->P; r++) {
+        int64_t tb[2], tc[2];
+        const int ns = uly_plan_tokens(&J->plan, J->N, r, tb, tc);
+        m = tc[0] + (ns > 1 ? tc[1] : 0) > m ? tc[0] + (ns > 1 ? tc[1] : 0) : m;
+    }
+    return m;
+}
+
 static uint64_t bsum(uint64_t a, uint64_t b)
 {
     return a > UINT64_MAX - b ? UINT64_MAX : a + b;
@@ -295,7 +444,8 @@ static uint64_t bmul(uint64_t a, uint64_t b)
  * prefill context, the decode buffers) and the driver's (the prompt shards
  * and output, one step's tokens, every step's output; rank 0 with --check:
  * the whole inputs, their fp64 copies and reference, the gathered results,
- * the one-process run's cache copy). */
+ * the one-process run's cache copy; with --out: the gathered results and
+ * their (B, T, H, d) copy; with files: a rank's rows as read and as sent). */
 static int infer_plan(infer_job *J, drv *d)
 {
     const uly_attn_desc *a = &J->a;
@@ -320,15 +470,30 @@ static int infer_plan(infer_job *J, drv *d)
         const uint64_t NQ = bmul(B * Nt, H * dd), NK = bmul(B * Nt, Hk * dd);
         r0 = bmul(bsum(NQ, 2 * NK), es + 8);                                /* the inputs, their fp64 copies */
         r0 = bsum(r0, bmul(bsum(NQ, B * H * Nt), 8));                       /* the reference O, LSE */
-        r0 = bsum(r0, bmul(bsum(bmul(B * (uint64_t)J->N, H * dd), bmul(T * B, H * (dd + 1))), es)); /* gathered */
         r0 = bsum(r0, bmul(2 * NK + B * H * (dd + 1), es));                 /* the one-process step */
     }
+    if (d->rank == 0 && need_gather(J))                                     /* gathered */
+        r0 = bsum(r0, bmul(bsum(bmul(B * (uint64_t)J->N, H * dd), bmul(T * B, H * (dd + 1))), es));
+    if (d->rank == 0 && c->fout)                                            /* the output's (B, T, H, d) */
+        r0 = bsum(r0, bmul(bmul(T * B, H * dd), es));
+    if (d->rank == 0 && J->files)                                           /* rows read, rows sent */
+        r0 = bsum(r0, bmul(bmul((uint64_t)most_rows(J), H * dd), 8 + B * es));
     char why[256], s1[32], s2[32], s3[32];
     snprintf(why, sizeof why, "the library's cache shard and buffers %s, the driver's shards %s%s%s",
              drv_bytes(s1, sizeof s1, lib), drv_bytes(s2, sizeof s2, own), r0 ? ", rank 0 --check " : "",
              r0 ? drv_bytes(s3, sizeof s3, r0) : "");
     /* every rank takes part in the preflight, even after a local failure */
-    drv_preflight(d, bsum(lib, bsum(own, r0)), 0, why, c->force);
+    if (drv_preflight(d, bsum(lib, bsum(own, r0)), 0, why, c->force))
+        return d->code;
+    if (d->rank == 0 && c->fout) {
+        /* the output against the inputs, before any computing */
+        J->out[0].path = c->fout;
+        J->out[0].what = "--out";
+        drv_in ins[NIN];
+        for (int i = 0; i < NIN; i++)
+            ins[i] = (drv_in){J->files ? J->fpath[i] : NULL, in_name[i], NULL};
+        return drv_out_prepare(d, J->out, 1, ins, NIN);
+    }
     return d->code;
 }
 
@@ -359,13 +524,20 @@ static int infer_alloc(infer_job *J, drv *d)
         J->dall = drv_alloc_n(d, P * T * NDC, sizeof(double), "the phase times of all ranks");
     if (d->rank == 0 && !d->code)
         J->col = drv_alloc_n(d, P * T, sizeof(double), "the phase times");
+    if (d->rank == 0 && J->files && !d->code) {
+        J->nrd = most_rows(J);
+        J->rd = drv_alloc_n(d, (size_t)J->nrd * H * dd, sizeof(double), "reading the input files");
+        if (!d->code) J->pack = drv_alloc_n(d, B * (size_t)J->nrd * H * dd, es, "sending the inputs");
+    }
     if (d->rank == 0 && J->c.check) {
         const size_t Nt = (size_t)J->Ntot;
         for (int i = 0; i < NIN && !d->code; i++)
             J->full_in[i] = drv_alloc_n(d, B * Nt * (i == T_Q ? H : Hk) * dd, es, "the whole inputs (--check)");
-        if (!d->code) J->fpo = drv_alloc_n(d, B * (size_t)J->N * H * dd, es, "the gathered results (--check)");
-        if (!d->code) J->fdo = drv_alloc_n(d, T * B * H * dd, es, "the gathered results (--check)");
-        if (!d->code) J->fdl = drv_alloc_n(d, T * B * H, es, "the gathered results (--check)");
+    }
+    if (d->rank == 0 && need_gather(J)) {
+        if (!d->code) J->fpo = drv_alloc_n(d, B * (size_t)J->N * H * dd, es, "the gathered results");
+        if (!d->code) J->fdo = drv_alloc_n(d, T * B * H * dd, es, "the gathered results");
+        if (!d->code) J->fdl = drv_alloc_n(d, T * B * H, es, "the gathered results");
         size_t most = 0; /* the largest part of a rank: its prompt output, or its decode outputs and LSEs */
         for (int r = 0; r < d->size; r++) {
             int64_t tb[2], tc[2], h0, hc;
@@ -374,8 +546,11 @@ static int infer_alloc(infer_job *J, drv *d)
             const size_t x = B * (size_t)(tc[0] + (ns > 1 ? tc[1] : 0)) * H * dd * es, y = T * B * (size_t)hc * (dd + 1) * es;
             most = x > most ? x : most;
             most = y > most ? y : most;
+            /* with files, --check: one sequence's cache rows of a rank */
+            const size_t z = J->files && J->c.check ? (size_t)uly_kv_count(&J->L, r, J->Ntot) * Hk * dd * es : 0;
+            most = z > most ? z : most;
         }
-        if (!d->code) J->stage = drv_alloc_n(d, most + 1, 1, "the gathered results (--check)");
+        if (!d->code) J->stage = drv_alloc_n(d, most + 1, 1, "the gathered results");
     }
     return d->code;
 }
@@ -399,10 +574,95 @@ static void fill_rows(const infer_job *J, void *x, int which, int64_t t0, int64_
                    cnt, Hx, a->head_dim);
 }
 
+enum { CHUNK = 1 << 30, TAG_LOAD = 11, TAG_GATHER = 12 };
+
+/* bytes from rank 0 to rank `to` (rank 0 itself: nothing), in chunks */
+static int from_root(drv *d, int to, const void *src, void *dst, size_t bytes)
+{
+    for (size_t off = 0; to != 0 && off < bytes; off += CHUNK) {
+        int cnt = (int)(bytes - off < CHUNK ? bytes - off : CHUNK);
+        int e = d->rank == 0 ? MPI_Send((const char *)src + off, cnt, MPI_BYTE, to, TAG_LOAD, d->comm)
+                             : MPI_Recv((char *)dst + off, cnt, MPI_BYTE, 0, TAG_LOAD, d->comm, MPI_STATUS_IGNORE);
+        if (drv_mpi(d, e, d->rank == 0 ? "MPI_Send" : "MPI_Recv"))
+            return DRV_RUNTIME;
+    }
+    return 0;
+}
+
+/* Rank 0: rows [t0, t0 + cnt) of sequence b of input `which` into dst
+ * (cnt, Hx, d) of the run's type: from the whole inputs when --check holds
+ * them, else from the file (J->nrd rows at a time, every value finite and
+ * representable).  A failure is recorded; the caller's sends go on. */
+static int read_rows(infer_job *J, drv *d, int which, int64_t b, int64_t t0, int64_t cnt, void *dst)
+{
+    const uly_attn_desc *a = &J->a;
+    const size_t row = (size_t)((which == T_Q ? a->heads : a->kv_heads) * a->head_dim);
+    if (J->full_read) {
+        memcpy(dst, (char *)J->full_in[which] + (size_t)(b * J->Ntot + t0) * row * J->es, (size_t)cnt * row * J->es);
+        return 0;
+    }
+    for (int64_t t = 0; t < cnt && !d->code; t += J->nrd) {
+        const int64_t k = cnt - t < J->nrd ? cnt - t : J->nrd;
+        if (attn_in_read(d, &J->in[which], in_name[which], b, t0 + t, k, J->rd))
+            break;
+        for (size_t e = 0; e < (size_t)k * row; e++) {
+            const double v = J->rd[e];
+            const size_t at = (size_t)(b * J->Ntot + t0 + t) * row + e;
+            if (!isfinite(v))
+                return drv_fail(d, DRV_BADINPUT, "%s %s: element %zu is %s", in_name[which], J->c.fin[which], at,
+                                isnan(v) ? "NaN" : "Inf");
+            if (a->dtype == ULY_F32 && fabs(v) > FLT_MAX)
+                return drv_fail(d, DRV_BADINPUT, "%s %s: element %zu is %.17g, beyond the float32 range (largest %g); "
+                                "use --dtype f64", in_name[which], J->c.fin[which], at, v, (double)FLT_MAX);
+            if (a->dtype == ULY_F32)
+                ((float *)dst)[(size_t)t * row + e] = (float)v;
+            else
+                ((double *)dst)[(size_t)t * row + e] = v;
+        }
+    }
+    return d->code;
+}
+
+/* With files: rank 0 reads every rank's prompt tokens (the prefill method's
+ * segments) and sends them, one message per rank and input, as `ulysses
+ * attn` does; with --check it first reads the whole inputs. */
+static int load_files(infer_job *J, drv *d)
+{
+    const uly_attn_desc *a = &J->a;
+    for (int i = 0; i < NIN; i++) {
+        const size_t row = (size_t)((i == T_Q ? a->heads : a->kv_heads) * a->head_dim) * J->es;
+        J->full_read = 0;
+        for (int64_t b = 0; d->rank == 0 && J->full_in[i] && b < a->batch && !d->code; b++)
+            read_rows(J, d, i, b, 0, J->Ntot, (char *)J->full_in[i] + (size_t)(b * J->Ntot) * row);
+        J->full_read = J->full_in[i] != NULL;
+        for (int r = 0; r < d->size; r++) {
+            if (d->rank != 0 && d->rank != r)
+                continue;
+            int64_t tb[2], tc[2];
+            const int ns = uly_plan_tokens(&J->plan, J->N, r, tb, tc);
+            const int64_t n = tc[0] + (ns > 1 ? tc[1] : 0);
+            char *dst = r == 0 ? J->x[i] : J->pack;
+            for (int64_t b = 0; d->rank == 0 && b < a->batch; b++) {
+                int64_t r0 = 0;
+                for (int sg = 0; sg < ns; sg++) {
+                    if (!d->code)
+                        read_rows(J, d, i, b, tb[sg], tc[sg], dst + (size_t)(b * n + r0) * row);
+                    r0 += tc[sg];
+                }
+            }
+            if (from_root(d, r, J->pack, J->x[i], (size_t)(a->batch * n) * row))
+                return DRV_RUNTIME;
+        }
+    }
+    return d->code;
+}
+
 /* This rank's prompt tokens (the prefill method's segments, in order). */
 static int infer_load(infer_job *J, drv *d)
 {
     const uly_attn_desc *a = &J->a;
+    if (J->files)
+        return load_files(J, d);
     for (int i = 0; i < NIN; i++) {
         const int64_t Hx = i == T_Q ? a->heads : a->kv_heads, row = Hx * a->head_dim;
         for (int64_t b = 0; b < a->batch; b++) {
@@ -439,15 +699,55 @@ static int infer_prefill(infer_job *J, drv *d)
 
 /* ----------------------------------------------------------------- decode */
 
+/* With files: rank 0 reads step s's token of every sequence and sends each
+ * rank the query heads the scheme gives it (dcp: its heads; helix: every
+ * head) and the token's k, v. */
+static int step_files(infer_job *J, drv *d, int64_t s)
+{
+    const uly_attn_desc *a = &J->a;
+    const int64_t pos = J->N + s, B = a->batch, H = a->heads;
+    const size_t dr = (size_t)a->head_dim * J->es, kv = (size_t)(B * a->kv_heads) * dr;
+    void *const tok[NIN] = {J->tq, J->tk, J->tv};
+    for (int i = 0; i < NIN && d->rank == 0; i++)
+        for (int64_t b = 0; b < B && !d->code; b++)
+            read_rows(J, d, i, b, pos, 1, (char *)tok[i] + (size_t)(b * (i == T_Q ? H : a->kv_heads)) * dr);
+    for (int r = 1; r < d->size; r++) {
+        if (d->rank != 0 && d->rank != r)
+            continue;
+        const void *q = J->tq;
+        void *into = J->tq;
+        size_t qn = (size_t)(B * H) * dr;
+        if (J->c.scheme == ULY_DECODE_DCP) {
+            int64_t h0, hn;
+            uly_split(H, d->size, r, &h0, &hn);
+            for (int64_t b = 0; d->rank == 0 && b < B; b++)
+                memcpy((char *)J->pack + (size_t)(b * hn) * dr, (char *)J->tq + (size_t)(b * H + h0) * dr,
+                       (size_t)hn * dr);
+            q = J->pack;
+            into = J->tqr;
+            qn = (size_t)(B * hn) * dr;
+        }
+        if (from_root(d, r, q, into, qn) || from_root(d, r, J->tk, J->tk, kv) || from_root(d, r, J->tv, J->tv, kv))
+            return DRV_RUNTIME;
+    }
+    return d->code;
+}
+
 /* Step s: the token at position N + s of every sequence, its query (every
  * head; dcp: this rank's heads) and its k, v. */
-static void step_tokens(infer_job *J, int64_t s)
+static void step_tokens(infer_job *J, drv *d, int64_t s)
 {
     const uly_attn_desc *a = &J->a;
     const int64_t pos = J->N + s;
-    fill_rows(J, J->tq, T_Q, pos, 1);
-    fill_rows(J, J->tk, T_K, pos, 1);
-    fill_rows(J, J->tv, T_V, pos, 1);
+    if (J->files) {
+        step_files(J, d, s);
+        if (d->rank != 0)
+            return;
+    } else {
+        fill_rows(J, J->tq, T_Q, pos, 1);
+        fill_rows(J, J->tk, T_K, pos, 1);
+        fill_rows(J, J->tv, T_V, pos, 1);
+    }
     if (J->c.scheme == ULY_DECODE_DCP) {
         const size_t row = (size_t)a->head_dim * J->es;
         for (int64_t b = 0; b < a->batch; b++)
@@ -463,7 +763,7 @@ static int infer_decode(infer_job *J, drv *d, int64_t s, uly_progress *pl)
     const size_t on = (size_t)(a->batch * J->hn * a->head_dim) * J->es, ln = (size_t)(a->batch * J->hn) * J->es;
     uly_progress_show(pl, (double)s, (double)J->T, "decode step %lld of %lld", (long long)s + 1, (long long)J->T);
     d->line_open = pl->open;
-    step_tokens(J, s);
+    step_tokens(J, d, s);
     if (d->size > 1 && drv_mpi(d, MPI_Barrier(d->comm), "MPI_Barrier"))
         return DRV_RUNTIME;
     const double t0 = now_seconds();
@@ -563,8 +863,6 @@ static int infer_finite(infer_job *J, drv *d)
 
 /* ----------------------------------------------------------------- gather */
 
-enum { CHUNK = 1 << 30, TAG_GATHER = 12 };
-
 /* bytes from rank `from` to rank 0 (rank 0 itself: a copy), in chunks */
 static int to_root(drv *d, int from, const void *src, void *dst, size_t bytes)
 {
@@ -582,12 +880,12 @@ static int to_root(drv *d, int from, const void *src, void *dst, size_t bytes)
     return 0;
 }
 
-/* --check: the prefill's output (token segments) and every step's output
- * and LSE (head ranges) to rank 0, one rank at a time through a staging
- * buffer. */
+/* --check, --out: the prefill's output (token segments) and every step's
+ * output and LSE (head ranges) to rank 0, one rank at a time through a
+ * staging buffer. */
 static int infer_gather(infer_job *J, drv *d)
 {
-    if (!J->c.check)
+    if (!need_gather(J))
         return 0;
     const uly_attn_desc *a = &J->a;
     const size_t es = J->es, row = (size_t)(a->heads * a->head_dim) * es, dr = (size_t)a->head_dim * es;
@@ -681,6 +979,47 @@ static int check_cache(infer_job *J, drv *d)
     if (d->size > 1 && drv_mpi(d, MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, d->comm), "MPI_Allreduce (cache)"))
         return DRV_RUNTIME;
     J->cache_bad = any;
+    return 0;
+}
+
+/* With files: every rank's cache to rank 0 (one sequence's rows at a time),
+ * which compares it with the inputs it read (bitwise). */
+static int check_cache_files(infer_job *J, drv *d)
+{
+    const uly_attn_desc *a = &J->a;
+    const void *cache[2];
+    int64_t rows;
+    uly_infer_cache(J->S, &cache[0], &cache[1], &rows);
+    const size_t row = (size_t)(a->kv_heads * a->head_dim) * J->es;
+    int bad = J->rows_bad; /* the shards are not the layout's: nothing to send by it */
+    int64_t *sb = NULL, *sc = NULL;
+    /* every rank sends whatever rank 0 finds: the messages are the same on every rank */
+    for (int r = 0; r < d->size && !J->rows_bad; r++) {
+        if (d->rank != 0 && d->rank != r)
+            continue;
+        const int64_t nseg = uly_kv_segments(&J->L, r, J->Ntot, NULL, NULL, 0);
+        const int64_t cnt = uly_kv_count(&J->L, r, J->Ntot), crow = uly_kv_count(&J->L, r, J->io.capacity);
+        if (d->rank == 0) {
+            sb = drv_alloc_n(d, (size_t)nseg + 1, sizeof *sb, "the cache check (--check)");
+            sc = sb ? drv_alloc_n(d, (size_t)nseg + 1, sizeof *sc, "the cache check (--check)") : NULL;
+            if (sc)
+                uly_kv_segments(&J->L, r, J->Ntot, sb, sc, nseg);
+        }
+        for (int w = 0; w < 2; w++)
+            for (int64_t b = 0; b < a->batch; b++) {
+                if (to_root(d, r, (const char *)cache[w] + (size_t)(b * crow) * row, J->stage, (size_t)cnt * row))
+                    return DRV_RUNTIME;
+                const char *want = (const char *)J->full_in[w == 0 ? T_K : T_V];
+                bad |= d->rank == 0 && !sc;
+                for (int64_t g = 0, i = 0; d->rank == 0 && sc && g < nseg && !bad; i += sc[g], g++)
+                    bad = memcmp(J->stage + (size_t)i * row, want + (size_t)(b * J->Ntot + sb[g]) * row,
+                                 (size_t)sc[g] * row) != 0;
+            }
+        drv_free(sb);
+        drv_free(sc);
+        sb = sc = NULL;
+    }
+    J->cache_bad = bad;
     return 0;
 }
 
@@ -780,9 +1119,39 @@ static int infer_check(infer_job *J, drv *d)
 {
     if (!J->c.check)
         return 0;
-    if (check_cache(J, d))
+    if ((J->files ? check_cache_files : check_cache)(J, d))
         return d->code ? d->code : DRV_RUNTIME;
     return d->rank == 0 ? check_root(J, d) : 0;
+}
+
+/* ------------------------------------------------------------------ write */
+
+/* --out: every step's output as (B, T, H, d) in the layout of --layout. */
+static int infer_write(infer_job *J, drv *d)
+{
+    if (d->rank != 0 || !J->c.fout)
+        return 0;
+    const uly_attn_desc *a = &J->a;
+    const size_t row = (size_t)(a->heads * a->head_dim) * J->es, B = (size_t)a->batch, T = (size_t)J->T;
+    char *o = drv_alloc_n(d, B * T, row, "the --out tensor");
+    if (!o)
+        return d->code;
+    for (size_t s = 0; s < T; s++)
+        for (size_t b = 0; b < B; b++)
+            memcpy(o + (b * T + s) * row, (const char *)J->fdo + (s * B + b) * row, row);
+    attn_meta m;
+    char *docs = attn_meta_make(d, &m, method_names[J->plan.method], J->P, a, J->c.layout, NULL, 0);
+    const int64_t shape[4] = {a->batch, J->T, a->heads, a->head_dim};
+    attn_out_write(d, &J->out[0], "o", a->dtype == ULY_F64 ? ULY_ELEM_F64 : ULY_ELEM_F32, a->dtype, J->c.layout, 1, 4,
+                   shape, o, ATTN_NMETA, m.keys, m.vals);
+    drv_free(docs);
+    drv_free(o);
+    if (!d->code && !drv_out_commit(d, J->out, 1))
+        drv_say(d, "wrote --out %s: the decode outputs (%lld, %lld, %lld, %lld)%s", J->c.fout, (long long)a->batch,
+                (long long)(J->c.layout == ATTN_BHSD ? a->heads : J->T),
+                (long long)(J->c.layout == ATTN_BHSD ? J->T : a->heads), (long long)a->head_dim,
+                J->c.layout == ATTN_BHSD ? " (B, H, T, d)" : " (B, T, H, d)");
+    return d->code;
 }
 
 /* ----------------------------------------------------------------- report */
@@ -835,6 +1204,14 @@ static int report_json(infer_job *J)
     e |= uly_json_set_str(o, "mask", mask_name(a));
     e |= uly_json_set_int(o, "window", a->window);
     e |= uly_json_set_str(o, "dtype", dtype_names[a->dtype]);
+    json_t *in = uly_json_add_object(o, "inputs");
+    e |= !in || uly_json_set_str(in, "source", J->files ? "files" : "random");
+    if (!J->files)
+        e |= !e && uly_json_set_int(in, "seed", J->c.seed);
+    for (int i = 0; i < NIN && J->files && !e; i++)
+        e |= uly_json_set_str(in, in_name[i] + 2, J->in[i].label);
+    if (J->files && !e)
+        e |= uly_json_set_str(in, "layout", layout_names[J->c.layout]);
     json_t *pf = uly_json_add_object(o, "prefill"), *ph = pf ? uly_json_add_array(pf, "phases") : NULL;
     e |= !ph;
     for (int k = 0; k < NPP && !e; k++)
@@ -908,6 +1285,11 @@ static void report_text(infer_job *J)
            mask_name(a), dtype_names[a->dtype]);
     if (a->window)
         printf("  window W=%lld\n", (long long)a->window);
+    if (J->files)
+        printf("  inputs: --q %s; --k %s; --v %s (layout %s)\n", J->in[T_Q].label, J->in[T_K].label, J->in[T_V].label,
+               layout_names[J->c.layout]);
+    else
+        printf("  inputs: random, seed %lld\n", (long long)J->c.seed);
     printf("\n%-26s %12s %12s %12s   (prefill: over ranks; decode: over ranks x steps; decode token: the slowest "
            "rank's step, over steps)\n", "phase", "min ms", "median ms", "max ms");
     for (int k = 0; k < NPP; k++)
@@ -1008,6 +1390,8 @@ static int infer_main(infer_job *J, drv *d, int argc, char **argv)
         return rc;
 #define STEP(call) DRV_STEP(d, call)
     STEP(drv_blas_warmup(d, (int)J->c.threads));
+    STEP(infer_resolve(J, d));
+    STEP(infer_share_shape(J, d));
     STEP(infer_shape(J, d));
     STEP(infer_plan(J, d));
     STEP(infer_alloc(J, d));
@@ -1029,6 +1413,7 @@ static int infer_main(infer_job *J, drv *d, int argc, char **argv)
     STEP(infer_finite(J, d));
     STEP(infer_gather(J, d));
     STEP(infer_check(J, d));
+    STEP(infer_write(J, d));
     STEP(infer_report(J, d));
     STEP(infer_verdict(J, d));
 #undef STEP
