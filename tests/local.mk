@@ -11,10 +11,12 @@ AM_TESTS_ENVIRONMENT = \
 	OMPI_MCA_mca_base_component_disable_dlclose=1; \
 	OMPI_MCA_pml=ob1; OMPI_MCA_btl=self,vader; OMPI_MCA_ess_singleton_isolated=1; \
 	LSAN_OPTIONS="suppressions=$(abs_top_srcdir)/tests/lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0"; \
+	OMPI_MCA_orte_tmpdir_base=$${TMPDIR:-/tmp}/ulysses-test.$$$$; \
+	mkdir -p "$$OMPI_MCA_orte_tmpdir_base" && trap 'rm -rf "$$OMPI_MCA_orte_tmpdir_base"' EXIT; \
 	export top_builddir top_srcdir MPIRUN OMPI_ALLOW_RUN_AS_ROOT \
 	OMPI_ALLOW_RUN_AS_ROOT_CONFIRM OMPI_MCA_rmaps_base_oversubscribe OPENBLAS_NUM_THREADS \
 	OMPI_MCA_mca_base_component_disable_dlclose OMPI_MCA_pml OMPI_MCA_btl \
-	OMPI_MCA_ess_singleton_isolated LSAN_OPTIONS;
+	OMPI_MCA_ess_singleton_isolated LSAN_OPTIONS OMPI_MCA_orte_tmpdir_base;
 
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(OPENMP_CFLAGS) $(BLAS_CFLAGS)
 TEST_LIBS = src/libulykern.la $(CHECK_LIBS) $(BLAS_LIBS) -lm
