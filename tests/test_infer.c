@@ -10,6 +10,7 @@
  *    tolerance of the float64 reference (fp32 atol 3e-6 rtol 3e-5, fp64
  *    atol 1e-11 rtol 1e-9), bytes == uly_plan_decode_volume every step,
  *    and the same per-step bytes for two prompt lengths;
+ *  - uly_infer_memory lists the bytes the create allocates;
  *  - bad options (capacity below the prompt, non-causal, documents) give
  *    ULY_EINVAL on every rank, a full cache ULY_ERANGE.
  * Runs with CK_FORK=no; tests/test_infer.sh adds a timeout.
@@ -24,6 +25,10 @@
 #include "ulysses_dist.h"
 
 static int P, rank;
+
+/* The library's allocation counter (src/error.c): bytes the hooks were
+ * asked for since the last call. */
+uint64_t uly_test_alloc_bytes(void);
 
 static uly_attn_desc mkdesc(int64_t B, int64_t N, int64_t H, int64_t Hkv, int64_t d, uly_dtype t)
 {
@@ -81,10 +86,14 @@ static void run_infer(const uly_attn_desc *full, int64_t prompt, int steps, int 
     o.capacity = prompt + steps;
     o.threads = 1;
     uly_infer *s = NULL;
+    uly_test_alloc_bytes(); /* reset the counter */
     ck_assert_msg(uly_infer_create(MPI_COMM_WORLD, &a, &o, &s) == ULY_OK, "%s", uly_last_error());
+    const uint64_t allocated = uly_test_alloc_bytes();
     uly_bufs mem;
     memset(&mem, 0, sizeof mem);
     ck_assert_int_eq(uly_infer_memory(&a, &o, P, rank, &mem), ULY_OK);
+    /* the memory table is what the create allocated */
+    ck_assert_uint_eq(allocated, uly_bufs_sum(&mem, ULY_BUF_HEAP));
     uly_kv_layout L;
     ck_assert_int_eq(uly_kv_layout_init(&L, kind, P, block, prompt), ULY_OK);
     const int64_t cap_r = uly_kv_count(&L, rank, o.capacity);
