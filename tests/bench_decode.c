@@ -70,44 +70,62 @@ static int threads_now(void)
 #endif
 }
 
-/* STREAM copy and triad over n doubles per array: GB/s (1e9 bytes/s), medians. */
-static void stream(size_t n, int repeat, double *copy, double *triad)
+/* STREAM arrays: n doubles each, first touched by the threads that stream them. */
+typedef struct streams {
+    double *a, *b, *c;
+    long n;
+    int rounds;
+} streams;
+
+static void stream_init(streams *S, long n)
 {
-    double *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *c = malloc(n * sizeof *c);
-    double *tc = malloc((size_t)repeat * sizeof *tc), *tt = malloc((size_t)repeat * sizeof *tt);
-    if (!a || !b || !c || !tc || !tt) {
-        fprintf(stderr, "bench_decode: cannot allocate the STREAM arrays (3 x %zu MiB)\n", n * 8 >> 20);
+    S->n = n;
+    S->rounds = 0;
+    S->a = malloc((size_t)n * sizeof(double));
+    S->b = malloc((size_t)n * sizeof(double));
+    S->c = malloc((size_t)n * sizeof(double));
+    if (!S->a || !S->b || !S->c) {
+        fprintf(stderr, "bench_decode: cannot allocate the STREAM arrays (3 x %ld MiB)\n", n * 8 >> 20);
         exit(2);
     }
+    double *a = S->a, *b = S->b, *c = S->c;
     long i;
-    const long N = (long)n;
 #pragma omp parallel for schedule(static)
-    for (i = 0; i < N; i++) { /* first touch by the thread that streams it */
+    for (i = 0; i < n; i++) {
         a[i] = 1.0;
         b[i] = 2.0;
         c[i] = 0.0;
     }
-    for (int r = 0; r < repeat; r++) {
-        double t0 = now();
+}
+
+/* One round: the seconds of copy (c = a) and triad (a = b + 3 c). */
+static void stream_round(streams *S, double *tcopy, double *ttriad)
+{
+    double *a = S->a, *b = S->b, *c = S->c;
+    const long n = S->n;
+    long i;
+    double t0 = now();
 #pragma omp parallel for schedule(static)
-        for (i = 0; i < N; i++)
-            c[i] = a[i];
-        double t1 = now();
+    for (i = 0; i < n; i++)
+        c[i] = a[i];
+    double t1 = now();
 #pragma omp parallel for schedule(static)
-        for (i = 0; i < N; i++)
-            a[i] = b[i] + 3.0 * c[i];
-        double t2 = now();
-        tc[r] = t1 - t0;
-        tt[r] = t2 - t1;
-    }
-    *copy = 2.0 * 8.0 * (double)n / median(tc, repeat) / 1e9;
-    *triad = 3.0 * 8.0 * (double)n / median(tt, repeat) / 1e9;
-    double x = 1.0; /* a after `repeat` rounds of c = a, a = b + 3 c */
-    for (int r = 0; r < repeat; r++)
+    for (i = 0; i < n; i++)
+        a[i] = b[i] + 3.0 * c[i];
+    *tcopy = t1 - t0;
+    *ttriad = now() - t1;
+    S->rounds++;
+}
+
+/* The arrays hold what the rounds computed; then free them. */
+static int stream_free(streams *S)
+{
+    double x = 1.0;
+    for (int r = 0; r < S->rounds; r++)
         x = 2.0 + 3.0 * x;
-    if (a[N / 2] != x || c[N - 1] != (x - 2.0) / 3.0)
-        fprintf(stderr, "bench_decode: the STREAM arrays hold wrong values\n");
-    free(a); free(b); free(c); free(tc); free(tt);
+    const int ok = S->a[S->n / 2] == x && S->c[S->n - 1] == (x - 2.0) / 3.0;
+    free(S->a); free(S->b); free(S->c);
+    return ok;
 }
 
 int main(int argc, char **argv)
@@ -159,46 +177,63 @@ int main(int argc, char **argv)
     }
     const int T = threads_now();
     printf("decode kernel vs memory bandwidth: %s, %d thread(s), load average %.2f\n", cpu, T, load);
-    double copy, triad;
-    stream((size_t)1 << 27, repeat, &copy, &triad); /* 3 arrays of 1 GiB */
-    printf("  stream copy %.2f GB/s, triad %.2f GB/s (3 arrays of 1 GiB, medians of %d)\n", copy, triad, repeat);
-    printf("  %10s %10s %10s %10s %14s\n", "tokens", "K+V MiB", "time ms", "GB/s", "ratio to copy");
+    /* one shard of the most tokens; the shorter ones are its first rows */
+    int64_t nmax = 0;
+    for (int x = 0; x < ntok; x++)
+        nmax = tokens[x] > nmax ? tokens[x] : nmax;
+    const size_t nkv = (size_t)(nmax * Hkv * d);
+    float *k = malloc(nkv * sizeof *k), *v = malloc(nkv * sizeof *v), *q = malloc((size_t)(H * d) * sizeof *q);
+    float *o = malloc((size_t)(H * d) * sizeof *o), *lse = malloc((size_t)H * sizeof *lse);
+    double *tc = malloc((size_t)repeat * sizeof *tc), *tt = malloc((size_t)repeat * sizeof *tt);
+    double *tk = malloc((size_t)(repeat * ntok) * sizeof *tk);
+    if (!k || !v || !q || !o || !lse || !tc || !tt || !tk) {
+        fprintf(stderr, "bench_decode: cannot allocate a shard of %lld tokens\n", (long long)nmax);
+        return 2;
+    }
+    uint64_t s = 88172645463325252ull;
+    for (size_t i = 0; i < nkv; i++) {
+        s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+        k[i] = (float)((double)(s >> 11) * 0x1p-53 * 2 - 1);
+        v[i] = (float)((double)(s >> 12) * 0x1p-52 * 2 - 1);
+    }
+    for (int64_t i = 0; i < H * d; i++)
+        q[i] = (float)(i % 7) / 7.0f - 0.5f;
+    streams S;
+    stream_init(&S, 1L << 27); /* 3 arrays of 1 GiB */
     uly_attn_desc a;
     memset(&a, 0, sizeof a);
     a.batch = 1; a.heads = H; a.kv_heads = Hkv; a.head_dim = d; a.causal = 1; a.dtype = ULY_F32; a.seq = 1;
     int status = 0;
-    for (int x = 0; x < ntok; x++) {
-        const int64_t n = tokens[x];
-        const size_t nkv = (size_t)(n * Hkv * d);
-        float *k = malloc(nkv * sizeof *k), *v = malloc(nkv * sizeof *v), *q = malloc((size_t)(H * d) * sizeof *q);
-        float *o = malloc((size_t)(H * d) * sizeof *o), *lse = malloc((size_t)H * sizeof *lse);
-        double *t = malloc((size_t)repeat * sizeof *t);
-        if (!k || !v || !q || !o || !lse || !t) {
-            fprintf(stderr, "bench_decode: cannot allocate a shard of %lld tokens\n", (long long)n);
-            return 2;
-        }
-        uint64_t s = 88172645463325252ull;
-        for (size_t i = 0; i < nkv; i++) {
-            s ^= s << 13; s ^= s >> 7; s ^= s << 17;
-            k[i] = (float)((double)(s >> 11) * 0x1p-53 * 2 - 1);
-            v[i] = (float)((double)(s >> 12) * 0x1p-52 * 2 - 1);
-        }
-        for (int64_t i = 0; i < H * d; i++)
-            q[i] = (float)(i % 7) / 7.0f - 0.5f;
-        const int64_t sb = 0, sc = n;
-        for (int r = 0; r < repeat; r++) {
+    /* interleaved: every round streams, then decodes every length, so that
+     * both see the same load */
+    for (int r = 0; r < repeat; r++) {
+        stream_round(&S, &tc[r], &tt[r]);
+        for (int x = 0; x < ntok; x++) {
+            const int64_t sb = 0, sc = tokens[x];
             double t0 = now();
-            int rc = uly_decode_attn(&a, n - 1, 1, &sb, &sc, q, k, v, o, lse, T);
-            t[r] = now() - t0;
+            int rc = uly_decode_attn(&a, tokens[x] - 1, 1, &sb, &sc, q, k, v, o, lse, T);
+            tk[x * repeat + r] = now() - t0;
             if (rc) {
                 fprintf(stderr, "bench_decode: %s\n", uly_last_error());
                 status = 1;
             }
         }
-        const double bytes = 2.0 * (double)nkv * sizeof(float), med = median(t, repeat);
-        printf("  %10lld %10.0f %10.2f %10.2f %14.2f\n", (long long)n, bytes / 1048576.0, med * 1e3, bytes / med / 1e9,
-               bytes / med / 1e9 / copy);
-        free(k); free(v); free(q); free(o); free(lse); free(t);
     }
+    if (!stream_free(&S)) {
+        fprintf(stderr, "bench_decode: the STREAM arrays hold wrong values\n");
+        status = 1;
+    }
+    const double copy = 2.0 * 8.0 * (double)(1L << 27) / median(tc, repeat) / 1e9;
+    const double triad = 3.0 * 8.0 * (double)(1L << 27) / median(tt, repeat) / 1e9;
+    printf("  stream copy %.2f GB/s, triad %.2f GB/s (3 arrays of 1 GiB, medians of %d, interleaved with the "
+           "decodes)\n", copy, triad, repeat);
+    printf("  %10s %10s %10s %10s %14s\n", "tokens", "K+V MiB", "time ms", "GB/s", "ratio to copy");
+    for (int x = 0; x < ntok; x++) {
+        const double bytes = 2.0 * (double)(tokens[x] * Hkv * d) * sizeof(float);
+        const double med = median(tk + x * repeat, repeat);
+        printf("  %10lld %10.0f %10.2f %10.2f %14.2f\n", (long long)tokens[x], bytes / 1048576.0, med * 1e3,
+               bytes / med / 1e9, bytes / med / 1e9 / copy);
+    }
+    free(k); free(v); free(q); free(o); free(lse); free(tc); free(tt); free(tk);
     return status;
 }
