@@ -7,7 +7,8 @@
  * STREAM-style copy (c = a: 2 x 8 bytes per element, read and write) and
  * triad (a = b + s c: 3 x 8 bytes) over arrays of 1 GiB each, far beyond
  * the last-level cache, with the kernel's thread count and static
- * scheduling.  Medians of --repeat runs (default 5).  Not a test.
+ * scheduling.  Medians of --repeat runs (default 5).  Not a test; `make
+ * bench-decode` names the CPU.
  *
  *   bench_decode [--repeat R] [--tokens N[,N...]] [--heads H] [--kv-heads Hkv] [--head-dim d]
  */
@@ -40,25 +41,6 @@ static double median(double *x, int n)
 {
     qsort(x, (size_t)n, sizeof *x, cmp_double);
     return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
-
-static void cpu_name(char *out, size_t n)
-{
-    snprintf(out, n, "unknown");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f)
-        return;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        char *c = strchr(line, ':');
-        if (!strncmp(line, "model name", 10) && c) {
-            c += 2;
-            c[strcspn(c, "\n")] = 0;
-            snprintf(out, n, "%s", c);
-            break;
-        }
-    }
-    fclose(f);
 }
 
 static int threads_now(void)
@@ -166,8 +148,6 @@ int main(int argc, char **argv)
         }
         i++;
     }
-    char cpu[256];
-    cpu_name(cpu, sizeof cpu);
     FILE *la = fopen("/proc/loadavg", "r");
     double load = -1;
     if (la) {
@@ -176,7 +156,7 @@ int main(int argc, char **argv)
         fclose(la);
     }
     const int T = threads_now();
-    printf("decode kernel vs memory bandwidth: %s, %d thread(s), load average %.2f\n", cpu, T, load);
+    printf("decode kernel vs memory bandwidth: %d thread(s), load average %.2f\n", T, load);
     /* one shard of the most tokens; the shorter ones are its first rows */
     int64_t nmax = 0;
     for (int x = 0; x < ntok; x++)
