@@ -8,7 +8,8 @@
  *    layouts, GQA (H 8, Hkv 2, fp32) and MQA (H 5, Hkv 1, fp64): bitwise
  *    equal to uly_decode_emulate with the same P and layout, within
  *    tolerance of the float64 reference (fp32 atol 3e-6 rtol 3e-5, fp64
- *    atol 1e-11 rtol 1e-9), bytes == uly_plan_decode_volume every step,
+ *    atol 1e-11 rtol 1e-9), bytes == uly_plan_decode_volume every step
+ *    (and with 2 heads, ranks without heads on 3 and 4 ranks),
  *    and the same per-step bytes for two prompt lengths;
  *  - uly_infer_memory lists the bytes the create allocates;
  *  - bad options (capacity below the prompt, non-causal, documents) give
@@ -233,6 +234,10 @@ START_TEST(decode_bitwise_and_volumes)
                 }
                 if (shape || l != 2)
                     continue;
+                /* two heads: on 3 and 4 ranks some rank holds none (dcp: it gathers the
+                 * query without sending any; both: it merges nothing) */
+                const uly_attn_desc two = mkdesc(1, 40, 2, 1, 8, ULY_F32);
+                run_infer(&two, 7, STEPS, ULY_METHOD_RING, scheme, kind, blocks[l], b2);
                 /* the per-step bytes do not depend on the sequence length */
                 run_infer(&full, 29, STEPS, methods[(m + 1) % 4], scheme, kind, blocks[l], b2);
                 for (int st = 0; st < STEPS; st++)
