@@ -21,7 +21,7 @@
 #include "ulysses_infer.h"
 
 /* Key rows per block of the decode kernel (doc/kernels.md). */
-#define ULY_DECODE_BK 256
+#define ULY_DECODE_BK 64
 
 /* L[x] = log sum_s exp(lse[s * n + x]) over s = 0..P-1 in that order,
  * computed from m = max_s lse (exactly -inf when every part is -inf). */

@@ -37,6 +37,14 @@ tests_test_infer_kernel_CFLAGS = $(TEST_CFLAGS)
 tests_test_infer_kernel_LDADD = $(TEST_LIBS)
 tests_test_infer_kernel_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
 
+# `make bench`: the decode kernel against a STREAM copy in the same run (built on demand)
+EXTRA_PROGRAMS = tests/bench_decode
+CLEANFILES += tests/bench_decode$(EXEEXT)
+tests_bench_decode_SOURCES = tests/bench_decode.c
+tests_bench_decode_CFLAGS = $(AM_CFLAGS) $(OPENMP_CFLAGS) -O3
+tests_bench_decode_LDADD = src/libulykern.la $(BLAS_LIBS) -lm
+tests_bench_decode_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
+
 tests_test_model_SOURCES = tests/test_model.c tests/testutil.h tests/testutil.c
 tests_test_model_CFLAGS = $(TEST_CFLAGS)
 tests_test_model_LDADD = $(TEST_LIBS)

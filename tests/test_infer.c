@@ -8,8 +8,10 @@
  *    layouts, GQA (H 8, Hkv 2, fp32) and MQA (H 5, Hkv 1, fp64): bitwise
  *    equal to uly_decode_emulate with the same P and layout, within
  *    tolerance of the float64 reference (fp32 atol 3e-6 rtol 3e-5, fp64
- *    atol 1e-11 rtol 1e-9), bytes == uly_plan_decode_volume every step,
+ *    atol 1e-11 rtol 1e-9), bytes == uly_plan_decode_volume every step
+ *    (and with 2 heads, ranks without heads on 3 and 4 ranks),
  *    and the same per-step bytes for two prompt lengths;
+ *  - uly_infer_memory lists the bytes the create allocates;
  *  - bad options (capacity below the prompt, non-causal, documents) give
  *    ULY_EINVAL on every rank, a full cache ULY_ERANGE.
  * Runs with CK_FORK=no; tests/test_infer.sh adds a timeout.
@@ -24,6 +26,10 @@
 #include "ulysses_dist.h"
 
 static int P, rank;
+
+/* The library's allocation counter (src/error.c): bytes the hooks were
+ * asked for since the last call. */
+uint64_t uly_test_alloc_bytes(void);
 
 static uly_attn_desc mkdesc(int64_t B, int64_t N, int64_t H, int64_t Hkv, int64_t d, uly_dtype t)
 {
@@ -81,10 +87,14 @@ static void run_infer(const uly_attn_desc *full, int64_t prompt, int steps, int 
     o.capacity = prompt + steps;
     o.threads = 1;
     uly_infer *s = NULL;
+    uly_test_alloc_bytes(); /* reset the counter */
     ck_assert_msg(uly_infer_create(MPI_COMM_WORLD, &a, &o, &s) == ULY_OK, "%s", uly_last_error());
+    const uint64_t allocated = uly_test_alloc_bytes();
     uly_bufs mem;
     memset(&mem, 0, sizeof mem);
     ck_assert_int_eq(uly_infer_memory(&a, &o, P, rank, &mem), ULY_OK);
+    /* the memory table is what the create allocated */
+    ck_assert_uint_eq(allocated, uly_bufs_sum(&mem, ULY_BUF_HEAP));
     uly_kv_layout L;
     ck_assert_int_eq(uly_kv_layout_init(&L, kind, P, block, prompt), ULY_OK);
     const int64_t cap_r = uly_kv_count(&L, rank, o.capacity);
@@ -224,6 +234,10 @@ START_TEST(decode_bitwise_and_volumes)
                 }
                 if (shape || l != 2)
                     continue;
+                /* two heads: on 3 and 4 ranks some rank holds none (dcp: it gathers the
+                 * query without sending any; both: it merges nothing) */
+                const uly_attn_desc two = mkdesc(1, 40, 2, 1, 8, ULY_F32);
+                run_infer(&two, 7, STEPS, ULY_METHOD_RING, scheme, kind, blocks[l], b2);
                 /* the per-step bytes do not depend on the sequence length */
                 run_infer(&full, 29, STEPS, methods[(m + 1) % 4], scheme, kind, blocks[l], b2);
                 for (int st = 0; st < STEPS; st++)
