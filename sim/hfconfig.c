@@ -475,8 +475,8 @@ int usim_hf_model_load(usim_jdoc *d, usim_model *m)
         (in_list("mlp_bias", a->read) && (rc = opt_bool(d, "mlp_bias", 0, &mlp_bias))))
         return rc;
     if (gpt2) {
-        warn_left_out(d, m, "GPT2LMHeadModel: the biases of the linear layers and the learned position "
-                      "embeddings (n_positions x n_embd)", L * (5 * h + F) + (double)(npos ? npos : 1024) * h);
+        warn_left_out(d, m, "GPT2LMHeadModel: the biases of the linear layers and the n_positions x "
+                      "n_embd learned position embeddings", L * (5 * h + F) + (double)(npos ? npos : 1024) * h);
     } else if (a->fam == FAM_NEOX) {
         warn_left_out(d, m, attn_bias ? "GPTNeoXForCausalLM: the biases of the attention and MLP projections"
                       : "GPTNeoXForCausalLM: the biases of the MLP projections",
