@@ -243,4 +243,31 @@ echo '{"architectures": ["GPT2LMHeadModel"], "n_embd": 64, "n_layer": 2, "n_head
  "add_cross_attention": true}' > "$tmp/e/cross.json"
 refuse "key 'add_cross_attention': true: cross-attention (an encoder-decoder model) is not modelled" "$tmp/e/cross.json" --seq 4K
 
+echo '{"architectures": ["GPT2LMHeadModel"], "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 100,
+ "pruned_heads": {"0": [1]}}' > "$tmp/e/pruned.json"
+refuse "key 'pruned_heads': pruned heads (a different head count per layer) are not modelled" "$tmp/e/pruned.json" --seq 4K
+echo '{"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+ "num_attention_heads": 4, "vocab_size": 100, "is_encoder_decoder": true}' > "$tmp/e/encdec.json"
+refuse "key 'is_encoder_decoder': true: cross-attention" "$tmp/e/encdec.json" --seq 4K
+# warned, not refused: a model_type that is not the architecture's, quantization
+echo '{"architectures": ["LlamaForCausalLM"], "model_type": "mistral", "hidden_size": 64, "intermediate_size": 128,
+ "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100, "torch_dtype": "bfloat16",
+ "quantization_config": {"quant_method": "awq", "bits": 4}}' > "$tmp/e/mixed.json"
+"$SIM" --model "$tmp/e/mixed.json" --seq 1K --gpus 8 --method ring > "$tmp/out" 2> "$tmp/err"
+check "model_type mismatch and quantization: exit 0" test $? -eq 0
+check "model_type 'mistral' with LlamaForCausalLM is warned" \
+    grep -q "key 'model_type': 'mistral' is not LlamaForCausalLM's 'llama'; read as LlamaForCausalLM" "$tmp/err"
+check "quantization_config is warned" grep -q "key 'quantization_config': quantized weights are not modelled: costed in bf16" "$tmp/err"
+
+# --- the reader's key lists and doc/simulator.md's tables agree: every key the
+# reader knows (its *_read and *_nocost arrays) is named in section 14
+awk '/^static const char \*const [a-z0-9_]*_(read|nocost)\[\] = \{/ {on = 1}
+     on { while (match($0, /"[^"]*"/)) { print substr($0, RSTART + 1, RLENGTH - 2); $0 = substr($0, RSTART + RLENGTH) } }
+     on && /NULL\};/ {on = 0}' "$top_srcdir/sim/hfconfig.c" | sort -u > "$tmp/keys"
+sed -n '/^## 14\. HuggingFace configs/,$p' "$top_srcdir/doc/simulator.md" > "$tmp/doc14"
+check "the reader knows more than 100 keys" test "$(wc -l < "$tmp/keys")" -gt 100
+missing=""
+while read -r k; do grep -q "\`$k\`" "$tmp/doc14" || missing="$missing $k"; done < "$tmp/keys"
+check "every key of the reader's lists is in doc/simulator.md section 14${missing:+ (missing:$missing)}" test -z "$missing"
+
 exit $fail
