@@ -251,6 +251,8 @@ static int find_arch(usim_jdoc *d, const hf_arch **out)
             return usim_json_err(d, "", moe_keys[k], "%s is a mixture-of-experts model (%s experts); MoE is "
                                  "not modelled", name ? name : type ? type : "this config", moe_keys[k]);
     }
+    if (!name && !type)   /* both null */
+        return usim_json_err(d, "", "architectures", "null, and no model_type: the architecture is not named");
     const hf_arch *a = NULL;
     for (int k = 0; k < NARCH && !a; k++)
         if (name ? strcmp(name, archs[k].arch) == 0 : strcmp(type, archs[k].model_type) == 0)

@@ -219,6 +219,10 @@ refuse "LlamaForCausalLM is a mixture-of-experts model (num_local_experts expert
 echo '{"architectures": ["FalconForCausalLM"], "model_type": "falcon"}' > "$tmp/e/falcon.json"
 refuse "architecture 'FalconForCausalLM' is not supported (supported: LlamaForCausalLM (llama), MistralForCausalLM" \
     "$tmp/e/falcon.json" --seq 4K
+echo '{"architectures": null, "model_type": null}' > "$tmp/e/nulls.json"
+refuse "key 'architectures': null, and no model_type: the architecture is not named" "$tmp/e/nulls.json" --seq 4K
+echo '{"architectures": []}' > "$tmp/e/empty.json"
+refuse "key 'architectures': expected a non-empty list of class names" "$tmp/e/empty.json" --seq 4K
 # Qwen3-32B's shape (https://huggingface.co/Qwen/Qwen3-32B/blob/main/config.json):
 # 64 heads of 128 = 8192 wide attention on hidden 5120
 cat > "$tmp/e/qwen3-32b.json" << 'EOF'
