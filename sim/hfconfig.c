@@ -67,8 +67,8 @@ enum { FAM_LLAMA, FAM_GPT2, FAM_NEOX };   /* the layer's shape: gated RMSNorm de
  * The keys of each config class (transformers, src/transformers/models/<m>/
  * configuration_<m>.py, plus the names older releases wrote) that do not
  * affect cost: position encodings, norms' epsilon, initialisation, dropout
- * (training runs without it in these models; its masks are not costed),
- * inference switches.  The keys each class reads or checks are in the code
+ * (an elementwise mask the cost model does not charge), generation and
+ * output switches.  The keys each class reads or checks are in the code
  * below; both lists are doc/simulator.md's table.
  */
 static const char *const common_nocost[] = {

@@ -106,6 +106,9 @@ check "plan without --seq: the message" grep -q "give --seq" "$tmp/err"
 check "sweep without --seq: exit 2" test $? -eq 2
 "$SIM" sweep --model "$tmp/Llama-3.1-8B/config.json" --gpus 8 --seq-per-gpu 2K --method ulysses > "$tmp/out" 2> "$tmp/err"
 check "sweep --seq-per-gpu gives the sequence: exit 0" test $? -eq 0
+# infer has its own --prompt: a config needs no --seq there
+"$SIM" infer --model "$tmp/Llama-3.1-8B/config.json" --platform dgx-h100 --gpus 8 --tp 8 > "$tmp/out" 2>&1
+check "infer reads a config without --seq" grep -q "^Llama-3.1-8B on 8 GPUs of dgx-h100" "$tmp/out"
 # the shipped presets keep their seq_tokens
 "$SIM" --model gpt-7b --gpus 8 --method ulysses > "$tmp/out" 2>&1
 check "a preset without --seq still runs at its seq_tokens" grep -q "131072 tokens per sequence" "$tmp/out"
