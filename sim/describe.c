@@ -16,6 +16,7 @@
 #include "usim.h"
 #include "usim_internal.h"
 #include "jsonutil.h"
+#include "hfconfig.h"
 
 #ifndef USIM_SRC_PRESETS
 #define USIM_SRC_PRESETS ""
@@ -387,6 +388,11 @@ int usim_model_load(const char *path, usim_model *m)
     memset(m, 0, sizeof *m);
     int rc = usim_json_load(&d, path);
     if (rc) {
+        usim_json_free(&d);
+        return rc;
+    }
+    if (usim_hf_is_config(d.root)) {   /* a HuggingFace config.json: sim/hfconfig.c */
+        rc = usim_hf_model_load(&d, m);
         usim_json_free(&d);
         return rc;
     }

@@ -10,7 +10,7 @@ USIM_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS) -O2
 noinst_LTLIBRARIES += sim/libusim.la
 sim_libusim_la_SOURCES = sim/usim.h sim/usim_internal.h sim/error.c sim/engine.c \
 	sim/topo.c sim/net.c sim/net_internal.h sim/coll_engine.c sim/coll_engine.h sim/coll_internal.h sim/coll_group.c sim/coll_gen.c sim/coll_ring.c \
-	sim/coll_tree.c sim/coll_class.c sim/coll_run.c sim/tuner.c sim/jsonutil.c sim/jsonutil.h sim/describe.c \
+	sim/coll_tree.c sim/coll_class.c sim/coll_run.c sim/tuner.c sim/jsonutil.c sim/jsonutil.h sim/describe.c sim/hfconfig.c sim/hfconfig.h \
 	sim/job.c sim/job.h sim/cost.c sim/cost.h sim/jobcoll.c sim/jobcoll.h sim/opsched.c sim/opsched.h \
 	sim/program.c sim/program.h sim/compute.c sim/compute.h sim/trace.c sim/trace.h sim/simulate.c \
 	sim/estimate.c sim/attnjob.c sim/infer.c sim/infer.h
@@ -35,7 +35,8 @@ dist_simplatforms_DATA = sim/presets/platforms/dgx-a100-40g.json \
 simmodelsdir = $(pkgdatadir)/presets/models
 dist_simmodels_DATA = sim/presets/models/gpt-1.2b.json sim/presets/models/gpt-7b.json \
 	sim/presets/models/gpt-30b.json sim/presets/models/llama-3-8b.json \
-	sim/presets/models/gpt-1.2b-64h.json sim/presets/models/llama-3.1-405b.json
+	sim/presets/models/gpt-1.2b-64h.json sim/presets/models/llama-3.1-405b.json \
+	sim/presets/models/llama-3.1-70b.json sim/presets/models/qwen2.5-72b.json
 
 dist_doc_DATA += doc/simulator.md doc/planning.md doc/validation.md
 
@@ -57,6 +58,8 @@ check_PROGRAMS += sim/tests/test_engine sim/tests/test_net sim/tests/test_descri
 	sim/tests/test_golden sim/tests/test_classes sim/tests/test_infer
 TESTS += sim/tests/test_attnjob sim/tests/test_classes sim/tests/test_infer sim/tests/cli_infer.sh
 EXTRA_DIST += sim/tests/cli_infer.sh
+TESTS += sim/tests/cli_hfconfig.sh
+EXTRA_DIST += sim/tests/cli_hfconfig.sh
 TESTS += sim/tests/test_engine sim/tests/test_net sim/tests/test_describe \
 	sim/tests/test_workload sim/tests/test_rails sim/tests/test_props sim/tests/test_golden \
 	sim/tests/cli_basic.sh sim/tests/cli_errors.sh sim/tests/cli_sweep.sh sim/tests/cli_plan.sh \

@@ -12,6 +12,7 @@
 
 #include "opts.h"
 #include "base/base.h"
+#include "hfconfig.h"
 
 void die_usage(const char *fmt, ...)
 {
@@ -415,6 +416,8 @@ int load_inputs_files(const opts *o, usim_platform *p, usim_model *m, uly_in ins
         die_usage("--platform: %s", usim_last_error());
     if (usim_preset_path("models", o->model, mpath, sizeof mpath) || usim_model_load(mpath, m))
         die_usage("--model: %s", usim_last_error());
+    for (int w = 0; w < usim_hf_warnings(); w++)   /* a HuggingFace config's keys and costs not modelled */
+        fprintf(stderr, "ulysses-sim: warning: --model: %s\n", usim_hf_warning(w));
     ins[0] = (uly_in){ppath, "--platform", NULL};
     ins[1] = (uly_in){mpath, "--model", NULL};
     return 0;
@@ -432,6 +435,8 @@ int apply_model_overrides(const opts *o, usim_model *m, int64_t seq)
         m->layers = o->layers;
     if (seq)
         m->seq = seq;
+    if (!m->seq)   /* a HuggingFace config (sim/hfconfig.c) describes the network only */
+        die_usage("--model %s: a HuggingFace config has no sequence length: give --seq", o->model);
     return 0;
 }
 
