@@ -128,6 +128,9 @@ TESTS += tests/cli_attn.sh tests/cli_reliability.sh tests/cli_shm.sh tests/symbo
 TESTS += tests/cli_formats.sh
 EXTRA_DIST += tests/cli_formats.sh
 EXTRA_DIST += tests/cli_attn.sh tests/cli_reliability.sh tests/cli_shm.sh tests/symbols.sh tests/lsan.supp tests/cli_calibrate.sh
+# packed documents: the pairs each rank of ulysses attn evaluates == ulysses-sim docs
+TESTS += tests/docs_balance.sh
+EXTRA_DIST += tests/docs_balance.sh
 # ulysses infer: prefill and decode with --check on 1-3 ranks, bad inputs, --json
 TESTS += tests/cli_infer.sh
 EXTRA_DIST += tests/cli_infer.sh
