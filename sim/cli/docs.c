@@ -410,7 +410,7 @@ static void print_table(const usim_platform *p, const usim_model *m, const price
                w->pairs_max, w->pairs_mean, w->ratio, 1e3 * w->fwd_max, 1e3 * w->fwd_mean, 1e3 * w->imb_layer,
                1e3 * w->imb_iter);
     }
-    printf("\npairs per rank (per head; ulysses: its heads' triples over H)\n");
+    printf("\npairs per rank (per head):\n");
     for (int i = 0; i < nrows; i++) {
         const row_t *w = &rows[i];
         printf("%-20s", w->name);
