@@ -110,13 +110,15 @@ typedef struct segout {
     int64_t tokens, pairs;
 } segout;
 
-static void emit(segout *o, int64_t b, int64_t c)
+/* Segment [b, b + c); doc0 >= 0: it lies in the document starting at doc0
+ * (its pairs in closed form), else anywhere (uly_docs_pairs_range). */
+static void emit_in(segout *o, int64_t b, int64_t c, int64_t doc0)
 {
     if (c <= 0)
         return;
     o->tokens += c;
     if (o->off)
-        o->pairs += uly_docs_pairs_range(o->off, o->D, b, c);
+        o->pairs += doc0 >= 0 ? c * (b - doc0 + 1) + c * (c - 1) / 2 : uly_docs_pairs_range(o->off, o->D, b, c);
     if (o->n > 0 && o->last_end == b) {
         if (o->n <= o->cap)
             o->c[o->n - 1] += c;
@@ -128,6 +130,11 @@ static void emit(segout *o, int64_t b, int64_t c)
         o->n++;
     }
     o->last_end = b + c;
+}
+
+static void emit(segout *o, int64_t b, int64_t c)
+{
+    emit_in(o, b, c, -1);
 }
 
 /* Chunk k of 2P of a document of length L: the balanced cut (uly_split) or
@@ -142,6 +149,21 @@ static void doc_chunk(int64_t L, int P, int k, int torch_cut, int64_t *b, int64_
     int64_t lo = (int64_t)k * s < L ? (int64_t)k * s : L, hi = ((int64_t)k + 1) * s < L ? ((int64_t)k + 1) * s : L;
     *b = lo;
     *c = hi - lo;
+}
+
+/* Tokens of the balanced chunks 0 .. k-1 of a document of L tokens in 2P:
+ * k m + min(k, L mod 2P), m = L / 2P (uly_split's sizes). */
+static int64_t chunks_before(int64_t L, int P, int64_t k)
+{
+    const int64_t C = 2 * (int64_t)P, m = L / C, rem = L % C;
+    return k * m + (k < rem ? k : rem);
+}
+
+/* Document-major block of a document: tokens of ranks 0 .. q-1's head and
+ * tail chunks (chunks 0 .. q-1 and 2P-q .. 2P-1). */
+static int64_t block_pos(int64_t L, int P, int q)
+{
+    return chunks_before(L, P, q) + L - chunks_before(L, P, 2 * (int64_t)P - q);
 }
 
 static void walk(int bal, const int64_t *lens, int64_t D, int64_t N, int P, int r, segout *o)
@@ -164,8 +186,8 @@ static void walk(int bal, const int64_t *lens, int64_t D, int64_t N, int P, int 
         for (int64_t i = 0; i < D; at += lens[i], i++) {
             doc_chunk(lens[i], P, r, torch_cut, &b, &c);
             doc_chunk(lens[i], P, 2 * P - 1 - r, torch_cut, &b2, &c2);
-            emit(o, at + b, c);
-            emit(o, at + b2, c2);
+            emit_in(o, at + b, c, at);
+            emit_in(o, at + b2, c2, at);
         }
         break;
     }
@@ -174,20 +196,53 @@ static void walk(int bal, const int64_t *lens, int64_t D, int64_t N, int P, int 
          * document by document, rank 0's head and tail chunk, rank 1's, ... */
         int64_t a, n;
         uly_split(N, P, r, &a, &n);
-        int64_t pos = 0, at = 0;
-        for (int64_t i = 0; i < D && pos < a + n; at += lens[i], i++) {
+        int64_t pos = 0, at = 0, i0 = 0;
+        if (o->off) { /* the block of document i starts at off[i]: skip to the one holding a */
+            int64_t lo = 0, hi = D;
+            while (hi - lo > 1) {
+                int64_t mid = lo + (hi - lo) / 2;
+                if (o->off[mid] <= a)
+                    lo = mid;
+                else
+                    hi = mid;
+            }
+            i0 = lo;
+            pos = at = o->off[lo];
+        }
+        for (int64_t i = i0; i < D && pos < a + n; at += lens[i], i++) {
             if (pos + lens[i] <= a) { /* the whole block lies before the slice */
                 pos += lens[i];
                 continue;
             }
-            for (int q = 0; q < P; q++)
+            /* the first rank q of this block whose pieces reach the slice:
+             * the block's pieces before rank q's are chunks 0 .. q-1 (heads)
+             * and 2P-q .. 2P-1 (tails), block_pos(q) tokens */
+            int q0 = 0, q1 = P;
+            while (q1 - q0 > 1) {
+                int mid = q0 + (q1 - q0) / 2;
+                if (pos + block_pos(lens[i], P, mid) <= a)
+                    q0 = mid;
+                else
+                    q1 = mid;
+            }
+            const int64_t end = pos + lens[i];
+            pos += block_pos(lens[i], P, q0);
+            for (int q = q0; q < P && pos < a + n; q++) {
+                /* a document shorter than 2P: ranks L .. 2P-1-L hold nothing of it */
+                if (lens[i] < 2 * (int64_t)P && q >= lens[i] && 2 * (int64_t)P - 1 - q >= lens[i]) {
+                    if (2 * (int64_t)P - lens[i] >= P)
+                        break;
+                    q = (int)(2 * (int64_t)P - lens[i]);
+                }
                 for (int t = 0; t < 2; t++) {
                     doc_chunk(lens[i], P, t ? 2 * P - 1 - q : q, 0, &b, &c);
                     int64_t lo = pos > a ? pos : a, hi = pos + c < a + n ? pos + c : a + n;
                     if (hi > lo)
-                        emit(o, at + b + (lo - pos), hi - lo);
+                        emit_in(o, at + b + (lo - pos), hi - lo, at);
                     pos += c;
                 }
+            }
+            pos = end;
         }
         break;
     }

@@ -40,6 +40,7 @@ static const char docs_usage[] =
     "  --cp P              context-parallel ranks, 1 .. 65536 (required)\n"
     "  --doc-lens L,...    document lengths in tokens (each >= 1; 4K = 4096)\n"
     "  --doc-file F        a text file of lengths, separated by white space or newlines\n"
+    "                      (at most 16M documents)\n"
     "  --doc-dist DIST     uniform:MIN:MAX (integers MIN .. MAX) or lognormal:MEAN:SIGMA\n"
     "                      (MEAN the mean length, SIGMA of the log), drawn until --seq\n"
     "                      tokens; the last document is cut to fill --seq exactly\n"
@@ -261,7 +262,7 @@ static void rank_time(const price_t *pr, double heads, double tq, double triples
     *b = usim_attn_bwd_s(pr->p, pr->dt, USIM_ATTN_BWD_FACTOR * fl, 1, heads, tq, pr->d);
 }
 
-static void row_finish(row_t *w, const price_t *pr, int P, int64_t N)
+static void row_finish(row_t *w, const price_t *pr, int P)
 {
     double sum = 0, fs = 0, bs = 0, it_max = 0, it_sum = 0;
     w->tokens_max = 0;
@@ -293,7 +294,6 @@ static void row_finish(row_t *w, const price_t *pr, int P, int64_t N)
             it_max = f + b;
         it_sum += f + b;
     }
-    (void)N;
     w->pairs_mean = sum / P;
     w->ratio = w->pairs_mean > 0 ? w->pairs_max / w->pairs_mean : 1;
     w->fwd_mean = fs / P;
@@ -399,6 +399,9 @@ static void print_table(const usim_platform *p, const usim_model *m, const price
     if (cut_from > 0)
         printf("note: the last document was cut from %lld to %lld tokens to fill --seq %lld\n", (long long)cut_from,
                (long long)l->v[l->n - 1], (long long)N);
+    if (P > (int)pr->H)
+        printf("note: CP %d > %lld heads: the ulysses row leaves %lld ranks without a head\n", P, (long long)pr->H,
+               (long long)(P - (int64_t)pr->H));
     printf("priced: %s on %s, %lld heads of %lld, %lld layers, %s, one packed sequence; forward and backward "
            "per rank by the attention compute model\n\n", out_safe(m->name, mn), out_safe(p->name, pn),
            (long long)pr->H, (long long)pr->d, (long long)pr->layers, usim_dtype_name(pr->dt));
@@ -571,7 +574,7 @@ int cmd_docs(int argc, char **argv)
                 w->hexact[r] = mul_exact(m.heads, w->pairs[r]);
             }
         }
-        row_finish(w, &pr, np, N);
+        row_finish(w, &pr, np);
     }
     int rc = 0;
     if (json)
