@@ -416,6 +416,76 @@ uint64_t uly_plan_ring_hop(const uly_attn_desc *a, const uly_sp_plan *p, int ran
  * consumer that prices another element size (ulysses-sim). */
 uint64_t uly_plan_ring_hop_elems(const uly_attn_desc *a, const uly_sp_plan *p, int rank, int t, int which);
 
+
+/* -------------------------------------- packed documents: load balance */
+
+/*
+ * How context-parallel frameworks hand the tokens of a packed sequence of
+ * documents (lengths L_0 .. L_{D-1}, N = their sum, document i at offset
+ * o_i) to P ranks, and the attention work each rank then has under the
+ * causal mask within documents (query q sees key k iff both lie in the same
+ * document and k <= q).  Chunk c of C chunks of n tokens is always
+ * uly_split(n, C, c) (the first n mod C chunks one token longer) unless
+ * said otherwise, so every balancer is defined for every length
+ * (doc/simulator.md, "Packed documents and load balance"):
+ *   contiguous           rank r: tokens uly_split(N, P, r) (the ring's shards)
+ *   zigzag               the sequence in 2P chunks, rank r: chunks r and
+ *                        2P-1-r (the zigzag ring's shards, uly_plan_chunk)
+ *   head-tail            every document in 2P chunks, rank r: chunks r and
+ *                        2P-1-r of every document (rank-major: its chunks
+ *                        of document 0, then of document 1, ...), the layout
+ *                        of PyTorch's per-document head-tail balancer after
+ *                        pytorch/pytorch PR #189902
+ *   head-tail-doc-major  the same chunks laid out document-major (document
+ *                        0's chunks of rank 0 head, tail, rank 1 head, tail,
+ *                        ..., then document 1's), and the rearranged sequence
+ *                        cut contiguously: rank r gets rearranged positions
+ *                        uly_split(N, P, r) -- the form PR #189902 replaced,
+ *                        which can hand one rank a document's whole tail
+ *   doc-zigzag           every document in 2P chunks of ceil(L / 2P) tokens
+ *                        (the last chunks shorter or empty, torch.chunk's
+ *                        cut), rank r: chunks r and 2P-1-r; equal to
+ *                        head-tail when 2P divides every length
+ * Lengths are >= 1 and N <= 2^31 (so every pair count fits in int64).
+ */
+typedef enum uly_docbal {
+    ULY_DOCBAL_CONTIGUOUS = 0, ULY_DOCBAL_ZIGZAG, ULY_DOCBAL_HEAD_TAIL, ULY_DOCBAL_HEAD_TAIL_DOC_MAJOR,
+    ULY_DOCBAL_DOC_ZIGZAG, ULY_DOCBAL_COUNT
+} uly_docbal;
+#define ULY_DOCS_MAX_TOKENS ((int64_t)1 << 31)
+
+/* "contiguous", "zigzag", "head-tail", "head-tail-doc-major", "doc-zigzag"
+ * ("?" for an unknown one); the parser returns ULY_EINVAL for an unknown name. */
+const char *uly_docbal_name(int bal);
+int uly_docbal_parse(const char *name, int *bal);
+/* Check document lengths: D >= 1, every length >= 1, N <= ULY_DOCS_MAX_TOKENS;
+ * *total (may be NULL) gets N. */
+int uly_docs_check(const int64_t *lens, int64_t D, int64_t *total);
+/* Most token segments one rank can hold under a balancer of D documents
+ * over P ranks (a bound for the buffers of uly_docbal_segments): 1
+ * (contiguous), 2 (zigzag), 2 D (head-tail, doc-zigzag), 2 D P
+ * (head-tail-doc-major); 0 for an unknown balancer. */
+int64_t uly_docbal_max_segments(int bal, int64_t D, int P);
+/* The tokens of rank r (0 <= r < P): segments [begin[i], begin[i] + count[i])
+ * of the packed sequence, in the order the rank holds them, none empty and
+ * none adjacent to the one before it.  Writes at most cap segments and
+ * returns their number (>= 0; more than cap when cap was too small), or a
+ * negative uly_status. */
+int64_t uly_docbal_segments(int bal, const int64_t *lens, int64_t D, int P, int r, int64_t *begin,
+                            int64_t *count, int64_t cap);
+/* Visible (query, key) pairs of the queries [q0, q0 + n) under the causal
+ * mask within documents (per head; keys wherever they are): for the part
+ * of the segment in document i, sum over q of (q - o_i + 1).  off: the D + 1
+ * cumulative offsets (off[0] = 0, off[D] = N). */
+int64_t uly_docs_pairs_range(const int64_t *off, int64_t D, int64_t q0, int64_t n);
+/* All visible pairs: sum of L_i (L_i + 1) / 2. */
+int64_t uly_docs_pairs_total(const int64_t *lens, int64_t D);
+/* Per-rank work of a balancer: tokens[r] the tokens rank r holds, pairs[r]
+ * the visible (query, key) pairs of its queries (per head; the sum over
+ * ranks is uly_docs_pairs_total).  Exact integers.  ULY_OK or a status
+ * (ULY_EINVAL: bad lengths, P < 1 or an unknown balancer; ULY_ENOMEM). */
+int uly_docbal_work(int bal, const int64_t *lens, int64_t D, int P, int64_t *tokens, int64_t *pairs);
+
 #ifdef __cplusplus
 }
 #endif

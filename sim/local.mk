@@ -20,7 +20,8 @@ sim_libusim_la_LIBADD = src/libulyplan.la $(JANSSON_LIBS) -lm
 
 bin_PROGRAMS += ulysses-sim
 ulysses_sim_SOURCES = sim/cli/main.c sim/cli/opts.c sim/cli/opts.h sim/cli/output.c sim/cli/files.c sim/cli/files.h \
-	sim/cli/output.h sim/cli/sweep.c sim/cli/plan.c sim/cli/attn.c sim/cli/coll.c sim/cli/infer.c
+	sim/cli/output.h sim/cli/sweep.c sim/cli/plan.c sim/cli/attn.c sim/cli/coll.c sim/cli/infer.c \
+	sim/cli/docs.c
 ulysses_sim_CPPFLAGS = $(USIM_CPPFLAGS)
 ulysses_sim_CFLAGS = $(USIM_CFLAGS)
 ulysses_sim_LDADD = sim/libusim.la src/libulybase_json.la $(JANSSON_LIBS) -lm
@@ -60,6 +61,9 @@ TESTS += sim/tests/test_attnjob sim/tests/test_classes sim/tests/test_infer sim/
 EXTRA_DIST += sim/tests/cli_infer.sh
 TESTS += sim/tests/cli_hfconfig.sh
 EXTRA_DIST += sim/tests/cli_hfconfig.sh
+# packed documents: ulysses-sim docs (the balancers, pytorch PR #189902's example)
+TESTS += sim/tests/cli_docs.sh
+EXTRA_DIST += sim/tests/cli_docs.sh
 TESTS += sim/tests/test_engine sim/tests/test_net sim/tests/test_describe \
 	sim/tests/test_workload sim/tests/test_rails sim/tests/test_props sim/tests/test_golden \
 	sim/tests/cli_basic.sh sim/tests/cli_errors.sh sim/tests/cli_sweep.sh sim/tests/cli_plan.sh \

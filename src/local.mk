@@ -15,7 +15,7 @@ src_libulybase_json_la_LIBADD = src/libulybase.la $(JANSSON_LIBS)
 
 # The plan layer and error handling: pure C, shared with the simulator.
 noinst_LTLIBRARIES += src/libulyplan.la
-src_libulyplan_la_SOURCES = src/plan.c src/plan_methods.c src/layout.c src/plan_kv.c src/error.c src/internal.h
+src_libulyplan_la_SOURCES = src/plan.c src/plan_methods.c src/layout.c src/plan_kv.c src/plan_docs.c src/error.c src/internal.h
 src_libulyplan_la_CFLAGS = $(AM_CFLAGS)
 src_libulyplan_la_LIBADD = src/libulybase.la
 

@@ -88,6 +88,11 @@ text    \$S infer --model llama-3-8b --scheme tp-dcp --tp 16 --dcp 2 --prefill-c
 text    \$S infer --model llama-3-8b --scheme helix --tp 4 --dcp 4 --batch 4096
 csv     \$S infer --model llama-3-8b --scheme helix --tp 4 --dcp 2 --concurrency 1,8 --format csv
 json    \$S infer --model llama-3-8b --scheme tp-dcp --tp 16 --dcp 2 --prefill-cp 2 --concurrency 1,8 --weights fp8 --format json
+text    \$S docs --cp 4 --doc-dist lognormal:300:1 --seq 4K
+json    \$S docs --cp 4 --doc-dist lognormal:300:1 --seq 4K --json
+text    \$S docs --cp 2 --doc-lens 4,12 --balancer head-tail-doc-major
+text    \$MPI2 \$U attn $A --doc-lens 20,44 --causal
+json    \$MPI2 \$U attn $A --doc-lens 20,44 --causal --json
 EOF
 
 # run the commands, four at a time (most of their time is start-up), then

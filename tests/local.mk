@@ -25,6 +25,14 @@ check_PROGRAMS += tests/test_plan tests/test_ref tests/test_blocked tests/test_n
 	tests/test_model
 TESTS += tests/test_plan tests/test_ref tests/test_blocked tests/test_npy tests/test_alloc tests/test_model
 
+# packed documents: the balancers' layouts and per-rank work (plan)
+check_PROGRAMS += tests/test_plan_docs
+TESTS += tests/test_plan_docs
+tests_test_plan_docs_SOURCES = tests/test_plan_docs.c
+tests_test_plan_docs_CFLAGS = $(TEST_CFLAGS)
+tests_test_plan_docs_LDADD = $(TEST_LIBS)
+tests_test_plan_docs_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
+
 # inference: the KV layouts and decode volumes (plan), the decode kernel and its emulation
 check_PROGRAMS += tests/test_infer_plan tests/test_infer_kernel
 TESTS += tests/test_infer_plan tests/test_infer_kernel
@@ -120,6 +128,9 @@ TESTS += tests/cli_attn.sh tests/cli_reliability.sh tests/cli_shm.sh tests/symbo
 TESTS += tests/cli_formats.sh
 EXTRA_DIST += tests/cli_formats.sh
 EXTRA_DIST += tests/cli_attn.sh tests/cli_reliability.sh tests/cli_shm.sh tests/symbols.sh tests/lsan.supp tests/cli_calibrate.sh
+# packed documents: the pairs each rank of ulysses attn evaluates == ulysses-sim docs
+TESTS += tests/docs_balance.sh
+EXTRA_DIST += tests/docs_balance.sh
 # ulysses infer: prefill and decode with --check on 1-3 ranks, bad inputs, --json
 TESTS += tests/cli_infer.sh
 EXTRA_DIST += tests/cli_infer.sh

@@ -240,6 +240,7 @@ typedef struct attn_job {
     int bitwise[NRES], tol_ok, checked;
     errstat err[NRES];
     double atol, rtol;
+    int64_t *pairs;                 /* rank 0, packed documents: per rank (pairs, exact), measured */
 } attn_job;
 
 static int need_full(const attn_job *J)
@@ -271,6 +272,7 @@ static void job_free(attn_job *J)
     drv_free(J->ev_rep);
     drv_free(J->lstage);
     drv_free(J->docs);
+    drv_free(J->pairs);
     uly_sp_free(J->S); /* J->D is its Ulysses context, not ours */
 }
 
@@ -1575,6 +1577,51 @@ static int attn_write(attn_job *J, drv *d)
     return d->code;
 }
 
+/* ------------------------------------------------------------------ pairs */
+
+/* Packed documents: the attention work each rank's kernels did, measured.
+ * One more forward after everything else ran, with q = k = 0: every score
+ * is 0, so the log-sum-exp of a query row the rank holds is log(the keys its
+ * kernels merged into that row), masked keys contributing exp(-inf) = 0.
+ * The rank's work is the sum of exp(LSE) over its rows (batch, heads it
+ * holds, queries): (head, query, key) triples, an integer when every row
+ * rounds to within 1/4 of one (exact below about 2^20 keys a row in f32). */
+static int attn_pairs_prep(attn_job *J, drv *d)
+{
+    if (J->ndocs > 0 && d->rank == 0)
+        J->pairs = drv_alloc_n(d, 2 * (size_t)J->P, sizeof *J->pairs, "the pairs per rank");
+    return d->code;
+}
+
+static int attn_pairs(attn_job *J, drv *d)
+{
+    if (J->ndocs == 0)
+        return 0;
+    const uly_attn_desc *a = &J->a;
+    memset(J->x[T_Q], 0, J->nq * J->es);
+    memset(J->x[T_K], 0, J->nkv * J->es);
+    int st = uly_sp_fwd(J->S, J->x[T_Q], J->x[T_K], J->x[T_V], J->res[R_O]);
+    if (drv_lib(d, st, 0, "the forward counting pairs (q = k = 0)"))
+        return d->code;
+    const void *lse = uly_sp_lse(J->S);
+    const size_t n = (size_t)(a->batch * J->hn * J->lrows);
+    int64_t mine[2] = {0, 1};
+    for (size_t k = 0; k < n; k++) {
+        double v = exp(a->dtype == ULY_F32 ? (double)((const float *)lse)[k] : ((const double *)lse)[k]);
+        double r = floor(v + 0.5);
+        if (!(fabs(v - r) <= 0.25))
+            mine[1] = 0;
+        mine[0] += (int64_t)r;
+    }
+    if (d->size > 1) {
+        if (drv_mpi(d, MPI_Gather(mine, 2, MPI_INT64_T, J->pairs, 2, MPI_INT64_T, 0, d->comm), "MPI_Gather (pairs)"))
+            return d->code;
+    } else {
+        memcpy(J->pairs, mine, sizeof mine);
+    }
+    return 0;
+}
+
 /* ----------------------------------------------------------------- report */
 
 static const char *mask_name(const uly_attn_desc *a)
@@ -1652,6 +1699,16 @@ static int report_json(attn_job *J, double ffl, double tfl)
              uly_json_set_int(x, "expected_recv", (int64_t)J->want.recv[w]);
     }
     e |= uly_json_set_bool(o, "bytes_match_all_ranks", !J->vol_bad);
+    if (J->pairs && !e) {
+        json_t *pr = uly_json_add_array(o, "pairs_per_rank");
+        int exact = 1;
+        e |= !pr;
+        for (int r = 0; r < J->P && !e; r++) {
+            e |= json_array_append_new(pr, json_integer((json_int_t)J->pairs[2 * r])) != 0;
+            exact &= J->pairs[2 * r + 1] != 0;
+        }
+        e |= uly_json_set_bool(o, "pairs_exact", exact);
+    }
     e |= uly_json_set_str(o, "overlap", overlap_names[c->overlap]);
     e |= uly_json_set_int(o, "overlap_chunks", J->chunks);
     if (J->ovl_pair && !e) {
@@ -1711,6 +1768,16 @@ static void report_text(attn_job *J, double ffl, double tfl)
     if (c->backward)
         printf(", forward+backward %.2f GFLOP/s", tfl / J->tot_med * 1e-9);
     printf(" (all ranks; 4*pairs*d per head forward, 2.5x backward)\n");
+    if (J->pairs) {
+        int exact = 1;
+        printf("pairs per rank:");
+        for (int r = 0; r < J->P; r++) {
+            printf(" %lld", (long long)J->pairs[2 * r]);
+            exact &= J->pairs[2 * r + 1] != 0;
+        }
+        printf(" (visible (head, query, key) triples each rank's kernels merged, counted by a forward with "
+               "q = k = 0%s)\n", exact ? "" : "; NOT exact: some row's count is beyond the log-sum-exp's resolution");
+    }
     if (J->ovl_pair) {
         static const char *const fname[3] = {"forward", "backward", "fwd+bwd"};
         const int nf = c->backward ? 3 : 1;
@@ -1860,6 +1927,8 @@ static int attn_main(attn_job *J, drv *d, int argc, char **argv)
     STEP(attn_gather(J, d));
     STEP(attn_check(J, d));
     STEP(attn_write(J, d));
+    STEP(attn_pairs_prep(J, d));
+    STEP(attn_pairs(J, d));
     STEP(attn_report(J, d));
     STEP(attn_verdict(J, d));
 #undef STEP
