@@ -35,7 +35,8 @@ dist_simplatforms_DATA = sim/presets/platforms/dgx-a100-40g.json \
 simmodelsdir = $(pkgdatadir)/presets/models
 dist_simmodels_DATA = sim/presets/models/gpt-1.2b.json sim/presets/models/gpt-7b.json \
 	sim/presets/models/gpt-30b.json sim/presets/models/llama-3-8b.json \
-	sim/presets/models/gpt-1.2b-64h.json sim/presets/models/llama-3.1-405b.json
+	sim/presets/models/gpt-1.2b-64h.json sim/presets/models/llama-3.1-405b.json \
+	sim/presets/models/llama-3.1-8b.json
 
 dist_doc_DATA += doc/simulator.md doc/planning.md doc/validation.md
 
