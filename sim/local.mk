@@ -136,3 +136,12 @@ sim_tests_trace_check_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
 sim_tests_trace_check_LDADD = $(JANSSON_LIBS)
 TESTS += sim/tests/cli_trace.sh
 EXTRA_DIST += sim/tests/cli_trace.sh
+
+# Long-context techniques: golden memory terms and times, the command line.
+check_PROGRAMS += sim/tests/test_longctx
+TESTS += sim/tests/test_longctx sim/tests/cli_longctx.sh
+EXTRA_DIST += sim/tests/cli_longctx.sh
+sim_tests_test_longctx_SOURCES = sim/tests/test_longctx.c
+sim_tests_test_longctx_CPPFLAGS = $(USIM_CPPFLAGS)
+sim_tests_test_longctx_CFLAGS = $(USIM_TEST_CFLAGS)
+sim_tests_test_longctx_LDADD = $(USIM_TEST_LIBS)

@@ -84,7 +84,11 @@ void out_table(FILE *f, const usim_platform *p, const usim_model *m, const row *
     ROW("throughput, Megatron formula [TFLOP/s/GPU]", snprintf(buf, sizeof buf, "%.1f", r->tflops));
     ROW("MFU (model FLOPs / peak) [%]", snprintf(buf, sizeof buf, "%.1f", 100 * r->mfu));
     ROW("memory per GPU [GiB]", snprintf(buf, sizeof buf, "%.1f", r->mem.total / GIB));
-    ROW("  activations + logits [GiB]", snprintf(buf, sizeof buf, "%.1f", (r->mem.activations + r->mem.logits) / GIB));
+    /* with a long-context technique the layer and loss working sets are not live together */
+    ROW("  activations + logits [GiB]", snprintf(buf, sizeof buf, "%.1f",
+                                                (usim_job_longctx(&r->job) ? r->mem.total - r->mem.params - r->mem.grads -
+                                                 r->mem.optim - r->mem.buffers - r->mem.reserved
+                                                 : r->mem.activations + r->mem.logits) / GIB));
     ROW("  params + grads + optimizer [GiB]", snprintf(buf, sizeof buf, "%.1f", (r->mem.params + r->mem.grads + r->mem.optim) / GIB));
     int any_lc = 0, any_host = 0;
     for (int i = 0; i < n; i++) {
