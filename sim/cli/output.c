@@ -108,19 +108,19 @@ void out_table(FILE *f, const usim_platform *p, const usim_model *m, const row *
         ROW("offload: CPU Adam step [s]", snprintf(buf, sizeof buf, "%.3f", r->lc.cpu_adam_s));
         ROW("offload: parameter fetches [s]", snprintf(buf, sizeof buf, "%.3f", r->lc.param_fetch_s));
     }
+    int any_max = 0;
+    for (int i = 0; i < n; i++)
+        any_max |= rows[i].has_max;
+    if (any_max)
+        ROW("longest sequence that fits [tokens]", snprintf(buf, sizeof buf, "%lld", (long long)rows[i].max_seq));
     ROW("simulation engine", usim_engine_desc(r, buf, sizeof buf));
     snprintf(buf, sizeof buf, "fits in %.0f GiB [yes/no]", p->hbm_bytes / GIB);
     char label[64];
     snprintf(label, sizeof label, "%s", buf);
     ROW(label, snprintf(buf, sizeof buf, "%s", r->fits ? "yes" : "NO (OOM)"));
     ROW("binding memory limit", snprintf(buf, sizeof buf, "%s", usim_bind_name(r->mem.bind)));
-    int any_max = 0;
-    for (int i = 0; i < n; i++)
-        any_max |= rows[i].has_max;
-    if (any_max) {
-        ROW("longest sequence that fits [tokens]", snprintf(buf, sizeof buf, "%lld", (long long)rows[i].max_seq));
-        ROW("  limit at the longest sequence", snprintf(buf, sizeof buf, "%s", usim_bind_name(rows[i].max_bind)));
-    }
+    if (any_max)
+        ROW("limit at the longest sequence", snprintf(buf, sizeof buf, "%s", usim_bind_name(rows[i].max_bind)));
 #undef ROW
     int zig = 0;
     for (int i = 0; i < n; i++)

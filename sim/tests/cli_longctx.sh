@@ -68,7 +68,7 @@ H="--model $tmp/m70.json --platform $tmp/smallhost.json --gpus 32 --sp 32 --meth
 "$SIM" $H --max-seq > "$tmp/h.txt"
 check "table: binding memory limit is host memory" grep -q "^binding memory limit  *host memory$" "$tmp/h.txt"
 check "table: does not fit" grep -q "NO (OOM)" "$tmp/h.txt"
-check "table: nothing fits, bound by host memory" grep -q "^  limit at the longest sequence  *host memory$" "$tmp/h.txt"
+check "table: nothing fits, bound by host memory" grep -q "^limit at the longest sequence  *host memory$" "$tmp/h.txt"
 check "table: host memory per node" grep -q "^host memory per node \[GiB\]" "$tmp/h.txt"
 "$SIM" $H --format json > "$tmp/h.json"
 check "json: mem_limit" grep -q '"mem_limit": "host memory"' "$tmp/h.json"
