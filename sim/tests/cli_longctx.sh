@@ -39,6 +39,9 @@ expect "'optimizer' listed twice" $L --method ulysses --offload optimizer,optimi
 expect "--tiled-mlp: expected auto or a shard count" $L --method ulysses --tiled-mlp 0
 expect "--tiled-mlp: expected auto or a shard count" $L --method ulysses --tiled-mlp=x
 expect "--head-chunks: expected an integer" $L --method ulysses --head-chunks 0
+# plan does not search them (yet): refused, not ignored
+expect "does not search the long-context techniques" plan --gpus 8 --offload activations
+expect "does not search the long-context techniques" plan --gpus 8 --tiled-loss
 # a platform without a host cannot offload
 python3 - "$top_srcdir/sim/presets/platforms/dgx-h100.json" "$tmp/nohost.json" <<'PY' 2>/dev/null || cp "$top_srcdir/sim/presets/platforms/a100-pcie-4.json" "$tmp/nohost.json"
 import json, sys
@@ -97,4 +100,8 @@ B="--model llama-3.1-8b --platform dgx-h100 --gpus 8 --sp 8 --method ulysses --s
 "$SIM" $B --head-chunks 4 --format csv > "$tmp/a2.csv"
 "$SIM" $B --format csv > "$tmp/a3.csv"
 check "head chunks 4 hold less than 1" awk -v a="$(col "$tmp/a3.csv" mem_GiB)" -v b="$(col "$tmp/a2.csv" mem_GiB)" 'BEGIN { exit !(b < a) }'
+# sweep takes them too (shared options): one row per point, the costs in its columns
+"$SIM" sweep --gpus 8 --seq 64K,128K --method ulysses --model llama-3.1-8b --platform dgx-h100 --tiled-loss --tiled-mlp --offload activations,optimizer --max-seq > "$tmp/s.csv"
+check "sweep: TiledMLP shards double with the sequence (2, then 4)" test "$(col "$tmp/s.csv" tiled_mlp_shards | tr '\n' ' ')" = "2 4 "
+check "sweep: the longest sequence's limit" test "$(col "$tmp/s.csv" max_seq_limit | sort -u)" = "HBM"
 exit $fail
