@@ -43,16 +43,14 @@ expect "--head-chunks: expected an integer" $L --method ulysses --head-chunks 0
 expect "does not search the long-context techniques" plan --gpus 8 --offload activations
 expect "does not search the long-context techniques" plan --gpus 8 --tiled-loss
 # a platform without a host cannot offload
-python3 - "$top_srcdir/sim/presets/platforms/dgx-h100.json" "$tmp/nohost.json" <<'PY' 2>/dev/null || cp "$top_srcdir/sim/presets/platforms/a100-pcie-4.json" "$tmp/nohost.json"
-import json, sys
-d = json.load(open(sys.argv[1]))
-d.pop("host")
-json.dump(d, open(sys.argv[2], "w"))
-PY
-expect "describes no host" --model llama-3.1-8b --platform "$tmp/nohost.json" --gpus 8 --method ulysses --offload activations
+expect "describes no host" --model llama-3.1-8b --platform "$top_srcdir/sim/tests/data/tiny-platform.json" --gpus 8 --method ulysses --offload activations
 # an unknown key in the host object is an error naming it
 sed 's/"memory_GiB"/"memory_GB"/' "$top_srcdir/sim/presets/platforms/dgx-h100.json" > "$tmp/badkey.json"
 expect "memory_GB" --platform "$tmp/badkey.json" --gpus 8 --method ulysses
+sed 's/"link_efficiency": 0.147/"link_efficiency": 1.5/' "$top_srcdir/sim/presets/platforms/dgx-h100.json" > "$tmp/badeff.json"
+expect "link_efficiency" --platform "$tmp/badeff.json" --gpus 8 --method ulysses
+sed '/"link_bw_GBps_per_dir": 63.0,/d' "$top_srcdir/sim/presets/platforms/dgx-h100.json" > "$tmp/nolink.json"
+expect "link_bw_GBps_per_dir" --platform "$tmp/nolink.json" --gpus 8 --method ulysses
 
 # --tiled-mlp with no value is auto; the next option is not swallowed
 "$SIM" $L --method ulysses --tiled-mlp --tiled-loss --format csv > "$tmp/auto.csv"
