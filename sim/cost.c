@@ -405,10 +405,14 @@ void usim_memory_model(const usim_platform *p, const usim_model *m, const usim_j
     if (x->T > 1)
         buf += b * (double)x->n * h * e;   /* the tensor-parallel all-gathered input */
     if (lc && j->recompute == USIM_RC_FULL) {
-        /* the working sets name every tensor of the layer's backward, the
-         * all-to-all staging and gathered inputs included (it is never live at
-         * the peak: doc/simulator.md), so no separate communication buffers */
-        buf = 0;
+        /* the working sets name every tensor of the layer's backward: the
+         * all-to-all staging is never live at its peak, the gathered input of
+         * a tensor-parallel region and all-gather's K, V and dK, dV are in it
+         * (doc/simulator.md); what stays is the ring's K, V blocks in flight
+         * and their dK, dV, live during the attention backward */
+        int ring = j->method == ULY_METHOD_RING || j->method == ULY_METHOD_ZIGZAG ||
+                   (j->method == ULY_METHOD_USP && x->r > 1);
+        buf = ring ? 4 * kv : 0;
     }
     if (j->zero >= 3)
         buf += 2 * 2 * x->layer_params;           /* current + prefetched layer, bf16 */
