@@ -279,6 +279,27 @@ START_TEST(test_max_seq_binds_on_host)
 }
 END_TEST
 
+/* Ring on the same 2 GPUs keeps its in-flight K, V blocks and dK, dV: 4 KV
+ * with KV = n hkv_l d e = 512 x 4 x 16 x 2 = 65536 -> 262144, plus the ZeRO
+ * buffers 247296; Ulysses has none of its own (its staging is inside the
+ * working set). */
+START_TEST(test_ring_buffers)
+{
+    usim_platform p = round_platform();
+    usim_model m = small_model();
+    usim_job j = lc_job();
+    j.method = ULY_METHOD_RING;
+    j.tiled_loss = 1;
+    usim_memory mem;
+    int fits;
+    ck_assert_int_eq(usim_memory_estimate(&p, &m, &j, &mem, &fits), USIM_OK);
+    EQ(mem.buffers, 262144 + 247296);
+    j.method = ULY_METHOD_ULYSSES;
+    ck_assert_int_eq(usim_memory_estimate(&p, &m, &j, &mem, &fits), USIM_OK);
+    EQ(mem.buffers, 247296);
+}
+END_TEST
+
 START_TEST(test_bad_combinations)
 {
     usim_platform p = round_platform();
@@ -322,6 +343,7 @@ static Suite *make_longctx_suite(void)
     tcase_add_test(tc, test_head_chunks);
     tcase_add_test(tc, test_times);
     tcase_add_test(tc, test_max_seq_binds_on_host);
+    tcase_add_test(tc, test_ring_buffers);
     tcase_add_test(tc, test_bad_combinations);
     suite_add_tcase(s, tc);
     return s;
