@@ -449,7 +449,8 @@ typedef struct usim_result {
     double exposed_s[USIM_NKIND]; /* communication not hidden behind compute, by kind */
     double comm_s[USIM_NKIND];    /* total communication time, by kind */
     double bubble_s;              /* pipeline (1F1B) fill and drain: iter_s = compute_s +
-                                     exposed_s[*] + bubble_s */
+                                     exposed_s[*] + bubble_s (+ the host waits of lc:
+                                     offload_exposed_s, param_fetch_s, cpu_adam_s) */
     double sent_bytes[USIM_NCLASS];     /* per GPU per iteration (max over GPUs) */
     double sp_bytes_layer_fwd;    /* per GPU, sequence-parallel comm of one layer forward */
     double tflops;                /* Megatron formula, per GPU */
