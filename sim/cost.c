@@ -253,12 +253,111 @@ double usim_megatron_flops(const usim_model *m, int64_t global_batch, int full_r
 
 /* ------------------------------------------------------------ memory */
 
+const char *usim_bind_name(int bind)
+{
+    switch (bind & (USIM_BIND_HBM | USIM_BIND_HOST)) {
+    case USIM_BIND_HBM: return "HBM";
+    case USIM_BIND_HOST: return "host memory";
+    case USIM_BIND_HBM | USIM_BIND_HOST: return "HBM + host memory";
+    default: return "none";
+    }
+}
+
+int64_t usim_tiled_mlp_shards(const usim_job *j, int64_t tokens, int64_t hidden)
+{
+    if (j->tiled_mlp == 0)
+        return 0;
+    if (j->tiled_mlp > 0)
+        return j->tiled_mlp;
+    /* ALST's TiledMLP: ceil(tokens / hidden) shards of the rank's tokens */
+    int64_t k = (tokens + hidden - 1) / hidden;
+    return k < 1 ? 1 : k;
+}
+
+int usim_job_check_longctx(const usim_platform *p, const usim_model *m, const usim_job *j)
+{
+    (void)m;
+    if (j->tiled_mlp < USIM_TILED_MLP_AUTO)
+        return usim_set_error(USIM_EINVAL, "--tiled-mlp: %d shards (expected auto or K >= 1)", j->tiled_mlp);
+    if (j->head_chunks < 0)
+        return usim_set_error(USIM_EINVAL, "--head-chunks: %d (expected K >= 1)", j->head_chunks);
+    if (j->head_chunks > 1 && !(uly_method_traits(j->method) & ULY_TRAIT_A2A))
+        return usim_set_error(USIM_EINVAL, "--head-chunks %d: %s holds every head in its attention "
+                              "layout; head chunks apply to ulysses and usp (heads split by the all-to-all)",
+                              j->head_chunks, uly_method_sim_name(j->method));
+    if ((j->offload & USIM_OFFLOAD_ACT) && j->recompute != USIM_RC_FULL)
+        return usim_set_error(USIM_EINVAL, "--offload activations needs --recompute full (the layer-boundary "
+                              "checkpoints are what is offloaded), not %s", usim_recompute_name(j->recompute));
+    if ((j->offload & USIM_OFFLOAD_OPTIM) && j->zero < 1)
+        return usim_set_error(USIM_EINVAL, "--offload optimizer needs ZeRO stage 1 or more (--zero), not 0");
+    if ((j->offload & USIM_OFFLOAD_PARAMS) && j->zero < 3)
+        return usim_set_error(USIM_EINVAL, "--offload params needs ZeRO stage 3 (--zero 3), not %d", j->zero);
+    if ((j->offload & USIM_OFFLOAD_PARAMS) && !(j->offload & USIM_OFFLOAD_OPTIM))
+        return usim_set_error(USIM_EINVAL, "--offload params needs --offload optimizer too (ZeRO-Offload "
+                              "updates the parameters where the optimizer states are)");
+    if (j->offload && !(p->host_bytes > 0 && usim_host_link_Bps(p) > 0))
+        return usim_set_error(USIM_EINVAL, "--offload: platform '%s' describes no host (a \"host\" object "
+                              "with memory_GiB and link_bw_GBps_per_dir)", p->name);
+    if ((j->offload & USIM_OFFLOAD_OPTIM) && !(p->host_flops > 0 && p->host_mem_Bps > 0))
+        return usim_set_error(USIM_EINVAL, "--offload optimizer: platform '%s' gives no host "
+                              "cpu_peak_tflops_fp32 and mem_bw_GBps (the CPU Adam step)", p->name);
+    return USIM_OK;
+}
+
+/* The long-context working sets of one GPU (doc/simulator.md, "Long
+ * context"), bytes: the backward of one layer under full recompute
+ * (recomputed forward tensors and the gradients as they are produced, the
+ * larger of the MLP-backward and the attention-backward peaks), and the loss.
+ * A = n h e is one hidden-state tensor of the rank's n tokens. */
+static void lc_working_sets(const usim_model *m, const usim_job *j, const usim_shape *x, double n,
+                            double *layer, double *loss)
+{
+    double e = (double)x->e, h = (double)x->h, F = (double)x->F, A = n * h * e;
+    double hc = j->head_chunks > 1 ? (double)j->head_chunks : 1;
+    /* attention layout (rank 0), one head chunk at a time */
+    double Q = (double)x->b * (double)x->tq * (double)x->hq_l * (double)x->d * e / hc;
+    double KV = (double)x->b * (double)x->tk * (double)x->kv_l * (double)x->d * e / hc;
+    double lse = (double)x->b * (double)x->tq * (double)x->hq_l * 4 / hc;
+    double gqa = x->kv_l < x->hq_l ? 2 * Q : 0;   /* FA2 backward: dK, dV expanded to the query heads */
+    double saved_attn = 2 * Q + 2 * KV + lse;     /* q, k, v, o and lse kept by the attention */
+    /* the MLP of one shard: SwiGLU as Liger's fused kernel holds it (gate, up,
+     * the down projection's input; their gradients written in place, plus the
+     * down input's) or GeLU (fc1 output, activation, and one gradient) */
+    int64_t K = usim_tiled_mlp_shards(j, (int64_t)n, x->h);
+    double ns = K > 0 ? ceil(n / (double)K) : n;
+    double mlp = ns * F * e * (m->gated_mlp ? 4 : 3);
+    /* MLP backward: x, ln1, attention saved, o (sequence layout), h1, ln2,
+     * the layer's output, dy, d ln2, the MLP */
+    double peak_mlp = 7 * A + saved_attn + mlp;
+    /* attention backward: x, ln1, out, dy, d h1, attention saved, dO, dQ, dK,
+     * dV, FA2's fp32 dQ accumulator (2 Q), softmax_d (lse) and GQA expansion */
+    double peak_attn = 5 * A + saved_attn + Q + Q + 2 * KV + 2 * Q + lse + gqa;
+    /* DeepSpeed's Ulysses (UlyssesSPAttentionHF): dO arrives from the
+     * all-to-all as a permuted view, and FA2 makes its contiguous copy while
+     * the original is alive */
+    if ((uly_method_traits(j->method) & ULY_TRAIT_A2A) && x->u > 1)
+        peak_attn += Q;
+    if (j->method == ULY_METHOD_MEGATRON_SP || x->T > 1)
+        peak_attn += A;   /* the gathered input of the tensor-parallel region (the legacy buffer) */
+    *layer = peak_mlp > peak_attn ? peak_mlp : peak_attn;
+    /* loss: final hidden, its norm, the gradient held from the fused forward,
+     * the LM head weight gathered (and its gradient), logits */
+    double Vh = (double)x->V * h * e / (x->T > 1 ? x->T : 1);
+    double logit_tokens = n;
+    if (j->tiled_loss) {   /* Liger's chunk: n / ceil(n / h) tokens (about h) */
+        double chunks = ceil(n / h);
+        logit_tokens = ceil(n / (chunks < 1 ? 1 : chunks));
+    }
+    *loss = 3 * A + 2 * Vh + logit_tokens * (double)x->V * (e + 4);
+}
+
 void usim_memory_model(const usim_platform *p, const usim_model *m, const usim_job *j, const usim_shape *x,
                    usim_memory *mem)
 {
     memset(mem, 0, sizeof *mem);
     double e = (double)x->e, b = (double)x->b, h = (double)x->h, F = (double)x->F;
     double Z = x->Z, Psi = x->gpu_params;
+    int lc = usim_job_longctx(j);
     mem->params = j->zero >= 3 ? 2 * Psi / Z : 2 * Psi;
     mem->grads = j->zero >= 2 ? 2 * Psi / Z : 2 * Psi;
     mem->optim = j->zero >= 1 ? 12 * Psi / Z : 12 * Psi;
@@ -266,6 +365,8 @@ void usim_memory_model(const usim_platform *p, const usim_model *m, const usim_j
     /* sequence-layout tensors per layer (bytes) */
     double x_in = b * tok * h * e, ln1 = x_in, ln2_in = x_in, ln2 = x_in;
     double fc1 = b * tok * F * e * (m->gated_mlp ? 2 : 1), act = b * tok * F * e;
+    if (j->tiled_mlp)   /* TiledMLP recomputes its intermediates in the backward: none are stored */
+        fc1 = act = 0;
     double o_seq = uly_method_traits(j->method) & ULY_TRAIT_A2A ? x_in : 0;
     /* attention-layout tensors */
     double qo = b * (double)x->tq * x->hq_l * x->d * e;
@@ -288,7 +389,8 @@ void usim_memory_model(const usim_platform *p, const usim_model *m, const usim_j
         if (micro < inflight)
             inflight = micro;
     }
-    mem->activations = (double)x->Ls * inflight * per_layer + (j->recompute == USIM_RC_FULL ? full : 0);
+    double stored = (double)x->Ls * inflight * per_layer;   /* every layer's stored activations */
+    mem->activations = stored + (j->recompute == USIM_RC_FULL ? full : 0);
     mem->logits = b * tok * (double)x->V * (e + 4);
     /* communication and working buffers */
     double buf = 0;
@@ -302,14 +404,65 @@ void usim_memory_model(const usim_platform *p, const usim_model *m, const usim_j
     }
     if (x->T > 1)
         buf += b * (double)x->n * h * e;   /* the tensor-parallel all-gathered input */
+    if (lc && j->recompute == USIM_RC_FULL) {
+        /* the working sets name every tensor of the layer's backward: the
+         * all-to-all staging is never live at its peak, the gathered input of
+         * a tensor-parallel region and all-gather's K, V and dK, dV are in it
+         * (doc/simulator.md); what stays is the ring's K, V blocks in flight
+         * and their dK, dV, live during the attention backward */
+        int ring = j->method == ULY_METHOD_RING || j->method == ULY_METHOD_ZIGZAG ||
+                   (j->method == ULY_METHOD_USP && x->r > 1);
+        buf = ring ? 4 * kv : 0;
+    }
     if (j->zero >= 3)
         buf += 2 * 2 * x->layer_params;           /* current + prefetched layer, bf16 */
     if (j->zero >= 2)
         buf += 2 * x->layer_params;               /* one gradient bucket */
     mem->buffers = buf;
     mem->reserved = p->reserved_bytes;
-    mem->total = mem->params + mem->grads + mem->optim + mem->activations + mem->logits +
-                 mem->buffers + mem->reserved;
+    /* the host: what is offloaded, per GPU (times the GPUs of a node below) */
+    double host = 0;
+    if (j->offload & USIM_OFFLOAD_OPTIM) {
+        host += 16 * Psi / Z;                     /* fp32 master, Adam m and v, fp32 gradients */
+        mem->optim = 0;
+        mem->grads = 0;                           /* reduced into the bucket, copied to the host */
+    }
+    if (j->offload & USIM_OFFLOAD_PARAMS) {
+        host += 2 * Psi / Z;                      /* the bf16 shard, fetched layer by layer */
+        mem->params = 0;
+    }
+    if (lc && j->recompute == USIM_RC_FULL) {
+        double n = b * tok, layer, loss;
+        lc_working_sets(m, j, x, n, &layer, &loss);
+        mem->layer_ws = layer;
+        mem->loss_ws = loss;
+        if (j->offload & USIM_OFFLOAD_ACT) {
+            /* every checkpoint on the host; in HBM the one prefetched for the next layer's backward */
+            host += stored;
+            mem->resident = x_in;
+        } else {
+            mem->resident = stored - x_in;        /* the layer's own checkpoint is in its working set */
+        }
+        mem->activations = mem->resident + layer;
+        mem->logits = loss;
+        mem->total = mem->params + mem->grads + mem->optim + mem->resident + mem->buffers + mem->reserved +
+                     (layer > loss ? layer : loss);
+    } else {
+        if (lc && j->tiled_loss) {                /* one tile of logits, its gradient, the hidden-state gradient */
+            double n = b * tok, layer, loss;
+            lc_working_sets(m, j, x, n, &layer, &loss);
+            mem->logits = loss - 2 * x_in;        /* the final hidden state and its norm are stored already */
+        }
+        mem->resident = stored;
+        mem->layer_ws = mem->activations - stored;
+        mem->loss_ws = mem->logits;
+        mem->total = mem->params + mem->grads + mem->optim + mem->activations + mem->logits +
+                     mem->buffers + mem->reserved;
+    }
+    int gpn = j->gpus < p->gpus_per_node ? j->gpus : p->gpus_per_node;
+    mem->host_node = host * (gpn > 0 ? gpn : 1);
+    mem->bind = (mem->total > p->hbm_bytes ? USIM_BIND_HBM : 0) |
+                (mem->host_node > 0 && mem->host_node > p->host_bytes ? USIM_BIND_HOST : 0);
 }
 
 int usim_memory_estimate(const usim_platform *p, const usim_model *m, const usim_job *j,
@@ -319,14 +472,22 @@ int usim_memory_estimate(const usim_platform *p, const usim_model *m, const usim
     int rc = usim_job_resolve(m, p, &jj);
     if (rc)
         return rc;
+    if ((rc = usim_job_check_longctx(p, m, &jj)))
+        return rc;
     usim_shape x;
     usim_shape_make(m, &jj, &x);
     usim_memory_model(p, m, &jj, &x, mem);
-    *fits = mem->total <= p->hbm_bytes;
+    *fits = mem->bind == USIM_BIND_NONE;
     return USIM_OK;
 }
 
 int usim_max_seq(const usim_platform *p, const usim_model *m, const usim_job *j, int64_t *seq)
+{
+    return usim_max_seq_ex(p, m, j, seq, NULL);
+}
+
+int usim_max_seq_ex(const usim_platform *p, const usim_model *m, const usim_job *j, int64_t *seq,
+                    int *bind)
 {
     usim_model mm = *m;
     usim_job jj = *j;
@@ -338,14 +499,19 @@ int usim_max_seq(const usim_platform *p, const usim_model *m, const usim_job *j,
     usim_memory mem;
     int fits;
     *seq = 0;
+    if (bind)
+        *bind = USIM_BIND_NONE;
     int64_t lo = 0, hi = 1;   /* in units of g: lo fits (or is 0), hi does not */
     for (;;) {
         mm.seq = hi * g;
         usim_job t = jj;
         if ((rc = usim_memory_estimate(p, &mm, &t, &mem, &fits)))
             return rc;
-        if (!fits)
+        if (!fits) {
+            if (bind)
+                *bind = mem.bind;
             break;
+        }
         lo = hi;
         if (hi > ((int64_t)1 << 40) / g)
             break;
@@ -361,10 +527,13 @@ int usim_max_seq(const usim_platform *p, const usim_model *m, const usim_job *j,
         usim_job t = jj;
         if ((rc = usim_memory_estimate(p, &mm, &t, &mem, &fits)))
             return rc;
-        if (fits)
+        if (fits) {
             lo = mid;
-        else
+        } else {
             hi = mid;
+            if (bind)
+                *bind = mem.bind;
+        }
     }
     *seq = lo * g;
     return USIM_OK;

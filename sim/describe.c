@@ -205,6 +205,16 @@ static const pkey pkeys[] = {
     ALGO("all_gather", algo_allgather, algo_no_tree, "auto, ring or nvls", 2),
     ALGO("reduce_scatter", algo_reduce_scatter, algo_no_tree, "auto, ring or nvls", 3),
     ALGO("protocol", proto, proto_choice, "auto, LL, LL128 or Simple", 4),
+    /* the host: offload of activations, optimizer and parameters (optional) */
+    {KEY("", "host", K_OBJ)},
+    {KEY("host", "cpu", K_DOC)}, {KEY("host", "link", K_DOC)},
+    {KEY("host", "memory_GiB", K_NUM), REQ, POS, .unit = U_GIB, .off = AT(host_bytes)},
+    {KEY("host", "link_bw_GBps_per_dir", K_NUM), REQ, POS, .unit = U_GIGA, .off = AT(host_link_peak_Bps)},
+    {KEY("host", "link_efficiency", K_NUM), EFF, .late = 12, .def = 1, .off = AT(host_link_eff)},
+    {KEY("host", "cores", K_INT), .lo = 1, .off = AT(host_cores), .clamp = 1000000},
+    {KEY("host", "cpu_peak_tflops_fp32", K_NUM), POS, .unit = U_TERA, .off = AT(host_flops)},
+    {KEY("host", "cpu_efficiency", K_NUM), EFF, .late = 13, .def = 1, .off = AT(host_cpu_eff)},
+    {KEY("host", "mem_bw_GBps", K_NUM), POS, .unit = U_GIGA, .off = AT(host_mem_Bps)},
 };
 enum { NPKEY = (int)(sizeof pkeys / sizeof pkeys[0]) };
 
@@ -369,6 +379,8 @@ int usim_platform_load(const char *path, usim_platform *p)
     if (!(p->attn_bwd_eff > 0))
         p->attn_bwd_eff = p->attn_eff;
     p->nvl_domain = domain > gpn ? (int)domain : 0;   /* 0: the node */
+    if (!(p->host_bytes > 0))   /* no host object: no host (its defaults do not apply) */
+        p->host_link_eff = p->host_cpu_eff = 0;
 #undef V
 out:
     usim_json_free(&d);

@@ -37,7 +37,8 @@ simmodelsdir = $(pkgdatadir)/presets/models
 dist_simmodels_DATA = sim/presets/models/gpt-1.2b.json sim/presets/models/gpt-7b.json \
 	sim/presets/models/gpt-30b.json sim/presets/models/llama-3-8b.json \
 	sim/presets/models/gpt-1.2b-64h.json sim/presets/models/llama-3.1-405b.json \
-	sim/presets/models/llama-3.1-70b.json sim/presets/models/qwen2.5-72b.json
+	sim/presets/models/llama-3.1-70b.json sim/presets/models/qwen2.5-72b.json \
+	sim/presets/models/llama-3.1-8b.json
 
 dist_doc_DATA += doc/simulator.md doc/planning.md doc/validation.md
 
@@ -142,3 +143,12 @@ sim_tests_trace_check_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
 sim_tests_trace_check_LDADD = $(JANSSON_LIBS)
 TESTS += sim/tests/cli_trace.sh
 EXTRA_DIST += sim/tests/cli_trace.sh
+
+# Long-context techniques: golden memory terms and times, the command line.
+check_PROGRAMS += sim/tests/test_longctx
+TESTS += sim/tests/test_longctx sim/tests/cli_longctx.sh
+EXTRA_DIST += sim/tests/cli_longctx.sh
+sim_tests_test_longctx_SOURCES = sim/tests/test_longctx.c
+sim_tests_test_longctx_CPPFLAGS = $(USIM_CPPFLAGS)
+sim_tests_test_longctx_CFLAGS = $(USIM_TEST_CFLAGS)
+sim_tests_test_longctx_LDADD = $(USIM_TEST_LIBS)

@@ -9,6 +9,7 @@
  * Not here: how the operations are scheduled (opsched.c), which collectives
  * exist and how long they take (jobcoll.c), shapes and FLOPs (cost.c).
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -305,6 +306,62 @@ static int layer_bwd(usim_prog *b, int l, int param_dep)
     return c;
 }
 
+/* ------------------------------------------------------------ long context */
+
+/* The extra MLP forward TiledMLP runs in each layer's backward: K shards of
+ * ceil(tokens / K) rows through the MLP's GEMMs (0 without tiling). */
+static usim_time t_tiled_mlp(const usim_prog *b)
+{
+    double M = b->f->g_fc1.M;
+    int64_t K = usim_tiled_mlp_shards(b->j, (int64_t)M, b->x->h);
+    if (K <= 0)
+        return 0;
+    usim_gemm g1 = b->f->g_fc1, g2 = b->f->g_fc2;
+    g1.M = g2.M = ceil(M / (double)K);
+    return (usim_time)K * (t_gemm(b, g1) + t_gemm(b, g2));
+}
+
+/* Compute of one layer's forward and backward (with recompute) the host
+ * copies of that layer overlap (doc/simulator.md: the copies of a layer run
+ * while it computes; what is longer waits). */
+static double layer_compute_s(const usim_prog *b, int bwd)
+{
+    const usim_flops *f = b->f;
+    usim_time fwd = t_gemm(b, f->g_qkv) + t_attn(b, f->attn) + t_outmlp(b);
+    if (!bwd)
+        return usim_sec(fwd);
+    usim_time t = t_gemm_bwd(b, f->g_qkv) + t_attn_bwd(b, USIM_ATTN_BWD_FACTOR * f->attn) + t_outmlp_bwd(b) +
+                  t_tiled_mlp(b);
+    if (b->j->recompute == USIM_RC_FULL)
+        t += fwd;
+    return usim_sec(t);
+}
+
+/* Host-link waits of one layer: activation checkpoint (forward: to the host;
+ * backward: the next one back) and the parameter shard (ZeRO-3 offload),
+ * against the layer's compute.  Adds the wait op when it is positive. */
+static void host_wait(usim_prog *b, int l, int bwd)
+{
+    const usim_job *j = b->j;
+    double link = usim_host_link_Bps(b->p);
+    if (!(j->offload & (USIM_OFFLOAD_ACT | USIM_OFFLOAD_PARAMS)) || !(link > 0))
+        return;
+    double tok = j->method == ULY_METHOD_MEGATRON_SP ? (double)b->x->s / b->x->P : (double)b->x->tok;
+    double ckpt = j->offload & USIM_OFFLOAD_ACT ? (double)b->x->b * tok * (double)b->x->h * (double)b->x->e / link : 0;
+    double par = j->offload & USIM_OFFLOAD_PARAMS ? 2 * b->x->layer_params / b->x->Z / link : 0;
+    double t = layer_compute_s(b, bwd);
+    /* forward: checkpoints go out, parameters come in (opposite directions);
+     * backward: both come in */
+    double off = ckpt > t ? ckpt - t : 0;
+    double both = bwd ? ckpt + par : (ckpt > par ? ckpt : par);
+    double all = both > t ? both - t : 0;
+    b->lc_off_copy_s += ckpt;
+    b->lc_off_s += off;
+    b->lc_param_s += all - off;
+    if (all > 0)
+        comp(b, usim_ps(all), l, "offload: wait for the host link", -1, -1);
+}
+
 int usim_prog_init(usim_prog *b, const usim_platform *p, const usim_model *m, const usim_job *j,
                    const usim_shape *x, const usim_flops *f, const usim_jobcoll *jc)
 {
@@ -359,6 +416,7 @@ int usim_program_build(usim_prog *b, int micro_steps)
             b->g.pass = USIM_PASS_FWD;
             b->layer_last_c[l] = layer_fwd(b, l, pd, 0);
             b->g.pass = USIM_PASS_OTHER;
+            host_wait(b, l, 0);
         }
         comp(b, t_gemm(b, f->g_head) + t_mem(b, f->head_bytes / 2, 2), L, "LM head + loss", emb, -1);
         /* backward */
@@ -376,8 +434,14 @@ int usim_program_build(usim_prog *b, int micro_steps)
             if (j->recompute == USIM_RC_FULL)
                 layer_fwd(b, l, pd, 1);
             b->g.pass = USIM_PASS_BWD;
+            usim_time tm = t_tiled_mlp(b);
+            if (tm > 0) {
+                comp(b, tm, l, "tiled MLP: forward again", pd, -1);
+                b->lc_tiled_s += usim_sec(tm);
+            }
             int done = layer_bwd(b, l, pd);
             b->g.pass = USIM_PASS_OTHER;
+            host_wait(b, l, 1);
             b->bwd_last_c[l] = done;
             if (reduce) {
                 if (jc->have[USIM_C_Z_RS])
@@ -394,7 +458,25 @@ int usim_program_build(usim_prog *b, int micro_steps)
     }
     /* optimizer step: Adam on the local shard, HBM-bound (~36 bytes per parameter) */
     double local = j->zero >= 1 ? b->x->gpu_params / b->x->Z : b->x->gpu_params;
-    int opt = comp(b, t_mem(b, 36 * local, 1), -1, "optimizer step", b->last_grad, b->last_sp);
+    int opt;
+    if (j->offload & USIM_OFFLOAD_OPTIM) {
+        /* CPU Adam (DeepSpeed's) on the node's CPUs for the node's GPUs' shards:
+         * about 12 FLOPs and 30 bytes (fp32 parameter, gradient, m, v read,
+         * three written, the bf16 copy) per parameter; then the updated bf16
+         * shard back over the host link */
+        int gpn = j->gpus < b->p->gpus_per_node ? j->gpus : b->p->gpus_per_node;
+        double node = local * gpn;
+        double tf = 12 * node / (b->p->host_flops * b->p->host_cpu_eff);
+        double tm = 30 * node / (b->p->host_mem_Bps * b->p->host_cpu_eff);
+        double adam = tf > tm ? tf : tm;
+        double back = 2 * local / usim_host_link_Bps(b->p);
+        b->lc_adam_s += adam;
+        b->lc_param_s += back;
+        opt = comp(b, usim_ps(adam + back), -1, "optimizer step (CPU Adam, parameters back)", b->last_grad,
+                   b->last_sp);
+    } else {
+        opt = comp(b, t_mem(b, 36 * local, 1), -1, "optimizer step", b->last_grad, b->last_sp);
+    }
     if (jc->have[USIM_C_POST_AG])
         comm(b, USIM_ST_PARAM, USIM_KIND_PARAM, USIM_C_POST_AG, -1, "gather updated params", opt, -1);
     return b->g.err;

@@ -26,6 +26,8 @@ typedef struct usim_prog {
     int *bwd_last_c;
     int last_grad;
     int last_sp;
+    /* long-context costs of the ops built (seconds, summed over the iteration) */
+    double lc_tiled_s, lc_off_s, lc_off_copy_s, lc_param_s, lc_adam_s;
 } usim_prog;
 
 /* Prepare b for (p, m, j, x, f, jc): rates, per-layer arrays (no engine). */

@@ -185,6 +185,8 @@ int usim_simulate_ex(usim_sim *sim, const usim_model *m, const usim_job *jin, FI
     int rc = usim_job_resolve(m, &sim->p, &j);
     if (rc)
         return rc;
+    if ((rc = usim_job_check_longctx(&sim->p, m, &j)))
+        return rc;
     const usim_platform *p = &sim->p;
     usim_shape x;
     usim_shape_make(m, &j, &x);
@@ -287,7 +289,16 @@ int usim_simulate_ex(usim_sim *sim, const usim_model *m, const usim_job *jin, FI
                     (long long)m->micro_batch, micro, (long long)r->global_batch);
     warn_heads(r, m, &j);
     r->iter_s = usim_sec(end) + r->bubble_s;
-    r->compute_s = usim_sec(busy);
+    /* host-link waits and the CPU step are compute-stream ops but not GPU compute */
+    r->lc.tiled_mlp_s = b.lc_tiled_s;
+    r->lc.offload_exposed_s = b.lc_off_s;
+    r->lc.offload_copy_s = b.lc_off_copy_s;
+    r->lc.param_fetch_s = b.lc_param_s;
+    r->lc.cpu_adam_s = b.lc_adam_s;
+    r->lc.mlp_shards = usim_tiled_mlp_shards(&j, (int64_t)f.g_fc1.M, x.h);
+    r->compute_s = usim_sec(busy) - b.lc_off_s - b.lc_param_s - b.lc_adam_s;
+    if (r->compute_s < 0)
+        r->compute_s = 0;
     r->events = usim_engine_events(b.g.eng);
     r->collectives_simulated = sim->memo.simulated - before;
     for (int id = 0; id < USIM_C_N; id++)   /* the collectives this iteration uses */
@@ -306,7 +317,7 @@ int usim_simulate_ex(usim_sim *sim, const usim_model *m, const usim_job *jin, FI
     r->tflops = mf / (r->iter_s * j.gpus) / 1e12;
     r->mfu = usim_model_flops(m, r->global_batch) / j.gpus / (r->iter_s * p->peak_flops[m->dtype]);
     usim_memory_model(p, m, &j, &x, &r->mem);
-    r->fits = r->mem.total <= p->hbm_bytes;
+    r->fits = r->mem.bind == USIM_BIND_NONE;
     if (trace) {
         char title[200];
         snprintf(title, sizeof title, "%s, %s, %d GPUs, %lld tokens", uly_method_sim_name(j.method),

@@ -137,7 +137,24 @@ typedef struct usim_platform {
     /* forced NCCL algorithm per collective (AUTO: the tuner chooses) and protocol */
     usim_algo algo_allreduce, algo_allgather, algo_reduce_scatter;
     usim_proto proto;
+    /* The host ("host" object; all 0 when the file has none: no technique
+     * that uses the host can then run).  host_bytes: host memory per node;
+     * host_link_peak_Bps: host-device link per GPU per direction, before
+     * host_link_eff; host_cores, host_flops (fp32 FLOP/s of the node's CPUs,
+     * peak, before host_cpu_eff) and host_mem_Bps (the node's memory
+     * bandwidth): the CPU Adam step. */
+    double host_bytes;
+    double host_link_peak_Bps, host_link_eff;
+    int host_cores;
+    double host_flops, host_cpu_eff, host_mem_Bps;
 } usim_platform;
+
+/* The host-device rate the simulation uses: peak x efficiency, bytes/s per
+ * GPU per direction (0: no host described). */
+static inline double usim_host_link_Bps(const usim_platform *p)
+{
+    return p->host_link_peak_Bps * p->host_link_eff;
+}
 
 /* The link rates the simulation uses, bytes/s per direction: the peak rates
  * times their efficiencies (kept apart in the platform, multiplied here).
@@ -354,7 +371,27 @@ typedef struct usim_job {
     int zero;        /* 0..3 */
     usim_recompute recompute;
     usim_coll_type a2a;  /* USIM_A2A_DIRECT or USIM_A2A_PAIRWISE */
+    /* Long-context techniques (doc/simulator.md, "Long context: tiling,
+     * offload, head chunks"); each 0 = off, so a zeroed job runs without
+     * them and a search (plan) enumerates them by setting the field. */
+    int tiled_loss;      /* 1: logits and loss in tiles of ~hidden tokens (never tokens x vocab) */
+    int tiled_mlp;       /* 0: off; K >= 1 shards; USIM_TILED_MLP_AUTO: ceil(tokens / hidden) */
+    int offload;         /* USIM_OFFLOAD_* bits: activation checkpoints, optimizer, parameters */
+    int head_chunks;     /* 0 or 1: off; K >= 2: attention of H/K heads at a time (UPipe) */
 } usim_job;
+
+#define USIM_TILED_MLP_AUTO (-1)
+enum { USIM_OFFLOAD_ACT = 1, USIM_OFFLOAD_OPTIM = 2, USIM_OFFLOAD_PARAMS = 4 };
+/* Whether a job uses any long-context technique (the backward-peak memory model applies). */
+static inline int usim_job_longctx(const usim_job *j)
+{
+    return j->tiled_loss || j->tiled_mlp || j->offload || j->head_chunks > 1;
+}
+/* Shards of TiledMLP over `tokens` tokens of width `hidden` (0: no tiling). */
+int64_t usim_tiled_mlp_shards(const usim_job *j, int64_t tokens, int64_t hidden);
+/* Check the long-context fields against the method, ZeRO stage, recompute
+ * and the platform's host description; EINVAL with the reason. */
+int usim_job_check_longctx(const usim_platform *p, const usim_model *m, const usim_job *j);
 
 /* Whether gpus fit the platform (whole nodes, max_nodes). */
 int usim_platform_check_gpus(const usim_platform *p, int gpus);
@@ -371,9 +408,34 @@ void usim_job_placement(const usim_platform *p, const usim_job *j, char *out, si
 enum { USIM_KIND_SP = 0, USIM_KIND_PARAM, USIM_KIND_GRAD, USIM_NKIND };
 const char *usim_kind_name(int kind);
 
+/* The limit that binds a memory estimate. */
+enum { USIM_BIND_NONE = 0, USIM_BIND_HBM = 1, USIM_BIND_HOST = 2 };
+/* "none", "HBM", "host memory", "HBM + host memory" (bits of USIM_BIND_*). */
+const char *usim_bind_name(int bind);
+
 typedef struct usim_memory {
     double params, grads, optim, activations, logits, buffers, reserved, total;
+    /* long-context accounting (doc/simulator.md): the layer-boundary
+     * checkpoints resident in HBM, the working set of one layer's backward
+     * (recomputed forward tensors and their gradients), of the loss; with a
+     * long-context technique total counts the larger of the two working sets
+     * (they are never live together).  host_node: host memory per node
+     * (offloaded checkpoints, optimizer and parameters). */
+    double resident, layer_ws, loss_ws;
+    double host_node;
+    int bind;                     /* USIM_BIND_* bits: what the estimate exceeds */
 } usim_memory;
+
+/* Time each long-context technique costs in one iteration (seconds). */
+typedef struct usim_lc_cost {
+    double tiled_mlp_s;           /* the extra MLP forward of every layer's backward */
+    double offload_exposed_s;     /* activation copies not hidden behind compute */
+    double offload_copy_s;        /* all activation copies (both directions), hidden or not */
+    double cpu_adam_s;            /* the optimizer step on the host CPUs */
+    double param_fetch_s;         /* parameter shards over the host link not hidden (and the
+                                     updated parameters copied back) */
+    int64_t mlp_shards;           /* TiledMLP shards of GPU 0's tokens (0: not tiled) */
+} usim_lc_cost;
 
 #define USIM_MAX_WARN 4
 
@@ -387,13 +449,15 @@ typedef struct usim_result {
     double exposed_s[USIM_NKIND]; /* communication not hidden behind compute, by kind */
     double comm_s[USIM_NKIND];    /* total communication time, by kind */
     double bubble_s;              /* pipeline (1F1B) fill and drain: iter_s = compute_s +
-                                     exposed_s[*] + bubble_s */
+                                     exposed_s[*] + bubble_s (+ the host waits of lc:
+                                     offload_exposed_s, param_fetch_s, cpu_adam_s) */
     double sent_bytes[USIM_NCLASS];     /* per GPU per iteration (max over GPUs) */
     double sp_bytes_layer_fwd;    /* per GPU, sequence-parallel comm of one layer forward */
     double tflops;                /* Megatron formula, per GPU */
     double mfu;                   /* model FLOPs (no recompute) / (time * peak) */
     usim_memory mem;
     int fits;
+    usim_lc_cost lc;
     uint64_t events;              /* engine events of the workload graph */
     int collectives_simulated;    /* distinct collectives run on the network */
     int engine;                   /* USIM_ENGINE_* requested */
@@ -446,9 +510,13 @@ int usim_simulate_ex(usim_sim *s, const usim_model *m, const usim_job *j, FILE *
 int usim_memory_estimate(const usim_platform *p, const usim_model *m, const usim_job *j,
                          usim_memory *mem, int *fits);
 /* Longest sequence (a multiple of the method's granularity) that fits in
- * memory; 0 if none. */
+ * memory (HBM and, with offload, host memory); 0 if none. */
 int usim_max_seq(const usim_platform *p, const usim_model *m, const usim_job *j,
                  int64_t *seq);
+/* usim_max_seq and the limit (USIM_BIND_*) that stops one granule more
+ * (*bind may be NULL). */
+int usim_max_seq_ex(const usim_platform *p, const usim_model *m, const usim_job *j,
+                    int64_t *seq, int *bind);
 
 /* A closed-form estimate of one iteration's time (compute as simulated,
  * sequence-parallel traffic at its link class's bandwidth, pipeline bubble;

@@ -28,7 +28,13 @@ done
 # Every row: id|regime|quantity|paper value|tolerance %|fitted (yes/no)|source|command
 # The command's CSV output gives the value: column "busbw_GBps" for coll,
 # "iter_s" (x1000, ms) or "tflops_per_gpu" for runs (named in quantity),
-# "ttft_s" for `infer` rows (quantity "time to first token").
+# "ttft_s" for `infer` rows (quantity "time to first token"), "max_seq_tokens"
+# for rows whose quantity names the "longest sequence" (and the limit that
+# binds there, "max_seq_limit", goes to the table), "host_link_s_per_GB" for
+# "offload copy time" rows.
+# A tolerance T/B is a target of T % that the row misses: the table says so,
+# and the regression check holds it within B % (so a change that makes the
+# miss worse fails), until the model reaches the target.
 rows() {
 cat <<'EOF'
 N1|nccl-tests, DGX A100, 1 node|all-reduce busbw 8 GPUs, 4 GiB [GB/s]|232.54|10|yes: intra_node.efficiency|[nccl-tests#175]|coll --op all-reduce --gpus 8 --bytes 4G --platform dgx-a100-40g
@@ -47,6 +53,14 @@ U4|DeepSpeed-Ulysses 1.2B, 8K, short sequence|TFLOP/s per GPU, 64 GPUs|99|15|no|
 U5|DeepSpeed-Ulysses 1.2B, long sequence|TFLOP/s per GPU, 128K, 64 GPUs|95|15|no|[Ulysses] 1.2B figure|--model gpt-1.2b-64h --method ulysses --gpus 64 --sp 64 --seq 128K --global-batch 1
 U6|DeepSpeed-Ulysses 1.2B, long sequence|TFLOP/s per GPU, 1M, 64 GPUs|95|15|no|[Ulysses] 1.2B figure|--model gpt-1.2b-64h --method ulysses --gpus 64 --sp 64 --seq 1M --global-batch 1
 M1|Meta CP inference, Llama 3 405B, 1M-token prefill|time to first token, CP 16 x TP 8, 128 GPUs [s]|77|15|no|[MetaCP] abstract; FP8 linear layers assumed|infer --model llama-3.1-405b --platform dgx-h100 --gpus 128 --tp 8 --prefill-cp 16 --prefill-method ring --prompt 1M --generate 1 --weights fp8
+H1|DeepSpeed activation offload, 8x H200|offload copy time [s/GB]|0.108|5|yes: host.link_efficiency|[DS8255]|--model llama-3.1-8b --platform dgx-h200 --gpus 8 --method ulysses --seq 64K --offload activations
+A1|ALST, Llama-3.1-8B, 1 H100|longest sequence, ZeRO-3 + optimizer and parameter offload, tiled MLP and loss, checkpoint offload [tokens]|500000|20/40|no|[ALST] abstract; [ALSTrecipes] sp1|--model llama-3.1-8b --platform dgx-h100 --gpus 1 --method ulysses --zero 3 --recompute full --tiled-loss --tiled-mlp auto --offload activations,optimizer,params --max-seq
+A2|ALST, Llama-3.1-8B, 8 H100 (1 node)|longest sequence, Ulysses SP 8, ZeRO-3 + optimizer offload, tiled MLP and loss, checkpoint offload [tokens]|3700000|20/40|no|[ALST] abstract; [ALSTrecipes] sp8 (max_length 3.8M)|--model llama-3.1-8b --platform dgx-h100 --gpus 8 --sp 8 --method ulysses --zero 3 --recompute full --tiled-loss --tiled-mlp auto --offload activations,optimizer --max-seq
+A3|ALST, Llama-3.1-8B, 32 H100 (4 nodes)|longest sequence (published: a lower bound, "over 15M"), Ulysses SP 32, as A2 [tokens]|15000000|20/35|no|[ALST] abstract; [ALSTrecipes] sp32 (max_length 15.5M)|--model llama-3.1-8b --platform dgx-h100 --gpus 32 --sp 32 --method ulysses --zero 3 --recompute full --tiled-loss --tiled-mlp auto --offload activations,optimizer --max-seq
+B1|ALST ablation, 8 H100|longest sequence, no Ulysses (data parallel 8), ZeRO-3 + optimizer offload, tiled loss only [tokens]|160000|20|no|[ALSTrecipes] no-ulysses-yes-liger|--model llama-3.1-8b --platform dgx-h100 --gpus 8 --sp 1 --dp 8 --global-batch 8 --method ulysses --zero 3 --recompute full --tiled-loss --offload optimizer --max-seq
+B2|ALST ablation, 8 H100|longest sequence, + Ulysses SP 8 [tokens]|1100000|20/40|no|[ALSTrecipes] no-mlp-no-act-offload|--model llama-3.1-8b --platform dgx-h100 --gpus 8 --sp 8 --method ulysses --zero 3 --recompute full --tiled-loss --offload optimizer --max-seq
+B3|ALST ablation, 8 H100|longest sequence, + Ulysses SP 8 + tiled MLP [tokens]|1200000|20/50|no|[ALSTrecipes] yes-mlp (SDPA attention)|--model llama-3.1-8b --platform dgx-h100 --gpus 8 --sp 8 --method ulysses --zero 3 --recompute full --tiled-loss --tiled-mlp auto --offload optimizer --max-seq
+B4|ALST ablation, 8 H100|longest sequence, + Ulysses SP 8 + checkpoint offload (no tiled MLP) [tokens]|2400000|20/40|no|[ALSTrecipes] yes-act-offload|--model llama-3.1-8b --platform dgx-h100 --gpus 8 --sp 8 --method ulysses --zero 3 --recompute full --tiled-loss --offload activations,optimizer --max-seq
 EOF
 }
 
@@ -55,7 +69,9 @@ value() {
     awk -F, -v q="$2" '
         NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
         NR == 2 {
-            if (q ~ /busbw/) print $col["busbw_GBps"]
+            if (q ~ /longest sequence/) print $col["max_seq_tokens"]
+            else if (q ~ /offload copy time/) print $col["host_link_s_per_GB"]
+            else if (q ~ /busbw/) print $col["busbw_GBps"]
             else if (q ~ /time to first token/) printf "%.2f\n", $col["ttft_s"]
             else if (q ~ /\[ms\]/) printf "%.2f\n", $col["iter_s"] * 1000
             else print $col["tflops_per_gpu"]
@@ -73,26 +89,39 @@ rows | while IFS='|' read -r id regime quantity paper tol fitted source cmd; do
     fi
     pred=$(value "$tmp" "$quantity")
     err=$(awk -v p="$pred" -v r="$paper" 'BEGIN { printf "%+.1f", (p - r) / r * 100 }')
-    echo "$id|$regime|$quantity|$paper|$pred|$err|$tol|$fitted|$source|$cmd"
+    lim=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+                   NR == 2 { if ("max_seq_limit" in col && $col["max_seq_limit"] != "") print $col["max_seq_limit"]; else print "-" }' "$tmp")
+    echo "$id|$regime|$quantity|$paper|$pred|$err|$tol|$fitted|$source|$cmd|$lim"
 done > "$tmp.rows"
 
 table() {
-    echo "| id | regime | quantity | published | simulated | error | tolerance | fitted | source |"
-    echo "|---|---|---|---|---|---|---|---|---|"
-    while IFS='|' read -r id regime quantity paper pred err tol fitted source cmd; do
-        echo "| $id | $regime | $quantity | $paper | $pred | $err % | ±$tol % | $fitted | $source |"
+    echo "| id | regime | quantity | published | simulated | error | tolerance | fitted | binding limit | source |"
+    echo "|---|---|---|---|---|---|---|---|---|---|"
+    while IFS='|' read -r id regime quantity paper pred err tol fitted source cmd lim; do
+        target=${tol%%/*}
+        shown="±$target %"
+        miss=$(awk -v e="$err" -v t="$target" 'BEGIN { e = e < 0 ? -e : e; print (e > t) ? 1 : 0 }')
+        [ "$miss" = 1 ] && shown="±$target % target: MISSED (held within ±${tol#*/} %)"
+        echo "| $id | $regime | $quantity | $paper | $pred | $err % | $shown | $fitted | $lim | $source |"
+    done < "$tmp.rows"
+    echo
+    echo "The commands of the rows (\`ulysses-sim\` followed by):"
+    echo
+    while IFS='|' read -r id regime quantity paper pred err tol fitted source cmd lim; do
+        echo "- $id: \`$cmd\`"
     done < "$tmp.rows"
 }
 
 case $mode in
 check)
-    while IFS='|' read -r id regime quantity paper pred err tol fitted source cmd; do
-        ok=$(awk -v e="$err" -v t="$tol" 'BEGIN { e = e < 0 ? -e : e; print (e <= t) ? 1 : 0 }')
+    while IFS='|' read -r id regime quantity paper pred err tol fitted source cmd lim; do
+        bound=${tol#*/}
+        ok=$(awk -v e="$err" -v t="$bound" 'BEGIN { e = e < 0 ? -e : e; print (e <= t) ? 1 : 0 }')
         if [ "$pred" = ERROR ] || [ "$ok" != 1 ]; then
-            echo "FAIL $id ($quantity): published $paper, simulated $pred, error $err % > ±$tol %: ulysses-sim $cmd"
+            echo "FAIL $id ($quantity): published $paper, simulated $pred, error $err % > ±$bound %: ulysses-sim $cmd"
             fail=1
         else
-            echo "ok   $id: $err % (±$tol %)"
+            echo "ok   $id: $err % (±$bound %)"
         fi
     done < "$tmp.rows"
     exit $fail

@@ -72,6 +72,9 @@ csvfile \$MPI2 \$U train --layers 1 --channels 16 --heads 2 --seq 16 --steps 2 -
 text    \$S --gpus 16 --seq 32K
 csv     \$S --gpus 16 --seq 32K --format csv
 json    \$S --gpus 16 --seq 32K --format json --max-seq
+text    \$S --model llama-3.1-8b --platform dgx-h100 --gpus 8 --method ulysses --seq 1M --tiled-loss --tiled-mlp --offload activations,optimizer --head-chunks 2 --max-seq
+csv     \$S --model llama-3.1-8b --platform dgx-h100 --gpus 8 --method ulysses --seq 1M --tiled-loss --tiled-mlp --offload activations,optimizer --max-seq --format csv
+json    \$S --model llama-3.1-8b --platform dgx-h100 --gpus 8 --method ulysses --seq 1M --tiled-loss --tiled-mlp --offload activations,optimizer --max-seq --format json
 text    \$S --gpus 16 --seq 32K --pp 2 --method ulysses,ring
 csv     \$S sweep --gpus 8,16 --seq 32K --method ulysses,ring
 text    \$S plan --platform dgx-a100-40g --model gpt-7b --gpus 16 --seq 32K --top 3

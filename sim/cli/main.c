@@ -74,6 +74,15 @@ static const char usage[] =
     "                          GPUs and ranges like 0,3 or 0-7 (default 0; at most 64;\n"
     "                          every GPU shows the simulated representative schedule)\n"
     "  --max-seq               also find the longest sequence that fits in memory\n"
+    "                          (HBM and, with --offload, host memory) and what binds\n"
+    "  --tiled-loss            logits and loss in tiles of about hidden tokens (never the\n"
+    "                          tokens x vocab logits)\n"
+    "  --tiled-mlp [K|auto]    TiledMLP: the MLP in K shards of the tokens (auto, the\n"
+    "                          default: ceil(tokens / hidden)); one extra MLP forward\n"
+    "  --offload LIST          activations, optimizer, params (comma-separated) or none:\n"
+    "                          layer checkpoints to host memory over the host link;\n"
+    "                          ZeRO-Offload optimizer (CPU Adam) and ZeRO-3 parameters\n"
+    "  --head-chunks K         ulysses, usp: attention K head groups at a time (UPipe)\n"
     "  --engine E              auto | classes | full (default auto): collectives by one\n"
     "                          group per class of alike groups (same numbers), or every\n"
     "                          flow of every GPU; classes refuses what it cannot reduce\n"
@@ -95,7 +104,10 @@ static const char usage[] =
     "                link_bw_GBps_per_dir (full_mesh: one peer link), nvlink_domain_gpus,\n"
     "                efficiency, latency_us, nvls, nvls_efficiency},\n"
     "    inter_node {fabric, nic_bw_Gbps, nics_per_node, efficiency, latency_us,\n"
-    "                spine_oversubscription}\n"
+    "                spine_oversubscription},\n"
+    "    host {cpu, link, memory_GiB (per node), link_bw_GBps_per_dir (per GPU),\n"
+    "          link_efficiency, cores, cpu_peak_tflops_fp32, cpu_efficiency, mem_bw_GBps}\n"
+    "          (optional: what --offload needs)\n"
     "  model: name, description, sources, layers, hidden, heads, kv_heads, ffn_hidden, vocab,\n"
     "    mlp, tied_embeddings, causal, seq_tokens, micro_batch, global_batch, dtype\n"
     "\n"
@@ -379,7 +391,7 @@ static int run(int argc, char **argv)
             return rc == USIM_EINVAL ? EXIT_BADINPUT : 1;
         }
         if (o.max_seq) {
-            if (usim_max_seq(&p, &m, &j, &w->max_seq)) {
+            if (usim_max_seq_ex(&p, &m, &j, &w->max_seq, &w->max_bind)) {
                 fprintf(stderr, "ulysses-sim: %s\n", usim_last_error());
                 usim_sim_free(sim);
                 return 1;

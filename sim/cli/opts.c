@@ -274,6 +274,31 @@ int opts_parse(opts *o, int argc, char **argv, int first, int mode, int *help)
             o->max_seq = 1;
             continue;
         }
+        if (mode == OPTS_PLAN && (strcmp(name, "--tiled-loss") == 0 || strcmp(name, "--tiled-mlp") == 0 ||
+                                  strcmp(name, "--offload") == 0 || strcmp(name, "--head-chunks") == 0))
+            return fail("%s is for single runs and sweeps; 'ulysses-sim plan' does not search the "
+                        "long-context techniques yet", name);
+        if (strcmp(name, "--tiled-loss") == 0 && !val) {
+            o->tiled_loss = 1;
+            continue;
+        }
+        if (strcmp(name, "--tiled-mlp") == 0 && !val) {
+            /* an optional value: K or auto as the next word, else auto */
+            const char *nx = i + 1 < argc ? argv[i + 1] : NULL;
+            if (nx && (strcmp(nx, "auto") == 0 || (nx[0] >= '0' && nx[0] <= '9')))
+                val = argv[++i];
+            else {
+                o->tiled_mlp = USIM_TILED_MLP_AUTO;
+                continue;
+            }
+        }
+        if (strcmp(name, "--tiled-mlp") == 0) {
+            if (strcmp(val, "auto") == 0)
+                o->tiled_mlp = USIM_TILED_MLP_AUTO;
+            else if (parse_int_opt(name, val, 1, 1 << 24, &o->tiled_mlp))
+                return fail("--tiled-mlp: expected auto or a shard count K in [1, %d], got '%s'", 1 << 24, val);
+            continue;
+        }
         if ((strcmp(name, "--no-progress") == 0 || strcmp(name, "--quiet") == 0) && (sweep || mode == OPTS_PLAN) &&
             !val) {
             o->no_progress = 1;
@@ -283,7 +308,7 @@ int opts_parse(opts *o, int argc, char **argv, int first, int mode, int *help)
             "--platform", "--model", "--gpus", "--seq", "--method", "--sp", "--cp", "--tp", "--pp", "--dp",
             "--ulysses", "--zero", "--recompute", "--a2a", "--micro-batch", "--global-batch",
             "--layers", "--format", "--engine", "--trace", "--out", "--plot", "--plot-metric", "--seq-per-gpu",
-            "--top", "--mem-headroom", "--trace-ranks", NULL};
+            "--top", "--mem-headroom", "--trace-ranks", "--offload", "--head-chunks", NULL};
         int known = 0;
         for (int k = 0; valued[k]; k++)
             if (strcmp(name, valued[k]) == 0)
@@ -336,6 +361,32 @@ int opts_parse(opts *o, int argc, char **argv, int first, int mode, int *help)
                 return EXIT_BADINPUT;
             if (strcmp(name, "--zero") == 0)
                 o->zero_set = 1;
+        }
+        else if (strcmp(name, "--offload") == 0) {
+            /* a list of activations, optimizer, params (or none) */
+            char buf[128];
+            if (strlen(val) >= sizeof buf)
+                return fail("--offload: list too long");
+            strcpy(buf, val);
+            o->offload = 0;
+            for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+                int bit = strcmp(tok, "activations") == 0 ? USIM_OFFLOAD_ACT
+                        : strcmp(tok, "optimizer") == 0 ? USIM_OFFLOAD_OPTIM
+                        : strcmp(tok, "params") == 0 ? USIM_OFFLOAD_PARAMS
+                        : strcmp(tok, "none") == 0 ? 0 : -1;
+                if (bit < 0) {
+                    char safe[160];
+                    uly_sanitize(safe, sizeof safe, tok);
+                    return fail("--offload: unknown item '%s' (expected activations, optimizer, params or none)",
+                                safe);
+                }
+                if (bit && (o->offload & bit))
+                    return fail("--offload: '%s' listed twice", tok);
+                o->offload |= bit;
+            }
+        } else if (strcmp(name, "--head-chunks") == 0) {
+            if (parse_int_opt(name, val, 1, 1 << 20, &o->head_chunks))
+                return EXIT_BADINPUT;
         }
         else if (strcmp(name, "--recompute") == 0) {
             if (strcmp(val, "none") == 0) o->recompute = USIM_RC_NONE;
@@ -454,5 +505,9 @@ usim_job make_job(const opts *o, uly_method m, int gpus)
     j.zero = o->zero;
     j.recompute = o->recompute;
     j.a2a = o->a2a;
+    j.tiled_loss = o->tiled_loss;
+    j.tiled_mlp = o->tiled_mlp;
+    j.offload = o->offload;
+    j.head_chunks = o->head_chunks;
     return j;
 }

@@ -50,6 +50,8 @@ typedef struct opts {
     int top;
     double mem_headroom;           /* fraction of HBM a plan must leave free (--mem-headroom) */
     int zero_set, recompute_set;   /* given on the command line (plan searches them otherwise) */
+    /* long-context techniques (usim_job fields of the same names; 0: off) */
+    int tiled_loss, tiled_mlp, offload, head_chunks;
 } opts;
 
 /* Modes of opts_parse: which subcommand's options are accepted. */

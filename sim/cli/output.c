@@ -84,18 +84,43 @@ void out_table(FILE *f, const usim_platform *p, const usim_model *m, const row *
     ROW("throughput, Megatron formula [TFLOP/s/GPU]", snprintf(buf, sizeof buf, "%.1f", r->tflops));
     ROW("MFU (model FLOPs / peak) [%]", snprintf(buf, sizeof buf, "%.1f", 100 * r->mfu));
     ROW("memory per GPU [GiB]", snprintf(buf, sizeof buf, "%.1f", r->mem.total / GIB));
-    ROW("  activations + logits [GiB]", snprintf(buf, sizeof buf, "%.1f", (r->mem.activations + r->mem.logits) / GIB));
+    /* with a long-context technique the layer and loss working sets are not live together */
+    ROW("  activations + logits [GiB]", snprintf(buf, sizeof buf, "%.1f",
+                                                (usim_job_longctx(&r->job) ? r->mem.total - r->mem.params - r->mem.grads -
+                                                 r->mem.optim - r->mem.buffers - r->mem.reserved
+                                                 : r->mem.activations + r->mem.logits) / GIB));
     ROW("  params + grads + optimizer [GiB]", snprintf(buf, sizeof buf, "%.1f", (r->mem.params + r->mem.grads + r->mem.optim) / GIB));
-    ROW("simulation engine", usim_engine_desc(r, buf, sizeof buf));
-    snprintf(buf, sizeof buf, "fits in %.0f GiB [yes/no]", p->hbm_bytes / GIB);
-    char label[64];
-    snprintf(label, sizeof label, "%s", buf);
-    ROW(label, snprintf(buf, sizeof buf, "%s", r->fits ? "yes" : "NO (OOM)"));
+    int any_lc = 0, any_host = 0;
+    for (int i = 0; i < n; i++) {
+        any_lc |= rows[i].ok && usim_job_longctx(&rows[i].r.job);
+        any_host |= rows[i].ok && rows[i].r.mem.host_node > 0;
+    }
+    if (any_lc) {
+        ROW("  layer backward working set [GiB]", snprintf(buf, sizeof buf, "%.1f", r->mem.layer_ws / GIB));
+        ROW("  loss working set [GiB]", snprintf(buf, sizeof buf, "%.1f", r->mem.loss_ws / GIB));
+        ROW("  checkpoints resident in HBM [GiB]", snprintf(buf, sizeof buf, "%.1f", r->mem.resident / GIB));
+    }
+    if (any_host)
+        ROW("host memory per node [GiB]", snprintf(buf, sizeof buf, "%.1f", r->mem.host_node / GIB));
+    if (any_lc) {
+        ROW("tiled MLP: extra forward [s]", snprintf(buf, sizeof buf, "%.3f", r->lc.tiled_mlp_s));
+        ROW("offload: copies not hidden [s]", snprintf(buf, sizeof buf, "%.3f", r->lc.offload_exposed_s));
+        ROW("offload: CPU Adam step [s]", snprintf(buf, sizeof buf, "%.3f", r->lc.cpu_adam_s));
+        ROW("offload: parameter fetches [s]", snprintf(buf, sizeof buf, "%.3f", r->lc.param_fetch_s));
+    }
     int any_max = 0;
     for (int i = 0; i < n; i++)
         any_max |= rows[i].has_max;
     if (any_max)
         ROW("longest sequence that fits [tokens]", snprintf(buf, sizeof buf, "%lld", (long long)rows[i].max_seq));
+    ROW("simulation engine", usim_engine_desc(r, buf, sizeof buf));
+    snprintf(buf, sizeof buf, "fits in %.0f GiB [yes/no]", p->hbm_bytes / GIB);
+    char label[64];
+    snprintf(label, sizeof label, "%s", buf);
+    ROW(label, snprintf(buf, sizeof buf, "%s", r->fits ? "yes" : "NO (OOM)"));
+    ROW("binding memory limit", snprintf(buf, sizeof buf, "%s", usim_bind_name(r->mem.bind)));
+    if (any_max)
+        ROW("limit at the longest sequence", snprintf(buf, sizeof buf, "%s", usim_bind_name(rows[i].max_bind)));
 #undef ROW
     int zig = 0;
     for (int i = 0; i < n; i++)
@@ -126,7 +151,10 @@ void out_csv_header(FILE *f)
     fputs("method,platform,model,gpus,sp,tp,dp,ulysses_degree,ring_degree,zero,recompute,"
           "seq_tokens,global_batch_seqs,micro_steps,iter_s,compute_s,exposed_sp_s,exposed_param_s,"
           "exposed_grad_s,sp_bytes_layer_fwd_B,nvlink_sent_GB,nic_sent_GB,tflops_per_gpu,mfu_pct,"
-          "mem_GiB,fits,max_seq_tokens,error,warnings,pp,bubble_s,placement,engine\n", f);
+          "mem_GiB,fits,max_seq_tokens,error,warnings,pp,bubble_s,placement,engine,"
+          "mem_limit,host_GiB_per_node,tiled_loss,tiled_mlp_shards,offload,head_chunks,"
+          "tiled_mlp_s,offload_exposed_s,offload_copy_s,cpu_adam_s,param_fetch_s,max_seq_limit,"
+          "host_link_s_per_GB\n", f);
 }
 
 /* A quoted CSV field: "" for a quote. */
@@ -158,7 +186,7 @@ void out_csv_row(FILE *f, const usim_platform *p, const usim_model *m, int gpus,
     if (!w->ok) {
         fprintf(f, ",,,,,,,%lld,,,,,,,,,,,,,,,,", (long long)m->seq);
         csv_str(f, w->err);
-        fputs(",,,,,\n", f);
+        fputs(",,,,,,,,,,,,,,,,,,\n", f);
         return;
     }
     fprintf(f, "%d,%d,%d,%d,%d,%d,%s,%lld,%lld,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%.0f,%.4f,%.4f,%.2f,%.2f,%.3f,%d,",
@@ -187,7 +215,25 @@ void out_csv_row(FILE *f, const usim_platform *p, const usim_model *m, int gpus,
     usim_engine_desc(r, eng, sizeof eng);
     fputc(',', f);
     csv_name(f, eng);
+    char off[64];
+    out_offload(r->job.offload, off, sizeof off);
+    fprintf(f, ",%s,%.3f,%d,%lld,%s,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%s,", usim_bind_name(r->mem.bind),
+            r->mem.host_node / GIB, r->job.tiled_loss, (long long)r->lc.mlp_shards, off,
+            r->job.head_chunks > 1 ? r->job.head_chunks : 1, r->lc.tiled_mlp_s, r->lc.offload_exposed_s,
+            r->lc.offload_copy_s, r->lc.cpu_adam_s, r->lc.param_fetch_s,
+            w->has_max ? usim_bind_name(w->max_bind) : "");
+    if (usim_host_link_Bps(p) > 0)
+        fprintf(f, "%.4f", 1e9 / usim_host_link_Bps(p));
     fputc('\n', f);
+}
+
+void out_offload(int bits, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s%s%s%s", bits & USIM_OFFLOAD_ACT ? "activations" : "",
+             (bits & USIM_OFFLOAD_ACT) && (bits & ~USIM_OFFLOAD_ACT) ? "+" : "",
+             bits & USIM_OFFLOAD_OPTIM ? (bits & USIM_OFFLOAD_PARAMS ? "optimizer+params" : "optimizer")
+                                       : bits & USIM_OFFLOAD_PARAMS ? "params" : "",
+             bits ? "" : "none");
 }
 
 /* Through jansson (src/base/base_json.h): strings escaped by the library, a
@@ -254,8 +300,26 @@ int out_json(FILE *f, const usim_platform *p, const usim_model *m, int gpus, con
         bad |= uly_json_set_fixed(o, "mem_logits_GiB", r->mem.logits / GIB, 3);
         bad |= uly_json_set_fixed(o, "mem_buffers_GiB", r->mem.buffers / GIB, 3);
         bad |= uly_json_set_bool(o, "fits", r->fits);
-        if (w->has_max)
+        bad |= uly_json_set_str(o, "mem_limit", usim_bind_name(r->mem.bind));
+        bad |= uly_json_set_fixed(o, "mem_resident_GiB", r->mem.resident / GIB, 3);
+        bad |= uly_json_set_fixed(o, "mem_layer_ws_GiB", r->mem.layer_ws / GIB, 3);
+        bad |= uly_json_set_fixed(o, "mem_loss_ws_GiB", r->mem.loss_ws / GIB, 3);
+        bad |= uly_json_set_fixed(o, "host_GiB_per_node", r->mem.host_node / GIB, 3);
+        bad |= uly_json_set_bool(o, "tiled_loss", r->job.tiled_loss);
+        bad |= uly_json_set_int(o, "tiled_mlp_shards", r->lc.mlp_shards);
+        char off[64];
+        out_offload(r->job.offload, off, sizeof off);
+        bad |= uly_json_set_str(o, "offload", off);
+        bad |= uly_json_set_int(o, "head_chunks", r->job.head_chunks > 1 ? r->job.head_chunks : 1);
+        bad |= uly_json_set_fixed(o, "tiled_mlp_s", r->lc.tiled_mlp_s, 6);
+        bad |= uly_json_set_fixed(o, "offload_exposed_s", r->lc.offload_exposed_s, 6);
+        bad |= uly_json_set_fixed(o, "offload_copy_s", r->lc.offload_copy_s, 6);
+        bad |= uly_json_set_fixed(o, "cpu_adam_s", r->lc.cpu_adam_s, 6);
+        bad |= uly_json_set_fixed(o, "param_fetch_s", r->lc.param_fetch_s, 6);
+        if (w->has_max) {
             bad |= uly_json_set_int(o, "max_seq_tokens", w->max_seq);
+            bad |= uly_json_set_str(o, "max_seq_limit", usim_bind_name(w->max_bind));
+        }
         bad |= uly_json_set_int(o, "requested_global_batch_seqs", r->requested_batch);
         json_t *warn = uly_json_add_array(o, "warnings");
         bad |= !warn;

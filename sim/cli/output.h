@@ -16,10 +16,14 @@ typedef struct row {
     usim_result r;
     int has_max;
     int64_t max_seq;
+    int max_bind;      /* USIM_BIND_*: what one granule more than max_seq exceeds */
 } row;
 
 void out_table(FILE *f, const usim_platform *p, const usim_model *m, const row *rows, int n);
 void out_csv_header(FILE *f);
+/* The offload bits as the CSV and JSON print them: "none", "activations",
+ * "optimizer+params", "activations+optimizer", ... */
+void out_offload(int bits, char *buf, size_t n);
 void out_csv_row(FILE *f, const usim_platform *p, const usim_model *m, int gpus, const row *r);
 /* s (a name or key read from a file) made safe to print: uly_sanitize of
  * src/base into buf (of OUT_SAFE bytes); returns buf. */

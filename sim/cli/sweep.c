@@ -699,7 +699,7 @@ int cmd_sweep(int argc, char **argv)
                             int rc = usim_simulate(sim, &m, &j, NULL, &w.r);
                             if (rc == USIM_OK) {
                                 w.ok = 1;
-                                if (o.max_seq && usim_max_seq(&p, &m, &j, &w.max_seq) == USIM_OK)
+                                if (o.max_seq && usim_max_seq_ex(&p, &m, &j, &w.max_seq, &w.max_bind) == USIM_OK)
                                     w.has_max = 1;
                             } else {
                                 if (rc != USIM_EINVAL) {
