@@ -575,6 +575,14 @@ static int train_bufs(uly_train *T, uly_bufs *t, slot *sl)
     const uint64_t win = uly_bufs_sum(&one, ULY_BUF_WINDOW);
     if (win)
         uly_bufs_add(t, "attention windows (shared memory)", mul_sat(win, (uint64_t)T->c.layers), ULY_BUF_WINDOW);
+    /* the blocked kernel's workspace, allocated and freed by every local
+     * attention call (the larger of forward and backward; it depends on the
+     * block sizes, the head dim and the threads, not on the heads) */
+    uly_kernel_opts ko = dop.kernel;
+    size_t ws = 0;
+    if (T->Tn > 0 && (rc = uly_attn_workspace(&a, &ko, &ws)))
+        return rc;
+    uly_bufs_add(t, "attention kernel workspace (during a call)", (uint64_t)ws, ULY_BUF_TRANSIENT);
     no_slots(t, sl, n0);
     return t->n < ULY_BUFS_MAX ? ULY_OK
                                : uly_set_error(ULY_EINVAL, "training buffer table: more than %d entries", ULY_BUFS_MAX - 1);
