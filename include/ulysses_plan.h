@@ -50,6 +50,15 @@ const char *uly_last_error(void);
 void *uly_malloc(size_t n);
 void *uly_calloc(size_t n, size_t size);
 void uly_free(void *p);
+/* Heap bytes live through these hooks (everything the library and the
+ * `ulysses` driver allocate) and the most there were at once since the
+ * start of the process or the last uly_heap_reset_peak.  A block counts as
+ * the allocator sizes it (glibc's malloc_usable_size): the bytes asked for
+ * plus less than 24 bytes, or less than a 4 KiB page for a block glibc maps
+ * (128 KiB and more by default).  Thread-safe.  Returns ULY_OK, or
+ * ULY_EUNAVAIL (both 0) where the C library cannot tell a block's size. */
+int uly_heap_usage(uint64_t *live, uint64_t *peak);
+void uly_heap_reset_peak(void);
 
 /* ------------------------------------------------------------ description */
 

@@ -92,17 +92,6 @@ int uly_train_memory(const uly_gpt_config *c, const uly_train_opts *o, int rank,
  * MLP is not tiled. */
 int64_t uly_train_mlp_shards(const uly_train *T);
 
-/* Heap bytes live through the allocation hooks (uly_malloc, uly_calloc,
- * uly_free: everything the library and the `ulysses` driver allocate) and
- * the most there were at once since the start of the process or the last
- * uly_heap_reset_peak.  A block counts as the allocator sizes it (glibc's
- * malloc_usable_size): the bytes asked for plus less than 24 bytes, or less
- * than a 4 KiB page for a block glibc maps (128 KiB and more by default).
- * Thread-safe.  Returns ULY_OK, or ULY_EUNAVAIL (both 0) where the C
- * library cannot tell a block's size (not glibc).  Local, no MPI. */
-int uly_heap_usage(uint64_t *live, uint64_t *peak);
-void uly_heap_reset_peak(void);
-
 /* Rows [*row_begin, +*rows) and tokens [*tok_begin, +*toks) of this rank. */
 void uly_train_shard(const uly_train *T, int64_t *row_begin, int64_t *rows, int64_t *tok_begin,
                      int64_t *toks);

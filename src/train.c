@@ -228,12 +228,6 @@ static void mlp_shard(const uly_train *T, int64_t j, int64_t *s0, int64_t *s1, i
 
 int64_t uly_train_mlp_shards(const uly_train *T) { return T ? T->mlp_shards : 0; }
 
-int uly_heap_usage(uint64_t *live, uint64_t *peak)
-{
-    return uly_base_heap_usage(live, peak) ? ULY_OK : ULY_EUNAVAIL;
-}
-
-void uly_heap_reset_peak(void) { uly_base_heap_reset_peak(); }
 
 /* The segments, into T->seg (count_segments' number of them). */
 static void fill_segments(uly_train *T)

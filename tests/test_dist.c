@@ -24,7 +24,6 @@
 
 #include "testutil.h"
 #include "ulysses_dist.h"
-#include "ulysses_train.h" /* uly_heap_usage */
 
 static int P, rank;
 
