@@ -571,10 +571,12 @@ static int train_bufs(uly_train *T, uly_bufs *t, slot *sl)
         uly_bufs_add(t, "attention windows (shared memory)", mul_sat(win, (uint64_t)T->c.layers), ULY_BUF_WINDOW);
     /* the blocked kernel's workspace, allocated and freed by every local
      * attention call (the larger of forward and backward; it depends on the
-     * block sizes, the head dim and the threads, not on the heads) */
+     * block sizes, the head dim and the threads, not on the heads).  With
+     * more SP ranks than heads, ranks sp >= heads own no head (the head
+     * shards are uly_split(H, min(SP, H), .)) and call no kernel. */
     uly_kernel_opts ko = dop.kernel;
     size_t ws = 0;
-    if (T->Tn > 0 && (rc = uly_attn_workspace(&a, &ko, &ws)))
+    if (T->Tn > 0 && T->spr < T->c.heads && (rc = uly_attn_workspace(&a, &ko, &ws)))
         return rc;
     uly_bufs_add(t, "attention kernel workspace (during a call)", (uint64_t)ws, ULY_BUF_TRANSIENT);
     no_slots(t, sl, n0);
