@@ -17,6 +17,12 @@
  * slices are all-gathered.  The loss is a sum of the per-token losses in
  * (row, token) order.  Fast mode: one segment per rank and MPI_Allreduce.
  *
+ * Memory-lean training (exact mode): the tiled loss runs the LM head, the
+ * cross-entropy and the LM head's backward one segment at a time (a tile
+ * of one segment's logits); the tiled MLP runs each layer's MLP in shards
+ * of whole segments and recomputes a shard's hidden in the backward.  Each
+ * segment's GEMMs and sums stay what they were, so the bits do too.
+ *
  * What this file is not: data, files and printing (src/cli/cmd_train.c).
  */
 #include <math.h>
@@ -227,7 +233,6 @@ static void mlp_shard(const uly_train *T, int64_t j, int64_t *s0, int64_t *s1, i
 }
 
 int64_t uly_train_mlp_shards(const uly_train *T) { return T ? T->mlp_shards : 0; }
-
 
 /* The segments, into T->seg (count_segments' number of them). */
 static void fill_segments(uly_train *T)
