@@ -310,9 +310,35 @@ int main(int argc, char **argv)
         MPI_Comm_size(MPI_COMM_WORLD, &size);
         check_memory(&c, &o, rank, size);
     }
+    {   /* tilings the library refuses by name: with the fast mode, K > seq, a flag not 0/1 */
+        int size;
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+        uly_train_opts b = o;
+        uint64_t m;
+        b.fast = 1;
+        b.tiled_loss = 1;
+        if (uly_train_memory(&c, &b, rank, size, &m) != ULY_EINVAL || !strstr(uly_last_error(), "exact mode only"))
+            return fail("tiled loss with the fast mode was accepted");
+        b = o;
+        b.tiled_mlp = (int)c.seq + 1;
+        if (uly_train_memory(&c, &b, rank, size, &m) != ULY_EINVAL || !strstr(uly_last_error(), "shards for rows"))
+            return fail("more MLP shards than tokens were accepted");
+        b = o;
+        b.tiled_loss = 2;
+        if (uly_train_memory(&c, &b, rank, size, &m) != ULY_EINVAL)
+            return fail("tiled_loss 2 was accepted");
+    }
     uly_train *T;
     if (uly_train_create(MPI_COMM_WORLD, &c, &o, &T))
         return fail("create");
+    {   /* what a tiling does not keep is refused, the rest is there */
+        const float *p;
+        int64_t w;
+        if ((uly_train_activation(T, "logits", 0, &p, &w) == ULY_OK) == (o.tiled_loss != 0) ||
+            (uly_train_activation(T, "fch", 0, &p, &w) == ULY_OK) == (uly_train_mlp_shards(T) > 0) ||
+            uly_train_activation(T, "ln2", 0, &p, &w) != ULY_OK)
+            return fail("activations of a tiled run");
+    }
     int64_t rb, rows, tb, toks;
     uly_train_shard(T, &rb, &rows, &tb, &toks);
     {   /* the memory estimate covers at least the 4 parameter-sized vectors and the activations'
