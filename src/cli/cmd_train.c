@@ -907,7 +907,8 @@ static int train_report(train_job *J, drv *d)
         json_decref(o);
         return drv_fail(d, DRV_RUNTIME, "--json: cannot build the JSON object (out of memory)");
     }
-    if (uly_json_print(stdout, o))
+    /* 17 significant digits: every loss round-trips to its double (tiled and untiled runs compare bitwise) */
+    if (uly_json_dump(stdout, o, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17)))
         return drv_fail(d, DRV_RUNTIME, "--json: cannot write the standard output");
     return 0;
 }
