@@ -50,6 +50,15 @@ const char *uly_last_error(void);
 void *uly_malloc(size_t n);
 void *uly_calloc(size_t n, size_t size);
 void uly_free(void *p);
+/* Heap bytes live through these hooks (everything the library and the
+ * `ulysses` driver allocate) and the most there were at once since the
+ * start of the process or the last uly_heap_reset_peak.  A block counts as
+ * the allocator sizes it (glibc's malloc_usable_size): the bytes asked for
+ * plus less than 24 bytes, or less than a 4 KiB page for a block glibc maps
+ * (128 KiB and more by default).  Thread-safe.  Returns ULY_OK, or
+ * ULY_EUNAVAIL (both 0) where the C library cannot tell a block's size. */
+int uly_heap_usage(uint64_t *live, uint64_t *peak);
+void uly_heap_reset_peak(void);
 
 /* ------------------------------------------------------------ description */
 
@@ -385,7 +394,9 @@ int uly_grid2_owner(const uly_grid2 *g, int64_t b, int s);
  * functions (uly_sp_memory, uly_train_memory) sum the same tables. */
 typedef enum uly_buf_where {
     ULY_BUF_HEAP = 0,  /* through the allocation hooks (uly_malloc) */
-    ULY_BUF_WINDOW = 1 /* this rank's segment of a shared-memory window (MPI's) */
+    ULY_BUF_WINDOW = 1, /* this rank's segment of a shared-memory window (MPI's) */
+    ULY_BUF_TRANSIENT = 2 /* through the hooks during a call and freed before it returns (a
+                             kernel's workspace): in the peak, not held between calls */
 } uly_buf_where;
 typedef struct uly_buf {
     const char *name;  /* static text: "qh", "ring K/V", ... */
@@ -401,7 +412,7 @@ typedef struct uly_bufs {
 /* Append a buffer (total saturates; past ULY_BUFS_MAX entries the bytes
  * join the last entry, never dropped). */
 void uly_bufs_add(uly_bufs *t, const char *name, uint64_t bytes, int where);
-/* Sum of the entries of one kind (ULY_BUF_HEAP / ULY_BUF_WINDOW). */
+/* Sum of the entries of one kind (ULY_BUF_HEAP / ULY_BUF_WINDOW / ULY_BUF_TRANSIENT). */
 uint64_t uly_bufs_sum(const uly_bufs *t, int where);
 
 /* Expected bytes sent / received by rank `rank` in one forward + backward,

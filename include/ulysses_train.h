@@ -49,6 +49,16 @@ typedef struct uly_train_opts {
     double grad_clip;      /* clip the global gradient norm to this (0: no clipping) */
     uint64_t seed;         /* parameter initialisation */
     uly_kernel_opts kernel;/* attention block sizes and threads */
+    /* Memory-lean training (doc/train.md, "Memory-lean training"); exact
+     * mode only, the losses and parameters stay bitwise those of the
+     * untiled run.  Tiles and shards are whole canonical segments (row,
+     * chunk) of this rank, in their order. */
+    int tiled_loss;        /* 1: LM head and cross-entropy one segment at a time: the (tokens x
+                              vocab) logits and their gradient are never whole */
+    int tiled_mlp;         /* K > 0: MLP forward and backward in K shards of the rank's segments
+                              (split as uly_split(segments, K, j); a rank with fewer segments uses
+                              one shard each), the MLP hidden recomputed per shard in the backward;
+                              0: untiled.  K > seq is refused. */
 } uly_train_opts;
 
 /* Defaults of the fields above (lr 1e-3, betas 0.9/0.95, eps 1e-8, wd 0.1, clip 1.0). */
@@ -77,6 +87,10 @@ const char *uly_train_a2a_note(const uly_train *T);
 int uly_train_memory_table(const uly_gpt_config *c, const uly_train_opts *o, int rank, int size, uly_bufs *out);
 /* The total of that table (heap and window), for a memory check before creating. */
 int uly_train_memory(const uly_gpt_config *c, const uly_train_opts *o, int rank, int size, uint64_t *bytes);
+
+/* The MLP shards this rank uses: min(tiled_mlp, its segments), 0 when the
+ * MLP is not tiled. */
+int64_t uly_train_mlp_shards(const uly_train *T);
 
 /* Rows [*row_begin, +*rows) and tokens [*tok_begin, +*toks) of this rank. */
 void uly_train_shard(const uly_train *T, int64_t *row_begin, int64_t *rows, int64_t *tok_begin,
@@ -107,7 +121,8 @@ int uly_train_token_losses(const uly_train *T, double *out);
 /* This rank's part of an activation of the last step: (rows, toks, *width)
  * floats.  Names: "enc" (embedding output), per layer ("ln1", "q", "k",
  * "v", "atty", "res2", "ln2", "fch", "fchg", "res3"), and "lnf", "logits".
- * layer is ignored for the names without one. */
+ * layer is ignored for the names without one.  Not kept (ULY_EINVAL):
+ * "logits" with tiled_loss, "fch" and "fchg" with tiled_mlp. */
 int uly_train_activation(const uly_train *T, const char *name, int64_t layer, const float **data,
                          int64_t *width);
 

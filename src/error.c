@@ -93,3 +93,13 @@ void uly_free(void *p)
 {
     uly_base_free(p);
 }
+
+int uly_heap_usage(uint64_t *live, uint64_t *peak)
+{
+    return uly_base_heap_usage(live, peak) ? ULY_OK : ULY_EUNAVAIL;
+}
+
+void uly_heap_reset_peak(void)
+{
+    uly_base_heap_reset_peak();
+}

@@ -17,6 +17,12 @@
  * slices are all-gathered.  The loss is a sum of the per-token losses in
  * (row, token) order.  Fast mode: one segment per rank and MPI_Allreduce.
  *
+ * Memory-lean training (exact mode): the tiled loss runs the LM head, the
+ * cross-entropy and the LM head's backward one segment at a time (a tile
+ * of one segment's logits); the tiled MLP runs each layer's MLP in shards
+ * of whole segments and recomputes a shard's hidden in the backward.  Each
+ * segment's GEMMs and sums stay what they were, so the bits do too.
+ *
  * What this file is not: data, files and printing (src/cli/cmd_train.c).
  */
 #include <math.h>
@@ -50,14 +56,15 @@ typedef struct acts {
     float *fch, *fchg;             // (L, Tn, 4C) MLP hidden before / after GELU
     float *res3;                   // (L, Tn, C) after the MLP residual
     float *lnf, *lnf_m, *lnf_r;    // (Tn, C), (Tn), (Tn)
-    float *logits;                 // (Tn, V)
+    float *logits;                 // (Tn, V); tiled loss: (max_seg, V), one segment's
+    /* tiled MLP: fch, fchg, dfch, dfchg are (max_shard, 4C), one shard's */
     /* gradients (scratch, reused by every layer) */
     float *dres;                   // (Tn, C) gradient of the residual stream
     float *dln;                    // (Tn, C)
     float *datty, *dq;             // (Tn, C) each
     float *dk, *dv;                // (Tn, Ckv) each
     float *dfch, *dfchg;           // (Tn, 4C) each
-    float *dlogits;                // (Tn, V)
+    float *dlogits;                // (Tn, V); tiled loss: (max_seg, V)
     float *tmp;                    // (Tn, C) projection output before the residual add
 } acts;
 
@@ -75,6 +82,9 @@ struct uly_train {
     int64_t *cut, nchunk;
     segment *seg;
     int64_t nseg, nparts;     /* segments and local partials (equal) */
+    int64_t max_seg;          /* tokens of the longest segment (the logits tile with tiled_loss) */
+    int64_t mlp_shards;       /* MLP shards of this rank (tiled_mlp), else 0 */
+    int64_t max_shard;        /* tokens of the longest MLP shard (the hidden tile) */
     /* parameters */
     int64_t np;
     int64_t poff[NPT], psz[NPT], pshape[NPT][3];
@@ -184,7 +194,45 @@ static void count_segments(uly_train *T)
     if (T->Tn == 0)
         T->nseg = 0;
     T->nparts = T->o.fast ? 1 : T->nseg;
+    /* the tiles: the longest segment and the longest MLP shard (both in
+     * tokens), from the segment lengths fill_segments will write */
+    const int64_t nch = a1 - a0;
+    T->max_seg = 0;
+    for (int64_t a = a0; a < a1 && T->nseg && !T->o.fast; a++)
+        if (T->cut[a + 1] - T->cut[a] > T->max_seg)
+            T->max_seg = T->cut[a + 1] - T->cut[a];
+    if (T->o.fast)
+        T->max_seg = T->Tn;
+    T->mlp_shards = T->o.tiled_mlp > 0 ? (T->o.tiled_mlp < T->nseg ? T->o.tiled_mlp : T->nseg) : 0;
+    T->max_shard = 0;
+    for (int64_t j = 0; j < T->mlp_shards; j++) {
+        int64_t sb, sn, tokens = 0;
+        uly_split(T->nseg, (int)T->mlp_shards, (int)j, &sb, &sn);
+        for (int64_t k = sb; k < sb + sn; k++)
+            tokens += T->cut[a0 + k % nch + 1] - T->cut[a0 + k % nch];
+        if (tokens > T->max_shard)
+            T->max_shard = tokens;
+    }
 }
+
+/* Segments [*s0, *s1) of MLP shard j and the offset of its first token
+ * (all segments, offset 0, when the MLP is not tiled). */
+static void mlp_shard(const uly_train *T, int64_t j, int64_t *s0, int64_t *s1, int64_t *base)
+{
+    if (!T->mlp_shards) {
+        *s0 = 0;
+        *s1 = T->nseg;
+        *base = 0;
+        return;
+    }
+    int64_t sb, sn;
+    uly_split(T->nseg, (int)T->mlp_shards, (int)j, &sb, &sn);
+    *s0 = sb;
+    *s1 = sb + sn;
+    *base = sn ? T->seg[sb].off : 0;
+}
+
+int64_t uly_train_mlp_shards(const uly_train *T) { return T ? T->mlp_shards : 0; }
 
 /* The segments, into T->seg (count_segments' number of them). */
 static void fill_segments(uly_train *T)
@@ -355,6 +403,14 @@ static int check_config(const uly_gpt_config *c, uly_train_opts *o, int W)
         return uly_set_error(ULY_EINVAL, "canonical chunks for SP <= %d cannot serve sp %d", o->canon_sp, o->sp);
     if (o->canon_sp < 1 || o->canon_sp > 64)
         return uly_set_error(ULY_EINVAL, "canon_sp %d out of [1, 64]", o->canon_sp);
+    if (o->tiled_loss != 0 && o->tiled_loss != 1)
+        return uly_set_error(ULY_EINVAL, "tiled_loss %d is neither 0 nor 1", o->tiled_loss);
+    if (o->tiled_mlp < 0 || o->tiled_mlp > c->seq)
+        return uly_set_error(ULY_EINVAL, "tiled MLP: %d shards for rows of %lld tokens (want 1..%lld, or 0: untiled)",
+                             o->tiled_mlp, (long long)c->seq, (long long)c->seq);
+    if (o->fast && (o->tiled_loss || o->tiled_mlp))
+        return uly_set_error(ULY_EINVAL, "tiled loss and tiled MLP work in the exact mode only (their tiles are its "
+                             "canonical segments; the fast mode has one segment per rank)");
     if (!(o->lr >= 0) || !(o->beta1 >= 0 && o->beta1 < 1) || !(o->beta2 >= 0 && o->beta2 < 1) ||
         !(o->eps > 0) || !(o->weight_decay >= 0) || !(o->grad_clip >= 0))
         return uly_set_error(ULY_EINVAL, "optimizer settings out of range");
@@ -438,26 +494,33 @@ static void act_bufs(uly_train *T, uly_bufs *t, slot *sl)
 {
     const int64_t Tn = T->Tn, C = T->C, Ckv = T->Ckv, L = T->c.layers, V = T->c.vocab;
     acts *A = &T->a;
-    const struct { const char *name; float **p; int64_t l, w; } a[] = {
-        {"activation enc", &A->enc, 1, C},
-        {"activation ln1", &A->ln1, L, C}, {"activation ln1 mean", &A->ln1_m, L, 1},
-        {"activation ln1 rstd", &A->ln1_r, L, 1},
-        {"activation q", &A->q, L, C}, {"activation k", &A->k, L, Ckv}, {"activation v", &A->v, L, Ckv},
-        {"activation atty", &A->atty, L, C}, {"activation res2", &A->res2, L, C},
-        {"activation ln2", &A->ln2, L, C}, {"activation ln2 mean", &A->ln2_m, L, 1},
-        {"activation ln2 rstd", &A->ln2_r, L, 1},
-        {"activation fch", &A->fch, L, 4 * C}, {"activation fchg", &A->fchg, L, 4 * C},
-        {"activation res3", &A->res3, L, C},
-        {"activation lnf", &A->lnf, 1, C}, {"activation lnf mean", &A->lnf_m, 1, 1},
-        {"activation lnf rstd", &A->lnf_r, 1, 1}, {"logits", &A->logits, 1, V},
-        {"gradient dres", &A->dres, 1, C}, {"gradient dln", &A->dln, 1, C},
-        {"gradient datty", &A->datty, 1, C}, {"gradient dq", &A->dq, 1, C},
-        {"gradient dk", &A->dk, 1, Ckv}, {"gradient dv", &A->dv, 1, Ckv},
-        {"gradient dfch", &A->dfch, 1, 4 * C}, {"gradient dfchg", &A->dfchg, 1, 4 * C},
-        {"gradient dlogits", &A->dlogits, 1, V}, {"projection output", &A->tmp, 1, C},
+    /* tokens of the logits and of the MLP hidden (and their gradients);
+     * layers of the stored MLP hidden */
+    const int tl = T->o.tiled_loss, tm = T->mlp_shards > 0;
+    const int64_t Tl = tl ? T->max_seg : Tn, Tm = tm ? T->max_shard : Tn, Lm = tm ? 1 : L;
+    const struct { const char *name; float **p; int64_t l, n, w; } a[] = {
+        {"activation enc", &A->enc, 1, Tn, C},
+        {"activation ln1", &A->ln1, L, Tn, C}, {"activation ln1 mean", &A->ln1_m, L, Tn, 1},
+        {"activation ln1 rstd", &A->ln1_r, L, Tn, 1},
+        {"activation q", &A->q, L, Tn, C}, {"activation k", &A->k, L, Tn, Ckv}, {"activation v", &A->v, L, Tn, Ckv},
+        {"activation atty", &A->atty, L, Tn, C}, {"activation res2", &A->res2, L, Tn, C},
+        {"activation ln2", &A->ln2, L, Tn, C}, {"activation ln2 mean", &A->ln2_m, L, Tn, 1},
+        {"activation ln2 rstd", &A->ln2_r, L, Tn, 1},
+        {tm ? "activation fch (one MLP shard)" : "activation fch", &A->fch, Lm, Tm, 4 * C},
+        {tm ? "activation fchg (one MLP shard)" : "activation fchg", &A->fchg, Lm, Tm, 4 * C},
+        {"activation res3", &A->res3, L, Tn, C},
+        {"activation lnf", &A->lnf, 1, Tn, C}, {"activation lnf mean", &A->lnf_m, 1, Tn, 1},
+        {"activation lnf rstd", &A->lnf_r, 1, Tn, 1}, {tl ? "logits (one segment)" : "logits", &A->logits, 1, Tl, V},
+        {"gradient dres", &A->dres, 1, Tn, C}, {"gradient dln", &A->dln, 1, Tn, C},
+        {"gradient datty", &A->datty, 1, Tn, C}, {"gradient dq", &A->dq, 1, Tn, C},
+        {"gradient dk", &A->dk, 1, Tn, Ckv}, {"gradient dv", &A->dv, 1, Tn, Ckv},
+        {tm ? "gradient dfch (one MLP shard)" : "gradient dfch", &A->dfch, 1, Tm, 4 * C},
+        {tm ? "gradient dfchg (one MLP shard)" : "gradient dfchg", &A->dfchg, 1, Tm, 4 * C},
+        {tl ? "gradient dlogits (one segment)" : "gradient dlogits", &A->dlogits, 1, Tl, V},
+        {"projection output", &A->tmp, 1, Tn, C},
     };
     for (size_t i = 0; i < sizeof a / sizeof a[0]; i++)
-        put_buf(t, sl, a[i].name, act_bytes(a[i].l, Tn, a[i].w), a[i].p, G_ACTS, 0);
+        put_buf(t, sl, a[i].name, act_bytes(a[i].l, a[i].n, a[i].w), a[i].p, G_ACTS, 0);
 }
 
 /* The one attention context of every layer (the same for all layers). */
@@ -511,6 +574,16 @@ static int train_bufs(uly_train *T, uly_bufs *t, slot *sl)
     const uint64_t win = uly_bufs_sum(&one, ULY_BUF_WINDOW);
     if (win)
         uly_bufs_add(t, "attention windows (shared memory)", mul_sat(win, (uint64_t)T->c.layers), ULY_BUF_WINDOW);
+    /* the blocked kernel's workspace, allocated and freed by every local
+     * attention call (the larger of forward and backward; it depends on the
+     * block sizes, the head dim and the threads, not on the heads).  With
+     * more SP ranks than heads, ranks sp >= heads own no head (the head
+     * shards are uly_split(H, min(SP, H), .)) and call no kernel. */
+    uly_kernel_opts ko = dop.kernel;
+    size_t ws = 0;
+    if (T->Tn > 0 && T->spr < T->c.heads && (rc = uly_attn_workspace(&a, &ko, &ws)))
+        return rc;
+    uly_bufs_add(t, "attention kernel workspace (during a call)", (uint64_t)ws, ULY_BUF_TRANSIENT);
     no_slots(t, sl, n0);
     return t->n < ULY_BUFS_MAX ? ULY_OK
                                : uly_set_error(ULY_EINVAL, "training buffer table: more than %d entries", ULY_BUFS_MAX - 1);
@@ -673,19 +746,20 @@ int uly_train_create(MPI_Comm comm, const uly_gpt_config *c, const uly_train_opt
                 local = alloc_all(T);
         }
     }
-    int64_t v[12] = {0};
+    int64_t v[14] = {0};
     if (T) {
         double lr = T->o.lr;
         int64_t lrb;
         memcpy(&lrb, &lr, sizeof lrb);
-        int64_t vv[12] = {T->c.vocab, T->c.seq, T->c.layers, T->c.channels, T->c.heads, T->c.kv_heads,
+        int64_t vv[14] = {T->c.vocab, T->c.seq, T->c.layers, T->c.channels, T->c.heads, T->c.kv_heads,
                           T->o.dp, T->o.sp, T->o.batch, T->o.fast * 1000 + T->o.canon_sp,
-                          (int64_t)T->o.seed, lrb};
+                          (int64_t)T->o.seed, lrb, T->o.tiled_loss, T->o.tiled_mlp};
         memcpy(v, vv, sizeof v);
     }
-    static const char *const names[12] = {"vocab", "seq", "layers", "channels", "heads", "kv-heads",
-                                          "dp", "sp", "batch", "reduction mode", "seed", "lr"};
-    rc = uly_comm_agree_on(comm, local, 12, v, names);
+    static const char *const names[14] = {"vocab", "seq", "layers", "channels", "heads", "kv-heads",
+                                          "dp", "sp", "batch", "reduction mode", "seed", "lr",
+                                          "tiled loss", "tiled MLP shards"};
+    rc = uly_comm_agree_on(comm, local, 14, v, names);
     if (!rc)
         rc = uly_comm_attach(T->w, comm);
     if (!rc)
@@ -712,8 +786,46 @@ int uly_train_create(MPI_Comm comm, const uly_gpt_config *c, const uly_train_opt
 #define LAYER(base, l, width) ((base) + (int64_t)(l) * T->Tn * (width))
 #define PARAM(P, i, l, per) ((P) + T->poff[i] + (int64_t)(l) * (per))
 
-/* Forward of this rank's tokens up to the logits. */
-static int forward(uly_train *T, const int32_t *tok, const int32_t *pos, double *t_attn, double *t_a2a)
+/* The MLP hidden of segments [s0, s1) of layer l: fch = ln2 fc_w^T + fc_b
+ * per segment, fchg = GELU(fch), into buffers that start at token base of
+ * the local buffer (an MLP shard's tile, or the layer's whole activation
+ * with base 0).  The same GEMM per segment and the same token-wise GELU in
+ * the forward and in the tiled backward's recomputation: the same bits. */
+static void mlp_hidden(uly_train *T, int64_t l, int64_t s0, int64_t s1, int64_t base, float *fch, float *fchg)
+{
+    const int64_t C = T->C;
+    const float *P = T->params, *ln2 = LAYER(T->a.ln2, l, C);
+    if (s1 <= s0)
+        return;
+    for (int64_t s = s0; s < s1; s++) {
+        const segment *g = &T->seg[s];
+        uly_linear_fwd_f32(fch + (g->off - base) * 4 * C, ln2 + g->off * C, PARAM(P, P_FCW, l, 4 * C * C),
+                           PARAM(P, P_FCB, l, 4 * C), g->len, C, 4 * C);
+    }
+    const int64_t n = T->seg[s1 - 1].off + T->seg[s1 - 1].len - base;
+    uly_gelu_fwd_f32(fchg, fch, n * 4 * C);
+}
+
+/* Tiled loss: segment s's logits, its token losses and dlogits (scaled by
+ * dscale), then at once the LM head's backward: dln of its tokens and its
+ * partial dwte.  The logits tile holds one segment. */
+static void loss_tile(uly_train *T, int64_t s, const int32_t *target, double dscale)
+{
+    const int64_t C = T->C, V = T->c.vocab;
+    const float *P = T->params;
+    acts *A = &T->a;
+    const segment *g = &T->seg[s];
+    float *part = T->partials + g->part * T->np;
+    uly_linear_fwd_f32(A->logits, A->lnf + g->off * C, P + T->poff[P_WTE], NULL, g->len, C, V);
+    uly_xent_f32(T->losses + g->off, A->dlogits, A->logits, target + g->off, g->len, V, dscale);
+    uly_linear_bwd_f32(A->dln + g->off * C, 0, part + T->poff[P_WTE], 0, NULL, A->dlogits, A->lnf + g->off * C,
+                       P + T->poff[P_WTE], g->len, C, V);
+}
+
+/* Forward of this rank's tokens up to the logits (untiled loss), or up to
+ * the token losses, dlogits and the LM head's backward (tiled loss). */
+static int forward(uly_train *T, const int32_t *tok, const int32_t *pos, const int32_t *target, double dscale,
+                   double *t_attn, double *t_a2a)
 {
     const int64_t Tn = T->Tn, C = T->C, Ckv = T->Ckv, Cq = T->Cq, V = T->c.vocab;
     const float *P = T->params;
@@ -725,7 +837,6 @@ static int forward(uly_train *T, const int32_t *tok, const int32_t *pos, double 
         float *k = LAYER(A->k, l, Ckv), *v = LAYER(A->v, l, Ckv);      // (Tn, Ckv)
         float *atty = LAYER(A->atty, l, C), *res2 = LAYER(A->res2, l, C);
         float *ln2 = LAYER(A->ln2, l, C), *res3 = LAYER(A->res3, l, C);
-        float *fch = LAYER(A->fch, l, 4 * C), *fchg = LAYER(A->fchg, l, 4 * C);
         const float *qkvw = PARAM(P, P_QKVW, l, Cq * C), *qkvb = PARAM(P, P_QKVB, l, Cq);
         uly_layernorm_fwd_f32(ln1, A->ln1_m + l * Tn, A->ln1_r + l * Tn, res, PARAM(P, P_LN1W, l, C),
                               PARAM(P, P_LN1B, l, C), Tn, C);
@@ -752,16 +863,19 @@ static int forward(uly_train *T, const int32_t *tok, const int32_t *pos, double 
             res2[i] = res[i] + A->tmp[i];
         uly_layernorm_fwd_f32(ln2, A->ln2_m + l * Tn, A->ln2_r + l * Tn, res2, PARAM(P, P_LN2W, l, C),
                               PARAM(P, P_LN2B, l, C), Tn, C);
-        for (int64_t s = 0; s < T->nseg; s++) {
-            const segment *g = &T->seg[s];
-            uly_linear_fwd_f32(fch + g->off * 4 * C, ln2 + g->off * C, PARAM(P, P_FCW, l, 4 * C * C),
-                               PARAM(P, P_FCB, l, 4 * C), g->len, C, 4 * C);
-        }
-        uly_gelu_fwd_f32(fchg, fch, Tn * 4 * C);
-        for (int64_t s = 0; s < T->nseg; s++) {
-            const segment *g = &T->seg[s];
-            uly_linear_fwd_f32(A->tmp + g->off * C, fchg + g->off * 4 * C, PARAM(P, P_PRJW, l, 4 * C * C),
-                               PARAM(P, P_PRJB, l, C), g->len, 4 * C, C);
+        /* the MLP, shard by shard (untiled: one shard of every segment, kept per layer) */
+        const int64_t nsh = T->mlp_shards ? T->mlp_shards : 1;
+        float *fch = T->mlp_shards ? A->fch : LAYER(A->fch, l, 4 * C);
+        float *fchg = T->mlp_shards ? A->fchg : LAYER(A->fchg, l, 4 * C);
+        for (int64_t j = 0; j < nsh; j++) {
+            int64_t s0, s1, base;
+            mlp_shard(T, j, &s0, &s1, &base);
+            mlp_hidden(T, l, s0, s1, base, fch, fchg);
+            for (int64_t s = s0; s < s1; s++) {
+                const segment *g = &T->seg[s];
+                uly_linear_fwd_f32(A->tmp + g->off * C, fchg + (g->off - base) * 4 * C,
+                                   PARAM(P, P_PRJW, l, 4 * C * C), PARAM(P, P_PRJB, l, C), g->len, 4 * C, C);
+            }
         }
         for (int64_t i = 0; i < Tn * C; i++)
             res3[i] = res2[i] + A->tmp[i];
@@ -769,6 +883,10 @@ static int forward(uly_train *T, const int32_t *tok, const int32_t *pos, double 
     uly_layernorm_fwd_f32(A->lnf, A->lnf_m, A->lnf_r, LAYER(A->res3, T->c.layers - 1, C), P + T->poff[P_LNFW],
                           P + T->poff[P_LNFB], Tn, C);
     for (int64_t s = 0; s < T->nseg; s++) {
+        if (T->o.tiled_loss) {
+            loss_tile(T, s, target, dscale);
+            continue;
+        }
         const segment *g = &T->seg[s];
         uly_linear_fwd_f32(A->logits + g->off * V, A->lnf + g->off * C, P + T->poff[P_WTE], NULL, g->len, C, V);
     }
@@ -799,19 +917,28 @@ static void ln_bwd_segs(uly_train *T, float *dx, const float *dout, const float 
     }
 }
 
-/* Linear backward per segment: dx = dout w, partial dw = dout^T x, partial db. */
-static void lin_bwd_segs(uly_train *T, float *dx, const float *dout, const float *x, const float *w,
-                         int iw, int ib, int64_t l, int64_t IC, int64_t OC)
+/* Linear backward of segments [s0, s1): dx = dout w, partial dw = dout^T x,
+ * partial db.  The buffers dx, dout and x start at tokens bdx, bdo and bx
+ * of the local buffer (0: whole; an MLP shard's first token: its tile). */
+static void lin_bwd_range(uly_train *T, int64_t s0, int64_t s1, float *dx, int64_t bdx, const float *dout,
+                          int64_t bdo, const float *x, int64_t bx, const float *w, int iw, int ib, int64_t l,
+                          int64_t IC, int64_t OC)
 {
     double *db = T->dacc;
-    for (int64_t s = 0; s < T->nseg; s++) {
+    for (int64_t s = s0; s < s1; s++) {
         const segment *g = &T->seg[s];
         float *part = T->partials + g->part * T->np;
         memset(db, 0, usz(OC) * sizeof(double));
-        uly_linear_bwd_f32(dx + g->off * IC, 0, PARAM(part, iw, l, OC * IC), 0, db, dout + g->off * OC,
-                           x + g->off * IC, w, g->len, IC, OC);
+        uly_linear_bwd_f32(dx + (g->off - bdx) * IC, 0, PARAM(part, iw, l, OC * IC), 0, db,
+                           dout + (g->off - bdo) * OC, x + (g->off - bx) * IC, w, g->len, IC, OC);
         put(PARAM(part, ib, l, OC), db, OC);
     }
+}
+
+static void lin_bwd_segs(uly_train *T, float *dx, const float *dout, const float *x, const float *w,
+                         int iw, int ib, int64_t l, int64_t IC, int64_t OC)
+{
+    lin_bwd_range(T, 0, T->nseg, dx, 0, dout, 0, x, 0, w, iw, ib, l, IC, OC);
 }
 
 static int backward(uly_train *T, const int32_t *tok, const int32_t *pos, double *t_attn, double *t_a2a)
@@ -824,8 +951,9 @@ static int backward(uly_train *T, const int32_t *tok, const int32_t *pos, double
     for (int64_t p = 0; p < T->nparts; p++)
         memset(T->partials + p * T->np + T->poff[P_WPE], 0, usz(T->psz[P_WPE]) * sizeof(float));
     memset(A->dres, 0, usz(Tn * C) * sizeof(float));
-    /* LM head (tied): dlnf = dlogits wte; partial dwte = dlogits^T lnf */
-    for (int64_t s = 0; s < T->nseg; s++) {
+    /* LM head (tied): dlnf = dlogits wte; partial dwte = dlogits^T lnf
+     * (tiled loss: done segment by segment in the forward) */
+    for (int64_t s = 0; s < T->nseg && !T->o.tiled_loss; s++) {
         const segment *g = &T->seg[s];
         float *part = T->partials + g->part * T->np;
         uly_linear_bwd_f32(A->dln + g->off * C, 0, part + T->poff[P_WTE], 0, NULL, A->dlogits + g->off * V,
@@ -836,12 +964,29 @@ static int backward(uly_train *T, const int32_t *tok, const int32_t *pos, double
     for (int64_t l = L - 1; l >= 0; l--) {
         const float *res = l ? LAYER(A->res3, l - 1, C) : A->enc;
         const float *qkvw = PARAM(P, P_QKVW, l, Cq * C);
-        /* MLP: dres is the gradient of res3 */
-        lin_bwd_segs(T, A->dfchg, A->dres, LAYER(A->fchg, l, 4 * C), PARAM(P, P_PRJW, l, 4 * C * C), P_PRJW,
-                     P_PRJB, l, 4 * C, C);
-        uly_gelu_bwd_f32(A->dfch, LAYER(A->fch, l, 4 * C), A->dfchg, Tn * 4 * C);
-        lin_bwd_segs(T, A->dln, A->dfch, LAYER(A->ln2, l, C), PARAM(P, P_FCW, l, 4 * C * C), P_FCW, P_FCB, l,
-                     C, 4 * C);
+        /* MLP: dres is the gradient of res3.  Shard by shard (untiled: one
+         * shard of every segment, its hidden kept from the forward); a tiled
+         * shard first recomputes its hidden.  Every partial element is still
+         * written once, by the same GEMM or sum of the same segment. */
+        const int64_t nsh = T->mlp_shards ? T->mlp_shards : 1;
+        for (int64_t j = 0; j < nsh; j++) {
+            int64_t s0, s1, base;
+            mlp_shard(T, j, &s0, &s1, &base);
+            if (s1 <= s0)
+                continue;
+            const float *fch = LAYER(A->fch, l, 4 * C), *fchg = LAYER(A->fchg, l, 4 * C);
+            if (T->mlp_shards) {
+                mlp_hidden(T, l, s0, s1, base, A->fch, A->fchg);
+                fch = A->fch;
+                fchg = A->fchg;
+            }
+            const int64_t n = T->seg[s1 - 1].off + T->seg[s1 - 1].len - base;
+            lin_bwd_range(T, s0, s1, A->dfchg, base, A->dres, 0, fchg, base, PARAM(P, P_PRJW, l, 4 * C * C),
+                          P_PRJW, P_PRJB, l, 4 * C, C);
+            uly_gelu_bwd_f32(A->dfch, fch, A->dfchg, n * 4 * C);
+            lin_bwd_range(T, s0, s1, A->dln, 0, A->dfch, base, LAYER(A->ln2, l, C), 0,
+                          PARAM(P, P_FCW, l, 4 * C * C), P_FCW, P_FCB, l, C, 4 * C);
+        }
         ln_bwd_segs(T, A->dres, A->dln, LAYER(A->res2, l, C), A->ln2_m + l * Tn, A->ln2_r + l * Tn,
                     PARAM(P, P_LN2W, l, C), P_LN2W, P_LN2B, l);
         /* attention: dres is now the gradient of res2 */
@@ -1003,6 +1148,10 @@ int uly_train_activation(const uly_train *T, const char *name, int64_t layer, co
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         if (strcmp(name, t[i].n) != 0)
             continue;
+        if ((T->o.tiled_loss && strcmp(name, "logits") == 0) ||
+            (T->mlp_shards && (strcmp(name, "fch") == 0 || strcmp(name, "fchg") == 0)))
+            return uly_set_error(ULY_EINVAL, "activation %s is not kept with the tiled %s", name,
+                                 strcmp(name, "logits") == 0 ? "loss" : "MLP");
         if (t[i].per_layer && (layer < 0 || layer >= T->c.layers))
             return uly_set_error(ULY_EINVAL, "activation %s: no layer %lld", name, (long long)layer);
         *data = t[i].p + (t[i].per_layer ? layer * T->Tn * t[i].w : 0);
@@ -1087,12 +1236,13 @@ int uly_train_step(uly_train *T, const int32_t *tok, const int32_t *target, cons
         return rc;
     memcpy(T->tok, tok, usz(T->Tn) * sizeof(int32_t));
     double t_attn = 0, t_a2a = 0;
-    rc = forward(T, tok, pos, &t_attn, &t_a2a);
+    /* the mean over non-ignored tokens of the global batch; no tokens: loss and gradients 0 */
+    const double dscale = count ? 1.0 / (double)count : 0.0;
+    rc = forward(T, tok, pos, target, dscale, &t_attn, &t_a2a);
     if (rc)
         return rc;
-    /* the mean over non-ignored tokens of the global batch; no tokens: loss and gradients 0 */
-    uly_xent_f32(T->losses, T->a.dlogits, T->a.logits, target, T->Tn, T->c.vocab,
-                 count ? 1.0 / (double)count : 0.0);
+    if (!T->o.tiled_loss) /* tiled: per segment in the forward */
+        uly_xent_f32(T->losses, T->a.dlogits, T->a.logits, target, T->Tn, T->c.vocab, dscale);
     rc = backward(T, tok, pos, &t_attn, &t_a2a);
     if (rc)
         return rc;

@@ -4,7 +4,10 @@
 # naming the problem; the loss column of the CSV log is identical on 1 rank,
 # 3 ranks (SP 3) and 4 ranks (DP 2 x SP 2), with packed documents too;
 # resuming from a checkpoint gives the same next losses as not stopping; a
-# damaged checkpoint is refused; --dump writes every documented file.
+# damaged checkpoint is refused; --dump writes every documented file;
+# --tiled-loss and --tiled-mlp give the same loss column on 1, 3 and 2 x 2
+# ranks, refuse what they cannot do, and the memory line and --json report
+# the preflight and the measured heap peak.
 set -u
 : "${top_builddir:=.}"
 : "${MPIRUN:=mpirun}"
@@ -53,6 +56,45 @@ for docs in "" "--docs 3"; do
         else echo "FAIL: $f losses differ from 1 rank $docs"; paste -d' ' "$W/p1.loss" "$W/$f.loss"; fails=$((fails + 1)); fi
     done
 done
+
+# memory-lean training: bad combinations and counts exit 2 naming the problem
+expect 2 "need the exact sums" -- "$U" train $M --fast --tiled-loss
+expect 2 "need the exact sums" -- "$U" train $M --fast --tiled-mlp 2
+expect 2 "more shards than the 30 tokens of a row" -- "$U" train $M --tiled-mlp 31
+expect 2 "--tiled-mlp must be in" -- "$U" train $M --tiled-mlp 0
+expect 2 "--dump writes the whole logits" -- "$U" train $M --tiled-loss --dump "$W/dd"
+expect 2 "ranks disagree on --tiled-mlp" -- "$MPIRUN" --oversubscribe -np 1 "$U" train $M : -np 1 "$U" train $M --tiled-mlp 2
+expect 2 "ranks disagree on --tiled-loss" -- "$MPIRUN" --oversubscribe -np 1 "$U" train $M --tiled-loss : -np 1 "$U" train $M
+# ... and the same loss column as the untiled runs above (p1.loss: the packed
+# documents of the last loop), on every grid; 12 shards are more than a rank
+# of the 2 x 2 grid holds (1 row x 3 or 4 chunks: cuts 0 8 10 15 16 20 23 30):
+# printed, one shard per segment
+for t in "--tiled-loss" "--tiled-mlp 2" "--tiled-loss --tiled-mlp 12"; do
+    expect 0 "" -- "$U" train $M --docs 3 $t --steps 4 --log "$W/t1.csv"
+    expect 0 "" -- "$MPIRUN" --oversubscribe -np 3 "$U" train $M --docs 3 $t --steps 4 --log "$W/t3.csv"
+    expect 0 "" -- "$MPIRUN" --oversubscribe -np 4 "$U" train $M --docs 3 $t --dp 2 --sp 2 --steps 4 --log "$W/t22.csv"
+    for f in t1 t3 t22; do
+        cases=$((cases + 1))
+        if [ "$(cut -d, -f1-3 "$W/$f.csv")" = "$(cat "$W/p1.loss")" ]; then echo "ok: $f losses ($t) == untiled"
+        else echo "FAIL: $f losses ($t) differ from untiled"; paste -d' ' "$W/p1.loss" "$W/$f.csv"; fails=$((fails + 1)); fi
+    done
+done
+expect 0 "note: --tiled-mlp 12: a rank holds only 3 canonical segments" -- \
+    "$MPIRUN" --oversubscribe -np 4 "$U" train $M --tiled-mlp 12 --dp 2 --sp 2 --steps 1
+# the memory line (not with --quiet) and --json: the preflight and the measured peak
+N="--layers 2 --channels 16 --heads 4 --kv-heads 2 --seq 30 --batch 2 --steps 2"
+expect 0 "^memory: preflight .* per rank (library buffers .*), measured peak " -- "$U" train $N
+expect 0 '"peak_bytes": [1-9]' -- "$U" train $N --json
+cp "$W/out" "$W/untiled.json"
+expect 0 '"peak_bytes": [1-9]' -- "$MPIRUN" --oversubscribe -np 2 "$U" train $N --tiled-loss --tiled-mlp 2 --json
+# the losses at 17 digits (exact doubles) equal the untiled run's
+if ! command -v python3 >/dev/null 2>&1; then echo "skipped: the --json content check (no python3)"
+elif cases=$((cases + 1)) && python3 -c 'import json,sys; o=json.load(open(sys.argv[1])); u=json.load(open(sys.argv[2]))
+assert o["tiled_loss"] is True and o["tiled_mlp"] == 2 and u["tiled_loss"] is False and u["tiled_mlp"] == 0
+assert len(o["steps"]) == 2 and o["steps"] == u["steps"]
+assert 0 < o["library_bytes"] <= o["preflight_bytes"] and o["peak_bytes"] > 0' "$W/out" "$W/untiled.json"; then
+    echo "ok: --json is one object with the memory and 2 steps, the tiled losses exactly the untiled ones"
+else echo "FAIL: --json output:"; sed 's/^/  | /' "$W/out" "$W/untiled.json" | head -5; fails=$((fails + 1)); fi
 
 # resume: 2 steps + checkpoint, then up to step 4 from it, equals 4 steps at once
 expect 0 "" -- "$MPIRUN" --oversubscribe -np 2 "$U" train $M --steps 4 --log "$W/full.csv"

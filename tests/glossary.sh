@@ -69,6 +69,8 @@ json    \$MPI2 \$U bench a2a --min 1K --max 1K --repeat 1 --json
 text    \$MPI2 \$U bench methods --method ring --seq 64 --heads 4 --head-dim 16 --repeat 1 --causal --check
 json    \$MPI2 \$U bench methods --method ring --seq 64 --heads 4 --head-dim 16 --repeat 1 --causal --check --json
 csvfile \$MPI2 \$U train --layers 1 --channels 16 --heads 2 --seq 16 --steps 2 --batch 2 --log \$CSV
+text    \$MPI2 \$U train --layers 1 --channels 16 --heads 2 --seq 16 --steps 2 --batch 2 --tiled-loss --tiled-mlp 2
+json    \$MPI2 \$U train --layers 1 --channels 16 --heads 2 --seq 16 --steps 2 --batch 2 --tiled-loss --tiled-mlp 2 --json
 text    \$S --gpus 16 --seq 32K
 csv     \$S --gpus 16 --seq 32K --format csv
 json    \$S --gpus 16 --seq 32K --format json --max-seq

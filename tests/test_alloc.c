@@ -179,6 +179,66 @@ START_TEST(alloc_bytes_counter)
 }
 END_TEST
 
+/* Live and peak heap bytes: every block counts at least what was asked
+ * and at most that plus glibc's rounding (< 24 bytes from its heap, < a
+ * 4 KiB page for a mapped block: 4112 bounds both); freeing everything returns live to where it was,
+ * exactly; the peak is the largest live value.  From many OpenMP threads
+ * at once, 8 x 2000 allocations and frees leave live exactly where it was
+ * (a lost update of a non-atomic counter would not) and the peak covers
+ * at least one thread's largest block. */
+START_TEST(heap_live_and_peak)
+{
+    uint64_t live0, peak, live;
+    if (uly_heap_usage(&live0, &peak) != ULY_OK) {
+        printf("heap_live_and_peak: no malloc_usable_size in this C library: skipped\n");
+        return;
+    }
+    ck_assert_uint_ge(peak, live0);
+    uly_heap_reset_peak();
+    uly_heap_usage(&live, &peak);
+    ck_assert_uint_eq(peak, live0);
+    void *a = uly_malloc(1000);
+    uly_heap_usage(&live, NULL);
+    ck_assert_uint_ge(live - live0, 1000);
+    ck_assert_uint_le(live - live0, 1000 + 4112);
+    void *b = uly_calloc(1000, 300); /* 300 000 bytes: mapped by glibc's default threshold */
+    uint64_t live2;
+    uly_heap_usage(&live2, NULL);
+    ck_assert_uint_ge(live2 - live, 300000);
+    ck_assert_uint_le(live2 - live, 300000 + 4112);
+    uly_free(b);
+    uly_heap_usage(&live2, &peak);
+    ck_assert_uint_eq(live2, live);
+    ck_assert_uint_ge(peak - live0, 301000);
+    uly_heap_reset_peak();
+    uly_free(a);
+    uly_heap_usage(&live, &peak);
+    ck_assert_uint_eq(live, live0);
+    ck_assert_uint_ge(peak - live0, 1000);
+    ck_assert_uint_le(peak - live0, 1000 + 4112);
+    /* a block held across the threads' work keeps live far from 0, where the counter stops
+     * (a lost update would otherwise hide there) */
+    void *hold = uly_malloc(1 << 20);
+    uly_heap_usage(&live0, NULL);
+    uly_heap_reset_peak();
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(8) schedule(static)
+#endif
+    for (int t = 0; t < 8; t++)
+        for (int i = 0; i < 2000; i++) {
+            void *p = uly_malloc((size_t)(16 + (i * 37 + t * 101) % 5000));
+            uly_free(p);
+        }
+    uly_heap_usage(&live, &peak);
+    ck_assert_uint_eq(live, live0);
+    /* the largest block, 16 + 4999 bytes ((i * 37 + t * 101) % 5000 reaches 4999: 37 i covers every
+     * residue), was live at some moment; at most one block per thread is live at once */
+    ck_assert_uint_ge(peak - live0, 16 + 4999);
+    ck_assert_uint_le(peak - live0, 8 * (16 + 4999 + 4112));
+    uly_free(hold);
+}
+END_TEST
+
 static Suite *make_alloc_suite(void)
 {
     Suite *s = suite_create("alloc");
@@ -187,6 +247,7 @@ static Suite *make_alloc_suite(void)
     tcase_add_test(tc, kernels_f64_and_reference);
     tcase_add_test(tc, npy_read_and_parse);
     tcase_add_test(tc, alloc_bytes_counter);
+    tcase_add_test(tc, heap_live_and_peak);
     suite_add_tcase(s, tc);
     return s;
 }

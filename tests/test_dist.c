@@ -462,6 +462,7 @@ START_TEST(pipeline_mode)
 END_TEST
 
 long uly_test_alloc_count(void);
+void uly_test_fail_alloc_at(long k);
 
 /* The pipelined mode's request tables come with the context: an all-to-all
  * allocates nothing, so no rank can fail an allocation after the call's
@@ -1302,8 +1303,16 @@ START_TEST(dist_memory_exact)
 }
 END_TEST
 
+/* What glibc adds to a block (malloc_usable_size - the bytes asked for):
+ * below 24 bytes from its heap, below a 4 KiB page for a block it maps. */
+#define HEAP_ROUNDING 4112u
+
 /* uly_sp_memory == what uly_sp_create allocates, every method (usp: every
- * degree, both placements), pack and shm all-to-alls, overlap off and on. */
+ * degree, both placements), pack and shm all-to-alls, overlap off and on;
+ * and the heap peak uly_heap_usage measures over the create is the table's
+ * heap bytes plus at most the allocator's rounding of each block (less the
+ * cross-memory probe table of 2P int64 that the create frees), and the
+ * free gives every byte back. */
 START_TEST(sp_memory_exact)
 {
     const shape *s = &mem_shapes[_i];
@@ -1325,9 +1334,15 @@ START_TEST(sp_memory_exact)
                     snprintf(what, sizeof what, "shape %d, %s U=%d placement %d, %s, overlap %d", _i,
                              uly_method_name(m), U, pl, uly_a2a_mode_name(o.dist.a2a_mode), x >> 1);
                     uly_sp *S = NULL;
+                    uint64_t live0 = 0, live1 = 0, peak = 0;
+                    const int measured = uly_heap_usage(&live0, NULL) == ULY_OK;
+                    uly_heap_reset_peak();
                     uly_test_alloc_bytes();
+                    uly_test_fail_alloc_at(0); /* resets the count */
                     int rc = uly_sp_create(MPI_COMM_WORLD, &a, &o, &S);
                     const uint64_t heap = uly_test_alloc_bytes();
+                    const long nalloc = uly_test_alloc_count();
+                    uly_heap_usage(NULL, &peak);
                     if (rc == ULY_EUNAVAIL) {
                         if (rank == 0)
                             printf("%s: no shared-memory window (%s): skipped\n", what, uly_last_error());
@@ -1337,7 +1352,16 @@ START_TEST(sp_memory_exact)
                     uly_bufs t = {0};
                     ck_assert_int_eq(uly_sp_memory(&a, &o, P, rank, &t), ULY_OK);
                     check_memory(what, &t, heap, uly_test_dist_window(uly_sp_dist(S)));
+                    const uint64_t th = uly_bufs_sum(&t, ULY_BUF_HEAP);
+                    ck_assert_msg(!measured || (peak - live0 + 16 * (uint64_t)P >= th &&
+                                                peak - live0 <= th + (uint64_t)nalloc * HEAP_ROUNDING),
+                                  "%s, rank %d: measured heap peak %llu bytes over the create, the table %llu "
+                                  "(%ld blocks)", what, rank, (unsigned long long)(peak - live0),
+                                  (unsigned long long)th, nalloc);
                     uly_sp_free(S);
+                    uly_heap_usage(&live1, NULL);
+                    ck_assert_msg(live1 == live0, "%s, rank %d: %lld heap bytes left after the free", what, rank,
+                                  (long long)(live1 - live0));
                 }
         }
     /* bad arguments are refused by name */

@@ -14,11 +14,19 @@
  *         | gradcheck (gradients of the whole model against finite differences
  *           of the loss, a sample of elements of every parameter tensor)
  *
- * Every run first checks, in both reduction modes, that the heap bytes
- * uly_train_create asks the allocation hooks for on each rank are exactly
- * the ULY_BUF_HEAP entries of uly_train_memory_table, and that
- * uly_train_memory is that table's total (TEST_TRAIN_MEMORY=1: rank 0
- * prints its table and the count).
+ * TEST_TRAIN_TILE=loss | mlp:K | both:K trains with the tiled loss, the
+ * tiled MLP in K shards, or both (tests/test_train.sh requires the output of
+ * the untiled run: bitwise the same losses and parameters).
+ *
+ * Every run first checks, in both reduction modes and in the exact mode
+ * with each tiling (loss, MLP in 2 shards, both with 3, MLP in more shards
+ * than segments), that the heap bytes uly_train_create asks the allocation
+ * hooks for on each rank are exactly the ULY_BUF_HEAP entries of
+ * uly_train_memory_table, and that uly_train_memory is that table's total
+ * (TEST_TRAIN_MEMORY=1: rank 0 prints its table and the count); and that
+ * the heap peak measured by uly_heap_usage over the create is those bytes
+ * plus at most the allocator's rounding (below), and a training step
+ * raises it by at most the document offsets it allocates.
  */
 #include <math.h>
 #include <stdio.h>
@@ -58,37 +66,107 @@ static int fail(const char *what)
  * previous call (exported for tests, not in the public header). */
 uint64_t uly_test_alloc_bytes(void);
 
-/* Preflight == allocated, for the exact and the fast reduction. */
+long uly_test_alloc_count(void);
+void uly_test_fail_alloc_at(long k);
+
+/* What glibc adds to a block (malloc_usable_size - the bytes asked for):
+ * below 24 bytes from its heap (16-byte granules, 8 bytes of header), below
+ * a 4 KiB page for a block it maps; 4096 + 16 bounds both. */
+#define ROUNDING 4112u
+
+/* One step of the model on seeded tokens (all labelled but token 0 of a row). */
+static int one_step(uly_train *T, const uly_gpt_config *c, const int64_t *docs, int64_t ndocs)
+{
+    int64_t rb, rows, tb, toks;
+    uly_train_shard(T, &rb, &rows, &tb, &toks);
+    size_t n = (size_t)(rows * toks) + 1;
+    int32_t *tok = malloc(n * sizeof *tok), *tgt = malloc(n * sizeof *tgt), *pos = malloc(n * sizeof *pos);
+    for (int64_t i = 0; i < rows * toks; i++) {
+        tok[i] = (int32_t)(mix((uint64_t)i) % (uint64_t)c->vocab);
+        tgt[i] = (int32_t)(mix((uint64_t)i + 99) % (uint64_t)c->vocab);
+        pos[i] = (int32_t)(tb + i % toks);
+    }
+    uly_train_stats st;
+    int rc = uly_train_step(T, tok, tgt, pos, docs, ndocs, 1, &st);
+    free(tok);
+    free(tgt);
+    free(pos);
+    return rc;
+}
+
+/* Preflight == allocated, for the exact and the fast reduction, and the
+ * exact one with every tiling. */
 static void check_memory(const uly_gpt_config *c, const uly_train_opts *o0, int rank, int size)
 {
-    for (int fast = 0; fast < 2; fast++) {
+    /* fast, tiled loss, tiled MLP shards (0: untiled; 1000: more than any rank's segments) */
+    static const int variants[6][3] = {{0, 0, 0}, {1, 0, 0}, {0, 1, 0}, {0, 0, 2}, {0, 1, 3}, {0, 0, 1000}};
+    for (int vi = 0; vi < 6; vi++) {
+        const int fast = variants[vi][0];
         uly_train_opts o = *o0;
         o.fast = fast;
+        o.tiled_loss = variants[vi][1];
+        o.tiled_mlp = variants[vi][2] > c->seq ? (int)c->seq : variants[vi][2];
         uly_bufs t = {0};
         uint64_t total = 0;
         if (uly_train_memory_table(c, &o, rank, size, &t) || uly_train_memory(c, &o, rank, size, &total))
             fail("uly_train_memory_table");
         const uint64_t want = uly_bufs_sum(&t, ULY_BUF_HEAP);
         uly_train *T;
-        (void)uly_test_alloc_bytes(); /* reset the count */
+        uint64_t live0 = 0, peak = 0, live1 = 0;
+        const int measured = uly_heap_usage(&live0, NULL) == ULY_OK;
+        uly_heap_reset_peak();
+        (void)uly_test_alloc_bytes(); /* reset the counts */
+        uly_test_fail_alloc_at(0);
         if (uly_train_create(MPI_COMM_WORLD, c, &o, &T))
             fail("create (memory check)");
         const uint64_t got = uly_test_alloc_bytes();
+        const long nalloc = uly_test_alloc_count();
+        uly_heap_usage(&live1, &peak);
         const char *note = uly_train_a2a_note(T);
+        char what[64];
+        snprintf(what, sizeof what, "%s%s%s", fast ? "fast" : "exact", o.tiled_loss ? ", tiled loss" : "",
+                 o.tiled_mlp ? ", tiled MLP" : "");
         int bad = total != t.total ? 2 : !note && got != want, any = 0, noted = note != NULL, anynote = 0;
         if (bad)
             fprintf(stderr, "test_train: rank %d (dp %d x sp %d, %s): create asked the hooks for %llu heap bytes, "
                     "the table lists %llu (total %llu, uly_train_memory %llu)\n", rank, o.dp, o.sp,
-                    fast ? "fast" : "exact", (unsigned long long)got, (unsigned long long)want,
+                    what, (unsigned long long)got, (unsigned long long)want,
                     (unsigned long long)t.total, (unsigned long long)total);
+        /* the measured peak: at most what was asked for plus the rounding of each block; at least
+         * that less the cross-memory probe table (2 x size int64), which the create frees */
+        if (!bad && measured && !note &&
+            (peak - live0 + 16 * (uint64_t)size < want || peak - live0 > want + (uint64_t)nalloc * ROUNDING)) {
+            fprintf(stderr, "test_train: rank %d (dp %d x sp %d, %s): heap peak over the create %llu bytes, the "
+                    "table %llu (+ at most %ld x %u rounding), live after it %llu\n", rank, o.dp, o.sp, what,
+                    (unsigned long long)(peak - live0), (unsigned long long)want, nalloc, ROUNDING,
+                    (unsigned long long)(live1 - live0));
+            bad = 3;
+        }
+        if (!bad && measured) {
+            /* a step (no documents) holds nothing more afterwards, and its peak is the
+             * kernel workspace (the table's transient entry) on top, within one block's rounding */
+            const uint64_t ws = uly_bufs_sum(&t, ULY_BUF_TRANSIENT);
+            uly_heap_reset_peak();
+            if (one_step(T, c, NULL, 0))
+                fail("step (memory check)");
+            uint64_t live2, peak2;
+            uly_heap_usage(&live2, &peak2);
+            if (live2 != live1 || peak2 - live1 < ws || peak2 - live1 > ws + ROUNDING) {
+                fprintf(stderr, "test_train: rank %d (%s): a step took the heap from %llu to a peak of %llu bytes "
+                        "and left %llu; the kernel workspace is %llu\n", rank, what, (unsigned long long)live1,
+                        (unsigned long long)peak2, (unsigned long long)live2, (unsigned long long)ws);
+                bad = 4;
+            }
+        }
         if (rank == 0 && getenv("TEST_TRAIN_MEMORY")) {
-            printf("memory dp %d x sp %d %s rank 0: %d entries\n", o.dp, o.sp, fast ? "fast" : "exact", t.n);
+            printf("memory dp %d x sp %d %s rank 0: %d entries\n", o.dp, o.sp, what, t.n);
             for (int i = 0; i < t.n; i++)
                 printf("  %-36s %12llu %s\n", t.b[i].name, (unsigned long long)t.b[i].bytes,
-                       t.b[i].where == ULY_BUF_HEAP ? "heap" : "window");
-            printf("  heap: table %llu, counted during create %llu; window %llu; total %llu\n",
-                   (unsigned long long)want, (unsigned long long)got,
-                   (unsigned long long)uly_bufs_sum(&t, ULY_BUF_WINDOW), (unsigned long long)t.total);
+                       t.b[i].where == ULY_BUF_HEAP ? "heap" : t.b[i].where == ULY_BUF_WINDOW ? "window" : "transient");
+            printf("  heap: table %llu, counted during create %llu (%ld blocks, measured peak %llu); window %llu; "
+                   "total %llu\n", (unsigned long long)want, (unsigned long long)got, nalloc,
+                   (unsigned long long)(peak - live0), (unsigned long long)uly_bufs_sum(&t, ULY_BUF_WINDOW),
+                   (unsigned long long)t.total);
         }
         uly_train_free(T);
         MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
@@ -216,14 +294,51 @@ int main(int argc, char **argv)
     o.fast = strcmp(mode, "fast") == 0;
     o.lr = 1e-2;
     o.seed = 7;
+    const char *tile = getenv("TEST_TRAIN_TILE");
+    if (tile && *tile) {
+        o.tiled_loss = strncmp(tile, "loss", 4) == 0 || strncmp(tile, "both", 4) == 0;
+        o.tiled_mlp = strncmp(tile, "mlp:", 4) == 0 || strncmp(tile, "both:", 5) == 0 ? atoi(strchr(tile, ':') + 1) : 0;
+        if (!o.tiled_loss && !o.tiled_mlp) {
+            if (rank == 0)
+                fprintf(stderr, "test_train: TEST_TRAIN_TILE=%s: want loss, mlp:K or both:K\n", tile);
+            MPI_Finalize();
+            return 2;
+        }
+    }
     {
         int size;
         MPI_Comm_size(MPI_COMM_WORLD, &size);
         check_memory(&c, &o, rank, size);
     }
+    {   /* tilings the library refuses by name: with the fast mode, K > seq, a flag not 0/1 */
+        int size;
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+        uly_train_opts b = o;
+        uint64_t m;
+        b.fast = 1;
+        b.tiled_loss = 1;
+        if (uly_train_memory(&c, &b, rank, size, &m) != ULY_EINVAL || !strstr(uly_last_error(), "exact mode only"))
+            return fail("tiled loss with the fast mode was accepted");
+        b = o;
+        b.tiled_mlp = (int)c.seq + 1;
+        if (uly_train_memory(&c, &b, rank, size, &m) != ULY_EINVAL || !strstr(uly_last_error(), "shards for rows"))
+            return fail("more MLP shards than tokens were accepted");
+        b = o;
+        b.tiled_loss = 2;
+        if (uly_train_memory(&c, &b, rank, size, &m) != ULY_EINVAL)
+            return fail("tiled_loss 2 was accepted");
+    }
     uly_train *T;
     if (uly_train_create(MPI_COMM_WORLD, &c, &o, &T))
         return fail("create");
+    {   /* what a tiling does not keep is refused, the rest is there */
+        const float *p;
+        int64_t w;
+        if ((uly_train_activation(T, "logits", 0, &p, &w) == ULY_OK) == (o.tiled_loss != 0) ||
+            (uly_train_activation(T, "fch", 0, &p, &w) == ULY_OK) == (uly_train_mlp_shards(T) > 0) ||
+            uly_train_activation(T, "ln2", 0, &p, &w) != ULY_OK)
+            return fail("activations of a tiled run");
+    }
     int64_t rb, rows, tb, toks;
     uly_train_shard(T, &rb, &rows, &tb, &toks);
     {   /* the memory estimate covers at least the 4 parameter-sized vectors and the activations'
@@ -231,7 +346,8 @@ int main(int argc, char **argv)
         int size;
         MPI_Comm_size(MPI_COMM_WORLD, &size);
         uint64_t mem = 0, bad_mem = 0;
-        const uint64_t floor = 16 * (uint64_t)uly_train_nparams(T) + 8 * (uint64_t)(rows * toks * c.vocab);
+        const uint64_t floor = 16 * (uint64_t)uly_train_nparams(T) +
+                               (o.tiled_loss ? 0 : 8 * (uint64_t)(rows * toks * c.vocab));
         if (uly_train_memory(&c, &o, rank, size, &mem) || mem < floor || mem > 64 * floor)
             return fail("uly_train_memory out of its bounds");
         if (uly_train_memory(&c, &o, size, size, &bad_mem) != ULY_EINVAL)

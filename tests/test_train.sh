@@ -5,7 +5,9 @@
 # every grid (uneven shards and batches, GQA with KV groups cut between
 # ranks, shards whose tokens all lack a label, no label at all); resuming
 # from a checkpoint equals not stopping; the whole model's gradients match
-# finite differences.  Each run is under a timeout.
+# finite differences; the tiled loss and the tiled MLP (TEST_TRAIN_TILE)
+# give bitwise the untiled losses and parameters on every grid.  Each run is
+# under a timeout.
 set -u
 : "${top_builddir:=.}"
 : "${MPIRUN:=mpirun}"
@@ -18,7 +20,7 @@ status=0
 run() { # name dp sp args...
     name=$1 dp=$2 sp=$3
     shift 3
-    timeout 300 "$MPIRUN" --oversubscribe ${TEST_TRAIN_DOCS:+-x TEST_TRAIN_DOCS} -np $((dp * sp)) "$bin" "$dp" "$sp" "$@" > "$tmp/$name" 2>&1 || {
+    timeout 300 "$MPIRUN" --oversubscribe ${TEST_TRAIN_DOCS:+-x TEST_TRAIN_DOCS} ${TEST_TRAIN_TILE:+-x TEST_TRAIN_TILE} -np $((dp * sp)) "$bin" "$dp" "$sp" "$@" > "$tmp/$name" 2>&1 || {
         echo "FAIL: $name (dp $dp sp $sp: $*) exited with $?"; cat "$tmp/$name"; status=1; }
 }
 
@@ -84,6 +86,29 @@ run g11 1 1 $A gradcheck
 run g13 1 3 $A gradcheck
 TEST_TRAIN_DOCS=1 run g12docs 1 2 $D gradcheck
 cat "$tmp/g11" "$tmp/g13" "$tmp/g12docs" | grep gradcheck
+
+# memory-lean training: the tiled loss (one canonical segment of logits at a
+# time) and the tiled MLP (K shards of whole segments, the hidden recomputed
+# in the backward) keep every sum's order: bitwise the untiled output, on
+# every grid; K = 20 is more shards than any rank's segments (one each)
+TEST_TRAIN_TILE=loss run ta11 1 1 $A exact
+TEST_TRAIN_TILE=both:3 run ta13 1 3 $A exact
+TEST_TRAIN_TILE=mlp:2 run ta22 2 2 $A exact
+TEST_TRAIN_TILE=both:20 run ta14 1 4 $A exact
+TEST_TRAIN_TILE=mlp:1 run ta21 2 1 $A exact
+same a11 ta11 ta13 ta22 ta14 ta21
+TEST_TRAIN_TILE=both:2 run tb31 3 1 $B exact
+TEST_TRAIN_TILE=both:4 run tb22 2 2 $B exact
+same b11 tb31 tb22
+TEST_TRAIN_TILE=both:2 run ti14 1 4 $A ignored
+same i11 ti14
+TEST_TRAIN_TILE=both:3 run td13 1 3 $D docs
+TEST_TRAIN_TILE=loss run td11 1 1 $D docs
+same d11 td13 td11
+TEST_TRAIN_TILE=both:2 run tr22resume 2 2 $R resume
+same r12 tr22resume
+TEST_TRAIN_TILE=both:2 run tg12 1 2 $A gradcheck
+grep gradcheck "$tmp/tg12"
 
 # the fast mode (MPI_Allreduce) runs and stays close to the exact losses
 run f14 1 4 $A fast

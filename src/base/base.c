@@ -8,7 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <string.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -86,12 +90,68 @@ static int should_fail(void)
     return fail_at > 0 && k == fail_at;
 }
 
+/* Live and peak bytes of the blocks that are allocated through the hooks
+ * and not yet freed, as the allocator sizes them (malloc_usable_size: the
+ * bytes asked for plus its rounding).  Atomic: the hooks may be called from
+ * several threads at once.  Without glibc nothing is measured. */
+static _Atomic uint64_t heap_live, heap_peak;
+
+static uint64_t block_bytes(void *p)
+{
+#if defined(__GLIBC__)
+    return p ? (uint64_t)malloc_usable_size(p) : 0;
+#else
+    (void)p;
+    return 0;
+#endif
+}
+
+static void heap_add(void *p)
+{
+    const uint64_t b = block_bytes(p);
+    if (!b)
+        return;
+    const uint64_t now = atomic_fetch_add(&heap_live, b) + b;
+    uint64_t peak = atomic_load(&heap_peak);
+    while (now > peak && !atomic_compare_exchange_weak(&heap_peak, &peak, now))
+        ;
+}
+
+static void heap_sub(uint64_t b)
+{
+    /* a block the hooks did not count (none should reach uly_base_free) may
+     * not take the count below zero */
+    uint64_t live = atomic_load(&heap_live);
+    while (!atomic_compare_exchange_weak(&heap_live, &live, live > b ? live - b : 0))
+        ;
+}
+
+int uly_base_heap_usage(uint64_t *live, uint64_t *peak)
+{
+    if (live)
+        *live = atomic_load(&heap_live);
+    if (peak)
+        *peak = atomic_load(&heap_peak);
+#if defined(__GLIBC__)
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+void uly_base_heap_reset_peak(void)
+{
+    atomic_store(&heap_peak, atomic_load(&heap_live));
+}
+
 void *uly_base_malloc(size_t n)
 {
     if (should_fail())
         return NULL;
     count_bytes(n);
-    return malloc(n ? n : 1);
+    void *p = malloc(n ? n : 1);
+    heap_add(p);
+    return p;
 }
 
 void *uly_base_calloc(size_t n, size_t size)
@@ -99,7 +159,9 @@ void *uly_base_calloc(size_t n, size_t size)
     if (should_fail())
         return NULL;
     count_bytes(req_bytes(n, size));
-    return n == 0 || size == 0 ? calloc(1, 1) : calloc(n, size);
+    void *p = n == 0 || size == 0 ? calloc(1, 1) : calloc(n, size);
+    heap_add(p);
+    return p;
 }
 
 void *uly_base_realloc(void *p, size_t n)
@@ -107,11 +169,19 @@ void *uly_base_realloc(void *p, size_t n)
     if (should_fail())
         return NULL;
     count_bytes(n);
-    return realloc(p, n ? n : 1);
+    const uint64_t old = block_bytes(p);
+    void *q = realloc(p, n ? n : 1);
+    if (q) { /* moved or resized: the old block is gone */
+        heap_sub(old);
+        heap_add(q);
+    }
+    return q;
 }
 
 void uly_base_free(void *p)
 {
+    if (p)
+        heap_sub(block_bytes(p));
     free(p);
 }
 

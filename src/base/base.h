@@ -7,6 +7,7 @@
  *   exit statuses            ULY_EXIT_*
  *   the last-error message   one per thread, shared by uly_ and usim_ calls
  *   allocation hooks         with fault injection (the k-th allocation fails)
+ *                            and live / peak heap bytes
  *   checked size arithmetic  uly_mul_size, uly_mul_sizes, uly_add_size
  *   integers with K/M/G      uly_parse_int: one syntax and one semantics
  *   files                    uly_file_kind, uly_read_file (whole small files),
@@ -71,6 +72,17 @@ ULY_BASE_API long uly_base_alloc_count(void);
  * so that NULL means failure); a failed (injected) allocation counts
  * nothing.  What uly_dist_memory / uly_sp_memory list as ULY_BUF_HEAP. */
 ULY_BASE_API uint64_t uly_base_alloc_bytes(void);
+/* Bytes of the blocks allocated through the hooks and not yet freed
+ * through uly_base_free (*live), and the most there were at once since the
+ * start or the last uly_base_heap_reset_peak (*peak).  Each block counts
+ * as the allocator sizes it (glibc's malloc_usable_size): at least the
+ * bytes asked for; glibc adds less than 24 bytes to a block from its heap
+ * and less than a page (4 KiB) to one it maps (128 KiB and more by
+ * default).  Thread-safe (atomic), unlike the counters above.  Returns 1,
+ * or 0 where nothing is measured (no glibc: both stay 0). */
+ULY_BASE_API int uly_base_heap_usage(uint64_t *live, uint64_t *peak);
+/* Start a new peak from the live bytes. */
+ULY_BASE_API void uly_base_heap_reset_peak(void);
 
 /* -------------------------------------------------- checked size arithmetic */
 

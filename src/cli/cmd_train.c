@@ -18,6 +18,7 @@
 #include <mpi.h>
 
 #include "args.h"
+#include "base/base_json.h"
 #include "base/base_progress.h"
 #include "cli.h"
 #include "config.h"
@@ -27,9 +28,9 @@
 struct train_cfg {
     int64_t layers, channels, heads, kv_heads, seq, vocab, batch, dp, sp, steps, seed, threads, canon_sp;
     double lr, wd, clip;
-    int64_t docs;
+    int64_t docs, tiled_mlp;
     const char *data, *log, *checkpoint, *resume, *plot, *dump;
-    int fast, quiet, force, text;
+    int fast, quiet, force, text, tiled_loss, json;
     int seen_kv, seen_vocab, seen_dp, seen_sp, seen_batch;
 };
 
@@ -38,6 +39,7 @@ static const char synopsis[] =
     "             [--batch B] [--dp D] [--sp S] [--steps K] [--lr LR] [--seed S]\n"
     "             [--data synthetic|FILE] [--docs K] [--log F.csv] [--plot F.svg]\n"
     "             [--dump DIR] [--checkpoint F] [--resume F] [--fast] [--force]\n"
+    "             [--tiled-loss] [--tiled-mlp K] [--json]\n"
     "Run under 'mpirun -np P': P = dp * sp ranks, each holding a contiguous token shard\n"
     "of dp's rows; the losses are bitwise identical for every dp and sp (doc/train.md).\n"
     "Exit status: 0 success, 1 run-time failure, 2 bad input (doc/reliability.md).";
@@ -441,6 +443,9 @@ static void train_options(struct train_cfg *c, arg_opt *o)
         {"checkpoint", ARG_STR, &c->checkpoint, 0, 0, "F", "write parameters and optimizer state at the end (may be the --resume file)", NULL, NULL},
         {"resume", ARG_STR, &c->resume, 0, 0, "F", "start from a checkpoint (its step count included; read by rank 0)", NULL, NULL},
         {"fast", ARG_FLAG, &c->fast, 0, 0, NULL, "reduce gradients with MPI_Allreduce (not bitwise across grids)", NULL, NULL},
+        {"tiled-loss", ARG_FLAG, &c->tiled_loss, 0, 0, NULL, "LM head and cross-entropy one canonical segment at a time: the whole logits are never stored (bitwise the same losses)", NULL, NULL},
+        {"tiled-mlp", ARG_INT, &c->tiled_mlp, 1, 1 << 24, "K", "MLP in K shards of each rank's canonical segments, its hidden recomputed in the backward (bitwise the same losses)", NULL, NULL},
+        {"json", ARG_FLAG, &c->json, 0, 0, NULL, "print one JSON object (losses, memory) at the end instead of the step lines", NULL, NULL},
         {"canon-sp", ARG_INT, &c->canon_sp, 1, 64, "K", "exact sums stay identical for every SP <= K (default max(4, sp))", NULL, NULL},
         {"threads", ARG_INT, &c->threads, 1, 1024, "T", "OpenMP threads of the attention kernel", NULL, NULL},
         {"force", ARG_FLAG, &c->force, 0, 0, NULL, "run even when the memory preflight says it will not fit", NULL, NULL},
@@ -494,6 +499,15 @@ static int train_parse(struct train_cfg *c, drv *d, int argc, char **argv)
                  (long long)c->seq);
     else if (c->seq < c->sp)
         drv_fail(d, DRV_BADINPUT, "--seq %lld is shorter than --sp %lld", (long long)c->seq, (long long)c->sp);
+    else if ((c->tiled_loss || c->tiled_mlp) && c->fast)
+        drv_fail(d, DRV_BADINPUT, "--tiled-loss and --tiled-mlp need the exact sums: their tiles are the canonical "
+                 "segments, and --fast has one segment per rank");
+    else if ((c->tiled_loss || c->tiled_mlp) && c->dump)
+        drv_fail(d, DRV_BADINPUT, "--dump writes the whole logits and MLP hidden, which --tiled-loss and --tiled-mlp "
+                 "never keep: run it without them (the values are bitwise the same)");
+    else if (c->tiled_mlp > c->seq)
+        drv_fail(d, DRV_BADINPUT, "--tiled-mlp %lld: more shards than the %lld tokens of a row", (long long)c->tiled_mlp,
+                 (long long)c->seq);
     else if (c->canon_sp < c->sp && !c->fast)
         drv_fail(d, DRV_BADINPUT, "--canon-sp %lld is smaller than --sp %lld", (long long)c->canon_sp, (long long)c->sp);
     else if (!(c->lr >= 0 && c->lr < 10) || !(c->wd >= 0 && c->wd < 10) || !(c->clip >= 0) || !isfinite(c->clip))
@@ -522,6 +536,7 @@ static int train_fields(const struct train_cfg *c, drv_field *f)
     FI("--seed", c->seed); FS("--data", c->data); FI("--docs", c->docs); FS("--dump", c->dump); FS("--log", c->log);
     FS("--plot", c->plot); FS("--checkpoint", c->checkpoint); FS("--resume", c->resume); FF("--fast", c->fast);
     FI("--canon-sp", c->canon_sp); FI("--threads", c->threads); FF("--force", c->force); FF("--quiet", c->quiet);
+    FF("--tiled-loss", c->tiled_loss); FI("--tiled-mlp", c->tiled_mlp); FF("--json", c->json);
 #undef FI
 #undef FF
 #undef FR
@@ -543,6 +558,7 @@ typedef struct train_job {
     double *losses;
     int64_t *stepno;
     FILE *logf;
+    uint64_t preflight, lib_bytes; /* this rank's preflight: everything, the library's table */
 } train_job;
 
 static void job_free(train_job *J)
@@ -571,6 +587,8 @@ static void train_gpt(const struct train_cfg *c, uly_gpt_config *gc, uly_train_o
     o->grad_clip = c->clip;
     o->seed = (uint64_t)c->seed;
     o->kernel.threads = (int)c->threads;
+    o->tiled_loss = c->tiled_loss;
+    o->tiled_mlp = (int)c->tiled_mlp;
 }
 
 /* The k largest entries of t as "name size, name size, ..." into buf. */
@@ -621,6 +639,8 @@ static int train_preflight(train_job *J, drv *d)
     }
     uint64_t need = lib;
     need = bufs >= 1.8e19 || (double)need + bufs >= 1.8e19 ? UINT64_MAX : need + (uint64_t)bufs;
+    J->preflight = need;
+    J->lib_bytes = lib;
     char why[512], big[320] = "", s1[32], s2[32];
     largest_bufs(&t, 3, big, sizeof big);
     snprintf(why, sizeof why, "model, optimizer and activations %s (largest: %s), batch and files %s",
@@ -735,7 +755,7 @@ static int train_steps(train_job *J, drv *d, uly_progress *pg)
     int rc, warned = 0;
     double best = 0, smooth = 0, stt_last = 0;
     int64_t best_step = 0;
-    if (rank == 0 && !c->quiet)
+    if (rank == 0 && !c->quiet && !c->json)
         printf("ulysses train: %lld parameters, %d ranks (dp %lld x sp %lld), %lld x %lld tokens per step%s, %s data, "
                "%s sums; steps %lld..%lld\n", (long long)uly_train_nparams(T), P, (long long)c->dp, (long long)c->sp,
                (long long)c->batch, (long long)c->seq, c->docs ? " (packed documents)" : "",
@@ -801,7 +821,7 @@ static int train_steps(train_job *J, drv *d, uly_progress *pg)
                         TRAIN_SMOOTH, smooth / best, best, (long long)best_step);
         }
         if (rank == 0) {
-            if (!c->quiet)
+            if (!c->quiet && !c->json)
                 printf("step %5lld/%lld  loss %.6f  %9.0f tok/s  %.3f s (attention %2.0f%%, all-to-all %2.0f%%, "
                        "gradient sums %2.0f%%, rest %2.0f%%)\n", (long long)s + 1, (long long)c->steps, stt.loss, tps,
                        tm[0], 100 * tm[1] / tm[0], 100 * tm[2] / tm[0], 100 * tm[3] / tm[0],
@@ -818,12 +838,79 @@ static int train_steps(train_job *J, drv *d, uly_progress *pg)
 static int train_run(train_job *J, drv *d)
 {
     uly_progress pg;
-    uly_progress_begin(&pg, d->rank == 0 && !J->c.quiet && !uly_progress_terminal_fd(1), "ulysses train");
+    uly_progress_begin(&pg, d->rank == 0 && !J->c.quiet && !J->c.json && !uly_progress_terminal_fd(1),
+                       "ulysses train");
     int rc = train_steps(J, d, &pg);
     if (!rc)
         uly_progress_clear(&pg);
     d->line_open = 0;
     return rc;
+}
+
+/* The memory line (or, with --json, the JSON object): the preflight of
+ * the rank that needs most, and the largest heap peak measured through
+ * the allocation hooks (uly_heap_usage).  Collective. */
+static int train_report(train_job *J, drv *d)
+{
+    const struct train_cfg *c = &J->c;
+    uint64_t live = 0, peak = 0;
+    const int measured = uly_heap_usage(&live, &peak) == ULY_OK;
+    uint64_t v[3] = {J->preflight, J->lib_bytes, peak}, m[3] = {0, 0, 0};
+    drv_mpi(d, MPI_Allreduce(v, m, 3, MPI_UINT64_T, MPI_MAX, d->comm), "MPI_Allreduce (memory)");
+    int64_t sh = uly_train_mlp_shards(J->T), shmin = sh;
+    if (!d->code)
+        drv_mpi(d, MPI_Allreduce(&sh, &shmin, 1, MPI_INT64_T, MPI_MIN, d->comm), "MPI_Allreduce (MLP shards)");
+    int rc = drv_sync(d);
+    if (rc || d->rank != 0)
+        return rc;
+    const int64_t nsteps = J->stepno ? c->steps - (J->stepno[0] - 1) : 0;
+    char s1[32], s2[32], s3[32];
+    if (!c->json) {
+        if (!c->quiet) {
+            if (measured)
+                printf("memory: preflight %s per rank (library buffers %s), measured peak %s (heap through the "
+                       "allocation hooks, the largest rank)\n", drv_bytes(s1, sizeof s1, m[0]),
+                       drv_bytes(s2, sizeof s2, m[1]), drv_bytes(s3, sizeof s3, m[2]));
+            else
+                printf("memory: preflight %s per rank (library buffers %s), measured peak not available (the C "
+                       "library cannot tell a block's size)\n", drv_bytes(s1, sizeof s1, m[0]),
+                       drv_bytes(s2, sizeof s2, m[1]));
+        }
+        return 0;
+    }
+    json_t *o = json_object();
+    json_t *st = o ? json_array() : NULL;
+    int e = !o || !st;
+    e |= o && uly_json_set_int(o, "parameters", uly_train_nparams(J->T));
+    e |= o && uly_json_set_int(o, "ranks", d->size);
+    e |= o && uly_json_set_int(o, "dp", c->dp);
+    e |= o && uly_json_set_int(o, "sp", c->sp);
+    e |= o && uly_json_set_int(o, "batch", c->batch);
+    e |= o && uly_json_set_int(o, "seq", c->seq);
+    e |= o && uly_json_set_str(o, "sums", c->fast ? "fast" : "exact");
+    e |= o && uly_json_set_bool(o, "tiled_loss", c->tiled_loss);
+    e |= o && uly_json_set_int(o, "tiled_mlp", c->tiled_mlp);
+    e |= o && uly_json_set_int(o, "mlp_shards_min", shmin);
+    e |= o && uly_json_set_int(o, "preflight_bytes", (int64_t)m[0]);
+    e |= o && uly_json_set_int(o, "library_bytes", (int64_t)m[1]);
+    if (measured)
+        e |= o && uly_json_set_int(o, "peak_bytes", (int64_t)m[2]);
+    else
+        e |= o && json_object_set_new(o, "peak_bytes", json_null());
+    for (int64_t i = 0; !e && i < nsteps; i++) {
+        json_t *x = uly_json_append_object(st);
+        e |= !x || uly_json_set_int(x, "step", J->stepno[i]) || uly_json_set_real(x, "loss", J->losses[i]);
+    }
+    if (o && st && json_object_set_new(o, "steps", st))
+        e = 1;
+    if (e) {
+        json_decref(o);
+        return drv_fail(d, DRV_RUNTIME, "--json: cannot build the JSON object (out of memory)");
+    }
+    /* 17 significant digits: every loss round-trips to its double (tiled and untiled runs compare bitwise) */
+    if (uly_json_dump(stdout, o, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17)))
+        return drv_fail(d, DRV_RUNTIME, "--json: cannot write the standard output");
+    return 0;
 }
 
 /* Rank 0: finish the log (the steps done so far): flushed, closed, fsync'ed. */
@@ -890,7 +977,7 @@ static int train_main(train_job *J, drv *d, int argc, char **argv)
     }
     if (rc)
         return rc;
-    if (d->rank == 0 && !c->seen_batch)
+    if (d->rank == 0 && !c->seen_batch && !c->json) /* --json: its "batch" */
         printf("ulysses train: --batch not given: %lld rows per step\n", (long long)c->batch);
     static const char *const what[NOUT] = {"--log", "--checkpoint", "--plot"};
     const char *path[NOUT] = {c->log, c->checkpoint, c->plot};
@@ -931,6 +1018,17 @@ static int train_main(train_job *J, drv *d, int argc, char **argv)
         STEP(0);
     }
     STEP(train_alloc(J, d));
+    if (c->tiled_mlp) { /* a rank with fewer segments than shards: one shard per segment */
+        int64_t sh = uly_train_mlp_shards(J->T), shmin = sh, shmax = sh;
+        drv_mpi(d, MPI_Allreduce(&sh, &shmin, 1, MPI_INT64_T, MPI_MIN, d->comm), "MPI_Allreduce (MLP shards)");
+        if (!d->code)
+            drv_mpi(d, MPI_Allreduce(&sh, &shmax, 1, MPI_INT64_T, MPI_MAX, d->comm), "MPI_Allreduce (MLP shards)");
+        STEP(0);
+        if (shmin < c->tiled_mlp)
+            drv_say(d, "note: --tiled-mlp %lld: a rank holds only %lld canonical segments (rows x chunks of its "
+                    "shard): it uses %lld to %lld shards of whole segments", (long long)c->tiled_mlp, (long long)shmin,
+                    (long long)shmin, (long long)shmax);
+    }
     if ((rc = train_run(J, d))) {
         if (d->rank == 0 && J->logf) { /* keep the steps done; the failure itself was reported */
             drv d0 = *d;
@@ -943,6 +1041,7 @@ static int train_main(train_job *J, drv *d, int argc, char **argv)
         return rc;
     }
     STEP(train_write(J, d));
+    STEP(train_report(J, d));
 #undef STEP
     return 0;
 }
