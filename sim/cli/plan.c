@@ -18,11 +18,17 @@
  * configuration fits when it leaves --mem-headroom of HBM free.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/base_json.h"
@@ -105,9 +111,9 @@ enum { CS_TODO = 0, CS_SIM, CS_PRUNED, CS_OVER, CS_OVER_LAYOUT, CS_OVER_TOTAL, C
 typedef struct cand {
     usim_job j;
     int64_t mb;          /* micro-batch */
-    double est;          /* estimated seconds per sequence */
-    double lb;           /* compute lower bound, seconds per sequence */
+    double lb;           /* compute lower bound, seconds per sequence: the search order */
     int layout;          /* index of its (method, degrees) layout */
+    int first;           /* the lowest lower bound of its method: simulated first */
     int ord;             /* enumeration order: stable ties */
     row w;               /* simulated */
     int simulated;
@@ -166,11 +172,13 @@ static double per_seq(const usim_result *r)
     return r->iter_s / (double)r->global_batch;
 }
 
-static int by_est(const void *a, const void *b)
+static int by_lb(const void *a, const void *b)
 {
     const cand *x = a, *y = b;
-    if (x->est != y->est)
-        return (x->est > y->est) - (x->est < y->est);
+    if (x->first != y->first)
+        return y->first - x->first;
+    if (x->lb != y->lb)
+        return (x->lb > y->lb) - (x->lb < y->lb);
     return (x->ord > y->ord) - (x->ord < y->ord);
 }
 
@@ -180,7 +188,7 @@ static int by_sim(const void *a, const void *b)
     if (x->simulated != y->simulated)
         return y->simulated - x->simulated;
     if (!x->simulated)
-        return by_est(a, b);
+        return by_lb(a, b);
     double tx = tokens_per_s(&x->w.r), ty = tokens_per_s(&y->w.r);
     if (tx != ty)
         return (tx < ty) - (tx > ty);
@@ -433,8 +441,8 @@ static void add_layout(void *ctx, const usim_job *base, int layout)
                     continue;
                 }
                 fitted = 1;
-                double est, inf;
-                if (usim_estimate(p, &mm, &j, &est) || usim_estimate(s->pinf, &mm, &j, &inf)) {
+                double inf;
+                if (usim_estimate(s->pinf, &mm, &j, &inf)) {
                     note_invalid(cs, usim_last_error());
                     break;
                 }
@@ -459,7 +467,6 @@ static void add_layout(void *ctx, const usim_job *base, int layout)
                 memset(c, 0, sizeof *c);
                 c->j = j;
                 c->mb = mm.micro_batch;
-                c->est = est / (double)gb;
                 c->lb = lb / (double)gb;
                 c->layout = layout;
                 c->ord = (int)s->nc;
@@ -812,6 +819,266 @@ static int plan_max_seq(const opts *o, const plan_opts *po, const usim_platform 
     return 0;
 }
 
+
+/* ------------------------------------------------------------ the simulations */
+
+typedef struct worker {
+    int exhaustive;
+    const usim_platform *p;
+    const usim_model *m;
+    cand *cv;
+    size_t nc;
+    int K, nlayouts, engine;
+    uint64_t sim_work, total_work;
+    uly_progress *bar;      /* NULL in a child process */
+    double t_start;
+} worker;
+
+/* Keep the K best times per sequence, ascending, in b[0..*n). */
+static void keep_best(double *b, int *n, int K, double v)
+{
+    if (*n < K)
+        b[(*n)++] = v;
+    else if (v < b[K - 1])
+        b[K - 1] = v;
+    else
+        return;
+    for (int k = *n - 1; k > 0 && b[k - 1] > b[k]; k--) {
+        double t = b[k - 1];
+        b[k - 1] = b[k];
+        b[k] = t;
+    }
+}
+
+/* One record of a search process: a candidate's index and state, then its
+ * result (CS_SIM) or error text (CS_FAILED); idx -1: done; -2: a fatal error
+ * (text follows).  Written with one write() of at most PIPE_BUF bytes, so a
+ * record arrives whole. */
+typedef struct rec {
+    int32_t idx, state;
+    usim_result r;
+    char err[300];
+} rec;
+
+_Static_assert(sizeof(rec) <= PIPE_BUF, "a search record must be written atomically");
+
+static int write_rec(int fd, const rec *r)
+{
+    const char *b = (const char *)r;
+    size_t n = sizeof *r, done = 0;
+    while (done < n) {
+        ssize_t k = write(fd, b + done, n - done);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1;
+        done += (size_t)k;
+    }
+    return 0;
+}
+
+/* Read one record; 0, 1 at end of file, -1 on error. */
+static int read_rec(int fd, rec *r)
+{
+    char *b = (char *)r;
+    size_t n = sizeof *r, done = 0;
+    while (done < n) {
+        ssize_t k = read(fd, b + done, n - done);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            return -1;
+        if (k == 0)
+            return done == 0 ? 1 : -1;
+        done += (size_t)k;
+    }
+    return 0;
+}
+
+/* The search loop: candidates in order, branch and bound against the K best
+ * simulated so far, the work budgets.  fd >= 0: each decision is written to
+ * fd as a record (a child process); fd < 0: applied to cv, with the deadline
+ * (seconds from t_start, 0: none) checked before each simulation.  0, or 1
+ * with a fatal error in err. */
+static int search_loop(worker *w, int fd, double deadline, char *err, size_t nerr)
+{
+    usim_sim *sim = usim_sim_new(w->p, w->cv[0].j.gpus);
+    char *over = calloc((size_t)w->nlayouts + 1, 1);
+    double *bestk = malloc((size_t)w->K * sizeof *bestk);
+    rec *rb = fd >= 0 ? malloc(sizeof *rb) : NULL;
+    if (!sim || !over || !bestk || (fd >= 0 && !rb)) {
+        snprintf(err, nerr, "%s", sim ? "out of memory" : usim_last_error());
+        usim_sim_free(sim);
+        free(over);
+        free(bestk);
+        free(rb);
+        return 1;
+    }
+    usim_sim_set_engine(sim, w->engine);
+    int nbest = 0, nsim = 0, npruned = 0, bad = 0;
+    uint64_t spent = 0;
+    for (size_t i = 0; i < w->nc && !bad; i++) {
+        cand *c = &w->cv[i];
+        int state;
+        double sk = nbest == w->K ? bestk[w->K - 1] : INFINITY;
+        usim_result res;
+        memset(&res, 0, sizeof res);
+        char ferr[300] = "";
+        if (!w->exhaustive && PLAN_LB_MARGIN * c->lb >= sk)
+            state = CS_PRUNED;
+        else if (!w->exhaustive && over[c->layout])
+            state = CS_OVER_LAYOUT;
+        else if (!w->exhaustive && spent >= w->total_work)
+            state = CS_OVER_TOTAL;
+        else {
+            double t = now_s();
+            if (fd < 0 && deadline > 0 && t - w->t_start >= deadline)
+                break;   /* the rest stay CS_TODO: left at the time limit */
+            if (w->bar)
+                uly_progress_show(w->bar, (double)i, (double)w->nc,
+                                  "simulating candidate %zu of %zu (%d simulated, %d pruned)", i + 1, w->nc, nsim,
+                                  npruned);
+            uint64_t left = w->total_work - spent;
+            usim_sim_set_work_limit(sim, w->exhaustive ? 0 : left < w->sim_work ? left : w->sim_work);
+            usim_model mm = with_mb(w->m, c->mb);
+            int rc = usim_simulate(sim, &mm, &c->j, NULL, &res);
+            spent += usim_sim_work(sim);
+            if (rc == USIM_OK) {
+                state = CS_SIM;
+                nsim++;
+                keep_best(bestk, &nbest, w->K, per_seq(&res));
+            } else if (rc == USIM_ELIMIT) {
+                state = left < w->sim_work ? CS_OVER_TOTAL : CS_OVER;
+                if (state == CS_OVER)
+                    over[c->layout] = 1;
+            } else if (rc == USIM_EINVAL) {
+                state = CS_FAILED;
+                snprintf(ferr, sizeof ferr, "%s", usim_last_error());
+            } else {
+                snprintf(err, nerr, "%s", usim_last_error());
+                bad = 1;
+                break;
+            }
+        }
+        npruned += state == CS_PRUNED;
+        if (fd >= 0) {
+            rb->idx = (int32_t)i;
+            rb->state = state;
+            rb->r = res;
+            snprintf(rb->err, sizeof rb->err, "%s", ferr);
+            if (write_rec(fd, rb)) {
+                bad = 1;
+                snprintf(err, nerr, "the search process could not report");
+            }
+        } else {
+            c->state = state;
+            if (state == CS_SIM) {
+                c->w.method = c->j.method;
+                c->w.ok = 1;
+                c->w.r = res;
+                c->simulated = 1;
+            } else if (state == CS_FAILED)
+                snprintf(c->w.err, sizeof c->w.err, "%s", ferr);
+        }
+    }
+    if (fd >= 0) {
+        rb->idx = bad ? -2 : -1;
+        snprintf(rb->err, sizeof rb->err, "%s", err);
+        write_rec(fd, rb);
+    }
+    usim_sim_free(sim);
+    free(over);
+    free(bestk);
+    free(rb);
+    return bad;
+}
+
+/* Run the search within the time limit (seconds from w->t_start; 0: none):
+ * in a child process that is stopped when the limit is reached, even in the
+ * middle of one long simulation (the work budget bounds a simulation's
+ * network part, not its time); without a limit, or if no process can be
+ * made, here.  Candidates never reached keep CS_TODO.  0, or 1 with err. */
+static int run_search(worker *w, double limit, char *err, size_t nerr)
+{
+    int pfd[2];
+    if (limit <= 0 || pipe(pfd) != 0)
+        return search_loop(w, -1, limit, err, nerr);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(pfd[0]);
+        close(pfd[1]);
+        return search_loop(w, -1, limit, err, nerr);
+    }
+    if (pid == 0) {
+        close(pfd[0]);
+        w->bar = NULL;
+        int rc = search_loop(w, pfd[1], 0, err, nerr);
+        close(pfd[1]);
+        _exit(rc ? 1 : 0);
+    }
+    close(pfd[1]);
+    rec *rb = malloc(sizeof *rb);
+    int bad = !rb, done = 0, nsim = 0, nrec = 0;
+    if (!rb)
+        snprintf(err, nerr, "out of memory");
+    while (!bad && !done) {
+        double left = limit - (now_s() - w->t_start);
+        if (left <= 0)
+            break;
+        struct pollfd q = {pfd[0], POLLIN, 0};
+        int ms = left > 0.25 ? 250 : (int)(left * 1000) + 1;
+        int pr = poll(&q, 1, ms);
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr < 0) {
+            bad = 1;
+            snprintf(err, nerr, "waiting for the search: %s", strerror(errno));
+            break;
+        }
+        if (w->bar)
+            uly_progress_show(w->bar, now_s() - w->t_start, limit,
+                              "simulating candidate %d of %zu (%d simulated; time limit %.3g s)", nrec + 1, w->nc,
+                              nsim, limit);
+        if (pr == 0)
+            continue;
+        int r = read_rec(pfd[0], rb);
+        if (r != 0) {
+            bad = 1;
+            snprintf(err, nerr, "the search process ended without its result");
+            break;
+        }
+        if (rb->idx == -1) {
+            done = 1;
+            break;
+        }
+        if (rb->idx < 0 || (size_t)rb->idx >= w->nc) {
+            bad = 1;
+            snprintf(err, nerr, "%s", rb->idx == -2 ? rb->err : "the search process sent a bad record");
+            break;
+        }
+        cand *c = &w->cv[rb->idx];
+        nrec++;
+        c->state = rb->state;
+        if (rb->state == CS_SIM) {
+            c->w.method = c->j.method;
+            c->w.ok = 1;
+            c->w.r = rb->r;
+            c->simulated = 1;
+            nsim++;
+        } else if (rb->state == CS_FAILED)
+            snprintf(c->w.err, sizeof c->w.err, "%s", rb->err);
+    }
+    if (!done)
+        kill(pid, SIGKILL);
+    close(pfd[0]);
+    int st;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    free(rb);
+    return bad;
+}
+
 /* ------------------------------------------------------------ cmd_plan */
 
 int cmd_plan(int argc, char **argv)
@@ -894,117 +1161,89 @@ int cmd_plan(int argc, char **argv)
         die_usage("plan: no valid configuration of %s on %d GPUs (e.g. %s)", out_safe(m.name, mn), G,
                   cs.inv_heads ? cs.inv_example[0] : cs.inv_seq ? cs.inv_example[1] : cs.inv_example[2]);
     }
-    qsort(cv, nc, sizeof *cv, by_est);
-    usim_sim *sim = usim_sim_new(&p, G);
-    if (!sim) {
-        free(cv);
-        fprintf(stderr, "ulysses-sim: %s\n", usim_last_error());
-        return 1;
+    /* the search order: the lowest lower bound of each method first (so that every
+     * method's best is known early and explains its loss), then by lower bound */
+    qsort(cv, nc, sizeof *cv, by_lb);
+    {
+        int firsts[ULY_METHOD_ALL] = {0};
+        for (size_t i = 0; i < nc; i++)
+            if (!firsts[cv[i].j.method]) {
+                firsts[cv[i].j.method] = 1;
+                cv[i].first = 1;
+            }
+        qsort(cv, nc, sizeof *cv, by_lb);
     }
-    usim_sim_set_engine(sim, o.engine);
     double limit = po.exhaustive ? 0 : po.time_limit >= 0 ? po.time_limit
                  : G <= 1024 ? PLAN_TIME_SMALL : PLAN_TIME_LARGE;
-    /* over[l]: layout l ran over its simulation budget */
-    int nlayouts = cs.structures;
-    char *over = calloc((size_t)nlayouts + 1, 1);
-    /* the K best simulated times per sequence so far, ascending (K = --top) */
     int K = o.top;
-    double *bestk = malloc((size_t)K * sizeof *bestk);
-    if (!over || !bestk) {
-        free(over);
-        free(bestk);
-        free(cv);
-        usim_sim_free(sim);
-        fprintf(stderr, "ulysses-sim: out of memory\n");
-        return 1;
-    }
-    int nbest = 0;
+    worker wk;
+    memset(&wk, 0, sizeof wk);
+    wk.exhaustive = po.exhaustive;
+    wk.p = &p;
+    wk.m = &m;
+    wk.cv = cv;
+    wk.nc = nc;
+    wk.K = K;
+    wk.nlayouts = cs.structures;
+    wk.engine = o.engine;
+    /* above 1024 GPUs a work unit costs more time (the per-GPU parts of a
+     * simulation grow with G): the budgets shrink as 1024 / G */
+    wk.sim_work = G <= 1024 ? PLAN_SIM_WORK : PLAN_SIM_WORK / (uint64_t)G * 1024;
+    wk.total_work = G <= 1024 ? PLAN_TOTAL_WORK : PLAN_TOTAL_WORK / (uint64_t)G * 1024;
     uly_progress bar;
     char what[64];
     snprintf(what, sizeof what, "ulysses-sim plan (%d GPUs)", G);
     uly_progress_begin(&bar, !o.no_progress, what);
-    uint64_t spent = 0;
+    wk.bar = &bar;
+    wk.t_start = t_start;
     double t_sim0 = now_s();
-    int stopped = 0;   /* the time limit was reached */
-    for (size_t i = 0; i < nc; i++) {
-        cand *c = &cv[i];
-        double sk = nbest == K ? bestk[K - 1] : INFINITY;
-        if (!po.exhaustive && PLAN_LB_MARGIN * c->lb >= sk) {
-            c->state = CS_PRUNED;
-            cs.pruned++;
-            continue;
-        }
-        if (!po.exhaustive && over[c->layout]) {
-            c->state = CS_OVER_LAYOUT;
-            cs.over_layout++;
-            continue;
-        }
-        double t = now_s();
-        if (stopped || (limit > 0 && t - t_sim0 >= limit)) {
-            stopped = 1;
-            c->state = CS_TIME;
-            cs.timed_out++;
-            continue;
-        }
-        if (t - t_start > 1.0)
-            uly_progress_show(&bar, (double)i, (double)nc, "candidate %zu of %zu by estimate, %d simulated, %d pruned",
-                              i + 1, nc, cs.simulated, cs.pruned);
-        if (!po.exhaustive && spent >= PLAN_TOTAL_WORK) {
-            c->state = CS_OVER_TOTAL;
-            cs.over_total++;
-            continue;
-        }
-        uint64_t left = PLAN_TOTAL_WORK - spent;
-        usim_sim_set_work_limit(sim, po.exhaustive ? 0 : left < PLAN_SIM_WORK ? left : PLAN_SIM_WORK);
-        c->w.method = c->j.method;
-        usim_model mm = with_mb(&m, c->mb);
-        int rc = usim_simulate(sim, &mm, &c->j, NULL, &c->w.r);
-        spent += usim_sim_work(sim);
-        if (rc == USIM_OK) {
-            c->w.ok = 1;
-            c->simulated = 1;
-            c->state = CS_SIM;
-            cs.simulated++;
-            /* keep the K best, ascending */
-            double v = per_seq(&c->w.r);
-            if (nbest < K)
-                bestk[nbest++] = v;
-            else if (v < bestk[K - 1])
-                bestk[K - 1] = v;
-            for (int k = nbest - 1; k > 0 && bestk[k - 1] > bestk[k]; k--) {
-                double tmp = bestk[k - 1];
-                bestk[k - 1] = bestk[k];
-                bestk[k] = tmp;
-            }
-        } else if (rc == USIM_ELIMIT) {
-            if (left < PLAN_SIM_WORK) {
-                c->state = CS_OVER_TOTAL;
-                cs.over_total++;
-            } else {
-                c->state = CS_OVER;
-                cs.over_sim++;
-                over[c->layout] = 1;
-            }
-        } else if (rc == USIM_EINVAL) {
-            c->state = CS_FAILED;
-            cs.sim_failed++;
-            if (!cs.sim_fail_example[0])
-                snprintf(cs.sim_fail_example, sizeof cs.sim_fail_example, "%s", usim_last_error());
-        } else {
-            uly_progress_clear(&bar);
-            usim_sim_free(sim);
-            free(over);
-            free(bestk);
-            free(cv);
-            fprintf(stderr, "ulysses-sim: %s\n", usim_last_error());
-            return 1;
-        }
-    }
+    char fatal[300] = "";
+    int frc = run_search(&wk, limit, fatal, sizeof fatal);
     double t_sim = now_s() - t_sim0;
     uly_progress_clear(&bar);
-    usim_sim_free(sim);
-    free(over);
+    if (frc) {
+        free(cv);
+        fprintf(stderr, "ulysses-sim: %s\n", fatal);
+        return 1;
+    }
+    /* the census of the search, from each candidate's state */
+    double *bestk = malloc((size_t)K * sizeof *bestk);
+    if (!bestk) {
+        free(cv);
+        fprintf(stderr, "ulysses-sim: out of memory\n");
+        return 1;
+    }
+    int nbest = 0;
+    for (size_t i = 0; i < nc; i++)
+        if (cv[i].state == CS_SIM)
+            keep_best(bestk, &nbest, K, per_seq(&cv[i].w.r));
     double sk_final = nbest == K ? bestk[K - 1] : INFINITY;
+    for (size_t i = 0; i < nc; i++) {
+        cand *c = &cv[i];
+        switch (c->state) {
+        case CS_SIM: cs.simulated++; break;
+        case CS_PRUNED: cs.pruned++; break;
+        case CS_OVER: cs.over_sim++; break;
+        case CS_OVER_LAYOUT: cs.over_layout++; break;
+        case CS_OVER_TOTAL: cs.over_total++; break;
+        case CS_FAILED:
+            cs.sim_failed++;
+            if (!cs.sim_fail_example[0])
+                snprintf(cs.sim_fail_example, sizeof cs.sim_fail_example, "%s", c->w.err);
+            break;
+        default:
+            /* not reached before the time limit: pruned all the same when its bound
+             * cannot beat the K-th found (which is no better than the true K-th) */
+            if (PLAN_LB_MARGIN * c->lb >= sk_final) {
+                c->state = CS_PRUNED;
+                cs.pruned++;
+            } else {
+                c->state = CS_TIME;
+                cs.timed_out++;
+            }
+            break;
+        }
+    }
     free(bestk);
     if (cs.simulated == 0) {
         /* nothing to rank: say why, never an empty table */
@@ -1257,15 +1496,15 @@ int cmd_plan(int argc, char **argv)
                    "can rank in the top %d\n", cs.pruned, 100 * (1 - PLAN_LB_MARGIN), K, sk_final, K);
         if (cs.over_sim)
             printf("  not simulated: %d over the work budget of one simulation (%.0e network work units)\n",
-                   cs.over_sim, (double)PLAN_SIM_WORK);
+                   cs.over_sim, (double)wk.sim_work);
         if (cs.over_layout)
             printf("  not simulated: %d of a layout whose simulation ran over its budget (the same collectives)\n",
                    cs.over_layout);
         if (cs.over_total)
             printf("  not simulated: %d left when the plan's work budget (%.0e units) was spent\n",
-                   cs.over_total, (double)PLAN_TOTAL_WORK);
+                   cs.over_total, (double)wk.total_work);
         if (cs.timed_out)
-            printf("  not simulated: %d left when the time limit (%.3g s of simulation) was reached "
+            printf("  not simulated: %d left when the time limit (%.3g s from the start) was reached "
                    "(--time-limit 0: no limit)\n", cs.timed_out, limit);
         if (could)
             printf("  could rank higher: %d of those not simulated have a compute lower bound below #%d's time "
