@@ -57,6 +57,8 @@ check_PROGRAMS += sim/tests/test_engine sim/tests/test_net sim/tests/test_descri
 	sim/tests/test_golden sim/tests/test_classes sim/tests/test_infer
 TESTS += sim/tests/test_attnjob sim/tests/test_classes sim/tests/test_infer sim/tests/cli_infer.sh
 EXTRA_DIST += sim/tests/cli_infer.sh
+TESTS += sim/tests/cli_plan_maxseq.sh
+EXTRA_DIST += sim/tests/cli_plan_maxseq.sh
 TESTS += sim/tests/test_engine sim/tests/test_net sim/tests/test_describe \
 	sim/tests/test_workload sim/tests/test_rails sim/tests/test_props sim/tests/test_golden \
 	sim/tests/cli_basic.sh sim/tests/cli_errors.sh sim/tests/cli_sweep.sh sim/tests/cli_plan.sh \

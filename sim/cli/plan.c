@@ -512,7 +512,7 @@ static void print_launch_text(const usim_model *m, const cand *c, int rank, int 
     int mrc = row_launch(m, c, mf, sizeof mf, mn, sizeof mn, &ds, dn, sizeof dn);
     if (which & LAUNCH_MEGATRON) {
         if (mrc)
-            printf("launch #%d, Megatron-LM: not expressible: %s\n", rank, mn);
+            printf("launch #%d, Megatron-LM: cannot run it: %s\n", rank, mn);
         else {
             printf("launch #%d, Megatron-LM: %s\n", rank, mf);
             if (mn[0])
@@ -521,7 +521,7 @@ static void print_launch_text(const usim_model *m, const cand *c, int rank, int 
     }
     if (which & LAUNCH_DEEPSPEED) {
         if (!ds)
-            printf("launch #%d, DeepSpeed: not expressible: %s\n", rank, dn[0] ? dn : "out of memory");
+            printf("launch #%d, DeepSpeed: cannot run it: %s\n", rank, dn[0] ? dn : "out of memory");
         else {
             char *txt = json_dumps(ds, JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII | JSON_COMPACT);
             printf("launch #%d, DeepSpeed: %s\n", rank, txt ? txt : "(out of memory)");
@@ -797,6 +797,13 @@ static int plan_max_seq(const opts *o, const plan_opts *po, const usim_platform 
                    cs.mg_tp_max, usim_platform_domain(&p));
         usim_model ms = *m;
         ms.seq = b->seq;
+        int bc = b->j.method == ULY_METHOD_MEGATRON_SP ? 1 : b->j.sp;
+        if (bc > 1 && ms.seq % (2 * bc)) {
+            /* Megatron-LM needs a multiple of 2 x CP: launch the longest one that fits */
+            ms.seq = ms.seq / (2 * bc) * (2 * bc);
+            printf("  launch at %lld tokens, the longest multiple of 2 x CP = %d (Megatron-LM requires one)\n",
+                   (long long)ms.seq, 2 * bc);
+        }
         cand c;
         memset(&c, 0, sizeof c);
         c.mb = m->micro_batch;
@@ -1430,7 +1437,7 @@ int cmd_plan(int argc, char **argv)
                 printf("   warning: %s\n", r->warn[k]);
         }
         if (ties)
-            printf("%d of the rows after #1 tie with it: the model cannot rank them (--tie %g%%)\n", ties, po.tie);
+            printf("ties: %d of the rows after #1 are within %g%% of its time per token: the model cannot rank them (--tie)\n", ties, po.tie);
         printf("\n");
         for (int i = 0; i < top; i++)
             print_launch_text(&m, &cv[i], i + 1,

@@ -36,12 +36,12 @@ int plan_megatron_flags(const usim_model *m, const usim_job *j, int64_t micro_ba
     int kv_per_tp = (int)(m->kv_heads / T > 0 ? m->kv_heads / T : 1);
     if (C > 1 && m->seq % (2 * (int64_t)C) != 0) {
         /* arguments.py: assert args.seq_length % (args.context_parallel_size * 2) == 0 */
-        snprintf(note, nn, "Megatron-LM cannot run it: --seq-length %lld is not a multiple of 2 x CP = %d "
+        snprintf(note, nn, "--seq-length %lld is not a multiple of 2 x CP = %d "
                  "(arguments.py requires it whenever --context-parallel-size > 1)", (long long)m->seq, 2 * C);
         return 1;
     }
     if (j->method == ULY_METHOD_ULYSSES && C > kv_per_tp) {
-        snprintf(note, nn, "Megatron-LM cannot run it: its a2a needs the CP degree (%d) not above the KV heads per "
+        snprintf(note, nn, "its a2a needs the CP degree (%d) not above the KV heads per "
                  "tensor rank (%d); the simulator replicates KV heads as DeepSpeed does", C, kv_per_tp);
         return 1;
     }
@@ -90,27 +90,27 @@ json_t *plan_deepspeed_config(const usim_model *m, const usim_job *j, int64_t mi
     note[0] = 0;
     int mg = j->method == ULY_METHOD_MEGATRON_SP;
     if (mg) {
-        snprintf(note, nn, "DeepSpeed cannot run it from its config: Megatron tensor + sequence parallelism is not "
-                 "a DeepSpeed config option (AutoTP's tensor_parallel shards GEMMs without sequence parallelism)");
+        snprintf(note, nn, "Megatron tensor + sequence parallelism is not a DeepSpeed config "
+                 "option (AutoTP's tensor_parallel shards GEMMs without sequence parallelism)");
         return NULL;
     }
     if (j->method != ULY_METHOD_ULYSSES) {
-        snprintf(note, nn, "DeepSpeed cannot run it: its sequence parallelism is Ulysses all-to-all only "
+        snprintf(note, nn, "its sequence parallelism is Ulysses all-to-all only "
                  "(sequence_parallel_size); it has no %s context parallelism", uly_method_sim_name(j->method));
         return NULL;
     }
     if (j->tp > 1) {
-        snprintf(note, nn, "DeepSpeed cannot run it from its config: tensor parallelism with Ulysses "
-                 "sequence_parallel_size is not a documented combination");
+        snprintf(note, nn, "tensor parallelism with Ulysses sequence_parallel_size is not "
+                 "a documented combination");
         return NULL;
     }
     if (j->pp > 1) {
-        snprintf(note, nn, "DeepSpeed cannot run it from its config: pipeline stages come from a PipelineModule in "
+        snprintf(note, nn, "pipeline stages come from a PipelineModule in "
                  "the model code, not from the config");
         return NULL;
     }
     if (j->recompute == USIM_RC_SELECTIVE) {
-        snprintf(note, nn, "DeepSpeed cannot run it: selective recompute is a Megatron-LM option; with DeepSpeed "
+        snprintf(note, nn, "selective recompute is a Megatron-LM option; with DeepSpeed "
                  "choose recompute none or full");
         return NULL;
     }
