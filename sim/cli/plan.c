@@ -768,7 +768,7 @@ static int plan_max_seq(const opts *o, const plan_opts *po, const usim_platform 
         printf("searched %d layouts (method x tp x cp x pp x dp): %d invalid; %zu compositions (x ZeRO stage x "
                "recompute) fit some sequence, %d fit none\n\n", cs.structures, cs.invalid, s.n, s.none_fit);
         printf("%-4s %-12s %-30s %-4s %-10s %16s %8s %6s\n", "rank", "method", "degrees", "zero", "recompute",
-               "max seq [tok]", "mem GiB", "limit");
+               "max seq [tokens]", "mem GiB", "limit");
         for (int i = 0; i < top; i++) {
             const mcand *c = &s.v[i];
             char dg[64];
@@ -1462,10 +1462,10 @@ int cmd_plan(int argc, char **argv)
                         st = cv[q].state;
                     }
                 if (st == CS_PRUNED)
-                    printf("  best %s: not simulated: its fastest compute alone, %.3f s per sequence, is no faster "
+                    printf("  best %s (not simulated): its fastest compute alone, %.3f s per sequence, is no faster "
                            "than #%d's %.3f\n", uly_method_sim_name(methods[mi]), lbm, K, sk_final);
                 else
-                    printf("  best %s: not simulated (%s)\n", uly_method_sim_name(methods[mi]),
+                    printf("  best %s (not simulated): %s\n", uly_method_sim_name(methods[mi]),
                            st == CS_TIME ? "time limit reached" : st == CS_FAILED ? "refused by the simulation"
                                                                                    : "over the work budget");
                 continue;
