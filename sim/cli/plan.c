@@ -111,9 +111,11 @@ enum { CS_TODO = 0, CS_SIM, CS_PRUNED, CS_OVER, CS_OVER_LAYOUT, CS_OVER_TOTAL, C
 typedef struct cand {
     usim_job j;
     int64_t mb;          /* micro-batch */
-    double lb;           /* compute lower bound, seconds per sequence: the search order */
+    double est;          /* the closed-form estimate, seconds per sequence: the search order */
+    double lb;           /* compute lower bound, seconds per sequence: the pruning */
     int layout;          /* index of its (method, degrees) layout */
     int first;           /* the lowest lower bound of its method: simulated first */
+    int64_t gb;          /* the effective global batch (rounded to whole steps) */
     int ord;             /* enumeration order: stable ties */
     row w;               /* simulated */
     int simulated;
@@ -172,13 +174,13 @@ static double per_seq(const usim_result *r)
     return r->iter_s / (double)r->global_batch;
 }
 
-static int by_lb(const void *a, const void *b)
+static int by_est(const void *a, const void *b)
 {
     const cand *x = a, *y = b;
     if (x->first != y->first)
         return y->first - x->first;
-    if (x->lb != y->lb)
-        return (x->lb > y->lb) - (x->lb < y->lb);
+    if (x->est != y->est)
+        return (x->est > y->est) - (x->est < y->est);
     return (x->ord > y->ord) - (x->ord < y->ord);
 }
 
@@ -188,7 +190,7 @@ static int by_sim(const void *a, const void *b)
     if (x->simulated != y->simulated)
         return y->simulated - x->simulated;
     if (!x->simulated)
-        return by_lb(a, b);
+        return by_est(a, b);
     double tx = tokens_per_s(&x->w.r), ty = tokens_per_s(&y->w.r);
     if (tx != ty)
         return (tx < ty) - (tx > ty);
@@ -441,8 +443,8 @@ static void add_layout(void *ctx, const usim_job *base, int layout)
                     continue;
                 }
                 fitted = 1;
-                double inf;
-                if (usim_estimate(s->pinf, &mm, &j, &inf)) {
+                double est, inf;
+                if (usim_estimate(p, &mm, &j, &est) || usim_estimate(s->pinf, &mm, &j, &inf)) {
                     note_invalid(cs, usim_last_error());
                     break;
                 }
@@ -468,6 +470,8 @@ static void add_layout(void *ctx, const usim_job *base, int layout)
                 c->j = j;
                 c->mb = mm.micro_batch;
                 c->lb = lb / (double)gb;
+                c->est = est / (double)gb;
+                c->gb = gb;
                 c->layout = layout;
                 c->ord = (int)s->nc;
                 s->nc++;
@@ -1168,9 +1172,9 @@ int cmd_plan(int argc, char **argv)
         die_usage("plan: no valid configuration of %s on %d GPUs (e.g. %s)", out_safe(m.name, mn), G,
                   cs.inv_heads ? cs.inv_example[0] : cs.inv_seq ? cs.inv_example[1] : cs.inv_example[2]);
     }
-    /* the search order: the lowest lower bound of each method first (so that every
-     * method's best is known early and explains its loss), then by lower bound */
-    qsort(cv, nc, sizeof *cv, by_lb);
+    /* the search order: the best estimate of each method first (so that every
+     * method's best is known early and explains its loss), then by estimate */
+    qsort(cv, nc, sizeof *cv, by_est);
     {
         int firsts[ULY_METHOD_ALL] = {0};
         for (size_t i = 0; i < nc; i++)
@@ -1178,7 +1182,7 @@ int cmd_plan(int argc, char **argv)
                 firsts[cv[i].j.method] = 1;
                 cv[i].first = 1;
             }
-        qsort(cv, nc, sizeof *cv, by_lb);
+        qsort(cv, nc, sizeof *cv, by_est);
     }
     double limit = po.exhaustive ? 0 : po.time_limit >= 0 ? po.time_limit
                  : G <= 1024 ? PLAN_TIME_SMALL : PLAN_TIME_LARGE;
@@ -1297,7 +1301,7 @@ int cmd_plan(int argc, char **argv)
             if (hl && hb[hl - 1] == '\n')
                 hb[--hl] = 0;
             printf("%s,rank,micro_batch,tie,megatron_flags,megatron_note,deepspeed_config,deepspeed_note,"
-                   "tp_note\n", hb);
+                   "tp_note,lower_bound_s\n", hb);
             free(hb);
             for (int i = 0; i < top; i++) {
                 usim_model mm = with_mb(&mm0, cv[i].mb);
@@ -1327,7 +1331,7 @@ int cmd_plan(int argc, char **argv)
                 csv_field(stdout, dn);
                 tp_note(&p, &cv[i].w.r.job, tn, sizeof tn);
                 csv_field(stdout, tn);
-                fputc('\n', stdout);
+                printf(",%.6g\n", cv[i].lb);
                 free(dtxt);
                 json_decref(ds);
             }
@@ -1359,6 +1363,7 @@ int cmd_plan(int argc, char **argv)
                 bad |= uly_json_set_bool(o1, "tie", i > 0 && is_tie(&cv[i].w.r, best, po.tie));
                 tp_note(&p, &cv[i].w.r.job, tn, sizeof tn);
                 bad |= uly_json_set_str(o1, "tp_note", tn);
+                bad |= uly_json_set_real(o1, "lower_bound_s", cv[i].lb);
                 bad |= json_launch(o1, &m, &cv[i]);
             }
             json_t *pl = root ? uly_json_add_object(root, "plan") : NULL;
@@ -1473,9 +1478,12 @@ int cmd_plan(int argc, char **argv)
             char dg[64], why[200];
             degrees(&cv[k].w.r.job, dg, sizeof dg);
             why_slower(&cv[k].w.r, best, why, sizeof why);
-            printf("  best %s (rank %d, %s, micro-batch %lld, ZeRO-%d, recompute %s): %s\n",
+            char tn[200];
+            tp_note(&p, &cv[k].w.r.job, tn, sizeof tn);
+            printf("  best %s (rank %d, %s, micro-batch %lld, ZeRO-%d, recompute %s): %s%s%.*s\n",
                    uly_method_sim_name(methods[mi]), k + 1, dg, (long long)cv[k].mb, cv[k].w.r.job.zero,
-                   usim_recompute_name(cv[k].w.r.job.recompute), why);
+                   usim_recompute_name(cv[k].w.r.job.recompute), why, tn[0] ? "; " : "",
+                   tn[0] ? (int)(strchr(tn, ')') ? strchr(tn, ')') - tn + 1 : (long)strlen(tn)) : 0, tn);
         }
         for (int mi = 0; mi < nm; mi++)
             if (!seen[methods[mi]])
