@@ -1048,9 +1048,9 @@ static int run_search(worker *w, double limit, char *err, size_t nerr)
             break;
         }
         if (w->bar)
-            uly_progress_show(w->bar, now_s() - w->t_start, limit,
-                              "simulating candidate %d of %zu (%d simulated; time limit %.3g s)", nrec + 1, w->nc,
-                              nsim, limit);
+            uly_progress_show(w->bar, (double)nrec, (double)w->nc,
+                              "simulating candidate %zu of %zu (%d simulated; time limit %.3g s)",
+                              (size_t)nrec < w->nc ? (size_t)nrec + 1 : w->nc, w->nc, nsim, limit);
         if (pr == 0)
             continue;
         int r = read_rec(pfd[0], rb);
