@@ -973,6 +973,7 @@ static int search_loop(worker *w, int fd, double deadline, char *err, size_t ner
         }
         npruned += state == CS_PRUNED;
         if (fd >= 0) {
+            memset(rb, 0, sizeof *rb);   /* every byte written is defined */
             rb->idx = (int32_t)i;
             rb->state = state;
             rb->r = res;
@@ -993,6 +994,7 @@ static int search_loop(worker *w, int fd, double deadline, char *err, size_t ner
         }
     }
     if (fd >= 0) {
+        memset(rb, 0, sizeof *rb);
         rb->idx = bad ? -2 : -1;
         snprintf(rb->err, sizeof rb->err, "%s", err);
         write_rec(fd, rb);
