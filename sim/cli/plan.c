@@ -50,7 +50,7 @@ enum { PLAN_MB_MAX = 64 };
  * when the plan's is spent, is not simulated, and the output says how many. */
 #define PLAN_SIM_WORK 10000000ULL
 #define PLAN_TOTAL_WORK 100000000ULL
-/* The wall-clock limit of the simulations (seconds) unless --time-limit: it
+/* The wall-clock limit of the plan (seconds from its start) unless --time-limit: it
  * keeps plan within 2 s up to 1024 GPUs and 10 s up to 16384 on one core,
  * whatever the work units cost there (doc/planning.md section 2.1). */
 #define PLAN_TIME_SMALL 1.5
@@ -94,9 +94,10 @@ static const char plan_usage[] =
     "(default 5, the model's stated uncertainty; 0 to 100).\n"
     "--launch megatron|deepspeed: that framework's flags for every row (#1 always gets\n"
     "both); a composition the framework cannot run says why.\n"
-    "--time-limit S: seconds of simulation before the search stops (default 1.5 up to\n"
-    "1024 GPUs, 7 above; 0: none); each simulation also has a work budget of 1e7\n"
-    "network work units and the plan one of 1e8.  What was left is printed.\n"
+    "--time-limit S: S seconds after the start no simulation starts and the running one\n"
+    "is stopped (default 1.5 up to 1024 GPUs, 7 above; 0: none); each simulation also\n"
+    "has a work budget of 1e7 network work units and the plan one of 1e8 (both x 1024/G\n"
+    "above 1024 GPUs).  What was left is printed.\n"
     "--exhaustive: simulate every fitting configuration, no pruning, no budget, no time\n"
     "limit (slow: to check the pruned search).\n"
     "--max-seq: the longest sequence of every composition instead (micro-batch 1 unless\n"
