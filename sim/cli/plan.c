@@ -760,8 +760,7 @@ static int plan_max_seq(const opts *o, const plan_opts *po, const usim_platform 
             bad |= uly_json_set_str(r, "limit", binding_limit(&c->mem));
             bad |= uly_json_set_str(r, "placement", pl);
         }
-        if (uly_json_emit(stdout, root, bad, JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(15) |
-                                                  JSON_INDENT(2))) {
+        if (uly_json_emit(stdout, root, bad, JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(15))) {
             free(s.v);
             fprintf(stderr, "ulysses-sim: cannot write the JSON output (out of memory or write error)\n");
             return 1;
@@ -1386,8 +1385,7 @@ int cmd_plan(int argc, char **argv)
                 bad |= uly_json_set_bool(pl, "exhaustive", po.exhaustive);
                 bad |= uly_json_set_fixed(pl, "time_limit_s", limit, 3);
             }
-            if (uly_json_emit(stdout, root, bad, JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(15) |
-                                                      JSON_INDENT(2))) {
+            if (uly_json_emit(stdout, root, bad, JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(15))) {
                 fprintf(stderr, "ulysses-sim: cannot write the JSON output (out of memory or write error)\n");
                 free(cv);
                 return 1;
