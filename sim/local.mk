@@ -20,8 +20,8 @@ sim_libusim_la_LIBADD = src/libulyplan.la $(JANSSON_LIBS) -lm
 
 bin_PROGRAMS += ulysses-sim
 ulysses_sim_SOURCES = sim/cli/main.c sim/cli/opts.c sim/cli/opts.h sim/cli/output.c sim/cli/files.c sim/cli/files.h \
-	sim/cli/output.h sim/cli/sweep.c sim/cli/plan.c sim/cli/attn.c sim/cli/coll.c sim/cli/infer.c \
-	sim/cli/docs.c
+	sim/cli/output.h sim/cli/sweep.c sim/cli/plan.c sim/cli/plan_launch.c sim/cli/plan_launch.h sim/cli/attn.c \
+	sim/cli/coll.c sim/cli/infer.c sim/cli/docs.c
 ulysses_sim_CPPFLAGS = $(USIM_CPPFLAGS)
 ulysses_sim_CFLAGS = $(USIM_CFLAGS)
 ulysses_sim_LDADD = sim/libusim.la src/libulybase_json.la $(JANSSON_LIBS) -lm
@@ -65,6 +65,8 @@ EXTRA_DIST += sim/tests/cli_hfconfig.sh
 # packed documents: ulysses-sim docs (the balancers, pytorch PR #189902's example)
 TESTS += sim/tests/cli_docs.sh
 EXTRA_DIST += sim/tests/cli_docs.sh
+TESTS += sim/tests/cli_plan_maxseq.sh
+EXTRA_DIST += sim/tests/cli_plan_maxseq.sh
 TESTS += sim/tests/test_engine sim/tests/test_net sim/tests/test_describe \
 	sim/tests/test_workload sim/tests/test_rails sim/tests/test_props sim/tests/test_golden \
 	sim/tests/cli_basic.sh sim/tests/cli_errors.sh sim/tests/cli_sweep.sh sim/tests/cli_plan.sh \

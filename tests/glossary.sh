@@ -82,6 +82,11 @@ csv     \$S sweep --gpus 8,16 --seq 32K --method ulysses,ring
 text    \$S plan --platform dgx-a100-40g --model gpt-7b --gpus 16 --seq 32K --top 3
 csv     \$S plan --platform dgx-a100-40g --model gpt-7b --gpus 16 --seq 32K --top 3 --format csv
 json    \$S plan --platform dgx-a100-40g --model gpt-7b --gpus 16 --seq 32K --top 3 --format json
+text    \$S plan --platform dgx-h100 --model llama-3-8b --gpus 16 --seq 64K --top 3 --launch deepspeed --time-limit 0
+text    \$S plan --platform dgx-h100 --model llama-3-8b --gpus 16 --seq 64K --top 3 --method megatron-sp --tp 16 --launch megatron
+text    \$S plan --max-seq --platform dgx-h100 --model llama-3-8b --gpus 16 --top 3
+csv     \$S plan --max-seq --platform dgx-h100 --model llama-3-8b --gpus 16 --top 3 --format csv
+json    \$S plan --max-seq --platform dgx-h100 --model llama-3-8b --gpus 16 --top 3 --format json
 text    \$S coll --op all-reduce --gpus 16 --bytes 1M,64M
 csv     \$S coll --op all-reduce --gpus 16 --bytes 1M --format csv
 json    \$S coll --op all-to-all --gpus 8 --bytes 1M --format json

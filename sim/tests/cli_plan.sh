@@ -24,7 +24,12 @@ check "#2 says why it lost or ties" grep -q "^#2 .*; \(-[0-9.]*% tokens/s: \|tie
 check "losers section" grep -q "^why the others lost:" "$tmp/p.txt"
 check "memory losers counted" grep -q "^  memory: [0-9]* do not fit at any ZeRO stage; the closest" "$tmp/p.txt"
 # ranked by simulated tokens/s: the Mtok/s column never increases down the table
-check "ranked by throughput" awk '/^[1-9] /{ if (prev != "" && $(NF-4) > prev) bad = 1; prev = $(NF-4) } END { exit bad }' "$tmp/p.txt"
+check "ranked by throughput" awk '/^[1-9] /{ if (prev != "" && $(NF-5) > prev) bad = 1; prev = $(NF-5) } END { exit bad }' "$tmp/p.txt"
+check "search line: simulated and pruned counts" grep -q "^search: [0-9]* simulated in [0-9.]* s; [1-9][0-9]* pruned (their compute alone cannot beat #4)" "$tmp/p.txt"
+check "pruned line says why" grep -q "^  pruned: [0-9]* fitting configurations whose compute alone .* none of them can rank in the top 4" "$tmp/p.txt"
+check "#1 gets Megatron-LM flags" grep -q "^launch #1, Megatron-LM: --tensor-model-parallel-size [0-9]* " "$tmp/p.txt"
+check "#1 gets a DeepSpeed config or the reason it has none" grep -q "^launch #1, DeepSpeed: \\({\\|cannot run it: \\)" "$tmp/p.txt"
+check "megatron-sp TP over nodes is noted" grep -q "^  note: megatron-sp has no context parallelism, so it was searched with TP over up to 32 GPUs" "$tmp/p.txt"
 
 # restricting the search: only the given method and TP degree appear
 "$SIM" plan --platform dgx-h100 --model llama-3-8b --gpus 32 --seq 128K --method a2a --tp 2 --format csv > "$tmp/p.csv"
@@ -45,13 +50,13 @@ check "plan --help" "$SIM" plan --help > /dev/null
 "$SIM" plan --platform dgx-h100 --model llama-3-8b --gpus 32 --seq 128K --global-batch 64 --mem-headroom 10% > "$tmp/h.txt"
 check "headroom: budget line" grep -q "^memory budget: 72.0 GiB of 80 (--mem-headroom 10%)" "$tmp/h.txt"
 check "micro-batch searched" grep -q "micro-batch searched (divisors up to 64)" "$tmp/h.txt"
-check "headroom: every row within the budget" awk '/^[1-9] /{ if ($(NF-1) > 72.0) bad = 1 } END { exit bad }' "$tmp/h.txt"
+check "headroom: every row within the budget" awk '/^[1-9] /{ if ($(NF-2) > 72.0) bad = 1 } END { exit bad }' "$tmp/h.txt"
 # every divisor is tried, not only powers of two: with 12 sequences on 8 GPUs a micro-batch of 3
 # (dp 1: 12 = 4 x 3) or 6 is among the simulated rows
-"$SIM" plan --platform dgx-h100 --model llama-3-8b --gpus 8 --seq 32K --global-batch 12 --top 10 > "$tmp/d.txt"
-check "micro-batch 3 or 6 searched" sh -c "awk '/^[1-9]/{ print \$(NF-8) }' '$tmp/d.txt' | grep -qx '[36]'"
+"$SIM" plan --platform dgx-h100 --model llama-3-8b --gpus 8 --seq 32K --global-batch 12 --top 10 --time-limit 0 > "$tmp/d.txt"
+check "micro-batch 3 or 6 searched" sh -c "awk '/^[1-9]/{ print \$(NF-9) }' '$tmp/d.txt' | grep -qx '[36]'"
 "$SIM" plan --platform dgx-h100 --model llama-3-8b --gpus 32 --seq 128K --micro-batch 2 --global-batch 64 > "$tmp/m.txt"
-check "--micro-batch 2: every row has mb 2" test "$(awk '/^[1-9] /{ print $(NF-8) }' "$tmp/m.txt" | sort -u)" = 2
+check "--micro-batch 2: every row has mb 2" test "$(awk '/^[1-9] /{ print $(NF-9) }' "$tmp/m.txt" | sort -u)" = 2
 "$SIM" plan --gpus 16 --seq 128K --mem-headroom 95 > /dev/null 2> "$tmp/h.err"
 check "--mem-headroom 95: exit 2" test $? -eq 2
 check "--mem-headroom 95: message" grep -q "mem-headroom: expected a percentage of HBM in \[0, 90)" "$tmp/h.err"
@@ -70,4 +75,115 @@ check "nvl72: placement inside an NVLink domain" grep -q "^#1 [a-z-]*: .* inside
 check "nvl72: 64 GPUs of one rack send nothing over NICs" grep -q '"nic_sent_GB": 0\.0,' "$tmp/n.json"
 "$SIM" --platform mi300x-8 --model llama-3-8b --gpus 8 --seq 64K --method ulysses,ring-zigzag > /dev/null
 check "mi300x full mesh runs" test $? -eq 0
+
+# ---- pruning never drops what the exhaustive search ranks first: the top 5
+# (method, degrees, ZeRO, recompute, micro-batch, iteration time) of the pruned
+# search equal --exhaustive's on small cases.  The pruned search drops a
+# candidate only when 0.97 x its compute lower bound is no faster than the 5th
+# simulated time, so the two tables must agree row by row.
+top5() { # the identifying columns and the time of the top 5 rows of a CSV
+    sed 1d "$1" | head -5 | cut -d, -f1,5-11,15,30,35
+}
+n=0
+while read -r c; do
+    n=$((n + 1))
+    "$SIM" plan $c --time-limit 0 --format csv > "$tmp/x$n.csv"
+    "$SIM" plan $c --exhaustive --format csv > "$tmp/e$n.csv"
+    top5 "$tmp/x$n.csv" > "$tmp/x$n.top"
+    top5 "$tmp/e$n.csv" > "$tmp/e$n.top"
+    check "pruned top 5 = exhaustive top 5: $c" sh -c "test -s '$tmp/x$n.top' && cmp -s '$tmp/x$n.top' '$tmp/e$n.top'"
+done <<'CASES'
+--platform dgx-h100 --model llama-3-8b --gpus 32 --seq 128K
+--model gpt-1.2b --gpus 16 --seq 64K
+--platform dgx-h100 --model llama-3-8b --gpus 8 --seq 32K --global-batch 12
+--gpus 16 --seq 131000 --method p2p,a2a
+CASES
+"$SIM" plan --platform dgx-h100 --model llama-3-8b --gpus 32 --seq 128K --time-limit 0 --format json > "$tmp/pj.json"
+check "json: the plan's census" sh -c "grep -q '\"pruned_lower_bound\": [1-9]' '$tmp/pj.json' && grep -q '\"exhaustive\": false' '$tmp/pj.json'"
+"$SIM" plan --platform dgx-h100 --model llama-3-8b --gpus 32 --seq 128K --exhaustive --format json > "$tmp/ej.json"
+check "json --exhaustive: nothing pruned" grep -q '"pruned_lower_bound": 0,' "$tmp/ej.json"
+
+# ---- ties: a row is a tie when #1's tokens/s is at most (1 + PCT/100) times its own;
+# tokens/s = global_batch_seqs x seq_tokens / iter_s (CSV columns 13, 12, 15; tie: 36)
+for t in 0 1 5 100; do
+    "$SIM" plan --platform dgx-h100 --model llama-3-8b --gpus 32 --seq 128K --top 10 --tie $t --format csv > "$tmp/t$t.csv"
+    check "--tie $t: the tie column follows #1's tokens/s" awk -F, -v t=$t '
+        NR == 1 { next }
+        { tps = $13 * $12 / $15 }
+        NR == 2 { best = tps; if ($36 != "best") bad = 1; next }
+        { want = (best / tps <= 1 + t / 100) ? "tie" : "no"; if ($36 != want) bad = 1 }
+        END { exit bad }' "$tmp/t$t.csv"
+done
+check "--tie 100: every row after #1 ties" test "$(sed 1,2d "$tmp/t100.csv" | cut -d, -f36 | sort -u)" = tie
+"$SIM" plan --platform dgx-h100 --model llama-3-8b --gpus 32 --seq 128K --top 10 --tie 100 > "$tmp/t100.txt"
+check "--tie 100: text says the model cannot rank them" grep -q "^ties: 9 of the rows after #1 are within 100% of its time per token: the model cannot rank them" "$tmp/t100.txt"
+"$SIM" plan --platform dgx-h100 --model llama-3-8b --gpus 32 --seq 128K --top 10 --tie 100 --format json > "$tmp/t100.json"
+check "--tie 100: json ties" sh -c "grep -q '\"ties\": 9,' '$tmp/t100.json' && test \$(grep -o '\"tie\": true' '$tmp/t100.json' | wc -l) -eq 9"
+
+# ---- launch flags, checked against each row's own columns (CSV: sp 5, tp 6, ulysses 8,
+# ring 9, zero 10, recompute 11, seq 12, global batch 13, micro_steps 14, pp 30, mb 35)
+"$SIM" plan --gpus 16 --seq 64K --top 40 --time-limit 0 --format csv > "$tmp/l.csv"
+check "launch: every row's Megatron-LM flags match its degrees" awk -F, '
+    NR == 1 { next }
+    { line = $0; m = $1; T = (m == "megatron-sp") ? $5 : $6; C = (m == "megatron-sp") ? 1 : $5
+      want = "--tensor-model-parallel-size " T " "
+      if (index(line, want) == 0) bad = 1
+      if (m != "megatron-sp" && index(line, "--context-parallel-size " C " --cp-comm-type ") == 0) bad = 1
+      if (m == "megatron-sp" && (index(line, "--sequence-parallel") == 0 || index(line, "--context-parallel-size") > 0)) bad = 1
+      ct = (m == "ulysses") ? "a2a" : (m == "all-gather") ? "allgather" : (m == "usp") ? "a2a+p2p" : "p2p"
+      if (m != "megatron-sp" && index(line, "--cp-comm-type " ct " ") == 0) bad = 1
+      if (m == "usp" && index(line, "--hierarchical-context-parallel-sizes " $8 " " $9 " ") == 0) bad = 1
+      if (index(line, "--pipeline-model-parallel-size " $30 " ") == 0) bad = 1
+      if (($10 >= 1) != (index(line, "--use-distributed-optimizer") > 0)) bad = 1
+      if (($10 == 3) != (index(line, "optim_grads_params") > 0)) bad = 1
+      if ($11 == "none" && index(line, "--recompute-granularity") > 0) bad = 1
+      if ($11 != "none" && index(line, "--recompute-granularity " $11) == 0) bad = 1
+      if (index(line, "--micro-batch-size " $35 " --global-batch-size " $13 " --seq-length " $12 " --bf16") == 0) bad = 1
+      if (index(line, "--virtual-pipeline-model-parallel-size") > 0) bad = 1
+      if (bad && !shown) { print "bad row: " line; shown = 1 } }
+    END { exit bad }' "$tmp/l.csv"
+check "launch: DeepSpeed configs for Ulysses rows with tp 1 and pp 1 only, with their degrees" awk -F, '
+    NR == 1 { next }
+    { line = $0; has = index(line, "\"\"sequence_parallel_size\"\":") > 0
+      can = ($1 == "ulysses" && $6 == 1 && $30 == 1 && $11 != "selective")
+      if (has != can) bad = 1
+      if (has && index(line, "\"\"sequence_parallel_size\"\":" $5 "}") == 0) bad = 1
+      if (has && index(line, "\"\"train_micro_batch_size_per_gpu\"\":" $35 ",\"\"gradient_accumulation_steps\"\":" $14 ",") == 0) bad = 1
+      if (has && index(line, "\"\"zero_optimization\"\":{\"\"stage\"\":" $10 "}") == 0) bad = 1
+      if (!has && $1 ~ /ring|all-gather|usp/ && index(line, "it has no " $1 " context parallelism") == 0) bad = 1 }
+    END { exit bad }' "$tmp/l.csv"
+check "launch: the 40-row plan has a DeepSpeed row and a row without" sh -c "grep -q 'sequence_parallel_size\"\"' '$tmp/l.csv' && grep -q 'it has no ' '$tmp/l.csv'"
+"$SIM" plan --gpus 16 --seq 64K --method ring --launch megatron > "$tmp/lr.txt"
+check "launch: plain ring runs as Megatron's zigzag p2p, said so" grep -q "^   note: Megatron-LM's p2p always cuts a causal sequence into 2 x CP zigzag chunks" "$tmp/lr.txt"
+check "--launch megatron: every row" test "$(grep -c '^launch #[0-9]*, Megatron-LM: ' "$tmp/lr.txt")" -eq 5
+"$SIM" plan --gpus 16 --seq 64K --method megatron-sp --tp 16 --launch deepspeed > "$tmp/lm.txt"
+check "TP across nodes: the row says so" grep -q "^   note: TP 16 crosses nodes (8 GPUs per NVLink domain)" "$tmp/lm.txt"
+check "DeepSpeed cannot run megatron-sp: said, no flags" grep -q "^launch #1, DeepSpeed: cannot run it: Megatron tensor + sequence parallelism is not a DeepSpeed config option" "$tmp/lm.txt"
+# Megatron-LM refuses a sequence that is not a multiple of 2 x CP (ulysses runs it in the simulator)
+"$SIM" plan --gpus 16 --seq 131000 --method a2a --sp 8 --launch megatron > "$tmp/lo.txt"
+check "launch: Megatron-LM's 2 x CP rule" grep -q "^launch #1, Megatron-LM: cannot run it: --seq-length 131000 is not a multiple of 2 x CP = 16" "$tmp/lo.txt"
+
+# ---- the bound: 16384 GPUs stop at the time limit (the enumeration alone takes about a
+# second here, several under a sanitizer: then nothing is simulated in time, exit 2 saying so)
+timeout 120 "$SIM" plan --gpus 16384 --platform dgx-h100 --model llama-3-8b --time-limit 2 > "$tmp/big.txt" 2> "$tmp/big.err"
+rc=$?
+check "16384 GPUs, --time-limit 2: finished (exit $rc)" test $rc -eq 0 -o $rc -eq 2
+if [ $rc -eq 0 ]; then
+    check "16384 GPUs: the search line" grep -q "^search: [0-9]* simulated" "$tmp/big.txt"
+    check "16384 GPUs: what was not simulated is printed" grep -q "^  \(not simulated\|could rank higher\|pruned\): " "$tmp/big.txt"
+else
+    check "16384 GPUs: exit 2 names the time limit" grep -q "the time limit (2 s) was reached before one was simulated" "$tmp/big.err"
+fi
+"$SIM" plan --gpus 64 --time-limit 0.000001 > /dev/null 2> "$tmp/tl.err"
+check "a time limit reached before any simulation: exit 2" test $? -eq 2
+check "a time limit reached before any simulation: message" grep -q "the time limit (1e-06 s) was reached before one was simulated; raise --time-limit" "$tmp/tl.err"
+
+# ---- bad plan options
+for bad in "--tie 101" "--tie x" "--launch torchtitan" "--time-limit -1" "--tie"; do
+    "$SIM" plan --gpus 16 $bad > /dev/null 2> "$tmp/b.err"
+    check "plan $bad: exit 2" test $? -eq 2
+done
+check "--launch torchtitan: message" sh -c "'$SIM' plan --launch torchtitan 2>&1 | grep -q \"launch: expected megatron or deepspeed, got 'torchtitan'\""
+"$SIM" --tie 5 > /dev/null 2>&1
+check "--tie outside plan: exit 2" test $? -eq 2
 exit $fail
