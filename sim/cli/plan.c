@@ -77,7 +77,7 @@ static const char plan_usage[] =
     "                        [--zero S] [--recompute R] [--micro-batch N] [--mem-headroom P%]\n"
     "                        [--tie PCT] [--launch megatron|deepspeed] [--time-limit S]\n"
     "                        [--exhaustive] [--max-seq] [--tiled-loss] [--tiled-mlp [K|auto]]\n"
-    "                        [--offload LIST] [--head-chunks K]\n"
+    "                        [--offload LIST] [--head-chunks K] [--techniques search|none]\n"
     "                        [--format table|csv|json] [--quiet|--no-progress]\n"
     "\n"
     "Enumerates every valid (method, tp, cp, pp, dp, ZeRO stage, recompute, micro-batch)\n"
@@ -108,7 +108,7 @@ static const char plan_usage[] =
     "time; ulysses, usp), + --offload activations (full recompute), + optimizer (ZeRO\n"
     "1+), + params (ZeRO-3), the first that fits kept; --max-seq keeps the one that\n"
     "reaches furthest.  Offload needs a platform with a host.  Any technique option\n"
-    "given fixes the set instead of searching it.\n"
+    "given fixes the set instead of searching it; --techniques none: none of them.\n"
     "A progress line is drawn on stderr when the search takes over a second and stderr\n"
     "is a terminal (--quiet or --no-progress: none).  Exit 2 when no configuration\n"
     "can be simulated (none valid, none fits, every one over its budget).\n";
@@ -270,6 +270,7 @@ static const char *binding_limit(const usim_memory *mem)
  * the only level.  Returns 1 with the job in *out, 0 when the level does not
  * apply (or repeats a lower one). */
 enum { LC_LEVELS = 7 };
+static int plan_lc_none;   /* --techniques none: the compositions as they are */
 static int lc_user_set(const opts *o)
 {
     return o->tiled_loss || o->tiled_mlp || o->offload || o->head_chunks > 1;
@@ -288,6 +289,8 @@ static int lc_level(const opts *o, const usim_model *m, const usim_job *j0, int 
         *out = j;
         return 1;
     }
+    if (plan_lc_none && level)
+        return 0;
     j.tiled_loss = level >= 1;
     j.tiled_mlp = level >= 2 ? USIM_TILED_MLP_AUTO : 0;
     j.head_chunks = 0;
@@ -320,22 +323,23 @@ static int lc_level(const opts *o, const usim_model *m, const usim_job *j0, int 
     return 1;
 }
 
-/* "none" or the techniques of job j, e.g. "tiled-loss,tiled-mlp,offload:activations+optimizer". */
+/* "none" or the techniques of job j, e.g. "tiled-loss tiled-mlp offload:activations+optimizer"
+ * (spaces: the value is one CSV field). */
 static void lc_name(const usim_job *j, char *buf, size_t n)
 {
     size_t k = 0;
     buf[0] = 0;
 #define ADD(...) do { if (k < n) k += (size_t)snprintf(buf + k, n - k, __VA_ARGS__); } while (0)
     if (j->tiled_loss)
-        ADD("%stiled-loss", k ? "," : "");
+        ADD("%stiled-loss", k ? " " : "");
     if (j->tiled_mlp == USIM_TILED_MLP_AUTO)
-        ADD("%stiled-mlp", k ? "," : "");
+        ADD("%stiled-mlp", k ? " " : "");
     else if (j->tiled_mlp > 0)
-        ADD("%stiled-mlp:%d", k ? "," : "", j->tiled_mlp);
+        ADD("%stiled-mlp:%d", k ? " " : "", j->tiled_mlp);
     if (j->head_chunks > 1)
-        ADD("%shead-chunks:%d", k ? "," : "", j->head_chunks);
+        ADD("%shead-chunks:%d", k ? " " : "", j->head_chunks);
     if (j->offload) {
-        ADD("%soffload:", k ? "," : "");
+        ADD("%soffload:", k ? " " : "");
         int f = 0;
         if (j->offload & USIM_OFFLOAD_ACT)
             ADD("%sactivations", f++ ? "+" : "");
@@ -350,7 +354,8 @@ static void lc_name(const usim_job *j, char *buf, size_t n)
 }
 
 /* Take plan's own options out of argv (argc updated): --tie PCT, --launch F,
- * --time-limit S, --exhaustive, each also as --name=value. */
+ * --time-limit S, --techniques search|none, --exhaustive, each also as
+ * --name=value. */
 static void plan_own_opts(int *argc, char **argv, plan_opts *po)
 {
     po->tie = PLAN_TIE_PCT;
@@ -364,10 +369,10 @@ static void plan_own_opts(int *argc, char **argv, plan_opts *po)
             po->exhaustive = 1;
             continue;
         }
-        const char *names[3] = {"--tie", "--launch", "--time-limit"};
+        const char *names[4] = {"--tie", "--launch", "--time-limit", "--techniques"};
         int k = -1;
         const char *val = NULL;
-        for (int q = 0; q < 3; q++) {
+        for (int q = 0; q < 4; q++) {
             size_t l = strlen(names[q]);
             if (strncmp(a, names[q], l) == 0 && (a[l] == 0 || a[l] == '=')) {
                 k = q;
@@ -399,6 +404,14 @@ static void plan_own_opts(int *argc, char **argv, plan_opts *po)
                 po->launch = LAUNCH_DEEPSPEED;
             else
                 die_usage("--launch: expected megatron or deepspeed, got '%s'", val);
+            break;
+        case 3:
+            if (strcmp(val, "search") == 0)
+                plan_lc_none = 0;
+            else if (strcmp(val, "none") == 0)
+                plan_lc_none = 1;
+            else
+                die_usage("--techniques: expected search or none, got '%s'", val);
             break;
         default:
             v = strtod(val, &end);
@@ -962,7 +975,8 @@ static int plan_max_seq(const opts *o, const plan_opts *po, const usim_platform 
         if (b->mem.host_node > 0)
             printf("; host %.1f GiB per node of %.4g", b->mem.host_node / gib, p.host_bytes / gib);
         printf(")\n  techniques: %s%s\n", btq,
-               lc_user_set(o) ? " (as given)" : " (searched: tiled loss, TiledMLP, head chunks, offload)");
+               lc_user_set(o) ? " (as given)" : plan_lc_none ? " (--techniques none)" :
+               " (searched: tiled loss, TiledMLP, head chunks, offload)");
         if (s.n > 1)
             printf("  the shortest composition that fits reaches %lld tokens (%s)\n",
                    (long long)s.v[s.n - 1].seq, uly_method_sim_name(s.v[s.n - 1].j.method));
@@ -1285,6 +1299,9 @@ int cmd_plan(int argc, char **argv)
     }
     if (o.trace)
         die_usage("plan: --trace is for single runs");
+    if (plan_lc_none && lc_user_set(&o))
+        die_usage("plan: --techniques none contradicts the technique options given (--tiled-loss, "
+                  "--tiled-mlp, --offload, --head-chunks)");
     usim_platform p;
     usim_model m;
     load_inputs(&o, &p, &m);
