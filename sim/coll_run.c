@@ -540,6 +540,18 @@ static int run_one(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, u
             usim_gen_free(&g);
             return rc;
         }
+        if (a == USIM_ALGO_RING && sh.N > 1) {
+            /* NCCL's ring pays (steps - inter) intra-node and inter
+             * inter-node step latencies.  Here a position sends its steps in
+             * order, so the position that sends across the node boundary
+             * pays one latency per step: its transfers take the mean step
+             * latency, and that chain totals NCCL's (every other chain has
+             * no more: no step latency is below the NVLink one). */
+            int P = sh.uniform ? sh.N * sh.g : sh.g, ar = c->type == USIM_ALLREDUCE;
+            double nst = (ar ? 2.0 : 1.0) * (P - 1), inter = (ar ? 2.0 : 1.0) * (sh.N - 1);
+            double mean = ((nst - inter) * st[USIM_CLASS_NVLINK] + inter * st[USIM_CLASS_NIC]) / nst;
+            st[USIM_CLASS_NIC] = mean > st[USIM_CLASS_NVLINK] ? mean : st[USIM_CLASS_NVLINK];
+        }
         for (int q = 0; q < USIM_NCLASS; q++)
             lat[q] = (usim_time)llround(st[q] * 1e12);
         fixed = (usim_time)llround(fx * 1e12);
