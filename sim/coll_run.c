@@ -599,6 +599,13 @@ static int run_one(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, u
             if (e > 0 && floor_t > r->duration)
                 r->duration = floor_t;
         }
+        if (p == USIM_PROTO_LL && nccl) {   /* LL's ceiling (tuner.c) */
+            usim_group_shape sh = {k->g0.N, k->g0.g, k->g0.uniform};
+            usim_time floor_t = (usim_time)llround(
+                usim_nccl_ll_floor(usim_net_platform(n), c->type, &sh, (double)chunk_sum(c), a, p) * 1e12);
+            if (floor_t > r->duration)
+                r->duration = floor_t;
+        }
     }
     free(fin);
     usim_gen_free(&g);

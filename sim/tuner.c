@@ -251,13 +251,21 @@ double usim_nccl_bw_factor(const usim_platform *pf, usim_coll_type t, const usim
     default:
         break;
     }
-    if (p == USIM_PROTO_LL && (a == USIM_ALGO_RING || a == USIM_ALGO_TREE)) {
-        /* the ceiling on the bus bandwidth the pattern would reach */
-        double bw = f * ring_busbw(pf, s) / usim_proto_wire(p), cap = ll_max_Bps(pf, s->N);
-        if (bw > cap)
-            f *= cap / bw;
-    }
+    (void)pf;
     return f;
+}
+
+double usim_nccl_ll_floor(const usim_platform *pf, usim_coll_type t, const usim_group_shape *s,
+                          double bytes, usim_algo a, usim_proto p)
+{
+    int P = s->uniform ? s->N * s->g : s->g;
+    if (p != USIM_PROTO_LL || (a != USIM_ALGO_RING && a != USIM_ALGO_TREE) || P <= 1)
+        return 0;
+    double st[USIM_NCLASS], fixed;
+    if (usim_nccl_latency(pf, t, s, bytes, a, p, st, &fixed))
+        return 0;
+    double fac = (a == USIM_ALGO_TREE || t == USIM_ALLREDUCE ? 2.0 : 1.0) * (P - 1) / P;
+    return fixed + fac * bytes / ll_max_Bps(pf, s->N);
 }
 
 double usim_tune_estimate(const usim_platform *pf, usim_coll_type t, const usim_group_shape *s,
@@ -302,6 +310,8 @@ double usim_tune_estimate(const usim_platform *pf, usim_coll_type t, const usim_
         int inter = s->N > 1 ? (ar ? 2 : 1) * (s->N - 1) : 0;
         double fac = (ar ? 2.0 : 1.0) * (P - 1) / P;
         double bw = f * ring_busbw(pf, s) / w;
+        if (p == USIM_PROTO_LL && bw > ll_max_Bps(pf, s->N))
+            bw = ll_max_Bps(pf, s->N);
         return fixed + (steps - inter) * lv + inter * ln + fac * bytes / bw;
     }
     case USIM_ALGO_TREE: {
@@ -310,6 +320,8 @@ double usim_tune_estimate(const usim_platform *pf, usim_coll_type t, const usim_
          * on two (bwIntra) */
         double lat = 2 * ((s->g - 1) * lv + log2floor(s->N) * ln);
         double bw = f * (s->N > 2 ? ring_busbw(pf, s) : usim_nvl_Bps(pf)) / w;
+        if (p == USIM_PROTO_LL && bw > ll_max_Bps(pf, s->N))
+            bw = ll_max_Bps(pf, s->N);
         return fixed + lat + 2.0 * (P - 1) / P * bytes / bw;
     }
     default: {   /* NVLS */

@@ -185,9 +185,15 @@ double usim_proto_wire(usim_proto p);
 int usim_nccl_latency(const usim_platform *pf, usim_coll_type t, const usim_group_shape *s,
                       double bytes, usim_algo a, usim_proto p, double step_s[USIM_NCLASS], double *fixed_s);
 /* NCCL's bus bandwidth of (a, p) as a fraction (<= 1) of the rate its
- * transfer pattern reaches on the links: the protocol and algorithm factors,
- * the tree's size correction and LL's ceiling (tuning.cc). */
+ * transfer pattern reaches on the links: the protocol and algorithm factors
+ * and the tree's size correction (tuning.cc); constants, so that the time
+ * stays monotone in every bandwidth. */
 double usim_nccl_bw_factor(const usim_platform *pf, usim_coll_type t, const usim_group_shape *s,
                            double bytes, usim_algo a, usim_proto p);
+/* LL's bus bandwidth ceiling (tuning.cc llMaxBws) as a lower bound on the
+ * time (seconds): the fixed latency + the bytes at the ceiling; 0 when not
+ * LL. */
+double usim_nccl_ll_floor(const usim_platform *pf, usim_coll_type t, const usim_group_shape *s,
+                          double bytes, usim_algo a, usim_proto p);
 
 #endif
