@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tuner.c -- which NCCL algorithms and protocols apply to a collective, and
- * NCCL's cost estimate of each (src/graph/tuning.cc, ncclTopoTuneModel and
- * ncclTopoGetAlgoTime: time = latency + bytes / bandwidth, with NCCL's
- * latency structure, protocol factors, LL ceiling and tree factor; the
- * bandwidths are derived from the platform's link rates where NCCL uses
- * per-channel tables measured on NVIDIA's systems).
+ * tuner.c -- NCCL's cost model (src/graph/tuning.cc of NCCL v2.23.4-1,
+ * ncclTopoTuneModel and ncclTopoGetAlgoTime): which algorithms and protocols
+ * apply to a collective (ring, tree, NVLS, PAT), the latencies the
+ * simulation uses (baseLat once, hwLat per step and link class, NCCL's
+ * per-algorithm formulas), the bandwidth factors it applies (tree .92 and
+ * size correction, tree LL 1/3.8, ring LL128 .92, PAT .85), LL's ceiling and
+ * NCCL's estimate time = latency + bytes / bandwidth of each pair (the
+ * bandwidths derived from the platform's link rates where NCCL uses
+ * per-channel tables measured on NVIDIA's systems).  doc/simulator.md 4.1.
  *
  * NCCL runs the pair its model predicts fastest.  The simulator applies the
  * same rule with its own model: coll_run.c runs every applicable pair at flow

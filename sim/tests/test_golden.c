@@ -407,6 +407,112 @@ START_TEST(test_full_mesh_two_nodes_ring)
 }
 END_TEST
 
+/*
+ * PAT all-gather over 4 nodes x 1 GPU, 1 MB per GPU, NIC 0.1 GB/s (NCCL
+ * v2.23.4 tuning.cc).  PAT moves the ring's bytes with PAT's bandwidth
+ * factor .85: 1e6 / .85 = 1176470.59, 1176471 wire bytes per hop after
+ * rounding up, 11764710000 ps at 0.1 GB/s; no per-step latency; PAT's
+ * latency once: 8 + log2i(4) x hwLat[NET][Tree][Simple] / 3.5 + 2.8 x 4 =
+ * 8 + 2 x 14 / 3.5 + 11.2 = 27.2 us.  One channel (one GPU per node), 3 steps
+ * in sequence: 3 x 11764710000 + 27200000 ps.
+ * The ring (Simple) is faster and is what auto runs: 3 steps of 1e6 B at
+ * 0.1 GB/s = 10 ms each with hwLat[NET][Tree][Simple] = 14 us (ppn = 1) per
+ * step, baseLat 8.4 us: 3 x (14 us + 10 ms) + 8.4 us.
+ */
+START_TEST(test_pat_allgather)
+{
+    usim_platform p = round_platform(1, 1, 5);
+    usim_net *n = usim_net_new(&p, 4);
+    int ranks[4] = {0, 1, 2, 3};
+    uint64_t chunk[4] = {1000000, 1000000, 1000000, 1000000};
+    usim_coll c = {.type = USIM_ALLGATHER, .ngroups = 1, .size = 4, .ranks = ranks, .pair_bytes = NULL,
+                   .chunk_bytes = chunk, .bytes = 0, .algo = USIM_ALGO_PAT, .proto = USIM_PROTO_AUTO,
+                   .grid = NULL, .chunk_total = 0, .chunk_mult = 0};
+    usim_coll_result r;
+    ck_assert_int_eq(usim_coll_run(n, &c, &r, NULL, NULL), USIM_OK);
+    ck_assert_int_eq(r.algo, USIM_ALGO_PAT);
+    ck_assert_int_eq(r.proto, USIM_PROTO_SIMPLE);
+    ck_assert_int_eq(r.duration, 3 * 11764710000LL + 27200 * NS);
+    c.algo = USIM_ALGO_AUTO;
+    ck_assert_int_eq(usim_coll_run(n, &c, &r, NULL, NULL), USIM_OK);
+    ck_assert_int_eq(r.algo, USIM_ALGO_RING);
+    ck_assert_int_eq(r.proto, USIM_PROTO_SIMPLE);
+    ck_assert_int_eq(r.duration, 3 * (14 * US + 10000 * US) + 8400 * NS);
+    /* PAT needs one GPU per node: refused on 2 nodes x 2 */
+    usim_net_free(n);
+    p = round_platform(2, 1, 5);
+    n = usim_net_new(&p, 4);
+    c.algo = USIM_ALGO_PAT;
+    ck_assert_int_eq(usim_coll_run(n, &c, &r, NULL, NULL), USIM_EINVAL);
+    usim_net_free(n);
+}
+END_TEST
+
+/*
+ * NCCL's tree bound beyond two nodes: all-reduce over 4 nodes x 2 GPUs,
+ * 64 MiB per GPU (S = 512 MiB), forced tree Simple.  NCCL's model (tuning.cc
+ * v2.23.4): latency baseLat 8.4 + 2 ((2 - 1) x hwLat[NVLINK][Tree][Simple]
+ * 4.0 + log2i(4) x hwLat[NET][Tree][Simple] 14) = 72.4 us; bus bandwidth
+ * .92 x the ring's network rate, 2 NICs x 0.1 GB/s = 0.2 GB/s (NVLink's
+ * 1 GB/s x 2/1 does not bind), no size correction (log2(S / 64) = 23 is
+ * past the table); time = 72.4 us + 2 x 7/8 x S / (.92 x 0.2 GB/s) =
+ * 72.4 us + 939524096 / 1.84e8 s = 5.106185 s: the flow-level tree (its
+ * links alone) is faster, so the result is the bound.  The double
+ * expression is the model's, so the test allows the 1 ps of its rounding.
+ */
+START_TEST(test_tree_bound)
+{
+    usim_platform p = round_platform(2, 1, 5);
+    usim_net *n = usim_net_new(&p, 8);
+    int ranks[8];
+    uint64_t chunk[8];
+    for (int i = 0; i < 8; i++) {
+        ranks[i] = i;
+        chunk[i] = 64ull << 20;
+    }
+    usim_coll c = {.type = USIM_ALLREDUCE, .ngroups = 1, .size = 8, .ranks = ranks, .pair_bytes = NULL,
+                   .chunk_bytes = chunk, .bytes = 0, .algo = USIM_ALGO_TREE, .proto = USIM_PROTO_SIMPLE,
+                   .grid = NULL, .chunk_total = 0, .chunk_mult = 0};
+    usim_coll_result r;
+    ck_assert_int_eq(usim_coll_run(n, &c, &r, NULL, NULL), USIM_OK);
+    long long want = llround((72.4e-6 + 2.0 * 7 / 8 * 536870912.0 / (0.92 * 0.2e9)) * 1e12);
+    ck_assert_msg(llabs(r.duration - want) <= 1, "tree %lld ps, NCCL's bound %lld", (long long)r.duration, want);
+    /* the ring: NIC-bound at 0.2 GB/s per node with no .92: faster, chosen */
+    c.algo = USIM_ALGO_AUTO;
+    c.proto = USIM_PROTO_AUTO;
+    ck_assert_int_eq(usim_coll_run(n, &c, &r, NULL, NULL), USIM_OK);
+    ck_assert_int_eq(r.algo, USIM_ALGO_RING);
+    ck_assert(r.duration < want);
+    usim_net_free(n);
+}
+END_TEST
+
+/*
+ * LL's ceiling (tuning.cc llMaxBws, two nodes: 39.0 GB/s): an all-gather of
+ * 64 MiB per GPU over 2 nodes x 2 GPUs with 1 TB/s links, forced ring LL.
+ * The links alone would take 2 x 3/4 x 256 MiB / 1 TB/s well under a ms; the
+ * ceiling bounds the time below by baseLat[Ring][LL] 6.6 us + 3/4 x 256 MiB /
+ * 39 GB/s = 6.6 us + 201326592 / 3.9e10 s = 5168.8 us (1 ps of rounding
+ * allowed, as above).
+ */
+START_TEST(test_ll_ceiling)
+{
+    usim_platform p = round_platform(2, 1, 5);
+    p.nvl_peak_Bps = p.nic_peak_Bps = 1e12;
+    usim_net *n = usim_net_new(&p, 4);
+    int ranks[4] = {0, 1, 2, 3};
+    uint64_t chunk[4] = {64ull << 20, 64ull << 20, 64ull << 20, 64ull << 20};
+    usim_coll c = {.type = USIM_ALLGATHER, .ngroups = 1, .size = 4, .ranks = ranks, .pair_bytes = NULL,
+                   .chunk_bytes = chunk, .bytes = 0, .algo = USIM_ALGO_RING, .proto = USIM_PROTO_LL,
+                   .grid = NULL, .chunk_total = 0, .chunk_mult = 0};
+    usim_coll_result r;
+    ck_assert_int_eq(usim_coll_run(n, &c, &r, NULL, NULL), USIM_OK);
+    long long want = llround((6.6e-6 + 0.75 * 268435456.0 / 39.0e9) * 1e12);
+    ck_assert_msg(llabs(r.duration - want) <= 1, "LL %lld ps, ceiling %lld", (long long)r.duration, want);
+    usim_net_free(n);
+}
+END_TEST
+
 static Suite *make_golden_suite(void)
 {
     Suite *s = suite_create("golden");
@@ -420,6 +526,9 @@ static Suite *make_golden_suite(void)
     tcase_add_test(tc, test_full_mesh_a2a_and_pair);
     tcase_add_test(tc, test_full_mesh_ring_allgather);
     tcase_add_test(tc, test_full_mesh_two_nodes_ring);
+    tcase_add_test(tc, test_pat_allgather);
+    tcase_add_test(tc, test_tree_bound);
+    tcase_add_test(tc, test_ll_ceiling);
     suite_add_tcase(s, tc);
     return s;
 }
