@@ -119,6 +119,7 @@ typedef struct gen {
     size_t xblk_cap;
     unsigned char *isrep;
     int tree_sym;       /* tree: channel 0 alone stands for all (usim_tree_symmetric) */
+    int nolat;          /* transfers stored now skip the route latency (usim_xfer.nolat) */
 } gen;
 
 /* GPU of position x of group gi. */

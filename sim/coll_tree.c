@@ -81,6 +81,10 @@ int usim_tree_gen(gen *g, int gi, const geo *G)
 #define GPU(n, l) rk_at(g, gi, geo_pos(G, (n) * gl + (((l) % gl) + gl) % gl))
         for (int k = 0; k < K; k++) {
             uint64_t b = part(cb, k, K);
+            /* NCCL's tree latency is per call (tuning.cc: 2 ((ppn-1) intra +
+             * log2 N inter)), its slices pipelined behind the first: only
+             * slice 0's transfers pay the route latency */
+            g->nolat = k > 0;
             for (int oi = N - 1; oi >= 0; oi--) {   /* reduce: children before parents */
                 int n = ord[oi], x = -1;
                 for (int j = 0; j < gl - 1; j++) {   /* chain h+1, h+2, ..., h */
@@ -119,6 +123,7 @@ int usim_tree_gen(gen *g, int gi, const geo *G)
         }
 #undef GPU
     }
+    g->nolat = 0;
     free(ord); free(st);
     return USIM_OK;
 }

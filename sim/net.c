@@ -184,6 +184,8 @@ static void complete(usim_net *n, int f, usim_time now)
             int links[4], cls;
             if (n->x[d].src != n->x[d].dst)
                 usim_net_route(n, n->x[d].src, n->x[d].dst, links, &lat, &cls);
+            if (n->x[d].nolat)
+                lat = 0;
             n->fl[d].state = F_LAT;
             if (usim_engine_at(n->eng, now + lat, on_activate, n, d))
                 n->err = USIM_ENOMEM;
@@ -526,7 +528,7 @@ int usim_net_run_loads(usim_net *n, const usim_xfer *x, int count, const usim_lo
         }
         if (fl->deps_left == 0) {
             fl->state = F_LAT;
-            if ((rc = usim_engine_at(n->eng, lat, on_activate, n, i)))
+            if ((rc = usim_engine_at(n->eng, x[i].nolat ? 0 : lat, on_activate, n, i)))
                 goto out;
         }
     }

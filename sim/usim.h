@@ -209,6 +209,7 @@ typedef struct usim_xfer {
     uint64_t bytes;
     int dep[2];
     int step;             /* step index (for ring extrapolation and traces), >= 0 */
+    int nolat;            /* 1: no route latency (a pipelined slice behind the first) */
 } usim_xfer;
 
 /* Run transfers on an idle network.  finish[i] (may be NULL) receives each

@@ -129,6 +129,32 @@ START_TEST(test_dependencies)
 }
 END_TEST
 
+/* A transfer marked nolat (a pipelined slice behind the first, as the
+ * tree's slices k >= 1) skips its route latency: three chained 1000 B
+ * NVLink transfers (1 us each at 1 GB/s, 1 us latency) end at 2, 3 and 5 us
+ * when the second skips it (1 + 1, + 1, + 1 + 1), and a first transfer
+ * marked so starts at 0. */
+START_TEST(test_nolat)
+{
+    usim_platform p = plat(8, 1);
+    usim_net *n = usim_net_new(&p, 8);
+    usim_xfer x[3] = {xf(0, 1, 1000), xf(1, 2, 1000), xf(2, 3, 1000)};
+    x[1].dep[0] = 0;
+    x[2].dep[0] = 1;
+    x[1].nolat = 1;
+    usim_time fin[3], mk;
+    ck_assert_int_eq(usim_net_run(n, x, 3, fin, &mk), USIM_OK);
+    ck_assert_int_eq(fin[0], 2 * US);
+    ck_assert_int_eq(fin[1], 3 * US);
+    ck_assert_int_eq(fin[2], 5 * US);
+    x[0].nolat = 1;
+    ck_assert_int_eq(usim_net_run(n, x, 3, fin, &mk), USIM_OK);
+    ck_assert_int_eq(fin[0], 1 * US);
+    ck_assert_int_eq(mk, 4 * US);
+    usim_net_free(n);
+}
+END_TEST
+
 static int ranks_id[1024];
 
 static void init_ranks(void)
@@ -364,6 +390,7 @@ static Suite *make_net_suite(void)
     TCase *tc = tcase_create("golden");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_one_transfer_nvlink);
+    tcase_add_test(tc, test_nolat);
     tcase_add_test(tc, test_one_transfer_nic);
     tcase_add_test(tc, test_two_share_one_link);
     tcase_add_test(tc, test_max_min_fairness);
