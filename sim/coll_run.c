@@ -97,7 +97,7 @@ static int candidates(usim_net *n, const usim_coll *c, const rgrid *R, usim_algo
      * every group as group 0.) */
     int tree_ok = 1, nvls_ok = 1, any = 0;
     for (int q = 0; q < nc; q++)
-        any |= as[q] == USIM_ALGO_TREE || as[q] == USIM_ALGO_NVLS;
+        any |= as[q] == USIM_ALGO_TREE || as[q] == USIM_ALGO_NVLS_TREE || as[q] == USIM_ALGO_NVLS;
     for (int gi = 1; any && gi < c->ngroups && (tree_ok || nvls_ok); gi++) {
         geo Gg;
         int grc = usim_geometry(n, c, R, gi, &Gg);
@@ -109,12 +109,14 @@ static int candidates(usim_net *n, const usim_coll *c, const rgrid *R, usim_algo
     }
     int m = 0;
     for (int q = 0; q < nc; q++)
-        m += (as[q] != USIM_ALGO_TREE || tree_ok) && (as[q] != USIM_ALGO_NVLS || nvls_ok);
+        m += ((as[q] != USIM_ALGO_TREE && as[q] != USIM_ALGO_NVLS_TREE) || tree_ok) &&
+             (as[q] != USIM_ALGO_NVLS || nvls_ok);
     if (m == 0)
         return nc;   /* the platform forces it: refused when generated */
     m = 0;
     for (int q = 0; q < nc; q++)
-        if ((as[q] != USIM_ALGO_TREE || tree_ok) && (as[q] != USIM_ALGO_NVLS || nvls_ok)) {
+        if (((as[q] != USIM_ALGO_TREE && as[q] != USIM_ALGO_NVLS_TREE) || tree_ok) &&
+            (as[q] != USIM_ALGO_NVLS || nvls_ok)) {
             as[m] = as[q];
             ps[m] = ps[q];
             est[m++] = est[q];
@@ -313,6 +315,12 @@ static int generate(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, 
                     if (!rc)
                         rc = usim_tree_gen(g, gi, &Gg), r->channels = gi == 0 ? 2 * Gg.g : r->channels;
                 }
+            } else if (a == USIM_ALGO_NVLS_TREE) {
+                if (!Gg.uniform || Gg.N < 2)
+                    rc = usim_set_error(USIM_EINVAL, "%s: groups are placed differently on the nodes",
+                                        usim_coll_name(c->type));
+                else
+                    rc = usim_nvlstree_gen(g, gi, &Gg), r->channels = gi == 0 ? 2 * Gg.g : r->channels;
             } else if (a == USIM_ALGO_NVLS) {
                 if (Gg.N != 1)
                     rc = usim_set_error(USIM_EINVAL, "%s: groups are placed differently on the nodes",

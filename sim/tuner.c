@@ -71,6 +71,7 @@ static int nt_of(usim_algo a)
     case USIM_ALGO_TREE: return NT_TREE;
     case USIM_ALGO_NVLS: return NT_NVLS;
     case USIM_ALGO_PAT: return NT_PAT;
+    case USIM_ALGO_NVLS_TREE: return NT_NVLS_TREE;
     default: return NT_RING;
     }
 }
@@ -111,7 +112,8 @@ const char *usim_coll_name(usim_coll_type t)
 
 const char *usim_algo_name(usim_algo a)
 {
-    static const char *const n[USIM_NALGO] = {"auto", "ring", "tree", "nvls", "pat"};
+    static const char *const n[USIM_NALGO] = {"auto", "ring", "tree", "nvls", "pat",
+                                                "nvlstree"};
     return (a >= 0 && a < USIM_NALGO) ? n[a] : "?";
 }
 
@@ -128,7 +130,7 @@ int usim_algo_parse(const char *s, usim_algo *a)
             *a = (usim_algo)i;
             return USIM_OK;
         }
-    return usim_set_error(USIM_EINVAL, "unknown algorithm '%s' (auto, ring, tree, nvls, pat)", s);
+    return usim_set_error(USIM_EINVAL, "unknown algorithm '%s' (auto, ring, tree, nvls, pat, nvlstree)", s);
 }
 
 int usim_proto_parse(const char *s, usim_proto *p)
@@ -214,6 +216,12 @@ int usim_nccl_latency(const usim_platform *pf, usim_coll_type t, const usim_grou
         fixed = intra;
         intra = inter = 0;
         break;
+    case USIM_ALGO_NVLS_TREE:   /* baseLat (0) + intraLat + 2 log2i(nNodes) interLat: the
+                                 * switch legs pay nothing, the tree's network hops
+                                 * inter (its first slice: coll_tree.c) */
+        fixed += intra;
+        intra = 0;
+        break;
     case USIM_ALGO_PAT:    /* once: 8 + log2i(nNodes) interLat / 3.5 + 2.8 nRanks */
         fixed = 8 + log2floor(N) * hw_lat_us[USIM_CLASS_NIC][NT_TREE][pi] / 3.5 + 2.8 * P;
         intra = inter = 0;
@@ -293,6 +301,11 @@ double usim_tune_estimate(const usim_platform *pf, usim_coll_type t, const usim_
         if (!pf->nvls || pf->full_mesh || s->N != 1 || p != USIM_PROTO_SIMPLE)
             return -1;
         break;
+    case USIM_ALGO_NVLS_TREE:   /* NVLS inside the nodes, a tree across them */
+        if (!ar || !pf->nvls || pf->full_mesh || s->N < 2 || !s->uniform || s->g < 2 ||
+            p != USIM_PROTO_SIMPLE)
+            return -1;
+        break;
     case USIM_ALGO_PAT:   /* ncclPatEnable: one GPU per node */
         if (ar || p != USIM_PROTO_SIMPLE || !s->uniform || s->g != 1 || s->N < 2)
             return -1;
@@ -326,6 +339,14 @@ double usim_tune_estimate(const usim_platform *pf, usim_coll_type t, const usim_
         if (p == USIM_PROTO_LL && bw > ll_max_Bps(pf, s->N))
             bw = ll_max_Bps(pf, s->N);
         return fixed + lat + 2.0 * (P - 1) / P * bytes / bw;
+    }
+    case USIM_ALGO_NVLS_TREE: {
+        /* busBw = nChannels x min(bwIntra, bwInter, halved beyond two nodes),
+         * algorithm bandwidth 5/6 of it (tuning.cc): here NVLink through the
+         * switch and the ring's network rate */
+        double net = ring_busbw(pf, s) * (s->N > 2 ? 0.5 : 1.0), nv = usim_nvl_Bps(pf) * pf->nvls_eff;
+        double bw = (net < nv ? net : nv) * 5.0 / 6.0;
+        return fixed + 2 * log2floor(s->N) * ln + bytes / bw;
     }
     default: {   /* NVLS */
         /* per GPU through its NVLink: all-reduce S (to the switch's reduction)
@@ -371,7 +392,10 @@ int usim_tune_candidates(const usim_platform *pf, usim_coll_type t, const usim_g
                               "%s: algorithm %s with protocol %s does not apply to a group of %d GPU(s) "
                               "on %d node(s)%s", usim_coll_name(t), usim_algo_name(want_a),
                               usim_proto_name(want_p), s->uniform ? s->N * s->g : s->g, s->N,
-                              want_a == USIM_ALGO_NVLS && !pf->nvls ? " (the platform has no NVLS)"
+                              (want_a == USIM_ALGO_NVLS || want_a == USIM_ALGO_NVLS_TREE) && !pf->nvls
+                              ? " (the platform has no NVLS)"
+                              : want_a == USIM_ALGO_NVLS_TREE ? " (NVLS-tree: all-reduce, Simple, two or more "
+                                                                "nodes of two or more GPUs)"
                               : want_a == USIM_ALGO_PAT ? " (PAT: all-gather or reduce-scatter, Simple, "
                                                           "one GPU per node on two or more nodes)" : ""),
                -USIM_EINVAL;

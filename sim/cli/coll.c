@@ -36,8 +36,8 @@ static const char coll_usage[] =
     "  --gpus-per-node K  place K GPUs on each node, G/K nodes (as mpirun -N K runs\n"
     "                     nccl-tests); default: whole nodes\n"
     "  --platform P       cluster description (default dgx-a100-40g)\n"
-    "  --algo A           auto | ring | tree | nvls | pat (all-to-all: direct |\n"
-    "                     pairwise)\n"
+    "  --algo A           auto | ring | tree | nvls | nvlstree | pat (all-to-all:\n"
+    "                     direct | pairwise)\n"
     "  --proto P          auto | LL | LL128 | Simple\n"
     "  --format F         table | csv | json (default table)\n"
     "  -h, --help         this text\n";

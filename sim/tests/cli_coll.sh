@@ -93,6 +93,12 @@ check "8 B to 4 GiB: 30 rows, time non-decreasing with the size, 8 B at NCCL's l
 check "4 GiB all-reduce on 4 nodes: the ring, 180-192 GB/s" \
     awk -F, 'END { exit !($6 == "ring" && $11 > 180 && $11 <= 192) }' "$tmp/big32.csv"
 check "--help documents --gpus-per-node" grep -q -- "--gpus-per-node" "$tmp/help"
+# NVLS-tree on 2 DGX H100 nodes: 8 B in NCCL's 25 + 2 x 14 = 53 us (plus the
+# bytes' nanoseconds); auto runs it for large all-reduces there.
+"$SIM" coll --op all-reduce --gpus 16 --bytes 8,1G --platform dgx-h100 --algo nvlstree --format csv > "$tmp/nt.csv"
+check "NVLS-tree 8 B on 2 H100 nodes: 53 us" awk -F, 'NR == 2 { exit !($6 == "nvlstree" && $9 >= 53 && $9 < 53.01) }' "$tmp/nt.csv"
+"$SIM" coll --op all-reduce --gpus 16 --bytes 1G --platform dgx-h100 --format csv > "$tmp/nta.csv"
+check "1 GiB all-reduce on 2 H100 nodes runs NVLS-tree" awk -F, 'END { exit !($6 == "nvlstree") }' "$tmp/nta.csv"
 
 bad "missing --op" --gpus 8 --bytes 1M
 bad "unknown op" --op broadcast --gpus 8 --bytes 1M
@@ -110,5 +116,7 @@ bad "--gpus-per-node above the node's GPUs" --op all-gather --gpus 16 --gpus-per
 bad "--gpus-per-node 0" --op all-gather --gpus 8 --gpus-per-node 0 --bytes 1M
 bad "PAT with 8 GPUs per node" --op all-gather --gpus 16 --bytes 1M --algo pat
 bad "PAT for all-reduce" --op all-reduce --gpus 4 --gpus-per-node 1 --bytes 1M --algo pat
+bad "NVLS-tree without NVLS" --op all-reduce --gpus 16 --bytes 1M --algo nvlstree
+bad "NVLS-tree on one node" --op all-reduce --gpus 8 --bytes 1M --platform dgx-h100 --algo nvlstree
 bad "PAT with LL" --op all-gather --gpus 4 --gpus-per-node 1 --bytes 1M --algo pat --proto LL
 exit $fail

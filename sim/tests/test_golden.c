@@ -513,6 +513,52 @@ START_TEST(test_ll_ceiling)
 }
 END_TEST
 
+/*
+ * NVLS-tree all-reduce over 2 nodes x 2 GPUs with NVLS, 1 byte per GPU
+ * (S = 4 B): shard h (2 B) of local GPU h, 1 B over each of the two trees;
+ * one slice each, so 4 channels (h, t).  Latency (tuning.cc v2.23.4):
+ * hwLat[NVLINK][NVLSTree][Simple] = 25 us once, hwLat[NET][NVLSTree]
+ * [Simple] = 14 us per network hop of the first slice, switch legs none.
+ * Data, all channels side by side: every GPU pushes 4 x 1 B to the switch
+ * over its 1 GB/s NVLink (4 flows: 4 ns), the switch returns its 2 reduced
+ * bytes (2 flows: 2 ns); each tree sends 1 B up and 1 B down between the
+ * nodes' GPUs h, each over its own NIC (0.1 GB/s: 10 ns) after 14 us.  The
+ * root of a tree has its byte after the reduce (6 + 14010 ns) and
+ * multicasts it then, long before the child, which has it after the
+ * broadcast too (6 + 2 x 14010 = 28026 ns); at that point each GPU h
+ * multicasts one byte (1 ns) and every GPU receives two, one per h (2 ns).
+ * Total 28026 + 1 + 2 ns + 25 us = 53029 ns (NCCL's model: 25 + 2 log2(2)
+ * x 14 = 53 us).
+ */
+START_TEST(test_nvlstree_allreduce)
+{
+    usim_platform p = round_platform(2, 1, 5);
+    p.nvls = 1;
+    usim_net *n = usim_net_new(&p, 4);
+    int ranks[4] = {0, 1, 2, 3};
+    uint64_t chunk[4] = {1, 1, 1, 1};
+    usim_coll c = {.type = USIM_ALLREDUCE, .ngroups = 1, .size = 4, .ranks = ranks, .pair_bytes = NULL,
+                   .chunk_bytes = chunk, .bytes = 0, .algo = USIM_ALGO_NVLS_TREE, .proto = USIM_PROTO_AUTO,
+                   .grid = NULL, .chunk_total = 0, .chunk_mult = 0};
+    usim_coll_result r;
+    ck_assert_int_eq(usim_coll_run(n, &c, &r, NULL, NULL), USIM_OK);
+    ck_assert_int_eq(r.algo, USIM_ALGO_NVLS_TREE);
+    ck_assert_int_eq(r.channels, 4);
+    ck_assert_int_eq(r.duration, 53029 * NS);
+    usim_net_free(n);
+    /* not on one node, nor without NVLS */
+    n = usim_net_new(&p, 2);
+    c.size = 2;
+    ck_assert_int_eq(usim_coll_run(n, &c, &r, NULL, NULL), USIM_EINVAL);
+    usim_net_free(n);
+    p.nvls = 0;
+    n = usim_net_new(&p, 4);
+    c.size = 4;
+    ck_assert_int_eq(usim_coll_run(n, &c, &r, NULL, NULL), USIM_EINVAL);
+    usim_net_free(n);
+}
+END_TEST
+
 static Suite *make_golden_suite(void)
 {
     Suite *s = suite_create("golden");
@@ -529,6 +575,7 @@ static Suite *make_golden_suite(void)
     tcase_add_test(tc, test_pat_allgather);
     tcase_add_test(tc, test_tree_bound);
     tcase_add_test(tc, test_ll_ceiling);
+    tcase_add_test(tc, test_nvlstree_allreduce);
     suite_add_tcase(s, tc);
     return s;
 }
