@@ -70,6 +70,7 @@ int usim_gen_put(gen *g, int src, int dst, uint64_t payload, int d0, int d1, int
     t->dep[0] = d0;
     t->dep[1] = d1;
     t->step = step;
+    t->nolat = g->nolat;
     return (int)g->n++;
 }
 

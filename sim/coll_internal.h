@@ -119,6 +119,7 @@ typedef struct gen {
     size_t xblk_cap;
     unsigned char *isrep;
     int tree_sym;       /* tree: channel 0 alone stands for all (usim_tree_symmetric) */
+    int nolat;          /* transfers stored now skip the route latency (usim_xfer.nolat) */
 } gen;
 
 /* GPU of position x of group gi. */
@@ -186,6 +187,8 @@ int usim_tree_symmetric(usim_net *n, const usim_coll *c, int classes, const rgri
 /* The loads and limiting links of channel 0's transfers on the quotient. */
 int usim_tree_loads(usim_net *n, const gen *g, const geo *G, usim_loads *ld);
 void usim_nvls_gen(gen *g, int gi);
+/* The NVLS-tree all-reduce: NVLS inside the nodes, two trees across them. */
+int usim_nvlstree_gen(gen *g, int gi, const geo *G);
 void usim_p2p_gen(gen *g, int gi);
 
 /* ------------------------------------------------------------ equivalence classes (coll_class.c) */

@@ -97,7 +97,7 @@ static int candidates(usim_net *n, const usim_coll *c, const rgrid *R, usim_algo
      * every group as group 0.) */
     int tree_ok = 1, nvls_ok = 1, any = 0;
     for (int q = 0; q < nc; q++)
-        any |= as[q] == USIM_ALGO_TREE || as[q] == USIM_ALGO_NVLS;
+        any |= as[q] == USIM_ALGO_TREE || as[q] == USIM_ALGO_NVLS_TREE || as[q] == USIM_ALGO_NVLS;
     for (int gi = 1; any && gi < c->ngroups && (tree_ok || nvls_ok); gi++) {
         geo Gg;
         int grc = usim_geometry(n, c, R, gi, &Gg);
@@ -109,12 +109,14 @@ static int candidates(usim_net *n, const usim_coll *c, const rgrid *R, usim_algo
     }
     int m = 0;
     for (int q = 0; q < nc; q++)
-        m += (as[q] != USIM_ALGO_TREE || tree_ok) && (as[q] != USIM_ALGO_NVLS || nvls_ok);
+        m += ((as[q] != USIM_ALGO_TREE && as[q] != USIM_ALGO_NVLS_TREE) || tree_ok) &&
+             (as[q] != USIM_ALGO_NVLS || nvls_ok);
     if (m == 0)
         return nc;   /* the platform forces it: refused when generated */
     m = 0;
     for (int q = 0; q < nc; q++)
-        if ((as[q] != USIM_ALGO_TREE || tree_ok) && (as[q] != USIM_ALGO_NVLS || nvls_ok)) {
+        if (((as[q] != USIM_ALGO_TREE && as[q] != USIM_ALGO_NVLS_TREE) || tree_ok) &&
+            (as[q] != USIM_ALGO_NVLS || nvls_ok)) {
             as[m] = as[q];
             ps[m] = ps[q];
             est[m++] = est[q];
@@ -157,18 +159,30 @@ static int members_distinct(usim_net *n, const usim_coll *c)
  * monotone, the integers exact in double).  A ring over 10^6 GPUs runs
  * about 2 10^6 dependent steps: this bound, not the link bytes, is what
  * lets the search skip the protocols with the larger latencies. */
-static usim_time ring_latency_bound(usim_net *n, const usim_coll *c, usim_proto p)
+static usim_time ring_latency_bound(usim_net *n, const usim_coll *c, const usim_group_shape *sh,
+                                    usim_proto p)
 {
-    const usim_platform *pf = usim_net_platform(n);
-    usim_time lv = (usim_time)llround((double)pf->nvl_lat * usim_proto_latency(p, USIM_CLASS_NVLINK));
-    usim_time ln = (usim_time)llround((double)pf->nic_lat * usim_proto_latency(p, USIM_CLASS_NIC));
+    double st[USIM_NCLASS], fixed;
+    if (usim_nccl_latency(usim_net_platform(n), c->type, sh, (double)chunk_sum(c), USIM_ALGO_RING, p, st,
+                          &fixed))
+        return 0;
+    usim_time lv = (usim_time)llround(st[USIM_CLASS_NVLINK] * 1e12);
+    usim_time ln = (usim_time)llround(st[USIM_CLASS_NIC] * 1e12);
     int64_t steps = (int64_t)(c->type == USIM_ALLREDUCE ? 2 : 1) * (c->size - 1);
-    return (lv < ln ? lv : ln) * steps;
+    return (usim_time)llround(fixed * 1e12) + (lv < ln ? lv : ln) * steps;
 }
 
 usim_time usim_test_ring_latency_bound(usim_net *n, const usim_coll *c, usim_proto p)
 {
-    return ring_latency_bound(n, c, p);
+    rgrid R = {0};
+    if (!c->ranks && !usim_grid_make(n, c, &R))
+        return -1;
+    geo G;
+    if (usim_geometry(n, c, &R, 0, &G))
+        return -1;
+    usim_group_shape sh = {G.N, G.g, G.uniform};
+    free(G.pos);
+    return ring_latency_bound(n, c, &sh, p);
 }
 
 /* Several groups (their copies load the links): the light cone also needs
@@ -285,6 +299,10 @@ static int generate(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, 
                 Gg = k->g0;   /* group 0's, computed once per collective */
             else if ((rc = usim_geometry(n, c, &k->rg, gi, &Gg)))
                 break;
+            if (ri == 0) {   /* NCCL's bandwidth factors of (a, p) on the first group's shape */
+                usim_group_shape sh = {Gg.N, Gg.g, Gg.uniform};
+                g->wire /= usim_nccl_bw_factor(usim_net_platform(n), c->type, &sh, (double)chunk_sum(c), a, p);
+            }
             if (a == USIM_ALGO_TREE) {
                 if (!Gg.uniform || Gg.N < 2)
                     rc = usim_set_error(USIM_EINVAL, "%s: groups are placed differently on the nodes",
@@ -297,6 +315,12 @@ static int generate(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, 
                     if (!rc)
                         rc = usim_tree_gen(g, gi, &Gg), r->channels = gi == 0 ? 2 * Gg.g : r->channels;
                 }
+            } else if (a == USIM_ALGO_NVLS_TREE) {
+                if (!Gg.uniform || Gg.N < 2)
+                    rc = usim_set_error(USIM_EINVAL, "%s: groups are placed differently on the nodes",
+                                        usim_coll_name(c->type));
+                else
+                    rc = usim_nvlstree_gen(g, gi, &Gg), r->channels = gi == 0 ? 2 * Gg.g : r->channels;
             } else if (a == USIM_ALGO_NVLS) {
                 if (Gg.N != 1)
                     rc = usim_set_error(USIM_EINVAL, "%s: groups are placed differently on the nodes",
@@ -508,11 +532,40 @@ static int run_one(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, u
         usim_gen_free(&g);
         return usim_set_error(USIM_ENOMEM, "out of memory for %zu transfers", g.n);
     }
-    double lat_scale[USIM_NCLASS];
-    lat_scale[USIM_CLASS_NVLINK] = usim_proto_latency(p, USIM_CLASS_NVLINK);
-    lat_scale[USIM_CLASS_NIC] = usim_proto_latency(p, USIM_CLASS_NIC);
+    /* ring, tree, NVLS, PAT: NCCL's step latencies and its fixed latency
+     * (tuner.c); point-to-point types: the platform's latency_us */
+    usim_time lat[USIM_NCLASS], fixed = 0;
+    int nccl = is_ring(c->type) && k->g0.N > 0;
+    if (nccl) {
+        usim_group_shape sh = {k->g0.N, k->g0.g, k->g0.uniform};
+        double st[USIM_NCLASS], fx;
+        if ((rc = usim_nccl_latency(usim_net_platform(n), c->type, &sh, (double)chunk_sum(c), a, p, st, &fx))) {
+            free(fin);
+            free((void *)ld.off);
+            free((void *)ld.link);
+            free((void *)ld.w);
+            free((void *)ld.route);
+            usim_gen_free(&g);
+            return rc;
+        }
+        if (a == USIM_ALGO_RING && sh.N > 1) {
+            /* NCCL's ring pays (steps - inter) intra-node and inter
+             * inter-node step latencies.  Here a position sends its steps in
+             * order, so the position that sends across the node boundary
+             * pays one latency per step: its transfers take the mean step
+             * latency, and that chain totals NCCL's (every other chain has
+             * no more: no step latency is below the NVLink one). */
+            int P = sh.uniform ? sh.N * sh.g : sh.g, ar = c->type == USIM_ALLREDUCE;
+            double nst = (ar ? 2.0 : 1.0) * (P - 1), inter = (ar ? 2.0 : 1.0) * (sh.N - 1);
+            double mean = ((nst - inter) * st[USIM_CLASS_NVLINK] + inter * st[USIM_CLASS_NIC]) / nst;
+            st[USIM_CLASS_NIC] = mean > st[USIM_CLASS_NVLINK] ? mean : st[USIM_CLASS_NVLINK];
+        }
+        for (int q = 0; q < USIM_NCLASS; q++)
+            lat[q] = (usim_time)llround(st[q] * 1e12);
+        fixed = (usim_time)llround(fx * 1e12);
+    }
     usim_time mk;
-    rc = usim_net_run_loads(n, g.x, (int)g.n, loads ? &ld : NULL, lat_scale, fin, &mk);
+    rc = usim_net_run_loads(n, g.x, (int)g.n, loads ? &ld : NULL, nccl ? lat : NULL, fin, &mk);
     free((void *)ld.off);
     free((void *)ld.link);
     free((void *)ld.w);
@@ -542,6 +595,24 @@ static int run_one(usim_net *n, const usim_coll *c, const cls *k, usim_algo a, u
                 r->extrapolated = steps - sim_steps;
                 free(end);
             }
+        }
+        r->duration += fixed;
+        if (a == USIM_ALGO_TREE && nccl) {
+            /* NCCL's tree is slower than its links allow: its model's time
+             * (tuner.c: bus bandwidth .92 x the ring's, beyond two nodes the
+             * ring's network rate, times the size correction) bounds it */
+            usim_group_shape sh = {k->g0.N, k->g0.g, k->g0.uniform};
+            double e = usim_tune_estimate(usim_net_platform(n), c->type, &sh, (double)chunk_sum(c), a, p);
+            usim_time floor_t = (usim_time)llround(e * 1e12);
+            if (e > 0 && floor_t > r->duration)
+                r->duration = floor_t;
+        }
+        if (p == USIM_PROTO_LL && nccl) {   /* LL's ceiling (tuner.c) */
+            usim_group_shape sh = {k->g0.N, k->g0.g, k->g0.uniform};
+            usim_time floor_t = (usim_time)llround(
+                usim_nccl_ll_floor(usim_net_platform(n), c->type, &sh, (double)chunk_sum(c), a, p) * 1e12);
+            if (floor_t > r->duration)
+                r->duration = floor_t;
         }
     }
     free(fin);
@@ -645,7 +716,10 @@ int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t
                 break;
             have_cnt[as[q]] = 1;
         }
+        usim_group_shape sh0 = {k.g0.N, k.g0.g, k.g0.uniform};
         double w = usim_proto_wire(ps[q]) / (as[q] == USIM_ALGO_NVLS ? pf->nvls_eff : 1), lb = 0;
+        if (is_ring(c->type) && c->size > 1)
+            w /= usim_nccl_bw_factor(pf, c->type, &sh0, (double)chunk_sum(c), as[q], ps[q]);
         double bw[USIM_NCLASS] = {usim_nvl_Bps(pf), usim_nic_Bps(pf)};
         for (int cl = 0; cl < USIM_NCLASS; cl++) {
             double x = (double)cnt[as[q]].max_sent[cl] * w * 1e12 / bw[cl];
@@ -657,7 +731,7 @@ int usim_coll_run(usim_net *n, const usim_coll *c, usim_coll_result *r, uint64_t
                 rc = -distinct;
                 break;
             }
-            double ll = distinct ? (double)ring_latency_bound(n, c, ps[q]) : 0;
+            double ll = distinct ? (double)ring_latency_bound(n, c, &sh0, ps[q]) : 0;
             if (ll > lb)
                 lb = ll;
         }

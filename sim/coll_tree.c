@@ -81,6 +81,10 @@ int usim_tree_gen(gen *g, int gi, const geo *G)
 #define GPU(n, l) rk_at(g, gi, geo_pos(G, (n) * gl + (((l) % gl) + gl) % gl))
         for (int k = 0; k < K; k++) {
             uint64_t b = part(cb, k, K);
+            /* NCCL's tree latency is per call (tuning.cc: 2 ((ppn-1) intra +
+             * log2 N inter)), its slices pipelined behind the first: only
+             * slice 0's transfers pay the route latency */
+            g->nolat = k > 0;
             for (int oi = N - 1; oi >= 0; oi--) {   /* reduce: children before parents */
                 int n = ord[oi], x = -1;
                 for (int j = 0; j < gl - 1; j++) {   /* chain h+1, h+2, ..., h */
@@ -119,6 +123,7 @@ int usim_tree_gen(gen *g, int gi, const geo *G)
         }
 #undef GPU
     }
+    g->nolat = 0;
     free(ord); free(st);
     return USIM_OK;
 }
@@ -234,6 +239,99 @@ int usim_tree_loads(usim_net *n, const gen *g, const geo *G, usim_loads *ld)
     ld->link = lk;
     ld->w = w;
     ld->route = rt;
+    return USIM_OK;
+}
+
+/* NVLS-tree all-reduce (NCCL's NVLS_TREE): local GPU h of every node owns
+ * shard h (S/g) and carries it over two binary trees across the nodes (the
+ * double binary tree, half each, through GPU h's NIC), in slices.  Per
+ * slice: every GPU of a node pushes it to the NVSwitch, which reduces it
+ * into GPU h (up 1, down 1 / g of S per GPU); the trees reduce it up and
+ * broadcast it down between the nodes' GPUs h; GPU h pushes the result to
+ * the switch, which multicasts it to the node's GPUs (up 1 / g, down 1).
+ * Switch legs carry bytes / nvls_efficiency on the wire. */
+int usim_nvlstree_gen(gen *g, int gi, const geo *G)
+{
+    const usim_coll *c = g->c;
+    int N = G->N, gl = G->g;
+    uint64_t S = chunk_sum(c);
+    double w_net = g->wire, w_sw = g->wire / usim_net_platform(g->net)->nvls_eff;
+    int *ord = usim_malloc((size_t)N * sizeof *ord);
+    int *st = usim_malloc((size_t)N * (6 + 4 * gl) * sizeof *st);
+    int *a = usim_malloc((size_t)gl * sizeof *a);
+    if (!ord || !st || !a) {
+        free(ord); free(st); free(a);
+        return usim_set_error(USIM_ENOMEM, "out of memory");
+    }
+    int *up_prev = st, *up_cur = st + N, *have = st + 2 * N, *dn_recv = st + 3 * N;
+    int *dn_prev = st + 4 * N;        /* 2 per node */
+    /* per GPU and channel: its last reduce push to the switch, reduced slice
+     * from it, multicast push and multicast receipt (the channels run side by
+     * side, each pipelined in order) */
+    int *pu = st + 6 * N, *pd = pu + (size_t)N * gl, *pc = pd + (size_t)N * gl, *pm = pc + (size_t)N * gl;
+#define GPU(n, l) rk_at(g, gi, geo_pos(G, (n) * gl + (l)))
+    for (int h = 0; h < gl; h++)
+        for (int t = 0; t < 2; t++) {
+            int root = t ? N - 1 : 0, no = 0;
+            ord[no++] = root;
+            for (int i = 0; i < no; i++)
+                for (int sd = 0; sd < 2; sd++) {
+                    int cn = tree_child(ord[i], N, t, sd);
+                    if (cn >= 0)
+                        ord[no++] = cn;
+                }
+            for (size_t i = 0; i < (size_t)N * (6 + 4 * gl); i++)
+                st[i] = -1;
+            uint64_t cb = part(part(S, h, gl), t, 2);
+            int K = slices(cb);
+            for (int k = 0; k < K; k++) {
+                uint64_t b = part(cb, k, K);
+                g->nolat = k > 0;   /* the trees' latency is paid by the first slice */
+                int *dA = dn_recv;  /* reused below: the switch's reduced slice at GPU h */
+                g->wire = w_sw;
+                for (int n = 0; n < N; n++) {
+                    for (int l = 0; l < gl; l++)
+                        a[l] = pu[n * gl + l] = usim_gen_put(g, GPU(n, l), USIM_SWITCH, b, pu[n * gl + l], -1, 0);
+                    int j = usim_gen_put_all(g, GPU(n, h), GPU(n, h), 0, a, gl);
+                    dA[n] = pd[n * gl + h] = usim_gen_put(g, USIM_SWITCH, GPU(n, h), b, j, pd[n * gl + h], 0);
+                }
+                g->wire = w_net;
+                for (int oi = N - 1; oi >= 0; oi--) {   /* reduce: children before parents */
+                    int n = ord[oi];
+                    int c0 = tree_child(n, N, t, 0), c1 = tree_child(n, N, t, 1);
+                    int deps[4] = {dA[n], c0 >= 0 ? up_cur[c0] : -1, c1 >= 0 ? up_cur[c1] : -1, up_prev[n]};
+                    int par = tree_parent(n, N, t);
+                    if (par >= 0) {
+                        up_cur[n] = up_prev[n] = usim_gen_put_all(g, GPU(n, h), GPU(par, h), b, deps, 4);
+                    } else {
+                        deps[3] = -1;
+                        have[n] = usim_gen_put_all(g, GPU(n, h), GPU(n, h), 0, deps, 3);
+                    }
+                }
+                for (int oi = 0; oi < N; oi++) {        /* broadcast: parents before children */
+                    int n = ord[oi];
+                    if (n != root)
+                        have[n] = dn_recv[n];
+                    for (int sd = 0; sd < 2; sd++) {
+                        int cn = tree_child(n, N, t, sd);
+                        if (cn < 0)
+                            continue;
+                        dn_recv[cn] = usim_gen_put(g, GPU(n, h), GPU(cn, h), b, have[n], dn_prev[2 * n + sd], 0);
+                        dn_prev[2 * n + sd] = dn_recv[cn];
+                    }
+                }
+                g->wire = w_sw;
+                for (int n = 0; n < N; n++) {       /* multicast inside the node */
+                    int cu = pc[n * gl + h] = usim_gen_put(g, GPU(n, h), USIM_SWITCH, b, have[n], pc[n * gl + h], 0);
+                    for (int l = 0; l < gl; l++)
+                        pm[n * gl + l] = usim_gen_put(g, USIM_SWITCH, GPU(n, l), b, cu, pm[n * gl + l], 0);
+                }
+            }
+        }
+#undef GPU
+    g->nolat = 0;
+    g->wire = w_net;
+    free(ord); free(st); free(a);
     return USIM_OK;
 }
 

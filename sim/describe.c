@@ -25,18 +25,6 @@
 #define USIM_DATA_PRESETS ""
 #endif
 
-const char *usim_dtype_name(usim_dtype t)
-{
-    static const char *const n[USIM_NDTYPE] = {"bf16", "fp16", "fp32"};
-    return (t >= 0 && t < USIM_NDTYPE) ? n[t] : "?";
-}
-
-int usim_dtype_bytes(usim_dtype t)
-{
-    static const int b[USIM_NDTYPE] = {2, 2, 4};
-    return (t >= 0 && t < USIM_NDTYPE) ? b[t] : 0;
-}
-
 /* ----------------------------------------------------------------- presets */
 
 const char *const *usim_preset_dirs(void)
@@ -472,12 +460,3 @@ out:
     return rc;
 }
 
-double usim_model_params(const usim_model *m)
-{
-    double h = (double)m->hidden, d = h / m->heads, hkv = d * m->kv_heads, F = (double)m->ffn;
-    double attn = h * (h + 2 * hkv) + h * h;
-    double mlp = (m->gated_mlp ? 3 : 2) * h * F;
-    double norms = 4 * h;
-    double emb = (double)m->vocab * h * (m->tied_embeddings ? 1 : 2);
-    return m->layers * (attn + mlp + norms) + emb + 2 * h;
-}

@@ -60,7 +60,8 @@ usim_net *usim_net_new(const usim_platform *p, int gpus)
         usim_net_free(n);
         return NULL;
     }
-    n->lat_scale[USIM_CLASS_NVLINK] = n->lat_scale[USIM_CLASS_NIC] = 1;
+    n->lat[USIM_CLASS_NVLINK] = p->nvl_lat;
+    n->lat[USIM_CLASS_NIC] = p->nic_lat;
     n->lq = usim_calloc((size_t)n->nlinks, sizeof *n->lq);
     n->link_dirty = usim_calloc((size_t)n->nlinks, 1);
     n->dirty = usim_malloc((size_t)n->nlinks * sizeof *n->dirty);
@@ -183,6 +184,8 @@ static void complete(usim_net *n, int f, usim_time now)
             int links[4], cls;
             if (n->x[d].src != n->x[d].dst)
                 usim_net_route(n, n->x[d].src, n->x[d].dst, links, &lat, &cls);
+            if (n->x[d].nolat)
+                lat = 0;
             n->fl[d].state = F_LAT;
             if (usim_engine_at(n->eng, now + lat, on_activate, n, d))
                 n->err = USIM_ENOMEM;
@@ -409,7 +412,7 @@ int usim_net_run(usim_net *n, const usim_xfer *x, int count, usim_time *finish,
 }
 
 int usim_net_run_loads(usim_net *n, const usim_xfer *x, int count, const usim_loads *ld,
-                       const double *lat_scale, usim_time *finish, usim_time *makespan)
+                       const usim_time *cls_lat, usim_time *finish, usim_time *makespan)
 {
     int rc = USIM_OK;
     *makespan = 0;
@@ -469,9 +472,9 @@ int usim_net_run_loads(usim_net *n, const usim_xfer *x, int count, const usim_lo
                 }
         free(fill);
     }
-    if (lat_scale) {   /* until the end of the run (out:) */
-        n->lat_scale[USIM_CLASS_NVLINK] = lat_scale[USIM_CLASS_NVLINK];
-        n->lat_scale[USIM_CLASS_NIC] = lat_scale[USIM_CLASS_NIC];
+    if (cls_lat) {   /* until the end of the run (out:) */
+        n->lat[USIM_CLASS_NVLINK] = cls_lat[USIM_CLASS_NVLINK];
+        n->lat[USIM_CLASS_NIC] = cls_lat[USIM_CLASS_NIC];
     }
     usim_engine_reset(n->eng);
     n->ndirty = 0;
@@ -525,7 +528,7 @@ int usim_net_run_loads(usim_net *n, const usim_xfer *x, int count, const usim_lo
         }
         if (fl->deps_left == 0) {
             fl->state = F_LAT;
-            if ((rc = usim_engine_at(n->eng, lat, on_activate, n, i)))
+            if ((rc = usim_engine_at(n->eng, x[i].nolat ? 0 : lat, on_activate, n, i)))
                 goto out;
         }
     }
@@ -576,6 +579,7 @@ out:
     for (int i = 0; i < n->ndirty; i++)
         n->link_dirty[n->dirty[i]] = 0;
     n->ndirty = 0;
-    n->lat_scale[USIM_CLASS_NVLINK] = n->lat_scale[USIM_CLASS_NIC] = 1;
+    n->lat[USIM_CLASS_NVLINK] = n->p.nvl_lat;
+    n->lat[USIM_CLASS_NIC] = n->p.nic_lat;
     return rc;
 }

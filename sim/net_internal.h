@@ -27,7 +27,7 @@ struct usim_net {
     usim_engine *eng;
     usim_coll_engine *coll;          /* the collectives' state (opaque: coll_engine.h) */
     /* per run */
-    double lat_scale[USIM_NCLASS];   /* protocol latency factor per link class (1 between runs) */
+    usim_time lat[USIM_NCLASS];      /* route latency per link class (the platform's between runs) */
     const usim_xfer *x;
     int count;
     struct flow *fl;

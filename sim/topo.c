@@ -17,8 +17,8 @@
  *   g = 4): then GPUs of different nodes of one domain still talk over NVLink
  *   and their traffic never touches a NIC.
  * Route across domains: NIC_TX[src], SPINE_UP, SPINE_DOWN, NIC_RX[dst] (latency: NIC).
- * Route latencies are multiplied by the protocol's factors during a run
- * (n->lat_scale, set by usim_net_run_loads).
+ * Route latencies are the platform's latency_us, or during a collective's run
+ * its step latencies (n->lat, set by usim_net_run_loads).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -65,12 +65,12 @@ int usim_net_route(const usim_net *n, int src, int dst, int *links, usim_time *l
     int G = n->gpus;
     if (src == USIM_SWITCH || dst == USIM_SWITCH) {   /* NVLS: one leg through the NVSwitch */
         links[0] = src == USIM_SWITCH ? USIM_LINK_NVL_DOWN * G + dst : USIM_LINK_NVL_UP * G + src;
-        *lat = (usim_time)llround((double)n->p.nvl_lat * n->lat_scale[USIM_CLASS_NVLINK]);
+        *lat = n->lat[USIM_CLASS_NVLINK];
         *cls = USIM_CLASS_NVLINK;
         return 1;
     }
     if (domain_of(n, src) == domain_of(n, dst)) {
-        *lat = (usim_time)llround((double)n->p.nvl_lat * n->lat_scale[USIM_CLASS_NVLINK]);
+        *lat = n->lat[USIM_CLASS_NVLINK];
         *cls = USIM_CLASS_NVLINK;
         if (n->mesh_base >= 0) {   /* full mesh: the domain is the node */
             links[0] = mesh_link(n, src, dst);
@@ -85,7 +85,7 @@ int usim_net_route(const usim_net *n, int src, int dst, int *links, usim_time *l
     links[1] = base + node_of(n, src);
     links[2] = base + n->nodes + node_of(n, dst);
     links[3] = USIM_LINK_NIC_RX * G + nic_of(n, dst);
-    *lat = (usim_time)llround((double)n->p.nic_lat * n->lat_scale[USIM_CLASS_NIC]);
+    *lat = n->lat[USIM_CLASS_NIC];
     *cls = USIM_CLASS_NIC;
     return 4;
 }

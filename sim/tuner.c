@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tuner.c -- which NCCL algorithms and protocols apply to a collective, and
- * NCCL's cost estimate of each (src/graph/tuning.cc, ncclTopoTuneModel and
- * ncclTopoGetAlgoTime: time = latency + bytes / bandwidth, with NCCL's
- * latency structure, protocol factors, LL ceiling and tree factor; the
- * bandwidths are derived from the platform's link rates where NCCL uses
- * per-channel tables measured on NVIDIA's systems).
+ * tuner.c -- NCCL's cost model (src/graph/tuning.cc of NCCL v2.23.4-1,
+ * ncclTopoTuneModel and ncclTopoGetAlgoTime): which algorithms and protocols
+ * apply to a collective (ring, tree, NVLS, PAT), the latencies the
+ * simulation uses (baseLat once, hwLat per step and link class, NCCL's
+ * per-algorithm formulas), the bandwidth factors it applies (tree .92 and
+ * size correction, tree LL 1/3.8, ring LL128 .92, PAT .85), LL's ceiling and
+ * NCCL's estimate time = latency + bytes / bandwidth of each pair (the
+ * bandwidths derived from the platform's link rates where NCCL uses
+ * per-channel tables measured on NVIDIA's systems).  doc/simulator.md 4.1.
  *
  * NCCL runs the pair its model predicts fastest.  The simulator applies the
  * same rule with its own model: coll_run.c runs every applicable pair at flow
@@ -25,19 +28,58 @@
 #include "usim.h"
 #include "usim_internal.h"
 
-/* NCCL tuning.cc, hwLatencies for the ring algorithm (microseconds per step):
- * NVLink LL 0.6, LL128 1.9, Simple 3.4; network LL 2.7, LL128 4.0, Simple 14.
- * The platform's latency_us is taken as the Simple latency of a step; LL and
- * LL128 scale it by NCCL's ratios. */
-static const double lat_ratio[USIM_NPROTO][USIM_NCLASS] = {
-    {1, 1},                          /* auto (unused) */
-    {0.6 / 3.4, 2.7 / 14.0},         /* LL */
-    {1.9 / 3.4, 4.0 / 14.0},         /* LL128 */
-    {1, 1},                          /* Simple */
+/*
+ * NCCL's cost model, from src/graph/tuning.cc of NCCL v2.23.4-1 (the first
+ * release with PAT; github.com/NVIDIA/nccl, tag v2.23.4-1), in µs and GB/s.
+ * Columns LL, LL128, Simple.  Rows: the algorithms the simulator runs (NCCL's
+ * Tree, Ring, NVLS, NVLSTree, PAT; PAT has no row in baseLat/hwLat: zero).
+ */
+enum { NT_TREE, NT_RING, NT_NVLS, NT_NVLS_TREE, NT_PAT, NT_N };
+static const double base_lat_us[NT_N][3] = {   /* baseLat */
+    {6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}};
+/* hwLat[NCCL_HW_NVLINK] and hwLat[NCCL_HW_NET] (NCCL's PCI row is not used:
+ * every preset's intra-node fabric is taken as NVLink, see doc/simulator.md) */
+static const double hw_lat_us[USIM_NCLASS][NT_N][3] = {
+    {{.6, 1.25, 4.0}, {.6, 1.9, 3.4}, {0, 0, 25}, {0, 0, 25}, {0, 0, 0}},     /* NVLINK */
+    {{5.0, 8.5, 14}, {2.7, 4.0, 14.0}, {0, 0, 18}, {0, 0, 14}, {0, 0, 0}},    /* NET */
+};
+/* getNetOverhead: 1 µs per network post on Intel hosts (2 on AMD), tripled
+ * for Simple; a multi-node ring's NVLink steps take at least that. */
+#define NET_OVERHEAD_US 1.0
+/* ncclTopoGetAlgoTime: "Plateau effect of ring": a multi-node Simple ring
+ * all-reduce of >= 64 bytes per channel and rank has 1.4x its latency
+ * (compute capability >= 8.0; 1.9 before). */
+#define RING_PLATEAU 1.4
+/* Bus bandwidth factors of ncclTopoTuneModel: the tree all-reduce .92, the
+ * tree LL 1/3.8 (against the ring LL's 1/2), the ring LL128 .92 (against the
+ * wire's 120/128), PAT .85. */
+#define TREE_BW_FACTOR 0.92
+#define TREE_LL_DIV 3.8
+#define RING_LL128_FACTOR 0.92
+#define PAT_BW_FACTOR 0.85
+/* treeCorrectionFactor[proto][log2(bytes / 64)], 64 B to 256 MB: NCCL's
+ * measured correction of the tree's bandwidth at medium sizes. */
+static const double tree_corr[3][23] = {
+    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
+    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0},
+    {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9},
 };
 
-/* Tree all-reduce bandwidth factor (tuning.cc: "busBw * .92" for the tree). */
-#define TREE_BW_FACTOR 0.92
+static int nt_of(usim_algo a)
+{
+    switch (a) {
+    case USIM_ALGO_TREE: return NT_TREE;
+    case USIM_ALGO_NVLS: return NT_NVLS;
+    case USIM_ALGO_PAT: return NT_PAT;
+    case USIM_ALGO_NVLS_TREE: return NT_NVLS_TREE;
+    default: return NT_RING;
+    }
+}
+
+static int pi_of(usim_proto p)
+{
+    return p == USIM_PROTO_LL ? 0 : p == USIM_PROTO_LL128 ? 1 : 2;
+}
 
 /* LL's bus bandwidth ceiling (tuning.cc llMaxBws, GB/s): one node 87.7
  * (Ampere) or 141 (Hopper; taken for platforms with NVLS), two nodes 39.0,
@@ -50,6 +92,16 @@ static double ll_max_Bps(const usim_platform *pf, int nodes)
     return (nodes == 2 ? 39.0 : 20.4) * 1e9;
 }
 
+static int log2floor(double x)   /* NCCL's log2i: -1 for 0 */
+{
+    int k = -1;
+    while (x >= 1) {
+        x /= 2;
+        k++;
+    }
+    return k;
+}
+
 const char *usim_coll_name(usim_coll_type t)
 {
     static const char *const names[USIM_NCOLL] = {
@@ -60,7 +112,8 @@ const char *usim_coll_name(usim_coll_type t)
 
 const char *usim_algo_name(usim_algo a)
 {
-    static const char *const n[USIM_NALGO] = {"auto", "ring", "tree", "nvls"};
+    static const char *const n[USIM_NALGO] = {"auto", "ring", "tree", "nvls", "pat",
+                                                "nvlstree"};
     return (a >= 0 && a < USIM_NALGO) ? n[a] : "?";
 }
 
@@ -77,7 +130,7 @@ int usim_algo_parse(const char *s, usim_algo *a)
             *a = (usim_algo)i;
             return USIM_OK;
         }
-    return usim_set_error(USIM_EINVAL, "unknown algorithm '%s' (auto, ring, tree, nvls)", s);
+    return usim_set_error(USIM_EINVAL, "unknown algorithm '%s' (auto, ring, tree, nvls, pat, nvlstree)", s);
 }
 
 int usim_proto_parse(const char *s, usim_proto *p)
@@ -100,13 +153,6 @@ double usim_proto_wire(usim_proto p)
     case USIM_PROTO_LL128: return 128.0 / 120.0;
     default: return 1.0;
     }
-}
-
-double usim_proto_latency(usim_proto p, int cls)
-{
-    if (p < 0 || p >= USIM_NPROTO || cls < 0 || cls >= USIM_NCLASS)
-        return 1;
-    return lat_ratio[p][cls];
 }
 
 int usim_mesh_ring_channels(int P)
@@ -140,12 +186,97 @@ static double ring_busbw(const usim_platform *pf, const usim_group_shape *s)
     return bw;
 }
 
-static int log2ceil(int n)
+int usim_nccl_latency(const usim_platform *pf, usim_coll_type t, const usim_group_shape *s,
+                      double bytes, usim_algo a, usim_proto p, double step_s[USIM_NCLASS], double *fixed_s)
 {
-    int k = 0;
-    while ((1 << k) < n)
-        k++;
-    return k;
+    int N = s->N, P = s->uniform ? s->N * s->g : s->g;
+    int ar = t == USIM_ALLREDUCE, na = nt_of(a), pi = pi_of(p);
+    double intra = hw_lat_us[USIM_CLASS_NVLINK][na][pi];
+    /* "With ppn=1 latencies are fully exposed, use the Tree network latency";
+     * graphs[a]->latencyInter is the network plugin's latency, which the IB
+     * and socket plugins leave 0 */
+    double inter = P == N ? hw_lat_us[USIM_CLASS_NIC][NT_TREE][pi] : hw_lat_us[USIM_CLASS_NIC][na][pi];
+    double fixed = base_lat_us[na][pi];
+    switch (a) {
+    case USIM_ALGO_RING:
+        if (N > 1) {
+            double ovh = NET_OVERHEAD_US * (p == USIM_PROTO_SIMPLE ? 3 : 1);
+            if (intra < ovh)
+                intra = ovh;
+        }
+        if (ar && p == USIM_PROTO_SIMPLE && N > 1 && bytes / ((double)s->g * P) >= 64) {
+            fixed *= RING_PLATEAU;
+            intra *= RING_PLATEAU;
+            inter *= RING_PLATEAU;
+        }
+        break;
+    case USIM_ALGO_TREE:
+        break;
+    case USIM_ALGO_NVLS:   /* latencies = intraLat (+ interLat across nodes), once */
+        fixed = intra;
+        intra = inter = 0;
+        break;
+    case USIM_ALGO_NVLS_TREE:   /* baseLat (0) + intraLat + 2 log2i(nNodes) interLat: the
+                                 * switch legs pay nothing, the tree's network hops
+                                 * inter (its first slice: coll_tree.c) */
+        fixed += intra;
+        intra = 0;
+        break;
+    case USIM_ALGO_PAT:    /* once: 8 + log2i(nNodes) interLat / 3.5 + 2.8 nRanks */
+        fixed = 8 + log2floor(N) * hw_lat_us[USIM_CLASS_NIC][NT_TREE][pi] / 3.5 + 2.8 * P;
+        intra = inter = 0;
+        break;
+    default:
+        return usim_set_error(USIM_EINVAL, "no latency model for algorithm %s", usim_algo_name(a));
+    }
+    step_s[USIM_CLASS_NVLINK] = intra * 1e-6;
+    step_s[USIM_CLASS_NIC] = inter * 1e-6;
+    *fixed_s = fixed * 1e-6;
+    return USIM_OK;
+}
+
+double usim_nccl_bw_factor(const usim_platform *pf, usim_coll_type t, const usim_group_shape *s,
+                           double bytes, usim_algo a, usim_proto p)
+{
+    double f = 1;
+    int pi = pi_of(p);
+    switch (a) {
+    case USIM_ALGO_RING:
+        if (p == USIM_PROTO_LL128)
+            f = RING_LL128_FACTOR / (120.0 / 128.0);
+        break;
+    case USIM_ALGO_TREE: {
+        if (t != USIM_ALLREDUCE)
+            break;
+        f = TREE_BW_FACTOR;
+        if (p == USIM_PROTO_LL)
+            f *= usim_proto_wire(p) / TREE_LL_DIV;
+        int ls = log2floor(bytes / 64);
+        if (ls >= 0 && ls < 23)
+            f *= tree_corr[pi][ls];
+        break;
+    }
+    case USIM_ALGO_PAT:
+        f = PAT_BW_FACTOR;
+        break;
+    default:
+        break;
+    }
+    (void)pf;
+    return f;
+}
+
+double usim_nccl_ll_floor(const usim_platform *pf, usim_coll_type t, const usim_group_shape *s,
+                          double bytes, usim_algo a, usim_proto p)
+{
+    int P = s->uniform ? s->N * s->g : s->g;
+    if (p != USIM_PROTO_LL || (a != USIM_ALGO_RING && a != USIM_ALGO_TREE) || P <= 1)
+        return 0;
+    double st[USIM_NCLASS], fixed;
+    if (usim_nccl_latency(pf, t, s, bytes, a, p, st, &fixed))
+        return 0;
+    double fac = (a == USIM_ALGO_TREE || t == USIM_ALLREDUCE ? 2.0 : 1.0) * (P - 1) / P;
+    return fixed + fac * bytes / ll_max_Bps(pf, s->N);
 }
 
 double usim_tune_estimate(const usim_platform *pf, usim_coll_type t, const usim_group_shape *s,
@@ -159,39 +290,71 @@ double usim_tune_estimate(const usim_platform *pf, usim_coll_type t, const usim_
     if (P <= 1)
         return 0;
     int ar = t == USIM_ALLREDUCE;
-    double w = usim_proto_wire(p);
-    double lv = usim_sec(pf->nvl_lat) * usim_proto_latency(p, USIM_CLASS_NVLINK);
-    double ln = usim_sec(pf->nic_lat) * usim_proto_latency(p, USIM_CLASS_NIC);
+    /* which (a, p) apply (ncclTopoTuneModel's loops and enables) */
     switch (a) {
-    case USIM_ALGO_RING: {
+    case USIM_ALGO_RING: break;
+    case USIM_ALGO_TREE:
+        if (!ar || s->N < 2 || !s->uniform)
+            return -1;
+        break;
+    case USIM_ALGO_NVLS:
+        if (!pf->nvls || pf->full_mesh || s->N != 1 || p != USIM_PROTO_SIMPLE)
+            return -1;
+        break;
+    case USIM_ALGO_NVLS_TREE:   /* NVLS inside the nodes, a tree across them */
+        if (!ar || !pf->nvls || pf->full_mesh || s->N < 2 || !s->uniform || s->g < 2 ||
+            p != USIM_PROTO_SIMPLE)
+            return -1;
+        break;
+    case USIM_ALGO_PAT:   /* ncclPatEnable: one GPU per node */
+        if (ar || p != USIM_PROTO_SIMPLE || !s->uniform || s->g != 1 || s->N < 2)
+            return -1;
+        break;
+    default:
+        return -1;
+    }
+    double st[USIM_NCLASS], fixed;
+    if (usim_nccl_latency(pf, t, s, bytes, a, p, st, &fixed))
+        return -1;
+    double lv = st[USIM_CLASS_NVLINK], ln = st[USIM_CLASS_NIC];
+    double f = usim_nccl_bw_factor(pf, t, s, bytes, a, p);
+    double w = usim_proto_wire(p);
+    switch (a) {
+    case USIM_ALGO_RING:
+    case USIM_ALGO_PAT: {
         int steps = (ar ? 2 : 1) * (P - 1);
         int inter = s->N > 1 ? (ar ? 2 : 1) * (s->N - 1) : 0;
         double fac = (ar ? 2.0 : 1.0) * (P - 1) / P;
-        double bw = ring_busbw(pf, s) / w;
+        double bw = f * ring_busbw(pf, s) / w;
         if (p == USIM_PROTO_LL && bw > ll_max_Bps(pf, s->N))
             bw = ll_max_Bps(pf, s->N);
-        return (steps - inter) * lv + inter * ln + fac * bytes / bw;
+        return fixed + (steps - inter) * lv + inter * ln + fac * bytes / bw;
     }
     case USIM_ALGO_TREE: {
-        if (!ar || s->N < 2 || !s->uniform)
-            return -1;
-        double lat = 2 * ((s->g - 1) * lv + log2ceil(s->N) * ln);
-        double bw = TREE_BW_FACTOR * ring_busbw(pf, s) / w;
+        /* busBw = nChannels x bw: bw the network's per channel beyond two
+         * nodes (graphs[TREE]->bwInter: the ring's network rate), NVLink's
+         * on two (bwIntra) */
+        double lat = 2 * ((s->g - 1) * lv + log2floor(s->N) * ln);
+        double bw = f * (s->N > 2 ? ring_busbw(pf, s) : usim_nvl_Bps(pf)) / w;
         if (p == USIM_PROTO_LL && bw > ll_max_Bps(pf, s->N))
             bw = ll_max_Bps(pf, s->N);
-        return lat + 2.0 * (P - 1) / P * bytes / bw;
+        return fixed + lat + 2.0 * (P - 1) / P * bytes / bw;
     }
-    case USIM_ALGO_NVLS: {
-        if (!pf->nvls || pf->full_mesh || s->N != 1 || p != USIM_PROTO_SIMPLE)
-            return -1;
+    case USIM_ALGO_NVLS_TREE: {
+        /* busBw = nChannels x min(bwIntra, bwInter, halved beyond two nodes),
+         * algorithm bandwidth 5/6 of it (tuning.cc): here NVLink through the
+         * switch and the ring's network rate */
+        double net = ring_busbw(pf, s) * (s->N > 2 ? 0.5 : 1.0), nv = usim_nvl_Bps(pf) * pf->nvls_eff;
+        double bw = (net < nv ? net : nv) * 5.0 / 6.0;
+        return fixed + 2 * log2floor(s->N) * ln + bytes / bw;
+    }
+    default: {   /* NVLS */
         /* per GPU through its NVLink: all-reduce S (to the switch's reduction)
          * + S/P (its reduced slice, multicast); all-gather and reduce-scatter
          * S one way and S/P the other (see coll_tree.c) */
         double most = ar ? bytes * (1.0 + 1.0 / P) : bytes;
-        return lv + most / (usim_nvl_Bps(pf) * pf->nvls_eff);
+        return fixed + most / (usim_nvl_Bps(pf) * pf->nvls_eff);
     }
-    default:
-        return -1;
     }
 }
 
@@ -229,7 +392,12 @@ int usim_tune_candidates(const usim_platform *pf, usim_coll_type t, const usim_g
                               "%s: algorithm %s with protocol %s does not apply to a group of %d GPU(s) "
                               "on %d node(s)%s", usim_coll_name(t), usim_algo_name(want_a),
                               usim_proto_name(want_p), s->uniform ? s->N * s->g : s->g, s->N,
-                              want_a == USIM_ALGO_NVLS && !pf->nvls ? " (the platform has no NVLS)" : ""),
+                              (want_a == USIM_ALGO_NVLS || want_a == USIM_ALGO_NVLS_TREE) && !pf->nvls
+                              ? " (the platform has no NVLS)"
+                              : want_a == USIM_ALGO_NVLS_TREE ? " (NVLS-tree: all-reduce, Simple, two or more "
+                                                                "nodes of two or more GPUs)"
+                              : want_a == USIM_ALGO_PAT ? " (PAT: all-gather or reduce-scatter, Simple, "
+                                                          "one GPU per node on two or more nodes)" : ""),
                -USIM_EINVAL;
     return n;
 }

@@ -83,10 +83,10 @@ int usim_dtype_bytes(usim_dtype t);
 
 /* NCCL algorithms and protocols (doc/simulator.md section 4). */
 typedef enum usim_algo { USIM_ALGO_AUTO = 0, USIM_ALGO_RING, USIM_ALGO_TREE, USIM_ALGO_NVLS,
-                         USIM_NALGO } usim_algo;
+                         USIM_ALGO_PAT, USIM_ALGO_NVLS_TREE, USIM_NALGO } usim_algo;
 typedef enum usim_proto { USIM_PROTO_AUTO = 0, USIM_PROTO_LL, USIM_PROTO_LL128, USIM_PROTO_SIMPLE,
                           USIM_NPROTO } usim_proto;
-const char *usim_algo_name(usim_algo a);      /* "auto", "ring", "tree", "nvls" */
+const char *usim_algo_name(usim_algo a);      /* "auto", "ring", "tree", "nvls", "pat", "nvlstree" */
 const char *usim_proto_name(usim_proto p);    /* "auto", "LL", "LL128", "Simple" */
 int usim_algo_parse(const char *s, usim_algo *a);
 int usim_proto_parse(const char *s, usim_proto *p);   /* case-insensitive */
@@ -226,6 +226,7 @@ typedef struct usim_xfer {
     uint64_t bytes;
     int dep[2];
     int step;             /* step index (for ring extrapolation and traces), >= 0 */
+    int nolat;            /* 1: no route latency (a pipelined slice behind the first) */
 } usim_xfer;
 
 /* Run transfers on an idle network.  finish[i] (may be NULL) receives each

@@ -100,11 +100,11 @@ typedef struct usim_loads {
      * place of its route's (-1 ends the list; a quotient of the network) */
     const int *route;
 } usim_loads;
-/* usim_net_run with explicit loads (NULL: each route link once) and route
- * latencies multiplied by lat_scale[USIM_CLASS_*] during the run (a
- * protocol's factors; NULL: 1). */
+/* usim_net_run with explicit loads (NULL: each route link once) and the
+ * route latency of each link class lat[USIM_CLASS_*] during the run (a
+ * collective's step latencies; NULL: the platform's latency_us). */
 int usim_net_run_loads(usim_net *n, const usim_xfer *x, int count, const usim_loads *ld,
-                       const double *lat_scale, usim_time *finish, usim_time *makespan);
+                       const usim_time *lat, usim_time *finish, usim_time *makespan);
 /* The engine of the collectives (USIM_ENGINE_*: usim_net_set_engine). */
 int usim_net_engine(const usim_net *n);
 /* The collectives' state between calls, owned by the network as one opaque
@@ -177,9 +177,23 @@ int usim_tune_candidates(const usim_platform *pf, usim_coll_type t, const usim_g
 /* Rings NCCL-style rings use inside one full-mesh node of P GPUs: one per
  * stride coprime to P (disjoint links), i.e. Euler's phi(P). */
 int usim_mesh_ring_channels(int P);
-/* Protocol constants: wire bytes per payload byte, and latency factor per
- * link class relative to Simple. */
+/* Protocol constant: wire bytes per payload byte. */
 double usim_proto_wire(usim_proto p);
-double usim_proto_latency(usim_proto p, int cls);
+/* NCCL's latencies of collective t (a, p) on group shape s (tuning.cc): the
+ * latency of one step over each link class and the fixed part paid once
+ * (seconds); a status. */
+int usim_nccl_latency(const usim_platform *pf, usim_coll_type t, const usim_group_shape *s,
+                      double bytes, usim_algo a, usim_proto p, double step_s[USIM_NCLASS], double *fixed_s);
+/* NCCL's bus bandwidth of (a, p) as a fraction (<= 1) of the rate its
+ * transfer pattern reaches on the links: the protocol and algorithm factors
+ * and the tree's size correction (tuning.cc); constants, so that the time
+ * stays monotone in every bandwidth. */
+double usim_nccl_bw_factor(const usim_platform *pf, usim_coll_type t, const usim_group_shape *s,
+                           double bytes, usim_algo a, usim_proto p);
+/* LL's bus bandwidth ceiling (tuning.cc llMaxBws) as a lower bound on the
+ * time (seconds): the fixed latency + the bytes at the ceiling; 0 when not
+ * LL. */
+double usim_nccl_ll_floor(const usim_platform *pf, usim_coll_type t, const usim_group_shape *s,
+                          double bytes, usim_algo a, usim_proto p);
 
 #endif

@@ -27,6 +27,7 @@ done
 
 # Every row: id|regime|quantity|paper value|tolerance %|fitted (yes/no)|source|command
 # The command's CSV output gives the value: column "busbw_GBps" for coll,
+# "time_us" for coll rows whose quantity is in [us],
 # "iter_s" (x1000, ms) or "tflops_per_gpu" for runs (named in quantity),
 # "ttft_s" for `infer` rows (quantity "time to first token"), "max_seq_tokens"
 # for rows whose quantity names the "longest sequence" (and the limit that
@@ -43,6 +44,8 @@ N3|nccl-tests, DGX A100, 2 nodes|all-to-all busbw 16 GPUs, 256 MiB [GB/s]|48|10|
 N4|nccl-tests, DGX H100, 1 node|all-gather (ring) busbw 8 GPUs, 1 GiB [GB/s]|370|10|no|[nccl-tests#212]|coll --op all-gather --gpus 8 --bytes 1G --platform dgx-h100
 N5|nccl-tests, DGX H100, 1 node|all-reduce (NVLS) busbw 8 GPUs, 8 GiB [GB/s]|480|10|no|[nccl-tests#212], 476 in [nccl-tests#290]|coll --op all-reduce --gpus 8 --bytes 8G --platform dgx-h100
 N6|nccl-tests, DGX H100, 2 nodes|all-gather busbw 16 GPUs, 1 GiB [GB/s]|376|10|no|[nccl-tests#290] 46-48 GB/s per NDR NIC x 8 rails|coll --op all-gather --gpus 16 --bytes 1G --platform dgx-h100
+L1|nccl-tests, 2 DGX A100 80GB nodes, one GPU each (HDR)|all-reduce time 8 B, 2 GPUs [us]|19.90|20|no|[nccl-tests#150]|coll --op all-reduce --gpus 2 --gpus-per-node 1 --bytes 8 --platform dgx-a100-80g
+T1|NVIDIA, DGX A100 (8 HDR NICs)|all-reduce busbw 32 GPUs (4 nodes assumed), 4 GiB [GB/s]|192|10|no|[nccl#812]|coll --op all-reduce --gpus 32 --bytes 4G --platform dgx-a100-40g
 D1|DeepSpeed-Ulysses Table 2, GPT-7B 128K|iteration time 64 GPUs [ms]|32432.13|5|yes: gpu.attention_efficiency|[Ulysses] Table 2|--method ulysses --gpus 64 --sp 8
 D2|DeepSpeed-Ulysses Table 2, GPT-7B 128K|iteration time 128 GPUs [ms]|17052.51|15|no|[Ulysses] Table 2|--method ulysses --gpus 128 --sp 16
 D3|DeepSpeed-Ulysses Table 2, GPT-7B 128K|iteration time 256 GPUs [ms]|9886.7|15|no|[Ulysses] Table 2|--method ulysses --gpus 256 --sp 32
@@ -73,6 +76,7 @@ value() {
             else if (q ~ /offload copy time/) print $col["host_link_s_per_GB"]
             else if (q ~ /busbw/) print $col["busbw_GBps"]
             else if (q ~ /time to first token/) printf "%.2f\n", $col["ttft_s"]
+            else if (q ~ /\[us\]/) printf "%.2f\n", $col["time_us"]
             else if (q ~ /\[ms\]/) printf "%.2f\n", $col["iter_s"] * 1000
             else print $col["tflops_per_gpu"]
         }' "$1"

@@ -33,8 +33,11 @@ static const char coll_usage[] =
     "                     grows with G (all-reduce at 65536 runs for minutes)\n"
     "  --bytes S          nccl-tests size per rank: 256M, a list 1M,4M or a range\n"
     "                     1M:1G:x2 (K, M, G = 1024-based), at most 1T, 64 sizes\n"
+    "  --gpus-per-node K  place K GPUs on each node, G/K nodes (as mpirun -N K runs\n"
+    "                     nccl-tests); default: whole nodes\n"
     "  --platform P       cluster description (default dgx-a100-40g)\n"
-    "  --algo A           auto | ring | tree | nvls (all-to-all: direct | pairwise)\n"
+    "  --algo A           auto | ring | tree | nvls | nvlstree | pat (all-to-all:\n"
+    "                     direct | pairwise)\n"
     "  --proto P          auto | LL | LL128 | Simple\n"
     "  --format F         table | csv | json (default table)\n"
     "  -h, --help         this text\n";
@@ -45,7 +48,7 @@ typedef struct coll_opts {
     const char *platform;
     usim_coll_type op;
     int have_op;
-    int64_t gpus;
+    int64_t gpus, per_node;
     int64_t sizes[MAX_SIZES];
     int nsizes;
     usim_algo algo;
@@ -67,8 +70,8 @@ static int parse(coll_opts *o, int argc, char **argv)
             fputs(coll_usage, stdout);
             exit(0);
         }
-        static const char *const valued[] = {"--op", "--gpus", "--bytes", "--platform", "--algo",
-                                             "--proto", "--format", NULL};
+        static const char *const valued[] = {"--op", "--gpus", "--gpus-per-node", "--bytes", "--platform",
+                                             "--algo", "--proto", "--format", NULL};
         char name[32];
         const char *val = NULL, *eq = strchr(a, '=');
         size_t l = eq ? (size_t)(eq - a) : strlen(a);
@@ -98,6 +101,9 @@ static int parse(coll_opts *o, int argc, char **argv)
         } else if (strcmp(name, "--gpus") == 0) {
             if (parse_count(val, &o->gpus) || o->gpus < 1 || o->gpus > 65536)
                 die_usage("coll: --gpus: expected an integer in [1, 65536], got '%s'", val);
+        } else if (strcmp(name, "--gpus-per-node") == 0) {
+            if (parse_count(val, &o->per_node) || o->per_node < 1 || o->per_node > 65536)
+                die_usage("coll: --gpus-per-node: expected an integer in [1, 65536], got '%s'", val);
         } else if (strcmp(name, "--bytes") == 0) {
             if (parse_list(val, o->sizes, MAX_SIZES, &o->nsizes))
                 die_usage("coll: --bytes: expected a size (256M), a list or a range a:b[:xF|:+S] of at "
@@ -165,10 +171,17 @@ int cmd_coll(int argc, char **argv)
     char path[1024];
     if (usim_preset_path("platforms", o.platform, path, sizeof path) || usim_platform_load(path, &p))
         die_usage("--platform: %s", usim_last_error());
-    int G = (int)o.gpus;
-    if (usim_platform_check_gpus(&p, G))
+    int G = (int)o.gpus, K = o.per_node ? (int)o.per_node : 0;
+    if (K && (K > p.gpus_per_node || G % K))
+        die_usage("coll: --gpus-per-node %d: expected a divisor of --gpus %d of at most the platform's %d "
+                  "GPUs per node", K, G, p.gpus_per_node);
+    if (K == p.gpus_per_node || (K && G == K))
+        K = 0;   /* whole nodes, or one node: as without it */
+    /* the network: every node the groups touch, whole */
+    int GN = K ? G / K * p.gpus_per_node : G;
+    if (usim_platform_check_gpus(&p, GN))
         die_usage("%s", usim_last_error());
-    usim_net *net = usim_net_new(&p, G);
+    usim_net *net = usim_net_new(&p, GN);
     int *ranks = malloc((size_t)G * sizeof *ranks);
     uint64_t *chunks = malloc((size_t)G * sizeof *chunks);
     uint64_t *pairs = o.op == USIM_A2A_DIRECT ? malloc((size_t)G * G * sizeof *pairs) : NULL;
@@ -178,7 +191,7 @@ int cmd_coll(int argc, char **argv)
         return 1;
     }
     for (int i = 0; i < G; i++)
-        ranks[i] = i;
+        ranks[i] = K ? i / K * p.gpus_per_node + i % K : i;
     int rc = 0;
     double n = G;
     for (int k = 0; k < o.nsizes && !rc; k++) {
@@ -229,7 +242,8 @@ int cmd_coll(int argc, char **argv)
         free(rows);
         return rc;
     }
-    int nodes = (G + p.gpus_per_node - 1) / p.gpus_per_node;
+    int nodes = K ? G / K : (G + p.gpus_per_node - 1) / p.gpus_per_node;
+    int per = K ? K : G < p.gpus_per_node ? G : p.gpus_per_node;
     char pn[OUT_SAFE];
     if (o.format == FMT_JSON) {
         /* through the base library's helpers: no key silently dropped, no bare inf/nan */
@@ -280,7 +294,7 @@ int cmd_coll(int argc, char **argv)
         }
     } else {
         printf("%s on %d GPUs of %s (%d node%s x %d), nccl-tests conventions\n\n", op_name(o.op), G,
-               out_safe(p.name, pn), nodes, nodes > 1 ? "s" : "", G < p.gpus_per_node ? G : p.gpus_per_node);
+               out_safe(p.name, pn), nodes, nodes > 1 ? "s" : "", per);
         printf("%14s %10s %9s %8s %12s %12s %12s\n", "size [B]", "algorithm", "protocol", "channels",
                "time [us]", "algbw [GB/s]", "busbw [GB/s]");
         for (int k = 0; k < o.nsizes; k++) {

@@ -114,15 +114,18 @@ END_TEST
  *   GEMMs per layer 305920 ps
  * Attention: KV read 2 * 52 * 2 * 1 * 16 * 2 = 6656 B -> 66560 ps
  * (its 4*2*4*52*16 = 26624 FLOPs take less).
- * Merge over the DCP pair (ring, one step each):
- *   q all-gather:    chunk B * 2 heads * 16 * 2 = 128 B: 1 us + 12800 = 1012800
- *   LSE all-gather:  chunk B * 4 heads * 2 = 16 B:        1 us + 1600 = 1001600
- *   O reduce-scatter: chunk 128 B:                                    1012800
- * TP all-reduces (2 per layer) of B * 64 * 2 = 256 B: reduce-scatter and
- * all-gather steps of 128 B: 2 * 1012800 = 2025600 each, 4051200.
- * Layer = 305920 + 66560 + 1012800 + 1001600 + 1012800 + 4051200 = 7450880.
+ * Merge over the DCP pair (ring, Simple, one step each).  Ring collectives
+ * take NCCL's latencies (tuning.cc v2.23.4, one node, Simple): baseLat
+ * 8.4 us once + hwLat[NVLINK][RING] 3.4 us per step (the platform's 1 us is
+ * for point-to-point transfers such as the prefill's ring hops):
+ *   q all-gather:    chunk B * 2 heads * 16 * 2 = 128 B: 11.8 us + 12800 = 11812800
+ *   LSE all-gather:  chunk B * 4 heads * 2 = 16 B:        11.8 us + 1600 = 11801600
+ *   O reduce-scatter: chunk 128 B:                                     11812800
+ * TP all-reduces (2 per layer) of B * 64 * 2 = 256 B: 2 steps of 128 B,
+ * 8.4 + 2 x 3.4 = 15.2 us + 2 x 12800: 15225600 each, 30451200.
+ * Layer = 305920 + 66560 + 11812800 + 11801600 + 11812800 + 30451200 = 66250880.
  * LM head (2, 128, 64): (128 + 8192 + 256) * 2 = 17152 B -> 171520 ps.
- * TPOT = 2 * 7450880 + 171520 = 15073280 ps.
+ * TPOT = 2 * 66250880 + 171520 = 132673280 ps.
  * Memory: weights per layer 64 * (64 + 32) + 2 * 64 * 64 = 14336, embedding
  * and head 2 * 128 * 64 = 16384: (2 * 14336 + 16384) * 2 B = 90112 B; one
  * token of context: 2 layers x K, V x 16 x 2 B over 2 GPUs = 64 B per GPU.
@@ -138,18 +141,18 @@ START_TEST(test_decode_dcp)
     ck_assert_int_eq(r.context, 104);
     ck_assert_int_eq(r.dec_gemm, 305920);
     ck_assert_int_eq(r.dec_attn, 66560);
-    ck_assert_int_eq(r.dec_merge[USIM_MG_Q_AG], 1012800);
-    ck_assert_int_eq(r.dec_merge[USIM_MG_LSE_AG], 1001600);
-    ck_assert_int_eq(r.dec_merge[USIM_MG_O_RS], 1012800);
+    ck_assert_int_eq(r.dec_merge[USIM_MG_Q_AG], 11812800);
+    ck_assert_int_eq(r.dec_merge[USIM_MG_LSE_AG], 11801600);
+    ck_assert_int_eq(r.dec_merge[USIM_MG_O_RS], 11812800);
     ck_assert_int_eq(r.dec_merge[USIM_MG_OL_A2A], 0);
     ck_assert_uint_eq(r.dec_merge_bytes[USIM_MG_Q_AG], 128);
     ck_assert_uint_eq(r.dec_merge_bytes[USIM_MG_LSE_AG], 16);
     ck_assert_uint_eq(r.dec_merge_bytes[USIM_MG_O_RS], 128);
-    ck_assert_int_eq(r.dec_ar, 4051200);
+    ck_assert_int_eq(r.dec_ar, 30451200);
     ck_assert_uint_eq(r.dec_ar_bytes, 512);
-    ck_assert_int_eq(r.dec_layer, 7450880);
+    ck_assert_int_eq(r.dec_layer, 66250880);
     ck_assert_int_eq(r.dec_head, 171520);
-    ck_assert_int_eq(r.tpot, 15073280);
+    ck_assert_int_eq(r.tpot, 132673280);
     ck_assert_int_eq(r.dec_limit, USIM_LIM_NETWORK);
     ck_assert(r.weights == 90112.0);
     ck_assert(r.kv_bytes_per_token == 64.0);
