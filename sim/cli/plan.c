@@ -1097,7 +1097,8 @@ static int read_rec(int fd, rec *r)
 /* The search loop: candidates in order, branch and bound against the K best
  * simulated so far, the work budgets.  fd >= 0: each decision is written to
  * fd as a record (a child process); fd < 0: applied to cv, with the deadline
- * (seconds from t_start, 0: none) checked before each simulation.  0, or 1
+ * (seconds from t_start, 0: none) checked before each simulation after the
+ * first.  0, or 1
  * with a fatal error in err. */
 static int search_loop(worker *w, int fd, double deadline, char *err, size_t nerr)
 {
@@ -1131,7 +1132,7 @@ static int search_loop(worker *w, int fd, double deadline, char *err, size_t ner
             state = CS_OVER_TOTAL;
         else {
             double t = now_s();
-            if (fd < 0 && deadline > 0 && t - w->t_start >= deadline)
+            if (fd < 0 && deadline > 0 && t - w->t_start >= deadline && nsim > 0)
                 break;   /* the rest stay CS_TODO: left at the time limit */
             if (w->bar)
                 uly_progress_show(w->bar, (double)i, (double)w->nc,
@@ -1224,9 +1225,13 @@ static int run_search(worker *w, double limit, char *err, size_t nerr)
     if (!rb)
         snprintf(err, nerr, "out of memory");
     while (!bad && !done) {
+        /* the limit stops the search only once one candidate is simulated (the
+         * first in estimate order): a slow machine gets a later answer, never none */
         double left = limit - (now_s() - w->t_start);
-        if (left <= 0)
+        if (left <= 0 && nsim > 0)
             break;
+        if (left <= 0)
+            left = 0.25;
         struct pollfd q = {pfd[0], POLLIN, 0};
         int ms = left > 0.25 ? 250 : (int)(left * 1000) + 1;
         int pr = poll(&q, 1, ms);
