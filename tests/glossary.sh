@@ -87,6 +87,8 @@ text    \$S plan --platform dgx-h100 --model llama-3-8b --gpus 16 --seq 64K --to
 text    \$S plan --max-seq --platform dgx-h100 --model llama-3-8b --gpus 16 --top 3
 csv     \$S plan --max-seq --platform dgx-h100 --model llama-3-8b --gpus 16 --top 3 --format csv
 json    \$S plan --max-seq --platform dgx-h100 --model llama-3-8b --gpus 16 --top 3 --format json
+text    \$S plan --platform dgx-h100 --model llama-3.1-8b --gpus 8 --seq 1M --top 3 --time-limit 0
+text    \$S plan --max-seq --platform dgx-h100 --model llama-3.1-8b --gpus 8 --method ulysses --top 3
 text    \$S coll --op all-reduce --gpus 16 --bytes 1M,64M
 csv     \$S coll --op all-reduce --gpus 16 --bytes 1M --format csv
 json    \$S coll --op all-to-all --gpus 8 --bytes 1M --format json

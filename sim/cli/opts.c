@@ -274,10 +274,6 @@ int opts_parse(opts *o, int argc, char **argv, int first, int mode, int *help)
             o->max_seq = 1;
             continue;
         }
-        if (mode == OPTS_PLAN && (strcmp(name, "--tiled-loss") == 0 || strcmp(name, "--tiled-mlp") == 0 ||
-                                  strcmp(name, "--offload") == 0 || strcmp(name, "--head-chunks") == 0))
-            return fail("%s is for single runs and sweeps; 'ulysses-sim plan' does not search the "
-                        "long-context techniques yet", name);
         if (strcmp(name, "--tiled-loss") == 0 && !val) {
             o->tiled_loss = 1;
             continue;

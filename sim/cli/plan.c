@@ -76,7 +76,8 @@ static const char plan_usage[] =
     "                        [--top K] [--method LIST] [--tp N] [--sp N] [--pp N] [--dp N]\n"
     "                        [--zero S] [--recompute R] [--micro-batch N] [--mem-headroom P%]\n"
     "                        [--tie PCT] [--launch megatron|deepspeed] [--time-limit S]\n"
-    "                        [--exhaustive] [--max-seq]\n"
+    "                        [--exhaustive] [--max-seq] [--tiled-loss] [--tiled-mlp [K|auto]]\n"
+    "                        [--offload LIST] [--head-chunks K] [--techniques search|none]\n"
     "                        [--format table|csv|json] [--quiet|--no-progress]\n"
     "\n"
     "Enumerates every valid (method, tp, cp, pp, dp, ZeRO stage, recompute, micro-batch)\n"
@@ -102,6 +103,12 @@ static const char plan_usage[] =
     "limit (slow: to check the pruned search).\n"
     "--max-seq: the longest sequence of every composition instead (micro-batch 1 unless\n"
     "--micro-batch), with the resource that binds.\n"
+    "Long-context techniques: a composition that does not fit is tried with, in turn,\n"
+    "--tiled-loss, + --tiled-mlp auto, + --head-chunks (one query head of the rank at a\n"
+    "time; ulysses, usp), + --offload activations (full recompute), + optimizer (ZeRO\n"
+    "1+), + params (ZeRO-3), the first that fits kept; --max-seq keeps the one that\n"
+    "reaches furthest.  Offload needs a platform with a host.  Any technique option\n"
+    "given fixes the set instead of searching it; --techniques none: none of them.\n"
     "A progress line is drawn on stderr when the search takes over a second and stderr\n"
     "is a terminal (--quiet or --no-progress: none).  Exit 2 when no configuration\n"
     "can be simulated (none valid, none fits, every one over its budget).\n";
@@ -243,18 +250,112 @@ static int tp_of(const usim_job *j)
     return j->method == ULY_METHOD_MEGATRON_SP ? j->sp : j->tp;
 }
 
-/* The resource that binds a composition's memory.  The memory model has one
- * memory per GPU, HBM, so that is what binds; when usim_memory names the
- * binding limit itself (a `limit` field: HBM, host memory, none), this is the
- * one place that reads it, and every output (text, CSV, JSON) prints this. */
+/* The resource that binds a composition's memory (usim_memory.bind: none,
+ * HBM, host memory, both); for --max-seq the bits of the limit that stops one
+ * granule more.  Every output (text, CSV, JSON) prints this. */
 static const char *binding_limit(const usim_memory *mem)
 {
-    (void)mem;
-    return "HBM";
+    return usim_bind_name(mem->bind);
+}
+
+/* ------------------------------------------------------------ long-context techniques */
+
+/* The long-context techniques plan tries for a composition, in the order of
+ * what they cost in the model (doc/planning.md, "Long-context techniques"):
+ * 0 none; 1 tiled loss (no time); 2 + TiledMLP (one extra MLP forward); 3 +
+ * head chunks, one query head of the rank at a time (ulysses, usp; unpriced,
+ * as UPipe reports); 4 + activation checkpoints offloaded (full recompute
+ * only); 5 + the optimizer on the host (CPU Adam); 6 + the parameters too
+ * (ZeRO-3).  With a technique option on the command line the user's set is
+ * the only level.  Returns 1 with the job in *out, 0 when the level does not
+ * apply (or repeats a lower one). */
+enum { LC_LEVELS = 7 };
+static int plan_lc_none;   /* --techniques none: the compositions as they are */
+static int lc_user_set(const opts *o)
+{
+    return o->tiled_loss || o->tiled_mlp || o->offload || o->head_chunks > 1;
+}
+
+static int lc_level(const opts *o, const usim_model *m, const usim_job *j0, int level, usim_job *out)
+{
+    usim_job j = *j0;
+    if (lc_user_set(o)) {
+        if (level)
+            return 0;
+        j.tiled_loss = o->tiled_loss;
+        j.tiled_mlp = o->tiled_mlp;
+        j.offload = o->offload;
+        j.head_chunks = o->head_chunks;
+        *out = j;
+        return 1;
+    }
+    if (plan_lc_none && level)
+        return 0;
+    j.tiled_loss = level >= 1;
+    j.tiled_mlp = level >= 2 ? USIM_TILED_MLP_AUTO : 0;
+    j.head_chunks = 0;
+    j.offload = 0;
+    if (level >= 3 && (uly_method_traits(j.method) & ULY_TRAIT_A2A)) {
+        /* the rank's query heads: H / TP over the all-to-all degree */
+        int T = j.method == ULY_METHOD_MEGATRON_SP ? 1 : (j.tp > 0 ? j.tp : 1);
+        int u = j.method == ULY_METHOD_USP ? j.ulysses : j.sp;
+        int64_t hl = u > 0 ? m->heads / T / u : 0;
+        if (hl >= 2)
+            j.head_chunks = (int)hl;
+    }
+    if (level == 3 && j.head_chunks == 0)
+        return 0;
+    if (level >= 4 && j.recompute == USIM_RC_FULL)
+        j.offload |= USIM_OFFLOAD_ACT;
+    if (level == 4 && !j.offload)
+        return 0;
+    if (level >= 5) {
+        if (j.zero < 1)
+            return 0;
+        j.offload |= USIM_OFFLOAD_OPTIM;
+    }
+    if (level >= 6) {
+        if (j.zero < 3)
+            return 0;
+        j.offload |= USIM_OFFLOAD_PARAMS;
+    }
+    *out = j;
+    return 1;
+}
+
+/* "none" or the techniques of job j, e.g. "tiled-loss tiled-mlp offload:activations+optimizer"
+ * (spaces: the value is one CSV field). */
+static void lc_name(const usim_job *j, char *buf, size_t n)
+{
+    size_t k = 0;
+    buf[0] = 0;
+#define ADD(...) do { if (k < n) k += (size_t)snprintf(buf + k, n - k, __VA_ARGS__); } while (0)
+    if (j->tiled_loss)
+        ADD("%stiled-loss", k ? " " : "");
+    if (j->tiled_mlp == USIM_TILED_MLP_AUTO)
+        ADD("%stiled-mlp", k ? " " : "");
+    else if (j->tiled_mlp > 0)
+        ADD("%stiled-mlp:%d", k ? " " : "", j->tiled_mlp);
+    if (j->head_chunks > 1)
+        ADD("%shead-chunks:%d", k ? " " : "", j->head_chunks);
+    if (j->offload) {
+        ADD("%soffload:", k ? " " : "");
+        int f = 0;
+        if (j->offload & USIM_OFFLOAD_ACT)
+            ADD("%sactivations", f++ ? "+" : "");
+        if (j->offload & USIM_OFFLOAD_OPTIM)
+            ADD("%soptimizer", f++ ? "+" : "");
+        if (j->offload & USIM_OFFLOAD_PARAMS)
+            ADD("%sparams", f++ ? "+" : "");
+    }
+#undef ADD
+    if (!k)
+        snprintf(buf, n, "none");
 }
 
 /* Take plan's own options out of argv (argc updated): --tie PCT, --launch F,
- * --time-limit S, --exhaustive, each also as --name=value. */
+ * --time-limit S, --techniques search|none, --exhaustive, each also as
+ * --name=value. */
 static void plan_own_opts(int *argc, char **argv, plan_opts *po)
 {
     po->tie = PLAN_TIE_PCT;
@@ -268,10 +369,10 @@ static void plan_own_opts(int *argc, char **argv, plan_opts *po)
             po->exhaustive = 1;
             continue;
         }
-        const char *names[3] = {"--tie", "--launch", "--time-limit"};
+        const char *names[4] = {"--tie", "--launch", "--time-limit", "--techniques"};
         int k = -1;
         const char *val = NULL;
-        for (int q = 0; q < 3; q++) {
+        for (int q = 0; q < 4; q++) {
             size_t l = strlen(names[q]);
             if (strncmp(a, names[q], l) == 0 && (a[l] == 0 || a[l] == '=')) {
                 k = q;
@@ -303,6 +404,14 @@ static void plan_own_opts(int *argc, char **argv, plan_opts *po)
                 po->launch = LAUNCH_DEEPSPEED;
             else
                 die_usage("--launch: expected megatron or deepspeed, got '%s'", val);
+            break;
+        case 3:
+            if (strcmp(val, "search") == 0)
+                plan_lc_none = 0;
+            else if (strcmp(val, "none") == 0)
+                plan_lc_none = 1;
+            else
+                die_usage("--techniques: expected search or none, got '%s'", val);
             break;
         default:
             v = strtod(val, &end);
@@ -413,74 +522,106 @@ static void add_layout(void *ctx, const usim_job *base, int layout)
         for (int64_t mb = 1; mb <= PLAN_MB_MAX; mb++)
             if (mb == 1 || (m->global_batch % ((int64_t)chk.dp * mb) == 0))
                 mbs[nmb++] = mb;
+    char lc_err[300] = "";
+    size_t nc0 = s->nc;
     for (int mi2 = 0; mi2 < nmb; mi2++) {
         usim_model mm = with_mb(m, mbs[mi2]);
         for (int rc = 0; rc <= USIM_RC_FULL; rc++) {
             if (o->recompute_set && rc != (int)o->recompute)
                 continue;
-            int fitted = 0;
-            for (int z = 0; z <= 3 && !fitted; z++) {
+            int fitted = 0, plain = 0;
+            for (int z = 0; z <= 3 && !plain; z++) {
                 if (o->zero_set && z != o->zero)
                     continue;
-                usim_job j = *base;
-                j.zero = z;
-                j.recompute = (usim_recompute)rc;
-                usim_memory mem;
-                int fits;
-                if (usim_memory_estimate(p, &mm, &j, &mem, &fits)) {
-                    note_invalid(cs, usim_last_error());
-                    break;
-                }
-                if (fits && mem.total > p->hbm_bytes * (1 - o->mem_headroom)) {
-                    fits = 0;
-                    cs->headroom_only++;
-                }
-                if (!fits) {
-                    if (mem.total / 1073741824.0 < cs->oom_best_gib) {
-                        cs->oom_best_gib = mem.total / 1073741824.0;
-                        cs->oom_best = j;
-                        cs->oom_best_mb = mm.micro_batch;
+                usim_job j0 = *base;
+                j0.zero = z;
+                j0.recompute = (usim_recompute)rc;
+                /* the cheapest technique level that fits; a ZeRO stage that fits
+                 * without any ends the search (a higher stage only adds traffic) */
+                int zfit = 0, zbad = 0;
+                for (int lv = 0; lv < LC_LEVELS && !zfit; lv++) {
+                    usim_job j;
+                    if (!lc_level(o, &mm, &j0, lv, &j))
+                        continue;
+                    usim_memory mem;
+                    int fits;
+                    if (usim_memory_estimate(p, &mm, &j, &mem, &fits)) {
+                        /* level 0 is the composition itself: invalid; a technique
+                         * level that fails does not apply here (e.g. no host) */
+                        if (lv == 0 && lc_user_set(o)) {
+                            /* the given techniques do not apply to this (recompute, ZeRO):
+                             * skipped; the layout is invalid if no pair takes them */
+                            if (!lc_err[0])
+                                snprintf(lc_err, sizeof lc_err, "%s", usim_last_error());
+                            break;
+                        }
+                        if (lv == 0) {
+                            note_invalid(cs, usim_last_error());
+                            zbad = 1;
+                            break;
+                        }
+                        continue;
                     }
-                    continue;
-                }
-                fitted = 1;
-                double est, inf;
-                if (usim_estimate(p, &mm, &j, &est) || usim_estimate(s->pinf, &mm, &j, &inf)) {
-                    note_invalid(cs, usim_last_error());
-                    break;
-                }
-                usim_job r = j;
-                usim_job_resolve(&mm, p, &r);
-                int64_t per = (int64_t)r.dp * mm.micro_batch;
-                int64_t gb = (mm.global_batch + per - 1) / per * per;
-                /* the estimate is stage x (1 + (pp - 1) / micro-steps): without the
-                 * bubble and with communication free, compute alone */
-                double micro = ceil((double)mm.global_batch / (double)per);
-                double lb = inf / (1 + (r.pp - 1) / micro);
-                if (s->nc == s->cap) {
-                    cand *nv = realloc(s->cv, 2 * s->cap * sizeof *s->cv);
-                    if (!nv) {
-                        s->oom_fail = 1;
-                        return;
+                    if (fits && mem.total > p->hbm_bytes * (1 - o->mem_headroom)) {
+                        fits = 0;
+                        cs->headroom_only++;
                     }
-                    s->cv = nv;
-                    s->cap *= 2;
+                    if (!fits) {
+                        if (mem.total / 1073741824.0 < cs->oom_best_gib) {
+                            cs->oom_best_gib = mem.total / 1073741824.0;
+                            cs->oom_best = j;
+                            cs->oom_best_mb = mm.micro_batch;
+                        }
+                        continue;
+                    }
+                    fitted = zfit = 1;
+                    if (lv == 0 && !lc_user_set(o))
+                        plain = 1;
+                    double est, inf;
+                    if (usim_estimate(p, &mm, &j, &est) || usim_estimate(s->pinf, &mm, &j, &inf)) {
+                        note_invalid(cs, usim_last_error());
+                        zbad = 1;
+                        break;
+                    }
+                    usim_job r = j;
+                    usim_job_resolve(&mm, p, &r);
+                    int64_t per = (int64_t)r.dp * mm.micro_batch;
+                    int64_t gb = (mm.global_batch + per - 1) / per * per;
+                    /* the estimate is stage x (1 + (pp - 1) / micro-steps): without the
+                     * bubble and with communication free, compute alone */
+                    double micro = ceil((double)mm.global_batch / (double)per);
+                    double lb = inf / (1 + (r.pp - 1) / micro);
+                    if (s->nc == s->cap) {
+                        cand *nv = realloc(s->cv, 2 * s->cap * sizeof *s->cv);
+                        if (!nv) {
+                            s->oom_fail = 1;
+                            return;
+                        }
+                        s->cv = nv;
+                        s->cap *= 2;
+                    }
+                    cand *c = &s->cv[s->nc];
+                    memset(c, 0, sizeof *c);
+                    c->j = j;
+                    c->mb = mm.micro_batch;
+                    c->lb = lb / (double)gb;
+                    c->est = est / (double)gb;
+                    c->gb = gb;
+                    c->layout = layout;
+                    c->ord = (int)s->nc;
+                    s->nc++;
                 }
-                cand *c = &s->cv[s->nc];
-                memset(c, 0, sizeof *c);
-                c->j = j;
-                c->mb = mm.micro_batch;
-                c->lb = lb / (double)gb;
-                c->est = est / (double)gb;
-                c->gb = gb;
-                c->layout = layout;
-                c->ord = (int)s->nc;
-                s->nc++;
+                if (zbad)
+                    break;
+                if (zfit && lc_user_set(o))
+                    plain = 1;   /* the user's techniques: the lowest fitting stage, as without */
             }
-            if (!fitted)
+            if (!fitted && !lc_err[0])
                 cs->oom++;
         }
     }
+    if (lc_err[0] && s->nc == nc0)
+        note_invalid(cs, lc_err);
 }
 
 /* A platform whose links are a million times faster: the estimate on it is
@@ -512,7 +653,7 @@ static int row_launch(const usim_model *m, const cand *c, char *mflags, size_t n
 
 static void print_launch_text(const usim_model *m, const cand *c, int rank, int which)
 {
-    char mf[1024], mn[400], dn[400];
+    char mf[1024], mn[400], dn[1024];
     json_t *ds;
     int mrc = row_launch(m, c, mf, sizeof mf, mn, sizeof mn, &ds, dn, sizeof dn);
     if (which & LAUNCH_MEGATRON) {
@@ -541,7 +682,7 @@ static void print_launch_text(const usim_model *m, const cand *c, int rank, int 
 /* Add the launch of row c to JSON object o ("launch": {...}); 0 or -1. */
 static int json_launch(json_t *o, const usim_model *m, const cand *c)
 {
-    char mf[1024], mn[400], dn[400];
+    char mf[1024], mn[400], dn[1024];
     json_t *ds;
     int mrc = row_launch(m, c, mf, sizeof mf, mn, sizeof mn, &ds, dn, sizeof dn);
     json_t *l = uly_json_add_object(o, "launch");
@@ -604,20 +745,49 @@ static void add_layout_maxseq(void *ctx, const usim_job *base, int layout)
         note_invalid(s->cs, usim_last_error());
         return;
     }
+    char lc_err[300] = "";
+    size_t n0 = s->n;
+    int nf0 = s->none_fit;
     for (int rc = 0; rc <= USIM_RC_FULL; rc++) {
         if (s->o->recompute_set && rc != (int)s->o->recompute)
             continue;
         for (int z = 0; z <= 3; z++) {
             if (s->o->zero_set && z != s->o->zero)
                 continue;
-            usim_job j = *base;
-            j.zero = z;
-            j.recompute = (usim_recompute)rc;
-            int64_t seq;
-            if (usim_max_seq(s->p, &mm, &j, &seq)) {
-                note_invalid(s->cs, usim_last_error());
-                return;
+            usim_job j0 = *base;
+            j0.zero = z;
+            j0.recompute = (usim_recompute)rc;
+            /* the technique level that reaches furthest (the lowest on a tie) */
+            usim_job j = j0;
+            int64_t seq = 0;
+            int bind = 0, any = 0;
+            for (int lv = 0; lv < LC_LEVELS; lv++) {
+                usim_job jl;
+                if (!lc_level(s->o, &mm, &j0, lv, &jl))
+                    continue;
+                int64_t sl;
+                int bl;
+                if (usim_max_seq_ex(s->p, &mm, &jl, &sl, &bl)) {
+                    if (lv == 0 && lc_user_set(s->o)) {   /* as in add_layout */
+                        if (!lc_err[0])
+                            snprintf(lc_err, sizeof lc_err, "%s", usim_last_error());
+                        break;
+                    }
+                    if (lv == 0) {
+                        note_invalid(s->cs, usim_last_error());
+                        return;
+                    }
+                    continue;
+                }
+                if (!any || sl > seq) {
+                    j = jl;
+                    seq = sl;
+                    bind = bl;
+                    any = 1;
+                }
             }
+            if (!any)
+                continue;
             if (seq <= 0) {
                 s->none_fit++;
                 continue;
@@ -644,10 +814,13 @@ static void add_layout_maxseq(void *ctx, const usim_job *base, int layout)
             c->j = r;
             c->seq = seq;
             c->mem = mem;
+            c->mem.bind = bind;   /* what stops one granule more */
             c->ord = (int)s->n;
             s->n++;
         }
     }
+    if (lc_err[0] && s->n == n0 && s->none_fit == nf0)
+        note_invalid(s->cs, lc_err);
 }
 
 /* Longest first; then the least memory, the lower ZeRO stage and recompute
@@ -706,7 +879,7 @@ static int plan_max_seq(const opts *o, const plan_opts *po, const usim_platform 
     char mn[OUT_SAFE], pn[OUT_SAFE];
     if (o->format == FMT_CSV) {
         fputs("rank,method,platform,model,gpus,tp,cp,ulysses_degree,ring_degree,pp,dp,zero,recompute,micro_batch,"
-              "max_seq_tokens,mem_GiB,hbm_budget_GiB,limit,placement\n", stdout);
+              "max_seq_tokens,mem_GiB,hbm_budget_GiB,limit,techniques,host_GiB_per_node,placement\n", stdout);
         for (int i = 0; i < top; i++) {
             const mcand *c = &s.v[i];
             char pl[256];
@@ -720,6 +893,9 @@ static int plan_max_seq(const opts *o, const plan_opts *po, const usim_platform 
                    c->j.ulysses, c->j.ulysses ? c->j.sp / c->j.ulysses : 0, c->j.pp, c->j.dp, c->j.zero,
                    usim_recompute_name(c->j.recompute), (long long)m->micro_batch, (long long)c->seq,
                    c->mem.total / gib, p.hbm_bytes / gib, binding_limit(&c->mem));
+            char tq[160];
+            lc_name(&c->j, tq, sizeof tq);
+            printf(",%s,%.3f", tq, c->mem.host_node / gib);
             csv_field(stdout, pl);
             fputc('\n', stdout);
         }
@@ -758,6 +934,10 @@ static int plan_max_seq(const opts *o, const plan_opts *po, const usim_platform 
             bad |= uly_json_set_int(r, "max_seq_tokens", c->seq);
             bad |= uly_json_set_fixed(r, "mem_GiB", c->mem.total / gib, 3);
             bad |= uly_json_set_str(r, "limit", binding_limit(&c->mem));
+            char tq[160];
+            lc_name(&c->j, tq, sizeof tq);
+            bad |= uly_json_set_str(r, "techniques", tq);
+            bad |= uly_json_set_fixed(r, "host_GiB_per_node", c->mem.host_node / gib, 3);
             bad |= uly_json_set_str(r, "placement", pl);
         }
         if (uly_json_emit(stdout, root, bad, JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(15))) {
@@ -771,24 +951,32 @@ static int plan_max_seq(const opts *o, const plan_opts *po, const usim_platform 
                (long long)m->global_batch, p.hbm_bytes / gib, o->mem_headroom > 0 ? " (HBM less --mem-headroom)" : "");
         printf("searched %d layouts (method x tp x cp x pp x dp): %d invalid; %zu compositions (x ZeRO stage x "
                "recompute) fit some sequence, %d fit none\n\n", cs.structures, cs.invalid, s.n, s.none_fit);
-        printf("%-4s %-12s %-30s %-4s %-10s %16s %8s %6s\n", "rank", "method", "degrees", "zero", "recompute",
-               "max seq [tokens]", "mem GiB", "limit");
+        printf("%-4s %-12s %-30s %-4s %-10s %16s %8s %-11s %s\n", "rank", "method", "degrees", "zero", "recompute",
+               "max seq [tokens]", "mem GiB", "limit", "techniques");
         for (int i = 0; i < top; i++) {
             const mcand *c = &s.v[i];
-            char dg[64];
+            char dg[64], tq[160];
             degrees(&c->j, dg, sizeof dg);
-            printf("%-4d %-12s %-30s %-4d %-10s %16lld %8.2f %6s\n", i + 1, uly_method_sim_name(c->j.method), dg,
-                   c->j.zero, usim_recompute_name(c->j.recompute), (long long)c->seq, c->mem.total / gib,
-                   binding_limit(&c->mem));
+            lc_name(&c->j, tq, sizeof tq);
+            printf("%-4d %-12s %-30s %-4d %-10s %16lld %8.2f %-11s %s\n", i + 1, uly_method_sim_name(c->j.method),
+                   dg, c->j.zero, usim_recompute_name(c->j.recompute), (long long)c->seq, c->mem.total / gib,
+                   binding_limit(&c->mem), tq);
         }
         const mcand *b = &s.v[0];
         char dg[64], pl[256];
         degrees(&b->j, dg, sizeof dg);
         usim_job_placement(&p, &b->j, pl, sizeof pl);
+        char btq[160];
+        lc_name(&b->j, btq, sizeof btq);
         printf("\nlongest sequence: %lld tokens with %s %s, ZeRO-%d, recompute %s (%s); binding limit: %s "
-               "(%.2f GiB of %.4g)\n", (long long)b->seq, uly_method_sim_name(b->j.method), dg, b->j.zero,
+               "(%.2f GiB of %.4g", (long long)b->seq, uly_method_sim_name(b->j.method), dg, b->j.zero,
                usim_recompute_name(b->j.recompute), pl, binding_limit(&b->mem), b->mem.total / gib,
                p.hbm_bytes / gib);
+        if (b->mem.host_node > 0)
+            printf("; host %.1f GiB per node of %.4g", b->mem.host_node / gib, p.host_bytes / gib);
+        printf(")\n  techniques: %s%s\n", btq,
+               lc_user_set(o) ? " (as given)" : plan_lc_none ? " (--techniques none)" :
+               " (searched: tiled loss, TiledMLP, head chunks, offload)");
         if (s.n > 1)
             printf("  the shortest composition that fits reaches %lld tokens (%s)\n",
                    (long long)s.v[s.n - 1].seq, uly_method_sim_name(s.v[s.n - 1].j.method));
@@ -909,7 +1097,8 @@ static int read_rec(int fd, rec *r)
 /* The search loop: candidates in order, branch and bound against the K best
  * simulated so far, the work budgets.  fd >= 0: each decision is written to
  * fd as a record (a child process); fd < 0: applied to cv, with the deadline
- * (seconds from t_start, 0: none) checked before each simulation.  0, or 1
+ * (seconds from t_start, 0: none) checked before each simulation after the
+ * first.  0, or 1
  * with a fatal error in err. */
 static int search_loop(worker *w, int fd, double deadline, char *err, size_t nerr)
 {
@@ -943,7 +1132,7 @@ static int search_loop(worker *w, int fd, double deadline, char *err, size_t ner
             state = CS_OVER_TOTAL;
         else {
             double t = now_s();
-            if (fd < 0 && deadline > 0 && t - w->t_start >= deadline)
+            if (fd < 0 && deadline > 0 && t - w->t_start >= deadline && nsim > 0)
                 break;   /* the rest stay CS_TODO: left at the time limit */
             if (w->bar)
                 uly_progress_show(w->bar, (double)i, (double)w->nc,
@@ -1036,9 +1225,13 @@ static int run_search(worker *w, double limit, char *err, size_t nerr)
     if (!rb)
         snprintf(err, nerr, "out of memory");
     while (!bad && !done) {
+        /* the limit stops the search only once one candidate is simulated (the
+         * first in estimate order): a slow machine gets a later answer, never none */
         double left = limit - (now_s() - w->t_start);
-        if (left <= 0)
+        if (left <= 0 && nsim > 0)
             break;
+        if (left <= 0)
+            left = 0.25;
         struct pollfd q = {pfd[0], POLLIN, 0};
         int ms = left > 0.25 ? 250 : (int)(left * 1000) + 1;
         int pr = poll(&q, 1, ms);
@@ -1111,6 +1304,9 @@ int cmd_plan(int argc, char **argv)
     }
     if (o.trace)
         die_usage("plan: --trace is for single runs");
+    if (plan_lc_none && lc_user_set(&o))
+        die_usage("plan: --techniques none contradicts the technique options given (--tiled-loss, "
+                  "--tiled-mlp, --offload, --head-chunks)");
     usim_platform p;
     usim_model m;
     load_inputs(&o, &p, &m);
@@ -1321,7 +1517,7 @@ int cmd_plan(int argc, char **argv)
                     rb[--rl] = 0;
                 fputs(rb, stdout);
                 free(rb);
-                char mf[1024], mn[400], dn[400], tn[200];
+                char mf[1024], mn[400], dn[1024], tn[200];
                 json_t *ds;
                 int mrc = row_launch(&m, &cv[i], mf, sizeof mf, mn, sizeof mn, &ds, dn, sizeof dn);
                 char *dtxt = ds ? json_dumps(ds, JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII | JSON_COMPACT) : NULL;
@@ -1429,6 +1625,10 @@ int cmd_plan(int argc, char **argv)
             char pl[256], why[200], tn[200];
             usim_job_placement(&p, &r->job, pl, sizeof pl);
             printf("#%d %s: %s", i + 1, uly_method_sim_name(r->job.method), pl);
+            char tq[160];
+            lc_name(&r->job, tq, sizeof tq);
+            if (r->job.tiled_loss || r->job.tiled_mlp || r->job.offload || r->job.head_chunks > 1)
+                printf("; techniques: %s", tq);
             if (i > 0) {
                 why_slower(r, best, why, sizeof why);
                 printf("; %s", why);

@@ -45,6 +45,21 @@ int plan_megatron_flags(const usim_model *m, const usim_job *j, int64_t micro_ba
                  "tensor rank (%d); the simulator replicates KV heads as DeepSpeed does", C, kv_per_tp);
         return 1;
     }
+    /* the long-context techniques Megatron-LM has no flag for: TiledMLP,
+     * tiled logits and loss (its vocab-parallel cross-entropy materialises the
+     * logits), head-chunked attention, checkpoint offload with full recompute
+     * (transformer_config.py: cpu_offloading excludes recompute_granularity),
+     * parameter offload */
+    const char *no = j->tiled_mlp ? "TiledMLP (--tiled-mlp)" :
+                     j->tiled_loss ? "tiled loss (--tiled-loss): its cross-entropy takes the whole logits" :
+                     j->head_chunks > 1 ? "head-chunked attention (--head-chunks)" :
+                     (j->offload & USIM_OFFLOAD_ACT) ? "checkpoint offload with full recompute "
+                                                       "(its --cpu-offloading excludes recompute)" :
+                     (j->offload & USIM_OFFLOAD_PARAMS) ? "parameter offload (--offload params)" : NULL;
+    if (no) {
+        snprintf(note, nn, "it has no %s", no);
+        return 1;
+    }
     app(flags, nf, "--tensor-model-parallel-size %d", T);
     if (T > 1)
         app(flags, nf, " --sequence-parallel");
@@ -72,6 +87,9 @@ int plan_megatron_flags(const usim_model *m, const usim_job *j, int64_t micro_ba
         app(flags, nf, " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1");
     if (j->zero >= 1)
         app(flags, nf, " --use-distributed-optimizer");
+    if (j->offload & USIM_OFFLOAD_OPTIM)   /* optimizer_config.py: optimizer_cpu_offload; arguments.py
+                                             * requires the precision-aware optimizer with it */
+        app(flags, nf, " --optimizer-cpu-offload --use-precision-aware-optimizer");
     if (j->zero >= 2)   /* Megatron FSDP: ZeRO-2 shards gradients too, ZeRO-3 parameters too */
         app(flags, nf, " --use-megatron-fsdp --data-parallel-sharding-strategy %s --no-gradient-accumulation-fusion",
             j->zero >= 3 ? "optim_grads_params" : "optim_grads");
@@ -114,6 +132,10 @@ json_t *plan_deepspeed_config(const usim_model *m, const usim_job *j, int64_t mi
                  "choose recompute none or full");
         return NULL;
     }
+    if (j->head_chunks > 1) {
+        snprintf(note, nn, "it has no head-chunked attention (--head-chunks; UPipe, arXiv 2602.21196)");
+        return NULL;
+    }
     json_t *o = json_object();
     if (!o)
         return NULL;
@@ -125,6 +147,14 @@ json_t *plan_deepspeed_config(const usim_model *m, const usim_job *j, int64_t mi
     bad |= uly_json_set_int(o, "gradient_accumulation_steps", micro_steps);
     json_t *z = uly_json_add_object(o, "zero_optimization");
     bad |= !z || uly_json_set_int(z, "stage", j->zero);
+    if (z && (j->offload & USIM_OFFLOAD_OPTIM)) {
+        json_t *d = uly_json_add_object(z, "offload_optimizer");
+        bad |= !d || uly_json_set_str(d, "device", "cpu");
+    }
+    if (z && (j->offload & USIM_OFFLOAD_PARAMS)) {
+        json_t *d = uly_json_add_object(z, "offload_param");
+        bad |= !d || uly_json_set_str(d, "device", "cpu");
+    }
     if (m->dtype == USIM_BF16 || m->dtype == USIM_FP16) {
         json_t *b = uly_json_add_object(o, m->dtype == USIM_BF16 ? "bf16" : "fp16");
         bad |= !b || uly_json_set_bool(b, "enabled", 1);
@@ -137,5 +167,18 @@ json_t *plan_deepspeed_config(const usim_model *m, const usim_job *j, int64_t mi
     if (j->recompute == USIM_RC_FULL)
         snprintf(note, nn, "full recompute: enable activation checkpointing of every layer in the model "
                  "(Hugging Face: model.gradient_checkpointing_enable()); it is not a config key");
+    /* the ALST pieces are code, not config keys (DeepSpeed's
+     * ulysses-alst-sequence-parallelism tutorial; ArcticTraining's recipes
+     * name them tiled_mlp_compute and activation_checkpoint_cpu_offload) */
+    if (j->tiled_mlp)
+        app(note, nn, "%sTiledMLP: deepspeed.runtime.sequence_parallel.ulysses_sp.TiledMLP around the MLP "
+            "forward (ArcticTraining: tiled_mlp_compute: true)", note[0] ? "; " : "");
+    if (j->tiled_loss)
+        app(note, nn, "%stiled loss: ulysses_sp.TiledFusedLogitsLoss or Liger's fused linear cross-entropy",
+            note[0] ? "; " : "");
+    if (j->offload & USIM_OFFLOAD_ACT)
+        app(note, nn, "%scheckpoint offload: deepspeed.runtime.activation_checkpointing.offload_activations."
+            "get_checkpoint_hidden_states_offloading_ctx_manager() around each step (ArcticTraining: "
+            "activation_checkpoint_cpu_offload: true)", note[0] ? "; " : "");
     return o;
 }

@@ -39,9 +39,10 @@ expect "'optimizer' listed twice" $L --method ulysses --offload optimizer,optimi
 expect "--tiled-mlp: expected auto or a shard count" $L --method ulysses --tiled-mlp 0
 expect "--tiled-mlp: expected auto or a shard count" $L --method ulysses --tiled-mlp=x
 expect "--head-chunks: expected an integer" $L --method ulysses --head-chunks 0
-# plan does not search them (yet): refused, not ignored
-expect "does not search the long-context techniques" plan --gpus 8 --offload activations
-expect "does not search the long-context techniques" plan --gpus 8 --tiled-loss
+# plan takes them (doc/planning.md 2.5; sim/tests/cli_plan_maxseq.sh tests the search):
+# a set that applies to no composition is refused, never ignored
+expect "no valid configuration of gpt-7b on 8 GPUs (e.g. --head-chunks 2: ring holds every head" plan --gpus 8 --seq 64K --method ring --head-chunks 2
+expect "contradicts the technique options" plan --gpus 8 --seq 64K --techniques none --tiled-loss
 # a platform without a host cannot offload
 expect "describes no host" --model llama-3.1-8b --platform "$top_srcdir/sim/tests/data/tiny-platform.json" --gpus 8 --method ulysses --offload activations
 # an unknown key in the host object is an error naming it

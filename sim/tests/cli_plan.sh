@@ -14,7 +14,7 @@ check() { # description, then a command that must succeed
     if "$@"; then echo "ok: $d"; else echo "FAIL: $d"; fail=1; fi
 }
 
-"$SIM" plan --platform dgx-h100 --model llama-3-8b --gpus 32 --seq 128K --top 4 > "$tmp/p.txt" 2> "$tmp/p.err"
+"$SIM" plan --time-limit 0 --platform dgx-h100 --model llama-3-8b --gpus 32 --seq 128K --top 4 > "$tmp/p.txt" 2> "$tmp/p.err"
 check "plan exits 0" test $? -eq 0
 check "plan is quiet on stderr" test ! -s "$tmp/p.err"
 check "plan header" grep -q "^plan: llama-3-8b on 32 GPUs of dgx-h100, 131072 tokens" "$tmp/p.txt"
@@ -32,7 +32,7 @@ check "#1 gets a DeepSpeed config or the reason it has none" grep -q "^launch #1
 check "megatron-sp TP over nodes is noted" grep -q "^  note: megatron-sp has no context parallelism, so it was searched with TP over up to 32 GPUs" "$tmp/p.txt"
 
 # restricting the search: only the given method and TP degree appear
-"$SIM" plan --platform dgx-h100 --model llama-3-8b --gpus 32 --seq 128K --method a2a --tp 2 --format csv > "$tmp/p.csv"
+"$SIM" plan --time-limit 0 --platform dgx-h100 --model llama-3-8b --gpus 32 --seq 128K --method a2a --tp 2 --format csv > "$tmp/p.csv"
 check "restricted plan: csv rows are ulysses with tp 2" test "$(grep -c '^ulysses,dgx-h100,llama-3-8b,32,[0-9]*,2,' "$tmp/p.csv")" -eq "$(($(wc -l < "$tmp/p.csv") - 1))"
 
 # bad requests
@@ -47,7 +47,7 @@ check "--top 0: exit 2" test $? -eq 2
 check "plan --help" "$SIM" plan --help > /dev/null
 
 # micro-batch search and memory headroom
-"$SIM" plan --platform dgx-h100 --model llama-3-8b --gpus 32 --seq 128K --global-batch 64 --mem-headroom 10% > "$tmp/h.txt"
+"$SIM" plan --time-limit 0 --platform dgx-h100 --model llama-3-8b --gpus 32 --seq 128K --global-batch 64 --mem-headroom 10% > "$tmp/h.txt"
 check "headroom: budget line" grep -q "^memory budget: 72.0 GiB of 80 (--mem-headroom 10%)" "$tmp/h.txt"
 check "micro-batch searched" grep -q "micro-batch searched (divisors up to 64)" "$tmp/h.txt"
 check "headroom: every row within the budget" awk '/^[1-9] /{ if ($(NF-2) > 72.0) bad = 1 } END { exit bad }' "$tmp/h.txt"
@@ -55,7 +55,7 @@ check "headroom: every row within the budget" awk '/^[1-9] /{ if ($(NF-2) > 72.0
 # (dp 1: 12 = 4 x 3) or 6 is among the simulated rows
 "$SIM" plan --platform dgx-h100 --model llama-3-8b --gpus 8 --seq 32K --global-batch 12 --top 10 --time-limit 0 > "$tmp/d.txt"
 check "micro-batch 3 or 6 searched" sh -c "awk '/^[1-9]/{ print \$(NF-9) }' '$tmp/d.txt' | grep -qx '[36]'"
-"$SIM" plan --platform dgx-h100 --model llama-3-8b --gpus 32 --seq 128K --micro-batch 2 --global-batch 64 > "$tmp/m.txt"
+"$SIM" plan --time-limit 0 --platform dgx-h100 --model llama-3-8b --gpus 32 --seq 128K --micro-batch 2 --global-batch 64 > "$tmp/m.txt"
 check "--micro-batch 2: every row has mb 2" test "$(awk '/^[1-9] /{ print $(NF-9) }' "$tmp/m.txt" | sort -u)" = 2
 "$SIM" plan --gpus 16 --seq 128K --mem-headroom 95 > /dev/null 2> "$tmp/h.err"
 check "--mem-headroom 95: exit 2" test $? -eq 2
@@ -66,10 +66,10 @@ check "--mem-headroom outside plan: exit 2" test $? -eq 2
 "$SIM" --method ring-zigzag --gpus 16 --seq 131000 > /dev/null 2> "$tmp/z.err"
 check "zigzag odd sequence: exit 2" test $? -eq 2
 check "zigzag odd sequence: message" grep -q "ring-zigzag: sequence 131000 is not a multiple of 2 x CP = 32 .*nearest valid: 130976 or 131008" "$tmp/z.err"
-"$SIM" plan --gpus 16 --seq 131000 --method p2p,a2a > "$tmp/z.txt"
+"$SIM" plan --time-limit 0 --gpus 16 --seq 131000 --method p2p,a2a > "$tmp/z.txt"
 check "plan with an odd sequence: zigzag layouts counted as losers" grep -q "^  sequence length vs the degree .*not a multiple of 2 x CP" "$tmp/z.txt"
 # NVLink domains larger than a node: TP and CP placed inside the domain, no NIC traffic
-"$SIM" plan --platform gb200-nvl72 --model llama-3-8b --gpus 64 --seq 128K --top 3 > "$tmp/n.txt"
+"$SIM" plan --time-limit 0 --platform gb200-nvl72 --model llama-3-8b --gpus 64 --seq 128K --top 3 > "$tmp/n.txt"
 check "nvl72: placement inside an NVLink domain" grep -q "^#1 [a-z-]*: .* inside an NVLink domain" "$tmp/n.txt"
 "$SIM" --platform gb200-nvl72 --model llama-3-8b --gpus 64 --seq 128K --method ulysses --format json > "$tmp/n.json"
 check "nvl72: 64 GPUs of one rack send nothing over NICs" grep -q '"nic_sent_GB": 0\.0,' "$tmp/n.json"
@@ -81,8 +81,11 @@ check "mi300x full mesh runs" test $? -eq 0
 # search equal --exhaustive's on small cases.  The pruned search drops a
 # candidate only when 0.97 x its compute lower bound is no faster than the 5th
 # simulated time, so the two tables must agree row by row.
-top5() { # the identifying columns and the time of the top 5 rows of a CSV
-    sed 1d "$1" | head -5 | cut -d, -f1,5-11,15,30,35
+top5() { # the identifying columns and the time of the top 5 rows of a CSV (by header name)
+    awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+        NR <= 6 { print $1, $c["sp"], $c["tp"], $c["dp"], $c["ulysses_degree"], $c["ring_degree"], $c["zero"],
+                  $c["recompute"], $c["iter_s"], $c["pp"], $c["micro_batch"], $c["tiled_loss"],
+                  $c["tiled_mlp_shards"], $c["offload"], $c["head_chunks"] }' "$1"
 }
 n=0
 while read -r c; do
@@ -104,63 +107,69 @@ check "json: the plan's census" sh -c "grep -q '\"pruned_lower_bound\": [1-9]' '
 check "json --exhaustive: nothing pruned" grep -q '"pruned_lower_bound": 0,' "$tmp/ej.json"
 
 # ---- ties: a row is a tie when #1's tokens/s is at most (1 + PCT/100) times its own;
-# tokens/s = global_batch_seqs x seq_tokens / iter_s (CSV columns 13, 12, 15; tie: 36)
+# tokens/s = global_batch_seqs x seq_tokens / iter_s (CSV columns found by their header names)
 for t in 0 1 5 100; do
-    "$SIM" plan --platform dgx-h100 --model llama-3-8b --gpus 32 --seq 128K --top 10 --tie $t --format csv > "$tmp/t$t.csv"
+    "$SIM" plan --time-limit 0 --platform dgx-h100 --model llama-3-8b --gpus 32 --seq 128K --top 10 --tie $t --format csv > "$tmp/t$t.csv"
     check "--tie $t: the tie column follows #1's tokens/s" awk -F, -v t=$t '
-        NR == 1 { next }
-        { tps = $13 * $12 / $15 }
-        NR == 2 { best = tps; if ($36 != "best") bad = 1; next }
-        { want = (best / tps <= 1 + t / 100) ? "tie" : "no"; if ($36 != want) bad = 1 }
+        NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+        { tps = $c["global_batch_seqs"] * $c["seq_tokens"] / $c["iter_s"] }
+        NR == 2 { best = tps; if ($c["tie"] != "best") bad = 1; next }
+        { want = (best / tps <= 1 + t / 100) ? "tie" : "no"; if ($c["tie"] != want) bad = 1 }
         END { exit bad }' "$tmp/t$t.csv"
 done
-check "--tie 100: every row after #1 ties" test "$(sed 1,2d "$tmp/t100.csv" | cut -d, -f36 | sort -u)" = tie
-"$SIM" plan --platform dgx-h100 --model llama-3-8b --gpus 32 --seq 128K --top 10 --tie 100 > "$tmp/t100.txt"
+tiecol=$(head -1 "$tmp/t100.csv" | tr , '\n' | grep -n '^tie$' | cut -d: -f1)
+check "--tie 100: every row after #1 ties" test "$(sed 1,2d "$tmp/t100.csv" | cut -d, -f"$tiecol" | sort -u)" = tie
+"$SIM" plan --time-limit 0 --platform dgx-h100 --model llama-3-8b --gpus 32 --seq 128K --top 10 --tie 100 > "$tmp/t100.txt"
 check "--tie 100: text says the model cannot rank them" grep -q "^ties: 9 of the rows after #1 are within 100% of its time per token: the model cannot rank them" "$tmp/t100.txt"
-"$SIM" plan --platform dgx-h100 --model llama-3-8b --gpus 32 --seq 128K --top 10 --tie 100 --format json > "$tmp/t100.json"
+"$SIM" plan --time-limit 0 --platform dgx-h100 --model llama-3-8b --gpus 32 --seq 128K --top 10 --tie 100 --format json > "$tmp/t100.json"
 check "--tie 100: json ties" sh -c "grep -q '\"ties\": 9,' '$tmp/t100.json' && test \$(grep -o '\"tie\": true' '$tmp/t100.json' | wc -l) -eq 9"
 
-# ---- launch flags, checked against each row's own columns (CSV: sp 5, tp 6, ulysses 8,
-# ring 9, zero 10, recompute 11, seq 12, global batch 13, micro_steps 14, pp 30, mb 35)
+# ---- launch flags, checked against each row's own columns (sp, tp, ulysses_degree,
+# ring_degree, zero, recompute, seq_tokens, global_batch_seqs, micro_steps, pp, micro_batch;
+# found by their header names: the columns before the flags hold no commas)
 "$SIM" plan --gpus 16 --seq 64K --top 40 --time-limit 0 --format csv > "$tmp/l.csv"
 check "launch: every row's Megatron-LM flags match its degrees" awk -F, '
-    NR == 1 { next }
-    { line = $0; m = $1; T = (m == "megatron-sp") ? $5 : $6; C = (m == "megatron-sp") ? 1 : $5
+    NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+    # a row with a technique Megatron-LM has no flag for is refused by name
+    $c["tiled_loss"] == 1 || $c["tiled_mlp_shards"] > 0 || $c["head_chunks"] > 1 || $c["offload"] ~ /activations|params/ {
+      if (index($0, "cannot run it") == 0 && index($0, "it has no ") == 0) { bad = 1; print "bad row: " $0 }
+      next }
+    { line = $0; m = $1; T = (m == "megatron-sp") ? $c["sp"] : $c["tp"]; C = (m == "megatron-sp") ? 1 : $c["sp"]
       want = "--tensor-model-parallel-size " T " "
       if (index(line, want) == 0) bad = 1
       if (m != "megatron-sp" && index(line, "--context-parallel-size " C " --cp-comm-type ") == 0) bad = 1
       if (m == "megatron-sp" && (index(line, "--sequence-parallel") == 0 || index(line, "--context-parallel-size") > 0)) bad = 1
       ct = (m == "ulysses") ? "a2a" : (m == "all-gather") ? "allgather" : (m == "usp") ? "a2a+p2p" : "p2p"
       if (m != "megatron-sp" && index(line, "--cp-comm-type " ct " ") == 0) bad = 1
-      if (m == "usp" && index(line, "--hierarchical-context-parallel-sizes " $8 " " $9 " ") == 0) bad = 1
-      if (index(line, "--pipeline-model-parallel-size " $30 " ") == 0) bad = 1
-      if (($10 >= 1) != (index(line, "--use-distributed-optimizer") > 0)) bad = 1
-      if (($10 == 3) != (index(line, "optim_grads_params") > 0)) bad = 1
-      if ($11 == "none" && index(line, "--recompute-granularity") > 0) bad = 1
-      if ($11 != "none" && index(line, "--recompute-granularity " $11) == 0) bad = 1
-      if (index(line, "--micro-batch-size " $35 " --global-batch-size " $13 " --seq-length " $12 " --bf16") == 0) bad = 1
+      if (m == "usp" && index(line, "--hierarchical-context-parallel-sizes " $c["ulysses_degree"] " " $c["ring_degree"] " ") == 0) bad = 1
+      if (index(line, "--pipeline-model-parallel-size " $c["pp"] " ") == 0) bad = 1
+      if (($c["zero"] >= 1) != (index(line, "--use-distributed-optimizer") > 0)) bad = 1
+      if (($c["zero"] == 3) != (index(line, "optim_grads_params") > 0)) bad = 1
+      if ($c["recompute"] == "none" && index(line, "--recompute-granularity") > 0) bad = 1
+      if ($c["recompute"] != "none" && index(line, "--recompute-granularity " $c["recompute"]) == 0) bad = 1
+      if (index(line, "--micro-batch-size " $c["micro_batch"] " --global-batch-size " $c["global_batch_seqs"] " --seq-length " $c["seq_tokens"] " --bf16") == 0) bad = 1
       if (index(line, "--virtual-pipeline-model-parallel-size") > 0) bad = 1
       if (bad && !shown) { print "bad row: " line; shown = 1 } }
     END { exit bad }' "$tmp/l.csv"
 check "launch: DeepSpeed configs for Ulysses rows with tp 1 and pp 1 only, with their degrees" awk -F, '
-    NR == 1 { next }
+    NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
     { line = $0; has = index(line, "\"\"sequence_parallel_size\"\":") > 0
-      can = ($1 == "ulysses" && $6 == 1 && $30 == 1 && $11 != "selective")
+      can = ($1 == "ulysses" && $c["tp"] == 1 && $c["pp"] == 1 && $c["recompute"] != "selective")
       if (has != can) bad = 1
-      if (has && index(line, "\"\"sequence_parallel_size\"\":" $5 "}") == 0) bad = 1
-      if (has && index(line, "\"\"train_micro_batch_size_per_gpu\"\":" $35 ",\"\"gradient_accumulation_steps\"\":" $14 ",") == 0) bad = 1
-      if (has && index(line, "\"\"zero_optimization\"\":{\"\"stage\"\":" $10 "}") == 0) bad = 1
+      if (has && index(line, "\"\"sequence_parallel_size\"\":" $c["sp"] "}") == 0) bad = 1
+      if (has && index(line, "\"\"train_micro_batch_size_per_gpu\"\":" $c["micro_batch"] ",\"\"gradient_accumulation_steps\"\":" $c["micro_steps"] ",") == 0) bad = 1
+      if (has && index(line, "\"\"zero_optimization\"\":{\"\"stage\"\":" $c["zero"] "}") == 0) bad = 1
       if (!has && $1 ~ /ring|all-gather|usp/ && index(line, "it has no " $1 " context parallelism") == 0) bad = 1 }
     END { exit bad }' "$tmp/l.csv"
 check "launch: the 40-row plan has a DeepSpeed row and a row without" sh -c "grep -q 'sequence_parallel_size\"\"' '$tmp/l.csv' && grep -q 'it has no ' '$tmp/l.csv'"
-"$SIM" plan --gpus 16 --seq 64K --method ring --launch megatron > "$tmp/lr.txt"
+"$SIM" plan --time-limit 0 --gpus 16 --seq 64K --method ring --launch megatron > "$tmp/lr.txt"
 check "launch: plain ring runs as Megatron's zigzag p2p, said so" grep -q "^   note: Megatron-LM's p2p always cuts a causal sequence into 2 x CP zigzag chunks" "$tmp/lr.txt"
 check "--launch megatron: every row" test "$(grep -c '^launch #[0-9]*, Megatron-LM: ' "$tmp/lr.txt")" -eq 5
-"$SIM" plan --gpus 16 --seq 64K --method megatron-sp --tp 16 --launch deepspeed > "$tmp/lm.txt"
+"$SIM" plan --time-limit 0 --gpus 16 --seq 64K --method megatron-sp --tp 16 --launch deepspeed > "$tmp/lm.txt"
 check "TP across nodes: the row says so" grep -q "^   note: TP 16 crosses nodes (8 GPUs per NVLink domain)" "$tmp/lm.txt"
 check "DeepSpeed cannot run megatron-sp: said, no flags" grep -q "^launch #1, DeepSpeed: cannot run it: Megatron tensor + sequence parallelism is not a DeepSpeed config option" "$tmp/lm.txt"
 # Megatron-LM refuses a sequence that is not a multiple of 2 x CP (ulysses runs it in the simulator)
-"$SIM" plan --gpus 16 --seq 131000 --method a2a --sp 8 --launch megatron > "$tmp/lo.txt"
+"$SIM" plan --time-limit 0 --gpus 16 --seq 131000 --method a2a --sp 8 --launch megatron > "$tmp/lo.txt"
 check "launch: Megatron-LM's 2 x CP rule" grep -q "^launch #1, Megatron-LM: cannot run it: --seq-length 131000 is not a multiple of 2 x CP = 16" "$tmp/lo.txt"
 
 # ---- the bound: 16384 GPUs stop at the time limit (the enumeration alone takes about a
