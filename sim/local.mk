@@ -12,7 +12,7 @@ sim_libusim_la_SOURCES = sim/usim.h sim/usim_internal.h sim/error.c sim/engine.c
 	sim/topo.c sim/net.c sim/net_internal.h sim/coll_engine.c sim/coll_engine.h sim/coll_internal.h sim/coll_group.c sim/coll_gen.c sim/coll_ring.c \
 	sim/coll_tree.c sim/coll_class.c sim/coll_run.c sim/tuner.c sim/jsonutil.c sim/jsonutil.h sim/describe.c sim/hfconfig.c sim/hfconfig.h \
 	sim/job.c sim/job.h sim/cost.c sim/cost.h sim/jobcoll.c sim/jobcoll.h sim/opsched.c sim/opsched.h \
-	sim/program.c sim/program.h sim/compute.c sim/compute.h sim/trace.c sim/trace.h sim/simulate.c \
+	sim/program.c sim/program.h sim/pipeline.c sim/pipeline.h sim/compute.c sim/compute.h sim/trace.c sim/trace.h sim/simulate.c \
 	sim/estimate.c sim/attnjob.c sim/infer.c sim/infer.h
 sim_libusim_la_CPPFLAGS = $(USIM_CPPFLAGS)
 sim_libusim_la_CFLAGS = $(USIM_CFLAGS)
