@@ -57,7 +57,7 @@ USIM_TEST_LIBS = sim/libusim.la $(CHECK_LIBS) $(JANSSON_LIBS) -lm
 
 check_PROGRAMS += sim/tests/test_engine sim/tests/test_net sim/tests/test_describe \
 	sim/tests/test_workload sim/tests/test_rails sim/tests/test_attnjob sim/tests/test_props \
-	sim/tests/test_golden sim/tests/test_classes sim/tests/test_infer
+	sim/tests/test_golden sim/tests/test_classes sim/tests/test_infer sim/tests/test_pipeline
 TESTS += sim/tests/test_attnjob sim/tests/test_classes sim/tests/test_infer sim/tests/cli_infer.sh
 EXTRA_DIST += sim/tests/cli_infer.sh
 TESTS += sim/tests/cli_hfconfig.sh
@@ -68,7 +68,7 @@ EXTRA_DIST += sim/tests/cli_docs.sh
 TESTS += sim/tests/test_engine sim/tests/test_net sim/tests/test_describe \
 	sim/tests/test_workload sim/tests/test_rails sim/tests/test_props sim/tests/test_golden \
 	sim/tests/cli_basic.sh sim/tests/cli_errors.sh sim/tests/cli_sweep.sh sim/tests/cli_plan.sh \
-	sim/tests/symbols.sh sim/tests/validate.sh sim/tests/cli_coll.sh
+	sim/tests/symbols.sh sim/tests/validate.sh sim/tests/cli_coll.sh sim/tests/test_pipeline
 EXTRA_DIST += sim/validate.sh sim/bench-scale.sh sim/validation.md.in sim/tests/validate.sh sim/tests/cli_coll.sh \
 	sim/tests/cli_plan.sh sim/tests/cli_basic.sh sim/tests/cli_errors.sh sim/tests/cli_sweep.sh sim/tests/symbols.sh \
 	sim/tests/data/bad-syntax.json sim/tests/data/missing-key.json \
@@ -110,6 +110,11 @@ sim_tests_test_props_SOURCES = sim/tests/test_props.c
 sim_tests_test_props_CPPFLAGS = $(USIM_CPPFLAGS)
 sim_tests_test_props_CFLAGS = $(USIM_TEST_CFLAGS)
 sim_tests_test_props_LDADD = $(USIM_TEST_LIBS)
+
+sim_tests_test_pipeline_SOURCES = sim/tests/test_pipeline.c
+sim_tests_test_pipeline_CPPFLAGS = $(USIM_CPPFLAGS)
+sim_tests_test_pipeline_CFLAGS = $(USIM_TEST_CFLAGS)
+sim_tests_test_pipeline_LDADD = $(USIM_TEST_LIBS)
 
 sim_tests_test_golden_SOURCES = sim/tests/test_golden.c
 sim_tests_test_golden_CPPFLAGS = $(USIM_CPPFLAGS)
