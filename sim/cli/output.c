@@ -279,10 +279,10 @@ int out_json(FILE *f, const usim_platform *p, const usim_model *m, int gpus, con
         usim_job_placement(p, &r->job, pl, sizeof pl);
         bad |= uly_json_set_int(o, "pp", r->job.pp);
         bad |= uly_json_set_fixed(o, "bubble_s", r->bubble_s, 6);
+        bad |= uly_json_set_str(o, "placement", pl);
         bad |= uly_json_set_int(o, "vpp", r->job.vpp > 1 ? r->job.vpp : 1);
         bad |= uly_json_set_fixed(o, "bubble_frac", r->bubble_frac, 6);
         bad |= uly_json_set_int(o, "pp_inflight", r->pp_inflight);
-        bad |= uly_json_set_str(o, "placement", pl);
         char eng[160];
         usim_engine_desc(r, eng, sizeof eng);
         bad |= uly_json_set_str(o, "engine", eng);
