@@ -69,6 +69,11 @@ TESTS += sim/tests/test_engine sim/tests/test_net sim/tests/test_describe \
 	sim/tests/test_workload sim/tests/test_rails sim/tests/test_props sim/tests/test_golden \
 	sim/tests/cli_basic.sh sim/tests/cli_errors.sh sim/tests/cli_sweep.sh sim/tests/cli_plan.sh \
 	sim/tests/symbols.sh sim/tests/validate.sh sim/tests/cli_coll.sh sim/tests/test_pipeline
+EXTRA_DIST += sim/validation/megatron-gpt-1.7b.json sim/validation/megatron-gpt-3.6b.json \
+	sim/validation/megatron-gpt-7.5b.json sim/validation/megatron-gpt-18b.json \
+	sim/validation/megatron-gpt-39b.json sim/validation/megatron-gpt-76b.json \
+	sim/validation/megatron-gpt-145b.json sim/validation/megatron-gpt-310b.json \
+	sim/validation/megatron-gpt-530b.json sim/validation/megatron-gpt-1t.json
 EXTRA_DIST += sim/validate.sh sim/bench-scale.sh sim/validation.md.in sim/tests/validate.sh sim/tests/cli_coll.sh \
 	sim/tests/cli_plan.sh sim/tests/cli_basic.sh sim/tests/cli_errors.sh sim/tests/cli_sweep.sh sim/tests/symbols.sh \
 	sim/tests/data/bad-syntax.json sim/tests/data/missing-key.json \
