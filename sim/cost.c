@@ -396,8 +396,8 @@ void usim_memory_model(const usim_platform *p, const usim_model *m, const usim_j
     /* Pipeline: rank r holds its layers' activations for the chunk forwards in
      * flight (usim_pp_inflight_chunks: 1F1B min(pp - r, m) micro-batches;
      * interleaved min(2 (pp - r - 1) + (V - 1) pp + 1, m V) chunks of layers / V
-     * layers, for rank 0 pp (1 + (pp - 1) / (pp V)) stages' worth: Korthikanti et
-     * al., arXiv 2205.05198, Sec. 4.2.3); the largest over ranks counts. */
+     * layers, for rank 0 pp (1 + (pp - 1) / (pp V)) stages' worth, the factor of
+     * Korthikanti et al., arXiv 2205.05198); the largest over ranks counts. */
     int pp = j->pp > 0 ? j->pp : 1;
     double stored = (double)x->Ls * per_layer;   /* every layer's stored activations */
     if (pp > 1) {
