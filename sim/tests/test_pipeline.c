@@ -193,6 +193,28 @@ START_TEST(test_partition)
 }
 END_TEST
 
+/* test_golden.c's round-number platform: 1 TFLOP/s, 1 TB/s HBM, NVLink 1 GB/s, latency 0. */
+static usim_platform round_platform(void)
+{
+    usim_platform p;
+    memset(&p, 0, sizeof p);
+    strcpy(p.name, "round");
+    p.gpus_per_node = 2;
+    for (int t = 0; t < USIM_NDTYPE; t++)
+        p.peak_flops[t] = 1e12;
+    p.gemm_eff = p.attn_eff = 1;
+    p.attn_causal_skip = 1;
+    p.hbm_bytes = 1e12;
+    p.hbm_Bps = 1e12;
+    p.nvl_peak_Bps = 1e9;
+    p.nvl_eff = 1;
+    p.nic_peak_Bps = 1e8;
+    p.nic_eff = 1;
+    p.oversub = 1;
+    p.nvls_eff = 1;
+    return p;
+}
+
 /*
  * One iteration, 2 GPUs of one node as 2 pipeline stages (sp 1, dp 1),
  * ZeRO-0, no recompute, 2 micro-batches; the model and platform of
@@ -217,22 +239,7 @@ END_TEST
  */
 START_TEST(test_iteration_two_stages)
 {
-    usim_platform p;
-    memset(&p, 0, sizeof p);
-    strcpy(p.name, "round");
-    p.gpus_per_node = 2;
-    for (int t = 0; t < USIM_NDTYPE; t++)
-        p.peak_flops[t] = 1e12;
-    p.gemm_eff = p.attn_eff = 1;
-    p.attn_causal_skip = 1;
-    p.hbm_bytes = 1e12;
-    p.hbm_Bps = 1e12;
-    p.nvl_peak_Bps = 1e9;
-    p.nvl_eff = 1;
-    p.nic_peak_Bps = 1e8;
-    p.nic_eff = 1;
-    p.oversub = 1;
-    p.nvls_eff = 1;
+    usim_platform p = round_platform();
     usim_model m = small_model(2, 2);
     usim_job j;
     memset(&j, 0, sizeof j);
@@ -259,6 +266,53 @@ START_TEST(test_iteration_two_stages)
 }
 END_TEST
 
+/*
+ * The same 2 GPUs, model and platform with 4 layers, --vpp 2 (chunks of one
+ * layer: vs0 and vs2 on rank 0, vs1 and vs3 on rank 1), 2 micro-batches.
+ * Chunk times: f = 1910784, b = 3838976 (one layer); the last chunk fh =
+ * 2185216, bh = 4375552 (with the LM head); t = 2048000.  The order of
+ * test_interleaved_transfer:
+ *   rank 0: F(0,vs0) [0,f], F(1,vs0) [f,2f]
+ *   rank 1: F(0,vs1) [f+t, 2f+t], F(1,vs1) [2f+t, 3f+t]
+ *   rank 0: F(0,vs2) [2f+2t, 3f+2t], F(1,vs2) [3f+2t, 4f+2t]
+ *   rank 1: F(0,vs3) from 3f+3t, B(0,vs3) ends 3f+3t+fh+bh, F(1,vs3) (arrived
+ *           at 4f+3t, earlier) and B(1,vs3) end 3f+3t+2fh+2bh
+ *   rank 0: B(0,vs2) ends 3f+4t+fh+bh+b; B(1,vs2) waits for 3f+4t+2fh+2bh
+ *           (fh+bh > b), ends 3f+4t+2fh+2bh+b
+ *   rank 1: B(0,vs1) waits for 3f+5t+fh+bh+b (2t+b > fh+bh), ends +b;
+ *           B(1,vs1) waits for 3f+5t+2fh+2bh+b, ends 3f+5t+2fh+2bh+2b = 36771840
+ *   rank 0: B(0,vs0) ends 3f+6t+fh+bh+3b, B(1,vs0) 3f+6t+2fh+2bh+3b = 42658816
+ * Tail: the optimizer on 2 x 57600 + 8192 parameters, 36 B each: 4442112.
+ * Iteration 47100928; compute 2 x 2 (f + b) + 4442112 = 27441152; bubble
+ * 19659776; rank 0 holds all 4 chunk forwards before its first backward.
+ */
+START_TEST(test_iteration_interleaved)
+{
+    usim_platform p = round_platform();
+    usim_model m = small_model(4, 2);
+    usim_job j;
+    memset(&j, 0, sizeof j);
+    j.method = ULY_METHOD_ULYSSES;
+    j.gpus = 2;
+    j.pp = 2;
+    j.vpp = 2;
+    j.zero = 0;
+    j.recompute = USIM_RC_NONE;
+    usim_sim *s = usim_sim_new(&p, 2);
+    usim_result r;
+    ck_assert_int_eq(usim_simulate(s, &m, &j, NULL, &r), USIM_OK);
+    ck_assert_int_eq(r.pp_critical, 0);
+    ck_assert_int_eq(ps_of(r.iter_s), 47100928);
+    ck_assert_int_eq(ps_of(r.compute_s), 27441152);
+    ck_assert_int_eq(ps_of(r.bubble_s), 19659776);
+    ck_assert_int_eq(r.pp_inflight, 4);
+    ck_assert_int_eq(r.job.vpp, 2);
+    /* rank 0 sends: vs0 forward, vs2 forward and backward, 2 micro-batches */
+    ck_assert(r.sent_bytes[USIM_CLASS_NVLINK] == 3 * 2 * 2048);
+    usim_sim_free(s);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("pipeline");
@@ -269,6 +323,7 @@ static Suite *make_suite(void)
     tcase_add_test(tc, test_interleaved_transfer);
     tcase_add_test(tc, test_partition);
     tcase_add_test(tc, test_iteration_two_stages);
+    tcase_add_test(tc, test_iteration_interleaved);
     suite_add_tcase(s, tc);
     return s;
 }
