@@ -412,7 +412,7 @@ int usim_program_build(usim_prog *b, int micro_steps)
         int emb_grads = reduce && (has_emb || has_head);
         /* forward */
         int emb = -1;
-        if (z3 && has_emb)
+        if (z3 && (has_emb || has_head))   /* the input embedding, or the LM head's (tied) copy */
             emb = comm(b, USIM_ST_PARAM, USIM_KIND_PARAM, USIM_C_E_AG, -1, "gather embedding", -1, -1);
         for (int l = 0; l < L; l++) {
             int pd = -1;
