@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "cost.h"
+#include "pipeline.h"
 #include "ulysses_plan.h"
 #include "usim.h"
 #include "usim_internal.h"
@@ -86,6 +87,10 @@ void usim_shape_make(const usim_model *m, const usim_job *j, usim_shape *x)
     x->e = usim_dtype_bytes(m->dtype);
     x->L = m->layers;
     x->Ls = m->layers / (j->pp > 0 ? j->pp : 1);
+    for (int r = 0; j->pp > 1 && r < j->pp; r++) {   /* uneven stages: the largest */
+        int64_t n = usim_pp_rank_layers(m, j, r);
+        x->Ls = r == 0 || n > x->Ls ? n : x->Ls;
+    }
     x->P = j->sp;
     x->u = j->ulysses;
     x->r = j->sp / j->ulysses;
@@ -104,9 +109,18 @@ void usim_shape_make(const usim_model *m, const usim_job *j, usim_shape *x)
         x->emb_params /= T;
         x->Z = j->dp * j->sp;
     }
-    /* pipeline: a GPU holds its stage's layers (and, conservatively, the
-     * embedding and LM head: the first and last stages hold one each) */
+    /* pipeline: a GPU holds its stage's layers; the first stage the input
+     * embedding, the last the LM head (tied: a copy of the embedding); the
+     * largest rank counts */
     x->gpu_params = x->Ls * x->layer_params + x->emb_params;
+    if (j->pp > 1) {
+        double end = x->emb_params / (m->tied_embeddings ? 1 : 2), most = 0;
+        for (int r = 0; r < j->pp; r++) {
+            double n = (double)usim_pp_rank_layers(m, j, r) * x->layer_params + (r == 0 || r == j->pp - 1 ? end : 0);
+            most = n > most ? n : most;
+        }
+        x->gpu_params = most;
+    }
     uly_attn_desc a;
     switch (j->method) {
     case ULY_METHOD_ULYSSES:
@@ -379,17 +393,24 @@ void usim_memory_model(const usim_platform *p, const usim_model *m, const usim_j
     case USIM_RC_SELECTIVE: per_layer = full - ln1 - ln2 - act; break;
     default: per_layer = x_in; break;
     }
-    /* Pipeline (1F1B): the first stage holds L/pp layers for min(pp, micro-steps)
-     * micro-batches in flight, i.e. up to L layers' activations. */
+    /* Pipeline: rank r holds its layers' activations for the chunk forwards in
+     * flight (usim_pp_inflight_chunks: 1F1B min(pp - r, m) micro-batches;
+     * interleaved min(2 (pp - r - 1) + (V - 1) pp + 1, m V) chunks of layers / V
+     * layers, for rank 0 pp (1 + (pp - 1) / (pp V)) stages' worth, the factor of
+     * Korthikanti et al., arXiv 2205.05198); the largest over ranks counts. */
     int pp = j->pp > 0 ? j->pp : 1;
-    double inflight = pp;
+    double stored = (double)x->Ls * per_layer;   /* every layer's stored activations */
     if (pp > 1) {
         int64_t per_step = (int64_t)j->dp * m->micro_batch;
-        double micro = ceil((double)m->global_batch / (double)per_step);
-        if (micro < inflight)
-            inflight = micro;
+        int64_t micro = m->global_batch / per_step + (m->global_batch % per_step != 0);
+        int V = usim_pp_vchunks(j);
+        stored = 0;
+        for (int r = 0; r < pp; r++) {
+            double chunks = usim_pp_inflight_chunks(pp, V, micro < 1 ? 1 : micro > INT32_MAX ? INT32_MAX : (int)micro, r);
+            double s = (double)usim_pp_rank_layers(m, j, r) / V * chunks * per_layer;
+            stored = s > stored ? s : stored;
+        }
     }
-    double stored = (double)x->Ls * inflight * per_layer;   /* every layer's stored activations */
     mem->activations = stored + (j->recompute == USIM_RC_FULL ? full : 0);
     mem->logits = b * tok * (double)x->V * (e + 4);
     /* communication and working buffers */

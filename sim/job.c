@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "job.h"
+#include "pipeline.h"
 #include "usim.h"
 #include "usim_internal.h"
 
@@ -76,7 +77,7 @@ int usim_job_resolve(const usim_model *m, const usim_platform *p, usim_job *j)
         j->a2a = USIM_A2A_DIRECT;
     int PP = j->pp ? j->pp : 1;
     j->pp = PP;
-    if (m->layers % PP != 0)
+    if (!j->pp_first_layers && !j->pp_last_layers && m->layers % PP != 0)   /* uneven: pipeline.c */
         return usim_set_error(USIM_EINVAL, "--pp %d does not divide the %lld layers", PP,
                               (long long)m->layers);
     if (j->gpus % PP != 0)
@@ -185,7 +186,7 @@ int usim_job_resolve(const usim_model *m, const usim_platform *p, usim_job *j)
                               "load balancing cuts it into 2 x CP equal chunks); nearest valid: %lld or %lld",
                               mn, (long long)m->seq, (long long)c2, (long long)lo, (long long)(lo + c2));
     }
-    return USIM_OK;
+    return usim_pp_check(m, j);   /* vpp, uneven stages (pipeline.c) */
 }
 
 void usim_job_placement(const usim_platform *p, const usim_job *j, char *out, size_t outlen)

@@ -12,7 +12,7 @@ sim_libusim_la_SOURCES = sim/usim.h sim/usim_internal.h sim/error.c sim/engine.c
 	sim/topo.c sim/net.c sim/net_internal.h sim/coll_engine.c sim/coll_engine.h sim/coll_internal.h sim/coll_group.c sim/coll_gen.c sim/coll_ring.c \
 	sim/coll_tree.c sim/coll_class.c sim/coll_run.c sim/tuner.c sim/jsonutil.c sim/jsonutil.h sim/describe.c sim/model.c sim/hfconfig.c sim/hfconfig.h \
 	sim/job.c sim/job.h sim/cost.c sim/cost.h sim/jobcoll.c sim/jobcoll.h sim/opsched.c sim/opsched.h \
-	sim/program.c sim/program.h sim/compute.c sim/compute.h sim/trace.c sim/trace.h sim/simulate.c \
+	sim/program.c sim/program.h sim/pipeline.c sim/pipeline.h sim/compute.c sim/compute.h sim/trace.c sim/trace.h sim/simulate.c \
 	sim/estimate.c sim/attnjob.c sim/infer.c sim/infer.h
 sim_libusim_la_CPPFLAGS = $(USIM_CPPFLAGS)
 sim_libusim_la_CFLAGS = $(USIM_CFLAGS)
@@ -57,7 +57,7 @@ USIM_TEST_LIBS = sim/libusim.la $(CHECK_LIBS) $(JANSSON_LIBS) -lm
 
 check_PROGRAMS += sim/tests/test_engine sim/tests/test_net sim/tests/test_describe \
 	sim/tests/test_workload sim/tests/test_rails sim/tests/test_attnjob sim/tests/test_props \
-	sim/tests/test_golden sim/tests/test_classes sim/tests/test_infer
+	sim/tests/test_golden sim/tests/test_classes sim/tests/test_infer sim/tests/test_pipeline
 TESTS += sim/tests/test_attnjob sim/tests/test_classes sim/tests/test_infer sim/tests/cli_infer.sh
 EXTRA_DIST += sim/tests/cli_infer.sh
 TESTS += sim/tests/cli_hfconfig.sh
@@ -70,7 +70,12 @@ EXTRA_DIST += sim/tests/cli_plan_maxseq.sh
 TESTS += sim/tests/test_engine sim/tests/test_net sim/tests/test_describe \
 	sim/tests/test_workload sim/tests/test_rails sim/tests/test_props sim/tests/test_golden \
 	sim/tests/cli_basic.sh sim/tests/cli_errors.sh sim/tests/cli_sweep.sh sim/tests/cli_plan.sh \
-	sim/tests/symbols.sh sim/tests/validate.sh sim/tests/cli_coll.sh
+	sim/tests/symbols.sh sim/tests/validate.sh sim/tests/cli_coll.sh sim/tests/test_pipeline
+EXTRA_DIST += sim/validation/megatron-gpt-1.7b.json sim/validation/megatron-gpt-3.6b.json \
+	sim/validation/megatron-gpt-7.5b.json sim/validation/megatron-gpt-18b.json \
+	sim/validation/megatron-gpt-39b.json sim/validation/megatron-gpt-76b.json \
+	sim/validation/megatron-gpt-145b.json sim/validation/megatron-gpt-310b.json \
+	sim/validation/megatron-gpt-530b.json sim/validation/megatron-gpt-1t.json
 EXTRA_DIST += sim/validate.sh sim/bench-scale.sh sim/validation.md.in sim/tests/validate.sh sim/tests/cli_coll.sh \
 	sim/tests/cli_plan.sh sim/tests/cli_basic.sh sim/tests/cli_errors.sh sim/tests/cli_sweep.sh sim/tests/symbols.sh \
 	sim/tests/data/bad-syntax.json sim/tests/data/missing-key.json \
@@ -112,6 +117,11 @@ sim_tests_test_props_SOURCES = sim/tests/test_props.c
 sim_tests_test_props_CPPFLAGS = $(USIM_CPPFLAGS)
 sim_tests_test_props_CFLAGS = $(USIM_TEST_CFLAGS)
 sim_tests_test_props_LDADD = $(USIM_TEST_LIBS)
+
+sim_tests_test_pipeline_SOURCES = sim/tests/test_pipeline.c
+sim_tests_test_pipeline_CPPFLAGS = $(USIM_CPPFLAGS)
+sim_tests_test_pipeline_CFLAGS = $(USIM_TEST_CFLAGS)
+sim_tests_test_pipeline_LDADD = $(USIM_TEST_LIBS)
 
 sim_tests_test_golden_SOURCES = sim/tests/test_golden.c
 sim_tests_test_golden_CPPFLAGS = $(USIM_CPPFLAGS)

@@ -233,6 +233,11 @@ static int cmp_time(const void *a, const void *b)
 
 int usim_graph_exposed(const usim_graph *g, usim_time end, double out[USIM_NKIND])
 {
+    return usim_graph_exposed_from(g, 0, end, out);
+}
+
+int usim_graph_exposed_from(const usim_graph *g, usim_time from, usim_time end, double out[USIM_NKIND])
+{
     int n = g->n;
     usim_time *pts = usim_malloc((size_t)(2 * n + 2) * sizeof *pts);
     if (!pts)
@@ -290,6 +295,8 @@ int usim_graph_exposed(const usim_graph *g, usim_time end, double out[USIM_NKIND
     usim_time acc[USIM_NKIND] = {0};
     for (int i = 0; i + 1 < u; i++) {
         usim_time t0 = pts[i], t1 = pts[i + 1];
+        if (t1 <= from)
+            continue;
         int active[USIM_NSTREAM];
         for (int s = 0; s < USIM_NSTREAM; s++) {
             /* ops on a stream are in order and do not overlap */
@@ -300,6 +307,8 @@ int usim_graph_exposed(const usim_graph *g, usim_time end, double out[USIM_NKIND
         }
         if (active[USIM_ST_COMPUTE])
             continue;   /* busy, or a ring tail: accounted for by the caller */
+        if (t0 < from)
+            t0 = from;
         if (active[USIM_ST_SP])
             acc[USIM_KIND_SP] += t1 - t0;
         else if (active[USIM_ST_PARAM])

@@ -63,5 +63,7 @@ int usim_graph_run(usim_graph *g);
  * communication runs, attributed to the first active kind in the order sp,
  * param, grad (seconds). */
 int usim_graph_exposed(const usim_graph *g, usim_time end, double out[USIM_NKIND]);
+/* The same from instant `from` on (the part of an iteration after a mark). */
+int usim_graph_exposed_from(const usim_graph *g, usim_time from, usim_time end, double out[USIM_NKIND]);
 
 #endif

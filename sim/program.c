@@ -395,17 +395,24 @@ int usim_program_build(usim_prog *b, int micro_steps)
     const usim_job *j = b->j;
     const usim_jobcoll *jc = b->jc;
     const usim_flops *f = b->f;
-    int L = (int)b->x->Ls;   /* the layers of one pipeline stage */
+    int pm = b->pp_mode;
+    int L = pm ? b->pp_layers : (int)b->x->Ls;   /* the layers of one pipeline stage (or chunk) */
+    int has_emb = !pm || b->pp_emb, has_head = !pm || b->pp_head;
     int z3 = j->zero >= 3 && jc->have[USIM_C_Z_AG];
     b->last_c = -1;
     b->last_grad = -1;
     b->last_sp = -1;
+    if (pm)
+        micro_steps = 1;
     for (int ms = 0; ms < micro_steps; ms++) {
         int last_ms = ms == micro_steps - 1;
-        int reduce = (j->zero >= 2) || last_ms;
+        /* pipeline chunks reduce per micro-batch (ZeRO >= 2); the rank's step once (ZeRO < 2) */
+        int reduce = pm == USIM_PP_CHUNK ? j->zero >= 2 : pm == USIM_PP_RANK ? j->zero < 2
+                                                                               : (j->zero >= 2) || last_ms;
+        int emb_grads = reduce && (has_emb || has_head);
         /* forward */
         int emb = -1;
-        if (z3)
+        if (z3 && (has_emb || has_head))   /* the input embedding, or the LM head's (tied) copy */
             emb = comm(b, USIM_ST_PARAM, USIM_KIND_PARAM, USIM_C_E_AG, -1, "gather embedding", -1, -1);
         for (int l = 0; l < L; l++) {
             int pd = -1;
@@ -418,10 +425,13 @@ int usim_program_build(usim_prog *b, int micro_steps)
             b->g.pass = USIM_PASS_OTHER;
             host_wait(b, l, 0);
         }
-        comp(b, t_gemm(b, f->g_head) + t_mem(b, f->head_bytes / 2, 2), L, "LM head + loss", emb, -1);
+        if (has_head)
+            comp(b, t_gemm(b, f->g_head) + t_mem(b, f->head_bytes / 2, 2), L, "LM head + loss", emb, -1);
+        b->fwd_ops = b->g.n;
         /* backward */
-        comp(b, t_gemm_bwd(b, f->g_head) + t_mem(b, f->head_bytes / 2, 2), L, "LM head backward", -1, -1);
-        if (reduce && jc->have[USIM_C_E_RS])
+        if (has_head)
+            comp(b, t_gemm_bwd(b, f->g_head) + t_mem(b, f->head_bytes / 2, 2), L, "LM head backward", -1, -1);
+        if (emb_grads && jc->have[USIM_C_E_RS])
             b->last_grad = comm(b, USIM_ST_GRAD, USIM_KIND_GRAD, USIM_C_E_RS, L, "reduce-scatter embedding grads",
                                 b->last_c, -1);
         for (int l = L - 1; l >= 0; l--) {
@@ -452,12 +462,19 @@ int usim_program_build(usim_prog *b, int micro_steps)
                                         done, -1);
             }
         }
-        if (reduce && jc->have[USIM_C_E_AR])
+        if (emb_grads && jc->have[USIM_C_E_AR])
             b->last_grad = comm(b, USIM_ST_GRAD, USIM_KIND_GRAD, USIM_C_E_AR, -1, "all-reduce embedding grads",
                                 b->last_c, -1);
     }
+    b->bwd_ops = b->g.n;
+    if (pm == USIM_PP_CHUNK)
+        return b->g.err;
     /* optimizer step: Adam on the local shard, HBM-bound (~36 bytes per parameter) */
-    double local = j->zero >= 1 ? b->x->gpu_params / b->x->Z : b->x->gpu_params;
+    double held = b->x->gpu_params;
+    if (pm)   /* a pipeline rank: its layers, and one embedding-sized matrix at either end */
+        held = b->pp_layers * b->x->layer_params +
+               (has_emb || has_head ? b->x->emb_params / (b->m->tied_embeddings ? 1 : 2) : 0);
+    double local = j->zero >= 1 ? held / b->x->Z : held;
     int opt;
     if (j->offload & USIM_OFFLOAD_OPTIM) {
         /* CPU Adam (DeepSpeed's) on the node's CPUs for the node's GPUs' shards:

@@ -13,6 +13,8 @@
 #include "opsched.h"
 #include "usim.h"
 
+enum { USIM_PP_NONE = 0, USIM_PP_CHUNK, USIM_PP_RANK };
+
 typedef struct usim_prog {
     usim_graph g;
     const usim_platform *p;
@@ -26,6 +28,14 @@ typedef struct usim_prog {
     int *bwd_last_c;
     int last_grad;
     int last_sp;
+    /* Pipeline (simulate.c): what one build holds; all 0 for a whole iteration
+     * (every layer of x->Ls, the embedding and LM head, micro_steps micro-steps,
+     * the reductions and the optimizer).  USIM_PP_CHUNK: one micro-batch through
+     * pp_layers layers, gradients reduced only per micro-batch (ZeRO >= 2), no
+     * optimizer; USIM_PP_RANK: one micro-batch through pp_layers layers, the
+     * step's gradient reduction (ZeRO < 2) and the optimizer step. */
+    int pp_mode, pp_layers, pp_emb, pp_head;
+    int fwd_ops, bwd_ops;        /* ops built before the backward; before the optimizer */
     /* long-context costs of the ops built (seconds, summed over the iteration) */
     double lc_tiled_s, lc_off_s, lc_off_copy_s, lc_param_s, lc_adam_s;
 } usim_prog;

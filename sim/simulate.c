@@ -17,6 +17,7 @@
 #include "jobcoll.h"
 #include "program.h"
 #include "opsched.h"
+#include "pipeline.h"
 #include "trace.h"
 #include "usim.h"
 #include "usim_internal.h"
@@ -162,6 +163,248 @@ static int micro_steps(const usim_model *m, const usim_job *j)
     return micro < 1 ? 1 : (int)micro;
 }
 
+/* ------------------------------------------------------------ one graph */
+
+/* What one run of an operation graph gives: its end; the end of the forward
+ * (ops built before the backward) and of the backward (before the optimizer);
+ * busy compute, exposed communication, communication time and bytes, whole
+ * and for the step's tail (ops after the backward, and the gradient stream). */
+typedef struct gstat {
+    usim_time end, fwd_end, bwd_end;
+    double busy, tail_busy;
+    double exposed[USIM_NKIND], tail_exposed[USIM_NKIND];
+    double comm[USIM_NKIND], tail_comm[USIM_NKIND];
+    double sent[USIM_NCLASS], tail_sent[USIM_NCLASS];
+    double tiled_s;          /* the tiled MLP's extra forward */
+    uint64_t events;
+} gstat;
+
+static int run_prog(usim_sim *sim, usim_prog *b, int micro, gstat *st)
+{
+    const usim_jobcoll *jc = b->jc;
+    int rc;
+    memset(st, 0, sizeof *st);
+    b->g.eng = usim_engine_new();
+    b->g.contention = sim->contention;
+    if (!b->g.eng)
+        return usim_set_error(USIM_ENOMEM, "out of memory");
+    if (usim_program_build(b, micro))
+        return usim_set_error(USIM_ENOMEM, "out of memory building the operation graph");
+    double total = 0;
+    for (int i = 0; i < b->g.n; i++)
+        total += (double)b->g.ops[i].dur;
+    if (b->pp_mode == USIM_PP_CHUNK)
+        total *= micro;   /* a chunk's graph stands for every micro-batch */
+    if (!(3 * total < USIM_ITER_LIMIT_PS))
+        return usim_set_error(USIM_EINVAL,
+                              "simulated time cannot be represented: the operations of one iteration "
+                              "add up to %.3g s, more than the %.3g s (%.1f days) the simulator "
+                              "keeps exact in int64 picoseconds; reduce --seq, --micro-batch, "
+                              "--global-batch or --layers",
+                              total * 1e-12, USIM_ITER_LIMIT_PS / 3e12, USIM_ITER_LIMIT_PS / 3e12 / 86400);
+    if (usim_graph_run(&b->g))
+        return usim_set_error(USIM_ENOMEM, "out of memory running the operation graph");
+    usim_time end = 0, busy = 0, tail_busy = 0, tail_wait = 0;
+    for (int i = 0; i < b->g.n; i++) {
+        const usim_op *o = &b->g.ops[i];
+        USIM_CHECK(o->done && o->end >= o->start);
+        int tail = i >= b->bwd_ops || o->stream == USIM_ST_GRAD;
+        if (o->end > end)
+            end = o->end;
+        if (i < b->fwd_ops && o->end > st->fwd_end)
+            st->fwd_end = o->end;
+        if (i < b->bwd_ops && o->stream != USIM_ST_GRAD && o->end > st->bwd_end)
+            st->bwd_end = o->end;
+        if (o->stream == USIM_ST_COMPUTE && o->tail_R > 1) {
+            /* a ring tail: R-1 blocks of compute, the rest waits for hops */
+            usim_time work = (o->tail_R - 1) * o->tail_B;
+            busy += work;
+            tail_wait += o->dur - work;
+        } else if (o->stream == USIM_ST_COMPUTE) {
+            busy += o->dur;
+            if (tail)
+                tail_busy += o->dur;
+        } else {
+            st->comm[o->kind] += usim_sec(o->dur);
+            if (tail)
+                st->tail_comm[o->kind] += usim_sec(o->dur);
+            for (int k = 0; k < USIM_NCLASS; k++) {
+                double by = (double)jc->r[o->coll].max_sent[k] * o->mult;
+                st->sent[k] += by;
+                if (tail)
+                    st->tail_sent[k] += by;
+            }
+        }
+    }
+    st->end = end;
+    st->busy = usim_sec(busy);
+    st->tail_busy = usim_sec(tail_busy);
+    if ((rc = usim_graph_exposed(&b->g, end, st->exposed)))
+        return rc;
+    st->exposed[USIM_KIND_SP] += usim_sec(tail_wait);
+    if ((rc = usim_graph_exposed_from(&b->g, st->bwd_end, end, st->tail_exposed)))
+        return rc;
+    st->events = usim_engine_events(b->g.eng);
+    st->tiled_s = b->lc_tiled_s;
+    return USIM_OK;
+}
+
+/* ------------------------------------------------------------ pipeline */
+
+/* Whether the activation transfer between pipeline ranks a and b crosses
+ * the NVLink domain for some pipeline group (stage s of the group at offset o
+ * is GPU o + s G / pp: rank = t + T (c + C (d + D s))). */
+static int pp_edge_crosses(const usim_job *j, int dom, int a, int b)
+{
+    int stride = j->gpus / j->pp;
+    for (int o = 0; o < stride; o++)
+        if ((o + a * stride) / dom != (o + b * stride) / dom)
+            return 1;
+    return 0;
+}
+
+/* Pipeline parallelism (doc/simulator.md, "Pipeline schedules"): the
+ * operation graph of one micro-batch through each distinct chunk (its layers;
+ * the embedding on virtual stage 0, the LM head and loss on the last) gives
+ * the chunk's forward and backward time; the schedule of every rank runs on
+ * them with the activation transfers between virtual stages
+ * (pipeline.c); each rank's step then ends with its tail (the graph of one
+ * micro-batch through all its layers with the step's gradient reduction
+ * overlapping that backward, the optimizer and the parameter gather).  The
+ * rank that ends last sets the iteration; its compute and exposed
+ * communication are its chunks' times the micro-batches plus its tail, the
+ * rest of its time is the bubble. */
+static int simulate_pipeline(usim_sim *sim, const usim_model *m, const usim_job *j, const usim_shape *x,
+                             const usim_flops *f, const usim_jobcoll *jc, int micro, usim_result *r)
+{
+    const usim_platform *p = &sim->p;
+    int pp = j->pp, V = usim_pp_vchunks(j), S = pp * V, rc = USIM_OK;
+    size_t nc = (size_t)S;
+    usim_time *F = usim_calloc(nc, sizeof *F), *B = usim_calloc(nc, sizeof *B);
+    usim_time *pf = usim_calloc(nc, sizeof *pf), *pend = usim_calloc((size_t)pp, sizeof *pend);
+    int *inflight = usim_calloc((size_t)pp, sizeof *inflight), *crossv = usim_calloc(nc, sizeof *crossv);
+    /* distinct graphs: (layers, embedding, head, mode) */
+    enum { NKEY = 16 };
+    struct { int layers, emb, head, mode; gstat st; } cache[NKEY];
+    int ncache = 0;
+    gstat *cst = usim_calloc(nc, sizeof *cst), *rst = usim_calloc((size_t)pp, sizeof *rst);
+    if (!F || !B || !pf || !pend || !inflight || !crossv || !cst || !rst) {
+        rc = usim_set_error(USIM_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (int pass = 0; pass < 2; pass++)
+        for (int rk = 0; rk < pp; rk++)
+            for (int c = 0; c < (pass ? 1 : V); c++) {
+                int mode = pass ? USIM_PP_RANK : USIM_PP_CHUNK;
+                int layers = (int)(usim_pp_rank_layers(m, j, rk) / (pass ? 1 : V));
+                int emb = pass ? rk == 0 : rk == 0 && c == 0;
+                int head = pass ? rk == pp - 1 : rk == pp - 1 && c == V - 1;
+                int k = 0;
+                while (k < ncache && !(cache[k].layers == layers && cache[k].emb == emb &&
+                                       cache[k].head == head && cache[k].mode == mode))
+                    k++;
+                if (k == ncache) {
+                    USIM_CHECK(ncache < NKEY);
+                    usim_prog b;
+                    if ((rc = usim_prog_init(&b, p, m, j, x, f, jc)))
+                        goto out;
+                    b.pp_mode = mode;
+                    b.pp_layers = layers;
+                    b.pp_emb = emb;
+                    b.pp_head = head;
+                    rc = run_prog(sim, &b, micro, &cache[k].st);
+                    usim_prog_free(&b);
+                    if (rc)
+                        goto out;
+                    cache[k].layers = layers;
+                    cache[k].emb = emb;
+                    cache[k].head = head;
+                    cache[k].mode = mode;
+                    r->events += cache[k].st.events;
+                    ncache++;
+                }
+                if (pass)
+                    rst[rk] = cache[k].st;
+                else {
+                    cst[rk * V + c] = cache[k].st;
+                    F[rk * V + c] = cache[k].st.fwd_end;
+                    B[rk * V + c] = cache[k].st.end - cache[k].st.fwd_end;
+                }
+            }
+    /* activation (forward) and gradient (backward) transfers: one micro-batch's
+     * b x s/cp/tp x h elements, over NVLink inside the domain, else the NIC */
+    double bytes = (double)x->b * (double)x->tok * (double)x->h * (double)x->e;
+    int dom = usim_platform_domain(p);
+    for (int vs = 0; vs + 1 < S; vs++) {
+        crossv[vs] = pp_edge_crosses(j, dom, vs % pp, (vs + 1) % pp);
+        pf[vs] = crossv[vs] ? p->nic_lat + usim_ps(bytes / usim_nic_Bps(p))
+                            : p->nvl_lat + usim_ps(bytes / usim_nvl_Bps(p));
+        if (usim_sec(pf[vs]) > r->pp_p2p_s)
+            r->pp_p2p_s = usim_sec(pf[vs]);
+    }
+    usim_pp_in in = {.pp = pp, .V = V, .m = micro, .F = F, .B = B, .pf = pf, .pb = pf};
+    usim_pp_out po = {.rank_end = pend, .inflight = inflight};
+    if ((rc = usim_pp_run(&in, &po)))
+        goto out;
+    int crit = 0;
+    usim_time best = -1;
+    for (int rk = 0; rk < pp; rk++) {
+        usim_time e = pend[rk] + (rst[rk].end - rst[rk].bwd_end);
+        if (e > best) {
+            best = e;
+            crit = rk;
+        }
+    }
+    r->pp_critical = crit;
+    r->pp_inflight = inflight[0];
+    r->iter_s = usim_sec(best);
+    const gstat *t = &rst[crit];
+    double work = 0;
+    r->compute_s = t->tail_busy;
+    for (int k = 0; k < USIM_NKIND; k++) {
+        r->exposed_s[k] = t->tail_exposed[k];
+        r->comm_s[k] = t->tail_comm[k];
+    }
+    for (int k = 0; k < USIM_NCLASS; k++)
+        r->sent_bytes[k] = t->tail_sent[k];
+    for (int c = 0; c < V; c++) {
+        const gstat *g = &cst[crit * V + c];
+        work += usim_sec(g->end) * micro;
+        r->compute_s += g->busy * micro;
+        r->lc.tiled_mlp_s += g->tiled_s * micro;
+        for (int k = 0; k < USIM_NKIND; k++) {
+            r->exposed_s[k] += g->exposed[k] * micro;
+            r->comm_s[k] += g->comm[k] * micro;
+        }
+        for (int k = 0; k < USIM_NCLASS; k++)
+            r->sent_bytes[k] += g->sent[k] * micro;
+        int vs = c * pp + crit;
+        if (vs + 1 < S)
+            r->sent_bytes[crossv[vs] ? USIM_CLASS_NIC : USIM_CLASS_NVLINK] += bytes * micro;
+        if (vs > 0)
+            r->sent_bytes[crossv[vs - 1] ? USIM_CLASS_NIC : USIM_CLASS_NVLINK] += bytes * micro;
+    }
+    double accounted = r->compute_s;
+    for (int k = 0; k < USIM_NKIND; k++)
+        accounted += r->exposed_s[k];
+    r->bubble_s = r->iter_s - accounted;
+    if (r->bubble_s < 0)
+        r->bubble_s = 0;
+    r->bubble_frac = work > 0 ? (usim_sec(pend[crit]) - work) / work : 0;
+    if (r->bubble_frac < 0)
+        r->bubble_frac = 0;
+out:
+    free(F);
+    free(B);
+    free(pf);
+    free(pend);
+    free(inflight);
+    free(crossv);
+    free(cst);
+    free(rst);
+    return rc;
+}
+
 int usim_simulate(usim_sim *sim, const usim_model *m, const usim_job *jin, FILE *trace,
                   usim_result *r)
 {
@@ -214,68 +457,31 @@ int usim_simulate_ex(usim_sim *sim, const usim_model *m, const usim_job *jin, FI
                               micro, (long long)m->global_batch, j.dp, (long long)m->micro_batch,
                               (long long)m->layers, USIM_MAX_LAYER_STEPS);
     usim_prog b;
-    if ((rc = usim_prog_init(&b, p, m, &j, &x, &f, &jc)))
-        return rc;
-    b.g.eng = usim_engine_new();
-    b.g.contention = sim->contention;
-    if (!b.g.eng) {
-        rc = usim_set_error(USIM_ENOMEM, "out of memory");
-        goto out;
-    }
-    if ((rc = usim_program_build(&b, micro))) {
-        rc = usim_set_error(USIM_ENOMEM, "out of memory building the operation graph");
-        goto out;
-    }
-    {
-        double total = 0;
-        for (int i = 0; i < b.g.n; i++)
-            total += (double)b.g.ops[i].dur;
-        if (!(3 * total < USIM_ITER_LIMIT_PS)) {
-            rc = usim_set_error(USIM_EINVAL,
-                                "simulated time cannot be represented: the operations of one iteration "
-                                "add up to %.3g s, more than the %.3g s (%.1f days) the simulator "
-                                "keeps exact in int64 picoseconds; reduce --seq, --micro-batch, "
-                                "--global-batch or --layers",
-                                total * 1e-12, USIM_ITER_LIMIT_PS / 3e12, USIM_ITER_LIMIT_PS / 3e12 / 86400);
-            goto out;
-        }
-    }
-    if (usim_graph_run(&b.g)) {
-        rc = usim_set_error(USIM_ENOMEM, "out of memory running the operation graph");
-        goto out;
-    }
-    usim_time end = 0, busy = 0, tail_wait = 0;
-    for (int i = 0; i < b.g.n; i++) {
-        const usim_op *o = &b.g.ops[i];
-        USIM_CHECK(o->done && o->end >= o->start);
-        if (o->end > end)
-            end = o->end;
-        if (o->stream == USIM_ST_COMPUTE && o->tail_R > 1) {
-            /* a ring tail: R-1 blocks of compute, the rest waits for hops */
-            usim_time work = (o->tail_R - 1) * o->tail_B;
-            busy += work;
-            tail_wait += o->dur - work;
-        } else if (o->stream == USIM_ST_COMPUTE)
-            busy += o->dur;
-        else {
-            r->comm_s[o->kind] += usim_sec(o->dur);
-            for (int k = 0; k < USIM_NCLASS; k++)
-                r->sent_bytes[k] += (double)jc.r[o->coll].max_sent[k] * o->mult;
-        }
-    }
-    if ((rc = usim_graph_exposed(&b.g, end, r->exposed_s)))
-        goto out;
-    r->exposed_s[USIM_KIND_SP] += usim_sec(tail_wait);
+    memset(&b, 0, sizeof b);
+    gstat st;
     if (j.pp > 1) {
-        /* 1F1B on pp stages: the graph is the slowest (last) stage running its micro
-         * steps back to back; fill and drain add pp-1 micro-steps, and a micro-batch's
-         * activations cross pp-1 stage boundaries forward and its gradients backward
-         * on the critical path.  Steady-state transfers overlap compute. */
-        double per_micro = usim_sec(end) / micro;
-        double hop = jc.have[USIM_C_PP] ? usim_sec(jc.r[USIM_C_PP].duration) : 0;
-        r->bubble_s = (j.pp - 1) * (per_micro + 2 * hop);
+        if ((rc = simulate_pipeline(sim, m, &j, &x, &f, &jc, micro, r)))
+            goto out;
+    } else {
+        if ((rc = usim_prog_init(&b, p, m, &j, &x, &f, &jc)) || (rc = run_prog(sim, &b, micro, &st)))
+            goto out;
+        for (int k = 0; k < USIM_NKIND; k++) {
+            r->exposed_s[k] = st.exposed[k];
+            r->comm_s[k] = st.comm[k];
+        }
         for (int k = 0; k < USIM_NCLASS; k++)
-            r->sent_bytes[k] += 2.0 * micro * (double)jc.r[USIM_C_PP].max_sent[k];
+            r->sent_bytes[k] = st.sent[k];
+        r->iter_s = usim_sec(st.end);
+        /* host-link waits and the CPU step are compute-stream ops but not GPU compute */
+        r->lc.tiled_mlp_s = b.lc_tiled_s;
+        r->lc.offload_exposed_s = b.lc_off_s;
+        r->lc.offload_copy_s = b.lc_off_copy_s;
+        r->lc.param_fetch_s = b.lc_param_s;
+        r->lc.cpu_adam_s = b.lc_adam_s;
+        r->compute_s = st.busy - b.lc_off_s - b.lc_param_s - b.lc_adam_s;
+        if (r->compute_s < 0)
+            r->compute_s = 0;
+        r->events = st.events;
     }
     r->job = j;
     r->seq = m->seq;
@@ -288,18 +494,7 @@ int usim_simulate_ex(usim_sim *sim, const usim_model *m, const usim_job *jin, FI
                     (long long)m->global_batch, (long long)r->global_batch, j.dp,
                     (long long)m->micro_batch, micro, (long long)r->global_batch);
     warn_heads(r, m, &j);
-    r->iter_s = usim_sec(end) + r->bubble_s;
-    /* host-link waits and the CPU step are compute-stream ops but not GPU compute */
-    r->lc.tiled_mlp_s = b.lc_tiled_s;
-    r->lc.offload_exposed_s = b.lc_off_s;
-    r->lc.offload_copy_s = b.lc_off_copy_s;
-    r->lc.param_fetch_s = b.lc_param_s;
-    r->lc.cpu_adam_s = b.lc_adam_s;
     r->lc.mlp_shards = usim_tiled_mlp_shards(&j, (int64_t)f.g_fc1.M, x.h);
-    r->compute_s = usim_sec(busy) - b.lc_off_s - b.lc_param_s - b.lc_adam_s;
-    if (r->compute_s < 0)
-        r->compute_s = 0;
-    r->events = usim_engine_events(b.g.eng);
     r->collectives_simulated = sim->memo.simulated - before;
     for (int id = 0; id < USIM_C_N; id++)   /* the collectives this iteration uses */
         if (jc.have[id]) {
@@ -318,6 +513,18 @@ int usim_simulate_ex(usim_sim *sim, const usim_model *m, const usim_job *jin, FI
     r->mfu = usim_model_flops(m, r->global_batch) / j.gpus / (r->iter_s * p->peak_flops[m->dtype]);
     usim_memory_model(p, m, &j, &x, &r->mem);
     r->fits = r->mem.bind == USIM_BIND_NONE;
+    if (trace && j.pp > 1) {
+        /* the critical rank's program of one micro-batch and the step's tail */
+        usim_prog_free(&b);
+        if ((rc = usim_prog_init(&b, p, m, &j, &x, &f, &jc)))
+            goto out;
+        b.pp_mode = USIM_PP_RANK;
+        b.pp_layers = (int)usim_pp_rank_layers(m, &j, r->pp_critical);
+        b.pp_emb = r->pp_critical == 0;
+        b.pp_head = r->pp_critical == j.pp - 1;
+        if ((rc = run_prog(sim, &b, 1, &st)))
+            goto out;
+    }
     if (trace) {
         char title[200];
         snprintf(title, sizeof title, "%s, %s, %d GPUs, %lld tokens", uly_method_sim_name(j.method),

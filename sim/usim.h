@@ -366,7 +366,7 @@ typedef struct usim_job {
     int sp;          /* context/sequence-parallel degree (TP degree for megatron-sp); 0: default */
     int tp;          /* tensor-parallel degree (Megatron TP with its sequence parallelism around
                         the attention); megatron-sp: = sp; 0: 1 (megatron-sp: sp) */
-    int pp;          /* pipeline stages (1F1B); 0: 1 */
+    int pp;          /* pipeline stages (1F1B or interleaved, vpp); 0: 1 */
     int dp;          /* 0: gpus / (tp sp pp) */
     int ulysses;     /* usp: all-to-all degree (0: default); ring degree = sp / ulysses */
     int zero;        /* 0..3 */
@@ -379,6 +379,11 @@ typedef struct usim_job {
     int tiled_mlp;       /* 0: off; K >= 1 shards; USIM_TILED_MLP_AUTO: ceil(tokens / hidden) */
     int offload;         /* USIM_OFFLOAD_* bits: activation checkpoints, optimizer, parameters */
     int head_chunks;     /* 0 or 1: off; K >= 2: attention of H/K heads at a time (UPipe) */
+    /* Pipeline schedule (doc/simulator.md, "Pipeline schedules"): 0 = default. */
+    int vpp;             /* 0/1: 1F1B; V >= 2: interleaved 1F1B with V virtual stages per rank
+                            (Megatron's --virtual-pipeline-model-parallel-size) */
+    int pp_first_layers; /* 0: even; N: layers of the first stage (--decoder-first-pipeline-num-layers) */
+    int pp_last_layers;  /* 0: even; N: layers of the last stage (--decoder-last-pipeline-num-layers) */
 } usim_job;
 
 #define USIM_TILED_MLP_AUTO (-1)
@@ -449,7 +454,13 @@ typedef struct usim_result {
     double compute_s;             /* busy time of the compute stream */
     double exposed_s[USIM_NKIND]; /* communication not hidden behind compute, by kind */
     double comm_s[USIM_NKIND];    /* total communication time, by kind */
-    double bubble_s;              /* pipeline (1F1B) fill and drain: iter_s = compute_s +
+    double bubble_frac;           /* pipeline: bubble_s over the critical rank's forward and
+                                     backward time of all micro-batches ((pp-1)/(V m) for uniform
+                                     stages without transfer time); 0 without pipeline */
+    int pp_inflight;              /* pipeline: micro-batch chunks the first stage holds at once */
+    int pp_critical;              /* pipeline: the rank whose end sets iter_s */
+    double pp_p2p_s;              /* pipeline: longest activation transfer between stages */
+    double bubble_s;              /* pipeline fill and drain (and waits for transfers): iter_s = compute_s +
                                      exposed_s[*] + bubble_s (+ the host waits of lc:
                                      offload_exposed_s, param_fetch_s, cpu_adam_s) */
     double sent_bytes[USIM_NCLASS];     /* per GPU per iteration (max over GPUs) */

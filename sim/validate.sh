@@ -45,7 +45,7 @@ N4|nccl-tests, DGX H100, 1 node|all-gather (ring) busbw 8 GPUs, 1 GiB [GB/s]|370
 N5|nccl-tests, DGX H100, 1 node|all-reduce (NVLS) busbw 8 GPUs, 8 GiB [GB/s]|480|10|no|[nccl-tests#212], 476 in [nccl-tests#290]|coll --op all-reduce --gpus 8 --bytes 8G --platform dgx-h100
 N6|nccl-tests, DGX H100, 2 nodes|all-gather busbw 16 GPUs, 1 GiB [GB/s]|376|10|no|[nccl-tests#290] 46-48 GB/s per NDR NIC x 8 rails|coll --op all-gather --gpus 16 --bytes 1G --platform dgx-h100
 L1|nccl-tests, 2 DGX A100 80GB nodes, one GPU each (HDR)|all-reduce time 8 B, 2 GPUs [us]|19.90|20|no|[nccl-tests#150]|coll --op all-reduce --gpus 2 --gpus-per-node 1 --bytes 8 --platform dgx-a100-80g
-T1|NVIDIA, DGX A100 (8 HDR NICs)|all-reduce busbw 32 GPUs (4 nodes assumed), 4 GiB [GB/s]|192|10|no|[nccl#812]|coll --op all-reduce --gpus 32 --bytes 4G --platform dgx-a100-40g
+R1|NVIDIA, DGX A100 (8 HDR NICs)|all-reduce busbw 32 GPUs (4 nodes assumed), 4 GiB [GB/s]|192|10|no|[nccl#812]|coll --op all-reduce --gpus 32 --bytes 4G --platform dgx-a100-40g
 D1|DeepSpeed-Ulysses Table 2, GPT-7B 128K|iteration time 64 GPUs [ms]|32432.13|5|yes: gpu.attention_efficiency|[Ulysses] Table 2|--method ulysses --gpus 64 --sp 8
 D2|DeepSpeed-Ulysses Table 2, GPT-7B 128K|iteration time 128 GPUs [ms]|17052.51|15|no|[Ulysses] Table 2|--method ulysses --gpus 128 --sp 16
 D3|DeepSpeed-Ulysses Table 2, GPT-7B 128K|iteration time 256 GPUs [ms]|9886.7|15|no|[Ulysses] Table 2|--method ulysses --gpus 256 --sp 32
@@ -64,6 +64,16 @@ B1|ALST ablation, 8 H100|longest sequence, no Ulysses (data parallel 8), ZeRO-3 
 B2|ALST ablation, 8 H100|longest sequence, + Ulysses SP 8 [tokens]|1100000|20/40|no|[ALSTrecipes] no-mlp-no-act-offload|--model llama-3.1-8b --platform dgx-h100 --gpus 8 --sp 8 --method ulysses --zero 3 --recompute full --tiled-loss --offload optimizer --max-seq
 B3|ALST ablation, 8 H100|longest sequence, + Ulysses SP 8 + tiled MLP [tokens]|1200000|20/50|no|[ALSTrecipes] yes-mlp (SDPA attention)|--model llama-3.1-8b --platform dgx-h100 --gpus 8 --sp 8 --method ulysses --zero 3 --recompute full --tiled-loss --tiled-mlp auto --offload optimizer --max-seq
 B4|ALST ablation, 8 H100|longest sequence, + Ulysses SP 8 + checkpoint offload (no tiled MLP) [tokens]|2400000|20/40|no|[ALSTrecipes] yes-act-offload|--model llama-3.1-8b --platform dgx-h100 --gpus 8 --sp 8 --method ulysses --zero 3 --recompute full --tiled-loss --offload activations,optimizer --max-seq
+T1|Megatron-LM Table 1, GPT 1.7B, A100 80GB|TFLOP/s per GPU, TP 1 x PP 1, 32 GPUs|137|15/25|no|[Megatron] Table 1; [MegatronSC21] run_table_1.sh|--model @V@/megatron-gpt-1.7b.json --platform dgx-a100-80g --method megatron-sp --tp 1 --gpus 32 --zero 0 --recompute full
+T2|Megatron-LM Table 1, GPT 3.6B, A100 80GB|TFLOP/s per GPU, TP 2 x PP 1, 64 GPUs|138|15/20|no|[Megatron] Table 1; [MegatronSC21] run_table_1.sh|--model @V@/megatron-gpt-3.6b.json --platform dgx-a100-80g --method megatron-sp --tp 2 --gpus 64 --zero 0 --recompute full
+T3|Megatron-LM Table 1, GPT 7.5B, A100 80GB|TFLOP/s per GPU, TP 4 x PP 1, 128 GPUs|142|15|no|[Megatron] Table 1; [MegatronSC21] run_table_1.sh|--model @V@/megatron-gpt-7.5b.json --platform dgx-a100-80g --method megatron-sp --tp 4 --gpus 128 --zero 0 --recompute full
+T4|Megatron-LM Table 1, GPT 18.4B, A100 80GB|TFLOP/s per GPU, TP 8 x PP 1, 256 GPUs|135|15|no|[Megatron] Table 1; [MegatronSC21] run_table_1.sh|--model @V@/megatron-gpt-18b.json --platform dgx-a100-80g --method megatron-sp --tp 8 --gpus 256 --zero 0 --recompute full
+T5|Megatron-LM Table 1, GPT 39.1B, A100 80GB|TFLOP/s per GPU, TP 8 x PP 2, 1F1B, 512 GPUs|138|15|no|[Megatron] Table 1; [MegatronSC21] run_table_1.sh|--model @V@/megatron-gpt-39b.json --platform dgx-a100-80g --method megatron-sp --tp 8 --pp 2 --gpus 512 --zero 0 --recompute full
+T6|Megatron-LM Table 1, GPT 76.1B, A100 80GB|TFLOP/s per GPU, TP 8 x PP 4, interleaved V 3, 1024 GPUs|140|15|no|[Megatron] Table 1; [MegatronSC21] run_table_1.sh (--num-layers-per-virtual-pipeline-stage: V 3)|--model @V@/megatron-gpt-76b.json --platform dgx-a100-80g --method megatron-sp --tp 8 --pp 4 --vpp 3 --gpus 1024 --zero 0 --recompute full
+T7|Megatron-LM Table 1, GPT 145.6B, A100 80GB|TFLOP/s per GPU, TP 8 x PP 8, interleaved V 2, 1536 GPUs|148|15|no|[Megatron] Table 1; [MegatronSC21] run_table_1.sh (--num-layers-per-virtual-pipeline-stage: V 2)|--model @V@/megatron-gpt-145b.json --platform dgx-a100-80g --method megatron-sp --tp 8 --pp 8 --vpp 2 --gpus 1536 --zero 0 --recompute full
+T8|Megatron-LM Table 1, GPT 310.1B, A100 80GB|TFLOP/s per GPU, TP 8 x PP 16, interleaved V 2, 1920 GPUs|155|15|no|[Megatron] Table 1; [MegatronSC21] run_table_1.sh (--num-layers-per-virtual-pipeline-stage: V 2)|--model @V@/megatron-gpt-310b.json --platform dgx-a100-80g --method megatron-sp --tp 8 --pp 16 --vpp 2 --gpus 1920 --zero 0 --recompute full
+T9|Megatron-LM Table 1, GPT 529.6B, A100 80GB|TFLOP/s per GPU, TP 8 x PP 35, interleaved V 3, 2520 GPUs|163|15|no|[Megatron] Table 1; [MegatronSC21] run_table_1.sh (--num-layers-per-virtual-pipeline-stage: V 3)|--model @V@/megatron-gpt-530b.json --platform dgx-a100-80g --method megatron-sp --tp 8 --pp 35 --vpp 3 --gpus 2520 --zero 0 --recompute full
+T10|Megatron-LM Table 1, GPT 1008B, A100 80GB|TFLOP/s per GPU, TP 8 x PP 64, 1F1B, 3072 GPUs|163|15|no|[Megatron] Table 1; [MegatronSC21] run_table_1.sh|--model @V@/megatron-gpt-1t.json --platform dgx-a100-80g --method megatron-sp --tp 8 --pp 64 --gpus 3072 --zero 0 --recompute full
 EOF
 }
 
@@ -85,9 +95,13 @@ value() {
 tmp=$(mktemp) || exit 1
 trap 'rm -f "$tmp" "$tmp.rows"' EXIT
 fail=0
+# @V@ in a command: the model files of sim/validation (shown as that path)
+vdir=$(dirname "$0")/validation
 rows | while IFS='|' read -r id regime quantity paper tol fitted source cmd; do
+    run=$(printf '%s' "$cmd" | sed "s|@V@|$vdir|g")
+    cmd=$(printf '%s' "$cmd" | sed "s|@V@|sim/validation|g")
     # shellcheck disable=SC2086
-    if ! "$SIM" $cmd --format csv > "$tmp" 2>&1; then
+    if ! "$SIM" $run --format csv > "$tmp" 2>&1; then
         echo "$id|$regime|$quantity|$paper|ERROR|ERROR|$tol|$fitted|$source|$cmd"
         continue
     fi

@@ -143,6 +143,9 @@ static const struct int_opt *int_option(const char *name)
         {"--dp", offsetof(opts, dp), 1, 1 << 20},
         {"--ulysses", offsetof(opts, ulysses), 1, 1 << 20},
         {"--zero", offsetof(opts, zero), 0, 3},
+        {"--vpp", offsetof(opts, vpp), 1, 1 << 20},
+        {"--pp-first-layers", offsetof(opts, pp_first_layers), 1, 100000},
+        {"--pp-last-layers", offsetof(opts, pp_last_layers), 1, 100000},
     };
     for (size_t k = 0; k < sizeof table / sizeof table[0]; k++)
         if (strcmp(name, table[k].name) == 0)
@@ -304,7 +307,8 @@ int opts_parse(opts *o, int argc, char **argv, int first, int mode, int *help)
             "--platform", "--model", "--gpus", "--seq", "--method", "--sp", "--cp", "--tp", "--pp", "--dp",
             "--ulysses", "--zero", "--recompute", "--a2a", "--micro-batch", "--global-batch",
             "--layers", "--format", "--engine", "--trace", "--out", "--plot", "--plot-metric", "--seq-per-gpu",
-            "--top", "--mem-headroom", "--trace-ranks", "--offload", "--head-chunks", NULL};
+            "--top", "--mem-headroom", "--trace-ranks", "--offload", "--head-chunks", "--vpp",
+            "--pp-first-layers", "--pp-last-layers", NULL};
         int known = 0;
         for (int k = 0; valued[k]; k++)
             if (strcmp(name, valued[k]) == 0)
@@ -505,5 +509,8 @@ usim_job make_job(const opts *o, uly_method m, int gpus)
     j.tiled_mlp = o->tiled_mlp;
     j.offload = o->offload;
     j.head_chunks = o->head_chunks;
+    j.vpp = o->vpp;
+    j.pp_first_layers = o->pp_first_layers;
+    j.pp_last_layers = o->pp_last_layers;
     return j;
 }

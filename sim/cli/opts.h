@@ -27,6 +27,7 @@ typedef struct opts {
     int nmethods;
     int methods_explicit;
     int sp, tp, pp, dp, ulysses, zero;
+    int vpp, pp_first_layers, pp_last_layers;   /* pipeline schedule (usim_job) */
     usim_recompute recompute;
     usim_coll_type a2a;
     int64_t micro_batch, global_batch, layers;

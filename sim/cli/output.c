@@ -77,7 +77,19 @@ void out_table(FILE *f, const usim_platform *p, const usim_model *m, const row *
     ROW("exposed comm: parameter gather [s]", snprintf(buf, sizeof buf, "%.3f", r->exposed_s[USIM_KIND_PARAM]));
     ROW("exposed comm: gradient reduce [s]", snprintf(buf, sizeof buf, "%.3f", r->exposed_s[USIM_KIND_GRAD]));
     if (composed)
+    {
         ROW("pipeline bubble [s]", snprintf(buf, sizeof buf, "%.3f", r->bubble_s));
+        ROW("pipeline bubble fraction", snprintf(buf, sizeof buf, "%.4f", r->bubble_frac));
+        ROW("pipeline schedule", {
+            if (r->job.pp < 2)
+                snprintf(buf, sizeof buf, "none");
+            else if (r->job.vpp > 1)
+                snprintf(buf, sizeof buf, "interleaved 1F1B, V %d", r->job.vpp);
+            else
+                snprintf(buf, sizeof buf, "1F1B");
+        });
+        ROW("pipeline in flight, first stage", snprintf(buf, sizeof buf, "%d", r->pp_inflight));
+    }
     ROW("SP comm per layer forward [MB/GPU]", snprintf(buf, sizeof buf, "%.1f", r->sp_bytes_layer_fwd / 1e6));
     ROW("sent over NVLink [GB/GPU/iter]", snprintf(buf, sizeof buf, "%.2f", r->sent_bytes[USIM_CLASS_NVLINK] / 1e9));
     ROW("sent over NIC [GB/GPU/iter]", snprintf(buf, sizeof buf, "%.2f", r->sent_bytes[USIM_CLASS_NIC] / 1e9));
@@ -154,7 +166,7 @@ void out_csv_header(FILE *f)
           "mem_GiB,fits,max_seq_tokens,error,warnings,pp,bubble_s,placement,engine,"
           "mem_limit,host_GiB_per_node,tiled_loss,tiled_mlp_shards,offload,head_chunks,"
           "tiled_mlp_s,offload_exposed_s,offload_copy_s,cpu_adam_s,param_fetch_s,max_seq_limit,"
-          "host_link_s_per_GB\n", f);
+          "host_link_s_per_GB,vpp,bubble_frac,pp_inflight\n", f);
 }
 
 /* A quoted CSV field: "" for a quote. */
@@ -186,7 +198,7 @@ void out_csv_row(FILE *f, const usim_platform *p, const usim_model *m, int gpus,
     if (!w->ok) {
         fprintf(f, ",,,,,,,%lld,,,,,,,,,,,,,,,,", (long long)m->seq);
         csv_str(f, w->err);
-        fputs(",,,,,,,,,,,,,,,,,,\n", f);
+        fputs(",,,,,,,,,,,,,,,,,,,,,\n", f);
         return;
     }
     fprintf(f, "%d,%d,%d,%d,%d,%d,%s,%lld,%lld,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%.0f,%.4f,%.4f,%.2f,%.2f,%.3f,%d,",
@@ -224,7 +236,7 @@ void out_csv_row(FILE *f, const usim_platform *p, const usim_model *m, int gpus,
             w->has_max ? usim_bind_name(w->max_bind) : "");
     if (usim_host_link_Bps(p) > 0)
         fprintf(f, "%.4f", 1e9 / usim_host_link_Bps(p));
-    fputc('\n', f);
+    fprintf(f, ",%d,%.6f,%d\n", r->job.vpp > 1 ? r->job.vpp : 1, r->bubble_frac, r->pp_inflight);
 }
 
 void out_offload(int bits, char *buf, size_t n)
@@ -268,6 +280,9 @@ int out_json(FILE *f, const usim_platform *p, const usim_model *m, int gpus, con
         bad |= uly_json_set_int(o, "pp", r->job.pp);
         bad |= uly_json_set_fixed(o, "bubble_s", r->bubble_s, 6);
         bad |= uly_json_set_str(o, "placement", pl);
+        bad |= uly_json_set_int(o, "vpp", r->job.vpp > 1 ? r->job.vpp : 1);
+        bad |= uly_json_set_fixed(o, "bubble_frac", r->bubble_frac, 6);
+        bad |= uly_json_set_int(o, "pp_inflight", r->pp_inflight);
         char eng[160];
         usim_engine_desc(r, eng, sizeof eng);
         bad |= uly_json_set_str(o, "engine", eng);

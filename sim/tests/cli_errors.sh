@@ -44,6 +44,12 @@ expect "ulysses: SP degree 32 exceeds the 16 attention heads per tensor-parallel
 expect "ulysses: TP degree 3 does not divide the 32 heads" --method ulysses --tp 3 --gpus 48
 expect "degrees do not multiply to the GPU count: tp 2 x cp 8 x pp 1 x dp 2 = 32, not 64" --method ring --tp 2 --sp 8 --dp 2
 expect "--pp 3 does not divide the 32 layers" --method ring --pp 3 --gpus 48
+expect "--vpp needs pipeline parallelism" --method ring --vpp 2
+expect "--pp 4 x --vpp 3 does not divide the 32 layers" --method megatron-sp --tp 8 --pp 4 --vpp 3 --seq 2K --global-batch 16
+expect "needs the micro-batches per step (6 = global batch 12" --method megatron-sp --tp 8 --pp 4 --vpp 2 --seq 2K --global-batch 12
+expect "do not divide evenly over the 2 other pipeline stages" --method megatron-sp --tp 8 --pp 4 --pp-first-layers 5 --pp-last-layers 8 --seq 2K
+expect "--vpp: expected an integer in" --method ring --pp 2 --vpp 0
+expect "--offload with pipeline parallelism" --method ulysses --pp 2 --zero 3 --offload optimizer --seq 32K
 expect "TP degree 64 does not divide" --method megatron-sp --tp 64
 expect "not a multiple of 8 GPUs per node" --gpus 12
 expect "usp: ulysses degree 3 does not divide" --method usp --ulysses 3
