@@ -172,20 +172,16 @@ check "DeepSpeed cannot run megatron-sp: said, no flags" grep -q "^launch #1, De
 "$SIM" plan --time-limit 0 --gpus 16 --seq 131000 --method a2a --sp 8 --launch megatron > "$tmp/lo.txt"
 check "launch: Megatron-LM's 2 x CP rule" grep -q "^launch #1, Megatron-LM: cannot run it: --seq-length 131000 is not a multiple of 2 x CP = 16" "$tmp/lo.txt"
 
-# ---- the bound: 16384 GPUs stop at the time limit (the enumeration alone takes about a
-# second here, several under a sanitizer: then nothing is simulated in time, exit 2 saying so)
+# ---- the bound: 16384 GPUs stop at the time limit, which waits for one simulation
+# (the enumeration alone takes about a second here, several under a sanitizer)
 timeout 120 "$SIM" plan --gpus 16384 --platform dgx-h100 --model llama-3-8b --time-limit 2 > "$tmp/big.txt" 2> "$tmp/big.err"
-rc=$?
-check "16384 GPUs, --time-limit 2: finished (exit $rc)" test $rc -eq 0 -o $rc -eq 2
-if [ $rc -eq 0 ]; then
-    check "16384 GPUs: the search line" grep -q "^search: [0-9]* simulated" "$tmp/big.txt"
-    check "16384 GPUs: what was not simulated is printed" grep -q "^  \(not simulated\|could rank higher\|pruned\): " "$tmp/big.txt"
-else
-    check "16384 GPUs: exit 2 names the time limit" grep -q "the time limit (2 s) was reached before one was simulated" "$tmp/big.err"
-fi
-"$SIM" plan --gpus 64 --time-limit 0.000001 > /dev/null 2> "$tmp/tl.err"
-check "a time limit reached before any simulation: exit 2" test $? -eq 2
-check "a time limit reached before any simulation: message" grep -q "the time limit (1e-06 s) was reached before one was simulated; raise --time-limit" "$tmp/tl.err"
+check "16384 GPUs, --time-limit 2: exit 0" test $? -eq 0
+check "16384 GPUs: the search line" grep -q "^search: [1-9][0-9]* simulated" "$tmp/big.txt"
+check "16384 GPUs: what was not simulated is printed" grep -q "^  \(not simulated\|could rank higher\|pruned\): " "$tmp/big.txt"
+# a limit shorter than the enumeration still gets the first candidate simulated
+"$SIM" plan --gpus 64 --time-limit 0.000001 > "$tmp/tl.txt" 2> "$tmp/tl.err"
+check "a time limit reached before any simulation: exit 0, one simulated" sh -c "test $? -eq 0 && grep -q '^search: 1 simulated' '$tmp/tl.txt'"
+check "a time limit reached before any simulation: the rest counted as left" grep -q "^  not simulated: [0-9]* left when the time limit (1e-06 s from the start) was reached" "$tmp/tl.txt"
 
 # ---- bad plan options
 for bad in "--tie 101" "--tie x" "--launch torchtitan" "--time-limit -1" "--tie"; do
