@@ -21,7 +21,7 @@ sim_libusim_la_LIBADD = src/libulyplan.la $(JANSSON_LIBS) -lm
 bin_PROGRAMS += ulysses-sim
 ulysses_sim_SOURCES = sim/cli/main.c sim/cli/opts.c sim/cli/opts.h sim/cli/output.c sim/cli/files.c sim/cli/files.h \
 	sim/cli/output.h sim/cli/sweep.c sim/cli/plan.c sim/cli/attn.c sim/cli/coll.c sim/cli/infer.c \
-	sim/cli/docs.c
+	sim/cli/docs.c sim/cli/calibrate.c
 ulysses_sim_CPPFLAGS = $(USIM_CPPFLAGS)
 ulysses_sim_CFLAGS = $(USIM_CFLAGS)
 ulysses_sim_LDADD = sim/libusim.la src/libulybase_json.la $(JANSSON_LIBS) -lm
