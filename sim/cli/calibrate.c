@@ -1152,9 +1152,11 @@ int cmd_calibrate(int argc, char **argv)
         if (f[i].na_rows)
             fprintf(stderr, "ulysses-sim: note: %s: %d row%s without a time (N/A) not fitted\n", pn, f[i].na_rows,
                     f[i].na_rows > 1 ? "s" : "");
-        if (f[i].debug_lines || f[i].command_lines)
-            fprintf(stderr, "ulysses-sim: note: %s: skipped %d NCCL debug line%s and %d command line%s\n", pn,
-                    f[i].debug_lines, f[i].debug_lines == 1 ? "" : "s", f[i].command_lines,
+        if (f[i].debug_lines)
+            fprintf(stderr, "ulysses-sim: note: %s: skipped %d NCCL debug line%s\n", pn, f[i].debug_lines,
+                    f[i].debug_lines == 1 ? "" : "s");
+        if (f[i].command_lines)
+            fprintf(stderr, "ulysses-sim: note: %s: skipped %d command line%s\n", pn, f[i].command_lines,
                     f[i].command_lines == 1 ? "" : "s");
         if (f[i].footer_avg >= 0 && f[i].bw_n) {
             double avg = f[i].bw_sum / f[i].bw_n;
@@ -1163,6 +1165,10 @@ int cmd_calibrate(int argc, char **argv)
                                 "%.3g: rows missing from the paste?\n", pn, f[i].footer_line, avg, f[i].footer_avg);
         }
     }
+
+    if (nfit && npts < 2 * nfit)
+        fprintf(stderr, "ulysses-sim: note: %d points for %d parameters: the fit is barely determined (measure "
+                        "more sizes)\n", npts, nfit);
 
     /* the platform file, checked by the loader before it replaces anything */
     char date[32];
