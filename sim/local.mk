@@ -142,3 +142,7 @@ sim_tests_trace_check_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
 sim_tests_trace_check_LDADD = $(JANSSON_LIBS)
 TESTS += sim/tests/cli_trace.sh
 EXTRA_DIST += sim/tests/cli_trace.sh
+# ulysses-sim calibrate --nccl-tests: fit a platform to nccl-tests output
+TESTS += sim/tests/cli_calibrate_nccl.sh
+EXTRA_DIST += sim/tests/cli_calibrate_nccl.sh sim/tests/data/nccl-allreduce-2x8-mpi.txt \
+	sim/tests/data/nccl-allgather-old-layout.txt sim/tests/data/nccl-alltoall-g8-nohash.txt
