@@ -234,7 +234,7 @@ static const char *base_name(const char *t)
 
 static void set_kind(nt_file *f, int k, int line, const char *from)
 {
-    if (strcmp(f->kind_from, "--coll") == 0)
+    if (strcmp(f->kind_from, "--coll option") == 0)
         return;   /* the option decides */
     if (k == -2)
         die_at(f->path, line, "the simulator models all-reduce, all-gather, reduce-scatter, all-to-all and "
@@ -1024,7 +1024,7 @@ int cmd_calibrate(int argc, char **argv)
         f[i].kind = -1;
         if (o.nkind) {
             f[i].kind = o.kind[o.nkind > 1 ? i : 0];
-            snprintf(f[i].kind_from, sizeof f[i].kind_from, "--coll");
+            snprintf(f[i].kind_from, sizeof f[i].kind_from, "--coll option");
         }
         parse_file(&f[i]);
         resolve(&f[i], &o, i, &p);
@@ -1277,9 +1277,10 @@ int cmd_calibrate(int argc, char **argv)
                o.nfiles > 1 ? "s" : "", npts);
         for (int i = 0; i < o.nfiles; i++) {
             char fn[OUT_SAFE];
-            printf("\n%s: %s on %d GPUs, %d node%s (%s), collective from %s\n", out_safe(f[i].path, fn),
-                   kinds[f[i].kind].name, f[i].gpus, f[i].nodes, f[i].nodes > 1 ? "s" : "",
-                   f[i].nranks ? "from the rank lines" : "--gpus, whole nodes", f[i].kind_from);
+            printf("\n%s on %d GPUs, %d node%s (%s), collective from the %s, in %s\n", kinds[f[i].kind].name,
+                   f[i].gpus, f[i].nodes, f[i].nodes > 1 ? "s" : "",
+                   f[i].nranks ? "from the rank lines" : "--gpus, whole nodes", f[i].kind_from,
+                   out_safe(f[i].path, fn));
             printf("%14s %9s %14s %12s %13s %12s %10s %9s\n", "size [B]", "type", "measured [us]", "fitted [us]",
                    "residual [%]", "before [us]", "algorithm", "protocol");
             for (int j = 0; j < f[i].nrows; j++) {
@@ -1314,7 +1315,7 @@ int cmd_calibrate(int argc, char **argv)
         printf("\nRMS residual: before %.2f %%, after %.2f %% (%d points, %d round%s, %ld simulations)\n", rms0, rms1,
                npts, rounds, rounds == 1 ? "" : "s", c.evals * npts);
         if (!o.out)
-            printf("no --out: the calibrated platform was not written\n");
+            printf("the calibrated platform was not written (no --out)\n");
     }
     for (int i = 0; i < o.nfiles; i++)
         free(f[i].rows);

@@ -220,7 +220,7 @@ bad "a paste without a banner or command line needs --coll" "nccl-alltoall-g8-no
 check "'#' eaten, -g 8, N/A, three types: all-to-all on 8 GPUs of 1 host, 6 rows" python3 -c "
 import json
 f = json.load(open('$tmp/p3.json'))['files'][0]
-assert (f['gpus'], f['nodes'], f['collective'], f['collective_from'], len(f['rows'])) == (8, 1, 'all-to-all', '--coll', 6), f
+assert (f['gpus'], f['nodes'], f['collective'], f['collective_from'], len(f['rows'])) == (8, 1, 'all-to-all', '--coll option', 6), f
 assert [r['type'] for r in f['rows']] == ['float', 'half', 'float', 'bfloat16', 'float', 'bfloat16']
 assert abs(f['rows'][0]['measured_us'] - (14.20 + 14.10) / 2) < 1e-9
 "
