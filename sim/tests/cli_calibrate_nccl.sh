@@ -226,6 +226,20 @@ assert abs(f['rows'][0]['measured_us'] - (14.20 + 14.10) / 2) < 1e-9
 "
 check "... and no note (its footer's average agrees)" test ! -s "$tmp/p3.err"
 
+# the per-iteration layout (-I 1: i_min i_max i_p99 i_cv% after each
+# #wrong) and the timestamp column (-T: "timestamp" over two fields), as
+# src/util.cu writeResultHeader prints them: the same rows read alike
+awk '/#       size/ { print "#       size         count      type   redop    root     time   algbw   busbw #wrong   i_min   i_max   i_p99   i_cv%     time   algbw   busbw #wrong   i_min   i_max   i_p99   i_cv%"; next }
+     /^ +[0-9]/ { printf "%s  %s  %s  %s  %s  %s  %s  %s  %s  1.00  2.00  2.00  0.50  %s  %s  %s  %s  1.00  2.00  2.00  0.50\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13; next }
+     { print }' "$tmp/ar8.txt" > "$tmp/iter.txt"
+awk '/#       size/ { print $0 " timestamp"; next } /^ +[0-9]/ { print $0 "  2026-12-02 13:00:00"; next } { print }' "$tmp/ar8.txt" > "$tmp/ts.txt"
+for v in ar8 iter ts; do
+    "$SIM" calibrate --platform dgx-a100-40g --nccl-tests "$tmp/$v.txt" --json 2> /dev/null |
+        python3 -c "import json, sys; print(' '.join('%d:%.2f' % (r['bytes'], r['measured_us']) for r in json.load(sys.stdin)['files'][0]['rows']))" > "$tmp/$v.rows"
+done
+check "per-iteration columns: the same sizes and times" sh -c "test -s '$tmp/ar8.rows' && cmp -s '$tmp/ar8.rows' '$tmp/iter.rows'"
+check "a timestamp column: the same sizes and times" cmp -s "$tmp/ar8.rows" "$tmp/ts.rows"
+
 # ---------------------------------------------------------------- bad input
 F="$tmp/ar8.txt"
 sed '3a\
