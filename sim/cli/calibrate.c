@@ -17,7 +17,8 @@
  * layouts ("bytes N type op ... res", no root, "error" columns), the
  * per-iteration and timestamp columns and "N/A" cells read alike.  Pasted
  * text whose '#' were eaten (a markdown renderer) is accepted for the lines
- * it names; NCCL's own debug lines ("host:pid:tid [d] NCCL INFO ...") and
+ * it names, as is mpirun --tag-output's "[1,0]<stdout>:" before a line;
+ * NCCL's own debug lines ("host:pid:tid [d] NCCL INFO ...") and
  * the command line are skipped and counted; any other line is an error
  * naming FILE:LINE (exit 2).
  *
@@ -345,6 +346,26 @@ static void read_row(nt_file *f, char **t, int n, int line)
     r->meas_s = ((tm[0] > 0 ? tm[0] : 0) + (tm[1] > 0 ? tm[1] : 0)) / have * 1e-6;
 }
 
+/* mpirun --tag-output's prefix ("[1,0]<stdout>:", "[0] "), if s has one:
+ * the text after it. */
+static char *skip_tag(char *s)
+{
+    if (*s != '[' || !isdigit((unsigned char)s[1]))
+        return s;
+    char *p = s + 1;
+    while (isdigit((unsigned char)*p) || *p == ',')
+        p++;
+    if (*p++ != ']')
+        return s;
+    if (strncmp(p, "<stdout>", 8) == 0 || strncmp(p, "<stderr>", 8) == 0)
+        p += 8;
+    if (*p == ':')
+        p++;
+    while (isspace((unsigned char)*p))
+        p++;
+    return p;
+}
+
 static void parse_file(nt_file *f)
 {
     FILE *in = fopen(f->path, "r");
@@ -377,6 +398,7 @@ static void parse_file(nt_file *f)
         char *s = buf;
         while (isspace((unsigned char)*s))
             s++;
+        s = skip_tag(s);
         int comment = *s == '#';
         if (comment)
             s++;

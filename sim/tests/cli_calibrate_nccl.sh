@@ -239,6 +239,11 @@ for v in ar8 iter ts; do
 done
 check "per-iteration columns: the same sizes and times" sh -c "test -s '$tmp/ar8.rows' && cmp -s '$tmp/ar8.rows' '$tmp/iter.rows'"
 check "a timestamp column: the same sizes and times" cmp -s "$tmp/ar8.rows" "$tmp/ts.rows"
+# mpirun --tag-output (Open MPI's "[job,rank]<stdout>:" before every line)
+sed 's/^/[1,0]<stdout>:/' "$tmp/ar8.txt" > "$tmp/tag.txt"
+"$SIM" calibrate --platform dgx-a100-40g --nccl-tests "$tmp/tag.txt" --json 2> /dev/null |
+    python3 -c "import json, sys; print(' '.join('%d:%.2f' % (r['bytes'], r['measured_us']) for r in json.load(sys.stdin)['files'][0]['rows']))" > "$tmp/tag.rows"
+check "mpirun --tag-output prefixes: the same sizes and times" cmp -s "$tmp/ar8.rows" "$tmp/tag.rows"
 
 # ---------------------------------------------------------------- bad input
 F="$tmp/ar8.txt"
