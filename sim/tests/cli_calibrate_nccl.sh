@@ -227,7 +227,7 @@ assert abs(f['rows'][0]['measured_us'] - (14.20 + 14.10) / 2) < 1e-9
 check "... and no note (its footer's average agrees)" test ! -s "$tmp/p3.err"
 
 # the per-iteration layout (-I 1: i_min i_max i_p99 i_cv% after each
-# #wrong) and the timestamp column (-T: "timestamp" over two fields), as
+# #wrong) and the timestamp column (-S 1: "timestamp" over two fields), as
 # src/util.cu writeResultHeader prints them: the same rows read alike
 awk '/#       size/ { print "#       size         count      type   redop    root     time   algbw   busbw #wrong   i_min   i_max   i_p99   i_cv%     time   algbw   busbw #wrong   i_min   i_max   i_p99   i_cv%"; next }
      /^ +[0-9]/ { printf "%s  %s  %s  %s  %s  %s  %s  %s  %s  1.00  2.00  2.00  0.50  %s  %s  %s  %s  1.00  2.00  2.00  0.50\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13; next }
