@@ -440,7 +440,8 @@ static void parse_file(nt_file *f)
             seen_line[v] = line;
             maxrank = (int)v > maxrank ? (int)v : maxrank;
             f->nranks++;
-            int h = 0;
+            /* ranks come host by host: the last host first */
+            int h = f->nhosts && strcmp(hosts[f->nhosts - 1].name, t[on + 1]) == 0 ? f->nhosts - 1 : 0;
             while (h < f->nhosts && strcmp(hosts[h].name, t[on + 1]) != 0)
                 h++;
             if (h == f->nhosts) {
