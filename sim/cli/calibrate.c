@@ -346,6 +346,22 @@ static void read_row(nt_file *f, char **t, int n, int line)
     r->meas_s = ((tm[0] > 0 ? tm[0] : 0) + (tm[1] > 0 ? tm[1] : 0)) / have * 1e-6;
 }
 
+/* Whether tokens t[0..n) begin one of the comment lines nccl-tests prints
+ * (src/util.cu, src/common.cu) other than those read for their content: a
+ * paste whose '#' a markdown renderer ate still has their words. */
+static int eaten_comment(char **t, int n)
+{
+    static const char *const starts[][2] = {
+        {"Using", "devices"}, {"(B)", NULL}, {"out-of-place", NULL}, {"Out", "of"}, {"Blocking", "Enabled:"},
+        {"nccl-tests", "version"}, {"Reducing", "maxBytes"}, {"Per-Iteration", "Report:"},
+        {"Parallel", "Init"}, {"GPU", "memory"},
+    };
+    for (size_t i = 0; i < sizeof starts / sizeof starts[0]; i++)
+        if (strcmp(t[0], starts[i][0]) == 0 && (!starts[i][1] || (n > 1 && strcmp(t[1], starts[i][1]) == 0)))
+            return 1;
+    return 0;
+}
+
 /* mpirun --tag-output's prefix ("[1,0]<stdout>:", "[0] "), if s has one:
  * the text after it. */
 static char *skip_tag(char *s)
@@ -477,9 +493,7 @@ static void parse_file(nt_file *f)
         } else if (strstr(raw, " NCCL INFO ") || strstr(raw, " NCCL WARN ") ||
                    (n >= 2 && strcmp(t[0], "NCCL") == 0 && strcmp(t[1], "version") == 0)) {
             f->debug_lines++;   /* NCCL_DEBUG output interleaved with the table */
-        } else if ((strcmp(t[0], "Using") == 0 && n == 2 && strcmp(t[1], "devices") == 0) ||
-                   strcmp(t[0], "(B)") == 0 || strcmp(t[0], "out-of-place") == 0 ||
-                   (strcmp(t[0], "Out") == 0 && n > 3 && strcmp(t[1], "of") == 0 && strcmp(t[2], "bounds") == 0)) {
+        } else if (eaten_comment(t, n)) {
             /* the comment lines of a paste whose '#' were eaten */
         } else {
             int k = -1;
