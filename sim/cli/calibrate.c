@@ -1007,7 +1007,8 @@ static json_t *calibrated_json(const char *src, const usim_platform *p, const fp
     json_t *files = nt ? uly_json_add_array(nt, "files") : NULL;
     json_t *fit = nt ? uly_json_add_object(nt, "fitted") : NULL;
     json_t *unid = nt ? uly_json_add_array(nt, "not_identified") : NULL;
-    if (!files || !fit || !unid)
+    json_t *edge = nt ? uly_json_add_array(nt, "at_range_end") : NULL;
+    if (!files || !fit || !unid || !edge)
         return json_decref(root), NULL;
     bad |= uly_json_set_str(nt, "tool", "ulysses-sim calibrate");
     bad |= uly_json_set_str(nt, "date", date);
@@ -1029,6 +1030,8 @@ static json_t *calibrated_json(const char *src, const usim_platform *p, const fp
         if (!json_is_object(sect))
             return json_decref(root), NULL;
         bad |= uly_json_set_fixed(sect, q[k].key, q[k].after, q[k].decimals);
+        if (q[k].after <= q[k].lo || q[k].after >= q[k].hi)
+            bad |= uly_json_append_str(edge, full);
         json_t *one = uly_json_add_object(fit, full);
         if (!one)
             return json_decref(root), NULL;
@@ -1102,12 +1105,17 @@ int cmd_calibrate(int argc, char **argv)
         die_usage("calibrate: %s", why);
     fit_ctx c = {.f = f, .nf = o.nfiles, .npts = npts, .meas = meas, .pred = pred};
 
+    /* the ranges searched: efficiencies a fraction; latencies per step from
+     * well under NCCL's own NVLink and network figures (hwLatencies in
+     * src/graph/tuning.cc: 0.6 / 1.9 / 3.4 us NVLink, 2.7 / 4.0 / 14 us
+     * network for LL / LL128 / Simple) to several times their largest, a
+     * socket network's steps included across nodes */
     fparam q[NPARAM] = {
         [P_NVL_EFF] = {"intra_node", "efficiency", 0.02, 1.0, 4, 1, 0, 0, 0, 0},
-        [P_NVL_LAT] = {"intra_node", "latency_us", 0.05, 100, 3, 1, 0, 0, 0, 0},
+        [P_NVL_LAT] = {"intra_node", "latency_us", 0.05, 20, 3, 1, 0, 0, 0, 0},
         [P_NVLS_EFF] = {"intra_node", "nvls_efficiency", 0.02, 1.0, 4, p.nvls, 0, 0, 0, 0},
         [P_NIC_EFF] = {"inter_node", "efficiency", 0.02, 1.0, 4, 1, 0, 0, 0, 0},
-        [P_NIC_LAT] = {"inter_node", "latency_us", 0.05, 100, 3, 1, 0, 0, 0, 0},
+        [P_NIC_LAT] = {"inter_node", "latency_us", 0.05, 200, 3, 1, 0, 0, 0, 0},
     };
     usim_platform w = p;
     for (int k = 0; k < NPARAM; k++) {

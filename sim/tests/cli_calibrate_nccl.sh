@@ -135,7 +135,7 @@ assert b['name'] == 'dgx-a100-40g-calibrated'
 assert 'calibrated from $tmp/ar8.txt, $tmp/ar16.txt, $tmp/ag16.txt on ' in b['description'], b['description']
 assert b['description'].startswith(a['description'])
 c = b['calibration']['nccl_tests']
-assert len(c['files']) == 3 and c['not_identified'] == [] and len(c['fitted']) == 4
+assert len(c['files']) == 3 and c['not_identified'] == [] and c['at_range_end'] == [] and len(c['fitted']) == 4
 for s, k in [('intra_node', 'efficiency'), ('intra_node', 'latency_us'), ('inter_node', 'efficiency'), ('inter_node', 'latency_us')]:
     assert c['fitted'][s + '.' + k]['after'] == b[s][k]
     del a[s][k], b[s][k]
