@@ -182,6 +182,15 @@ assert p['intra_node.nvls_efficiency']['identified'] and abs(p['intra_node.nvls_
 assert not p['inter_node.efficiency']['identified']
 "
 
+# a value the range does not hold: a 40 us step inside a node (the range
+# ends at 20 us) is fitted to the end of the range and flagged, not hidden
+sed -e 's/"latency_us": 3$/"latency_us": 40/' "$top_srcdir/sim/presets/platforms/dgx-a100-40g.json" > "$tmp/slow.json"
+gen "$tmp/slow.json" all-reduce all_reduce_perf 8 1 8:1G:x8 > "$tmp/slow8.txt"
+"$SIM" calibrate --platform dgx-a100-40g --nccl-tests "$tmp/slow8.txt" --out "$tmp/slow-fit.json" > "$tmp/slow.txt" 2> /dev/null
+check "a latency beyond the range: fitted to 20 us, flagged in the table and the file" sh -c "
+    grep -q '^intra_node.latency_us .* 20.000 .*at the high end of its range' '$tmp/slow.txt' &&
+    python3 -c \"import json; assert json.load(open('$tmp/slow-fit.json'))['calibration']['nccl_tests']['at_range_end'] == ['intra_node.latency_us']\""
+
 # ---------------------------------------------------------------- outputs
 cp "$tmp/new.json" "$tmp/keep.json"
 bad "--out exists without --force" "exists (give --force" --platform dgx-a100-40g --nccl-tests "$tmp/ar8.txt" --out "$tmp/new.json"
