@@ -21,7 +21,7 @@ sim_libusim_la_LIBADD = src/libulyplan.la $(JANSSON_LIBS) -lm
 bin_PROGRAMS += ulysses-sim
 ulysses_sim_SOURCES = sim/cli/main.c sim/cli/opts.c sim/cli/opts.h sim/cli/output.c sim/cli/files.c sim/cli/files.h \
 	sim/cli/output.h sim/cli/sweep.c sim/cli/plan.c sim/cli/plan_launch.c sim/cli/plan_launch.h sim/cli/attn.c \
-	sim/cli/coll.c sim/cli/infer.c sim/cli/docs.c
+	sim/cli/coll.c sim/cli/infer.c sim/cli/docs.c sim/cli/calibrate.c
 ulysses_sim_CPPFLAGS = $(USIM_CPPFLAGS)
 ulysses_sim_CFLAGS = $(USIM_CFLAGS)
 ulysses_sim_LDADD = sim/libusim.la src/libulybase_json.la $(JANSSON_LIBS) -lm
@@ -164,3 +164,7 @@ sim_tests_test_longctx_SOURCES = sim/tests/test_longctx.c
 sim_tests_test_longctx_CPPFLAGS = $(USIM_CPPFLAGS)
 sim_tests_test_longctx_CFLAGS = $(USIM_TEST_CFLAGS)
 sim_tests_test_longctx_LDADD = $(USIM_TEST_LIBS)
+# ulysses-sim calibrate --nccl-tests: fit a platform to nccl-tests output
+TESTS += sim/tests/cli_calibrate_nccl.sh
+EXTRA_DIST += sim/tests/cli_calibrate_nccl.sh sim/tests/data/nccl-allreduce-2x8-mpi.txt \
+	sim/tests/data/nccl-allgather-old-layout.txt sim/tests/data/nccl-alltoall-g8-nohash.txt

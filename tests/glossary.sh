@@ -92,6 +92,8 @@ text    \$S plan --max-seq --platform dgx-h100 --model llama-3.1-8b --gpus 8 --m
 text    \$S coll --op all-reduce --gpus 16 --bytes 1M,64M
 csv     \$S coll --op all-reduce --gpus 16 --bytes 1M --format csv
 json    \$S coll --op all-to-all --gpus 8 --bytes 1M --format json
+text    \$S calibrate --platform dgx-a100-40g --nccl-tests $top_srcdir/sim/tests/data/nccl-allreduce-2x8-mpi.txt $top_srcdir/sim/tests/data/nccl-alltoall-g8-nohash.txt --coll all-reduce,all-to-all
+json    \$S calibrate --platform dgx-h100 --nccl-tests $top_srcdir/sim/tests/data/nccl-alltoall-g8-nohash.txt --coll all-to-all --json
 text    \$CHK \$D zigzag 2 64 4 2 16 causal bwd lse && \$U check \$D --method zigzag --causal
 json    \$CHK \$D zigzag 2 64 4 2 16 causal bwd lse && \$U check \$D --method zigzag --causal --json
 text    \$S attn --platform dgx-h100 --gpus 2 --seq 1K

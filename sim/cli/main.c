@@ -26,6 +26,7 @@ int cmd_attn(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_infer(int argc, char **argv);
 int cmd_docs(int argc, char **argv);
+int cmd_calibrate(int argc, char **argv);
 
 static const char usage[] =
     "usage: ulysses-sim [options]            simulate one configuration, every method side by side\n"
@@ -36,6 +37,7 @@ static const char usage[] =
     "       ulysses-sim attn [options]       one distributed attention as `ulysses attn` runs it\n"
     "       ulysses-sim infer [options]      serving: time to first token, per output token, KV capacity\n"
     "       ulysses-sim docs [options]       packed documents: per-rank attention work of CP balancers\n"
+    "       ulysses-sim calibrate --platform P --nccl-tests FILE...   fit a platform to nccl-tests output\n"
     "\n"
     "Predicts iteration time, communication and memory per GPU of sequence-parallel\n"
     "training on a GPU cluster with a discrete-event simulation (see doc/simulator.md).\n"
@@ -462,6 +464,8 @@ static int dispatch(int argc, char **argv)
         return cmd_infer(argc, argv);
     if (argc > 1 && strcmp(argv[1], "docs") == 0)
         return cmd_docs(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "calibrate") == 0)
+        return cmd_calibrate(argc, argv);
     if (argc > 1 && strcmp(argv[1], "--version") == 0) {
         /* the version, what this build was built with, the license */
         if (argc > 2)
