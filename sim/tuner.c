@@ -229,9 +229,13 @@ int usim_nccl_latency(const usim_platform *pf, usim_coll_type t, const usim_grou
     default:
         return usim_set_error(USIM_EINVAL, "no latency model for algorithm %s", usim_algo_name(a));
     }
-    step_s[USIM_CLASS_NVLINK] = intra * 1e-6;
-    step_s[USIM_CLASS_NIC] = inter * 1e-6;
-    *fixed_s = fixed * 1e-6;
+    /* the platform's factors on the table (1 unless calibrated): the NVLink
+     * one on the per-call and NVLink terms, the NIC one on the network's */
+    double sv = pf->nccl_lat_scale[USIM_CLASS_NVLINK] > 0 ? pf->nccl_lat_scale[USIM_CLASS_NVLINK] : 1;
+    double sn = pf->nccl_lat_scale[USIM_CLASS_NIC] > 0 ? pf->nccl_lat_scale[USIM_CLASS_NIC] : 1;
+    step_s[USIM_CLASS_NVLINK] = intra * sv * 1e-6;
+    step_s[USIM_CLASS_NIC] = inter * sn * 1e-6;
+    *fixed_s = fixed * sv * 1e-6;
     return USIM_OK;
 }
 

@@ -118,6 +118,10 @@ typedef struct usim_platform {
     double nic_peak_Bps;        /* per NIC per direction, bytes/s, before nic_eff (usim_nic_Bps) */
     double nic_eff;             /* achieved fraction of the NIC rate */
     usim_time nic_lat;          /* ps */
+    double nccl_lat_scale[2];   /* [USIM_CLASS_NVLINK], [USIM_CLASS_NIC]: factors on NCCL's latency
+                                   table for collectives (tuner.c: the NVLink one on baseLat and the
+                                   NVLink hwLat, the NIC one on the network hwLat); 1 by default,
+                                   fitted by `ulysses-sim calibrate` */
     usim_time a2a_call[2];      /* [USIM_CLASS_NVLINK], [USIM_CLASS_NIC]: fixed cost of one all-to-all call (the MPI library's set-up
                                    and synchronisation at the call, measured by ulysses calibrate),
                                    ps, by the widest link class the call spans; 0 by default */

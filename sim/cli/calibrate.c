@@ -58,9 +58,10 @@
 static const char calibrate_usage[] =
     "usage: ulysses-sim calibrate --platform P --nccl-tests FILE... [options]\n"
     "\n"
-    "Fits the platform's collective parameters (intra_node and inter_node efficiency\n"
-    "and latency_us, intra_node nvls_efficiency) to nccl-tests output (all_reduce_perf,\n"
-    "all_gather_perf, reduce_scatter_perf, alltoall_perf, sendrecv_perf), prints the\n"
+    "Fits the platform's collective parameters (intra_node and inter_node efficiency,\n"
+    "nccl_latency_scale and latency_us; intra_node nvls_efficiency) to nccl-tests\n"
+    "output (all_reduce_perf, all_gather_perf, reduce_scatter_perf, alltoall_perf,\n"
+    "sendrecv_perf), prints the\n"
     "measured and predicted time of every size and writes the calibrated platform\n"
     "(see doc/simulator.md, \"Calibrating to your nccl-tests\").\n"
     "\n"
@@ -624,7 +625,7 @@ static int predict_all(const usim_platform *p, nt_file *f, int nf, double *pred,
 
 /* ------------------------------------------------------------ parameters */
 
-enum { P_NVL_EFF, P_NVL_LAT, P_NVLS_EFF, P_NIC_EFF, P_NIC_LAT, NPARAM };
+enum { P_NVL_EFF, P_NVL_LAT, P_NVL_NCCL, P_NVLS_EFF, P_NIC_EFF, P_NIC_LAT, P_NIC_NCCL, NPARAM };
 
 typedef struct fparam {
     const char *sect, *key;
@@ -642,6 +643,8 @@ static double param_get(const usim_platform *p, int k)
     switch (k) {
     case P_NVL_EFF: return p->nvl_eff;
     case P_NVL_LAT: return (double)p->nvl_lat / USIM_PS_PER_US;
+    case P_NVL_NCCL: return p->nccl_lat_scale[USIM_CLASS_NVLINK] > 0 ? p->nccl_lat_scale[USIM_CLASS_NVLINK] : 1;
+    case P_NIC_NCCL: return p->nccl_lat_scale[USIM_CLASS_NIC] > 0 ? p->nccl_lat_scale[USIM_CLASS_NIC] : 1;
     case P_NVLS_EFF: return p->nvls_eff;
     case P_NIC_EFF: return p->nic_eff;
     default: return (double)p->nic_lat / USIM_PS_PER_US;
@@ -653,6 +656,8 @@ static void param_set(usim_platform *p, int k, double v)
     switch (k) {
     case P_NVL_EFF: p->nvl_eff = v; break;
     case P_NVL_LAT: p->nvl_lat = (usim_time)llround(v * USIM_PS_PER_US); break;
+    case P_NVL_NCCL: p->nccl_lat_scale[USIM_CLASS_NVLINK] = v; break;
+    case P_NIC_NCCL: p->nccl_lat_scale[USIM_CLASS_NIC] = v; break;
     case P_NVLS_EFF: p->nvls_eff = v; break;
     case P_NIC_EFF: p->nic_eff = v; break;
     default: p->nic_lat = (usim_time)llround(v * USIM_PS_PER_US); break;
@@ -1105,17 +1110,22 @@ int cmd_calibrate(int argc, char **argv)
         die_usage("calibrate: %s", why);
     fit_ctx c = {.f = f, .nf = o.nfiles, .npts = npts, .meas = meas, .pred = pred};
 
-    /* the ranges searched: efficiencies a fraction; latencies per step from
-     * well under NCCL's own NVLink and network figures (hwLatencies in
+    /* the ranges searched: efficiencies a fraction; the point-to-point
+     * latencies (send/recv, ring shifts, all-to-all) per step from well under
+     * NCCL's own NVLink and network figures (hwLatencies in
      * src/graph/tuning.cc: 0.6 / 1.9 / 3.4 us NVLink, 2.7 / 4.0 / 14 us
      * network for LL / LL128 / Simple) to several times their largest, a
-     * socket network's steps included across nodes */
+     * socket network's steps included across nodes; the collectives' latency
+     * is NCCL's table (tuner.c), fitted as a factor on it per link class,
+     * 0.1 to 20 (the NVLink factor also carries NCCL's per-call baseLat) */
     fparam q[NPARAM] = {
         [P_NVL_EFF] = {"intra_node", "efficiency", 0.02, 1.0, 4, 1, 0, 0, 0, 0},
         [P_NVL_LAT] = {"intra_node", "latency_us", 0.05, 20, 3, 1, 0, 0, 0, 0},
         [P_NVLS_EFF] = {"intra_node", "nvls_efficiency", 0.02, 1.0, 4, p.nvls, 0, 0, 0, 0},
         [P_NIC_EFF] = {"inter_node", "efficiency", 0.02, 1.0, 4, 1, 0, 0, 0, 0},
         [P_NIC_LAT] = {"inter_node", "latency_us", 0.05, 200, 3, 1, 0, 0, 0, 0},
+        [P_NVL_NCCL] = {"intra_node", "nccl_latency_scale", 0.1, 20, 3, 1, 0, 0, 0, 0},
+        [P_NIC_NCCL] = {"inter_node", "nccl_latency_scale", 0.1, 20, 3, 1, 0, 0, 0, 0},
     };
     usim_platform w = p;
     for (int k = 0; k < NPARAM; k++) {

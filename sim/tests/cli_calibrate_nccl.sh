@@ -78,29 +78,42 @@ gen() {
 }
 
 # ---------------------------------------------------------------- recovery
-# dgx-a100-40g with known changes: intra_node efficiency 0.77 -> 0.65 and
-# latency 3 -> 2 us, inter_node efficiency 0.96 -> 0.85 and latency 5 -> 8 us
-sed -e 's/"efficiency": 0.77/"efficiency": 0.65/' -e 's/"latency_us": 3$/"latency_us": 2/' \
-    -e 's/"efficiency": 0.96/"efficiency": 0.85/' -e 's/"latency_us": 5,/"latency_us": 8,/' \
-    -e 's/"name": "dgx-a100-40g"/"name": "altered"/' "$top_srcdir/sim/presets/platforms/dgx-a100-40g.json" > "$tmp/altered.json"
-check "the altered platform differs in the four keys" test "$(diff "$top_srcdir/sim/presets/platforms/dgx-a100-40g.json" "$tmp/altered.json" | grep -c '^>')" -eq 5
+# dgx-a100-40g with known changes: intra_node efficiency 0.77 -> 0.65, its
+# point-to-point latency 3 -> 2 us and its factor on NCCL's latency table
+# 1 -> 1.5; inter_node efficiency 0.96 -> 0.85, latency 5 -> 8 us, NCCL
+# factor 1 -> 0.6.  All-reduce and all-gather see the efficiencies and NCCL's
+# latencies (tuner.c); the all-to-all tables (one node and two) the
+# point-to-point latencies.
+python3 -c "
+import json
+a = json.load(open('$top_srcdir/sim/presets/platforms/dgx-a100-40g.json'))
+a['name'] = 'altered'
+a['intra_node'].update(efficiency=0.65, latency_us=2, nccl_latency_scale=1.5)
+a['inter_node'].update(efficiency=0.85, latency_us=8, nccl_latency_scale=0.6)
+json.dump(a, open('$tmp/altered.json', 'w'), indent=2)
+"
+check "the altered platform loads" "$SIM" coll --platform "$tmp/altered.json" --op all-reduce --gpus 8 --bytes 8 > /dev/null
 gen "$tmp/altered.json" all-reduce all_reduce_perf 8 1 8:1G:x8 > "$tmp/ar8.txt"
 gen "$tmp/altered.json" all-reduce all_reduce_perf 16 2 8:1G:x8 > "$tmp/ar16.txt"
 gen "$tmp/altered.json" all-gather all_gather_perf 16 2 1K:1G:x8 > "$tmp/ag16.txt"
+gen "$tmp/altered.json" all-to-all alltoall_perf 8 1 1K:1G:x8 > "$tmp/aa8.txt"
+gen "$tmp/altered.json" all-to-all alltoall_perf 16 2 1K:1G:x8 > "$tmp/aa16.txt"
 "$SIM" calibrate --platform dgx-a100-40g --nccl-tests "$tmp/ar8.txt" "$tmp/ar16.txt" "$tmp/ag16.txt" \
-    --out "$tmp/new.json" --json > "$tmp/fit.json" 2> "$tmp/fit.err"
+    "$tmp/aa8.txt" "$tmp/aa16.txt" --out "$tmp/new.json" --json > "$tmp/fit.json" 2> "$tmp/fit.err"
 check "calibrate exits 0 and names the file written" grep -q "wrote $tmp/new.json" "$tmp/fit.err"
 check "no note about the generated tables (their footers agree, no row skipped)" \
     test "$(grep -c note "$tmp/fit.err")" -eq 0
 # tolerances: the tables carry times rounded to 0.01 us (nccl-tests' 2
 # decimals); the shortest are about 5 us, 0.1 % each, so the values come
-# back within 1 % (efficiencies) and 2 % (latencies, which only the
-# shortest sizes see); the residuals stay within 0.5 % of each point
-check "the fit recovers the four altered values; residuals < 0.5 %" python3 -c "
+# back within 1 % (efficiencies) and 2 % (latencies and factors, which only
+# the shortest sizes see); the residuals stay within 0.5 % of each point
+check "the fit recovers the six altered values; residuals < 0.5 %" python3 -c "
 import json
 d = json.load(open('$tmp/fit.json'))
 want = {'intra_node.efficiency': (0.65, 0.01), 'intra_node.latency_us': (2.0, 0.02),
-        'inter_node.efficiency': (0.85, 0.01), 'inter_node.latency_us': (8.0, 0.02)}
+        'intra_node.nccl_latency_scale': (1.5, 0.02),
+        'inter_node.efficiency': (0.85, 0.01), 'inter_node.latency_us': (8.0, 0.02),
+        'inter_node.nccl_latency_scale': (0.6, 0.02)}
 got = {p['key']: p for p in d['parameters']}
 assert set(got) == set(want), got.keys()
 for k, (v, tol) in want.items():
@@ -108,7 +121,7 @@ for k, (v, tol) in want.items():
     assert p['identified'] and not p['at_bound'], p
     assert abs(p['after'] / v - 1) <= tol, (k, p['after'], v)
 rows = [r for f in d['files'] for r in f['rows']]
-assert len(rows) == 10 + 10 + 7 == d['points'], len(rows)
+assert len(rows) == 10 + 10 + 7 + 7 + 7 == d['points'], len(rows)
 worst = max(abs(r['residual_pct']) for r in rows)
 assert worst < 0.5, worst
 assert d['rms_residual_after_pct'] < 0.1 and d['rms_residual_before_pct'] > 10, d
@@ -132,13 +145,15 @@ import json
 a = json.load(open('$top_srcdir/sim/presets/platforms/dgx-a100-40g.json'))
 b = json.load(open('$tmp/new.json'))
 assert b['name'] == 'dgx-a100-40g-calibrated'
-assert 'calibrated from $tmp/ar8.txt, $tmp/ar16.txt, $tmp/ag16.txt on ' in b['description'], b['description']
+assert 'calibrated from $tmp/ar8.txt, $tmp/ar16.txt, $tmp/ag16.txt, $tmp/aa8.txt, $tmp/aa16.txt on ' in b['description'], b['description']
 assert b['description'].startswith(a['description'])
 c = b['calibration']['nccl_tests']
-assert len(c['files']) == 3 and c['not_identified'] == [] and c['at_range_end'] == [] and len(c['fitted']) == 4
-for s, k in [('intra_node', 'efficiency'), ('intra_node', 'latency_us'), ('inter_node', 'efficiency'), ('inter_node', 'latency_us')]:
-    assert c['fitted'][s + '.' + k]['after'] == b[s][k]
-    del a[s][k], b[s][k]
+assert len(c['files']) == 5 and c['not_identified'] == [] and c['at_range_end'] == [] and len(c['fitted']) == 6
+for s in ('intra_node', 'inter_node'):
+    for k in ('efficiency', 'latency_us', 'nccl_latency_scale'):
+        assert c['fitted'][s + '.' + k]['after'] == b[s][k]
+        a[s].pop(k, None)
+        del b[s][k]
 for k in ['name', 'description']:
     del a[k], b[k]
 del b['calibration']
@@ -157,24 +172,28 @@ for r, x in zip(m, c):
 # a single node identifies nothing across nodes: left unchanged, said so
 "$SIM" calibrate --platform dgx-a100-40g --nccl-tests "$tmp/ar8.txt" --out "$tmp/one.json" > "$tmp/one.txt" 2>&1
 check "single node: the inter-node keys are printed as not identified" \
-    test "$(grep -c '^inter_node\.[a-z_]* .*not identified' "$tmp/one.txt")" -eq 2
-check "single node: the intra-node keys come back (0.65, 2 us) within 1 % / 2 %" awk '
-    $1 == "intra_node.efficiency" { e = $3 } $1 == "intra_node.latency_us" { l = $3 }
-    END { exit !(e > 0.65 * 0.99 && e < 0.65 * 1.01 && l > 2 * 0.98 && l < 2 * 1.02) }' "$tmp/one.txt"
-check "single node: the file keeps inter_node 0.96 / 5 us and lists them as not identified" python3 -c "
+    test "$(grep -c '^inter_node\.[a-z_]* .*not identified' "$tmp/one.txt")" -eq 3
+check "single node: the intra-node efficiency and NCCL factor come back (0.65, 1.5) within 1 % / 2 %" awk '
+    $1 == "intra_node.efficiency" { e = $3 } $1 == "intra_node.nccl_latency_scale" { l = $3 }
+    END { exit !(e > 0.65 * 0.99 && e < 0.65 * 1.01 && l > 1.5 * 0.98 && l < 1.5 * 1.02) }' "$tmp/one.txt"
+check "single node: the file keeps inter_node 0.96 / 5 us and lists what an all-reduce cannot see" python3 -c "
 import json
 b = json.load(open('$tmp/one.json'))
 assert b['inter_node']['efficiency'] == 0.96 and b['inter_node']['latency_us'] == 5
-assert b['calibration']['nccl_tests']['not_identified'] == ['inter_node.efficiency', 'inter_node.latency_us']
+assert 'nccl_latency_scale' not in b['inter_node']
+assert b['calibration']['nccl_tests']['not_identified'] == ['intra_node.latency_us', 'inter_node.efficiency', 'inter_node.latency_us', 'inter_node.nccl_latency_scale'], b['calibration']
 "
 check "the text table has a row per size and the column labels" sh -c "
     grep -q 'size \[B\] .*measured \[us\] .*fitted \[us\] .*residual \[%\] .*before \[us\]' '$tmp/one.txt' &&
     test \$(awk '\$2 == \"float\"' '$tmp/one.txt' | wc -l) -eq 10"
 
 # NVLS (dgx-h100): nvls_efficiency is one of the keys, fitted from one node
+# (the all-reduce runs NVLS at every size; the all-gather's ring pins the
+# NVLink efficiency, which the NVLS rate also carries)
 sed -e 's/"nvls_efficiency": 0.85/"nvls_efficiency": 0.7/' "$top_srcdir/sim/presets/platforms/dgx-h100.json" > "$tmp/h.json"
 gen "$tmp/h.json" all-reduce all_reduce_perf 8 1 8:1G:x8 > "$tmp/h8.txt"
-"$SIM" calibrate --platform dgx-h100 --nccl-tests "$tmp/h8.txt" --json > "$tmp/h.fit" 2> /dev/null
+gen "$tmp/h.json" all-gather all_gather_perf 8 1 1K:1G:x8 > "$tmp/hg8.txt"
+"$SIM" calibrate --platform dgx-h100 --nccl-tests "$tmp/h8.txt" "$tmp/hg8.txt" --json > "$tmp/h.fit" 2> /dev/null
 check "dgx-h100: nvls_efficiency 0.85 -> 0.7 recovered within 1 %" python3 -c "
 import json
 p = {p['key']: p for p in json.load(open('$tmp/h.fit'))['parameters']}
@@ -182,14 +201,19 @@ assert p['intra_node.nvls_efficiency']['identified'] and abs(p['intra_node.nvls_
 assert not p['inter_node.efficiency']['identified']
 "
 
-# a value the range does not hold: a 40 us step inside a node (the range
-# ends at 20 us) is fitted to the end of the range and flagged, not hidden
-sed -e 's/"latency_us": 3$/"latency_us": 40/' "$top_srcdir/sim/presets/platforms/dgx-a100-40g.json" > "$tmp/slow.json"
+# a value the range does not hold: NCCL's latencies x 40 inside a node (the
+# range ends at 20) is fitted to the end of the range and flagged, not hidden
+python3 -c "
+import json
+a = json.load(open('$top_srcdir/sim/presets/platforms/dgx-a100-40g.json'))
+a['intra_node']['nccl_latency_scale'] = 40
+json.dump(a, open('$tmp/slow.json', 'w'))
+"
 gen "$tmp/slow.json" all-reduce all_reduce_perf 8 1 8:1G:x8 > "$tmp/slow8.txt"
 "$SIM" calibrate --platform dgx-a100-40g --nccl-tests "$tmp/slow8.txt" --out "$tmp/slow-fit.json" > "$tmp/slow.txt" 2> /dev/null
-check "a latency beyond the range: fitted to 20 us, flagged in the table and the file" sh -c "
-    grep -q '^intra_node.latency_us .* 20.000 .*at the high end of its range' '$tmp/slow.txt' &&
-    python3 -c \"import json; assert json.load(open('$tmp/slow-fit.json'))['calibration']['nccl_tests']['at_range_end'] == ['intra_node.latency_us']\""
+check "a latency beyond the range: fitted to 20 x NCCL's, flagged in the table and the file" sh -c "
+    grep -q '^intra_node.nccl_latency_scale .* 20.000 .*at the high end of its range' '$tmp/slow.txt' &&
+    python3 -c \"import json; assert json.load(open('$tmp/slow-fit.json'))['calibration']['nccl_tests']['at_range_end'] == ['intra_node.nccl_latency_scale']\""
 
 # ---------------------------------------------------------------- outputs
 cp "$tmp/new.json" "$tmp/keep.json"
