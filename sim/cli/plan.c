@@ -1098,7 +1098,7 @@ static int read_rec(int fd, rec *r)
  * simulated so far, the work budgets.  fd >= 0: each decision is written to
  * fd as a record (a child process); fd < 0: applied to cv, with the deadline
  * (seconds from t_start, 0: none) checked before each simulation after the
- * first.  0, or 1
+ * first attempted.  0, or 1
  * with a fatal error in err. */
 static int search_loop(worker *w, int fd, double deadline, char *err, size_t nerr)
 {
@@ -1115,7 +1115,7 @@ static int search_loop(worker *w, int fd, double deadline, char *err, size_t ner
         return 1;
     }
     usim_sim_set_engine(sim, w->engine);
-    int nbest = 0, nsim = 0, npruned = 0, bad = 0;
+    int nbest = 0, nsim = 0, npruned = 0, ntried = 0, bad = 0;
     uint64_t spent = 0;
     for (size_t i = 0; i < w->nc && !bad; i++) {
         cand *c = &w->cv[i];
@@ -1132,8 +1132,9 @@ static int search_loop(worker *w, int fd, double deadline, char *err, size_t ner
             state = CS_OVER_TOTAL;
         else {
             double t = now_s();
-            if (fd < 0 && deadline > 0 && t - w->t_start >= deadline && nsim > 0)
+            if (fd < 0 && deadline > 0 && t - w->t_start >= deadline && ntried > 0)
                 break;   /* the rest stay CS_TODO: left at the time limit */
+            ntried++;
             if (w->bar)
                 uly_progress_show(w->bar, (double)i, (double)w->nc,
                                   "simulating candidate %zu of %zu (%d simulated, %d pruned)", i + 1, w->nc, nsim,
@@ -1225,10 +1226,11 @@ static int run_search(worker *w, double limit, char *err, size_t nerr)
     if (!rb)
         snprintf(err, nerr, "out of memory");
     while (!bad && !done) {
-        /* the limit stops the search only once one candidate is simulated (the
-         * first in estimate order): a slow machine gets a later answer, never none */
+        /* the limit stops the search only once the first candidate (in estimate
+         * order) has had its simulation: a slow machine gets a later answer, not
+         * none, unless that simulation itself fails */
         double left = limit - (now_s() - w->t_start);
-        if (left <= 0 && nsim > 0)
+        if (left <= 0 && nrec > 0)
             break;
         if (left <= 0)
             left = 0.25;
