@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <limits.h>
 #include <string.h>
+#include <sched.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -49,6 +50,9 @@ struct blk_geom {
     int threads;
     int expanded;
     int bwd_pass;          /* ULY_BWD_* as requested */
+    int split;             /* backward, single pass: work items of one key block (blk_bwd_split) */
+    size_t turns_off;      /* split: bytes into the workspace of the dQ turn counters */
+    size_t nturns;         /* split: B x Hq x nqb counters */
     const uly_vops *vops;  /* SIMD level of the fp32 row operations */
     int fwd_zero_pass;     /* forward: S by beta = 0, P in place (uly_kernel_fwd_zero_pass) */
     size_t ws_per;         /* workspace elements per thread */
@@ -148,18 +152,46 @@ static void blk_group_heads(const struct blk_geom *G, int64_t kvl, int64_t *h_fi
         *h_end = G->hb + G->hq;
 }
 
-/* Single pass when its work items, one per (batch, KV head), keep the
- * threads about as busy as the two passes' many small items: it performs
- * 5 GEMMs per block pair instead of 7, so it wins unless the busiest thread
- * gets more than 7/5 of an even share. */
+/* The single pass (5 GEMMs per block pair) unless the two passes are asked
+ * for: when its (batch, KV head) items are too few for the threads, their
+ * key blocks are shared out instead (blk_bwd_split), so the two passes' 7
+ * GEMMs per block pair are never needed for balance. */
 static int blk_bwd_single(const struct blk_geom *G, int64_t items)
 {
     if (G->bwd_pass != ULY_BWD_AUTO)
         return G->bwd_pass == ULY_BWD_SINGLE;
-    if (items < 1)
+    return items >= 1;
+}
+
+/* Single pass with (batch, KV head, key block) work items instead of whole
+ * (batch, KV head) ones: when the whole items would leave the busiest
+ * thread more than 5/4 of an even share (e.g. one KV head on two threads).
+ * A key block's dK, dV belong to its item alone; its dQ updates wait for
+ * the previous key block's, block row by block row (the turn counters), so
+ * every dQ block receives the same GEMMs in the same order as with whole
+ * items: the same bits. */
+static int blk_bwd_split(const struct blk_geom *G, int64_t items)
+{
+    if (G->threads < 2 || items < 1 || G->nkb < 2)
         return 0;
     const int64_t T = G->threads, per = (items + T - 1) / T;
-    return 5 * per * T < 7 * items;
+    return 4 * per * T > 5 * items;
+}
+
+/* Wait until the turn counter of a dQ block reaches `want` (the key block
+ * about to update it): spin briefly, then yield the core (its owner may be
+ * descheduled on a loaded machine). */
+static void blk_wait_turn(atomic_int *t, int want)
+{
+    for (int spins = 0; atomic_load_explicit(t, memory_order_acquire) != want; spins++) {
+        if (spins < 256) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+        } else {
+            sched_yield();
+        }
+    }
 }
 
 #define REAL float
@@ -260,6 +292,16 @@ static int geom_init(const uly_attn_desc *a, const uly_kernel_opts *opts, int fw
     if (uly_mul_size(G->ws_per, uly_dtype_size(a->dtype), &per) ||
         uly_mul_size(per, (size_t)G->threads, &G->ws_bytes))
         return uly_set_error(ULY_EOVERFLOW, "workspace size overflows");
+    if (!fwd && blk_bwd_single(G, a->batch * G->hk) && blk_bwd_split(G, a->batch * G->hk)) {
+        /* the turn counters after every thread's workspace, in 8-byte units */
+        G->split = 1;
+        G->nturns = (size_t)(a->batch * G->hq * G->nqb);
+        size_t tb;
+        if (uly_mul_size(G->nturns, sizeof(atomic_int), &tb) || tb > SIZE_MAX - 8 - G->ws_bytes)
+            return uly_set_error(ULY_EOVERFLOW, "workspace size overflows");
+        G->turns_off = G->ws_bytes;
+        G->ws_bytes += (tb + 7) / 8 * 8;
+    }
     return ULY_OK;
 }
 

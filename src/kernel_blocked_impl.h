@@ -213,10 +213,16 @@ static void SFX(block_dS)(const uly_attn_desc *a, const struct blk_geom *G, int6
 }
 
 /* dK, dV of key block kb of (batch b, local KV head kvl); with dq != NULL
- * also dQ += scale dS K_blk for every query block visited (single pass). */
+ * also dQ += scale dS K_blk for every query block visited (single pass).
+ * With turns (the split single pass: key blocks of one item on several
+ * threads), every dQ block (b, head, query block) of the group is passed in
+ * key-block order: this block waits until its counter says kb (the previous
+ * key blocks are done with it, visited or not), then updates it (if
+ * visited) and sets kb + 1. */
 static void SFX(bwd_kv_block)(const uly_attn_desc *a, const struct blk_geom *G, int64_t b, int64_t kvl,
                               int64_t kb, const REAL *q, const REAL *k, const REAL *v, const REAL *o,
-                              const REAL *lse, const REAL *dout, REAL *dq, REAL *dk, REAL *dv, REAL *ws)
+                              const REAL *lse, const REAL *dout, REAL *dq, REAL *dk, REAL *dv, REAL *ws,
+                              atomic_int *turns)
 {
     const int64_t Nq = G->qrows, Nk = G->krows, d = a->head_dim, bq = G->bq, bk = G->bk;
     const int64_t k0 = kb * bk, nk = Nk - k0 < bk ? Nk - k0 : bk;
@@ -235,7 +241,12 @@ static void SFX(bwd_kv_block)(const uly_attn_desc *a, const struct blk_geom *G, 
         blk_rows(G, ULY_ROWS_NEED_K, k0 + nk);
     for (int64_t hg = h_first; hg < h_end; hg++) {
         const int64_t hl = hg - G->hb;
+        atomic_int *turn = turns ? turns + (b * G->hq + hl) * G->nqb : NULL;
         memset(dKh, 0, (size_t)(2 * bk * d) * sizeof *dKh);
+        for (int64_t qbi = 0; turn && qbi < qb0; qbi++) { /* not visited: passed on */
+            blk_wait_turn(turn + qbi, (int)kb);
+            atomic_store_explicit(turn + qbi, (int)kb + 1, memory_order_release);
+        }
         for (int64_t qbi = qb0; qbi < qb1; qbi++) {
             const int64_t q0 = qbi * bq, mq = Nq - q0 < bq ? Nq - q0 : bq;
             const REAL *qp = q + ((b * Nq + q0) * G->hq + hl) * d;
@@ -250,9 +261,19 @@ static void SFX(bwd_kv_block)(const uly_attn_desc *a, const struct blk_geom *G, 
                  dop, (int)ldq, 1, dVh, (int)d);
             GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)d, (int)mq, (REAL)G->scale,
                  dP, (int)bk, qp, (int)ldq, 1, dKh, (int)d);
+            if (turn)
+                blk_wait_turn(turn + qbi, (int)kb);
             if (dq) /* the Q pass's GEMM, into dQ directly */
                 GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mq, (int)d, (int)nk, (REAL)G->scale,
                      dP, (int)bk, kp, (int)ldk, 1, dq + ((b * Nq + q0) * G->hq + hl) * d, (int)ldq);
+            if (turn)
+                atomic_store_explicit(turn + qbi, (int)kb + 1, memory_order_release);
+        }
+        for (int64_t qbi = qb1 > qb0 ? qb1 : 0; turn && qbi < G->nqb; qbi++) {
+            if (qbi >= qb0 && qbi < qb1)
+                continue;
+            blk_wait_turn(turn + qbi, (int)kb);
+            atomic_store_explicit(turn + qbi, (int)kb + 1, memory_order_release);
         }
         if (G->expanded) {
             for (int64_t j = 0; j < nk; j++) {
@@ -289,23 +310,30 @@ static void SFX(bwd_kv_item)(const uly_attn_desc *a, const struct blk_geom *G, i
                              const REAL *lse, const REAL *dout, REAL *dk, REAL *dv, REAL *ws)
 {
     const int64_t kb = item % G->nkb, kvl = (item / G->nkb) % G->hk, b = item / G->nkb / G->hk;
-    SFX(bwd_kv_block)(a, G, b, kvl, kb, q, k, v, o, lse, dout, NULL, dk, dv, ws);
+    SFX(bwd_kv_block)(a, G, b, kvl, kb, q, k, v, o, lse, dout, NULL, dk, dv, ws, NULL);
 }
 
-/* Single pass: work item (batch b, local KV head kvl), every key block. */
-static void SFX(bwd_single_item)(const uly_attn_desc *a, const struct blk_geom *G, int64_t item,
-                                 const REAL *q, const REAL *k, const REAL *v, const REAL *o,
-                                 const REAL *lse, const REAL *dout, REAL *dq, REAL *dk, REAL *dv,
-                                 REAL *ws)
+/* Single pass: zero the dQ rows of item (batch b, local KV head kvl)'s query heads. */
+static void SFX(bwd_zero_dq)(const uly_attn_desc *a, const struct blk_geom *G, int64_t item, REAL *dq)
 {
     const int64_t kvl = item % G->hk, b = item / G->hk, d = a->head_dim;
     int64_t h_first, h_end;
     blk_group_heads(G, kvl, &h_first, &h_end);
-    for (int64_t i = 0; i < G->qrows && h_first < h_end; i++) /* dQ rows of this group's heads */
+    for (int64_t i = 0; i < G->qrows && h_first < h_end; i++)
         memset(dq + ((b * G->qrows + i) * G->hq + (h_first - G->hb)) * d, 0,
                (size_t)((h_end - h_first) * d) * sizeof(REAL));
-    for (int64_t kb = 0; kb < G->nkb; kb++)
-        SFX(bwd_kv_block)(a, G, b, kvl, kb, q, k, v, o, lse, dout, dq, dk, dv, ws);
+}
+
+/* Single pass: work item (batch b, local KV head kvl), key blocks [kb0, kb1)
+ * (every key block, or one with turns: the split pass). */
+static void SFX(bwd_single_item)(const uly_attn_desc *a, const struct blk_geom *G, int64_t item,
+                                 int64_t kb0, int64_t kb1, const REAL *q, const REAL *k, const REAL *v,
+                                 const REAL *o, const REAL *lse, const REAL *dout, REAL *dq, REAL *dk,
+                                 REAL *dv, REAL *ws, atomic_int *turns)
+{
+    const int64_t kvl = item % G->hk, b = item / G->hk;
+    for (int64_t kb = kb0; kb < kb1; kb++)
+        SFX(bwd_kv_block)(a, G, b, kvl, kb, q, k, v, o, lse, dout, dq, dk, dv, ws, turns);
 }
 
 static void SFX(bwd_q_item)(const uly_attn_desc *a, const struct blk_geom *G, int64_t item,
@@ -379,6 +407,15 @@ static int SFX(bwd)(const uly_attn_desc *a, const struct blk_geom *G, const REAL
     const int64_t single_items = a->batch * G->hk;
     const size_t per = G->ws_per;
     const int single = blk_bwd_single(G, single_items);
+    /* the split single pass: (item, key block) units taken in increasing
+     * order from one counter (so a unit only ever waits for earlier ones,
+     * which are taken and run: no deadlock) */
+    atomic_int *turns = G->split ? (atomic_int *)(void *)((char *)ws + G->turns_off) : NULL;
+    for (size_t i = 0; turns && i < G->nturns; i++)
+        atomic_init(&turns[i], 0);
+    const int64_t units = single_items * G->nkb;
+    atomic_llong next_unit;
+    atomic_init(&next_unit, 0);
     blk_rows_begin(G);
 #ifdef _OPENMP
 #pragma omp parallel num_threads(G->threads)
@@ -387,10 +424,21 @@ static int SFX(bwd)(const uly_attn_desc *a, const struct blk_geom *G, const REAL
         REAL *my = ws + per * (size_t)blk_thread_id();
         if (single) {
 #ifdef _OPENMP
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(static)
 #endif
             for (int64_t it = 0; it < single_items; it++)
-                SFX(bwd_single_item)(a, G, it, q, k, v, o, lse, dout, dq, dk, dv, my);
+                SFX(bwd_zero_dq)(a, G, it, dq); /* the implicit barrier: every dQ row zeroed */
+            if (turns) {
+                for (long long u; (u = atomic_fetch_add_explicit(&next_unit, 1, memory_order_relaxed)) < units;)
+                    SFX(bwd_single_item)(a, G, u / G->nkb, u % G->nkb, u % G->nkb + 1, q, k, v, o, lse, dout, dq,
+                                         dk, dv, my, turns);
+            } else {
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+                for (int64_t it = 0; it < single_items; it++)
+                    SFX(bwd_single_item)(a, G, it, 0, G->nkb, q, k, v, o, lse, dout, dq, dk, dv, my, NULL);
+            }
         } else {
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)

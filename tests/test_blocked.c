@@ -281,6 +281,61 @@ START_TEST(rejects_bad_arguments)
 }
 END_TEST
 
+/* The split single pass (one (batch, KV head) item shared out by key block
+ * between the threads, dQ blocks updated in key-block order through turn
+ * counters): the same bits as one thread, for masks that leave many block
+ * pairs unvisited (causal, a window narrower than a block, both) and a KV
+ * group of 3 query heads; the workspace's counters show the split is used
+ * (B x H x nqb of 4 bytes, rounded up to 8 bytes). */
+START_TEST(split_single_pass_same_bits)
+{
+    static const shape shp[4] = {{1, 301, 3, 1, 16, 1, 0, 24, 20},
+                                 {1, 301, 3, 1, 16, 0, 13, 24, 20},
+                                 {1, 301, 3, 1, 16, 1, 50, 16, 40},
+                                 {1, 257, 1, 1, 32, 0, 0, 32, 16}};
+    const shape s = shp[_i / 2];
+    const uly_dtype t = _i % 2 ? ULY_F64 : ULY_F32;
+    uly_attn_desc a = desc_of(&s, t);
+    tu_problem p;
+    tu_problem_init(&p, &a, 11);
+    const size_t es = uly_dtype_size(t);
+    void *q = malloc(p.nq * es), *k = malloc(p.nkv * es), *v = malloc(p.nkv * es);
+    void *dout = malloc(p.nq * es);
+    tu_convert(p.q, q, p.nq, t); tu_convert(p.k, k, p.nkv, t);
+    tu_convert(p.v, v, p.nkv, t); tu_convert(p.dout, dout, p.nq, t);
+    uly_kernel_opts opts;
+    memset(&opts, 0, sizeof opts);
+    opts.block_q = s.bq;
+    opts.block_k = s.bk;
+    opts.threads = 1;
+    opts.bwd_pass = ULY_BWD_SINGLE;
+    run base;
+    run_blocked(&p, t, &opts, &base, q, k, v, dout);
+    const int64_t nqb = (s.N + s.bq - 1) / s.bq;
+    for (int th = 2; th <= 4; th++)
+        for (int sched = ULY_BWD_AUTO; sched <= ULY_BWD_SINGLE; sched++) {
+            opts.threads = th;
+            opts.bwd_pass = sched;
+            uly_kernel_opts two = opts;
+            two.bwd_pass = ULY_BWD_TWO;
+            size_t wsplit = 0, wtwo = 0;
+            ck_assert_int_eq(uly_attn_workspace(&a, &opts, &wsplit), ULY_OK);
+            ck_assert_int_eq(uly_attn_workspace(&a, &two, &wtwo), ULY_OK);
+            ck_assert_uint_eq(wsplit, wtwo + (size_t)((s.H * nqb * 4 + 7) / 8 * 8));
+            ck_assert_int_eq(uly_attn_bwd_schedule(&a, &opts), ULY_BWD_SINGLE);
+            run r;
+            run_blocked(&p, t, &opts, &r, q, k, v, dout);
+            ck_assert_msg(same_bits(base.dq, r.dq, p.nq * es), "case %d: dQ differs with %d threads", _i, th);
+            ck_assert_msg(same_bits(base.dk, r.dk, p.nkv * es), "case %d: dK differs with %d threads", _i, th);
+            ck_assert_msg(same_bits(base.dv, r.dv, p.nkv * es), "case %d: dV differs with %d threads", _i, th);
+            run_free(&r);
+        }
+    run_free(&base);
+    free(q); free(k); free(v); free(dout);
+    tu_problem_free(&p);
+}
+END_TEST
+
 /* uly_attn_workspace: the larger of the forward's and the backward's
  * per-thread workspace (kernel_blocked.c's layouts), times the threads. */
 START_TEST(workspace_size)
@@ -293,9 +348,15 @@ START_TEST(workspace_size)
     o.threads = 3;
     size_t b = 0;
     /* default blocks: forward 512 x 256: 512*256 + 512*64 + 2*512; backward
-     * 256 x 512: 2*256*512 + 4*512*64 + 256 (the larger) */
+     * 256 x 512: 2*256*512 + 4*512*64 + 256 (the larger); 2 (batch, KV head)
+     * items on 3 threads: the split single pass, plus its turn counters,
+     * B x H x ceil(1000 / 256) = 8 of 4 bytes (a multiple of 8) */
+    ck_assert_int_eq(uly_attn_workspace(&a, &o, &b), ULY_OK);
+    ck_assert_uint_eq(b, (size_t)3 * 4 * (2 * 256 * 512 + 4 * 512 * 64 + 256) + 8 * 4);
+    o.bwd_pass = ULY_BWD_TWO; /* no counters */
     ck_assert_int_eq(uly_attn_workspace(&a, &o, &b), ULY_OK);
     ck_assert_uint_eq(b, (size_t)3 * 4 * (2 * 256 * 512 + 4 * 512 * 64 + 256));
+    o.bwd_pass = ULY_BWD_AUTO;
     /* given blocks, clamped to the sequence; fp64: forward 100 x 1000 */
     o.block_q = 100; o.block_k = 4000; o.threads = 1;
     a.dtype = ULY_F64;
@@ -1300,6 +1361,7 @@ static Suite *make_blocked_suite(void)
     TCase *td = tcase_create("determinism");
     tcase_set_timeout(td, 120);
     tcase_add_loop_test(td, deterministic_threads_and_subsets, 0, 4);
+    tcase_add_loop_test(td, split_single_pass_same_bits, 0, 8);
     tcase_add_test(td, workspace_size);
     tcase_add_test(td, rejects_bad_arguments);
     suite_add_tcase(s, td);
