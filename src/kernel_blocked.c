@@ -5,8 +5,10 @@
  * kernel_blocked_impl.h (instantiated twice below); this file validates the
  * arguments, works out the block geometry and dispatches on the dtype.
  *
- * Extra memory: one workspace per thread of 2*bq*bk + max(bq, 4 bk)*d + 3 bq
- * elements, independent of N.  Nothing N x N is ever materialised.
+ * Extra memory: one workspace per thread of 2 bq bk + bq d + 2 bq elements
+ * (forward) or 2 bq bk + max(bq, 4 bk) d (backward), independent of N, plus
+ * in the backward D = rowsum(dO O) for every query row and head (as many
+ * elements as the LSE) and a few counters.  Nothing N x N is materialised.
  */
 #include <cblas.h>
 #include <math.h>
@@ -51,8 +53,9 @@ struct blk_geom {
     int expanded;
     int bwd_pass;          /* ULY_BWD_* as requested */
     int split;             /* backward, single pass: work items of one key block (blk_bwd_split) */
-    size_t turns_off;      /* split: bytes into the workspace of the dQ turn counters */
-    size_t nturns;         /* split: B x Hq x nqb counters */
+    size_t d_off;          /* backward: elements into the workspace of D = rowsum(dO O), (B, Hq, Nq) */
+    size_t flags_off;      /* backward: bytes into the workspace of D's per-block states, then the turns */
+    size_t nflags;         /* backward: B x Hq x nqb states (and as many turn counters when split) */
     const uly_vops *vops;  /* SIMD level of the fp32 row operations */
     int fwd_zero_pass;     /* forward: S by beta = 0, P in place (uly_kernel_fwd_zero_pass) */
     size_t ws_per;         /* workspace elements per thread */
@@ -129,7 +132,8 @@ void uly_kernel_fwd_zero_pass(int on)
 
 /* Workspace elements per thread.  Forward: S, P (bq x bk each), O_acc (bq x d),
  * m, l (bq each).  Backward: S, dP (bq x bk each), then either dK, dV of
- * this head and folded (4 x bk x d) or dQ_acc (bq x d), then D (bq). */
+ * this head and folded (4 x bk x d) or dQ_acc (bq x d); D and the states
+ * shared by the threads follow all threads' parts (geom_init). */
 static int64_t blk_ws_fwd(int64_t bq, int64_t bk, int64_t d)
 {
     return 2 * bq * bk + bq * d + 2 * bq;
@@ -137,7 +141,7 @@ static int64_t blk_ws_fwd(int64_t bq, int64_t bk, int64_t d)
 
 static int64_t blk_ws_bwd(int64_t bq, int64_t bk, int64_t d)
 {
-    return 2 * bq * bk + (bq > 4 * bk ? bq : 4 * bk) * d + bq;
+    return 2 * bq * bk + (bq > 4 * bk ? bq : 4 * bk) * d;
 }
 
 /* The query heads held, [*h_first, *h_end), that use local KV head kvl. */
@@ -178,10 +182,9 @@ static int blk_bwd_split(const struct blk_geom *G, int64_t items)
     return 4 * per * T > 5 * items;
 }
 
-/* Wait until the turn counter of a dQ block reaches `want` (the key block
- * about to update it): spin briefly, then yield the core (its owner may be
- * descheduled on a loaded machine). */
-static void blk_wait_turn(atomic_int *t, int want)
+/* Wait until a state or counter reaches `want`: spin briefly, then yield
+ * the core (its owner may be descheduled on a loaded machine). */
+static void blk_wait_for(atomic_int *t, int want)
 {
     for (int spins = 0; atomic_load_explicit(t, memory_order_acquire) != want; spins++) {
         if (spins < 256) {
@@ -194,12 +197,20 @@ static void blk_wait_turn(atomic_int *t, int want)
     }
 }
 
+/* Wait until the turn counter of a dQ block reaches `want` (the key block
+ * about to update it). */
+static void blk_wait_turn(atomic_int *t, int want)
+{
+    blk_wait_for(t, want);
+}
+
 #define REAL float
 #define GEMM cblas_sgemm
 #define ROW_MAX(x, n) G->vops->row_max(x, n)
 #define EXP2_SHIFT_SUM(x, n, s) G->vops->exp2_shift_sum(x, n, s)
 #define EXP2_SHIFT_SUM_TO(x, p, n, s) G->vops->exp2_shift_sum_to(x, p, n, s)
 #define DS_ROW(p, dp, n, D) G->vops->ds_row(p, dp, n, D)
+#define EXP2_DS_ROW(x, dp, n, s, D) G->vops->exp2_ds_row(x, dp, n, s, D)
 #define SFX(name) name##_f32
 #include "kernel_blocked_impl.h"
 #undef REAL
@@ -208,6 +219,7 @@ static void blk_wait_turn(atomic_int *t, int want)
 #undef EXP2_SHIFT_SUM
 #undef EXP2_SHIFT_SUM_TO
 #undef DS_ROW
+#undef EXP2_DS_ROW
 #undef SFX
 
 #define REAL double
@@ -216,6 +228,7 @@ static void blk_wait_turn(atomic_int *t, int want)
 #define EXP2_SHIFT_SUM uly_exp2_shift_sum_f64
 #define EXP2_SHIFT_SUM_TO uly_exp2_shift_sum_to_f64
 #define DS_ROW uly_ds_row_f64
+#define EXP2_DS_ROW uly_exp2_ds_row_f64
 #define SFX(name) name##_f64
 #include "kernel_blocked_impl.h"
 #undef REAL
@@ -224,6 +237,7 @@ static void blk_wait_turn(atomic_int *t, int want)
 #undef EXP2_SHIFT_SUM
 #undef EXP2_SHIFT_SUM_TO
 #undef DS_ROW
+#undef EXP2_DS_ROW
 #undef SFX
 
 /* The geometry of one forward (fwd = 1) or backward (fwd = 0) call. */
@@ -292,15 +306,22 @@ static int geom_init(const uly_attn_desc *a, const uly_kernel_opts *opts, int fw
     if (uly_mul_size(G->ws_per, uly_dtype_size(a->dtype), &per) ||
         uly_mul_size(per, (size_t)G->threads, &G->ws_bytes))
         return uly_set_error(ULY_EOVERFLOW, "workspace size overflows");
-    if (!fwd && blk_bwd_single(G, a->batch * G->hk) && blk_bwd_split(G, a->batch * G->hk)) {
-        /* the turn counters after every thread's workspace, in 8-byte units */
-        G->split = 1;
-        G->nturns = (size_t)(a->batch * G->hq * G->nqb);
-        size_t tb;
-        if (uly_mul_size(G->nturns, sizeof(atomic_int), &tb) || tb > SIZE_MAX - 8 - G->ws_bytes)
+    if (!fwd) {
+        /* after every thread's workspace: D, one element per query row and
+         * head, computed once per call (blk_rows_D); then per (batch, head,
+         * query block) D's state and, for the split single pass, the turn
+         * counter, in 8-byte units */
+        G->split = blk_bwd_single(G, a->batch * G->hk) && blk_bwd_split(G, a->batch * G->hk);
+        G->nflags = (size_t)(a->batch * G->hq * G->nqb);
+        size_t nd, db, tb;
+        G->d_off = G->ws_bytes / uly_dtype_size(a->dtype);
+        if (uly_mul_size((size_t)(a->batch * G->hq), (size_t)G->qrows, &nd) ||
+            uly_mul_size(nd, uly_dtype_size(a->dtype), &db) ||
+            uly_mul_size(G->nflags, (G->split ? 2 : 1) * sizeof(atomic_int), &tb) ||
+            db > SIZE_MAX - G->ws_bytes || tb > SIZE_MAX - 8 - G->ws_bytes - db)
             return uly_set_error(ULY_EOVERFLOW, "workspace size overflows");
-        G->turns_off = G->ws_bytes;
-        G->ws_bytes += (tb + 7) / 8 * 8;
+        G->flags_off = G->ws_bytes + db;
+        G->ws_bytes += db + (tb + 7) / 8 * 8;
     }
     return ULY_OK;
 }

@@ -192,6 +192,38 @@ static void SFX(rows_D)(int64_t mq, int64_t d, const REAL *dop, const REAL *op, 
     }
 }
 
+/* What the threads of one backward call share besides the tensors: D for
+ * every query row and head (B, Hq, Nq), its per-block states, and the turn
+ * counters of the split single pass (NULL otherwise); all in the workspace
+ * after the threads' own parts. */
+struct SFX(bwd_shared) {
+    REAL *D;
+    atomic_int *state, *turns;
+};
+
+/* D of the rows of query block qbi of (batch b, local head hl), computed
+ * once per call into the workspace (the first visitor of the block computes
+ * it, any other waits): state 0 not yet, 1 being computed, 2 done.  The
+ * same sums as before, so the same bits, without recomputing them for every
+ * key block. */
+static const REAL *SFX(rows_D_once)(const struct blk_geom *G, REAL *Dall, atomic_int *state, int64_t b,
+                                    int64_t hl, int64_t qbi, int64_t mq, int64_t d, const REAL *dop,
+                                    const REAL *op, int64_t ld)
+{
+    atomic_int *st = state + (b * G->hq + hl) * G->nqb + qbi;
+    REAL *D = Dall + (b * G->hq + hl) * G->qrows + qbi * G->bq;
+    if (atomic_load_explicit(st, memory_order_acquire) == 2)
+        return D;
+    int expect = 0;
+    if (atomic_compare_exchange_strong_explicit(st, &expect, 1, memory_order_acquire, memory_order_acquire)) {
+        SFX(rows_D)(mq, d, dop, op, ld, D);
+        atomic_store_explicit(st, 2, memory_order_release);
+    } else {
+        blk_wait_for(st, 2);
+    }
+    return D;
+}
+
 /* dS for one block pair: S holds the scores on entry, P on exit; dP holds dS on exit. */
 static void SFX(block_dS)(const uly_attn_desc *a, const struct blk_geom *G, int64_t b, const REAL *qp,
                           const REAL *dop, int64_t ldq, const REAL *kp, const REAL *vp, int64_t ldk,
@@ -200,16 +232,19 @@ static void SFX(block_dS)(const uly_attn_desc *a, const struct blk_geom *G, int6
 {
     const int64_t d = a->head_dim, bk = G->bk;
     SFX(block_scores)(a, G, b, qp, ldq, kp, ldk, q0, mq, k0, nk, (REAL)G->scale2, 0, S, bk);
-    for (int64_t i = 0; i < mq; i++) {
-        if (lse_rows[i] == -INFINITY) /* a row that sees nothing: P = 0 */
-            memset(S + i * bk, 0, (size_t)nk * sizeof *S);
-        else
-            EXP2_SHIFT_SUM(S + i * bk, nk, (REAL)((double)lse_rows[i] * BLK_LOG2E));
-    }
     GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mq, (int)nk, (int)d, 1, dop, (int)ldq, vp,
          (int)ldk, 0, dP, (int)bk);
-    for (int64_t i = 0; i < mq; i++)
-        DS_ROW(S + i * bk, dP + i * bk, nk, D[i]);
+    /* P = 2^(S - LSE log2(e)) and dS = P (dP - D) in one pass over the
+     * block, P kept in registers between the two (the bits of the exp pass
+     * followed by the dS pass) */
+    for (int64_t i = 0; i < mq; i++) {
+        if (lse_rows[i] == -INFINITY) { /* a row that sees nothing: P = 0 */
+            memset(S + i * bk, 0, (size_t)nk * sizeof *S);
+            DS_ROW(S + i * bk, dP + i * bk, nk, D[i]);
+        } else {
+            EXP2_DS_ROW(S + i * bk, dP + i * bk, nk, (REAL)((double)lse_rows[i] * BLK_LOG2E), D[i]);
+        }
+    }
 }
 
 /* dK, dV of key block kb of (batch b, local KV head kvl); with dq != NULL
@@ -222,7 +257,7 @@ static void SFX(block_dS)(const uly_attn_desc *a, const struct blk_geom *G, int6
 static void SFX(bwd_kv_block)(const uly_attn_desc *a, const struct blk_geom *G, int64_t b, int64_t kvl,
                               int64_t kb, const REAL *q, const REAL *k, const REAL *v, const REAL *o,
                               const REAL *lse, const REAL *dout, REAL *dq, REAL *dk, REAL *dv, REAL *ws,
-                              atomic_int *turns)
+                              const struct SFX(bwd_shared) *sh)
 {
     const int64_t Nq = G->qrows, Nk = G->krows, d = a->head_dim, bq = G->bq, bk = G->bk;
     const int64_t k0 = kb * bk, nk = Nk - k0 < bk ? Nk - k0 : bk;
@@ -234,7 +269,7 @@ static void SFX(bwd_kv_block)(const uly_attn_desc *a, const struct blk_geom *G, 
     REAL *S = ws, *dP = ws + bq * bk;
     REAL *dKh = ws + 2 * bq * bk, *dVh = dKh + bk * d; // (nk, d) each: this head
     REAL *dKs = dVh + bk * d, *dVs = dKs + bk * d;     // (nk, d) each: folded
-    REAL *D = dKh + (bq > 4 * bk ? bq : 4 * bk) * d; // (bq): layout of blk_ws_bwd
+    atomic_int *const turns = sh->turns;
     int64_t qb0, qb1;
     SFX(query_blocks)(a, G, b, k0, nk, &qb0, &qb1);
     if (G->stream)
@@ -254,7 +289,7 @@ static void SFX(bwd_kv_block)(const uly_attn_desc *a, const struct blk_geom *G, 
             const REAL *op = o + ((b * Nq + q0) * G->hq + hl) * d;
             if (G->stream)
                 blk_rows(G, ULY_ROWS_NEED_Q, q0 + mq);
-            SFX(rows_D)(mq, d, dop, op, ldq, D);
+            const REAL *D = SFX(rows_D_once)(G, sh->D, sh->state, b, hl, qbi, mq, d, dop, op, ldq);
             SFX(block_dS)(a, G, b, qp, dop, ldq, kp, vp, ldk, q0, mq, k0, nk,
                           lse + (b * G->hq + hl) * Nq + q0, D, S, dP);
             GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)d, (int)mq, 1, S, (int)bk,
@@ -307,10 +342,11 @@ static void SFX(bwd_kv_block)(const uly_attn_desc *a, const struct blk_geom *G, 
 
 static void SFX(bwd_kv_item)(const uly_attn_desc *a, const struct blk_geom *G, int64_t item,
                              const REAL *q, const REAL *k, const REAL *v, const REAL *o,
-                             const REAL *lse, const REAL *dout, REAL *dk, REAL *dv, REAL *ws)
+                             const REAL *lse, const REAL *dout, REAL *dk, REAL *dv, REAL *ws,
+                             const struct SFX(bwd_shared) *sh)
 {
     const int64_t kb = item % G->nkb, kvl = (item / G->nkb) % G->hk, b = item / G->nkb / G->hk;
-    SFX(bwd_kv_block)(a, G, b, kvl, kb, q, k, v, o, lse, dout, NULL, dk, dv, ws, NULL);
+    SFX(bwd_kv_block)(a, G, b, kvl, kb, q, k, v, o, lse, dout, NULL, dk, dv, ws, sh);
 }
 
 /* Single pass: zero the dQ rows of item (batch b, local KV head kvl)'s query heads. */
@@ -329,16 +365,17 @@ static void SFX(bwd_zero_dq)(const uly_attn_desc *a, const struct blk_geom *G, i
 static void SFX(bwd_single_item)(const uly_attn_desc *a, const struct blk_geom *G, int64_t item,
                                  int64_t kb0, int64_t kb1, const REAL *q, const REAL *k, const REAL *v,
                                  const REAL *o, const REAL *lse, const REAL *dout, REAL *dq, REAL *dk,
-                                 REAL *dv, REAL *ws, atomic_int *turns)
+                                 REAL *dv, REAL *ws, const struct SFX(bwd_shared) *sh)
 {
     const int64_t kvl = item % G->hk, b = item / G->hk;
     for (int64_t kb = kb0; kb < kb1; kb++)
-        SFX(bwd_kv_block)(a, G, b, kvl, kb, q, k, v, o, lse, dout, dq, dk, dv, ws, turns);
+        SFX(bwd_kv_block)(a, G, b, kvl, kb, q, k, v, o, lse, dout, dq, dk, dv, ws, sh);
 }
 
 static void SFX(bwd_q_item)(const uly_attn_desc *a, const struct blk_geom *G, int64_t item,
                             const REAL *q, const REAL *k, const REAL *v, const REAL *o,
-                            const REAL *lse, const REAL *dout, REAL *dq, REAL *ws)
+                            const REAL *lse, const REAL *dout, REAL *dq, REAL *ws,
+                            const struct SFX(bwd_shared) *sh)
 {
     const int64_t Nq = G->qrows, Nk = G->krows, d = a->head_dim, bq = G->bq, bk = G->bk;
     const int64_t qb = item % G->nqb, hl = (item / G->nqb) % G->hq, b = item / G->nqb / G->hq;
@@ -351,8 +388,7 @@ static void SFX(bwd_q_item)(const uly_attn_desc *a, const struct blk_geom *G, in
     const REAL *kp = k + (b * Nk * G->hk + kvl) * d;
     const REAL *vp = v + (b * Nk * G->hk + kvl) * d;
     REAL *S = ws, *dP = ws + bq * bk, *acc = ws + 2 * bq * bk;
-    REAL *D = acc + (bq > 4 * bk ? bq : 4 * bk) * d;
-    SFX(rows_D)(mq, d, dop, op, ldq, D);
+    const REAL *D = SFX(rows_D_once)(G, sh->D, sh->state, b, hl, qb, mq, d, dop, op, ldq);
     memset(acc, 0, (size_t)(mq * d) * sizeof *acc);
     int64_t kb0, kb1;
     SFX(key_blocks)(a, G, b, q0, mq, &kb0, &kb1);
@@ -410,9 +446,13 @@ static int SFX(bwd)(const uly_attn_desc *a, const struct blk_geom *G, const REAL
     /* the split single pass: (item, key block) units taken in increasing
      * order from one counter (so a unit only ever waits for earlier ones,
      * which are taken and run: no deadlock) */
-    atomic_int *turns = G->split ? (atomic_int *)(void *)((char *)ws + G->turns_off) : NULL;
-    for (size_t i = 0; turns && i < G->nturns; i++)
-        atomic_init(&turns[i], 0);
+    struct SFX(bwd_shared) shared = {ws + G->d_off, (atomic_int *)(void *)((char *)ws + G->flags_off), NULL};
+    const struct SFX(bwd_shared) *sh = &shared;
+    if (G->split)
+        shared.turns = shared.state + G->nflags;
+    for (size_t i = 0; i < (G->split ? 2 : 1) * G->nflags; i++)
+        atomic_init(&shared.state[i], 0);
+    atomic_int *const turns = shared.turns;
     const int64_t units = single_items * G->nkb;
     atomic_llong next_unit;
     atomic_init(&next_unit, 0);
@@ -431,25 +471,25 @@ static int SFX(bwd)(const uly_attn_desc *a, const struct blk_geom *G, const REAL
             if (turns) {
                 for (long long u; (u = atomic_fetch_add_explicit(&next_unit, 1, memory_order_relaxed)) < units;)
                     SFX(bwd_single_item)(a, G, u / G->nkb, u % G->nkb, u % G->nkb + 1, q, k, v, o, lse, dout, dq,
-                                         dk, dv, my, turns);
+                                         dk, dv, my, sh);
             } else {
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
                 for (int64_t it = 0; it < single_items; it++)
-                    SFX(bwd_single_item)(a, G, it, 0, G->nkb, q, k, v, o, lse, dout, dq, dk, dv, my, NULL);
+                    SFX(bwd_single_item)(a, G, it, 0, G->nkb, q, k, v, o, lse, dout, dq, dk, dv, my, sh);
             }
         } else {
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
             for (int64_t it = 0; it < kv_items; it++)
-                SFX(bwd_kv_item)(a, G, it, q, k, v, o, lse, dout, dk, dv, my);
+                SFX(bwd_kv_item)(a, G, it, q, k, v, o, lse, dout, dk, dv, my, sh);
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
             for (int64_t it = 0; it < q_items; it++)
-                SFX(bwd_q_item)(a, G, it, q, k, v, o, lse, dout, dq, my);
+                SFX(bwd_q_item)(a, G, it, q, k, v, o, lse, dout, dq, my, sh);
         }
     }
     blk_rows_end(G, 0);

@@ -286,7 +286,7 @@ END_TEST
  * counters): the same bits as one thread, for masks that leave many block
  * pairs unvisited (causal, a window narrower than a block, both) and a KV
  * group of 3 query heads; the workspace's counters show the split is used
- * (B x H x nqb of 4 bytes, rounded up to 8 bytes). */
+ * (B x H x nqb of 4 bytes after D's states). */
 START_TEST(split_single_pass_same_bits)
 {
     static const shape shp[4] = {{1, 301, 3, 1, 16, 1, 0, 24, 20},
@@ -321,7 +321,9 @@ START_TEST(split_single_pass_same_bits)
             size_t wsplit = 0, wtwo = 0;
             ck_assert_int_eq(uly_attn_workspace(&a, &opts, &wsplit), ULY_OK);
             ck_assert_int_eq(uly_attn_workspace(&a, &two, &wtwo), ULY_OK);
-            ck_assert_uint_eq(wsplit, wtwo + (size_t)((s.H * nqb * 4 + 7) / 8 * 8));
+            /* D's states, then as many turn counters, 4 bytes each, rounded up to 8 bytes */
+            const size_t nf = (size_t)(s.H * nqb);
+            ck_assert_uint_eq(wsplit, wtwo - (nf * 4 + 7) / 8 * 8 + (2 * nf * 4 + 7) / 8 * 8);
             ck_assert_int_eq(uly_attn_bwd_schedule(&a, &opts), ULY_BWD_SINGLE);
             run r;
             run_blocked(&p, t, &opts, &r, q, k, v, dout);
@@ -347,28 +349,33 @@ START_TEST(workspace_size)
     memset(&o, 0, sizeof o);
     o.threads = 3;
     size_t b = 0;
-    /* default blocks: forward 512 x 256: 512*256 + 512*64 + 2*512; backward
-     * 256 x 512: 2*256*512 + 4*512*64 + 256 (the larger); 2 (batch, KV head)
-     * items on 3 threads: the split single pass, plus its turn counters,
-     * B x H x ceil(1000 / 256) = 8 of 4 bytes (a multiple of 8) */
+    /* default blocks: forward 512 x 256: 2*512*256 + 512*64 + 2*512 per
+     * thread; backward 256 x 512: 2*256*512 + 4*512*64 per thread (the
+     * larger), then D for B x H x N = 2000 rows (4 bytes each) and one state
+     * per (batch, head, query block), B x H x ceil(1000 / 256) = 8; 2 (batch,
+     * KV head) items on 3 threads: the split single pass, with as many turn
+     * counters (4 bytes each; the states and counters rounded up to 8 bytes) */
+    const size_t f32_bwd = 2 * 256 * 512 + 4 * 512 * 64;
     ck_assert_int_eq(uly_attn_workspace(&a, &o, &b), ULY_OK);
-    ck_assert_uint_eq(b, (size_t)3 * 4 * (2 * 256 * 512 + 4 * 512 * 64 + 256) + 8 * 4);
-    o.bwd_pass = ULY_BWD_TWO; /* no counters */
+    ck_assert_uint_eq(b, (size_t)3 * 4 * f32_bwd + 2000 * 4 + 2 * 8 * 4);
+    o.bwd_pass = ULY_BWD_TWO; /* no turn counters */
     ck_assert_int_eq(uly_attn_workspace(&a, &o, &b), ULY_OK);
-    ck_assert_uint_eq(b, (size_t)3 * 4 * (2 * 256 * 512 + 4 * 512 * 64 + 256));
+    ck_assert_uint_eq(b, (size_t)3 * 4 * f32_bwd + 2000 * 4 + 8 * 4);
     o.bwd_pass = ULY_BWD_AUTO;
-    /* given blocks, clamped to the sequence; fp64: forward 100 x 1000 */
+    /* given blocks, clamped to the sequence; fp64, 1 thread: forward 100 x 1000,
+     * backward 2*100*1000 + 4*1000*64 (the larger) + D (2000 rows of 8 bytes)
+     * + 2 x 10 states of 4 bytes */
     o.block_q = 100; o.block_k = 4000; o.threads = 1;
     a.dtype = ULY_F64;
     ck_assert_int_eq(uly_attn_workspace(&a, &o, &b), ULY_OK);
-    const size_t fwd = 100 * 1000 + 100 * 64 + 200, bwd = 2 * 100 * 1000 + 4 * 1000 * 64 + 100;
-    ck_assert_uint_eq(b, 8 * (fwd > bwd ? fwd : bwd));
-    a.seq = 64; /* forward 64 x 64 (+ 128), backward 2*64*64 + 4*64*64 + 64 */
+    const size_t fwd = 2 * 100 * 1000 + 100 * 64 + 200, bwd = 2 * 100 * 1000 + 4 * 1000 * 64;
+    ck_assert_uint_eq(b, 8 * (fwd > bwd ? fwd : bwd) + 2000 * 8 + 20 * 4);
+    a.seq = 64; /* forward 64 x 64 (+ 128), backward 2*64*64 + 4*64*64, D 2 x 64, 2 states (8 bytes) */
     ck_assert_int_eq(uly_attn_workspace(&a, NULL, &b), ULY_OK);
     ck_assert_uint_eq(b % 8, 0);
-    o.block_q = 0; o.block_k = 0; o.threads = 2;
+    o.block_q = 0; o.block_k = 0; o.threads = 2; /* 2 items on 2 threads: not split */
     ck_assert_int_eq(uly_attn_workspace(&a, &o, &b), ULY_OK);
-    ck_assert_uint_eq(b, (size_t)2 * 8 * (2 * 64 * 64 + 4 * 64 * 64 + 64));
+    ck_assert_uint_eq(b, (size_t)2 * 8 * (2 * 64 * 64 + 4 * 64 * 64) + 2 * 64 * 8 + 2 * 4);
     o.block_q = -1;
     ck_assert_int_eq(uly_attn_workspace(&a, &o, &b), ULY_EINVAL);
     o.block_q = 0;
@@ -724,6 +731,27 @@ START_TEST(vops_levels_same_bits)
             base->ds_row(p, d0, n, 0.375f);
             v->ds_row(p, d1, n, 0.375f);
             ck_assert_msg(memcmp(d0, d1, (size_t)n * 4) == 0, "%s dS n=%d differs", uly_isa_name(isa), n);
+            /* exp2_ds_row, at this level and the baseline: the bits of
+             * exp2_shift_sum followed by ds_row (the baseline's), with the
+             * row max as shift and with -150 (the upper clamp) */
+            for (int c = 0; c < 2; c++) {
+                const float sh = c ? -150.0f : shift == -INFINITY ? 0.0f : shift;
+                float ra[NMAX], rb[NMAX], da[NMAX], db[NMAX], dc[NMAX];
+                memcpy(ra, x, sizeof x);
+                memcpy(rb, x, sizeof x);
+                memcpy(da, d1, sizeof d1);
+                memcpy(db, d1, sizeof d1);
+                memcpy(dc, d1, sizeof d1);
+                base->exp2_shift_sum(ra, n, sh);
+                base->ds_row(ra, da, n, -0.625f);
+                v->exp2_ds_row(rb, db, n, sh, -0.625f);
+                ck_assert_msg(memcmp(ra, rb, (size_t)n * 4) == 0 && memcmp(da, db, (size_t)n * 4) == 0,
+                              "%s exp2_ds_row n=%d shift %a differs from exp then dS", uly_isa_name(isa), n, sh);
+                memcpy(rb, x, sizeof x);
+                base->exp2_ds_row(rb, dc, n, sh, -0.625f);
+                ck_assert_msg(memcmp(ra, rb, (size_t)n * 4) == 0 && memcmp(da, dc, (size_t)n * 4) == 0,
+                              "baseline exp2_ds_row n=%d shift %a differs from exp then dS", n, sh);
+            }
         }
     }
     printf("vops: %d level(s) beyond the baseline compared bitwise\n", tested);
