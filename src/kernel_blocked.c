@@ -6,9 +6,9 @@
  * arguments, works out the block geometry and dispatches on the dtype.
  *
  * Extra memory: one workspace per thread of 2 bq bk + bq d + 2 bq elements
- * (forward) or 2 bq bk + max(bq, 4 bk) d (backward), independent of N, plus
- * in the backward D = rowsum(dO O) for every query row and head (as many
- * elements as the LSE) and a few counters.  Nothing N x N is materialised.
+ * (forward) or 2 bq bk + max(bq, 4 bk) d + bq elements and 64 bytes
+ * (backward), independent of N and of the heads.  Nothing N x N is
+ * materialised.
  */
 #include <cblas.h>
 #include <math.h>
@@ -53,9 +53,8 @@ struct blk_geom {
     int expanded;
     int bwd_pass;          /* ULY_BWD_* as requested */
     int split;             /* backward, single pass: work items of one key block (blk_bwd_split) */
-    size_t d_off;          /* backward: elements into the workspace of D = rowsum(dO O), (B, Hq, Nq) */
-    size_t flags_off;      /* backward: bytes into the workspace of D's per-block states, then the turns */
-    size_t nflags;         /* backward: B x Hq x nqb states (and as many turn counters when split) */
+    long long split_stride; /* split: steps per unit + 1 (g x nqb + 1) */
+    size_t slots_off;      /* backward: bytes into the workspace of the threads' progress slots */
     const uly_vops *vops;  /* SIMD level of the fp32 row operations */
     int fwd_zero_pass;     /* forward: S by beta = 0, P in place (uly_kernel_fwd_zero_pass) */
     size_t ws_per;         /* workspace elements per thread */
@@ -132,8 +131,8 @@ void uly_kernel_fwd_zero_pass(int on)
 
 /* Workspace elements per thread.  Forward: S, P (bq x bk each), O_acc (bq x d),
  * m, l (bq each).  Backward: S, dP (bq x bk each), then either dK, dV of
- * this head and folded (4 x bk x d) or dQ_acc (bq x d); D and the states
- * shared by the threads follow all threads' parts (geom_init). */
+ * this head and folded (4 x bk x d) or dQ_acc (bq x d), then D (bq); the
+ * threads' progress slots follow all threads' parts (geom_init). */
 static int64_t blk_ws_fwd(int64_t bq, int64_t bk, int64_t d)
 {
     return 2 * bq * bk + bq * d + 2 * bq;
@@ -141,7 +140,7 @@ static int64_t blk_ws_fwd(int64_t bq, int64_t bk, int64_t d)
 
 static int64_t blk_ws_bwd(int64_t bq, int64_t bk, int64_t d)
 {
-    return 2 * bq * bk + (bq > 4 * bk ? bq : 4 * bk) * d;
+    return 2 * bq * bk + (bq > 4 * bk ? bq : 4 * bk) * d + bq;
 }
 
 /* The query heads held, [*h_first, *h_end), that use local KV head kvl. */
@@ -170,10 +169,11 @@ static int blk_bwd_single(const struct blk_geom *G, int64_t items)
 /* Single pass with (batch, KV head, key block) work items instead of whole
  * (batch, KV head) ones: when the whole items would leave the busiest
  * thread more than 5/4 of an even share (e.g. one KV head on two threads).
- * A key block's dK, dV belong to its item alone; its dQ updates wait for
- * the previous key block's, block row by block row (the turn counters), so
- * every dQ block receives the same GEMMs in the same order as with whole
- * items: the same bits. */
+ * Unit u (item u / nkb, key block u % nkb) runs on thread u mod T.  A key
+ * block's dK, dV belong to its unit alone; its dQ updates wait for the
+ * previous key block's, block row by block row (the threads' progress
+ * slots), so every dQ block receives the same GEMMs in the same order as
+ * with whole items: the same bits. */
 static int blk_bwd_split(const struct blk_geom *G, int64_t items)
 {
     if (G->threads < 2 || items < 1 || G->nkb < 2)
@@ -182,11 +182,29 @@ static int blk_bwd_split(const struct blk_geom *G, int64_t items)
     return 4 * per * T > 5 * items;
 }
 
-/* Wait until a state or counter reaches `want`: spin briefly, then yield
- * the core (its owner may be descheduled on a loaded machine). */
-static void blk_wait_for(atomic_int *t, int want)
+static int blk_team_size(void)
 {
-    for (int spins = 0; atomic_load_explicit(t, memory_order_acquire) != want; spins++) {
+#ifdef _OPENMP
+    return omp_get_num_threads();
+#else
+    return 1;
+#endif
+}
+
+/* The progress slots of the split single pass: one atomic_llong per thread,
+ * 64 bytes apart (a cache line each: no false sharing between the threads
+ * publishing their steps). */
+#define BLK_SLOT_BYTES 64
+static size_t blk_slot_stride(void)
+{
+    return BLK_SLOT_BYTES / sizeof(atomic_llong);
+}
+
+/* Wait until a progress slot reaches at least `want`: spin briefly, then
+ * yield the core (its owner may be descheduled on a loaded machine). */
+static void blk_wait_for(atomic_llong *t, long long want)
+{
+    for (int spins = 0; atomic_load_explicit(t, memory_order_acquire) < want; spins++) {
         if (spins < 256) {
 #if defined(__x86_64__) || defined(__i386__)
             __builtin_ia32_pause();
@@ -197,11 +215,13 @@ static void blk_wait_for(atomic_int *t, int want)
     }
 }
 
-/* Wait until the turn counter of a dQ block reaches `want` (the key block
- * about to update it). */
-static void blk_wait_turn(atomic_int *t, int want)
+/* One step of a split unit (base = unit x stride) that does not touch its
+ * dQ block: wait for the previous unit to be past it, then publish it. */
+static void blk_step(atomic_llong *prev, atomic_llong *mine, long long base, long long stride, long long step)
 {
-    blk_wait_for(t, want);
+    if (prev)
+        blk_wait_for(prev, base - stride + step + 1);
+    atomic_store_explicit(mine, base + step + 1, memory_order_release);
 }
 
 #define REAL float
@@ -307,21 +327,19 @@ static int geom_init(const uly_attn_desc *a, const uly_kernel_opts *opts, int fw
         uly_mul_size(per, (size_t)G->threads, &G->ws_bytes))
         return uly_set_error(ULY_EOVERFLOW, "workspace size overflows");
     if (!fwd) {
-        /* after every thread's workspace: D, one element per query row and
-         * head, computed once per call (blk_rows_D); then per (batch, head,
-         * query block) D's state and, for the split single pass, the turn
-         * counter, in 8-byte units */
-        G->split = blk_bwd_single(G, a->batch * G->hk) && blk_bwd_split(G, a->batch * G->hk);
-        G->nflags = (size_t)(a->batch * G->hq * G->nqb);
-        size_t nd, db, tb;
-        G->d_off = G->ws_bytes / uly_dtype_size(a->dtype);
-        if (uly_mul_size((size_t)(a->batch * G->hq), (size_t)G->qrows, &nd) ||
-            uly_mul_size(nd, uly_dtype_size(a->dtype), &db) ||
-            uly_mul_size(G->nflags, (G->split ? 2 : 1) * sizeof(atomic_int), &tb) ||
-            db > SIZE_MAX - G->ws_bytes || tb > SIZE_MAX - 8 - G->ws_bytes - db)
+        /* after every thread's workspace (rounded up to 64 bytes): one
+         * progress slot per thread for the split single pass, whether used
+         * or not, so that the size depends on the threads and the blocks
+         * only, never on the heads or the sequence */
+        size_t sb;
+        if (uly_mul_size((size_t)G->threads, BLK_SLOT_BYTES, &sb) || G->ws_bytes > SIZE_MAX - 64 - sb)
             return uly_set_error(ULY_EOVERFLOW, "workspace size overflows");
-        G->flags_off = G->ws_bytes + db;
-        G->ws_bytes += db + (tb + 7) / 8 * 8;
+        G->slots_off = (G->ws_bytes + 63) / 64 * 64;
+        G->ws_bytes = G->slots_off + sb;
+        const int64_t items = a->batch * G->hk, steps = G->g * G->nqb + 1;
+        G->split = blk_bwd_single(G, items) && blk_bwd_split(G, items) &&
+                   steps <= LLONG_MAX / 2 / (items * G->nkb); /* unit x stride fits */
+        G->split_stride = steps;
     }
     return ULY_OK;
 }

@@ -181,47 +181,34 @@ static void SFX(fwd_item)(const uly_attn_desc *a, const struct blk_geom *G, int6
         blk_rows(G, ULY_ROWS_DONE_Q, q0 + mq);
 }
 
-/* D_i = sum_c dO_ic O_ic for the rows of one query block (accumulated in double). */
+/* D_i = sum_c dO_ic O_ic for the rows of one query block (accumulated in
+ * double, in increasing c).  Four rows at a time, each its own chain of
+ * additions: the same sums (the same bits) as one row after the other,
+ * without waiting for each addition before the next (the chain's latency
+ * made this loop 5 % of the backward at d = 64). */
 static void SFX(rows_D)(int64_t mq, int64_t d, const REAL *dop, const REAL *op, int64_t ld, REAL *D)
 {
-    for (int64_t i = 0; i < mq; i++) {
+    int64_t i = 0;
+    for (; i + 4 <= mq; i += 4) {
+        double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        const REAL *a0 = dop + i * ld, *b0 = op + i * ld;
+        for (int64_t c = 0; c < d; c++) {
+            s0 += (double)a0[c] * (double)b0[c];
+            s1 += (double)a0[ld + c] * (double)b0[ld + c];
+            s2 += (double)a0[2 * ld + c] * (double)b0[2 * ld + c];
+            s3 += (double)a0[3 * ld + c] * (double)b0[3 * ld + c];
+        }
+        D[i] = (REAL)s0;
+        D[i + 1] = (REAL)s1;
+        D[i + 2] = (REAL)s2;
+        D[i + 3] = (REAL)s3;
+    }
+    for (; i < mq; i++) {
         double s = 0;
         for (int64_t c = 0; c < d; c++)
             s += (double)dop[i * ld + c] * (double)op[i * ld + c];
         D[i] = (REAL)s;
     }
-}
-
-/* What the threads of one backward call share besides the tensors: D for
- * every query row and head (B, Hq, Nq), its per-block states, and the turn
- * counters of the split single pass (NULL otherwise); all in the workspace
- * after the threads' own parts. */
-struct SFX(bwd_shared) {
-    REAL *D;
-    atomic_int *state, *turns;
-};
-
-/* D of the rows of query block qbi of (batch b, local head hl), computed
- * once per call into the workspace (the first visitor of the block computes
- * it, any other waits): state 0 not yet, 1 being computed, 2 done.  The
- * same sums as before, so the same bits, without recomputing them for every
- * key block. */
-static const REAL *SFX(rows_D_once)(const struct blk_geom *G, REAL *Dall, atomic_int *state, int64_t b,
-                                    int64_t hl, int64_t qbi, int64_t mq, int64_t d, const REAL *dop,
-                                    const REAL *op, int64_t ld)
-{
-    atomic_int *st = state + (b * G->hq + hl) * G->nqb + qbi;
-    REAL *D = Dall + (b * G->hq + hl) * G->qrows + qbi * G->bq;
-    if (atomic_load_explicit(st, memory_order_acquire) == 2)
-        return D;
-    int expect = 0;
-    if (atomic_compare_exchange_strong_explicit(st, &expect, 1, memory_order_acquire, memory_order_acquire)) {
-        SFX(rows_D)(mq, d, dop, op, ld, D);
-        atomic_store_explicit(st, 2, memory_order_release);
-    } else {
-        blk_wait_for(st, 2);
-    }
-    return D;
 }
 
 /* dS for one block pair: S holds the scores on entry, P on exit; dP holds dS on exit. */
@@ -249,15 +236,15 @@ static void SFX(block_dS)(const uly_attn_desc *a, const struct blk_geom *G, int6
 
 /* dK, dV of key block kb of (batch b, local KV head kvl); with dq != NULL
  * also dQ += scale dS K_blk for every query block visited (single pass).
- * With turns (the split single pass: key blocks of one item on several
- * threads), every dQ block (b, head, query block) of the group is passed in
- * key-block order: this block waits until its counter says kb (the previous
- * key blocks are done with it, visited or not), then updates it (if
- * visited) and sets kb + 1. */
+ * With slots (the split single pass: unit u = this key block of its item,
+ * run by thread u mod T), the unit's steps, one per (head of the group,
+ * query block) in order, each wait until unit u - 1 of the same item (kb > 0)
+ * is past the same step, before touching that dQ block (or only passing it
+ * on), then publish the step: every dQ block is updated in key-block order. */
 static void SFX(bwd_kv_block)(const uly_attn_desc *a, const struct blk_geom *G, int64_t b, int64_t kvl,
                               int64_t kb, const REAL *q, const REAL *k, const REAL *v, const REAL *o,
                               const REAL *lse, const REAL *dout, REAL *dq, REAL *dk, REAL *dv, REAL *ws,
-                              const struct SFX(bwd_shared) *sh)
+                              atomic_llong *slots, int64_t unit, int nt)
 {
     const int64_t Nq = G->qrows, Nk = G->krows, d = a->head_dim, bq = G->bq, bk = G->bk;
     const int64_t k0 = kb * bk, nk = Nk - k0 < bk ? Nk - k0 : bk;
@@ -269,19 +256,21 @@ static void SFX(bwd_kv_block)(const uly_attn_desc *a, const struct blk_geom *G, 
     REAL *S = ws, *dP = ws + bq * bk;
     REAL *dKh = ws + 2 * bq * bk, *dVh = dKh + bk * d; // (nk, d) each: this head
     REAL *dKs = dVh + bk * d, *dVs = dKs + bk * d;     // (nk, d) each: folded
-    atomic_int *const turns = sh->turns;
+    REAL *D = dKh + (bq > 4 * bk ? bq : 4 * bk) * d; // (bq): layout of blk_ws_bwd
+    /* the split pass: this unit's slot and its predecessor's (none for kb = 0) */
+    atomic_llong *mine = slots ? slots + blk_slot_stride() * (unit % nt) : NULL;
+    atomic_llong *prev = slots && kb > 0 ? slots + blk_slot_stride() * ((unit - 1) % nt) : NULL;
+    const long long base = (long long)unit * G->split_stride;
     int64_t qb0, qb1;
     SFX(query_blocks)(a, G, b, k0, nk, &qb0, &qb1);
     if (G->stream)
         blk_rows(G, ULY_ROWS_NEED_K, k0 + nk);
     for (int64_t hg = h_first; hg < h_end; hg++) {
         const int64_t hl = hg - G->hb;
-        atomic_int *turn = turns ? turns + (b * G->hq + hl) * G->nqb : NULL;
+        const long long step0 = (long long)((hg - h_first) * G->nqb);
         memset(dKh, 0, (size_t)(2 * bk * d) * sizeof *dKh);
-        for (int64_t qbi = 0; turn && qbi < qb0; qbi++) { /* not visited: passed on */
-            blk_wait_turn(turn + qbi, (int)kb);
-            atomic_store_explicit(turn + qbi, (int)kb + 1, memory_order_release);
-        }
+        for (int64_t qbi = 0; mine && qbi < qb0; qbi++) /* not visited: passed on */
+            blk_step(prev, mine, base, G->split_stride, step0 + qbi);
         for (int64_t qbi = qb0; qbi < qb1; qbi++) {
             const int64_t q0 = qbi * bq, mq = Nq - q0 < bq ? Nq - q0 : bq;
             const REAL *qp = q + ((b * Nq + q0) * G->hq + hl) * d;
@@ -289,26 +278,25 @@ static void SFX(bwd_kv_block)(const uly_attn_desc *a, const struct blk_geom *G, 
             const REAL *op = o + ((b * Nq + q0) * G->hq + hl) * d;
             if (G->stream)
                 blk_rows(G, ULY_ROWS_NEED_Q, q0 + mq);
-            const REAL *D = SFX(rows_D_once)(G, sh->D, sh->state, b, hl, qbi, mq, d, dop, op, ldq);
+            SFX(rows_D)(mq, d, dop, op, ldq, D);
             SFX(block_dS)(a, G, b, qp, dop, ldq, kp, vp, ldk, q0, mq, k0, nk,
                           lse + (b * G->hq + hl) * Nq + q0, D, S, dP);
             GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)d, (int)mq, 1, S, (int)bk,
                  dop, (int)ldq, 1, dVh, (int)d);
             GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)d, (int)mq, (REAL)G->scale,
                  dP, (int)bk, qp, (int)ldq, 1, dKh, (int)d);
-            if (turn)
-                blk_wait_turn(turn + qbi, (int)kb);
+            if (prev)
+                blk_wait_for(prev, (unit - 1) * G->split_stride + step0 + qbi + 1);
             if (dq) /* the Q pass's GEMM, into dQ directly */
                 GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mq, (int)d, (int)nk, (REAL)G->scale,
                      dP, (int)bk, kp, (int)ldk, 1, dq + ((b * Nq + q0) * G->hq + hl) * d, (int)ldq);
-            if (turn)
-                atomic_store_explicit(turn + qbi, (int)kb + 1, memory_order_release);
+            if (mine)
+                atomic_store_explicit(mine, base + step0 + qbi + 1, memory_order_release);
         }
-        for (int64_t qbi = qb1 > qb0 ? qb1 : 0; turn && qbi < G->nqb; qbi++) {
+        for (int64_t qbi = qb1 > qb0 ? qb1 : 0; mine && qbi < G->nqb; qbi++) {
             if (qbi >= qb0 && qbi < qb1)
                 continue;
-            blk_wait_turn(turn + qbi, (int)kb);
-            atomic_store_explicit(turn + qbi, (int)kb + 1, memory_order_release);
+            blk_step(prev, mine, base, G->split_stride, step0 + qbi);
         }
         if (G->expanded) {
             for (int64_t j = 0; j < nk; j++) {
@@ -335,6 +323,8 @@ static void SFX(bwd_kv_block)(const uly_attn_desc *a, const struct blk_geom *G, 
             }
         }
     }
+    if (mine) /* every step of this unit done (a partial KV group has fewer) */
+        atomic_store_explicit(mine, base + G->split_stride - 1, memory_order_release);
     if (G->stream && b == a->batch - 1 && kvl == G->hk - 1) /* the last (batch, KV head): rows final */
         blk_rows(G, ULY_ROWS_DONE_K, k0 + nk);
     blk_progress(G);
@@ -342,11 +332,10 @@ static void SFX(bwd_kv_block)(const uly_attn_desc *a, const struct blk_geom *G, 
 
 static void SFX(bwd_kv_item)(const uly_attn_desc *a, const struct blk_geom *G, int64_t item,
                              const REAL *q, const REAL *k, const REAL *v, const REAL *o,
-                             const REAL *lse, const REAL *dout, REAL *dk, REAL *dv, REAL *ws,
-                             const struct SFX(bwd_shared) *sh)
+                             const REAL *lse, const REAL *dout, REAL *dk, REAL *dv, REAL *ws)
 {
     const int64_t kb = item % G->nkb, kvl = (item / G->nkb) % G->hk, b = item / G->nkb / G->hk;
-    SFX(bwd_kv_block)(a, G, b, kvl, kb, q, k, v, o, lse, dout, NULL, dk, dv, ws, sh);
+    SFX(bwd_kv_block)(a, G, b, kvl, kb, q, k, v, o, lse, dout, NULL, dk, dv, ws, NULL, 0, 1);
 }
 
 /* Single pass: zero the dQ rows of item (batch b, local KV head kvl)'s query heads. */
@@ -360,22 +349,19 @@ static void SFX(bwd_zero_dq)(const uly_attn_desc *a, const struct blk_geom *G, i
                (size_t)((h_end - h_first) * d) * sizeof(REAL));
 }
 
-/* Single pass: work item (batch b, local KV head kvl), key blocks [kb0, kb1)
- * (every key block, or one with turns: the split pass). */
+/* Single pass: work item (batch b, local KV head kvl), every key block. */
 static void SFX(bwd_single_item)(const uly_attn_desc *a, const struct blk_geom *G, int64_t item,
-                                 int64_t kb0, int64_t kb1, const REAL *q, const REAL *k, const REAL *v,
-                                 const REAL *o, const REAL *lse, const REAL *dout, REAL *dq, REAL *dk,
-                                 REAL *dv, REAL *ws, const struct SFX(bwd_shared) *sh)
+                                 const REAL *q, const REAL *k, const REAL *v, const REAL *o,
+                                 const REAL *lse, const REAL *dout, REAL *dq, REAL *dk, REAL *dv, REAL *ws)
 {
     const int64_t kvl = item % G->hk, b = item / G->hk;
-    for (int64_t kb = kb0; kb < kb1; kb++)
-        SFX(bwd_kv_block)(a, G, b, kvl, kb, q, k, v, o, lse, dout, dq, dk, dv, ws, sh);
+    for (int64_t kb = 0; kb < G->nkb; kb++)
+        SFX(bwd_kv_block)(a, G, b, kvl, kb, q, k, v, o, lse, dout, dq, dk, dv, ws, NULL, 0, 1);
 }
 
 static void SFX(bwd_q_item)(const uly_attn_desc *a, const struct blk_geom *G, int64_t item,
                             const REAL *q, const REAL *k, const REAL *v, const REAL *o,
-                            const REAL *lse, const REAL *dout, REAL *dq, REAL *ws,
-                            const struct SFX(bwd_shared) *sh)
+                            const REAL *lse, const REAL *dout, REAL *dq, REAL *ws)
 {
     const int64_t Nq = G->qrows, Nk = G->krows, d = a->head_dim, bq = G->bq, bk = G->bk;
     const int64_t qb = item % G->nqb, hl = (item / G->nqb) % G->hq, b = item / G->nqb / G->hq;
@@ -388,7 +374,8 @@ static void SFX(bwd_q_item)(const uly_attn_desc *a, const struct blk_geom *G, in
     const REAL *kp = k + (b * Nk * G->hk + kvl) * d;
     const REAL *vp = v + (b * Nk * G->hk + kvl) * d;
     REAL *S = ws, *dP = ws + bq * bk, *acc = ws + 2 * bq * bk;
-    const REAL *D = SFX(rows_D_once)(G, sh->D, sh->state, b, hl, qb, mq, d, dop, op, ldq);
+    REAL *D = acc + (bq > 4 * bk ? bq : 4 * bk) * d;
+    SFX(rows_D)(mq, d, dop, op, ldq, D);
     memset(acc, 0, (size_t)(mq * d) * sizeof *acc);
     int64_t kb0, kb1;
     SFX(key_blocks)(a, G, b, q0, mq, &kb0, &kb1);
@@ -443,19 +430,13 @@ static int SFX(bwd)(const uly_attn_desc *a, const struct blk_geom *G, const REAL
     const int64_t single_items = a->batch * G->hk;
     const size_t per = G->ws_per;
     const int single = blk_bwd_single(G, single_items);
-    /* the split single pass: (item, key block) units taken in increasing
-     * order from one counter (so a unit only ever waits for earlier ones,
-     * which are taken and run: no deadlock) */
-    struct SFX(bwd_shared) shared = {ws + G->d_off, (atomic_int *)(void *)((char *)ws + G->flags_off), NULL};
-    const struct SFX(bwd_shared) *sh = &shared;
-    if (G->split)
-        shared.turns = shared.state + G->nflags;
-    for (size_t i = 0; i < (G->split ? 2 : 1) * G->nflags; i++)
-        atomic_init(&shared.state[i], 0);
-    atomic_int *const turns = shared.turns;
+    /* the split single pass: unit u = (item u / nkb, key block u % nkb) runs
+     * on thread u mod T, in increasing u; each thread's progress in its slot
+     * (after every thread's workspace), -1 before its first unit */
+    atomic_llong *slots = G->split ? (atomic_llong *)(void *)((char *)ws + G->slots_off) : NULL;
+    for (int t = 0; slots && t < G->threads; t++)
+        atomic_init(&slots[blk_slot_stride() * t], -1);
     const int64_t units = single_items * G->nkb;
-    atomic_llong next_unit;
-    atomic_init(&next_unit, 0);
     blk_rows_begin(G);
 #ifdef _OPENMP
 #pragma omp parallel num_threads(G->threads)
@@ -468,28 +449,29 @@ static int SFX(bwd)(const uly_attn_desc *a, const struct blk_geom *G, const REAL
 #endif
             for (int64_t it = 0; it < single_items; it++)
                 SFX(bwd_zero_dq)(a, G, it, dq); /* the implicit barrier: every dQ row zeroed */
-            if (turns) {
-                for (long long u; (u = atomic_fetch_add_explicit(&next_unit, 1, memory_order_relaxed)) < units;)
-                    SFX(bwd_single_item)(a, G, u / G->nkb, u % G->nkb, u % G->nkb + 1, q, k, v, o, lse, dout, dq,
-                                         dk, dv, my, sh);
+            if (slots) { /* the team may be smaller than asked for: its own size */
+                const int nt = blk_team_size();
+                for (int64_t u = blk_thread_id(); u < units; u += nt)
+                    SFX(bwd_kv_block)(a, G, u / G->nkb / G->hk, u / G->nkb % G->hk, u % G->nkb, q, k, v, o, lse,
+                                      dout, dq, dk, dv, my, slots, u, nt);
             } else {
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
                 for (int64_t it = 0; it < single_items; it++)
-                    SFX(bwd_single_item)(a, G, it, 0, G->nkb, q, k, v, o, lse, dout, dq, dk, dv, my, sh);
+                    SFX(bwd_single_item)(a, G, it, q, k, v, o, lse, dout, dq, dk, dv, my);
             }
         } else {
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
             for (int64_t it = 0; it < kv_items; it++)
-                SFX(bwd_kv_item)(a, G, it, q, k, v, o, lse, dout, dk, dv, my, sh);
+                SFX(bwd_kv_item)(a, G, it, q, k, v, o, lse, dout, dk, dv, my);
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
             for (int64_t it = 0; it < q_items; it++)
-                SFX(bwd_q_item)(a, G, it, q, k, v, o, lse, dout, dq, my, sh);
+                SFX(bwd_q_item)(a, G, it, q, k, v, o, lse, dout, dq, my);
         }
     }
     blk_rows_end(G, 0);

@@ -311,19 +311,10 @@ START_TEST(split_single_pass_same_bits)
     opts.bwd_pass = ULY_BWD_SINGLE;
     run base;
     run_blocked(&p, t, &opts, &base, q, k, v, dout);
-    const int64_t nqb = (s.N + s.bq - 1) / s.bq;
     for (int th = 2; th <= 4; th++)
         for (int sched = ULY_BWD_AUTO; sched <= ULY_BWD_SINGLE; sched++) {
             opts.threads = th;
             opts.bwd_pass = sched;
-            uly_kernel_opts two = opts;
-            two.bwd_pass = ULY_BWD_TWO;
-            size_t wsplit = 0, wtwo = 0;
-            ck_assert_int_eq(uly_attn_workspace(&a, &opts, &wsplit), ULY_OK);
-            ck_assert_int_eq(uly_attn_workspace(&a, &two, &wtwo), ULY_OK);
-            /* D's states, then as many turn counters, 4 bytes each, rounded up to 8 bytes */
-            const size_t nf = (size_t)(s.H * nqb);
-            ck_assert_uint_eq(wsplit, wtwo - (nf * 4 + 7) / 8 * 8 + (2 * nf * 4 + 7) / 8 * 8);
             ck_assert_int_eq(uly_attn_bwd_schedule(&a, &opts), ULY_BWD_SINGLE);
             run r;
             run_blocked(&p, t, &opts, &r, q, k, v, dout);
@@ -350,32 +341,35 @@ START_TEST(workspace_size)
     o.threads = 3;
     size_t b = 0;
     /* default blocks: forward 512 x 256: 2*512*256 + 512*64 + 2*512 per
-     * thread; backward 256 x 512: 2*256*512 + 4*512*64 per thread (the
-     * larger), then D for B x H x N = 2000 rows (4 bytes each) and one state
-     * per (batch, head, query block), B x H x ceil(1000 / 256) = 8; 2 (batch,
-     * KV head) items on 3 threads: the split single pass, with as many turn
-     * counters (4 bytes each; the states and counters rounded up to 8 bytes) */
-    const size_t f32_bwd = 2 * 256 * 512 + 4 * 512 * 64;
+     * thread; backward 256 x 512: 2*256*512 + 4*512*64 + 256 per thread (the
+     * larger), the threads' parts rounded up to 64 bytes, then one 64-byte
+     * progress slot per thread (used by the split single pass: 2 (batch, KV
+     * head) items on 3 threads; there whether used or not) */
+    const size_t f32_bwd = 2 * 256 * 512 + 4 * 512 * 64 + 256;
     ck_assert_int_eq(uly_attn_workspace(&a, &o, &b), ULY_OK);
-    ck_assert_uint_eq(b, (size_t)3 * 4 * f32_bwd + 2000 * 4 + 2 * 8 * 4);
-    o.bwd_pass = ULY_BWD_TWO; /* no turn counters */
+    ck_assert_uint_eq(b, ((size_t)3 * 4 * f32_bwd + 63) / 64 * 64 + 3 * 64);
+    o.bwd_pass = ULY_BWD_TWO; /* the same size */
     ck_assert_int_eq(uly_attn_workspace(&a, &o, &b), ULY_OK);
-    ck_assert_uint_eq(b, (size_t)3 * 4 * f32_bwd + 2000 * 4 + 8 * 4);
+    ck_assert_uint_eq(b, ((size_t)3 * 4 * f32_bwd + 63) / 64 * 64 + 3 * 64);
     o.bwd_pass = ULY_BWD_AUTO;
+    o.head_count = 1; /* independent of the heads */
+    ck_assert_int_eq(uly_attn_workspace(&a, &o, &b), ULY_OK);
+    ck_assert_uint_eq(b, ((size_t)3 * 4 * f32_bwd + 63) / 64 * 64 + 3 * 64);
+    o.head_count = 0;
     /* given blocks, clamped to the sequence; fp64, 1 thread: forward 100 x 1000,
-     * backward 2*100*1000 + 4*1000*64 (the larger) + D (2000 rows of 8 bytes)
-     * + 2 x 10 states of 4 bytes */
+     * backward 2*100*1000 + 4*1000*64 + 100 (the larger, 3648800 bytes, rounded
+     * up to 64) + one slot */
     o.block_q = 100; o.block_k = 4000; o.threads = 1;
     a.dtype = ULY_F64;
     ck_assert_int_eq(uly_attn_workspace(&a, &o, &b), ULY_OK);
-    const size_t fwd = 2 * 100 * 1000 + 100 * 64 + 200, bwd = 2 * 100 * 1000 + 4 * 1000 * 64;
-    ck_assert_uint_eq(b, 8 * (fwd > bwd ? fwd : bwd) + 2000 * 8 + 20 * 4);
-    a.seq = 64; /* forward 64 x 64 (+ 128), backward 2*64*64 + 4*64*64, D 2 x 64, 2 states (8 bytes) */
+    const size_t fwd = 2 * 100 * 1000 + 100 * 64 + 200, bwd = 2 * 100 * 1000 + 4 * 1000 * 64 + 100;
+    ck_assert_uint_eq(b, fwd > bwd ? 8 * fwd : (8 * bwd + 63) / 64 * 64 + 64);
+    a.seq = 64; /* forward 64 x 64 (+ 128), backward 2*64*64 + 4*64*64 + 64 */
     ck_assert_int_eq(uly_attn_workspace(&a, NULL, &b), ULY_OK);
     ck_assert_uint_eq(b % 8, 0);
-    o.block_q = 0; o.block_k = 0; o.threads = 2; /* 2 items on 2 threads: not split */
+    o.block_q = 0; o.block_k = 0; o.threads = 2;
     ck_assert_int_eq(uly_attn_workspace(&a, &o, &b), ULY_OK);
-    ck_assert_uint_eq(b, (size_t)2 * 8 * (2 * 64 * 64 + 4 * 64 * 64) + 2 * 64 * 8 + 2 * 4);
+    ck_assert_uint_eq(b, ((size_t)2 * 8 * (2 * 64 * 64 + 4 * 64 * 64 + 64) + 63) / 64 * 64 + 2 * 64);
     o.block_q = -1;
     ck_assert_int_eq(uly_attn_workspace(&a, &o, &b), ULY_EINVAL);
     o.block_q = 0;
