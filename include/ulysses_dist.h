@@ -64,11 +64,12 @@ enum { ULY_A2A_AUTO = 0,     /* measured: the first calls of each all-to-all kin
                                 (uly_dist_a2a_note); auto measures it when it works */
        ULY_A2A_MODES = 6 };
 /* Calls of each kind (Q, K, ..., dV) that ULY_A2A_AUTO spends measuring:
- * every mode this many times, interleaved; all modes move the same bits.
- * The mode kept has the smallest median (of the slowest rank's times), except
- * that a mode copying each byte twice (pack, datatype, pipeline) replaces
- * the faster of shm and cma only if its median is lower by more than
- * ULY_A2A_AUTO_MARGIN (a fraction of the single-copy mode's). */
+ * every mode this many times, interleaved, each call started by all ranks
+ * together; all modes move the same bits.  The mode kept has the smallest
+ * median (of the slowest rank's times), except that a mode copying each byte
+ * twice (pack, datatype, pipeline) replaces the faster of shm and cma only
+ * if all its calls are faster than that mode's median by more than
+ * ULY_A2A_AUTO_MARGIN (a fraction of the single-copy mode's median). */
 #define ULY_A2A_AUTO_SAMPLES 3
 #define ULY_A2A_AUTO_MARGIN 0.10
 

@@ -33,8 +33,8 @@ typedef struct uly_kernel_opts {
      * uly_attn_merge. */
     int64_t q_begin, q_count;
     int64_t k_begin, k_count;
-    /* Backward schedule (same bits either way): ULY_BWD_AUTO picks by work
-     * items vs threads, see doc/kernels.md. */
+    /* Backward schedule (same bits either way): ULY_BWD_AUTO takes the
+     * single pass, see doc/kernels.md. */
     int bwd_pass;
     /* Called between blocks of work by the thread that called the kernel
      * (OpenMP thread 0 of the kernel's team), e.g. to progress non-blocking
@@ -63,8 +63,9 @@ typedef struct uly_kernel_opts {
 
 enum { ULY_ROWS_NEED_Q = 0, ULY_ROWS_NEED_K = 1, ULY_ROWS_DONE_Q = 2, ULY_ROWS_DONE_K = 3 };
 
-enum { ULY_BWD_AUTO = 0,   /* single pass when the (batch, KV head) items keep the threads busy */
-       ULY_BWD_SINGLE = 1, /* one KV-outer pass per (batch, KV head): 5 GEMMs per block pair */
+enum { ULY_BWD_AUTO = 0,   /* the single pass (its key blocks shared out when its items are too few) */
+       ULY_BWD_SINGLE = 1, /* one KV-outer pass per (batch, KV head), or per (batch, KV head, key
+                              block) with dQ ordered by key block: 5 GEMMs per block pair */
        ULY_BWD_TWO = 2     /* KV pass + Q pass per block: 7 GEMMs per block pair */ };
 
 /* The schedule uly_attn_bwd runs for these arguments: ULY_BWD_SINGLE or

@@ -84,24 +84,31 @@ static double median_of(const double *x, int n)
 }
 
 /* The mode auto keeps, from the slowest rank's time of every measured call
- * (t[m][k]: call k of candidate cand[m]): the smallest median; but a mode
- * that copies each byte twice (pack, datatype, pipeline) replaces the best
- * single-copy mode (shm, cma) only when its median is below that mode's by
- * more than ULY_A2A_AUTO_MARGIN: one lucky sample of a two-copy mode (or an
- * unlucky one of shm) must not decide (doc/performance.md, all-to-all
- * "Round five").  Every rank computes the same from the same times. */
+ * (t[m][k]: call k of candidate cand[m], each started by all ranks together):
+ * the smallest median; but a mode that copies each byte twice (pack,
+ * datatype, pipeline) replaces the best single-copy mode (shm, cma) only
+ * when the measurement is decisive: every one of its calls (its slowest)
+ * below that mode's median by more than ULY_A2A_AUTO_MARGIN.  One lucky
+ * sample of a two-copy mode, or an unlucky one of shm, must not decide; nor
+ * two of three (doc/performance.md, all-to-all "Round five" and "Round
+ * three: backward, auto, threads").  Every rank computes the same from the
+ * same times. */
 static int auto_pick(const int *cand, int ncand, const double t[][ULY_A2A_AUTO_SAMPLES])
 {
     int best = 0, single = 0;
-    double tbest = 0, tsingle = 0;
+    double tbest = 0, tsingle = 0, best_worst = 0;
     for (int m = 0; m < ncand; m++) {
         const double t_m = median_of(t[m], ULY_A2A_AUTO_SAMPLES);
-        if (!best || t_m < tbest)
+        if (!best || t_m < tbest) {
             best = cand[m], tbest = t_m;
+            best_worst = t[m][0];
+            for (int k = 1; k < ULY_A2A_AUTO_SAMPLES; k++)
+                best_worst = t[m][k] > best_worst ? t[m][k] : best_worst;
+        }
         if ((cand[m] == ULY_A2A_SHM || cand[m] == ULY_A2A_CMA) && (!single || t_m < tsingle))
             single = cand[m], tsingle = t_m;
     }
-    if (single && best != single && tbest >= tsingle * (1 - ULY_A2A_AUTO_MARGIN))
+    if (single && best != single && best_worst >= tsingle * (1 - ULY_A2A_AUTO_MARGIN))
         best = single;
     return best;
 }
@@ -325,6 +332,14 @@ static int a2a_move(uly_dist *D, int which, int to_heads, const char *in, int64_
     const int P = D->P, r = D->rank;
     const size_t es = D->es;
     const int mode = P > 1 ? call_mode(D, which) : ULY_A2A_PACK;
+    if (P > 1 && D->a2a.mode == ULY_A2A_AUTO && !D->a2a.auto_mode[which]) {
+        /* a measured call starts on all ranks together: the call's agreement
+         * settled first (it waits for every rank; left open, a rank arriving
+         * late would add its lateness to the mode measured) */
+        int rc = uly_comm_agree_end(D->c);
+        if (rc)
+            return rc;
+    }
     const double t0 = uly_comm_wtime(); /* every mode: the whole call, own block included */
     if (mode == ULY_A2A_SHM || mode == ULY_A2A_CMA) {
         int rc = a2a_shm(D, which, to_heads, in, Hx, hbeg, hcnt, out, mode == ULY_A2A_CMA);

@@ -5,14 +5,17 @@
  * kernel_blocked_impl.h (instantiated twice below); this file validates the
  * arguments, works out the block geometry and dispatches on the dtype.
  *
- * Extra memory: one workspace per thread of 2*bq*bk + max(bq, 4 bk)*d + 3 bq
- * elements, independent of N.  Nothing N x N is ever materialised.
+ * Extra memory: one workspace per thread of 2 bq bk + bq d + 2 bq elements
+ * (forward) or 2 bq bk + max(bq, 4 bk) d + bq elements and 64 bytes
+ * (backward), independent of N and of the heads.  Nothing N x N is
+ * materialised.
  */
 #include <cblas.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <limits.h>
 #include <string.h>
+#include <sched.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -49,6 +52,9 @@ struct blk_geom {
     int threads;
     int expanded;
     int bwd_pass;          /* ULY_BWD_* as requested */
+    int split;             /* backward, single pass: work items of one key block (blk_bwd_split) */
+    long long split_stride; /* split: steps per unit + 1 (g x nqb + 1) */
+    size_t slots_off;      /* backward: bytes into the workspace of the threads' progress slots */
     const uly_vops *vops;  /* SIMD level of the fp32 row operations */
     int fwd_zero_pass;     /* forward: S by beta = 0, P in place (uly_kernel_fwd_zero_pass) */
     size_t ws_per;         /* workspace elements per thread */
@@ -125,7 +131,8 @@ void uly_kernel_fwd_zero_pass(int on)
 
 /* Workspace elements per thread.  Forward: S, P (bq x bk each), O_acc (bq x d),
  * m, l (bq each).  Backward: S, dP (bq x bk each), then either dK, dV of
- * this head and folded (4 x bk x d) or dQ_acc (bq x d), then D (bq). */
+ * this head and folded (4 x bk x d) or dQ_acc (bq x d), then D (bq); the
+ * threads' progress slots follow all threads' parts (geom_init). */
 static int64_t blk_ws_fwd(int64_t bq, int64_t bk, int64_t d)
 {
     return 2 * bq * bk + bq * d + 2 * bq;
@@ -148,18 +155,73 @@ static void blk_group_heads(const struct blk_geom *G, int64_t kvl, int64_t *h_fi
         *h_end = G->hb + G->hq;
 }
 
-/* Single pass when its work items, one per (batch, KV head), keep the
- * threads about as busy as the two passes' many small items: it performs
- * 5 GEMMs per block pair instead of 7, so it wins unless the busiest thread
- * gets more than 7/5 of an even share. */
+/* The single pass (5 GEMMs per block pair) unless the two passes are asked
+ * for: when its (batch, KV head) items are too few for the threads, their
+ * key blocks are shared out instead (blk_bwd_split), so the two passes' 7
+ * GEMMs per block pair are never needed for balance. */
 static int blk_bwd_single(const struct blk_geom *G, int64_t items)
 {
     if (G->bwd_pass != ULY_BWD_AUTO)
         return G->bwd_pass == ULY_BWD_SINGLE;
-    if (items < 1)
+    return items >= 1;
+}
+
+/* Single pass with (batch, KV head, key block) work items instead of whole
+ * (batch, KV head) ones: when the whole items would leave the busiest
+ * thread more than 5/4 of an even share (e.g. one KV head on two threads).
+ * Unit u (item u / nkb, key block u % nkb) runs on thread u mod T.  A key
+ * block's dK, dV belong to its unit alone; its dQ updates wait for the
+ * previous key block's, block row by block row (the threads' progress
+ * slots), so every dQ block receives the same GEMMs in the same order as
+ * with whole items: the same bits. */
+static int blk_bwd_split(const struct blk_geom *G, int64_t items)
+{
+    if (G->threads < 2 || items < 1 || G->nkb < 2)
         return 0;
     const int64_t T = G->threads, per = (items + T - 1) / T;
-    return 5 * per * T < 7 * items;
+    return 4 * per * T > 5 * items;
+}
+
+static int blk_team_size(void)
+{
+#ifdef _OPENMP
+    return omp_get_num_threads();
+#else
+    return 1;
+#endif
+}
+
+/* The progress slots of the split single pass: one atomic_llong per thread,
+ * 64 bytes apart (a cache line each: no false sharing between the threads
+ * publishing their steps). */
+#define BLK_SLOT_BYTES 64
+static size_t blk_slot_stride(void)
+{
+    return BLK_SLOT_BYTES / sizeof(atomic_llong);
+}
+
+/* Wait until a progress slot reaches at least `want`: spin briefly, then
+ * yield the core (its owner may be descheduled on a loaded machine). */
+static void blk_wait_for(atomic_llong *t, long long want)
+{
+    for (int spins = 0; atomic_load_explicit(t, memory_order_acquire) < want; spins++) {
+        if (spins < 256) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+        } else {
+            sched_yield();
+        }
+    }
+}
+
+/* One step of a split unit (base = unit x stride) that does not touch its
+ * dQ block: wait for the previous unit to be past it, then publish it. */
+static void blk_step(atomic_llong *prev, atomic_llong *mine, long long base, long long stride, long long step)
+{
+    if (prev)
+        blk_wait_for(prev, base - stride + step + 1);
+    atomic_store_explicit(mine, base + step + 1, memory_order_release);
 }
 
 #define REAL float
@@ -168,6 +230,7 @@ static int blk_bwd_single(const struct blk_geom *G, int64_t items)
 #define EXP2_SHIFT_SUM(x, n, s) G->vops->exp2_shift_sum(x, n, s)
 #define EXP2_SHIFT_SUM_TO(x, p, n, s) G->vops->exp2_shift_sum_to(x, p, n, s)
 #define DS_ROW(p, dp, n, D) G->vops->ds_row(p, dp, n, D)
+#define EXP2_DS_ROW(x, dp, n, s, D) G->vops->exp2_ds_row(x, dp, n, s, D)
 #define SFX(name) name##_f32
 #include "kernel_blocked_impl.h"
 #undef REAL
@@ -176,6 +239,7 @@ static int blk_bwd_single(const struct blk_geom *G, int64_t items)
 #undef EXP2_SHIFT_SUM
 #undef EXP2_SHIFT_SUM_TO
 #undef DS_ROW
+#undef EXP2_DS_ROW
 #undef SFX
 
 #define REAL double
@@ -184,6 +248,7 @@ static int blk_bwd_single(const struct blk_geom *G, int64_t items)
 #define EXP2_SHIFT_SUM uly_exp2_shift_sum_f64
 #define EXP2_SHIFT_SUM_TO uly_exp2_shift_sum_to_f64
 #define DS_ROW uly_ds_row_f64
+#define EXP2_DS_ROW uly_exp2_ds_row_f64
 #define SFX(name) name##_f64
 #include "kernel_blocked_impl.h"
 #undef REAL
@@ -192,6 +257,7 @@ static int blk_bwd_single(const struct blk_geom *G, int64_t items)
 #undef EXP2_SHIFT_SUM
 #undef EXP2_SHIFT_SUM_TO
 #undef DS_ROW
+#undef EXP2_DS_ROW
 #undef SFX
 
 /* The geometry of one forward (fwd = 1) or backward (fwd = 0) call. */
@@ -260,6 +326,21 @@ static int geom_init(const uly_attn_desc *a, const uly_kernel_opts *opts, int fw
     if (uly_mul_size(G->ws_per, uly_dtype_size(a->dtype), &per) ||
         uly_mul_size(per, (size_t)G->threads, &G->ws_bytes))
         return uly_set_error(ULY_EOVERFLOW, "workspace size overflows");
+    if (!fwd) {
+        /* after every thread's workspace (rounded up to 64 bytes): one
+         * progress slot per thread for the split single pass, whether used
+         * or not, so that the size depends on the threads and the blocks
+         * only, never on the heads or the sequence */
+        size_t sb;
+        if (uly_mul_size((size_t)G->threads, BLK_SLOT_BYTES, &sb) || G->ws_bytes > SIZE_MAX - 64 - sb)
+            return uly_set_error(ULY_EOVERFLOW, "workspace size overflows");
+        G->slots_off = (G->ws_bytes + 63) / 64 * 64;
+        G->ws_bytes = G->slots_off + sb;
+        const int64_t items = a->batch * G->hk, steps = G->g * G->nqb + 1;
+        G->split = blk_bwd_single(G, items) && blk_bwd_split(G, items) &&
+                   steps <= LLONG_MAX / 2 / (items * G->nkb); /* unit x stride fits */
+        G->split_stride = steps;
+    }
     return ULY_OK;
 }
 

@@ -181,10 +181,29 @@ static void SFX(fwd_item)(const uly_attn_desc *a, const struct blk_geom *G, int6
         blk_rows(G, ULY_ROWS_DONE_Q, q0 + mq);
 }
 
-/* D_i = sum_c dO_ic O_ic for the rows of one query block (accumulated in double). */
+/* D_i = sum_c dO_ic O_ic for the rows of one query block (accumulated in
+ * double, in increasing c).  Four rows at a time, each its own chain of
+ * additions: the same sums (the same bits) as one row after the other,
+ * without waiting for each addition before the next (the chain's latency
+ * made this loop 5 % of the backward at d = 64). */
 static void SFX(rows_D)(int64_t mq, int64_t d, const REAL *dop, const REAL *op, int64_t ld, REAL *D)
 {
-    for (int64_t i = 0; i < mq; i++) {
+    int64_t i = 0;
+    for (; i + 4 <= mq; i += 4) {
+        double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        const REAL *a0 = dop + i * ld, *b0 = op + i * ld;
+        for (int64_t c = 0; c < d; c++) {
+            s0 += (double)a0[c] * (double)b0[c];
+            s1 += (double)a0[ld + c] * (double)b0[ld + c];
+            s2 += (double)a0[2 * ld + c] * (double)b0[2 * ld + c];
+            s3 += (double)a0[3 * ld + c] * (double)b0[3 * ld + c];
+        }
+        D[i] = (REAL)s0;
+        D[i + 1] = (REAL)s1;
+        D[i + 2] = (REAL)s2;
+        D[i + 3] = (REAL)s3;
+    }
+    for (; i < mq; i++) {
         double s = 0;
         for (int64_t c = 0; c < d; c++)
             s += (double)dop[i * ld + c] * (double)op[i * ld + c];
@@ -200,23 +219,32 @@ static void SFX(block_dS)(const uly_attn_desc *a, const struct blk_geom *G, int6
 {
     const int64_t d = a->head_dim, bk = G->bk;
     SFX(block_scores)(a, G, b, qp, ldq, kp, ldk, q0, mq, k0, nk, (REAL)G->scale2, 0, S, bk);
-    for (int64_t i = 0; i < mq; i++) {
-        if (lse_rows[i] == -INFINITY) /* a row that sees nothing: P = 0 */
-            memset(S + i * bk, 0, (size_t)nk * sizeof *S);
-        else
-            EXP2_SHIFT_SUM(S + i * bk, nk, (REAL)((double)lse_rows[i] * BLK_LOG2E));
-    }
     GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mq, (int)nk, (int)d, 1, dop, (int)ldq, vp,
          (int)ldk, 0, dP, (int)bk);
-    for (int64_t i = 0; i < mq; i++)
-        DS_ROW(S + i * bk, dP + i * bk, nk, D[i]);
+    /* P = 2^(S - LSE log2(e)) and dS = P (dP - D) in one pass over the
+     * block, P kept in registers between the two (the bits of the exp pass
+     * followed by the dS pass) */
+    for (int64_t i = 0; i < mq; i++) {
+        if (lse_rows[i] == -INFINITY) { /* a row that sees nothing: P = 0 */
+            memset(S + i * bk, 0, (size_t)nk * sizeof *S);
+            DS_ROW(S + i * bk, dP + i * bk, nk, D[i]);
+        } else {
+            EXP2_DS_ROW(S + i * bk, dP + i * bk, nk, (REAL)((double)lse_rows[i] * BLK_LOG2E), D[i]);
+        }
+    }
 }
 
 /* dK, dV of key block kb of (batch b, local KV head kvl); with dq != NULL
- * also dQ += scale dS K_blk for every query block visited (single pass). */
+ * also dQ += scale dS K_blk for every query block visited (single pass).
+ * With slots (the split single pass: unit u = this key block of its item,
+ * run by thread u mod T), the unit's steps, one per (head of the group,
+ * query block) in order, each wait until unit u - 1 of the same item (kb > 0)
+ * is past the same step, before touching that dQ block (or only passing it
+ * on), then publish the step: every dQ block is updated in key-block order. */
 static void SFX(bwd_kv_block)(const uly_attn_desc *a, const struct blk_geom *G, int64_t b, int64_t kvl,
                               int64_t kb, const REAL *q, const REAL *k, const REAL *v, const REAL *o,
-                              const REAL *lse, const REAL *dout, REAL *dq, REAL *dk, REAL *dv, REAL *ws)
+                              const REAL *lse, const REAL *dout, REAL *dq, REAL *dk, REAL *dv, REAL *ws,
+                              atomic_llong *slots, int64_t unit, int nt)
 {
     const int64_t Nq = G->qrows, Nk = G->krows, d = a->head_dim, bq = G->bq, bk = G->bk;
     const int64_t k0 = kb * bk, nk = Nk - k0 < bk ? Nk - k0 : bk;
@@ -229,13 +257,20 @@ static void SFX(bwd_kv_block)(const uly_attn_desc *a, const struct blk_geom *G, 
     REAL *dKh = ws + 2 * bq * bk, *dVh = dKh + bk * d; // (nk, d) each: this head
     REAL *dKs = dVh + bk * d, *dVs = dKs + bk * d;     // (nk, d) each: folded
     REAL *D = dKh + (bq > 4 * bk ? bq : 4 * bk) * d; // (bq): layout of blk_ws_bwd
+    /* the split pass: this unit's slot and its predecessor's (none for kb = 0) */
+    atomic_llong *mine = slots ? slots + blk_slot_stride() * (unit % nt) : NULL;
+    atomic_llong *prev = slots && kb > 0 ? slots + blk_slot_stride() * ((unit - 1) % nt) : NULL;
+    const long long base = (long long)unit * G->split_stride;
     int64_t qb0, qb1;
     SFX(query_blocks)(a, G, b, k0, nk, &qb0, &qb1);
     if (G->stream)
         blk_rows(G, ULY_ROWS_NEED_K, k0 + nk);
     for (int64_t hg = h_first; hg < h_end; hg++) {
         const int64_t hl = hg - G->hb;
+        const long long step0 = (long long)((hg - h_first) * G->nqb);
         memset(dKh, 0, (size_t)(2 * bk * d) * sizeof *dKh);
+        for (int64_t qbi = 0; mine && qbi < qb0; qbi++) /* not visited: passed on */
+            blk_step(prev, mine, base, G->split_stride, step0 + qbi);
         for (int64_t qbi = qb0; qbi < qb1; qbi++) {
             const int64_t q0 = qbi * bq, mq = Nq - q0 < bq ? Nq - q0 : bq;
             const REAL *qp = q + ((b * Nq + q0) * G->hq + hl) * d;
@@ -250,9 +285,18 @@ static void SFX(bwd_kv_block)(const uly_attn_desc *a, const struct blk_geom *G, 
                  dop, (int)ldq, 1, dVh, (int)d);
             GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)d, (int)mq, (REAL)G->scale,
                  dP, (int)bk, qp, (int)ldq, 1, dKh, (int)d);
+            if (prev)
+                blk_wait_for(prev, (unit - 1) * G->split_stride + step0 + qbi + 1);
             if (dq) /* the Q pass's GEMM, into dQ directly */
                 GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mq, (int)d, (int)nk, (REAL)G->scale,
                      dP, (int)bk, kp, (int)ldk, 1, dq + ((b * Nq + q0) * G->hq + hl) * d, (int)ldq);
+            if (mine)
+                atomic_store_explicit(mine, base + step0 + qbi + 1, memory_order_release);
+        }
+        for (int64_t qbi = qb1 > qb0 ? qb1 : 0; mine && qbi < G->nqb; qbi++) {
+            if (qbi >= qb0 && qbi < qb1)
+                continue;
+            blk_step(prev, mine, base, G->split_stride, step0 + qbi);
         }
         if (G->expanded) {
             for (int64_t j = 0; j < nk; j++) {
@@ -279,6 +323,8 @@ static void SFX(bwd_kv_block)(const uly_attn_desc *a, const struct blk_geom *G, 
             }
         }
     }
+    if (mine) /* every step of this unit done (a partial KV group has fewer) */
+        atomic_store_explicit(mine, base + G->split_stride - 1, memory_order_release);
     if (G->stream && b == a->batch - 1 && kvl == G->hk - 1) /* the last (batch, KV head): rows final */
         blk_rows(G, ULY_ROWS_DONE_K, k0 + nk);
     blk_progress(G);
@@ -289,23 +335,28 @@ static void SFX(bwd_kv_item)(const uly_attn_desc *a, const struct blk_geom *G, i
                              const REAL *lse, const REAL *dout, REAL *dk, REAL *dv, REAL *ws)
 {
     const int64_t kb = item % G->nkb, kvl = (item / G->nkb) % G->hk, b = item / G->nkb / G->hk;
-    SFX(bwd_kv_block)(a, G, b, kvl, kb, q, k, v, o, lse, dout, NULL, dk, dv, ws);
+    SFX(bwd_kv_block)(a, G, b, kvl, kb, q, k, v, o, lse, dout, NULL, dk, dv, ws, NULL, 0, 1);
+}
+
+/* Single pass: zero the dQ rows of item (batch b, local KV head kvl)'s query heads. */
+static void SFX(bwd_zero_dq)(const uly_attn_desc *a, const struct blk_geom *G, int64_t item, REAL *dq)
+{
+    const int64_t kvl = item % G->hk, b = item / G->hk, d = a->head_dim;
+    int64_t h_first, h_end;
+    blk_group_heads(G, kvl, &h_first, &h_end);
+    for (int64_t i = 0; i < G->qrows && h_first < h_end; i++)
+        memset(dq + ((b * G->qrows + i) * G->hq + (h_first - G->hb)) * d, 0,
+               (size_t)((h_end - h_first) * d) * sizeof(REAL));
 }
 
 /* Single pass: work item (batch b, local KV head kvl), every key block. */
 static void SFX(bwd_single_item)(const uly_attn_desc *a, const struct blk_geom *G, int64_t item,
                                  const REAL *q, const REAL *k, const REAL *v, const REAL *o,
-                                 const REAL *lse, const REAL *dout, REAL *dq, REAL *dk, REAL *dv,
-                                 REAL *ws)
+                                 const REAL *lse, const REAL *dout, REAL *dq, REAL *dk, REAL *dv, REAL *ws)
 {
-    const int64_t kvl = item % G->hk, b = item / G->hk, d = a->head_dim;
-    int64_t h_first, h_end;
-    blk_group_heads(G, kvl, &h_first, &h_end);
-    for (int64_t i = 0; i < G->qrows && h_first < h_end; i++) /* dQ rows of this group's heads */
-        memset(dq + ((b * G->qrows + i) * G->hq + (h_first - G->hb)) * d, 0,
-               (size_t)((h_end - h_first) * d) * sizeof(REAL));
+    const int64_t kvl = item % G->hk, b = item / G->hk;
     for (int64_t kb = 0; kb < G->nkb; kb++)
-        SFX(bwd_kv_block)(a, G, b, kvl, kb, q, k, v, o, lse, dout, dq, dk, dv, ws);
+        SFX(bwd_kv_block)(a, G, b, kvl, kb, q, k, v, o, lse, dout, dq, dk, dv, ws, NULL, 0, 1);
 }
 
 static void SFX(bwd_q_item)(const uly_attn_desc *a, const struct blk_geom *G, int64_t item,
@@ -379,6 +430,13 @@ static int SFX(bwd)(const uly_attn_desc *a, const struct blk_geom *G, const REAL
     const int64_t single_items = a->batch * G->hk;
     const size_t per = G->ws_per;
     const int single = blk_bwd_single(G, single_items);
+    /* the split single pass: unit u = (item u / nkb, key block u % nkb) runs
+     * on thread u mod T, in increasing u; each thread's progress in its slot
+     * (after every thread's workspace), -1 before its first unit */
+    atomic_llong *slots = G->split ? (atomic_llong *)(void *)((char *)ws + G->slots_off) : NULL;
+    for (int t = 0; slots && t < G->threads; t++)
+        atomic_init(&slots[blk_slot_stride() * t], -1);
+    const int64_t units = single_items * G->nkb;
     blk_rows_begin(G);
 #ifdef _OPENMP
 #pragma omp parallel num_threads(G->threads)
@@ -387,10 +445,22 @@ static int SFX(bwd)(const uly_attn_desc *a, const struct blk_geom *G, const REAL
         REAL *my = ws + per * (size_t)blk_thread_id();
         if (single) {
 #ifdef _OPENMP
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(static)
 #endif
             for (int64_t it = 0; it < single_items; it++)
-                SFX(bwd_single_item)(a, G, it, q, k, v, o, lse, dout, dq, dk, dv, my);
+                SFX(bwd_zero_dq)(a, G, it, dq); /* the implicit barrier: every dQ row zeroed */
+            if (slots) { /* the team may be smaller than asked for: its own size */
+                const int nt = blk_team_size();
+                for (int64_t u = blk_thread_id(); u < units; u += nt)
+                    SFX(bwd_kv_block)(a, G, u / G->nkb / G->hk, u / G->nkb % G->hk, u % G->nkb, q, k, v, o, lse,
+                                      dout, dq, dk, dv, my, slots, u, nt);
+            } else {
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+                for (int64_t it = 0; it < single_items; it++)
+                    SFX(bwd_single_item)(a, G, it, q, k, v, o, lse, dout, dq, dk, dv, my);
+            }
         } else {
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)

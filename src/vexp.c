@@ -60,10 +60,10 @@
 #endif
 
 static const uly_vops levels[ULY_ISA_COUNT] = {
-    {ULY_ISA_BASELINE, uly_vx_base_row_max, uly_vx_base_exp2_shift_sum, uly_vx_base_exp2_shift_sum_to, uly_vx_base_ds_row},
+    {ULY_ISA_BASELINE, uly_vx_base_row_max, uly_vx_base_exp2_shift_sum, uly_vx_base_exp2_shift_sum_to, uly_vx_base_ds_row, uly_vx_base_exp2_ds_row},
 #ifdef ULY_HAVE_LEVELS
-    {ULY_ISA_AVX2, uly_vx_avx2_row_max, uly_vx_avx2_exp2_shift_sum, uly_vx_avx2_exp2_shift_sum_to, uly_vx_avx2_ds_row},
-    {ULY_ISA_AVX512, uly_vx_avx512_row_max, uly_vx_avx512_exp2_shift_sum, uly_vx_avx512_exp2_shift_sum_to, uly_vx_avx512_ds_row},
+    {ULY_ISA_AVX2, uly_vx_avx2_row_max, uly_vx_avx2_exp2_shift_sum, uly_vx_avx2_exp2_shift_sum_to, uly_vx_avx2_ds_row, uly_vx_avx2_exp2_ds_row},
+    {ULY_ISA_AVX512, uly_vx_avx512_row_max, uly_vx_avx512_exp2_shift_sum, uly_vx_avx512_exp2_shift_sum_to, uly_vx_avx512_ds_row, uly_vx_avx512_exp2_ds_row},
 #endif
 };
 

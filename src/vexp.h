@@ -57,6 +57,9 @@ typedef struct uly_vops {
     float (*exp2_shift_sum_to)(float *x, float *p, int64_t n, float shift);
     /* ds = p * (dp - D), written over dp */
     void (*ds_row)(const float *p, float *dp, int64_t n, float D);
+    /* exp2_shift_sum's x = 2^(x - shift) (no sum) then ds_row(x, dp, n, D),
+     * in one pass: the same bits */
+    void (*exp2_ds_row)(float *x, float *dp, int64_t n, float shift, float D);
 } uly_vops;
 
 /* The active level: the best the CPU supports unless ULY_ISA or
@@ -154,6 +157,14 @@ static inline void uly_ds_row_f64(const double *p, double *dp, int64_t n, double
 {
     for (int64_t j = 0; j < n; j++)
         dp[j] = p[j] * (dp[j] - D);
+}
+
+static inline void uly_exp2_ds_row_f64(double *x, double *dp, int64_t n, double shift, double D)
+{
+    for (int64_t j = 0; j < n; j++) {
+        x[j] = exp2(x[j] - shift);
+        dp[j] = x[j] * (dp[j] - D);
+    }
 }
 
 #endif

@@ -365,6 +365,25 @@ static void VSFX(ds_row)(const float *p, float *dp, int64_t n, float D)
         VSFX(store_tail)(dp + j, n - j, VSFX(load_tail)(p + j, n - j, 0) * (VSFX(load_tail)(dp + j, n - j, 0) - Dv));
 }
 
+/* x = 2^(x - shift) in place (the clamps of exp2_shift_sum, no sum) and
+ * dp = x (dp - D), the new x kept in registers between the two: the bits
+ * of exp2_shift_sum followed by ds_row, one pass over the row. */
+static void VSFX(exp2_ds_row)(float *x, float *dp, int64_t n, float shift, float D)
+{
+    const VF s = VSFX(splat)(shift), Dv = VSFX(splat)(D);
+    int64_t j = 0;
+    for (; j + VL <= n; j += VL) {
+        const VF p = VSFX(exp2)(VSFX(load)(x + j) - s, 1);
+        VSFX(store)(x + j, p);
+        VSFX(store)(dp + j, p * (VSFX(load)(dp + j) - Dv));
+    }
+    if (j < n) {
+        const VF p = VSFX(exp2)(VSFX(load_tail)(x + j, n - j, -INFINITY) - s, 1);
+        VSFX(store_tail)(x + j, n - j, p);
+        VSFX(store_tail)(dp + j, n - j, p * (VSFX(load_tail)(dp + j, n - j, 0) - Dv));
+    }
+}
+
 #undef VSFX_PART
 #undef VF
 #undef VI

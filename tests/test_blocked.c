@@ -281,6 +281,54 @@ START_TEST(rejects_bad_arguments)
 }
 END_TEST
 
+/* The split single pass (one (batch, KV head) item shared out by key block
+ * between the threads, dQ blocks updated in key-block order through turn
+ * counters): the same bits as one thread, for masks that leave many block
+ * pairs unvisited (causal, a window narrower than a block, both) and a KV
+ * group of 3 query heads; the workspace's counters show the split is used
+ * (B x H x nqb of 4 bytes after D's states). */
+START_TEST(split_single_pass_same_bits)
+{
+    static const shape shp[4] = {{1, 301, 3, 1, 16, 1, 0, 24, 20},
+                                 {1, 301, 3, 1, 16, 0, 13, 24, 20},
+                                 {1, 301, 3, 1, 16, 1, 50, 16, 40},
+                                 {1, 257, 1, 1, 32, 0, 0, 32, 16}};
+    const shape s = shp[_i / 2];
+    const uly_dtype t = _i % 2 ? ULY_F64 : ULY_F32;
+    uly_attn_desc a = desc_of(&s, t);
+    tu_problem p;
+    tu_problem_init(&p, &a, 11);
+    const size_t es = uly_dtype_size(t);
+    void *q = malloc(p.nq * es), *k = malloc(p.nkv * es), *v = malloc(p.nkv * es);
+    void *dout = malloc(p.nq * es);
+    tu_convert(p.q, q, p.nq, t); tu_convert(p.k, k, p.nkv, t);
+    tu_convert(p.v, v, p.nkv, t); tu_convert(p.dout, dout, p.nq, t);
+    uly_kernel_opts opts;
+    memset(&opts, 0, sizeof opts);
+    opts.block_q = s.bq;
+    opts.block_k = s.bk;
+    opts.threads = 1;
+    opts.bwd_pass = ULY_BWD_SINGLE;
+    run base;
+    run_blocked(&p, t, &opts, &base, q, k, v, dout);
+    for (int th = 2; th <= 4; th++)
+        for (int sched = ULY_BWD_AUTO; sched <= ULY_BWD_SINGLE; sched++) {
+            opts.threads = th;
+            opts.bwd_pass = sched;
+            ck_assert_int_eq(uly_attn_bwd_schedule(&a, &opts), ULY_BWD_SINGLE);
+            run r;
+            run_blocked(&p, t, &opts, &r, q, k, v, dout);
+            ck_assert_msg(same_bits(base.dq, r.dq, p.nq * es), "case %d: dQ differs with %d threads", _i, th);
+            ck_assert_msg(same_bits(base.dk, r.dk, p.nkv * es), "case %d: dK differs with %d threads", _i, th);
+            ck_assert_msg(same_bits(base.dv, r.dv, p.nkv * es), "case %d: dV differs with %d threads", _i, th);
+            run_free(&r);
+        }
+    run_free(&base);
+    free(q); free(k); free(v); free(dout);
+    tu_problem_free(&p);
+}
+END_TEST
+
 /* uly_attn_workspace: the larger of the forward's and the backward's
  * per-thread workspace (kernel_blocked.c's layouts), times the threads. */
 START_TEST(workspace_size)
@@ -292,22 +340,36 @@ START_TEST(workspace_size)
     memset(&o, 0, sizeof o);
     o.threads = 3;
     size_t b = 0;
-    /* default blocks: forward 512 x 256: 512*256 + 512*64 + 2*512; backward
-     * 256 x 512: 2*256*512 + 4*512*64 + 256 (the larger) */
+    /* default blocks: forward 512 x 256: 2*512*256 + 512*64 + 2*512 per
+     * thread; backward 256 x 512: 2*256*512 + 4*512*64 + 256 per thread (the
+     * larger), the threads' parts rounded up to 64 bytes, then one 64-byte
+     * progress slot per thread (used by the split single pass: 2 (batch, KV
+     * head) items on 3 threads; there whether used or not) */
+    const size_t f32_bwd = 2 * 256 * 512 + 4 * 512 * 64 + 256;
     ck_assert_int_eq(uly_attn_workspace(&a, &o, &b), ULY_OK);
-    ck_assert_uint_eq(b, (size_t)3 * 4 * (2 * 256 * 512 + 4 * 512 * 64 + 256));
-    /* given blocks, clamped to the sequence; fp64: forward 100 x 1000 */
+    ck_assert_uint_eq(b, ((size_t)3 * 4 * f32_bwd + 63) / 64 * 64 + 3 * 64);
+    o.bwd_pass = ULY_BWD_TWO; /* the same size */
+    ck_assert_int_eq(uly_attn_workspace(&a, &o, &b), ULY_OK);
+    ck_assert_uint_eq(b, ((size_t)3 * 4 * f32_bwd + 63) / 64 * 64 + 3 * 64);
+    o.bwd_pass = ULY_BWD_AUTO;
+    o.head_count = 1; /* independent of the heads */
+    ck_assert_int_eq(uly_attn_workspace(&a, &o, &b), ULY_OK);
+    ck_assert_uint_eq(b, ((size_t)3 * 4 * f32_bwd + 63) / 64 * 64 + 3 * 64);
+    o.head_count = 0;
+    /* given blocks, clamped to the sequence; fp64, 1 thread: forward 100 x 1000,
+     * backward 2*100*1000 + 4*1000*64 + 100 (the larger, 3648800 bytes, rounded
+     * up to 64) + one slot */
     o.block_q = 100; o.block_k = 4000; o.threads = 1;
     a.dtype = ULY_F64;
     ck_assert_int_eq(uly_attn_workspace(&a, &o, &b), ULY_OK);
-    const size_t fwd = 100 * 1000 + 100 * 64 + 200, bwd = 2 * 100 * 1000 + 4 * 1000 * 64 + 100;
-    ck_assert_uint_eq(b, 8 * (fwd > bwd ? fwd : bwd));
+    const size_t fwd = 2 * 100 * 1000 + 100 * 64 + 200, bwd = 2 * 100 * 1000 + 4 * 1000 * 64 + 100;
+    ck_assert_uint_eq(b, fwd > bwd ? 8 * fwd : (8 * bwd + 63) / 64 * 64 + 64);
     a.seq = 64; /* forward 64 x 64 (+ 128), backward 2*64*64 + 4*64*64 + 64 */
     ck_assert_int_eq(uly_attn_workspace(&a, NULL, &b), ULY_OK);
     ck_assert_uint_eq(b % 8, 0);
     o.block_q = 0; o.block_k = 0; o.threads = 2;
     ck_assert_int_eq(uly_attn_workspace(&a, &o, &b), ULY_OK);
-    ck_assert_uint_eq(b, (size_t)2 * 8 * (2 * 64 * 64 + 4 * 64 * 64 + 64));
+    ck_assert_uint_eq(b, ((size_t)2 * 8 * (2 * 64 * 64 + 4 * 64 * 64 + 64) + 63) / 64 * 64 + 2 * 64);
     o.block_q = -1;
     ck_assert_int_eq(uly_attn_workspace(&a, &o, &b), ULY_EINVAL);
     o.block_q = 0;
@@ -663,6 +725,27 @@ START_TEST(vops_levels_same_bits)
             base->ds_row(p, d0, n, 0.375f);
             v->ds_row(p, d1, n, 0.375f);
             ck_assert_msg(memcmp(d0, d1, (size_t)n * 4) == 0, "%s dS n=%d differs", uly_isa_name(isa), n);
+            /* exp2_ds_row, at this level and the baseline: the bits of
+             * exp2_shift_sum followed by ds_row (the baseline's), with the
+             * row max as shift and with -150 (the upper clamp) */
+            for (int c = 0; c < 2; c++) {
+                const float sh = c ? -150.0f : shift == -INFINITY ? 0.0f : shift;
+                float ra[NMAX], rb[NMAX], da[NMAX], db[NMAX], dc[NMAX];
+                memcpy(ra, x, sizeof x);
+                memcpy(rb, x, sizeof x);
+                memcpy(da, d1, sizeof d1);
+                memcpy(db, d1, sizeof d1);
+                memcpy(dc, d1, sizeof d1);
+                base->exp2_shift_sum(ra, n, sh);
+                base->ds_row(ra, da, n, -0.625f);
+                v->exp2_ds_row(rb, db, n, sh, -0.625f);
+                ck_assert_msg(memcmp(ra, rb, (size_t)n * 4) == 0 && memcmp(da, db, (size_t)n * 4) == 0,
+                              "%s exp2_ds_row n=%d shift %a differs from exp then dS", uly_isa_name(isa), n, sh);
+                memcpy(rb, x, sizeof x);
+                base->exp2_ds_row(rb, dc, n, sh, -0.625f);
+                ck_assert_msg(memcmp(ra, rb, (size_t)n * 4) == 0 && memcmp(da, dc, (size_t)n * 4) == 0,
+                              "baseline exp2_ds_row n=%d shift %a differs from exp then dS", n, sh);
+            }
         }
     }
     printf("vops: %d level(s) beyond the baseline compared bitwise\n", tested);
@@ -1300,6 +1383,7 @@ static Suite *make_blocked_suite(void)
     TCase *td = tcase_create("determinism");
     tcase_set_timeout(td, 120);
     tcase_add_loop_test(td, deterministic_threads_and_subsets, 0, 4);
+    tcase_add_loop_test(td, split_single_pass_same_bits, 0, 8);
     tcase_add_test(td, workspace_size);
     tcase_add_test(td, rejects_bad_arguments);
     suite_add_tcase(s, td);

@@ -799,8 +799,9 @@ END_TEST
 int uly_test_auto_pick(const int *cand, int ncand, const double t[][ULY_A2A_AUTO_SAMPLES]);
 
 /* auto's choice: the smallest median; a two-copy mode replaces the best of
- * shm and cma only when faster by more than the margin; one fast sample
- * (or one slow sample of shm) does not decide. */
+ * shm and cma only when all its samples are faster than that mode's median
+ * by more than the margin; one fast sample (or one slow sample of shm) does
+ * not decide. */
 START_TEST(auto_pick_rules)
 {
     ck_assert_int_eq(ULY_A2A_AUTO_SAMPLES, 3);
@@ -818,6 +819,11 @@ START_TEST(auto_pick_rules)
     /* datatype faster by more than the margin: datatype */
     t[1][0] = t[1][1] = t[1][2] = 1 - 2 * m;
     ck_assert_int_eq(uly_test_auto_pick(five, 5, t), ULY_A2A_DATATYPE);
+    /* its median decisive but one call of three within the margin (a late
+     * rank, a noisy neighbour): not decisive, shm stays */
+    t[1][2] = 1 - m / 2;
+    ck_assert_int_eq(uly_test_auto_pick(five, 5, t), ULY_A2A_SHM);
+    t[1][2] = 1 - 2 * m;
     /* cma the best single-copy mode: the margin is against cma */
     double u[5][ULY_A2A_AUTO_SAMPLES] = {{3, 3, 3}, {0.95, 0.95, 0.95}, {2, 2, 2}, {1.5, 1.5, 1.5}, {1, 1, 1}};
     ck_assert_int_eq(uly_test_auto_pick(five, 5, u), ULY_A2A_CMA);
