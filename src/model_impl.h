@@ -122,8 +122,47 @@ void SFX(uly_linear_bwd)(REAL *dx, int acc_dx, REAL *dw, int acc_dw, double *db,
 #define GELU_S ((REAL)0.7978845608028654) /* sqrt(2/pi) */
 #define GELU_C ((REAL)0.044715)
 
+#ifdef MODEL_VTANH
+/* tanh(u) of the GELU's u for a tile of up to GELU_TILE elements:
+ * tanh(u) = 1 - 2 / (e^(2u) + 1), e^(2u) = 2^(2 log2(e) u) by the softmax's
+ * vector 2^x (vexp.h: within 1.15 ulp, the same bits at every SIMD level
+ * and for every element whatever its place in the tile; 2u log2(e) clamped
+ * to [-127, 127], where the formula gives -1 and 1 in float).  The error is
+ * absolute, a few 1e-7 (relative near u = 0), which the GELU multiplies by
+ * x / 2: within float rounding of 0.5 x (1 + tanh u).  Element-wise, so the
+ * bits of an element depend on its value only (partition independence). */
+#define GELU_TILE 512
+static void gelu_tanh_tile(float *th, const float *x, int64_t n, const uly_vops *vo)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float xi = x[i];
+        float u = GELU_S * (xi + GELU_C * xi * xi * xi);
+        th[i] = 2.8853900817779268f * u; /* 2 log2(e) */
+    }
+    vo->exp2_shift_sum(th, n, 0.0f);
+    for (int64_t i = 0; i < n; i++)
+        th[i] = 1.0f - 2.0f / (th[i] + 1.0f);
+}
+#endif
+
 void SFX(uly_gelu_fwd)(REAL *out, const REAL *x, int64_t m)
 {
+#ifdef MODEL_VTANH
+    const uly_vops *vo = NULL;
+    if (uly_vops_current(&vo) == ULY_OK && vo) {
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (m >= PAR_MIN)
+#endif
+        for (int64_t b = 0; b < m; b += GELU_TILE) {
+            float th[GELU_TILE];
+            const int64_t n = m - b < GELU_TILE ? m - b : GELU_TILE;
+            gelu_tanh_tile(th, x + b, n, vo);
+            for (int64_t i = 0; i < n; i++)
+                out[b + i] = 0.5f * x[b + i] * (1.0f + th[i]);
+        }
+        return;
+    }
+#endif
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (m >= PAR_MIN)
 #endif
@@ -136,6 +175,26 @@ void SFX(uly_gelu_fwd)(REAL *out, const REAL *x, int64_t m)
 
 void SFX(uly_gelu_bwd)(REAL *dx, const REAL *x, const REAL *dout, int64_t m)
 {
+#ifdef MODEL_VTANH
+    const uly_vops *vo = NULL;
+    if (uly_vops_current(&vo) == ULY_OK && vo) {
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (m >= PAR_MIN)
+#endif
+        for (int64_t b = 0; b < m; b += GELU_TILE) {
+            float th[GELU_TILE];
+            const int64_t n = m - b < GELU_TILE ? m - b : GELU_TILE;
+            gelu_tanh_tile(th, x + b, n, vo);
+            for (int64_t i = 0; i < n; i++) {
+                float xi = x[b + i];
+                float sech2 = 1.0f - th[i] * th[i];
+                float g = 0.5f * (1.0f + th[i]) + 0.5f * xi * sech2 * GELU_S * (1.0f + 3.0f * GELU_C * xi * xi);
+                dx[b + i] = dout[b + i] * g;
+            }
+        }
+        return;
+    }
+#endif
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (m >= PAR_MIN)
 #endif
@@ -233,3 +292,4 @@ void SFX(uly_adamw)(REAL *p, REAL *m1, REAL *m2, const REAL *g, int64_t m, doubl
 
 #undef GELU_S
 #undef GELU_C
+#undef GELU_TILE
