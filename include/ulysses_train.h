@@ -59,10 +59,6 @@ typedef struct uly_train_opts {
                               (split as uly_split(segments, K, j); a rank with fewer segments uses
                               one shard each), the MLP hidden recomputed per shard in the backward;
                               0: untiled.  K > seq is refused. */
-    int seg_gemm;          /* 1: the token-wise GEMMs (forward, and the backward's input gradients)
-                              one canonical segment at a time, as before they were merged; 0: one
-                              GEMM over each run of a rank's segments (doc/train.md, "Merged
-                              GEMMs": the same bits per element). */
 } uly_train_opts;
 
 /* Defaults of the fields above (lr 1e-3, betas 0.9/0.95, eps 1e-8, wd 0.1, clip 1.0). */

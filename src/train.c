@@ -85,8 +85,6 @@ struct uly_train {
     int64_t max_seg;          /* tokens of the longest segment (the logits tile with tiled_loss) */
     int64_t mlp_shards;       /* MLP shards of this rank (tiled_mlp), else 0 */
     int64_t max_shard;        /* tokens of the longest MLP shard (the hidden tile) */
-    int merge;                /* 1: token-wise GEMMs (forward, dx) over runs of segments at once
-                                 (gemm_probe found the same bits per element), 0: per segment */
     /* parameters */
     int64_t np;
     int64_t poff[NPT], psz[NPT], pshape[NPT][3];
@@ -405,8 +403,6 @@ static int check_config(const uly_gpt_config *c, uly_train_opts *o, int W)
         return uly_set_error(ULY_EINVAL, "canonical chunks for SP <= %d cannot serve sp %d", o->canon_sp, o->sp);
     if (o->canon_sp < 1 || o->canon_sp > 64)
         return uly_set_error(ULY_EINVAL, "canon_sp %d out of [1, 64]", o->canon_sp);
-    if (o->seg_gemm != 0 && o->seg_gemm != 1)
-        return uly_set_error(ULY_EINVAL, "seg_gemm %d is neither 0 nor 1", o->seg_gemm);
     if (o->tiled_loss != 0 && o->tiled_loss != 1)
         return uly_set_error(ULY_EINVAL, "tiled_loss %d is neither 0 nor 1", o->tiled_loss);
     if (o->tiled_mlp < 0 || o->tiled_mlp > c->seq)
@@ -435,7 +431,6 @@ static void set_dims(uly_train *T)
     T->lead = uly_grid2_owner(&T->g, T->rb, 0);
     T->spr = T->rank - T->lead;
     T->Tn = T->rows * T->toks;
-    T->merge = !T->o.seg_gemm;
 }
 
 /* ------------------------------------------------------------- buffers */
@@ -751,20 +746,20 @@ int uly_train_create(MPI_Comm comm, const uly_gpt_config *c, const uly_train_opt
                 local = alloc_all(T);
         }
     }
-    int64_t v[15] = {0};
+    int64_t v[14] = {0};
     if (T) {
         double lr = T->o.lr;
         int64_t lrb;
         memcpy(&lrb, &lr, sizeof lrb);
-        int64_t vv[15] = {T->c.vocab, T->c.seq, T->c.layers, T->c.channels, T->c.heads, T->c.kv_heads,
+        int64_t vv[14] = {T->c.vocab, T->c.seq, T->c.layers, T->c.channels, T->c.heads, T->c.kv_heads,
                           T->o.dp, T->o.sp, T->o.batch, T->o.fast * 1000 + T->o.canon_sp,
-                          (int64_t)T->o.seed, lrb, T->o.tiled_loss, T->o.tiled_mlp, T->o.seg_gemm};
+                          (int64_t)T->o.seed, lrb, T->o.tiled_loss, T->o.tiled_mlp};
         memcpy(v, vv, sizeof v);
     }
-    static const char *const names[15] = {"vocab", "seq", "layers", "channels", "heads", "kv-heads",
+    static const char *const names[14] = {"vocab", "seq", "layers", "channels", "heads", "kv-heads",
                                           "dp", "sp", "batch", "reduction mode", "seed", "lr",
-                                          "tiled loss", "tiled MLP shards", "per-segment GEMMs"};
-    rc = uly_comm_agree_on(comm, local, 15, v, names);
+                                          "tiled loss", "tiled MLP shards"};
+    rc = uly_comm_agree_on(comm, local, 14, v, names);
     if (!rc)
         rc = uly_comm_attach(T->w, comm);
     if (!rc)
@@ -791,42 +786,25 @@ int uly_train_create(MPI_Comm comm, const uly_gpt_config *c, const uly_train_opt
 #define LAYER(base, l, width) ((base) + (int64_t)(l) * T->Tn * (width))
 #define PARAM(P, i, l, per) ((P) + T->poff[i] + (int64_t)(l) * (per))
 
-/* out = x w^T (+ b) over the tokens of segments [s0, s1), which are
- * consecutive in the local buffer; out and x start at tokens bo and bx of
- * it.  Each output element is the dot product of one token's row with one
- * weight row (K = IC), so with T->merge it is one GEMM over all of the
- * segments' tokens (gemm_probe: the bits per element do not depend on M),
- * else one GEMM per segment. */
+/* out = x w^T (+ b) over the tokens of segments [s0, s1), one GEMM per
+ * segment; out and x start at tokens bo and bx of the local buffer.  Not
+ * one GEMM over all of them: OpenBLAS's bits per output element depend on
+ * the GEMM's M (tests/test_train_gemm.c; doc/train.md, "Why the GEMMs stay
+ * per segment"), so a merged GEMM would differ between grids. */
 static void lin_fwd_range(const uly_train *T, int64_t s0, int64_t s1, float *out, int64_t bo, const float *x,
                           int64_t bx, const float *w, const float *b, int64_t IC, int64_t OC)
 {
-    if (s1 <= s0)
-        return;
-    if (T->merge) {
-        const segment *g0 = &T->seg[s0], *g1 = &T->seg[s1 - 1];
-        uly_linear_fwd_f32(out + (g0->off - bo) * OC, x + (g0->off - bx) * IC, w, b, g1->off + g1->len - g0->off,
-                           IC, OC);
-        return;
-    }
     for (int64_t s = s0; s < s1; s++) {
         const segment *g = &T->seg[s];
         uly_linear_fwd_f32(out + (g->off - bo) * OC, x + (g->off - bx) * IC, w, b, g->len, IC, OC);
     }
 }
 
-/* dx (+)= dout w over the tokens of segments [s0, s1) (K = OC: token-wise,
- * merged as lin_fwd_range); dx and dout start at tokens bdx and bdo. */
+/* dx (+)= dout w over the tokens of segments [s0, s1), one GEMM per segment
+ * (as lin_fwd_range); dx and dout start at tokens bdx and bdo. */
 static void lin_dx_range(const uly_train *T, int64_t s0, int64_t s1, float *dx, int64_t bdx, int acc,
                          const float *dout, int64_t bdo, const float *w, int64_t IC, int64_t OC)
 {
-    if (s1 <= s0)
-        return;
-    if (T->merge) {
-        const segment *g0 = &T->seg[s0], *g1 = &T->seg[s1 - 1];
-        uly_linear_bwd_f32(dx + (g0->off - bdx) * IC, acc, NULL, 0, NULL, dout + (g0->off - bdo) * OC, NULL, w,
-                           g1->off + g1->len - g0->off, IC, OC);
-        return;
-    }
     for (int64_t s = s0; s < s1; s++) {
         const segment *g = &T->seg[s];
         uly_linear_bwd_f32(dx + (g->off - bdx) * IC, acc, NULL, 0, NULL, dout + (g->off - bdo) * OC, NULL, w,
