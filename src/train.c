@@ -90,9 +90,14 @@ struct uly_train {
     int64_t poff[NPT], psz[NPT], pshape[NPT][3];
     int pndim[NPT];
     float *params, *grads, *m1, *m2; /* (np) each, one allocation */
-    float *partials;          /* (nparts, np) */
+    float *partials;          /* (nparts, np); lean: (np), the current segment's */
+    int lean;                 /* exact mode on one rank: each segment's partial is added into acc
+                                 (np doubles) as soon as it is written (fold_in), in segment order,
+                                 which is the fold's (row, chunk) order; only wte's partials,
+                                 written at both ends of the backward, are kept, in wparts */
+    float *wparts;            /* lean: (nseg, V C) the segments' partial wte gradients */
     float *sendb, *recvb;     /* all-to-all of partials */
-    double *acc;              /* (slice) fold accumulator; also (Tn) losses below */
+    double *acc;              /* (slice) fold accumulator (lean: the whole vector) */
     size_t *a2a[4];           /* (W) counts and displacements */
     int64_t slice_b, slice_n; /* this rank's slice of the parameter vector */
     double *losses;           /* (Tn) */
@@ -194,6 +199,7 @@ static void count_segments(uly_train *T)
     if (T->Tn == 0)
         T->nseg = 0;
     T->nparts = T->o.fast ? 1 : T->nseg;
+    T->lean = !T->o.fast && T->W == 1;
     /* the tiles: the longest segment and the longest MLP shard (both in
      * tokens), from the segment lengths fill_segments will write */
     const int64_t nch = a1 - a0;
@@ -360,6 +366,7 @@ void uly_train_free(uly_train *T)
     uly_free(T->seg);
     uly_free(T->params);
     uly_free(T->partials);
+    uly_free(T->wparts);
     uly_free(T->sendb);
     uly_free(T->recvb);
     uly_free(T->acc);
@@ -544,8 +551,13 @@ static int train_bufs(uly_train *T, uly_bufs *t, slot *sl)
     put_buf(t, sl, "gradients", nbytes(sizeof(float), np, 1, 1), &T->grads, G_OPTIM, 1);
     put_buf(t, sl, "AdamW first moments", nbytes(sizeof(float), np, 1, 1), &T->m1, G_OPTIM, 1);
     put_buf(t, sl, "AdamW second moments", nbytes(sizeof(float), np, 1, 1), &T->m2, G_OPTIM, 1);
-    put_buf(t, sl, "partial gradients", nbytes(sizeof(float), nparts, np, 1), &T->partials, G_OWN, 1);
-    if (!T->o.fast) {
+    if (T->lean) {
+        put_buf(t, sl, "partial gradient (one segment's)", nbytes(sizeof(float), np, 1, 1), &T->partials, G_OWN, 1);
+        put_buf(t, sl, "partial wte gradients", nbytes(sizeof(float), nparts, T->c.vocab, T->C), &T->wparts, G_OWN,
+                1);
+    } else
+        put_buf(t, sl, "partial gradients", nbytes(sizeof(float), nparts, np, 1), &T->partials, G_OWN, 1);
+    if (!T->o.fast && !T->lean) {
         put_buf(t, sl, "partials to send", nbytes(sizeof(float), nparts, np, 1), &T->sendb, G_OWN, 0);
         put_buf(t, sl, "partials received", nbytes(sizeof(float), total_parts, maxslice, 1), &T->recvb, G_OWN, 0);
     }
@@ -786,6 +798,34 @@ int uly_train_create(MPI_Comm comm, const uly_gpt_config *c, const uly_train_opt
 #define LAYER(base, l, width) ((base) + (int64_t)(l) * T->Tn * (width))
 #define PARAM(P, i, l, per) ((P) + T->poff[i] + (int64_t)(l) * (per))
 
+/* Segment g's partial gradient (lean: the one vector all segments reuse)
+ * and its wte block. */
+static float *part_of(const uly_train *T, const segment *g)
+{
+    return T->lean ? T->partials : T->partials + g->part * T->np;
+}
+
+static float *wte_part(const uly_train *T, const segment *g)
+{
+    return T->lean ? T->wparts + g->part * T->c.vocab * T->C : part_of(T, g) + T->poff[P_WTE];
+}
+
+/* Lean: add elements [p, p + n) of the partial just written (p inside
+ * T->partials, which is laid out as the parameter vector) into the fold's
+ * double sums, acc[e] += partial[e]: what reduce_exact does with each
+ * partial in turn, in the same order. */
+static void fold_in(uly_train *T, const float *p, int64_t n)
+{
+    if (!T->lean)
+        return;
+    double *restrict acc = T->acc + (p - T->partials);
+#ifdef _OPENMP
+#pragma omp simd
+#endif
+    for (int64_t i = 0; i < n; i++)
+        acc[i] += (double)p[i];
+}
+
 /* out = x w^T (+ b) over the tokens of segments [s0, s1), one GEMM per
  * segment; out and x start at tokens bo and bx of the local buffer.  Not
  * one GEMM over all of them: OpenBLAS's bits per output element depend on
@@ -849,10 +889,9 @@ static void loss_tile(uly_train *T, int64_t s, const int32_t *target, double dsc
     const float *P = T->params;
     acts *A = &T->a;
     const segment *g = &T->seg[s];
-    float *part = T->partials + g->part * T->np;
     uly_linear_fwd_f32(A->logits, A->lnf + g->off * C, P + T->poff[P_WTE], NULL, g->len, C, V);
     uly_xent_f32(T->losses + g->off, A->dlogits, A->logits, target + g->off, g->len, V, dscale);
-    uly_linear_bwd_f32(A->dln + g->off * C, 0, part + T->poff[P_WTE], 0, NULL, A->dlogits, A->lnf + g->off * C,
+    uly_linear_bwd_f32(A->dln + g->off * C, 0, wte_part(T, g), 0, NULL, A->dlogits, A->lnf + g->off * C,
                        P + T->poff[P_WTE], g->len, C, V);
 }
 
@@ -925,12 +964,14 @@ static void ln_bwd_segs(uly_train *T, float *dx, const float *dout, const float 
     double *dw = T->dacc, *db = T->dacc + C;
     for (int64_t s = 0; s < T->nseg; s++) {
         const segment *g = &T->seg[s];
-        float *part = T->partials + g->part * T->np;
+        float *part = part_of(T, g);
         memset(dw, 0, 2 * usz(C) * sizeof(double));
         uly_layernorm_bwd_f32(dx + g->off * C, dw, db, dout + g->off * C, x + g->off * C, w, mean + g->off,
                               rstd + g->off, g->len, C);
         put(PARAM(part, iw, l, C), dw, C);
         put(PARAM(part, ib, l, C), db, C);
+        fold_in(T, PARAM(part, iw, l, C), C);
+        fold_in(T, PARAM(part, ib, l, C), C);
     }
 }
 
@@ -945,11 +986,13 @@ static void lin_bwd_range(uly_train *T, int64_t s0, int64_t s1, float *dx, int64
     lin_dx_range(T, s0, s1, dx, bdx, 0, dout, bdo, w, IC, OC);
     for (int64_t s = s0; s < s1; s++) { /* sums over tokens: per segment */
         const segment *g = &T->seg[s];
-        float *part = T->partials + g->part * T->np;
+        float *part = part_of(T, g);
         memset(db, 0, usz(OC) * sizeof(double));
         uly_linear_bwd_f32(NULL, 0, PARAM(part, iw, l, OC * IC), 0, db, dout + (g->off - bdo) * OC,
                            x + (g->off - bx) * IC, w, g->len, IC, OC);
         put(PARAM(part, ib, l, OC), db, OC);
+        fold_in(T, PARAM(part, iw, l, OC * IC), OC * IC);
+        fold_in(T, PARAM(part, ib, l, OC), OC);
     }
 }
 
@@ -966,8 +1009,10 @@ static int backward(uly_train *T, const int32_t *tok, const int32_t *pos, double
     acts *A = &T->a;
     /* every partial element is written once below (GEMMs with beta = 0, the
      * bias and LayerNorm sums by put()), except wpe, which gets scatter-adds */
-    for (int64_t p = 0; p < T->nparts; p++)
+    for (int64_t p = 0; p < T->nparts && !T->lean; p++)
         memset(T->partials + p * T->np + T->poff[P_WPE], 0, usz(T->psz[P_WPE]) * sizeof(float));
+    if (T->lean) /* the fold's sums start at 0, as reduce_exact's */
+        memset(T->acc, 0, usz(T->np) * sizeof(double));
     memset(A->dres, 0, usz(Tn * C) * sizeof(float));
     /* LM head (tied): dlnf = dlogits wte; partial dwte = dlogits^T lnf
      * (tiled loss: done segment by segment in the forward) */
@@ -975,8 +1020,7 @@ static int backward(uly_train *T, const int32_t *tok, const int32_t *pos, double
         lin_dx_range(T, 0, T->nseg, A->dln, 0, 0, A->dlogits, 0, P + T->poff[P_WTE], C, V);
     for (int64_t s = 0; s < T->nseg && !T->o.tiled_loss; s++) {
         const segment *g = &T->seg[s];
-        float *part = T->partials + g->part * T->np;
-        uly_linear_bwd_f32(NULL, 0, part + T->poff[P_WTE], 0, NULL, A->dlogits + g->off * V, A->lnf + g->off * C,
+        uly_linear_bwd_f32(NULL, 0, wte_part(T, g), 0, NULL, A->dlogits + g->off * V, A->lnf + g->off * C,
                            P + T->poff[P_WTE], g->len, C, V);
     }
     ln_bwd_segs(T, A->dres, A->dln, LAYER(A->res3, L - 1, C), A->lnf_m, A->lnf_r, P + T->poff[P_LNFW], P_LNFW,
@@ -1026,7 +1070,7 @@ static int backward(uly_train *T, const int32_t *tok, const int32_t *pos, double
         lin_dx_range(T, 0, T->nseg, A->dln, 0, 1, A->dv, 0, qkvw + (C + Ckv) * C, C, Ckv);
         for (int64_t s = 0; s < T->nseg; s++) {
             const segment *g = &T->seg[s];
-            float *part = T->partials + g->part * T->np;
+            float *part = part_of(T, g);
             float *dw = PARAM(part, P_QKVW, l, Cq * C);
             const float *x = LAYER(A->ln1, l, C) + g->off * C;
             memset(db, 0, usz(Cq) * sizeof(double));
@@ -1036,15 +1080,25 @@ static int backward(uly_train *T, const int32_t *tok, const int32_t *pos, double
             uly_linear_bwd_f32(NULL, 0, dw + (C + Ckv) * C, 0, db + C + Ckv, A->dv + g->off * Ckv, x,
                                qkvw + (C + Ckv) * C, g->len, C, Ckv);
             put(PARAM(part, P_QKVB, l, Cq), db, Cq);
+            fold_in(T, dw, Cq * C);
+            fold_in(T, PARAM(part, P_QKVB, l, Cq), Cq);
         }
         ln_bwd_segs(T, A->dres, A->dln, res, A->ln1_m + l * Tn, A->ln1_r + l * Tn, PARAM(P, P_LN1W, l, C),
                     P_LN1W, P_LN1B, l);
     }
     for (int64_t s = 0; s < T->nseg; s++) {
         const segment *g = &T->seg[s];
-        float *part = T->partials + g->part * T->np;
-        uly_embed_bwd_f32(part + T->poff[P_WTE], part + T->poff[P_WPE], A->dres + g->off * C, tok + g->off,
-                          pos + g->off, g->len, C);
+        float *part = part_of(T, g), *dwpe = part + T->poff[P_WPE];
+        if (T->lean)
+            memset(dwpe, 0, usz(T->psz[P_WPE]) * sizeof(float));
+        uly_embed_bwd_f32(wte_part(T, g), dwpe, A->dres + g->off * C, tok + g->off, pos + g->off, g->len, C);
+        if (T->lean) { /* wte and wpe: the last of this segment's partial */
+            const float *w = wte_part(T, g);
+            double *acc = T->acc + T->poff[P_WTE];
+            for (int64_t i = 0; i < T->psz[P_WTE]; i++)
+                acc[i] += (double)w[i];
+            fold_in(T, dwpe, T->psz[P_WPE]);
+        }
     }
     return ULY_OK;
 }
@@ -1055,6 +1109,11 @@ static int backward(uly_train *T, const int32_t *tok, const int32_t *pos, double
 static int reduce_exact(uly_train *T)
 {
     const int W = T->W;
+    if (T->lean) { /* one rank: the backward did the fold */
+        for (int64_t e = 0; e < T->np; e++)
+            T->grads[e] = (float)T->acc[e];
+        return ULY_OK;
+    }
     const int64_t np = T->np;
     size_t *sc = T->a2a[0], *sd = T->a2a[1], *rc = T->a2a[2], *rd = T->a2a[3];
     size_t soff = 0, roff = 0;
@@ -1074,7 +1133,7 @@ static int reduce_exact(uly_train *T)
     }
     /* the own block is not sent: the fold reads it from the partials */
     sc[T->rank] = rc[T->rank] = 0;
-    int rcode = W > 1 ? uly_comm_alltoallv(T->w, T->sendb, sc, sd, T->recvb, rc, rd, sizeof(float)) : ULY_OK;
+    int rcode = uly_comm_alltoallv(T->w, T->sendb, sc, sd, T->recvb, rc, rd, sizeof(float));
     if (rcode)
         return rcode;
     const int64_t n = T->slice_n;
@@ -1096,8 +1155,6 @@ static int reduce_exact(uly_train *T)
     float *mine = T->grads + T->slice_b;
     for (int64_t e = 0; e < n; e++)
         mine[e] = (float)acc[e];
-    if (W == 1) /* one rank: its slice is the whole vector, nothing to gather */
-        return ULY_OK;
     for (int w = 0; w < W; w++) {
         int64_t eb, en;
         param_slice(T, w, &eb, &en);
