@@ -9,6 +9,7 @@
  *
  *   bench_train [--layers L] [--channels C] [--heads H] [--seq N] [--vocab V]
  *               [--batch B] [--dp D] [--steps K] [--repeat R] [--gemm-size n]
+ *               [--threads T]
  *
  * Each of R repetitions times one sgemm of n^3 then K steps; medians over
  * the repetitions.  Times are wall
@@ -73,7 +74,7 @@ static int usage(int rank, const char *msg)
     if (rank == 0)
         fprintf(stderr,
                 "bench_train: %s\nusage: bench_train [--layers L] [--channels C] [--heads H] [--seq N] [--vocab V] "
-                "[--batch B] [--dp D] [--steps K] [--repeat R] [--gemm-size n]\n",
+                "[--batch B] [--dp D] [--steps K] [--repeat R] [--gemm-size n] [--threads T]\n",
                 msg);
     MPI_Finalize();
     return 2;
@@ -105,12 +106,12 @@ int main(int argc, char **argv)
     int rank, W;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &W);
-    int64_t L = 4, C = 256, H = 8, N = 1024, V = 256, B = 4, dp = 1, K = 2, R = 3, n = 1024;
+    int64_t L = 4, C = 256, H = 8, N = 1024, V = 256, B = 4, dp = 1, K = 2, R = 3, n = 1024, thr = 1;
     struct { const char *name; int64_t *v, lo, hi; } o[] = {
         {"--layers", &L, 1, 1024},  {"--channels", &C, 1, 65536}, {"--heads", &H, 1, 4096},
         {"--seq", &N, 4, 1 << 24},  {"--vocab", &V, 2, 1 << 24},  {"--batch", &B, 1, 1 << 20},
         {"--dp", &dp, 1, 1 << 20},  {"--steps", &K, 1, 1000},     {"--repeat", &R, 1, 99},
-        {"--gemm-size", &n, 64, 8192}};
+        {"--gemm-size", &n, 64, 8192}, {"--threads", &thr, 1, 1024}};
     for (int i = 1; i < argc; i++) {
         size_t j = 0;
         while (j < sizeof o / sizeof o[0] && strcmp(argv[i], o[j].name) != 0)
@@ -132,6 +133,7 @@ int main(int argc, char **argv)
     to.dp = (int)dp;
     to.sp = (int)(W / dp);
     to.batch = B;
+    to.kernel.threads = (int)thr; /* the attention kernel's; OpenBLAS and the layers: the environment's */
     uly_train *T = NULL;
     int rc = uly_train_create(MPI_COMM_WORLD, &cfg, &to, &T);
     if (rc) {
@@ -205,11 +207,13 @@ int main(int argc, char **argv)
         /* sgemm: every rank ran one at the same time, so the machine's rate is W of them over the slowest */
         const double sg_w = W * gflop / col[0] / 1e9, sg_c = gflop / col[1] / 1e9;
         const double st_w = K * flops / col[2] / 1e9, st_c = K * flops / col[3] / 1e9 / W;
+        const char *ot = getenv("OPENBLAS_NUM_THREADS");
         printf("bench train: L=%lld C=%lld H=%lld N=%lld V=%lld B=%lld, %d rank%s (dp %lld x sp %lld), %lld steps x %lld "
-               "repetitions (interleaved with sgemm %lld^3), OpenBLAS core %s, load average %.2f %.2f %.2f\n",
+               "repetitions (interleaved with sgemm %lld^3), attention threads %lld, OPENBLAS_NUM_THREADS %s, "
+               "OpenBLAS core %s, load average %.2f %.2f %.2f\n",
                (long long)L, (long long)C, (long long)H, (long long)N, (long long)V, (long long)B, W, W > 1 ? "s" : "",
-               (long long)dp, (long long)(W / dp), (long long)K, (long long)R, (long long)n, blas_core(), la[0], la[1],
-               la[2]);
+               (long long)dp, (long long)(W / dp), (long long)K, (long long)R, (long long)n, (long long)thr,
+               ot ? ot : "unset", blas_core(), la[0], la[1], la[2]);
         printf("step FLOPs %.4g (formula: tests/bench_train.c), %lld parameters\n", flops,
                (long long)uly_train_nparams(T));
         printf("%-34s %12s %12s %12s %10s\n", "medians", "tokens/s", "GFLOP/s", "t_reduce s", "/ sgemm");
