@@ -131,7 +131,7 @@ check_PROGRAMS += tests/test_train_gemm
 tests_test_train_gemm_SOURCES = tests/test_train_gemm.c
 tests_test_train_gemm_LDADD = $(BLAS_LIBS)
 TESTS += tests/test_train_gemm.sh
-EXTRA_DIST += tests/test_train_gemm.sh
+EXTRA_DIST += tests/test_train_gemm.sh tests/bench_train_torch.py
 if HAVE_MPI
 
 check_PROGRAMS += tests/npytool
