@@ -4,7 +4,7 @@
 # core this run selects and, unless OPENBLAS_CORETYPE is already set (then
 # only that one), under each x86-64 core type this CPU can run.
 set -e
-bin=./tests/test_train_gemm
+bin="${top_builddir:-.}/tests/test_train_gemm"
 if [ -n "${OPENBLAS_CORETYPE:-}" ]; then
     exec $bin
 fi
