@@ -123,25 +123,23 @@ void SFX(uly_linear_bwd)(REAL *dx, int acc_dx, REAL *dw, int acc_dw, double *db,
 #define GELU_C ((REAL)0.044715)
 
 #ifdef MODEL_VTANH
-/* tanh(u) of the GELU's u for a tile of up to GELU_TILE elements:
- * tanh(u) = 1 - 2 / (e^(2u) + 1), e^(2u) = 2^(2 log2(e) u) by the softmax's
- * vector 2^x (vexp.h: within 1.15 ulp, the same bits at every SIMD level
- * and for every element whatever its place in the tile; 2u log2(e) clamped
- * to [-127, 127], where the formula gives -1 and 1 in float).  The error is
- * absolute, a few 1e-7 (relative near u = 0), which the GELU multiplies by
- * x / 2: within float rounding of 0.5 x (1 + tanh u).  Element-wise, so the
- * bits of an element depend on its value only (partition independence). */
+/* z = e^(2u) of the GELU's u for a tile of up to GELU_TILE elements, as
+ * 2^(2 log2(e) u) by the softmax's vector 2^x (vexp.h: within 1.15 ulp,
+ * the same bits at every SIMD level and for every element whatever its
+ * place in the tile; 2u log2(e) clamped to [-127, 127]).  With
+ * s = z / (1 + z) = (1 + tanh u) / 2 and 1 - s = 1 / (1 + z):
+ *   GELU(x) = x s,   GELU'(x) = s + 2 x s (1 - s) S (1 + 3 c x^2)
+ * (1 - tanh^2 u = 4 s (1 - s)), with no cancellation where tanh u is near
+ * -1.  Element-wise: an element's bits depend on its value only. */
 #define GELU_TILE 512
-static void gelu_tanh_tile(float *th, const float *x, int64_t n, const uly_vops *vo)
+static void gelu_exp_tile(float *z, const float *x, int64_t n, const uly_vops *vo)
 {
     for (int64_t i = 0; i < n; i++) {
         float xi = x[i];
         float u = GELU_S * (xi + GELU_C * xi * xi * xi);
-        th[i] = 2.8853900817779268f * u; /* 2 log2(e) */
+        z[i] = 2.8853900817779268f * u; /* 2 log2(e) */
     }
-    vo->exp2_shift_sum(th, n, 0.0f);
-    for (int64_t i = 0; i < n; i++)
-        th[i] = 1.0f - 2.0f / (th[i] + 1.0f);
+    vo->exp2_shift_sum(z, n, 0.0f);
 }
 #endif
 
@@ -154,11 +152,11 @@ void SFX(uly_gelu_fwd)(REAL *out, const REAL *x, int64_t m)
 #pragma omp parallel for schedule(static) if (m >= PAR_MIN)
 #endif
         for (int64_t b = 0; b < m; b += GELU_TILE) {
-            float th[GELU_TILE];
+            float z[GELU_TILE];
             const int64_t n = m - b < GELU_TILE ? m - b : GELU_TILE;
-            gelu_tanh_tile(th, x + b, n, vo);
+            gelu_exp_tile(z, x + b, n, vo);
             for (int64_t i = 0; i < n; i++)
-                out[b + i] = 0.5f * x[b + i] * (1.0f + th[i]);
+                out[b + i] = x[b + i] * (z[i] / (1.0f + z[i]));
         }
         return;
     }
@@ -182,13 +180,13 @@ void SFX(uly_gelu_bwd)(REAL *dx, const REAL *x, const REAL *dout, int64_t m)
 #pragma omp parallel for schedule(static) if (m >= PAR_MIN)
 #endif
         for (int64_t b = 0; b < m; b += GELU_TILE) {
-            float th[GELU_TILE];
+            float z[GELU_TILE];
             const int64_t n = m - b < GELU_TILE ? m - b : GELU_TILE;
-            gelu_tanh_tile(th, x + b, n, vo);
+            gelu_exp_tile(z, x + b, n, vo);
             for (int64_t i = 0; i < n; i++) {
                 float xi = x[b + i];
-                float sech2 = 1.0f - th[i] * th[i];
-                float g = 0.5f * (1.0f + th[i]) + 0.5f * xi * sech2 * GELU_S * (1.0f + 3.0f * GELU_C * xi * xi);
+                float r = 1.0f / (1.0f + z[i]), si = z[i] * r; /* 1 - s, s */
+                float g = si + 2.0f * xi * si * r * GELU_S * (1.0f + 3.0f * GELU_C * xi * xi);
                 dx[b + i] = dout[b + i] * g;
             }
         }
