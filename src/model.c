@@ -11,12 +11,15 @@
 
 #include "config.h"
 #include "ulysses_model.h"
+#include "vexp.h"
 
 #define REAL float
 #define GEMM cblas_sgemm
 #define TANH tanhf
 #define SFX(name) name##_f32
+#define MODEL_VTANH 1 /* fp32: the GELU's tanh by the vector 2^x (model_impl.h) */
 #include "model_impl.h"
+#undef MODEL_VTANH
 #undef REAL
 #undef GEMM
 #undef TANH

@@ -122,8 +122,45 @@ void SFX(uly_linear_bwd)(REAL *dx, int acc_dx, REAL *dw, int acc_dw, double *db,
 #define GELU_S ((REAL)0.7978845608028654) /* sqrt(2/pi) */
 #define GELU_C ((REAL)0.044715)
 
+#ifdef MODEL_VTANH
+/* z = e^(2u) of the GELU's u for a tile of up to GELU_TILE elements, as
+ * 2^(2 log2(e) u) by the softmax's vector 2^x (vexp.h: within 1.15 ulp,
+ * the same bits at every SIMD level and for every element whatever its
+ * place in the tile; 2u log2(e) clamped to [-127, 127]).  With
+ * s = z / (1 + z) = (1 + tanh u) / 2 and 1 - s = 1 / (1 + z):
+ *   GELU(x) = x s,   GELU'(x) = s + 2 x s (1 - s) S (1 + 3 c x^2)
+ * (1 - tanh^2 u = 4 s (1 - s)), with no cancellation where tanh u is near
+ * -1.  Element-wise: an element's bits depend on its value only. */
+#define GELU_TILE 512
+static void gelu_exp_tile(float *z, const float *x, int64_t n, const uly_vops *vo)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float xi = x[i];
+        float u = GELU_S * (xi + GELU_C * xi * xi * xi);
+        z[i] = 2.8853900817779268f * u; /* 2 log2(e) */
+    }
+    vo->exp2_shift_sum(z, n, 0.0f);
+}
+#endif
+
 void SFX(uly_gelu_fwd)(REAL *out, const REAL *x, int64_t m)
 {
+#ifdef MODEL_VTANH
+    const uly_vops *vo = NULL;
+    if (uly_vops_current(&vo) == ULY_OK && vo) {
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (m >= PAR_MIN)
+#endif
+        for (int64_t b = 0; b < m; b += GELU_TILE) {
+            float z[GELU_TILE];
+            const int64_t n = m - b < GELU_TILE ? m - b : GELU_TILE;
+            gelu_exp_tile(z, x + b, n, vo);
+            for (int64_t i = 0; i < n; i++)
+                out[b + i] = x[b + i] * (z[i] / (1.0f + z[i]));
+        }
+        return;
+    }
+#endif
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (m >= PAR_MIN)
 #endif
@@ -136,6 +173,26 @@ void SFX(uly_gelu_fwd)(REAL *out, const REAL *x, int64_t m)
 
 void SFX(uly_gelu_bwd)(REAL *dx, const REAL *x, const REAL *dout, int64_t m)
 {
+#ifdef MODEL_VTANH
+    const uly_vops *vo = NULL;
+    if (uly_vops_current(&vo) == ULY_OK && vo) {
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (m >= PAR_MIN)
+#endif
+        for (int64_t b = 0; b < m; b += GELU_TILE) {
+            float z[GELU_TILE];
+            const int64_t n = m - b < GELU_TILE ? m - b : GELU_TILE;
+            gelu_exp_tile(z, x + b, n, vo);
+            for (int64_t i = 0; i < n; i++) {
+                float xi = x[b + i];
+                float r = 1.0f / (1.0f + z[i]), si = z[i] * r; /* 1 - s, s */
+                float g = si + 2.0f * xi * si * r * GELU_S * (1.0f + 3.0f * GELU_C * xi * xi);
+                dx[b + i] = dout[b + i] * g;
+            }
+        }
+        return;
+    }
+#endif
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (m >= PAR_MIN)
 #endif
@@ -233,3 +290,4 @@ void SFX(uly_adamw)(REAL *p, REAL *m1, REAL *m2, const REAL *g, int64_t m, doubl
 
 #undef GELU_S
 #undef GELU_C
+#undef GELU_TILE

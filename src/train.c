@@ -90,9 +90,14 @@ struct uly_train {
     int64_t poff[NPT], psz[NPT], pshape[NPT][3];
     int pndim[NPT];
     float *params, *grads, *m1, *m2; /* (np) each, one allocation */
-    float *partials;          /* (nparts, np) */
+    float *partials;          /* (nparts, np); lean: (np), the current segment's */
+    int lean;                 /* exact mode on one rank: each segment's partial is added into acc
+                                 (np doubles) as soon as it is written (fold_in), in segment order,
+                                 which is the fold's (row, chunk) order; only wte's partials,
+                                 written at both ends of the backward, are kept, in wparts */
+    float *wparts;            /* lean: (nseg, V C) the segments' partial wte gradients */
     float *sendb, *recvb;     /* all-to-all of partials */
-    double *acc;              /* (slice) fold accumulator; also (Tn) losses below */
+    double *acc;              /* (slice) fold accumulator (lean: the whole vector) */
     size_t *a2a[4];           /* (W) counts and displacements */
     int64_t slice_b, slice_n; /* this rank's slice of the parameter vector */
     double *losses;           /* (Tn) */
@@ -194,6 +199,7 @@ static void count_segments(uly_train *T)
     if (T->Tn == 0)
         T->nseg = 0;
     T->nparts = T->o.fast ? 1 : T->nseg;
+    T->lean = !T->o.fast && T->W == 1;
     /* the tiles: the longest segment and the longest MLP shard (both in
      * tokens), from the segment lengths fill_segments will write */
     const int64_t nch = a1 - a0;
@@ -360,6 +366,7 @@ void uly_train_free(uly_train *T)
     uly_free(T->seg);
     uly_free(T->params);
     uly_free(T->partials);
+    uly_free(T->wparts);
     uly_free(T->sendb);
     uly_free(T->recvb);
     uly_free(T->acc);
@@ -544,8 +551,13 @@ static int train_bufs(uly_train *T, uly_bufs *t, slot *sl)
     put_buf(t, sl, "gradients", nbytes(sizeof(float), np, 1, 1), &T->grads, G_OPTIM, 1);
     put_buf(t, sl, "AdamW first moments", nbytes(sizeof(float), np, 1, 1), &T->m1, G_OPTIM, 1);
     put_buf(t, sl, "AdamW second moments", nbytes(sizeof(float), np, 1, 1), &T->m2, G_OPTIM, 1);
-    put_buf(t, sl, "partial gradients", nbytes(sizeof(float), nparts, np, 1), &T->partials, G_OWN, 1);
-    if (!T->o.fast) {
+    if (T->lean) {
+        put_buf(t, sl, "partial gradient (one segment's)", nbytes(sizeof(float), np, 1, 1), &T->partials, G_OWN, 1);
+        put_buf(t, sl, "partial wte gradients", nbytes(sizeof(float), nparts, T->c.vocab, T->C), &T->wparts, G_OWN,
+                1);
+    } else
+        put_buf(t, sl, "partial gradients", nbytes(sizeof(float), nparts, np, 1), &T->partials, G_OWN, 1);
+    if (!T->o.fast && !T->lean) {
         put_buf(t, sl, "partials to send", nbytes(sizeof(float), nparts, np, 1), &T->sendb, G_OWN, 0);
         put_buf(t, sl, "partials received", nbytes(sizeof(float), total_parts, maxslice, 1), &T->recvb, G_OWN, 0);
     }
@@ -786,6 +798,72 @@ int uly_train_create(MPI_Comm comm, const uly_gpt_config *c, const uly_train_opt
 #define LAYER(base, l, width) ((base) + (int64_t)(l) * T->Tn * (width))
 #define PARAM(P, i, l, per) ((P) + T->poff[i] + (int64_t)(l) * (per))
 
+/* Segment g's partial gradient (lean: the one vector all segments reuse)
+ * and its wte block. */
+static float *part_of(const uly_train *T, const segment *g)
+{
+    return T->lean ? T->partials : T->partials + g->part * T->np;
+}
+
+static float *wte_part(const uly_train *T, const segment *g)
+{
+    return T->lean ? T->wparts + g->part * T->c.vocab * T->C : part_of(T, g) + T->poff[P_WTE];
+}
+
+/* Lean: add elements [p, p + n) of the partial just written (p inside
+ * T->partials, which is laid out as the parameter vector) into the fold's
+ * double sums, acc[e] += partial[e]: what reduce_exact does with each
+ * partial in turn, in the same order. */
+static void fold_in(uly_train *T, const float *p, int64_t n)
+{
+    if (!T->lean)
+        return;
+    double *restrict acc = T->acc + (p - T->partials);
+#ifdef _OPENMP
+#pragma omp simd
+#endif
+    for (int64_t i = 0; i < n; i++)
+        acc[i] += (double)p[i];
+}
+
+/* out = x w^T (+ b) over the tokens of segments [s0, s1), one GEMM per
+ * segment; out and x start at tokens bo and bx of the local buffer.  Not
+ * one GEMM over all of them: OpenBLAS's bits per output element depend on
+ * the GEMM's M (tests/test_train_gemm.c; doc/train.md, "Why the GEMMs stay
+ * per segment"), so a merged GEMM would differ between grids. */
+static void lin_fwd_range(const uly_train *T, int64_t s0, int64_t s1, float *out, int64_t bo, const float *x,
+                          int64_t bx, const float *w, const float *b, int64_t IC, int64_t OC)
+{
+    for (int64_t s = s0; s < s1; s++) {
+        const segment *g = &T->seg[s];
+        uly_linear_fwd_f32(out + (g->off - bo) * OC, x + (g->off - bx) * IC, w, b, g->len, IC, OC);
+    }
+}
+
+/* dx (+)= dout w over the tokens of segments [s0, s1), one GEMM per segment
+ * (as lin_fwd_range); dx and dout start at tokens bdx and bdo. */
+static void lin_dx_range(const uly_train *T, int64_t s0, int64_t s1, float *dx, int64_t bdx, int acc,
+                         const float *dout, int64_t bdo, const float *w, int64_t IC, int64_t OC)
+{
+    for (int64_t s = s0; s < s1; s++) {
+        const segment *g = &T->seg[s];
+        uly_linear_bwd_f32(dx + (g->off - bdx) * IC, acc, NULL, 0, NULL, dout + (g->off - bdo) * OC, NULL, w,
+                           g->len, IC, OC);
+    }
+}
+
+/* out = res + (y + b), token by token: the bias add of uly_linear_fwd and
+ * the residual add in one pass (the same two roundings per element). */
+static void bias_residual(float *out, const float *res, const float *y, const float *b, int64_t n, int64_t C)
+{
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (n * C >= 32768)
+#endif
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t i = 0; i < C; i++)
+            out[t * C + i] = res[t * C + i] + (y[t * C + i] + b[i]);
+}
+
 /* The MLP hidden of segments [s0, s1) of layer l: fch = ln2 fc_w^T + fc_b
  * per segment, fchg = GELU(fch), into buffers that start at token base of
  * the local buffer (an MLP shard's tile, or the layer's whole activation
@@ -797,11 +875,7 @@ static void mlp_hidden(uly_train *T, int64_t l, int64_t s0, int64_t s1, int64_t 
     const float *P = T->params, *ln2 = LAYER(T->a.ln2, l, C);
     if (s1 <= s0)
         return;
-    for (int64_t s = s0; s < s1; s++) {
-        const segment *g = &T->seg[s];
-        uly_linear_fwd_f32(fch + (g->off - base) * 4 * C, ln2 + g->off * C, PARAM(P, P_FCW, l, 4 * C * C),
-                           PARAM(P, P_FCB, l, 4 * C), g->len, C, 4 * C);
-    }
+    lin_fwd_range(T, s0, s1, fch, base, ln2, 0, PARAM(P, P_FCW, l, 4 * C * C), PARAM(P, P_FCB, l, 4 * C), C, 4 * C);
     const int64_t n = T->seg[s1 - 1].off + T->seg[s1 - 1].len - base;
     uly_gelu_fwd_f32(fchg, fch, n * 4 * C);
 }
@@ -815,10 +889,9 @@ static void loss_tile(uly_train *T, int64_t s, const int32_t *target, double dsc
     const float *P = T->params;
     acts *A = &T->a;
     const segment *g = &T->seg[s];
-    float *part = T->partials + g->part * T->np;
     uly_linear_fwd_f32(A->logits, A->lnf + g->off * C, P + T->poff[P_WTE], NULL, g->len, C, V);
     uly_xent_f32(T->losses + g->off, A->dlogits, A->logits, target + g->off, g->len, V, dscale);
-    uly_linear_bwd_f32(A->dln + g->off * C, 0, part + T->poff[P_WTE], 0, NULL, A->dlogits, A->lnf + g->off * C,
+    uly_linear_bwd_f32(A->dln + g->off * C, 0, wte_part(T, g), 0, NULL, A->dlogits, A->lnf + g->off * C,
                        P + T->poff[P_WTE], g->len, C, V);
 }
 
@@ -840,13 +913,10 @@ static int forward(uly_train *T, const int32_t *tok, const int32_t *pos, const i
         const float *qkvw = PARAM(P, P_QKVW, l, Cq * C), *qkvb = PARAM(P, P_QKVB, l, Cq);
         uly_layernorm_fwd_f32(ln1, A->ln1_m + l * Tn, A->ln1_r + l * Tn, res, PARAM(P, P_LN1W, l, C),
                               PARAM(P, P_LN1B, l, C), Tn, C);
-        for (int64_t s = 0; s < T->nseg; s++) {
-            const segment *g = &T->seg[s];
-            const float *x = ln1 + g->off * C;
-            uly_linear_fwd_f32(q + g->off * C, x, qkvw, qkvb, g->len, C, C);
-            uly_linear_fwd_f32(k + g->off * Ckv, x, qkvw + C * C, qkvb + C, g->len, C, Ckv);
-            uly_linear_fwd_f32(v + g->off * Ckv, x, qkvw + (C + Ckv) * C, qkvb + C + Ckv, g->len, C, Ckv);
-        }
+        const int64_t S = T->nseg;
+        lin_fwd_range(T, 0, S, q, 0, ln1, 0, qkvw, qkvb, C, C);
+        lin_fwd_range(T, 0, S, k, 0, ln1, 0, qkvw + C * C, qkvb + C, C, Ckv);
+        lin_fwd_range(T, 0, S, v, 0, ln1, 0, qkvw + (C + Ckv) * C, qkvb + C + Ckv, C, Ckv);
         int rc = uly_dist_fwd(T->dist[l], q, k, v, atty);
         if (rc)
             return rc;
@@ -854,13 +924,8 @@ static int forward(uly_train *T, const int32_t *tok, const int32_t *pos, const i
         uly_dist_times_get(T->dist[l], &dt);
         *t_attn += dt.fwd_attn;
         *t_a2a += dt.fwd_a2a_in + dt.fwd_a2a_out;
-        for (int64_t s = 0; s < T->nseg; s++) {
-            const segment *g = &T->seg[s];
-            uly_linear_fwd_f32(A->tmp + g->off * C, atty + g->off * C, PARAM(P, P_ATTW, l, C * C),
-                               PARAM(P, P_ATTB, l, C), g->len, C, C);
-        }
-        for (int64_t i = 0; i < Tn * C; i++)
-            res2[i] = res[i] + A->tmp[i];
+        lin_fwd_range(T, 0, S, A->tmp, 0, atty, 0, PARAM(P, P_ATTW, l, C * C), NULL, C, C);
+        bias_residual(res2, res, A->tmp, PARAM(P, P_ATTB, l, C), Tn, C);
         uly_layernorm_fwd_f32(ln2, A->ln2_m + l * Tn, A->ln2_r + l * Tn, res2, PARAM(P, P_LN2W, l, C),
                               PARAM(P, P_LN2B, l, C), Tn, C);
         /* the MLP, shard by shard (untiled: one shard of every segment, kept per layer) */
@@ -871,25 +936,16 @@ static int forward(uly_train *T, const int32_t *tok, const int32_t *pos, const i
             int64_t s0, s1, base;
             mlp_shard(T, j, &s0, &s1, &base);
             mlp_hidden(T, l, s0, s1, base, fch, fchg);
-            for (int64_t s = s0; s < s1; s++) {
-                const segment *g = &T->seg[s];
-                uly_linear_fwd_f32(A->tmp + g->off * C, fchg + (g->off - base) * 4 * C,
-                                   PARAM(P, P_PRJW, l, 4 * C * C), PARAM(P, P_PRJB, l, C), g->len, 4 * C, C);
-            }
+            lin_fwd_range(T, s0, s1, A->tmp, 0, fchg, base, PARAM(P, P_PRJW, l, 4 * C * C), NULL, 4 * C, C);
         }
-        for (int64_t i = 0; i < Tn * C; i++)
-            res3[i] = res2[i] + A->tmp[i];
+        bias_residual(res3, res2, A->tmp, PARAM(P, P_PRJB, l, C), Tn, C);
     }
     uly_layernorm_fwd_f32(A->lnf, A->lnf_m, A->lnf_r, LAYER(A->res3, T->c.layers - 1, C), P + T->poff[P_LNFW],
                           P + T->poff[P_LNFB], Tn, C);
-    for (int64_t s = 0; s < T->nseg; s++) {
-        if (T->o.tiled_loss) {
-            loss_tile(T, s, target, dscale);
-            continue;
-        }
-        const segment *g = &T->seg[s];
-        uly_linear_fwd_f32(A->logits + g->off * V, A->lnf + g->off * C, P + T->poff[P_WTE], NULL, g->len, C, V);
-    }
+    for (int64_t s = 0; s < T->nseg && T->o.tiled_loss; s++)
+        loss_tile(T, s, target, dscale);
+    if (!T->o.tiled_loss)
+        lin_fwd_range(T, 0, T->nseg, A->logits, 0, A->lnf, 0, P + T->poff[P_WTE], NULL, C, V);
     return ULY_OK;
 }
 
@@ -908,12 +964,14 @@ static void ln_bwd_segs(uly_train *T, float *dx, const float *dout, const float 
     double *dw = T->dacc, *db = T->dacc + C;
     for (int64_t s = 0; s < T->nseg; s++) {
         const segment *g = &T->seg[s];
-        float *part = T->partials + g->part * T->np;
+        float *part = part_of(T, g);
         memset(dw, 0, 2 * usz(C) * sizeof(double));
         uly_layernorm_bwd_f32(dx + g->off * C, dw, db, dout + g->off * C, x + g->off * C, w, mean + g->off,
                               rstd + g->off, g->len, C);
         put(PARAM(part, iw, l, C), dw, C);
         put(PARAM(part, ib, l, C), db, C);
+        fold_in(T, PARAM(part, iw, l, C), C);
+        fold_in(T, PARAM(part, ib, l, C), C);
     }
 }
 
@@ -925,13 +983,16 @@ static void lin_bwd_range(uly_train *T, int64_t s0, int64_t s1, float *dx, int64
                           int64_t IC, int64_t OC)
 {
     double *db = T->dacc;
-    for (int64_t s = s0; s < s1; s++) {
+    lin_dx_range(T, s0, s1, dx, bdx, 0, dout, bdo, w, IC, OC);
+    for (int64_t s = s0; s < s1; s++) { /* sums over tokens: per segment */
         const segment *g = &T->seg[s];
-        float *part = T->partials + g->part * T->np;
+        float *part = part_of(T, g);
         memset(db, 0, usz(OC) * sizeof(double));
-        uly_linear_bwd_f32(dx + (g->off - bdx) * IC, 0, PARAM(part, iw, l, OC * IC), 0, db,
-                           dout + (g->off - bdo) * OC, x + (g->off - bx) * IC, w, g->len, IC, OC);
+        uly_linear_bwd_f32(NULL, 0, PARAM(part, iw, l, OC * IC), 0, db, dout + (g->off - bdo) * OC,
+                           x + (g->off - bx) * IC, w, g->len, IC, OC);
         put(PARAM(part, ib, l, OC), db, OC);
+        fold_in(T, PARAM(part, iw, l, OC * IC), OC * IC);
+        fold_in(T, PARAM(part, ib, l, OC), OC);
     }
 }
 
@@ -948,16 +1009,19 @@ static int backward(uly_train *T, const int32_t *tok, const int32_t *pos, double
     acts *A = &T->a;
     /* every partial element is written once below (GEMMs with beta = 0, the
      * bias and LayerNorm sums by put()), except wpe, which gets scatter-adds */
-    for (int64_t p = 0; p < T->nparts; p++)
+    for (int64_t p = 0; p < T->nparts && !T->lean; p++)
         memset(T->partials + p * T->np + T->poff[P_WPE], 0, usz(T->psz[P_WPE]) * sizeof(float));
+    if (T->lean) /* the fold's sums start at 0, as reduce_exact's */
+        memset(T->acc, 0, usz(T->np) * sizeof(double));
     memset(A->dres, 0, usz(Tn * C) * sizeof(float));
     /* LM head (tied): dlnf = dlogits wte; partial dwte = dlogits^T lnf
      * (tiled loss: done segment by segment in the forward) */
+    if (!T->o.tiled_loss)
+        lin_dx_range(T, 0, T->nseg, A->dln, 0, 0, A->dlogits, 0, P + T->poff[P_WTE], C, V);
     for (int64_t s = 0; s < T->nseg && !T->o.tiled_loss; s++) {
         const segment *g = &T->seg[s];
-        float *part = T->partials + g->part * T->np;
-        uly_linear_bwd_f32(A->dln + g->off * C, 0, part + T->poff[P_WTE], 0, NULL, A->dlogits + g->off * V,
-                           A->lnf + g->off * C, P + T->poff[P_WTE], g->len, C, V);
+        uly_linear_bwd_f32(NULL, 0, wte_part(T, g), 0, NULL, A->dlogits + g->off * V, A->lnf + g->off * C,
+                           P + T->poff[P_WTE], g->len, C, V);
     }
     ln_bwd_segs(T, A->dres, A->dln, LAYER(A->res3, L - 1, C), A->lnf_m, A->lnf_r, P + T->poff[P_LNFW], P_LNFW,
                 P_LNFB, 0);
@@ -1000,28 +1064,41 @@ static int backward(uly_train *T, const int32_t *tok, const int32_t *pos, double
         *t_attn += dt.bwd_attn;
         *t_a2a += dt.bwd_a2a_in + dt.bwd_a2a_out;
         double *db = T->dacc;
+        /* dln = dq wq + dk wk + dv wv, the three GEMMs in this order for every token */
+        lin_dx_range(T, 0, T->nseg, A->dln, 0, 0, A->dq, 0, qkvw, C, C);
+        lin_dx_range(T, 0, T->nseg, A->dln, 0, 1, A->dk, 0, qkvw + C * C, C, Ckv);
+        lin_dx_range(T, 0, T->nseg, A->dln, 0, 1, A->dv, 0, qkvw + (C + Ckv) * C, C, Ckv);
         for (int64_t s = 0; s < T->nseg; s++) {
             const segment *g = &T->seg[s];
-            float *part = T->partials + g->part * T->np;
+            float *part = part_of(T, g);
             float *dw = PARAM(part, P_QKVW, l, Cq * C);
             const float *x = LAYER(A->ln1, l, C) + g->off * C;
-            float *dx = A->dln + g->off * C;
             memset(db, 0, usz(Cq) * sizeof(double));
-            uly_linear_bwd_f32(dx, 0, dw, 0, db, A->dq + g->off * C, x, qkvw, g->len, C, C);
-            uly_linear_bwd_f32(dx, 1, dw + C * C, 0, db + C, A->dk + g->off * Ckv, x, qkvw + C * C, g->len, C,
+            uly_linear_bwd_f32(NULL, 0, dw, 0, db, A->dq + g->off * C, x, qkvw, g->len, C, C);
+            uly_linear_bwd_f32(NULL, 0, dw + C * C, 0, db + C, A->dk + g->off * Ckv, x, qkvw + C * C, g->len, C,
                                Ckv);
-            uly_linear_bwd_f32(dx, 1, dw + (C + Ckv) * C, 0, db + C + Ckv, A->dv + g->off * Ckv, x,
+            uly_linear_bwd_f32(NULL, 0, dw + (C + Ckv) * C, 0, db + C + Ckv, A->dv + g->off * Ckv, x,
                                qkvw + (C + Ckv) * C, g->len, C, Ckv);
             put(PARAM(part, P_QKVB, l, Cq), db, Cq);
+            fold_in(T, dw, Cq * C);
+            fold_in(T, PARAM(part, P_QKVB, l, Cq), Cq);
         }
         ln_bwd_segs(T, A->dres, A->dln, res, A->ln1_m + l * Tn, A->ln1_r + l * Tn, PARAM(P, P_LN1W, l, C),
                     P_LN1W, P_LN1B, l);
     }
     for (int64_t s = 0; s < T->nseg; s++) {
         const segment *g = &T->seg[s];
-        float *part = T->partials + g->part * T->np;
-        uly_embed_bwd_f32(part + T->poff[P_WTE], part + T->poff[P_WPE], A->dres + g->off * C, tok + g->off,
-                          pos + g->off, g->len, C);
+        float *part = part_of(T, g), *dwpe = part + T->poff[P_WPE];
+        if (T->lean)
+            memset(dwpe, 0, usz(T->psz[P_WPE]) * sizeof(float));
+        uly_embed_bwd_f32(wte_part(T, g), dwpe, A->dres + g->off * C, tok + g->off, pos + g->off, g->len, C);
+        if (T->lean) { /* wte and wpe: the last of this segment's partial */
+            const float *w = wte_part(T, g);
+            double *acc = T->acc + T->poff[P_WTE];
+            for (int64_t i = 0; i < T->psz[P_WTE]; i++)
+                acc[i] += (double)w[i];
+            fold_in(T, dwpe, T->psz[P_WPE]);
+        }
     }
     return ULY_OK;
 }
@@ -1032,13 +1109,18 @@ static int backward(uly_train *T, const int32_t *tok, const int32_t *pos, double
 static int reduce_exact(uly_train *T)
 {
     const int W = T->W;
+    if (T->lean) { /* one rank: the backward did the fold */
+        for (int64_t e = 0; e < T->np; e++)
+            T->grads[e] = (float)T->acc[e];
+        return ULY_OK;
+    }
     const int64_t np = T->np;
     size_t *sc = T->a2a[0], *sd = T->a2a[1], *rc = T->a2a[2], *rd = T->a2a[3];
     size_t soff = 0, roff = 0;
     for (int w = 0; w < W; w++) {
         int64_t eb, en, rb, rn, tb, tn;
         param_slice(T, w, &eb, &en);
-        for (int64_t p = 0; p < T->nparts; p++)
+        for (int64_t p = 0; p < T->nparts && w != T->rank; p++) /* own block: folded from partials */
             memcpy(T->sendb + soff + usz(p * en), T->partials + p * np + eb, usz(en) * sizeof(float));
         sc[w] = usz(T->nparts * en);
         sd[w] = soff;
@@ -1049,13 +1131,9 @@ static int reduce_exact(uly_train *T)
         rd[w] = roff;
         roff += rc[w];
     }
-    /* own block: copy (the all-to-all skips it) */
-    memcpy(T->recvb + rd[T->rank], T->sendb + sd[T->rank], sc[T->rank] * sizeof(float));
-    size_t keep_s = sc[T->rank], keep_r = rc[T->rank];
+    /* the own block is not sent: the fold reads it from the partials */
     sc[T->rank] = rc[T->rank] = 0;
     int rcode = uly_comm_alltoallv(T->w, T->sendb, sc, sd, T->recvb, rc, rd, sizeof(float));
-    sc[T->rank] = keep_s;
-    rc[T->rank] = keep_r;
     if (rcode)
         return rcode;
     const int64_t n = T->slice_n;
@@ -1068,7 +1146,8 @@ static int reduce_exact(uly_train *T)
             int64_t rb, rn, tb, tn, nch = chunks_of(T, w);
             uly_grid2_part(&T->g, w, &rb, &rn, &tb, &tn);
             for (int64_t a = 0; a < nch; a++) {
-                const float *src = T->recvb + rd[w] + usz(((b - rb) * nch + a) * n);
+                const float *src = w == T->rank ? T->partials + ((b - rb) * nch + a) * np + T->slice_b
+                                                : T->recvb + rd[w] + usz(((b - rb) * nch + a) * n);
                 for (int64_t e = 0; e < n; e++)
                     acc[e] += (double)src[e];
             }
@@ -1180,6 +1259,31 @@ int uly_train_token_losses(const uly_train *T, double *out)
 
 /* ------------------------------------------------------------- one step */
 
+/* Clipping and AdamW in one pass: g = (float)(g scale) (kept: the step's
+ * gradients are the clipped ones), then uly_adamw_f32's update, operation
+ * for operation (the same bits; each element on its own, so the loop is a
+ * SIMD loop with no reassociation). */
+static void clip_adamw(float *restrict p, float *restrict m1, float *restrict m2, float *restrict g, int64_t m,
+                       double scale, double lr, double b1, double b2, double eps, double wd, int64_t t)
+{
+    const double c1 = 1.0 - pow(b1, (double)t), c2 = 1.0 - pow(b2, (double)t);
+    const int clip = scale != 1.0;
+#ifdef _OPENMP
+#pragma omp simd
+#endif
+    for (int64_t i = 0; i < m; i++) {
+        float gf = clip ? (float)((double)g[i] * scale) : g[i];
+        g[i] = gf;
+        double gi = gf;
+        float a = (float)(b1 * (double)m1[i] + (1 - b1) * gi);
+        float v = (float)(b2 * (double)m2[i] + (1 - b2) * gi * gi);
+        m1[i] = a;
+        m2[i] = v;
+        double upd = ((double)a / c1) / (sqrt((double)v / c2) + eps) + wd * (double)p[i];
+        p[i] = (float)((double)p[i] - lr * upd);
+    }
+}
+
 int uly_train_step(uly_train *T, const int32_t *tok, const int32_t *target, const int32_t *pos,
                    const int64_t *doc_off, int64_t docs, int update, uly_train_stats *st)
 {
@@ -1263,12 +1367,9 @@ int uly_train_step(uly_train *T, const int32_t *tok, const int32_t *target, cons
         T->steps++;
         for (int i = 0; i < NPT; i++) {
             int decay = i == P_WTE || i == P_WPE || i == P_QKVW || i == P_ATTW || i == P_FCW || i == P_PRJW;
-            float *g = T->grads + T->poff[i];
-            if (scale != 1.0)
-                for (int64_t e = 0; e < T->psz[i]; e++)
-                    g[e] = (float)((double)g[e] * scale);
-            uly_adamw_f32(T->params + T->poff[i], T->m1 + T->poff[i], T->m2 + T->poff[i], g, T->psz[i], T->o.lr,
-                          T->o.beta1, T->o.beta2, T->o.eps, decay ? T->o.weight_decay : 0.0, T->steps);
+            const int64_t o = T->poff[i];
+            clip_adamw(T->params + o, T->m1 + o, T->m2 + o, T->grads + o, T->psz[i], scale, T->o.lr, T->o.beta1,
+                       T->o.beta2, T->o.eps, decay ? T->o.weight_decay : 0.0, T->steps);
         }
     }
     if (st) {

@@ -118,6 +118,22 @@ tests_test_train_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
 TESTS += tests/test_train.sh tests/cli_train.sh
 EXTRA_DIST += tests/test_train.sh tests/cli_train.sh
 
+# the training step's benchmark (make bench-train; doc/performance.md, "Training step, round three")
+EXTRA_PROGRAMS += tests/bench_train
+CLEANFILES += tests/bench_train$(EXEEXT)
+tests_bench_train_SOURCES = tests/bench_train.c
+tests_bench_train_CFLAGS = $(AM_CFLAGS) $(MPI_CFLAGS)
+tests_bench_train_LDADD = src/libulysses.la $(BLAS_LIBS) $(MPI_LIBS) -lm
+endif
+
+# the merged GEMMs' bitwise property under every OpenBLAS core type (doc/train.md, "Merged GEMMs")
+check_PROGRAMS += tests/test_train_gemm
+tests_test_train_gemm_SOURCES = tests/test_train_gemm.c
+tests_test_train_gemm_LDADD = $(BLAS_LIBS)
+TESTS += tests/test_train_gemm.sh
+EXTRA_DIST += tests/test_train_gemm.sh tests/bench_train_torch.py
+if HAVE_MPI
+
 check_PROGRAMS += tests/npytool
 tests_npytool_SOURCES = tests/npytool.c tests/testutil.h tests/testutil.c
 tests_npytool_CFLAGS = $(TEST_CFLAGS)
