@@ -24,7 +24,7 @@ trap 'rm -f "$tmp"' EXIT
 key() { sed -n "s/.*\"$2\": *\([0-9][0-9]*\).*/\1/p" "$1"; }
 opt() { printf '%s\n' "$1" | sed -n "s/.*--$2 \([0-9][0-9]*\).*/\1/p"; }
 grep -E '^T[0-9]+\|' "$(dirname "$0")/validate.sh" |
-while IFS='|' read -r id regime quantity paper tol fitted source cmd; do
+while IFS='|' read -r id _ _ paper _ _ _ cmd; do
     run=$(printf '%s' "$cmd" | sed "s|@V@|$(dirname "$0")/validation|g")
     model=$(printf '%s\n' "$run" | sed 's/.*--model \([^ ]*\).*/\1/')
     tp=$(opt "$run" tp); pp=$(opt "$run" pp); gpus=$(opt "$run" gpus)
