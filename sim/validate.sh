@@ -46,7 +46,7 @@ N4|nccl-tests, DGX H100, 1 node|all-gather (ring) busbw 8 GPUs, 1 GiB [GB/s]|370
 N5|nccl-tests, DGX H100, 1 node|all-reduce (NVLS) busbw 8 GPUs, 8 GiB [GB/s]|480|10|no|[nccl-tests#212], 476 in [nccl-tests#290]|coll --op all-reduce --gpus 8 --bytes 8G --platform dgx-h100
 N6|nccl-tests, DGX H100, 2 nodes|all-gather busbw 16 GPUs, 1 GiB [GB/s]; published value derived from per-NIC rates|376|10|no|[nccl-tests#290] 46-48 GB/s per NDR NIC x 8 rails|coll --op all-gather --gpus 16 --bytes 1G --platform dgx-h100
 L1|nccl-tests, 2 DGX A100 80GB nodes, one GPU each (HDR)|all-reduce time 8 B, 2 GPUs [us]|19.90|20|no|[nccl-tests#150]|coll --op all-reduce --gpus 2 --gpus-per-node 1 --bytes 8 --platform dgx-a100-80g
-R1|NVIDIA, DGX A100 (8 HDR NICs)|all-reduce busbw 32 GPUs (4 nodes assumed), 4 GiB [GB/s]|192|10|no|[nccl#812]|coll --op all-reduce --gpus 32 --bytes 4G --platform dgx-a100-40g
+R1|NVIDIA, DGX A100 (8 HDR NICs)|all-reduce busbw 32 GPUs (4 nodes assumed), 4 GiB [GB/s]|192|10|no; node count chosen|[nccl#812]|coll --op all-reduce --gpus 32 --bytes 4G --platform dgx-a100-40g
 D1|DeepSpeed-Ulysses Table 2, GPT-7B 128K|iteration time 64 GPUs [ms]|32432.13|5|yes: gpu.attention_efficiency; SP degree inferred (GPUs / 8 from the global batch of 8)|[Ulysses] Table 2|--method ulysses --gpus 64 --sp 8
 D2|DeepSpeed-Ulysses Table 2, GPT-7B 128K|iteration time 128 GPUs [ms]|17052.51|15|no; SP degree inferred (GPUs / 8 from the global batch of 8)|[Ulysses] Table 2|--method ulysses --gpus 128 --sp 16
 D3|DeepSpeed-Ulysses Table 2, GPT-7B 128K|iteration time 256 GPUs [ms]|9886.7|15|no; SP degree inferred (GPUs / 8 from the global batch of 8)|[Ulysses] Table 2|--method ulysses --gpus 256 --sp 32
