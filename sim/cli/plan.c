@@ -42,6 +42,10 @@ int cmd_plan(int argc, char **argv);
 
 /* The largest micro-batch plan searches without --micro-batch. */
 enum { PLAN_MB_MAX = 64 };
+/* The most virtual stages per pipeline rank plan searches without --vpp (a
+ * bound on the search: each V is a candidate of its own; more chunks shrink
+ * the bubble as 1/V and add V times the p2p). */
+enum { PLAN_VPP_MAX = 8 };
 
 /* Work budgets of the simulations (network work units: flow and link visits
  * of the rate recomputations, see usim_net_set_work_limit; about 5e7 a second
@@ -234,14 +238,18 @@ static int is_tie(const usim_result *r, const usim_result *best, double tie)
     return tokens_per_s(best) / tokens_per_s(r) <= 1 + tie / 100;
 }
 
+/* "tp T cp C pp P dp D", USP's split after cp, "(V n)" after pp when interleaved. */
 static void degrees(const usim_job *j, char *buf, size_t n)
 {
     int mg = j->method == ULY_METHOD_MEGATRON_SP;
+    char v[24] = "";
+    if (j->vpp > 1)
+        snprintf(v, sizeof v, " (V %d)", j->vpp);
     if (j->method == ULY_METHOD_USP)
-        snprintf(buf, n, "tp %d cp %d (%dx%d) pp %d dp %d", j->tp, j->sp, j->ulysses, j->sp / j->ulysses,
-                 j->pp, j->dp);
+        snprintf(buf, n, "tp %d cp %d (%dx%d) pp %d%s dp %d", j->tp, j->sp, j->ulysses, j->sp / j->ulysses,
+                 j->pp, v, j->dp);
     else
-        snprintf(buf, n, "tp %d cp %d pp %d dp %d", mg ? j->sp : j->tp, mg ? 1 : j->sp, j->pp, j->dp);
+        snprintf(buf, n, "tp %d cp %d pp %d%s dp %d", mg ? j->sp : j->tp, mg ? 1 : j->sp, j->pp, v, j->dp);
 }
 
 /* The TP degree of a resolved job (megatron-sp: its sp). */
@@ -522,10 +530,28 @@ static void add_layout(void *ctx, const usim_job *base, int layout)
         for (int64_t mb = 1; mb <= PLAN_MB_MAX; mb++)
             if (mb == 1 || (m->global_batch % ((int64_t)chk.dp * mb) == 0))
                 mbs[nmb++] = mb;
-    char lc_err[300] = "";
+    char lc_err[300] = "", v_err[300] = "";
     size_t nc0 = s->nc;
-    for (int mi2 = 0; mi2 < nmb; mi2++) {
+    /* virtual stages per rank: 1F1B (V 1) and, with pp > 1, every V of
+     * 2..PLAN_VPP_MAX that Megatron-Core's constraints accept for the
+     * micro-batch (usim_pp_check: V divides each rank's layers, micro-batches
+     * a multiple of pp); --vpp V fixes it */
+    int vlo = o->vpp ? o->vpp : 1, vhi = o->vpp ? o->vpp : chk.pp > 1 ? PLAN_VPP_MAX : 1;
+    for (int mi2 = 0; mi2 < nmb; mi2++)
+    for (int V = vlo; V <= vhi; V++) {
         usim_model mm = with_mb(m, mbs[mi2]);
+        usim_job vb = *base;
+        vb.vpp = V > 1 ? V : 0;
+        if (V > 1) {
+            usim_job vr = vb;
+            if (usim_job_resolve(&mm, p, &vr)) {
+                /* a V the layout or micro-batch does not admit: not a candidate
+                 * (an error of the layout only when the user fixed it) */
+                if (o->vpp && !v_err[0])
+                    snprintf(v_err, sizeof v_err, "%s", usim_last_error());
+                continue;
+            }
+        }
         for (int rc = 0; rc <= USIM_RC_FULL; rc++) {
             if (o->recompute_set && rc != (int)o->recompute)
                 continue;
@@ -533,7 +559,7 @@ static void add_layout(void *ctx, const usim_job *base, int layout)
             for (int z = 0; z <= 3 && !plain; z++) {
                 if (o->zero_set && z != o->zero)
                     continue;
-                usim_job j0 = *base;
+                usim_job j0 = vb;
                 j0.zero = z;
                 j0.recompute = (usim_recompute)rc;
                 /* the cheapest technique level that fits; a ZeRO stage that fits
@@ -587,10 +613,11 @@ static void add_layout(void *ctx, const usim_job *base, int layout)
                     usim_job_resolve(&mm, p, &r);
                     int64_t per = (int64_t)r.dp * mm.micro_batch;
                     int64_t gb = (mm.global_batch + per - 1) / per * per;
-                    /* the estimate is stage x (1 + (pp - 1) / micro-steps): without the
-                     * bubble and with communication free, compute alone */
+                    /* the estimate is stage x the bubble factor (1 + (pp - 1) / (V x
+                     * micro-steps)): without the bubble and with communication free,
+                     * compute alone */
                     double micro = ceil((double)mm.global_batch / (double)per);
-                    double lb = inf / (1 + (r.pp - 1) / micro);
+                    double lb = inf / usim_estimate_bubble_factor(&r, micro);
                     if (s->nc == s->cap) {
                         cand *nv = realloc(s->cv, 2 * s->cap * sizeof *s->cv);
                         if (!nv) {
@@ -607,7 +634,7 @@ static void add_layout(void *ctx, const usim_job *base, int layout)
                     c->lb = lb / (double)gb;
                     c->est = est / (double)gb;
                     c->gb = gb;
-                    c->layout = layout;
+                    c->layout = layout * (PLAN_VPP_MAX + 1) + (V <= PLAN_VPP_MAX ? V : 0);
                     c->ord = (int)s->nc;
                     s->nc++;
                 }
@@ -620,7 +647,9 @@ static void add_layout(void *ctx, const usim_job *base, int layout)
                 cs->oom++;
         }
     }
-    if (lc_err[0] && s->nc == nc0)
+    if (v_err[0] && s->nc == nc0)
+        note_invalid(cs, v_err);
+    else if (lc_err[0] && s->nc == nc0)
         note_invalid(cs, lc_err);
 }
 
@@ -646,7 +675,7 @@ static int row_launch(const usim_model *m, const cand *c, char *mflags, size_t n
 {
     const usim_result *r = &c->w.r;
     usim_model mm = with_mb(m, c->mb);
-    int mrc = plan_megatron_flags(&mm, &r->job, c->mb, r->global_batch, 1, mflags, nmf, mnote, nmn);
+    int mrc = plan_megatron_flags(&mm, &r->job, c->mb, r->global_batch, r->job.vpp, mflags, nmf, mnote, nmn);
     *ds = plan_deepspeed_config(&mm, &r->job, c->mb, r->micro_steps, r->global_batch, dnote, ndn);
     return mrc;
 }
@@ -1393,7 +1422,7 @@ int cmd_plan(int argc, char **argv)
     wk.cv = cv;
     wk.nc = nc;
     wk.K = K;
-    wk.nlayouts = cs.structures;
+    wk.nlayouts = cs.structures * (PLAN_VPP_MAX + 1);   /* a layout's budget is per V (add_layout) */
     wk.engine = o.engine;
     /* above 1024 GPUs a work unit costs more time (the per-GPU parts of a
      * simulation grow with G): the budgets shrink as 1024 / G */
@@ -1606,14 +1635,14 @@ int cmd_plan(int argc, char **argv)
                cs.structures, cs.invalid, cs.oom, budget, cs.fit, cs.simulated);
         printf("search: %d simulated in %.2f s; %d pruned (their compute alone cannot beat #%d); ties: within "
                "%g%% of #1's time per token (--tie)\n\n", cs.simulated, t_sim, cs.pruned, K, po.tie);
-        printf("%-4s %-12s %-30s %-3s %-4s %-10s %9s %10s %9s %6s %8s %8s %4s\n", "rank", "method", "degrees",
+        printf("%-4s %-12s %-34s %-3s %-4s %-10s %9s %10s %9s %6s %8s %8s %4s\n", "rank", "method", "degrees",
                "mb", "zero", "recompute", "iter [s]", "Mtok/s", "TFLOP/s", "MFU %", "mem GiB", "exp. [s]", "tie");
         for (int i = 0; i < top; i++) {
             const usim_result *r = &cv[i].w.r;
             char dg[64];
             degrees(&r->job, dg, sizeof dg);
             double ex = r->exposed_s[0] + r->exposed_s[1] + r->exposed_s[2];
-            printf("%-4d %-12s %-30s %-3lld %-4d %-10s %9.3f %10.4f %9.1f %6.1f %8.1f %8.3f %4s\n", i + 1,
+            printf("%-4d %-12s %-34s %-3lld %-4d %-10s %9.3f %10.4f %9.1f %6.1f %8.1f %8.3f %4s\n", i + 1,
                    uly_method_sim_name(r->job.method), dg, (long long)cv[i].mb, r->job.zero,
                    usim_recompute_name(r->job.recompute), r->iter_s, tokens_per_s(r) / 1e6, r->tflops,
                    100 * r->mfu, r->mem.total / 1073741824.0, ex,
