@@ -77,14 +77,14 @@ enum { PLAN_MAX_GPUS = 16384 };
 
 static const char plan_usage[] =
     "usage: ulysses-sim plan --platform P --model M --gpus G --seq S [--global-batch B]\n"
-    "                        [--top K] [--method LIST] [--tp N] [--sp N] [--pp N] [--dp N]\n"
+    "                        [--top K] [--method LIST] [--tp N] [--sp N] [--pp N] [--vpp V] [--dp N]\n"
     "                        [--zero S] [--recompute R] [--micro-batch N] [--mem-headroom P%]\n"
     "                        [--tie PCT] [--launch megatron|deepspeed] [--time-limit S]\n"
     "                        [--exhaustive] [--max-seq] [--tiled-loss] [--tiled-mlp [K|auto]]\n"
     "                        [--offload LIST] [--head-chunks K] [--techniques search|none]\n"
     "                        [--format table|csv|json] [--quiet|--no-progress]\n"
     "\n"
-    "Enumerates every valid (method, tp, cp, pp, dp, ZeRO stage, recompute, micro-batch)\n"
+    "Enumerates every valid (method, tp, cp, pp, V, dp, ZeRO stage, recompute, micro-batch)\n"
     "on G GPUs, drops those that do not fit in memory (leaving --mem-headroom percent of\n"
     "HBM free, default 0), simulates the fitting ones in the order of a closed-form\n"
     "estimate, skipping each whose compute alone (a lower bound) cannot beat the K-th\n"
@@ -95,6 +95,9 @@ static const char plan_usage[] =
     "micro-batch of up to 64 sequences that divides the global batch per data-parallel\n"
     "rank (1 always).  Methods: all six unless --method is given (Megatron cp_comm_type\n"
     "names accepted).  --top K: at most 1000; G: at most 16384.\n"
+    "--vpp V: V virtual pipeline stages per rank (interleaved 1F1B) for every layout\n"
+    "(1: 1F1B only); without it each layout with pp > 1 is also tried at every V of 2..8\n"
+    "that divides its layers per rank, where the micro-batches per step are a multiple of pp.\n"
     "--tie PCT: rows within PCT percent of #1's time per token are flagged as ties\n"
     "(default 5, the model's stated uncertainty; 0 to 100).\n"
     "--launch megatron|deepspeed: that framework's flags for every row (#1 always gets\n"
@@ -459,7 +462,7 @@ static void each_layout(const opts *o, const usim_model *m, const usim_platform 
                 continue;
             for (int PP = 1; PP <= G / T; PP++) {
                 if (!divides(PP, G / T) || !divides(PP, m->layers) || (o->pp && PP != o->pp) ||
-                    (!o->pp && PP > 64))
+                    (!o->pp && PP > 64) || (o->vpp > 1 && PP < 2))   /* --vpp V > 1: pipelines only */
                     continue;
                 int rest = G / T / PP;
                 for (int C = mg ? 1 : 2; C <= (mg ? 1 : rest); C++) {
@@ -769,7 +772,11 @@ static void add_layout_maxseq(void *ctx, const usim_job *base, int layout)
     usim_model mm = *s->m;
     /* resolve at a sequence every degree divides (2 G is a multiple of 2 x CP x TP) */
     mm.seq = 2 * (int64_t)base->gpus;
-    usim_job chk = *base;
+    /* 1F1B, or the V of --vpp (activation memory grows with V's warm-up: the
+     * longest sequence is searched at the schedule given) */
+    usim_job vb = *base;
+    vb.vpp = s->o->vpp > 1 ? s->o->vpp : 0;
+    usim_job chk = vb;
     if (usim_job_resolve(&mm, s->p, &chk)) {
         note_invalid(s->cs, usim_last_error());
         return;
@@ -783,7 +790,7 @@ static void add_layout_maxseq(void *ctx, const usim_job *base, int layout)
         for (int z = 0; z <= 3; z++) {
             if (s->o->zero_set && z != s->o->zero)
                 continue;
-            usim_job j0 = *base;
+            usim_job j0 = vb;
             j0.zero = z;
             j0.recompute = (usim_recompute)rc;
             /* the technique level that reaches furthest (the lowest on a tie) */
@@ -980,14 +987,14 @@ static int plan_max_seq(const opts *o, const plan_opts *po, const usim_platform 
                (long long)m->global_batch, p.hbm_bytes / gib, o->mem_headroom > 0 ? " (HBM less --mem-headroom)" : "");
         printf("searched %d layouts (method x tp x cp x pp x dp): %d invalid; %zu compositions (x ZeRO stage x "
                "recompute) fit some sequence, %d fit none\n\n", cs.structures, cs.invalid, s.n, s.none_fit);
-        printf("%-4s %-12s %-30s %-4s %-10s %16s %8s %-11s %s\n", "rank", "method", "degrees", "zero", "recompute",
+        printf("%-4s %-12s %-34s %-4s %-10s %16s %8s %-11s %s\n", "rank", "method", "degrees", "zero", "recompute",
                "max seq [tokens]", "mem GiB", "limit", "techniques");
         for (int i = 0; i < top; i++) {
             const mcand *c = &s.v[i];
             char dg[64], tq[160];
             degrees(&c->j, dg, sizeof dg);
             lc_name(&c->j, tq, sizeof tq);
-            printf("%-4d %-12s %-30s %-4d %-10s %16lld %8.2f %-11s %s\n", i + 1, uly_method_sim_name(c->j.method),
+            printf("%-4d %-12s %-34s %-4d %-10s %16lld %8.2f %-11s %s\n", i + 1, uly_method_sim_name(c->j.method),
                    dg, c->j.zero, usim_recompute_name(c->j.recompute), (long long)c->seq, c->mem.total / gib,
                    binding_limit(&c->mem), tq);
         }
@@ -1333,6 +1340,9 @@ int cmd_plan(int argc, char **argv)
     }
     if (o.trace)
         die_usage("plan: --trace is for single runs");
+    if (o.pp_first_layers || o.pp_last_layers)
+        die_usage("plan: --pp-first-layers and --pp-last-layers are for single runs (plan searches even "
+                  "pipeline stages)");
     if (plan_lc_none && lc_user_set(&o))
         die_usage("plan: --techniques none contradicts the technique options given (--tiled-loss, "
                   "--tiled-mlp, --offload, --head-chunks)");
