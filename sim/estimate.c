@@ -7,7 +7,10 @@
  * rates, same HBM terms); sequence-parallel communication is the closed-form
  * per-GPU volume (usim_analytic_sp_bytes) at the bandwidth of the link class
  * its group crosses, counted as exposed except ring hops, which hide behind
- * the attention blocks they feed; the pipeline bubble is (pp-1) micro-steps.
+ * the attention blocks they feed; the pipeline bubble is (pp-1) micro-steps,
+ * (pp-1)/V of them with V virtual stages per rank (interleaved 1F1B: Narayanan
+ * et al. 2021, arXiv 2104.04473 section 2.2.2); pipeline p2p is not counted
+ * (nor the V-fold transfers of interleaving: the simulation prices them).
  * Parameter gathers and gradient reductions are taken as hidden.  It is a
  * ranking device, not a prediction: `plan` reports simulated times only.
  *
@@ -63,6 +66,15 @@ int usim_estimate(const usim_platform *p, const usim_model *m, const usim_job *j
     int64_t per_step = (int64_t)j.dp * m->micro_batch;
     double micro = ceil((double)m->global_batch / (double)per_step);
     double stage = micro * ((double)x.Ls * (fwd + bwd + extra + comm) + head);
-    *seconds = stage * (1 + (j.pp - 1) / micro);
+    *seconds = stage * usim_estimate_bubble_factor(&j, micro);
     return USIM_OK;
+}
+
+double usim_estimate_bubble_factor(const usim_job *j, double micro)
+{
+    /* 1F1B idles (pp - 1) micro-step times per step; the interleaved schedule
+     * (pp - 1) / V, its chunks being 1/V of a stage (arXiv 2104.04473 eq. in
+     * section 2.2.2: bubble fraction (p - 1) / (v m)) */
+    double pp = j->pp > 1 ? j->pp : 1, V = j->vpp > 1 ? j->vpp : 1;
+    return 1 + (pp - 1) / (V * (micro > 1 ? micro : 1));
 }

@@ -538,6 +538,10 @@ int usim_max_seq_ex(const usim_platform *p, const usim_model *m, const usim_job 
  * sequence-parallel traffic at its link class's bandwidth, pipeline bubble;
  * see sim/estimate.c): a ranking device for `plan`, not a prediction. */
 int usim_estimate(const usim_platform *p, const usim_model *m, const usim_job *j, double *seconds);
+/* The pipeline bubble factor of usim_estimate for a resolved job with micro
+ * micro-batches per step: 1 + (pp - 1) / (V micro), V the virtual stages per
+ * rank (1 for 1F1B).  usim_estimate is the stage's work times it. */
+double usim_estimate_bubble_factor(const usim_job *j, double micro);
 
 /* Megatron-LM FLOPs of one iteration: 24 or 32 (full recompute) *
  * B s L h^2 (1 + s/(6h) + V/(16 L h)) * 3 ... see doc/simulator.md. */

@@ -42,6 +42,10 @@ int cmd_plan(int argc, char **argv);
 
 /* The largest micro-batch plan searches without --micro-batch. */
 enum { PLAN_MB_MAX = 64 };
+/* The most virtual stages per pipeline rank plan searches without --vpp (a
+ * bound on the search: each V is a candidate of its own; more chunks shrink
+ * the bubble as 1/V and add V times the p2p). */
+enum { PLAN_VPP_MAX = 8 };
 
 /* Work budgets of the simulations (network work units: flow and link visits
  * of the rate recomputations, see usim_net_set_work_limit; about 5e7 a second
@@ -73,14 +77,14 @@ enum { PLAN_MAX_GPUS = 16384 };
 
 static const char plan_usage[] =
     "usage: ulysses-sim plan --platform P --model M --gpus G --seq S [--global-batch B]\n"
-    "                        [--top K] [--method LIST] [--tp N] [--sp N] [--pp N] [--dp N]\n"
+    "                        [--top K] [--method LIST] [--tp N] [--sp N] [--pp N] [--vpp V] [--dp N]\n"
     "                        [--zero S] [--recompute R] [--micro-batch N] [--mem-headroom P%]\n"
     "                        [--tie PCT] [--launch megatron|deepspeed] [--time-limit S]\n"
     "                        [--exhaustive] [--max-seq] [--tiled-loss] [--tiled-mlp [K|auto]]\n"
     "                        [--offload LIST] [--head-chunks K] [--techniques search|none]\n"
     "                        [--format table|csv|json] [--quiet|--no-progress]\n"
     "\n"
-    "Enumerates every valid (method, tp, cp, pp, dp, ZeRO stage, recompute, micro-batch)\n"
+    "Enumerates every valid (method, tp, cp, pp, V, dp, ZeRO stage, recompute, micro-batch)\n"
     "on G GPUs, drops those that do not fit in memory (leaving --mem-headroom percent of\n"
     "HBM free, default 0), simulates the fitting ones in the order of a closed-form\n"
     "estimate, skipping each whose compute alone (a lower bound) cannot beat the K-th\n"
@@ -91,6 +95,9 @@ static const char plan_usage[] =
     "micro-batch of up to 64 sequences that divides the global batch per data-parallel\n"
     "rank (1 always).  Methods: all six unless --method is given (Megatron cp_comm_type\n"
     "names accepted).  --top K: at most 1000; G: at most 16384.\n"
+    "--vpp V: V virtual pipeline stages per rank (interleaved 1F1B) for every layout\n"
+    "(1: 1F1B only); without it each layout with pp > 1 is also tried at every V of 2..8\n"
+    "that divides its layers per rank, where the micro-batches per step are a multiple of pp.\n"
     "--tie PCT: rows within PCT percent of #1's time per token are flagged as ties\n"
     "(default 5, the model's stated uncertainty; 0 to 100).\n"
     "--launch megatron|deepspeed: that framework's flags for every row (#1 always gets\n"
@@ -234,14 +241,18 @@ static int is_tie(const usim_result *r, const usim_result *best, double tie)
     return tokens_per_s(best) / tokens_per_s(r) <= 1 + tie / 100;
 }
 
+/* "tp T cp C pp P dp D", USP's split after cp, "(V n)" after pp when interleaved. */
 static void degrees(const usim_job *j, char *buf, size_t n)
 {
     int mg = j->method == ULY_METHOD_MEGATRON_SP;
+    char v[24] = "";
+    if (j->vpp > 1)
+        snprintf(v, sizeof v, " (V %d)", j->vpp);
     if (j->method == ULY_METHOD_USP)
-        snprintf(buf, n, "tp %d cp %d (%dx%d) pp %d dp %d", j->tp, j->sp, j->ulysses, j->sp / j->ulysses,
-                 j->pp, j->dp);
+        snprintf(buf, n, "tp %d cp %d (%dx%d) pp %d%s dp %d", j->tp, j->sp, j->ulysses, j->sp / j->ulysses,
+                 j->pp, v, j->dp);
     else
-        snprintf(buf, n, "tp %d cp %d pp %d dp %d", mg ? j->sp : j->tp, mg ? 1 : j->sp, j->pp, j->dp);
+        snprintf(buf, n, "tp %d cp %d pp %d%s dp %d", mg ? j->sp : j->tp, mg ? 1 : j->sp, j->pp, v, j->dp);
 }
 
 /* The TP degree of a resolved job (megatron-sp: its sp). */
@@ -451,7 +462,7 @@ static void each_layout(const opts *o, const usim_model *m, const usim_platform 
                 continue;
             for (int PP = 1; PP <= G / T; PP++) {
                 if (!divides(PP, G / T) || !divides(PP, m->layers) || (o->pp && PP != o->pp) ||
-                    (!o->pp && PP > 64))
+                    (!o->pp && PP > 64) || (o->vpp > 1 && PP < 2))   /* --vpp V > 1: pipelines only */
                     continue;
                 int rest = G / T / PP;
                 for (int C = mg ? 1 : 2; C <= (mg ? 1 : rest); C++) {
@@ -522,10 +533,28 @@ static void add_layout(void *ctx, const usim_job *base, int layout)
         for (int64_t mb = 1; mb <= PLAN_MB_MAX; mb++)
             if (mb == 1 || (m->global_batch % ((int64_t)chk.dp * mb) == 0))
                 mbs[nmb++] = mb;
-    char lc_err[300] = "";
+    char lc_err[300] = "", v_err[300] = "";
     size_t nc0 = s->nc;
-    for (int mi2 = 0; mi2 < nmb; mi2++) {
+    /* virtual stages per rank: 1F1B (V 1) and, with pp > 1, every V of
+     * 2..PLAN_VPP_MAX that Megatron-Core's constraints accept for the
+     * micro-batch (usim_pp_check: V divides each rank's layers, micro-batches
+     * a multiple of pp); --vpp V fixes it */
+    int vlo = o->vpp ? o->vpp : 1, vhi = o->vpp ? o->vpp : chk.pp > 1 ? PLAN_VPP_MAX : 1;
+    for (int mi2 = 0; mi2 < nmb; mi2++)
+    for (int V = vlo; V <= vhi; V++) {
         usim_model mm = with_mb(m, mbs[mi2]);
+        usim_job vb = *base;
+        vb.vpp = V > 1 ? V : 0;
+        if (V > 1) {
+            usim_job vr = vb;
+            if (usim_job_resolve(&mm, p, &vr)) {
+                /* a V the layout or micro-batch does not admit: not a candidate
+                 * (an error of the layout only when the user fixed it) */
+                if (o->vpp && !v_err[0])
+                    snprintf(v_err, sizeof v_err, "%s", usim_last_error());
+                continue;
+            }
+        }
         for (int rc = 0; rc <= USIM_RC_FULL; rc++) {
             if (o->recompute_set && rc != (int)o->recompute)
                 continue;
@@ -533,7 +562,7 @@ static void add_layout(void *ctx, const usim_job *base, int layout)
             for (int z = 0; z <= 3 && !plain; z++) {
                 if (o->zero_set && z != o->zero)
                     continue;
-                usim_job j0 = *base;
+                usim_job j0 = vb;
                 j0.zero = z;
                 j0.recompute = (usim_recompute)rc;
                 /* the cheapest technique level that fits; a ZeRO stage that fits
@@ -587,10 +616,11 @@ static void add_layout(void *ctx, const usim_job *base, int layout)
                     usim_job_resolve(&mm, p, &r);
                     int64_t per = (int64_t)r.dp * mm.micro_batch;
                     int64_t gb = (mm.global_batch + per - 1) / per * per;
-                    /* the estimate is stage x (1 + (pp - 1) / micro-steps): without the
-                     * bubble and with communication free, compute alone */
+                    /* the estimate is stage x the bubble factor (1 + (pp - 1) / (V x
+                     * micro-steps)): without the bubble and with communication free,
+                     * compute alone */
                     double micro = ceil((double)mm.global_batch / (double)per);
-                    double lb = inf / (1 + (r.pp - 1) / micro);
+                    double lb = inf / usim_estimate_bubble_factor(&r, micro);
                     if (s->nc == s->cap) {
                         cand *nv = realloc(s->cv, 2 * s->cap * sizeof *s->cv);
                         if (!nv) {
@@ -607,7 +637,7 @@ static void add_layout(void *ctx, const usim_job *base, int layout)
                     c->lb = lb / (double)gb;
                     c->est = est / (double)gb;
                     c->gb = gb;
-                    c->layout = layout;
+                    c->layout = layout * (PLAN_VPP_MAX + 1) + (V <= PLAN_VPP_MAX ? V : 0);
                     c->ord = (int)s->nc;
                     s->nc++;
                 }
@@ -620,7 +650,9 @@ static void add_layout(void *ctx, const usim_job *base, int layout)
                 cs->oom++;
         }
     }
-    if (lc_err[0] && s->nc == nc0)
+    if (v_err[0] && s->nc == nc0)
+        note_invalid(cs, v_err);
+    else if (lc_err[0] && s->nc == nc0)
         note_invalid(cs, lc_err);
 }
 
@@ -646,7 +678,7 @@ static int row_launch(const usim_model *m, const cand *c, char *mflags, size_t n
 {
     const usim_result *r = &c->w.r;
     usim_model mm = with_mb(m, c->mb);
-    int mrc = plan_megatron_flags(&mm, &r->job, c->mb, r->global_batch, 1, mflags, nmf, mnote, nmn);
+    int mrc = plan_megatron_flags(&mm, &r->job, c->mb, r->global_batch, r->job.vpp, mflags, nmf, mnote, nmn);
     *ds = plan_deepspeed_config(&mm, &r->job, c->mb, r->micro_steps, r->global_batch, dnote, ndn);
     return mrc;
 }
@@ -740,7 +772,11 @@ static void add_layout_maxseq(void *ctx, const usim_job *base, int layout)
     usim_model mm = *s->m;
     /* resolve at a sequence every degree divides (2 G is a multiple of 2 x CP x TP) */
     mm.seq = 2 * (int64_t)base->gpus;
-    usim_job chk = *base;
+    /* 1F1B, or the V of --vpp (activation memory grows with V's warm-up: the
+     * longest sequence is searched at the schedule given) */
+    usim_job vb = *base;
+    vb.vpp = s->o->vpp > 1 ? s->o->vpp : 0;
+    usim_job chk = vb;
     if (usim_job_resolve(&mm, s->p, &chk)) {
         note_invalid(s->cs, usim_last_error());
         return;
@@ -754,7 +790,7 @@ static void add_layout_maxseq(void *ctx, const usim_job *base, int layout)
         for (int z = 0; z <= 3; z++) {
             if (s->o->zero_set && z != s->o->zero)
                 continue;
-            usim_job j0 = *base;
+            usim_job j0 = vb;
             j0.zero = z;
             j0.recompute = (usim_recompute)rc;
             /* the technique level that reaches furthest (the lowest on a tie) */
@@ -951,14 +987,14 @@ static int plan_max_seq(const opts *o, const plan_opts *po, const usim_platform 
                (long long)m->global_batch, p.hbm_bytes / gib, o->mem_headroom > 0 ? " (HBM less --mem-headroom)" : "");
         printf("searched %d layouts (method x tp x cp x pp x dp): %d invalid; %zu compositions (x ZeRO stage x "
                "recompute) fit some sequence, %d fit none\n\n", cs.structures, cs.invalid, s.n, s.none_fit);
-        printf("%-4s %-12s %-30s %-4s %-10s %16s %8s %-11s %s\n", "rank", "method", "degrees", "zero", "recompute",
+        printf("%-4s %-12s %-34s %-4s %-10s %16s %8s %-11s %s\n", "rank", "method", "degrees", "zero", "recompute",
                "max seq [tokens]", "mem GiB", "limit", "techniques");
         for (int i = 0; i < top; i++) {
             const mcand *c = &s.v[i];
             char dg[64], tq[160];
             degrees(&c->j, dg, sizeof dg);
             lc_name(&c->j, tq, sizeof tq);
-            printf("%-4d %-12s %-30s %-4d %-10s %16lld %8.2f %-11s %s\n", i + 1, uly_method_sim_name(c->j.method),
+            printf("%-4d %-12s %-34s %-4d %-10s %16lld %8.2f %-11s %s\n", i + 1, uly_method_sim_name(c->j.method),
                    dg, c->j.zero, usim_recompute_name(c->j.recompute), (long long)c->seq, c->mem.total / gib,
                    binding_limit(&c->mem), tq);
         }
@@ -1306,6 +1342,9 @@ int cmd_plan(int argc, char **argv)
     }
     if (o.trace)
         die_usage("plan: --trace is for single runs");
+    if (o.pp_first_layers || o.pp_last_layers)
+        die_usage("plan: --pp-first-layers and --pp-last-layers are for single runs (plan searches even "
+                  "pipeline stages)");
     if (plan_lc_none && lc_user_set(&o))
         die_usage("plan: --techniques none contradicts the technique options given (--tiled-loss, "
                   "--tiled-mlp, --offload, --head-chunks)");
@@ -1395,7 +1434,7 @@ int cmd_plan(int argc, char **argv)
     wk.cv = cv;
     wk.nc = nc;
     wk.K = K;
-    wk.nlayouts = cs.structures;
+    wk.nlayouts = cs.structures * (PLAN_VPP_MAX + 1);   /* a layout's budget is per V (add_layout) */
     wk.engine = o.engine;
     /* above 1024 GPUs a work unit costs more time (the per-GPU parts of a
      * simulation grow with G): the budgets shrink as 1024 / G */
@@ -1608,14 +1647,14 @@ int cmd_plan(int argc, char **argv)
                cs.structures, cs.invalid, cs.oom, budget, cs.fit, cs.simulated);
         printf("search: %d simulated in %.2f s; %d pruned (their compute alone cannot beat #%d); ties: within "
                "%g%% of #1's time per token (--tie)\n\n", cs.simulated, t_sim, cs.pruned, K, po.tie);
-        printf("%-4s %-12s %-30s %-3s %-4s %-10s %9s %10s %9s %6s %8s %8s %4s\n", "rank", "method", "degrees",
+        printf("%-4s %-12s %-34s %-3s %-4s %-10s %9s %10s %9s %6s %8s %8s %4s\n", "rank", "method", "degrees",
                "mb", "zero", "recompute", "iter [s]", "Mtok/s", "TFLOP/s", "MFU %", "mem GiB", "exp. [s]", "tie");
         for (int i = 0; i < top; i++) {
             const usim_result *r = &cv[i].w.r;
             char dg[64];
             degrees(&r->job, dg, sizeof dg);
             double ex = r->exposed_s[0] + r->exposed_s[1] + r->exposed_s[2];
-            printf("%-4d %-12s %-30s %-3lld %-4d %-10s %9.3f %10.4f %9.1f %6.1f %8.1f %8.3f %4s\n", i + 1,
+            printf("%-4d %-12s %-34s %-3lld %-4d %-10s %9.3f %10.4f %9.1f %6.1f %8.1f %8.3f %4s\n", i + 1,
                    uly_method_sim_name(r->job.method), dg, (long long)cv[i].mb, r->job.zero,
                    usim_recompute_name(r->job.recompute), r->iter_s, tokens_per_s(r) / 1e6, r->tflops,
                    100 * r->mfu, r->mem.total / 1073741824.0, ex,

@@ -79,7 +79,9 @@ int plan_megatron_flags(const usim_model *m, const usim_job *j, int64_t micro_ba
                      "this row as ring-zigzag (same traffic, balanced work)");
     }
     app(flags, nf, " --pipeline-model-parallel-size %d", j->pp > 0 ? j->pp : 1);
-    if (vpp > 1)   /* arguments.py has no --virtual-pipeline-model-parallel-size flag: this one sets it */
+    if (vpp > 1)   /* arguments.py has no --virtual-pipeline-model-parallel-size flag: this one sets it
+                    * (commit d98e8a64: the flag line 3116; line 977: args.virtual_pipeline_model_parallel_size =
+                    * args.num_virtual_stages_per_pipeline_rank) */
         app(flags, nf, " --num-virtual-stages-per-pipeline-rank %d", vpp);
     if (j->recompute == USIM_RC_SELECTIVE)
         app(flags, nf, " --recompute-granularity selective");

@@ -85,7 +85,7 @@ top5() { # the identifying columns and the time of the top 5 rows of a CSV (by h
     awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
         NR <= 6 { print $1, $c["sp"], $c["tp"], $c["dp"], $c["ulysses_degree"], $c["ring_degree"], $c["zero"],
                   $c["recompute"], $c["iter_s"], $c["pp"], $c["micro_batch"], $c["tiled_loss"],
-                  $c["tiled_mlp_shards"], $c["offload"], $c["head_chunks"] }' "$1"
+                  $c["tiled_mlp_shards"], $c["offload"], $c["head_chunks"], $c["vpp"] }' "$1"
 }
 n=0
 while read -r c; do
@@ -100,6 +100,7 @@ done <<'CASES'
 --model gpt-1.2b --gpus 16 --seq 64K
 --platform dgx-h100 --model llama-3-8b --gpus 8 --seq 32K --global-batch 12
 --gpus 16 --seq 131000 --method p2p,a2a
+--platform dgx-h100 --model llama-3.1-70b --gpus 64 --seq 16K --global-batch 16 --pp 8
 CASES
 "$SIM" plan --platform dgx-h100 --model llama-3-8b --gpus 32 --seq 128K --time-limit 0 --format json > "$tmp/pj.json"
 check "json: the plan's census" sh -c "grep -q '\"pruned_lower_bound\": [1-9]' '$tmp/pj.json' && grep -q '\"exhaustive\": false' '$tmp/pj.json'"
@@ -127,7 +128,7 @@ check "--tie 100: json ties" sh -c "grep -q '\"ties\": 9,' '$tmp/t100.json' && t
 # ---- launch flags, checked against each row's own columns (sp, tp, ulysses_degree,
 # ring_degree, zero, recompute, seq_tokens, global_batch_seqs, micro_steps, pp, micro_batch;
 # found by their header names: the columns before the flags hold no commas)
-"$SIM" plan --gpus 16 --seq 64K --top 40 --time-limit 0 --format csv > "$tmp/l.csv"
+"$SIM" plan --gpus 16 --seq 64K --top 60 --time-limit 0 --format csv > "$tmp/l.csv"
 check "launch: every row's Megatron-LM flags match its degrees" awk -F, '
     NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
     # a row with a technique Megatron-LM has no flag for is refused by name
@@ -149,6 +150,9 @@ check "launch: every row's Megatron-LM flags match its degrees" awk -F, '
       if ($c["recompute"] != "none" && index(line, "--recompute-granularity " $c["recompute"]) == 0) bad = 1
       if (index(line, "--micro-batch-size " $c["micro_batch"] " --global-batch-size " $c["global_batch_seqs"] " --seq-length " $c["seq_tokens"] " --bf16") == 0) bad = 1
       if (index(line, "--virtual-pipeline-model-parallel-size") > 0) bad = 1
+      # interleaved rows: arguments.py sets virtual_pipeline_model_parallel_size from this flag
+      if ($c["vpp"] > 1 && index(line, "--pipeline-model-parallel-size " $c["pp"] " --num-virtual-stages-per-pipeline-rank " $c["vpp"] " ") == 0) bad = 1
+      if ($c["vpp"] == 1 && index(line, "--num-virtual-stages-per-pipeline-rank") > 0) bad = 1
       if (bad && !shown) { print "bad row: " line; shown = 1 } }
     END { exit bad }' "$tmp/l.csv"
 check "launch: DeepSpeed configs for Ulysses rows with tp 1 and pp 1 only, with their degrees" awk -F, '
@@ -161,7 +165,9 @@ check "launch: DeepSpeed configs for Ulysses rows with tp 1 and pp 1 only, with 
       if (has && index(line, "\"\"zero_optimization\"\":{\"\"stage\"\":" $c["zero"] "}") == 0) bad = 1
       if (!has && $1 ~ /ring|all-gather|usp/ && index(line, "it has no " $1 " context parallelism") == 0) bad = 1 }
     END { exit bad }' "$tmp/l.csv"
-check "launch: the 40-row plan has a DeepSpeed row and a row without" sh -c "grep -q 'sequence_parallel_size\"\"' '$tmp/l.csv' && grep -q 'it has no ' '$tmp/l.csv'"
+check "launch: the 60-row plan has a DeepSpeed row and a row without" sh -c "grep -q 'sequence_parallel_size\"\"' '$tmp/l.csv' && grep -q 'it has no ' '$tmp/l.csv'"
+check "launch: the 60-row plan has interleaved rows" awk -F, '
+    NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } $c["vpp"] > 1 { v = 1 } END { exit !v }' "$tmp/l.csv"
 "$SIM" plan --time-limit 0 --gpus 16 --seq 64K --method ring --launch megatron > "$tmp/lr.txt"
 check "launch: plain ring runs as Megatron's zigzag p2p, said so" grep -q "^   note: Megatron-LM's p2p always cuts a causal sequence into 2 x CP zigzag chunks" "$tmp/lr.txt"
 check "--launch megatron: every row" test "$(grep -c '^launch #[0-9]*, Megatron-LM: ' "$tmp/lr.txt")" -eq 5
@@ -171,6 +177,45 @@ check "DeepSpeed cannot run megatron-sp: said, no flags" grep -q "^launch #1, De
 # Megatron-LM refuses a sequence that is not a multiple of 2 x CP (ulysses runs it in the simulator)
 "$SIM" plan --time-limit 0 --gpus 16 --seq 131000 --method a2a --sp 8 --launch megatron > "$tmp/lo.txt"
 check "launch: Megatron-LM's 2 x CP rule" grep -q "^launch #1, Megatron-LM: cannot run it: --seq-length 131000 is not a multiple of 2 x CP = 16" "$tmp/lo.txt"
+
+# ---- virtual pipeline stages.  Llama-3.1-70B (80 layers) on 64 H100 with pp 8 and
+# 16 sequences of micro-batch 1: 16 micro-batches, 10 layers per rank, so V 2 and 5
+# are admitted (V | 10, 16 a multiple of 8).  The interleaved bubble is (pp - 1) /
+# (V m) of the step against 1F1B's (pp - 1) / m (arXiv 2104.04473 section 2.2.2):
+# 7/16 of the step's compute idle with 1F1B, 7/32 or 7/80 interleaved, far more
+# than the V-fold p2p of the stage boundaries costs (one 16K x 8192 bf16 activation
+# per boundary, about 0.3 GB, against seconds of compute); so plan's #1 is
+# interleaved and the same row with V = 1, simulated alone, is slower.
+vp="--platform dgx-h100 --model llama-3.1-70b --gpus 64 --seq 16K --global-batch 16"
+"$SIM" plan $vp --pp 8 --time-limit 0 --top 3 --format csv > "$tmp/v.csv"
+col() { awk -F, -v n="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == n) k = i; next } NR == 2 { print $k }' "$1"; }
+V=$(col "$tmp/v.csv" vpp)
+check "interleaving wins at pp 8 with 16 micro-batches: #1 has V 2 or 5" sh -c "test '$V' = 2 || test '$V' = 5"
+row="--method $(col "$tmp/v.csv" method) --tp $(col "$tmp/v.csv" tp) --sp $(col "$tmp/v.csv" sp) --pp 8 --dp 1
+     --zero $(col "$tmp/v.csv" zero) --recompute $(col "$tmp/v.csv" recompute) --micro-batch 1"
+case "$(col "$tmp/v.csv" method)" in usp) row="$row --ulysses $(col "$tmp/v.csv" ulysses_degree)";; esac
+"$SIM" $vp $row --vpp "$V" --format csv > "$tmp/v1.csv"
+"$SIM" $vp $row --vpp 1 --format csv > "$tmp/v0.csv"
+tv=$(col "$tmp/v1.csv" iter_s); t1=$(col "$tmp/v0.csv" iter_s); tp=$(col "$tmp/v.csv" iter_s)
+check "interleaved #1: its single run gives plan's time ($tp s = $tv s)" test "$tp" = "$tv"
+check "interleaved #1: the same row with V = 1 is slower ($t1 s > $tv s)" awk -v a="$t1" -v b="$tv" 'BEGIN { exit !(a > b) }'
+"$SIM" plan $vp --pp 8 --time-limit 0 --top 1 --launch megatron > "$tmp/v.txt"
+check "interleaved #1: degrees say (V $V)" grep -q "^1  *[a-z-]*  *tp [0-9]* cp [0-9]* .*pp 8 (V $V) dp 1 " "$tmp/v.txt"
+check "interleaved #1: Megatron-LM's --num-virtual-stages-per-pipeline-rank $V" \
+    grep -q "^launch #1, Megatron-LM: .* --pipeline-model-parallel-size 8 --num-virtual-stages-per-pipeline-rank $V " "$tmp/v.txt"
+# --vpp fixes V: 2 everywhere (pipelines only), 1 nowhere interleaved; V 3 divides no
+# rank's layers (the pp > 1 dividing both 64 and 80 are 2, 4, 8, 16: 40, 20, 10, 5 layers)
+"$SIM" plan $vp --vpp 2 --top 20 --time-limit 0 --format csv > "$tmp/v2.csv"
+check "--vpp 2: every row has V 2 and pp > 1" awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+    { n++; if ($c["vpp"] != 2 || $c["pp"] < 2) bad = 1 } END { exit bad || !n }' "$tmp/v2.csv"
+"$SIM" plan $vp --vpp 1 --top 20 --time-limit 0 --format csv > "$tmp/v1p.csv"
+check "--vpp 1: no row interleaved" awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+    { n++; if ($c["vpp"] != 1) bad = 1 } END { exit bad || !n }' "$tmp/v1p.csv"
+"$SIM" plan $vp --vpp 3 > /dev/null 2> "$tmp/v3.err"
+check "--vpp 3 on 80 layers: exit 2" test $? -eq 2
+check "--vpp 3 on 80 layers: message" grep -q "plan: no valid configuration .*--vpp 3 does not divide the 80 layers" "$tmp/v3.err"
+"$SIM" plan $vp --pp-first-layers 4 > /dev/null 2> "$tmp/vf.err"
+check "plan --pp-first-layers: exit 2" test $? -eq 2
 
 # ---- the bound: 16384 GPUs stop at the time limit, which waits for one simulation
 # (the enumeration alone takes about a second here, several under a sanitizer)
