@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "infer.h"
 #include "usim.h"
 
 #define DATA USIM_SRC_PRESETS "/../tests/data/"
@@ -356,6 +357,32 @@ START_TEST(test_head_dim_model_file)
 }
 END_TEST
 
+/* Inference of qwen3-32b on TP 8 (infer.c): per GPU 64 / 8 = 8 query heads
+ * and 8 / 8 = 1 KV head of head_dim 128.  One token of context: 64 layers x
+ * K, V x 1 x 128 x 2 B = 32768 B per GPU (Qwen3-32B's 2 x 8 x 128 x 2 x 64 =
+ * 262144 B a token over 8 GPUs); with hidden / heads = 80 it would be 20480.
+ * Weights per GPU: a layer 5120 x (8 + 2) x 128 + 8 x 128 x 5120 + 3 x 25600
+ * / 8 x 5120 = 6553600 + 5242880 + 49152000 = 60948480; 64 layers
+ * 3900702720; embeddings 2 x 151936 / 8 x 5120 = 194478080; x 2 B:
+ * 8190361600. */
+START_TEST(test_head_dim_infer)
+{
+    char path[1024];
+    usim_platform p;
+    usim_model m;
+    preset("platforms", "dgx-h100", path);
+    ck_assert_int_eq(usim_platform_load(path, &p), USIM_OK);
+    preset("models", "qwen3-32b", path);
+    ck_assert_int_eq(usim_model_load(path, &m), USIM_OK);
+    usim_infer_job j = {.scheme = USIM_INF_TP, .tp = 8, .dcp = 1, .prefill_cp = 1, .prefill_method = USIM_PF_RING,
+                        .prompt = 4096, .output = 256, .batch = 1, .gpus = 8};
+    usim_infer_result r;
+    ck_assert_int_eq(usim_infer_simulate(&p, &m, &j, &r), USIM_OK);
+    ck_assert_msg(r.kv_bytes_per_token == 32768.0, "KV bytes per token %g", r.kv_bytes_per_token);
+    ck_assert_msg(r.weights == 8190361600.0, "weights %g", r.weights);
+}
+END_TEST
+
 static Suite *make_describe_suite(void)
 {
     Suite *s = suite_create("describe");
@@ -369,6 +396,7 @@ static Suite *make_describe_suite(void)
     tcase_add_test(tc, test_head_dim_flops);
     tcase_add_test(tc, test_head_dim_sp_bytes);
     tcase_add_test(tc, test_head_dim_model_file);
+    tcase_add_test(tc, test_head_dim_infer);
     suite_add_tcase(s, tc);
     return s;
 }
