@@ -39,6 +39,7 @@ int usim_attn_simulate(const usim_platform *p, const usim_attn_job *aj, int gpu,
     snprintf(m.name, sizeof m.name, "attention");
     m.layers = 1;
     m.hidden = aj->heads * aj->head_dim;
+    m.head_dim = aj->head_dim;
     m.heads = aj->heads;
     m.kv_heads = aj->kv_heads;
     m.ffn = 4 * m.hidden;

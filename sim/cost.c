@@ -80,7 +80,8 @@ void usim_shape_make(const usim_model *m, const usim_job *j, usim_shape *x)
     x->h = m->hidden;
     x->H = m->heads / T;
     x->Hkv = m->kv_heads >= T ? m->kv_heads / T : 1;   /* KV heads replicated when fewer than T */
-    x->d = m->hidden / m->heads;
+    x->d = usim_model_head_dim(m);
+    x->hq = m->heads * x->d;                            /* the model's query width (weights, GEMMs) */
     x->hkv = m->kv_heads * x->d;                        /* the model's KV width (weights, GEMMs) */
     x->F = m->ffn;
     x->V = m->vocab;
@@ -98,7 +99,7 @@ void usim_shape_make(const usim_model *m, const usim_job *j, usim_shape *x)
     uly_split(x->s, x->P, 0, &beg, &x->n);
     uly_split(x->n, T, 0, &beg, &x->tok);
     double h = (double)x->h;
-    double lp = h * (h + 2.0 * x->hkv) + h * h + (m->gated_mlp ? 3.0 : 2.0) * h * x->F + 4 * h;
+    double lp = usim_model_layer_params(m);
     x->emb_params = (double)x->V * h * (m->tied_embeddings ? 1 : 2);
     if (j->method == ULY_METHOD_MEGATRON_SP) {
         x->layer_params = lp / j->tp;
@@ -169,10 +170,10 @@ static double pairs_causal_diag(double n) { return n * (n + 1) / 2; }
 void usim_flops_make(const usim_model *m, const usim_job *j, const usim_shape *x, int causal, usim_flops *f)
 {
     memset(f, 0, sizeof *f);
-    double b = (double)x->b, h = (double)x->h, hkv = (double)x->hkv, F = (double)x->F;
+    double b = (double)x->b, h = (double)x->h, hq = (double)x->hq, hkv = (double)x->hkv, F = (double)x->F;
     double tok = j->method == ULY_METHOD_MEGATRON_SP ? (double)x->s / x->P : (double)x->tok;
-    f->qkv = 2 * b * tok * h * (h + 2 * hkv);
-    f->out = 2 * b * tok * h * h;
+    f->qkv = 2 * b * tok * h * (hq + 2 * hkv);
+    f->out = 2 * b * tok * h * hq;
     f->mlp = (m->gated_mlp ? 6 : 4) * b * tok * h * F;
     f->head = 2 * b * tok * h * x->V;
     f->elem_bytes = b * tok * (10 * h + (m->gated_mlp ? 3 : 2) * F) * x->e;
@@ -184,8 +185,8 @@ void usim_flops_make(const usim_model *m, const usim_job *j, const usim_shape *x
         int t = j->method == ULY_METHOD_MEGATRON_SP ? x->P : x->T;
         double M = j->method == ULY_METHOD_MEGATRON_SP ? b * (double)x->s
                  : x->T > 1 ? b * (double)x->n : b * tok;
-        f->g_qkv = (usim_gemm){M, (h + 2 * hkv) / t, h};
-        f->g_out = (usim_gemm){M, h, h / t};
+        f->g_qkv = (usim_gemm){M, (hq + 2 * hkv) / t, h};
+        f->g_out = (usim_gemm){M, h, hq / t};
         f->g_fc1 = (usim_gemm){M, (m->gated_mlp ? 2 : 1) * F / t, h};
         f->g_fc2 = (usim_gemm){M, h, F / t};
         f->g_head = (usim_gemm){M, (double)x->V / t, h};
@@ -250,10 +251,10 @@ void usim_flops_make(const usim_model *m, const usim_job *j, const usim_shape *x
 double usim_model_flops(const usim_model *m, int64_t global_batch)
 {
     double s = (double)m->seq, h = (double)m->hidden, F = (double)m->ffn;
-    double hkv = h / m->heads * m->kv_heads;
+    double d = (double)usim_model_head_dim(m), hq = d * m->heads, hkv = d * m->kv_heads;
     double pairs = m->causal ? s * (s + 1) / 2 : s * s;
-    double layer = 2 * s * h * (h + 2 * hkv) + 2 * s * h * h + (m->gated_mlp ? 6 : 4) * s * h * F +
-                   4 * (h / m->heads) * m->heads * pairs;
+    double layer = 2 * s * h * (hq + 2 * hkv) + 2 * s * h * hq + (m->gated_mlp ? 6 : 4) * s * h * F +
+                   4 * d * m->heads * pairs;
     return 3 * global_batch * (m->layers * layer + 2 * s * h * m->vocab);
 }
 
@@ -381,7 +382,7 @@ void usim_memory_model(const usim_platform *p, const usim_model *m, const usim_j
     double fc1 = b * tok * F * e * (m->gated_mlp ? 2 : 1), act = b * tok * F * e;
     if (j->tiled_mlp)   /* TiledMLP recomputes its intermediates in the backward: none are stored */
         fc1 = act = 0;
-    double o_seq = uly_method_traits(j->method) & ULY_TRAIT_A2A ? x_in : 0;
+    double o_seq = uly_method_traits(j->method) & ULY_TRAIT_A2A ? b * tok * (double)x->hq * e : 0;
     /* attention-layout tensors */
     double qo = b * (double)x->tq * x->hq_l * x->d * e;
     double kv = b * (double)x->tk * x->kv_l * x->d * e;
@@ -416,10 +417,10 @@ void usim_memory_model(const usim_platform *p, const usim_model *m, const usim_j
     /* communication and working buffers */
     double buf = 0;
     switch (j->method) {
-    case ULY_METHOD_ULYSSES: buf = 2 * b * (double)x->tok * (h + 2 * (double)x->hkv) * e; break;
+    case ULY_METHOD_ULYSSES: buf = 2 * b * (double)x->tok * ((double)x->hq + 2 * (double)x->hkv) * e; break;
     case ULY_METHOD_MEGATRON_SP: buf = b * (double)x->s * h * e; break;   /* the all-gathered input */
     case ULY_METHOD_RING: case ULY_METHOD_ZIGZAG: buf = 4 * kv; break;
-    case ULY_METHOD_USP: buf = 2 * b * (double)x->tok * (h + 2 * (double)x->hkv) * e + 4 * kv; break;
+    case ULY_METHOD_USP: buf = 2 * b * (double)x->tok * ((double)x->hq + 2 * (double)x->hkv) * e + 4 * kv; break;
     case ULY_METHOD_ALLGATHER: buf = 2 * kv; break;   /* gathered dK, dV before the reduce-scatter */
     default: break;
     }
@@ -581,14 +582,15 @@ int usim_analytic_sp_bytes(const usim_model *m, const usim_job *jin, int gpu, do
     usim_shape x;   /* the heads and element size of a tensor-parallel rank */
     usim_shape_make(m, &j, &x);
     double b = (double)m->micro_batch, e = usim_dtype_bytes(m->dtype), h = (double)m->hidden;
-    double d = h / m->heads, hkv = d * m->kv_heads, N = (double)m->seq;
+    double d = (double)usim_model_head_dim(m), hkv = d * m->kv_heads, N = (double)m->seq;
     int P = j.sp;
     /* composed tensor parallelism: rank = t + T c + ...; heads per tensor rank */
     int T = j.method == ULY_METHOD_MEGATRON_SP ? 1 : j.tp;
     int rank = j.method == ULY_METHOD_MEGATRON_SP ? gpu % P : (gpu / T) % P;
     usim_model mt = *m;
     mt.heads = m->heads / T;
-    mt.hidden = m->hidden / T;   /* keeps the head dimension */
+    mt.hidden = m->hidden / T;
+    mt.head_dim = usim_model_head_dim(m);   /* keeps the head dimension */
     mt.kv_heads = m->kv_heads >= T ? m->kv_heads / T : 1;
     hkv = d * mt.kv_heads;
     m = &mt;

@@ -14,6 +14,7 @@
 
 typedef struct usim_shape {
     int64_t b, s, h, H, Hkv, d, hkv, F, V, e, L;
+    int64_t hq;            /* the model's query width heads x d (h unless head_dim says otherwise) */
     int64_t Ls;            /* layers of one pipeline stage (L / pp) */
     int P, u, r;           /* SP degree; usp: ulysses x ring degrees (ulysses: u = P) */
     int Z;                 /* ZeRO / data-parallel group size */

@@ -384,7 +384,7 @@ out:
 static const char *const model_keys[] = {"name", "description", "sources", "layers", "hidden", "heads",
                                          "kv_heads", "ffn_hidden", "vocab", "mlp", "tied_embeddings",
                                          "causal", "seq_tokens", "micro_batch", "global_batch", "dtype",
-                                         NULL};
+                                         "head_dim", "qkv_bias", "o_bias", "qk_norm", NULL};
 
 int usim_model_load(const char *path, usim_model *m)
 {
@@ -402,7 +402,7 @@ int usim_model_load(const char *path, usim_model *m)
     }
     json_t *r = d.root;
     const char *name = NULL, *mlp = "gelu", *dtype = "bf16";
-    int tied = 1, causal = 1;
+    int tied = 1, causal = 1, qkv_bias = 0, o_bias = 0, qk_norm = 0;
     int64_t mb = 1, gb = 0;
     if ((rc = usim_json_known_keys(&d, r, "", model_keys)) ||
         (rc = usim_json_str(&d, r, "", "name", 1, &name)) ||
@@ -418,12 +418,19 @@ int usim_model_load(const char *path, usim_model *m)
         (rc = usim_json_int(&d, r, "", "seq_tokens", 1, 1, &m->seq)) ||
         (rc = usim_json_int(&d, r, "", "micro_batch", 0, 1, &mb)) ||
         (rc = usim_json_int(&d, r, "", "global_batch", 0, 1, &gb)) ||
-        (rc = usim_json_str(&d, r, "", "dtype", 0, &dtype)))
+        (rc = usim_json_str(&d, r, "", "dtype", 0, &dtype)) ||
+        (rc = usim_json_int(&d, r, "", "head_dim", 0, 1, &m->head_dim)) ||
+        (rc = usim_json_bool(&d, r, "", "qkv_bias", 0, &qkv_bias)) ||
+        (rc = usim_json_bool(&d, r, "", "o_bias", 0, &o_bias)) ||
+        (rc = usim_json_bool(&d, r, "", "qk_norm", 0, &qk_norm)))
         goto out;
+    m->qkv_bias = qkv_bias;
+    m->o_bias = o_bias;
+    m->qk_norm = qk_norm;
     if (!json_object_get(r, "kv_heads"))
         m->kv_heads = m->heads;
-    if (m->hidden % m->heads != 0) {
-        rc = usim_json_err(&d, "", "heads", "hidden (%lld) must be a multiple of heads (%lld)",
+    if (!m->head_dim && m->hidden % m->heads != 0) {
+        rc = usim_json_err(&d, "", "heads", "hidden (%lld) must be a multiple of heads (%lld), or head_dim given",
                   (long long)m->hidden, (long long)m->heads);
         goto out;
     }

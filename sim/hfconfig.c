@@ -137,18 +137,19 @@ typedef struct hf_arch {
     int64_t head_dim_default;  /* head_dim when absent (0: hidden_size / num_attention_heads) */
     int tied_default;          /* tie_word_embeddings when absent */
     int qkv_bias;              /* the q/k/v projections always carry biases */
+    int qk_norm;               /* q_norm and k_norm (RMSNorm of head_dim) in every layer */
     int swa_switch;            /* sliding_window applies only with use_sliding_window */
     const char *const *read, *const *nocost;
 } hf_arch;
 
 /* Defaults: the config classes' (transformers main, cited in doc/simulator.md). */
 static const hf_arch archs[] = {
-    {"LlamaForCausalLM", "llama", "LlamaConfig", FAM_LLAMA, 0, 0, 0, 0, 0, llama_read, llama_nocost},
-    {"MistralForCausalLM", "mistral", "MistralConfig", FAM_LLAMA, 8, 0, 0, 0, 0, mistral_read, mistral_nocost},
-    {"Qwen2ForCausalLM", "qwen2", "Qwen2Config", FAM_LLAMA, 32, 0, 0, 1, 1, qwen2_read, qwen2_nocost},
-    {"Qwen3ForCausalLM", "qwen3", "Qwen3Config", FAM_LLAMA, 32, 128, 0, 0, 1, qwen3_read, qwen3_nocost},
-    {"GPT2LMHeadModel", "gpt2", "GPT2Config", FAM_GPT2, 0, 0, 1, 0, 0, gpt2_read, gpt2_nocost},
-    {"GPTNeoXForCausalLM", "gpt_neox", "GPTNeoXConfig", FAM_NEOX, 0, 0, 0, 0, 0, neox_read, neox_nocost},
+    {"LlamaForCausalLM", "llama", "LlamaConfig", FAM_LLAMA, 0, 0, 0, 0, 0, 0, llama_read, llama_nocost},
+    {"MistralForCausalLM", "mistral", "MistralConfig", FAM_LLAMA, 8, 0, 0, 0, 0, 0, mistral_read, mistral_nocost},
+    {"Qwen2ForCausalLM", "qwen2", "Qwen2Config", FAM_LLAMA, 32, 0, 0, 1, 0, 1, qwen2_read, qwen2_nocost},
+    {"Qwen3ForCausalLM", "qwen3", "Qwen3Config", FAM_LLAMA, 32, 128, 0, 0, 1, 1, qwen3_read, qwen3_nocost},
+    {"GPT2LMHeadModel", "gpt2", "GPT2Config", FAM_GPT2, 0, 0, 1, 0, 0, 0, gpt2_read, gpt2_nocost},
+    {"GPTNeoXForCausalLM", "gpt_neox", "GPTNeoXConfig", FAM_NEOX, 0, 0, 0, 0, 0, 0, neox_read, neox_nocost},
 };
 enum { NARCH = (int)(sizeof archs / sizeof archs[0]) };
 
@@ -432,21 +433,19 @@ int usim_hf_model_load(usim_jdoc *d, usim_model *m)
         m->kv_heads = a->kv_default ? a->kv_default : m->heads;
     if (gpt2 && !have_ffn)
         m->ffn = 4 * m->hidden;   /* n_inner null: 4 x n_embd (GPT2MLP) */
-    if (m->hidden % m->heads != 0)
-        return usim_json_err(d, "", gpt2 ? "n_head" : "num_attention_heads", "hidden size (%lld) must be a "
-                             "multiple of the heads (%lld)", (long long)m->hidden, (long long)m->heads);
     if (m->heads % m->kv_heads != 0)
         return usim_json_err(d, "", have_kv ? "num_key_value_heads" : "num_attention_heads", "heads (%lld) must "
                              "be a multiple of num_key_value_heads (%lld%s)", (long long)m->heads,
                              (long long)m->kv_heads, have_kv ? "" : ", the default of the config class");
     if (!head_dim)
         head_dim = a->head_dim_default;
-    if (head_dim && head_dim != m->hidden / m->heads)
-        return usim_json_err(d, "", "head_dim", "head_dim %lld with hidden_size %lld and %lld heads "
-                             "(hidden_size / heads = %lld): the attention width heads x head_dim = %lld is "
-                             "not hidden_size, and the cost model takes head_dim = hidden_size / heads; "
-                             "not modelled", (long long)head_dim, (long long)m->hidden, (long long)m->heads,
-                             (long long)(m->hidden / m->heads), (long long)(m->heads * head_dim));
+    /* head_dim: the attention width heads x head_dim need not be hidden_size
+     * (Qwen3-32B: 64 x 128 = 8192 against 5120); 0: hidden_size / heads */
+    if (!head_dim && m->hidden % m->heads != 0)
+        return usim_json_err(d, "", gpt2 ? "n_head" : "num_attention_heads", "hidden size (%lld) must be a "
+                             "multiple of the heads (%lld) when head_dim is not given", (long long)m->hidden,
+                             (long long)m->heads);
+    m->head_dim = head_dim;
     /* shapes the cost model cannot express */
     int cross = 0, encdec = 0;
     if ((rc = opt_bool(d, "add_cross_attention", 0, &cross)) || (rc = opt_bool(d, "is_encoder_decoder", 0, &encdec)))
@@ -471,7 +470,6 @@ int usim_hf_model_load(usim_jdoc *d, usim_model *m)
     snprintf(m->source, sizeof m->source, "%s", d->file);
     /* costs left out (warned, with their size) */
     double L = (double)m->layers, h = (double)m->hidden, F = (double)m->ffn;
-    double hkv = h / (double)m->heads * (double)m->kv_heads;
     int attn_bias = a->fam == FAM_NEOX, mlp_bias = 0;   /* the class defaults */
     if ((in_list("attention_bias", a->read) && (rc = opt_bool(d, "attention_bias", attn_bias, &attn_bias))) ||
         (in_list("mlp_bias", a->read) && (rc = opt_bool(d, "mlp_bias", 0, &mlp_bias))))
@@ -484,12 +482,11 @@ int usim_hf_model_load(usim_jdoc *d, usim_model *m)
                       : "GPTNeoXForCausalLM: the biases of the MLP projections",
                       L * ((attn_bias ? 4 * h : 0) + F + h));
     } else {
-        if (a->qkv_bias || attn_bias) {
-            char what[200];
-            snprintf(what, sizeof what, "%s: the biases of the %s projections", a->arch,
-                     attn_bias ? "q/k/v/o" : "q/k/v");
-            warn_left_out(d, m, what, L * (h + 2 * hkv + (attn_bias ? h : 0)));
-        }
+        /* the q/k/v (Qwen2; attention_bias: q/k/v/o) biases and Qwen3's
+         * q_norm, k_norm are counted in the parameters (usim_model_layer_params) */
+        m->qkv_bias = a->qkv_bias || attn_bias;
+        m->o_bias = attn_bias;
+        m->qk_norm = a->qk_norm;
         if (mlp_bias)
             warn_left_out(d, m, "mlp_bias true: the biases of the MLP projections", L * (2 * F + h));
     }

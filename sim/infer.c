@@ -257,7 +257,7 @@ int usim_infer_simulate(const usim_platform *p, const usim_model *m, const usim_
     if (!r->job.gpus)
         r->job.gpus = inst;
     const int T = j->tp, D = j->dcp, C = j->prefill_cp;
-    const int64_t H = m->heads, Hkv = m->kv_heads, h = m->hidden, d = m->hidden / m->heads, L = m->layers;
+    const int64_t H = m->heads, Hkv = m->kv_heads, h = m->hidden, d = usim_model_head_dim(m), L = m->layers;
     const double F = (double)m->ffn, V = (double)m->vocab, B = (double)j->batch;
     const usim_dtype dt = m->dtype;
     const int e = usim_dtype_bytes(dt);

@@ -38,7 +38,7 @@ dist_simmodels_DATA = sim/presets/models/gpt-1.2b.json sim/presets/models/gpt-7b
 	sim/presets/models/gpt-30b.json sim/presets/models/llama-3-8b.json \
 	sim/presets/models/gpt-1.2b-64h.json sim/presets/models/llama-3.1-405b.json \
 	sim/presets/models/llama-3.1-70b.json sim/presets/models/qwen2.5-72b.json \
-	sim/presets/models/llama-3.1-8b.json
+	sim/presets/models/llama-3.1-8b.json sim/presets/models/qwen3-32b.json
 
 dist_doc_DATA += doc/simulator.md doc/planning.md doc/validation.md
 

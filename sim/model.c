@@ -18,12 +18,35 @@ int usim_dtype_bytes(usim_dtype t)
     return (t >= 0 && t < USIM_NDTYPE) ? b[t] : 0;
 }
 
-double usim_model_params(const usim_model *m)
+int64_t usim_model_head_dim(const usim_model *m)
 {
-    double h = (double)m->hidden, d = h / m->heads, hkv = d * m->kv_heads, F = (double)m->ffn;
-    double attn = h * (h + 2 * hkv) + h * h;
+    return m->head_dim > 0 ? m->head_dim : m->heads > 0 ? m->hidden / m->heads : 0;
+}
+
+/* q, k, v: h x (hq + 2 hkv) with hq = heads x head_dim, hkv = kv_heads x
+ * head_dim; o: hq x h; the MLP's 2 or 3 matrices; two norms' weight and bias
+ * slots (4 h); biases of q, k, v (hq + 2 hkv) and o (h) where the model has
+ * them; Qwen3's q_norm and k_norm (head_dim each, shared by the heads). */
+double usim_model_layer_params(const usim_model *m)
+{
+    double h = (double)m->hidden, d = (double)usim_model_head_dim(m), F = (double)m->ffn;
+    double hq = d * m->heads, hkv = d * m->kv_heads;
+    double attn = h * (hq + 2 * hkv) + hq * h;
     double mlp = (m->gated_mlp ? 3 : 2) * h * F;
     double norms = 4 * h;
+    double lp = attn + mlp + norms;
+    if (m->qkv_bias)
+        lp += hq + 2 * hkv;
+    if (m->o_bias)
+        lp += h;
+    if (m->qk_norm)
+        lp += 2 * d;
+    return lp;
+}
+
+double usim_model_params(const usim_model *m)
+{
+    double h = (double)m->hidden;
     double emb = (double)m->vocab * h * (m->tied_embeddings ? 1 : 2);
-    return m->layers * (attn + mlp + norms) + emb + 2 * h;
+    return m->layers * usim_model_layer_params(m) + emb + 2 * h;
 }

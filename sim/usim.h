@@ -194,11 +194,20 @@ typedef struct usim_model {
     int gated_mlp;        /* 1: SwiGLU (3 matrices), 0: GeLU (2) */
     int tied_embeddings;
     int causal;
+    int64_t head_dim;     /* per head; 0: hidden / heads.  Query width heads x head_dim,
+                             KV width kv_heads x head_dim, o_proj (heads x head_dim) x hidden */
+    int qkv_bias;         /* the q, k, v projections carry biases (Qwen2) */
+    int o_bias;           /* the o projection carries a bias (Llama's attention_bias) */
+    int qk_norm;          /* RMSNorm of head_dim on queries and keys per layer (Qwen3) */
 } usim_model;
 
 int usim_model_load(const char *path, usim_model *m);
 /* Parameters of the whole model (embeddings included). */
 double usim_model_params(const usim_model *m);
+/* Parameters of one decoder layer (norms and biases included). */
+double usim_model_layer_params(const usim_model *m);
+/* The head dimension: head_dim, or hidden / heads when it is 0. */
+int64_t usim_model_head_dim(const usim_model *m);
 
 /* Locate a preset: "name" -> <dir>/<name>.json under kind "platforms" or
  * "models" ("" when path-like names are given: returned unchanged).  Search

@@ -527,8 +527,8 @@ int cmd_docs(int argc, char **argv)
     usim_platform p;
     usim_model m;
     load_inputs(&o, &p, &m);
-    price_t pr = {&p, m.dtype, (double)m.heads, (double)(m.hidden / m.heads), m.layers};
-    if (m.heads < 1 || m.hidden % m.heads)
+    price_t pr = {&p, m.dtype, (double)m.heads, (double)usim_model_head_dim(&m), m.layers};
+    if (m.heads < 1 || (!m.head_dim && m.hidden % m.heads))
         die_usage("docs: --model %s: hidden %lld is not a multiple of %lld heads", o.model, (long long)m.hidden,
                   (long long)m.heads);
 

@@ -2,10 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 # cli_hfconfig.sh -- ulysses-sim --model reads a HuggingFace config.json
 # (sim/hfconfig.c): the shape of each supported architecture, MoE refused by
-# name, an unknown architecture and a head_dim the cost model cannot express
-# refused (exit 2), unknown keys and uncounted biases warned by name, --seq
-# required; and the parameter counts of Llama-3.1-8B and the llama-3.1-70b
-# preset, derived by hand below.
+# name, an unknown architecture refused (exit 2), a head_dim that is not
+# hidden / heads modelled (Qwen3), unknown keys and uncounted biases warned
+# by name, --seq required; and the parameter counts of the published
+# config.json files of Llama-3.1-8B, Llama-3.1-70B, Qwen2.5-7B and Qwen3-32B,
+# derived by hand below and held within 0.5 % of their model cards.
 set -u
 : "${top_builddir:=../..}" "${top_srcdir:=../..}"
 SIM="$top_builddir/ulysses-sim"
@@ -81,6 +82,156 @@ check "presets lists the Llama-3.1-8B config: 8.03B, 32 x 4096, 32 heads (8 KV),
 #   (Meta: 70.6B; without the norms' surplus 80 x 16384 + 8192: 70553706496)
 check "llama-3.1-70b preset: 70.56B params, 80 x 8192, 64 heads (8 KV), ffn 28672" \
     grep -q "llama-3.1-70b .*70.56B params, 80 layers, hidden 8192, 64 heads (8 KV), ffn 28672, vocab 128256" "$tmp/list"
+# within NAME CARD: the count 'presets' prints for NAME is within 0.5 % of the
+# model card's CARD (billions)
+within() {
+    awk -v n="$1" -v c="$2" '$1 == n { v = $2; sub(/B$/, "", v); d = (v - c) / c; if (d < 0) d = -d;
+        found = 1; ok = d <= 0.005 } END { exit !(found && ok) }' "$tmp/list"
+}
+check "Llama-3.1-8B config: 8.03B, within 0.5 % of Meta's 8.03B" within hf-llama31-8b 8.03
+# --- Llama-3.1-70B, its published config.json
+# (https://huggingface.co/meta-llama/Llama-3.1-70B/blob/main/config.json); its
+# count is the llama-3.1-70b preset's below: 70555025408
+cat > "$tmp/p/models/hf-llama31-70b.json" << 'EOF'
+{
+  "architectures": ["LlamaForCausalLM"],
+  "attention_bias": false,
+  "attention_dropout": 0.0,
+  "bos_token_id": 128000,
+  "eos_token_id": 128001,
+  "hidden_act": "silu",
+  "hidden_size": 8192,
+  "initializer_range": 0.02,
+  "intermediate_size": 28672,
+  "max_position_embeddings": 131072,
+  "mlp_bias": false,
+  "model_type": "llama",
+  "num_attention_heads": 64,
+  "num_hidden_layers": 80,
+  "num_key_value_heads": 8,
+  "pretraining_tp": 1,
+  "rms_norm_eps": 1e-05,
+  "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                   "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+  "rope_theta": 500000.0,
+  "tie_word_embeddings": false,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.43.0.dev0",
+  "use_cache": true,
+  "vocab_size": 128256
+}
+EOF
+# --- Qwen2.5-7B, its published config.json
+# (https://huggingface.co/Qwen/Qwen2.5-7B/blob/main/config.json); Qwen2's q/k/v
+# projections carry biases (modeling_qwen2.py, Qwen2Attention: bias=True).
+# h = 3584, 28 heads of 128, KV width 4 x 128 = 512, F = 18944, V = 152064, untied:
+#   attention  h (h + 2 x 512) + h^2 = 16515072 + 12845056 =  29360128
+#   MLP        3 h F                                       = 203685888
+#   norms 4 h = 14336; q/k/v biases 3584 + 2 x 512 = 4608
+#   one layer  233064960; 28 layers 6525818880
+#   embeddings 2 V h = 1089994752; final norm 2 h = 7168
+#   total      7615820800 = 7.62e9 (the model card: 7.61B, +0.08 %; the exact
+#   7615616512 has RMSNorm's h, not 2 h, per norm: 28 x 7168 + 3584 = 204288 fewer)
+cat > "$tmp/p/models/hf-qwen25-7b.json" << 'EOF'
+{
+  "architectures": ["Qwen2ForCausalLM"],
+  "attention_dropout": 0.0,
+  "bos_token_id": 151643,
+  "eos_token_id": 151643,
+  "hidden_act": "silu",
+  "hidden_size": 3584,
+  "initializer_range": 0.02,
+  "intermediate_size": 18944,
+  "max_position_embeddings": 131072,
+  "max_window_layers": 28,
+  "model_type": "qwen2",
+  "num_attention_heads": 28,
+  "num_hidden_layers": 28,
+  "num_key_value_heads": 4,
+  "rms_norm_eps": 1e-06,
+  "rope_theta": 1000000.0,
+  "sliding_window": 131072,
+  "tie_word_embeddings": false,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.43.1",
+  "use_cache": true,
+  "use_sliding_window": false,
+  "vocab_size": 152064
+}
+EOF
+# --- Qwen3-32B, its published config.json
+# (https://huggingface.co/Qwen/Qwen3-32B/blob/main/config.json): 64 heads of 128,
+# an attention 8192 wide on hidden 5120; q_norm and k_norm of head_dim in every
+# layer (modeling_qwen3.py, Qwen3Attention).  h = 5120, hq = 8192, KV width
+# 8 x 128 = 1024, F = 25600, V = 151936, untied:
+#   attention  h (hq + 2 x 1024) + hq h = 52428800 + 41943040 =  94371840
+#   MLP        3 h F                                          = 393216000
+#   norms 4 h = 20480; q_norm + k_norm 2 x 128 = 256
+#   one layer  487608576; 64 layers 31206948864
+#   embeddings 2 V h = 1555824640; final norm 2 h = 10240
+#   total      32762783744 = 32.76e9 (the model card: 32.8B, -0.11 %; 31.2B
+#   without the embeddings: 31206948864 + 10240 = 31.21e9)
+cat > "$tmp/p/models/hf-qwen3-32b.json" << 'EOF'
+{
+  "architectures": ["Qwen3ForCausalLM"],
+  "attention_bias": false,
+  "attention_dropout": 0.0,
+  "bos_token_id": 151643,
+  "eos_token_id": 151645,
+  "head_dim": 128,
+  "hidden_act": "silu",
+  "hidden_size": 5120,
+  "initializer_range": 0.02,
+  "intermediate_size": 25600,
+  "max_position_embeddings": 40960,
+  "max_window_layers": 64,
+  "model_type": "qwen3",
+  "num_attention_heads": 64,
+  "num_hidden_layers": 64,
+  "num_key_value_heads": 8,
+  "rms_norm_eps": 1e-06,
+  "rope_scaling": null,
+  "rope_theta": 1000000,
+  "sliding_window": null,
+  "tie_word_embeddings": false,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.51.0",
+  "use_cache": true,
+  "use_sliding_window": false,
+  "vocab_size": 151936
+}
+EOF
+"$SIM" presets > "$tmp/list" 2> "$tmp/list.err"
+check "Llama-3.1-70B config: 70.56B, 80 x 8192, 64 heads (8 KV), ffn 28672" \
+    grep -q "hf-llama31-70b .*70.56B params, 80 layers, hidden 8192, 64 heads (8 KV), ffn 28672, vocab 128256" "$tmp/list"
+check "Llama-3.1-70B config: within 0.5 % of Meta's 70.6B" within hf-llama31-70b 70.6
+check "Qwen2.5-7B config: 7.62B, 28 x 3584, 28 heads (4 KV), ffn 18944, vocab 152064" \
+    grep -q "hf-qwen25-7b .*7.62B params, 28 layers, hidden 3584, 28 heads (4 KV), ffn 18944, vocab 152064" "$tmp/list"
+check "Qwen2.5-7B config: within 0.5 % of Qwen's 7.61B" within hf-qwen25-7b 7.61
+check "Qwen3-32B config: 32.76B, 64 x 5120, 64 heads (8 KV), ffn 25600" \
+    grep -q "hf-qwen3-32b .*32.76B params, 64 layers, hidden 5120, 64 heads (8 KV), ffn 25600, vocab 151936" "$tmp/list"
+check "Qwen3-32B config: within 0.5 % of Qwen's 32.8B" within hf-qwen3-32b 32.8
+ULYSSES_SIM_PRESETS="$top_srcdir/sim/presets" "$SIM" presets > "$tmp/shipped" 2>&1
+check "qwen3-32b preset: 32.76B as the config" \
+    grep -q "qwen3-32b .*32.76B params, 64 layers, hidden 5120, 64 heads (8 KV), ffn 25600, vocab 151936" "$tmp/shipped"
+# the config and the preset are one model: the same run to the last digit
+"$SIM" --model "$tmp/p/models/hf-qwen3-32b.json" --seq 32K --global-batch 8 --gpus 64 --platform dgx-h100 \
+    --method ulysses --format json > "$tmp/q3cfg" 2> "$tmp/q3cfg.err"
+check "Qwen3-32B config runs (head_dim 128, not 5120 / 64)" test $? -eq 0
+check "Qwen3-32B config: no warning" test ! -s "$tmp/q3cfg.err"
+ULYSSES_SIM_PRESETS="$top_srcdir/sim/presets" "$SIM" --model qwen3-32b --gpus 64 --platform dgx-h100 \
+    --method ulysses --format json > "$tmp/q3pre" 2>&1
+sed 's/"model": "[^"]*"/"model": ""/' "$tmp/q3cfg" > "$tmp/q3cfg.n"
+sed 's/"model": "[^"]*"/"model": ""/' "$tmp/q3pre" > "$tmp/q3pre.n"
+check "Qwen3-32B: the config and the qwen3-32b preset give the same results" cmp -s "$tmp/q3cfg.n" "$tmp/q3pre.n"
+# the wider attention costs more: the same shape with head_dim 80 (5120 / 64)
+# runs a shorter iteration
+sed 's/"head_dim": 128/"head_dim": 80/' "$tmp/p/models/hf-qwen3-32b.json" > "$tmp/e/q3-hd80.json"
+"$SIM" --model "$tmp/e/q3-hd80.json" --seq 32K --global-batch 8 --gpus 64 --platform dgx-h100 \
+    --method ulysses --format json > "$tmp/q3hd80" 2>&1
+it() { sed -n 's/.*"iter_s": \([0-9.]*\).*/\1/p' "$1" | head -1; }
+check "head_dim 128 takes longer than head_dim 80 ($(it "$tmp/q3cfg") s > $(it "$tmp/q3hd80") s)" \
+    awk -v a="$(it "$tmp/q3cfg")" -v b="$(it "$tmp/q3hd80")" 'BEGIN { exit !(a > b && b > 0) }'
 # qwen2.5-72b: attention 150994944; MLP 3 x 8192 x 29568 = 726663168; norms 32768;
 #   one layer 877690880; 80 layers 70215270400; embeddings 2 x 152064 x 8192 =
 #   2491416576; final norm 16384; total 72706703360 = 72.71e9 (Qwen: 72.7B)
@@ -127,7 +278,7 @@ cat > "$tmp/p/models/hf-mistral.json" << 'EOF'
  "hidden_act": "silu", "sliding_window": 4096, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
  "tie_word_embeddings": false, "torch_dtype": "float16"}
 EOF
-# --- Qwen2 (q/k/v biases warned), Qwen3 with head_dim = hidden / heads
+# --- Qwen2 (q/k/v biases counted), Qwen3 with head_dim = hidden / heads
 cat > "$tmp/p/models/hf-qwen2.json" << 'EOF'
 {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 896, "intermediate_size": 4864,
  "num_hidden_layers": 24, "num_attention_heads": 14, "num_key_value_heads": 2, "vocab_size": 151936,
@@ -187,9 +338,8 @@ check "mistral: the sliding window is warned" \
     grep -q "key 'sliding_window': 4 of the 4 layers attend over a window of 4096 tokens; sliding-window attention is not modelled" "$tmp/err"
 run_warn "$tmp/p/models/hf-qwen2.json"
 check "qwen2 runs" test $? -eq 0
-# 24 x (896 + 2 x 2 x 64) = 24 x 1152 = 27648
-check "qwen2: the q/k/v biases are warned with their count" \
-    grep -q "Qwen2ForCausalLM: the biases of the q/k/v projections (27648 parameters" "$tmp/err"
+# the q/k/v biases (24 x (896 + 2 x 2 x 64) = 27648) are counted: no warning
+check "qwen2: the q/k/v biases are counted, not warned" sh -c "! grep -q 'biases' '$tmp/err'"
 check "qwen2: use_sliding_window false: no window warned" sh -c "! grep -q sliding_window '$tmp/err'"
 run_warn "$tmp/p/models/hf-qwen3.json"
 check "qwen3 runs, in fp32" grep -q "tokens per sequence, fp32" "$tmp/out"
@@ -233,11 +383,21 @@ cat > "$tmp/e/qwen3-32b.json" << 'EOF'
  "num_hidden_layers": 64, "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128,
  "vocab_size": 151936, "torch_dtype": "bfloat16"}
 EOF
-refuse "key 'head_dim': head_dim 128 with hidden_size 5120 and 64 heads (hidden_size / heads = 80)" "$tmp/e/qwen3-32b.json" --seq 4K
-# Qwen3Config's head_dim default is 128: absent, 1024 / 16 = 64 is refused too
+run_warn "$tmp/e/qwen3-32b.json"
+check "Qwen3-32B's shape (head_dim 128, hidden 5120, 64 heads) runs" test $? -eq 0
+# Qwen3Config's head_dim default is 128: absent, the attention is 16 x 128 = 2048 wide on 1024
 echo '{"architectures": ["Qwen3ForCausalLM"], "hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 2,
  "num_attention_heads": 16, "num_key_value_heads": 8, "vocab_size": 1000}' > "$tmp/e/qwen3-nohd.json"
-refuse "head_dim 128 with hidden_size 1024 and 16 heads" "$tmp/e/qwen3-nohd.json" --seq 4K
+run_warn "$tmp/e/qwen3-nohd.json"
+check "Qwen3 without head_dim (the class's 128, not 1024 / 16) runs" test $? -eq 0
+# a hidden size the heads do not divide: refused without head_dim, modelled with it
+echo '{"architectures": ["LlamaForCausalLM"], "hidden_size": 1000, "intermediate_size": 3072, "num_hidden_layers": 2,
+ "num_attention_heads": 16, "num_key_value_heads": 8, "vocab_size": 1000}' > "$tmp/e/llama-odd.json"
+refuse "key 'num_attention_heads': hidden size (1000) must be a multiple of the heads (16) when head_dim is not given" \
+    "$tmp/e/llama-odd.json" --seq 4K
+sed 's/"vocab_size": 1000}/"vocab_size": 1000, "head_dim": 64}/' "$tmp/e/llama-odd.json" > "$tmp/e/llama-odd-hd.json"
+run_warn "$tmp/e/llama-odd-hd.json"
+check "hidden 1000 with 16 heads of 64 runs" test $? -eq 0
 sed 's/"hidden_act": "silu"/"hidden_act": "frob"/' "$tmp/Llama-3.1-8B/config.json" > "$tmp/e/act.json"
 refuse "key 'hidden_act': activation 'frob' is not one the cost model knows" "$tmp/e/act.json" --seq 4K
 sed 's/"torch_dtype": "bfloat16"/"torch_dtype": "int8"/' "$tmp/Llama-3.1-8B/config.json" > "$tmp/e/dtype.json"
