@@ -48,12 +48,44 @@ static int tree_child(int n, int N, int t, int s)
 
 /* The tree all-reduce over C = 2g channels; only channel 0 is generated when
  * g->tree_sym (usim_tree_symmetric: the other channels are its images). */
+/* Breadth-first order of tree t's N nodes from its root (ord[0]); the root. */
+static int tree_order(int N, int t, int *ord)
+{
+    int root = t ? N - 1 : 0, no = 0;
+    ord[no++] = root;
+    for (int i = 0; i < no; i++)
+        for (int s = 0; s < 2; s++) {
+            int cn = tree_child(ord[i], N, t, s);
+            if (cn >= 0)
+                ord[no++] = cn;
+        }
+    return root;
+}
+
+/* Tree t's reduce step at node n for a slice of b bytes between the nodes'
+ * GPUs at rank gh[node]: the node's own part (transfer x, -1: none) and its
+ * children's go up to the parent (up_cur, up_prev: the last push of each
+ * node), or at the root join into have[n]. */
+static void tree_up(gen *g, const int *gh, int N, int t, int n, uint64_t b, int x, int *up_cur, int *up_prev,
+                    int *have)
+{
+    int c0 = tree_child(n, N, t, 0), c1 = tree_child(n, N, t, 1);
+    int deps[4] = {x, c0 >= 0 ? up_cur[c0] : -1, c1 >= 0 ? up_cur[c1] : -1, up_prev[n]};
+    int par = tree_parent(n, N, t);
+    if (par >= 0) {
+        up_cur[n] = up_prev[n] = usim_gen_put_all(g, gh[n], gh[par], b, deps, 4);
+    } else {
+        deps[3] = -1;
+        have[n] = usim_gen_put_all(g, gh[n], gh[n], 0, deps, 3);
+    }
+}
+
 int usim_tree_gen(gen *g, int gi, const geo *G)
 {
     const usim_coll *c = g->c;
     int N = G->N, gl = G->g, C = 2 * gl, nch = g->tree_sym ? 1 : C;
     uint64_t S = chunk_sum(c);
-    int *ord = usim_malloc((size_t)N * sizeof *ord);
+    int *ord = usim_malloc((size_t)N * 2 * sizeof *ord), *gh = ord + N;   /* gh: node's GPU at h */
     int *st = usim_malloc((size_t)N * (7 + 2 * gl) * sizeof *st);
     if (!ord || !st) {
         free(ord); free(st);
@@ -65,15 +97,9 @@ int usim_tree_gen(gen *g, int gi, const geo *G)
     int *cd_prev = cu_prev + (size_t)N * gl;
     for (int ch = 0; ch < nch; ch++) {
         int h = ch % gl, t = ch / gl;
-        /* top-down order: breadth first from the root */
-        int root = t ? N - 1 : 0, no = 0;
-        ord[no++] = root;
-        for (int i = 0; i < no; i++)
-            for (int s = 0; s < 2; s++) {
-                int cn = tree_child(ord[i], N, t, s);
-                if (cn >= 0)
-                    ord[no++] = cn;
-            }
+        int root = tree_order(N, t, ord);   /* top-down order: breadth first from the root */
+        for (int n = 0; n < N; n++)
+            gh[n] = rk_at(g, gi, geo_pos(G, n * gl + h));
         for (size_t i = 0; i < (size_t)N * (7 + 2 * gl); i++)
             st[i] = -1;
         uint64_t cb = part(S, ch, C);
@@ -93,15 +119,7 @@ int usim_tree_gen(gen *g, int gi, const geo *G)
                             j == 0 ? -1 : own, 0);
                     cu_prev[n * gl + j] = x;
                 }
-                int c0 = tree_child(n, N, t, 0), c1 = tree_child(n, N, t, 1);
-                int deps[4] = {x, c0 >= 0 ? up_cur[c0] : -1, c1 >= 0 ? up_cur[c1] : -1, up_prev[n]};
-                int par = tree_parent(n, N, t);
-                if (par >= 0) {
-                    up_cur[n] = up_prev[n] = usim_gen_put_all(g, GPU(n, h), GPU(par, h), b, deps, 4);
-                } else {
-                    deps[3] = -1;
-                    have[n] = usim_gen_put_all(g, GPU(n, h), GPU(n, h), 0, deps, 3);
-                }
+                tree_up(g, gh, N, t, n, b, x, up_cur, up_prev, have);
             }
             for (int oi = 0; oi < N; oi++) {        /* broadcast: parents before children */
                 int n = ord[oi];
@@ -256,7 +274,7 @@ int usim_nvlstree_gen(gen *g, int gi, const geo *G)
     int N = G->N, gl = G->g;
     uint64_t S = chunk_sum(c);
     double w_net = g->wire, w_sw = g->wire / usim_net_platform(g->net)->nvls_eff;
-    int *ord = usim_malloc((size_t)N * sizeof *ord);
+    int *ord = usim_malloc((size_t)N * 2 * sizeof *ord), *gh = ord + N;   /* gh: node's GPU at h */
     int *st = usim_malloc((size_t)N * (6 + 4 * gl) * sizeof *st);
     int *a = usim_malloc((size_t)gl * sizeof *a);
     if (!ord || !st || !a) {
@@ -272,14 +290,9 @@ int usim_nvlstree_gen(gen *g, int gi, const geo *G)
 #define GPU(n, l) rk_at(g, gi, geo_pos(G, (n) * gl + (l)))
     for (int h = 0; h < gl; h++)
         for (int t = 0; t < 2; t++) {
-            int root = t ? N - 1 : 0, no = 0;
-            ord[no++] = root;
-            for (int i = 0; i < no; i++)
-                for (int sd = 0; sd < 2; sd++) {
-                    int cn = tree_child(ord[i], N, t, sd);
-                    if (cn >= 0)
-                        ord[no++] = cn;
-                }
+            int root = tree_order(N, t, ord);
+            for (int n = 0; n < N; n++)
+                gh[n] = GPU(n, h);
             for (size_t i = 0; i < (size_t)N * (6 + 4 * gl); i++)
                 st[i] = -1;
             uint64_t cb = part(part(S, h, gl), t, 2);
@@ -298,15 +311,7 @@ int usim_nvlstree_gen(gen *g, int gi, const geo *G)
                 g->wire = w_net;
                 for (int oi = N - 1; oi >= 0; oi--) {   /* reduce: children before parents */
                     int n = ord[oi];
-                    int c0 = tree_child(n, N, t, 0), c1 = tree_child(n, N, t, 1);
-                    int deps[4] = {dA[n], c0 >= 0 ? up_cur[c0] : -1, c1 >= 0 ? up_cur[c1] : -1, up_prev[n]};
-                    int par = tree_parent(n, N, t);
-                    if (par >= 0) {
-                        up_cur[n] = up_prev[n] = usim_gen_put_all(g, GPU(n, h), GPU(par, h), b, deps, 4);
-                    } else {
-                        deps[3] = -1;
-                        have[n] = usim_gen_put_all(g, GPU(n, h), GPU(n, h), 0, deps, 3);
-                    }
+                    tree_up(g, gh, N, t, n, b, dA[n], up_cur, up_prev, have);
                 }
                 for (int oi = 0; oi < N; oi++) {        /* broadcast: parents before children */
                     int n = ord[oi];
