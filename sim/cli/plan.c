@@ -350,14 +350,9 @@ static void lc_name(const usim_job *j, char *buf, size_t n)
     if (j->head_chunks > 1)
         ADD("%shead-chunks:%d", k ? " " : "", j->head_chunks);
     if (j->offload) {
-        ADD("%soffload:", k ? " " : "");
-        int f = 0;
-        if (j->offload & USIM_OFFLOAD_ACT)
-            ADD("%sactivations", f++ ? "+" : "");
-        if (j->offload & USIM_OFFLOAD_OPTIM)
-            ADD("%soptimizer", f++ ? "+" : "");
-        if (j->offload & USIM_OFFLOAD_PARAMS)
-            ADD("%sparams", f++ ? "+" : "");
+        char off[64];
+        out_offload(j->offload, off, sizeof off);   /* the CSV/JSON `offload` value */
+        ADD("%soffload:%s", k ? " " : "", off);
     }
 #undef ADD
     if (!k)
