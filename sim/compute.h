@@ -25,6 +25,11 @@ double usim_attn_s(const usim_platform *p, usim_dtype t, double flops, double ba
 /* The same for an attention backward kernel (rate from attention_bwd_efficiency). */
 double usim_attn_bwd_s(const usim_platform *p, usim_dtype t, double flops, double batch,
                        double heads, double tq, double d);
+/* Seconds of unfused attention (doc/simulator.md, "Unfused attention") over
+ * E = batch x heads x tq x tk score elements of head dimension d: the forward
+ * (bwd 0) or the backward (bwd 1), with the dropout kernel when dropout. */
+double usim_attn_unfused_s(const usim_platform *p, usim_dtype t, double E, double d, double tq, double tk,
+                           int bwd, int dropout);
 /* Seconds to move bytes through HBM (memory-bound kernels), one launch each
  * for `kernels` kernels. */
 double usim_mem_s(const usim_platform *p, double bytes, int kernels);

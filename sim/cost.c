@@ -319,6 +319,20 @@ int usim_job_check_longctx(const usim_platform *p, const usim_model *m, const us
     return USIM_OK;
 }
 
+/* Unfused attention's score-sized tensors of one layer (rank 0's heads), in
+ * bytes: *saved, what the backward keeps (the softmax output; with dropout
+ * also its 1-byte mask and the dropped probabilities); *transient, dP and dS
+ * of the backward.  Both 0 for FlashAttention. */
+static void unfused_scores(const usim_job *j, const usim_shape *x, double *saved, double *transient)
+{
+    *saved = *transient = 0;
+    if (j->attn_kernel != USIM_ATTN_UNFUSED)
+        return;
+    double e = (double)x->e, E = (double)x->b * (double)x->hq_l * (double)x->tq * (double)x->tk;
+    *saved = E * (j->attn_dropout ? 2 * e + 1 : e);
+    *transient = 2 * E * e;
+}
+
 /* The long-context working sets of one GPU (doc/simulator.md, "Long
  * context"), bytes: the backward of one layer under full recompute
  * (recomputed forward tensors and the gradients as they are produced, the
@@ -335,6 +349,9 @@ static void lc_working_sets(const usim_model *m, const usim_job *j, const usim_s
     double lse = (double)x->b * (double)x->tq * (double)x->hq_l * 4 / hc;
     double gqa = x->kv_l < x->hq_l ? 2 * Q : 0;   /* FA2 backward: dK, dV expanded to the query heads */
     double saved_attn = 2 * Q + 2 * KV + lse;     /* q, k, v, o and lse kept by the attention */
+    double sc_saved, sc_tmp;                      /* unfused attention: its scores, one head chunk */
+    unfused_scores(j, x, &sc_saved, &sc_tmp);
+    saved_attn += sc_saved / hc;
     /* the MLP of one shard: SwiGLU as Liger's fused kernel holds it (gate, up,
      * the down projection's input; their gradients written in place, plus the
      * down input's) or GeLU (fc1 output, activation, and one gradient) */
@@ -346,7 +363,7 @@ static void lc_working_sets(const usim_model *m, const usim_job *j, const usim_s
     double peak_mlp = 7 * A + saved_attn + mlp;
     /* attention backward: x, ln1, out, dy, d h1, attention saved, dO, dQ, dK,
      * dV, FA2's fp32 dQ accumulator (2 Q), softmax_d (lse) and GQA expansion */
-    double peak_attn = 5 * A + saved_attn + Q + Q + 2 * KV + 2 * Q + lse + gqa;
+    double peak_attn = 5 * A + saved_attn + Q + Q + 2 * KV + 2 * Q + lse + gqa + sc_tmp / hc;
     /* DeepSpeed's Ulysses (UlyssesSPAttentionHF): dO arrives from the
      * all-to-all as a permuted view, and FA2 makes its contiguous copy while
      * the original is alive */
@@ -387,11 +404,14 @@ void usim_memory_model(const usim_platform *p, const usim_model *m, const usim_j
     double qo = b * (double)x->tq * x->hq_l * x->d * e;
     double kv = b * (double)x->tk * x->kv_l * x->d * e;
     double lse = b * (double)x->tq * x->hq_l * 4;
-    double full = x_in + ln1 + 2 * qo + 2 * kv + lse + o_seq + ln2_in + ln2 + fc1 + act;
+    double scores, scores_tmp;   /* unfused attention's softmax output (and dropout's), dP and dS */
+    unfused_scores(j, x, &scores, &scores_tmp);
+    double full = x_in + ln1 + 2 * qo + 2 * kv + lse + o_seq + ln2_in + ln2 + fc1 + act + scores;
     double per_layer;
     switch (j->recompute) {
     case USIM_RC_NONE: per_layer = full; break;
-    case USIM_RC_SELECTIVE: per_layer = full - ln1 - ln2 - act; break;
+    /* selective recomputes the attention core too (Korthikanti et al.): its scores are not stored */
+    case USIM_RC_SELECTIVE: per_layer = full - ln1 - ln2 - act - scores; break;
     default: per_layer = x_in; break;
     }
     /* Pipeline: rank r holds its layers' activations for the chunk forwards in
@@ -426,6 +446,7 @@ void usim_memory_model(const usim_platform *p, const usim_model *m, const usim_j
     }
     if (x->T > 1)
         buf += b * (double)x->n * h * e;   /* the tensor-parallel all-gathered input */
+    buf += scores_tmp;                     /* unfused attention backward: dP and dS */
     if (lc && j->recompute == USIM_RC_FULL) {
         /* the working sets name every tensor of the layer's backward: the
          * all-to-all staging is never live at its peak, the gathered input of

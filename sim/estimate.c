@@ -19,6 +19,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "compute.h"
 #include "cost.h"
 #include "usim.h"
 #include "usim_internal.h"
@@ -36,8 +37,14 @@ int usim_estimate(const usim_platform *p, const usim_model *m, const usim_job *j
     double gemm = p->peak_flops[m->dtype] * p->gemm_eff, attn = p->peak_flops[m->dtype] * p->attn_eff;
     double hbm = p->hbm_Bps;
     double gemm_fwd = (f.qkv + f.out + f.mlp) / gemm, attn_fwd = f.attn / attn;
+    double attn_bwd = USIM_ATTN_BWD_FACTOR * attn_fwd;
+    if (j.attn_kernel == USIM_ATTN_UNFUSED) {   /* the simulator's own kernel times (compute.c) */
+        double E = (double)x.b * (double)x.hq_l * (double)x.tq * (double)x.tk;
+        attn_fwd = usim_attn_unfused_s(p, m->dtype, E, (double)x.d, (double)x.tq, (double)x.tk, 0, j.attn_dropout);
+        attn_bwd = usim_attn_unfused_s(p, m->dtype, E, (double)x.d, (double)x.tq, (double)x.tk, 1, j.attn_dropout);
+    }
     double fwd = gemm_fwd + attn_fwd + f.elem_bytes / hbm;
-    double bwd = 2 * gemm_fwd + USIM_ATTN_BWD_FACTOR * attn_fwd + 2 * f.elem_bytes / hbm;
+    double bwd = 2 * gemm_fwd + attn_bwd + 2 * f.elem_bytes / hbm;
     double extra = j.recompute == USIM_RC_FULL ? fwd
                  : j.recompute == USIM_RC_SELECTIVE ? 0.5 * f.elem_bytes / hbm : 0;
     double head = 3 * f.head / gemm + f.head_bytes / hbm;

@@ -75,6 +75,16 @@ int usim_job_resolve(const usim_model *m, const usim_platform *p, usim_job *j)
         return usim_set_error(USIM_EINVAL, "parallel degrees must be positive");
     if (j->a2a != USIM_A2A_DIRECT && j->a2a != USIM_A2A_PAIRWISE)
         j->a2a = USIM_A2A_DIRECT;
+    if (j->attn_kernel != USIM_ATTN_FLASH && j->attn_kernel != USIM_ATTN_UNFUSED)
+        return usim_set_error(USIM_EINVAL, "unknown attention kernel %d", j->attn_kernel);
+    if (j->attn_dropout && j->attn_kernel != USIM_ATTN_UNFUSED)
+        return usim_set_error(USIM_EINVAL, "--attn-dropout applies to --attn-kernel unfused (FlashAttention "
+                              "applies dropout inside its kernel, at no HBM cost)");
+    if (j->attn_kernel == USIM_ATTN_UNFUSED && j->method != ULY_METHOD_ULYSSES &&
+        j->method != ULY_METHOD_MEGATRON_SP)
+        return usim_set_error(USIM_EINVAL, "--attn-kernel unfused: %s combines blockwise partial results "
+                              "through their log-sum-exp, which needs a fused kernel (unfused attention "
+                              "runs with ulysses and megatron-sp)", mn);
     int PP = j->pp ? j->pp : 1;
     j->pp = PP;
     if (!j->pp_first_layers && !j->pp_last_layers && m->layers % PP != 0)   /* uneven: pipeline.c */

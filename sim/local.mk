@@ -77,7 +77,6 @@ EXTRA_DIST += sim/validation/megatron-gpt-1.7b.json sim/validation/megatron-gpt-
 	sim/validation/megatron-gpt-145b.json sim/validation/megatron-gpt-310b.json \
 	sim/validation/megatron-gpt-530b.json sim/validation/megatron-gpt-1t.json \
 	sim/validation/megatron-gpt-175b.json
-EXTRA_DIST += sim/unfused-attention.sh
 EXTRA_DIST += sim/validate.sh sim/bench-scale.sh sim/validation.md.in sim/tests/validate.sh sim/tests/cli_coll.sh \
 	sim/tests/cli_plan.sh sim/tests/cli_basic.sh sim/tests/cli_errors.sh sim/tests/cli_sweep.sh sim/tests/symbols.sh \
 	sim/tests/data/bad-syntax.json sim/tests/data/missing-key.json \

@@ -29,13 +29,26 @@ static usim_time t_gemm_bwd(const usim_prog *b, usim_gemm g)
 {
     return usim_ps(usim_gemm_bwd_s(b->p, b->m->dtype, g));
 }
+/* Unfused attention (usim_job.attn_kernel): every (query, key) pair of the
+ * rank's heads has its score in HBM, the causal mask applied in the softmax. */
+static usim_time t_attn_unfused(const usim_prog *b, int bwd)
+{
+    const usim_shape *x = b->x;
+    double E = (double)x->b * (double)x->hq_l * (double)x->tq * (double)x->tk;
+    return usim_ps(usim_attn_unfused_s(b->p, b->m->dtype, E, (double)x->d, (double)x->tq, (double)x->tk, bwd,
+                                       b->j->attn_dropout));
+}
 static usim_time t_attn(const usim_prog *b, double fl)
 {
+    if (b->j->attn_kernel == USIM_ATTN_UNFUSED)
+        return t_attn_unfused(b, 0);
     return usim_ps(usim_attn_s(b->p, b->m->dtype, fl, (double)b->x->b, b->f->attn_heads,
                                b->f->attn_tq, (double)b->x->d));
 }
 static usim_time t_attn_bwd(const usim_prog *b, double fl)
 {
+    if (b->j->attn_kernel == USIM_ATTN_UNFUSED)
+        return t_attn_unfused(b, 1);
     return usim_ps(usim_attn_bwd_s(b->p, b->m->dtype, fl, (double)b->x->b, b->f->attn_heads,
                                    b->f->attn_tq, (double)b->x->d));
 }

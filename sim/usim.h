@@ -397,7 +397,17 @@ typedef struct usim_job {
                             (Megatron's --virtual-pipeline-model-parallel-size) */
     int pp_first_layers; /* 0: even; N: layers of the first stage (--decoder-first-pipeline-num-layers) */
     int pp_last_layers;  /* 0: even; N: layers of the last stage (--decoder-last-pipeline-num-layers) */
+    /* Attention kernel (doc/simulator.md, "Unfused attention"): 0 = fused
+     * (FlashAttention: no score matrix in HBM). */
+    int attn_kernel;     /* USIM_ATTN_FLASH or USIM_ATTN_UNFUSED */
+    int attn_dropout;    /* unfused only: 1 = attention dropout on the probabilities (its kernel and mask) */
 } usim_job;
+
+/* The attention kernel a job's layers run: FlashAttention (fused, the score
+ * matrix never in HBM) or the unfused sequence of Megatron-LM's
+ * CoreAttention / HF's eager attention: a batched GEMM writing the scores, a
+ * (fused scale-mask-)softmax, optionally dropout, a batched GEMM with V. */
+enum { USIM_ATTN_FLASH = 0, USIM_ATTN_UNFUSED = 1 };
 
 #define USIM_TILED_MLP_AUTO (-1)
 enum { USIM_OFFLOAD_ACT = 1, USIM_OFFLOAD_OPTIM = 2, USIM_OFFLOAD_PARAMS = 4 };

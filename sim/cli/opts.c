@@ -277,6 +277,10 @@ int opts_parse(opts *o, int argc, char **argv, int first, int mode, int *help)
             o->max_seq = 1;
             continue;
         }
+        if (strcmp(name, "--attn-dropout") == 0 && !val) {
+            o->attn_dropout = 1;
+            continue;
+        }
         if (strcmp(name, "--tiled-loss") == 0 && !val) {
             o->tiled_loss = 1;
             continue;
@@ -308,7 +312,7 @@ int opts_parse(opts *o, int argc, char **argv, int first, int mode, int *help)
             "--ulysses", "--zero", "--recompute", "--a2a", "--micro-batch", "--global-batch",
             "--layers", "--format", "--engine", "--trace", "--out", "--plot", "--plot-metric", "--seq-per-gpu",
             "--top", "--mem-headroom", "--trace-ranks", "--offload", "--head-chunks", "--vpp",
-            "--pp-first-layers", "--pp-last-layers", NULL};
+            "--pp-first-layers", "--pp-last-layers", "--attn-kernel", NULL};
         int known = 0;
         for (int k = 0; valued[k]; k++)
             if (strcmp(name, valued[k]) == 0)
@@ -384,6 +388,10 @@ int opts_parse(opts *o, int argc, char **argv, int first, int mode, int *help)
                     return fail("--offload: '%s' listed twice", tok);
                 o->offload |= bit;
             }
+        } else if (strcmp(name, "--attn-kernel") == 0) {
+            if (strcmp(val, "flash") == 0) o->attn_kernel = USIM_ATTN_FLASH;
+            else if (strcmp(val, "unfused") == 0) o->attn_kernel = USIM_ATTN_UNFUSED;
+            else return fail("--attn-kernel: expected flash or unfused, got '%s'", val);
         } else if (strcmp(name, "--head-chunks") == 0) {
             if (parse_int_opt(name, val, 1, 1 << 20, &o->head_chunks))
                 return EXIT_BADINPUT;
@@ -509,6 +517,8 @@ usim_job make_job(const opts *o, uly_method m, int gpus)
     j.tiled_mlp = o->tiled_mlp;
     j.offload = o->offload;
     j.head_chunks = o->head_chunks;
+    j.attn_kernel = o->attn_kernel;
+    j.attn_dropout = o->attn_dropout;
     j.vpp = o->vpp;
     j.pp_first_layers = o->pp_first_layers;
     j.pp_last_layers = o->pp_last_layers;

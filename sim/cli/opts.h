@@ -53,6 +53,7 @@ typedef struct opts {
     int zero_set, recompute_set;   /* given on the command line (plan searches them otherwise) */
     /* long-context techniques (usim_job fields of the same names; 0: off) */
     int tiled_loss, tiled_mlp, offload, head_chunks;
+    int attn_kernel, attn_dropout;  /* usim_job fields of the same names */
 } opts;
 
 /* Modes of opts_parse: which subcommand's options are accepted. */

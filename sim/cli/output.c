@@ -30,9 +30,11 @@ void out_table(FILE *f, const usim_platform *p, const usim_model *m, const row *
     fprintf(f, "%s on %d GPUs of %s, %lld tokens per sequence, %s\n", out_safe(m->name, mn),
             r0 ? r0->job.gpus : 0, out_safe(p->name, pn), (long long)m->seq, usim_dtype_name(m->dtype));
     if (r0)
-        fprintf(f, "global batch %lld sequences (%d micro-steps of %lld), ZeRO-%d, recompute %s\n\n",
+        fprintf(f, "global batch %lld sequences (%d micro-steps of %lld), ZeRO-%d, recompute %s%s%s\n\n",
                 (long long)r0->global_batch, r0->micro_steps, (long long)m->micro_batch, r0->job.zero,
-                usim_recompute_name(r0->job.recompute));
+                usim_recompute_name(r0->job.recompute),
+                r0->job.attn_kernel == USIM_ATTN_UNFUSED ? ", attention " : "",
+                r0->job.attn_kernel == USIM_ATTN_UNFUSED ? out_attn_kernel(&r0->job) : "");
     char buf[64];
     fprintf(f, "%-38s", "");
     for (int i = 0; i < n; i++)
@@ -157,6 +159,13 @@ void out_table(FILE *f, const usim_platform *p, const usim_model *m, const row *
     fputc('\n', f);
 }
 
+const char *out_attn_kernel(const usim_job *j)
+{
+    if (j->attn_kernel != USIM_ATTN_UNFUSED)
+        return "flash";
+    return j->attn_dropout ? "unfused+dropout" : "unfused";
+}
+
 void out_csv_header(FILE *f)
 {
     /* columns are only ever appended, so scripts that cut fields keep working */
@@ -166,7 +175,7 @@ void out_csv_header(FILE *f)
           "mem_GiB,fits,max_seq_tokens,error,warnings,pp,bubble_s,placement,engine,"
           "mem_limit,host_GiB_per_node,tiled_loss,tiled_mlp_shards,offload,head_chunks,"
           "tiled_mlp_s,offload_exposed_s,offload_copy_s,cpu_adam_s,param_fetch_s,max_seq_limit,"
-          "host_link_s_per_GB,vpp,bubble_frac,pp_inflight\n", f);
+          "host_link_s_per_GB,vpp,bubble_frac,pp_inflight,attn_kernel\n", f);
 }
 
 /* A quoted CSV field: "" for a quote. */
@@ -236,7 +245,8 @@ void out_csv_row(FILE *f, const usim_platform *p, const usim_model *m, int gpus,
             w->has_max ? usim_bind_name(w->max_bind) : "");
     if (usim_host_link_Bps(p) > 0)
         fprintf(f, "%.4f", 1e9 / usim_host_link_Bps(p));
-    fprintf(f, ",%d,%.6f,%d\n", r->job.vpp > 1 ? r->job.vpp : 1, r->bubble_frac, r->pp_inflight);
+    fprintf(f, ",%d,%.6f,%d,%s\n", r->job.vpp > 1 ? r->job.vpp : 1, r->bubble_frac, r->pp_inflight,
+            out_attn_kernel(&r->job));
 }
 
 void out_offload(int bits, char *buf, size_t n)
@@ -326,6 +336,7 @@ int out_json(FILE *f, const usim_platform *p, const usim_model *m, int gpus, con
         out_offload(r->job.offload, off, sizeof off);
         bad |= uly_json_set_str(o, "offload", off);
         bad |= uly_json_set_int(o, "head_chunks", r->job.head_chunks > 1 ? r->job.head_chunks : 1);
+        bad |= uly_json_set_str(o, "attn_kernel", out_attn_kernel(&r->job));
         bad |= uly_json_set_fixed(o, "tiled_mlp_s", r->lc.tiled_mlp_s, 6);
         bad |= uly_json_set_fixed(o, "offload_exposed_s", r->lc.offload_exposed_s, 6);
         bad |= uly_json_set_fixed(o, "offload_copy_s", r->lc.offload_copy_s, 6);

@@ -24,6 +24,8 @@ void out_csv_header(FILE *f);
 /* The offload bits as the CSV and JSON print them: "none", "activations",
  * "optimizer+params", "activations+optimizer", ... */
 void out_offload(int bits, char *buf, size_t n);
+/* The attention kernel of a job: "flash", "unfused" or "unfused+dropout". */
+const char *out_attn_kernel(const usim_job *j);
 void out_csv_row(FILE *f, const usim_platform *p, const usim_model *m, int gpus, const row *r);
 /* s (a name or key read from a file) made safe to print: uly_sanitize of
  * src/base into buf (of OUT_SAFE bytes); returns buf. */

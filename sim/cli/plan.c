@@ -82,6 +82,7 @@ static const char plan_usage[] =
     "                        [--tie PCT] [--launch megatron|deepspeed] [--time-limit S]\n"
     "                        [--exhaustive] [--max-seq] [--tiled-loss] [--tiled-mlp [K|auto]]\n"
     "                        [--offload LIST] [--head-chunks K] [--techniques search|none]\n"
+    "                        [--attn-kernel flash|unfused] [--attn-dropout]\n"
     "                        [--format table|csv|json] [--quiet|--no-progress]\n"
     "\n"
     "Enumerates every valid (method, tp, cp, pp, V, dp, ZeRO stage, recompute, micro-batch)\n"
@@ -452,6 +453,8 @@ static void each_layout(const opts *o, const usim_model *m, const usim_platform 
     for (int mi = 0; mi < nm; mi++) {
         uly_method me = methods[mi];
         int mg = me == ULY_METHOD_MEGATRON_SP;
+        if (o->attn_kernel == USIM_ATTN_UNFUSED && me != ULY_METHOD_ULYSSES && !mg)
+            continue;   /* unfused attention runs with ulysses and megatron-sp only (usim_job_resolve) */
         for (int T = 1; T <= G; T++) {
             if (!divides(T, G) || (!mg && (T > gpn || (o->tp && T != o->tp))) || (mg && o->tp && T != o->tp))
                 continue;
@@ -479,6 +482,8 @@ static void each_layout(const opts *o, const usim_model *m, const usim_platform 
                         base.dp = rest / C;
                         base.ulysses = u;
                         base.a2a = o->a2a;
+                        base.attn_kernel = o->attn_kernel;
+                        base.attn_dropout = o->attn_dropout;
                         base.zero = 3;
                         base.recompute = USIM_RC_FULL;
                         if (mg && T > gpn) {
@@ -1723,8 +1728,14 @@ int cmd_plan(int argc, char **argv)
                    tn[0] ? (int)(strchr(tn, ')') ? strchr(tn, ')') - tn + 1 : (long)strlen(tn)) : 0, tn);
         }
         for (int mi = 0; mi < nm; mi++)
-            if (!seen[methods[mi]])
-                printf("  %s: no valid configuration fits\n", uly_method_sim_name(methods[mi]));
+            if (!seen[methods[mi]]) {
+                if (o.attn_kernel == USIM_ATTN_UNFUSED && methods[mi] != ULY_METHOD_ULYSSES &&
+                    methods[mi] != ULY_METHOD_MEGATRON_SP)
+                    printf("  %s: not searched: --attn-kernel unfused runs with ulysses and megatron-sp only\n",
+                           uly_method_sim_name(methods[mi]));
+                else
+                    printf("  %s: no valid configuration fits\n", uly_method_sim_name(methods[mi]));
+            }
         if (cs.oom) {
             char dg[64];
             degrees(&cs.oom_best, dg, sizeof dg);

@@ -87,6 +87,8 @@ int plan_megatron_flags(const usim_model *m, const usim_job *j, int64_t micro_ba
         app(flags, nf, " --recompute-granularity selective");
     else if (j->recompute == USIM_RC_FULL)
         app(flags, nf, " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1");
+    if (j->attn_kernel == USIM_ATTN_UNFUSED)   /* megatron/core/transformer/enums.py: AttnBackend.unfused */
+        app(flags, nf, " --attention-backend unfused --attention-dropout %s", j->attn_dropout ? "0.1" : "0");
     if (j->zero >= 1)
         app(flags, nf, " --use-distributed-optimizer");
     if (j->offload & USIM_OFFLOAD_OPTIM)   /* optimizer_config.py: optimizer_cpu_offload; arguments.py
@@ -182,5 +184,8 @@ json_t *plan_deepspeed_config(const usim_model *m, const usim_job *j, int64_t mi
         app(note, nn, "%scheckpoint offload: deepspeed.runtime.activation_checkpointing.offload_activations."
             "get_checkpoint_hidden_states_offloading_ctx_manager() around each step (ArcticTraining: "
             "activation_checkpoint_cpu_offload: true)", note[0] ? "; " : "");
+    if (j->attn_kernel == USIM_ATTN_UNFUSED)
+        app(note, nn, "%sunfused attention: Hugging Face attn_implementation=\"eager\" (attention_dropout %s in "
+            "the model config)", note[0] ? "; " : "", j->attn_dropout ? "> 0" : "0");
     return o;
 }

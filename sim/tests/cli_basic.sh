@@ -70,7 +70,7 @@ check "single node preset" "$SIM" --platform a100-pcie-4 --gpus 4 --model gpt-1.
 check "batch inflation: table warning" grep -q "^warning: ulysses: global batch 8 rounded up to 32 (data-parallel degree 32" "$tmp/w.txt"
 "$SIM" --model llama-3-8b --gpus 256 --sp 8 --global-batch 8 --method ulysses --format csv > "$tmp/w.csv"
 check "batch inflation: csv warnings column" grep -q ',"global batch 8 rounded up to 32 ' "$tmp/w.csv"
-check "csv header: warnings and the composition, then the long-context columns" grep -q ',error,warnings,pp,bubble_s,placement,engine,mem_limit,host_GiB_per_node,tiled_loss,tiled_mlp_shards,offload,head_chunks,tiled_mlp_s,offload_exposed_s,offload_copy_s,cpu_adam_s,param_fetch_s,max_seq_limit,host_link_s_per_GB,vpp,bubble_frac,pp_inflight$' "$tmp/w.csv"
+check "csv header: warnings and the composition, then the long-context, pipeline and attention-kernel columns" grep -q ',error,warnings,pp,bubble_s,placement,engine,mem_limit,host_GiB_per_node,tiled_loss,tiled_mlp_shards,offload,head_chunks,tiled_mlp_s,offload_exposed_s,offload_copy_s,cpu_adam_s,param_fetch_s,max_seq_limit,host_link_s_per_GB,vpp,bubble_frac,pp_inflight,attn_kernel$' "$tmp/w.csv"
 "$SIM" --model llama-3-8b --gpus 256 --sp 8 --global-batch 8 --method ulysses --format json > "$tmp/w.json"
 check "batch inflation: json field" grep -q '"requested_global_batch_seqs": 8, "warnings": \["global batch 8 rounded up to 32' "$tmp/w.json"
 "$SIM" --model llama-3-8b --gpus 256 --sp 8 --global-batch 32 --method ulysses > "$tmp/nw.txt"

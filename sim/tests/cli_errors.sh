@@ -36,6 +36,9 @@ expect "--method: 'ring' listed twice" --method ring,ring
 expect "--zero: expected an integer in \[0, 3\]" --zero 5
 expect "--recompute: expected none, selective or full" --recompute some
 expect "--format: expected table, csv or json" --format xml
+expect "--attn-kernel: expected flash or unfused, got 'fast'" --attn-kernel fast
+expect "--attn-dropout applies to --attn-kernel unfused" --method ulysses --attn-dropout
+expect "needs a fused kernel" --method ring --attn-kernel unfused
 expect "--sp: expected an integer" --sp 1.5
 expect "ulysses: SP degree 64 exceeds the 32 attention heads" --method ulysses --sp 64
 expect "degrees do not multiply to the GPU count" --method ulysses --sp 16 --dp 2

@@ -13,6 +13,8 @@
 #include <string.h>
 
 #include "ulysses_plan.h"
+#include "compute.h"
+#include "cost.h"
 #include "usim.h"
 #include "usim_internal.h"
 
@@ -621,6 +623,113 @@ START_TEST(test_ring_bytes_from_plan)
 }
 END_TEST
 
+/*
+ * Unfused attention (doc/simulator.md, "Unfused attention"), by hand on a
+ * platform of round numbers: 1 TFLOP/s at efficiency 1, 1 TB/s, no launch
+ * cost, fp16 (e = 2).  2 matrices of tq = tk = 1000 (E = 2e6 scores), d = 100:
+ *   one GEMM: 2 E d = 4e8 FLOPs = 400 us; its bytes Q (or O) 2 x 1000 x 100
+ *   x 2 = 4e5, K (or V) 4e5, the scores E e = 4e6: 4.8e6 B = 4.8 us, so
+ *   compute-bound: 400 us.
+ *   softmax forward 2 E e = 8e6 B = 8 us; backward 3 E e = 12 us.
+ *   dropout E (2e + 1) = 1e7 B = 10 us each way.
+ *   forward  = 400 + 8 + 400 = 808 us; with dropout 818 us.
+ *   backward = 4 x 400 + 12 = 1612 us; with dropout 1622 us.
+ * k_half 100: K = d = 100 doubles QK^T and dP' = dO V^T (800 us), K = 1000
+ * makes the other GEMMs 440 us: forward 800 + 8 + 440 = 1248 us, backward
+ * 800 + 3 x 440 + 12 = 2132 us.
+ * d = 1: one GEMM 2 E = 4e6 FLOPs = 4 us against 2 x 2000 + 2 x 2000 + 4e6
+ * = 4.008e6 B = 4.008 us: memory-bound, the forward 2 x 4.008 + 8 = 16.016 us.
+ */
+START_TEST(test_unfused_attention_kernel)
+{
+    usim_platform p;
+    memset(&p, 0, sizeof p);
+    for (int t = 0; t < USIM_NDTYPE; t++)
+        p.peak_flops[t] = 1e12;
+    p.gemm_eff = p.attn_eff = 1;
+    p.hbm_Bps = 1e12;
+    const double E = 2e6, us = 1e-6, tol = 1e-12;
+    ck_assert_double_eq_tol(usim_attn_unfused_s(&p, USIM_FP16, E, 100, 1000, 1000, 0, 0), 808 * us, tol);
+    ck_assert_double_eq_tol(usim_attn_unfused_s(&p, USIM_FP16, E, 100, 1000, 1000, 0, 1), 818 * us, tol);
+    ck_assert_double_eq_tol(usim_attn_unfused_s(&p, USIM_FP16, E, 100, 1000, 1000, 1, 0), 1612 * us, tol);
+    ck_assert_double_eq_tol(usim_attn_unfused_s(&p, USIM_FP16, E, 100, 1000, 1000, 1, 1), 1622 * us, tol);
+    ck_assert_double_eq_tol(usim_attn_unfused_s(&p, USIM_FP16, E, 1, 1000, 1000, 0, 0), 16.016 * us, tol);
+    ck_assert(usim_attn_unfused_s(&p, USIM_FP16, 0, 100, 1000, 1000, 0, 0) == 0);
+    p.gemm_k_half = 100;
+    ck_assert_double_eq_tol(usim_attn_unfused_s(&p, USIM_FP16, E, 100, 1000, 1000, 0, 0), 1248 * us, tol);
+    ck_assert_double_eq_tol(usim_attn_unfused_s(&p, USIM_FP16, E, 100, 1000, 1000, 1, 0), 2132 * us, tol);
+}
+END_TEST
+
+/*
+ * The kernel in a job: megatron-sp, TP 8, 32 heads (4 per GPU), s = 4096,
+ * micro-batch 1, fp16 on dgx-a100-40g.  Memory: the unfused job holds, over
+ * the fused one, the recomputed layer's softmax output, mask and dropped
+ * probabilities, E (2e + 1), plus the backward's dP and dS, 2 E e, with
+ * E = 4 x 4096^2; selective recompute stores none of them per layer (it
+ * recomputes the core) and keeps only the 2 E e.  Time: every layer's two
+ * forward attentions (the forward and its recomputation) and its backward
+ * take the kernel's time instead of FlashAttention's, per micro-step, and
+ * nothing else changes.  Methods that combine blockwise partial results
+ * refuse it; dropout without it is refused.
+ */
+START_TEST(test_unfused_attention_job)
+{
+    usim_platform p = a100();
+    usim_model m = model(4, 4096, 32, 32, 4096);
+    m.dtype = USIM_FP16;
+    m.global_batch = 2;
+    usim_job fl = job(ULY_METHOD_MEGATRON_SP, 8, 8);
+    fl.zero = 0;
+    usim_job un = fl;
+    un.attn_kernel = USIM_ATTN_UNFUSED;
+    un.attn_dropout = 1;
+    const double e = 2, E = 4.0 * 4096 * 4096;
+    usim_memory a, b;
+    int fa, fb;
+    ck_assert_int_eq(usim_memory_estimate(&p, &m, &fl, &a, &fa), USIM_OK);
+    ck_assert_int_eq(usim_memory_estimate(&p, &m, &un, &b, &fb), USIM_OK);
+    ck_assert_double_eq_tol(b.activations - a.activations, E * (2 * e + 1), 1);
+    ck_assert_double_eq_tol(b.buffers - a.buffers, 2 * E * e, 1);
+    ck_assert_double_eq_tol(b.total - a.total, E * (2 * e + 1) + 2 * E * e, 1);
+    usim_job fs = fl, us_ = un;
+    fs.recompute = us_.recompute = USIM_RC_SELECTIVE;
+    ck_assert_int_eq(usim_memory_estimate(&p, &m, &fs, &a, &fa), USIM_OK);
+    ck_assert_int_eq(usim_memory_estimate(&p, &m, &us_, &b, &fb), USIM_OK);
+    ck_assert_double_eq_tol(b.activations - a.activations, 0, 1);
+    ck_assert_double_eq_tol(b.total - a.total, 2 * E * e, 1);
+
+    usim_sim *sim = usim_sim_new(&p, 8);
+    usim_result ra, rb;
+    ck_assert_msg(usim_simulate(sim, &m, &fl, NULL, &ra) == USIM_OK, "%s", usim_last_error());
+    ck_assert_msg(usim_simulate(sim, &m, &un, NULL, &rb) == USIM_OK, "%s", usim_last_error());
+    /* rank 0: 4 heads on 4096 queries, d = 128; FlashAttention's FLOPs over
+     * the causal pairs the preset's kernels skip to */
+    double pairs = p.attn_causal_skip ? 4096.0 * 4097 / 2 : 4096.0 * 4096;
+    double fwd_fl = 4 * 128.0 * 4 * pairs;
+    double flash = 2 * usim_attn_s(&p, USIM_FP16, fwd_fl, 1, 4, 4096, 128) +
+                   usim_attn_bwd_s(&p, USIM_FP16, USIM_ATTN_BWD_FACTOR * fwd_fl, 1, 4, 4096, 128);
+    double unf = 2 * usim_attn_unfused_s(&p, USIM_FP16, E, 128, 4096, 4096, 0, 1) +
+                 usim_attn_unfused_s(&p, USIM_FP16, E, 128, 4096, 4096, 1, 1);
+    double want = 4 /* layers */ * 2 /* micro-steps */ * (unf - flash);
+    ck_assert_msg(fabs((rb.compute_s - ra.compute_s) - want) <= 1e-9 + 1e-9 * want,
+                  "compute %.9f - %.9f vs %.9f", rb.compute_s, ra.compute_s, want);
+    ck_assert(rb.iter_s > ra.iter_s);
+    usim_sim_free(sim);
+
+    usim_job bad = job(ULY_METHOD_RING, 8, 8);
+    bad.attn_kernel = USIM_ATTN_UNFUSED;
+    ck_assert_int_eq(usim_job_resolve(&m, &p, &bad), USIM_EINVAL);
+    ck_assert(strstr(usim_last_error(), "fused kernel") != NULL);
+    bad = fl;
+    bad.attn_dropout = 1;
+    ck_assert_int_eq(usim_job_resolve(&m, &p, &bad), USIM_EINVAL);
+    bad = fl;
+    bad.attn_kernel = 7;
+    ck_assert_int_eq(usim_job_resolve(&m, &p, &bad), USIM_EINVAL);
+}
+END_TEST
+
 static Suite *make_workload_suite(void)
 {
     Suite *s = suite_create("workload");
@@ -643,6 +752,8 @@ static Suite *make_workload_suite(void)
     tcase_add_test(tc, test_speed_1024);
     tcase_add_test(tc, test_composition_memory_and_time);
     tcase_add_test(tc, test_placement);
+    tcase_add_test(tc, test_unfused_attention_kernel);
+    tcase_add_test(tc, test_unfused_attention_job);
     suite_add_tcase(s, tc);
     return s;
 }
