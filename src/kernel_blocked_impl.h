@@ -56,13 +56,19 @@ static void SFX(block_scores)(const uly_attn_desc *a, const struct blk_geom *G, 
     uly_visible_range(a, b, gq0 + mq - 1, &lo_last, &hi_last);
     if (lo_last <= gk0 && hi_first >= gk0 + nk)
         return; /* every pair visible */
+    /* a row's visible keys are one interval [lo, hi): the masked entries are
+     * the two runs outside it, filled without a test per entry */
     for (int64_t i = 0; i < mq; i++) {
         int64_t lo, hi;
         uly_visible_range(a, b, gq0 + i, &lo, &hi);
         REAL *row = S + i * lds;
-        for (int64_t j = 0; j < nk; j++)
-            if (gk0 + j < lo || gk0 + j >= hi)
-                row[j] = -INFINITY;
+        int64_t jlo = lo - gk0, jhi = hi - gk0;
+        jlo = jlo < 0 ? 0 : jlo > nk ? nk : jlo;
+        jhi = jhi < jlo ? jlo : jhi > nk ? nk : jhi;
+        for (int64_t j = 0; j < jlo; j++)
+            row[j] = -INFINITY;
+        for (int64_t j = jhi; j < nk; j++)
+            row[j] = -INFINITY;
     }
 }
 
