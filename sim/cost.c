@@ -328,7 +328,7 @@ static void unfused_scores(const usim_job *j, const usim_shape *x, double *saved
     *saved = *transient = 0;
     if (j->attn_kernel != USIM_ATTN_UNFUSED)
         return;
-    double e = (double)x->e, E = (double)x->b * (double)x->hq_l * (double)x->tq * (double)x->tk;
+    double e = (double)x->e, E = usim_unfused_elems(x);
     *saved = E * (j->attn_dropout ? 2 * e + 1 : e);
     *transient = 2 * E * e;
 }

@@ -75,5 +75,11 @@ void usim_flops_make(const usim_model *m, const usim_job *j, const usim_shape *x
                      usim_flops *f);
 void usim_memory_model(const usim_platform *p, const usim_model *m, const usim_job *j,
                        const usim_shape *x, usim_memory *mem);
+/* Score elements of one layer's unfused attention on rank 0: b x heads held
+ * x tq x tk (every query-key pair; doc/simulator.md, "Unfused attention"). */
+static inline double usim_unfused_elems(const usim_shape *x)
+{
+    return (double)x->b * (double)x->hq_l * (double)x->tq * (double)x->tk;
+}
 
 #endif

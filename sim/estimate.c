@@ -39,7 +39,7 @@ int usim_estimate(const usim_platform *p, const usim_model *m, const usim_job *j
     double gemm_fwd = (f.qkv + f.out + f.mlp) / gemm, attn_fwd = f.attn / attn;
     double attn_bwd = USIM_ATTN_BWD_FACTOR * attn_fwd;
     if (j.attn_kernel == USIM_ATTN_UNFUSED) {   /* the simulator's own kernel times (compute.c) */
-        double E = (double)x.b * (double)x.hq_l * (double)x.tq * (double)x.tk;
+        double E = usim_unfused_elems(&x);
         attn_fwd = usim_attn_unfused_s(p, m->dtype, E, (double)x.d, (double)x.tq, (double)x.tk, 0, j.attn_dropout);
         attn_bwd = usim_attn_unfused_s(p, m->dtype, E, (double)x.d, (double)x.tq, (double)x.tk, 1, j.attn_dropout);
     }

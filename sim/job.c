@@ -80,8 +80,7 @@ int usim_job_resolve(const usim_model *m, const usim_platform *p, usim_job *j)
     if (j->attn_dropout && j->attn_kernel != USIM_ATTN_UNFUSED)
         return usim_set_error(USIM_EINVAL, "--attn-dropout applies to --attn-kernel unfused (FlashAttention "
                               "applies dropout inside its kernel, at no HBM cost)");
-    if (j->attn_kernel == USIM_ATTN_UNFUSED && j->method != ULY_METHOD_ULYSSES &&
-        j->method != ULY_METHOD_MEGATRON_SP)
+    if (!usim_attn_kernel_runs(j->method, j->attn_kernel))
         return usim_set_error(USIM_EINVAL, "--attn-kernel unfused: %s combines blockwise partial results "
                               "through their log-sum-exp, which needs a fused kernel (unfused attention "
                               "runs with ulysses and megatron-sp)", mn);

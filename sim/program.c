@@ -34,9 +34,8 @@ static usim_time t_gemm_bwd(const usim_prog *b, usim_gemm g)
 static usim_time t_attn_unfused(const usim_prog *b, int bwd)
 {
     const usim_shape *x = b->x;
-    double E = (double)x->b * (double)x->hq_l * (double)x->tq * (double)x->tk;
-    return usim_ps(usim_attn_unfused_s(b->p, b->m->dtype, E, (double)x->d, (double)x->tq, (double)x->tk, bwd,
-                                       b->j->attn_dropout));
+    return usim_ps(usim_attn_unfused_s(b->p, b->m->dtype, usim_unfused_elems(x), (double)x->d, (double)x->tq,
+                                       (double)x->tk, bwd, b->j->attn_dropout));
 }
 static usim_time t_attn(const usim_prog *b, double fl)
 {

@@ -408,6 +408,13 @@ typedef struct usim_job {
  * CoreAttention / HF's eager attention: a batched GEMM writing the scores, a
  * (fused scale-mask-)softmax, optionally dropout, a batched GEMM with V. */
 enum { USIM_ATTN_FLASH = 0, USIM_ATTN_UNFUSED = 1 };
+/* Whether method m can run attention kernel k: the unfused kernel runs with
+ * ulysses and megatron-sp only (the others combine blockwise partial results
+ * through their log-sum-exp, which needs a fused kernel). */
+static inline int usim_attn_kernel_runs(uly_method m, int k)
+{
+    return k != USIM_ATTN_UNFUSED || m == ULY_METHOD_ULYSSES || m == ULY_METHOD_MEGATRON_SP;
+}
 
 #define USIM_TILED_MLP_AUTO (-1)
 enum { USIM_OFFLOAD_ACT = 1, USIM_OFFLOAD_OPTIM = 2, USIM_OFFLOAD_PARAMS = 4 };

@@ -453,8 +453,8 @@ static void each_layout(const opts *o, const usim_model *m, const usim_platform 
     for (int mi = 0; mi < nm; mi++) {
         uly_method me = methods[mi];
         int mg = me == ULY_METHOD_MEGATRON_SP;
-        if (o->attn_kernel == USIM_ATTN_UNFUSED && me != ULY_METHOD_ULYSSES && !mg)
-            continue;   /* unfused attention runs with ulysses and megatron-sp only (usim_job_resolve) */
+        if (!usim_attn_kernel_runs(me, o->attn_kernel))
+            continue;   /* reported as not searched under "why the others lost" */
         for (int T = 1; T <= G; T++) {
             if (!divides(T, G) || (!mg && (T > gpn || (o->tp && T != o->tp))) || (mg && o->tp && T != o->tp))
                 continue;
@@ -1729,8 +1729,7 @@ int cmd_plan(int argc, char **argv)
         }
         for (int mi = 0; mi < nm; mi++)
             if (!seen[methods[mi]]) {
-                if (o.attn_kernel == USIM_ATTN_UNFUSED && methods[mi] != ULY_METHOD_ULYSSES &&
-                    methods[mi] != ULY_METHOD_MEGATRON_SP)
+                if (!usim_attn_kernel_runs(methods[mi], o.attn_kernel))
                     printf("  %s: not searched: --attn-kernel unfused runs with ulysses and megatron-sp only\n",
                            uly_method_sim_name(methods[mi]));
                 else
