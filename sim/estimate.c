@@ -42,6 +42,8 @@ int usim_estimate(const usim_platform *p, const usim_model *m, const usim_job *j
         double E = usim_unfused_elems(&x);
         attn_fwd = usim_attn_unfused_s(p, m->dtype, E, (double)x.d, (double)x.tq, (double)x.tk, 0, j.attn_dropout);
         attn_bwd = usim_attn_unfused_s(p, m->dtype, E, (double)x.d, (double)x.tq, (double)x.tk, 1, j.attn_dropout);
+        if (j.recompute == USIM_RC_SELECTIVE)   /* the core recomputed before its backward (program.c) */
+            attn_bwd += attn_fwd;
     }
     double fwd = gemm_fwd + attn_fwd + f.elem_bytes / hbm;
     double bwd = 2 * gemm_fwd + attn_bwd + 2 * f.elem_bytes / hbm;

@@ -30,12 +30,17 @@ static usim_time t_gemm_bwd(const usim_prog *b, usim_gemm g)
     return usim_ps(usim_gemm_bwd_s(b->p, b->m->dtype, g));
 }
 /* Unfused attention (usim_job.attn_kernel): every (query, key) pair of the
- * rank's heads has its score in HBM, the causal mask applied in the softmax. */
+ * rank's heads has its score in HBM, the causal mask applied in the softmax.
+ * Selective recompute does not store the scores (cost.c): the backward
+ * recomputes the core's forward first. */
 static usim_time t_attn_unfused(const usim_prog *b, int bwd)
 {
     const usim_shape *x = b->x;
-    return usim_ps(usim_attn_unfused_s(b->p, b->m->dtype, usim_unfused_elems(x), (double)x->d, (double)x->tq,
-                                       (double)x->tk, bwd, b->j->attn_dropout));
+    double E = usim_unfused_elems(x), d = (double)x->d, tq = (double)x->tq, tk = (double)x->tk;
+    double t = usim_attn_unfused_s(b->p, b->m->dtype, E, d, tq, tk, bwd, b->j->attn_dropout);
+    if (bwd && b->j->recompute == USIM_RC_SELECTIVE)
+        t += usim_attn_unfused_s(b->p, b->m->dtype, E, d, tq, tk, 0, b->j->attn_dropout);
+    return usim_ps(t);
 }
 static usim_time t_attn(const usim_prog *b, double fl)
 {

@@ -670,7 +670,8 @@ END_TEST
  * recomputes the core) and keeps only the 2 E e.  Time: every layer's two
  * forward attentions (the forward and its recomputation) and its backward
  * take the kernel's time instead of FlashAttention's, per micro-step, and
- * nothing else changes.  Methods that combine blockwise partial results
+ * nothing else changes; with selective recompute the one forward, the
+ * backward and the core's recomputation before it.  Methods that combine blockwise partial results
  * refuse it; dropout without it is refused.
  */
 START_TEST(test_unfused_attention_job)
@@ -715,6 +716,17 @@ START_TEST(test_unfused_attention_job)
     ck_assert_msg(fabs((rb.compute_s - ra.compute_s) - want) <= 1e-9 + 1e-9 * want,
                   "compute %.9f - %.9f vs %.9f", rb.compute_s, ra.compute_s, want);
     ck_assert(rb.iter_s > ra.iter_s);
+    /* selective recompute: one forward per layer, and the backward recomputes
+     * the unfused core (its scores were not stored) */
+    ck_assert_int_eq(usim_simulate(sim, &m, &fs, NULL, &ra), USIM_OK);
+    ck_assert_int_eq(usim_simulate(sim, &m, &us_, NULL, &rb), USIM_OK);
+    flash = usim_attn_s(&p, USIM_FP16, fwd_fl, 1, 4, 4096, 128) +
+            usim_attn_bwd_s(&p, USIM_FP16, USIM_ATTN_BWD_FACTOR * fwd_fl, 1, 4, 4096, 128);
+    unf = 2 * usim_attn_unfused_s(&p, USIM_FP16, E, 128, 4096, 4096, 0, 1) +
+          usim_attn_unfused_s(&p, USIM_FP16, E, 128, 4096, 4096, 1, 1);
+    want = 4 * 2 * (unf - flash);
+    ck_assert_msg(fabs((rb.compute_s - ra.compute_s) - want) <= 1e-9 + 1e-9 * want,
+                  "selective: compute %.9f - %.9f vs %.9f", rb.compute_s, ra.compute_s, want);
     usim_sim_free(sim);
 
     usim_job bad = job(ULY_METHOD_RING, 8, 8);
