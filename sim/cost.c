@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compute.h"
 #include "cost.h"
 #include "pipeline.h"
 #include "ulysses_plan.h"
@@ -317,6 +318,16 @@ int usim_job_check_longctx(const usim_platform *p, const usim_model *m, const us
         return usim_set_error(USIM_EINVAL, "--offload optimizer: platform '%s' gives no host "
                               "cpu_peak_tflops_fp32 and mem_bw_GBps (the CPU Adam step)", p->name);
     return USIM_OK;
+}
+
+double usim_attn_unfused_job_s(const usim_platform *p, const usim_model *m, const usim_job *j,
+                               const usim_shape *x, int bwd)
+{
+    double E = usim_unfused_elems(x), d = (double)x->d, tq = (double)x->tq, tk = (double)x->tk;
+    double t = usim_attn_unfused_s(p, m->dtype, E, d, tq, tk, bwd, j->attn_dropout);
+    if (bwd && j->recompute == USIM_RC_SELECTIVE)
+        t += usim_attn_unfused_s(p, m->dtype, E, d, tq, tk, 0, j->attn_dropout);
+    return t;
 }
 
 /* Unfused attention's score-sized tensors of one layer (rank 0's heads), in

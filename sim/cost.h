@@ -75,6 +75,12 @@ void usim_flops_make(const usim_model *m, const usim_job *j, const usim_shape *x
                      usim_flops *f);
 void usim_memory_model(const usim_platform *p, const usim_model *m, const usim_job *j,
                        const usim_shape *x, usim_memory *mem);
+/* Seconds of one layer's unfused attention on rank 0 for job j (compute.c's
+ * kernel over x's shape): the forward (bwd 0) or the backward (bwd 1), the
+ * latter with the core's recomputation under selective recompute (its scores
+ * are not stored).  The program and the estimate both time it so. */
+double usim_attn_unfused_job_s(const usim_platform *p, const usim_model *m, const usim_job *j,
+                               const usim_shape *x, int bwd);
 /* Score elements of one layer's unfused attention on rank 0: b x heads held
  * x tq x tk (every query-key pair; doc/simulator.md, "Unfused attention"). */
 static inline double usim_unfused_elems(const usim_shape *x)

@@ -38,12 +38,9 @@ int usim_estimate(const usim_platform *p, const usim_model *m, const usim_job *j
     double hbm = p->hbm_Bps;
     double gemm_fwd = (f.qkv + f.out + f.mlp) / gemm, attn_fwd = f.attn / attn;
     double attn_bwd = USIM_ATTN_BWD_FACTOR * attn_fwd;
-    if (j.attn_kernel == USIM_ATTN_UNFUSED) {   /* the simulator's own kernel times (compute.c) */
-        double E = usim_unfused_elems(&x);
-        attn_fwd = usim_attn_unfused_s(p, m->dtype, E, (double)x.d, (double)x.tq, (double)x.tk, 0, j.attn_dropout);
-        attn_bwd = usim_attn_unfused_s(p, m->dtype, E, (double)x.d, (double)x.tq, (double)x.tk, 1, j.attn_dropout);
-        if (j.recompute == USIM_RC_SELECTIVE)   /* the core recomputed before its backward (program.c) */
-            attn_bwd += attn_fwd;
+    if (j.attn_kernel == USIM_ATTN_UNFUSED) {   /* the program's own kernel times */
+        attn_fwd = usim_attn_unfused_job_s(p, m, &j, &x, 0);
+        attn_bwd = usim_attn_unfused_job_s(p, m, &j, &x, 1);
     }
     double fwd = gemm_fwd + attn_fwd + f.elem_bytes / hbm;
     double bwd = 2 * gemm_fwd + attn_bwd + 2 * f.elem_bytes / hbm;

@@ -35,12 +35,7 @@ static usim_time t_gemm_bwd(const usim_prog *b, usim_gemm g)
  * recomputes the core's forward first. */
 static usim_time t_attn_unfused(const usim_prog *b, int bwd)
 {
-    const usim_shape *x = b->x;
-    double E = usim_unfused_elems(x), d = (double)x->d, tq = (double)x->tq, tk = (double)x->tk;
-    double t = usim_attn_unfused_s(b->p, b->m->dtype, E, d, tq, tk, bwd, b->j->attn_dropout);
-    if (bwd && b->j->recompute == USIM_RC_SELECTIVE)
-        t += usim_attn_unfused_s(b->p, b->m->dtype, E, d, tq, tk, 0, b->j->attn_dropout);
-    return usim_ps(t);
+    return usim_ps(usim_attn_unfused_job_s(b->p, b->m, b->j, b->x, bwd));
 }
 static usim_time t_attn(const usim_prog *b, double fl)
 {
