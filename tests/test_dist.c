@@ -453,11 +453,25 @@ START_TEST(large_count_path)
 }
 END_TEST
 
+/* A count limit that puts every block of shape s in several messages (about
+ * eight for the largest, never fewer than 7 elements each) without making
+ * thousands of them: each pipelined message is a request and a transport
+ * fragment, and with N = 1001 and a limit of 7 the 4-rank run posted some
+ * 7000 per all-to-all, minutes per test in the sanitizer build on a loaded
+ * machine (slow, not stuck: the ranks moved on between stack dumps). */
+static size_t several_messages(const shape *s)
+{
+    const int64_t block = s->B * ((s->N + P - 1) / P) * ((s->Hkv + P - 1) / P) * s->d; /* the smaller side */
+    const int64_t lim = block / 8;
+    return lim > 7 ? (size_t)lim : 7;
+}
+
 START_TEST(pipeline_mode)
 {
     /* per-peer non-blocking messages with overlapped pack/unpack: same bits, same bytes;
-     * odd _i with a count limit of 7 elements (every block in several messages) */
-    check_dist(&shapes[_i / 2], ULY_F32, _i % 2 ? 7 : 0, NULL, ULY_A2A_PIPELINE);
+     * odd _i with a count limit (every block in several messages) */
+    const shape *s = &shapes[_i / 2];
+    check_dist(s, ULY_F32, _i % 2 ? several_messages(s) : 0, NULL, ULY_A2A_PIPELINE);
 }
 END_TEST
 
@@ -468,7 +482,7 @@ void uly_test_fail_alloc_at(long k);
  * allocates nothing, so no rank can fail an allocation after the call's
  * agreement while its peers have posted their messages (a one-rank
  * allocation failure there left the peers waiting for ever).  Every kind,
- * with every block in several messages (a count limit of 7 elements). */
+ * with every block in several messages (several_messages' count limit). */
 START_TEST(pipeline_allocates_nothing)
 {
     const shape *s = &shapes[_i];
@@ -476,7 +490,7 @@ START_TEST(pipeline_allocates_nothing)
     uly_dist_opts opts;
     memset(&opts, 0, sizeof opts);
     opts.a2a_mode = ULY_A2A_PIPELINE;
-    opts.max_count = 7;
+    opts.max_count = several_messages(s);
     uly_dist *D = NULL;
     ck_assert_int_eq(uly_dist_create(MPI_COMM_WORLD, &a, &opts, &D), ULY_OK);
     const size_t big = (size_t)(a.batch * a.seq * a.heads * a.head_dim) + 1;
