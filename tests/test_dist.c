@@ -453,8 +453,9 @@ START_TEST(large_count_path)
 }
 END_TEST
 
-/* A count limit that puts every block of shape s in several messages (about
- * eight for the largest, never fewer than 7 elements each) without making
+/* A count limit that puts every block of shape s in several messages (at
+ * least eight for a K/V block, more for Q's, never fewer than 7 elements
+ * each; one message only where a block is under 7 elements) without making
  * thousands of them: each pipelined message is a request and a transport
  * fragment, and with N = 1001 and a limit of 7 the 4-rank run posted some
  * 7000 per all-to-all, minutes per test in the sanitizer build on a loaded
