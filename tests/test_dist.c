@@ -1052,9 +1052,9 @@ START_TEST(overlap_integer_encoded)
                         const size_t x = (size_t)(((b * n + t) * H + h) * d + c);
                         const double wo = code(&a, H, b, t0 + t, h, c) + 1048576.0 * code(&a, Hkv, b, t0 + t, h / g, c);
                         CHECK_EACH(o[x] == wo, "pass %d rank %d: O(%lld,%lld,%lld,%lld) = %.17g, want %.17g", pass,
-                                      rank, (long long)b, (long long)(t0 + t), (long long)h, (long long)c, o[x], wo);
+                                   rank, (long long)b, (long long)(t0 + t), (long long)h, (long long)c, o[x], wo);
                         CHECK_EACH(dq[x] == dout[x] + wo, "pass %d rank %d: dQ(%lld,%lld,%lld,%lld) wrong", pass,
-                                      rank, (long long)b, (long long)(t0 + t), (long long)h, (long long)c);
+                                   rank, (long long)b, (long long)(t0 + t), (long long)h, (long long)c);
                     }
         for (int64_t b = 0; b < B; b++)
             for (int64_t t = 0; t < n; t++)
@@ -1065,15 +1065,15 @@ START_TEST(overlap_integer_encoded)
                             w += dout[((b * n + t) * H + h) * d + c];
                         const size_t x = (size_t)(((b * n + t) * Hkv + j) * d + c);
                         CHECK_EACH(dk[x] == w && dv[x] == 2 * w, "pass %d rank %d: dK/dV(%lld,%lld,%lld,%lld) = %.17g/%.17g, want %.17g",
-                                      pass, rank, (long long)b, (long long)(t0 + t), (long long)j, (long long)c, dk[x], dv[x], w);
+                                   pass, rank, (long long)b, (long long)(t0 + t), (long long)j, (long long)c, dk[x], dv[x], w);
                     }
         const double *lse = uly_dist_lse(D);
         for (int64_t b = 0; b < B; b++)
             for (int64_t h = 0; h < hn; h++)
                 for (int64_t t = 0; t < a.seq; t++)
                     CHECK_EACH(lse[(b * hn + h) * a.seq + t] == code(&a, H, b, t, h0 + h, 0),
-                                  "pass %d rank %d: LSE(%lld,%lld,%lld) wrong", pass, rank, (long long)b,
-                                  (long long)(h0 + h), (long long)t);
+                               "pass %d rank %d: LSE(%lld,%lld,%lld) wrong", pass, rank, (long long)b,
+                               (long long)(h0 + h), (long long)t);
     }
     uly_dist_free(D);
     free(q); free(k); free(v); free(dout); free(o); free(dq); free(dk); free(dv);
